@@ -1,0 +1,136 @@
+"""``torch.accelerator`` for JAX: the machine's accelerator, whichever kind it is.
+
+The accelerator is the first platform JAX has devices for among CUDA, ROCm, TPU and
+Metal (``mps``). :func:`current_accelerator` and :func:`is_available` never raise;
+the index functions raise :class:`~torch2jax_device.DeviceUnavailableError` when
+there is no accelerator, with torch's message. The first call starts JAX's backends.
+
+Example:
+    >>> import torch2jax_device as tj
+    >>> accelerator = tj.accelerator.current_accelerator()
+    >>> device = accelerator if accelerator is not None else tj.device("cpu")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import _platforms, _runtime
+from ._current import current_index, set_current_index
+from ._device import Device
+from ._errors import DeviceUnavailableError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._device import DeviceLike
+
+__all__ = [
+    "current_accelerator",
+    "current_device_index",
+    "device_count",
+    "device_index",
+    "is_available",
+    "set_device_index",
+    "synchronize",
+]
+
+
+def _platform() -> str | None:
+    return _runtime.current_platform(_platforms.ACCELERATOR_PLATFORMS)
+
+
+def _require() -> str:
+    platform = _platform()
+    if platform is None:
+        raise DeviceUnavailableError(
+            "Cannot access accelerator device when none is available: JAX found no "
+            "CUDA, ROCm, TPU or Metal device. Fix: "
+            f"{_platforms.missing_platform_hint('cuda')}."
+        )
+    return platform
+
+
+def current_accelerator(check_available: bool = False) -> Device | None:
+    """The accelerator's device type, unindexed, or ``None``.
+
+    The ``torch.accelerator.current_accelerator`` of JAX.
+
+    ``check_available`` is accepted for torch compatibility: JAX only reports
+    accelerators it can use, so the answer is the same either way.
+
+    Example:
+        >>> import torch2jax_device as tj
+        >>> accelerator = tj.accelerator.current_accelerator()
+        >>> accelerator is None or accelerator.index is None
+        True
+    """
+    platform = _platform()
+    return None if platform is None else Device(_platforms.torch_type_of_platform(platform))
+
+
+def is_available() -> bool:
+    """Whether JAX has any accelerator here (``torch.accelerator.is_available``). Never raises."""
+    return _platform() is not None
+
+
+def device_count() -> int:
+    """How many devices the accelerator has in this process; 0 without one."""
+    platform = _platform()
+    return 0 if platform is None else _runtime.device_count(platform)
+
+
+def current_device_index() -> int:
+    """This thread's current accelerator index (``torch.accelerator.current_device_index``).
+
+    Raises:
+        DeviceUnavailableError: there is no accelerator.
+    """
+    return current_index(_require())
+
+
+def set_device_index(device: DeviceLike) -> None:
+    """Set this thread's current accelerator device (``torch.accelerator.set_device_index``).
+
+    Raises:
+        DeviceUnavailableError: there is no accelerator, or not that many devices.
+    """
+    platform = _require()
+    _runtime.set_current(device, platform, "accelerator")
+
+
+class device_index:  # torch's name
+    """Context manager changing the current accelerator device (``torch.accelerator.device_index``).
+
+    ``None`` changes nothing, as in torch.
+    """
+
+    def __init__(self, device: DeviceLike | None) -> None:
+        self._device = device
+        self._previous: int | None = None
+        self._platform: str | None = None
+
+    def __enter__(self) -> None:
+        if self._device is None:
+            return
+        self._platform = _require()
+        self._previous = _runtime.set_current(self._device, self._platform, "accelerator")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._platform is not None and self._previous is not None:
+            set_current_index(self._platform, self._previous)
+
+
+def synchronize(device: DeviceLike | None = None) -> None:
+    """Wait for all work on an accelerator device (``torch.accelerator.synchronize``).
+
+    Raises:
+        DeviceUnavailableError: there is no accelerator.
+    """
+    platform = _require()
+    _runtime.synchronize(_runtime.device_for(device, platform, "accelerator"))

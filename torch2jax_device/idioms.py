@@ -1,0 +1,397 @@
+"""The idiom catalog: one row per PyTorch device idiom and its JAX translations.
+
+This is the single source for the migration guide (``docs/migration-guide.md`` is
+generated from :func:`to_markdown`), the side-by-side tests (every row is run in
+PyTorch and through torch2jax_device, and a test fails if a row has no such test)
+and the porting scanner.
+
+A row whose :attr:`Idiom.runs` is true is executed as written by the side-by-side
+suite: the ``torch`` snippet with ``torch`` in scope, the ``tj`` snippet with ``tj``,
+``jax`` and ``jnp`` in scope, and the two outcomes (the value of :attr:`Idiom.result`,
+or the exception raised) must agree. Rows that need set-up name their dedicated
+tests instead. The ``jax`` column is what you would write with JAX alone.
+
+Example:
+    >>> from torch2jax_device import idioms
+    >>> idioms.get("device-select").tj
+    'device = tj.device("cuda" if tj.cuda.is_available() else "cpu")'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+
+__all__ = ["CATALOG", "SECTIONS", "Idiom", "get", "to_markdown"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Idiom:
+    """One PyTorch idiom with its plain-JAX and torch2jax_device equivalents.
+
+    Attributes:
+        id: Stable identifier, used by tests, the guide's anchors and scanner rules.
+        section: The guide section the row belongs to (one of :data:`SECTIONS`).
+        title: What the idiom does, in a few words.
+        torch: The PyTorch code.
+        jax: The same with JAX alone.
+        tj: The same with torch2jax_device (imported as ``tj``).
+        notes: Differences a porter must know.
+        runs: The side-by-side suite executes ``torch`` and ``tj`` as written.
+        result: The variable both snippets assign and the suite compares; ``None``
+            compares only success versus the exception raised.
+    """
+
+    id: str
+    section: str
+    title: str
+    torch: str
+    jax: str
+    tj: str
+    notes: str = ""
+    runs: bool = True
+    result: str | None = None
+
+
+SECTIONS: tuple[str, ...] = ("Devices", "Availability", "Default device")
+
+CATALOG: tuple[Idiom, ...] = (
+    Idiom(
+        id="device-select",
+        section="Devices",
+        title="Pick the GPU if there is one",
+        torch='device = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+        jax=(
+            'platform = "cuda" if "cuda" in jax.extend.backend.backends() else "cpu"\n'
+            "device = jax.local_devices(backend=platform)[0]"
+        ),
+        tj='device = tj.device("cuda" if tj.cuda.is_available() else "cpu")',
+        notes=(
+            "`jax.devices('cuda')` raises on a machine without a GPU; "
+            "`tj.cuda.is_available()` never does."
+        ),
+        result="device",
+    ),
+    Idiom(
+        id="device-indexed",
+        section="Devices",
+        title="Name one device by string",
+        torch='device = torch.device("cuda:1")',
+        jax='device = jax.local_devices(backend="cuda")[1]',
+        tj='device = tj.device("cuda:1")',
+        notes=(
+            "Parsed lazily, with torch's grammar and errors. The index counts this "
+            "process's devices of the platform, as a CUDA ordinal does; JAX's "
+            "`Device.id` is global and is not used."
+        ),
+        result="device",
+    ),
+    Idiom(
+        id="device-type-index",
+        section="Devices",
+        title="Name one device by type and index",
+        torch='device = torch.device("cuda", 1)',
+        jax='device = jax.local_devices(backend="cuda")[1]',
+        tj='device = tj.device("cuda", 1)',
+        result="device",
+    ),
+    Idiom(
+        id="device-accelerator-index",
+        section="Devices",
+        title="An int means an index of the current accelerator",
+        torch="device = torch.device(0)",
+        jax="device = jax.local_devices()[0]  # the default backend, CPU included",
+        tj="device = tj.device(0)",
+        notes="Raises when there is no accelerator, as torch does.",
+        result="device",
+    ),
+    Idiom(
+        id="device-parse-error",
+        section="Devices",
+        title="Malformed device strings raise",
+        torch='device = torch.device("cuda:01")',
+        jax="# JAX never parses 'type:index' strings",
+        tj='device = tj.device("cuda:01")',
+        notes="`tj.InvalidDeviceError` is a `RuntimeError`, like torch's error.",
+        result="device",
+    ),
+    Idiom(
+        id="device-jax-device",
+        section="Devices",
+        title="Resolve to the concrete JAX device",
+        torch='tensor = torch.zeros(3, device="cpu")',
+        jax='tensor = jnp.zeros(3, device=jax.local_devices(backend="cpu")[0])',
+        tj='tensor = jnp.zeros(3, device=tj.device("cpu").jax_device)',
+        notes=(
+            "`tj.resolve(spec)` and `Device.jax_device` raise `tj.DeviceUnavailableError` "
+            "naming the devices that exist when the device is missing."
+        ),
+        result="tensor",
+    ),
+    Idiom(
+        id="cuda-is-available",
+        section="Availability",
+        title="Is there a CUDA GPU?",
+        torch="available = torch.cuda.is_available()",
+        jax='available = "cuda" in jax.extend.backend.backends()',
+        tj="available = tj.cuda.is_available()",
+        notes="Starts JAX's backends on first call (JAX's rule).",
+        result="available",
+    ),
+    Idiom(
+        id="cuda-device-count",
+        section="Availability",
+        title="How many CUDA GPUs?",
+        torch="count = torch.cuda.device_count()",
+        jax=(
+            "backends = jax.extend.backend.backends()\n"
+            'count = len(jax.local_devices(backend="cuda")) if "cuda" in backends else 0'
+        ),
+        tj="count = tj.cuda.device_count()",
+        result="count",
+    ),
+    Idiom(
+        id="cuda-current-device",
+        section="Availability",
+        title="Index of the current CUDA device",
+        torch="index = torch.cuda.current_device()",
+        jax="# no equivalent: JAX has no current device",
+        tj="index = tj.cuda.current_device()",
+        result="index",
+    ),
+    Idiom(
+        id="cuda-set-device",
+        section="Availability",
+        title="Change the current CUDA device",
+        torch="torch.cuda.set_device(1)",
+        jax="# no equivalent: pass jax.local_devices(backend='cuda')[1] explicitly",
+        tj="tj.cuda.set_device(1)",
+        notes=(
+            "Per thread, like CUDA's current device. An unindexed `tj.device('cuda')` "
+            "resolves to it."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="cuda-device-context",
+        section="Availability",
+        title="Current CUDA device for a block",
+        torch="with torch.cuda.device(1):\n    ...",
+        jax="# no equivalent",
+        tj="with tj.cuda.device(1):\n    ...",
+        runs=False,
+    ),
+    Idiom(
+        id="cuda-device-name",
+        section="Availability",
+        title="GPU name",
+        torch="name = torch.cuda.get_device_name(0)",
+        jax='name = jax.local_devices(backend="cuda")[0].device_kind',
+        tj="name = tj.cuda.get_device_name(0)",
+        result="name",
+    ),
+    Idiom(
+        id="cuda-device-properties",
+        section="Availability",
+        title="GPU properties",
+        torch="props = torch.cuda.get_device_properties(0)",
+        jax=(
+            'gpu = jax.local_devices(backend="cuda")[0]\n'
+            "sms, stats = gpu.core_count, gpu.memory_stats()"
+        ),
+        tj="props = tj.cuda.get_device_properties(0)",
+        notes=(
+            "`total_memory` is what JAX's allocator may use (`bytes_limit`: 75 % of the "
+            "card with default preallocation), not the physical total."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="cuda-device-capability",
+        section="Availability",
+        title="Compute capability",
+        torch="capability = torch.cuda.get_device_capability()",
+        jax='capability = jax.local_devices(backend="cuda")[0].compute_capability  # "9.0"',
+        tj="capability = tj.cuda.get_device_capability()",
+        result="capability",
+    ),
+    Idiom(
+        id="cuda-bf16",
+        section="Availability",
+        title="bfloat16 support",
+        torch="bf16 = torch.cuda.is_bf16_supported()",
+        jax="# XLA runs bfloat16 on every GPU (emulated before compute capability 8.0)",
+        tj="bf16 = tj.cuda.is_bf16_supported()",
+        result="bf16",
+    ),
+    Idiom(
+        id="cuda-synchronize",
+        section="Availability",
+        title="Wait for the GPU",
+        torch="torch.cuda.synchronize()",
+        jax="jax.block_until_ready(outputs)",
+        tj="tj.cuda.synchronize()",
+        notes=(
+            "JAX has no device-wide barrier: this waits for every live array on the "
+            "device and for JAX effects."
+        ),
+    ),
+    Idiom(
+        id="cuda-is-built",
+        section="Availability",
+        title="Was CUDA support installed?",
+        torch="built = torch.backends.cuda.is_built()",
+        jax="# look for the jax-cuda12-plugin / jax-cuda13-plugin distribution",
+        tj="built = tj.backends.cuda.is_built()",
+        notes="Never starts JAX.",
+        result="built",
+    ),
+    Idiom(
+        id="mps-is-available",
+        section="Availability",
+        title="Is there an Apple GPU?",
+        torch="available = torch.backends.mps.is_available()",
+        jax='available = "METAL" in jax.extend.backend.backends()',
+        tj="available = tj.backends.mps.is_available()",
+        notes="Served by the jax-metal plugin.",
+        result="available",
+    ),
+    Idiom(
+        id="accelerator-current",
+        section="Availability",
+        title="Which accelerator is there?",
+        torch="accelerator = torch.accelerator.current_accelerator()",
+        jax='accelerator = jax.default_backend() if jax.default_backend() != "cpu" else None',
+        tj="accelerator = tj.accelerator.current_accelerator()",
+        notes="`None` without an accelerator; `jax.default_backend()` says `'gpu'`, not `'cuda'`.",
+        result="accelerator",
+    ),
+    Idiom(
+        id="accelerator-is-available",
+        section="Availability",
+        title="Is there any accelerator?",
+        torch="available = torch.accelerator.is_available()",
+        jax='available = jax.default_backend() != "cpu"',
+        tj="available = tj.accelerator.is_available()",
+        result="available",
+    ),
+    Idiom(
+        id="accelerator-device-count",
+        section="Availability",
+        title="How many accelerator devices?",
+        torch="count = torch.accelerator.device_count()",
+        jax='count = jax.local_device_count() if jax.default_backend() != "cpu" else 0',
+        tj="count = tj.accelerator.device_count()",
+        result="count",
+    ),
+    Idiom(
+        id="accelerator-current-index",
+        section="Availability",
+        title="Current accelerator index",
+        torch="index = torch.accelerator.current_device_index()",
+        jax="# no equivalent: JAX has no current device",
+        tj="index = tj.accelerator.current_device_index()",
+        result="index",
+    ),
+    Idiom(
+        id="list-devices",
+        section="Availability",
+        title="Every device on every backend",
+        torch='devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]',
+        jax="devices = jnp.__array_namespace_info__().devices()[1:]  # [0] is None",
+        tj='devices = tj.list_devices("cuda")',
+        notes=(
+            "`jax.devices()` lists the default backend only; `tj.list_devices()` lists "
+            "every backend and `tj.available_backends()` names them."
+        ),
+        result="devices",
+    ),
+    Idiom(
+        id="default-device-context",
+        section="Default device",
+        title="Create new arrays on a device for a block",
+        torch='with torch.device("cpu"):\n    x = torch.zeros(3)',
+        jax='with jax.default_device(jax.local_devices(backend="cpu")[0]):\n    x = jnp.zeros(3)',
+        tj='with tj.device("cpu"):\n    x = jnp.zeros(3)',
+        notes=(
+            "Checked when entered (torch checks at the first tensor). Per thread. "
+            "Places uncommitted data only: arrays already committed to a device stay there."
+        ),
+        result="x",
+    ),
+    Idiom(
+        id="default-device-missing",
+        section="Default device",
+        title="A missing device fails",
+        torch='with torch.device("cuda"):\n    x = torch.zeros(3)',
+        jax='with jax.default_device("gpu"):\n    x = jnp.zeros(3)',
+        tj='with tj.device("cuda"):\n    x = jnp.zeros(3)',
+        notes="`jax.default_device('cuda')` is rejected; `'gpu'` fails only at the first array.",
+        result="x",
+    ),
+    Idiom(
+        id="default-device-set",
+        section="Default device",
+        title="Set the default device",
+        torch='torch.set_default_device("cpu")\nx = torch.ones(2)',
+        jax=(
+            'jax.config.update("jax_default_device", jax.local_devices(backend="cpu")[0])\n'
+            "x = jnp.ones(2)"
+        ),
+        tj='tj.set_default_device("cpu")\nx = jnp.ones(2)',
+        notes=(
+            "Per thread, as in torch 2.13 (`jax.config.update` is process-wide). "
+            "`set_default_device(None)` restores JAX's own default."
+        ),
+        result="x",
+    ),
+    Idiom(
+        id="default-device-get",
+        section="Default device",
+        title="Read the default device",
+        torch="device = torch.get_default_device()",
+        jax="device = jax.extend.backend.get_default_device()",
+        tj="device = tj.get_default_device()",
+        notes=(
+            "With nothing set, JAX's default is the accelerator when there is one; "
+            "torch's is the CPU."
+        ),
+        runs=False,
+    ),
+)
+
+
+def get(idiom_id: str) -> Idiom:
+    """The catalog row with this id.
+
+    Raises:
+        KeyError: no row has this id.
+    """
+    for idiom in CATALOG:
+        if idiom.id == idiom_id:
+            return idiom
+    raise KeyError(f"no idiom {idiom_id!r} in the catalog")
+
+
+def _code_cell(code: str) -> str:
+    lines = [html.escape(line).replace("|", "&#124;") for line in code.splitlines()]
+    return "<code>" + "<br>".join(line.replace("    ", "&nbsp;" * 4) for line in lines) + "</code>"
+
+
+def to_markdown() -> str:
+    """The migration guide's idiom tables, one per section, as Markdown."""
+    parts = []
+    for section in SECTIONS:
+        parts.append(f"### {section}\n")
+        parts.append("| Idiom | PyTorch | plain JAX | torch2jax_device | Notes |")
+        parts.append("|---|---|---|---|---|")
+        for idiom in CATALOG:
+            if idiom.section != section:
+                continue
+            notes = idiom.notes.replace("|", "&#124;")
+            parts.append(
+                f'| <a id="{idiom.id}"></a>{idiom.title} | {_code_cell(idiom.torch)} | '
+                f"{_code_cell(idiom.jax)} | {_code_cell(idiom.tj)} | {notes} |"
+            )
+        parts.append("")
+    return "\n".join(parts)
