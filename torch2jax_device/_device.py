@@ -112,6 +112,8 @@ class Device:
             return type
         if isinstance(type, str):
             return _parse(type)
+        if isinstance(type, bytes):  # torch's argument parser takes bytes as a string
+            return _parse(type.decode("utf-8", errors="replace"))
         if isinstance(type, bool):
             _wrong_type("type", type)
         if isinstance(type, int):

@@ -1,0 +1,27 @@
+"""Four simulated CPU devices for this directory, in its own pytest process.
+
+JAX reads the CPU device count once, when its backends start; ``scripts/test.sh``
+runs ``pytest tests/multidevice`` separately. Collected together with tests that
+already started JAX with another count, these tests skip with that reason.
+"""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from torch2jax_device import _platforms
+
+DEVICE_COUNT = 4
+
+if not _platforms.backends_initialized():
+    jax.config.update("jax_num_cpu_devices", DEVICE_COUNT)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if len(jax.local_devices(backend="cpu")) == DEVICE_COUNT:
+        return
+    reason = f"needs {DEVICE_COUNT} CPU devices: run `pytest tests/multidevice` in its own process"
+    for item in items:
+        if "multidevice" in item.nodeid:
+            item.add_marker(pytest.mark.skip(reason=reason))

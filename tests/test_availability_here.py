@@ -1,0 +1,86 @@
+"""``tj.cuda`` / ``tj.accelerator`` / discovery on this machine, as JAX sees it."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+import torch2jax_device as tj
+
+HAS_CUDA = "cuda" in tj.available_backends()
+
+
+def test_available_backends_include_the_default_first() -> None:
+    backends = tj.available_backends()
+    assert "cpu" in backends
+    assert backends[0] in {"cuda", "rocm", "tpu", "METAL", "cpu"}
+    assert tj.list_devices() == [
+        tj.device(d) for b in backends for d in jax.local_devices(backend=b)
+    ]
+
+
+def test_list_devices_of_an_absent_backend_is_empty() -> None:
+    assert tj.list_devices("tpu") == [] or "tpu" in tj.available_backends()
+
+
+def test_predicates_agree_with_jax() -> None:
+    assert tj.cuda.is_available() == HAS_CUDA
+    assert tj.cuda.device_count() == (len(jax.local_devices(backend="cuda")) if HAS_CUDA else 0)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU behaviour")
+@pytest.mark.parametrize(
+    "call",
+    [
+        tj.cuda.current_device,
+        lambda: tj.cuda.set_device(0),
+        lambda: tj.cuda.device(0).__enter__(),
+        tj.cuda.get_device_name,
+        tj.cuda.get_device_properties,
+        tj.cuda.get_device_capability,
+        tj.cuda.synchronize,
+    ],
+)
+def test_cuda_calls_without_a_gpu_raise_with_the_fix(call: object) -> None:
+    with pytest.raises(tj.DeviceUnavailableError, match=r"CUDA is not available.*jax\[cuda12\]"):
+        call()  # type: ignore[operator]
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU behaviour")
+def test_no_gpu_predicates_answer_false() -> None:
+    assert not tj.cuda.is_bf16_supported()
+    assert tj.cuda.device_count() == 0
+    assert tj.accelerator.device_count() == 0 or tj.accelerator.is_available()
+
+
+@pytest.mark.skipif(tj.accelerator.is_available(), reason="checks the no-accelerator behaviour")
+def test_accelerator_index_calls_without_one_raise_torch_message() -> None:
+    with pytest.raises(tj.DeviceUnavailableError, match="Cannot access accelerator device"):
+        tj.accelerator.current_device_index()
+    with tj.accelerator.device_index(None):  # None changes nothing, as in torch
+        pass
+
+
+def test_backend_init_error_explains_jax_platforms() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import torch2jax_device as tj\n"
+        "try:\n    tj.available_backends()\n"
+        "except tj.BackendInitError as e:\n    print('ERR', e)\n"
+        "import warnings\nwarnings.simplefilter('ignore')\n"
+        "print('avail', tj.cuda.is_available())\n"
+    )
+    env = {**__import__("os").environ, "JAX_PLATFORMS": "tpu"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "ERR JAX could not initialize its backends" in out
+    assert "JAX_PLATFORMS='tpu'" in out and "'cuda,cpu'" in out
+    assert "avail False" in out
