@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -17,7 +17,11 @@ from ._current import current_index, set_current_index
 from ._device import Device, DeviceLike
 from ._errors import BackendInitError, DeviceUnavailableError, InvalidDeviceError
 
+if TYPE_CHECKING:
+    from types import TracebackType
+
 __all__ = [
+    "CurrentDeviceContext",
     "DeviceProperties",
     "current_platform",
     "device_count",
@@ -170,3 +174,39 @@ def synchronize(device: jax.Device) -> None:
     pending = [array for array in jax.live_arrays(platform) if device in array.devices()]
     jax.block_until_ready(pending)
     jax.effects_barrier()
+
+
+class CurrentDeviceContext:
+    """Sets a platform's current device for a ``with`` block, then restores it.
+
+    The shared half of ``tj.cuda.device`` and ``tj.accelerator.device_index``:
+    subclasses say which platform (:meth:`_platform`) and how to name it in errors.
+    ``None`` and negative indices change nothing, as in torch.
+    """
+
+    _what = "device"
+
+    def __init__(self, device: DeviceLike | None) -> None:
+        self._device = device
+        self._restore: tuple[str, int] | None = None
+
+    def _platform(self) -> str:
+        raise NotImplementedError
+
+    def __enter__(self) -> None:
+        if self._device is None:
+            return
+        platform = self._platform()
+        previous = set_current(self._device, platform, self._what)
+        if previous is not None:
+            self._restore = (platform, previous)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._restore is not None:
+            set_current_index(*self._restore)
+            self._restore = None

@@ -16,13 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _platforms, _runtime
-from ._current import current_index, set_current_index
+from ._current import current_index
 from ._device import Device
 from ._errors import DeviceUnavailableError
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from ._device import DeviceLike
 
 __all__ = [
@@ -99,31 +97,19 @@ def set_device_index(device: DeviceLike) -> None:
     _runtime.set_current(device, platform, "accelerator")
 
 
-class device_index:  # torch's name
+class device_index(_runtime.CurrentDeviceContext):  # torch's name
     """Context manager changing the current accelerator device (``torch.accelerator.device_index``).
 
     ``None`` changes nothing, as in torch.
+
+    Raises:
+        DeviceUnavailableError: on entering, when there is no accelerator.
     """
 
-    def __init__(self, device: DeviceLike | None) -> None:
-        self._device = device
-        self._previous: int | None = None
-        self._platform: str | None = None
+    _what = "accelerator"
 
-    def __enter__(self) -> None:
-        if self._device is None:
-            return
-        self._platform = _require()
-        self._previous = _runtime.set_current(self._device, self._platform, "accelerator")
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._platform is not None and self._previous is not None:
-            set_current_index(self._platform, self._previous)
+    def _platform(self) -> str:
+        return _require()
 
 
 def synchronize(device: DeviceLike | None = None) -> None:

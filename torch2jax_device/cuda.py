@@ -18,13 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _runtime
-from ._current import set_current_index
 from ._errors import DeviceUnavailableError
 from ._runtime import DeviceProperties
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from ._device import DeviceLike
 
 __all__ = [
@@ -94,11 +91,12 @@ def set_device(device: DeviceLike) -> None:
     _runtime.set_current(device, _PLATFORM, _WHAT)
 
 
-class device:  # torch's name
+class device(_runtime.CurrentDeviceContext):  # torch's name
     """Context manager that changes the current CUDA device (``torch.cuda.device``).
 
     Args:
-        device: An index, ``"cuda:N"`` or device object; a negative index does nothing.
+        device: An index, ``"cuda:N"`` or device object; a negative index or ``None``
+            does nothing.
 
     Example:
         >>> import torch2jax_device as tj
@@ -107,21 +105,10 @@ class device:  # torch's name
         ...         assert tj.cuda.current_device() == 1
     """
 
-    def __init__(self, device: DeviceLike) -> None:
-        self._device = device
-        self._previous: int | None = None
+    _what = _WHAT
 
-    def __enter__(self) -> None:
-        self._previous = _runtime.set_current(self._device, _PLATFORM, _WHAT)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._previous is not None:
-            set_current_index(_PLATFORM, self._previous)
+    def _platform(self) -> str:
+        return _PLATFORM
 
 
 def get_device_name(device: DeviceLike | None = None) -> str:
