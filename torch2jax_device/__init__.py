@@ -1,12 +1,14 @@
 """torch2jax_device: PyTorch's device idioms on JAX.
 
-``tj.device``, ``tj.cuda``, ``tj.accelerator``, ``with tj.device("cpu"):`` and
-``tj.set_default_device`` do what their torch namesakes do, on JAX backends, default
-devices and ``jax.device_put``, so a script ports line by line::
+``tj.device``, ``tj.cuda``, ``tj.accelerator``, ``with tj.device("cpu"):``,
+``tj.set_default_device`` and ``tj.to_device`` do what their torch namesakes do, on
+JAX backends, default devices and ``jax.device_put``, so a script ports line by line::
 
     import torch2jax_device as tj
 
     device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
+    model = tj.to_device(model, device)                  # model.to(device)
+    device = next(tj.parameters(model)).device           # next(model.parameters()).device
     with tj.device("cpu"):
         ...  # new JAX arrays are created on the CPU
 
@@ -25,11 +27,22 @@ from ._device import DeviceLike as DeviceLike
 from ._device import resolve as resolve
 from ._discovery import available_backends as available_backends
 from ._discovery import list_devices as list_devices
+from ._dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
 from ._errors import BackendInitError as BackendInitError
+from ._errors import ConversionError as ConversionError
 from ._errors import DeviceTypeError as DeviceTypeError
 from ._errors import DeviceUnavailableError as DeviceUnavailableError
+from ._errors import DTypeError as DTypeError
+from ._errors import EmptyTreeError as EmptyTreeError
 from ._errors import InvalidDeviceError as InvalidDeviceError
+from ._errors import MixedDeviceError as MixedDeviceError
 from ._errors import Torch2JaxDeviceError as Torch2JaxDeviceError
+from ._interop import to_jax as to_jax
+from ._interop import to_torch as to_torch
+from ._placement import check_same_device as check_same_device
+from ._placement import device_of as device_of
+from ._placement import parameters as parameters
+from ._placement import to_device as to_device
 
 #: ``tj.device`` is the :class:`Device` class, as ``torch.device`` is a class.
 device = Device
@@ -38,21 +51,32 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendInitError",
+    "ConversionError",
+    "DTypeError",
     "Device",
     "DeviceLike",
     "DeviceTypeError",
     "DeviceUnavailableError",
+    "DtypeNarrowingWarning",
+    "EmptyTreeError",
     "InvalidDeviceError",
+    "MixedDeviceError",
     "Torch2JaxDeviceError",
     "__version__",
     "accelerator",
     "available_backends",
     "backends",
+    "check_same_device",
     "cuda",
     "device",
+    "device_of",
     "get_default_device",
     "idioms",
     "list_devices",
+    "parameters",
     "resolve",
     "set_default_device",
+    "to_device",
+    "to_jax",
+    "to_torch",
 ]

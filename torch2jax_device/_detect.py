@@ -1,8 +1,8 @@
 """Recognize other frameworks' objects without importing the frameworks.
 
-A torch object can only exist if torch was imported by someone, so looking the class
-up in ``sys.modules`` is enough and never imports torch (the einops and
-array-api-compat approach).
+A torch or flax object can only exist if that framework was imported by someone, so
+looking the class up in ``sys.modules`` is enough and never imports it (the einops
+and array-api-compat approach).
 """
 
 from __future__ import annotations
@@ -10,11 +10,42 @@ from __future__ import annotations
 import sys
 from typing import Any, TypeGuard
 
-__all__ = ["is_torch_device"]
+import jax
+
+__all__ = [
+    "is_nnx_module",
+    "is_torch_device",
+    "is_torch_dtype",
+    "is_torch_tensor",
+    "is_tracer",
+]
+
+
+def _instance_of(obj: object, module: str, name: str) -> bool:
+    cls = getattr(sys.modules.get(module), name, None)
+    return isinstance(cls, type) and isinstance(obj, cls)
 
 
 def is_torch_device(obj: object) -> TypeGuard[Any]:
     """Whether ``obj`` is a ``torch.device``, without importing torch."""
-    torch = sys.modules.get("torch")
-    device_cls = getattr(torch, "device", None)
-    return isinstance(device_cls, type) and isinstance(obj, device_cls)
+    return _instance_of(obj, "torch", "device")
+
+
+def is_torch_tensor(obj: object) -> TypeGuard[Any]:
+    """Whether ``obj`` is a ``torch.Tensor``, without importing torch."""
+    return _instance_of(obj, "torch", "Tensor")
+
+
+def is_torch_dtype(obj: object) -> TypeGuard[Any]:
+    """Whether ``obj`` is a ``torch.dtype``, without importing torch."""
+    return _instance_of(obj, "torch", "dtype")
+
+
+def is_nnx_module(obj: object) -> TypeGuard[Any]:
+    """Whether ``obj`` is a Flax NNX module, without importing flax."""
+    return _instance_of(obj, "flax.nnx", "Module")
+
+
+def is_tracer(obj: object) -> bool:
+    """Whether ``obj`` is a JAX tracer (an array inside ``jit``/``grad``: no device)."""
+    return isinstance(obj, jax.core.Tracer)

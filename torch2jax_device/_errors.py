@@ -11,9 +11,13 @@ from __future__ import annotations
 
 __all__ = [
     "BackendInitError",
+    "ConversionError",
+    "DTypeError",
     "DeviceTypeError",
     "DeviceUnavailableError",
+    "EmptyTreeError",
     "InvalidDeviceError",
+    "MixedDeviceError",
     "Torch2JaxDeviceError",
 ]
 
@@ -47,3 +51,28 @@ class DeviceUnavailableError(Torch2JaxDeviceError, RuntimeError, AssertionError)
 
 class BackendInitError(Torch2JaxDeviceError, RuntimeError):
     """JAX could not initialize its backends (usually a ``JAX_PLATFORMS`` setting)."""
+
+
+class MixedDeviceError(Torch2JaxDeviceError, RuntimeError, ValueError):
+    """Arrays that must share one device are on several.
+
+    PyTorch raises ``RuntimeError("Expected all tensors to be on the same device ...")``
+    and JAX ``ValueError("Received incompatible devices ...")``; this class is both.
+    The message names every device and a leaf path on each.
+    """
+
+
+class EmptyTreeError(Torch2JaxDeviceError, ValueError):
+    """A tree, module or batch that should hold arrays holds none."""
+
+
+class DTypeError(Torch2JaxDeviceError, TypeError):
+    """A dtype that JAX does not know (torch raises ``TypeError`` for bad dtypes)."""
+
+
+class ConversionError(Torch2JaxDeviceError, ValueError):
+    """A value cannot be turned into a JAX array as asked.
+
+    Raised for array-like leaves JAX cannot convert, deleted or donated arrays, and
+    ``strict=True`` conversions that would need a copy. Names the leaf path and the fix.
+    """
