@@ -2,45 +2,62 @@
 
 Run with ``./scripts/demo.sh``. It prints what JAX sees on this machine and where each
 array was placed. On a machine without a GPU everything lands on the CPU; with one,
-the model goes to ``cuda:0`` while the dataset stays in host memory.
+the model and batches go to ``cuda:0`` while the dataset stays in host memory.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from flax import nnx
 
 import torch2jax_device as tj
 
 
+class Model(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        self.embed = nnx.Embed(50_000, 64, rngs=rngs)
+        self.head = nnx.Linear(64, 50_000, rngs=rngs)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        return self.head(self.embed(tokens).mean(axis=1))
+
+
 def main() -> None:
-    # PyTorch: torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    # PyTorch: device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
     print(f"JAX backends here: {tj.available_backends()} (jax.devices() shows {jax.devices()})")
     print(f"every device:      {[str(d) for d in tj.list_devices()]}")
     print(f"compute device:    {device!r} -> {device.jax_device!r}")
-
     if tj.cuda.is_available():
         props = tj.cuda.get_device_properties()
         print(f"GPU:               {props.name}, compute capability {props.major}.{props.minor}")
 
-    # PyTorch: with torch.device("cpu"): dataset = torch.randint(...)
-    # The dataset is created in host memory even when the GPU is JAX's default.
+    # PyTorch: with torch.device("cpu"): tokens = torch.randint(...)
+    # The dataset is created in host memory even when the GPU is JAX's default device.
     with tj.device("cpu"):
         tokens = jax.random.randint(jax.random.key(0), (1_000_000,), 0, 50_000)
-    print(f"dataset:           {tokens.shape} {tokens.dtype} on {tokens.device}")
+    print(f"dataset:           {tokens.shape} {tokens.dtype} on {tj.device_of(tokens)}")
 
-    # PyTorch: torch.set_default_device(device); weights = torch.randn(...)
-    tj.set_default_device(device)
-    weights = jax.random.normal(jax.random.key(1), (512, 512))
-    print(f"weights:           created on {weights.device} (default {tj.get_default_device()})")
-    tj.set_default_device(None)
+    # PyTorch: model = Model().to(device); device = next(model.parameters()).device
+    model = tj.to_device(Model(nnx.Rngs(0)), device)
+    device = next(tj.parameters(model)).device
+    print(f"model:             parameters on {device} (tj.device_of: {tj.device_of(model)})")
 
-    # PyTorch: batch = tokens[i:i+n].to(device); loss = model(batch)
-    batch = jax.device_put(tokens[:4096].reshape(8, 512), device.jax_device)
-    activations = jnp.tanh(batch.astype(weights.dtype) @ weights)
-    activations.block_until_ready()
-    print(f"activations:       {activations.shape} on {activations.device}")
+    # PyTorch: batch = {"tokens": tokens[i:i + n], "step": step}; batch = batch.to(device)
+    rows = np.random.default_rng(0).integers(0, tokens.shape[0] - 128, size=8)
+    batch = {"tokens": np.stack([np.asarray(tokens[r : r + 128]) for r in rows]), "step": 0}
+    batch = tj.to_device(batch, device)
+    logits = jax.jit(lambda m, t: m(t))(model, batch["tokens"])
+    print(
+        f"batch:             {batch['tokens'].shape} on {tj.device_of(batch)}, step={batch['step']}"
+    )
+    print(f"logits:            {logits.shape} {logits.dtype} on {tj.device_of(logits)}")
+
+    # PyTorch: model.to(torch.bfloat16)
+    tj.to_device(model, jnp.bfloat16)
+    print(f"bf16 model:        {next(tj.parameters(model)).dtype} on {tj.device_of(model)}")
 
     # PyTorch: torch.device("cuda:7") fails on use; here it fails with the fix.
     try:

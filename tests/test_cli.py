@@ -10,6 +10,7 @@ import sys
 
 import jax
 
+import torch2jax_device as tj
 from torch2jax_device.cli import main
 
 
@@ -32,7 +33,7 @@ def test_json_lists_every_backend_and_device() -> None:
     assert data["default_backend"] == names[0] and "cpu" in names
     cpu = next(backend for backend in data["backends"] if backend["name"] == "cpu")
     assert [d["device"] for d in cpu["devices"]] == [
-        f"cpu:{i}" for i in range(len(jax.local_devices(backend="cpu")))
+        str(tj.device(d)) for d in jax.local_devices(backend="cpu")
     ]
     first = cpu["devices"][0]
     assert first["jax"] == repr(jax.local_devices(backend="cpu")[0])
@@ -43,7 +44,8 @@ def test_table_shows_torch_names_and_jax_identity() -> None:
     status, text = _run("devices")
     assert status == 0
     assert text.startswith(f"JAX {jax.__version__}")
-    assert "cpu:0" in text and "CpuDevice(id=0)" in text and "device*" in text
+    assert f"\n{tj.device(jax.devices('cpu')[0])}  " in text
+    assert "CpuDevice(id=0)" in text and "device*" in text
 
 
 def test_console_script_reports_backend_failure_with_the_fix() -> None:

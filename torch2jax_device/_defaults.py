@@ -111,16 +111,17 @@ def set_default_device(device: DeviceLike | None) -> None:
 def get_default_device() -> Device:
     """The device new JAX arrays land on in this thread (``torch.get_default_device``).
 
-    Like torch, the answer carries an index (an unindexed ``"cuda"`` default reports
-    ``cuda:<current>``). With no default set it is JAX's own default device, which
-    is the accelerator when there is one, where torch would say ``cpu``. Starts
+    Like torch, it names the device arrays actually land on: an unindexed ``"cuda"``
+    default reports ``cuda:<current>``, the CPU reports ``cpu`` (``cpu:N`` when several
+    CPU devices are simulated). With no default set it is JAX's own default device,
+    which is the accelerator when there is one, where torch would say ``cpu``. Starts
     JAX's backends.
 
     Example:
         >>> import torch2jax_device as tj
         >>> with tj.device("cpu"):
         ...     tj.get_default_device()
-        device(type='cpu', index=0)
+        device(type='cpu')
     """
     frame = _state.stack[-1] if _state.stack else _state.base
     if frame is not None:

@@ -64,6 +64,10 @@ class Device:
     global ``Device.id``. An unindexed device means the platform's current device
     (see :func:`tj.cuda.set_device <torch2jax_device.cuda.set_device>`).
 
+    A ``jax.Device`` becomes ``cuda:N``, ``tpu:N``, ... by its position; the CPU is
+    ``cpu`` without an index, as torch reports CPU tensors, unless the process has
+    several CPU devices (``JAX_NUM_CPU_DEVICES``), which are ``cpu:N``.
+
     A ``Device`` is immutable and hashable. Two ``Device`` objects are equal when type
     and index are (so ``device("cuda") != device("cuda:0")``, as in torch); a ``Device``
     equals a ``torch.device`` with the same type and index and a ``jax.Device`` it
@@ -326,6 +330,9 @@ def _from_jax(device: jax.Device) -> Device:
             "torch-style devices name this process's devices only. Fix: use "
             "jax.local_devices() to pick a device of this process."
         )
+    if platform == "cpu" and len(local) == 1:
+        # torch's CPU is one unindexed device; so is JAX's unless more are simulated.
+        return Device._make("cpu", None)
     return Device._make(_platforms.torch_type_of_platform(platform), local.index(device))
 
 

@@ -40,7 +40,7 @@ def list_devices(backend: str | None = None) -> list[Device]:
 
     Example:
         >>> import torch2jax_device as tj
-        >>> tj.device("cpu:0") in tj.list_devices("cpu")
+        >>> tj.device("cpu") in tj.list_devices("cpu")
         True
     """
     platforms = [backend] if backend is not None else _platforms.available_platforms()

@@ -117,7 +117,7 @@ def to_device(
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     single = _is_array(obj) or isinstance(obj, _PYTHON_SCALARS)
     flat = flatten(obj)
-    moved = _move(
+    moved, fresh = _move(
         obj,
         flat.leaves,
         _target(device),
@@ -127,7 +127,7 @@ def to_device(
         copy=copy,
     )
     if not non_blocking:
-        jax.block_until_ready([leaf for leaf in moved if _is_concrete_jax(leaf)])
+        jax.block_until_ready(fresh)
     return flat.rebuild(moved)
 
 
@@ -175,10 +175,6 @@ def _is_array(value: Any) -> bool:
     return isinstance(value, (jax.Array, np.ndarray, np.generic)) or is_torch_tensor(value)
 
 
-def _is_concrete_jax(value: Any) -> bool:
-    return isinstance(value, jax.Array) and not is_tracer(value)
-
-
 def _move(
     tree: Any,
     leaves: list[Any],
@@ -188,12 +184,16 @@ def _move(
     cast_all: bool,
     convert_scalars: bool,
     copy: bool,
-) -> list[Any]:
+) -> tuple[list[Any], list[jax.Array]]:
+    """The new leaves, and the arrays made here (to wait for unless non_blocking)."""
     moved = list(leaves)
+    fresh: list[jax.Array] = []
     pending: list[int] = []
+    placing = target is not _KEEP
+    array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
     for index, leaf in enumerate(leaves):
-        if isinstance(leaf, jax.Array):
-            if is_tracer(leaf):
+        if isinstance(leaf, array_type):
+            if isinstance(leaf, tracer_type):
                 moved[index] = _cast(leaf, dtype, cast_all)
                 continue
             if leaf.is_deleted():
@@ -201,7 +201,7 @@ def _move(
                     f"leaf {_path(tree, index)} is a deleted or donated jax.Array; "
                     "use the array the donating call returned"
                 )
-            array = _cast(leaf, dtype, cast_all)
+            array = leaf if dtype is None else _cast(leaf, dtype, cast_all)
         elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
             array = _cast(to_jax(leaf), dtype, cast_all)
         elif isinstance(leaf, _PYTHON_SCALARS):
@@ -212,18 +212,22 @@ def _move(
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
         else:
             continue
-        moved[index] = array
-        if target is _KEEP:
-            continue
-        if copy or not (array.committed and array.sharding == target):
+        if array is not leaf:
+            moved[index] = array
+            fresh.append(array)
+        if placing and (copy or not (array.committed and array.sharding == target)):
             pending.append(index)
     if pending:
+        # jax.device_put takes a Device faster than the equivalent sharding.
+        single = isinstance(target, jax.sharding.SingleDeviceSharding)
+        where = next(iter(target.device_set)) if single else target
         placed = jax.device_put(
-            [moved[index] for index in pending], target, may_alias=False if copy else None
+            [moved[index] for index in pending], where, may_alias=False if copy else None
         )
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
-    return moved
+        fresh.extend(placed)
+    return moved, fresh
 
 
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:
@@ -274,7 +278,7 @@ def _single_device(array: jax.Array, tree: Any, index: int) -> jax.Device:
     return next(iter(devices))
 
 
-def _placements(trees: list[Any], prefixes: list[str]) -> tuple[dict[Any, str], bool, bool]:
+def _placements(trees: list[Any], prefixes: list[str]) -> tuple[dict[Device, str], bool, bool]:
     """Where the arrays of ``trees`` live: {placement: first leaf path}, traced?, host?.
 
     A placement is a ``jax.Device`` or a torch-style ``Device``; NumPy leaves only set
@@ -297,13 +301,13 @@ def _placements(trees: list[Any], prefixes: list[str]) -> tuple[dict[Any, str], 
             else:
                 continue
             found.setdefault(key, (position, index))
-    named: dict[Any, str] = {}
+    # torch's unindexed "cpu" and JAX's cpu:0 are one place: compare by (type, index or 0).
+    named: dict[tuple[str, int], tuple[Device, str]] = {}
     for key, (position, index) in found.items():
         device = key if isinstance(key, Device) else Device(key)
-        canonical = Device(device.type, device.index or 0)
         path = prefixes[position] + _path(trees[position], index).removeprefix("<root>")
-        named.setdefault(canonical, path or "<root>")
-    return named, traced, host
+        named.setdefault((device.type, device.index or 0), (device, path or "<root>"))
+    return dict(named.values()), traced, host
 
 
 def device_of(obj: Any) -> Device | None:
@@ -315,8 +319,9 @@ def device_of(obj: Any) -> Device | None:
     device arrays they are ignored.
 
     Returns:
-        The device, indexed (``cpu:0``, ``cuda:1``); for torch CPU tensors ``cpu`` as
-        torch says. ``None`` under ``jax.jit`` (tracers have no device), so
+        The device (``cuda:1``; ``cpu`` for the CPU, as torch says, or ``cpu:N`` when
+        several CPU devices are simulated). ``None`` under ``jax.jit`` (tracers have
+        no device), so
         ``jnp.zeros(3, device=tj.device_of(x))`` works traced and untraced.
 
     Raises:
@@ -328,7 +333,7 @@ def device_of(obj: Any) -> Device | None:
         >>> import jax.numpy as jnp
         >>> import torch2jax_device as tj
         >>> tj.device_of({"w": tj.to_device(jnp.ones(2), "cpu")})
-        device(type='cpu', index=0)
+        device(type='cpu')
     """
     if is_nnx_module(obj):
         obj = sys.modules["flax.nnx"].state(obj)
@@ -338,24 +343,13 @@ def device_of(obj: Any) -> Device | None:
     if len(found) > 1:
         raise MixedDeviceError(_mixed_message(found, "arrays of this tree"))
     if found:
-        return _report(obj, next(iter(found)))
+        return next(iter(found))
     if host:
         return Device("cpu")
     raise EmptyTreeError(
         f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
         "from (torch: StopIteration from next(model.parameters()))"
     )
-
-
-def _report(obj: Any, device: Device) -> Device:
-    """Torch CPU tensors say ``cpu`` without an index; keep that when they are all there is."""
-    if device.type == "cpu" and all(
-        is_torch_tensor(leaf) and leaf.device.index is None
-        for leaf in flatten(obj).leaves
-        if _is_array(leaf)
-    ):
-        return Device("cpu")
-    return device
 
 
 def _mixed_message(found: dict[Device, str], what: str) -> str:
@@ -384,7 +378,7 @@ def check_same_device(*objs: Any) -> Device | None:
     Example:
         >>> import jax.numpy as jnp
         >>> import torch2jax_device as tj
-        >>> tj.check_same_device(jnp.ones(2), {"b": jnp.zeros(1)}) == tj.device("cpu:0")
+        >>> tj.check_same_device(jnp.ones(2), {"b": jnp.zeros(1)}) == tj.device("cpu")
         True
     """
     found, _, _ = _placements(list(objs), [f"args[{i}]" for i in range(len(objs))])

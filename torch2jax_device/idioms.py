@@ -53,7 +53,7 @@ class Idiom:
     result: str | None = None
 
 
-SECTIONS: tuple[str, ...] = ("Devices", "Availability", "Default device")
+SECTIONS: tuple[str, ...] = ("Devices", "Availability", "Default device", "Placement")
 
 CATALOG: tuple[Idiom, ...] = (
     Idiom(
@@ -356,6 +356,185 @@ CATALOG: tuple[Idiom, ...] = (
             "With nothing set, JAX's default is the accelerator when there is one; "
             "torch's is the CPU."
         ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-device",
+        section="Placement",
+        title="Move a tensor to a device",
+        torch="x = x.to(device)",
+        jax="x = jax.device_put(x, device)  # device must be a jax.Device",
+        tj="x = tj.to_device(x, device)",
+        notes=(
+            "Committed to the device, so jitted code runs there. Returns the same object "
+            "when nothing changes (`x.to(x.device) is x`). Takes torch tensors and NumPy "
+            "arrays too; `jax.device_put` rejects strings and torch tensors."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-dtype",
+        section="Placement",
+        title="Cast",
+        torch="x = x.to(torch.float16)",
+        jax="x = x.astype(jnp.float16)",
+        tj="x = tj.to_device(x, jnp.float16)",
+        notes="Stays on its device. Accepts JAX/NumPy dtypes, names and torch dtypes.",
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-device-dtype",
+        section="Placement",
+        title="Move and cast in one call",
+        torch="x = x.to(device, torch.float16)",
+        jax="x = jax.device_put(x.astype(jnp.float16), device)",
+        tj="x = tj.to_device(x, device, jnp.float16)",
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-other",
+        section="Placement",
+        title="Match another tensor's device and dtype",
+        torch="x = x.to(other)",
+        jax="x = jax.device_put(x.astype(other.dtype), other.device)",
+        tj="x = tj.to_device(x, other)",
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-copy",
+        section="Placement",
+        title="Always copy",
+        torch="y = x.to(device, copy=True)",
+        jax="y = jax.device_put(x, device, may_alias=False)",
+        tj="y = tj.to_device(x, device, copy=True)",
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-non-blocking",
+        section="Placement",
+        title="Asynchronous transfer",
+        torch="x = x.to(device, non_blocking=True)",
+        jax="x = jax.device_put(x, device)  # always asynchronous",
+        tj="x = tj.to_device(x, device, non_blocking=True)",
+        notes="`non_blocking=False` (the default) returns once the data is on the device.",
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-cuda",
+        section="Placement",
+        title="`.cuda()`",
+        torch="x = x.cuda()",
+        jax='x = jax.device_put(x, jax.local_devices(backend="cuda")[0])',
+        tj='x = tj.to_device(x, "cuda")',
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-cpu",
+        section="Placement",
+        title="`.cpu()`",
+        torch="x = x.cpu()",
+        jax='x = jax.device_put(x, jax.local_devices(backend="cpu")[0])',
+        tj='x = tj.to_device(x, "cpu")',
+        notes="For a NumPy array use `np.asarray(x)` (zero-copy from a CPU array).",
+        runs=False,
+    ),
+    Idiom(
+        id="batch-to-device",
+        section="Placement",
+        title="Move a whole batch (dict, list, dataclass, ...)",
+        torch="batch = {k: v.to(device) for k, v in batch.items()}",
+        jax="batch = jax.device_put(batch, device)",
+        tj="batch = tj.to_device(batch, device)",
+        notes=(
+            "One batched transfer. Containers keep their types (`defaultdict` with its "
+            "factory, namedtuples, dataclasses); strings and Python numbers pass through, "
+            "where `jax.device_put` turns every number into an array."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-device",
+        section="Placement",
+        title="Which device is it on?",
+        torch="device = x.device",
+        jax="device = x.device  # a Sharding if sharded; AttributeError under jit",
+        tj="device = tj.device_of(x)",
+        notes="`None` under `jax.jit` (tracers have no device). Works on trees and modules.",
+        runs=False,
+    ),
+    Idiom(
+        id="module-to",
+        section="Placement",
+        title="Move a model",
+        torch="model = model.to(device)",
+        jax="nnx.update(model, jax.device_put(nnx.state(model), device))",
+        tj="model = tj.to_device(model, device)",
+        notes=(
+            "Flax NNX modules move in place and the same module is returned; "
+            "`jax.device_put(model, d)` returns a new module. Linen variables move as trees."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="module-to-dtype",
+        section="Placement",
+        title="Cast a model",
+        torch="model = model.to(torch.bfloat16)",
+        jax="# jax.tree.map over the floating-point leaves of nnx.state(model), then nnx.update",
+        tj="model = tj.to_device(model, jnp.bfloat16)",
+        notes="Casts floating-point and complex state only, as `Module.to` does.",
+        runs=False,
+    ),
+    Idiom(
+        id="parameters-device",
+        section="Placement",
+        title="Device of a model",
+        torch="device = next(model.parameters()).device",
+        jax="device = jax.tree.leaves(nnx.state(model, nnx.Param))[0].device",
+        tj="device = next(tj.parameters(model)).device",
+        notes="`tj.device_of(model)` also checks that all parameters agree.",
+        runs=False,
+    ),
+    Idiom(
+        id="mixed-device-error",
+        section="Placement",
+        title="Tensors on two devices",
+        torch="z = x + y  # RuntimeError: Expected all tensors to be on the same device",
+        jax="z = x + y  # ValueError: Received incompatible devices for jitted computation",
+        tj="tj.check_same_device(x, y)  # MixedDeviceError naming every device and leaf",
+        notes="JAX only complains about committed arrays; uncommitted ones move silently.",
+        runs=False,
+    ),
+    Idiom(
+        id="from-numpy",
+        section="Placement",
+        title="Share a NumPy array",
+        torch="t = torch.from_numpy(a)",
+        jax='x = jax.device_put(a, jax.local_devices(backend="cpu")[0])',
+        tj="x = tj.to_jax(a)",
+        notes=(
+            "Shares memory only if the buffer is 64-byte aligned (JAX's CPU rule); "
+            "otherwise copies, or raises with `strict=True`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-jax",
+        section="Placement",
+        title="Hand a torch tensor to JAX",
+        torch="a = t.numpy()",
+        jax="x = jax.dlpack.from_dlpack(t.detach())",
+        tj="x = tj.to_jax(t)",
+        notes="Zero-copy through DLPack where possible; int64 becomes int32 without x64 (warned).",
+        runs=False,
+    ),
+    Idiom(
+        id="jax-to-tensor",
+        section="Placement",
+        title="Hand a JAX array to torch",
+        torch="t = torch.from_numpy(a)",
+        jax="t = torch.from_dlpack(x)",
+        tj="t = tj.to_torch(x)",
         runs=False,
     ),
 )

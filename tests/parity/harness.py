@@ -73,7 +73,7 @@ def normalize(value: Any) -> Any:
             "array",
             placement(value.device),
             str(value.dtype).removeprefix("torch."),
-            value.detach().cpu().numpy().tolist(),
+            value.detach().cpu().tolist(),
         )
     if isinstance(value, jax.Array):
         return ("array", placement(value.device), str(value.dtype), np.asarray(value).tolist())

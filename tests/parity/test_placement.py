@@ -1,0 +1,261 @@
+"""``tj.to_device`` & co. against ``Tensor.to`` / ``Module.to`` on this machine.
+
+The torch side works on a tensor, the port on the JAX array a ported program holds;
+results must agree on placement, dtype, values, identity and aliasing (torch returns
+the input itself when nothing changes), and on the error when a device is missing.
+Each comparison runs eagerly and, where placement is not involved, under ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+import torch2jax_device as tj
+
+from .harness import Outcome, assert_same_outcome, run
+
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def sources() -> tuple[torch.Tensor, jax.Array]:
+    """The same data: a CPU tensor, and a JAX array committed to the CPU (as ported)."""
+    return torch.arange(6.0).reshape(2, 3), tj.to_device(jnp.arange(6.0).reshape(2, 3), "cpu")
+
+
+def compare(torch_fn: Any, tj_fn: Any) -> None:
+    """Run both on fresh sources; compare outcome, identity and aliasing with the input."""
+    torch_x, tj_x = sources()
+    theirs, ours = run(lambda: torch_fn(torch_x)), run(lambda: tj_fn(tj_x))
+    assert_same_outcome(theirs, ours, torch_source=torch_x, tj_source=tj_x)
+    if theirs.error is None:
+        assert (ours.value is tj_x) == (theirs.value is torch_x), "identity differs"
+
+
+# "cpu:0" is left out: torch copies a "cpu" tensor moved to "cpu:0" (it compares the
+# unindexed and indexed CPU devices as different); JAX CPU devices are always indexed.
+@pytest.mark.idiom("tensor-to-device")
+@pytest.mark.parametrize("device", ["cpu", "cuda", "cuda:1"])
+def test_to_device(device: str) -> None:
+    compare(lambda x: x.to(device), lambda x: tj.to_device(x, device))
+
+
+@pytest.mark.idiom("tensor-to-device")
+def test_to_meta_is_a_documented_difference() -> None:
+    assert torch.arange(3.0).to("meta").device.type == "meta"
+    with pytest.raises(tj.DeviceUnavailableError, match="eval_shape"):
+        tj.to_device(jnp.arange(3.0), "meta")
+
+
+@pytest.mark.idiom("tensor-to-device")
+def test_to_a_device_object() -> None:
+    compare(lambda x: x.to(torch.device("cpu")), lambda x: tj.to_device(x, tj.device("cpu")))
+    compare(lambda x: x.to(torch.device("cpu")), lambda x: tj.to_device(x, torch.device("cpu")))
+
+
+@pytest.mark.idiom("tensor-to-dtype")
+@pytest.mark.parametrize("dtype", list(TORCH_DTYPES))
+def test_to_dtype(dtype: str) -> None:
+    compare(lambda x: x.to(TORCH_DTYPES[dtype]), lambda x: tj.to_device(x, jnp.dtype(dtype)))
+    compare(lambda x: x.to(dtype=TORCH_DTYPES[dtype]), lambda x: tj.to_device(x, dtype=dtype))
+    compare(lambda x: x.to(TORCH_DTYPES[dtype]), lambda x: tj.to_device(x, TORCH_DTYPES[dtype]))
+
+
+@pytest.mark.idiom("tensor-to-dtype")
+@pytest.mark.parametrize("dtype", list(TORCH_DTYPES))
+def test_to_dtype_under_jit(dtype: str) -> None:
+    torch_x, tj_x = sources()
+    ours = jax.jit(lambda x: tj.to_device(x, jnp.dtype(dtype)))(tj_x)
+    assert_same_outcome(Outcome(torch_x.to(TORCH_DTYPES[dtype])), Outcome(ours))
+
+
+@pytest.mark.idiom("tensor-to-device-dtype")
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_to_device_and_dtype(device: str) -> None:
+    compare(lambda x: x.to(device, torch.float16), lambda x: tj.to_device(x, device, jnp.float16))
+
+
+@pytest.mark.idiom("tensor-to-other")
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_to_other(dtype: str) -> None:
+    torch_other = torch.zeros(1, dtype=TORCH_DTYPES[dtype])
+    tj_other = tj.to_device(jnp.zeros(1, dtype=dtype), "cpu")
+    compare(lambda x: x.to(torch_other), lambda x: tj.to_device(x, tj_other))
+
+
+@pytest.mark.idiom("tensor-to-copy")
+@pytest.mark.parametrize("dtype", [None, "float16"])
+def test_copy(dtype: str | None) -> None:
+    torch_dtype = None if dtype is None else TORCH_DTYPES[dtype]
+    compare(
+        lambda x: x.to("cpu", torch_dtype, copy=True),
+        lambda x: tj.to_device(x, "cpu", dtype, copy=True),
+    )
+
+
+@pytest.mark.idiom("tensor-non-blocking")
+def test_non_blocking() -> None:
+    compare(
+        lambda x: x.to("cpu", non_blocking=True),
+        lambda x: tj.to_device(x, "cpu", non_blocking=True),
+    )
+    compare(
+        lambda x: x.to("cpu", torch.float16, non_blocking=True),
+        lambda x: tj.to_device(x, "cpu", jnp.float16, non_blocking=True),
+    )
+
+
+@pytest.mark.idiom("tensor-cuda")
+def test_cuda() -> None:
+    compare(lambda x: x.cuda(), lambda x: tj.to_device(x, "cuda"))
+
+
+@pytest.mark.idiom("tensor-cpu")
+def test_cpu() -> None:
+    compare(lambda x: x.cpu(), lambda x: tj.to_device(x, "cpu"))
+
+
+@pytest.mark.idiom("batch-to-device")
+def test_batch_dict() -> None:
+    torch_batch = {"ids": torch.arange(4, dtype=torch.int32), "mask": torch.ones(4), "n": 4}
+    tj_batch = {"ids": np.arange(4, dtype=np.int32), "mask": torch.ones(4), "n": 4}
+    theirs = {k: v.to("cpu") if isinstance(v, torch.Tensor) else v for k, v in torch_batch.items()}
+    ours = tj.to_device(tj_batch, "cpu")
+    assert ours.keys() == theirs.keys() and ours["n"] == theirs["n"] == 4
+    for key in ("ids", "mask"):
+        assert_same_outcome(Outcome(theirs[key]), Outcome(ours[key]))
+        assert isinstance(ours[key], jax.Array) and ours[key].committed
+
+
+@pytest.mark.idiom("tensor-device")
+def test_device_attribute() -> None:
+    torch_x, tj_x = sources()
+    assert_same_outcome(Outcome(torch_x.device), Outcome(tj.device_of(tj_x)))
+    assert (tj.device_of(tj_x) == tj.device("cpu")) == (torch_x.device == torch.device("cpu"))
+
+
+@pytest.mark.idiom("tensor-device")
+def test_device_under_jit_is_none_and_still_usable() -> None:
+    _, tj_x = sources()
+    seen: list[Any] = []
+
+    def step(x: jax.Array) -> jax.Array:
+        seen.append(tj.device_of(x))
+        return jnp.zeros(3, device=tj.device_of(x)) + x.sum()
+
+    assert jax.jit(step)(tj_x).device == tj.device("cpu")
+    assert seen == [None]
+
+
+class TorchModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 2)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+
+class NnxModel(nnx.Module):
+    def __init__(self) -> None:
+        self.linear = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+        self.steps = nnx.BatchStat(jnp.zeros((), dtype=jnp.int32))
+
+
+@pytest.mark.idiom("module-to")
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_module_to(device: str) -> None:
+    torch_model, tj_model = TorchModel(), NnxModel()
+    theirs = run(lambda: torch_model.to(device))
+    ours = run(lambda: tj.to_device(tj_model, device))
+    if theirs.error is not None:
+        assert_same_outcome(theirs, ours)
+        return
+    assert theirs.value is torch_model and ours.value is tj_model
+    assert_same_outcome(
+        Outcome(next(torch_model.parameters()).device),
+        Outcome(next(tj.parameters(tj_model)).device),
+    )
+    assert all(p.committed for p in tj.parameters(tj_model))
+
+
+@pytest.mark.idiom("module-to-dtype")
+def test_module_to_dtype_casts_floating_state_only() -> None:
+    torch_model, tj_model = TorchModel(), NnxModel()
+    assert torch_model.to(torch.bfloat16) is torch_model
+    assert tj.to_device(tj_model, jnp.bfloat16) is tj_model
+    assert (
+        str(next(torch_model.parameters()).dtype) == f"torch.{next(tj.parameters(tj_model)).dtype}"
+    )
+    assert not torch_model.steps.dtype.is_floating_point
+    assert jnp.issubdtype(tj_model.steps[...].dtype, jnp.integer)
+
+
+@pytest.mark.idiom("module-to-dtype")
+def test_module_to_integer_dtype_raises_like_torch() -> None:
+    assert_same_outcome(
+        run(lambda: TorchModel().to(torch.int32)), run(lambda: tj.to_device(NnxModel(), "int32"))
+    )
+
+
+@pytest.mark.idiom("parameters-device")
+def test_parameters_device_equals_the_device() -> None:
+    torch_model = TorchModel().to("cpu")
+    tj_model = tj.to_device(NnxModel(), "cpu")
+    torch_device, tj_device = torch.device("cpu"), tj.device("cpu")
+    assert (next(torch_model.parameters()).device == torch_device) == (
+        next(tj.parameters(tj_model)).device == tj_device
+    )
+    assert next(tj.parameters(tj_model)).device == tj_device
+    assert tj.device_of(tj_model) == tj_device
+
+
+@pytest.mark.idiom("from-numpy")
+def test_from_numpy_aliases_an_aligned_buffer() -> None:
+    source = _aligned(np.arange(8, dtype=np.float32))
+    theirs, ours = torch.from_numpy(source), tj.to_jax(source)
+    assert_same_outcome(Outcome(theirs), Outcome(ours), torch_source=source, tj_source=source)
+    source[0] = 42.0  # as with torch.from_numpy, writes show through
+    assert float(theirs[0]) == float(ours[0]) == 42.0
+
+
+@pytest.mark.idiom("from-numpy")
+def test_from_numpy_of_an_unaligned_buffer_copies_or_raises() -> None:
+    source = _aligned(np.arange(9, dtype=np.float32))[1:]
+    assert torch.from_numpy(source).data_ptr() == source.ctypes.data  # torch aliases anything
+    copied = tj.to_jax(source)
+    assert copied.unsafe_buffer_pointer() != source.ctypes.data
+    assert np.asarray(copied).tolist() == source.tolist()
+    with pytest.raises(tj.ConversionError, match="4 bytes past a 64-byte boundary"):
+        tj.to_jax(source, strict=True)
+
+
+@pytest.mark.idiom("tensor-to-jax")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32", "bool", "uint8"])
+def test_tensor_to_jax_shares_memory(dtype: str) -> None:
+    tensor = torch.arange(8).to(getattr(torch, dtype))
+    array = tj.to_jax(tensor, strict=True)
+    assert array.unsafe_buffer_pointer() == tensor.data_ptr()
+    assert_same_outcome(Outcome(tensor), Outcome(array))
+
+
+@pytest.mark.idiom("jax-to-tensor")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "bool"])
+def test_jax_to_tensor_shares_memory(dtype: str) -> None:
+    array = tj.to_device(jnp.arange(8).astype(dtype), "cpu")
+    tensor = tj.to_torch(array)
+    assert tensor.data_ptr() == array.unsafe_buffer_pointer()
+    assert_same_outcome(Outcome(tensor), Outcome(array))
+
+
+def _aligned(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A copy of ``values`` whose buffer starts on a 64-byte boundary."""
+    raw = np.empty(values.nbytes + 64, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    aligned = raw[start : start + values.nbytes].view(values.dtype).reshape(values.shape)
+    aligned[...] = values
+    return aligned
