@@ -20,6 +20,7 @@ from . import accelerator as accelerator
 from . import backends as backends
 from . import cuda as cuda
 from . import idioms as idioms
+from ._config import configure as configure
 from ._defaults import get_default_device as get_default_device
 from ._defaults import set_default_device as set_default_device
 from ._device import Device as Device
@@ -28,7 +29,9 @@ from ._device import resolve as resolve
 from ._discovery import available_backends as available_backends
 from ._discovery import list_devices as list_devices
 from ._dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
+from ._errors import AlreadyInitializedError as AlreadyInitializedError
 from ._errors import BackendInitError as BackendInitError
+from ._errors import ConfigError as ConfigError
 from ._errors import ConversionError as ConversionError
 from ._errors import DeviceTypeError as DeviceTypeError
 from ._errors import DeviceUnavailableError as DeviceUnavailableError
@@ -37,8 +40,12 @@ from ._errors import EmptyTreeError as EmptyTreeError
 from ._errors import InvalidDeviceError as InvalidDeviceError
 from ._errors import MixedDeviceError as MixedDeviceError
 from ._errors import Torch2JaxDeviceError as Torch2JaxDeviceError
+from ._errors import UnsupportedOperationError as UnsupportedOperationError
 from ._interop import to_jax as to_jax
 from ._interop import to_torch as to_torch
+from ._memory import ArrayReport as ArrayReport
+from ._memory import live_arrays as live_arrays
+from ._memory import track_arrays as track_arrays
 from ._placement import check_same_device as check_same_device
 from ._placement import device_of as device_of
 from ._placement import parameters as parameters
@@ -50,7 +57,10 @@ device = Device
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyInitializedError",
+    "ArrayReport",
     "BackendInitError",
+    "ConfigError",
     "ConversionError",
     "DTypeError",
     "Device",
@@ -62,21 +72,25 @@ __all__ = [
     "InvalidDeviceError",
     "MixedDeviceError",
     "Torch2JaxDeviceError",
+    "UnsupportedOperationError",
     "__version__",
     "accelerator",
     "available_backends",
     "backends",
     "check_same_device",
+    "configure",
     "cuda",
     "device",
     "device_of",
     "get_default_device",
     "idioms",
     "list_devices",
+    "live_arrays",
     "parameters",
     "resolve",
     "set_default_device",
     "to_device",
     "to_jax",
     "to_torch",
+    "track_arrays",
 ]

@@ -10,7 +10,9 @@ clauses ported from PyTorch code keep working unchanged.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyInitializedError",
     "BackendInitError",
+    "ConfigError",
     "ConversionError",
     "DTypeError",
     "DeviceTypeError",
@@ -19,6 +21,7 @@ __all__ = [
     "InvalidDeviceError",
     "MixedDeviceError",
     "Torch2JaxDeviceError",
+    "UnsupportedOperationError",
 ]
 
 
@@ -76,3 +79,20 @@ class ConversionError(Torch2JaxDeviceError, ValueError):
     Raised for array-like leaves JAX cannot convert, deleted or donated arrays, and
     ``strict=True`` conversions that would need a copy. Names the leaf path and the fix.
     """
+
+
+class AlreadyInitializedError(Torch2JaxDeviceError, RuntimeError):
+    """A start-up setting was changed after JAX's backends started, when it cannot apply.
+
+    JAX reads ``JAX_PLATFORMS``, the ``XLA_PYTHON_CLIENT_*`` variables and the CPU
+    device count once, when its backends start; later changes are ignored (silently, for
+    some of them). The message names what is running and how to restart.
+    """
+
+
+class ConfigError(Torch2JaxDeviceError, ValueError):
+    """A configuration value JAX would reject or misread (bad allocator, fraction, ...)."""
+
+
+class UnsupportedOperationError(Torch2JaxDeviceError, NotImplementedError):
+    """A PyTorch operation JAX has no way to perform (e.g. resetting peak memory stats)."""

@@ -15,10 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
-from . import _runtime
-from ._errors import DeviceUnavailableError
+import jax
+
+from . import _config, _memory, _runtime
+from ._device import Device
+from ._errors import ConfigError, DeviceUnavailableError, UnsupportedOperationError
 from ._runtime import DeviceProperties
 
 if TYPE_CHECKING:
@@ -29,12 +33,22 @@ __all__ = [
     "current_device",
     "device",
     "device_count",
+    "empty_cache",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
     "is_available",
     "is_bf16_supported",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "reset_peak_memory_stats",
     "set_device",
+    "set_per_process_memory_fraction",
     "synchronize",
 ]
 
@@ -170,3 +184,155 @@ def synchronize(device: DeviceLike | None = None) -> None:
         DeviceUnavailableError: there is no such CUDA GPU.
     """
     _runtime.synchronize(_runtime.device_for(device, _PLATFORM, _WHAT))
+
+
+def memory_stats(device: DeviceLike | None = None) -> dict[str, int]:
+    """Allocator statistics of a CUDA GPU (``torch.cuda.memory_stats``).
+
+    torch's keys for what JAX reports (``allocated_bytes.all.current`` from
+    ``bytes_in_use``, ``allocated_bytes.all.peak``, ``reserved_bytes.all.current`` from
+    the BFC pool, ...), then every figure of ``Device.memory_stats()`` as ``jax.<key>``.
+    ``{}`` without a GPU, as torch's CPU build answers.
+
+    Example:
+        >>> import torch2jax_device as tj
+        >>> isinstance(tj.cuda.memory_stats(), dict)
+        True
+    """
+    if not is_available():
+        return {}
+    return _memory.torch_style_stats(_memory.raw_stats(_device(device)))
+
+
+def _stat(device: DeviceLike | None, key: str) -> int:
+    return memory_stats(device).get(key, 0)
+
+
+def memory_allocated(device: DeviceLike | None = None) -> int:
+    """Bytes JAX arrays occupy on a CUDA GPU (``torch.cuda.memory_allocated``); 0 without one.
+
+    Example:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.memory_allocated() >= 0
+        True
+    """
+    return _stat(device, "allocated_bytes.all.current")
+
+
+def max_memory_allocated(device: DeviceLike | None = None) -> int:
+    """The most bytes ever in use on a CUDA GPU in this process; 0 without one.
+
+    JAX keeps this peak for the life of the process: it cannot be reset
+    (see :func:`reset_peak_memory_stats`).
+    """
+    return _stat(device, "allocated_bytes.all.peak")
+
+
+def memory_reserved(device: DeviceLike | None = None) -> int:
+    """Bytes JAX's allocator holds on a CUDA GPU (``torch.cuda.memory_reserved``); 0 without one.
+
+    With preallocation (JAX's default) this is the whole preallocated pool from the
+    first operation on; see :func:`torch2jax_device.configure`.
+    """
+    return _stat(device, "reserved_bytes.all.current")
+
+
+def max_memory_reserved(device: DeviceLike | None = None) -> int:
+    """The most bytes JAX's allocator ever held on a CUDA GPU; 0 without one."""
+    return _stat(device, "reserved_bytes.all.peak")
+
+
+def mem_get_info(device: DeviceLike | None = None) -> tuple[int, int]:
+    """``(free, total)`` bytes of a CUDA GPU as JAX's allocator sees them.
+
+    The ``torch.cuda.mem_get_info`` of JAX.
+    ``total`` is the memory JAX may use (``bytes_limit``: the preallocated fraction of
+    the card by default) and ``free`` what of it is not in use; torch asks the driver
+    for the whole card, which JAX does not expose.
+
+    Raises:
+        DeviceUnavailableError: there is no such CUDA GPU.
+        UnsupportedOperationError: JAX reports no limit for this device.
+    """
+    stats = _memory.raw_stats(_device(device))
+    if "bytes_limit" not in stats:
+        raise UnsupportedOperationError(
+            "JAX reports no memory limit for this device (memory_stats() has no bytes_limit)"
+        )
+    return stats["bytes_limit"] - stats.get("bytes_in_use", 0), stats["bytes_limit"]
+
+
+def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) -> str:
+    """A readable table of a CUDA GPU's memory figures (``torch.cuda.memory_summary``).
+
+    ``abbreviated`` is accepted for torch compatibility; the table is always short.
+
+    Raises:
+        DeviceUnavailableError: there is no such CUDA GPU.
+    """
+    target = _device(device)
+    stats = memory_stats(target)
+    rows = [(key, value) for key, value in stats.items() if not key.startswith("jax.")]
+    width = max((len(key) for key, _ in rows), default=0)
+    lines = [f"JAX memory summary, {Device(target)} ({target.device_kind})"]
+    lines += [f"  {key.ljust(width)}  {value / 2**20:12.1f} MiB" for key, value in rows]
+    if not rows:
+        lines.append("  JAX reports no memory statistics for this device")
+    return "\n".join(lines)
+
+
+def reset_peak_memory_stats(device: DeviceLike | None = None) -> None:
+    """``torch.cuda.reset_peak_memory_stats``: impossible in JAX, whose peak lasts for the process.
+
+    Raises:
+        DeviceUnavailableError: there is no such CUDA GPU (checked first, as torch does).
+        UnsupportedOperationError: always otherwise; the message says what to use
+            instead.
+    """
+    _device(device)
+    raise UnsupportedOperationError(
+        "JAX cannot reset peak memory statistics: peak_bytes_in_use lasts for the whole "
+        "process. To measure a block, compare tj.cuda.memory_allocated() before and after "
+        "it, or use tj.track_arrays(device) to see what it left on the device."
+    )
+
+
+def empty_cache() -> None:
+    """Free what JAX can free without touching live data (``torch.cuda.empty_cache``).
+
+    Runs the garbage collector (dropping unreachable arrays) and ``jax.clear_caches()``
+    (compiled programs and their constants). It never deletes arrays the program still
+    references. It cannot hand the allocator's pool back to the driver: with JAX's
+    default BFC allocator the pool stays reserved (``memory_reserved()`` does not drop).
+    Only ``tj.configure(allocator="platform")`` returns memory, at a speed cost.
+
+    Example:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.empty_cache()
+    """
+    gc.collect()
+    jax.clear_caches()
+
+
+def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None = None) -> None:
+    """Cap the share of GPU memory JAX may use (``torch.cuda.set_per_process_memory_fraction``).
+
+    JAX applies one fraction to every GPU and reads it when it starts: this is
+    ``tj.configure(memory_fraction=fraction)`` and must run before anything touches a
+    device.
+
+    Raises:
+        AlreadyInitializedError: JAX's backends are already running.
+        ConfigError: ``fraction`` outside (0, 1], or a device other than the first.
+    """
+    if device is not None and not (isinstance(device, int) and device == 0):
+        named = Device(device)
+        if named.index not in (None, 0):
+            raise ConfigError(
+                f"JAX applies one memory fraction to every GPU; cannot set it for {named} alone"
+            )
+    _config.configure(memory_fraction=fraction)
+
+
+def _device(device: DeviceLike | None) -> jax.Device:
+    return _runtime.device_for(device, _PLATFORM, _WHAT)

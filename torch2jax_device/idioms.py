@@ -53,7 +53,13 @@ class Idiom:
     result: str | None = None
 
 
-SECTIONS: tuple[str, ...] = ("Devices", "Availability", "Default device", "Placement")
+SECTIONS: tuple[str, ...] = (
+    "Devices",
+    "Availability",
+    "Default device",
+    "Placement",
+    "Memory and start-up",
+)
 
 CATALOG: tuple[Idiom, ...] = (
     Idiom(
@@ -535,6 +541,141 @@ CATALOG: tuple[Idiom, ...] = (
         torch="t = torch.from_numpy(a)",
         jax="t = torch.from_dlpack(x)",
         tj="t = tj.to_torch(x)",
+        runs=False,
+    ),
+    Idiom(
+        id="lazy-gpu-memory",
+        section="Memory and start-up",
+        title="Allocate GPU memory as needed",
+        torch="# PyTorch's default: memory is taken as tensors need it",
+        jax='os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # before JAX starts',
+        tj="tj.configure(preallocate=False)",
+        notes=(
+            "JAX takes 75 % of the card at the first operation unless told otherwise. "
+            "`configure` raises `AlreadyInitializedError` once JAX has started, where a late "
+            "environment variable is silently ignored."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="memory-fraction",
+        section="Memory and start-up",
+        title="Cap the GPU memory used",
+        torch="torch.cuda.set_per_process_memory_fraction(0.5)",
+        jax='os.environ["XLA_CLIENT_MEM_FRACTION"] = "0.5"  # before JAX starts',
+        tj="tj.cuda.set_per_process_memory_fraction(0.5)",
+        notes="Same as `tj.configure(memory_fraction=0.5)`: before JAX starts, all GPUs.",
+        runs=False,
+    ),
+    Idiom(
+        id="select-platforms",
+        section="Memory and start-up",
+        title="Keep JAX off the GPU",
+        torch='os.environ["CUDA_VISIBLE_DEVICES"] = ""',
+        jax='jax.config.update("jax_platforms", "cpu")  # before JAX starts, else ignored',
+        tj='tj.configure(platforms="cpu")',
+        notes="Write `cuda,cpu`, never `gpu` (JAX then also requires ROCm and oneAPI).",
+        runs=False,
+    ),
+    Idiom(
+        id="cuda-memory-allocated",
+        section="Memory and start-up",
+        title="Bytes in use",
+        torch="allocated = torch.cuda.memory_allocated()",
+        jax='allocated = jax.local_devices(backend="cuda")[0].memory_stats()["bytes_in_use"]',
+        tj="allocated = tj.cuda.memory_allocated()",
+        result="allocated",
+    ),
+    Idiom(
+        id="cuda-max-memory-allocated",
+        section="Memory and start-up",
+        title="Peak bytes in use",
+        torch="peak = torch.cuda.max_memory_allocated()",
+        jax='peak = jax.local_devices(backend="cuda")[0].memory_stats()["peak_bytes_in_use"]',
+        tj="peak = tj.cuda.max_memory_allocated()",
+        result="peak",
+    ),
+    Idiom(
+        id="cuda-memory-reserved",
+        section="Memory and start-up",
+        title="Bytes held by the allocator",
+        torch="reserved = torch.cuda.memory_reserved()",
+        jax='reserved = jax.local_devices(backend="cuda")[0].memory_stats()["pool_bytes"]',
+        tj="reserved = tj.cuda.memory_reserved()",
+        notes="With preallocation, the whole preallocated pool.",
+        result="reserved",
+    ),
+    Idiom(
+        id="cuda-max-memory-reserved",
+        section="Memory and start-up",
+        title="Peak bytes held by the allocator",
+        torch="peak = torch.cuda.max_memory_reserved()",
+        jax='peak = jax.local_devices(backend="cuda")[0].memory_stats()["peak_pool_bytes"]',
+        tj="peak = tj.cuda.max_memory_reserved()",
+        result="peak",
+    ),
+    Idiom(
+        id="cuda-memory-stats",
+        section="Memory and start-up",
+        title="All allocator statistics",
+        torch="stats = torch.cuda.memory_stats()",
+        jax='stats = jax.local_devices(backend="cuda")[0].memory_stats()',
+        tj="stats = tj.cuda.memory_stats()",
+        notes="torch's key names for what JAX reports, then JAX's own as `jax.<key>`.",
+        result="stats",
+    ),
+    Idiom(
+        id="cuda-mem-get-info",
+        section="Memory and start-up",
+        title="Free and total GPU memory",
+        torch="free, total = torch.cuda.mem_get_info()",
+        jax=(
+            'stats = jax.local_devices(backend="cuda")[0].memory_stats()\n'
+            'free = stats["bytes_limit"] - stats["bytes_in_use"]'
+        ),
+        tj="free, total = tj.cuda.mem_get_info()",
+        notes="Relative to JAX's pool (`bytes_limit`), not the whole card.",
+        result="free",
+    ),
+    Idiom(
+        id="cuda-memory-summary",
+        section="Memory and start-up",
+        title="Readable memory report",
+        torch="print(torch.cuda.memory_summary())",
+        jax='print(jax.local_devices(backend="cuda")[0].memory_stats())',
+        tj="print(tj.cuda.memory_summary())",
+        runs=False,
+    ),
+    Idiom(
+        id="cuda-reset-peak",
+        section="Memory and start-up",
+        title="Reset the peak counters",
+        torch="torch.cuda.reset_peak_memory_stats()",
+        jax="# impossible: peak_bytes_in_use lasts for the process",
+        tj="before = tj.cuda.memory_allocated()  # or: with tj.track_arrays(device): ...",
+        notes="`tj.cuda.reset_peak_memory_stats()` raises `UnsupportedOperationError` saying so.",
+        runs=False,
+    ),
+    Idiom(
+        id="cuda-empty-cache",
+        section="Memory and start-up",
+        title="Release cached memory",
+        torch="torch.cuda.empty_cache()",
+        jax="gc.collect(); jax.clear_caches()",
+        tj="tj.cuda.empty_cache()",
+        notes=(
+            "Drops unreachable arrays and compiled programs; the BFC pool stays reserved. "
+            "Only `tj.configure(allocator='platform')` returns memory to the driver."
+        ),
+    ),
+    Idiom(
+        id="live-arrays",
+        section="Memory and start-up",
+        title="What is still alive (leak hunting)",
+        torch="tensors = [o for o in gc.get_objects() if torch.is_tensor(o)]",
+        jax="arrays = jax.live_arrays()  # default backend only",
+        tj="arrays = tj.live_arrays()  # or: with tj.track_arrays(device) as report: ...",
+        notes="`tj.track_arrays` reports what a block left alive on a device, with bytes.",
         runs=False,
     ),
 )
