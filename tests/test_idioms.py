@@ -34,11 +34,12 @@ def test_result_variable_is_assigned_by_both_snippets() -> None:
             continue
         for code in (idiom.torch, idiom.tj):
             assigned = {
-                target.id
+                name.id
                 for node in ast.walk(ast.parse(code))
                 if isinstance(node, ast.Assign)
                 for target in node.targets
-                if isinstance(target, ast.Name)
+                for name in ast.walk(target)
+                if isinstance(name, ast.Name)
             }
             assert idiom.result in assigned, (idiom.id, code)
 

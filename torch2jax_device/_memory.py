@@ -131,7 +131,8 @@ def track_arrays(device: DeviceLike | None = None) -> Iterator[ArrayReport]:
         >>> cache = []
         >>> with tj.track_arrays("cpu") as report:
         ...     cache.append(jnp.zeros(256))
-        ...     _ = jnp.ones(1024) + 1  # dropped: not reported
+        ...     scratch = jnp.ones(1024) + 1
+        ...     del scratch  # dropped: not reported
         >>> len(report.arrays), report.nbytes
         (1, 1024)
     """
