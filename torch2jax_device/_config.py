@@ -85,7 +85,7 @@ def configure(
     if memory_fraction is not None:
         environment["XLA_CLIENT_MEM_FRACTION"] = _fraction_value(memory_fraction)
     if allocator is not None:
-        environment["XLA_PYTHON_CLIENT_ALLOCATOR"] = _allocator_value(allocator)
+        environment["XLA_PYTHON_CLIENT_ALLOCATOR"] = allocator_value(allocator)
     if num_cpu_devices is not None:
         options["jax_num_cpu_devices"] = _cpu_count_value(num_cpu_devices)
     _require_not_started(environment)
@@ -162,7 +162,12 @@ def _fraction_value(fraction: float) -> str:
     return repr(float(fraction))
 
 
-def _allocator_value(allocator: str) -> str:
+def allocator_value(allocator: str) -> str:
+    """``allocator`` if this JAX accepts it as ``XLA_PYTHON_CLIENT_ALLOCATOR``.
+
+    Raises:
+        ConfigError: JAX would refuse it; the message lists what it accepts.
+    """
     allowed = _ALLOCATORS + (("address",) if _jaxlib_newer_than((0, 10, 2)) else ())
     if allocator not in allowed:
         raise ConfigError(

@@ -1,8 +1,12 @@
 """The ``torch2jax-device`` command line.
 
-``torch2jax-device devices [--json]`` lists every JAX backend and device this
-process can use, with the torch-style name of each (``cuda:0``), its JAX identity
-and its memory kinds.
+* ``devices [--json]``: every JAX backend and device, with torch-style names.
+* ``doctor [--json]``: versions, devices, memory, where new data goes, and the
+  environment traps with their fixes.
+* ``scan PATH... [--format text|json] [--diff]``: the PyTorch device idioms in
+  Python sources, line by line, with what each becomes.
+
+Each command lives in its own module, which registers itself with ``add_parser``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _devices
+from . import _devices, _doctor, _scan
 
 __all__ = ["main"]
 
@@ -22,16 +26,8 @@ def _parser() -> argparse.ArgumentParser:
         description="PyTorch device idioms on JAX: inspect what JAX sees on this machine.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    devices = commands.add_parser(
-        "devices",
-        help="list every JAX backend and device, with torch-style names",
-        description=(
-            "List every backend JAX can use here (not only the default one, unlike "
-            "jax.devices()), and each device's torch-style name. Respects JAX_PLATFORMS."
-        ),
-    )
-    devices.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    devices.set_defaults(run=_devices.run)
+    for command in (_devices, _doctor, _scan):
+        command.add_parser(commands)
     return parser
 
 

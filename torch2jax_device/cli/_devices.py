@@ -13,7 +13,7 @@ from .. import _platforms
 from .._device import Device
 from .._errors import BackendInitError
 
-__all__ = ["inventory", "run"]
+__all__ = ["add_parser", "inventory", "run"]
 
 
 def inventory() -> dict[str, Any]:
@@ -98,3 +98,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     out.write(json.dumps(data, indent=2) + "\n" if args.json else _render(data))
     return 0
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``devices`` on the command line's subcommands."""
+    parser = commands.add_parser(
+        "devices",
+        help="list every JAX backend and device, with torch-style names",
+        description=(
+            "List every backend JAX can use here (not only the default one, unlike "
+            "jax.devices()), and each device's torch-style name. Respects JAX_PLATFORMS."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(run=run)

@@ -1,0 +1,381 @@
+"""Find PyTorch device idioms in source code and say what each becomes (``scan``).
+
+A real parser (:mod:`ast`), never regular expressions over text: imports are followed
+(``import torch as T``, ``from torch.cuda import is_available``), so ``T.device(...)``
+and ``is_available()`` are recognized too. Every rule is named by the id of its row in
+the idiom catalog (:mod:`torch2jax_device.idioms`), which provides the replacement,
+the plain-JAX equivalent and the guide anchor. Rewrites that are mechanical and safe
+carry byte-exact edits (:attr:`Finding.edits`); the rest are findings only.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from . import idioms
+
+__all__ = ["RULES", "Edit", "Finding", "apply_edits", "scan_source"]
+
+_CUDA_FUNCTIONS = {
+    "is_available": "cuda-is-available",
+    "device_count": "cuda-device-count",
+    "current_device": "cuda-current-device",
+    "set_device": "cuda-set-device",
+    "device": "cuda-device-context",
+    "get_device_name": "cuda-device-name",
+    "get_device_properties": "cuda-device-properties",
+    "get_device_capability": "cuda-device-capability",
+    "is_bf16_supported": "cuda-bf16",
+    "synchronize": "cuda-synchronize",
+    "memory_allocated": "cuda-memory-allocated",
+    "max_memory_allocated": "cuda-max-memory-allocated",
+    "memory_reserved": "cuda-memory-reserved",
+    "max_memory_reserved": "cuda-max-memory-reserved",
+    "mem_get_info": "cuda-mem-get-info",
+    "memory_stats": "cuda-memory-stats",
+    "memory_summary": "cuda-memory-summary",
+    "empty_cache": "cuda-empty-cache",
+    "set_per_process_memory_fraction": "memory-fraction",
+}
+_ACCELERATOR_FUNCTIONS = {
+    "current_accelerator": "accelerator-current",
+    "is_available": "accelerator-is-available",
+    "device_count": "accelerator-device-count",
+    "current_device_index": "accelerator-current-index",
+}
+# torch name -> (rule, the torch2jax_device name that replaces it one for one).
+_RENAMED_CALLS = {
+    **{f"torch.cuda.{name}": (rule, f"tj.cuda.{name}") for name, rule in _CUDA_FUNCTIONS.items()},
+    **{
+        f"torch.accelerator.{name}": (rule, f"tj.accelerator.{name}")
+        for name, rule in _ACCELERATOR_FUNCTIONS.items()
+    },
+    "torch.backends.mps.is_available": ("mps-is-available", "tj.backends.mps.is_available"),
+    "torch.backends.cuda.is_built": ("cuda-is-built", "tj.backends.cuda.is_built"),
+    "torch.set_default_device": ("default-device-set", "tj.set_default_device"),
+    "torch.get_default_device": ("default-device-get", "tj.get_default_device"),
+    "torch.from_numpy": ("from-numpy", "tj.to_jax"),
+}
+_FINDING_ONLY_CALLS = {
+    "torch.cuda.reset_peak_memory_stats": "cuda-reset-peak",
+}
+
+#: Every rule id the scanner can report; each is a row of the idiom catalog.
+RULES: frozenset[str] = frozenset(
+    {rule for rule, _ in _RENAMED_CALLS.values()}
+    | set(_FINDING_ONLY_CALLS.values())
+    | {
+        "device-select", "device-indexed", "device-type-index", "device-accelerator-index",
+        "default-device-context", "tensor-to-device", "tensor-to-dtype",
+        "tensor-to-device-dtype", "tensor-non-blocking", "tensor-to-copy", "tensor-cuda",
+        "tensor-cpu", "parameters-device",
+    }
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    """Replace bytes ``[start, end)`` of the file with ``text``."""
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One idiom found: where, which catalog row, the code, and what it becomes."""
+
+    path: str
+    line: int
+    column: int
+    rule: str
+    original: str
+    replacement: str
+    edits: tuple[Edit, ...] = ()
+
+    @property
+    def fixable(self) -> bool:
+        """Whether ``--diff`` rewrites it (mechanical and safe)."""
+        return bool(self.edits)
+
+    @property
+    def idiom(self) -> idioms.Idiom:
+        return idioms.get(self.rule)
+
+
+def scan_source(source: str, path: str = "<string>") -> list[Finding]:
+    """Every device idiom in ``source``, in file order.
+
+    Raises:
+        SyntaxError: ``source`` is not valid Python.
+
+    Example:
+        >>> from torch2jax_device._scanner import scan_source
+        >>> [f.rule for f in scan_source("import torch\\nx = x.to('cuda')\\n")]
+        ['tensor-to-device']
+    """
+    tree = ast.parse(source, filename=path)
+    visitor = _Visitor(source, path)
+    visitor.visit(tree)
+    return sorted(visitor.findings, key=lambda f: (f.line, f.column, f.rule))
+
+
+def apply_edits(source: str, findings: list[Finding]) -> str:
+    """``source`` with every fixable finding rewritten, importing ``tj`` if needed."""
+    edits = sorted({edit for finding in findings for edit in finding.edits}, key=lambda e: e.start)
+    if not edits:
+        return source
+    data = source.encode()
+    pieces, position = [], 0
+    for edit in edits:
+        pieces += [data[position : edit.start], edit.text.encode()]
+        position = edit.end
+    pieces.append(data[position:])
+    return _with_tj_import(b"".join(pieces).decode())
+
+
+def _with_tj_import(source: str) -> str:
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+            alias.name == "torch2jax_device" and alias.asname == "tj" for alias in node.names
+        ):
+            return source
+    lines = source.splitlines(keepends=True)
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    after = imports[-1].end_lineno if imports else _after_docstring(tree)
+    return "".join(lines[:after]) + "import torch2jax_device as tj\n" + "".join(lines[after:])
+
+
+def _after_docstring(tree: ast.Module) -> int:
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        return first.end_lineno or 0
+    return 0
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, source: str, path: str) -> None:
+        self.source = source
+        self.data = source.encode()
+        self.path = path
+        self.aliases: dict[str, str] = {}  # local name -> dotted origin
+        self.findings: list[Finding] = []
+        starts = [0]
+        for line in self.data.splitlines(keepends=True):
+            starts.append(starts[-1] + len(line))
+        self.line_starts = starts
+
+    # -- helpers ---------------------------------------------------------------
+    def offset(self, line: int, column: int) -> int:
+        return self.line_starts[line - 1] + column
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        start = self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        return start, end
+
+    def text(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.data[start:end].decode()
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """``torch.cuda.is_available`` for ``T.cuda.is_available`` after ``import torch as T``."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        origin = self.aliases.get(node.id)
+        if origin is None:
+            return None
+        return ".".join([origin, *reversed(parts)])
+
+    def report(self, node: ast.AST, rule: str, replacement: str, *edits: Edit) -> None:
+        self.findings.append(
+            Finding(
+                path=self.path,
+                line=node.lineno,  # type: ignore[attr-defined]
+                column=node.col_offset + 1,  # type: ignore[attr-defined]
+                rule=rule,
+                original=self.text(node),
+                replacement=replacement,
+                edits=edits,
+            )
+        )
+
+    # -- imports -----------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.aliases[alias.asname] = alias.name
+            else:
+                top = alias.name.split(".")[0]
+                self.aliases[top] = top
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and node.level == 0:
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        self.generic_visit(node)
+
+    # -- idioms --------------------------------------------------------------------
+    def visit_With(self, node: ast.With) -> None:
+        for item in node.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and self.qualname(call.func) == "torch.device":
+                self.report(
+                    call, "default-device-context", f"tj.device({self._args(call)})",
+                    self._rename(call.func, "tj.device"),
+                )  # fmt: skip
+                for argument in [*call.args, *(k.value for k in call.keywords)]:
+                    self.visit(argument)
+            else:
+                self.visit(item)
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        value = node.value
+        if (
+            node.attr == "numpy"
+            and isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "cpu"
+            and not value.args
+        ):
+            # x.cpu().numpy(): a JAX array has no .numpy(); np.asarray is the port.
+            receiver = value.func.value
+            self.report(value, "tensor-cpu", f"np.asarray({self.text(receiver)})")
+            self.visit(receiver)
+            return
+        if node.attr == "device" and self._is_next_parameters(node.value):
+            call = node.value
+            assert isinstance(call, ast.Call)
+            parameters = call.args[0]
+            assert isinstance(parameters, ast.Call) and isinstance(parameters.func, ast.Attribute)
+            model = parameters.func.value
+            start, end = self.span(parameters)
+            model_start, model_end = self.span(model)
+            self.report(
+                node, "parameters-device", f"next(tj.parameters({self.text(model)})).device",
+                Edit(start, model_start, "tj.parameters("), Edit(model_end, end, ")"),
+            )  # fmt: skip
+            self.visit(model)
+            return
+        self.generic_visit(node)
+
+    def _is_next_parameters(self, node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "next"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Call)
+            and isinstance(node.args[0].func, ast.Attribute)
+            and node.args[0].func.attr == "parameters"
+            and not node.args[0].args
+        )
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self.qualname(node.func)
+        if name == "torch.device":
+            self._device_call(node)
+        elif name in _RENAMED_CALLS:
+            rule, new_name = _RENAMED_CALLS[name]
+            self.report(
+                node, rule, f"{new_name}({self._args(node)})", self._rename(node.func, new_name)
+            )
+        elif name in _FINDING_ONLY_CALLS:
+            rule = _FINDING_ONLY_CALLS[name]
+            self.report(node, rule, idioms.get(rule).tj)
+        elif name is None and isinstance(node.func, ast.Attribute):
+            self._method_call(node, node.func)
+        self.generic_visit(node)
+
+    def _device_call(self, node: ast.Call) -> None:
+        first = node.args[0] if node.args else None
+        if isinstance(first, ast.IfExp) and self._calls(first.test, "torch.cuda.is_available"):
+            rule = "device-select"
+        elif len(node.args) == 2 or any(k.arg == "index" for k in node.keywords):
+            rule = "device-type-index"
+        elif isinstance(first, ast.Constant) and isinstance(first.value, int):
+            rule = "device-accelerator-index"
+        else:
+            rule = "device-indexed"
+        self.report(
+            node, rule, f"tj.device({self._args(node)})", self._rename(node.func, "tj.device")
+        )
+
+    def _calls(self, node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Call) and self.qualname(node.func) == name
+
+    def _method_call(self, node: ast.Call, method: ast.Attribute) -> None:
+        receiver = method.value
+        if method.attr == "to" and (node.args or node.keywords):
+            self._to_call(node, receiver)
+        elif method.attr == "cuda" and not node.keywords and len(node.args) <= 1:
+            target = '"cuda"'
+            if node.args:
+                index = node.args[0]
+                if not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
+                    self.report(node, "tensor-cuda", f"tj.to_device({self.text(receiver)}, ...)")
+                    return
+                target = f'"cuda:{index.value}"'
+            self._wrap(node, receiver, "tensor-cuda", target)
+        elif method.attr == "cpu" and not node.args and not node.keywords:
+            self._wrap(node, receiver, "tensor-cpu", '"cpu"')
+
+    def _to_call(self, node: ast.Call, receiver: ast.AST) -> None:
+        keywords = {k.arg for k in node.keywords}
+        if "non_blocking" in keywords:
+            rule = "tensor-non-blocking"
+        elif "copy" in keywords:
+            rule = "tensor-to-copy"
+        elif len(node.args) == 2 or {"device", "dtype"} <= keywords:
+            rule = "tensor-to-device-dtype"
+        elif (node.args and self._is_dtype(node.args[0])) or keywords == {"dtype"}:
+            rule = "tensor-to-dtype"
+        else:
+            rule = "tensor-to-device"
+        first = [*node.args, *(k for k in node.keywords)][0]
+        start, end = self.span(receiver)
+        first_start = self.span(first)[0]
+        self.report(
+            node, rule, f"tj.to_device({self.text(receiver)}, {self._args(node)})",
+            Edit(start, start, "tj.to_device("), Edit(end, first_start, ", "),
+        )  # fmt: skip
+
+    def _is_dtype(self, node: ast.AST) -> bool:
+        name = self.qualname(node)
+        return name is not None and name.startswith("torch.") and name.split(".")[-1] in _DTYPES
+
+    def _wrap(self, node: ast.Call, receiver: ast.AST, rule: str, target: str) -> None:
+        start, _ = self.span(receiver)
+        _, receiver_end = self.span(receiver)
+        _, end = self.span(node)
+        self.report(
+            node, rule, f"tj.to_device({self.text(receiver)}, {target})",
+            Edit(start, start, "tj.to_device("), Edit(receiver_end, end, f", {target})"),
+        )  # fmt: skip
+
+    def _rename(self, func: ast.AST, new_name: str) -> Edit:
+        start, end = self.span(func)
+        return Edit(start, end, new_name)
+
+    def _args(self, node: ast.Call) -> str:
+        return ", ".join(self.text(argument) for argument in [*node.args, *node.keywords])
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.visit(child)
+
+
+_DTYPES = frozenset(
+    "float16 half bfloat16 float32 float float64 double int8 int16 int32 int int64 long "
+    "uint8 bool complex64 complex128 float8_e4m3fn float8_e5m2".split()
+)
