@@ -1,17 +1,23 @@
 """Regenerate the idiom tables of docs/migration-guide.md from the catalog.
 
 The tables between the ``<!-- idioms:start -->`` and ``<!-- idioms:end -->`` markers
-come from ``torch2jax_device.idioms.to_markdown()``; tests/test_idioms.py fails when
-they are stale. Run: ``.venv/bin/python scripts/update_guide.py``.
+come from ``torch2jax_device.idioms.to_markdown()``, each row linked to the tests that
+prove it; tests/test_idioms.py fails when they are stale. Run:
+``.venv/bin/python scripts/update_guide.py``.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from torch2jax_device import idioms
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "migration-guide.md"
+from tests.idiom_marks import proofs  # noqa: E402
+from torch2jax_device import idioms  # noqa: E402
+
+GUIDE = ROOT / "docs" / "migration-guide.md"
 START, END = "<!-- idioms:start -->", "<!-- idioms:end -->"
 
 
@@ -19,7 +25,8 @@ def main() -> None:
     text = GUIDE.read_text()
     before, rest = text.split(START, 1)
     after = rest.split(END, 1)[1]
-    GUIDE.write_text(f"{before}{START}\n{idioms.to_markdown().strip()}\n{END}{after}")
+    tables = idioms.to_markdown(proofs()).strip()
+    GUIDE.write_text(f"{before}{START}\n{tables}\n{END}{after}")
 
 
 if __name__ == "__main__":

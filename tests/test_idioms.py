@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.idiom_marks import marked_tests, proofs
 from torch2jax_device import idioms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,40 +45,27 @@ def test_result_variable_is_assigned_by_both_snippets() -> None:
             assert idiom.result in assigned, (idiom.id, code)
 
 
-def _idioms_with_dedicated_tests() -> set[str]:
-    """Ids named by ``@pytest.mark.idiom("...")`` anywhere under tests/."""
-    found = set()
-    for path in (ROOT / "tests").rglob("test_*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "idiom"
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-            ):
-                found.add(node.args[0].value)
-    return found
-
-
 def test_every_row_has_a_side_by_side_test() -> None:
-    dedicated = _idioms_with_dedicated_tests()
-    untested = [i.id for i in idioms.CATALOG if not i.runs and i.id not in dedicated]
+    untested = [idiom_id for idiom_id, files in proofs().items() if not files]
     assert untested == [], "catalog rows without a side-by-side test"
-    unknown = dedicated - {i.id for i in idioms.CATALOG}
+    unknown = set(marked_tests()) - {i.id for i in idioms.CATALOG}
     assert unknown == set(), "tests name idioms that are not in the catalog"
 
 
-def test_the_coverage_check_can_fail() -> None:
-    dedicated = _idioms_with_dedicated_tests()
-    assert "cuda-set-device" in dedicated
-    assert "no-such-idiom" not in dedicated
+def test_the_coverage_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import pytest\n@pytest.mark.idiom('cuda-set-device')\ndef test_x(): pass\n"
+    )
+    found = proofs(tmp_path)
+    assert found["cuda-set-device"] == ["tests/test_x.py"]
+    assert found["cuda-device-properties"] == []  # runs=False and no mark: would fail above
 
 
 def test_migration_guide_is_generated_from_the_catalog() -> None:
     text = GUIDE.read_text()
     generated = text.split(START, 1)[1].split(END, 1)[0].strip()
-    assert generated == idioms.to_markdown().strip(), (
+    assert generated == idioms.to_markdown(proofs()).strip(), (
         "docs/migration-guide.md is stale: run `.venv/bin/python scripts/update_guide.py`"
     )
     for idiom in idioms.CATALOG:
