@@ -59,6 +59,10 @@ _RENAMED_CALLS = {
 }
 _FINDING_ONLY_CALLS = {
     "torch.cuda.reset_peak_memory_stats": "cuda-reset-peak",
+    "torch.autocast": "autocast",
+    "torch.amp.autocast": "autocast",
+    "torch.cuda.amp.autocast": "autocast",
+    "torch.cpu.amp.autocast": "autocast",
 }
 
 #: Every rule id the scanner can report; each is a row of the idiom catalog.
@@ -163,6 +167,7 @@ class _Visitor(ast.NodeVisitor):
         self.path = path
         self.aliases: dict[str, str] = {}  # local name -> dotted origin
         self.findings: list[Finding] = []
+        self.inside_device_call: set[int] = set()  # f-strings already reported with it
         starts = [0]
         for line in self.data.splitlines(keepends=True):
             starts.append(starts[-1] + len(line))
@@ -224,6 +229,19 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     # -- idioms --------------------------------------------------------------------
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        first = node.values[0] if node.values else None
+        if (
+            isinstance(first, ast.Constant)
+            and isinstance(first.value, str)
+            and first.value in ("cuda:", "cpu:", "gpu:")
+            and len(node.values) > 1
+            and id(node) not in self.inside_device_call
+        ):
+            # f"cuda:{local_rank}" names the same device through tj.device.
+            self.report(node, "device-indexed", f"tj.device({self.text(node)})")
+        self.generic_visit(node)
+
     def visit_With(self, node: ast.With) -> None:
         for item in node.items:
             call = item.context_expr
@@ -299,6 +317,8 @@ class _Visitor(ast.NodeVisitor):
 
     def _device_call(self, node: ast.Call) -> None:
         first = node.args[0] if node.args else None
+        if isinstance(first, ast.JoinedStr):
+            self.inside_device_call.add(id(first))
         if isinstance(first, ast.IfExp) and self._calls(first.test, "torch.cuda.is_available"):
             rule = "device-select"
         elif len(node.args) == 2 or any(k.arg == "index" for k in node.keywords):

@@ -60,6 +60,7 @@ SECTIONS: tuple[str, ...] = (
     "Default device",
     "Placement",
     "Memory and start-up",
+    "Precision",
 )
 
 CATALOG: tuple[Idiom, ...] = (
@@ -677,6 +678,23 @@ CATALOG: tuple[Idiom, ...] = (
         jax="arrays = jax.live_arrays()  # default backend only",
         tj="arrays = tj.live_arrays()  # or: with tj.track_arrays(device) as report: ...",
         notes="`tj.track_arrays` reports what a block left alive on a device, with bytes.",
+        runs=False,
+    ),
+    Idiom(
+        id="autocast",
+        section="Precision",
+        title="Mixed precision on a device",
+        torch=('with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n    y = model(x)'),
+        jax="y = model(x.astype(jnp.bfloat16))  # with params cast, or Flax dtype=",
+        tj=(
+            "model = tj.to_device(model, jnp.bfloat16)  # floating state only\n"
+            "y = model(tj.to_device(x, jnp.bfloat16))"
+        ),
+        notes=(
+            "JAX has no autocast: computation runs in the dtype of its inputs. Cast "
+            "parameters and inputs (or give Flax layers `dtype=jnp.bfloat16`, which keeps "
+            "float32 parameters and computes in bfloat16)."
+        ),
         runs=False,
     ),
 )
