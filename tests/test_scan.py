@@ -26,6 +26,9 @@ EXPECTED = {
     (31, "default-device-context"), (33, "parameters-device"), (34, "cuda-memory-allocated"),
     (34, "cuda-max-memory-allocated"), (35, "cuda-empty-cache"), (36, "cuda-reset-peak"),
     (37, "cuda-synchronize"), (38, "device-indexed"), (39, "autocast"), (41, "device-indexed"),
+    (45, "torch-load-map-location"), (46, "torch-load-map-location-dict"),
+    (47, "torch-load-map-location-callable"), (48, "torch-load"), (49, "load-safetensors"),
+    (50, "safe-open-slice"), (52, "save-safetensors"),
 }  # fmt: skip
 
 
@@ -72,7 +75,7 @@ def test_text_report_is_linter_shaped() -> None:
     assert 'torch2jax_device: tj.device("cuda" if torch.cuda.is_available() else "cpu")' in out
     assert "guide:            docs/migration-guide.md#device-select" in out
     assert "(not rewritten by --diff)" in out  # x.cpu().numpy()
-    assert out.rstrip().endswith(f"{len(EXPECTED)} idiom(s) found, 27 rewritable with --diff")
+    assert out.rstrip().endswith(f"{len(EXPECTED)} idiom(s) found, 32 rewritable with --diff")
 
 
 def test_json_report() -> None:
@@ -98,6 +101,9 @@ def test_diff_rewrites_the_safe_idioms_and_keeps_the_rest() -> None:
     assert "print(next(tj.parameters(model)).device)" in lines
     assert "a = x.cpu().numpy()  # line 30" in lines  # not safe: jax arrays have no .numpy()
     assert "torch.cuda.reset_peak_memory_stats()" in lines  # JAX cannot: finding only
+    assert 'state = tj.load("ckpt.pt", map_location="cpu")  # line 45' in lines
+    assert 'state = torch.load("ckpt.pt", weights_only=False)' in lines  # tj.load: weights only
+    assert 'tensors = tj.load_file("model.safetensors", device="cpu")' in lines
     assert _scanner.scan_source(rewritten) == [
         f for f in _scanner.scan_source(rewritten) if not f.fixable
     ]

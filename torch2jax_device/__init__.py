@@ -31,6 +31,7 @@ from ._discovery import list_devices as list_devices
 from ._dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
 from ._errors import AlreadyInitializedError as AlreadyInitializedError
 from ._errors import BackendInitError as BackendInitError
+from ._errors import CheckpointError as CheckpointError
 from ._errors import ConfigError as ConfigError
 from ._errors import ConversionError as ConversionError
 from ._errors import DeviceTypeError as DeviceTypeError
@@ -38,6 +39,7 @@ from ._errors import DeviceUnavailableError as DeviceUnavailableError
 from ._errors import DTypeError as DTypeError
 from ._errors import EmptyTreeError as EmptyTreeError
 from ._errors import InvalidDeviceError as InvalidDeviceError
+from ._errors import InvalidIndexError as InvalidIndexError
 from ._errors import MixedDeviceError as MixedDeviceError
 from ._errors import Torch2JaxDeviceError as Torch2JaxDeviceError
 from ._errors import UnsupportedOperationError as UnsupportedOperationError
@@ -50,6 +52,10 @@ from ._placement import check_same_device as check_same_device
 from ._placement import device_of as device_of
 from ._placement import parameters as parameters
 from ._placement import to_device as to_device
+from .io import load as load
+from .io import load_file as load_file
+from .io import safe_open as safe_open
+from .io import save_file as save_file
 
 #: ``tj.device`` is the :class:`Device` class, as ``torch.device`` is a class.
 device = Device
@@ -60,6 +66,7 @@ __all__ = [
     "AlreadyInitializedError",
     "ArrayReport",
     "BackendInitError",
+    "CheckpointError",
     "ConfigError",
     "ConversionError",
     "DTypeError",
@@ -70,6 +77,7 @@ __all__ = [
     "DtypeNarrowingWarning",
     "EmptyTreeError",
     "InvalidDeviceError",
+    "InvalidIndexError",
     "MixedDeviceError",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
@@ -86,8 +94,12 @@ __all__ = [
     "idioms",
     "list_devices",
     "live_arrays",
+    "load",
+    "load_file",
     "parameters",
     "resolve",
+    "safe_open",
+    "save_file",
     "set_default_device",
     "to_device",
     "to_jax",

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "AlreadyInitializedError",
     "BackendInitError",
+    "CheckpointError",
     "ConfigError",
     "ConversionError",
     "DTypeError",
@@ -19,6 +20,7 @@ __all__ = [
     "DeviceUnavailableError",
     "EmptyTreeError",
     "InvalidDeviceError",
+    "InvalidIndexError",
     "MixedDeviceError",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
@@ -96,3 +98,18 @@ class ConfigError(Torch2JaxDeviceError, ValueError):
 
 class UnsupportedOperationError(Torch2JaxDeviceError, NotImplementedError):
     """A PyTorch operation JAX has no way to perform (e.g. resetting peak memory stats)."""
+
+
+class CheckpointError(Torch2JaxDeviceError, ValueError):
+    """A checkpoint file cannot be read: corrupted, truncated, unsafe or unsupported.
+
+    The message names the file, what is wrong and, where there is one, the fix.
+    """
+
+
+class InvalidIndexError(Torch2JaxDeviceError, IndexError, ValueError):
+    """An index into a stored tensor is out of range, has a zero step, or is not basic.
+
+    NumPy and torch raise ``IndexError`` for the first and ``ValueError`` for a zero
+    step; this class is both.
+    """

@@ -56,6 +56,14 @@ _RENAMED_CALLS = {
     "torch.set_default_device": ("default-device-set", "tj.set_default_device"),
     "torch.get_default_device": ("default-device-get", "tj.get_default_device"),
     "torch.from_numpy": ("from-numpy", "tj.to_jax"),
+    **{
+        f"safetensors.{framework}.load_file": ("load-safetensors", "tj.load_file")
+        for framework in ("torch", "numpy", "flax")
+    },
+    **{
+        f"safetensors.{framework}.save_file": ("save-safetensors", "tj.save_file")
+        for framework in ("torch", "numpy", "flax")
+    },
 }
 _FINDING_ONLY_CALLS = {
     "torch.cuda.reset_peak_memory_stats": "cuda-reset-peak",
@@ -63,7 +71,10 @@ _FINDING_ONLY_CALLS = {
     "torch.amp.autocast": "autocast",
     "torch.cuda.amp.autocast": "autocast",
     "torch.cpu.amp.autocast": "autocast",
+    "safetensors.safe_open": "safe-open-slice",  # drop the framework argument by hand
 }
+# torch.load arguments tj.load does not take: such calls are findings, not rewrites.
+_TORCH_LOAD_ONLY = frozenset({"weights_only", "mmap", "pickle_module", "pickle_load_args"})
 
 #: Every rule id the scanner can report; each is a row of the idiom catalog.
 RULES: frozenset[str] = frozenset(
@@ -73,7 +84,8 @@ RULES: frozenset[str] = frozenset(
         "device-select", "device-indexed", "device-type-index", "device-accelerator-index",
         "default-device-context", "tensor-to-device", "tensor-to-dtype",
         "tensor-to-device-dtype", "tensor-non-blocking", "tensor-to-copy", "tensor-cuda",
-        "tensor-cpu", "parameters-device",
+        "tensor-cpu", "parameters-device", "torch-load", "torch-load-map-location",
+        "torch-load-map-location-dict", "torch-load-map-location-callable",
     }
 )  # fmt: skip
 
@@ -303,6 +315,8 @@ class _Visitor(ast.NodeVisitor):
         name = self.qualname(node.func)
         if name == "torch.device":
             self._device_call(node)
+        elif name == "torch.load":
+            self._load_call(node)
         elif name in _RENAMED_CALLS:
             rule, new_name = _RENAMED_CALLS[name]
             self.report(
@@ -330,6 +344,24 @@ class _Visitor(ast.NodeVisitor):
         self.report(
             node, rule, f"tj.device({self._args(node)})", self._rename(node.func, "tj.device")
         )
+
+    def _load_call(self, node: ast.Call) -> None:
+        location = next((k.value for k in node.keywords if k.arg == "map_location"), None)
+        if location is None and len(node.args) > 1:
+            location = node.args[1]
+        if location is None:
+            rule = "torch-load"
+        elif isinstance(location, ast.Dict):
+            rule = "torch-load-map-location-dict"
+        elif isinstance(location, ast.Lambda):
+            rule = "torch-load-map-location-callable"
+        else:
+            rule = "torch-load-map-location"
+        replacement = f"tj.load({self._args(node)})"
+        if any(k.arg in _TORCH_LOAD_ONLY for k in node.keywords):
+            self.report(node, rule, replacement)  # tj.load always loads weights only
+        else:
+            self.report(node, rule, replacement, self._rename(node.func, "tj.load"))
 
     def _calls(self, node: ast.AST, name: str) -> bool:
         return isinstance(node, ast.Call) and self.qualname(node.func) == name
