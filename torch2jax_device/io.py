@@ -348,7 +348,8 @@ def load(path: PathLike, map_location: MapLocation = None, *, progress: bool | N
         >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
         >>> torch.save({"model": {"w": torch.ones(2)}, "iter_num": 7}, path)
         >>> checkpoint = load(path, map_location="cpu")
-        >>> checkpoint["iter_num"], checkpoint["model"]["w"].device
+        >>> weights = checkpoint["model"]
+        >>> checkpoint["iter_num"], weights["w"].device
         (7, CpuDevice(id=0))
     """
     path = os.fspath(path)
