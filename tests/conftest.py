@@ -15,6 +15,9 @@ import pytest
 
 REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 
+# PyTorch scripts the scanner reads as text; running them is not the point.
+collect_ignore = ["fixtures"]
+
 
 def required_frameworks() -> list[str]:
     return [name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()]
