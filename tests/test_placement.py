@@ -242,3 +242,22 @@ def test_to_torch_devices_and_inputs() -> None:
     assert tj.to_torch(jnp.ones(2), "cpu").device == torch.device("cpu")
     with pytest.raises(tj.ConversionError, match="cannot convert list"):
         tj.to_torch([1])
+
+
+def test_a_sharding_target_keeps_its_memory_kind() -> None:
+    pinned = jax.sharding.SingleDeviceSharding(tj.resolve("cpu"), memory_kind="pinned_host")
+    moved = tj.to_device(np.arange(3, dtype=np.float32), pinned)
+    assert moved.sharding == pinned and moved.committed
+    assert tj.to_device(moved, pinned) is moved
+
+
+def test_arrays_leave_another_memory_kind_of_the_same_device() -> None:
+    pinned = jax.device_put(np.arange(3, dtype=np.float32), jax.memory.Space.Host)
+    moved = tj.to_device({"x": pinned}, "cpu")["x"]
+    assert moved.sharding.memory_kind == "device" and moved.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_numpy_leaves_are_cast_on_the_host_before_the_transfer() -> None:
+    moved = tj.to_device({"w": np.ones(2, np.float64), "ids": np.arange(2, dtype=np.int32)},
+                         "cpu", jnp.float16)  # fmt: skip
+    assert moved["w"].dtype == jnp.float16 and moved["ids"].dtype == jnp.int32

@@ -20,9 +20,9 @@ def _indices() -> dict[str, int]:
     return indices
 
 
-def current_index(platform: str) -> int:
-    """This thread's current index for ``platform`` (0 unless set)."""
-    return _indices().get(platform, 0)
+def current_index(platform: str, default: int = 0) -> int:
+    """This thread's current index for ``platform`` (``default`` unless set)."""
+    return _indices().get(platform, default)
 
 
 def set_current_index(platform: str, index: int) -> int:

@@ -59,9 +59,10 @@ class Device:
     never imported for this). Construction never starts JAX; :attr:`jax_device`
     resolves the device on this machine.
 
-    The index counts this process's devices of one platform, in
-    ``jax.local_devices(backend=...)`` order, like a CUDA ordinal: it is not JAX's
-    global ``Device.id``. An unindexed device means the platform's current device
+    The index is a GPU's CUDA ordinal (``local_hardware_id``), as in torch, so a
+    process that owns only GPU 3 still calls it ``cuda:3``; other devices count this
+    process's devices of one platform in ``jax.local_devices(backend=...)`` order. It is
+    never JAX's global ``Device.id``. An unindexed device means the platform's current device
     (see :func:`tj.cuda.set_device <torch2jax_device.cuda.set_device>`).
 
     A ``jax.Device`` becomes ``cuda:N``, ``tpu:N``, ... by its position; the CPU is
@@ -226,12 +227,13 @@ class Device:
                 f"backend on this machine (it has: {_inventory()}). "
                 f"Fix: {_platforms.missing_platform_hint(self._type)}."
             )
-        index = current_index(platform) if self._index is None else self._index
-        if index >= len(devices):
+        by_index = _platforms.device_indices(platform)
+        index = current_index(platform, min(by_index)) if self._index is None else self._index
+        if index not in by_index:
             raise DeviceUnavailableError(
                 f"Device '{self._type}:{index}' does not exist: JAX sees {len(devices)} "
-                f"{platform} device(s) in this process ({_span(self._type, len(devices))}). "
-                f"Fix: use an index below {len(devices)}"
+                f"{platform} device(s) in this process ({_span(self._type, by_index)}). "
+                "Fix: use one of those indices"
                 + (
                     ", or simulate more CPU devices with JAX_NUM_CPU_DEVICES=N set "
                     "before JAX starts"
@@ -240,7 +242,7 @@ class Device:
                 )
                 + "."
             )
-        return devices[index]
+        return by_index[index]
 
 
 def resolve(spec: DeviceLike | None = None) -> jax.Device:
@@ -333,7 +335,8 @@ def _from_jax(device: jax.Device) -> Device:
     if platform == "cpu" and len(local) == 1:
         # torch's CPU is one unindexed device; so is JAX's unless more are simulated.
         return Device._make("cpu", None)
-    return Device._make(_platforms.torch_type_of_platform(platform), local.index(device))
+    index = next(i for i, d in _platforms.device_indices(platform).items() if d == device)
+    return Device._make(_platforms.torch_type_of_platform(platform), index)
 
 
 def _serving_platform(device_type: str) -> tuple[str, list[jax.Device]]:
@@ -346,9 +349,11 @@ def _serving_platform(device_type: str) -> tuple[str, list[jax.Device]]:
     return (candidates[0] if candidates else device_type), []
 
 
-def _span(device_type: str, count: int) -> str:
-    last = f"{device_type}:{count - 1}"
-    return last if count == 1 else f"{device_type}:0 to {last}"
+def _span(device_type: str, by_index: dict[int, jax.Device]) -> str:
+    indices = sorted(by_index)
+    if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
+        return f"{device_type}:{indices[0]} to {device_type}:{indices[-1]}"
+    return ", ".join(f"{device_type}:{index}" for index in indices)
 
 
 def _inventory() -> str:

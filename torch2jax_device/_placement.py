@@ -202,6 +202,11 @@ def _move(
                     "use the array the donating call returned"
                 )
             array = leaf if dtype is None else _cast(leaf, dtype, cast_all)
+        elif isinstance(leaf, (np.ndarray, np.generic)) and placing:
+            # Host data joins the one batched transfer directly, cast on the host.
+            moved[index] = _host_cast(np.asarray(leaf), dtype, cast_all)
+            pending.append(index)
+            continue
         elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
             array = _cast(to_jax(leaf), dtype, cast_all)
         elif isinstance(leaf, _PYTHON_SCALARS):
@@ -218,16 +223,45 @@ def _move(
         if placing and (copy or not (array.committed and array.sharding == target)):
             pending.append(index)
     if pending:
-        # jax.device_put takes a Device faster than the equivalent sharding.
-        single = isinstance(target, jax.sharding.SingleDeviceSharding)
-        where = next(iter(target.device_set)) if single else target
+        arrays = [moved[index] for index in pending]
         placed = jax.device_put(
-            [moved[index] for index in pending], where, may_alias=False if copy else None
+            arrays, _destination(target, arrays), may_alias=False if copy else None
         )
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
         fresh.extend(placed)
     return moved, fresh
+
+
+def _destination(target: Any, arrays: list[Any]) -> Any:
+    """What to give ``jax.device_put``: the Device where it means ``target``, else ``target``.
+
+    ``jax.device_put`` takes a Device faster than the equivalent sharding, but a Device
+    means its default memory kind: a memory-kind target (``pinned_host``) needs the
+    sharding itself, and jax 0.10 fails to move an array out of another memory kind of
+    the same device when given a Device ("Memory kind mismatch").
+    """
+    if not isinstance(target, jax.sharding.SingleDeviceSharding):
+        return target
+    device = next(iter(target.device_set))
+    plain = jax.sharding.SingleDeviceSharding(device)  # the device's default memory kind
+    if target != plain or any(
+        isinstance(array, jax.Array) and array.sharding.memory_kind != plain.memory_kind
+        for array in arrays
+    ):
+        return target
+    return device
+
+
+def _host_cast(
+    host: np.ndarray[Any, Any], dtype: np.dtype[Any] | None, cast_all: bool
+) -> np.ndarray[Any, Any]:
+    """``host`` in the dtype it will have in JAX: requested, or narrowed without x64."""
+    if dtype is not None and (cast_all or _dtypes.is_inexact(host.dtype)):
+        wanted = dtype  # an explicit cast: no narrowing to warn about
+    else:
+        wanted = _dtypes.canonical(host.dtype)
+    return host if host.dtype == wanted else host.astype(wanted)
 
 
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:

@@ -27,6 +27,7 @@ __all__ = [
     "available_platforms",
     "backends_initialized",
     "default_platform",
+    "device_indices",
     "jax_backends",
     "local_devices",
     "missing_platform_hint",
@@ -133,6 +134,20 @@ def local_devices(platform: str) -> list[jax.Device]:
     if platform not in jax_backends():
         return []
     return list(jax.local_devices(backend=platform))
+
+
+def device_indices(platform: str) -> dict[int, jax.Device]:
+    """This process's devices of ``platform`` keyed by their torch-style index.
+
+    A GPU's index is its CUDA/HIP ordinal on the host (``local_hardware_id``), as in
+    torch: a process that owns only GPU 3 (one process per GPU, which
+    ``tj.distributed.init_process_group`` sets up from ``LOCAL_RANK``) calls it
+    ``cuda:3``, as the PyTorch script did. Other devices are numbered by position.
+    """
+    devices = local_devices(platform)
+    if platform in ("cuda", "rocm"):
+        return {int(device.local_hardware_id): device for device in devices}
+    return dict(enumerate(devices))
 
 
 def platform_of(device: jax.Device) -> str:

@@ -106,26 +106,27 @@ def index_of(device: DeviceLike | None, platform: str, what: str) -> int:
     device of ``platform`` (torch raises ``ValueError`` for a CPU device given to a
     ``torch.cuda`` function, and so does this, through :class:`InvalidDeviceError`).
     """
-    if device is None:
-        return current_index(platform)
     if isinstance(device, int) and not isinstance(device, bool):
         return device
-    named = Device(device)
-    if platform not in _platforms.platforms_for_type(named.type):
+    named = None if device is None else Device(device)
+    if named is not None and platform not in _platforms.platforms_for_type(named.type):
         raise InvalidDeviceError(f"Expected a {what} device, but got: {named}")
-    return current_index(platform) if named.index is None else named.index
+    if named is None or named.index is None:
+        return current_index(platform, min(_platforms.device_indices(platform), default=0))
+    return named.index
 
 
 def device_for(device: DeviceLike | None, platform: str, what: str) -> jax.Device:
     """The ``jax.Device`` a ``torch.cuda``-style ``device`` argument names."""
-    devices = require(platform, what)
+    require(platform, what)
+    by_index = _platforms.device_indices(platform)
     index = index_of(device, platform, what)
-    if not 0 <= index < len(devices):
+    if index not in by_index:
         raise DeviceUnavailableError(
-            f"Invalid device index {index}: this process has {len(devices)} {what} "
-            f"device(s), indices 0 to {len(devices) - 1}."
+            f"Invalid device index {index}: this process has {len(by_index)} {what} "
+            f"device(s), indices {', '.join(map(str, sorted(by_index)))}."
         )
-    return devices[index]
+    return by_index[index]
 
 
 def set_current(device: DeviceLike | None, platform: str, what: str) -> int | None:
@@ -155,7 +156,7 @@ def properties(device: jax.Device) -> DeviceProperties:
     return DeviceProperties(
         name=str(device.device_kind),
         type=_platforms.torch_type_of_platform(platform),
-        index=_platforms.local_devices(platform).index(device),
+        index=next(i for i, d in _platforms.device_indices(platform).items() if d == device),
         total_memory=int(limit) if isinstance(limit, int) and limit >= 0 else None,
         multi_processor_count=cores if isinstance(cores, int) else None,
         major=major,

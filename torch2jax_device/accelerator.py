@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _platforms, _runtime
-from ._current import current_index
 from ._device import Device
 from ._errors import DeviceUnavailableError
 
@@ -84,7 +83,7 @@ def current_device_index() -> int:
     Raises:
         DeviceUnavailableError: there is no accelerator.
     """
-    return current_index(_require())
+    return _runtime.index_of(None, _require(), "accelerator")
 
 
 def set_device_index(device: DeviceLike) -> None:
