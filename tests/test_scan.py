@@ -28,7 +28,10 @@ EXPECTED = {
     (37, "cuda-synchronize"), (38, "device-indexed"), (39, "autocast"), (41, "device-indexed"),
     (45, "torch-load-map-location"), (46, "torch-load-map-location-dict"),
     (47, "torch-load-map-location-callable"), (48, "torch-load"), (49, "load-safetensors"),
-    (50, "safe-open-slice"), (52, "save-safetensors"),
+    (50, "safe-open-slice"), (52, "save-safetensors"), (57, "dist-local-rank"),
+    (58, "dist-local-rank"), (59, "dist-init-process-group"), (60, "dist-sampler-global-batch"),
+    (61, "dataloader-pin-memory"), (62, "dataloader-pin-memory"), (63, "tensor-pin-memory"),
+    (64, "dist-ddp-gradient"), (65, "dist-all-reduce"), (66, "dist-barrier"), (67, "dist-destroy"),
 }  # fmt: skip
 
 
@@ -75,7 +78,7 @@ def test_text_report_is_linter_shaped() -> None:
     assert 'torch2jax_device: tj.device("cuda" if torch.cuda.is_available() else "cpu")' in out
     assert "guide:            docs/migration-guide.md#device-select" in out
     assert "(not rewritten by --diff)" in out  # x.cpu().numpy()
-    assert out.rstrip().endswith(f"{len(EXPECTED)} idiom(s) found, 32 rewritable with --diff")
+    assert out.rstrip().endswith(f"{len(EXPECTED)} idiom(s) found, 36 rewritable with --diff")
 
 
 def test_json_report() -> None:
@@ -104,6 +107,8 @@ def test_diff_rewrites_the_safe_idioms_and_keeps_the_rest() -> None:
     assert 'state = tj.load("ckpt.pt", map_location="cpu")  # line 45' in lines
     assert 'state = torch.load("ckpt.pt", weights_only=False)' in lines  # tj.load: weights only
     assert 'tensors = tj.load_file("model.safetensors", device="cpu")' in lines
+    assert 'tj.distributed.init_process_group(backend="nccl")' in lines
+    assert "pinned = tj.pin_memory(x)  # line 63" in lines
     assert _scanner.scan_source(rewritten) == [
         f for f in _scanner.scan_source(rewritten) if not f.fixable
     ]

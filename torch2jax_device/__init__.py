@@ -19,6 +19,7 @@ backends, so ``JAX_PLATFORMS`` and memory settings can still be made after it.
 from . import accelerator as accelerator
 from . import backends as backends
 from . import cuda as cuda
+from . import distributed as distributed
 from . import idioms as idioms
 from ._config import configure as configure
 from ._defaults import get_default_device as get_default_device
@@ -36,6 +37,7 @@ from ._errors import ConfigError as ConfigError
 from ._errors import ConversionError as ConversionError
 from ._errors import DeviceTypeError as DeviceTypeError
 from ._errors import DeviceUnavailableError as DeviceUnavailableError
+from ._errors import DistributedError as DistributedError
 from ._errors import DTypeError as DTypeError
 from ._errors import EmptyTreeError as EmptyTreeError
 from ._errors import InvalidDeviceError as InvalidDeviceError
@@ -52,6 +54,10 @@ from ._placement import check_same_device as check_same_device
 from ._placement import device_of as device_of
 from ._placement import parameters as parameters
 from ._placement import to_device as to_device
+from .data import DeviceLoader as DeviceLoader
+from .data import ForkAfterJaxWarning as ForkAfterJaxWarning
+from .data import pin_memory as pin_memory
+from .data import prefetch_to_device as prefetch_to_device
 from .io import load as load
 from .io import load_file as load_file
 from .io import safe_open as safe_open
@@ -72,10 +78,13 @@ __all__ = [
     "DTypeError",
     "Device",
     "DeviceLike",
+    "DeviceLoader",
     "DeviceTypeError",
     "DeviceUnavailableError",
+    "DistributedError",
     "DtypeNarrowingWarning",
     "EmptyTreeError",
+    "ForkAfterJaxWarning",
     "InvalidDeviceError",
     "InvalidIndexError",
     "MixedDeviceError",
@@ -90,6 +99,7 @@ __all__ = [
     "cuda",
     "device",
     "device_of",
+    "distributed",
     "get_default_device",
     "idioms",
     "list_devices",
@@ -97,6 +107,8 @@ __all__ = [
     "load",
     "load_file",
     "parameters",
+    "pin_memory",
+    "prefetch_to_device",
     "resolve",
     "safe_open",
     "save_file",

@@ -21,7 +21,13 @@ import numpy as np
 from ._detect import is_torch_dtype
 from ._errors import DTypeError
 
-__all__ = ["DtypeNarrowingWarning", "canonical", "is_inexact", "to_numpy_dtype"]
+__all__ = [
+    "DtypeNarrowingWarning",
+    "caller_stacklevel",
+    "canonical",
+    "is_inexact",
+    "to_numpy_dtype",
+]
 
 
 class DtypeNarrowingWarning(UserWarning):
@@ -57,7 +63,7 @@ def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
             "(values outside the 32-bit range change). To keep 64-bit data, call "
             "jax.config.update('jax_enable_x64', True) before creating arrays.",
             DtypeNarrowingWarning,
-            stacklevel=_caller_stacklevel(),
+            stacklevel=caller_stacklevel(),
         )
     return result
 
@@ -70,7 +76,7 @@ def is_inexact(dtype: np.dtype[Any]) -> bool:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _caller_stacklevel() -> int:
+def caller_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first frame outside this package."""
     frame = sys._getframe(1)
     level = 1

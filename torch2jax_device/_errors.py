@@ -18,6 +18,7 @@ __all__ = [
     "DTypeError",
     "DeviceTypeError",
     "DeviceUnavailableError",
+    "DistributedError",
     "EmptyTreeError",
     "InvalidDeviceError",
     "InvalidIndexError",
@@ -112,4 +113,15 @@ class InvalidIndexError(Torch2JaxDeviceError, IndexError, ValueError):
 
     NumPy and torch raise ``IndexError`` for the first and ``ValueError`` for a zero
     step; this class is both.
+    """
+
+
+class DistributedError(Torch2JaxDeviceError, RuntimeError, ValueError):
+    """A multi-process job is misconfigured, or a process group operation failed.
+
+    ``torch.distributed`` raises ``ValueError`` for configuration mistakes (a missing
+    ``RANK``, an uninitialized or doubly initialized process group) and
+    ``RuntimeError`` (``DistError``, ``DistStoreError``) when a rendezvous or a
+    collective times out; this class is both, so ported ``except`` clauses keep
+    working.
     """

@@ -56,6 +56,21 @@ _RENAMED_CALLS = {
     "torch.set_default_device": ("default-device-set", "tj.set_default_device"),
     "torch.get_default_device": ("default-device-get", "tj.get_default_device"),
     "torch.from_numpy": ("from-numpy", "tj.to_jax"),
+    "torch.distributed.init_process_group": (
+        "dist-init-process-group",
+        "tj.distributed.init_process_group",
+    ),
+    "torch.distributed.get_rank": ("dist-not-initialized", "tj.distributed.get_rank"),
+    "torch.distributed.get_world_size": ("dist-not-initialized", "tj.distributed.get_world_size"),
+    "torch.distributed.barrier": ("dist-barrier", "tj.distributed.barrier"),
+    "torch.distributed.destroy_process_group": (
+        "dist-destroy",
+        "tj.distributed.destroy_process_group",
+    ),
+    "torch.distributed.device_mesh.init_device_mesh": (
+        "dist-device-mesh",
+        "tj.distributed.init_device_mesh",
+    ),
     **{
         f"safetensors.{framework}.load_file": ("load-safetensors", "tj.load_file")
         for framework in ("torch", "numpy", "flax")
@@ -72,6 +87,18 @@ _FINDING_ONLY_CALLS = {
     "torch.cuda.amp.autocast": "autocast",
     "torch.cpu.amp.autocast": "autocast",
     "safetensors.safe_open": "safe-open-slice",  # drop the framework argument by hand
+    "torch.distributed.all_reduce": "dist-all-reduce",  # returns instead of in place
+    "torch.nn.parallel.DistributedDataParallel": "dist-ddp-gradient",
+    "torch.utils.data.distributed.DistributedSampler": "dist-sampler-global-batch",
+    "torch.utils.data.DistributedSampler": "dist-sampler-global-batch",
+}
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# torchrun's variables, and what tj.distributed answers for each.
+_TORCHRUN_VARIABLES = {
+    "LOCAL_RANK": "tj.distributed.get_local_rank()",
+    "RANK": "tj.distributed.get_rank()",
+    "WORLD_SIZE": "tj.distributed.get_world_size()",
+    "LOCAL_WORLD_SIZE": "int(os.environ['LOCAL_WORLD_SIZE'])",
 }
 # torch.load arguments tj.load does not take: such calls are findings, not rewrites.
 _TORCH_LOAD_ONLY = frozenset({"weights_only", "mmap", "pickle_module", "pickle_load_args"})
@@ -86,6 +113,7 @@ RULES: frozenset[str] = frozenset(
         "tensor-to-device-dtype", "tensor-non-blocking", "tensor-to-copy", "tensor-cuda",
         "tensor-cpu", "parameters-device", "torch-load", "torch-load-map-location",
         "torch-load-map-location-dict", "torch-load-map-location-callable",
+        "tensor-pin-memory", "dataloader-pin-memory", "dist-local-rank",
     }
 )  # fmt: skip
 
@@ -241,6 +269,27 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     # -- idioms --------------------------------------------------------------------
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        variable = self._torchrun_variable([node.slice])
+        if variable and self.qualname(node.value) == "os.environ":
+            self.report(node, "dist-local-rank", _TORCHRUN_VARIABLES[variable])
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        if any(isinstance(k, ast.Constant) and k.value == "pin_memory" for k in node.keys):
+            # DataLoader(**{"pin_memory": True, ...}): kwargs built as a dict.
+            self.report(node, "dataloader-pin-memory", idioms.get("dataloader-pin-memory").tj)
+        self.generic_visit(node)
+
+    def _torchrun_variable(self, nodes: list[ast.expr]) -> str:
+        first = nodes[0] if nodes else None
+        if isinstance(first, ast.Constant) and first.value in _TORCHRUN_VARIABLES:
+            return str(first.value)
+        return ""
+
+    def _is_name(self, node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Name) and node.id == name and name not in self.aliases
+
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         first = node.values[0] if node.values else None
         if (
@@ -325,6 +374,13 @@ class _Visitor(ast.NodeVisitor):
         elif name in _FINDING_ONLY_CALLS:
             rule = _FINDING_ONLY_CALLS[name]
             self.report(node, rule, idioms.get(rule).tj)
+        elif (name in _DATALOADERS or (name is None and self._is_name(node.func, "dict"))) and any(
+            k.arg == "pin_memory" for k in node.keywords
+        ):
+            self.report(node, "dataloader-pin-memory", idioms.get("dataloader-pin-memory").tj)
+        elif name in ("os.environ.get", "os.getenv") and self._torchrun_variable(node.args[:1]):
+            variable = self._torchrun_variable(node.args[:1])
+            self.report(node, "dist-local-rank", _TORCHRUN_VARIABLES[variable])
         elif name is None and isinstance(node.func, ast.Attribute):
             self._method_call(node, node.func)
         self.generic_visit(node)
@@ -381,6 +437,13 @@ class _Visitor(ast.NodeVisitor):
             self._wrap(node, receiver, "tensor-cuda", target)
         elif method.attr == "cpu" and not node.args and not node.keywords:
             self._wrap(node, receiver, "tensor-cpu", '"cpu"')
+        elif method.attr == "pin_memory" and not node.args and not node.keywords:
+            start, end = self.span(receiver)
+            _, call_end = self.span(node)
+            self.report(
+                node, "tensor-pin-memory", f"tj.pin_memory({self.text(receiver)})",
+                Edit(start, start, "tj.pin_memory("), Edit(end, call_end, ")"),
+            )  # fmt: skip
 
     def _to_call(self, node: ast.Call, receiver: ast.AST) -> None:
         keywords = {k.arg for k in node.keywords}

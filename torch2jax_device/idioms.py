@@ -62,6 +62,8 @@ SECTIONS: tuple[str, ...] = (
     "Memory and start-up",
     "Precision",
     "Checkpoints",
+    "Feeding the device",
+    "Distributed",
 )
 
 CATALOG: tuple[Idiom, ...] = (
@@ -820,6 +822,292 @@ CATALOG: tuple[Idiom, ...] = (
             "Called as torch calls it, with each CPU storage and its saved location; the "
             "tensor goes where the returned storage is, or to its saved location for "
             "`None`. PyTorch checkpoints only."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dataloader-to-device",
+        section="Feeding the device",
+        title="Loop over a DataLoader, moving each batch to the device",
+        torch=(
+            "for x, y in loader:\n"
+            "    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)"
+        ),
+        jax="for x, y in loader:\n    x, y = jax.device_put((x.numpy(), y.numpy()), device)",
+        tj="for x, y in tj.DeviceLoader(loader, device):\n    ...",
+        notes=(
+            "Batches arrive as JAX arrays committed to the device, transferred by a "
+            "background thread up to `prefetch` (2) batches ahead of the loop. `len()` is "
+            "the loader's; each `for` is a new epoch over `iter(loader)`. The wrapped loader "
+            "is `.loader` (`.loader.dataset`, `.loader.sampler.set_epoch(epoch)`)."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dataloader-pin-memory",
+        section="Feeding the device",
+        title="Pinned host memory for faster, asynchronous copies",
+        torch=(
+            "loader = DataLoader(dataset, batch_size=64, pin_memory=True)\n"
+            "for x, y in loader:\n"
+            "    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)"
+        ),
+        jax=(
+            'pinned = jax.sharding.SingleDeviceSharding(device, memory_kind="pinned_host")\n'
+            "on_device = jax.sharding.SingleDeviceSharding(device)\n"
+            "for x, y in DataLoader(dataset, batch_size=64):\n"
+            "    x, y = jax.device_put(jax.device_put((x.numpy(), y.numpy()), pinned), on_device)"
+        ),
+        tj=(
+            "loader = DataLoader(dataset, batch_size=64)\n"
+            "for x, y in tj.DeviceLoader(loader, device, pin_memory=True):\n"
+            "    ..."
+        ),
+        notes=(
+            "Each batch is staged in the device's `pinned_host` memory, then moved. Where a "
+            "backend has no pinned host memory, batches go straight to the device. JAX's CPU "
+            "backend has pinned host memory (ordinary RAM), so on a CPU-only machine staging "
+            "is one more host copy; a CPU-only torch warns and skips pinning."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="prefetch-to-device",
+        section="Feeding the device",
+        title="Move batches from any iterable ahead of the step",
+        torch="for batch in batches:\n    batch = batch.to(device, non_blocking=True)",
+        jax=(
+            "# flax.jax_utils.prefetch_to_device needs a leading device axis\n"
+            "for batch in batches:\n"
+            "    batch = jax.device_put(batch, device)"
+        ),
+        tj="for batch in tj.prefetch_to_device(batches, device):\n    ...",
+        notes=(
+            "Any iterable of trees (torch tensors, NumPy, JAX, nested). A background thread "
+            "transfers up to `size` (2) batches ahead; order is kept, a source exception is "
+            "raised where it happened, and closing or dropping the generator stops the "
+            "thread and closes the source. `device` may be a `jax.sharding.Sharding`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-pin-memory",
+        section="Feeding the device",
+        title="Copy a tensor into pinned host memory",
+        torch="pinned = tensor.pin_memory()",
+        jax="pinned = jax.device_put(array, jax.memory.Space.Host)",
+        tj="pinned = tj.pin_memory(array)",
+        notes=(
+            "Arrays land in the `pinned_host` memory of the default device, committed there; "
+            "pinned arrays come back as they are. Works on JAX's CPU backend, where a "
+            "CPU-only torch raises. The array reports the device owning that memory "
+            "(`cuda:0`), where torch says `cpu`. Without pinned host memory on the backend, "
+            "the tree comes back unchanged."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dataloader-workers",
+        section="Feeding the device",
+        title="Worker processes for loading",
+        torch="loader = DataLoader(dataset, batch_size=64, num_workers=4)",
+        jax=(
+            "# keep JAX out of the workers, and never fork after JAX started (jax#9190)\n"
+            "loader = DataLoader(dataset, batch_size=64, num_workers=4,\n"
+            '                    multiprocessing_context="spawn")'
+        ),
+        tj=(
+            "loader = tj.DeviceLoader(\n"
+            "    DataLoader(dataset, batch_size=64, num_workers=4,\n"
+            '               multiprocessing_context="spawn"),\n'
+            "    device,\n"
+            ")"
+        ),
+        notes=(
+            "Workers return NumPy arrays or torch tensors; batches are placed in the main "
+            "process. A DataLoader that would fork its workers after JAX started warns once "
+            "(`tj.ForkAfterJaxWarning`) with this fix."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-init-process-group",
+        section="Distributed",
+        title="Join a torchrun job",
+        torch='dist.init_process_group(backend="nccl")',
+        jax=(
+            "port = int(os.environ['MASTER_PORT']) + 1  # torchrun's store holds MASTER_PORT\n"
+            "jax.distributed.initialize(\n"
+            "    f\"{os.environ['MASTER_ADDR']}:{port}\",\n"
+            '    num_processes=int(os.environ["WORLD_SIZE"]),\n'
+            '    process_id=int(os.environ["RANK"]),\n'
+            '    local_device_ids=[int(os.environ["LOCAL_RANK"])],\n'
+            ")"
+        ),
+        tj='tj.distributed.init_process_group(backend="nccl")',
+        notes=(
+            "Must run before anything starts JAX. Reads torchrun's variables or "
+            "`tcp://HOST:PORT`; under torchrun the coordinator takes `MASTER_PORT + 1` "
+            "(torchrun's store holds `MASTER_PORT`). Bad settings, a busy port and an "
+            "absent coordinator raise `DistributedError` (a `ValueError` and "
+            "`RuntimeError`); a rank that never arrives makes JAX terminate the others "
+            "after `timeout`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-not-initialized",
+        section="Distributed",
+        title="Process-group calls before joining fail",
+        torch="rank = dist.get_rank()  # ValueError: Default process group has not been ...",
+        jax="rank = jax.process_index()  # 0: JAX has no notion of an uninitialized group",
+        tj="rank = tj.distributed.get_rank()  # DistributedError, a ValueError",
+        runs=False,
+    ),
+    Idiom(
+        id="dist-local-rank",
+        section="Distributed",
+        title="This process's GPU",
+        torch=(
+            'local_rank = int(os.environ["LOCAL_RANK"])\n'
+            "torch.cuda.set_device(local_rank)\n"
+            'device = torch.device(f"cuda:{local_rank}")'
+        ),
+        jax='device = jax.local_devices(backend="cuda")[0]  # local_device_ids=[LOCAL_RANK]',
+        tj='local_rank = tj.distributed.get_local_rank()\ndevice = tj.device(f"cuda:{local_rank}")',
+        notes=(
+            "With several processes per host each one owns GPU `LOCAL_RANK` "
+            "(`local_device_ids`); GPU indices are CUDA ordinals, as in torch, so "
+            "`cuda:{local_rank}` names it (and so does unindexed `tj.device('cuda')`). "
+            "One process per host (`LOCAL_WORLD_SIZE=1`) owns every GPU of the host."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-device-mesh",
+        section="Distributed",
+        title="A mesh over every process's devices",
+        torch='mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))',
+        jax='mesh = jax.make_mesh((2, 4), ("dp", "tp"), devices=jax.devices("cuda"))',
+        tj='mesh = tj.distributed.init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))',
+        notes=(
+            "Returns a `jax.sharding.Mesh` of all devices of all processes: the shape "
+            "multiplies to `jax.device_count()`, the world size only with one device "
+            "per process. Initializes the process group under a launcher, as torch does."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-sampler-global-batch",
+        section="Distributed",
+        title="Each rank's shard of the data",
+        torch=(
+            "sampler = DistributedSampler(dataset, shuffle=False)\n"
+            "x = torch.stack([dataset[i] for i in sampler])"
+        ),
+        jax=(
+            'sharding = NamedSharding(mesh, P("data"))\n'
+            "x = jax.make_array_from_process_local_data(sharding, local_rows)"
+        ),
+        tj="x = tj.distributed.make_global_batch(local_rows, mesh)",
+        notes=(
+            "Each process loads its own rows (`indices[rank::world_size]`, as "
+            "`DistributedSampler(shuffle=False)`); the result is one global array, "
+            "rows in rank order, split over the mesh's first axis."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-ddp-gradient",
+        section="Distributed",
+        title="Data-parallel training (DDP)",
+        torch=(
+            "model = DDP(model, device_ids=[local_rank])\n"
+            "loss_fn(model(x), y).backward()  # gradients averaged across ranks"
+        ),
+        jax=(
+            "params = jax.device_put(params, NamedSharding(mesh, P()))\n"
+            "grads = jax.jit(jax.grad(loss_fn))(params, batch)  # batch sharded over mesh"
+        ),
+        tj=(
+            "params = jax.device_put(params, NamedSharding(mesh, P()))\n"
+            "batch = tj.distributed.make_global_batch(local_batch, mesh)\n"
+            "grads = jax.jit(jax.grad(loss_fn))(params, batch)"
+        ),
+        notes=(
+            "No wrapper: replicated parameters and a global batch make `jax.jit` "
+            "insert the gradient all-reduce. Equal to DDP's average when every rank "
+            "feeds the same number of rows. DDP's broadcast of rank 0's weights: the "
+            "same seed everywhere, or `multihost_utils.broadcast_one_to_all`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-all-reduce",
+        section="Distributed",
+        title="Reduce a value over all ranks",
+        torch="dist.all_reduce(t, op=dist.ReduceOp.SUM)  # in place",
+        jax="# a jitted reduction over a (process, local device) mesh of per-process values",
+        tj="t = tj.distributed.all_reduce(t, op=tj.distributed.ReduceOp.SUM)",
+        notes=(
+            "For host-side values (metrics): returns the result, as a `jax.Array` on "
+            "the process's first device, instead of updating in place. `sum`, `max`, "
+            "`min`, `product`, `mean`. Ranks meet at JAX's coordinator first, so a "
+            "missing rank raises after the timeout instead of hanging."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-all-reduce-mean",
+        section="Distributed",
+        title="Average a metric over ranks",
+        torch="dist.all_reduce(loss, op=dist.ReduceOp.SUM)\nloss /= dist.get_world_size()",
+        jax="# a jitted mean over a (process, local device) mesh of per-process values",
+        tj='loss = tj.distributed.all_reduce(loss, op="mean")',
+        notes='gloo has no `ReduceOp.AVG` in torch; `tj` has it (`ReduceOp.AVG` is `"mean"`).',
+        runs=False,
+    ),
+    Idiom(
+        id="dist-barrier",
+        section="Distributed",
+        title="Wait for every rank",
+        torch="dist.barrier()",
+        jax="# jax.experimental.multihost_utils.sync_global_devices(name) (a device collective)",
+        tj="tj.distributed.barrier()",
+        notes=(
+            "Runs on JAX's coordination service with the group's timeout; a rank that "
+            "does not come makes the others raise `DistributedError` naming it."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-destroy",
+        section="Distributed",
+        title="Leave the job",
+        torch="dist.destroy_process_group()",
+        jax="jax.distributed.shutdown()",
+        tj="tj.distributed.destroy_process_group()",
+        notes=(
+            "Waits until every process shuts down (up to the timeout). The process "
+            "cannot join another job afterwards."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-launch",
+        section="Distributed",
+        title="Launch one process per GPU",
+        torch="# torchrun --nproc_per_node=8 train.py",
+        jax="# start each process yourself with its coordinator, process id and count",
+        tj=(
+            "# torchrun --nproc_per_node=8 train.py\n"
+            "# torch2jax-device run --nproc-per-node 8 train.py"
+        ),
+        notes=(
+            "The script runs unchanged under torchrun; `torch2jax-device run` sets the "
+            "same variables without torch, stops the others when one fails and returns "
+            "its exit code. Multi-host: same flags as torchrun (`--nnodes`, "
+            "`--node-rank`, `--master-addr`, `--master-port`)."
         ),
         runs=False,
     ),

@@ -5,6 +5,8 @@
   environment traps with their fixes.
 * ``scan PATH... [--format text|json] [--diff]``: the PyTorch device idioms in
   Python sources, line by line, with what each becomes.
+* ``run --nproc-per-node N script.py [args]``: launch a multi-process job like
+  torchrun (no torch needed).
 
 Each command lives in its own module, which registers itself with ``add_parser``.
 """
@@ -15,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _devices, _doctor, _scan
+from . import _devices, _doctor, _run, _scan
 
 __all__ = ["main"]
 
@@ -23,10 +25,13 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torch2jax-device",
-        description="PyTorch device idioms on JAX: inspect what JAX sees on this machine.",
+        description=(
+            "PyTorch device idioms on JAX: inspect what JAX sees on this machine, port "
+            "scripts and launch multi-process jobs."
+        ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (_devices, _doctor, _scan):
+    for command in (_devices, _doctor, _scan, _run):
         command.add_parser(commands)
     return parser
 

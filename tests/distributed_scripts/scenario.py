@@ -1,0 +1,109 @@
+"""Small torch2jax_device jobs the distributed tests run, one per mode.
+
+Usage: ``scenario.py MODE TIMEOUT_S``. The launcher (or the test) sets the
+torchrun environment. Results are printed as one ``RESULT`` line per rank; errors
+the mode does not catch end the process with a traceback, as in a user's script.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+from ddp_problem import report
+
+from torch2jax_device import distributed as dist
+
+
+def error_of(call: Callable[[], object]) -> str:
+    """``"ClassName: message"`` of what ``call`` raises (it must raise)."""
+    try:
+        call()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise AssertionError("expected an error")
+
+
+def several_devices() -> None:
+    """Each process owns several (simulated) devices: the mesh spans all of them."""
+    rank = dist.get_rank()
+    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+    local = np.arange(4 * 2, dtype=np.float32).reshape(4, 2) + 100 * rank
+    batch = dist.make_global_batch({"x": local, "step": 7}, mesh)
+    sums = dist.all_reduce({"rank": rank, "rows": local.sum(axis=0)})
+    report(
+        {
+            "rank": rank,
+            "local_devices": len(jax.local_devices()),
+            "mesh_shape": list(mesh.devices.shape),
+            "batch_shape": list(batch["x"].shape),
+            "batch_local_rows": sorted(
+                int(shard.index[0].start) for shard in batch["x"].addressable_shards
+            ),
+            "step": int(batch["step"]),
+            "rank_sum": int(sums["rank"]),
+            "rows_sum": np.asarray(sums["rows"]).tolist(),
+            "odd_batch_error": error_of(
+                lambda: dist.make_global_batch(np.ones((3, 2), np.float32), mesh)
+            ),
+            "unknown_op_error": error_of(lambda: dist.all_reduce(1.0, op="median")),
+            "traced_error": error_of(lambda: jax.jit(dist.all_reduce)(np.ones(2))),
+        }
+    )
+
+
+def die_after_start() -> None:
+    """Rank 1 dies without a word after the first reduction; rank 0 keeps going."""
+    dist.all_reduce(1.0)
+    if dist.get_rank() == 1:
+        os._exit(3)
+    dist.all_reduce(1.0)
+    report({"rank": 0, "survived": True})
+
+
+def skip_barrier() -> None:
+    """Rank 1 never comes to the barrier rank 0 waits at."""
+    if dist.get_rank() == 1:
+        time.sleep(60)
+    dist.barrier()
+
+
+def lifecycle() -> None:
+    """One process: initialize twice, shut down, initialize again."""
+    twice = error_of(dist.init_process_group)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    dist.destroy_process_group()
+    report(
+        {
+            "rank": rank,
+            "world_size": world_size,
+            "process_count": jax.process_count(),
+            "twice_error": twice,
+            "initialized_after_destroy": dist.is_initialized(),
+            "rank_after_destroy_error": error_of(dist.get_rank),
+            "again_error": error_of(dist.init_process_group),
+        }
+    )
+
+
+MODES: dict[str, Callable[[], None]] = {
+    "several-devices": several_devices,
+    "die-after-start": die_after_start,
+    "skip-barrier": skip_barrier,
+    "lifecycle": lifecycle,
+    "init-only": lambda: None,
+}
+
+
+def main() -> None:
+    mode, timeout_s = sys.argv[1], float(sys.argv[2])
+    dist.init_process_group(backend="gloo", timeout=timeout_s)
+    MODES[mode]()
+
+
+if __name__ == "__main__":
+    main()
