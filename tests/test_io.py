@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis.extra import numpy as hnp
 
 import torch2jax_device as tj
+from tests._checkpoints import nanogpt_checkpoint
 from torch2jax_device import _dtypes, _safetensors
 from torch2jax_device.io import (
     CheckpointError,
@@ -377,25 +378,9 @@ def test_save_file_rejects_tracers_and_deleted_arrays(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- load
 
 
-def _nanogpt_checkpoint() -> dict[str, Any]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    model(torch.arange(4)).sum().backward()
-    optimizer.step()
-    return {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "model_args": {"n_layer": 2, "block_size": 8, "bias": False, "dropout": 0.0},
-        "iter_num": 250,
-        "best_val_loss": torch.tensor(2.75),
-        "config": {"dataset": "shakespeare_char", "eval_only": False, "betas": (0.9, 0.95)},
-    }
-
-
 def test_load_keeps_a_nanogpt_checkpoint_and_converts_its_tensors(tmp_path: Path) -> None:
     path = tmp_path / "ckpt.pt"
-    saved = _nanogpt_checkpoint()
+    saved = nanogpt_checkpoint()
     torch.save(saved, path)
     loaded = load(path)
     assert type(loaded["model"]) is collections.OrderedDict

@@ -21,6 +21,7 @@ import safetensors.torch
 import torch
 
 import torch2jax_device as tj
+from tests._checkpoints import nanogpt_checkpoint
 from torch2jax_device.io import load, load_file, safe_open, save_file
 
 from .harness import assert_same_outcome, run
@@ -173,22 +174,6 @@ def test_save_file_round_trips_with_safetensors_torch_and_numpy(tmp_path: Path) 
 
 
 # ----------------------------------------------------------------- torch checkpoints
-
-
-def nanogpt_checkpoint() -> dict[str, Any]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    model(torch.arange(4)).sum().backward()
-    optimizer.step()
-    return {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "model_args": {"n_layer": 2, "n_embd": 8, "bias": False},
-        "iter_num": 250,
-        "best_val_loss": torch.tensor(2.75),
-        "config": {"dataset": "shakespeare_char", "betas": (0.9, 0.95)},
-    }
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,24 @@
+"""A nanoGPT-shaped training checkpoint, shared by the loading tests (not a test module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def nanogpt_checkpoint() -> dict[str, Any]:
+    """What nanoGPT saves: model and optimizer state dicts, plus plain Python entries."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.arange(4)).sum().backward()
+    optimizer.step()
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "model_args": {"n_layer": 2, "block_size": 8, "bias": False, "dropout": 0.0},
+        "iter_num": 250,
+        "best_val_loss": torch.tensor(2.75),
+        "config": {"dataset": "shakespeare_char", "eval_only": False, "betas": (0.9, 0.95)},
+    }
