@@ -261,3 +261,14 @@ def test_numpy_leaves_are_cast_on_the_host_before_the_transfer() -> None:
     moved = tj.to_device({"w": np.ones(2, np.float64), "ids": np.arange(2, dtype=np.int32)},
                          "cpu", jnp.float16)  # fmt: skip
     assert moved["w"].dtype == jnp.float16 and moved["ids"].dtype == jnp.int32
+
+
+def test_host_memory_targets_never_alias_the_numpy_source() -> None:
+    raw = np.empty(64 + 16, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    source = raw[start : start + 16].view(np.float32)  # 64-byte aligned: JAX could alias it
+    source[:] = [0.0, 1.0, 2.0, 3.0]
+    pinned = jax.sharding.SingleDeviceSharding(tj.resolve("cpu"), memory_kind="pinned_host")
+    moved = tj.to_device(source, pinned)
+    source[:] = -1.0
+    assert moved.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -190,6 +190,9 @@ def _move(
     fresh: list[jax.Array] = []
     pending: list[int] = []
     placing = target is not _KEEP
+    # NumPy leaves join the batched transfer directly, except into host memory kinds,
+    # where JAX could alias their buffers (pin_memory promises a copy).
+    host_direct = placing and target.memory_kind not in ("pinned_host", "unpinned_host")
     array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
     for index, leaf in enumerate(leaves):
         if isinstance(leaf, array_type):
@@ -202,7 +205,7 @@ def _move(
                     "use the array the donating call returned"
                 )
             array = leaf if dtype is None else _cast(leaf, dtype, cast_all)
-        elif isinstance(leaf, (np.ndarray, np.generic)) and placing:
+        elif isinstance(leaf, (np.ndarray, np.generic)) and host_direct:
             # Host data joins the one batched transfer directly, cast on the host.
             moved[index] = _host_cast(np.asarray(leaf), dtype, cast_all)
             pending.append(index)
