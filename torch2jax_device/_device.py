@@ -219,19 +219,18 @@ class Device:
                 f"Device '{self}' has no JAX equivalent. Fix: "
                 f"{_platforms.missing_platform_hint('meta')}."
             )
-        platform, devices = _serving_platform(self._type)
-        if not devices:
+        platform, by_index = _serving_platform(self._type)
+        if not by_index:
             raise DeviceUnavailableError(
                 f"Device '{self}' is not available: JAX has no "
                 f"{' or '.join(_platforms.platforms_for_type(self._type)) or self._type} "
                 f"backend on this machine (it has: {_inventory()}). "
                 f"Fix: {_platforms.missing_platform_hint(self._type)}."
             )
-        by_index = _platforms.device_indices(platform)
         index = current_index(platform, min(by_index)) if self._index is None else self._index
         if index not in by_index:
             raise DeviceUnavailableError(
-                f"Device '{self._type}:{index}' does not exist: JAX sees {len(devices)} "
+                f"Device '{self._type}:{index}' does not exist: JAX sees {len(by_index)} "
                 f"{platform} device(s) in this process ({_span(self._type, by_index)}). "
                 "Fix: use one of those indices"
                 + (
@@ -325,28 +324,27 @@ def _from_accelerator_index(index: int) -> Device:
 
 def _from_jax(device: jax.Device) -> Device:
     platform = _platforms.platform_of(device)
-    local = _platforms.local_devices(platform)
-    if device not in local:
+    index = _platforms.device_index(device)
+    if index is None:
         raise DeviceUnavailableError(
             f"{device!r} belongs to JAX process {device.process_index}, not to this one: "
             "torch-style devices name this process's devices only. Fix: use "
             "jax.local_devices() to pick a device of this process."
         )
-    if platform == "cpu" and len(local) == 1:
+    if platform == "cpu" and len(_platforms.local_devices(platform)) == 1:
         # torch's CPU is one unindexed device; so is JAX's unless more are simulated.
         return Device._make("cpu", None)
-    index = next(i for i, d in _platforms.device_indices(platform).items() if d == device)
     return Device._make(_platforms.torch_type_of_platform(platform), index)
 
 
-def _serving_platform(device_type: str) -> tuple[str, list[jax.Device]]:
-    """The first platform serving ``device_type`` with its local devices."""
+def _serving_platform(device_type: str) -> tuple[str, dict[int, jax.Device]]:
+    """The first platform serving ``device_type``, with its devices by torch-style index."""
     candidates = _platforms.platforms_for_type(device_type)
     for platform in candidates:
-        devices = _platforms.local_devices(platform)
-        if devices:
-            return platform, devices
-    return (candidates[0] if candidates else device_type), []
+        by_index = _platforms.device_indices(platform)
+        if by_index:
+            return platform, by_index
+    return (candidates[0] if candidates else device_type), {}
 
 
 def _span(device_type: str, by_index: dict[int, jax.Device]) -> str:

@@ -315,36 +315,57 @@ def _single_device(array: jax.Array, tree: Any, index: int) -> jax.Device:
     return next(iter(devices))
 
 
-def _placements(trees: list[Any], prefixes: list[str]) -> tuple[dict[Device, str], bool, bool]:
-    """Where the arrays of ``trees`` live: {placement: first leaf path}, traced?, host?.
+class _Placements:
+    """Where the arrays of some trees live, and the first leaf seen at each place.
 
-    A placement is a ``jax.Device`` or a torch-style ``Device``; NumPy leaves only set
-    the host flag (host memory is reachable from every device).
+    A place is a torch-style ``Device``; torch's unindexed ``cpu`` and JAX's ``cpu:0``
+    are one place. NumPy leaves only set :attr:`host` (host memory is reachable from
+    every device); tracers only set :attr:`traced`. Leaf paths are computed only for an
+    error message.
     """
-    found: dict[Any, tuple[int, int]] = {}
-    traced = host = False
-    for position, tree in enumerate(trees):
-        for index, leaf in enumerate(flatten(tree).leaves):
-            if isinstance(leaf, jax.Array):
-                if is_tracer(leaf):
-                    traced = True
+
+    def __init__(self, trees: list[Any], prefixes: list[str]) -> None:
+        self.trees, self.prefixes = trees, prefixes
+        self.traced = self.host = False
+        seen: dict[Any, tuple[int, int]] = {}
+        for position, tree in enumerate(trees):
+            for index, leaf in enumerate(flatten(tree).leaves):
+                if isinstance(leaf, jax.Array):
+                    if is_tracer(leaf):
+                        self.traced = True
+                        continue
+                    key: Any = _single_device(leaf, tree, index)
+                elif is_torch_tensor(leaf):
+                    key = Device(leaf.device)
+                elif isinstance(leaf, np.ndarray):
+                    self.host = True
                     continue
-                key: Any = _single_device(leaf, tree, index)
-            elif is_torch_tensor(leaf):
-                key = Device(leaf.device)
-            elif isinstance(leaf, np.ndarray):
-                host = True
-                continue
-            else:
-                continue
-            found.setdefault(key, (position, index))
-    # torch's unindexed "cpu" and JAX's cpu:0 are one place: compare by (type, index or 0).
-    named: dict[tuple[str, int], tuple[Device, str]] = {}
-    for key, (position, index) in found.items():
-        device = key if isinstance(key, Device) else Device(key)
-        path = prefixes[position] + _path(trees[position], index).removeprefix("<root>")
-        named.setdefault((device.type, device.index or 0), (device, path or "<root>"))
-    return dict(named.values()), traced, host
+                else:
+                    continue
+                seen.setdefault(key, (position, index))
+        self.devices: dict[Device, tuple[int, int]] = {}
+        places: set[tuple[str, int]] = set()
+        for key, where in seen.items():
+            device = key if isinstance(key, Device) else Device(key)
+            if (place := (device.type, device.index or 0)) not in places:
+                places.add(place)
+                self.devices[device] = where
+
+    def _leaf_path(self, position: int, index: int) -> str:
+        path = _path(self.trees[position], index).removeprefix("<root>")
+        return self.prefixes[position] + path or "<root>"
+
+    def mixed_error(self, what: str) -> MixedDeviceError:
+        """torch's "same device" error naming every device and a leaf path on each."""
+        devices = list(self.devices)
+        where = "; ".join(
+            f"{self._leaf_path(*place)} is on {device}" for device, place in self.devices.items()
+        )
+        return MixedDeviceError(
+            f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{devices[0]} and {devices[1]}! ({what}: {where}). Fix: move them to one device "
+            "with tj.to_device(x, device)"
+        )
 
 
 def device_of(obj: Any) -> Device | None:
@@ -374,28 +395,18 @@ def device_of(obj: Any) -> Device | None:
     """
     if is_nnx_module(obj):
         obj = sys.modules["flax.nnx"].state(obj)
-    found, traced, host = _placements([obj], [""])
-    if traced:
+    placements = _Placements([obj], [""])
+    if placements.traced:
         return None
-    if len(found) > 1:
-        raise MixedDeviceError(_mixed_message(found, "arrays of this tree"))
-    if found:
-        return next(iter(found))
-    if host:
+    if len(placements.devices) > 1:
+        raise placements.mixed_error("arrays of this tree")
+    if placements.devices:
+        return next(iter(placements.devices))
+    if placements.host:
         return Device("cpu")
     raise EmptyTreeError(
         f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
         "from (torch: StopIteration from next(model.parameters()))"
-    )
-
-
-def _mixed_message(found: dict[Device, str], what: str) -> str:
-    devices = list(found)
-    where = "; ".join(f"{path} is on {device}" for device, path in found.items())
-    return (
-        f"Expected all tensors to be on the same device, but found at least two devices, "
-        f"{devices[0]} and {devices[1]}! ({what}: {where}). Fix: move them to one device "
-        "with tj.to_device(x, device)"
     )
 
 
@@ -418,10 +429,10 @@ def check_same_device(*objs: Any) -> Device | None:
         >>> tj.check_same_device(jnp.ones(2), {"b": jnp.zeros(1)}) == tj.device("cpu")
         True
     """
-    found, _, _ = _placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
-    if len(found) > 1:
-        raise MixedDeviceError(_mixed_message(found, "arguments"))
-    return next(iter(found), None)
+    placements = _Placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
+    if len(placements.devices) > 1:
+        raise placements.mixed_error("arguments")
+    return next(iter(placements.devices), None)
 
 
 def parameters(model: Any) -> Iterator[Any]:

@@ -27,6 +27,7 @@ __all__ = [
     "available_platforms",
     "backends_initialized",
     "default_platform",
+    "device_index",
     "device_indices",
     "jax_backends",
     "local_devices",
@@ -148,6 +149,14 @@ def device_indices(platform: str) -> dict[int, jax.Device]:
     if platform in ("cuda", "rocm"):
         return {int(device.local_hardware_id): device for device in devices}
     return dict(enumerate(devices))
+
+
+def device_index(device: jax.Device) -> int | None:
+    """The torch-style index of ``device``; ``None`` if another process owns it."""
+    for index, candidate in device_indices(platform_of(device)).items():
+        if candidate == device:
+            return index
+    return None
 
 
 def platform_of(device: jax.Device) -> str:

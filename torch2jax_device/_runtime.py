@@ -144,6 +144,9 @@ def set_current(device: DeviceLike | None, platform: str, what: str) -> int | No
 def properties(device: jax.Device) -> DeviceProperties:
     """Everything :class:`DeviceProperties` holds, read defensively from ``device``."""
     platform = _platforms.platform_of(device)
+    index = _platforms.device_index(device)
+    if index is None:
+        raise DeviceUnavailableError(f"{device!r} belongs to another JAX process")
     stats: dict[str, Any] = device.memory_stats() or {}
     capability = getattr(device, "compute_capability", None)
     major = minor = None
@@ -156,7 +159,7 @@ def properties(device: jax.Device) -> DeviceProperties:
     return DeviceProperties(
         name=str(device.device_kind),
         type=_platforms.torch_type_of_platform(platform),
-        index=next(i for i, d in _platforms.device_indices(platform).items() if d == device),
+        index=index,
         total_memory=int(limit) if isinstance(limit, int) and limit >= 0 else None,
         multi_processor_count=cores if isinstance(cores, int) else None,
         major=major,
