@@ -36,7 +36,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 import torch2jax_device as tj
-from torch2jax_device.data import DeviceLoader, prefetch_to_device
+from torch2jax_device import DeviceLoader, prefetch_to_device
 
 VOCAB = 65  # nanoGPT's shakespeare_char vocabulary size
 BLOCK_SIZE = 64

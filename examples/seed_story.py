@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import torch2jax_device as tj
-from torch2jax_device.io import load_file, safe_open, save_file
+from torch2jax_device import load_file, safe_open, save_file
 
 VOCAB, BATCH, BLOCK, STEPS, LEARNING_RATE = 512, 16, 64, 30, 500.0
 

@@ -1,8 +1,8 @@
 """Regenerate the idiom tables of docs/migration-guide.md from the catalog.
 
 The tables between the ``<!-- idioms:start -->`` and ``<!-- idioms:end -->`` markers
-come from ``torch2jax_device.idioms.to_markdown()``, each row linked to the tests that
-prove it; tests/test_idioms.py fails when they are stale. Run:
+come from ``torch2jax_device.porting.guide.to_markdown()``, each row linked to the tests that
+prove it; tests/unit/test_catalog.py fails when they are stale. Run:
 ``.venv/bin/python scripts/update_guide.py``.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.idiom_marks import proofs  # noqa: E402
-from torch2jax_device import idioms  # noqa: E402
+from tests.support.idiom_marks import proofs  # noqa: E402
+from torch2jax_device.porting.guide import to_markdown  # noqa: E402
 
 GUIDE = ROOT / "docs" / "migration-guide.md"
 START, END = "<!-- idioms:start -->", "<!-- idioms:end -->"
@@ -25,7 +25,7 @@ def main() -> None:
     text = GUIDE.read_text()
     before, rest = text.split(START, 1)
     after = rest.split(END, 1)[1]
-    tables = idioms.to_markdown(proofs()).strip()
+    tables = to_markdown(proofs()).strip()
     GUIDE.write_text(f"{before}{START}\n{tables}\n{END}{after}")
 
 

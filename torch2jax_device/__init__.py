@@ -13,60 +13,86 @@ JAX backends, default devices and ``jax.device_put``, so a script ports line by 
         ...  # new JAX arrays are created on the CPU
 
 Importing this package imports neither torch nor flax and does not start JAX's
-backends, so ``JAX_PLATFORMS`` and memory settings can still be made after it.
+backends, so ``JAX_PLATFORMS`` and memory settings can still be made after it. The
+checkpoint, feeding, distributed and porting parts load on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from . import accelerator as accelerator
 from . import backends as backends
 from . import cuda as cuda
-from . import distributed as distributed
-from . import idioms as idioms
-from ._config import configure as configure
-from ._defaults import get_default_device as get_default_device
-from ._defaults import set_default_device as set_default_device
-from ._device import Device as Device
-from ._device import DeviceLike as DeviceLike
-from ._device import resolve as resolve
-from ._discovery import available_backends as available_backends
-from ._discovery import list_devices as list_devices
-from ._dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
-from ._errors import AlreadyInitializedError as AlreadyInitializedError
-from ._errors import BackendInitError as BackendInitError
-from ._errors import CheckpointError as CheckpointError
-from ._errors import ConfigError as ConfigError
-from ._errors import ConversionError as ConversionError
-from ._errors import DeviceTypeError as DeviceTypeError
-from ._errors import DeviceUnavailableError as DeviceUnavailableError
-from ._errors import DistributedError as DistributedError
-from ._errors import DTypeError as DTypeError
-from ._errors import EmptyTreeError as EmptyTreeError
-from ._errors import InvalidDeviceError as InvalidDeviceError
-from ._errors import InvalidIndexError as InvalidIndexError
-from ._errors import MixedDeviceError as MixedDeviceError
-from ._errors import Torch2JaxDeviceError as Torch2JaxDeviceError
-from ._errors import UnsupportedOperationError as UnsupportedOperationError
-from ._interop import to_jax as to_jax
-from ._interop import to_torch as to_torch
-from ._memory import ArrayReport as ArrayReport
-from ._memory import live_arrays as live_arrays
-from ._memory import track_arrays as track_arrays
-from ._placement import check_same_device as check_same_device
-from ._placement import device_of as device_of
-from ._placement import parameters as parameters
-from ._placement import to_device as to_device
-from .data import DeviceLoader as DeviceLoader
-from .data import ForkAfterJaxWarning as ForkAfterJaxWarning
-from .data import pin_memory as pin_memory
-from .data import prefetch_to_device as prefetch_to_device
-from .io import load as load
-from .io import load_file as load_file
-from .io import safe_open as safe_open
-from .io import save_file as save_file
+from ._src.defaults import get_default_device as get_default_device
+from ._src.defaults import set_default_device as set_default_device
+from ._src.device import Device as Device
+from ._src.device import DeviceLike as DeviceLike
+from ._src.device import resolve as resolve
+from ._src.dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
+from ._src.errors import AlreadyInitializedError as AlreadyInitializedError
+from ._src.errors import BackendInitError as BackendInitError
+from ._src.errors import CheckpointError as CheckpointError
+from ._src.errors import ConfigError as ConfigError
+from ._src.errors import ConversionError as ConversionError
+from ._src.errors import DeviceTypeError as DeviceTypeError
+from ._src.errors import DeviceUnavailableError as DeviceUnavailableError
+from ._src.errors import DistributedError as DistributedError
+from ._src.errors import DTypeError as DTypeError
+from ._src.errors import EmptyTreeError as EmptyTreeError
+from ._src.errors import InvalidDeviceError as InvalidDeviceError
+from ._src.errors import InvalidIndexError as InvalidIndexError
+from ._src.errors import MixedDeviceError as MixedDeviceError
+from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
+from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
+from ._src.interop import to_jax as to_jax
+from ._src.interop import to_torch as to_torch
+from ._src.memory import ArrayReport as ArrayReport
+from ._src.memory import live_arrays as live_arrays
+from ._src.memory import track_arrays as track_arrays
+from ._src.placement import check_same_device as check_same_device
+from ._src.placement import device_of as device_of
+from ._src.placement import parameters as parameters
+from ._src.placement import to_device as to_device
+from ._src.runtime import available_backends as available_backends
+from ._src.runtime import list_devices as list_devices
+from ._src.startup import configure as configure
 
-#: ``tj.device`` is the :class:`Device` class, as ``torch.device`` is a class.
+if TYPE_CHECKING:
+    from . import distributed as distributed
+    from . import porting as porting
+    from ._src.checkpoints.safetensors import TensorSlice as TensorSlice
+    from ._src.checkpoints.safetensors import load_file as load_file
+    from ._src.checkpoints.safetensors import safe_open as safe_open
+    from ._src.checkpoints.safetensors import save_file as save_file
+    from ._src.checkpoints.torch_load import load as load
+    from ._src.feeding import DeviceLoader as DeviceLoader
+    from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning
+    from ._src.feeding import pin_memory as pin_memory
+    from ._src.feeding import prefetch_to_device as prefetch_to_device
+
+#: ``tj.device`` is the [`Device`][torch2jax_device.Device] class, as ``torch.device``
+#: is a class.
 device = Device
 
 __version__ = "0.1.0"
+
+# Public names whose modules load on first use (PEP 562): name -> (module, attribute),
+# attribute None for a submodule.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "distributed": (".distributed", None),
+    "porting": (".porting", None),
+    "TensorSlice": ("._src.checkpoints.safetensors", "TensorSlice"),
+    "load_file": ("._src.checkpoints.safetensors", "load_file"),
+    "safe_open": ("._src.checkpoints.safetensors", "safe_open"),
+    "save_file": ("._src.checkpoints.safetensors", "save_file"),
+    "load": ("._src.checkpoints.torch_load", "load"),
+    "DeviceLoader": ("._src.feeding", "DeviceLoader"),
+    "ForkAfterJaxWarning": ("._src.feeding", "ForkAfterJaxWarning"),
+    "pin_memory": ("._src.feeding", "pin_memory"),
+    "prefetch_to_device": ("._src.feeding", "prefetch_to_device"),
+}
 
 __all__ = [
     "AlreadyInitializedError",
@@ -88,6 +114,7 @@ __all__ = [
     "InvalidDeviceError",
     "InvalidIndexError",
     "MixedDeviceError",
+    "TensorSlice",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
     "__version__",
@@ -101,13 +128,13 @@ __all__ = [
     "device_of",
     "distributed",
     "get_default_device",
-    "idioms",
     "list_devices",
     "live_arrays",
     "load",
     "load_file",
     "parameters",
     "pin_memory",
+    "porting",
     "prefetch_to_device",
     "resolve",
     "safe_open",
@@ -118,3 +145,19 @@ __all__ = [
     "to_torch",
     "track_arrays",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the lazily imported public names on first access."""
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    module = importlib.import_module(module_name, __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,11 +1,13 @@
 """``torch.accelerator`` for JAX: the machine's accelerator, whichever kind it is.
 
-The accelerator is the first platform JAX has devices for among CUDA, ROCm, TPU and
-Metal (``mps``). :func:`current_accelerator` and :func:`is_available` never raise;
-the index functions raise :class:`~torch2jax_device.DeviceUnavailableError` when
+The accelerator is the first platform JAX has devices for among CUDA, ROCm, TPU and Metal (``mps``).
+[`tj.accelerator.current_accelerator`][torch2jax_device.accelerator.current_accelerator] and
+[`tj.accelerator.is_available`][torch2jax_device.accelerator.is_available] never raise; the index
+functions raise
+[`tj.DeviceUnavailableError`][torch2jax_device.DeviceUnavailableError] when
 there is no accelerator, with torch's message. The first call starts JAX's backends.
 
-Example:
+Examples:
     >>> import torch2jax_device as tj
     >>> accelerator = tj.accelerator.current_accelerator()
     >>> device = accelerator if accelerator is not None else tj.device("cpu")
@@ -15,12 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import _platforms, _runtime
-from ._device import Device
-from ._errors import DeviceUnavailableError
+from ._src import platforms as _platforms
+from ._src import runtime as _runtime
+from ._src.device import Device
+from ._src.errors import DeviceUnavailableError
 
 if TYPE_CHECKING:
-    from ._device import DeviceLike
+    from ._src.device import DeviceLike
 
 __all__ = [
     "current_accelerator",
@@ -34,7 +37,7 @@ __all__ = [
 
 
 def _platform() -> str | None:
-    return _runtime.current_platform(_platforms.ACCELERATOR_PLATFORMS)
+    return _runtime.current_platform(_platforms.ACCELERATORS)
 
 
 def _require() -> str:
@@ -56,14 +59,14 @@ def current_accelerator(check_available: bool = False) -> Device | None:
     ``check_available`` is accepted for torch compatibility: JAX only reports
     accelerators it can use, so the answer is the same either way.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> accelerator = tj.accelerator.current_accelerator()
         >>> accelerator is None or accelerator.index is None
         True
     """
     platform = _platform()
-    return None if platform is None else Device(_platforms.torch_type_of_platform(platform))
+    return None if platform is None else Device(_platforms.device_type_of(platform))
 
 
 def is_available() -> bool:
@@ -83,7 +86,7 @@ def current_device_index() -> int:
     Raises:
         DeviceUnavailableError: there is no accelerator.
     """
-    return _runtime.index_of(None, _require(), "accelerator")
+    return _runtime.current_index(_require(), "accelerator")
 
 
 def set_device_index(device: DeviceLike) -> None:

@@ -3,7 +3,7 @@
 ``is_built`` answers from the installed packages and never starts JAX;
 ``is_available`` asks JAX (starting its backends).
 
-Example:
+Examples:
     >>> import torch2jax_device as tj
     >>> tj.backends.mps.is_available() in (True, False)
     True
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from . import _runtime
+from ._src import platforms as _platforms
+from ._src import runtime as _runtime
 
 __all__ = ["cuda", "mps"]
-
-_CUDA_PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda11-plugin")
 
 
 def _installed(*distributions: str) -> bool:
@@ -38,9 +37,9 @@ class _CudaBackend:
         """Whether a CUDA plugin for JAX is installed (``jax[cuda12]`` / ``jax[cuda13]``).
 
         Like torch's, it says nothing about whether a GPU is present; see
-        :func:`tj.cuda.is_available <torch2jax_device.cuda.is_available>`.
+        [`tj.cuda.is_available`][torch2jax_device.cuda.is_available].
         """
-        return _installed(*_CUDA_PLUGINS)
+        return _installed(*_platforms.by_name("cuda").plugins)
 
 
 class _MpsBackend:
@@ -49,7 +48,7 @@ class _MpsBackend:
     @staticmethod
     def is_built() -> bool:
         """Whether the jax-metal plugin is installed."""
-        return _installed("jax-metal")
+        return _installed(*_platforms.by_name("METAL").plugins)
 
     @staticmethod
     def is_available() -> bool:

@@ -1,12 +1,15 @@
 """``torch.cuda`` for JAX: availability, current device and properties of CUDA GPUs.
 
-Backed by JAX's ``cuda`` backend. The predicates (:func:`is_available`,
-:func:`device_count`, :func:`is_bf16_supported`) never raise on a machine without a
-GPU; the rest raise :class:`~torch2jax_device.DeviceUnavailableError`, as torch's do.
-The first call starts JAX's backends (JAX's rule: finding out whether a GPU exists
-creates the CUDA context), so set ``JAX_PLATFORMS`` or other start-up settings first.
+Backed by JAX's ``cuda`` backend. The predicates
+([`tj.cuda.is_available`][torch2jax_device.cuda.is_available],
+[`tj.cuda.device_count`][torch2jax_device.cuda.device_count],
+[`tj.cuda.is_bf16_supported`][torch2jax_device.cuda.is_bf16_supported]) never raise on a machine
+without a GPU; the rest raise
+[`tj.DeviceUnavailableError`][torch2jax_device.DeviceUnavailableError], as torch's do. The
+first call starts JAX's backends (JAX's rule: finding out whether a GPU exists creates the CUDA
+context), so set ``JAX_PLATFORMS`` or other start-up settings first.
 
-Example:
+Examples:
     >>> import torch2jax_device as tj
     >>> device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
     >>> device.type in ("cuda", "cpu")
@@ -20,13 +23,15 @@ from typing import TYPE_CHECKING
 
 import jax
 
-from . import _config, _memory, _runtime
-from ._device import Device
-from ._errors import ConfigError, DeviceUnavailableError, UnsupportedOperationError
-from ._runtime import DeviceProperties
+from ._src import memory as _memory
+from ._src import runtime as _runtime
+from ._src import startup as _startup
+from ._src.device import Device
+from ._src.errors import ConfigError, DeviceUnavailableError, UnsupportedOperationError
+from ._src.runtime import DeviceProperties
 
 if TYPE_CHECKING:
-    from ._device import DeviceLike
+    from ._src.device import DeviceLike
 
 __all__ = [
     "DeviceProperties",
@@ -59,7 +64,7 @@ _WHAT = "CUDA"
 def is_available() -> bool:
     """Whether JAX can use a CUDA GPU here (``torch.cuda.is_available``). Never raises.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> isinstance(tj.cuda.is_available(), bool)
         True
@@ -70,7 +75,7 @@ def is_available() -> bool:
 def device_count() -> int:
     """How many CUDA GPUs this process can use (``torch.cuda.device_count``); 0 if none.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> tj.cuda.device_count() >= 0
         True
@@ -84,8 +89,7 @@ def current_device() -> int:
     Raises:
         DeviceUnavailableError: there is no CUDA GPU.
     """
-    _runtime.require(_PLATFORM, _WHAT)
-    return _runtime.index_of(None, _PLATFORM, _WHAT)
+    return _runtime.current_index(_PLATFORM, _WHAT)
 
 
 def set_device(device: DeviceLike) -> None:
@@ -112,7 +116,7 @@ class device(_runtime.CurrentDeviceContext):  # torch's name
         device: An index, ``"cuda:N"`` or device object; a negative index or ``None``
             does nothing.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> if tj.cuda.device_count() > 1:
         ...     with tj.cuda.device(1):
@@ -137,7 +141,8 @@ def get_device_name(device: DeviceLike | None = None) -> str:
 def get_device_properties(device: DeviceLike | None = None) -> DeviceProperties:
     """Name, memory, SM count and compute capability (``torch.cuda.get_device_properties``).
 
-    ``total_memory`` is what JAX's allocator may use (see :class:`DeviceProperties`).
+    ``total_memory`` is what JAX's allocator may use (see
+    [`tj.cuda.DeviceProperties`][torch2jax_device.cuda.DeviceProperties]).
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
@@ -194,7 +199,7 @@ def memory_stats(device: DeviceLike | None = None) -> dict[str, int]:
     the BFC pool, ...), then every figure of ``Device.memory_stats()`` as ``jax.<key>``.
     ``{}`` without a GPU, as torch's CPU build answers.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> isinstance(tj.cuda.memory_stats(), dict)
         True
@@ -211,7 +216,7 @@ def _stat(device: DeviceLike | None, key: str) -> int:
 def memory_allocated(device: DeviceLike | None = None) -> int:
     """Bytes JAX arrays occupy on a CUDA GPU (``torch.cuda.memory_allocated``); 0 without one.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> tj.cuda.memory_allocated() >= 0
         True
@@ -223,7 +228,7 @@ def max_memory_allocated(device: DeviceLike | None = None) -> int:
     """The most bytes ever in use on a CUDA GPU in this process; 0 without one.
 
     JAX keeps this peak for the life of the process: it cannot be reset
-    (see :func:`reset_peak_memory_stats`).
+    (see [`tj.cuda.reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats]).
     """
     return _stat(device, "allocated_bytes.all.peak")
 
@@ -232,7 +237,7 @@ def memory_reserved(device: DeviceLike | None = None) -> int:
     """Bytes JAX's allocator holds on a CUDA GPU (``torch.cuda.memory_reserved``); 0 without one.
 
     With preallocation (JAX's default) this is the whole preallocated pool from the
-    first operation on; see :func:`torch2jax_device.configure`.
+    first operation on; see [`tj.configure`][torch2jax_device.configure].
     """
     return _stat(device, "reserved_bytes.all.current")
 
@@ -306,7 +311,7 @@ def empty_cache() -> None:
     default BFC allocator the pool stays reserved (``memory_reserved()`` does not drop).
     Only ``tj.configure(allocator="platform")`` returns memory, at a speed cost.
 
-    Example:
+    Examples:
         >>> import torch2jax_device as tj
         >>> tj.cuda.empty_cache()
     """
@@ -331,7 +336,7 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
             raise ConfigError(
                 f"JAX applies one memory fraction to every GPU; cannot set it for {named} alone"
             )
-    _config.configure(memory_fraction=fraction)
+    _startup.configure(memory_fraction=fraction)
 
 
 def _device(device: DeviceLike | None) -> jax.Device:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import pytest
 
-from torch2jax_device import _platforms
+from torch2jax_device._src import platforms as _platforms
 
 DEVICE_COUNT = 4
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 import torch2jax_device as tj
-from torch2jax_device import idioms
+from torch2jax_device.porting import catalog
 
 
 @dataclasses.dataclass
@@ -51,7 +51,7 @@ def run_snippet(code: str, namespace: dict[str, Any], result: str | None, label:
     return run(execute)
 
 
-def run_idiom(idiom: idioms.Idiom) -> tuple[Outcome, Outcome]:
+def run_idiom(idiom: catalog.Idiom) -> tuple[Outcome, Outcome]:
     """Run a catalog row's ``torch`` and ``tj`` snippets exactly as the guide prints them."""
     torch_outcome = run_snippet(idiom.torch, {"torch": torch}, idiom.result, f"{idiom.id}:torch")
     tj_namespace = {"tj": tj, "jax": jax, "jnp": jnp}

@@ -1,6 +1,6 @@
 """torch.distributed and tj.distributed side by side, 2 processes each, on the CPU.
 
-The same job (``tests/distributed_scripts``) runs with torch (gloo) under torchrun,
+The same job (``tests/support/distributed``) runs with torch (gloo) under torchrun,
 and with torch2jax_device under torchrun and under ``torch2jax-device run``; the
 torch run is the oracle. The in-process tests compare what each raises before a
 process group exists.
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed
 
-from tests.distributed_scripts.launch import launch, results, torchrun
+from tests.support.distributed.launch import launch, results, torchrun
 from torch2jax_device import distributed as dist
 
 from .harness import assert_same_outcome, run
@@ -37,7 +37,7 @@ def tj_job() -> list[dict[str, Any]]:
 def tj_job_own_launcher() -> list[dict[str, Any]]:
     status, out, err = launch(
         "--nproc-per-node", str(NPROC), "--cpu-devices", "1",
-        "tests/distributed_scripts/tj_worker.py",
+        "tests/support/distributed/tj_worker.py",
     )  # fmt: skip
     assert status == 0, err[-4000:]
     found = results(out)

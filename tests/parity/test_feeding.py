@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import torch2jax_device as tj
-from torch2jax_device.data import DeviceLoader, pin_memory, prefetch_to_device
+from torch2jax_device import DeviceLoader, pin_memory, prefetch_to_device
 
 from .harness import Outcome, assert_same_outcome, run
 

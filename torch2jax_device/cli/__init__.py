@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _devices, _doctor, _run, _scan
+from . import devices, doctor, run, scan
 
 __all__ = ["main"]
 
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (_devices, _doctor, _scan, _run):
+    for command in (devices, doctor, scan, run):
         command.add_parser(commands)
     return parser
 

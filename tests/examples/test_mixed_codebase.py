@@ -1,0 +1,12 @@
+"""``examples/mixed_codebase.py``: a torch DataLoader feeding a JAX model."""
+
+from __future__ import annotations
+
+from tests.support.examples import run_example
+
+
+def test_mixed_codebase_moves_torch_batches_and_warns_once() -> None:
+    out = run_example("mixed_codebase.py")
+    assert out.count("warned once: int64 data becomes int32") == 1
+    assert "labels int32" in out
+    assert float(out.rsplit("accuracy ", 1)[1].split(";")[0]) > 0.9

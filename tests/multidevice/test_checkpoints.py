@@ -1,0 +1,116 @@
+"""Loading onto a chosen device among 4 simulated CPU devices.
+
+The default device (``with tj.device("cpu:2")``) must never move a load off the device
+asked for, as ``with torch.device(...)`` never moves ``safetensors.torch.load_file`` or
+``torch.load``; and the data must go from the host straight to that device. The
+transfer guards prove the second point: an implicit host-to-device transfer
+(``jnp.array``) or any device-to-device copy (materializing elsewhere first) fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+import safetensors.torch
+import torch
+
+import torch2jax_device as tj
+from torch2jax_device import load, load_file, safe_open, save_file
+
+from ..parity.harness import assert_same_outcome, run
+
+CPUS = jax.local_devices(backend="cpu")
+
+
+@contextlib.contextmanager
+def host_to_target_only() -> Iterator[None]:
+    with (
+        jax.transfer_guard_host_to_device("disallow"),
+        jax.transfer_guard_device_to_device("disallow_explicit"),
+    ):
+        yield
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("weights") / "model.safetensors"
+    save_file(
+        {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(5, np.float16)}, path
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ckpt") / "ckpt.pt"
+    torch.save({"model": {"w": torch.arange(4.0)}, "iter_num": 3}, path)
+    return path
+
+
+def on(device: jax.Device, arrays: Any) -> bool:
+    return all(a.committed and a.devices() == {device} for a in arrays)
+
+
+@pytest.mark.idiom("load-safetensors-default-device")
+def test_load_file_stays_on_the_cpu_whatever_the_default_device(weights: Path) -> None:
+    def theirs() -> Any:
+        with torch.device("meta"):
+            return sorted(safetensors.torch.load_file(str(weights)).items())
+
+    def ours() -> Any:
+        with tj.device("cpu:2"), host_to_target_only():
+            return sorted(load_file(weights).items())
+
+    assert_same_outcome(run(theirs), run(ours))
+    assert on(CPUS[0], [array for _, array in ours()])
+
+
+def test_load_file_goes_straight_to_the_device_asked_for(weights: Path) -> None:
+    with tj.device("cpu:2"), host_to_target_only():
+        loaded = load_file(weights, device="cpu:1")
+    assert on(CPUS[1], loaded.values())
+    assert loaded["w"].unsafe_buffer_pointer() % 64 == 0  # aliases the read buffer
+    np.testing.assert_array_equal(np.asarray(loaded["w"]), np.arange(12).reshape(3, 4))
+
+
+def test_safe_open_reads_onto_its_device(weights: Path) -> None:
+    with tj.device("cpu:2"), host_to_target_only(), safe_open(weights, device="cpu:3") as f:
+        tensor, window = f.get_tensor("w"), f.get_slice("w")[1:, ::2]
+    assert on(CPUS[3], [tensor, window])
+    assert np.asarray(window).tolist() == [[4.0, 6.0], [8.0, 10.0]]
+
+
+@pytest.mark.parametrize(
+    "map_location, expected",
+    [
+        (None, 0),  # where it was saved: "cpu", the first CPU device
+        ("cpu:2", 2),
+        (tj.device("cpu", 3), 3),
+        (CPUS[1], 1),
+        ({"cpu": "cpu:1"}, 1),
+        ({"cuda:0": "cpu:1"}, 0),  # tags it does not list stay where they were saved
+        (lambda storage, location: None, 0),
+        (lambda storage, location: storage, 0),
+    ],
+    ids=["none", "string", "tj-device", "jax-device", "dict", "dict-other", "none-fn", "keep-fn"],
+)
+def test_load_places_torch_checkpoints(checkpoint: Path, map_location: Any, expected: int) -> None:
+    with tj.device("cpu:3"):
+        loaded = load(checkpoint, map_location=map_location)
+    assert on(CPUS[expected], [loaded["model"]["w"]])
+    assert loaded["iter_num"] == 3
+
+
+@pytest.mark.parametrize(
+    "map_location, expected", [(None, 0), ("cpu:2", 2), ({"cpu": "cpu:3"}, 3), ({}, 0)]
+)
+def test_load_places_safetensors_files(weights: Path, map_location: Any, expected: int) -> None:
+    with tj.device("cpu:1"), host_to_target_only():
+        loaded = load(weights, map_location=map_location)
+    assert on(CPUS[expected], loaded.values())

@@ -1,0 +1,120 @@
+"""Placement across 4 simulated CPU devices: transfers, identity, mixed devices, sharding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import torch2jax_device as tj
+from torch2jax_device._src import placement as _placement
+
+CPUS = jax.local_devices(backend="cpu")
+
+
+@pytest.fixture
+def device_put_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record every jax.device_put from here on (tests clear it after their set-up)."""
+    calls: list[Any] = []
+    real = jax.device_put
+
+    def recording(x: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(x)
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(_placement.jax, "device_put", recording)
+    return calls
+
+
+def test_a_whole_tree_moves_in_one_batched_transfer(device_put_calls: list[Any]) -> None:
+    tree = {f"w{i}": jax.device_put(jnp.full(2, i), CPUS[0]) for i in range(50)}
+    device_put_calls.clear()
+    moved = tj.to_device(tree, "cpu:3")
+    assert len(device_put_calls) == 1 and len(device_put_calls[0]) == 50
+    assert all(leaf.devices() == {CPUS[3]} and leaf.committed for leaf in moved.values())
+    assert float(moved["w7"][0]) == 7.0
+
+
+def test_already_placed_tree_makes_no_transfer(device_put_calls: list[Any]) -> None:
+    tree = jax.device_put({"a": jnp.ones(2), "b": [jnp.zeros(3)]}, CPUS[2])
+    device_put_calls.clear()
+    again = tj.to_device(tree, "cpu:2")
+    assert device_put_calls == []
+    assert again["a"] is tree["a"] and again["b"][0] is tree["b"][0]
+
+
+def test_mixed_devices_name_every_device_and_a_leaf_on_each() -> None:
+    tree = {"w": jax.device_put(jnp.ones(1), CPUS[0]), "b": [jax.device_put(jnp.ones(1), CPUS[2])]}
+    with pytest.raises(tj.MixedDeviceError) as caught:
+        tj.device_of(tree)
+    message = str(caught.value)
+    assert message.startswith(
+        "Expected all tensors to be on the same device, but found at least two devices, "
+    )
+    assert "['b'][0] is on cpu:2" in message and "['w'] is on cpu:0" in message
+    assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, ValueError)
+
+
+@pytest.mark.idiom("mixed-device-error")
+def test_check_same_device_gives_torchs_error_where_jax_gives_its_own() -> None:
+    x = jax.device_put(jnp.ones(2), CPUS[0])
+    y = jax.device_put(jnp.ones(2), CPUS[1])
+    with pytest.raises(ValueError, match="Received incompatible devices"):
+        jax.jit(lambda a, b: a + b)(x, y)
+    with pytest.raises(tj.MixedDeviceError, match=r"cpu:0 and cpu:1! \(arguments: args\[0\]"):
+        tj.check_same_device(x, y)
+    # torch raises RuntimeError for tensors on two devices; the port's error is one too.
+    with pytest.raises(RuntimeError) as theirs:
+        torch.zeros(1) + torch.zeros(1, device="meta")
+    with pytest.raises(type(theirs.value)):
+        tj.check_same_device(x, y)
+    assert tj.check_same_device(x, jax.device_put(jnp.ones(1), CPUS[0])) == tj.device("cpu:0")
+
+
+def test_sharded_arrays_have_no_single_device() -> None:
+    mesh = Mesh(np.array(CPUS), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    batch = tj.to_device({"x": np.arange(8, dtype=np.float32)}, sharding)
+    assert batch["x"].sharding == sharding and len(batch["x"].devices()) == 4
+    with pytest.raises(tj.MixedDeviceError, match=r"\['x'\] is sharded over 4 devices"):
+        tj.device_of(batch)
+    with pytest.raises(tj.ConversionError, match="sharded over 4 devices"):
+        tj.to_torch(batch["x"])
+    gathered = tj.to_device(batch, "cpu:1")
+    assert gathered["x"].devices() == {CPUS[1]}
+
+
+def test_default_device_is_the_target_when_none_is_given() -> None:
+    with tj.device("cpu:2"):
+        assert tj.to_device(np.ones(2, np.float32)).devices() == {CPUS[2]}
+
+
+def test_dtype_only_keeps_each_array_on_its_device() -> None:
+    x = jax.device_put(jnp.ones(2), CPUS[3])
+    assert tj.to_device(x, jnp.float16).devices() == {CPUS[3]}
+
+
+def test_nnx_module_moves_in_place_between_devices() -> None:
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    assert tj.to_device(model, "cpu:2") is model
+    assert next(tj.parameters(model)).device == tj.device("cpu:2")
+    assert tj.device_of(model) == tj.device("cpu:2")
+    y = jax.jit(lambda m, x: m(x))(model, jnp.ones((1, 2)))
+    assert y.devices() == {CPUS[2]}
+
+
+def test_jit_follows_committed_inputs() -> None:
+    x = tj.to_device(jnp.ones(3), "cpu:1")
+    assert jax.jit(lambda a: a * 2)(x).devices() == {CPUS[1]}
+    assert jax.jit(lambda a: tj.to_device(a, dtype=jnp.float16))(x).devices() == {CPUS[1]}
+
+
+def test_to_jax_with_a_device_transfers() -> None:
+    array = tj.to_jax(torch.arange(4.0), "cpu:3")
+    assert array.devices() == {CPUS[3]}

@@ -1,0 +1,310 @@
+"""Loading and saving checkpoints, side by side with ``torch.load`` and ``safetensors.torch``.
+
+Torch is the oracle: each test runs the PyTorch idiom and its port on the same file and
+compares placement, dtype and values of every tensor (and every non-tensor entry), or
+the class of the error. A checkpoint "saved on cuda:0" is made on this CPU machine by
+letting ``torch.save`` tag its storages ``cuda:0``, which is all a GPU save changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+import safetensors
+import safetensors.numpy
+import safetensors.torch
+import torch
+
+import torch2jax_device as tj
+from tests.support.checkpoints import nanogpt_checkpoint
+from torch2jax_device import load, load_file, safe_open, save_file
+
+from .harness import assert_same_outcome, run
+
+
+def entries(tree: Any, prefix: str = "") -> Any:
+    """A checkpoint as sorted ``(path, leaf)`` pairs, which the harness normalizes."""
+    if isinstance(tree, dict):
+        return sorted(
+            (pair for key, value in tree.items() for pair in entries(value, f"{prefix}/{key}")),
+            key=lambda pair: pair[0],
+        )
+    if isinstance(tree, (list, tuple)) and not isinstance(tree, torch.Size):
+        return [pair for i, item in enumerate(tree) for pair in entries(item, f"{prefix}/{i}")]
+    return [(prefix, tree)]
+
+
+def compare(torch_fn: Callable[[], Any], tj_fn: Callable[[], Any]) -> None:
+    assert_same_outcome(run(lambda: entries(torch_fn())), run(lambda: entries(tj_fn())))
+
+
+TENSORS = {
+    "bool": torch.tensor([True, False]),
+    "u8": torch.arange(5, dtype=torch.uint8),
+    "i8": torch.arange(-2, 2, dtype=torch.int8),
+    "i16": torch.arange(6, dtype=torch.int16).reshape(2, 3),
+    "u16": torch.arange(3).to(torch.uint16),
+    "f16": torch.linspace(0, 1, 5, dtype=torch.float16),
+    "bf16": torch.linspace(0, 1, 4, dtype=torch.bfloat16).reshape(2, 2),
+    "i32": torch.arange(-1, 2, dtype=torch.int32),
+    "u32": torch.arange(3).to(torch.uint32),
+    "f32": torch.tensor(1.5),
+    "f8_e4m3": torch.linspace(-2, 2, 5).to(torch.float8_e4m3fn),
+    "f8_e5m2": torch.linspace(-2, 2, 5).to(torch.float8_e5m2),
+    "f8_e8m0": torch.tensor([0.5, 2.0]).to(torch.float8_e8m0fnu),
+    "empty": torch.zeros(0, 2),
+}
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("weights") / "model.safetensors"
+    safetensors.torch.save_file(TENSORS, str(path), metadata={"format": "pt"})
+    return path
+
+
+# ----------------------------------------------------------------- safetensors files
+
+
+@pytest.mark.idiom("load-safetensors")
+@pytest.mark.parametrize("device", ["cpu", None, 0, "cuda", "cuda:1", "meta", "bogus"])
+def test_load_file_device(weights: Path, device: Any) -> None:
+    compare(
+        lambda: safetensors.torch.load_file(str(weights), device=device),
+        lambda: load_file(weights, device=device),
+    )
+
+
+@pytest.mark.idiom("load-safetensors-default-device")
+def test_load_file_ignores_the_default_device(weights: Path) -> None:
+    def theirs() -> Any:
+        with torch.device("meta"):  # any default: safetensors still loads onto the CPU
+            return safetensors.torch.load_file(str(weights))
+
+    def ours() -> Any:
+        with tj.device("cpu"):
+            return load_file(weights)
+
+    compare(theirs, ours)
+    torch.set_default_device("meta")
+    tj.set_default_device("cpu")
+    compare(lambda: safetensors.torch.load_file(str(weights)), lambda: load_file(weights))
+
+
+@pytest.mark.idiom("safe-open-slice")
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(0, 1),),
+        (1,),
+        (-1,),
+        (slice(None), 2),
+        (Ellipsis, 1),
+        (slice(None, None, 2),),
+        (slice(-1, None),),
+        (slice(5, 10),),
+        (None, slice(0, 1)),
+        (2,),  # out of range
+        (0, 0, 0),  # too many indices
+        (slice(None, None, 0),),  # zero step
+    ],
+)
+def test_get_slice(weights: Path, index: Any) -> None:
+    def theirs() -> Any:
+        with safetensors.safe_open(str(weights), framework="pt") as f:
+            window = f.get_slice("i16")
+            return window.get_shape(), window.get_dtype(), window[index]
+
+    def ours() -> Any:
+        with safe_open(weights) as f:
+            window = f.get_slice("i16")
+            return window.get_shape(), window.get_dtype(), window[index]
+
+    assert_same_outcome(run(theirs), run(ours))
+
+
+@pytest.mark.idiom("safe-open-slice")
+def test_safe_open_keys_metadata_and_tensors(weights: Path) -> None:
+    def read(f: Any) -> Any:
+        return [f.keys(), f.metadata(), [f.get_tensor(name) for name in f.keys()]]
+
+    def theirs() -> Any:
+        with safetensors.safe_open(str(weights), framework="pt", device="cpu") as f:
+            return read(f)
+
+    def ours() -> Any:
+        with safe_open(weights, device="cpu") as f:
+            return read(f)
+
+    assert_same_outcome(run(theirs), run(ours))
+
+
+@pytest.mark.idiom("save-safetensors")
+@pytest.mark.parametrize("metadata", [None, {"format": "pt"}])
+def test_save_file_writes_the_bytes_safetensors_writes(
+    tmp_path: Path, metadata: dict[str, str] | None
+) -> None:
+    safetensors.torch.save_file(TENSORS, str(tmp_path / "theirs.safetensors"), metadata)
+    save_file(TENSORS, tmp_path / "ours.safetensors", metadata)
+    theirs = (tmp_path / "theirs.safetensors").read_bytes()
+    assert (tmp_path / "ours.safetensors").read_bytes() == theirs
+
+
+@pytest.mark.idiom("save-safetensors")
+def test_save_file_round_trips_with_safetensors_torch_and_numpy(tmp_path: Path) -> None:
+    arrays = {name: tj.to_jax(tensor) for name, tensor in TENSORS.items()}
+    save_file(arrays, tmp_path / "from-jax.safetensors")
+    compare(lambda: TENSORS, lambda: safetensors.torch.load_file(tmp_path / "from-jax.safetensors"))
+    numpy_arrays = {"f32": np.arange(3, dtype=np.float32), "u16": np.arange(2, dtype=np.uint16)}
+    save_file(numpy_arrays, tmp_path / "from-numpy.safetensors")
+    back = safetensors.numpy.load_file(str(tmp_path / "from-numpy.safetensors"))
+    assert {k: (v.dtype, v.tolist()) for k, v in back.items()} == {
+        k: (v.dtype, v.tolist()) for k, v in numpy_arrays.items()
+    }
+    safetensors.numpy.save_file(numpy_arrays, str(tmp_path / "by-numpy.safetensors"))
+    ours = load_file(tmp_path / "by-numpy.safetensors")
+    assert {k: (v.dtype, np.asarray(v).tolist()) for k, v in ours.items()} == {
+        k: (v.dtype, v.tolist()) for k, v in numpy_arrays.items()
+    }
+
+
+# ----------------------------------------------------------------- torch checkpoints
+
+
+@pytest.fixture(scope="module")
+def cpu_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ckpt") / "ckpt.pt"
+    torch.save(nanogpt_checkpoint(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cuda_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same checkpoint with every storage tagged ``cuda:0``, as a GPU save writes it."""
+    path = tmp_path_factory.mktemp("ckpt") / "ckpt-cuda.pt"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
+        torch.save(nanogpt_checkpoint(), path)
+    return path
+
+
+def both(path: Path, **kwargs: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    return lambda: torch.load(path, weights_only=True, **kwargs), lambda: load(path, **kwargs)
+
+
+@pytest.mark.idiom("torch-load")
+def test_load_puts_tensors_where_they_were_saved(
+    cpu_checkpoint: Path, cuda_checkpoint: Path
+) -> None:
+    compare(*both(cpu_checkpoint))
+    compare(*both(cuda_checkpoint))  # no CUDA here: both raise RuntimeError
+
+
+@pytest.mark.idiom("torch-load")
+def test_load_ignores_the_default_device(cpu_checkpoint: Path) -> None:
+    def theirs() -> Any:
+        with torch.device("meta"):
+            return torch.load(cpu_checkpoint, weights_only=True)
+
+    def ours() -> Any:
+        with tj.device("cpu"):
+            return load(cpu_checkpoint)
+
+    compare(theirs, ours)
+
+
+@pytest.mark.idiom("torch-load")
+def test_load_refuses_what_weights_only_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.pt"
+    torch.save({"w": torch.ones(1), "payload": Path("x")}, path)
+    compare(*both(path))
+
+
+@pytest.mark.idiom("torch-load-map-location")
+@pytest.mark.parametrize(
+    "map_location",
+    [
+        "cpu",
+        torch.device("cpu"),
+        "cuda",
+        "cuda:1",
+        torch.device("cuda", 0),
+    ],
+    ids=str,
+)
+def test_map_location_device(
+    cpu_checkpoint: Path, cuda_checkpoint: Path, map_location: Any
+) -> None:
+    compare(*both(cpu_checkpoint, map_location=map_location))
+    compare(*both(cuda_checkpoint, map_location=map_location))
+
+
+@pytest.mark.idiom("torch-load-map-location")
+def test_map_location_cpu_0_is_a_documented_difference(cpu_checkpoint: Path) -> None:
+    """torch maps a ``torch.device`` to its string; no restorer accepts ``"cpu:0"``."""
+    with pytest.raises(RuntimeError, match="don't know how to restore data location"):
+        torch.load(cpu_checkpoint, map_location=torch.device("cpu", 0), weights_only=True)
+    loaded = load(cpu_checkpoint, map_location=torch.device("cpu", 0))
+    assert loaded["model"]["0.weight"].devices() == {tj.resolve("cpu:0")}
+
+
+@pytest.mark.idiom("torch-load-map-location")
+@pytest.mark.parametrize("map_location", [tj.device("cpu"), jax.local_devices(backend="cpu")[0]])
+def test_map_location_tj_and_jax_devices(cuda_checkpoint: Path, map_location: Any) -> None:
+    compare(
+        lambda: torch.load(cuda_checkpoint, map_location="cpu", weights_only=True),
+        lambda: load(cuda_checkpoint, map_location=map_location),
+    )
+
+
+@pytest.mark.idiom("torch-load-map-location-dict")
+@pytest.mark.parametrize(
+    "map_location",
+    [{"cuda:0": "cpu"}, {"cuda:1": "cpu"}, {"cpu": "cuda:0"}, {"cpu": "cpu"}, {}],
+    ids=str,
+)
+def test_map_location_dict(cpu_checkpoint: Path, cuda_checkpoint: Path, map_location: Any) -> None:
+    compare(*both(cpu_checkpoint, map_location=map_location))
+    compare(*both(cuda_checkpoint, map_location=map_location))
+
+
+def keep(storage: Any, location: str) -> Any:
+    return storage
+
+
+def default(storage: Any, location: str) -> Any:
+    return None
+
+
+def to_cpu(storage: Any, location: str) -> Any:
+    return storage.cpu()
+
+
+@pytest.mark.idiom("torch-load-map-location-callable")
+@pytest.mark.parametrize("map_location", [keep, default, to_cpu], ids=lambda f: f.__name__)
+def test_map_location_callable(
+    cpu_checkpoint: Path, cuda_checkpoint: Path, map_location: Any
+) -> None:
+    compare(*both(cpu_checkpoint, map_location=map_location))
+    compare(*both(cuda_checkpoint, map_location=map_location))
+
+
+@pytest.mark.idiom("torch-load-map-location-callable")
+def test_map_location_callable_sees_what_torch_passes(cuda_checkpoint: Path) -> None:
+    def recorder(calls: list[tuple[str, str, int]]) -> Any:
+        def record(storage: Any, location: str) -> Any:
+            calls.append((location, storage.device.type, storage.nbytes()))
+            return storage
+
+        return record
+
+    theirs: list[tuple[str, str, int]] = []
+    ours: list[tuple[str, str, int]] = []
+    torch.load(cuda_checkpoint, map_location=recorder(theirs), weights_only=True)
+    load(cuda_checkpoint, map_location=recorder(ours))
+    assert ours == theirs and theirs[0][:2] == ("cuda:0", "cpu")

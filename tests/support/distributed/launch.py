@@ -1,0 +1,127 @@
+"""Helpers the distributed tests share: free ports, launchers and worker results.
+
+Every launch has a timeout, and every address is the loopback interface.
+"""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from torch2jax_device.cli import run as _run
+
+SCRIPTS = Path(__file__).resolve().parent
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+# JAX timeout inside workers that test failures: short, so no test waits long.
+SHORT_TIMEOUT_S = 3
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (bind port 0, read it, let it go)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """This environment, minus any launcher variables, with JAX on the CPU."""
+    launcher = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_USE_AGENT_STORE",
+                "JAX_COORDINATOR_PORT", "JAX_LOCAL_DEVICE_IDS", "JAX_NUM_CPU_DEVICES",
+                "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"}  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if key not in launcher}
+    env.update(JAX_PLATFORMS="cpu", **extra)
+    return env
+
+
+def rank_env(rank: int, world_size: int, port: int, **extra: str) -> dict[str, str]:
+    """The environment torchrun would give one worker on this host."""
+    return worker_env(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+        **extra,
+    )  # fmt: skip
+
+
+def results(output: str, marker: str = "RESULT ") -> list[dict[str, Any]]:
+    """The JSON objects workers printed after ``marker``, in rank order.
+
+    Decoded where each marker starts, not line by line: torchrun lets its workers
+    write to one stream, so two results can share a line.
+    """
+    decoder = json.JSONDecoder()
+    found = []
+    start = output.find(marker)
+    while start != -1:
+        value, end = decoder.raw_decode(output, start + len(marker))
+        found.append(value)
+        start = output.find(marker, end)
+    return sorted(found, key=lambda result: result["rank"])
+
+
+def run_bounded(command: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+    """Run a launcher process; past ``timeout`` stop it (and so its workers) and fail."""
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.terminate()  # torchrun stops its workers on SIGTERM (30 s grace)
+        try:
+            out, err = process.communicate(timeout=45)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        message = f"{command} ran past {timeout} s:\n{out[-3000:]}\n{err[-3000:]}"
+        raise AssertionError(message) from None
+    return process.returncode, out, err
+
+
+def torchrun(script: str, *args: str, nproc: int = 2, timeout: float = 120) -> list[dict[str, Any]]:
+    """Run a worker script under the real torchrun; its results, one per rank."""
+    status, out, err = run_bounded(
+        [str(TORCHRUN), f"--nproc_per_node={nproc}", str(SCRIPTS / script), *args],
+        env=worker_env(OMP_NUM_THREADS="1"), timeout=timeout,
+    )  # fmt: skip
+    assert status == 0, err[-4000:]
+    found = results(out)
+    assert len(found) == nproc, out[-4000:] + err[-4000:]
+    return found
+
+
+def launch(*argv: str, limit_s: float = 120) -> tuple[int, str, str]:
+    """``torch2jax-device run ARGV``, called in this process: exit status, stdout, stderr.
+
+    Past ``limit_s`` a watchdog interrupts it as Ctrl-C would: the launcher stops its
+    workers and returns 130.
+    """
+    parser = argparse.ArgumentParser(prog="torch2jax-device")
+    _run.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["run", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    watchdog = threading.Timer(limit_s, _thread.interrupt_main)
+    watchdog.start()
+    try:
+        status: int = args.run(args, out, err)
+    finally:
+        watchdog.cancel()
+    return status, out.getvalue(), err.getvalue()
+
+
+def start(script: str, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start one worker by hand, without a launcher (the caller waits with a timeout)."""
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPTS / script), *args], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip

@@ -1,0 +1,485 @@
+"""``load_file`` / ``safe_open`` / ``save_file`` / ``load``: placement, zero copy, dtypes, slices.
+
+Comparisons against safetensors and torch as oracles live in ``tests/parity``; corrupted
+files in ``test_io_bad_input.py``; the progress bar in ``test_io_progress.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import safetensors.flax
+import safetensors.numpy
+import safetensors.torch
+import torch
+from hypothesis import given, settings
+from hypothesis.extra import numpy as hnp
+
+import torch2jax_device as tj
+from tests.support.checkpoints import nanogpt_checkpoint
+from torch2jax_device import (
+    CheckpointError,
+    InvalidIndexError,
+    load,
+    load_file,
+    safe_open,
+    save_file,
+)
+from torch2jax_device._src import dtypes as _dtypes
+from torch2jax_device._src.checkpoints import reader
+from torch2jax_device._src.checkpoints.reader import Reader
+from torch2jax_device._src.interop import ALIGNMENT
+
+CPU = tj.resolve("cpu")
+
+# One tensor of every dtype safetensors and NumPy share, with awkward sizes so that
+# tensors start at offsets that are not multiples of 64 in the file.
+SAMPLES: dict[str, np.ndarray[Any, Any]] = {
+    "bool": np.array([True, False, True]),
+    "u8": np.arange(5, dtype=np.uint8),
+    "i8": np.arange(-3, 4, dtype=np.int8),
+    "f8_e5m2": np.linspace(-2, 2, 7).astype(ml_dtypes.float8_e5m2),
+    "f8_e4m3": np.linspace(-2, 2, 9).astype(ml_dtypes.float8_e4m3fn),
+    "f8_e8m0": np.array([0.25, 1, 8], dtype=ml_dtypes.float8_e8m0fnu),
+    "f8_e4m3fnuz": np.linspace(-1, 1, 3).astype(ml_dtypes.float8_e4m3fnuz),
+    "f8_e5m2fnuz": np.linspace(-1, 1, 5).astype(ml_dtypes.float8_e5m2fnuz),
+    "i16": np.arange(-6, 6, dtype=np.int16).reshape(3, 4),
+    "u16": np.arange(9, dtype=np.uint16),
+    "f16": np.linspace(0, 1, 11, dtype=np.float16),
+    "bf16": np.linspace(0, 1, 6).astype(ml_dtypes.bfloat16).reshape(2, 3),
+    "i32": np.arange(-2, 3, dtype=np.int32),
+    "u32": np.arange(7, dtype=np.uint32),
+    "f32": np.array(3.5, dtype=np.float32),
+    "c64": np.array([1 + 2j, -3j], dtype=np.complex64),
+    "empty": np.zeros((0, 3), np.float32),
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_narrowing_warnings() -> None:
+    _dtypes._warned.clear()
+
+
+@pytest.fixture
+def sample_file(tmp_path: Path) -> Path:
+    path = tmp_path / "samples.safetensors"
+    safetensors.numpy.save_file(SAMPLES, str(path), metadata={"format": "np"})
+    return path
+
+
+def _bytes_of(array: Any) -> bytes:
+    return np.asarray(array).tobytes()
+
+
+# --------------------------------------------------------------------------- load_file
+
+
+def test_every_dtype_loads_bit_exact_committed_to_the_cpu(sample_file: Path) -> None:
+    loaded = load_file(sample_file)
+    assert list(loaded) == sorted(SAMPLES)
+    for name, expected in SAMPLES.items():
+        array = loaded[name]
+        assert array.dtype == expected.dtype, name
+        assert array.shape == expected.shape, name
+        assert _bytes_of(array) == expected.tobytes(), name
+        assert array.committed and array.devices() == {CPU}, name
+
+
+def test_arrays_are_slots_of_one_aligned_host_buffer(sample_file: Path) -> None:
+    """Zero copy: consecutive tensors sit exactly one 64-byte-rounded slot apart.
+
+    JAX only aliases host memory it is given aligned; had it copied any tensor, that
+    copy would live in its own allocation, not at the next slot of the read buffer.
+    """
+    loaded = load_file(sample_file)
+    with Reader(sample_file) as reader:
+        in_file_order = sorted(reader.tensors.values(), key=lambda info: info.start)
+    placed = [(info, loaded[info.name]) for info in in_file_order if info.nbytes]
+    for (info, array), (_, following) in itertools.pairwise(placed):
+        assert array.unsafe_buffer_pointer() % ALIGNMENT == 0
+        slot = -(-info.nbytes // ALIGNMENT) * ALIGNMENT
+        assert following.unsafe_buffer_pointer() - array.unsafe_buffer_pointer() == slot
+    gc.collect()
+    scribble = [np.full(2**16, 0xAB, np.uint8) for _ in range(64)]  # reuse freed memory
+    for name, expected in SAMPLES.items():  # the arrays keep their shared buffer alive
+        assert _bytes_of(loaded[name]) == expected.tobytes(), name
+    del scribble
+
+
+def test_reads_in_chunks_and_groups_give_the_same_arrays(
+    sample_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 8)
+    monkeypatch.setattr("torch2jax_device._src.checkpoints.safetensors._GROUP_BYTES", 64)
+    loaded = load_file(sample_file)
+    for name, expected in SAMPLES.items():
+        assert _bytes_of(loaded[name]) == expected.tobytes(), name
+
+
+def test_only_explicit_host_to_device_transfers(sample_file: Path) -> None:
+    """Never ``jnp.array``: an implicit transfer would fail under this guard."""
+    with jax.transfer_guard("disallow"):
+        loaded = load_file(sample_file)
+        with pytest.raises(Exception, match="Disallowed host-to-device transfer"):
+            safetensors.flax.load_file(str(sample_file))  # the guard can fail
+    assert loaded["f32"].devices() == {CPU}
+
+
+def test_device_none_means_the_cpu_and_a_missing_device_fails_before_reading(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file({"w": np.ones(2, np.float32)}, path)
+    assert load_file(path, device=None)["w"].devices() == {CPU}
+    not_even_a_file = tmp_path / "missing.safetensors"
+    with pytest.raises(tj.DeviceUnavailableError, match="cuda"):
+        load_file(not_even_a_file, device="cuda:0")
+
+
+@pytest.mark.parametrize(
+    "name, narrowed", [("i64", "int32"), ("u64", "uint32"), ("f64", "float32")]
+)
+def test_64_bit_tensors_narrow_with_a_warning_in_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, narrowed: str
+) -> None:
+    wide = {"i64": np.int64, "u64": np.uint64, "f64": np.float64}[name]
+    values = np.arange(1000).astype(wide)
+    path = tmp_path / "wide.safetensors"
+    safetensors.numpy.save_file({name: values, "after": np.ones(3, np.float32)}, str(path))
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 64)  # narrowing crosses chunks
+    with pytest.warns(tj.DtypeNarrowingWarning, match=f"{values.dtype} data becomes {narrowed}"):
+        loaded = load_file(path)
+    assert loaded[name].dtype == narrowed
+    assert np.asarray(loaded[name]).tolist() == values.tolist()
+    assert np.asarray(loaded["after"]).tolist() == [1.0, 1.0, 1.0]
+    with jax.enable_x64(True):
+        assert load_file(path)[name].dtype == values.dtype
+
+
+def test_bf16_and_fp8_need_no_import_order_in_a_fresh_process(tmp_path: Path) -> None:
+    path = tmp_path / "low.safetensors"
+    safetensors.torch.save_file(
+        {"a": torch.ones(2, dtype=torch.bfloat16), "b": torch.ones(2).to(torch.float8_e4m3fn)},
+        str(path),
+    )
+    script = textwrap.dedent(f"""
+        import sys
+        from torch2jax_device import load_file
+        loaded = load_file({str(path)!r})
+        print(loaded["a"].dtype, loaded["b"].dtype, "torch" in sys.modules)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.split() == ["bfloat16", "float8_e4m3fn", "False"]
+
+
+# --------------------------------------------------------------------------- safe_open
+
+
+def test_safe_open_reads_header_tensors_and_slices(sample_file: Path) -> None:
+    with safe_open(sample_file) as f:
+        assert f.keys() == sorted(SAMPLES)
+        assert f.metadata() == {"format": "np"}
+        bf16 = f.get_slice("bf16")
+        assert (bf16.get_shape(), bf16.get_dtype()) == ([2, 3], "BF16")
+        assert _bytes_of(bf16[1:]) == SAMPLES["bf16"][1:].tobytes()
+        tensor = f.get_tensor("i16")
+        assert tensor.committed and tensor.devices() == {CPU}
+        assert tensor.unsafe_buffer_pointer() % ALIGNMENT == 0
+        assert np.asarray(tensor).tolist() == SAMPLES["i16"].tolist()
+
+
+@pytest.mark.parametrize("framework", ["flax", "pt", "np"])
+def test_safe_open_explains_a_ported_framework_argument(sample_file: Path, framework: str) -> None:
+    with pytest.raises(tj.InvalidDeviceError, match=f"'{framework}' is a safetensors framework"):
+        safe_open(sample_file, framework)
+
+
+def test_safe_open_without_metadata_and_after_close(tmp_path: Path) -> None:
+    path = tmp_path / "plain.safetensors"
+    safetensors.numpy.save_file({"w": np.ones(3, np.float32)}, str(path))
+    f = safe_open(path)
+    assert f.metadata() is None
+    with pytest.raises(CheckpointError, match=r"has no tensor 'nope'; it has 1: 'w'"):
+        f.get_tensor("nope")
+    f.close()
+    with pytest.raises(CheckpointError, match="was closed"):
+        f.get_tensor("w")
+
+
+BLOCK = np.arange(4 * 5 * 6, dtype=np.int32).reshape(4, 5, 6)
+
+
+@pytest.fixture(scope="module")
+def block_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("block") / "block.safetensors"
+    safetensors.numpy.save_file({"block": BLOCK}, str(path))
+    return path
+
+
+@settings(max_examples=300, deadline=None)
+@given(index=hnp.basic_indices(BLOCK.shape, allow_newaxis=True, allow_ellipsis=True))
+def test_get_slice_matches_numpy_for_every_basic_index(block_file: Path, index: Any) -> None:
+    with safe_open(block_file) as f:
+        window = f.get_slice("block")[index]
+    assert window.devices() == {CPU}
+    np.testing.assert_array_equal(np.asarray(window), BLOCK[index])
+
+
+@pytest.mark.parametrize("index", [(4,), (0, 5), (slice(None), slice(None), -7), (0, 0, 0, 0)])
+def test_get_slice_out_of_range_raises_index_error_like_numpy(block_file: Path, index: Any) -> None:
+    with pytest.raises(IndexError):
+        BLOCK[index]
+    with safe_open(block_file) as f, pytest.raises(IndexError):
+        f.get_slice("block")[index]
+
+
+@pytest.mark.parametrize("index", [[0, 1], np.array([1]), True, (slice(None), [0]), "a"])
+def test_get_slice_refuses_advanced_indices(block_file: Path, index: Any) -> None:
+    with safe_open(block_file) as f, pytest.raises(InvalidIndexError, match="takes ints, slices"):
+        f.get_slice("block")[index]
+
+
+def _bytes_read() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+def test_get_slice_reads_only_the_bytes_it_selects(tmp_path: Path) -> None:
+    path = tmp_path / "big.safetensors"
+    rows = np.arange(1024 * 16384, dtype=np.float32).reshape(1024, 16384)  # 64 MiB
+    safetensors.numpy.save_file({"rows": rows}, str(path))
+    with safe_open(path) as f:
+        view = f.get_slice("rows")
+        view[0:1]  # warm up JAX
+        cases = [
+            ((slice(100, 116),), 16 * rows[0].nbytes),  # a window: one read
+            ((slice(None), 3), rows.shape[0] * 4),  # a column: one read per row
+            ((slice(None, None, 256), slice(0, 8)), 4 * 8 * 4),  # sparse rows
+        ]
+        for index, needed in cases:
+            before = _bytes_read()
+            window = view[index]
+            read = _bytes_read() - before
+            np.testing.assert_array_equal(np.asarray(window), rows[index])
+            assert needed <= read <= needed + 4096, (index, read)
+
+
+# --------------------------------------------------------------------------- save_file
+
+
+def test_save_file_takes_jax_numpy_and_torch_values(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.safetensors"
+    save_file(
+        {
+            "jax": jnp.arange(3, dtype=jnp.bfloat16),
+            "numpy": np.arange(4, dtype=">i4"),  # big-endian: stored little-endian
+            "torch": torch.arange(2.0, requires_grad=True),
+            "fp8": torch.ones(2).to(torch.float8_e5m2),
+            "scalar": np.float16(2.5),
+        },
+        path,
+        metadata={"step": "10"},
+    )
+    back = safetensors.torch.load_file(str(path))
+    assert back["jax"].dtype == torch.bfloat16 and back["jax"].tolist() == [0, 1, 2]
+    assert back["numpy"].dtype == torch.int32 and back["numpy"].tolist() == [0, 1, 2, 3]
+    assert back["torch"].tolist() == [0.0, 1.0]
+    assert back["fp8"].dtype == torch.float8_e5m2
+    assert back["scalar"].shape == () and back["scalar"].item() == 2.5
+    with safe_open(path) as f:
+        assert f.metadata() == {"step": "10"}
+
+
+def test_save_file_replaces_atomically_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file({"w": np.zeros(2, np.float32)}, path)
+    save_file({"w": np.ones(2, np.float32)}, path)
+    assert np.asarray(load_file(path)["w"]).tolist() == [1.0, 1.0]
+    assert os.listdir(tmp_path) == ["model.safetensors"]
+
+
+def test_a_write_that_fails_midway_keeps_the_old_file(tmp_path: Path) -> None:
+    """The file-size limit makes the write fail with EFBIG partway through the data."""
+    path = tmp_path / "model.safetensors"
+    save_file({"w": np.zeros(4, np.float32)}, path)
+    original = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import resource, signal
+        import numpy as np
+        from torch2jax_device import save_file
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+        try:
+            save_file({{"w": np.ones(1 << 20, np.float32)}}, {str(path)!r})
+        except OSError as error:
+            print("failed:", error.errno)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.startswith("failed: 27"), result.stdout + result.stderr  # EFBIG
+    assert path.read_bytes() == original
+    assert os.listdir(tmp_path) == ["model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "tensors, metadata, error, match",
+    [
+        ([np.ones(2)], None, tj.ConversionError, "mapping of names to arrays, not list"),
+        ({"w": [1.0, 2.0]}, None, tj.ConversionError, "tensor 'w' is a list"),
+        ({1: np.ones(2)}, None, tj.ConversionError, "names must be strings"),
+        ({"__metadata__": np.ones(2)}, None, tj.ConversionError, "other than '__metadata__'"),
+        ({"w": np.ones(2)}, {"step": 10}, tj.ConversionError, "metadata must map str to str"),
+        ({"w": np.array(["a"])}, None, tj.DTypeError, "tensor 'w' has dtype <U1"),
+        ({"w": np.ones(2, ml_dtypes.int4)}, None, tj.DTypeError, "dtype int4, which"),
+        (
+            {"w": torch.ones(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)},
+            None,
+            tj.DTypeError,
+            "tensor 'w' has dtype torch.float4_e2m1fn_x2, which safetensors",
+        ),
+        ({"w": torch.ones(2).to_sparse()}, None, tj.ConversionError, "torch.sparse_coo"),
+        ({"w": torch.ones(2, device="meta")}, None, tj.ConversionError, "on meta"),
+    ],
+)
+def test_save_file_rejects_what_it_cannot_write(
+    tmp_path: Path, tensors: Any, metadata: Any, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        save_file(tensors, tmp_path / "out.safetensors", metadata)
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_file_rejects_tracers_and_deleted_arrays(tmp_path: Path) -> None:
+    path = tmp_path / "out.safetensors"
+    with pytest.raises(tj.ConversionError, match="tensor 'x' is a tracer"):
+        jax.jit(lambda x: save_file({"x": x}, path))(jnp.ones(2))
+    deleted = jnp.ones(2)
+    deleted.delete()
+    with pytest.raises(tj.ConversionError, match="tensor 'x' is a deleted array"):
+        save_file({"x": deleted}, path)
+
+
+# --------------------------------------------------------------------------- load
+
+
+def test_load_keeps_a_nanogpt_checkpoint_and_converts_its_tensors(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    saved = nanogpt_checkpoint()
+    torch.save(saved, path)
+    loaded = load(path)
+    assert type(loaded["model"]) is collections.OrderedDict
+    assert list(loaded["model"]) == list(saved["model"])
+    assert loaded["iter_num"] == 250 and loaded["model_args"] == saved["model_args"]
+    assert loaded["config"] == saved["config"]
+    assert loaded["optimizer"]["param_groups"][0]["lr"] == 1e-3
+    for name, tensor in saved["model"].items():
+        array = loaded["model"][name]
+        assert array.committed and array.devices() == {CPU}
+        np.testing.assert_array_equal(np.asarray(array), tensor.numpy())
+    state = loaded["optimizer"]["state"][0]
+    np.testing.assert_array_equal(
+        np.asarray(state["exp_avg"]), saved["optimizer"]["state"][0]["exp_avg"].numpy()
+    )
+    assert float(loaded["best_val_loss"]) == 2.75
+
+
+def test_load_shares_torch_memory_and_keeps_shared_tensors_shared(tmp_path: Path) -> None:
+    weight = torch.arange(64.0).reshape(4, 16)  # rows of 64 bytes: views stay aligned
+    path = tmp_path / "tied.pt"
+    torch.save({"embed": weight, "head": weight, "row": weight[1]}, path)
+    loaded = load(path)
+    assert loaded["head"] is loaded["embed"]
+    row_offset = loaded["row"].unsafe_buffer_pointer() - loaded["embed"].unsafe_buffer_pointer()
+    assert row_offset == 16 * 4  # the view aliases the same storage: nothing was copied
+    assert np.asarray(loaded["row"]).tolist() == weight[1].tolist()
+
+
+def test_load_reads_legacy_torch_files_and_safetensors_under_any_name(tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
+    assert np.asarray(load(legacy)["w"]).tolist() == [1.0, 1.0]
+    disguised = tmp_path / "model.bin"
+    safetensors.numpy.save_file({"w": np.full(2, 3, np.float32)}, str(disguised))
+    assert np.asarray(load(disguised)["w"]).tolist() == [3.0, 3.0]
+
+
+def test_map_location_for_safetensors(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file({"w": np.ones(2, np.float32)}, path)
+    for where in ("cpu", tj.device("cpu"), torch.device("cpu"), CPU, {"cpu": "cpu"}, {}):
+        assert load(path, map_location=where)["w"].devices() == {CPU}, where
+    with pytest.raises(tj.DeviceUnavailableError, match="cuda"):
+        load(path, map_location={"cpu": "cuda:0"})
+    with pytest.raises(tj.DeviceTypeError, match="a safetensors file has none"):
+        load(path, map_location=lambda storage, location: storage)
+
+
+def test_a_tj_device_map_location_is_a_device_not_a_callable(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    assert callable(tj.device("cpu"))  # its decorator form
+    assert load(path, map_location=tj.device("cpu"))["w"].devices() == {CPU}
+
+
+def test_map_location_of_the_wrong_type(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    with pytest.raises(tj.DeviceTypeError, match="not float"):
+        load(path, map_location=1.5)
+
+
+def test_a_failing_map_location_callable_propagates_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.ones(2)}, path)
+
+    def refuse(storage: Any, location: str) -> Any:
+        raise KeyError(f"no rule for {location}")
+
+    with pytest.raises(KeyError, match="no rule for cpu"):
+        load(path, map_location=refuse)
+
+
+def test_load_int64_tensors_narrow_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "ids.pt"
+    torch.save({"ids": torch.arange(3)}, path)
+    with pytest.warns(tj.DtypeNarrowingWarning, match="int64 data becomes int32"):
+        loaded = load(path)
+    assert loaded["ids"].dtype == jnp.int32
+
+
+def test_load_without_torch_names_what_to_install(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["torch"] = None  # as if torch were not installed
+        from torch2jax_device import CheckpointError, load
+        try:
+            load({str(path)!r})
+        except CheckpointError as error:
+            print(error)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "reading one needs torch, which is not installed" in result.stdout
+    assert "pip install torch" in result.stdout

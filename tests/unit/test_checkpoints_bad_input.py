@@ -1,0 +1,178 @@
+"""Corrupted, truncated, hostile and unsupported files: a ``CheckpointError`` naming the
+file and the problem; never a crash, an allocation larger than the file, code from the
+file running, or a partly written output."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import torch2jax_device as tj
+from torch2jax_device import CheckpointError, load, load_file, safe_open, save_file
+
+F32x4 = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
+
+
+def craft(path: Path, header: Any, data: bytes = b"\0" * 16, length: int | None = None) -> Path:
+    """Write a safetensors file byte by byte: any header (object or raw bytes), any length."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes((len(raw) if length is None else length).to_bytes(8, "little") + raw + data)
+    return path
+
+
+def _every_reader(path: Path) -> list[Callable[[], Any]]:
+    return [lambda: load_file(path), lambda: safe_open(path).close(), lambda: load(path)]
+
+
+CASES: list[tuple[str, Any, bytes, int | None, str]] = [
+    ("length-past-end", {"w": F32x4}, b"\0" * 16, 1000, r"says 1000 bytes but only \d+ follow"),
+    ("length-huge", {"w": F32x4}, b"", 2**63, "above safetensors' limit"),
+    ("not-utf8", b"\xff\xfe{}", b"", None, "not UTF-8"),
+    ("malformed-json", b'{"w": {"dtype": "F32",', b"", None, "not valid JSON"),
+    ("deeply-nested", b"[" * 100_000 + b"]" * 100_000, b"", None, "not valid JSON"),
+    ("not-an-object", [1, 2], b"", None, "is a JSON list, not an object"),
+    ("duplicate-name", b'{"w": {}, "w": {}}', b"", None, "names 'w' twice"),
+    ("entry-not-object", {"w": [1]}, b"", None, "entry of tensor 'w' is not a JSON object"),
+    ("unknown-dtype", {"w": {**F32x4, "dtype": "F7"}}, b"\0" * 16, None, "unknown dtype 'F7'"),
+    ("packed-dtype", {"w": {**F32x4, "dtype": "F4"}}, b"\0" * 16, None, "packed sub-byte"),
+    ("shape-negative", {"w": {**F32x4, "shape": [-4]}}, b"\0" * 16, None, "not a list of sizes"),
+    ("shape-float", {"w": {**F32x4, "shape": [4.0]}}, b"\0" * 16, None, "not a list of sizes"),
+    ("shape-bool", {"w": {**F32x4, "shape": [True]}}, b"\0" * 16, None, "not a list of sizes"),
+    ("offsets-short", {"w": {**F32x4, "data_offsets": [0]}}, b"", None, "not \\[begin, end\\]"),
+    ("offsets-negative", {"w": {**F32x4, "data_offsets": [-16, 0]}}, b"", None, "not \\[begin"),
+    (
+        "offsets-reversed",
+        {"w": {**F32x4, "data_offsets": [16, 0]}},
+        b"\0" * 16,
+        None,
+        "\\[16, 0\\] \\(-16 bytes\\) but dtype F32 and shape \\[4\\] need 16 bytes",
+    ),
+    (
+        "dtype-disagrees",
+        {"w": {**F32x4, "dtype": "F64"}},
+        b"\0" * 16,
+        None,
+        "dtype F64 and shape \\[4\\] need 32 bytes",
+    ),
+    (
+        "shape-disagrees-hugely",
+        {"w": {**F32x4, "shape": [2**40, 2**40]}},
+        b"\0" * 16,
+        None,
+        "need 4835703278458516698824704 bytes",
+    ),
+    (
+        "offsets-out-of-bounds",
+        {"w": {"dtype": "U8", "shape": [2**40], "data_offsets": [0, 2**40]}},
+        b"\0" * 16,
+        None,
+        "cover 1099511627776 data bytes but the file holds 16: it is truncated",
+    ),
+    (
+        "overlapping",
+        {"a": F32x4, "b": {**F32x4, "data_offsets": [8, 24]}},
+        b"\0" * 24,
+        None,
+        "tensor 'b' starts at data offset 8, which overlaps tensor 'a' \\(ends at 16\\)",
+    ),
+    (
+        "gap",
+        {"a": F32x4, "b": {**F32x4, "data_offsets": [20, 36]}},
+        b"\0" * 36,
+        None,
+        "starts at data offset 20, which leaves a gap after tensor 'a'",
+    ),
+    ("trailing-bytes", {"w": F32x4}, b"\0" * 20, None, "followed by bytes no tensor owns"),
+    ("truncated-data", {"w": F32x4}, b"\0" * 10, None, "holds 10: it is truncated"),
+    ("bad-metadata", {"__metadata__": {"step": 3}}, b"", None, "must map strings to strings"),
+]
+
+
+@pytest.mark.parametrize(
+    "header, data, length, match", [case[1:] for case in CASES], ids=[case[0] for case in CASES]
+)
+def test_invalid_files_raise_checkpoint_error_naming_file_and_problem(
+    tmp_path: Path, header: Any, data: bytes, length: int | None, match: str
+) -> None:
+    path = craft(tmp_path / "bad.safetensors", header, data, length)
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for read in _every_reader(path):
+        with pytest.raises(CheckpointError, match=match) as caught:
+            read()
+        assert str(path) in str(caught.value)
+        assert isinstance(caught.value, ValueError)
+        assert isinstance(caught.value, tj.Torch2JaxDeviceError)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    assert grown_kib < 64 * 1024  # no allocation of what the header claims
+
+
+def test_a_file_shorter_than_the_length_field(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.safetensors"
+    path.write_bytes(b"\x10\0\0")
+    for read in _every_reader(path):
+        with pytest.raises(CheckpointError, match="it is 3 bytes long, shorter than the 8-byte"):
+            read()
+
+
+def test_a_file_truncated_after_opening_raises(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file({"w": np.ones(1000, np.float32)}, path)
+    with safe_open(path) as f:
+        os.truncate(path, path.stat().st_size - 100)
+        with pytest.raises(CheckpointError, match="truncated after it was opened"):
+            f.get_tensor("w")
+
+
+class RunsCodeWhenUnpickled:
+    """Unpickling this creates a file: proof that code from the checkpoint ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_pickle_weights_only_refuses_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "code-ran"
+    path = tmp_path / "hostile.pt"
+    torch.save({"w": torch.ones(2), "payload": RunsCodeWhenUnpickled(marker)}, path)
+    with pytest.raises(CheckpointError, match="refuses to unpickle, so nothing in it was run"):
+        load(path)
+    assert not marker.exists()
+    with pytest.raises(CheckpointError, match=r"Unsupported global: GLOBAL io\.open"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda data: data[: len(data) // 2],  # truncated zip
+        lambda data: b"not a checkpoint at all",
+        lambda data: b"hello world garbage",
+        lambda data: data[:200] + bytes(256) + data[456:],  # zeroed middle
+    ],
+    ids=["truncated", "text", "garbage", "zeroed"],
+)
+def test_corrupted_torch_checkpoints(tmp_path: Path, corrupt: Callable[[bytes], bytes]) -> None:
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.arange(100.0)}, path)
+    path.write_bytes(corrupt(path.read_bytes()))
+    with pytest.raises(CheckpointError, match="is not a readable PyTorch checkpoint") as caught:
+        load(path)
+    assert str(path) in str(caught.value)
+
+
+def test_missing_files_raise_file_not_found_like_torch(tmp_path: Path) -> None:
+    readers = _every_reader(tmp_path / "missing.safetensors")
+    for read in [*readers, lambda: load(tmp_path / "missing.pt")]:
+        with pytest.raises(FileNotFoundError):
+            read()

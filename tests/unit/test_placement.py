@@ -1,0 +1,274 @@
+"""``tj.to_device`` / ``device_of`` / ``parameters`` / ``to_jax`` / ``to_torch`` behaviour."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import typing
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+from flax.core import FrozenDict
+
+import torch2jax_device as tj
+from torch2jax_device._src import dtypes as _dtypes
+
+CPU = tj.resolve("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_narrowing_warnings() -> None:
+    _dtypes._warned.clear()
+
+
+class Point(typing.NamedTuple):
+    x: Any
+    y: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    tokens: Any
+    meta: dict[str, Any]
+    name: str = "train"
+
+
+def _is_placed(leaf: Any) -> bool:
+    return isinstance(leaf, jax.Array) and leaf.committed and leaf.devices() == {CPU}
+
+
+def test_containers_keep_their_types_and_non_array_leaves() -> None:
+    factory = collections.defaultdict(list, {"a": np.ones(2, np.float32)})
+    tree = {
+        "ordered": collections.OrderedDict(b=torch.ones(2), a=jnp.zeros(1)),
+        "default": factory,
+        "tuple": (np.arange(3, dtype=np.int32), "text", None, 7, 0.5),
+        "named": Point(jnp.ones(1), 3),
+        "data": Batch(np.zeros(2, np.float32), {"lr": 0.1, "w": torch.zeros(1)}),
+        "frozen": FrozenDict(k=np.ones(1, np.float32)),
+    }
+    moved = tj.to_device(tree, "cpu")
+    assert type(moved["ordered"]) is collections.OrderedDict
+    assert list(moved["ordered"]) == ["b", "a"]
+    assert type(moved["default"]) is collections.defaultdict
+    assert moved["default"].default_factory is list
+    assert moved["tuple"][1:] == ("text", None, 7, 0.5)
+    assert type(moved["named"]) is Point and moved["named"].y == 3
+    assert type(moved["data"]) is Batch and moved["data"].name == "train"
+    assert moved["data"].meta["lr"] == 0.1
+    assert type(moved["frozen"]) is FrozenDict
+    placed = [
+        moved["ordered"]["b"], moved["ordered"]["a"], moved["default"]["a"],
+        moved["tuple"][0], moved["named"].x, moved["data"].tokens, moved["data"].meta["w"],
+        moved["frozen"]["k"],
+    ]  # fmt: skip
+    assert all(_is_placed(leaf) for leaf in placed)
+
+
+def test_input_is_never_mutated() -> None:
+    inner = {"w": np.ones(2, np.float32)}
+    batch = Batch(torch.zeros(2), inner)
+    tj.to_device(batch, "cpu", jnp.float16)
+    assert isinstance(batch.tokens, torch.Tensor) and batch.meta is inner
+    assert isinstance(inner["w"], np.ndarray) and inner["w"].dtype == np.float32
+
+
+def test_top_level_scalar_becomes_an_array_nested_scalars_pass_through() -> None:
+    assert _is_placed(tj.to_device(2.5, "cpu"))
+    assert tj.to_device({"steps": 3}, "cpu") == {"steps": 3}
+
+
+def test_identity_when_nothing_changes_and_copy_forces_fresh_buffers() -> None:
+    first = tj.to_device({"a": jnp.ones(3), "b": [np.ones(2, np.float32)]}, "cpu")
+    again = tj.to_device(first, "cpu")
+    assert again["a"] is first["a"] and again["b"][0] is first["b"][0]
+    copied = tj.to_device(first, "cpu", copy=True)
+    assert copied["a"].unsafe_buffer_pointer() != first["a"].unsafe_buffer_pointer()
+    assert np.asarray(copied["a"]).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_uncommitted_arrays_become_committed() -> None:
+    loose = jnp.ones(2)
+    assert not loose.committed
+    assert tj.to_device(loose, "cpu").committed
+
+
+def test_device_none_is_the_default_device() -> None:
+    with tj.device("cpu"):
+        assert _is_placed(tj.to_device(np.ones(2, np.float32)))
+
+
+def test_dtype_forms_and_container_rule() -> None:
+    tree = {"w": jnp.ones(2), "step": jnp.array(3), "mask": jnp.array([True])}
+    cast = tj.to_device(tree, "cpu", "bfloat16")
+    assert cast["w"].dtype == jnp.bfloat16
+    assert cast["step"].dtype == jnp.int32 and cast["mask"].dtype == jnp.bool_
+    assert tj.to_device(jnp.arange(3), jnp.float16).dtype == jnp.float16  # single array: always
+    assert tj.to_device(jnp.ones(2), torch.float16).dtype == jnp.float16
+
+
+def test_dtype_only_form_keeps_placement() -> None:
+    array = tj.to_device(jnp.ones(2), "cpu")
+    assert _is_placed(tj.to_device(array, dtype=jnp.float16))
+    assert _is_placed(tj.to_device(array, jnp.float16))
+
+
+@pytest.mark.parametrize("dtype", ["float128x", "torch.float", object()])
+def test_unknown_dtype_names_the_value(dtype: Any) -> None:
+    with pytest.raises(tj.DTypeError, match="unknown dtype"):
+        tj.to_device(jnp.ones(2), "cpu", dtype)
+
+
+def test_unknown_device_fails_before_anything_moves() -> None:
+    with pytest.raises(tj.DeviceUnavailableError, match="cuda:3"):
+        tj.to_device({"x": np.ones(2)}, "cuda:3")
+
+
+def test_deleted_array_names_the_leaf_path() -> None:
+    gone = jnp.ones(2)
+    gone.delete()
+    with pytest.raises(tj.ConversionError, match=r"leaf \['layers'\]\[1\] is a deleted"):
+        tj.to_device({"layers": [jnp.ones(1), gone]}, "cpu")
+
+
+class BrokenArray:
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        raise ValueError("cannot export")
+
+
+def test_unconvertible_array_like_names_the_leaf_path() -> None:
+    with pytest.raises(tj.ConversionError, match=r"leaf \['x'\]\.tokens of type .*BrokenArray"):
+        tj.to_device({"x": Batch(BrokenArray(), {})}, "cpu")
+
+
+def test_objects_without_array_protocols_pass_through() -> None:
+    marker = object()
+    assert tj.to_device({"m": marker}, "cpu")["m"] is marker
+
+
+def test_int64_narrowing_warns_once_with_the_fix() -> None:
+    with pytest.warns(tj.DtypeNarrowingWarning, match="jax_enable_x64"):
+        moved = tj.to_device(torch.arange(3), "cpu")
+    assert moved.dtype == jnp.int32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tj.to_device(np.arange(3), "cpu")  # int64 again: no second warning
+
+
+def test_non_blocking_false_returns_ready_arrays() -> None:
+    out = tj.to_device({"a": np.ones((64, 64), np.float32)}, "cpu")
+    assert out["a"].is_ready()
+    assert _is_placed(tj.to_device(np.ones(4, np.float32), "cpu", non_blocking=True))
+
+
+def test_nnx_module_moves_in_place() -> None:
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    kernel_before = model.kernel[...]
+    assert tj.to_device(model, "cpu") is model
+    assert all(_is_placed(p) for p in tj.parameters(model))
+    assert np.asarray(model.kernel[...]).tolist() == np.asarray(kernel_before).tolist()
+
+
+def test_parameters_of_every_model_kind() -> None:
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    assert len(list(tj.parameters(model))) == 2
+    variables = {"params": {"w": jnp.ones(2)}, "batch_stats": {"mean": jnp.zeros(2)}}
+    assert [p.shape for p in tj.parameters(variables)] == [(2,)]
+    assert len(list(tj.parameters([jnp.ones(1), "x", np.ones(2)]))) == 2
+
+
+def test_device_of_trees_and_edge_cases() -> None:
+    assert tj.device_of(np.ones(2)) == tj.device("cpu")
+    assert tj.device_of(torch.ones(2)) == torch.device("cpu")
+    assert tj.device_of({"a": jnp.ones(1), "b": np.ones(1)}) == tj.device(CPU)
+    with pytest.raises(tj.EmptyTreeError, match="found no arrays in list"):
+        tj.device_of(["no", "arrays"])
+
+
+def test_check_same_device_ignores_tracers_and_host_data() -> None:
+    assert tj.check_same_device() is None
+    assert tj.check_same_device(np.ones(1), "x") is None
+
+    constant = tj.to_device(jnp.ones(1), "cpu")
+
+    def step(x: jax.Array) -> jax.Array:
+        assert tj.check_same_device(x, constant) == tj.device(CPU)
+        return x + constant
+
+    jax.jit(step)(jnp.ones(1))
+
+
+def test_to_jax_detaches_and_keeps_memory() -> None:
+    tensor = torch.ones(4, requires_grad=True)
+    array = tj.to_jax(tensor)
+    assert array.unsafe_buffer_pointer() == tensor.data_ptr()
+
+
+def test_to_jax_strict_refuses_copies() -> None:
+    with pytest.raises(tj.ConversionError, match="jax_enable_x64"):
+        tj.to_jax(torch.arange(3), strict=True)
+    with pytest.raises(tj.ConversionError, match="not contiguous"):
+        tj.to_jax(torch.arange(8.0)[::2], strict=True)
+    with pytest.raises(tj.ConversionError, match="not contiguous"):
+        tj.to_jax(np.arange(8.0, dtype=np.float32)[::2], strict=True)
+
+
+def test_to_jax_of_strided_and_float8_tensors() -> None:
+    strided = torch.arange(8.0)[::2]
+    assert np.asarray(tj.to_jax(strided)).tolist() == strided.tolist()
+    fp8 = torch.tensor([1.0, -2.0, 0.5]).to(torch.float8_e4m3fn)
+    array = tj.to_jax(fp8)
+    assert array.dtype == jnp.float8_e4m3fn
+    assert np.asarray(array).astype(np.float32).tolist() == [1.0, -2.0, 0.5]
+    back = tj.to_torch(array)
+    assert back.dtype == torch.float8_e4m3fn and back.float().tolist() == [1.0, -2.0, 0.5]
+
+
+def test_to_jax_rejects_non_arrays() -> None:
+    with pytest.raises(tj.ConversionError, match=r"for nested containers use tj\.to_device"):
+        tj.to_jax([1, 2])
+
+
+def test_to_torch_devices_and_inputs() -> None:
+    assert tj.to_torch(np.arange(3)).tolist() == [0, 1, 2]
+    tensor = torch.ones(1)
+    assert tj.to_torch(tensor) is tensor
+    assert tj.to_torch(jnp.ones(2), "cpu").device == torch.device("cpu")
+    with pytest.raises(tj.ConversionError, match="cannot convert list"):
+        tj.to_torch([1])
+
+
+def test_a_sharding_target_keeps_its_memory_kind() -> None:
+    pinned = jax.sharding.SingleDeviceSharding(tj.resolve("cpu"), memory_kind="pinned_host")
+    moved = tj.to_device(np.arange(3, dtype=np.float32), pinned)
+    assert moved.sharding == pinned and moved.committed
+    assert tj.to_device(moved, pinned) is moved
+
+
+def test_arrays_leave_another_memory_kind_of_the_same_device() -> None:
+    pinned = jax.device_put(np.arange(3, dtype=np.float32), jax.memory.Space.Host)
+    moved = tj.to_device({"x": pinned}, "cpu")["x"]
+    assert moved.sharding.memory_kind == "device" and moved.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_numpy_leaves_are_cast_on_the_host_before_the_transfer() -> None:
+    moved = tj.to_device({"w": np.ones(2, np.float64), "ids": np.arange(2, dtype=np.int32)},
+                         "cpu", jnp.float16)  # fmt: skip
+    assert moved["w"].dtype == jnp.float16 and moved["ids"].dtype == jnp.int32
+
+
+def test_host_memory_targets_never_alias_the_numpy_source() -> None:
+    raw = np.empty(64 + 16, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    source = raw[start : start + 16].view(np.float32)  # 64-byte aligned: JAX could alias it
+    source[:] = [0.0, 1.0, 2.0, 3.0]
+    pinned = jax.sharding.SingleDeviceSharding(tj.resolve("cpu"), memory_kind="pinned_host")
+    moved = tj.to_device(source, pinned)
+    source[:] = -1.0
+    assert moved.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -1,0 +1,105 @@
+"""Every platform of the one platform table is handled by every module that reads it.
+
+A platform is one row of ``PLATFORMS``; these tests run each consumer on each row, so a
+row added to the table without the code that must handle it fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+import pytest
+import torch
+
+import torch2jax_device as tj
+from torch2jax_device._src import platforms as _platforms
+from torch2jax_device._src import startup
+from torch2jax_device._src.distributed import rendezvous
+from torch2jax_device._src.interop import torch_device
+
+ROWS = pytest.mark.parametrize("row", _platforms.PLATFORMS, ids=lambda row: row.name)
+
+
+@ROWS
+def test_device_types_parse_and_serve_their_platform(row: _platforms.Platform) -> None:
+    for device_type in (row.device_type, *row.aliases):
+        assert tj.device(device_type).type == device_type
+        assert row.name in _platforms.platforms_for_type(device_type)
+    assert _platforms.platforms_for_type(row.device_type)[0] == row.name
+    assert _platforms.device_type_of(row.name) == row.device_type
+    assert _platforms.by_name(row.name) is row
+
+
+@ROWS
+def test_missing_platforms_say_how_to_get_them(row: _platforms.Platform) -> None:
+    if _platforms.local_devices(row.name):
+        assert tj.resolve(row.device_type).platform in (row.name, "gpu")
+        return
+    with pytest.raises(tj.DeviceUnavailableError, match="Fix: ") as caught:
+        tj.resolve(row.device_type)
+    assert row.install_hint in str(caught.value)
+
+
+@ROWS
+def test_configure_spells_it_as_jax_platforms(row: _platforms.Platform) -> None:
+    for name in (row.device_type, row.environment_name):
+        assert startup._platforms_value(name) == row.environment_name
+    assert startup.platforms_problem([row.environment_name], "JAX_PLATFORMS") is None
+
+
+@ROWS
+def test_configure_default_device(row: _platforms.Platform) -> None:
+    if row.default_device_name is None:
+        with pytest.raises(tj.ConfigError, match="set_default_device"):
+            startup._default_device_value(row.device_type)
+    else:
+        assert startup._default_device_value(row.device_type) == row.default_device_name
+
+
+@ROWS
+def test_torch_gets_the_same_hardware(row: _platforms.Platform) -> None:
+    device = tj.device(row.device_type, 1)
+    if row.torch_type is None:
+        with pytest.raises(tj.DeviceUnavailableError, match="torch has no device type"):
+            torch_device(device)
+    else:
+        assert torch_device(device) == torch.device(row.torch_type, 1)
+
+
+@ROWS
+def test_distributed_restricts_only_ordinal_platforms(row: _platforms.Platform) -> None:
+    ids: Any
+    if row.hardware_ordinals:
+        ids = rendezvous.local_device_ids(_job(), f"{row.device_type}:1", {})
+        assert ids == [1]
+    elif row.device_type == "cpu":
+        assert rendezvous.local_device_ids(_job(), "cpu", {}) is None
+    else:
+        with pytest.raises(tj.DistributedError, match="must name one GPU"):
+            rendezvous.local_device_ids(_job(), f"{row.device_type}:1", {})
+
+
+@ROWS
+def test_visible_devices_variables_are_read(row: _platforms.Platform) -> None:
+    for name in row.visible_devices_variables:
+        codes = [problem.code for problem in startup.check_environment({name: ""})]
+        assert codes == [f"{row.device_type}-devices-hidden"]
+        assert name in startup.VARIABLES
+
+
+@ROWS
+def test_accelerators_are_considered_in_table_order(row: _platforms.Platform) -> None:
+    assert (row.name in _platforms.ACCELERATORS) == row.accelerator
+
+
+@pytest.mark.parametrize(
+    ("name", "is_built"), [("cuda", tj.backends.cuda.is_built), ("METAL", tj.backends.mps.is_built)]
+)
+def test_plugins_tell_whether_support_is_built(name: str, is_built: Any) -> None:
+    installed = {dist.metadata["Name"].lower() for dist in importlib.metadata.distributions()}
+    assert is_built() == any(plugin in installed for plugin in _platforms.by_name(name).plugins)
+
+
+def _job() -> rendezvous.Rendezvous:
+    return rendezvous.Rendezvous("127.0.0.1", 29500, "MASTER_PORT", 0, 2, 0, 2)

@@ -1,0 +1,71 @@
+"""The default device for new JAX arrays, with torch semantics.
+
+``with tj.device(d):`` and ``tj.set_default_device(d)`` set JAX's own thread-local
+default device (the one ``with jax.default_device(...)`` sets), so every JAX array
+created without an explicit placement lands on ``d``: ``jnp.zeros``, ``jnp.asarray``,
+``jax.device_put(x)``, jitted functions with uncommitted inputs.
+
+Semantics, matching PyTorch 2.13:
+
+* The device is checked when the context is entered or the setter called, not at
+  the first array (torch defers the error to the first array; failing early is the
+  point of this library).
+* Contexts nest; leaving one restores exactly what was there, also on exceptions.
+* Everything is per thread: a new thread starts with JAX's process default, as a new
+  torch thread starts on ``cpu`` whatever ``torch.set_default_device`` said.
+* ``set_default_device`` inside a ``with`` block changes the default that applies
+  once the block ends (torch 2.13 raises an internal ``AssertionError`` there).
+
+As with ``jax.default_device``, arrays committed to a device (``jax.device_put(x, d)``,
+``tj.to_device``) stay where they are: the default only places uncommitted data.
+"""
+
+from __future__ import annotations
+
+from . import context, platforms
+from .device import Device, DeviceLike
+
+__all__ = ["get_default_device", "set_default_device"]
+
+
+def set_default_device(device: DeviceLike | None) -> None:
+    """Set the default device for new JAX arrays in this thread (``torch.set_default_device``).
+
+    ``None`` goes back to JAX's own default (the first device of its default
+    backend, usually the accelerator). The device is resolved now: an unavailable
+    device raises here, not at the first array.
+
+    Args:
+        device: Anything [`tj.device`][torch2jax_device.Device] accepts, or ``None``.
+
+    Raises:
+        DeviceUnavailableError: the device does not exist on this machine.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> tj.set_default_device("cpu")
+        >>> jnp.ones(2).device == tj.device("cpu")
+        True
+        >>> tj.set_default_device(None)
+    """
+    context.set_base_default(None if device is None else Device(device).jax_device)
+
+
+def get_default_device() -> Device:
+    """The device new JAX arrays land on in this thread (``torch.get_default_device``).
+
+    Like torch, it names the device arrays actually land on: an unindexed ``"cuda"``
+    default reports ``cuda:<current>``, the CPU reports ``cpu`` (``cpu:N`` when several
+    CPU devices are simulated). With no default set it is JAX's own default device,
+    which is the accelerator when there is one, where torch would say ``cpu``. Starts
+    JAX's backends.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> with tj.device("cpu"):
+        ...     tj.get_default_device()
+        device(type='cpu')
+    """
+    target = context.default_target()
+    return Device(target if target is not None else platforms.jax_default_device())

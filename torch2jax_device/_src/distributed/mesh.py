@@ -1,0 +1,175 @@
+"""Device meshes and global batches: ``init_device_mesh`` and the ``DistributedSampler`` path."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .. import platforms
+from ..device import Device
+from ..errors import ConversionError, DistributedError, EmptyTreeError
+from . import process_group
+
+__all__ = ["init_device_mesh", "make_global_batch"]
+
+
+def init_device_mesh(
+    device_type: str,
+    mesh_shape: Sequence[int],
+    *,
+    mesh_dim_names: Sequence[str] | None = None,
+) -> Mesh:
+    """A ``jax.sharding.Mesh`` over every process's devices: ``init_device_mesh`` for JAX.
+
+    Like torch's, it initializes the process group first when a launcher started
+    this process (``RANK`` and ``WORLD_SIZE`` set) and nobody has yet. The mesh
+    holds all devices of the job (``jax.devices(platform)``, arranged by
+    ``jax.make_mesh`` for the interconnect), so ``mesh_shape`` must multiply to
+    the number of devices, which is the world size when each process owns one.
+    Without a launcher it is a mesh over this process's devices.
+
+    Args:
+        device_type: ``"cuda"``, ``"cpu"``, ``"tpu"``... without an index.
+        mesh_shape: Devices along each mesh dimension, e.g. ``(2, 4)``.
+        mesh_dim_names: One name per dimension (default ``dim_0``, ``dim_1``...).
+            ``NamedSharding`` and ``PartitionSpec`` refer to them.
+
+    Raises:
+        DistributedError: an indexed device type, bad names or a shape that does not
+            match the number of devices.
+        DeviceUnavailableError: JAX has no such device here.
+
+    Examples:
+        >>> from torch2jax_device import distributed as dist
+        >>> mesh = dist.init_device_mesh("cpu", (1,), mesh_dim_names=("data",))
+        >>> dict(mesh.shape)
+        {'data': 1}
+    """
+    if not isinstance(device_type, str):
+        raise DistributedError(
+            f"device_type must be a string such as 'cuda' or 'cpu', not "
+            f"{type(device_type).__name__}."
+        )
+    device = Device(device_type)
+    if device.index is not None:
+        raise DistributedError(
+            f"Device type with index is not supported but got {device_type!r}: "
+            "init_device_mesh takes a device type such as 'cuda' or 'cpu' (pass "
+            "device.type for a device object)."
+        )
+    shape = _mesh_shape(mesh_shape)
+    names = _mesh_names(mesh_dim_names, len(shape))
+    if not process_group.is_initialized() and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        process_group.init_process_group()
+    platform = platforms.platform_of(device.jax_device)
+    devices = jax.devices(platform)
+    if math.prod(shape) != len(devices):
+        raise DistributedError(
+            f"Mesh shape {shape} holds {math.prod(shape)} devices, but this job has "
+            f"{len(devices)} {platform} device(s): {jax.process_count()} process(es) with "
+            f"{len(devices) // jax.process_count()} each. Unlike torch's DeviceMesh (one "
+            "device per rank), a JAX mesh holds every device of every process. Fix: use a "
+            f"shape whose sizes multiply to {len(devices)}."
+        )
+    return jax.make_mesh(shape, names, devices=devices)
+
+
+def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | None = None) -> Any:
+    """One global batch from each process's local batch: the ``DistributedSampler`` + DDP path.
+
+    Each process passes the rows it loaded (its ``DistributedSampler`` shard); every
+    array leaf becomes one ``jax.Array`` whose leading dimension is the
+    concatenation of all processes' rows in rank order, split over the mesh
+    ``axis`` (``jax.make_array_from_process_local_data``). Jitted code then sees
+    the whole batch and XLA averages gradients across processes, which is what DDP
+    does. 0-d leaves (a step counter) are replicated: they must agree across
+    processes. Every process must pass the same structure and shapes.
+
+    Args:
+        local_batch: A pytree of NumPy arrays, torch CPU tensors, JAX arrays or
+            Python numbers.
+        mesh: The mesh, e.g. from
+            [`tj.distributed.init_device_mesh`][torch2jax_device.distributed.init_device_mesh].
+        axis: The mesh axis (or axes) the batch dimension is split over; default the
+            first mesh axis.
+
+    Returns:
+        The same structure with global ``jax.Array`` leaves.
+
+    Raises:
+        EmptyTreeError: ``local_batch`` holds no arrays.
+        ConversionError: a leaf does not split evenly over this process's devices;
+            the message names the leaf.
+        DistributedError: ``axis`` is not an axis of ``mesh``.
+
+    Examples:
+        >>> import jax
+        >>> import numpy as np
+        >>> from torch2jax_device import distributed as dist
+        >>> mesh = dist.init_device_mesh("cpu", (1,), mesh_dim_names=("data",))
+        >>> batch = dist.make_global_batch({"x": np.ones((4, 3), np.float32)}, mesh)
+        >>> batch["x"].shape, batch["x"].sharding.spec == jax.sharding.PartitionSpec("data")
+        ((4, 3), True)
+    """
+    if axis is None:
+        axes: tuple[str, ...] = (mesh.axis_names[0],)
+    else:
+        axes = (axis,) if isinstance(axis, str) else tuple(axis)
+    unknown = [name for name in axes if name not in mesh.axis_names]
+    if unknown:
+        raise DistributedError(
+            f"make_global_batch: axis {unknown[0]!r} is not an axis of the mesh, which has "
+            f"{mesh.axis_names}."
+        )
+    spec = PartitionSpec(axes[0] if len(axes) == 1 else axes)
+    sharded, replicated = NamedSharding(mesh, spec), NamedSharding(mesh, PartitionSpec())
+    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(local_batch)
+    if not paths_and_leaves:
+        raise EmptyTreeError("make_global_batch: the local batch holds no arrays.")
+    leaves = []
+    for path, leaf in paths_and_leaves:
+        value = process_group.host_value(leaf, "make_global_batch", path)
+        sharding = replicated if np.ndim(value) == 0 else sharded
+        try:
+            leaves.append(jax.make_array_from_process_local_data(sharding, value))
+        except ValueError as err:
+            raise ConversionError(
+                f"make_global_batch: leaf {jax.tree_util.keystr(path) or '<root>'} of shape "
+                f"{np.shape(value)} cannot be split over this process's devices along mesh "
+                f"axis {axes}: {err}. Fix: make the local batch size a multiple of the "
+                "number of devices this process has along that axis."
+            ) from err
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def _mesh_shape(mesh_shape: Sequence[int]) -> tuple[int, ...]:
+    if isinstance(mesh_shape, (str, bytes)) or not isinstance(mesh_shape, Sequence):
+        raise DistributedError(
+            f"mesh_shape must be a tuple of ints such as (2, 4), not {mesh_shape!r}."
+        )
+    shape = tuple(mesh_shape)
+    if not shape or any(
+        isinstance(size, bool) or not isinstance(size, int) or size < 1 for size in shape
+    ):
+        raise DistributedError(
+            f"mesh_shape must be a non-empty tuple of positive ints, got {mesh_shape!r}."
+        )
+    return shape
+
+
+def _mesh_names(mesh_dim_names: Sequence[str] | None, ndim: int) -> tuple[str, ...]:
+    if mesh_dim_names is None:
+        return tuple(f"dim_{index}" for index in range(ndim))
+    names = (mesh_dim_names,) if isinstance(mesh_dim_names, str) else tuple(mesh_dim_names)
+    if len(names) != ndim or len(set(names)) != ndim or not all(isinstance(n, str) for n in names):
+        raise DistributedError(
+            f"mesh_dim_names {mesh_dim_names!r} must be {ndim} distinct strings, one per "
+            "mesh dimension."
+        )
+    return names

@@ -1,0 +1,516 @@
+"""Process groups on ``jax.distributed``: ``init_process_group`` and the calls that need one.
+
+``init_process_group`` reads what torchrun (or ``torch2jax-device run``, or a SLURM script) puts in
+the environment (read by ``rendezvous``) and starts JAX's multi-process runtime; ``barrier`` and
+``all_reduce`` meet the other ranks at JAX's coordination service.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import itertools
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .. import platforms
+from ..detect import is_torch_tensor, is_tracer
+from ..device import DeviceLike
+from ..errors import DistributedError, EmptyTreeError
+from ..interop import to_jax
+from . import rendezvous as _rendezvous
+
+__all__ = [
+    "ReduceOp",
+    "all_reduce",
+    "barrier",
+    "destroy_process_group",
+    "get_local_rank",
+    "get_rank",
+    "get_world_size",
+    "init_process_group",
+    "is_initialized",
+]
+
+# Used when init_process_group gets no timeout: JAX's own initialization and shutdown
+# timeout (torch's default is 30 minutes).
+_DEFAULT_TIMEOUT_S = 300.0
+# JAX declares a silent process dead after this long (its default); a shorter
+# timeout shortens it too.
+_HEARTBEAT_S = 100
+_BACKENDS = frozenset({"gloo", "nccl"})
+_NOT_INITIALIZED = (
+    "Default process group has not been initialized, please make sure to call init_process_group."
+)
+
+
+class ReduceOp:
+    """The reductions ``all_reduce`` knows, under ``torch.distributed.ReduceOp``'s names.
+
+    Each is a plain string, so ``op=ReduceOp.MAX`` and ``op="max"`` are the same.
+    ``AVG`` is ``"mean"``, which gloo lacks in torch (there: ``SUM``, then divide).
+    """
+
+    SUM = "sum"
+    AVG = "mean"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+
+
+_REDUCTIONS: dict[str, Callable[..., jax.Array]] = {
+    ReduceOp.SUM: jnp.sum,
+    ReduceOp.AVG: jnp.mean,
+    ReduceOp.PRODUCT: jnp.prod,
+    ReduceOp.MIN: jnp.min,
+    ReduceOp.MAX: jnp.max,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _ProcessGroup:
+    rendezvous: _rendezvous.Rendezvous
+    timeout_s: float
+
+
+_group: _ProcessGroup | None = None
+# Every rank numbers its synchronizing calls the same way, so the n-th call on one
+# rank meets the n-th call on the others at JAX's coordination service.
+_synchronizations = itertools.count()
+
+
+def init_process_group(
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: datetime.timedelta | float | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    *,
+    device_id: DeviceLike | None = None,
+) -> None:
+    """Join this process to the job: ``torch.distributed.init_process_group`` on JAX.
+
+    Calls ``jax.distributed.initialize`` with rank 0's host as the coordinator
+    (``MASTER_ADDR``; port ``MASTER_PORT``, or ``MASTER_PORT + 1`` under torchrun,
+    whose own store holds ``MASTER_PORT``; ``JAX_COORDINATOR_PORT`` overrides),
+    ``num_processes=WORLD_SIZE`` and ``process_id=RANK``. After it, ``jax.devices()``
+    lists the devices of every process and jitted computations over a mesh of them
+    run as one program.
+
+    Which GPUs this process owns (``local_device_ids``): the one ``device_id`` names;
+    else, when several processes share the host (``LOCAL_WORLD_SIZE`` > 1), GPU
+    ``LOCAL_RANK``, like ``cuda:{LOCAL_RANK}`` in the PyTorch script (JAX then shows
+    it as this process's only GPU); else all of them, JAX's preferred
+    one-process-per-host layout. ``JAX_LOCAL_DEVICE_IDS`` overrides. CPU
+    collectives use gloo unless ``jax_cpu_collectives_implementation`` says
+    otherwise.
+
+    Must run before anything starts JAX's backends (creating an array,
+    ``jax.devices()``, ``tj.cuda.is_available()``...), as ``jax.distributed``
+    requires. When a rank never arrives or dies later, JAX's runtime terminates
+    the other processes (SIGABRT) once the timeout has passed
+    (``docs/distributed.md`` lists every case).
+
+    Args:
+        backend: ``"nccl"``, ``"gloo"``, ``"cpu:gloo,cuda:nccl"`` or ``None``. Accepted
+            for ported scripts; JAX picks the collectives itself (NCCL between
+            GPUs, gloo between CPU processes).
+        init_method: ``"env://"`` (the default: read ``MASTER_ADDR``, ``MASTER_PORT``,
+            ``RANK``, ``WORLD_SIZE``) or ``"tcp://HOST:PORT"``.
+        timeout: A ``datetime.timedelta`` or seconds (default 300 s). Bounds the
+            start-up rendezvous, [`tj.distributed.barrier`][torch2jax_device.distributed.barrier],
+            [`tj.distributed.all_reduce`][torch2jax_device.distributed.all_reduce]'s wait for the
+            other ranks and the shutdown handshake, and (capped at JAX's 100 s) how long a silent
+            process may go before JAX terminates every process.
+        world_size: The number of processes; ``-1`` reads ``WORLD_SIZE``.
+        rank: This process's rank; ``-1`` reads ``RANK``.
+        device_id: The one GPU this process uses (``"cuda:1"``, ``1``), or ``"cpu"``.
+
+    Raises:
+        DistributedError: already initialized, JAX already started, a missing or
+            invalid setting, a busy coordinator port (rank 0), a coordinator that
+            does not answer within ``timeout`` (other ranks), or a ``WORLD_SIZE``
+            other than rank 0's. Each message names the value and the fix.
+
+    Examples:
+        First thing in a script launched by torchrun or ``torch2jax-device run``::
+
+            dist.init_process_group(backend="nccl")
+
+        Settings are checked before anything starts:
+
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.init_process_group(init_method="file:///tmp/rendezvous")
+        ... # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DistributedError: init_method 'file:///tmp/rendezvous' is not supported: ...
+    """
+    global _group
+    if _group is not None or jax.distributed.is_initialized():
+        raise DistributedError(
+            "trying to initialize the default process group twice! JAX's distributed "
+            "runtime is already running in this process (init_process_group or "
+            "jax.distributed.initialize was called before)."
+        )
+    _check_backend(backend)
+    timeout_s = _seconds(timeout)
+    rendezvous = _rendezvous.parse(init_method, world_size, rank, os.environ)
+    device_ids = _rendezvous.local_device_ids(rendezvous, device_id, os.environ)
+    if platforms.backends_initialized():
+        raise DistributedError(
+            "init_process_group must run before JAX starts its backends, and they are "
+            "already running in this process (something created an array or asked for "
+            "devices: jax.devices(), tj.cuda.is_available(), ...). Fix: call "
+            "init_process_group (or init_device_mesh, which calls it under a launcher) "
+            "first thing in the script, before any JAX computation. A process whose group "
+            "was destroyed cannot join another job."
+        )
+    if jax.config.values.get("jax_cpu_collectives_implementation") is None:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    remaining_s = _rendezvous.check_coordinator(rendezvous, timeout_s, os.environ)
+    jax.distributed.initialize(
+        coordinator_address=rendezvous.coordinator_address,
+        num_processes=rendezvous.world_size,
+        process_id=rendezvous.rank,
+        local_device_ids=device_ids,
+        cluster_detection_method="deactivate",
+        initialization_timeout=_rendezvous.whole_seconds(remaining_s),
+        heartbeat_timeout_seconds=min(_rendezvous.whole_seconds(timeout_s), _HEARTBEAT_S),
+        shutdown_timeout_seconds=_rendezvous.whole_seconds(timeout_s),
+    )
+    _check_world_size(rendezvous, timeout_s)
+    _group = _ProcessGroup(rendezvous, timeout_s)
+
+
+def is_initialized() -> bool:
+    """Whether ``init_process_group`` has run (``torch.distributed.is_initialized``).
+
+    Examples:
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.is_initialized()
+        False
+    """
+    return _group is not None
+
+
+def get_rank() -> int:
+    """This process's rank, 0 to world size - 1 (``torch.distributed.get_rank``).
+
+    Equals ``jax.process_index()`` once JAX has started.
+
+    Raises:
+        DistributedError: the process group is not initialized (torch: ValueError).
+
+    Examples:
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.get_rank()  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DistributedError: Default process group has not been initialized, ...
+    """
+    return _require_group("get_rank").rendezvous.rank
+
+
+def get_world_size() -> int:
+    """The number of processes in the job (``torch.distributed.get_world_size``).
+
+    Equals ``jax.process_count()`` once JAX has started; the number of devices,
+    ``jax.device_count()``, is larger when a process owns several.
+
+    Raises:
+        DistributedError: the process group is not initialized (torch: ValueError).
+
+    Examples:
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.get_world_size()  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DistributedError: Default process group has not been initialized, ...
+    """
+    return _require_group("get_world_size").rendezvous.world_size
+
+
+def get_local_rank() -> int:
+    """This process's rank on its host: ``int(os.environ["LOCAL_RANK"])``.
+
+    Like ``torch.distributed.get_node_local_rank``, it reads ``LOCAL_RANK`` (set by
+    torchrun and ``torch2jax-device run``) and works before initialization.
+
+    Raises:
+        DistributedError: ``LOCAL_RANK`` is not set or not an integer.
+
+    Examples:
+        >>> import os
+        >>> from torch2jax_device import distributed as dist
+        >>> os.environ["LOCAL_RANK"] = "1"
+        >>> dist.get_local_rank()
+        1
+        >>> del os.environ["LOCAL_RANK"]
+    """
+    if _group is not None and _group.rendezvous.local_rank is not None:
+        return _group.rendezvous.local_rank
+    text = os.environ.get("LOCAL_RANK")
+    if text is None or not text.strip():
+        raise DistributedError(
+            "LOCAL_RANK is not in the environment. Fix: launch with torchrun or "
+            "`torch2jax-device run`, which set it, or export LOCAL_RANK for each process."
+        )
+    try:
+        return int(text)
+    except ValueError:
+        raise DistributedError(f"LOCAL_RANK={text!r} is not an integer.") from None
+
+
+def barrier() -> None:
+    """Wait until every process reaches its matching ``barrier()`` (``dist.barrier``).
+
+    Runs on JAX's coordination service (the one ``jax.distributed`` starts), not
+    on a device, so it neither starts backends nor compiles anything. Every rank
+    must call it the same number of times.
+
+    Raises:
+        DistributedError: the process group is not initialized, or some rank did not
+            arrive within the group's timeout; the message names those ranks.
+
+    Examples:
+        In a job, every rank calls ``dist.barrier()``. Before joining one, it fails
+        as in torch:
+
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.barrier()  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DistributedError: barrier(): Default process group has not been initialized, ...
+    """
+    _synchronize("barrier")
+
+
+def destroy_process_group() -> None:
+    """Leave the job: ``torch.distributed.destroy_process_group`` (``jax.distributed.shutdown``).
+
+    JAX's shutdown waits (up to the group's timeout) until every process shuts down,
+    so call it on every rank, at the end: JAX's backends cannot join a new job in
+    the same process afterwards.
+
+    Raises:
+        DistributedError: the process group is not initialized.
+
+    Examples:
+        The last line of every rank's script is ``dist.destroy_process_group()``.
+        Before joining a job, it fails:
+
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.destroy_process_group()  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DistributedError: destroy_process_group(): Default process group has not ...
+    """
+    global _group
+    _require_group("destroy_process_group")
+    jax.distributed.shutdown()
+    _group = None
+
+
+def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
+    """Reduce every process's values and give the result to all: ``dist.all_reduce``.
+
+    For metrics and other host-side values: each process passes its own (a loss,
+    a count, a tree of them); each gets back the reduction over all processes as
+    ``jax.Array`` leaves on its first local device (torch updates the tensor in
+    place; JAX arrays are immutable, so use the return value). The ranks first
+    meet at JAX's coordination service, so a rank that never calls
+    ``all_reduce`` makes the others fail after the group's timeout instead of
+    waiting forever; then one jitted XLA all-reduce runs over all processes.
+
+    Gradients inside a jitted training step need none of this: with the batch sharded over the mesh
+    ([`tj.distributed.make_global_batch`][torch2jax_device.distributed.make_global_batch]), XLA
+    reduces them itself.
+
+    Args:
+        tree: A pytree of arrays, torch CPU tensors or Python numbers, with the same
+            structure, shapes and dtypes on every process.
+        op: ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` or ``"product"`` (or the
+            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names). ``"mean"``
+            gives floating point.
+
+    Returns:
+        The same structure with the reduced ``jax.Array`` leaves.
+
+    Raises:
+        DistributedError: the process group is not initialized, an unknown ``op``,
+            a leaf that already spans processes or is traced, or a rank that did
+            not arrive within the timeout.
+        EmptyTreeError: ``tree`` holds no arrays.
+
+    Examples:
+        In a job of two ranks, where each passes its own numbers::
+
+            totals = dist.all_reduce({"loss": local_loss, "seen": 32})
+            totals["seen"]  # Array(64, dtype=int32) on every rank
+
+        Before joining a job, it fails as in torch:
+
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.all_reduce(1.0)  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DistributedError: all_reduce(): Default process group has not been initialized, ...
+    """
+    _require_group("all_reduce")
+    name = op.lower() if isinstance(op, str) else op
+    if name not in _REDUCTIONS:
+        raise DistributedError(
+            f"all_reduce: unknown op {op!r}; use one of {', '.join(map(repr, _REDUCTIONS))} "
+            "(ReduceOp.AVG is 'mean')."
+        )
+    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    if not paths_and_leaves:
+        raise EmptyTreeError("all_reduce: the tree holds no arrays.")
+    values = [host_value(leaf, "all_reduce", path) for path, leaf in paths_and_leaves]
+    _synchronize("all_reduce")
+    mesh = _process_mesh()
+    stacked = NamedSharding(mesh, PartitionSpec("processes"))
+    per_process = [
+        jax.make_array_from_process_local_data(
+            stacked, value[None], (jax.process_count(), *np.shape(value))
+        )
+        for value in values
+    ]
+    reduced = _reducer(name, mesh)(per_process)
+    return jax.tree.unflatten(treedef, [array.addressable_data(0) for array in reduced])
+
+
+def _require_group(function: str) -> _ProcessGroup:
+    if _group is None:
+        raise DistributedError(
+            f"{function}(): {_NOT_INITIALIZED} (torch2jax_device.distributed."
+            "init_process_group, called before JAX starts)"
+        )
+    return _group
+
+
+def _check_backend(backend: str | None) -> None:
+    if backend is None:
+        return
+    names = (
+        [part.split(":", 1)[-1].strip().lower() for part in backend.split(",")]
+        if isinstance(backend, str)
+        else []
+    )
+    if not names or any(name not in _BACKENDS for name in names):
+        raise DistributedError(
+            f"backend {backend!r} is not supported: JAX chooses its collectives itself "
+            "(NCCL between GPUs, gloo between CPU processes), so pass 'nccl', 'gloo', "
+            "'cpu:gloo,cuda:nccl' or None."
+        )
+
+
+def _seconds(timeout: datetime.timedelta | float | None) -> float:
+    if timeout is None:
+        return _DEFAULT_TIMEOUT_S
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise DistributedError(
+            f"timeout must be a datetime.timedelta or a number of seconds, not "
+            f"{type(timeout).__name__}."
+        )
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise DistributedError(f"timeout must be positive and finite, got {seconds} s.")
+    return seconds
+
+
+def _coordination_client(what: str) -> Any:
+    """The client of JAX's coordination service that ``jax.distributed`` runs.
+
+    Its barrier and key-value store (what Orbax synchronizes hosts with) are not
+    exported by ``jax.distributed``, hence the private import.
+    """
+    from jax._src import distributed as jax_distributed
+
+    client = jax_distributed.global_state.client
+    if client is None:  # shut down behind this module's back
+        raise DistributedError(f"{what}(): JAX's distributed runtime is not running.")
+    return client
+
+
+def _check_world_size(rendezvous: _rendezvous.Rendezvous, timeout_s: float) -> None:
+    """Every rank must have been told the world size rank 0 started the job with.
+
+    JAX takes a rank's own ``num_processes`` on trust, so a rank given a larger
+    ``WORLD_SIZE`` would join and then wait for processes that never come.
+    """
+    client = _coordination_client("init_process_group")
+    key = "torch2jax_device/world_size"
+    if rendezvous.rank == 0:
+        client.key_value_set(key, str(rendezvous.world_size))
+    timeout_ms = _rendezvous.whole_seconds(timeout_s) * 1000
+    agreed = int(client.blocking_key_value_get(key, timeout_ms))
+    if agreed != rendezvous.world_size:
+        raise DistributedError(
+            f"WORLD_SIZE={rendezvous.world_size} on rank {rendezvous.rank}, but rank 0 "
+            f"started the job with WORLD_SIZE={agreed}. Fix: give every process the same "
+            "WORLD_SIZE (torchrun and `torch2jax-device run` do)."
+        )
+
+
+def _synchronize(what: str) -> None:
+    """Meet every rank's matching call at JAX's coordination service."""
+    group = _require_group(what)
+    client = _coordination_client(what)
+    call = next(_synchronizations)
+    try:
+        client.wait_at_barrier(
+            f"torch2jax_device.{call}.{what}", _rendezvous.whole_seconds(group.timeout_s) * 1000
+        )
+    except RuntimeError as err:
+        raise DistributedError(
+            f"{what}() on rank {group.rendezvous.rank} (call #{call}) failed waiting for the "
+            f"other ranks (timeout {group.timeout_s:g} s). Every rank must make the same "
+            "sequence of barrier() and all_reduce() calls; a rank that died or is busy "
+            f"elsewhere never arrives. JAX's coordination service reported: {err}"
+        ) from err
+
+
+def host_value(leaf: Any, function: str, path: Any) -> Any:
+    """A leaf as NumPy or as a fully addressable ``jax.Array`` of this process."""
+    where = jax.tree_util.keystr(path) or "<root>"
+    if is_tracer(leaf):
+        raise DistributedError(
+            f"{function}: leaf {where} is traced (inside jax.jit): {function} works on "
+            "concrete values between steps. Inside jit, reduce across devices with "
+            "jnp operations on sharded arrays, or jax.lax.psum under shard_map."
+        )
+    if isinstance(leaf, jax.Array):
+        if not leaf.is_fully_addressable:
+            raise DistributedError(
+                f"{function}: leaf {where} is a global array spanning several processes; "
+                "it is already one value for the whole job. Reduce it with jnp operations "
+                "under jax.jit instead."
+            )
+        return leaf
+    if is_torch_tensor(leaf):
+        return to_jax(leaf)
+    return np.asarray(leaf)
+
+
+def _process_mesh() -> Mesh:
+    """Every device, one row per process: the mesh cross-process reductions run on."""
+    devices = np.array(jax.devices()).reshape(jax.process_count(), jax.local_device_count())
+    return Mesh(devices, ("processes", "local"))
+
+
+@functools.cache
+def _reducer(name: str, mesh: Mesh) -> Callable[[list[jax.Array]], list[jax.Array]]:
+    reduce = _REDUCTIONS[name]
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def reduce_over_processes(arrays: list[jax.Array]) -> list[jax.Array]:
+        return [reduce(array, axis=0) for array in arrays]
+
+    return jax.jit(reduce_over_processes, out_shardings=replicated)

@@ -1,0 +1,383 @@
+"""Who this process is in a multi-process job, read the way ``torch.distributed`` reads it.
+
+``torchrun``, ``torch2jax-device run`` and SLURM batch scripts describe a job with
+environment variables: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``MASTER_ADDR`` and ``MASTER_PORT``. ``init_process_group`` may get the same facts as
+arguments and an ``init_method`` URL (``env://`` or ``tcp://HOST:PORT``). This module
+turns either form into one validated ``Rendezvous``, decides which local accelerators
+the process owns, and checks that JAX's coordinator can be started (rank 0) or reached
+(the other ranks) before ``jax.distributed.initialize`` is called. JAX answers a busy
+port with a segfault and an absent coordinator with a process abort, so both are caught
+here first and raised as a ``tj.distributed.DistributedError`` that says what to fix.
+
+JAX's coordinator runs on rank 0's host (``MASTER_ADDR``) at ``MASTER_PORT``, except
+under torchrun, whose own store already listens on ``MASTER_PORT``
+(``TORCHELASTIC_USE_AGENT_STORE=True``): there it uses ``MASTER_PORT + 1``.
+``JAX_COORDINATOR_PORT`` (JAX's own variable) overrides both.
+
+Nothing here starts JAX's backends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import ipaddress
+import math
+import socket
+import time
+import urllib.parse
+from collections.abc import Mapping
+
+from .. import platforms
+from ..detect import is_torch_device
+from ..device import Device, DeviceLike
+from ..errors import DistributedError
+
+__all__ = [
+    "Rendezvous",
+    "check_coordinator",
+    "local_device_ids",
+    "parse",
+    "whole_seconds",
+]
+
+# Device types whose index is a CUDA/ROCm ordinal that
+# jax.distributed.initialize(local_device_ids=...) can restrict a process to.
+_GPU_TYPES = frozenset(
+    name
+    for platform in platforms.PLATFORMS
+    if platform.hardware_ordinals
+    for name in (platform.device_type, *platform.aliases)
+)
+_VISIBLE_DEVICES_VARIABLES = tuple(
+    name for platform in platforms.PLATFORMS for name in platform.visible_devices_variables
+)
+_PROBE_INTERVAL_S = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendezvous:
+    """Where JAX's coordinator is and who this process is.
+
+    Attributes:
+        host: The coordinator's host (``MASTER_ADDR``), which rank 0 runs on.
+        port: The coordinator's TCP port.
+        port_source: Where ``port`` came from, for messages (``"MASTER_PORT"``, ...).
+        rank: This process's global rank (``RANK``), JAX's ``process_id``.
+        world_size: How many processes the job has (``WORLD_SIZE``).
+        local_rank: This process's rank on its host (``LOCAL_RANK``), or ``None``
+            when the launcher did not say.
+        local_world_size: Processes on this host (``LOCAL_WORLD_SIZE``), or ``None``.
+    """
+
+    host: str
+    port: int
+    port_source: str
+    rank: int
+    world_size: int
+    local_rank: int | None
+    local_world_size: int | None
+
+    @property
+    def coordinator_address(self) -> str:
+        """``host:port`` as ``jax.distributed.initialize`` takes it (IPv6 bracketed)."""
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"{host}:{self.port}"
+
+
+def parse(
+    init_method: str | None, world_size: int, rank: int, environ: Mapping[str, str]
+) -> Rendezvous:
+    """The job description from ``init_process_group``'s arguments and the environment.
+
+    As in torch: ``init_method=None`` means ``"env://"``, which reads ``MASTER_ADDR``
+    and ``MASTER_PORT``; ``"tcp://HOST:PORT"`` names the coordinator itself. ``rank``
+    and ``world_size`` come from the arguments when they are not ``-1``, else from the
+    URL's query (``?rank=0&world_size=2``), else (``env://`` only) from ``RANK`` and
+    ``WORLD_SIZE``. ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` are always read from the
+    environment.
+
+    Raises:
+        DistributedError: something is missing, not an integer or out of range; the
+            message names the variable or argument and its value.
+    """
+    url = urllib.parse.urlsplit("env://" if init_method is None else init_method)
+    if url.scheme not in ("env", "tcp"):
+        raise DistributedError(
+            f"init_method {init_method!r} is not supported: JAX's processes meet at a TCP "
+            "coordinator that rank 0 starts, so there is no file or store rendezvous. Fix: "
+            "use 'env://' (what torchrun sets up) or 'tcp://HOST:PORT'."
+        )
+    query = urllib.parse.parse_qs(url.query)
+    scheme, from_environment = f"{url.scheme}://", url.scheme == "env"
+    resolved_rank = _job_integer("rank", rank, query, environ, "RANK", scheme, from_environment)
+    resolved_size = _job_integer(
+        "world_size", world_size, query, environ, "WORLD_SIZE", scheme, from_environment
+    )
+    if from_environment:
+        host = _required(environ, "MASTER_ADDR", scheme)
+        port_text, port_source = _coordinator_port(environ)
+    else:
+        host, port_text, port_source = _tcp_address(url, str(init_method))
+    if environ.get("JAX_COORDINATOR_PORT", "").strip():
+        port_text, port_source = environ["JAX_COORDINATOR_PORT"], "JAX_COORDINATOR_PORT"
+    port = _integer(port_text, port_source)
+    local_rank = _optional_integer(environ, "LOCAL_RANK")
+    local_world_size = _optional_integer(environ, "LOCAL_WORLD_SIZE")
+    _check_ranges(
+        host, port, port_source, resolved_rank, resolved_size, local_rank, local_world_size
+    )
+    return Rendezvous(
+        host, port, port_source, resolved_rank, resolved_size, local_rank, local_world_size
+    )
+
+
+def local_device_ids(
+    rendezvous: Rendezvous, device_id: DeviceLike | None, environ: Mapping[str, str]
+) -> list[int] | None:
+    """The GPU ordinals this process owns, for ``jax.distributed.initialize``.
+
+    ``None`` means "every GPU this process can see". The rules, first match wins:
+
+    1. ``device_id`` (torch's argument of the same name) names a GPU: that ordinal;
+       it names the CPU: ``None``.
+    2. ``JAX_LOCAL_DEVICE_IDS`` is set: ``None``, so that JAX applies it.
+    3. Several processes share this host (``LOCAL_WORLD_SIZE`` > 1, or
+       ``LOCAL_RANK`` without ``LOCAL_WORLD_SIZE``): ``[LOCAL_RANK]``, one GPU per
+       process, as ``cuda:{LOCAL_RANK}`` in a torchrun script. Unless
+       ``CUDA_VISIBLE_DEVICES`` (or the ROCm equivalents) already lists fewer GPUs
+       than there are processes here: then the launcher has split them and each
+       process keeps what it sees.
+    4. Otherwise ``None``: one process per host owns all of its GPUs, JAX's
+       preferred layout.
+
+    JAX applies the list only to CUDA and ROCm devices, so it is harmless on CPU and
+    TPU hosts.
+    """
+    if device_id is not None:
+        return _ids_from_device(device_id)
+    if environ.get("JAX_LOCAL_DEVICE_IDS"):
+        return None
+    local_rank, local_world_size = rendezvous.local_rank, rendezvous.local_world_size
+    if local_rank is None or local_world_size == 1:
+        return None
+    expected = local_world_size if local_world_size is not None else local_rank + 1
+    for name in _VISIBLE_DEVICES_VARIABLES:
+        visible = environ.get(name)
+        if visible is not None and len([v for v in visible.split(",") if v.strip()]) < expected:
+            return None
+    return [local_rank]
+
+
+def check_coordinator(
+    rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, str]
+) -> float:
+    """Make sure JAX's coordinator can start (rank 0) or be reached (other ranks).
+
+    Rank 0 checks that the port is free on every interface (where JAX's coordinator
+    binds; a busy port makes JAX crash with a segfault). The other ranks wait until
+    the coordinator accepts TCP connections, retrying until ``timeout_s``.
+
+    Returns:
+        The seconds left of ``timeout_s``.
+
+    Raises:
+        DistributedError: the port is taken, or the coordinator did not answer in time.
+    """
+    deadline = time.monotonic() + timeout_s
+    if rendezvous.rank == 0:
+        if not environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
+            _check_port_is_free(rendezvous)
+    else:
+        _wait_for_coordinator(rendezvous, timeout_s, deadline)
+    return max(deadline - time.monotonic(), 0.0)
+
+
+def whole_seconds(seconds: float) -> int:
+    """``seconds`` rounded up to a whole number, at least 1 (JAX takes integer timeouts)."""
+    return max(1, math.ceil(seconds))
+
+
+def _required(environ: Mapping[str, str], name: str, scheme: str) -> str:
+    value = environ.get(name)
+    if value is None or not value.strip():
+        raise DistributedError(
+            f"Error initializing torch2jax_device.distributed using {scheme} rendezvous: "
+            f"environment variable {name} expected, but not set. Fix: launch with torchrun "
+            f"or `torch2jax-device run`, which set it, or export {name} yourself."
+        )
+    return value.strip()
+
+
+def _tcp_address(url: urllib.parse.SplitResult, init_method: str) -> tuple[str, str, str]:
+    """Host, port text and port source of a ``tcp://HOST:PORT`` init_method."""
+    try:
+        host, port = url.hostname, url.port
+    except ValueError as err:  # a port that is not a number or out of range
+        raise DistributedError(f"init_method {init_method!r}: {err}.") from err
+    if not host or port is None:
+        raise DistributedError(
+            f"init_method {init_method!r} must name the coordinator as 'tcp://HOST:PORT', "
+            "e.g. 'tcp://10.1.1.20:29500'."
+        )
+    return host, str(port), f"init_method {init_method!r}"
+
+
+def _coordinator_port(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The coordinator's port under ``env://`` and how to name it in messages."""
+    master_port = _required(environ, "MASTER_PORT", "env://")
+    if environ.get("TORCHELASTIC_USE_AGENT_STORE", "").strip().lower() != "true":
+        return master_port, "MASTER_PORT"
+    port = _integer(master_port, "MASTER_PORT") + 1
+    return str(port), "MASTER_PORT+1, as torchrun's own store listens on MASTER_PORT"
+
+
+def _job_integer(
+    argument: str,
+    given: int,
+    query: dict[str, list[str]],
+    environ: Mapping[str, str],
+    variable: str,
+    scheme: str,
+    from_environment: bool,
+) -> int:
+    if isinstance(given, bool) or not isinstance(given, int):
+        raise DistributedError(f"{argument} must be an int, not {type(given).__name__}.")
+    if given != -1:
+        return given
+    if argument in query:
+        return _integer(query[argument][-1], f"{argument} in the init_method query")
+    if from_environment:
+        return _integer(_required(environ, variable, scheme), variable)
+    raise DistributedError(
+        f"Error initializing torch2jax_device.distributed using {scheme} rendezvous: "
+        f"{argument.replace('_', ' ')} parameter missing. Fix: pass {argument}= to "
+        f"init_process_group or add ?{argument}=N to init_method."
+    )
+
+
+def _integer(text: str, where: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise DistributedError(f"{text!r} ({where}) is not an integer.") from None
+
+
+def _optional_integer(environ: Mapping[str, str], name: str) -> int | None:
+    value = environ.get(name)
+    return None if value is None or not value.strip() else _integer(value, name)
+
+
+def _check_ranges(
+    host: str,
+    port: int,
+    port_source: str,
+    rank: int,
+    world_size: int,
+    local_rank: int | None,
+    local_world_size: int | None,
+) -> None:
+    if not 1 <= port <= 65535:
+        raise DistributedError(
+            f"Port {port} ({port_source}) is not a TCP port: use a free port between 1024 "
+            "and 65535 that every process agrees on."
+        )
+    if world_size < 1:
+        raise DistributedError(f"WORLD_SIZE (world_size) must be at least 1, got {world_size}.")
+    if not 0 <= rank < world_size:
+        raise DistributedError(
+            f"RANK (rank) must be in [0, {world_size - 1}] for WORLD_SIZE={world_size}, got "
+            f"{rank}. Every process needs a different rank below the world size."
+        )
+    if local_rank is not None and local_rank < 0:
+        raise DistributedError(f"LOCAL_RANK must not be negative, got {local_rank}.")
+    if local_world_size is not None and local_world_size < 1:
+        raise DistributedError(f"LOCAL_WORLD_SIZE must be at least 1, got {local_world_size}.")
+    if local_rank is not None and local_world_size is not None and local_rank >= local_world_size:
+        raise DistributedError(
+            f"LOCAL_RANK={local_rank} must be below LOCAL_WORLD_SIZE={local_world_size}."
+        )
+    if local_world_size is not None and local_world_size > world_size:
+        raise DistributedError(
+            f"LOCAL_WORLD_SIZE={local_world_size} is larger than WORLD_SIZE={world_size}."
+        )
+    if world_size > 1 and _is_loopback(host) and local_world_size not in (None, world_size):
+        raise DistributedError(
+            f"MASTER_ADDR={host} is a loopback address, which only processes on the "
+            f"coordinator's host can reach, but LOCAL_WORLD_SIZE={local_world_size} says "
+            f"only part of the WORLD_SIZE={world_size} processes run here. Fix: set "
+            "MASTER_ADDR to rank 0's hostname or IP address for a multi-host job."
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _ids_from_device(device_id: DeviceLike) -> list[int] | None:
+    if isinstance(device_id, int) and not isinstance(device_id, bool):
+        if device_id < 0:
+            raise DistributedError(f"device_id must not be negative, got {device_id}.")
+        return [device_id]
+    if not isinstance(device_id, (str, Device)) and not is_torch_device(device_id):
+        raise DistributedError(
+            f"device_id must be an int, a device string or a torch/tj device naming this "
+            f"process's device, not {type(device_id).__name__}."
+        )
+    device = Device(device_id)
+    if device.type == "cpu":
+        return None
+    if device.type not in _GPU_TYPES or device.index is None:
+        raise DistributedError(
+            f"device_id={str(device)!r} must name one GPU with its index, e.g. "
+            "'cuda:0', or the CPU."
+        )
+    return [device.index]
+
+
+def _check_port_is_free(rendezvous: Rendezvous) -> None:
+    port = rendezvous.port
+    try:
+        if socket.has_dualstack_ipv6():
+            probe = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
+        else:
+            probe = socket.create_server(("", port))
+    except OSError as err:
+        reason = (
+            "another job, or an earlier run that is still exiting, holds it"
+            if err.errno == errno.EADDRINUSE
+            else err.strerror or str(err)
+        )
+        raise DistributedError(
+            f"Port {port} ({rendezvous.port_source}) cannot be used on this host ({reason}), "
+            "so rank 0 cannot start JAX's coordinator there. Fix: choose a free port for "
+            "every process, with MASTER_PORT or JAX_COORDINATOR_PORT (`torch2jax-device run` "
+            "picks one when --master-port is left out)."
+        ) from err
+    probe.close()
+
+
+def _wait_for_coordinator(rendezvous: Rendezvous, timeout_s: float, deadline: float) -> None:
+    address = (rendezvous.host.strip("[]"), rendezvous.port)
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            with socket.create_connection(address, timeout=max(min(remaining, 1.0), 0.01)):
+                return
+        except OSError as err:
+            if time.monotonic() + _PROBE_INTERVAL_S >= deadline:
+                raise DistributedError(
+                    f"Rank {rendezvous.rank} could not reach JAX's coordinator at "
+                    f"{rendezvous.coordinator_address} (port: {rendezvous.port_source}) within "
+                    f"{timeout_s:g} s: {err.strerror or err}. Rank 0 starts the coordinator in "
+                    "init_process_group. Fix: check that rank 0 is running and was given the "
+                    "same MASTER_ADDR and port, and that this host can reach "
+                    f"{rendezvous.host} on port {rendezvous.port}."
+                ) from err
+            time.sleep(_PROBE_INTERVAL_S)

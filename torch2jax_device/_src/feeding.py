@@ -1,0 +1,350 @@
+"""Feeding the device: prefetching loaders, pinned host memory, DataLoader workers.
+
+A PyTorch training loop overlaps host-to-device copies with compute through
+``DataLoader(pin_memory=True)`` and ``batch.to(device, non_blocking=True)``. Here:
+
+* ``tj.prefetch_to_device`` moves the batches of any iterable to a device (or a
+  ``jax.sharding.Sharding``) from a background thread, a few batches ahead of the loop,
+  so a slow source and the device's compute overlap.
+* ``tj.DeviceLoader`` wraps a loader (a ``torch.utils.data.DataLoader`` or any iterable)
+  the same way, once per epoch, with ``len()`` passed through and optional staging in
+  pinned host memory.
+* ``tj.pin_memory`` is ``Tensor.pin_memory()``: arrays in the device's ``pinned_host``
+  memory kind, from which transfers to the device are direct DMA.
+* A torch DataLoader whose workers would be forked after JAX started warns once
+  (``tj.ForkAfterJaxWarning``), with the fix.
+
+Batches stay NumPy arrays or torch tensors in DataLoader workers; placement happens in
+the main process only, which is what makes ``num_workers > 0`` safe with JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import sys
+import threading
+import warnings
+from collections.abc import Generator, Iterable
+from typing import Any
+
+import jax
+
+from .device import Device, DeviceLike
+from .dtypes import caller_stacklevel
+from .placement import as_sharding, to_device
+from .platforms import backends_initialized
+from .run_ahead import run_ahead
+
+__all__ = ["DeviceLoader", "ForkAfterJaxWarning", "pin_memory", "prefetch_to_device"]
+
+_PINNED_HOST = "pinned_host"
+_HOST_MEMORY_KINDS = frozenset({_PINNED_HOST, "unpinned_host"})
+
+
+class ForkAfterJaxWarning(UserWarning):
+    """A torch DataLoader is about to fork worker processes after JAX started.
+
+    JAX's runtime is not fork-safe: forked workers can hang or crash (jax#9190). The
+    fix is ``DataLoader(..., multiprocessing_context="spawn")`` (or ``"forkserver"``).
+    """
+
+
+def prefetch_to_device(
+    iterable: Iterable[Any],
+    device: DeviceLike | jax.sharding.Sharding | None = None,
+    size: int = 2,
+) -> Generator[Any, None, None]:
+    """Yield each batch of ``iterable`` already on ``device``, transferred ahead of time.
+
+    ``for batch in batches: batch = batch.to(device, non_blocking=True)`` with the copies
+    started early: a background thread pulls batches from the source and starts their
+    transfers (JAX transfers are asynchronous), up to ``size`` batches ahead of the
+    consumer, so a slow source overlaps the device's compute.
+    A batch is anything [`tj.to_device`][torch2jax_device.to_device] accepts (torch tensors,
+    NumPy and JAX arrays, nested containers); its arrays arrive committed to the device.
+
+    Batches come in the source's order. An exception raised by the source (or by the
+    transfer) is raised here, with its traceback, after the batches before it.
+    Closing the generator (``close()``, ``break``, or dropping it) stops the thread,
+    waits for a ``next()`` already running in the source to return, and closes the
+    source iterator if it has ``close()`` (so a generator passed in is closed).
+
+    Unlike ``flax.jax_utils.prefetch_to_device``, batches need no leading device axis
+    and are not copied on the host first; a ``Sharding`` splits each batch itself.
+
+    Args:
+        iterable: The batches; ``iter(iterable)`` is called once, at the first ``next()``.
+        device: Anything [`tj.device`][torch2jax_device.Device] accepts, or a
+            ``jax.sharding.Sharding`` to split every array over several devices.
+            ``None`` means the default device of the calling thread, read now.
+        size: How many batches may be transferred ahead of the consumer. ``0`` moves
+            each batch when it is asked for, in the calling thread, with no thread.
+
+    Returns:
+        A generator of the placed batches. Nothing runs before its first ``next()``.
+
+    Raises:
+        InvalidDeviceError: ``device`` is a malformed device string.
+        DeviceUnavailableError: the device does not exist here.
+        TypeError: ``iterable`` is not iterable, or ``size`` is not an int.
+        ValueError: ``size`` is negative.
+
+    Warns:
+        ForkAfterJaxWarning: once, when ``iterable`` is a torch DataLoader that will
+            fork worker processes after JAX started.
+
+    Note:
+        The source runs in the background thread, so thread-local state of the caller
+        (``with tj.device(...)``, ``jax.default_device``) does not apply inside it. The
+        source must not modify a batch it has yielded: transfers read it later.
+
+    Examples:
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> batches = ({"x": np.full(2, i, np.float32), "step": i} for i in range(3))
+        >>> for batch in tj.prefetch_to_device(batches, "cpu"):
+        ...     print(batch["step"], batch["x"], batch["x"].device == tj.device("cpu"))
+        0 [0. 0.] True
+        1 [1. 1.] True
+        2 [2. 2.] True
+    """
+    return _prefetch(iterable, device, size, "size", pinned=False)
+
+
+class DeviceLoader:
+    """A loader whose batches arrive on a device, prefetched: ``DataLoader`` for JAX.
+
+    Wraps any iterable of batches, a ``torch.utils.data.DataLoader`` included. Each ``iter()`` (each
+    epoch) starts a new [`tj.prefetch_to_device`][torch2jax_device.prefetch_to_device] over
+    ``iter(loader)``; ``len()`` is the wrapped loader's. The wrapped loader stays available as
+    ``loader`` (``device_loader.loader.dataset``,
+    ``device_loader.loader.sampler.set_epoch(epoch)``).
+
+    ``pin_memory=True`` is ``DataLoader(pin_memory=True)``: every batch is first placed
+    in the target device's ``pinned_host`` memory, then moved to the device from
+    there. Where the device has no ``pinned_host`` memory (a backend that lists none in
+    ``device.addressable_memories()``), or the target is already a host memory kind,
+    batches go straight to the target: JAX stages pageable host memory itself. On the
+    CPU, pinned host memory exists but is ordinary RAM, so staging is one more host
+    copy; it is kept so that a script behaves the same on CPU and GPU. (A CPU-only
+    torch warns and skips pinning instead.)
+
+    Args:
+        loader: The batches: a DataLoader, a list, any iterable. With worker processes,
+            its dataset must return NumPy arrays or torch tensors, never JAX arrays.
+        device: Anything [`tj.device`][torch2jax_device.Device] accepts, or a
+            ``jax.sharding.Sharding``. ``None`` means the default device of the thread
+            that starts an epoch, read when it starts.
+        prefetch: How many batches may be transferred ahead of the loop (``0``: none,
+            no thread).
+        pin_memory: Stage batches in pinned host memory before the transfer.
+
+    Raises:
+        TypeError: ``loader`` is not iterable, or ``prefetch`` is not an int.
+        ValueError: ``prefetch`` is negative.
+        InvalidDeviceError: ``device`` is a malformed device string.
+
+    Warns:
+        ForkAfterJaxWarning: once, when ``loader`` is a torch DataLoader with
+            ``num_workers > 0`` whose workers would be forked after JAX started
+            (checked here and when an epoch starts).
+
+    Examples:
+        >>> import torch
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> import torch2jax_device as tj
+        >>> dataset = TensorDataset(torch.arange(6.0))
+        >>> loader = tj.DeviceLoader(DataLoader(dataset, batch_size=4), "cpu", pin_memory=True)
+        >>> len(loader)
+        2
+        >>> for epoch in range(2):
+        ...     print(*(float(batch.sum()) for (batch,) in loader))
+        6.0 9.0
+        6.0 9.0
+    """
+
+    def __init__(
+        self,
+        loader: Iterable[Any],
+        device: DeviceLike | jax.sharding.Sharding | None = None,
+        prefetch: int = 2,
+        pin_memory: bool = False,
+    ) -> None:
+        if not _is_iterable(loader):
+            raise TypeError(
+                f"DeviceLoader wraps an iterable of batches (a torch DataLoader, a list, a "
+                f"generator), not a {type(loader).__name__} object"
+            )
+        _check_size(prefetch, "prefetch")
+        if not (device is None or isinstance(device, (jax.Device, jax.sharding.Sharding))):
+            Device(device)  # a malformed device string fails now, without starting JAX
+        self.loader = loader
+        self.device = device
+        self.prefetch = prefetch
+        self.pin_memory = pin_memory
+        _warn_if_forking(loader)
+
+    def __iter__(self) -> Generator[Any, None, None]:
+        return _prefetch(self.loader, self.device, self.prefetch, "prefetch", self.pin_memory)
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]  # TypeError, as len() gives
+
+    def __repr__(self) -> str:
+        return (
+            f"DeviceLoader({self.loader!r}, device={self.device!r}, "
+            f"prefetch={self.prefetch}, pin_memory={self.pin_memory})"
+        )
+
+
+def pin_memory(tree: Any, device: DeviceLike | None = None) -> Any:
+    """Copy the arrays of ``tree`` into pinned host memory: ``Tensor.pin_memory()``.
+
+    Every array leaf (NumPy, torch, JAX) becomes a JAX array in the ``pinned_host``
+    memory kind of ``device`` (``jax.memory.Space.Host``), committed there, so that
+    ``tj.to_device(pinned, device, non_blocking=True)`` is a direct DMA. Arrays already
+    pinned there are returned as they are (as torch returns a pinned tensor itself);
+    other leaves pass through. The copy is complete when this returns, so the source
+    buffers may be reused, as after torch's ``pin_memory()``.
+
+    Where the device has no ``pinned_host`` memory (its backend lists none in
+    ``device.addressable_memories()``), the tree is returned unchanged: JAX then stages
+    transfers from pageable memory itself. The CPU backend has ``pinned_host`` memory
+    (ordinary RAM there), so on a CPU-only machine this copies, where a CPU-only torch
+    raises.
+
+    Args:
+        tree: An array, tensor or container of them.
+        device: The device whose pinned host memory to use (transfers to it are the
+            fast ones); ``None`` means the current default device.
+
+    Returns:
+        The tree with array leaves in pinned host memory, or ``tree`` itself.
+
+    Raises:
+        DeviceUnavailableError: the device does not exist here.
+
+    Note:
+        On CUDA, pinned host memory comes from XLA's host allocator, capped at 64 GB by
+        default (``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``); pin batches, not datasets.
+
+    Examples:
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> pinned = tj.pin_memory({"x": np.arange(3, dtype=np.float32), "step": 7})
+        >>> pinned["x"].sharding.memory_kind, pinned["x"].committed, pinned["step"]
+        ('pinned_host', True, 7)
+        >>> tj.pin_memory(pinned)["x"] is pinned["x"]
+        True
+    """
+    staging = _pinned_staging(as_sharding(device))
+    if staging is None:
+        return tree
+    return to_device(tree, staging)
+
+
+def _prefetch(
+    iterable: Iterable[Any],
+    device: DeviceLike | jax.sharding.Sharding | None,
+    size: int,
+    size_name: str,
+    pinned: bool,
+) -> Generator[Any, None, None]:
+    """Check the arguments and resolve the target in the calling thread; nothing runs yet."""
+    if not _is_iterable(iterable):
+        raise TypeError(f"'{type(iterable).__name__}' object is not iterable")
+    _check_size(size, size_name)
+    target = as_sharding(device)
+    staging = _pinned_staging(target) if pinned else None
+    _warn_if_forking(iterable)
+    if staging is None:
+        place = functools.partial(_place, target=target)
+    else:
+        place = functools.partial(_place_staged, staging=staging, target=target)
+    return run_ahead(iterable, place, size)
+
+
+def _place(batch: Any, target: jax.sharding.Sharding) -> Any:
+    return to_device(batch, target, non_blocking=True)
+
+
+def _place_staged(batch: Any, staging: jax.sharding.Sharding, target: jax.sharding.Sharding) -> Any:
+    return to_device(to_device(batch, staging, non_blocking=True), target, non_blocking=True)
+
+
+def _is_iterable(value: object) -> bool:
+    """What ``iter()`` accepts, without calling it (which may consume or fork)."""
+    return isinstance(value, Iterable) or hasattr(value, "__getitem__")
+
+
+def _check_size(size: object, name: str) -> None:
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(
+            f"{name} must be an int (how many batches to transfer ahead), not "
+            f"{type(size).__name__} {size!r}"
+        )
+    if size < 0:
+        raise ValueError(
+            f"{name} must be >= 0 (how many batches to transfer ahead; 0 transfers each "
+            f"batch when it is asked for), got {size}"
+        )
+
+
+def _pinned_staging(target: jax.sharding.Sharding) -> jax.sharding.Sharding | None:
+    """Where to stage batches for ``target`` in pinned host memory; ``None``: nowhere.
+
+    ``None`` when the target already is host memory, or when one of its devices has no
+    pinned host memory kind.
+    """
+    if target.memory_kind in _HOST_MEMORY_KINDS:
+        return None
+    if not all(_has_pinned_host(device) for device in target.device_set):
+        return None
+    return target.with_memory_kind(_PINNED_HOST)
+
+
+def _has_pinned_host(device: Any) -> bool:
+    """Whether ``device`` has a ``pinned_host`` memory kind (JAX's pinned host memory)."""
+    return any(memory.kind == _PINNED_HOST for memory in device.addressable_memories())
+
+
+_fork_warned = False
+_fork_warning_lock = threading.Lock()
+
+
+def _warn_if_forking(loader: object) -> None:
+    """Warn once if ``loader`` is a torch DataLoader that will fork workers after JAX started."""
+    global _fork_warned
+    if not backends_initialized():
+        return
+    dataloader_class = getattr(sys.modules.get("torch.utils.data"), "DataLoader", None)
+    if not (isinstance(dataloader_class, type) and isinstance(loader, dataloader_class)):
+        return
+    workers: int = getattr(loader, "num_workers", 0)
+    method = _start_method(getattr(loader, "multiprocessing_context", None))
+    if workers == 0 or method != "fork":
+        return
+    with _fork_warning_lock:  # once, even when two threads start loaders together
+        if _fork_warned:
+            return
+        _fork_warned = True
+    warnings.warn(
+        f"this DataLoader forks {workers} worker process(es) with the 'fork' start method "
+        "after JAX started its backends; JAX's runtime is not fork-safe and forked "
+        "workers can hang or crash (jax#9190). Fix: "
+        "DataLoader(..., multiprocessing_context='spawn') (or 'forkserver'), with a "
+        "Dataset that returns NumPy arrays or torch tensors, never JAX arrays; "
+        "DeviceLoader places batches in the main process.",
+        ForkAfterJaxWarning,
+        stacklevel=caller_stacklevel(),
+    )
+
+
+def _start_method(context: Any) -> str:
+    """The start method a DataLoader's workers use (its own context, else the default)."""
+    if context is not None:
+        return str(context.get_start_method())
+    # get_start_method() without allow_none would fix the default context for good.
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    return chosen if chosen is not None else multiprocessing.get_all_start_methods()[0]

@@ -1,0 +1,342 @@
+"""The platform table, and what JAX has on this machine: backends, local devices, names.
+
+``PLATFORMS`` is the one place that knows a platform: its JAX name, the device type
+``tj.device`` gives it, the torch device type, its ``JAX_PLATFORMS`` spelling, whether it
+is an accelerator, how its devices are numbered and how to install it. Every module that
+needs one of these facts reads it from here, so adding a platform is one new row (and
+``tests/unit/test_platforms.py`` checks that every consumer handles every row).
+
+This is also the only module that asks JAX which backends exist:
+
+* a device index is the position among *this process's* devices of one platform
+  (``jax.local_devices(backend=...)``), or for GPUs the CUDA/HIP ordinal, never JAX's
+  global ``Device.id``;
+* the first call that needs backends initializes every backend JAX may use (JAX's
+  own rule); importing this module does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from typing import Any
+
+import jax
+
+from .errors import BackendInitError
+
+__all__ = [
+    "ACCELERATORS",
+    "PLATFORMS",
+    "TORCH_DEVICE_TYPES",
+    "Platform",
+    "available_platforms",
+    "backends_initialized",
+    "by_name",
+    "default_platform",
+    "device_index",
+    "device_indices",
+    "device_type_of",
+    "device_types",
+    "jax_backends",
+    "jax_default_device",
+    "local_devices",
+    "missing_platform_hint",
+    "platform_of",
+    "platforms_for_type",
+    "torch_type_of",
+]
+
+#: Every device type ``torch.device`` accepts (torch 2.13), in torch's own order.
+TORCH_DEVICE_TYPES: tuple[str, ...] = (
+    "cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+    "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Platform:
+    """One JAX platform and every name and rule the library attaches to it.
+
+    Attributes:
+        name: JAX's platform name (``jax.Device.platform`` after ``gpu`` is told apart,
+            the key of ``jax.extend.backend.backends()``): ``"cuda"``, ``"METAL"``...
+        device_type: The type of its devices in ``tj.device`` (``"cuda"``, ``"mps"``).
+        aliases: Other device types it serves, e.g. ``"gpu"``; when several platforms
+            serve a type, the first row with devices wins.
+        torch_type: The ``torch.device`` type of the same hardware (ROCm GPUs are
+            ``cuda`` in torch), or ``None`` where torch has none.
+        environment_name: Its spelling in ``JAX_PLATFORMS``.
+        default_device_name: The string ``jax_default_device`` accepts for it, if any.
+        accelerator: Whether ``tj.accelerator`` considers it (rows in preference order).
+        hardware_ordinals: Its device index is the CUDA/HIP ordinal
+            (``local_hardware_id``), as in torch, rather than the position.
+        visible_devices_variables: Environment variables that hide its devices.
+        plugins: Distributions that add it to JAX (``torch.backends.*.is_built``).
+        install_hint: How to get it, when JAX has none.
+    """
+
+    name: str
+    device_type: str
+    aliases: tuple[str, ...]
+    torch_type: str | None
+    environment_name: str
+    default_device_name: str | None
+    accelerator: bool
+    hardware_ordinals: bool
+    visible_devices_variables: tuple[str, ...]
+    plugins: tuple[str, ...]
+    install_hint: str
+
+
+#: Every platform the library knows, accelerators in ``tj.accelerator``'s preference order.
+PLATFORMS: tuple[Platform, ...] = (
+    Platform(
+        name="cuda",
+        device_type="cuda",
+        aliases=("gpu",),
+        torch_type="cuda",
+        environment_name="cuda",
+        default_device_name="gpu",
+        accelerator=True,
+        hardware_ordinals=True,
+        visible_devices_variables=("CUDA_VISIBLE_DEVICES",),
+        plugins=(
+            "jax-cuda13-plugin",
+            "jax-cuda13-pjrt",
+            "jax-cuda12-plugin",
+            "jax-cuda12-pjrt",
+            "jax-cuda11-plugin",
+        ),
+        install_hint=(
+            "install a CUDA build of JAX (pip install 'torch2jax-device[cuda12]', or "
+            "'jax[cuda12]' / 'jax[cuda13]'), check that nvidia-smi sees the GPU and that "
+            "CUDA_VISIBLE_DEVICES does not hide it"
+        ),
+    ),
+    Platform(
+        name="rocm",
+        device_type="rocm",
+        aliases=("gpu", "hip"),
+        torch_type="cuda",
+        environment_name="rocm",
+        default_device_name="gpu",
+        accelerator=True,
+        hardware_ordinals=True,
+        visible_devices_variables=("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"),
+        plugins=("jax-rocm7-plugin", "jax-rocm7-pjrt", "jax-rocm60-plugin", "jax-rocm60-pjrt"),
+        install_hint="install JAX's ROCm plugin (see the JAX installation guide for AMD GPUs)",
+    ),
+    Platform(
+        name="tpu",
+        device_type="tpu",
+        aliases=(),
+        torch_type=None,
+        environment_name="tpu",
+        default_device_name="tpu",
+        accelerator=True,
+        hardware_ordinals=False,
+        visible_devices_variables=(),
+        plugins=("libtpu",),
+        install_hint="install JAX for TPU (pip install 'jax[tpu]') on a TPU VM",
+    ),
+    Platform(
+        name="METAL",
+        device_type="mps",
+        aliases=(),
+        torch_type="mps",
+        environment_name="METAL",
+        default_device_name=None,
+        accelerator=True,
+        hardware_ordinals=False,
+        visible_devices_variables=(),
+        plugins=("jax-metal",),
+        install_hint="install the jax-metal plugin on Apple silicon (pip install jax-metal)",
+    ),
+    Platform(
+        name="cpu",
+        device_type="cpu",
+        aliases=(),
+        torch_type="cpu",
+        environment_name="cpu",
+        default_device_name="cpu",
+        accelerator=False,
+        hardware_ordinals=False,
+        visible_devices_variables=(),
+        plugins=(),
+        install_hint="JAX always has a CPU backend unless JAX_PLATFORMS leaves it out",
+    ),
+)
+
+#: Accelerator platforms in the order ``tj.accelerator`` looks for them.
+ACCELERATORS: tuple[str, ...] = tuple(p.name for p in PLATFORMS if p.accelerator)
+
+_BY_NAME = {platform.name: platform for platform in PLATFORMS}
+# Device types that name no platform but get a specific answer.
+_NO_PLATFORM_HINTS = {
+    "meta": (
+        "JAX has no 'meta' device; for shape-only work use jax.eval_shape or "
+        "jax.ShapeDtypeStruct (flax: nnx.eval_shape)"
+    ),
+}
+
+
+def by_name(name: str) -> Platform:
+    """The row of JAX platform ``name``.
+
+    Raises:
+        KeyError: the library does not know the platform.
+    """
+    return _BY_NAME[name]
+
+
+def device_types() -> tuple[str, ...]:
+    """Every device type ``tj.device`` accepts: torch's, then the JAX-only ones."""
+    extra = [p.device_type for p in PLATFORMS] + [a for p in PLATFORMS for a in p.aliases]
+    return TORCH_DEVICE_TYPES + tuple(
+        dict.fromkeys(t for t in extra if t not in TORCH_DEVICE_TYPES)
+    )
+
+
+def platforms_for_type(device_type: str) -> tuple[str, ...]:
+    """The JAX platforms that can serve a device type, in order of preference.
+
+    ``"xla"`` means whatever XLA runs on by default (this starts JAX's backends).
+    """
+    if device_type == "xla":
+        return (default_platform(),)
+    return tuple(
+        p.name for p in PLATFORMS if device_type == p.device_type or device_type in p.aliases
+    )
+
+
+def backends_initialized() -> bool:
+    """Whether JAX has already created its backends (never creates them itself)."""
+    from jax._src import xla_bridge
+
+    check = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(check()) if check is not None else False
+
+
+def _extend_backend() -> Any:
+    """``jax.extend.backend``, imported on first use (it loads Pallas: ~20 ms).
+
+    Through ``importlib``, never ``import jax.extend.backend``: that statement then reads
+    ``jax.extend`` as an attribute, which another thread still importing ``jax.extend``
+    has not set yet, so threads starting together failed with ``AttributeError``.
+    """
+    return importlib.import_module("jax.extend.backend")
+
+
+def jax_backends() -> dict[str, Any]:
+    """JAX's backends keyed by platform name; initializes them on first call.
+
+    Raises:
+        BackendInitError: JAX could not start a backend it was told to use, which
+            happens when ``JAX_PLATFORMS`` lists a platform this machine lacks.
+    """
+    try:
+        return dict(_extend_backend().backends())
+    except (RuntimeError, AssertionError) as err:
+        requested = os.environ.get("JAX_PLATFORMS", "")
+        fix = (
+            f"JAX_PLATFORMS={requested!r} names a platform that could not start; use "
+            "'cuda,cpu' (never 'gpu', which also requires ROCm) or unset it, and set it "
+            "before JAX starts"
+            if requested
+            else "check the JAX installation (pip install -U jax jaxlib)"
+        )
+        message = f"JAX could not initialize its backends: {err}. Fix: {fix}."
+        raise BackendInitError(message) from err
+
+
+def jax_default_device() -> jax.Device:
+    """The device JAX itself puts new arrays on (``jax_default_device``, else its first)."""
+    device: jax.Device = _extend_backend().get_default_device()
+    return device
+
+
+def default_platform() -> str:
+    """The platform JAX places new arrays on when nothing else is said."""
+    jax_backends()
+    return platform_of(jax.local_devices()[0])
+
+
+def available_platforms() -> list[str]:
+    """Every initialized JAX platform that has at least one local device, default first."""
+    names = [name for name in jax_backends() if local_devices(name)]
+    default = default_platform()
+    return sorted(names, key=lambda name: name != default)
+
+
+def local_devices(platform: str) -> list[jax.Device]:
+    """This process's devices of ``platform``, in index order; ``[]`` if it is absent."""
+    if platform not in jax_backends():
+        return []
+    return list(jax.local_devices(backend=platform))
+
+
+def device_indices(platform: str) -> dict[int, jax.Device]:
+    """This process's devices of ``platform`` keyed by their torch-style index.
+
+    A GPU's index is its CUDA/HIP ordinal on the host (``local_hardware_id``), as in
+    torch: a process that owns only GPU 3 (one process per GPU, which
+    ``tj.distributed.init_process_group`` sets up from ``LOCAL_RANK``) calls it
+    ``cuda:3``, as the PyTorch script did. Other devices are numbered by position.
+    """
+    devices = local_devices(platform)
+    row = _BY_NAME.get(platform)
+    if row is not None and row.hardware_ordinals:
+        return {int(device.local_hardware_id): device for device in devices}
+    return dict(enumerate(devices))
+
+
+def device_index(device: jax.Device) -> int | None:
+    """The torch-style index of ``device``; ``None`` if another process owns it."""
+    for index, candidate in device_indices(platform_of(device)).items():
+        if candidate == device:
+            return index
+    return None
+
+
+def platform_of(device: jax.Device) -> str:
+    """The backend name of a ``jax.Device`` (``cuda`` or ``rocm``, never ``gpu``)."""
+    if device.platform == "gpu":
+        version = str(device.client.platform_version).lower()
+        return "rocm" if "rocm" in version else "cuda"
+    return str(device.platform)
+
+
+def device_type_of(platform: str) -> str:
+    """The ``tj.device`` type of a platform's devices (``METAL`` -> ``mps``)."""
+    row = _BY_NAME.get(platform)
+    return platform if row is None else row.device_type
+
+
+def torch_type_of(device_type: str) -> str | None:
+    """The ``torch.device`` type for a ``tj.device`` type; ``None`` where torch has none.
+
+    Types no platform serves (``xpu``, ``xla``...) are torch's own and stay as they are.
+    """
+    for platform in PLATFORMS:
+        if device_type == platform.device_type or device_type in platform.aliases:
+            return platform.torch_type
+    return device_type
+
+
+def missing_platform_hint(device_type: str) -> str:
+    """How to get a device of ``device_type`` when JAX has none."""
+    if device_type in _NO_PLATFORM_HINTS:
+        return _NO_PLATFORM_HINTS[device_type]
+    wanted = platforms_for_type(device_type) if device_type != "xla" else ()
+    if not wanted:
+        return f"JAX has no backend for torch device type '{device_type}'"
+    requested = os.environ.get("JAX_PLATFORMS", "")
+    if requested:
+        spellings = [_BY_NAME[name].environment_name for name in wanted]
+        if not set(spellings) & set(requested.split(",")):
+            return (
+                f"JAX_PLATFORMS={requested!r} excludes it; add {spellings[0]!r} before JAX starts"
+            )
+    return _BY_NAME[wanted[0]].install_hint

@@ -1,0 +1,257 @@
+"""What runs here, per platform: the bodies of ``tj.cuda``, ``tj.accelerator``, discovery.
+
+Each function takes the JAX platform it is about (``"cuda"``, ``"tpu"``, ...), so the
+torch look-alike modules stay thin and the logic is tested on the CPU platform. Every
+device argument is turned into a ``jax.Device`` by the one resolver
+(``Device.jax_device``), with its messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+from . import context, platforms
+from .device import Device, DeviceLike, for_platform
+from .errors import BackendInitError, DeviceUnavailableError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = [
+    "CurrentDeviceContext",
+    "DeviceProperties",
+    "available_backends",
+    "current_index",
+    "current_platform",
+    "device_count",
+    "device_for",
+    "list_devices",
+    "properties",
+    "quiet_local_devices",
+    "require",
+    "set_current",
+    "synchronize",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProperties:
+    """What JAX reports about one device (``torch.cuda.get_device_properties``).
+
+    Attributes:
+        name: The device kind, e.g. ``"NVIDIA H100 80GB HBM3"`` (``device_kind``).
+        type: The torch-style device type, e.g. ``"cuda"``.
+        index: The device index in this process.
+        total_memory: Bytes JAX's allocator may use on the device (``bytes_limit`` of
+            ``memory_stats()``), or ``None`` where JAX reports no memory figures (CPU).
+            With preallocation this is the preallocated fraction of the card
+            (75 % by default), not the physical total that torch reports.
+        multi_processor_count: Streaming multiprocessors (GPU ``core_count``), or
+            ``None``.
+        major: Compute capability major version (GPU), or ``None``.
+        minor: Compute capability minor version (GPU), or ``None``.
+        platform_version: The backend's version string, e.g. ``"cuda 12080"``.
+    """
+
+    name: str
+    type: str
+    index: int
+    total_memory: int | None
+    multi_processor_count: int | None
+    major: int | None
+    minor: int | None
+    platform_version: str
+
+
+def quiet_local_devices(platform: str) -> list[jax.Device]:
+    """Local devices of ``platform``; ``[]`` (with a warning) if JAX cannot start.
+
+    The availability predicates use this: like ``torch.cuda.is_available()``, they
+    answer ``False`` instead of raising when the runtime is broken.
+    """
+    try:
+        return platforms.local_devices(platform)
+    except BackendInitError as err:
+        warnings.warn(str(err), RuntimeWarning, stacklevel=3)
+        return []
+
+
+def current_platform(candidates: tuple[str, ...]) -> str | None:
+    """The first of ``candidates`` that has devices here, or ``None``. Never raises."""
+    return next((name for name in candidates if quiet_local_devices(name)), None)
+
+
+def device_count(platform: str) -> int:
+    """How many devices of ``platform`` this process has (0 if none)."""
+    return len(quiet_local_devices(platform))
+
+
+def require(platform: str, what: str) -> list[jax.Device]:
+    """The local devices of ``platform``, or a ``DeviceUnavailableError``."""
+    devices = platforms.local_devices(platform)
+    if not devices:
+        device_type = platforms.device_type_of(platform)
+        raise DeviceUnavailableError(
+            f"{what} is not available: JAX has no '{platform}' backend in this process. "
+            f"Fix: {platforms.missing_platform_hint(device_type)}."
+        )
+    return devices
+
+
+def device_for(device: DeviceLike | None, platform: str, what: str) -> jax.Device:
+    """The ``jax.Device`` a ``torch.cuda``-style ``device`` argument names on ``platform``.
+
+    ``None`` is the current device and an int an index; anything else must name a device
+    of ``platform``.
+
+    Raises:
+        DeviceUnavailableError: there is no ``platform`` device, or not that one.
+        InvalidDeviceError: ``device`` names a device of another platform.
+    """
+    require(platform, what)
+    return for_platform(platform, device, what).jax_device
+
+
+def current_index(platform: str, what: str) -> int:
+    """The index of this thread's current ``platform`` device (its lowest until set)."""
+    index = platforms.device_index(device_for(None, platform, what))
+    assert index is not None  # the resolver only returns this process's devices
+    return index
+
+
+def set_current(device: DeviceLike | None, platform: str, what: str) -> int | None:
+    """Make ``device`` the current one of ``platform``; return the previous setting.
+
+    The previous setting is ``None`` when nothing had set one; giving it back to
+    ``context.set_current_index`` restores "the lowest index". A negative index is a
+    no-op returning ``None``, as in ``torch.cuda.set_device``; so is ``None``.
+    """
+    if _changes_nothing(device):
+        return None
+    for_platform(platform, device, what)  # the wrong kind of device fails first, as in torch
+    target = device_for(device, platform, what)  # validate before changing anything
+    return context.set_current_index(platform, platforms.device_index(target))
+
+
+def _changes_nothing(device: DeviceLike | None) -> bool:
+    """``None`` or a negative index: torch's "leave the current device alone"."""
+    return device is None or (
+        isinstance(device, int) and not isinstance(device, bool) and device < 0
+    )
+
+
+def properties(device: jax.Device) -> DeviceProperties:
+    """Everything ``DeviceProperties`` holds, read defensively from ``device``."""
+    platform = platforms.platform_of(device)
+    index = platforms.device_index(device)
+    if index is None:
+        raise DeviceUnavailableError(f"{device!r} belongs to another JAX process")
+    stats: dict[str, Any] = device.memory_stats() or {}
+    capability = getattr(device, "compute_capability", None)
+    major = minor = None
+    if isinstance(capability, str) and "." in capability:
+        major_text, minor_text = capability.split(".", 1)
+        if major_text.isdigit() and minor_text.isdigit():
+            major, minor = int(major_text), int(minor_text)
+    cores = getattr(device, "core_count", None)
+    limit = stats.get("bytes_limit")
+    return DeviceProperties(
+        name=str(device.device_kind),
+        type=platforms.device_type_of(platform),
+        index=index,
+        total_memory=int(limit) if isinstance(limit, int) and limit >= 0 else None,
+        multi_processor_count=cores if isinstance(cores, int) else None,
+        major=major,
+        minor=minor,
+        platform_version=str(device.client.platform_version),
+    )
+
+
+def synchronize(device: jax.Device) -> None:
+    """Wait until every live array on ``device`` is computed, then for JAX effects.
+
+    JAX has no device-wide barrier; waiting on every live array placed on the device
+    covers all work whose result the program can still observe.
+    """
+    platform = platforms.platform_of(device)
+    pending = [array for array in jax.live_arrays(platform) if device in array.devices()]
+    jax.block_until_ready(pending)
+    jax.effects_barrier()
+
+
+class CurrentDeviceContext:
+    """Sets a platform's current device for a ``with`` block, then restores it.
+
+    The shared half of ``tj.cuda.device`` and ``tj.accelerator.device_index``:
+    subclasses say which platform (``_platform``) and how to name it in errors.
+    ``None`` and negative indices change nothing, as in torch.
+    """
+
+    _what = "device"
+
+    def __init__(self, device: DeviceLike | None) -> None:
+        self._device = device
+        self._restore: tuple[str, int | None] | None = None
+
+    def _platform(self) -> str:
+        raise NotImplementedError
+
+    def __enter__(self) -> None:
+        if _changes_nothing(self._device):
+            return
+        platform = self._platform()
+        self._restore = (platform, set_current(self._device, platform, self._what))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._restore is not None:
+            context.set_current_index(*self._restore)
+            self._restore = None
+
+
+def available_backends() -> list[str]:
+    """Every JAX backend usable here, default first (e.g. ``['cuda', 'cpu']``).
+
+    ``jax.devices()`` only shows the default backend and probing others means
+    catching ``RuntimeError``; this asks JAX once for all of them. It respects
+    ``JAX_PLATFORMS``. The first call starts JAX's backends (creating a CUDA context
+    on a GPU machine), so make start-up settings before calling it.
+
+    Raises:
+        BackendInitError: JAX could not start (e.g. ``JAX_PLATFORMS`` lists a
+            platform this machine lacks); the message says how to fix it.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> "cpu" in tj.available_backends()
+        True
+    """
+    return platforms.available_platforms()
+
+
+def list_devices(backend: str | None = None) -> list[Device]:
+    """Every device of this process, on every backend or on one, default backend first.
+
+    Args:
+        backend: A JAX platform name (``"cuda"``, ``"cpu"``, ...) to list only its
+            devices; an absent backend gives ``[]``.
+
+    Raises:
+        BackendInitError: JAX could not start (see
+            [`tj.available_backends`][torch2jax_device.available_backends]).
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.device("cpu") in tj.list_devices("cpu")
+        True
+    """
+    names = [backend] if backend is not None else platforms.available_platforms()
+    return [Device(device) for name in names for device in platforms.local_devices(name)]

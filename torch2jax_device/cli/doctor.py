@@ -1,0 +1,198 @@
+"""``torch2jax-device doctor``: what JAX sees here, where new data goes, and known traps.
+
+The environment is checked before JAX starts (the variables it reads once at start-up),
+then JAX is started to list backends, devices, memory kinds and figures. ``--json``
+prints the same report as a stable document (see docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform as python_platform
+from typing import Any, TextIO
+
+from .._src import platforms
+from .._src.defaults import get_default_device
+from .._src.errors import BackendInitError
+from .._src.startup import VARIABLES, Problem, check_environment
+from . import devices
+
+__all__ = ["add_parser", "report", "run"]
+
+_DISTRIBUTIONS = ("jax", "jaxlib", "torch", "flax", "safetensors", "numpy", "ml_dtypes")
+_PLUGINS = frozenset(name for platform in platforms.PLATFORMS for name in platform.plugins)
+_NVIDIA_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")
+
+
+def _versions() -> dict[str, Any]:
+    versions: dict[str, Any] = {"python": python_platform.python_version()}
+    versions.update({name: _version(name) for name in _DISTRIBUTIONS})
+    versions["plugins"] = {
+        dist.metadata["Name"]: dist.version
+        for dist in importlib.metadata.distributions()
+        if (dist.metadata["Name"] or "").lower().replace("_", "-") in _PLUGINS
+    }
+    return versions
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_cuda() -> dict[str, Any] | None:
+    """What torch sees, if torch is installed (importing it here is the point)."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return {
+        "cuda_available": bool(torch.cuda.is_available()),
+        "cuda_version": torch.version.cuda,
+        "device_count": int(torch.cuda.device_count()),
+    }
+
+
+def _hardware_checks(backends: list[str], torch_cuda: dict[str, Any] | None) -> list[Problem]:
+    checks = []
+    has_cuda = "cuda" in backends
+    if torch_cuda and torch_cuda["cuda_available"] and not has_cuda:
+        major = str(torch_cuda["cuda_version"] or "12").split(".")[0]
+        checks.append(
+            Problem(
+                "warning",
+                "torch-cuda-jax-cpu",
+                f"torch sees {torch_cuda['device_count']} CUDA GPU(s) but JAX has no cuda "
+                "backend: JAX will compute on the CPU",
+                f"pip install 'torch2jax-device[cuda{major}]' (jax[cuda{major}], matching "
+                f"torch's CUDA {torch_cuda['cuda_version']})",
+            )
+        )
+    elif not has_cuda and any(os.path.exists(node) for node in _NVIDIA_NODES):
+        checks.append(
+            Problem(
+                "warning",
+                "nvidia-gpu-jax-cpu",
+                "an NVIDIA GPU is present but JAX has no cuda backend",
+                "pip install 'torch2jax-device[cuda12]' (or [cuda13])",
+            )
+        )
+    if backends and backends[0] != "cpu":
+        checks.append(
+            Problem(
+                "info",
+                "arrays-default-to-accelerator",
+                f"new JAX arrays go to {backends[0]}:0 (PyTorch would use the CPU); a dataset "
+                "larger than GPU memory fails there",
+                "create host data under `with tj.device('cpu'):` and load with "
+                "tj.load_file(..., device='cpu')",
+            )
+        )
+    return checks
+
+
+def report() -> dict[str, Any]:
+    """Everything ``doctor`` prints, as the ``--json`` document.
+
+    Starts JAX's backends (after reading the environment as JAX will see it).
+    """
+    env = {name: os.environ[name] for name in VARIABLES if name in os.environ}
+    checks = check_environment(env)
+    document: dict[str, Any] = {
+        "versions": _versions(),
+        "environment": {name: os.environ.get(name) for name in VARIABLES},
+        "backends": [],
+        "default_backend": None,
+        "default_device": None,
+        "torch": _torch_cuda(),
+    }
+    try:
+        inventory = devices.inventory()
+    except BackendInitError as error:
+        checks.append(Problem("error", "backend-init-failed", str(error), "see the message"))
+    else:
+        for backend in inventory["backends"]:
+            for device, jax_device in zip(
+                backend["devices"], platforms.local_devices(backend["name"]), strict=True
+            ):
+                device["memory_stats"] = jax_device.memory_stats() or {}
+        document["backends"] = inventory["backends"]
+        document["default_backend"] = inventory["default_backend"]
+        document["default_device"] = str(get_default_device())
+        names = [backend["name"] for backend in inventory["backends"]]
+        checks += _hardware_checks(names, document["torch"])
+    document["checks"] = [dataclasses.asdict(check) for check in checks]
+    return document
+
+
+def _render(document: dict[str, Any]) -> str:
+    versions = document["versions"]
+    lines = ["Versions"]
+    lines += [
+        f"  {name:12} {versions.get(name) or 'not installed'}"
+        for name in ("python", *_DISTRIBUTIONS)
+    ]
+    lines += [
+        f"  {name:12} {version}  (plugin)" for name, version in sorted(versions["plugins"].items())
+    ]
+    lines += ["", "Environment that changes placement and memory"]
+    for name, value in document["environment"].items():
+        lines.append(f"  {name:31} {'(unset)' if value is None else repr(value)}")
+    lines += ["", f"Default backend: {document['default_backend']}, "
+              f"new arrays go to: {document['default_device']}"]  # fmt: skip
+    for backend in document["backends"]:
+        lines.append(f"  {backend['name']}: {len(backend['devices'])} device(s)")
+        for device in backend["devices"]:
+            stats = device["memory_stats"]
+            memory = (
+                f", {stats['bytes_in_use'] / 2**20:.0f} of {stats['bytes_limit'] / 2**20:.0f} "
+                "MiB in use"
+                if "bytes_in_use" in stats and "bytes_limit" in stats
+                else ""
+            )
+            kinds = ", ".join(device["memory_kinds"])
+            lines.append(
+                f"    {device['device']:8} {device['jax']:20} {device['kind']}  [{kinds}]{memory}"
+            )
+    torch = document["torch"]
+    if torch is not None:
+        lines.append(
+            f"  torch sees: {torch['device_count']} CUDA GPU(s)"
+            + (f" (CUDA {torch['cuda_version']})" if torch["cuda_version"] else " (CPU build)")
+        )
+    lines += ["", "Checks"]
+    if not document["checks"]:
+        lines.append("  no known trap found")
+    for check in document["checks"]:
+        lines.append(f"  {check['level'].upper():7} [{check['code']}] {check['message']}")
+        lines.append(f"          fix: {check['fix']}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Print the report; exit status 1 if a check is an error, else 0."""
+    document = report()
+    out.write(json.dumps(document, indent=2) + "\n" if args.json else _render(document))
+    return 1 if any(check["level"] == "error" for check in document["checks"]) else 0
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``doctor`` on the command line's subcommands."""
+    parser = commands.add_parser(
+        "doctor",
+        help="versions, backends, devices, memory and the environment traps, with fixes",
+        description=(
+            "Report what JAX sees on this machine and where new data goes, and warn about "
+            "settings that do not do what they seem to (with the fix). Exit status 1 if a "
+            "check is an error."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)

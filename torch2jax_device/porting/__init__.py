@@ -1,0 +1,9 @@
+"""Porting tools: the idiom catalog, the scanner behind ``torch2jax-device scan``, the guide.
+
+Nothing here is imported by ``import torch2jax_device``: it is tooling for porting a
+script and for the documentation, loaded when asked for (``tj.porting``).
+
+* ``catalog``: one row per PyTorch idiom (PyTorch / plain JAX / torch2jax_device);
+* ``scanner``: finds the idioms in Python source and rewrites the safe ones;
+* ``guide``: renders the catalog as the migration guide's tables.
+"""

@@ -1,0 +1,68 @@
+"""The idiom catalog: one row per PyTorch device idiom and its JAX translations.
+
+This is the single source for the migration guide (``docs/migration-guide.md`` is
+generated from it by ``porting.guide``), the side-by-side tests (every row is run in
+PyTorch and through torch2jax_device, and a test fails if a row has no such test) and
+the porting scanner (its tables are derived from the rows' ``torch_api``, ``tj_api``
+and ``rewrite`` fields). Each guide section is one module of this package.
+
+A row whose ``runs`` is true is executed as written by the side-by-side suite: the
+``torch`` snippet with ``torch`` in scope, the ``tj`` snippet with ``tj``, ``jax`` and
+``jnp`` in scope, and the two outcomes (the value of ``result``, or the exception
+raised) must agree. Rows that need set-up name their dedicated tests instead. The
+``jax`` column is what you would write with JAX alone.
+
+Examples:
+    >>> from torch2jax_device.porting import catalog
+    >>> catalog.get("device-select").tj
+    'device = tj.device("cuda" if tj.cuda.is_available() else "cpu")'
+"""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+from . import (
+    availability,
+    checkpoints,
+    default_device,
+    devices,
+    distributed,
+    feeding,
+    memory,
+    placement,
+    precision,
+    startup,
+)
+
+__all__ = ["CATALOG", "SECTIONS", "Idiom", "get"]
+
+_MODULES = (
+    devices,
+    availability,
+    default_device,
+    placement,
+    startup,
+    memory,
+    precision,
+    checkpoints,
+    feeding,
+    distributed,
+)
+
+#: The guide's sections, in order; each is one module of this package.
+SECTIONS: tuple[str, ...] = tuple(module.SECTION for module in _MODULES)
+
+#: Every row, section by section.
+CATALOG: tuple[Idiom, ...] = tuple(row for module in _MODULES for row in module.ROWS)
+
+
+def get(idiom_id: str) -> Idiom:
+    """The catalog row with this id.
+
+    Raises:
+        KeyError: no row has this id.
+    """
+    for idiom in CATALOG:
+        if idiom.id == idiom_id:
+            return idiom
+    raise KeyError(f"no idiom {idiom_id!r} in the catalog")

@@ -1,0 +1,237 @@
+"""Catalog rows, section "Availability": torch.cuda, torch.accelerator and torch.backends: what is
+there."""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+
+SECTION = "Availability"
+
+ROWS: tuple[Idiom, ...] = (
+    Idiom(
+        id="cuda-is-available",
+        section=SECTION,
+        title="Is there a CUDA GPU?",
+        torch="available = torch.cuda.is_available()",
+        jax='available = "cuda" in jax.extend.backend.backends()',
+        tj="available = tj.cuda.is_available()",
+        notes="Starts JAX's backends on first call (JAX's rule).",
+        result="available",
+        torch_api=("torch.cuda.is_available",),
+        tj_api=("tj.cuda.is_available",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-device-count",
+        section=SECTION,
+        title="How many CUDA GPUs?",
+        torch="count = torch.cuda.device_count()",
+        jax=(
+            "backends = jax.extend.backend.backends()\n"
+            'count = len(jax.local_devices(backend="cuda")) if "cuda" in backends else 0'
+        ),
+        tj="count = tj.cuda.device_count()",
+        result="count",
+        torch_api=("torch.cuda.device_count",),
+        tj_api=("tj.cuda.device_count",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-current-device",
+        section=SECTION,
+        title="Index of the current CUDA device",
+        torch="index = torch.cuda.current_device()",
+        jax="# no equivalent: JAX has no current device",
+        tj="index = tj.cuda.current_device()",
+        result="index",
+        torch_api=("torch.cuda.current_device",),
+        tj_api=("tj.cuda.current_device",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-set-device",
+        section=SECTION,
+        title="Change the current CUDA device",
+        torch="torch.cuda.set_device(1)",
+        jax="# no equivalent: pass jax.local_devices(backend='cuda')[1] explicitly",
+        tj="tj.cuda.set_device(1)",
+        notes=(
+            "Per thread, like CUDA's current device. An unindexed `tj.device('cuda')` "
+            "resolves to it."
+        ),
+        runs=False,
+        torch_api=("torch.cuda.set_device",),
+        tj_api=("tj.cuda.set_device",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-device-context",
+        section=SECTION,
+        title="Current CUDA device for a block",
+        torch="with torch.cuda.device(1):\n    ...",
+        jax="# no equivalent",
+        tj="with tj.cuda.device(1):\n    ...",
+        runs=False,
+        torch_api=("torch.cuda.device",),
+        tj_api=("tj.cuda.device",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-device-name",
+        section=SECTION,
+        title="GPU name",
+        torch="name = torch.cuda.get_device_name(0)",
+        jax='name = jax.local_devices(backend="cuda")[0].device_kind',
+        tj="name = tj.cuda.get_device_name(0)",
+        result="name",
+        torch_api=("torch.cuda.get_device_name",),
+        tj_api=("tj.cuda.get_device_name",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-device-properties",
+        section=SECTION,
+        title="GPU properties",
+        torch="props = torch.cuda.get_device_properties(0)",
+        jax=(
+            'gpu = jax.local_devices(backend="cuda")[0]\n'
+            "sms, stats = gpu.core_count, gpu.memory_stats()"
+        ),
+        tj="props = tj.cuda.get_device_properties(0)",
+        notes=(
+            "`total_memory` is what JAX's allocator may use (`bytes_limit`: 75 % of the "
+            "card with default preallocation), not the physical total."
+        ),
+        runs=False,
+        torch_api=("torch.cuda.get_device_properties",),
+        tj_api=("tj.cuda.get_device_properties",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-device-capability",
+        section=SECTION,
+        title="Compute capability",
+        torch="capability = torch.cuda.get_device_capability()",
+        jax='capability = jax.local_devices(backend="cuda")[0].compute_capability  # "9.0"',
+        tj="capability = tj.cuda.get_device_capability()",
+        result="capability",
+        torch_api=("torch.cuda.get_device_capability",),
+        tj_api=("tj.cuda.get_device_capability",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-bf16",
+        section=SECTION,
+        title="bfloat16 support",
+        torch="bf16 = torch.cuda.is_bf16_supported()",
+        jax="# XLA runs bfloat16 on every GPU (emulated before compute capability 8.0)",
+        tj="bf16 = tj.cuda.is_bf16_supported()",
+        result="bf16",
+        torch_api=("torch.cuda.is_bf16_supported",),
+        tj_api=("tj.cuda.is_bf16_supported",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-synchronize",
+        section=SECTION,
+        title="Wait for the GPU",
+        torch="torch.cuda.synchronize()",
+        jax="jax.block_until_ready(outputs)",
+        tj="tj.cuda.synchronize()",
+        notes=(
+            "JAX has no device-wide barrier: this waits for every live array on the "
+            "device and for JAX effects."
+        ),
+        torch_api=("torch.cuda.synchronize",),
+        tj_api=("tj.cuda.synchronize",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="cuda-is-built",
+        section=SECTION,
+        title="Was CUDA support installed?",
+        torch="built = torch.backends.cuda.is_built()",
+        jax="# look for the jax-cuda12-plugin / jax-cuda13-plugin distribution",
+        tj="built = tj.backends.cuda.is_built()",
+        notes="Never starts JAX.",
+        result="built",
+        torch_api=("torch.backends.cuda.is_built",),
+        tj_api=("tj.backends.cuda.is_built",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="mps-is-available",
+        section=SECTION,
+        title="Is there an Apple GPU?",
+        torch="available = torch.backends.mps.is_available()",
+        jax='available = "METAL" in jax.extend.backend.backends()',
+        tj="available = tj.backends.mps.is_available()",
+        notes="Served by the jax-metal plugin.",
+        result="available",
+        torch_api=("torch.backends.mps.is_available",),
+        tj_api=("tj.backends.mps.is_available",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="accelerator-current",
+        section=SECTION,
+        title="Which accelerator is there?",
+        torch="accelerator = torch.accelerator.current_accelerator()",
+        jax='accelerator = jax.default_backend() if jax.default_backend() != "cpu" else None',
+        tj="accelerator = tj.accelerator.current_accelerator()",
+        notes="`None` without an accelerator; `jax.default_backend()` says `'gpu'`, not `'cuda'`.",
+        result="accelerator",
+        torch_api=("torch.accelerator.current_accelerator",),
+        tj_api=("tj.accelerator.current_accelerator",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="accelerator-is-available",
+        section=SECTION,
+        title="Is there any accelerator?",
+        torch="available = torch.accelerator.is_available()",
+        jax='available = jax.default_backend() != "cpu"',
+        tj="available = tj.accelerator.is_available()",
+        result="available",
+        torch_api=("torch.accelerator.is_available",),
+        tj_api=("tj.accelerator.is_available",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="accelerator-device-count",
+        section=SECTION,
+        title="How many accelerator devices?",
+        torch="count = torch.accelerator.device_count()",
+        jax='count = jax.local_device_count() if jax.default_backend() != "cpu" else 0',
+        tj="count = tj.accelerator.device_count()",
+        result="count",
+        torch_api=("torch.accelerator.device_count",),
+        tj_api=("tj.accelerator.device_count",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="accelerator-current-index",
+        section=SECTION,
+        title="Current accelerator index",
+        torch="index = torch.accelerator.current_device_index()",
+        jax="# no equivalent: JAX has no current device",
+        tj="index = tj.accelerator.current_device_index()",
+        result="index",
+        torch_api=("torch.accelerator.current_device_index",),
+        tj_api=("tj.accelerator.current_device_index",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="list-devices",
+        section=SECTION,
+        title="Every device on every backend",
+        torch='devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]',
+        jax="devices = jnp.__array_namespace_info__().devices()[1:]  # [0] is None",
+        tj='devices = tj.list_devices("cuda")',
+        notes=(
+            "`jax.devices()` lists the default backend only; `tj.list_devices()` lists "
+            "every backend and `tj.available_backends()` names them."
+        ),
+        result="devices",
+    ),
+)

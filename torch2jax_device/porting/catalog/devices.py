@@ -1,0 +1,94 @@
+"""Catalog rows, section "Devices": torch.device: naming devices."""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+
+SECTION = "Devices"
+
+ROWS: tuple[Idiom, ...] = (
+    Idiom(
+        id="device-select",
+        section=SECTION,
+        title="Pick the GPU if there is one",
+        torch='device = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+        jax=(
+            'platform = "cuda" if "cuda" in jax.extend.backend.backends() else "cpu"\n'
+            "device = jax.local_devices(backend=platform)[0]"
+        ),
+        tj='device = tj.device("cuda" if tj.cuda.is_available() else "cpu")',
+        notes=(
+            "`jax.devices('cuda')` raises on a machine without a GPU; "
+            "`tj.cuda.is_available()` never does."
+        ),
+        result="device",
+        torch_api=("torch.device",),
+        tj_api=("tj.device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="device-indexed",
+        section=SECTION,
+        title="Name one device by string",
+        torch='device = torch.device("cuda:1")',
+        jax='device = jax.local_devices(backend="cuda")[1]',
+        tj='device = tj.device("cuda:1")',
+        notes=(
+            "Parsed lazily, with torch's grammar and errors. The index counts this "
+            "process's devices of the platform, as a CUDA ordinal does; JAX's "
+            "`Device.id` is global and is not used."
+        ),
+        result="device",
+        torch_api=("torch.device",),
+        tj_api=("tj.device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="device-type-index",
+        section=SECTION,
+        title="Name one device by type and index",
+        torch='device = torch.device("cuda", 1)',
+        jax='device = jax.local_devices(backend="cuda")[1]',
+        tj='device = tj.device("cuda", 1)',
+        result="device",
+        torch_api=("torch.device",),
+        tj_api=("tj.device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="device-accelerator-index",
+        section=SECTION,
+        title="An int means an index of the current accelerator",
+        torch="device = torch.device(0)",
+        jax="device = jax.local_devices()[0]  # the default backend, CPU included",
+        tj="device = tj.device(0)",
+        notes="Raises when there is no accelerator, as torch does.",
+        result="device",
+        torch_api=("torch.device",),
+        tj_api=("tj.device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="device-parse-error",
+        section=SECTION,
+        title="Malformed device strings raise",
+        torch='device = torch.device("cuda:01")',
+        jax="# JAX never parses 'type:index' strings",
+        tj='device = tj.device("cuda:01")',
+        notes="`tj.InvalidDeviceError` is a `RuntimeError`, like torch's error.",
+        result="device",
+    ),
+    Idiom(
+        id="device-jax-device",
+        section=SECTION,
+        title="Resolve to the concrete JAX device",
+        torch='tensor = torch.zeros(3, device="cpu")',
+        jax='tensor = jnp.zeros(3, device=jax.local_devices(backend="cpu")[0])',
+        tj='tensor = jnp.zeros(3, device=tj.device("cpu").jax_device)',
+        notes=(
+            "`tj.resolve(spec)` and `Device.jax_device` raise `tj.DeviceUnavailableError` "
+            "naming the devices that exist when the device is missing."
+        ),
+        result="tensor",
+    ),
+)

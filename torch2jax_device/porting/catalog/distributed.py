@@ -1,0 +1,218 @@
+"""Catalog rows, section "Distributed": torchrun, init_process_group, DDP and device meshes."""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+
+SECTION = "Distributed"
+
+ROWS: tuple[Idiom, ...] = (
+    Idiom(
+        id="dist-init-process-group",
+        section=SECTION,
+        title="Join a torchrun job",
+        torch='dist.init_process_group(backend="nccl")',
+        jax=(
+            "port = int(os.environ['MASTER_PORT']) + 1  # torchrun's store holds MASTER_PORT\n"
+            "jax.distributed.initialize(\n"
+            "    f\"{os.environ['MASTER_ADDR']}:{port}\",\n"
+            '    num_processes=int(os.environ["WORLD_SIZE"]),\n'
+            '    process_id=int(os.environ["RANK"]),\n'
+            '    local_device_ids=[int(os.environ["LOCAL_RANK"])],\n'
+            ")"
+        ),
+        tj='tj.distributed.init_process_group(backend="nccl")',
+        notes=(
+            "Must run before anything starts JAX. Reads torchrun's variables or "
+            "`tcp://HOST:PORT`; under torchrun the coordinator takes `MASTER_PORT + 1` "
+            "(torchrun's store holds `MASTER_PORT`). Bad settings, a busy port and an "
+            "absent coordinator raise `DistributedError` (a `ValueError` and "
+            "`RuntimeError`); a rank that never arrives makes JAX terminate the others "
+            "after `timeout`."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.init_process_group",),
+        tj_api=("tj.distributed.init_process_group",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="dist-not-initialized",
+        section=SECTION,
+        title="Process-group calls before joining fail",
+        torch="rank = dist.get_rank()  # ValueError: Default process group has not been ...",
+        jax="rank = jax.process_index()  # 0: JAX has no notion of an uninitialized group",
+        tj="rank = tj.distributed.get_rank()  # DistributedError, a ValueError",
+        runs=False,
+        torch_api=("torch.distributed.get_rank", "torch.distributed.get_world_size"),
+        tj_api=("tj.distributed.get_rank", "tj.distributed.get_world_size"),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="dist-local-rank",
+        section=SECTION,
+        title="This process's GPU",
+        torch=(
+            'local_rank = int(os.environ["LOCAL_RANK"])\n'
+            "torch.cuda.set_device(local_rank)\n"
+            'device = torch.device(f"cuda:{local_rank}")'
+        ),
+        jax='device = jax.local_devices(backend="cuda")[0]  # local_device_ids=[LOCAL_RANK]',
+        tj='local_rank = tj.distributed.get_local_rank()\ndevice = tj.device(f"cuda:{local_rank}")',
+        notes=(
+            "With several processes per host each one owns GPU `LOCAL_RANK` "
+            "(`local_device_ids`); GPU indices are CUDA ordinals, as in torch, so "
+            "`cuda:{local_rank}` names it (and so does unindexed `tj.device('cuda')`). "
+            "One process per host (`LOCAL_WORLD_SIZE=1`) owns every GPU of the host."
+        ),
+        runs=False,
+        torch_api=("os.environ",),
+        tj_api=("tj.distributed.get_local_rank",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="dist-device-mesh",
+        section=SECTION,
+        title="A mesh over every process's devices",
+        torch='mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))',
+        jax='mesh = jax.make_mesh((2, 4), ("dp", "tp"), devices=jax.devices("cuda"))',
+        tj='mesh = tj.distributed.init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))',
+        notes=(
+            "Returns a `jax.sharding.Mesh` of all devices of all processes: the shape "
+            "multiplies to `jax.device_count()`, the world size only with one device "
+            "per process. Initializes the process group under a launcher, as torch does."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.device_mesh.init_device_mesh",),
+        tj_api=("tj.distributed.init_device_mesh",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="dist-sampler-global-batch",
+        section=SECTION,
+        title="Each rank's shard of the data",
+        torch=(
+            "sampler = DistributedSampler(dataset, shuffle=False)\n"
+            "x = torch.stack([dataset[i] for i in sampler])"
+        ),
+        jax=(
+            'sharding = NamedSharding(mesh, P("data"))\n'
+            "x = jax.make_array_from_process_local_data(sharding, local_rows)"
+        ),
+        tj="x = tj.distributed.make_global_batch(local_rows, mesh)",
+        notes=(
+            "Each process loads its own rows (`indices[rank::world_size]`, as "
+            "`DistributedSampler(shuffle=False)`); the result is one global array, "
+            "rows in rank order, split over the mesh's first axis."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.utils.data.distributed.DistributedSampler",
+            "torch.utils.data.DistributedSampler",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-ddp-gradient",
+        section=SECTION,
+        title="Data-parallel training (DDP)",
+        torch=(
+            "model = DDP(model, device_ids=[local_rank])\n"
+            "loss_fn(model(x), y).backward()  # gradients averaged across ranks"
+        ),
+        jax=(
+            "params = jax.device_put(params, NamedSharding(mesh, P()))\n"
+            "grads = jax.jit(jax.grad(loss_fn))(params, batch)  # batch sharded over mesh"
+        ),
+        tj=(
+            "params = jax.device_put(params, NamedSharding(mesh, P()))\n"
+            "batch = tj.distributed.make_global_batch(local_batch, mesh)\n"
+            "grads = jax.jit(jax.grad(loss_fn))(params, batch)"
+        ),
+        notes=(
+            "No wrapper: replicated parameters and a global batch make `jax.jit` "
+            "insert the gradient all-reduce. Equal to DDP's average when every rank "
+            "feeds the same number of rows. DDP's broadcast of rank 0's weights: the "
+            "same seed everywhere, or `multihost_utils.broadcast_one_to_all`."
+        ),
+        runs=False,
+        torch_api=("torch.nn.parallel.DistributedDataParallel",),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-all-reduce",
+        section=SECTION,
+        title="Reduce a value over all ranks",
+        torch="dist.all_reduce(t, op=dist.ReduceOp.SUM)  # in place",
+        jax="# a jitted reduction over a (process, local device) mesh of per-process values",
+        tj="t = tj.distributed.all_reduce(t, op=tj.distributed.ReduceOp.SUM)",
+        notes=(
+            "For host-side values (metrics): returns the result, as a `jax.Array` on "
+            "the process's first device, instead of updating in place. `sum`, `max`, "
+            "`min`, `product`, `mean`. Ranks meet at JAX's coordinator first, so a "
+            "missing rank raises after the timeout instead of hanging."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.all_reduce",),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-all-reduce-mean",
+        section=SECTION,
+        title="Average a metric over ranks",
+        torch="dist.all_reduce(loss, op=dist.ReduceOp.SUM)\nloss /= dist.get_world_size()",
+        jax="# a jitted mean over a (process, local device) mesh of per-process values",
+        tj='loss = tj.distributed.all_reduce(loss, op="mean")',
+        notes='gloo has no `ReduceOp.AVG` in torch; `tj` has it (`ReduceOp.AVG` is `"mean"`).',
+        runs=False,
+    ),
+    Idiom(
+        id="dist-barrier",
+        section=SECTION,
+        title="Wait for every rank",
+        torch="dist.barrier()",
+        jax="# jax.experimental.multihost_utils.sync_global_devices(name) (a device collective)",
+        tj="tj.distributed.barrier()",
+        notes=(
+            "Runs on JAX's coordination service with the group's timeout; a rank that "
+            "does not come makes the others raise `DistributedError` naming it."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.barrier",),
+        tj_api=("tj.distributed.barrier",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="dist-destroy",
+        section=SECTION,
+        title="Leave the job",
+        torch="dist.destroy_process_group()",
+        jax="jax.distributed.shutdown()",
+        tj="tj.distributed.destroy_process_group()",
+        notes=(
+            "Waits until every process shuts down (up to the timeout). The process "
+            "cannot join another job afterwards."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.destroy_process_group",),
+        tj_api=("tj.distributed.destroy_process_group",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="dist-launch",
+        section=SECTION,
+        title="Launch one process per GPU",
+        torch="# torchrun --nproc_per_node=8 train.py",
+        jax="# start each process yourself with its coordinator, process id and count",
+        tj=(
+            "# torchrun --nproc_per_node=8 train.py\n"
+            "# torch2jax-device run --nproc-per-node 8 train.py"
+        ),
+        notes=(
+            "The script runs unchanged under torchrun; `torch2jax-device run` sets the "
+            "same variables without torch, stops the others when one fails and returns "
+            "its exit code. Multi-host: same flags as torchrun (`--nnodes`, "
+            "`--node-rank`, `--master-addr`, `--master-port`)."
+        ),
+        runs=False,
+    ),
+)

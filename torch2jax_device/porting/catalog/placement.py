@@ -1,0 +1,220 @@
+"""Catalog rows, section "Placement": Tensor.to, Module.to, .cuda(), .cpu(), .device: moving data
+and reading where it is."""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+
+SECTION = "Placement"
+
+ROWS: tuple[Idiom, ...] = (
+    Idiom(
+        id="tensor-to-device",
+        section=SECTION,
+        title="Move a tensor to a device",
+        torch="x = x.to(device)",
+        jax="x = jax.device_put(x, device)  # device must be a jax.Device",
+        tj="x = tj.to_device(x, device)",
+        notes=(
+            "Committed to the device, so jitted code runs there. Returns the same object "
+            "when nothing changes (`x.to(x.device) is x`). Takes torch tensors and NumPy "
+            "arrays too; `jax.device_put` rejects strings and torch tensors."
+        ),
+        runs=False,
+        torch_api=("Tensor.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="tensor-to-dtype",
+        section=SECTION,
+        title="Cast",
+        torch="x = x.to(torch.float16)",
+        jax="x = x.astype(jnp.float16)",
+        tj="x = tj.to_device(x, torch.float16)",
+        notes=(
+            "Stays on its device. Any dtype spelling works: `jnp.float16`, `'float16'`, "
+            "`torch.float16`."
+        ),
+        runs=False,
+        torch_api=("Tensor.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="tensor-to-device-dtype",
+        section=SECTION,
+        title="Move and cast in one call",
+        torch="x = x.to(device, torch.float16)",
+        jax="x = jax.device_put(x.astype(jnp.float16), device)",
+        tj="x = tj.to_device(x, device, torch.float16)",
+        runs=False,
+        torch_api=("Tensor.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="tensor-to-other",
+        section=SECTION,
+        title="Match another tensor's device and dtype",
+        torch="x = x.to(other)",
+        jax="x = jax.device_put(x.astype(other.dtype), other.device)",
+        tj="x = tj.to_device(x, other)",
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-copy",
+        section=SECTION,
+        title="Always copy",
+        torch="y = x.to(device, copy=True)",
+        jax="y = jax.device_put(x, device, may_alias=False)",
+        tj="y = tj.to_device(x, device, copy=True)",
+        runs=False,
+        torch_api=("Tensor.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="tensor-non-blocking",
+        section=SECTION,
+        title="Asynchronous transfer",
+        torch="x = x.to(device, non_blocking=True)",
+        jax="x = jax.device_put(x, device)  # always asynchronous",
+        tj="x = tj.to_device(x, device, non_blocking=True)",
+        notes="`non_blocking=False` (the default) returns once the data is on the device.",
+        runs=False,
+        torch_api=("Tensor.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="tensor-cuda",
+        section=SECTION,
+        title="`.cuda()`",
+        torch="x = x.cuda()",
+        jax='x = jax.device_put(x, jax.local_devices(backend="cuda")[0])',
+        tj='x = tj.to_device(x, "cuda")',
+        runs=False,
+        torch_api=("Tensor.cuda",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="tensor-cpu",
+        section=SECTION,
+        title="`.cpu()`",
+        torch="x = x.cpu()",
+        jax='x = jax.device_put(x, jax.local_devices(backend="cpu")[0])',
+        tj='x = tj.to_device(x, "cpu")',
+        notes="For a NumPy array use `np.asarray(x)` (zero-copy from a CPU array).",
+        runs=False,
+        torch_api=("Tensor.cpu",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="batch-to-device",
+        section=SECTION,
+        title="Move a whole batch (dict, list, dataclass, ...)",
+        torch="batch = {k: v.to(device) for k, v in batch.items()}",
+        jax="batch = jax.device_put(batch, device)",
+        tj="batch = tj.to_device(batch, device)",
+        notes=(
+            "One batched transfer. Containers keep their types (`defaultdict` with its "
+            "factory, namedtuples, dataclasses); strings and Python numbers pass through, "
+            "where `jax.device_put` turns every number into an array."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-device",
+        section=SECTION,
+        title="Which device is it on?",
+        torch="device = x.device",
+        jax="device = x.device  # a Sharding if sharded; AttributeError under jit",
+        tj="device = tj.device_of(x)",
+        notes="`None` under `jax.jit` (tracers have no device). Works on trees and modules.",
+        runs=False,
+    ),
+    Idiom(
+        id="module-to",
+        section=SECTION,
+        title="Move a model",
+        torch="model = model.to(device)",
+        jax="nnx.update(model, jax.device_put(nnx.state(model), device))",
+        tj="model = tj.to_device(model, device)",
+        notes=(
+            "Flax NNX modules move in place and the same module is returned; "
+            "`jax.device_put(model, d)` returns a new module. Linen variables move as trees."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="module-to-dtype",
+        section=SECTION,
+        title="Cast a model",
+        torch="model = model.to(torch.bfloat16)",
+        jax="# jax.tree.map over the floating-point leaves of nnx.state(model), then nnx.update",
+        tj="model = tj.to_device(model, jnp.bfloat16)",
+        notes="Casts floating-point and complex state only, as `Module.to` does.",
+        runs=False,
+    ),
+    Idiom(
+        id="parameters-device",
+        section=SECTION,
+        title="Device of a model",
+        torch="device = next(model.parameters()).device",
+        jax="device = jax.tree.leaves(nnx.state(model, nnx.Param))[0].device",
+        tj="device = next(tj.parameters(model)).device",
+        notes="`tj.device_of(model)` also checks that all parameters agree.",
+        runs=False,
+        torch_api=("Module.parameters",),
+        tj_api=("tj.parameters",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="mixed-device-error",
+        section=SECTION,
+        title="Tensors on two devices",
+        torch="z = x + y  # RuntimeError: Expected all tensors to be on the same device",
+        jax="z = x + y  # ValueError: Received incompatible devices for jitted computation",
+        tj="tj.check_same_device(x, y)  # MixedDeviceError naming every device and leaf",
+        notes="JAX only complains about committed arrays; uncommitted ones move silently.",
+        runs=False,
+    ),
+    Idiom(
+        id="from-numpy",
+        section=SECTION,
+        title="Share a NumPy array",
+        torch="t = torch.from_numpy(a)",
+        jax='t = jax.device_put(a, jax.local_devices(backend="cpu")[0])',
+        tj="t = tj.to_jax(a)",
+        notes=(
+            "Shares memory only if the buffer is 64-byte aligned (JAX's CPU rule); "
+            "otherwise copies, or raises with `strict=True`."
+        ),
+        runs=False,
+        torch_api=("torch.from_numpy",),
+        tj_api=("tj.to_jax",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="tensor-to-jax",
+        section=SECTION,
+        title="Hand a torch tensor to JAX",
+        torch="a = t.numpy()",
+        jax="x = jax.dlpack.from_dlpack(t.detach())",
+        tj="x = tj.to_jax(t)",
+        notes="Zero-copy through DLPack where possible; int64 becomes int32 without x64 (warned).",
+        runs=False,
+    ),
+    Idiom(
+        id="jax-to-tensor",
+        section=SECTION,
+        title="Hand a JAX array to torch",
+        torch="t = torch.from_numpy(a)",
+        jax="t = torch.from_dlpack(x)",
+        tj="t = tj.to_torch(x)",
+        runs=False,
+    ),
+)

@@ -1,0 +1,48 @@
+"""Catalog rows, section "Start-up": What JAX reads once, when it starts: platforms, preallocation,
+memory fraction."""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+
+SECTION = "Start-up"
+
+ROWS: tuple[Idiom, ...] = (
+    Idiom(
+        id="lazy-gpu-memory",
+        section=SECTION,
+        title="Allocate GPU memory as needed",
+        torch="# PyTorch's default: memory is taken as tensors need it",
+        jax='os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # before JAX starts',
+        tj="tj.configure(preallocate=False)",
+        notes=(
+            "JAX takes 75 % of the card at the first operation unless told otherwise. "
+            "`configure` raises `AlreadyInitializedError` once JAX has started, where a late "
+            "environment variable is silently ignored."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="memory-fraction",
+        section=SECTION,
+        title="Cap the GPU memory used",
+        torch="torch.cuda.set_per_process_memory_fraction(0.5)",
+        jax='os.environ["XLA_CLIENT_MEM_FRACTION"] = "0.5"  # before JAX starts',
+        tj="tj.cuda.set_per_process_memory_fraction(0.5)",
+        notes="Same as `tj.configure(memory_fraction=0.5)`: before JAX starts, all GPUs.",
+        runs=False,
+        torch_api=("torch.cuda.set_per_process_memory_fraction",),
+        tj_api=("tj.cuda.set_per_process_memory_fraction",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="select-platforms",
+        section=SECTION,
+        title="Keep JAX off the GPU",
+        torch='os.environ["CUDA_VISIBLE_DEVICES"] = ""',
+        jax='jax.config.update("jax_platforms", "cpu")  # before JAX starts, else ignored',
+        tj='tj.configure(platforms="cpu")',
+        notes="Write `cuda,cpu`, never `gpu` (JAX then also requires ROCm and oneAPI).",
+        runs=False,
+    ),
+)
