@@ -1,0 +1,58 @@
+"""Import cost: what ``import torch2jax_device`` adds on top of ``import jax``, in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_import.py [runs]`` (default 15 runs).
+
+Each run is a fresh interpreter with ``-X importtime``, which imports jax and then the
+package; the figure is the package's cumulative import time there, i.e. what it adds
+to a script that imports jax anyway. The anchor, measured in the same run, is ``import
+jax`` itself. Target (docs/benchmarks.md): median added time <= 50 ms, with neither
+torch nor flax imported and JAX's backends not started.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+
+PROBE = (
+    "import jax, torch2jax_device, sys\n"
+    "from jax._src import xla_bridge\n"
+    "assert 'torch' not in sys.modules and 'flax' not in sys.modules\n"
+    "assert not xla_bridge.backends_are_initialized()\n"
+)
+_ROW = re.compile(r"import time:\s+\d+ \|\s+(\d+) \| (\s*)(\S+)")
+
+
+def cumulative_ms(module: str) -> tuple[float, float]:
+    """Cumulative import time of ``jax`` and of ``module`` (top level only) in one run."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", PROBE],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    times = {}
+    for line in result.stderr.splitlines():
+        match = _ROW.match(line)
+        if match and not match.group(2):  # top-level imports only
+            times[match.group(3)] = int(match.group(1)) / 1000
+    return times["jax"], times[module]
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    cumulative_ms("torch2jax_device")  # warm the file cache
+    pairs = [cumulative_ms("torch2jax_device") for _ in range(runs)]
+    jax_ms = statistics.median(jax for jax, _ in pairs)
+    ours = [package for _, package in pairs]
+    print(f"runs: {runs}")
+    print(f"import jax:                       median {jax_ms:7.1f} ms")
+    print(
+        f"import torch2jax_device (after):  median {statistics.median(ours):7.1f} ms "
+        f"(min {min(ours):.1f}, max {max(ours):.1f}), "
+        f"{statistics.median(ours) / jax_ms:.2f}x of import jax"
+    )
+
+
+if __name__ == "__main__":
+    main()
