@@ -422,8 +422,8 @@ def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) 
 
     Note:
         The table lists the torch-named figures of
-        [`memory_stats`][torch2jax_device.cuda.memory_stats]; it is shorter than torch's,
-        which JAX has no figures for. `abbreviated` is accepted for torch compatibility.
+        [`memory_stats`][torch2jax_device.cuda.memory_stats]; torch's longer table has
+        rows JAX keeps no figures for. `abbreviated` is accepted for torch compatibility.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
