@@ -110,3 +110,12 @@ def test_every_proof_link_of_the_guide_names_an_anchor_its_page_has() -> None:
     pages = {path: docs_hooks.source_page(path, anchors) for path in {path for path, _ in links}}
     missing = [(path, i) for path, i in links if f'<a id="{i}"></a>' not in pages[path]]
     assert missing == []
+
+
+def test_the_home_page_example_runs() -> None:
+    """The ten lines of ``docs/index.md`` run as printed (on this machine, on the CPU)."""
+    page = (ROOT / "docs" / "index.md").read_text()
+    code = page.split("## Ten lines", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "docs/index.md", "exec"), namespace)
+    assert namespace["device"] == namespace["weights"].device

@@ -30,7 +30,7 @@ def _code_block(code: str, title: str) -> str:
 
 def _proof_links(idiom: Idiom, files: Sequence[str]) -> str:
     links = ", ".join(
-        f"[{path.rsplit('/', 1)[-1]}](../{path}#{idiom.id})" for path in sorted(files)
+        f"[{path.removeprefix('tests/')}](../{path}#{idiom.id})" for path in sorted(files)
     )
     return f"Proven by {links}."
 
