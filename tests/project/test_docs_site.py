@@ -7,29 +7,18 @@ problem and that the guide's proof links have pages and anchors to land on.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 from tests.support.idiom_marks import CATALOG_TEST, marks_by_statement, proofs
+from tests.support.scripts import load_script
 from torch2jax_device.porting import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-check_site = _script("check_site")
-docs_hooks = _script("docs_hooks")
+check_site = load_script("check_site")
+docs_hooks = load_script("docs_hooks")
 
 _PAGE = """<html><body>
 <a id="top"></a>

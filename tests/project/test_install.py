@@ -12,7 +12,6 @@ local build must resolve when pip is pointed at it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -20,24 +19,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 _SOURCES = ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX")
 
 
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-torch_cpu_source = _script("torch_cpu_source")
+torch_cpu_source = load_script("torch_cpu_source")
 
 
 def pinned_torch() -> str:
