@@ -7,6 +7,8 @@ the model and batches go to ``cuda:0`` while the dataset stays in host memory.
 
 from __future__ import annotations
 
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,9 +43,10 @@ def main() -> None:
     print(f"dataset:           {tokens.shape} {tokens.dtype} on {tj.device_of(tokens)}")
 
     # PyTorch: model = Model().to(device); device = next(model.parameters()).device
+    # A JAX array's .device is JAX's device object; tj.device_of names it torch's way.
     model = tj.to_device(Model(nnx.Rngs(0)), device)
     device = next(tj.parameters(model)).device
-    print(f"model:             parameters on {device} (tj.device_of: {tj.device_of(model)})")
+    print(f"model:             parameters on {tj.device_of(model)} (JAX's object: {device!r})")
 
     # PyTorch: batch = {"tokens": tokens[i:i + n], "step": step}; batch = batch.to(device)
     rows = np.random.default_rng(0).integers(0, tokens.shape[0] - 128, size=8)
@@ -59,11 +62,20 @@ def main() -> None:
     tj.to_device(model, jnp.bfloat16)
     print(f"bf16 model:        {next(tj.parameters(model)).dtype} on {tj.device_of(model)}")
 
-    # PyTorch: torch.device("cuda:7") fails on use; here it fails with the fix.
+    # PyTorch: a GPU index this machine lacks fails on first use. Here it fails when
+    # resolved, and the error names what exists and how to get the rest.
+    missing = f"cuda:{tj.cuda.device_count()}"  # one past the last GPU, on any machine
     try:
-        tj.resolve("cuda:7")
+        tj.resolve(missing)
     except tj.DeviceUnavailableError as error:
-        print(f"missing device:    {type(error).__name__}: {error}")
+        print(f"missing device:    {missing} is not here, as expected: tj.resolve raises")
+        print(f"                   {type(error).__name__} (torch raises too), with the fix:")
+        print(_indent(str(error)))
+
+
+def _indent(text: str) -> str:
+    lines = textwrap.wrap(text, 80, break_long_words=False, break_on_hyphens=False)
+    return textwrap.indent("\n".join(lines), " " * 19)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""Regenerate the idiom tables of docs/migration-guide.md from the catalog.
+"""Regenerate the idioms of docs/migration-guide.md from the catalog.
 
-The tables between the ``<!-- idioms:start -->`` and ``<!-- idioms:end -->`` markers
-come from ``torch2jax_device.porting.guide.to_markdown()``, each row linked to the tests that
-prove it; tests/unit/test_catalog.py fails when they are stale. Run:
+The blocks between the ``<!-- idioms:start -->`` and ``<!-- idioms:end -->`` markers
+come from ``torch2jax_device.porting.guide.to_markdown()``, each idiom linked to the
+tests that prove it (the documentation site serves those files as pages, see
+``scripts/docs_hooks.py``); tests/unit/test_catalog.py fails when they are stale. Run:
 ``.venv/bin/python scripts/update_guide.py``.
 """
 
@@ -25,8 +26,8 @@ def main() -> None:
     text = GUIDE.read_text()
     before, rest = text.split(START, 1)
     after = rest.split(END, 1)[1]
-    tables = to_markdown(proofs()).strip()
-    GUIDE.write_text(f"{before}{START}\n{tables}\n{END}{after}")
+    idioms = to_markdown(proofs()).strip()
+    GUIDE.write_text(f"{before}{START}\n{idioms}\n{END}{after}")
 
 
 if __name__ == "__main__":

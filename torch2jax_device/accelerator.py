@@ -1,11 +1,11 @@
-"""``torch.accelerator`` for JAX: the machine's accelerator, whichever kind it is.
+"""`torch.accelerator` for JAX: the machine's accelerator, whichever kind it is.
 
-The accelerator is the first platform JAX has devices for among CUDA, ROCm, TPU and Metal (``mps``).
-[`tj.accelerator.current_accelerator`][torch2jax_device.accelerator.current_accelerator] and
-[`tj.accelerator.is_available`][torch2jax_device.accelerator.is_available] never raise; the index
-functions raise
-[`tj.DeviceUnavailableError`][torch2jax_device.DeviceUnavailableError] when
-there is no accelerator, with torch's message. The first call starts JAX's backends.
+The accelerator is the first platform JAX has devices for among CUDA, ROCm, TPU and
+Metal (`mps`). [`current_accelerator`][torch2jax_device.accelerator.current_accelerator],
+[`is_available`][torch2jax_device.accelerator.is_available] and
+[`device_count`][torch2jax_device.accelerator.device_count] never raise; the index
+functions raise [`tj.DeviceUnavailableError`][torch2jax_device.DeviceUnavailableError]
+when there is no accelerator, with torch's message. The first call starts JAX's backends.
 
 Examples:
     >>> import torch2jax_device as tj
@@ -52,12 +52,15 @@ def _require() -> str:
 
 
 def current_accelerator(check_available: bool = False) -> Device | None:
-    """The accelerator's device type, unindexed, or ``None``.
+    """Equivalent to `torch.accelerator.current_accelerator`.
 
-    The ``torch.accelerator.current_accelerator`` of JAX.
+    The accelerator's device type, unindexed (`device(type='cuda')`), or `None` without
+    one. Never raises.
 
-    ``check_available`` is accepted for torch compatibility: JAX only reports
-    accelerators it can use, so the answer is the same either way.
+    Note:
+        TPUs count as accelerators (`tpu`), which torch does not know. `check_available` is
+        accepted for torch compatibility: JAX only reports accelerators it can use, so the
+        answer is the same either way.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -70,42 +73,87 @@ def current_accelerator(check_available: bool = False) -> Device | None:
 
 
 def is_available() -> bool:
-    """Whether JAX has any accelerator here (``torch.accelerator.is_available``). Never raises."""
+    """Equivalent to `torch.accelerator.is_available`.
+
+    Whether JAX has any accelerator (CUDA, ROCm, TPU or Metal) in this process. Never
+    raises.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.accelerator.is_available() == (tj.accelerator.current_accelerator() is not None)
+        True
+    """
     return _platform() is not None
 
 
 def device_count() -> int:
-    """How many devices the accelerator has in this process; 0 without one."""
+    """Equivalent to `torch.accelerator.device_count`.
+
+    How many devices the accelerator has in this process; 0 without one. Never raises.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.accelerator.device_count() == 0 or tj.accelerator.is_available()
+        True
+    """
     platform = _platform()
     return 0 if platform is None else _runtime.device_count(platform)
 
 
 def current_device_index() -> int:
-    """This thread's current accelerator index (``torch.accelerator.current_device_index``).
+    """Equivalent to `torch.accelerator.current_device_index`.
+
+    This thread's current accelerator index: the lowest until
+    [`set_device_index`][torch2jax_device.accelerator.set_device_index] changes it.
+
+    Note:
+        Shared with the platform's own module: on a CUDA machine it is
+        [`tj.cuda.current_device`][torch2jax_device.cuda.current_device].
 
     Raises:
         DeviceUnavailableError: there is no accelerator.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.accelerator.is_available():
+        ...     index = tj.accelerator.current_device_index()
+        ...     assert 0 <= index < tj.accelerator.device_count()
     """
     return _runtime.current_index(_require(), "accelerator")
 
 
 def set_device_index(device: DeviceLike) -> None:
-    """Set this thread's current accelerator device (``torch.accelerator.set_device_index``).
+    """Equivalent to `torch.accelerator.set_device_index`.
+
+    Set this thread's current accelerator device: an unindexed device of the accelerator's
+    type resolves to it.
 
     Raises:
         DeviceUnavailableError: there is no accelerator, or not that many devices.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.accelerator.device_count() > 1:
+        ...     tj.accelerator.set_device_index(1)
     """
     platform = _require()
     _runtime.set_current(device, platform, "accelerator")
 
 
 class device_index(_runtime.CurrentDeviceContext):  # torch's name
-    """Context manager changing the current accelerator device (``torch.accelerator.device_index``).
+    """Equivalent to `torch.accelerator.device_index`.
 
-    ``None`` changes nothing, as in torch.
+    Context manager that makes an accelerator device the current one for a block, then
+    restores the previous one. `None` changes nothing, as in torch.
 
     Raises:
         DeviceUnavailableError: on entering, when there is no accelerator.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.accelerator.device_count() > 1:
+        ...     with tj.accelerator.device_index(1):
+        ...         assert tj.accelerator.current_device_index() == 1
     """
 
     _what = "accelerator"
@@ -115,10 +163,22 @@ class device_index(_runtime.CurrentDeviceContext):  # torch's name
 
 
 def synchronize(device: DeviceLike | None = None) -> None:
-    """Wait for all work on an accelerator device (``torch.accelerator.synchronize``).
+    """Equivalent to `torch.accelerator.synchronize`.
+
+    Wait for all work on an accelerator device.
+
+    Note:
+        As for [`tj.cuda.synchronize`][torch2jax_device.cuda.synchronize]: JAX has no
+        device-wide barrier, so this waits for every live array on the device and for
+        pending JAX effects.
 
     Raises:
         DeviceUnavailableError: there is no accelerator.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.accelerator.is_available():
+        ...     tj.accelerator.synchronize()
     """
     platform = _require()
     _runtime.synchronize(_runtime.device_for(device, platform, "accelerator"))

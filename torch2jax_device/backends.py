@@ -1,10 +1,11 @@
-"""``torch.backends`` look-alikes: ``tj.backends.mps`` and ``tj.backends.cuda``.
+"""`torch.backends` look-alikes: `tj.backends.cuda` and `tj.backends.mps`.
 
-``is_built`` answers from the installed packages and never starts JAX;
-``is_available`` asks JAX (starting its backends).
+`is_built` answers from the installed packages and never starts JAX; `is_available`
+asks JAX (starting its backends).
 
 Examples:
     >>> import torch2jax_device as tj
+    >>> built = tj.backends.cuda.is_built()  # never starts JAX
     >>> tj.backends.mps.is_available() in (True, False)
     True
 """
@@ -30,29 +31,73 @@ def _installed(*distributions: str) -> bool:
 
 
 class _CudaBackend:
-    """``torch.backends.cuda``."""
+    """Equivalent to `torch.backends.cuda`.
+
+    Reached as `tj.backends.cuda`; only `is_built` has a JAX meaning.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.backends.cuda.is_built() in (True, False)
+        True
+    """
 
     @staticmethod
     def is_built() -> bool:
-        """Whether a CUDA plugin for JAX is installed (``jax[cuda12]`` / ``jax[cuda13]``).
+        """Equivalent to `torch.backends.cuda.is_built`.
 
-        Like torch's, it says nothing about whether a GPU is present; see
-        [`tj.cuda.is_available`][torch2jax_device.cuda.is_available].
+        Whether a CUDA plugin for JAX is installed (`jax[cuda12]` / `jax[cuda13]`). Never
+        starts JAX.
+
+        Note:
+            Like torch's, it says nothing about whether a GPU is present; see
+            [`tj.cuda.is_available`][torch2jax_device.cuda.is_available]. torch answers for the
+            torch build, this for the JAX install.
+
+        Examples:
+            >>> import torch2jax_device as tj
+            >>> if tj.backends.cuda.is_built():
+            ...     assert tj.cuda.is_available() in (True, False)  # built, GPU or not
         """
         return _installed(*_platforms.by_name("cuda").plugins)
 
 
 class _MpsBackend:
-    """``torch.backends.mps``: Apple GPUs, served in JAX by the jax-metal plugin."""
+    """Equivalent to `torch.backends.mps`: Apple GPUs, served in JAX by the jax-metal plugin.
+
+    Reached as `tj.backends.mps`.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.backends.mps.is_available() in (True, False)
+        True
+    """
 
     @staticmethod
     def is_built() -> bool:
-        """Whether the jax-metal plugin is installed."""
+        """Equivalent to `torch.backends.mps.is_built`.
+
+        Whether the jax-metal plugin is installed. Never starts JAX.
+
+        Examples:
+            >>> import torch2jax_device as tj
+            >>> tj.backends.mps.is_built() in (True, False)
+            True
+        """
         return _installed(*_platforms.by_name("METAL").plugins)
 
     @staticmethod
     def is_available() -> bool:
-        """Whether JAX can use an Apple GPU here. Never raises."""
+        """Equivalent to `torch.backends.mps.is_available`.
+
+        Whether JAX can use an Apple GPU in this process. Never raises.
+
+        Note:
+            JAX calls the platform `METAL`; its devices are `mps` devices here, as in torch.
+
+        Examples:
+            >>> import torch2jax_device as tj
+            >>> device = tj.device("mps" if tj.backends.mps.is_available() else "cpu")
+        """
         return bool(_runtime.quiet_local_devices("METAL"))
 
 

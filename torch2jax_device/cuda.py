@@ -1,13 +1,16 @@
-"""``torch.cuda`` for JAX: availability, current device and properties of CUDA GPUs.
+"""`torch.cuda` for JAX: availability, current device, properties and memory of CUDA GPUs.
 
-Backed by JAX's ``cuda`` backend. The predicates
-([`tj.cuda.is_available`][torch2jax_device.cuda.is_available],
-[`tj.cuda.device_count`][torch2jax_device.cuda.device_count],
-[`tj.cuda.is_bf16_supported`][torch2jax_device.cuda.is_bf16_supported]) never raise on a machine
-without a GPU; the rest raise
-[`tj.DeviceUnavailableError`][torch2jax_device.DeviceUnavailableError], as torch's do. The
-first call starts JAX's backends (JAX's rule: finding out whether a GPU exists creates the CUDA
-context), so set ``JAX_PLATFORMS`` or other start-up settings first.
+Backed by JAX's `cuda` backend. Every function opens with the `torch.cuda` function it
+stands for; the JAX differences are in its Note. The predicates
+([`is_available`][torch2jax_device.cuda.is_available],
+[`device_count`][torch2jax_device.cuda.device_count],
+[`is_bf16_supported`][torch2jax_device.cuda.is_bf16_supported]) and the memory
+counters ([`memory_allocated`][torch2jax_device.cuda.memory_allocated], ...) never raise
+on a machine without a GPU; the rest raise
+[`tj.DeviceUnavailableError`][torch2jax_device.DeviceUnavailableError], as torch's do.
+The first call starts JAX's backends (JAX's rule: finding out whether a GPU exists
+creates the CUDA context), so make start-up settings
+([`tj.configure`][torch2jax_device.configure], `JAX_PLATFORMS`) first.
 
 Examples:
     >>> import torch2jax_device as tj
@@ -62,10 +65,18 @@ _WHAT = "CUDA"
 
 
 def is_available() -> bool:
-    """Whether JAX can use a CUDA GPU here (``torch.cuda.is_available``). Never raises.
+    """Equivalent to `torch.cuda.is_available`.
+
+    Whether JAX can use a CUDA GPU in this process. Never raises.
+
+    Note:
+        A CUDA runtime JAX cannot start answers `False` with a `RuntimeWarning` giving
+        JAX's reason. The first call starts JAX's backends, so make start-up settings
+        before it.
 
     Examples:
         >>> import torch2jax_device as tj
+        >>> device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
         >>> isinstance(tj.cuda.is_available(), bool)
         True
     """
@@ -73,7 +84,13 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    """How many CUDA GPUs this process can use (``torch.cuda.device_count``); 0 if none.
+    """Equivalent to `torch.cuda.device_count`.
+
+    How many CUDA GPUs this process can use; 0 without one. Never raises.
+
+    Note:
+        It counts this process's GPUs, as torch does; `jax.device_count()` counts the
+        devices of every process of a multi-process job, on the default backend only.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -84,36 +101,73 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    """The index of this thread's current CUDA device (``torch.cuda.current_device``).
+    """Equivalent to `torch.cuda.current_device`.
+
+    The index of this thread's current CUDA device: the lowest index until
+    [`set_device`][torch2jax_device.cuda.set_device] or
+    [`tj.cuda.device`][torch2jax_device.cuda.device] changes it.
+
+    Note:
+        JAX has no current device; torch2jax_device keeps one per thread, as CUDA does,
+        and an unindexed `tj.device("cuda")` resolves to it.
 
     Raises:
         DeviceUnavailableError: there is no CUDA GPU.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     index = tj.cuda.current_device()
+        ...     assert tj.device("cuda", index).jax_device == tj.device("cuda").jax_device
     """
     return _runtime.current_index(_PLATFORM, _WHAT)
 
 
 def set_device(device: DeviceLike) -> None:
-    """Set this thread's current CUDA device (``torch.cuda.set_device``).
+    """Equivalent to `torch.cuda.set_device`.
 
-    Unindexed ``tj.device("cuda")`` resolves to it. A negative index is a no-op, as
-    in torch.
+    Set this thread's current CUDA device: unindexed `tj.device("cuda")` and the
+    `device=None` arguments of `tj.cuda` resolve to it. A negative index is a no-op, as in
+    torch.
+
+    Note:
+        The setting is per thread, like CUDA's current device. It places nothing by itself:
+        JAX arrays go where [`tj.set_default_device`][torch2jax_device.set_default_device] or
+        an explicit device sends them.
 
     Args:
-        device: An index, ``"cuda:N"``, a ``tj.device``, ``torch.device`` or
-            ``jax.Device``.
+        device: An index, `"cuda:N"`, a `tj.device`, `torch.device` or `jax.Device`.
 
     Raises:
         DeviceUnavailableError: there is no CUDA GPU, or not that many.
-        InvalidDeviceError: ``device`` is not a CUDA device.
+        InvalidDeviceError: `device` is not a CUDA device.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.device_count() > 1:
+        ...     tj.cuda.set_device(1)
+        >>> try:
+        ...     tj.cuda.set_device("cpu")
+        ... except ValueError as error:  # torch raises ValueError here too
+        ...     print(error)
+        Expected a CUDA device, but got: cpu
     """
     _runtime.set_current(device, _PLATFORM, _WHAT)
 
 
 class device(_runtime.CurrentDeviceContext):  # torch's name
-    """Context manager that changes the current CUDA device (``torch.cuda.device``).
+    """Equivalent to `torch.cuda.device`.
+
+    Context manager that makes a CUDA device the current one for a block, then restores
+    the previous one (also on exceptions).
+
+    Note:
+        Like [`set_device`][torch2jax_device.cuda.set_device], it changes which GPU an
+        unindexed `"cuda"` means; to make new arrays land on a device, use
+        `with tj.device("cuda:1"):` instead.
 
     Args:
-        device: An index, ``"cuda:N"`` or device object; a negative index or ``None``
+        device: An index, `"cuda:N"` or device object; a negative index or `None`
             does nothing.
 
     Examples:
@@ -121,6 +175,8 @@ class device(_runtime.CurrentDeviceContext):  # torch's name
         >>> if tj.cuda.device_count() > 1:
         ...     with tj.cuda.device(1):
         ...         assert tj.cuda.current_device() == 1
+        >>> with tj.cuda.device(None):  # changes nothing, as in torch
+        ...     pass
     """
 
     _what = _WHAT
@@ -130,31 +186,59 @@ class device(_runtime.CurrentDeviceContext):  # torch's name
 
 
 def get_device_name(device: DeviceLike | None = None) -> str:
-    """The GPU's name, e.g. ``"NVIDIA H100 80GB HBM3"`` (``torch.cuda.get_device_name``).
+    """Equivalent to `torch.cuda.get_device_name`.
+
+    The GPU's name, e.g. `"NVIDIA H100 80GB HBM3"`.
+
+    Note:
+        It is JAX's `device_kind`, which is the name torch reports.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     assert tj.cuda.get_device_name().startswith("NVIDIA")
     """
     return get_device_properties(device).name
 
 
 def get_device_properties(device: DeviceLike | None = None) -> DeviceProperties:
-    """Name, memory, SM count and compute capability (``torch.cuda.get_device_properties``).
+    """Equivalent to `torch.cuda.get_device_properties`.
 
-    ``total_memory`` is what JAX's allocator may use (see
-    [`tj.cuda.DeviceProperties`][torch2jax_device.cuda.DeviceProperties]).
+    Name, memory, SM count and compute capability of a GPU, as a
+    [`DeviceProperties`][torch2jax_device.cuda.DeviceProperties].
+
+    Note:
+        `total_memory` is what JAX's allocator may use (the preallocated share of the card
+        by default), not the physical total torch reports.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     props = tj.cuda.get_device_properties(0)
+        ...     assert props.type == "cuda" and props.index == 0
     """
     return _runtime.properties(_runtime.device_for(device, _PLATFORM, _WHAT))
 
 
 def get_device_capability(device: DeviceLike | None = None) -> tuple[int, int]:
-    """The compute capability ``(major, minor)`` (``torch.cuda.get_device_capability``).
+    """Equivalent to `torch.cuda.get_device_capability`.
+
+    The compute capability `(major, minor)` of a GPU, e.g. `(9, 0)` for an H100.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU, or JAX does not report it.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     major, minor = tj.cuda.get_device_capability()
+        ...     tensor_cores = (major, minor) >= (7, 0)
     """
     props = get_device_properties(device)
     if props.major is None or props.minor is None:
@@ -165,11 +249,19 @@ def get_device_capability(device: DeviceLike | None = None) -> tuple[int, int]:
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """Whether the current CUDA GPU can compute in bfloat16 (``torch.cuda.is_bf16_supported``).
+    """Equivalent to `torch.cuda.is_bf16_supported`.
 
-    XLA runs bfloat16 on every CUDA GPU, emulating it before compute capability 8.0
-    (Ampere); ``including_emulation=False`` asks for native support. ``False`` when
-    there is no GPU. Never raises.
+    Whether the current CUDA GPU can compute in bfloat16; `False` without a GPU. Never
+    raises.
+
+    Note:
+        XLA runs bfloat16 on every CUDA GPU, emulating it before compute capability 8.0
+        (Ampere); `including_emulation=False` asks for native support.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> dtype = jnp.bfloat16 if tj.cuda.is_bf16_supported() else jnp.float32
     """
     if not is_available():
         return False
@@ -180,28 +272,41 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def synchronize(device: DeviceLike | None = None) -> None:
-    """Wait for all work on a CUDA GPU (``torch.cuda.synchronize``).
+    """Equivalent to `torch.cuda.synchronize`.
 
-    JAX has no device-wide barrier: this waits for every live array on the device
-    (every result the program can still see) and for pending JAX effects.
+    Wait for all work on a CUDA GPU.
+
+    Note:
+        JAX has no device-wide barrier: this waits for every live array on the device
+        (every result the program can still see) and for pending JAX effects. To wait
+        for one result, `jax.block_until_ready(x)` is cheaper.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     tj.cuda.synchronize()  # e.g. before reading a timer
     """
     _runtime.synchronize(_runtime.device_for(device, _PLATFORM, _WHAT))
 
 
 def memory_stats(device: DeviceLike | None = None) -> dict[str, int]:
-    """Allocator statistics of a CUDA GPU (``torch.cuda.memory_stats``).
+    """Equivalent to `torch.cuda.memory_stats`.
 
-    torch's keys for what JAX reports (``allocated_bytes.all.current`` from
-    ``bytes_in_use``, ``allocated_bytes.all.peak``, ``reserved_bytes.all.current`` from
-    the BFC pool, ...), then every figure of ``Device.memory_stats()`` as ``jax.<key>``.
-    ``{}`` without a GPU, as torch's CPU build answers.
+    Allocator statistics of a CUDA GPU; `{}` without a GPU, as torch's CPU build answers.
+
+    Note:
+        torch's keys for what JAX reports (`allocated_bytes.all.current` from
+        `bytes_in_use`, `allocated_bytes.all.peak`, `reserved_bytes.all.current` from
+        the BFC pool, ...), then every figure of JAX's `Device.memory_stats()` as
+        `jax.<key>`. torch's per-pool and per-size keys have no JAX source and are absent.
 
     Examples:
         >>> import torch2jax_device as tj
-        >>> isinstance(tj.cuda.memory_stats(), dict)
+        >>> stats = tj.cuda.memory_stats()
+        >>> stats.get("allocated_bytes.all.current", 0) >= 0
         True
     """
     if not is_available():
@@ -214,7 +319,14 @@ def _stat(device: DeviceLike | None, key: str) -> int:
 
 
 def memory_allocated(device: DeviceLike | None = None) -> int:
-    """Bytes JAX arrays occupy on a CUDA GPU (``torch.cuda.memory_allocated``); 0 without one.
+    """Equivalent to `torch.cuda.memory_allocated`.
+
+    Bytes JAX arrays occupy on a CUDA GPU; 0 without one.
+
+    Note:
+        JAX's `bytes_in_use` also counts buffers of compiled programs and arrays no Python
+        object holds any more until the garbage collector frees them;
+        [`tj.track_arrays`][torch2jax_device.track_arrays] tells which arrays a block left.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -225,39 +337,75 @@ def memory_allocated(device: DeviceLike | None = None) -> int:
 
 
 def max_memory_allocated(device: DeviceLike | None = None) -> int:
-    """The most bytes ever in use on a CUDA GPU in this process; 0 without one.
+    """Equivalent to `torch.cuda.max_memory_allocated`.
 
-    JAX keeps this peak for the life of the process: it cannot be reset
-    (see [`tj.cuda.reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats]).
+    The most bytes ever in use on a CUDA GPU in this process; 0 without one.
+
+    Note:
+        JAX keeps this peak for the life of the process: it cannot be reset (see
+        [`reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats]).
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.max_memory_allocated() >= tj.cuda.memory_allocated()
+        True
     """
     return _stat(device, "allocated_bytes.all.peak")
 
 
 def memory_reserved(device: DeviceLike | None = None) -> int:
-    """Bytes JAX's allocator holds on a CUDA GPU (``torch.cuda.memory_reserved``); 0 without one.
+    """Equivalent to `torch.cuda.memory_reserved`.
 
-    With preallocation (JAX's default) this is the whole preallocated pool from the
-    first operation on; see [`tj.configure`][torch2jax_device.configure].
+    Bytes JAX's allocator holds on a CUDA GPU; 0 without one.
+
+    Note:
+        With preallocation (JAX's default) this is the whole preallocated pool from the
+        first operation on; `tj.configure(preallocate=False)` gives torch's grow-as-needed
+        behaviour (see [`tj.configure`][torch2jax_device.configure]).
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.memory_reserved() >= 0
+        True
     """
     return _stat(device, "reserved_bytes.all.current")
 
 
 def max_memory_reserved(device: DeviceLike | None = None) -> int:
-    """The most bytes JAX's allocator ever held on a CUDA GPU; 0 without one."""
+    """Equivalent to `torch.cuda.max_memory_reserved`.
+
+    The most bytes JAX's allocator ever held on a CUDA GPU; 0 without one.
+
+    Note:
+        Like every JAX peak, it lasts for the process and cannot be reset.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.max_memory_reserved() >= tj.cuda.memory_reserved()
+        True
+    """
     return _stat(device, "reserved_bytes.all.peak")
 
 
 def mem_get_info(device: DeviceLike | None = None) -> tuple[int, int]:
-    """``(free, total)`` bytes of a CUDA GPU as JAX's allocator sees them.
+    """Equivalent to `torch.cuda.mem_get_info`.
 
-    The ``torch.cuda.mem_get_info`` of JAX.
-    ``total`` is the memory JAX may use (``bytes_limit``: the preallocated fraction of
-    the card by default) and ``free`` what of it is not in use; torch asks the driver
-    for the whole card, which JAX does not expose.
+    `(free, total)` bytes of a CUDA GPU, as JAX's allocator sees them.
+
+    Note:
+        `total` is the memory JAX may use (`bytes_limit`: the preallocated fraction of
+        the card by default) and `free` what of it is not in use; torch asks the driver
+        for the whole card, which JAX does not expose.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
         UnsupportedOperationError: JAX reports no limit for this device.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     free, total = tj.cuda.mem_get_info()
+        ...     assert 0 <= free <= total
     """
     stats = _memory.raw_stats(_device(device))
     if "bytes_limit" not in stats:
@@ -268,12 +416,22 @@ def mem_get_info(device: DeviceLike | None = None) -> tuple[int, int]:
 
 
 def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) -> str:
-    """A readable table of a CUDA GPU's memory figures (``torch.cuda.memory_summary``).
+    """Equivalent to `torch.cuda.memory_summary`.
 
-    ``abbreviated`` is accepted for torch compatibility; the table is always short.
+    A readable table of a CUDA GPU's memory figures, in MiB.
+
+    Note:
+        The table lists the torch-named figures of
+        [`memory_stats`][torch2jax_device.cuda.memory_stats]; torch's longer table has
+        rows JAX keeps no figures for. `abbreviated` is accepted for torch compatibility.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     assert tj.cuda.memory_summary().startswith("JAX memory summary")
     """
     target = _device(device)
     stats = memory_stats(target)
@@ -287,12 +445,27 @@ def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) 
 
 
 def reset_peak_memory_stats(device: DeviceLike | None = None) -> None:
-    """``torch.cuda.reset_peak_memory_stats``: impossible in JAX, whose peak lasts for the process.
+    """Equivalent to `torch.cuda.reset_peak_memory_stats`, which JAX cannot do.
+
+    It always raises.
+
+    Note:
+        JAX's `peak_bytes_in_use` lasts for the whole process. To measure a block, compare
+        [`memory_allocated`][torch2jax_device.cuda.memory_allocated] before and after it,
+        or use [`tj.track_arrays`][torch2jax_device.track_arrays] to see what it left on the
+        device. `torch2jax-device scan` reports this call as advice.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU (checked first, as torch does).
         UnsupportedOperationError: always otherwise; the message says what to use
             instead.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.cuda.reset_peak_memory_stats()
+        ... except (tj.UnsupportedOperationError, tj.DeviceUnavailableError):
+        ...     before = tj.cuda.memory_allocated()
     """
     _device(device)
     raise UnsupportedOperationError(
@@ -303,13 +476,17 @@ def reset_peak_memory_stats(device: DeviceLike | None = None) -> None:
 
 
 def empty_cache() -> None:
-    """Free what JAX can free without touching live data (``torch.cuda.empty_cache``).
+    """Equivalent to `torch.cuda.empty_cache`.
 
-    Runs the garbage collector (dropping unreachable arrays) and ``jax.clear_caches()``
-    (compiled programs and their constants). It never deletes arrays the program still
-    references. It cannot hand the allocator's pool back to the driver: with JAX's
-    default BFC allocator the pool stays reserved (``memory_reserved()`` does not drop).
-    Only ``tj.configure(allocator="platform")`` returns memory, at a speed cost.
+    Free what JAX can free without touching live data: runs the garbage collector
+    (dropping unreachable arrays) and `jax.clear_caches()` (compiled programs and their
+    constants).
+
+    Note:
+        It never deletes arrays the program still references, and it cannot hand the
+        allocator's pool back to the driver: with JAX's default BFC allocator the pool
+        stays reserved ([`memory_reserved`][torch2jax_device.cuda.memory_reserved] does not
+        drop). Only `tj.configure(allocator="platform")` returns memory, at a speed cost.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -320,15 +497,27 @@ def empty_cache() -> None:
 
 
 def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None = None) -> None:
-    """Cap the share of GPU memory JAX may use (``torch.cuda.set_per_process_memory_fraction``).
+    """Equivalent to `torch.cuda.set_per_process_memory_fraction`.
 
-    JAX applies one fraction to every GPU and reads it when it starts: this is
-    ``tj.configure(memory_fraction=fraction)`` and must run before anything touches a
-    device.
+    Cap the share of GPU memory JAX may use.
+
+    Note:
+        JAX applies one fraction to every GPU and reads it when it starts: this is
+        `tj.configure(memory_fraction=fraction)` and must run before anything touches a
+        device, where torch accepts it at any time and per device.
 
     Raises:
         AlreadyInitializedError: JAX's backends are already running.
-        ConfigError: ``fraction`` outside (0, 1], or a device other than the first.
+        ConfigError: `fraction` outside (0, 1], or a device other than the first.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.set_per_process_memory_fraction(0.5)  # doctest: +SKIP
+        >>> try:
+        ...     tj.cuda.set_per_process_memory_fraction(1.5)
+        ... except tj.ConfigError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        memory_fraction must be in (0, 1], got 1.5: it is the share of the GPU's memory ...
     """
     if device is not None and not (isinstance(device, int) and device == 0):
         named = Device(device)

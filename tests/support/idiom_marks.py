@@ -1,4 +1,5 @@
-"""Which tests prove which idiom-catalog rows (shared by tests and scripts/update_guide.py).
+"""Which tests prove which idiom-catalog rows (shared by tests, scripts/update_guide.py and
+the documentation site's source pages).
 
 A row is proven by ``tests/parity/test_catalog.py`` when it runs as written
 (``Idiom.runs``), and by every test marked ``@pytest.mark.idiom("row-id")``.
@@ -15,22 +16,45 @@ ROOT = Path(__file__).resolve().parents[2]
 CATALOG_TEST = "tests/parity/test_catalog.py"
 
 
+def _idiom_ids(node: ast.AST) -> list[str]:
+    """The ids of every ``<...>.idiom("row-id")`` call under ``node``, in source order."""
+    return [
+        str(call.args[0].value)
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "idiom"
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+    ]
+
+
+def marks_by_statement(source: str) -> list[tuple[int, list[str]]]:
+    """For each top-level statement carrying ``idiom`` marks: its first line (decorators
+    included, 1-based) and the ids it marks.
+
+    Examples:
+        >>> marks_by_statement("x = 1\\n@pytest.mark.idiom('a')\\ndef test_a(): pass\\n")
+        [(2, ['a'])]
+    """
+    found = []
+    for statement in ast.parse(source).body:
+        ids = list(dict.fromkeys(_idiom_ids(statement)))
+        if ids:
+            decorators = getattr(statement, "decorator_list", [])
+            found.append((min([statement.lineno] + [d.lineno for d in decorators]), ids))
+    return found
+
+
 def marked_tests(root: Path = ROOT) -> dict[str, list[str]]:
     """Idiom id -> test files (relative to ``root``) that carry its ``idiom`` mark."""
     found: dict[str, list[str]] = {}
     for path in sorted((root / "tests").rglob("test_*.py")):
         relative = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "idiom"
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-            ):
-                files = found.setdefault(str(node.args[0].value), [])
-                if relative not in files:
-                    files.append(relative)
+        for idiom_id in _idiom_ids(ast.parse(path.read_text())):
+            files = found.setdefault(idiom_id, [])
+            if relative not in files:
+                files.append(relative)
     return found
 
 

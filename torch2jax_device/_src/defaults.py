@@ -29,14 +29,20 @@ __all__ = ["get_default_device", "set_default_device"]
 
 
 def set_default_device(device: DeviceLike | None) -> None:
-    """Set the default device for new JAX arrays in this thread (``torch.set_default_device``).
+    """Equivalent to `torch.set_default_device`.
 
-    ``None`` goes back to JAX's own default (the first device of its default
-    backend, usually the accelerator). The device is resolved now: an unavailable
-    device raises here, not at the first array.
+    Set the default device for new JAX arrays in this thread: `jnp.zeros`, `jnp.asarray`,
+    `jax.device_put(x)` and jitted functions with uncommitted inputs place their results
+    there. `None` goes back to JAX's own default.
+
+    Note:
+        JAX's own default is the first device of its default backend, usually the
+        accelerator, where torch's is the CPU. The device is resolved now: an unavailable
+        device raises here, where torch raises at the first tensor. Arrays already committed
+        to a device (`jax.device_put(x, d)`, `tj.to_device`) stay where they are.
 
     Args:
-        device: Anything [`tj.device`][torch2jax_device.Device] accepts, or ``None``.
+        device: Anything [`tj.device`][torch2jax_device.Device] accepts, or `None`.
 
     Raises:
         DeviceUnavailableError: the device does not exist on this machine.
@@ -53,13 +59,15 @@ def set_default_device(device: DeviceLike | None) -> None:
 
 
 def get_default_device() -> Device:
-    """The device new JAX arrays land on in this thread (``torch.get_default_device``).
+    """Equivalent to `torch.get_default_device`.
 
-    Like torch, it names the device arrays actually land on: an unindexed ``"cuda"``
-    default reports ``cuda:<current>``, the CPU reports ``cpu`` (``cpu:N`` when several
-    CPU devices are simulated). With no default set it is JAX's own default device,
-    which is the accelerator when there is one, where torch would say ``cpu``. Starts
-    JAX's backends.
+    The device new JAX arrays land on in this thread. Starts JAX's backends.
+
+    Note:
+        Like torch, it names the device arrays actually land on: an unindexed `"cuda"`
+        default reports `cuda:<current>`, the CPU reports `cpu` (`cpu:N` when several
+        CPU devices are simulated). With no default set it is JAX's own default device,
+        which is the accelerator when there is one, where torch would say `cpu`.
 
     Examples:
         >>> import torch2jax_device as tj

@@ -1,10 +1,11 @@
 """One exception hierarchy for the whole library.
 
 Every error raised on purpose by torch2jax_device derives from
-``tj.Torch2JaxDeviceError``, so ``except tj.Torch2JaxDeviceError`` catches all of them.
-Each one also derives from the builtin exception that PyTorch raises in the same
-situation, so ``except RuntimeError`` (or ``AssertionError``, ``TypeError``) clauses
-ported from PyTorch code keep working unchanged.
+[`tj.Torch2JaxDeviceError`][torch2jax_device.Torch2JaxDeviceError], so
+`except tj.Torch2JaxDeviceError` catches all of them. Each one also derives from the
+builtin exception that PyTorch raises in the same situation, so `except RuntimeError`
+(or `AssertionError`, `TypeError`) clauses ported from PyTorch code keep working
+unchanged.
 """
 
 from __future__ import annotations
@@ -29,99 +30,249 @@ __all__ = [
 
 
 class Torch2JaxDeviceError(Exception):
-    """Base class of every error raised by torch2jax_device."""
+    """Base class of every error raised by torch2jax_device.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.device("cuda:01")
+        ... except tj.Torch2JaxDeviceError as error:
+        ...     print(type(error).__name__)
+        InvalidDeviceError
+    """
 
 
 class InvalidDeviceError(Torch2JaxDeviceError, RuntimeError, ValueError):
     """A device specification is malformed or names the wrong kind of device.
 
-    PyTorch raises ``RuntimeError`` for malformed strings (``torch.device("cuda:01")``)
-    and ``ValueError`` when a ``torch.cuda`` function gets a non-CUDA device; this
+    PyTorch raises `RuntimeError` for malformed strings (`torch.device("cuda:01")`)
+    and `ValueError` when a `torch.cuda` function gets a non-CUDA device; this
     class is both.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.device("cuda:01")
+        ... except RuntimeError as error:  # the clause ported from PyTorch
+        ...     print(error)
+        Invalid device string: 'cuda:01'
     """
 
 
 class DeviceTypeError(Torch2JaxDeviceError, TypeError):
-    """A device argument has a Python type that cannot name a device (``True``, ``1.5``)."""
+    """A device argument has a Python type that cannot name a device (`True`, `1.5`).
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.device(1.5)
+        ... except TypeError as error:  # torch raises TypeError too
+        ...     print(error)
+        device(): argument 'type' must be str, int, jax.Device or torch.device, not float
+    """
 
 
 class DeviceUnavailableError(Torch2JaxDeviceError, RuntimeError, AssertionError):
     """A well-formed device does not exist on this machine.
 
-    PyTorch raises ``RuntimeError`` for this on builds with CUDA support and
-    ``AssertionError("Torch not compiled with CUDA enabled")`` on CPU-only builds; this
-    class is both, so ported ``except`` clauses catch it either way. The message
+    PyTorch raises `RuntimeError` for this on builds with CUDA support and
+    `AssertionError("Torch not compiled with CUDA enabled")` on CPU-only builds; this
+    class is both, so ported `except` clauses catch it either way. The message
     names the devices that do exist and how to get the missing one.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.resolve("cuda:1000")
+        ... except tj.DeviceUnavailableError as error:
+        ...     print(str(error).split(":")[0])
+        Device 'cuda
+        >>> issubclass(tj.DeviceUnavailableError, (RuntimeError, AssertionError))
+        True
     """
 
 
 class BackendInitError(Torch2JaxDeviceError, RuntimeError):
-    """JAX could not initialize its backends (usually a ``JAX_PLATFORMS`` setting)."""
+    """JAX could not initialize its backends (usually a `JAX_PLATFORMS` setting).
+
+    Raised by the first call that starts JAX through torch2jax_device
+    ([`tj.available_backends`][torch2jax_device.available_backends], `tj.resolve`, ...);
+    the message carries JAX's reason and the fix. `torch2jax-device doctor` explains the
+    same settings.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     backends = tj.available_backends()
+        ... except tj.BackendInitError as error:  # e.g. JAX_PLATFORMS=cuda on a CPU machine
+        ...     print(error)  # JAX's reason, and the fix
+        >>> issubclass(tj.BackendInitError, RuntimeError)
+        True
+    """
 
 
 class MixedDeviceError(Torch2JaxDeviceError, RuntimeError, ValueError):
     """Arrays that must share one device are on several.
 
-    PyTorch raises ``RuntimeError("Expected all tensors to be on the same device ...")``
-    and JAX ``ValueError("Received incompatible devices ...")``; this class is both.
+    PyTorch raises `RuntimeError("Expected all tensors to be on the same device ...")`
+    and JAX `ValueError("Received incompatible devices ...")`; this class is both.
     The message names every device and a leaf path on each.
+
+    Examples:
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> batch = tj.to_device({"x": np.ones(2, np.float32), "y": np.zeros(2, np.int32)}, "cpu")
+        >>> tj.check_same_device(batch)  # one device: no error
+        device(type='cpu')
+        >>> issubclass(tj.MixedDeviceError, (RuntimeError, ValueError))
+        True
     """
 
 
 class EmptyTreeError(Torch2JaxDeviceError, ValueError):
-    """A tree, module or batch that should hold arrays holds none."""
+    """A tree, module or batch that should hold arrays holds none.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.device_of({})
+        ... except ValueError as error:
+        ...     print(type(error).__name__)
+        EmptyTreeError
+    """
 
 
 class DTypeError(Torch2JaxDeviceError, TypeError):
-    """A dtype that JAX does not know (torch raises ``TypeError`` for bad dtypes)."""
+    """A dtype that JAX does not know (torch raises `TypeError` for bad dtypes).
+
+    Examples:
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.to_device(np.ones(2, np.float32), dtype="float99")
+        ... except TypeError as error:
+        ...     print(str(error).split(":")[0])
+        unknown dtype 'float99'
+    """
 
 
 class ConversionError(Torch2JaxDeviceError, ValueError):
     """A value cannot be turned into a JAX array as asked.
 
     Raised for array-like leaves JAX cannot convert, deleted or donated arrays, and
-    ``strict=True`` conversions that would need a copy. Names the leaf path and the fix.
+    `strict=True` conversions that would need a copy. Names the leaf path and the fix.
+
+    Examples:
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.to_jax(np.arange(4, dtype=np.int64), strict=True)  # 64-bit JAX is off
+        ... except tj.ConversionError as error:
+        ...     print(str(error).split(";")[0])
+        strict=True: the int64 array would be copied to int32 because jax_enable_x64 is off
     """
 
 
 class AlreadyInitializedError(Torch2JaxDeviceError, RuntimeError):
     """A start-up setting was changed after JAX's backends started, when it cannot apply.
 
-    JAX reads ``JAX_PLATFORMS``, the ``XLA_PYTHON_CLIENT_*`` variables and the CPU
+    JAX reads `JAX_PLATFORMS`, the `XLA_PYTHON_CLIENT_*` variables and the CPU
     device count once, when its backends start; later changes are ignored (silently, for
     some of them). The message names what is running and how to restart.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> backends = tj.available_backends()  # starts JAX
+        >>> try:
+        ...     tj.configure(preallocate=False)
+        ... except tj.AlreadyInitializedError as error:
+        ...     print(str(error).split(",")[0])
+        JAX's backends are already running (started: cpu)
     """
 
 
 class ConfigError(Torch2JaxDeviceError, ValueError):
-    """A configuration value JAX would reject or misread (bad allocator, fraction, ...)."""
+    """A configuration value JAX would reject or misread (bad allocator, fraction, ...).
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.configure(allocator="cuda_malloc")
+        ... except ValueError as error:
+        ...     print(type(error).__name__)
+        ConfigError
+    """
 
 
 class UnsupportedOperationError(Torch2JaxDeviceError, NotImplementedError):
-    """A PyTorch operation JAX has no way to perform (e.g. resetting peak memory stats)."""
+    """A PyTorch operation JAX has no way to perform (e.g. resetting peak memory stats).
+
+    It is a `NotImplementedError`; the message says what to do instead.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.cuda.reset_peak_memory_stats()
+        ... except (tj.UnsupportedOperationError, tj.DeviceUnavailableError):
+        ...     pass  # without a GPU the device check fails first, as in torch
+        >>> issubclass(tj.UnsupportedOperationError, NotImplementedError)
+        True
+    """
 
 
 class CheckpointError(Torch2JaxDeviceError, ValueError):
     """A checkpoint file cannot be read: corrupted, truncated, unsafe or unsupported.
 
     The message names the file, what is wrong and, where there is one, the fix.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import torch2jax_device as tj
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "broken.safetensors"
+        >>> _ = path.write_bytes(b"not a checkpoint")
+        >>> try:
+        ...     tj.load_file(path)
+        ... except tj.CheckpointError as error:
+        ...     print("is not a valid safetensors file" in str(error))
+        True
     """
 
 
 class InvalidIndexError(Torch2JaxDeviceError, IndexError, ValueError):
     """An index into a stored tensor is out of range, has a zero step, or is not basic.
 
-    NumPy and torch raise ``IndexError`` for the first and ``ValueError`` for a zero
+    NumPy and torch raise `IndexError` for the first and `ValueError` for a zero
     step; this class is both.
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "w.safetensors"
+        >>> tj.save_file({"w": np.zeros((2, 3), np.float32)}, path)
+        >>> with tj.safe_open(path) as f:
+        ...     try:
+        ...         f.get_slice("w")[5]
+        ...     except IndexError as error:
+        ...         print(str(error).split(": ")[1])
+        index 5 is out of bounds for axis 0 with size 2
     """
 
 
 class DistributedError(Torch2JaxDeviceError, RuntimeError, ValueError):
     """A multi-process job is misconfigured, or a process group operation failed.
 
-    ``torch.distributed`` raises ``ValueError`` for configuration mistakes (a missing
-    ``RANK``, an uninitialized or doubly initialized process group) and
-    ``RuntimeError`` (``DistError``, ``DistStoreError``) when a rendezvous or a
-    collective times out; this class is both, so ported ``except`` clauses keep
+    `torch.distributed` raises `ValueError` for configuration mistakes (a missing
+    `RANK`, an uninitialized or doubly initialized process group) and
+    `RuntimeError` (`DistError`, `DistStoreError`) when a rendezvous or a
+    collective times out; this class is both, so ported `except` clauses keep
     working.
+
+    Examples:
+        >>> from torch2jax_device import distributed as dist
+        >>> try:
+        ...     dist.get_rank()
+        ... except ValueError as error:  # as torch.distributed raises
+        ...     print(type(error).__name__)
+        DistributedError
     """

@@ -83,11 +83,23 @@ def live_arrays(device: DeviceLike | None = None) -> list[jax.Array]:
 
 @dataclasses.dataclass
 class ArrayReport:
-    """The arrays a block of code created and left alive (see ``tj.track_arrays``).
+    """The arrays a block of code created and left alive.
+
+    [`tj.track_arrays`][torch2jax_device.track_arrays] yields it and fills it when the
+    block ends. Printing it lists the count, the bytes, and the ten largest arrays.
 
     Attributes:
-        device: The device tracked, or ``None`` for all.
+        device: The device tracked, or `None` for all.
         arrays: Arrays created inside the block that were still alive at its end.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> with tj.track_arrays("cpu") as report:
+        ...     kept = jnp.zeros(8)
+        >>> print(report)
+        1 array(s), 32 bytes left on cpu
+          float32[8] on cpu
     """
 
     device: Device | None

@@ -40,21 +40,30 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class DeviceProperties:
-    """What JAX reports about one device (``torch.cuda.get_device_properties``).
+    """What JAX reports about one device, in the shape of torch's `_CudaDeviceProperties`.
+
+    [`tj.cuda.get_device_properties`][torch2jax_device.cuda.get_device_properties]
+    returns it.
 
     Attributes:
-        name: The device kind, e.g. ``"NVIDIA H100 80GB HBM3"`` (``device_kind``).
-        type: The torch-style device type, e.g. ``"cuda"``.
+        name: The device kind, e.g. `"NVIDIA H100 80GB HBM3"` (`device_kind`).
+        type: The torch-style device type, e.g. `"cuda"`.
         index: The device index in this process.
-        total_memory: Bytes JAX's allocator may use on the device (``bytes_limit`` of
-            ``memory_stats()``), or ``None`` where JAX reports no memory figures (CPU).
+        total_memory: Bytes JAX's allocator may use on the device (`bytes_limit` of
+            `memory_stats()`), or `None` where JAX reports no memory figures (CPU).
             With preallocation this is the preallocated fraction of the card
             (75 % by default), not the physical total that torch reports.
-        multi_processor_count: Streaming multiprocessors (GPU ``core_count``), or
-            ``None``.
-        major: Compute capability major version (GPU), or ``None``.
-        minor: Compute capability minor version (GPU), or ``None``.
-        platform_version: The backend's version string, e.g. ``"cuda 12080"``.
+        multi_processor_count: Streaming multiprocessors (GPU `core_count`), or
+            `None`.
+        major: Compute capability major version (GPU), or `None`.
+        minor: Compute capability minor version (GPU), or `None`.
+        platform_version: The backend's version string, e.g. `"cuda 12080"`.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> if tj.cuda.is_available():
+        ...     props = tj.cuda.get_device_properties()
+        ...     label = f"{props.name}: {props.total_memory / 2**30:.0f} GiB for JAX"
     """
 
     name: str

@@ -278,9 +278,19 @@ def configure(
         ConfigError: a value JAX would reject or misread; nothing is changed.
 
     Examples:
+        At the top of a script, before anything touches a device:
+
         >>> import torch2jax_device as tj
         >>> tj.configure(preallocate=False)  # doctest: +SKIP
         {'XLA_PYTHON_CLIENT_PREALLOCATE': 'false'}
+
+        Values JAX would misread are refused, and nothing is written:
+
+        >>> try:
+        ...     tj.configure(platforms="gpu")
+        ... except tj.ConfigError as error:
+        ...     print(str(error).split(";")[0])
+        platforms='gpu' makes JAX start CUDA, ROCm and oneAPI and fail unless all of them start
     """
     environment: dict[str, str] = {}
     options: dict[str, Any] = {}

@@ -7,6 +7,7 @@
   Python sources, line by line, with what each becomes.
 * ``run --nproc-per-node N script.py [args]``: launch a multi-process job like
   torchrun (no torch needed).
+* ``--version``: the installed version.
 
 Each command lives in its own module, which registers itself with ``add_parser``.
 """
@@ -17,6 +18,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from . import devices, doctor, run, scan
 
 __all__ = ["main"]
@@ -30,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
             "scripts and launch multi-process jobs."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (devices, doctor, scan, run):
         command.add_parser(commands)

@@ -1,0 +1,110 @@
+"""The documentation site's checks: the link checker, and the pages of linked sources.
+
+``scripts/test.sh`` builds the site with ``mkdocs build --strict`` and runs
+``scripts/check_site.py`` on it; these tests show that the checker catches each kind of
+problem and that the guide's proof links have pages and anchors to land on.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.support.idiom_marks import CATALOG_TEST, marks_by_statement, proofs
+from tests.support.scripts import load_script
+from torch2jax_device.porting import catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+check_site = load_script("check_site")
+docs_hooks = load_script("docs_hooks")
+
+_PAGE = """<html><body>
+<a id="top"></a>
+<a href="other/">fine</a> <a href="other/#there">fine</a> <a href="#top">fine</a>
+<a href="https://example.org/missing">external: not checked</a>
+<img src="assets/logo.png">
+<pre><code>&gt;&gt;&gt; import torch2jax_device as tj  # code: fine</code></pre>
+{extra}
+</body></html>"""
+
+
+def _site(tmp_path: Path, extra: str = "") -> Path:
+    (tmp_path / "other").mkdir()
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "logo.png").write_bytes(b"")
+    (tmp_path / "index.html").write_text(_PAGE.format(extra=extra))
+    (tmp_path / "other" / "index.html").write_text('<h2 id="there">x</h2><a href="../">up</a>')
+    return tmp_path
+
+
+def test_a_sound_site_passes(tmp_path: Path) -> None:
+    assert list(check_site.problems(_site(tmp_path))) == []
+    assert check_site.main([str(tmp_path)]) == 0
+
+
+def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
+    extra = """
+    <a href="../tests/parity/test_devices.py">a file outside the site</a>
+    <a href="missing/">a page that does not exist</a>
+    <a href="other/#nowhere">an anchor that does not exist</a>
+    <img src="assets/missing.png">
+    <blockquote><p>&gt;&gt;&gt; tj.device("cpu")</p></blockquote>
+    <p>See :func:`~torch2jax_device.resolve`.</p>
+    """
+    found = list(check_site.problems(_site(tmp_path, extra)))
+    expected = [
+        r"\.\./tests/parity/test_devices\.py points outside the site",
+        r"missing/ -> missing/index\.html does not exist",
+        r"other/#nowhere -> no anchor #nowhere in other/index\.html",
+        r"assets/missing\.png -> assets/missing\.png does not exist",
+        r"unrendered '>>>' outside code",
+        r"unrendered ':func:`' outside code",
+    ]
+    for pattern in expected:
+        assert any(re.search(pattern, line) for line in found), (pattern, found)
+    assert len(found) == len(expected)
+    assert check_site.main([str(tmp_path)]) == 1
+
+
+def test_a_source_page_anchors_each_idiom_at_its_test() -> None:
+    path = "tests/parity/test_devices.py"
+    text = (ROOT / path).read_text()
+    page = docs_hooks.source_page(path, proofs(), ["migration-guide.md"])
+    for line, ids in marks_by_statement(text):
+        for idiom_id in ids:
+            anchor = f'<a id="{idiom_id}"></a>\n'
+            assert anchor in page
+            after = page.split(anchor, 1)[1]
+            assert after.startswith(f'\n```python linenums="{line}"\n')
+    assert "Linked from [migration-guide.md](../../../migration-guide.md)." in page
+    body = "\n".join(
+        line for block in page.split('linenums="')[1:] for line in block.split("\n")[1:-3]
+    )
+    assert body.split("\n")[0] == text.split("\n")[0]
+
+
+def test_the_catalog_test_page_anchors_every_runnable_row() -> None:
+    page = docs_hooks.source_page(CATALOG_TEST, proofs())
+    for idiom in catalog.CATALOG:
+        assert (f'<a id="{idiom.id}"></a>' in page) == idiom.runs, idiom.id
+
+
+def test_every_proof_link_of_the_guide_names_an_anchor_its_page_has() -> None:
+    guide = (ROOT / "docs" / "migration-guide.md").read_text()
+    links = re.findall(r"\]\(\.\./(tests/[^)#]+)#([^)]+)\)", guide)
+    assert links, "the guide links no test"
+    anchors = proofs()
+    pages = {path: docs_hooks.source_page(path, anchors) for path in {path for path, _ in links}}
+    missing = [(path, i) for path, i in links if f'<a id="{i}"></a>' not in pages[path]]
+    assert missing == []
+
+
+def test_the_home_page_example_runs() -> None:
+    """The ten lines of ``docs/index.md`` run as printed (on this machine, on the CPU)."""
+    page = (ROOT / "docs" / "index.md").read_text()
+    code = page.split("## Ten lines", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "docs/index.md", "exec"), namespace)
+    assert namespace["device"] == namespace["weights"].device

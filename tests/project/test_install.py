@@ -1,0 +1,116 @@
+"""The CPU test install takes PyTorch's CPU build from the project's own files.
+
+``scripts/bootstrap.sh`` installs with the options ``scripts/torch_cpu_source.py`` prints
+(``-c constraints-cpu.txt``, plus PyTorch's CPU wheel index when it is reachable). These
+tests resolve torch with those options and this machine's pip configuration switched
+off (``PIP_CONFIG_FILE=/dev/null``, no ``PIP_FIND_LINKS`` / index variables), as on a
+fresh machine, with ``pip install --dry-run``: no ``nvidia-*`` or ``cuda-*`` wheel may
+appear. Where the index is unreachable (an offline CI), pip must refuse (no distribution
+satisfies ``torch==...+cpu``) rather than fall back to PyPI's CUDA build, and the pinned
+local build must resolve when pip is pointed at it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.scripts import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+_SOURCES = ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX")
+
+
+torch_cpu_source = load_script("torch_cpu_source")
+
+
+def pinned_torch() -> str:
+    """The torch version ``constraints-cpu.txt`` pins."""
+    pins = re.findall(r"^torch==(\S+)", torch_cpu_source.CONSTRAINTS.read_text(), re.MULTILINE)
+    assert len(pins) == 1, "constraints-cpu.txt pins torch once"
+    return str(pins[0])
+
+
+def cuda_wheels(report: dict[str, Any]) -> list[str]:
+    """The CUDA runtime wheels a ``pip install --report`` would install."""
+    names = [item["metadata"]["name"].lower() for item in report.get("install", [])]
+    return [name for name in names if name.startswith(("nvidia-", "cuda-"))]
+
+
+def dry_run(*options: str) -> tuple[dict[str, Any] | None, str]:
+    """Resolve torch with ``options`` and no machine pip configuration: (report, output)."""
+    env = {k: v for k, v in os.environ.items() if k not in _SOURCES}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    with tempfile.TemporaryDirectory() as scratch:
+        report_path = Path(scratch) / "report.json"
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+             "--report", str(report_path), *options, "torch"],
+            env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        report = json.loads(report_path.read_text()) if result.returncode == 0 else None
+    return report, result.stdout + result.stderr
+
+
+def local_wheel_dirs() -> list[str]:
+    """Directories this machine's pip configuration names with a copy of the pinned wheel."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.findall(r"find-links='([^']*)'", listed)
+    found += os.environ.get("PIP_FIND_LINKS", "").split()
+    dirs = [d for entry in found for d in entry.split() if Path(d).is_dir()]
+    wheel = f"torch-{pinned_torch()}-*.whl"
+    return sorted({d for d in dirs if any(Path(d).glob(wheel))})
+
+
+def test_the_constraints_pin_the_cpu_build() -> None:
+    assert pinned_torch().endswith("+cpu"), "a pin without +cpu lets PyPI's CUDA build in"
+
+
+def test_a_fresh_machine_never_resolves_cuda_wheels() -> None:
+    report, output = dry_run(*torch_cpu_source.pip_options())
+    if report is None:  # no CPU source reachable: pip must refuse, not fall back to CUDA
+        assert f"The user requested (constraint) torch=={pinned_torch()}" in output, output
+        assert "nvidia" not in output
+        return
+    versions = {item["metadata"]["name"]: item["metadata"]["version"] for item in report["install"]}
+    assert versions["torch"] == pinned_torch()
+    assert cuda_wheels(report) == []
+
+
+def test_the_pinned_local_build_resolves_without_cuda() -> None:
+    dirs = local_wheel_dirs()
+    if not dirs:
+        pytest.skip(f"no local copy of torch {pinned_torch()} in this machine's pip configuration")
+    options = [option for d in dirs for option in ("--find-links", d)]
+    report, output = dry_run(*options, "-c", str(torch_cpu_source.CONSTRAINTS))
+    assert report is not None, output
+    assert cuda_wheels(report) == []
+    torch = [item for item in report["install"] if item["metadata"]["name"] == "torch"]
+    assert torch[0]["metadata"]["version"] == pinned_torch()
+
+
+def test_the_check_sees_cuda_wheels() -> None:
+    """A pip report for PyPI's torch, trimmed to a few of its entries."""
+    report = {
+        "install": [
+            {"metadata": {"name": "torch", "version": "2.13.0"}},
+            {"metadata": {"name": "nvidia-cublas", "version": "13.1.1.3"}},
+            {"metadata": {"name": "cuda-toolkit", "version": "13.0.3.0"}},
+            {"metadata": {"name": "sympy", "version": "1.14.0"}},
+        ]
+    }
+    assert cuda_wheels(report) == ["nvidia-cublas", "cuda-toolkit"]
+
+
+def test_the_index_probe_answers_false_for_an_unreachable_index() -> None:
+    assert torch_cpu_source.index_reachable("http://127.0.0.1:9/whl/cpu", timeout=2) is False
