@@ -43,7 +43,9 @@ from ._src.errors import DTypeError as DTypeError
 from ._src.errors import EmptyTreeError as EmptyTreeError
 from ._src.errors import InvalidDeviceError as InvalidDeviceError
 from ._src.errors import InvalidIndexError as InvalidIndexError
+from ._src.errors import MissingFrameworkError as MissingFrameworkError
 from ._src.errors import MixedDeviceError as MixedDeviceError
+from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
 from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
 from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
 from ._src.interop import to_jax as to_jax
@@ -51,6 +53,7 @@ from ._src.interop import to_torch as to_torch
 from ._src.memory import ArrayReport as ArrayReport
 from ._src.memory import live_arrays as live_arrays
 from ._src.memory import track_arrays as track_arrays
+from ._src.placement import Parameter as Parameter
 from ._src.placement import check_same_device as check_same_device
 from ._src.placement import device_of as device_of
 from ._src.placement import parameters as parameters
@@ -113,7 +116,10 @@ __all__ = [
     "ForkAfterJaxWarning",
     "InvalidDeviceError",
     "InvalidIndexError",
+    "MissingFrameworkError",
     "MixedDeviceError",
+    "NoSuchAttributeError",
+    "Parameter",
     "TensorSlice",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",

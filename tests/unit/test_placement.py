@@ -171,7 +171,7 @@ def test_nnx_module_moves_in_place() -> None:
     model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     kernel_before = model.kernel[...]
     assert tj.to_device(model, "cpu") is model
-    assert all(_is_placed(p) for p in tj.parameters(model))
+    assert all(_is_placed(p.data) for p in tj.parameters(model))
     assert np.asarray(model.kernel[...]).tolist() == np.asarray(kernel_before).tolist()
 
 
