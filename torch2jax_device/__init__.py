@@ -74,6 +74,10 @@ if TYPE_CHECKING:
     from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning
     from ._src.feeding import pin_memory as pin_memory
     from ._src.feeding import prefetch_to_device as prefetch_to_device
+    from ._src.strict import CpuComputationWarning as CpuComputationWarning
+    from ._src.strict import StrictPlacement as StrictPlacement
+    from ._src.strict import set_strict_placement as set_strict_placement
+    from ._src.strict import strict_placement as strict_placement
 
 #: ``tj.device`` is the [`Device`][torch2jax_device.Device] class, as ``torch.device``
 #: is a class.
@@ -95,6 +99,10 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ForkAfterJaxWarning": ("._src.feeding", "ForkAfterJaxWarning"),
     "pin_memory": ("._src.feeding", "pin_memory"),
     "prefetch_to_device": ("._src.feeding", "prefetch_to_device"),
+    "CpuComputationWarning": ("._src.strict", "CpuComputationWarning"),
+    "StrictPlacement": ("._src.strict", "StrictPlacement"),
+    "set_strict_placement": ("._src.strict", "set_strict_placement"),
+    "strict_placement": ("._src.strict", "strict_placement"),
 }
 
 __all__ = [
@@ -104,6 +112,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "ConversionError",
+    "CpuComputationWarning",
     "DTypeError",
     "Device",
     "DeviceLike",
@@ -120,6 +129,7 @@ __all__ = [
     "MixedDeviceError",
     "NoSuchAttributeError",
     "Parameter",
+    "StrictPlacement",
     "TensorSlice",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
@@ -146,6 +156,8 @@ __all__ = [
     "safe_open",
     "save_file",
     "set_default_device",
+    "set_strict_placement",
+    "strict_placement",
     "to_device",
     "to_jax",
     "to_torch",

@@ -42,6 +42,7 @@ from .trees import flatten
 
 __all__ = [
     "Parameter",
+    "Placements",
     "as_sharding",
     "check_same_device",
     "device_of",
@@ -414,19 +415,21 @@ def _is_scalar_host(leaf: Any) -> bool:
     return isinstance(leaf, np.generic) or (isinstance(leaf, np.ndarray) and leaf.ndim == 0)
 
 
-class _Placements:
+class Placements:
     """Where the arrays of some trees live, and the first leaf seen at each place.
 
     A place is a torch-style ``Device``; torch's unindexed ``cpu`` and JAX's ``cpu:0``
     are one place. NumPy leaves only set ``host`` (host memory is reachable from
     every device), or with ``host_is_cpu`` are placed on ``cpu`` as torch places CPU
     tensors (0-d ones excepted, as torch exempts 0-d CPU tensors); tracers only set
-    ``traced``. Leaf paths are computed only for an error message.
+    ``traced``. ``committed_platforms`` are the JAX platforms of committed arrays (where
+    a jitted call of them runs). Leaf paths are computed only for an error message.
     """
 
     def __init__(self, trees: list[Any], prefixes: list[str], *, host_is_cpu: bool = False) -> None:
         self.trees, self.prefixes = trees, prefixes
         self.traced = self.host = False
+        self.committed_platforms: set[str] = set()
         seen: dict[Any, tuple[int, int]] = {}
         for position, tree in enumerate(trees):
             for index, leaf in enumerate(flatten(tree).leaves):
@@ -437,6 +440,8 @@ class _Placements:
                         self.traced = True
                         continue
                     key: Any = _single_device(leaf, tree, index)
+                    if leaf.committed:
+                        self.committed_platforms.add(key.platform)
                 elif is_torch_tensor(leaf):
                     if host_is_cpu and leaf.device.type == "cpu" and leaf.ndim == 0:
                         continue
@@ -505,7 +510,7 @@ def device_of(obj: Any) -> Device | None:
         obj = sys.modules["flax.nnx"].state(obj)
     elif is_torch_module(obj):
         obj = list(obj.state_dict(keep_vars=True).values())
-    placements = _Placements([obj], [""])
+    placements = Placements([obj], [""])
     if placements.traced:
         return None
     if len(placements.devices) > 1:
@@ -541,7 +546,7 @@ def check_same_device(*objs: Any) -> Device | None:
         >>> tj.check_same_device(jnp.ones(2), {"b": jnp.zeros(1)}) == tj.device("cpu")
         True
     """
-    placements = _Placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
+    placements = Placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
     if len(placements.devices) > 1:
         raise placements.mixed_error("arguments")
     return next(iter(placements.devices), None)
