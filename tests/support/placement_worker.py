@@ -13,13 +13,12 @@ import sys
 from typing import Any
 
 
-def describe(device: Any, torch_cpu: Any, tj_cpu: Any) -> dict[str, Any]:
+def describe(device: Any, torch_cpu: Any) -> dict[str, Any]:
     return {
         "type": device.type,
         "index": device.index,
         "str": str(device),
         "eq_torch_cpu": device == torch_cpu,
-        "eq_tj_cpu": tj_cpu is not None and device == tj_cpu,
         "eq_string_cpu": device == "cpu",
     }
 
@@ -35,8 +34,8 @@ def torch_rank() -> dict[str, Any]:
     cpu = torch.device("cpu")
     result = {
         "rank": dist.get_rank(),
-        "local": describe(next(model.parameters()).device, cpu, None),
-        "replicated": describe(next(ddp.parameters()).device, cpu, None),
+        "local": describe(next(model.parameters()).device, cpu),
+        "replicated": describe(next(ddp.parameters()).device, cpu),
     }
     dist.destroy_process_group()
     return result
@@ -57,10 +56,13 @@ def tj_rank() -> dict[str, Any]:
     local = tj.to_device(params, "cpu")
     replicated = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))
     cpu = torch.device("cpu")
+    local_device = next(tj.parameters(local)).device
+    replicated_device = next(tj.parameters(replicated)).device
     result = {
         "rank": dist.get_rank(),
-        "local": describe(next(tj.parameters(local)).device, cpu, tj.device("cpu")),
-        "replicated": describe(next(tj.parameters(replicated)).device, cpu, tj.device("cpu")),
+        "local": describe(local_device, cpu),
+        "replicated": describe(replicated_device, cpu),
+        "equal_tj_cpu": [local_device == tj.device("cpu"), replicated_device == tj.device("cpu")],
         "device_of_replicated": str(tj.device_of(replicated)),
         "jax_device_id": local["weight"].device.id,
     }
