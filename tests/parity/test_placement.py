@@ -425,10 +425,8 @@ def test_equinox_module_to_returns_the_moved_module() -> None:
         float(model(jnp.ones(3)).sum()), rel=0.05
     )
     assert tj.to_device(moved, "cpu") is not moved  # a new module, the same arrays
-    assert all(
-        new.data is old.data
-        for new, old in zip(tj.parameters(tj.to_device(moved, "cpu")), tj.parameters(moved))
-    )
+    again = list(tj.parameters(tj.to_device(moved, "cpu")))
+    assert all(new.data is old.data for new, old in zip(again, tj.parameters(moved), strict=True))
 
 
 # --- two processes: the local device, never JAX's global id ---------------------------

@@ -350,9 +350,9 @@ def test_parameter_device_is_torch_style_and_it_stays_an_array() -> None:
 
 def test_parameter_is_read_only_and_says_what_to_do_instead() -> None:
     weight = next(tj.parameters({"w": jnp.ones(2)}))
-    with pytest.raises(tj.NoSuchAttributeError, match="cannot set 'requires_grad'.*Fix: change"):
+    with pytest.raises(tj.NoSuchAttributeError, match=r"cannot set 'requires_grad'.*Fix: change"):
         weight.requires_grad = False  # type: ignore[misc]
-    with pytest.raises(AttributeError, match="no attribute 'grad'.*jax.grad"):
+    with pytest.raises(AttributeError, match=r"no attribute 'grad'.*jax\.grad"):
         _ = weight.grad
     with pytest.raises(TypeError, match="unhashable"):
         hash(weight)

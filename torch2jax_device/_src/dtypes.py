@@ -59,7 +59,7 @@ def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype JAX will actually use for ``dtype``; warns once per narrowed dtype.
 
     For data whose 64-bit dtype was chosen (torch tensors, checkpoint tensors, an
-    explicit ``dtype=``). NumPy arrays go through [`narrow_host`][.], which does not
+    explicit ``dtype=``). NumPy arrays go through `narrow_host`, which does not
     warn for NumPy's default float64.
     """
     result = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
@@ -72,7 +72,7 @@ def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
 def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A NumPy array in the dtype JAX will use, warning only where values change surprisingly.
 
-    64-bit integers warn once per dtype, as in [`canonical`][.] (torch's default
+    64-bit integers warn once per dtype, as in `canonical` (torch's default
     integer dtype is int64; values outside the 32-bit range wrap). float64 and
     complex128 are NumPy's defaults and JAX always narrows them, so they warn only
     when the narrowing turns finite values into infinities (magnitudes above

@@ -45,7 +45,7 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
 
     Args:
         value: A ``torch.Tensor``, ``np.ndarray`` (or NumPy scalar), ``jax.Array`` or
-            [`tj.Parameter`][torch2jax_device.Parameter].
+            `tj.Parameter`.
         device: Where the result must be; ``None`` keeps it where the data is.
             Moving to another device is a transfer, not a conversion copy.
         strict: Raise instead of silently copying during the conversion.
@@ -248,7 +248,7 @@ def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
     Needs torch. NumPy arrays go through ``torch.from_numpy`` and tensors pass through.
 
     Args:
-        array: A single-device ``jax.Array`` (or [`tj.Parameter`][torch2jax_device.Parameter],
+        array: A single-device ``jax.Array`` (or `tj.Parameter`,
             ``np.ndarray``, NumPy scalar, ``torch.Tensor``).
         device: Where the tensor must be (``"cuda:0"``, a ``tj.device``, ...);
             ``None`` keeps it where the data is.

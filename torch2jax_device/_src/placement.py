@@ -531,7 +531,7 @@ def check_same_device(*objs: Any) -> Device | None:
     The pre-flight check to run before a jitted call: where JAX would say
     ``Received incompatible devices for jitted computation``, this says which
     arguments are where. Tracers and NumPy arrays are ignored (see
-    [`tj.strict_placement`][torch2jax_device.strict_placement] for torch's stricter
+    `tj.strict_placement` for torch's stricter
     rule, under which host data counts as ``cpu``).
 
     Returns:
@@ -558,7 +558,7 @@ def parameters(model: Any) -> Iterator[Any]:
     For a Flax NNX module, its ``nnx.Param`` variables; for a linen variables dict
     (``{"params": ..., "batch_stats": ...}``), the ``"params"`` collection; for an
     Equinox module or any other pytree, every array leaf. Each comes as a
-    [`tj.Parameter`][torch2jax_device.Parameter]: its ``.device`` is a torch-style
+    `tj.Parameter`: its ``.device`` is a torch-style
     device (``.type``, ``.index``, ``str``, ``==`` with ``torch.device``), and it is
     still an array in JAX code (``.data`` is the ``jax.Array`` itself). A torch module's
     parameters are its own (``model.parameters()``), so mixed code can ask either kind.
