@@ -99,7 +99,7 @@ def test_refused_leaves_name_the_value_the_leaf_path_and_the_fix(name: str) -> N
     ("make", "expected"),
     [
         (lambda: torch.tensor([1 + 2j, 3 - 1j]).conj(), [1 - 2j, 3 + 1j]),
-        (lambda: torch.tensor([1 + 2j, 3 - 1j]).conj().imag, [-2.0, 1.0]),  # negative bit
+        (lambda: torch.tensor([1 + 2j]).conj().imag, [-2.0]),  # negative bit, contiguous
         (lambda: np.arange(3, dtype=">f4"), [0.0, 1.0, 2.0]),  # big-endian
         (lambda: np.arange(3, dtype=">i4"), [0, 1, 2]),
     ],

@@ -95,7 +95,7 @@ ROWS: tuple[Idiom, ...] = (
         id="device-torch-device",
         section=SECTION,
         title="One device object for torch and JAX code",
-        torch='x = torch.zeros(3, device=device)',
+        torch="x = torch.zeros(3, device=device)",
         jax="x = jnp.zeros(3, device=jax_device)  # a jax.Device; torch needs a torch.device",
         tj=(
             "x = torch.zeros(3, device=device.torch_device)  # device = tj.device(...)\n"
