@@ -82,6 +82,12 @@ class Device:
     code. Mixed-framework devices should not share one dict: equal objects of
     different frameworks hash differently.
 
+    It is neither a ``torch.device`` nor a ``jax.Device``: torch APIs take
+    ``device.torch_device`` (``torch.zeros(3, device=device.torch_device)``,
+    ``torch_module.to(device.torch_device)``), JAX APIs take ``device.jax_device``
+    (``jax.device_put(x, device.jax_device)``), and torch2jax_device takes the device itself.
+    As with ``torch.device``, it never equals a string: compare ``device.type``.
+
     Used in a ``with`` statement (or as a decorator) it is the default device for
     new JAX arrays, like ``with torch.device(...)``; see
     [`tj.set_default_device`][torch2jax_device.set_default_device].

@@ -82,7 +82,13 @@ def to_device(
     moves in place and is returned, like ``Module.to``.
 
     As in torch, when nothing needs to change the very same object is returned and
-    nothing is transferred; ``copy=True`` always gives fresh buffers.
+    nothing is transferred; ``copy=True`` always gives fresh buffers, whatever the input
+    (NumPy arrays JAX would alias on the CPU and torch tensors included) and whatever
+    the form (``.to(dtype, copy=True)`` with an unchanged dtype too).
+
+    Nothing comes back unchanged by accident: a torch module (move it within torch with
+    ``module.to(device.torch_device)``, or pass its ``state_dict()``) or any other object
+    that is not an array, number, container or module raises ``ConversionError``.
 
     The torch overloads work too: ``to_device(x, jnp.float16)`` and
     ``to_device(x, dtype=jnp.float16)`` are ``x.to(dtype)`` (arrays stay where they
@@ -107,13 +113,18 @@ def to_device(
         The same structure with array leaves on the device (the module itself for NNX).
 
     Raises:
-        DeviceUnavailableError: the device does not exist here.
+        DeviceUnavailableError: the device does not exist here, or a leaf is a ``meta``
+            tensor (it has no data).
         DTypeError: JAX does not know ``dtype``.
-        ConversionError: a leaf looks like an array but cannot be converted, or was
-            deleted or donated; the message names the leaf path.
+        ConversionError: a leaf cannot become a JAX array (a NumPy array of strings or
+            objects; a sparse, quantized or nested tensor; an array-like JAX rejects), was
+            deleted or donated, or is a torch module; or ``obj`` itself is not something
+            to move. The message names the leaf path and the fix.
 
     Warns:
-        DtypeNarrowingWarning: once per dtype, when 64-bit data becomes 32-bit.
+        DtypeNarrowingWarning: once per dtype, when int64 data, float64 tensors or an
+            explicit float64 ``dtype`` become 32-bit; for NumPy float64 (NumPy's default)
+            only when values overflow float32.
 
     Note:
         Under ``jax.jit`` arrays are tracers without a device: ``to_device`` applies
