@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
+import pickle
 import typing
 import warnings
 from typing import Any
@@ -356,6 +358,8 @@ def test_parameter_is_read_only_and_says_what_to_do_instead() -> None:
         _ = weight.grad
     with pytest.raises(TypeError, match="unhashable"):
         hash(weight)
+    for clone in (copy.copy(weight), copy.deepcopy(weight), pickle.loads(pickle.dumps(weight))):
+        assert isinstance(clone, tj.Parameter) and clone.tolist() == [1.0, 1.0]
 
 
 def test_parameter_device_of_a_tracer_is_none() -> None:

@@ -277,7 +277,7 @@ def _move(
             # Host data joins the one batched transfer directly, cast on the host.
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
             cast = _host_cast(host, dtype, cast_all)
-            moved[index] = cast.copy() if host_copy and np.shares_memory(cast, leaf) else cast
+            moved[index] = cast.copy() if host_copy and np.may_share_memory(cast, leaf) else cast
             pending.append(index)
             continue
         elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
@@ -694,6 +694,9 @@ class Parameter:
 
     def __repr__(self) -> str:
         return f"Parameter({self._array!r})"
+
+    def __reduce__(self) -> tuple[type[Parameter], tuple[Any]]:
+        return (Parameter, (self._array,))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
