@@ -43,7 +43,9 @@ from ._src.errors import DTypeError as DTypeError
 from ._src.errors import EmptyTreeError as EmptyTreeError
 from ._src.errors import InvalidDeviceError as InvalidDeviceError
 from ._src.errors import InvalidIndexError as InvalidIndexError
+from ._src.errors import MissingFrameworkError as MissingFrameworkError
 from ._src.errors import MixedDeviceError as MixedDeviceError
+from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
 from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
 from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
 from ._src.interop import to_jax as to_jax
@@ -51,6 +53,7 @@ from ._src.interop import to_torch as to_torch
 from ._src.memory import ArrayReport as ArrayReport
 from ._src.memory import live_arrays as live_arrays
 from ._src.memory import track_arrays as track_arrays
+from ._src.placement import Parameter as Parameter
 from ._src.placement import check_same_device as check_same_device
 from ._src.placement import device_of as device_of
 from ._src.placement import parameters as parameters
@@ -71,6 +74,10 @@ if TYPE_CHECKING:
     from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning
     from ._src.feeding import pin_memory as pin_memory
     from ._src.feeding import prefetch_to_device as prefetch_to_device
+    from ._src.strict import CpuComputationWarning as CpuComputationWarning
+    from ._src.strict import StrictPlacement as StrictPlacement
+    from ._src.strict import set_strict_placement as set_strict_placement
+    from ._src.strict import strict_placement as strict_placement
 
 #: ``tj.device`` is the [`Device`][torch2jax_device.Device] class, as ``torch.device``
 #: is a class.
@@ -92,6 +99,10 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ForkAfterJaxWarning": ("._src.feeding", "ForkAfterJaxWarning"),
     "pin_memory": ("._src.feeding", "pin_memory"),
     "prefetch_to_device": ("._src.feeding", "prefetch_to_device"),
+    "CpuComputationWarning": ("._src.strict", "CpuComputationWarning"),
+    "StrictPlacement": ("._src.strict", "StrictPlacement"),
+    "set_strict_placement": ("._src.strict", "set_strict_placement"),
+    "strict_placement": ("._src.strict", "strict_placement"),
 }
 
 __all__ = [
@@ -101,6 +112,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "ConversionError",
+    "CpuComputationWarning",
     "DTypeError",
     "Device",
     "DeviceLike",
@@ -113,7 +125,11 @@ __all__ = [
     "ForkAfterJaxWarning",
     "InvalidDeviceError",
     "InvalidIndexError",
+    "MissingFrameworkError",
     "MixedDeviceError",
+    "NoSuchAttributeError",
+    "Parameter",
+    "StrictPlacement",
     "TensorSlice",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
@@ -140,6 +156,8 @@ __all__ = [
     "safe_open",
     "save_file",
     "set_default_device",
+    "set_strict_placement",
+    "strict_placement",
     "to_device",
     "to_jax",
     "to_torch",

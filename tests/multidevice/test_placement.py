@@ -118,3 +118,37 @@ def test_jit_follows_committed_inputs() -> None:
 def test_to_jax_with_a_device_transfers() -> None:
     array = tj.to_jax(torch.arange(4.0), "cpu:3")
     assert array.devices() == {CPUS[3]}
+
+
+def test_parameter_device_names_the_local_index_torch_style() -> None:
+    model = tj.to_device(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), "cpu:2")
+    device = next(tj.parameters(model)).device
+    assert (device.type, device.index, str(device)) == ("cpu", 2, "cpu:2")
+    assert device == torch.device("cpu", 2) and device == tj.device("cpu:2") == CPUS[2]
+    assert device != torch.device("cpu")  # as torch.device("cpu", 2) != torch.device("cpu")
+
+
+def test_a_sharded_parameter_has_no_single_device() -> None:
+    mesh = Mesh(np.array(CPUS), ("data",))
+    sharded = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, PartitionSpec("data")))
+    weight = next(tj.parameters({"w": sharded}))
+    with pytest.raises(tj.MixedDeviceError, match=r"sharded over 4 devices.*array\.sharding"):
+        _ = weight.device
+    assert weight.sharding == sharded.sharding  # the array's own attributes still answer
+    assert float(jax.jit(jnp.sum)(weight)) == 28.0
+
+
+def test_copy_true_to_another_device_and_back_never_aliases() -> None:
+    from torch2jax_device._src.interop import aligned_empty
+
+    source = aligned_empty(16).view(np.float32)
+    source[:] = 1.0
+    for device in ("cpu:0", "cpu:3"):
+        copied = tj.to_device(source, device, copy=True)
+        source[0] = 5.0
+        assert copied.tolist() == [1.0, 1.0, 1.0, 1.0] and copied.devices() == {tj.resolve(device)}
+        source[0] = 1.0
+    placed = tj.to_device(jnp.ones(2), "cpu:1")
+    kept = tj.to_device(placed, jnp.float32, copy=True)
+    assert kept.devices() == {CPUS[1]} and kept.committed
+    assert kept.unsafe_buffer_pointer() != placed.unsafe_buffer_pointer()

@@ -8,6 +8,9 @@ Each comparison runs eagerly and, where placement is not involved, under ``jax.j
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,6 +21,7 @@ import torch
 from flax import nnx
 
 import torch2jax_device as tj
+from tests.support.distributed.launch import free_port, rank_env, results
 
 from .harness import Outcome, assert_same_outcome, run
 
@@ -259,3 +263,206 @@ def _aligned(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     aligned = raw[start : start + values.nbytes].view(values.dtype).reshape(values.shape)
     aligned[...] = values
     return aligned
+
+
+# --- next(model.parameters()).device, as ported code reads it ------------------------
+
+
+def _reads(device: Any) -> dict[str, Any]:
+    """What ported code does with a parameter's device."""
+    return {
+        "type": device.type,
+        "index": device.index,
+        "str": str(device),
+        "repr": repr(device),
+        "is_cuda": device.type == "cuda",
+        "eq_torch_cpu": device == torch.device("cpu"),
+        "eq_torch_cpu0": device == torch.device("cpu", 0),
+        "ne_torch_cuda": device != torch.device("cuda"),
+        "eq_string": device == "cpu",  # False in torch too: a device is not a string
+        "f_string": f"on {device}",
+    }
+
+
+def _equinox_model() -> Any:
+    eqx = pytest.importorskip("equinox")
+    return eqx.nn.Linear(3, 2, key=jax.random.key(0))
+
+
+TJ_MODELS = {
+    "nnx": lambda: NnxModel(),
+    "linen-variables": lambda: {"params": {"kernel": jnp.ones((3, 2)), "bias": jnp.zeros(2)}},
+    "equinox": _equinox_model,
+    "pytree": lambda: [jnp.ones((2, 3)), jnp.zeros(2)],
+}
+
+
+@pytest.mark.idiom("parameters-device")
+@pytest.mark.idiom("parameters-device-type")
+@pytest.mark.parametrize("kind", list(TJ_MODELS))
+def test_parameter_device_reads_like_torchs(kind: str) -> None:
+    torch_model = TorchModel().to(torch.device("cpu"))
+    tj_model = tj.to_device(TJ_MODELS[kind](), tj.device("cpu"))
+    theirs = next(torch_model.parameters()).device
+    ours = next(tj.parameters(tj_model)).device
+    assert _reads(ours) == _reads(theirs)
+    assert _reads(tj.device_of(tj_model)) == _reads(theirs)
+
+
+@pytest.mark.idiom("parameter-count")
+@pytest.mark.parametrize("kind", ["nnx", "equinox"])
+def test_parameter_count_and_shapes_match_torch(kind: str) -> None:
+    torch_linear = torch.nn.Linear(3, 2)
+    tj_linear = nnx.Linear(3, 2, rngs=nnx.Rngs(0)) if kind == "nnx" else _equinox_model()
+    assert sum(p.numel() for p in tj.parameters(tj_linear)) == sum(
+        p.numel() for p in torch_linear.parameters()
+    )
+    assert sorted(p.shape for p in tj.parameters(tj_linear)) == sorted(
+        tuple(p.shape) if kind == "equinox" else tuple(reversed(p.shape))  # nnx: (in, out)
+        for p in torch_linear.parameters()
+    )
+
+
+# --- copy=True against Tensor.to(copy=True), writing to the source afterwards ---------
+
+COPY_CALLS = {
+    "device": ((("cpu",), {}), (("cpu",), {})),
+    "same-dtype": (((torch.float32,), {}), ((jnp.float32,), {})),
+    "dtype-keyword": (((), {"dtype": torch.float32}), ((), {"dtype": "float32"})),
+    "device-and-dtype": ((("cpu", torch.float32), {}), (("cpu", jnp.float32), {})),
+}
+
+
+@pytest.mark.idiom("tensor-to-copy")
+@pytest.mark.parametrize("form", list(COPY_CALLS))
+@pytest.mark.parametrize("source_kind", ["torch", "aligned-numpy"])
+def test_copy_is_a_copy_whatever_the_form(form: str, source_kind: str) -> None:
+    (torch_args, torch_kwargs), (tj_args, tj_kwargs) = COPY_CALLS[form]
+    torch_source = torch.arange(4.0)
+    tj_source: Any = (
+        torch.arange(4.0) if source_kind == "torch" else _aligned(np.arange(4, dtype=np.float32))
+    )
+    theirs = torch_source.to(*torch_args, copy=True, **torch_kwargs)
+    ours = tj.to_device(tj_source, *tj_args, copy=True, **tj_kwargs)
+    torch_source[0] = tj_source[0] = 99.0
+    assert_same_outcome(Outcome(theirs), Outcome(ours))
+
+
+# --- torch modules and torch APIs in mixed code ---------------------------------------
+
+
+@pytest.mark.idiom("device-torch-device")
+def test_torch_apis_take_the_devices_torch_device() -> None:
+    device = tj.device("cpu")
+    assert_same_outcome(
+        run(lambda: torch.zeros(2, device=torch.device("cpu"))),
+        run(lambda: torch.zeros(2, device=device.torch_device)),
+    )
+    tensor = torch.arange(3.0)
+    assert tensor.to(device.torch_device) is tensor.to(torch.device("cpu")) is tensor
+    model = torch.nn.Linear(2, 2)
+    assert model.to(device.torch_device) is model  # Module.to moves in place, as before
+
+
+@pytest.mark.idiom("torch-module-to")
+def test_a_torch_module_given_to_to_device_is_refused_not_ignored() -> None:
+    module = torch.nn.Linear(2, 2)
+    theirs = run(lambda: module.to(torch.float16))
+    ours = run(lambda: tj.to_device(torch.nn.Linear(2, 2), jnp.float16))
+    assert theirs.error is None and theirs.value.weight.dtype == torch.float16
+    assert isinstance(ours.error, tj.ConversionError)  # documented: never a silent no-op
+    assert "module.to(device.torch_device)" in str(ours.error)
+
+
+# --- odd tensors: torch's values, or torch's error class ------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.tensor([1 + 2j, -1j]).conj(),
+        lambda: torch.tensor([1 + 2j]).conj().imag,  # contiguous: DLPack would drop the sign
+        lambda: torch.arange(6.0).reshape(2, 3).t(),
+    ],
+    ids=["conjugate-bit", "negative-bit", "transposed"],
+)
+def test_lazy_tensors_convert_to_torchs_values(make: Any) -> None:
+    assert_same_outcome(run(lambda: make().to("cpu")), run(lambda: tj.to_device(make(), "cpu")))
+
+
+def test_meta_tensors_fail_like_torch() -> None:
+    assert_same_outcome(
+        run(lambda: torch.ones(2, device="meta").cpu()),
+        run(lambda: tj.to_device(torch.ones(2, device="meta"), "cpu")),
+    )
+
+
+def test_big_endian_numpy_converts_where_torch_refuses() -> None:
+    source = np.arange(3, dtype=">f4")
+    theirs = run(lambda: torch.from_numpy(source))
+    assert isinstance(theirs.error, ValueError) and "byte order" in str(theirs.error)
+    assert np.asarray(tj.to_jax(source)).tolist() == [0.0, 1.0, 2.0]  # documented difference
+    with pytest.raises(tj.ConversionError):  # ... and a ValueError, as torch's
+        tj.to_jax(source, strict=True)
+
+
+# --- Equinox: modules are immutable, so the moved module comes back -------------------
+
+
+@pytest.mark.idiom("equinox-module-to")
+def test_equinox_module_to_returns_the_moved_module() -> None:
+    eqx = pytest.importorskip("equinox")
+    model = eqx.nn.MLP(3, 2, 8, 1, key=jax.random.key(0))
+    torch_model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU())
+    moved = tj.to_device(model, tj.device("cpu"), jnp.bfloat16)
+    theirs = torch_model.to(torch.device("cpu"), torch.bfloat16)
+    assert theirs is torch_model and moved is not model  # immutable: use the result
+    assert type(moved) is type(model) and moved.activation is model.activation
+    assert all(p.dtype == jnp.bfloat16 and p.data.committed for p in tj.parameters(moved))
+    assert all(p.dtype == jnp.float32 for p in tj.parameters(model))  # input unchanged
+    assert_same_outcome(Outcome(next(theirs.parameters()).device), Outcome(tj.device_of(moved)))
+    assert float(moved(jnp.ones(3, jnp.bfloat16)).sum()) == pytest.approx(
+        float(model(jnp.ones(3)).sum()), rel=0.05
+    )
+    assert tj.to_device(moved, "cpu") is not moved  # a new module, the same arrays
+    again = list(tj.parameters(tj.to_device(moved, "cpu")))
+    assert all(new.data is old.data for new, old in zip(again, tj.parameters(moved), strict=True))
+
+
+# --- two processes: the local device, never JAX's global id ---------------------------
+
+WORKER = Path(__file__).resolve().parents[1] / "support" / "placement_worker.py"
+
+
+def _two_rank_job(flavour: str) -> list[dict[str, Any]]:
+    """Run the worker as torchrun's two ranks would (its environment, no launcher)."""
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), flavour],
+            env=rank_env(rank, 2, port, OMP_NUM_THREADS="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    try:
+        outputs = [rank.communicate(timeout=120) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    for rank, (_, err) in zip(ranks, outputs, strict=True):
+        assert rank.returncode == 0, err[-3000:]
+    return results("".join(out for out, _ in outputs))
+
+
+@pytest.mark.idiom("parameters-device")
+def test_parameter_device_in_a_two_process_job_is_the_local_device() -> None:
+    ours, theirs = _two_rank_job("tj"), _two_rank_job("torch")
+    assert [r["jax_device_id"] for r in ours] == [0, 2048]  # what a bare jax.Device shows
+    for rank_ours, rank_theirs in zip(ours, theirs, strict=True):
+        for kind in ("local", "replicated"):
+            assert rank_ours[kind] == rank_theirs[kind], kind
+        assert rank_ours["equal_tj_cpu"] == [True, True]
+        assert rank_ours["device_of_replicated"] == rank_theirs["replicated"]["str"]

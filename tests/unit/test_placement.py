@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
+import pickle
 import typing
 import warnings
 from typing import Any
@@ -171,7 +173,7 @@ def test_nnx_module_moves_in_place() -> None:
     model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     kernel_before = model.kernel[...]
     assert tj.to_device(model, "cpu") is model
-    assert all(_is_placed(p) for p in tj.parameters(model))
+    assert all(_is_placed(p.data) for p in tj.parameters(model))
     assert np.asarray(model.kernel[...]).tolist() == np.asarray(kernel_before).tolist()
 
 
@@ -272,3 +274,126 @@ def test_host_memory_targets_never_alias_the_numpy_source() -> None:
     moved = tj.to_device(source, pinned)
     source[:] = -1.0
     assert moved.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# --- copy=True: a fresh buffer for every input kind and form ------------------------
+
+
+def _aligned_numpy() -> np.ndarray[Any, Any]:
+    """Host data JAX's CPU backend would alias (64-byte aligned), as loaders allocate it."""
+    from torch2jax_device._src.interop import aligned_empty
+
+    values = aligned_empty(16).view(np.float32)
+    values[:] = [0.0, 1.0, 2.0, 3.0]
+    return values
+
+
+COPY_SOURCES: dict[str, Any] = {
+    "aligned-numpy": _aligned_numpy,
+    "numpy": lambda: np.arange(4, dtype=np.float32),
+    "torch": lambda: torch.arange(4.0),
+    "jax": lambda: tj.to_device(jnp.arange(4.0), "cpu"),
+}
+COPY_FORMS: dict[str, Any] = {
+    "device": lambda x: tj.to_device(x, "cpu", copy=True),
+    "same-dtype": lambda x: tj.to_device(x, jnp.float32, copy=True),
+    "dtype-keyword": lambda x: tj.to_device(x, dtype="float32", copy=True),
+    "device-and-dtype": lambda x: tj.to_device(x, "cpu", jnp.float32, copy=True),
+    "in-a-tree": lambda x: tj.to_device({"x": x}, "cpu", copy=True)["x"],
+    "dtype-in-a-tree": lambda x: tj.to_device([x], jnp.float32, copy=True)[0],
+}
+
+
+@pytest.mark.parametrize("form", list(COPY_FORMS))
+@pytest.mark.parametrize("kind", list(COPY_SOURCES))
+def test_copy_true_never_shares_the_source(kind: str, form: str) -> None:
+    source = COPY_SOURCES[kind]()
+    result = COPY_FORMS[form](source)
+    if isinstance(source, jax.Array):  # immutable: compare buffers instead of writing
+        assert result.unsafe_buffer_pointer() != source.unsafe_buffer_pointer()
+    else:
+        source[0] = 99.0
+    assert np.asarray(result).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# --- tj.Parameter: torch's .device, still an array -----------------------------------
+
+
+def test_parameter_device_is_torch_style_and_it_stays_an_array() -> None:
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    bias, kernel = tj.parameters(tj.to_device(model, "cpu"))  # sorted by name, as nnx.state
+    assert bias.data is model.bias[...]
+    device = kernel.device
+    assert isinstance(device, tj.Device) and not isinstance(device, jax.Device)
+    assert (device.type, device.index, str(device)) == ("cpu", None, "cpu")
+    assert device == torch.device("cpu") and device == tj.device("cpu") and device == CPU
+    assert kernel.data is model.kernel[...]
+    assert (kernel.shape, kernel.dtype, kernel.numel()) == ((2, 3), jnp.float32, 6)
+    # It is still an array in JAX code.
+    expected = np.asarray(model.kernel[...])
+    assert np.allclose(jnp.tanh(kernel), np.tanh(expected))
+    assert np.allclose(jax.jit(lambda w: w @ jnp.ones(3))(kernel), expected @ np.ones(3))
+    assert np.allclose(kernel * 2 + 1, expected * 2 + 1)
+    assert np.allclose(1 - kernel, 1 - expected) and np.allclose(kernel.T, expected.T)
+    grad = jax.grad(lambda w: (w**2).sum())(kernel)
+    assert isinstance(grad, tj.Parameter) and np.allclose(grad.data, 2 * expected)
+    placed = jax.device_put(kernel, CPU)
+    assert isinstance(placed, tj.Parameter) and placed.data.committed
+    assert np.allclose(jax.tree.map(lambda w: w + 1, kernel).data, expected + 1)
+    assert jax.tree_util.keystr(jax.tree_util.tree_flatten_with_path([kernel])[0][0][0]) == (
+        "[0].data"
+    )
+    assert torch.from_dlpack(kernel).shape == (2, 3) and np.asarray(kernel).shape == (2, 3)
+    assert tj.to_jax(kernel) is kernel.data and tj.to_torch(kernel).shape == (2, 3)
+    assert isinstance(tj.to_device(kernel, "cpu", jnp.float16), tj.Parameter)
+    assert tj.to_device(kernel, "cpu", jnp.float16).dtype == jnp.float16  # a single array
+    assert sum(p.numel() for p in tj.parameters(model)) == 2 * 3 + 3
+
+
+def test_parameter_is_read_only_and_says_what_to_do_instead() -> None:
+    weight = next(tj.parameters({"w": jnp.ones(2)}))
+    with pytest.raises(tj.NoSuchAttributeError, match=r"cannot set 'requires_grad'.*Fix: change"):
+        weight.requires_grad = False  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"no attribute 'grad'.*jax\.grad"):
+        _ = weight.grad
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(weight)
+    for clone in (copy.copy(weight), copy.deepcopy(weight), pickle.loads(pickle.dumps(weight))):
+        assert isinstance(clone, tj.Parameter) and clone.tolist() == [1.0, 1.0]
+
+
+def test_parameter_device_of_a_tracer_is_none() -> None:
+    devices: list[Any] = []
+
+    def step(params: dict[str, Any]) -> jax.Array:
+        weight = next(tj.parameters(params))
+        devices.append(weight.device)
+        return jnp.zeros(2, device=weight.device) + weight
+
+    assert jax.jit(step)({"w": jnp.ones(2)}).tolist() == [1.0, 1.0]
+    assert devices == [None]
+
+
+# --- one documented way to use a tj.device with torch and with JAX -------------------
+
+
+def test_a_device_gives_torch_and_jax_their_own_objects() -> None:
+    device = tj.device("cpu")
+    assert torch.zeros(2, device=device.torch_device).device == torch.device("cpu")
+    assert torch.ones(2).to(device.torch_device).device == torch.device("cpu")
+    assert jax.device_put(np.ones(2), device.jax_device).devices() == {CPU}
+    assert jnp.zeros(2, device=device.jax_device).devices() == {CPU}
+    assert tj.device("gpu:1").torch_device == torch.device("cuda", 1)  # never starts JAX
+    with pytest.raises(tj.DeviceUnavailableError, match="torch has no device type for tpu"):
+        _ = tj.device("tpu").torch_device
+
+
+def test_jax_apis_given_a_tj_device_say_what_to_pass() -> None:
+    device = tj.device("cpu")
+    with pytest.raises(
+        tj.NoSuchAttributeError, match=r"no attribute '_is_concrete'.*device\.jax_device"
+    ):
+        jnp.zeros(2, device=device)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match=r"has no attribute 'platform'.*device\.jax_device"):
+        _ = device.platform
+    assert not hasattr(device, "__array__")  # protocol probes stay plain and quiet

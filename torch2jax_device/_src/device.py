@@ -20,7 +20,12 @@ import jax
 
 from . import context, platforms
 from .detect import is_torch_device
-from .errors import DeviceTypeError, DeviceUnavailableError, InvalidDeviceError
+from .errors import (
+    DeviceTypeError,
+    DeviceUnavailableError,
+    InvalidDeviceError,
+    NoSuchAttributeError,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -76,6 +81,12 @@ class Device:
     resolves to, so ``next(tj.parameters(model)).device == device`` works in ported
     code. Mixed-framework devices should not share one dict: equal objects of
     different frameworks hash differently.
+
+    It is neither a ``torch.device`` nor a ``jax.Device``: torch APIs take
+    ``device.torch_device`` (``torch.zeros(3, device=device.torch_device)``,
+    ``torch_module.to(device.torch_device)``), JAX APIs take ``device.jax_device``
+    (``jax.device_put(x, device.jax_device)``), and torch2jax_device takes the device itself.
+    As with ``torch.device``, it never equals a string: compare ``device.type``.
 
     Used in a ``with`` statement (or as a decorator) it is the default device for
     new JAX arrays, like ``with torch.device(...)``; see
@@ -152,8 +163,35 @@ class Device:
     @property
     def jax_device(self) -> jax.Device:
         """The concrete ``jax.Device`` this names on this machine (see
-        [`tj.resolve`][torch2jax_device.resolve])."""
+        [`tj.resolve`][torch2jax_device.resolve]): what JAX APIs take.
+
+        ``jax.device_put(x, device.jax_device)``, ``jnp.zeros(3, device=device.jax_device)``.
+        """
         return self._resolve()
+
+    @property
+    def torch_device(self) -> Any:
+        """The ``torch.device`` for the same hardware: what torch APIs take (needs torch).
+
+        ``torch.zeros(3, device=device.torch_device)``, ``tensor.to(device.torch_device)``,
+        ``torch_module.to(device.torch_device)``. Never starts JAX; ``gpu`` and ``rocm``
+        become ``cuda`` (PyTorch's name for every GPU).
+
+        Raises:
+            DeviceUnavailableError: torch has no device type for this platform (TPU).
+            MissingFrameworkError: torch is not installed.
+
+        Examples:
+            >>> import torch, torch2jax_device as tj
+            >>> device = tj.device("cuda:1")
+            >>> device.torch_device
+            device(type='cuda', index=1)
+            >>> torch.zeros(2, device=tj.device("cpu").torch_device).device
+            device(type='cpu')
+        """
+        from .interop import torch_device  # interop builds on this module
+
+        return torch_device(self)
 
     def __str__(self) -> str:
         return self._type if self._index is None else f"{self._type}:{self._index}"
@@ -181,6 +219,20 @@ class Device:
 
     def __hash__(self) -> int:
         return hash((self._type, self._index))
+
+    def __getattr__(self, name: str) -> NoReturn:
+        # Only reached for attributes a Device lacks: JAX reading a jax.Device or
+        # Sharding attribute (``_is_concrete``, ``platform``...) from a tj.device passed
+        # to a JAX API, or ported JAX code calling ``device.platform``.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NoSuchAttributeError(
+            f"tj.device({str(self)!r}) has no attribute {name!r}: it is a torch-style device, "
+            "not a jax.Device or Sharding, so JAX APIs cannot take it directly. Fix: pass "
+            "device.jax_device to JAX (jax.device_put(x, device.jax_device), "
+            "jnp.zeros(3, device=device.jax_device)) and device.torch_device to torch, or "
+            "move data with tj.to_device(x, device)."
+        )
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"tj.device is immutable: cannot set {name!r}")

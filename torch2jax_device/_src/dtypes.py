@@ -25,7 +25,9 @@ __all__ = [
     "DtypeNarrowingWarning",
     "caller_stacklevel",
     "canonical",
+    "holds",
     "is_inexact",
+    "narrow_host",
     "to_numpy_dtype",
 ]
 
@@ -54,18 +56,76 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
 
 
 def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype JAX will actually use for ``dtype``; warns once per narrowed dtype."""
+    """The dtype JAX will actually use for ``dtype``; warns once per narrowed dtype.
+
+    For data whose 64-bit dtype was chosen (torch tensors, checkpoint tensors, an
+    explicit ``dtype=``). NumPy arrays go through `narrow_host`, which does not
+    warn for NumPy's default float64.
+    """
     result = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
     if result != dtype and dtype.name not in _warned:
         _warned.add(dtype.name)
-        warnings.warn(
-            f"{dtype.name} data becomes {result.name} in JAX because jax_enable_x64 is off "
-            "(values outside the 32-bit range change). To keep 64-bit data, call "
-            "jax.config.update('jax_enable_x64', True) before creating arrays.",
-            DtypeNarrowingWarning,
-            stacklevel=caller_stacklevel(),
-        )
+        _warn_narrowing(dtype, result, _consequence(dtype, result))
     return result
+
+
+def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A NumPy array in the dtype JAX will use, warning only where values change surprisingly.
+
+    64-bit integers warn once per dtype, as in `canonical` (torch's default
+    integer dtype is int64; values outside the 32-bit range wrap). float64 and
+    complex128 are NumPy's defaults and JAX always narrows them, so they warn only
+    when the narrowing turns finite values into infinities (magnitudes above
+    float32's maximum); the precision loss every float64 -> float32 cast has is said
+    in that warning and in the docs, not on every array.
+    """
+    wanted = np.dtype(jax.dtypes.canonicalize_dtype(host.dtype))
+    if wanted == host.dtype:
+        return host
+    if not is_inexact(host.dtype):
+        return host.astype(canonical(host.dtype))
+    with np.errstate(over="ignore"):  # the overflow is reported below, with its fix
+        narrowed = host.astype(wanted)
+    infinite = np.isinf(narrowed)
+    if infinite.any() and not np.isinf(host[infinite]).all():
+        _warn_narrowing(
+            host.dtype,
+            wanted,
+            f"{_consequence(host.dtype, wanted)}, which happened here: finite values became inf",
+        )
+    return narrowed
+
+
+def _consequence(dtype: np.dtype[Any], result: np.dtype[Any]) -> str:
+    """What narrowing ``dtype`` to ``result`` does to the values."""
+    if is_inexact(dtype):
+        info = np.finfo(result)
+        return (
+            f"precision drops to about {info.precision} significant digits and "
+            f"magnitudes above {float(info.max):.1e} become inf"
+        )
+    info_int = np.iinfo(result)
+    return f"values outside [{info_int.min}, {info_int.max}] wrap around"
+
+
+def _warn_narrowing(dtype: np.dtype[Any], result: np.dtype[Any], consequence: str) -> None:
+    warnings.warn(
+        f"{dtype.name} data becomes {result.name} in JAX because jax_enable_x64 is off: "
+        f"{consequence}. To keep 64-bit data, call jax.config.update('jax_enable_x64', True) "
+        "before creating arrays.",
+        DtypeNarrowingWarning,
+        stacklevel=caller_stacklevel(),
+    )
+
+
+def holds(dtype: np.dtype[Any]) -> bool:
+    """Whether JAX arrays can hold this NumPy dtype: numbers and booleans, ml_dtypes' kinds.
+
+    Strings, bytes, objects, dates and structured records cannot become JAX arrays.
+    """
+    if dtype.kind in "biufc":
+        return True
+    return dtype.kind == "V" and dtype.fields is None and dtype.type.__module__ == "ml_dtypes"
 
 
 def is_inexact(dtype: np.dtype[Any]) -> bool:

@@ -23,7 +23,9 @@ __all__ = [
     "EmptyTreeError",
     "InvalidDeviceError",
     "InvalidIndexError",
+    "MissingFrameworkError",
     "MixedDeviceError",
+    "NoSuchAttributeError",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
 ]
@@ -275,4 +277,23 @@ class DistributedError(Torch2JaxDeviceError, RuntimeError, ValueError):
         ... except ValueError as error:  # as torch.distributed raises
         ...     print(type(error).__name__)
         DistributedError
+    """
+
+
+class MissingFrameworkError(Torch2JaxDeviceError, ModuleNotFoundError):
+    """An optional framework a call needs (torch, flax) is not installed.
+
+    A ``ModuleNotFoundError``, as the bare import would raise, so ported ``except
+    ImportError`` clauses keep working; the message names the call and the install
+    command.
+    """
+
+
+class NoSuchAttributeError(Torch2JaxDeviceError, AttributeError):
+    """A torch-style object lacks an attribute its torch or JAX counterpart has.
+
+    Raised by [`tj.device`][torch2jax_device.Device] when JAX code reads a
+    ``jax.Device`` or ``Sharding`` attribute from it, and by
+    [`tj.Parameter`][torch2jax_device.Parameter] for torch-only attributes; the
+    message names the object to use instead.
     """

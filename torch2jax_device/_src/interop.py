@@ -7,17 +7,18 @@ copy is visible: ``tj.to_jax`` with ``strict=True`` raises instead of copying.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import jax
 import numpy as np
 
 from . import dtypes, platforms
-from .detect import is_torch_tensor, is_tracer
+from .detect import import_torch, is_torch_tensor, is_tracer, type_name
 from .device import Device, DeviceLike, resolve
 from .errors import ConversionError, DeviceUnavailableError
 
-__all__ = ["ALIGNMENT", "aligned_empty", "to_jax", "to_torch"]
+__all__ = ["ALIGNMENT", "aligned_empty", "host_array", "to_jax", "to_torch", "torch_device"]
 
 #: JAX's CPU backend uses host memory in place only when it starts at this alignment.
 ALIGNMENT = 64
@@ -36,21 +37,29 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
     The result lives where the data already is (a CPU tensor or NumPy array on the CPU
     device, a ``cuda:1`` tensor on ``cuda:1``), committed there, and aliases the input
     when the buffer allows: dense, 64-byte aligned on CPU, and of a dtype JAX keeps.
-    Otherwise it is a copy. Tensors that require grad are detached. As with
-    ``torch.from_numpy``, writing to the input later shows through the JAX array.
+    Otherwise it is a copy. Tensors that require grad are detached; tensors with their
+    conjugate or negative bit set are resolved first (a copy, as ``Tensor.numpy()``
+    asks for), and big-endian NumPy arrays are converted to native byte order (a copy;
+    ``torch.from_numpy`` refuses them). As with ``torch.from_numpy``, writing to the input
+    later shows through the JAX array when it aliases.
 
     Args:
-        value: A ``torch.Tensor``, ``np.ndarray`` (or NumPy scalar) or ``jax.Array``.
+        value: A ``torch.Tensor``, ``np.ndarray`` (or NumPy scalar), ``jax.Array`` or
+            `tj.Parameter`.
         device: Where the result must be; ``None`` keeps it where the data is.
             Moving to another device is a transfer, not a conversion copy.
         strict: Raise instead of silently copying during the conversion.
 
     Raises:
         ConversionError: ``strict`` and a copy would be needed (unaligned or strided
-            buffer, 64-bit data without x64), or ``value`` is not an array.
+            buffer, 64-bit data without x64, a conjugate or negative bit, big-endian
+            bytes), ``value`` is not an array, holds no numbers (strings, objects), is a
+            sparse, quantized or nested tensor, or is a tracer (inside ``jax.jit``).
+        DeviceUnavailableError: a ``meta`` tensor (it has no data).
 
     Warns:
-        DtypeNarrowingWarning: once per dtype, when int64/float64 becomes 32-bit.
+        DtypeNarrowingWarning: int64 (once per dtype), float64 tensors (once), NumPy
+            float64 only where values overflow float32.
 
     Examples:
         >>> import numpy as np, torch
@@ -66,10 +75,18 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
         array = _from_numpy(np.asarray(value), strict)
     elif isinstance(value, jax.Array) and not is_tracer(value):
         array = value
+    elif is_tracer(value):
+        raise ConversionError(
+            f"to_jax() got a tracer ({type(value).__name__}): inside jax.jit arrays are "
+            "already JAX values without a device. Fix: use the value as it is."
+        )
+    elif hasattr(value, "__jax_array__") and not isinstance(value, type):
+        array = to_jax(value.__jax_array__())
     else:
         raise ConversionError(
             f"to_jax() takes a torch.Tensor, np.ndarray or jax.Array, not "
-            f"{type(value).__name__}; for nested containers use tj.to_device"
+            f"{type_name(value)}; for nested containers "
+            "use tj.to_device"
         )
     if device is None:
         return array
@@ -79,24 +96,54 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
 
 def _from_numpy(array: np.ndarray[Any, Any], strict: bool) -> jax.Array:
     cpu = jax.local_devices(backend="cpu")[0]
+    array = host_array(array, strict)
     if strict:
         _require_zero_copy(array.dtype, array.ctypes.data, array.flags.c_contiguous, "array")
         result: jax.Array = jax.device_put(array, cpu)
         if array.size and result.unsafe_buffer_pointer() != array.ctypes.data:
             raise ConversionError("strict=True: JAX copied the array although it is aliasable")
         return result
-    narrowed = dtypes.canonical(array.dtype)
-    placed: jax.Array = jax.device_put(
-        array if narrowed == array.dtype else array.astype(narrowed), cpu
-    )
+    placed: jax.Array = jax.device_put(dtypes.narrow_host(array), cpu)
     return placed
 
 
-def _from_torch(tensor: Any, strict: bool) -> jax.Array:
-    import torch
+def host_array(array: np.ndarray[Any, Any], strict: bool = False) -> np.ndarray[Any, Any]:
+    """``array`` in a form JAX can take: native byte order, a dtype JAX holds.
 
-    if tensor.requires_grad:
-        tensor = tensor.detach()
+    Raises:
+        ConversionError: the dtype holds no numbers (strings, objects, records...), or
+            the bytes are big-endian and ``strict`` forbids the converting copy.
+    """
+    if not dtypes.holds(array.dtype):
+        raise ConversionError(
+            f"a NumPy array of dtype {array.dtype} ({_KIND_NAMES.get(array.dtype.kind, 'records')})"
+            " cannot become a JAX array: JAX arrays hold numbers and booleans only. Fix: "
+            "keep it out of the data you move (it stays a NumPy array), or encode it as "
+            "numbers first (e.g. token ids, or a label-to-index table)"
+        )
+    if array.dtype.isnative:
+        return array
+    if strict:
+        raise ConversionError(
+            f"strict=True: the array's bytes are big-endian ({array.dtype.str}), so JAX needs "
+            "a copy in native byte order; convert it with "
+            "array.astype(array.dtype.newbyteorder('=')) or pass strict=False"
+        )
+    return array.astype(array.dtype.newbyteorder("="))
+
+
+_KIND_NAMES = {
+    "U": "text",
+    "S": "bytes",
+    "O": "Python objects",
+    "M": "dates",
+    "m": "time deltas",
+}
+
+
+def _from_torch(tensor: Any, strict: bool) -> jax.Array:
+    torch = sys.modules["torch"]
+    tensor = _plain_tensor(tensor, strict)
     source = dtypes.to_numpy_dtype(tensor.dtype)
     if strict:
         dense = tensor.is_contiguous()
@@ -117,11 +164,61 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         return converted
     try:
         shared: jax.Array = jax.dlpack.from_dlpack(tensor, copy=False if strict else None)
-    except (BufferError, ValueError, RuntimeError) as err:
+    except (BufferError, ValueError, RuntimeError, TypeError) as err:
         if strict:
             raise ConversionError(f"JAX cannot alias this tensor without a copy: {err}") from err
-        shared = jax.dlpack.from_dlpack(tensor.contiguous())
+        try:
+            shared = jax.dlpack.from_dlpack(tensor.contiguous())
+        except (BufferError, ValueError, RuntimeError, TypeError) as retry_err:
+            raise ConversionError(
+                f"JAX cannot import a {tensor.dtype} tensor on {tensor.device} through DLPack "
+                f"({retry_err}). Fix: move it to the CPU in torch first (tensor.cpu())"
+            ) from retry_err
     return shared
+
+
+def _plain_tensor(tensor: Any, strict: bool) -> Any:
+    """A dense, strided tensor without lazy bits or autograd, or a teaching error."""
+    if tensor.is_meta:
+        raise DeviceUnavailableError(
+            f"a meta tensor (shape {tuple(tensor.shape)}, {tensor.dtype}) has no data, and JAX "
+            "has no meta device. Fix: materialize it in torch first "
+            "(module.to_empty(device='cpu'), then load the weights), or describe shapes "
+            "with jax.ShapeDtypeStruct / jax.eval_shape"
+        )
+    if tensor.is_quantized:
+        raise ConversionError(
+            f"a quantized tensor ({tensor.dtype}) has no JAX dtype. Fix: convert it with "
+            "tensor.dequantize() first"
+        )
+    if tensor.is_nested:
+        raise ConversionError(
+            "a nested (ragged) tensor has no JAX equivalent. Fix: pad it with "
+            "tensor.to_padded_tensor(0.0), or convert its parts (tensor.unbind())"
+        )
+    if tensor.layout != sys.modules["torch"].strided:
+        raise ConversionError(
+            f"a sparse tensor ({tensor.layout}) cannot cross to JAX through DLPack. Fix: "
+            "tensor.to_dense() first (or build a jax.experimental.sparse array from its "
+            "indices and values)"
+        )
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    # DLPack refuses the conjugate bit and ignores the negative bit (wrong signs).
+    for bit, is_set, resolve_bit in (
+        ("conjugate", tensor.is_conj(), "resolve_conj"),
+        ("negative", tensor.is_neg(), "resolve_neg"),
+    ):
+        if not is_set:
+            continue
+        if strict:
+            raise ConversionError(
+                f"strict=True: the tensor has its {bit} bit set (a lazy view), so JAX needs "
+                f"a copy with the values resolved; call tensor.{resolve_bit}() or pass "
+                "strict=False"
+            )
+        tensor = getattr(tensor, resolve_bit)()
+    return tensor
 
 
 def _require_zero_copy(dtype: np.dtype[Any], pointer: int, dense: bool, what: str) -> None:
@@ -151,12 +248,15 @@ def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
     Needs torch. NumPy arrays go through ``torch.from_numpy`` and tensors pass through.
 
     Args:
-        array: A single-device ``jax.Array`` (or ``np.ndarray`` / ``torch.Tensor``).
+        array: A single-device ``jax.Array`` (or `tj.Parameter`,
+            ``np.ndarray``, NumPy scalar, ``torch.Tensor``).
         device: Where the tensor must be (``"cuda:0"``, a ``tj.device``, ...);
             ``None`` keeps it where the data is.
 
     Raises:
-        ConversionError: ``array`` is sharded over several devices or is a tracer.
+        ConversionError: ``array`` is sharded over several devices, is a tracer, or is
+            not an array torch can take.
+        MissingFrameworkError: torch is not installed.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -164,22 +264,32 @@ def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
         >>> tj.to_torch(jnp.arange(3)).tolist()
         [0, 1, 2]
     """
-    import torch
-
+    torch = import_torch("tj.to_torch()")
+    if not isinstance(array, jax.Array) and hasattr(array, "__jax_array__"):
+        array = array.__jax_array__()
     if is_torch_tensor(array):
         tensor = array
-    elif isinstance(array, np.ndarray):
-        tensor = torch.from_numpy(array)
-    elif isinstance(array, jax.Array) and not is_tracer(array):
+    elif isinstance(array, (np.ndarray, np.generic)):
+        tensor = torch.from_numpy(host_array(np.asarray(array)))
+    elif is_tracer(array):
+        raise ConversionError(
+            "to_torch() got a tracer: inside jax.jit arrays have no data yet. Fix: return "
+            "the array from the jitted function and convert the result, or call torch "
+            "through jax.pure_callback"
+        )
+    elif isinstance(array, jax.Array):
         if len(array.devices()) != 1:
             raise ConversionError(
                 f"to_torch() needs a single-device array; this one is sharded over "
                 f"{len(array.devices())} devices. Gather it first with "
-                "jax.device_put(array, tj.resolve('cpu'))"
+                "tj.to_device(array, 'cpu')"
             )
         tensor = _torch_from_jax(array)
     else:
-        raise ConversionError(f"to_torch() cannot convert {type(array).__name__}")
+        raise ConversionError(
+            f"to_torch() cannot convert {type_name(array)}: "
+            "it takes a jax.Array, a NumPy array or a torch.Tensor"
+        )
     if device is None:
         return tensor
     return tensor.to(torch_device(Device(device)))
@@ -190,9 +300,8 @@ def torch_device(device: Device) -> Any:
 
     Raises:
         DeviceUnavailableError: torch has no device type for this platform (TPU).
+        MissingFrameworkError: torch is not installed.
     """
-    import torch
-
     torch_type = platforms.torch_type_of(device.type)
     if torch_type is None:
         raise DeviceUnavailableError(
@@ -200,13 +309,12 @@ def torch_device(device: Device) -> Any:
             "(a TPU needs torch_xla). Fix: keep this data in JAX, or move it to the CPU "
             "for torch with tj.to_torch(x, 'cpu')"
         )
-    if device.index is None:
-        return torch.device(torch_type)
+    torch = import_torch(f"tj.device({str(device)!r}).torch_device")
     return torch.device(torch_type, device.index)
 
 
 def _torch_from_jax(array: jax.Array) -> Any:
-    import torch
+    torch = sys.modules["torch"]
     from torch.utils.dlpack import from_dlpack
 
     dtype = np.dtype(array.dtype)

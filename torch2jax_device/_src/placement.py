@@ -10,15 +10,23 @@ already sit committed on the target are returned as the very same objects, as
 
 from __future__ import annotations
 
+import operator
 import sys
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NoReturn
 
 import jax
 import numpy as np
 
 from . import dtypes
-from .detect import is_nnx_module, is_torch_dtype, is_torch_tensor, is_tracer
+from .detect import (
+    is_nnx_module,
+    is_torch_dtype,
+    is_torch_module,
+    is_torch_tensor,
+    is_tracer,
+    type_name,
+)
 from .device import Device, DeviceLike, resolve
 from .errors import (
     ConversionError,
@@ -26,11 +34,21 @@ from .errors import (
     EmptyTreeError,
     InvalidDeviceError,
     MixedDeviceError,
+    NoSuchAttributeError,
+    Torch2JaxDeviceError,
 )
-from .interop import to_jax
+from .interop import host_array, to_jax
 from .trees import flatten
 
-__all__ = ["as_sharding", "check_same_device", "device_of", "parameters", "to_device"]
+__all__ = [
+    "Parameter",
+    "Placements",
+    "as_sharding",
+    "check_same_device",
+    "device_of",
+    "parameters",
+    "to_device",
+]
 
 _PYTHON_SCALARS = (bool, int, float, complex)
 _ARRAY_PROTOCOLS = ("__jax_array__", "__array__", "__dlpack__", "__cuda_array_interface__")
@@ -64,7 +82,13 @@ def to_device(
     moves in place and is returned, like ``Module.to``.
 
     As in torch, when nothing needs to change the very same object is returned and
-    nothing is transferred; ``copy=True`` always gives fresh buffers.
+    nothing is transferred; ``copy=True`` always gives fresh buffers, whatever the input
+    (NumPy arrays JAX would alias on the CPU and torch tensors included) and whatever
+    the form (``.to(dtype, copy=True)`` with an unchanged dtype too).
+
+    Nothing comes back unchanged by accident: a torch module (move it within torch with
+    ``module.to(device.torch_device)``, or pass its ``state_dict()``) or any other object
+    that is not an array, number, container or module raises ``ConversionError``.
 
     The torch overloads work too: ``to_device(x, jnp.float16)`` and
     ``to_device(x, dtype=jnp.float16)`` are ``x.to(dtype)`` (arrays stay where they
@@ -89,13 +113,18 @@ def to_device(
         The same structure with array leaves on the device (the module itself for NNX).
 
     Raises:
-        DeviceUnavailableError: the device does not exist here.
+        DeviceUnavailableError: the device does not exist here, or a leaf is a ``meta``
+            tensor (it has no data).
         DTypeError: JAX does not know ``dtype``.
-        ConversionError: a leaf looks like an array but cannot be converted, or was
-            deleted or donated; the message names the leaf path.
+        ConversionError: a leaf cannot become a JAX array (a NumPy array of strings or
+            objects; a sparse, quantized or nested tensor; an array-like JAX rejects), was
+            deleted or donated, or is a torch module; or ``obj`` itself is not something
+            to move. The message names the leaf path and the fix.
 
     Warns:
-        DtypeNarrowingWarning: once per dtype, when 64-bit data becomes 32-bit.
+        DtypeNarrowingWarning: once per dtype, when int64 data, float64 tensors or an
+            explicit float64 ``dtype`` become 32-bit; for NumPy float64 (NumPy's default)
+            only when values overflow float32.
 
     Note:
         Under ``jax.jit`` arrays are tracers without a device: ``to_device`` applies
@@ -117,6 +146,13 @@ def to_device(
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     single = _is_array(obj) or isinstance(obj, _PYTHON_SCALARS)
     flat = flatten(obj)
+    if (
+        not single
+        and len(flat.leaves) == 1
+        and flat.leaves[0] is obj
+        and not any(hasattr(obj, protocol) for protocol in _ARRAY_PROTOCOLS)
+    ):
+        _refuse_root(obj)
     moved, fresh = _move(
         obj,
         flat.leaves,
@@ -129,6 +165,22 @@ def to_device(
     if not non_blocking:
         jax.block_until_ready(fresh)
     return flat.rebuild(moved)
+
+
+def _refuse_root(obj: Any) -> NoReturn:
+    """``to_device`` of something that is neither an array, a number nor a container."""
+    kind = type_name(obj)
+    if is_torch_module(obj):
+        raise ConversionError(
+            f"to_device() got a torch module ({kind}): JAX cannot hold torch modules. Fix: "
+            "move it within torch with module.to(device.torch_device), or bring its weights "
+            "to JAX with tj.to_device(module.state_dict(), device)"
+        )
+    raise ConversionError(
+        f"to_device() cannot move a {kind}: it is not an array, tensor, number, "
+        "container of them, Flax NNX module or registered pytree. Fix: pass the arrays "
+        "it holds, or register the class as a pytree (jax.tree_util.register_dataclass)"
+    )
 
 
 def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
@@ -180,7 +232,9 @@ def _target(device: Any) -> Any:
 
 
 def _is_array(value: Any) -> bool:
-    return isinstance(value, (jax.Array, np.ndarray, np.generic)) or is_torch_tensor(value)
+    return isinstance(value, (jax.Array, np.ndarray, np.generic, Parameter)) or is_torch_tensor(
+        value
+    )
 
 
 def _move(
@@ -197,12 +251,17 @@ def _move(
     moved = list(leaves)
     fresh: list[jax.Array] = []
     pending: list[int] = []
+    # copy=True where nothing moves: arrays that may share the source's memory.
+    in_place_copies: list[int] = []
     placing = target is not _KEEP
     # NumPy leaves join the batched transfer directly, except into host memory kinds,
     # where JAX could alias their buffers (pin_memory promises a copy).
     host_direct = placing and target.memory_kind not in ("pinned_host", "unpinned_host")
+    # JAX aliases aligned NumPy buffers on CPU devices even with may_alias=False.
+    host_copy = copy and placing and _on_cpu(target)
     array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
     for index, leaf in enumerate(leaves):
+        shared = False  # the array may share the input's memory
         if isinstance(leaf, array_type):
             if isinstance(leaf, tracer_type):
                 moved[index] = _cast(leaf, dtype, cast_all)
@@ -213,19 +272,31 @@ def _move(
                     "use the array the donating call returned"
                 )
             array = leaf if dtype is None else _cast(leaf, dtype, cast_all)
+            shared = array is leaf
         elif isinstance(leaf, (np.ndarray, np.generic)) and host_direct:
             # Host data joins the one batched transfer directly, cast on the host.
-            moved[index] = _host_cast(np.asarray(leaf), dtype, cast_all)
+            host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
+            cast = _host_cast(host, dtype, cast_all)
+            moved[index] = cast.copy() if host_copy and np.may_share_memory(cast, leaf) else cast
             pending.append(index)
             continue
         elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
-            array = _cast(to_jax(leaf), dtype, cast_all)
+            converted = _leaf_conversion(tree, index, to_jax, leaf)
+            array = _cast(converted, dtype, cast_all)
+            shared = array is converted
         elif isinstance(leaf, _PYTHON_SCALARS):
             if not convert_scalars:
                 continue
             array = _cast(jax.numpy.asarray(leaf), dtype, cast_all)
         elif any(hasattr(leaf, protocol) for protocol in _ARRAY_PROTOCOLS):
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
+        elif is_torch_module(leaf):
+            raise ConversionError(
+                f"leaf {_path(tree, index)} is a torch module "
+                f"({type_name(leaf)}): JAX cannot hold torch "
+                "modules. Fix: move it within torch (module.to(device.torch_device)) or put "
+                "its state_dict() in the tree instead"
+            )
         else:
             continue
         if array is not leaf:
@@ -233,6 +304,8 @@ def _move(
             fresh.append(array)
         if placing and (copy or not (array.committed and array.sharding == target)):
             pending.append(index)
+        elif copy and shared:
+            in_place_copies.append(index)
     if pending:
         arrays = [moved[index] for index in pending]
         placed = jax.device_put(
@@ -241,7 +314,26 @@ def _move(
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
         fresh.extend(placed)
+    if in_place_copies:
+        arrays = [moved[index] for index in in_place_copies]
+        copies = jax.device_put(arrays, [array.sharding for array in arrays], may_alias=False)
+        for index, array in zip(in_place_copies, copies, strict=True):
+            moved[index] = array
+        fresh.extend(copies)
     return moved, fresh
+
+
+def _on_cpu(target: jax.sharding.Sharding) -> bool:
+    devices: set[jax.Device] = target.device_set
+    return all(device.platform == "cpu" for device in devices)
+
+
+def _leaf_conversion(tree: Any, index: int, convert: Callable[[Any], Any], leaf: Any) -> Any:
+    """``convert(leaf)``, with the leaf path put in front of the library's errors."""
+    try:
+        return convert(leaf)
+    except Torch2JaxDeviceError as err:
+        raise type(err)(f"leaf {_path(tree, index)}: {err}") from err
 
 
 def _destination(target: Any, arrays: list[Any]) -> Any:
@@ -269,10 +361,8 @@ def _host_cast(
 ) -> np.ndarray[Any, Any]:
     """``host`` in the dtype it will have in JAX: requested, or narrowed without x64."""
     if dtype is not None and (cast_all or dtypes.is_inexact(host.dtype)):
-        wanted = dtype  # an explicit cast: no narrowing to warn about
-    else:
-        wanted = dtypes.canonical(host.dtype)
-    return host if host.dtype == wanted else host.astype(wanted)
+        return host if host.dtype == dtype else host.astype(dtype)  # explicit: no warning
+    return dtypes.narrow_host(host)
 
 
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:
@@ -288,9 +378,8 @@ def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
         return jax.numpy.asarray(leaf)
     except Exception as err:
         raise ConversionError(
-            f"leaf {_path(tree, index)} of type {type(leaf).__module__}."
-            f"{type(leaf).__qualname__} looks like an array but JAX cannot convert it "
-            f"({err}); convert it to a NumPy array first"
+            f"leaf {_path(tree, index)} of type {type_name(leaf)} looks like an array but "
+            f"JAX cannot convert it ({err}); convert it to a NumPy array first"
         ) from err
 
 
@@ -312,42 +401,67 @@ def _move_module(module: Any, device: Any, dtype: Any, *, non_blocking: bool, co
 
 
 def _single_device(array: jax.Array, tree: Any, index: int) -> jax.Device:
+    """The one device ``array`` lives on, seen from this process.
+
+    An array spanning several processes with one device in this one (DDP's replicated
+    parameters, a data-parallel batch) is on that device, as torch reports
+    ``cuda:LOCAL_RANK`` for a DDP model's parameters.
+    """
     devices = array.devices()
-    if len(devices) != 1:
-        names = ", ".join(sorted(str(Device(d)) for d in devices))
-        raise MixedDeviceError(
-            f"leaf {_path(tree, index)} is sharded over {len(devices)} devices ({names}); "
-            "a sharded array has no single device: use array.sharding, or gather it with "
-            "tj.to_device(array, device)"
-        )
-    return next(iter(devices))
+    if len(devices) == 1:
+        return next(iter(devices))
+    local = array.sharding.addressable_devices
+    if len(local) == 1 and not array.is_fully_addressable:
+        return next(iter(local))
+    names = ", ".join(sorted(str(Device(d)) for d in local))
+    raise MixedDeviceError(
+        f"leaf {_path(tree, index)} is sharded over {len(local)} devices ({names}); "
+        "a sharded array has no single device: use array.sharding, or gather it with "
+        "tj.to_device(array, device)"
+    )
 
 
-class _Placements:
+def _is_scalar_host(leaf: Any) -> bool:
+    """A NumPy scalar or 0-d array: a number, as torch treats 0-d CPU tensors."""
+    return isinstance(leaf, np.generic) or (isinstance(leaf, np.ndarray) and leaf.ndim == 0)
+
+
+class Placements:
     """Where the arrays of some trees live, and the first leaf seen at each place.
 
     A place is a torch-style ``Device``; torch's unindexed ``cpu`` and JAX's ``cpu:0``
     are one place. NumPy leaves only set ``host`` (host memory is reachable from
-    every device); tracers only set ``traced``. Leaf paths are computed only for an
-    error message.
+    every device), or with ``host_is_cpu`` are placed on ``cpu`` as torch places CPU
+    tensors (0-d ones excepted, as torch exempts 0-d CPU tensors); tracers only set
+    ``traced``. ``committed_platforms`` are the JAX platforms of committed arrays (where
+    a jitted call of them runs). Leaf paths are computed only for an error message.
     """
 
-    def __init__(self, trees: list[Any], prefixes: list[str]) -> None:
+    def __init__(self, trees: list[Any], prefixes: list[str], *, host_is_cpu: bool = False) -> None:
         self.trees, self.prefixes = trees, prefixes
         self.traced = self.host = False
+        self.committed_platforms: set[str] = set()
         seen: dict[Any, tuple[int, int]] = {}
         for position, tree in enumerate(trees):
             for index, leaf in enumerate(flatten(tree).leaves):
+                if isinstance(leaf, Parameter):
+                    leaf = leaf.data
                 if isinstance(leaf, jax.Array):
                     if is_tracer(leaf):
                         self.traced = True
                         continue
                     key: Any = _single_device(leaf, tree, index)
+                    if leaf.committed:
+                        self.committed_platforms.add(key.platform)
                 elif is_torch_tensor(leaf):
+                    if host_is_cpu and leaf.device.type == "cpu" and leaf.ndim == 0:
+                        continue
                     key = Device(leaf.device)
-                elif isinstance(leaf, np.ndarray):
+                elif isinstance(leaf, (np.ndarray, np.generic)):
                     self.host = True
-                    continue
+                    if not host_is_cpu or _is_scalar_host(leaf):
+                        continue
+                    key = Device("cpu")
                 else:
                     continue
                 seen.setdefault(key, (position, index))
@@ -363,7 +477,7 @@ class _Placements:
         path = _path(self.trees[position], index).removeprefix("<root>")
         return self.prefixes[position] + path or "<root>"
 
-    def mixed_error(self, what: str) -> MixedDeviceError:
+    def mixed_error(self, what: str, fix: str = "") -> MixedDeviceError:
         """torch's "same device" error naming every device and a leaf path on each."""
         devices = list(self.devices)
         where = "; ".join(
@@ -371,8 +485,8 @@ class _Placements:
         )
         return MixedDeviceError(
             f"Expected all tensors to be on the same device, but found at least two devices, "
-            f"{devices[0]} and {devices[1]}! ({what}: {where}). Fix: move them to one device "
-            "with tj.to_device(x, device)"
+            f"{devices[0]} and {devices[1]}! ({what}: {where}). "
+            + (fix or "Fix: move them to one device with tj.to_device(x, device)")
         )
 
 
@@ -380,14 +494,16 @@ def device_of(obj: Any) -> Device | None:
     """The device an array, tree or module lives on: ``tensor.device`` for JAX.
 
     ``device_of(model)`` answers ``next(model.parameters()).device`` for a whole NNX
-    module, linen variables dict or pytree, after checking that every array agrees.
-    NumPy arrays are host data: a tree of NumPy arrays only is on ``cpu``; mixed with
-    device arrays they are ignored.
+    module, Equinox module, linen variables dict, pytree or torch module, after checking
+    that every array agrees. NumPy arrays (and NumPy scalars) are host data: a tree of
+    NumPy data only is on ``cpu``; mixed with device arrays they are ignored. In a
+    multi-process job, an array with one device in this process (replicated over the
+    job, as DDP keeps parameters) is on that device, as torch says ``cuda:LOCAL_RANK``.
 
     Returns:
         The device (``cuda:1``; ``cpu`` for the CPU, as torch says, or ``cpu:N`` when
-        several CPU devices are simulated). ``None`` under ``jax.jit`` (tracers have
-        no device), so
+        several CPU devices are simulated), indexed as torch indexes it (never JAX's
+        global ``Device.id``). ``None`` under ``jax.jit`` (tracers have no device), so
         ``jnp.zeros(3, device=tj.device_of(x))`` works traced and untraced.
 
     Raises:
@@ -403,7 +519,9 @@ def device_of(obj: Any) -> Device | None:
     """
     if is_nnx_module(obj):
         obj = sys.modules["flax.nnx"].state(obj)
-    placements = _Placements([obj], [""])
+    elif is_torch_module(obj):
+        obj = list(obj.state_dict(keep_vars=True).values())
+    placements = Placements([obj], [""])
     if placements.traced:
         return None
     if len(placements.devices) > 1:
@@ -423,7 +541,9 @@ def check_same_device(*objs: Any) -> Device | None:
 
     The pre-flight check to run before a jitted call: where JAX would say
     ``Received incompatible devices for jitted computation``, this says which
-    arguments are where. Tracers and NumPy arrays are ignored.
+    arguments are where. Tracers and NumPy arrays are ignored (see
+    `tj.strict_placement` for torch's stricter
+    rule, under which host data counts as ``cpu``).
 
     Returns:
         The one device all arrays are on, or ``None`` if there are none.
@@ -437,26 +557,35 @@ def check_same_device(*objs: Any) -> Device | None:
         >>> tj.check_same_device(jnp.ones(2), {"b": jnp.zeros(1)}) == tj.device("cpu")
         True
     """
-    placements = _Placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
+    placements = Placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
     if len(placements.devices) > 1:
         raise placements.mixed_error("arguments")
     return next(iter(placements.devices), None)
 
 
 def parameters(model: Any) -> Iterator[Any]:
-    """The parameter arrays of a model: ``model.parameters()`` for JAX.
+    """The parameters of a model: ``model.parameters()`` for JAX.
 
     For a Flax NNX module, its ``nnx.Param`` variables; for a linen variables dict
-    (``{"params": ..., "batch_stats": ...}``), the ``"params"`` collection; for any
-    other pytree, every array leaf.
+    (``{"params": ..., "batch_stats": ...}``), the ``"params"`` collection; for an
+    Equinox module or any other pytree, every array leaf. Each comes as a
+    `tj.Parameter`: its ``.device`` is a torch-style
+    device (``.type``, ``.index``, ``str``, ``==`` with ``torch.device``), and it is
+    still an array in JAX code (``.data`` is the ``jax.Array`` itself). A torch module's
+    parameters are its own (``model.parameters()``), so mixed code can ask either kind.
 
     Examples:
         >>> import jax.numpy as jnp
         >>> import torch2jax_device as tj
         >>> params = tj.to_device({"params": {"w": jnp.ones(2)}}, "cpu")
-        >>> next(tj.parameters(params)).device == tj.device("cpu")
-        True
+        >>> weight = next(tj.parameters(params))
+        >>> weight.device, weight.device.type, str(weight.device)
+        (device(type='cpu'), 'cpu', 'cpu')
+        >>> float((weight * 2).sum())
+        4.0
     """
+    if is_torch_module(model):
+        return iter(model.parameters())
     if is_nnx_module(model):
         nnx = sys.modules["flax.nnx"]
         tree = nnx.state(model, nnx.Param)
@@ -464,4 +593,185 @@ def parameters(model: Any) -> Iterator[Any]:
         tree = model["params"]
     else:
         tree = model
-    return (leaf for leaf in flatten(tree).leaves if _is_array(leaf))
+    return (
+        leaf if isinstance(leaf, Parameter) else Parameter(leaf)
+        for leaf in flatten(tree).leaves
+        if _is_array(leaf)
+    )
+
+
+def _array_device(array: Any) -> Device | None:
+    """``tensor.device`` for one array: torch-style, ``None`` for a tracer."""
+    if is_tracer(array):
+        return None
+    if isinstance(array, jax.Array):
+        return Device(_single_device(array, array, 0))
+    if is_torch_tensor(array):
+        return Device(array.device)
+    return Device("cpu")  # NumPy: host data
+
+
+def _unwrap(value: Any) -> Any:
+    return value.data if isinstance(value, Parameter) else value
+
+
+@jax.tree_util.register_pytree_with_keys_class
+class Parameter:
+    """A model's array as ported torch code sees it: what ``next(tj.parameters(model))`` is.
+
+    Equivalent to the ``torch.nn.Parameter`` that ``model.parameters()`` yields, for
+    the parts ported code reads: ``.device`` is a torch-style
+    [`tj.device`][torch2jax_device.Device] (``.type``, ``.index``, ``str(...) == "cpu"``,
+    ``==`` with ``torch.device`` and ``tj.device``), never a bare ``jax.Device``; ``.data``
+    is the array; ``numel()`` counts elements (``sum(p.numel() for p in ...)``). Everything
+    else is the array's own: ``shape``, ``dtype``, ``sharding``, methods, operators.
+
+    It stays an array in JAX code: ``jnp`` functions, ``jax.jit`` / ``jax.grad``
+    arguments, ``jax.device_put`` and ``jax.tree.map`` take it (it is a pytree holding the
+    array, and implements ``__jax_array__``, ``__array__`` and DLPack), and
+    ``tj.to_device`` / ``tj.to_jax`` / ``tj.to_torch`` accept it.
+
+    Note:
+        ``isinstance(p, jax.Array)`` is false, ``jax.lax`` primitives need ``p.data``, and
+        results of operations are plain ``jax.Array`` objects (with a ``jax.Device``
+        ``.device``); pytree functions return ``Parameter`` objects. The view is
+        read-only: JAX arrays are immutable and have no ``requires_grad`` or ``.grad``
+        (gradients come from ``jax.grad`` / ``nnx.grad``). Under ``jax.jit``, ``.device``
+        is ``None``, as [`tj.device_of`][torch2jax_device.device_of] says.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, torch
+        >>> import torch2jax_device as tj
+        >>> p = tj.Parameter(tj.to_device(jnp.ones((2, 3)), "cpu"))
+        >>> p.device == torch.device("cpu"), p.device.index, p.numel()
+        (True, None, 6)
+        >>> jax.jit(lambda w: w.sum())(p)
+        Array(6., dtype=float32)
+    """
+
+    __slots__ = ("_array",)
+    _array: Any
+
+    def __init__(self, data: Any) -> None:
+        object.__setattr__(self, "_array", _unwrap(data))
+
+    @property
+    def data(self) -> Any:
+        """The array itself (a ``jax.Array``, or a tracer under ``jax.jit``)."""
+        return self._array
+
+    @property
+    def device(self) -> Device | None:
+        """Where the array is, torch-style; ``None`` under ``jax.jit``.
+
+        Raises:
+            MixedDeviceError: the array is sharded over several devices of this process.
+        """
+        return _array_device(self._array)
+
+    def numel(self) -> int:
+        """The number of elements (``Tensor.numel``)."""
+        return int(np.prod(self._array.shape, dtype=np.int64))
+
+    def tree_flatten_with_keys(self) -> tuple[tuple[tuple[Any, Any]], None]:
+        return ((jax.tree_util.GetAttrKey("data"), self._array),), None
+
+    @classmethod
+    def tree_unflatten(cls, aux: None, children: tuple[Any, ...]) -> Parameter:
+        return cls(children[0])
+
+    def __jax_array__(self) -> Any:
+        return self._array
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
+        return np.asarray(self._array, dtype=dtype)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._array.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"Parameter({self._array!r})"
+
+    def __reduce__(self) -> tuple[type[Parameter], tuple[Any]]:
+        return (Parameter, (self._array,))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return getattr(self._array, name)
+        except AttributeError:
+            raise NoSuchAttributeError(
+                f"tj.Parameter has no attribute {name!r}, and neither has the "
+                f"{type(self._array).__name__} it holds. JAX arrays have no requires_grad, "
+                "grad or in-place methods: gradients come from jax.grad / nnx.grad, "
+                "freezing from the optimizer (nnx.Optimizer(model, tx, wrt=...), "
+                "optax.masked), and p.data is the array itself"
+            ) from None
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise NoSuchAttributeError(
+            f"cannot set {name!r}: tj.Parameter is a read-only view of an immutable JAX "
+            "array. Fix: change the model instead (for NNX, model.layer.kernel.value = "
+            "new_array; for a pytree, build a new one with jax.tree.map)"
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # arrays are unhashable
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._array)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._array[index]
+
+    def __bool__(self) -> bool:
+        return bool(self._array)
+
+    def __int__(self) -> int:
+        return int(self._array)
+
+    def __float__(self) -> float:
+        return float(self._array)
+
+    def __complex__(self) -> complex:
+        return complex(self._array)
+
+    def __index__(self) -> int:
+        return operator.index(self._array)
+
+    def __format__(self, spec: str) -> str:
+        return format(self._array, spec)
+
+
+def _binary(name: str) -> Callable[[Parameter, Any], Any]:
+    def method(self: Parameter, other: Any) -> Any:
+        return getattr(self._array, name)(_unwrap(other))
+
+    method.__name__ = name
+    return method
+
+
+def _unary(name: str) -> Callable[[Parameter], Any]:
+    def method(self: Parameter) -> Any:
+        return getattr(self._array, name)()
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow",
+    "lshift", "rshift", "and", "xor", "or",
+):  # fmt: skip
+    for _form in (f"__{_name}__", f"__r{_name}__"):
+        setattr(Parameter, _form, _binary(_form))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Parameter, f"__{_name}__", _binary(f"__{_name}__"))
+for _name in ("neg", "pos", "abs", "invert"):
+    setattr(Parameter, f"__{_name}__", _unary(f"__{_name}__"))

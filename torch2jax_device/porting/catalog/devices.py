@@ -91,4 +91,23 @@ ROWS: tuple[Idiom, ...] = (
         ),
         result="tensor",
     ),
+    Idiom(
+        id="device-torch-device",
+        section=SECTION,
+        title="One device object for torch and JAX code",
+        torch="x = torch.zeros(3, device=device)",
+        jax="x = jnp.zeros(3, device=jax_device)  # a jax.Device; torch needs a torch.device",
+        tj=(
+            "x = torch.zeros(3, device=device.torch_device)  # device = tj.device(...)\n"
+            "y = jnp.zeros(3, device=device.jax_device)"
+        ),
+        notes=(
+            "A `tj.device` is neither a `torch.device` nor a `jax.Device`: torch APIs take "
+            "`device.torch_device`, JAX APIs `device.jax_device`, and `tj.to_device` takes the "
+            "device itself. A JAX API given the `tj.device` raises `tj.NoSuchAttributeError` "
+            "naming `.jax_device` (or JAX's own error, for `jax.device_put`); torch raises "
+            "its `TypeError`."
+        ),
+        runs=False,
+    ),
 )

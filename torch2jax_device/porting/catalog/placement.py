@@ -217,4 +217,90 @@ ROWS: tuple[Idiom, ...] = (
         tj="t = tj.to_torch(x)",
         runs=False,
     ),
+    Idiom(
+        id="parameters-device-type",
+        section=SECTION,
+        title="Branch on where the model is",
+        torch='on_gpu = next(model.parameters()).device.type == "cuda"',
+        jax='on_gpu = jax.tree.leaves(nnx.state(model, nnx.Param))[0].device.platform == "gpu"',
+        tj='on_gpu = next(tj.parameters(model)).device.type == "cuda"',
+        notes=(
+            "`tj.parameters` yields `tj.Parameter` views: `.device` is a torch-style device "
+            "(`.type`, `.index`, `str`, `==` with `torch.device`; the process-local index, "
+            "never JAX's global id), `.data` the array, and each is still an array in JAX "
+            "code (`jnp`, `jax.jit` arguments, `jax.device_put`, pytrees)."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="parameter-count",
+        section=SECTION,
+        title="Count parameters",
+        torch="n = sum(p.numel() for p in model.parameters())",
+        jax="n = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))",
+        tj="n = sum(p.numel() for p in tj.parameters(model))",
+        notes="NNX kernels are `(in, out)` where torch's weights are `(out, in)`.",
+        runs=False,
+    ),
+    Idiom(
+        id="torch-module-to",
+        section=SECTION,
+        title="A torch module in mixed code",
+        torch="torch_model = torch_model.to(device)",
+        jax="torch_model = torch_model.to(torch_device)  # JAX cannot hold torch modules",
+        tj="torch_model = torch_model.to(device.torch_device)  # device = tj.device(...)",
+        notes=(
+            "`tj.to_device(torch_model, ...)` raises `tj.ConversionError` (never a silent "
+            "no-op); bring the weights to JAX with `tj.to_device(torch_model.state_dict(), "
+            "device)`. `tj.device_of` and `tj.parameters` read torch modules too."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="equinox-module-to",
+        section=SECTION,
+        title="Move an Equinox model",
+        torch="model = model.to(device)",
+        jax="model = jax.device_put(model, device)  # non-array leaves stay as they are",
+        tj="model = tj.to_device(model, device)  # a new module: Equinox modules are immutable",
+        notes=(
+            "Returns the moved module (keep the result; the input is unchanged). "
+            "`tj.device_of(model)` and `tj.parameters(model)` read every array leaf."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="strict-placement",
+        section=SECTION,
+        title="Never move data behind my back",
+        torch="loss = step(model, batch)  # RuntimeError if they are on two devices",
+        jax="# jax.transfer_guard_device_to_device('disallow'); host data is moved silently",
+        tj=(
+            "step = tj.strict_placement(step)  # or @tj.strict_placement\n"
+            "loss = step(model, batch)  # tj.MixedDeviceError with torch's message"
+        ),
+        notes=(
+            "Arguments on two devices, or host data meeting arrays on an accelerator, raise "
+            "torch's error with the argument paths, the line and the fix; "
+            "`with tj.strict_placement():` turns JAX's device errors in a block into torch's. "
+            "Warns (`tj.CpuComputationWarning`) when CPU-committed inputs keep the call on the "
+            "CPU of a GPU machine. Explicit `tj.to_device`/`jax.device_put` stay allowed."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="strict-placement-process",
+        section=SECTION,
+        title="The same for the whole process",
+        torch="# always the case in PyTorch",
+        jax="jax.config.update('jax_transfer_guard_device_to_device', 'disallow')",
+        tj="tj.set_strict_placement(True)",
+        notes=(
+            "JAX's device-to-device guard for every thread: uncommitted arrays are no longer "
+            "moved silently. Set it before the code first runs: JAX does not re-check jitted "
+            "calls that already ran without it. Its error becomes torch's inside "
+            "`tj.strict_placement` scopes."
+        ),
+        runs=False,
+    ),
 )

@@ -1,0 +1,245 @@
+"""Odd inputs through every placement entry point: the library's error, the value, the fix.
+
+Each input goes through ``to_device`` (alone and as a leaf of a tree, where the message
+must name the leaf path), ``to_jax``, ``to_torch``, ``device_of``, ``parameters`` and
+``check_same_device``. Every failure must be a ``tj.Torch2JaxDeviceError`` whose message
+names what was wrong and says "Fix"; every success must give the right values.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import torch2jax_device as tj
+from torch2jax_device._src import dtypes as _dtypes
+
+
+@pytest.fixture(autouse=True)
+def _fresh_narrowing_warnings() -> None:
+    _dtypes._warned.clear()
+
+
+def _quantized() -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch deprecates quantized tensors
+        return torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.quint8)
+
+
+def _nested() -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # nested tensors are a prototype
+        return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+
+# name -> (make the input, the error class, a fragment naming the problem and its fix)
+REFUSED: dict[str, tuple[Callable[[], Any], type[Exception], str]] = {
+    "meta tensor": (
+        lambda: torch.ones(2, device="meta"),
+        tj.DeviceUnavailableError,
+        r"meta tensor .* has no data.*Fix: materialize it",
+    ),
+    "sparse tensor": (
+        lambda: torch.eye(2).to_sparse(),
+        tj.ConversionError,
+        r"sparse tensor \(torch\.sparse_coo\).*Fix: tensor\.to_dense\(\)",
+    ),
+    "quantized tensor": (
+        _quantized,
+        tj.ConversionError,
+        r"quantized tensor \(torch\.quint8\).*Fix: .*tensor\.dequantize\(\)",
+    ),
+    "nested tensor": (
+        _nested,
+        tj.ConversionError,
+        r"nested \(ragged\) tensor.*Fix: .*to_padded_tensor",
+    ),
+    "string array": (
+        lambda: np.array(["a", "b"]),
+        tj.ConversionError,
+        r"dtype <U1 \(text\) cannot become a JAX array.*Fix: keep it out",
+    ),
+    "object array": (
+        lambda: np.array([object()]),
+        tj.ConversionError,
+        r"dtype object \(Python objects\) cannot become a JAX array.*Fix:",
+    ),
+    "record array": (
+        lambda: np.zeros(2, dtype=[("a", "f4")]),
+        tj.ConversionError,
+        r"cannot become a JAX array.*Fix:",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_refused_leaves_name_the_value_the_leaf_path_and_the_fix(name: str) -> None:
+    make, error, fragment = REFUSED[name]
+    with pytest.raises(error, match=fragment):
+        tj.to_device(make(), "cpu")
+    with pytest.raises(error, match=r"^leaf \['batch'\]\[1\]: .*" + fragment):
+        tj.to_device({"batch": [np.ones(2, np.float32), make()]}, "cpu")
+    with pytest.raises(error, match=fragment):
+        tj.to_jax(make())
+    with pytest.raises(error, match=r"^leaf \[0\]: .*" + fragment):
+        tj.to_device([make()], jnp.float16)  # the .to(dtype) form converts too
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: torch.tensor([1 + 2j, 3 - 1j]).conj(), [1 - 2j, 3 + 1j]),
+        (lambda: torch.tensor([1 + 2j]).conj().imag, [-2.0]),  # negative bit, contiguous
+        (lambda: np.arange(3, dtype=">f4"), [0.0, 1.0, 2.0]),  # big-endian
+        (lambda: np.arange(3, dtype=">i4"), [0, 1, 2]),
+    ],
+    ids=["conjugate-bit", "negative-bit", "big-endian-float", "big-endian-int"],
+)
+def test_lazy_bits_and_byte_order_are_resolved_with_the_right_values(
+    make: Callable[[], Any], expected: list[Any]
+) -> None:
+    # DLPack refuses the conjugate bit and ignores the negative bit (it would give 2.0).
+    assert np.asarray(tj.to_jax(make())).tolist() == expected
+    assert np.asarray(tj.to_device({"x": make()}, "cpu")["x"]).tolist() == expected
+    assert np.asarray(tj.to_device(make(), "cpu")).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda: torch.tensor([1 + 2j]).conj(), r"conjugate bit set.*resolve_conj\(\)"),
+        (lambda: torch.tensor([1 + 2j]).conj().imag, r"negative bit set.*resolve_neg\(\)"),
+        (lambda: np.arange(4, dtype=">f4"), r"big-endian \(>f4\).*newbyteorder"),
+    ],
+    ids=["conjugate-bit", "negative-bit", "big-endian"],
+)
+def test_strict_conversion_refuses_the_resolving_copy(
+    make: Callable[[], Any], fragment: str
+) -> None:
+    with pytest.raises(tj.ConversionError, match="strict=True: .*" + fragment):
+        tj.to_jax(make(), strict=True)
+
+
+def test_torch_modules_are_refused_with_the_fix_root_and_leaf() -> None:
+    module = torch.nn.Linear(2, 2)
+    with pytest.raises(tj.ConversionError, match=r"torch module \(torch\.nn\.modules.*Linear\)"):
+        tj.to_device(module, "cpu")
+    with pytest.raises(tj.ConversionError, match=r"module\.to\(device\.torch_device\)"):
+        tj.to_device(module, jnp.float16)
+    with pytest.raises(tj.ConversionError, match=r"^leaf \['model'\] is a torch module"):
+        tj.to_device({"model": module, "x": np.ones(2)}, "cpu")
+    assert module.weight.dtype == torch.float32  # nothing happened to it
+
+
+@pytest.mark.parametrize(
+    "value", [object(), "cuda", b"bytes", {1, 2}], ids=["object", "str", "bytes", "set"]
+)
+def test_unknown_roots_are_refused_never_returned_unchanged(value: Any) -> None:
+    with pytest.raises(tj.ConversionError, match=r"cannot move a .*Fix: pass the arrays"):
+        tj.to_device(value, "cpu")
+
+
+def test_containers_without_arrays_and_none_still_pass() -> None:
+    assert tj.to_device(None, "cpu") is None
+    assert tj.to_device({"name": "x", "steps": 3}, "cpu") == {"name": "x", "steps": 3}
+
+
+def test_tracers_in_every_entry_point() -> None:
+    seen: dict[str, Any] = {}
+
+    def step(x: jax.Array) -> jax.Array:
+        seen["device_of"] = tj.device_of(x)
+        seen["parameter_device"] = next(tj.parameters([x])).device
+        seen["check"] = tj.check_same_device(x)
+        for name, convert in (("to_jax", tj.to_jax), ("to_torch", tj.to_torch)):
+            with pytest.raises(tj.ConversionError, match="tracer") as caught:
+                convert(x)
+            seen[name] = str(caught.value)
+        return tj.to_device(x, "cpu", jnp.float16)  # the dtype applies, placement is JAX's
+
+    result = jax.jit(step)(jnp.ones(2))
+    assert result.dtype == jnp.float16
+    assert seen["device_of"] is seen["parameter_device"] is seen["check"] is None
+    assert "Fix: use the value as it is" in seen["to_jax"]
+    assert "Fix: return the array from the jitted function" in seen["to_torch"]
+
+
+def test_numpy_scalars_are_host_data_everywhere() -> None:
+    for scalar in (np.float32(1.5), np.int32(2), np.bool_(True)):
+        assert tj.device_of(scalar) == tj.device("cpu")
+        assert tj.device_of({"s": scalar}) == tj.device("cpu")
+        assert tj.to_device(scalar, "cpu").devices() == {tj.resolve("cpu")}
+        assert tj.check_same_device(scalar, jnp.ones(1)) == tj.device("cpu")
+        assert tj.to_torch(scalar).item() == scalar.item()
+        assert [p.numel() for p in tj.parameters([scalar])] == [1]
+
+
+def test_parameters_and_device_of_accept_a_torch_module() -> None:
+    module = torch.nn.Linear(2, 3)
+    assert list(tj.parameters(module)) == list(module.parameters())
+    assert tj.device_of(module) == torch.device("cpu")
+    with pytest.raises(tj.EmptyTreeError, match="StopIteration"):
+        tj.device_of(torch.nn.ReLU())
+
+
+def test_to_torch_without_torch_is_a_clear_error() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["torch"] = None  # as if torch were not installed
+        import jax.numpy as jnp
+        import torch2jax_device as tj
+        for call in (lambda: tj.to_torch(jnp.ones(2)), lambda: tj.device("cpu").torch_device):
+            try:
+                call()
+            except ModuleNotFoundError as error:
+                assert isinstance(error, tj.MissingFrameworkError), type(error)
+                print(error)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("tj.to_torch() needs PyTorch, which is not installed")
+    assert lines[1].startswith("tj.device('cpu').torch_device needs PyTorch")
+    assert all("Fix: pip install torch" in line for line in lines)
+
+
+def test_numpy_float64_narrows_quietly_unless_values_overflow() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = tj.to_device({"x": np.linspace(0, 1, 5)}, "cpu")["x"]  # NumPy's default
+        assert quiet.dtype == jnp.float32
+        assert tj.to_jax(np.ones(3)).dtype == jnp.float32
+    with pytest.warns(
+        tj.DtypeNarrowingWarning,
+        match=r"float64 data becomes float32 .*precision drops to about 6 significant digits "
+        r"and magnitudes above 3\.4e\+38 become inf, which happened here",
+    ):
+        overflowed = tj.to_device(np.array([1.0, 1e300]), "cpu")
+    assert np.isinf(np.asarray(overflowed)).tolist() == [False, True]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # infinities already there are not news
+        tj.to_device(np.array([1.0, np.inf]), "cpu")
+
+
+def test_a_chosen_float64_warns_once_and_says_precision_changes() -> None:
+    with pytest.warns(tj.DtypeNarrowingWarning, match="precision drops to about 6 significant"):
+        tj.to_device(torch.ones(2, dtype=torch.float64), "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tj.to_device(torch.ones(2, dtype=torch.float64), "cpu")  # once per dtype
+    with pytest.warns(tj.DtypeNarrowingWarning, match=r"values outside \[-2147483648, 2147483647"):
+        tj.to_device(np.arange(3), "cpu")  # int64: torch's default integer dtype
