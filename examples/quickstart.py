@@ -46,7 +46,7 @@ def main() -> None:
     # A JAX array's .device is JAX's device object; tj.device_of names it torch's way.
     model = tj.to_device(Model(nnx.Rngs(0)), device)
     device = next(tj.parameters(model)).device
-    print(f"model:             parameters on {tj.device_of(model)} (JAX's object: {device!r})")
+    print(f"model:             parameters on {device} (JAX's object: {device.jax_device!r})")
 
     # PyTorch: batch = {"tokens": tokens[i:i + n], "step": step}; batch = batch.to(device)
     rows = np.random.default_rng(0).integers(0, tokens.shape[0] - 128, size=8)

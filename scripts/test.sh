@@ -9,7 +9,7 @@ scripts/bootstrap.sh
 
 # Frameworks that must import: a broken torch install fails the run instead of
 # silently skipping the side-by-side tests.
-export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax,hypothesis}
+export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax,equinox,hypothesis}
 
 .venv/bin/python -m ruff check .
 .venv/bin/python -m ruff format --check .

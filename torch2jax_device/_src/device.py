@@ -220,19 +220,21 @@ class Device:
     def __hash__(self) -> int:
         return hash((self._type, self._index))
 
-    def __getattr__(self, name: str) -> NoReturn:
-        # Only reached for attributes a Device lacks: JAX reading a jax.Device or
-        # Sharding attribute (``_is_concrete``, ``platform``...) from a tj.device passed
-        # to a JAX API, or ported JAX code calling ``device.platform``.
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise NoSuchAttributeError(
-            f"tj.device({str(self)!r}) has no attribute {name!r}: it is a torch-style device, "
-            "not a jax.Device or Sharding, so JAX APIs cannot take it directly. Fix: pass "
-            "device.jax_device to JAX (jax.device_put(x, device.jax_device), "
-            "jnp.zeros(3, device=device.jax_device)) and device.torch_device to torch, or "
-            "move data with tj.to_device(x, device)."
-        )
+    if not TYPE_CHECKING:  # for type checkers a Device has only the attributes it defines
+
+        def __getattr__(self, name: str) -> NoReturn:
+            # Only reached for attributes a Device lacks: JAX reading a jax.Device or
+            # Sharding attribute (``_is_concrete``, ``platform``...) from a tj.device passed
+            # to a JAX API, or ported JAX code calling ``device.platform``.
+            if name.startswith("__"):
+                raise AttributeError(name)
+            raise NoSuchAttributeError(
+                f"tj.device({str(self)!r}) has no attribute {name!r}: it is a torch-style device, "
+                "not a jax.Device or Sharding, so JAX APIs cannot take it directly. Fix: pass "
+                "device.jax_device to JAX (jax.device_put(x, device.jax_device), "
+                "jnp.zeros(3, device=device.jax_device)) and device.torch_device to torch, or "
+                "move data with tj.to_device(x, device)."
+            )
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"tj.device is immutable: cannot set {name!r}")

@@ -286,6 +286,17 @@ class MissingFrameworkError(Torch2JaxDeviceError, ModuleNotFoundError):
     A ``ModuleNotFoundError``, as the bare import would raise, so ported ``except
     ImportError`` clauses keep working; the message names the call and the install
     command.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> issubclass(tj.MissingFrameworkError, ImportError)  # `except ImportError` works
+        True
+        >>> try:
+        ...     tensor = tj.to_torch([1.0])  # without torch: MissingFrameworkError
+        ... except tj.MissingFrameworkError as error:
+        ...     print(error)  # names the call and `pip install torch`
+        ... except tj.ConversionError:
+        ...     pass  # with torch installed, a list is simply not an array
     """
 
 
@@ -296,4 +307,15 @@ class NoSuchAttributeError(Torch2JaxDeviceError, AttributeError):
     ``jax.Device`` or ``Sharding`` attribute from it, and by
     [`tj.Parameter`][torch2jax_device.Parameter] for torch-only attributes; the
     message names the object to use instead.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> device = tj.device("cpu")
+        >>> try:
+        ...     device.platform  # a jax.Device attribute
+        ... except tj.NoSuchAttributeError as error:
+        ...     print(str(error).split(": ")[0])
+        tj.device('cpu') has no attribute 'platform'
+        >>> device.jax_device.platform  # the JAX object has it
+        'cpu'
     """

@@ -59,6 +59,15 @@ class CpuComputationWarning(UserWarning):
     JAX runs a jitted function where its committed inputs are: arrays committed to the
     CPU (``jnp.from_dlpack`` of host data, ``tj.to_device(x, "cpu")``) keep it on the
     CPU of a GPU machine, silently and slowly.
+
+    Examples:
+        Raised by functions decorated with
+        [`tj.strict_placement`][torch2jax_device.strict_placement]; to make it an error:
+
+        >>> import warnings
+        >>> import torch2jax_device as tj
+        >>> warnings.simplefilter("error", tj.CpuComputationWarning)
+        >>> warnings.resetwarnings()
     """
 
 
@@ -78,6 +87,14 @@ class StrictPlacement:
     """A strict-placement scope: a context manager, and a decorator for functions.
 
     Made by [`tj.strict_placement`][torch2jax_device.strict_placement].
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> with tj.strict_placement() as scope:
+        ...     total = jnp.ones(3) + tj.to_device(jnp.ones(3), "cpu")
+        >>> isinstance(scope, tj.StrictPlacement), float(total.sum())
+        (True, 6.0)
     """
 
     def __init__(self, *, transfer_guard: bool = False) -> None:
