@@ -335,23 +335,56 @@ def test_ranks_that_disagree_on_the_world_size_get_a_clear_error() -> None:
     port = free_port()
     rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 2, port))
     rank_1 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
-    (status_0, _, _), (status_1, err_1, _) = _finish(rank_0), _finish(rank_1)
-    assert status_0 == 0
-    assert status_1 == 1
+    (status_0, err_0, _), (status_1, err_1, _) = _finish(rank_0), _finish(rank_1)
+    assert (status_0, status_1) == (1, 1)
     assert (
-        "DistributedError: WORLD_SIZE=3 on rank 1, but rank 0 started the job with WORLD_SIZE=2"
-        in err_1
+        "DistributedError: Rank 1: WORLD_SIZE=3 on rank 1, but rank 0 started the job with "
+        "WORLD_SIZE=2" in err_1
     )
+    # Rank 0 waited for a rank 1 of its own job, and says who came instead.
+    assert "DistributedError: Rank 1 of WORLD_SIZE=2 never arrived" in err_0
+    assert "A process claiming rank 1 came from" in err_0 and "with WORLD_SIZE=3" in err_0
 
 
+def test_two_processes_with_one_rank_get_a_clear_error() -> None:
+    port = free_port()
+    rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 3, port))
+    first = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
+    time.sleep(1.0)  # the first rank 1 checks in before the second
+    second = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
+    (_, err_second, _) = _finish(second)
+    (status_0, err_0, _), (status_first, err_first, _) = _finish(rank_0), _finish(first)
+    assert "DistributedError: Rank 1: Rank 1 (" in err_second
+    assert "already checked in from" in err_second
+    assert (status_0, status_first) == (1, 1)
+    for err in (err_0, err_first):
+        assert "Rank 2 of WORLD_SIZE=3 never arrived" in err and "ranks 0, 1 came" in err
+
+
+@pytest.mark.idiom("dist-missing-rank")
 def test_rank_that_never_arrives_makes_rank_0_fail_in_time() -> None:
-    # WORLD_SIZE says 2 and only rank 0 starts: JAX terminates it after the timeout.
+    # WORLD_SIZE says 2 and only rank 0 starts: it raises, naming rank 1, after the timeout.
     rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S),
                    env=rank_env(0, 2, free_port()))  # fmt: skip
     status, err, elapsed = _finish(rank_0)
-    assert status == -6  # SIGABRT, from JAX's distributed runtime
-    assert "RegisterTask" in err and "DEADLINE_EXCEEDED" in err
-    assert elapsed < SHORT_TIMEOUT_S + 20
+    assert status == 1, err[-3000:]
+    assert "DistributedError: Rank 1 of WORLD_SIZE=2 never arrived: init_process_group " in err
+    assert f"waited {SHORT_TIMEOUT_S} s at 127.0.0.1:" in err and "; rank 0 came." in err
+    assert "SIGABRT" not in err and "another task" not in err
+    assert elapsed < SHORT_TIMEOUT_S + 15
+
+
+@pytest.mark.idiom("dist-missing-rank")
+def test_every_rank_that_came_learns_which_rank_never_arrived() -> None:
+    port = free_port()
+    ranks = [
+        start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(rank, 3, port))
+        for rank in (1, 0)
+    ]
+    for status, err, elapsed in map(_finish, ranks):
+        assert status == 1, err[-3000:]
+        assert "Rank 2 of WORLD_SIZE=3 never arrived" in err and "ranks 0, 1 came" in err
+        assert elapsed < SHORT_TIMEOUT_S + 15
 
 
 def test_rank_that_dies_makes_the_others_fail_in_time() -> None:
