@@ -376,7 +376,7 @@ def barrier() -> None:
         Traceback (most recent call last):
         DistributedError: barrier(): Default process group has not been initialized, ...
     """
-    _synchronize("barrier")
+    synchronize("barrier")
 
 
 def destroy_process_group() -> None:
@@ -459,7 +459,7 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     if not paths_and_leaves:
         raise EmptyTreeError("all_reduce: the tree holds no arrays.")
     values = [host_value(leaf, "all_reduce", path) for path, leaf in paths_and_leaves]
-    _synchronize("all_reduce")
+    synchronize("all_reduce")
     mesh = _process_mesh()
     stacked = NamedSharding(mesh, PartitionSpec("processes"))
     per_process = [
@@ -528,8 +528,12 @@ def _coordination_client(what: str) -> Any:
     return client
 
 
-def _synchronize(what: str) -> None:
-    """Meet every rank's matching call at JAX's coordination service."""
+def synchronize(what: str) -> None:
+    """Meet every rank's matching call at JAX's coordination service.
+
+    Raises:
+        DistributedError: no process group, or some rank did not come in time.
+    """
     group = _require_group(what)
     client = _coordination_client(what)
     call = next(_synchronizations)
