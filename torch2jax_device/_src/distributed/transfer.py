@@ -32,7 +32,9 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from ..errors import ConversionError
 
-__all__ = ["crosses_processes", "device_put"]
+__all__ = ["Index", "assemble", "crosses_processes", "device_put", "is_whole", "part_key"]
+
+Index = tuple[slice, ...] | None  # None: the whole array (JAX's convention)
 
 
 def crosses_processes(arrays: Sequence[Any], target: jax.sharding.Sharding) -> bool:
@@ -81,16 +83,43 @@ def device_put(
 def _scatter(value: Any, target: jax.sharding.Sharding, copy: bool, where: str) -> jax.Array:
     """A global array of ``target`` from this process's copy of the whole ``value``."""
     shape = tuple(np.shape(value))
+    return assemble(
+        shape,
+        target,
+        lambda index: value if is_whole(index, shape) else value[index],
+        copy=copy,
+        where=where,
+    )
+
+
+def assemble(
+    shape: tuple[int, ...],
+    target: jax.sharding.Sharding,
+    piece: Callable[[Index], Any],
+    *,
+    copy: bool = False,
+    where: str,
+) -> jax.Array:
+    """The array of ``shape`` on ``target`` whose shards here are ``piece(index)``.
+
+    ``piece`` is called once per distinct part of the array this process's devices
+    hold (a replicated part is fetched once for all of them), with a tuple of slices
+    (or ``None`` for the whole array). No device gets more than its part.
+
+    Raises:
+        ConversionError: ``shape`` does not split evenly over ``target``; the message
+            names ``where``.
+    """
     try:
         indices = target.addressable_devices_indices_map(shape)
     except ValueError as err:
         raise _uneven(where, shape, target, err) from err
-    pieces: dict[tuple[Any, ...], Any] = {}
+    pieces: dict[tuple[tuple[int, int], ...], Any] = {}
     keys = {}
     for device, index in indices.items():
-        keys[device] = key = _key(index, shape)
+        keys[device] = key = part_key(index, shape)
         if key not in pieces:
-            pieces[key] = value if _is_whole(index, shape) else value[index]
+            pieces[key] = piece(index)
     devices = list(indices)
     local = jax.device_put(
         [pieces[keys[device]] for device in devices],
@@ -129,11 +158,11 @@ def _local_copy(array: jax.Array) -> Any:
     """The whole value from this process's shards, or ``None`` if they hold only part."""
     shape = array.shape
     everywhere = array.sharding.devices_indices_map(shape)
-    pieces = {_key(shard.index, shape): shard for shard in array.addressable_shards}
-    if {_key(index, shape) for index in everywhere.values()} != set(pieces):
+    pieces = {part_key(shard.index, shape): shard for shard in array.addressable_shards}
+    if {part_key(index, shape) for index in everywhere.values()} != set(pieces):
         return None
     for shard in pieces.values():
-        if _is_whole(shard.index, shape):
+        if is_whole(shard.index, shape):
             return shard.data
     whole = np.empty(shape, array.dtype)
     for shard in pieces.values():
@@ -141,18 +170,15 @@ def _local_copy(array: jax.Array) -> Any:
     return whole
 
 
-Index = tuple[slice, ...] | None  # None: the whole array (JAX's convention)
-
-
-def _key(index: Index, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+def part_key(index: Index, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """A hashable form of a shard's index (slices are not hashable before Python 3.12)."""
     if index is None:
         return tuple((0, size) for size in shape)
     return tuple(part.indices(size)[:2] for part, size in zip(index, shape, strict=True))
 
 
-def _is_whole(index: Index, shape: tuple[int, ...]) -> bool:
-    return _key(index, shape) == tuple((0, size) for size in shape)
+def is_whole(index: Index, shape: tuple[int, ...]) -> bool:
+    return part_key(index, shape) == tuple((0, size) for size in shape)
 
 
 def _uneven(
