@@ -1,11 +1,11 @@
-"""examples/gpt_ddp_port.py trains like the PyTorch original it ports, across 2 × 2 devices.
+"""examples/gpt_ddp_port.py trains like the PyTorch original it ports, across 2 x 2 devices.
 
 Four runs share one toy configuration (with gradient accumulation):
 
 * the PyTorch original under torchrun, 2 processes (gloo), saving its initial weights;
-* the port under ``torch2jax-device run``, 2 processes × 2 simulated CPU devices,
+* the port under ``torch2jax-device run``, 2 processes x 2 simulated CPU devices,
   starting from those weights, 4 iterations, rank 0 saving a checkpoint;
-* the port resumed from that checkpoint to iteration 6 (same 2 × 2 job);
+* the port resumed from that checkpoint to iteration 6 (same 2 x 2 job);
 * the port in one process on one device with the whole global batch.
 
 The PyTorch run is the oracle: every loss the port prints must match it.
@@ -43,7 +43,7 @@ def _summaries(output: str, processes: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("gpt")
-    # The 2 × 2 runs compile the same programs: the second one reads them from the cache.
+    # The 2 x 2 runs compile the same programs: the second one reads them from the cache.
     cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax-cache"),
              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
     status, out, err = run_bounded(

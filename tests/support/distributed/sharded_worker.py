@@ -24,6 +24,7 @@ from safetensors.numpy import load_file as numpy_load_file
 import torch2jax_device as tj
 from torch2jax_device import distributed as dist
 
+
 def bytes_read() -> int:
     """Bytes this process has read through system calls (``rchar``), as the reader reads.
 
