@@ -33,6 +33,7 @@ from torch2jax_device import distributed as dist
 from torch2jax_device._src.distributed.rendezvous import Rendezvous, local_device_ids, parse
 
 SCENARIO = "tests/support/distributed/scenario.py"
+STARTUP = "tests/support/distributed/startup_order.py"
 LAUNCHER_VARIABLES = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "TORCHELASTIC_USE_AGENT_STORE", "JAX_COORDINATOR_PORT", "JAX_LOCAL_DEVICE_IDS",
@@ -287,6 +288,42 @@ def test_launcher_runs_processes_that_own_several_devices() -> None:
     assert "[rank0]: RESULT" in out and "[rank1]: RESULT" in out
 
 
+@pytest.mark.idiom("dist-ddp-replicate")
+def test_placed_arrays_replicate_over_a_mesh_of_two_processes_and_come_back() -> None:
+    status, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "placement", "30"
+    )  # fmt: skip
+    assert status == 0, err[-3000:]
+    job = results(out)
+    whole = [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+    for rank, result in enumerate(job):
+        assert (result["ddp_spec"], result["ddp_spans_processes"]) == ("P()", True)
+        assert result["ddp_local"] == [whole, whole]  # a whole replica on each device
+        mine = whole[2 * rank : 2 * rank + 2]  # this process's half, one row per device
+        assert result["split_local"] == result["numpy_local"] == [[row] for row in mine]
+        assert (result["module_in_place"], result["module_spec"]) == (True, "P()")
+        assert result["gathered"] == {"b": [1.0, 1.0, 1.0], "w": whole}
+        assert result["gathered_split"] == whole
+        assert result["copied"] == [2.0, 2.0, 2.0]
+        assert result["uneven_error"].startswith(
+            "ConversionError: leaf ['odd'] of shape (6,) cannot be placed on NamedSharding"
+        )
+        assert "Fix: pick a PartitionSpec whose mesh axes divide" in result["uneven_error"]
+    assert job[0]["gathered_device"] == "cpu:0"
+
+
+@pytest.mark.idiom("dist-gather-to-host")
+def test_gathering_a_split_array_alone_raises_instead_of_hanging() -> None:
+    _, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "gather-alone",
+        str(SHORT_TIMEOUT_S),
+    )  # fmt: skip
+    (result,) = results(out)
+    assert result["error"].startswith(
+        "DistributedError: to_device() on rank 0 (call #0) failed waiting for the other ranks"
+    ), err[-3000:]
+
+
 def test_one_process_lifecycle_and_its_errors() -> None:
     status, out, err = launch("--nproc-per-node", "1", SCENARIO, "lifecycle", "30")
     assert status == 0, err[-3000:]
@@ -299,6 +336,38 @@ def test_one_process_lifecycle_and_its_errors() -> None:
         in (result["rank_after_destroy_error"])
     )
     assert "cannot join another job" in result["again_error"]
+
+
+@pytest.mark.idiom("dist-startup-order")
+def test_availability_queries_before_init_process_group_join_the_job() -> None:
+    status, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "1", STARTUP, "query-first", "30"
+    )  # fmt: skip
+    assert status == 0, err[-3000:]
+    job = results(out)
+    for result in job:
+        assert (result["available"], result["count"]) == (False, 0)  # a CPU-only host
+        assert result["joined_by_the_query"] is True
+        assert (result["process_count"], result["total"]) == (2, 3)
+        assert result["other_job_error"].startswith(
+            "DistributedError: This process already joined its job when is_available() "
+            "(called at startup_order.py:"
+        )
+        rank = result["rank"]
+        assert (
+            f"asks for rank {rank} of 2 at 127.0.0.1:1, devices [{rank}]"
+            in (result["other_job_error"])
+        )
+        assert "initialize the default process group twice" in result["twice_error"]
+
+
+def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
+    status, out, err = launch("--nproc-per-node", "2", STARTUP, "torch-first", "30")
+    assert status == 0, err[-3000:]
+    for result in results(out):
+        assert result["available"] is False
+        assert (result["tj_initialized"], result["jax_distributed"]) == (False, False)
+        assert result["process_count"] == 1
 
 
 def _finish(process: subprocess.Popen[str]) -> tuple[int, str, float]:

@@ -113,6 +113,13 @@ class ShardingRule:
                     f"ShardingRule: the rule for {pattern!r} is {spec!r}; give a "
                     "jax.sharding.PartitionSpec, e.g. P('model', None) (P() replicates)"
                 )
+            try:
+                NamedSharding(mesh, spec)
+            except Exception as err:  # ValueError, or JAX's DuplicateSpecError
+                raise DeviceTypeError(
+                    f"ShardingRule: the rule for {pattern!r}, {spec}, does not fit the mesh "
+                    f"{dict(mesh.shape)}: {err}"
+                ) from None
         self.mesh, self.default = mesh, default
         self._patterns = specs
         self._function = None if rules is None or isinstance(rules, Mapping) else rules
@@ -133,8 +140,19 @@ class ShardingRule:
         return self.default
 
     def __call__(self, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Sharding:
-        """The ``NamedSharding`` of tensor ``name``."""
-        return NamedSharding(self.mesh, self.spec(name, shape, dtype))
+        """The ``NamedSharding`` of tensor ``name``.
+
+        Raises:
+            CheckpointError: the function form gave a spec the mesh cannot take.
+        """
+        spec = self.spec(name, shape, dtype)
+        try:
+            return NamedSharding(self.mesh, spec)
+        except Exception as err:  # ValueError, or JAX's DuplicateSpecError
+            raise CheckpointError(
+                f"no sharding for tensor {name!r}: the ShardingRule gave {spec}, which does "
+                f"not fit the mesh {dict(self.mesh.shape)}: {err}"
+            ) from None
 
     def __repr__(self) -> str:
         rules = self._function if self._function is not None else self._patterns
@@ -320,9 +338,9 @@ def _checked(
         spec, sizes = sharding.spec, dict(sharding.mesh.shape)
         if len(spec) > len(shape):
             raise CheckpointError(
-                f"tensor {name!r} has shape {list(shape)} ({len(shape)} dimensions) but its "
-                f"PartitionSpec {spec} names {len(spec)}. Fix: give it a spec of at most "
-                f"{len(shape)} entries (P() replicates)"
+                f"tensor {name!r} has shape {list(shape)} ({len(shape)} dimension(s)) but its "
+                f"PartitionSpec {spec} names {len(spec)}. Fix: a spec of at most {len(shape)} "
+                "entries for it (P() replicates), e.g. with a tj.ShardingRule per tensor name"
             )
         for dimension, (size, axes) in enumerate(zip(shape, spec, strict=False)):
             names = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
