@@ -119,6 +119,7 @@ def test_two_processes_give_the_single_process_loss_on_the_same_global_batch(
 
 
 @pytest.mark.idiom("dist-gather-to-host")
+@pytest.mark.idiom("dist-resume-onto-mesh")
 def test_rank_0_saves_a_checkpoint_the_resumed_job_continues_from(runs: dict[str, Any]) -> None:
     from safetensors.numpy import load_file
 

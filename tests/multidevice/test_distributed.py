@@ -61,6 +61,7 @@ def pieces(array: jax.Array) -> dict[int, tuple[int, ...]]:
     return {shard.device.id: shard.data.shape for shard in array.addressable_shards}
 
 
+@pytest.mark.idiom("dist-mesh-axis-types")
 def test_init_device_mesh_gives_ddp_code_auto_axes(mesh: jax.sharding.Mesh) -> None:
     assert mesh.axis_types == (AxisType.Auto, AxisType.Auto)
     table = jax.device_put(jnp.arange(12.0).reshape(6, 2), NamedSharding(mesh, P()))
@@ -69,6 +70,7 @@ def test_init_device_mesh_gives_ddp_code_auto_axes(mesh: jax.sharding.Mesh) -> N
     np.testing.assert_array_equal(np.asarray(rows), np.arange(12.0).reshape(6, 2)[[0, 5, 2, 1]])
 
 
+@pytest.mark.idiom("dist-mesh-axis-types")
 def test_explicit_axes_on_request_behave_as_jax_make_mesh() -> None:
     explicit = dist.init_device_mesh("cpu", (4,), mesh_dim_names=("data",),
                                      axis_types=AxisType.Explicit)  # fmt: skip
