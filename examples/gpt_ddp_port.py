@@ -15,8 +15,8 @@ The PyTorch lines are kept as comments above their ports. What changes underneat
   part of the compiled program (gradient accumulation too: one step per optimizer
   update, its micro-batches in a loop inside it);
 * rank 0 gathers the model to the host (``tj.to_device(..., "cpu")``) and saves it as
-  safetensors; a resumed run loads it straight onto the mesh
-  (``tj.load(..., map_location=replicated)``);
+  safetensors; a resumed run loads the model as torch does (``map_location=device``)
+  and the optimizer state straight onto the mesh (``map_location=replicated``);
 * ``--torch-weights PATH`` starts from a PyTorch ``state_dict`` (the original's
   ``--save-init``), so the two trainers can be compared step by step.
 """
@@ -225,7 +225,7 @@ def main() -> None:
     if args.init_from == "resume":
         # PyTorch: checkpoint = torch.load(ckpt_path, map_location=device)
         #          model.load_state_dict(checkpoint["model"])
-        load_state_dict(model, tj.load(model_path, map_location=replicated))
+        load_state_dict(model, tj.load(model_path, map_location=device))
         with tj.safe_open(model_path) as checkpoint:
             iter_num = int(checkpoint.metadata()["iter_num"])
     elif args.torch_weights is not None:
@@ -241,7 +241,8 @@ def main() -> None:
     # Its state lives where the parameters are, as in torch (the step counters too).
     nnx.update(optimizer, tj.to_device(nnx.state(optimizer), replicated))
     if args.init_from == "resume":
-        # PyTorch: optimizer.load_state_dict(checkpoint["optimizer"])
+        # PyTorch: optimizer.load_state_dict(checkpoint["optimizer"])  (onto the parameters'
+        # devices): straight onto the mesh, each process reading what its devices hold.
         load_state_dict(optimizer, tj.load(optimizer_path, map_location=replicated))
 
     def batch(split: str, step: int, micro_step: int) -> dict[str, jax.Array]:
