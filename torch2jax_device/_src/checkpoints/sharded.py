@@ -82,15 +82,15 @@ class ShardingRule:
         DeviceTypeError: ``mesh`` is not a ``Mesh`` or a rule is not a ``PartitionSpec``.
 
     Examples:
-        >>> import jax, numpy as np
+        >>> import numpy as np
         >>> from jax.sharding import PartitionSpec as P
         >>> import torch2jax_device as tj
-        >>> mesh = jax.make_mesh((1,), ("model",))
+        >>> mesh = tj.distributed.init_device_mesh("cpu", (1,), mesh_dim_names=("model",))
         >>> rule = tj.ShardingRule(mesh, {"*.weight": P("model", None)})
         >>> rule("wte.weight", (64, 32), np.dtype("float32")).spec
-        PartitionSpec('model', None)
-        >>> rule("wte.bias", (32,), np.dtype("float32")).spec
-        PartitionSpec()
+        P('model', None)
+        >>> rule("wte.bias", (32,), np.dtype("float32")).spec  # no pattern: replicated
+        P()
     """
 
     def __init__(
