@@ -416,17 +416,21 @@ def test_ranks_that_disagree_on_the_world_size_get_a_clear_error() -> None:
 
 
 def test_two_processes_with_one_rank_get_a_clear_error() -> None:
+    # A job of 3 where two processes claim rank 1 and none rank 2.
     port = free_port()
     rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 3, port))
-    first = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
-    time.sleep(1.0)  # the first rank 1 checks in before the second
-    second = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
-    (_, err_second, _) = _finish(second)
-    (status_0, err_0, _), (status_first, err_first, _) = _finish(rank_0), _finish(first)
-    assert "DistributedError: Rank 1: Rank 1 (" in err_second
-    assert "already checked in from" in err_second
-    assert (status_0, status_first) == (1, 1)
-    for err in (err_0, err_first):
+    claims = [
+        start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
+        for _ in range(2)
+    ]
+    (status_0, err_0, _), *outcomes = map(_finish, [rank_0, *claims])
+    refused = [err for _, err, _ in outcomes if "already checked in from" in err]
+    accepted = [err for _, err, _ in outcomes if "already checked in from" not in err]
+    assert len(refused) == len(accepted) == 1  # whichever came second is refused at once
+    assert "DistributedError: Rank 1: Rank 1 (" in refused[0]
+    assert "Fix: give every process a different RANK" in refused[0]
+    assert status_0 == 1 and all(status == 1 for status, _, _ in outcomes)
+    for err in (err_0, accepted[0]):
         assert "Rank 2 of WORLD_SIZE=3 never arrived" in err and "ranks 0, 1 came" in err
 
 
