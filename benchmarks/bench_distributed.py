@@ -11,7 +11,7 @@ under torchrun with 2 processes (rank 0 prints)::
 Loading a multi-GB safetensors file onto 4 simulated CPU devices in 2 processes (2
 each), split by rows over the mesh::
 
-    .venv/bin/python benchmarks/bench_distributed.py load [--gib 2]
+    .venv/bin/python benchmarks/bench_distributed.py load [--gib 1.5]
 
 writes the file (8 float32 tensors) to a temporary directory, reads it once so that
 both ways start from the page cache, then runs two jobs with ``torch2jax-device run``:
@@ -220,7 +220,7 @@ def main() -> None:
     parser.add_argument("mode", choices=("torch", "tj", "load", "load-worker"))
     parser.add_argument("way", nargs="?", choices=("whole", "sharded"))
     parser.add_argument("path", nargs="?")
-    parser.add_argument("--gib", type=float, default=2.0, help="file size for `load`")
+    parser.add_argument("--gib", type=float, default=1.5, help="file size for `load`")
     args = parser.parse_args()
     if args.mode in ("torch", "tj"):
         latency(args.mode)
