@@ -79,19 +79,22 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     args = parser.parse_args()
 
-    # PyTorch: dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
-    dist.init_process_group(backend="gloo")  # first: it starts JAX's distributed runtime
+    # PyTorch: device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    device_type = "cuda" if tj.cuda.is_available() else "cpu"  # before init: allowed
+    # PyTorch: dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+    dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
     # PyTorch: rank, world_size = dist.get_rank(), dist.get_world_size()
     rank, world_size = dist.get_rank(), dist.get_world_size()
     # PyTorch: local_rank = int(os.environ["LOCAL_RANK"]); torch.cuda.set_device(local_rank)
     local_rank = dist.get_local_rank()  # init_process_group gave this process that GPU
-    device_type = "cuda" if tj.cuda.is_available() else "cpu"
+    device = tj.device(f"cuda:{local_rank}") if device_type == "cuda" else tj.device("cpu")
     # PyTorch: one model replica per rank; here one mesh over every process's devices.
     mesh = dist.init_device_mesh(device_type, (jax.device_count(),), mesh_dim_names=("data",))
 
     # PyTorch: model = DDP(Model().to(device), device_ids=[local_rank])
     # DDP broadcasts rank 0's parameters; the same seed on every process does the same.
-    params = jax.device_put(init_params(jax.random.key(0)), NamedSharding(mesh, PartitionSpec()))
+    params = tj.to_device(init_params(jax.random.key(0)), device)
+    params = tj.to_device(params, NamedSharding(mesh, PartitionSpec()))  # DDP: replicated
 
     inputs, targets = make_dataset(rows=512, seed=0)
     val_inputs, val_targets = make_dataset(rows=128, seed=1)

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from ._src.checkpoints.safetensors import load_file as load_file
     from ._src.checkpoints.safetensors import safe_open as safe_open
     from ._src.checkpoints.safetensors import save_file as save_file
+    from ._src.checkpoints.sharded import ShardingRule as ShardingRule
     from ._src.checkpoints.torch_load import load as load
     from ._src.feeding import DeviceLoader as DeviceLoader
     from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning
@@ -90,6 +91,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, tuple[str, str | None]] = {
     "distributed": (".distributed", None),
     "porting": (".porting", None),
+    "ShardingRule": ("._src.checkpoints.sharded", "ShardingRule"),
     "TensorSlice": ("._src.checkpoints.safetensors", "TensorSlice"),
     "load_file": ("._src.checkpoints.safetensors", "load_file"),
     "safe_open": ("._src.checkpoints.safetensors", "safe_open"),
@@ -129,6 +131,7 @@ __all__ = [
     "MixedDeviceError",
     "NoSuchAttributeError",
     "Parameter",
+    "ShardingRule",
     "StrictPlacement",
     "TensorSlice",
     "Torch2JaxDeviceError",

@@ -11,19 +11,21 @@ from torch2jax_device import distributed as dist
 dist.init_process_group(backend="nccl")    # jax.distributed.initialize, once per process
 rank, world_size = dist.get_rank(), dist.get_world_size()
 mesh = dist.init_device_mesh("cuda", (jax.device_count(),), mesh_dim_names=("data",))
-params = jax.device_put(params, NamedSharding(mesh, P()))   # DDP(model): replicated
+tj.to_device(model, device)                                 # model.to(device)
+tj.to_device(model, NamedSharding(mesh, P()))               # DDP(model): replicated
 batch = dist.make_global_batch(local_batch, mesh)           # DistributedSampler shards
-params, loss = train_step(params, batch)   # jax.jit: XLA averages the gradients
+loss = train_step(model, optimizer, batch)  # jit: XLA averages the gradients
 metric = dist.all_reduce(local_metric, op="mean")           # dist.all_reduce
 dist.destroy_process_group()
 ```
 
 [`init_process_group`][torch2jax_device.distributed.init_process_group] reads what
 torchrun (or `torch2jax-device run`, or a SLURM script) puts in the environment and
-must run before anything starts JAX's backends. With several processes on a host, each
-one owns the GPU `LOCAL_RANK` names, as `cuda:{LOCAL_RANK}` does in the PyTorch script.
-The [distributed guide](distributed.md) covers multi-host jobs, TPU pods and what
-happens when a process fails.
+must run before JAX calls start JAX's backends; tj's own availability queries may come
+first, as in PyTorch scripts. With several processes on a host, each one owns the GPU
+`LOCAL_RANK` names, as `cuda:{LOCAL_RANK}` does in the PyTorch script. The
+[distributed guide](distributed.md) covers multi-host jobs, TPU pods, loading
+checkpoints onto a mesh and what happens when a process fails.
 
 Examples:
     >>> from torch2jax_device import distributed as dist

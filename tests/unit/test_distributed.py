@@ -33,6 +33,7 @@ from torch2jax_device import distributed as dist
 from torch2jax_device._src.distributed.rendezvous import Rendezvous, local_device_ids, parse
 
 SCENARIO = "tests/support/distributed/scenario.py"
+STARTUP = "tests/support/distributed/startup_order.py"
 LAUNCHER_VARIABLES = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "TORCHELASTIC_USE_AGENT_STORE", "JAX_COORDINATOR_PORT", "JAX_LOCAL_DEVICE_IDS",
@@ -287,6 +288,42 @@ def test_launcher_runs_processes_that_own_several_devices() -> None:
     assert "[rank0]: RESULT" in out and "[rank1]: RESULT" in out
 
 
+@pytest.mark.idiom("dist-ddp-replicate")
+def test_placed_arrays_replicate_over_a_mesh_of_two_processes_and_come_back() -> None:
+    status, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "placement", "30"
+    )  # fmt: skip
+    assert status == 0, err[-3000:]
+    job = results(out)
+    whole = [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+    for rank, result in enumerate(job):
+        assert (result["ddp_spec"], result["ddp_spans_processes"]) == ("P()", True)
+        assert result["ddp_local"] == [whole, whole]  # a whole replica on each device
+        mine = whole[2 * rank : 2 * rank + 2]  # this process's half, one row per device
+        assert result["split_local"] == result["numpy_local"] == [[row] for row in mine]
+        assert (result["module_in_place"], result["module_spec"]) == (True, "P()")
+        assert result["gathered"] == {"b": [1.0, 1.0, 1.0], "w": whole}
+        assert result["gathered_split"] == whole
+        assert result["copied"] == [2.0, 2.0, 2.0]
+        assert result["uneven_error"].startswith(
+            "ConversionError: leaf ['odd'] of shape (6,) cannot be placed on NamedSharding"
+        )
+        assert "Fix: pick a PartitionSpec whose mesh axes divide" in result["uneven_error"]
+    assert job[0]["gathered_device"] == "cpu:0"
+
+
+@pytest.mark.idiom("dist-gather-to-host")
+def test_gathering_a_split_array_alone_raises_instead_of_hanging() -> None:
+    _, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "gather-alone",
+        str(SHORT_TIMEOUT_S),
+    )  # fmt: skip
+    (result,) = results(out)
+    assert result["error"].startswith(
+        "DistributedError: to_device() on rank 0 (call #0) failed waiting for the other ranks"
+    ), err[-3000:]
+
+
 def test_one_process_lifecycle_and_its_errors() -> None:
     status, out, err = launch("--nproc-per-node", "1", SCENARIO, "lifecycle", "30")
     assert status == 0, err[-3000:]
@@ -299,6 +336,38 @@ def test_one_process_lifecycle_and_its_errors() -> None:
         in (result["rank_after_destroy_error"])
     )
     assert "cannot join another job" in result["again_error"]
+
+
+@pytest.mark.idiom("dist-startup-order")
+def test_availability_queries_before_init_process_group_join_the_job() -> None:
+    status, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "1", STARTUP, "query-first", "30"
+    )  # fmt: skip
+    assert status == 0, err[-3000:]
+    job = results(out)
+    for result in job:
+        assert (result["available"], result["count"]) == (False, 0)  # a CPU-only host
+        assert result["joined_by_the_query"] is True
+        assert (result["process_count"], result["total"]) == (2, 3)
+        assert result["other_job_error"].startswith(
+            "DistributedError: This process already joined its job when is_available() "
+            "(called at startup_order.py:"
+        )
+        rank = result["rank"]
+        assert (
+            f"asks for rank {rank} of 2 at 127.0.0.1:1, devices [{rank}]"
+            in (result["other_job_error"])
+        )
+        assert "initialize the default process group twice" in result["twice_error"]
+
+
+def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
+    status, out, err = launch("--nproc-per-node", "2", STARTUP, "torch-first", "30")
+    assert status == 0, err[-3000:]
+    for result in results(out):
+        assert result["available"] is False
+        assert (result["tj_initialized"], result["jax_distributed"]) == (False, False)
+        assert result["process_count"] == 1
 
 
 def _finish(process: subprocess.Popen[str]) -> tuple[int, str, float]:
@@ -335,23 +404,60 @@ def test_ranks_that_disagree_on_the_world_size_get_a_clear_error() -> None:
     port = free_port()
     rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 2, port))
     rank_1 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
-    (status_0, _, _), (status_1, err_1, _) = _finish(rank_0), _finish(rank_1)
-    assert status_0 == 0
-    assert status_1 == 1
+    (status_0, err_0, _), (status_1, err_1, _) = _finish(rank_0), _finish(rank_1)
+    assert (status_0, status_1) == (1, 1)
     assert (
-        "DistributedError: WORLD_SIZE=3 on rank 1, but rank 0 started the job with WORLD_SIZE=2"
-        in err_1
+        "DistributedError: Rank 1: WORLD_SIZE=3 on rank 1, but rank 0 started the job with "
+        "WORLD_SIZE=2" in err_1
     )
+    # Rank 0 waited for a rank 1 of its own job, and says who came instead.
+    assert "DistributedError: Rank 1 of WORLD_SIZE=2 never arrived" in err_0
+    assert "A process claiming rank 1 came from" in err_0 and "with WORLD_SIZE=3" in err_0
 
 
+def test_two_processes_with_one_rank_get_a_clear_error() -> None:
+    # A job of 3 where two processes claim rank 1 and none rank 2.
+    port = free_port()
+    rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 3, port))
+    claims = [
+        start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
+        for _ in range(2)
+    ]
+    (status_0, err_0, _), *outcomes = map(_finish, [rank_0, *claims])
+    refused = [err for _, err, _ in outcomes if "already checked in from" in err]
+    accepted = [err for _, err, _ in outcomes if "already checked in from" not in err]
+    assert len(refused) == len(accepted) == 1  # whichever came second is refused at once
+    assert "DistributedError: Rank 1: Rank 1 (" in refused[0]
+    assert "Fix: give every process a different RANK" in refused[0]
+    assert status_0 == 1 and all(status == 1 for status, _, _ in outcomes)
+    for err in (err_0, accepted[0]):
+        assert "Rank 2 of WORLD_SIZE=3 never arrived" in err and "ranks 0, 1 came" in err
+
+
+@pytest.mark.idiom("dist-missing-rank")
 def test_rank_that_never_arrives_makes_rank_0_fail_in_time() -> None:
-    # WORLD_SIZE says 2 and only rank 0 starts: JAX terminates it after the timeout.
+    # WORLD_SIZE says 2 and only rank 0 starts: it raises, naming rank 1, after the timeout.
     rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S),
                    env=rank_env(0, 2, free_port()))  # fmt: skip
     status, err, elapsed = _finish(rank_0)
-    assert status == -6  # SIGABRT, from JAX's distributed runtime
-    assert "RegisterTask" in err and "DEADLINE_EXCEEDED" in err
-    assert elapsed < SHORT_TIMEOUT_S + 20
+    assert status == 1, err[-3000:]
+    assert "DistributedError: Rank 1 of WORLD_SIZE=2 never arrived: init_process_group " in err
+    assert f"waited {SHORT_TIMEOUT_S} s at 127.0.0.1:" in err and "; rank 0 came." in err
+    assert "SIGABRT" not in err and "another task" not in err
+    assert elapsed < SHORT_TIMEOUT_S + 15
+
+
+@pytest.mark.idiom("dist-missing-rank")
+def test_every_rank_that_came_learns_which_rank_never_arrived() -> None:
+    port = free_port()
+    ranks = [
+        start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(rank, 3, port))
+        for rank in (1, 0)
+    ]
+    for status, err, elapsed in map(_finish, ranks):
+        assert status == 1, err[-3000:]
+        assert "Rank 2 of WORLD_SIZE=3 never arrived" in err and "ranks 0, 1 came" in err
+        assert elapsed < SHORT_TIMEOUT_S + 15
 
 
 def test_rank_that_dies_makes_the_others_fail_in_time() -> None:

@@ -28,6 +28,7 @@ from .detect import (
     type_name,
 )
 from .device import Device, DeviceLike, resolve
+from .distributed import transfer
 from .errors import (
     ConversionError,
     DTypeError,
@@ -308,9 +309,14 @@ def _move(
             in_place_copies.append(index)
     if pending:
         arrays = [moved[index] for index in pending]
-        placed = jax.device_put(
-            arrays, _destination(target, arrays), may_alias=False if copy else None
-        )
+        if transfer.crosses_processes(arrays, target):  # a mesh over several processes
+            placed = transfer.device_put(
+                arrays, target, copy=copy, path=lambda i: _path(tree, pending[i])
+            )
+        else:
+            placed = jax.device_put(
+                arrays, _destination(target, arrays), may_alias=False if copy else None
+            )
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
         fresh.extend(placed)

@@ -236,6 +236,7 @@ def jax_backends() -> dict[str, Any]:
         BackendInitError: JAX could not start a backend it was told to use, which
             happens when ``JAX_PLATFORMS`` lists a platform this machine lacks.
     """
+    _join_launched_job_first()
     try:
         return dict(_extend_backend().backends())
     except (RuntimeError, AssertionError) as err:
@@ -251,8 +252,21 @@ def jax_backends() -> dict[str, Any]:
         raise BackendInitError(message) from err
 
 
+def _join_launched_job_first() -> None:
+    """Under a launcher (``RANK``, ``WORLD_SIZE``), join the job before tj starts JAX.
+
+    ``jax.distributed`` must start before the backends, and PyTorch scripts ask
+    ``torch.cuda.is_available()`` before ``init_process_group``: see
+    ``distributed.process_group.join_launched_job``.
+    """
+    if "WORLD_SIZE" in os.environ and "RANK" in os.environ and not backends_initialized():
+        module = importlib.import_module(".distributed.process_group", __package__)
+        module.join_launched_job()
+
+
 def jax_default_device() -> jax.Device:
     """The device JAX itself puts new arrays on (``jax_default_device``, else its first)."""
+    _join_launched_job_first()
     device: jax.Device = _extend_backend().get_default_device()
     return device
 

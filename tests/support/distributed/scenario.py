@@ -15,7 +15,10 @@ from collections.abc import Callable
 import jax
 import numpy as np
 from ddp_problem import report
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
+import torch2jax_device as tj
 from torch2jax_device import distributed as dist
 
 
@@ -54,6 +57,56 @@ def several_devices() -> None:
             "traced_error": error_of(lambda: jax.jit(dist.all_reduce)(np.ones(2))),
         }
     )
+
+
+def placement() -> None:
+    """``tj.to_device`` onto a mesh that spans both processes, and back to one device."""
+    rank = dist.get_rank()
+    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+    replicated, rows = (
+        NamedSharding(mesh, PartitionSpec()),
+        NamedSharding(mesh, PartitionSpec("data")),
+    )
+    host = {"w": np.arange(8, dtype=np.float32).reshape(4, 2), "b": np.ones(3, np.float32)}
+    placed = tj.to_device(host, "cpu")  # model.to(device)
+    ddp = tj.to_device(placed, replicated)  # DDP(model)
+    split = tj.to_device(placed["w"], rows)
+    from_numpy = tj.to_device(host["w"], rows)
+    source = tj.to_device(np.full(3, 2.0, np.float32), "cpu")
+    copied = tj.to_device(source, replicated, copy=True)
+    source.delete()  # copy=True: the replicas own their memory
+    module = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    tj.to_device(module, "cpu")
+    returned = tj.to_device(module, replicated)
+    gathered = tj.to_device(ddp, "cpu")  # rank 0 saves a checkpoint: a local read
+    gathered_split = tj.to_device(split, "cpu")  # a collective: every rank calls it
+    report(
+        {
+            "rank": rank,
+            "ddp_spec": str(ddp["w"].sharding.spec),
+            "ddp_spans_processes": not ddp["w"].is_fully_addressable,
+            "ddp_local": [np.asarray(s.data).tolist() for s in ddp["w"].addressable_shards],
+            "split_local": [np.asarray(s.data).tolist() for s in split.addressable_shards],
+            "numpy_local": [np.asarray(s.data).tolist() for s in from_numpy.addressable_shards],
+            "module_in_place": returned is module,
+            "module_spec": str(module.kernel.get_value().sharding.spec),
+            "gathered": {k: np.asarray(v).tolist() for k, v in gathered.items()},
+            "copied": np.asarray(tj.to_device(copied, "cpu")).tolist(),
+            "gathered_device": str(gathered["w"].device),
+            "gathered_split": np.asarray(gathered_split).tolist(),
+            "uneven_error": error_of(lambda: tj.to_device({"odd": np.ones(6)}, rows)),
+        }
+    )
+
+
+def gather_alone() -> None:
+    """Only rank 0 gathers a split array; rank 1 goes on to shut down."""
+    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+    split = tj.to_device(
+        np.arange(8.0, dtype=np.float32), NamedSharding(mesh, PartitionSpec("data"))
+    )
+    if dist.get_rank() == 0:
+        report({"rank": 0, "error": error_of(lambda: tj.to_device(split, "cpu"))})
 
 
 def die_after_start() -> None:
@@ -95,6 +148,8 @@ MODES: dict[str, Callable[[], None]] = {
     "die-after-start": die_after_start,
     "skip-barrier": skip_barrier,
     "lifecycle": lifecycle,
+    "placement": placement,
+    "gather-alone": gather_alone,
     "init-only": lambda: None,
 }
 

@@ -87,6 +87,10 @@ def load_file(
         >>> tensors["w"].shape, tensors["w"].device
         ((2, 3), CpuDevice(id=0))
     """
+    from . import sharded  # a Sharding, a Mesh, a per-tensor rule, or an index of shards
+
+    if sharded.handles_file(path, device):
+        return sharded.load_file(path, device, progress=progress)
     target = resolve_target(device)
     with Reader(path) as reader:
         infos = sorted(reader.tensors.values(), key=lambda info: info.start)
@@ -130,6 +134,13 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         ...     f.keys(), f.metadata(), window.tolist(), f.get_slice("tokens").get_shape()
         (['tokens'], {'vocab': 'gpt2'}, [2, 3, 4], [10])
     """
+
+    def __new__(cls, path: PathLike, device: Any = "cpu") -> safe_open:
+        from . import sharded  # a Sharding, a Mesh or a per-tensor rule
+
+        if cls is safe_open and sharded.handles_open(device):
+            return super().__new__(sharded.ShardedSafeOpen)
+        return super().__new__(cls)
 
     def __init__(self, path: PathLike, device: DeviceLike | None = "cpu") -> None:
         if isinstance(device, str) and device in _FRAMEWORKS:

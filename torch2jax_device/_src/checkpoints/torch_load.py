@@ -82,6 +82,10 @@ def load(path: PathLike, map_location: MapLocation = None, *, progress: bool | N
         >>> checkpoint["iter_num"], weights["w"].device
         (7, CpuDevice(id=0))
     """
+    from . import sharded  # a Sharding, a Mesh, a ShardingRule, or an index of shards
+
+    if sharded.handles_checkpoint(path, map_location):
+        return sharded.load(path, map_location, progress=progress)
     path = os.fspath(path)
     rule = MapLocationRule(map_location)
     if _is_safetensors(path):

@@ -9,7 +9,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from .. import platforms
 from ..device import Device
@@ -24,6 +24,7 @@ def init_device_mesh(
     mesh_shape: Sequence[int],
     *,
     mesh_dim_names: Sequence[str] | None = None,
+    axis_types: AxisType | Sequence[AxisType] | None = None,
 ) -> Mesh:
     """A ``jax.sharding.Mesh`` over every process's devices: ``init_device_mesh`` for JAX.
 
@@ -34,22 +35,31 @@ def init_device_mesh(
     the number of devices, which is the world size when each process owns one.
     Without a launcher it is a mesh over this process's devices.
 
+    Its axes are ``Auto`` unless you ask otherwise: ``jax.jit`` then propagates
+    shardings itself, so data-parallel code written for one device (an embedding
+    lookup, a loss) runs unchanged over a batch split along the mesh, as DDP code
+    does. ``jax.make_mesh`` itself defaults to ``Explicit`` axes (JAX's sharding-in-types
+    mode), under which such a lookup fails with ``ShardingTypeError`` until every
+    ambiguous operation names its output sharding.
+
     Args:
         device_type: ``"cuda"``, ``"cpu"``, ``"tpu"``... without an index.
         mesh_shape: Devices along each mesh dimension, e.g. ``(2, 4)``.
         mesh_dim_names: One name per dimension (default ``dim_0``, ``dim_1``...).
             ``NamedSharding`` and ``PartitionSpec`` refer to them.
+        axis_types: ``jax.sharding.AxisType.Explicit`` (or one type per dimension)
+            for JAX's explicit sharding mode; default ``Auto`` for every axis.
 
     Raises:
-        DistributedError: an indexed device type, bad names or a shape that does not
-            match the number of devices.
+        DistributedError: an indexed device type, bad names, bad axis types or a shape
+            that does not match the number of devices.
         DeviceUnavailableError: JAX has no such device here.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
         >>> mesh = dist.init_device_mesh("cpu", (1,), mesh_dim_names=("data",))
-        >>> dict(mesh.shape)
-        {'data': 1}
+        >>> dict(mesh.shape), mesh.axis_types
+        ({'data': 1}, (Auto,))
     """
     if not isinstance(device_type, str):
         raise DistributedError(
@@ -65,8 +75,9 @@ def init_device_mesh(
         )
     shape = _mesh_shape(mesh_shape)
     names = _mesh_names(mesh_dim_names, len(shape))
-    if not process_group.is_initialized() and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        process_group.init_process_group()
+    types = _axis_types(axis_types, len(shape))
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        process_group.join_launched_job(defer_to_torch=False)
     platform = platforms.platform_of(device.jax_device)
     devices = jax.devices(platform)
     if math.prod(shape) != len(devices):
@@ -77,7 +88,7 @@ def init_device_mesh(
             "device per rank), a JAX mesh holds every device of every process. Fix: use a "
             f"shape whose sizes multiply to {len(devices)}."
         )
-    return jax.make_mesh(shape, names, devices=devices)
+    return jax.make_mesh(shape, names, axis_types=types, devices=devices)
 
 
 def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | None = None) -> Any:
@@ -173,3 +184,17 @@ def _mesh_names(mesh_dim_names: Sequence[str] | None, ndim: int) -> tuple[str, .
             "mesh dimension."
         )
     return names
+
+
+def _axis_types(
+    axis_types: AxisType | Sequence[AxisType] | None, ndim: int
+) -> tuple[AxisType, ...]:
+    if axis_types is None:
+        return (AxisType.Auto,) * ndim
+    types = (axis_types,) * ndim if isinstance(axis_types, AxisType) else tuple(axis_types)
+    if len(types) != ndim or not all(isinstance(t, AxisType) for t in types):
+        raise DistributedError(
+            f"axis_types {axis_types!r} must be one jax.sharding.AxisType or {ndim} of them, "
+            "one per mesh dimension (e.g. AxisType.Explicit)."
+        )
+    return types

@@ -13,6 +13,8 @@ import functools
 import itertools
 import math
 import os
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +29,7 @@ from ..device import DeviceLike
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
 from . import rendezvous as _rendezvous
+from .roll_call import roll_call
 
 __all__ = [
     "ReduceOp",
@@ -38,6 +41,7 @@ __all__ = [
     "get_world_size",
     "init_process_group",
     "is_initialized",
+    "join_launched_job",
 ]
 
 # Used when init_process_group gets no timeout: JAX's own initialization and shutdown
@@ -79,6 +83,9 @@ _REDUCTIONS: dict[str, Callable[..., jax.Array]] = {
 class _ProcessGroup:
     rendezvous: _rendezvous.Rendezvous
     timeout_s: float
+    device_ids: list[int] | None
+    # The tj call that joined the job before init_process_group ran, if one did.
+    joined_by: str | None
 
 
 _group: _ProcessGroup | None = None
@@ -113,11 +120,17 @@ def init_process_group(
     collectives use gloo unless ``jax_cpu_collectives_implementation`` says
     otherwise.
 
-    Must run before anything starts JAX's backends (creating an array,
-    ``jax.devices()``, ``tj.cuda.is_available()``...), as ``jax.distributed``
-    requires. When a rank never arrives or dies later, JAX's runtime terminates
-    the other processes (SIGABRT) once the timeout has passed
-    (``docs/distributed.md`` lists every case).
+    Must run before JAX calls start JAX's backends (``jax.devices()``, creating an
+    array...), as ``jax.distributed`` requires. tj's own queries may come first, as
+    they do in PyTorch scripts (``tj.cuda.is_available()``,
+    ``tj.cuda.set_device(LOCAL_RANK)``): under a launcher (``RANK`` and
+    ``WORLD_SIZE`` set) the first of them joins the job with the launcher's
+    settings, and this call then confirms them and sets the timeout of later waits.
+
+    Every rank first checks in with rank 0: a rank that never arrives makes the
+    others raise ``DistributedError`` naming it once ``timeout`` has passed. A rank
+    that dies later makes JAX's runtime terminate the others (SIGABRT) after the
+    timeout (``docs/distributed.md`` lists every case).
 
     Args:
         backend: ``"nccl"``, ``"gloo"``, ``"cpu:gloo,cuda:nccl"`` or ``None``. Accepted
@@ -137,8 +150,10 @@ def init_process_group(
     Raises:
         DistributedError: already initialized, JAX already started, a missing or
             invalid setting, a busy coordinator port (rank 0), a coordinator that
-            does not answer within ``timeout`` (other ranks), or a ``WORLD_SIZE``
-            other than rank 0's. Each message names the value and the fix.
+            does not answer within ``timeout`` (other ranks), a rank that does not
+            arrive within ``timeout`` (every rank that did; the message names the
+            missing ones), two processes with one rank, or a ``WORLD_SIZE`` other
+            than rank 0's. Each message names the value and the fix.
 
     Examples:
         First thing in a script launched by torchrun or ``torch2jax-device run``::
@@ -154,28 +169,62 @@ def init_process_group(
         DistributedError: init_method 'file:///tmp/rendezvous' is not supported: ...
     """
     global _group
+    _check_backend(backend)
+    timeout_s = _seconds(timeout)
+    rendezvous = _rendezvous.parse(init_method, world_size, rank, os.environ)
+    device_ids = _rendezvous.local_device_ids(rendezvous, device_id, os.environ)
+    if _group is not None and _group.joined_by is not None:
+        _group = _confirm_joined_job(_group, rendezvous, device_ids, timeout_s)
+        return
     if _group is not None or jax.distributed.is_initialized():
         raise DistributedError(
             "trying to initialize the default process group twice! JAX's distributed "
             "runtime is already running in this process (init_process_group or "
             "jax.distributed.initialize was called before)."
         )
-    _check_backend(backend)
-    timeout_s = _seconds(timeout)
-    rendezvous = _rendezvous.parse(init_method, world_size, rank, os.environ)
-    device_ids = _rendezvous.local_device_ids(rendezvous, device_id, os.environ)
+    _group = _join(rendezvous, device_ids, timeout_s, joined_by=None)
+
+
+def join_launched_job(*, defer_to_torch: bool = True) -> None:
+    """Join the job a launcher started this process in, before tj starts JAX's backends.
+
+    ``platforms`` calls this when ``RANK`` and ``WORLD_SIZE`` are set and a tj call
+    (``tj.cuda.is_available()``, ``tj.cuda.set_device(LOCAL_RANK)``, resolving a
+    device...) is about to start JAX's backends before ``init_process_group`` ran.
+    ``jax.distributed`` must start first, and on a GPU host each process must start
+    on its own GPU only, so the process joins now with the launcher's settings, and
+    the script's own ``init_process_group`` later confirms them. Nothing happens when
+    the process already joined, or (with ``defer_to_torch``) when ``torch.distributed``
+    runs this job: a torch DDP script that uses JAX on the side.
+    """
+    global _group
+    if _group is not None or jax.distributed.is_initialized():
+        return
+    if defer_to_torch and _torch_owns_the_job():
+        return
+    rendezvous = _rendezvous.parse(None, -1, -1, os.environ)
+    device_ids = _rendezvous.local_device_ids(rendezvous, None, os.environ)
+    _group = _join(rendezvous, device_ids, _DEFAULT_TIMEOUT_S, joined_by=_caller())
+
+
+def _join(
+    rendezvous: _rendezvous.Rendezvous,
+    device_ids: list[int] | None,
+    timeout_s: float,
+    joined_by: str | None,
+) -> _ProcessGroup:
     if platforms.backends_initialized():
         raise DistributedError(
             "init_process_group must run before JAX starts its backends, and they are "
-            "already running in this process (something created an array or asked for "
-            "devices: jax.devices(), tj.cuda.is_available(), ...). Fix: call "
-            "init_process_group (or init_device_mesh, which calls it under a launcher) "
-            "first thing in the script, before any JAX computation. A process whose group "
-            "was destroyed cannot join another job."
+            "already running in this process (a JAX call created an array or asked for "
+            "devices: jax.devices(), jnp.zeros(...), ...). Fix: call init_process_group "
+            "(or init_device_mesh, which calls it under a launcher) before any JAX call; "
+            "tj's own queries (tj.cuda.is_available(), ...) may come first under a "
+            "launcher. A process whose group was destroyed cannot join another job."
         )
     if jax.config.values.get("jax_cpu_collectives_implementation") is None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    remaining_s = _rendezvous.check_coordinator(rendezvous, timeout_s, os.environ)
+    remaining_s = roll_call(rendezvous, timeout_s, os.environ)
     jax.distributed.initialize(
         coordinator_address=rendezvous.coordinator_address,
         num_processes=rendezvous.world_size,
@@ -186,8 +235,48 @@ def init_process_group(
         heartbeat_timeout_seconds=min(_rendezvous.whole_seconds(timeout_s), _HEARTBEAT_S),
         shutdown_timeout_seconds=_rendezvous.whole_seconds(timeout_s),
     )
-    _check_world_size(rendezvous, timeout_s)
-    _group = _ProcessGroup(rendezvous, timeout_s)
+    return _ProcessGroup(rendezvous, timeout_s, device_ids, joined_by)
+
+
+def _confirm_joined_job(
+    group: _ProcessGroup,
+    rendezvous: _rendezvous.Rendezvous,
+    device_ids: list[int] | None,
+    timeout_s: float,
+) -> _ProcessGroup:
+    """The script's own ``init_process_group`` after an automatic join: same job, or raise."""
+    if (rendezvous, device_ids) != (group.rendezvous, group.device_ids):
+        raise DistributedError(
+            f"This process already joined its job when {group.joined_by} started JAX "
+            f"under the launcher (rank {group.rendezvous.rank} of "
+            f"{group.rendezvous.world_size} at {group.rendezvous.coordinator_address}, "
+            f"devices {group.device_ids or 'all'}), and JAX cannot join another: this "
+            f"init_process_group asks for rank {rendezvous.rank} of {rendezvous.world_size} "
+            f"at {rendezvous.coordinator_address}, devices {device_ids or 'all'}. Fix: call "
+            "init_process_group first, before anything that starts JAX."
+        )
+    return dataclasses.replace(group, timeout_s=timeout_s, joined_by=None)
+
+
+def _torch_owns_the_job() -> bool:
+    torch_distributed = sys.modules.get("torch.distributed")
+    return bool(
+        torch_distributed is not None
+        and torch_distributed.is_available()
+        and torch_distributed.is_initialized()
+    )
+
+
+def _caller() -> str:
+    """The first call outside this package on the stack, as ``name() (file:line)``."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    frames = traceback.extract_stack()
+    inside = [frame for frame in frames if frame.filename.startswith(package + os.sep)]
+    for frame in reversed(frames):
+        if not frame.filename.startswith(package + os.sep):
+            entry = inside[0].name if inside else "a call"
+            return f"{entry}() (called at {os.path.basename(frame.filename)}:{frame.lineno})"
+    return "a tj call"
 
 
 def is_initialized() -> bool:
@@ -287,7 +376,7 @@ def barrier() -> None:
         Traceback (most recent call last):
         DistributedError: barrier(): Default process group has not been initialized, ...
     """
-    _synchronize("barrier")
+    synchronize("barrier")
 
 
 def destroy_process_group() -> None:
@@ -370,7 +459,7 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     if not paths_and_leaves:
         raise EmptyTreeError("all_reduce: the tree holds no arrays.")
     values = [host_value(leaf, "all_reduce", path) for path, leaf in paths_and_leaves]
-    _synchronize("all_reduce")
+    synchronize("all_reduce")
     mesh = _process_mesh()
     stacked = NamedSharding(mesh, PartitionSpec("processes"))
     per_process = [
@@ -439,28 +528,12 @@ def _coordination_client(what: str) -> Any:
     return client
 
 
-def _check_world_size(rendezvous: _rendezvous.Rendezvous, timeout_s: float) -> None:
-    """Every rank must have been told the world size rank 0 started the job with.
+def synchronize(what: str) -> None:
+    """Meet every rank's matching call at JAX's coordination service.
 
-    JAX takes a rank's own ``num_processes`` on trust, so a rank given a larger
-    ``WORLD_SIZE`` would join and then wait for processes that never come.
+    Raises:
+        DistributedError: no process group, or some rank did not come in time.
     """
-    client = _coordination_client("init_process_group")
-    key = "torch2jax_device/world_size"
-    if rendezvous.rank == 0:
-        client.key_value_set(key, str(rendezvous.world_size))
-    timeout_ms = _rendezvous.whole_seconds(timeout_s) * 1000
-    agreed = int(client.blocking_key_value_get(key, timeout_ms))
-    if agreed != rendezvous.world_size:
-        raise DistributedError(
-            f"WORLD_SIZE={rendezvous.world_size} on rank {rendezvous.rank}, but rank 0 "
-            f"started the job with WORLD_SIZE={agreed}. Fix: give every process the same "
-            "WORLD_SIZE (torchrun and `torch2jax-device run` do)."
-        )
-
-
-def _synchronize(what: str) -> None:
-    """Meet every rank's matching call at JAX's coordination service."""
     group = _require_group(what)
     client = _coordination_client(what)
     call = next(_synchronizations)

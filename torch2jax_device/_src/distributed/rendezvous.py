@@ -4,11 +4,8 @@
 environment variables: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
 ``MASTER_ADDR`` and ``MASTER_PORT``. ``init_process_group`` may get the same facts as
 arguments and an ``init_method`` URL (``env://`` or ``tcp://HOST:PORT``). This module
-turns either form into one validated ``Rendezvous``, decides which local accelerators
-the process owns, and checks that JAX's coordinator can be started (rank 0) or reached
-(the other ranks) before ``jax.distributed.initialize`` is called. JAX answers a busy
-port with a segfault and an absent coordinator with a process abort, so both are caught
-here first and raised as a ``tj.distributed.DistributedError`` that says what to fix.
+turns either form into one validated ``Rendezvous`` and decides which local accelerators
+the process owns (``roll_call`` then gathers the ranks before JAX starts).
 
 JAX's coordinator runs on rank 0's host (``MASTER_ADDR``) at ``MASTER_PORT``, except
 under torchrun, whose own store already listens on ``MASTER_PORT``
@@ -21,11 +18,8 @@ Nothing here starts JAX's backends.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import ipaddress
 import math
-import socket
-import time
 import urllib.parse
 from collections.abc import Mapping
 
@@ -36,7 +30,6 @@ from ..errors import DistributedError
 
 __all__ = [
     "Rendezvous",
-    "check_coordinator",
     "local_device_ids",
     "parse",
     "whole_seconds",
@@ -53,7 +46,6 @@ _GPU_TYPES = frozenset(
 _VISIBLE_DEVICES_VARIABLES = tuple(
     name for platform in platforms.PLATFORMS for name in platform.visible_devices_variables
 )
-_PROBE_INTERVAL_S = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,30 +160,6 @@ def local_device_ids(
         if visible is not None and len([v for v in visible.split(",") if v.strip()]) < expected:
             return None
     return [local_rank]
-
-
-def check_coordinator(
-    rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, str]
-) -> float:
-    """Make sure JAX's coordinator can start (rank 0) or be reached (other ranks).
-
-    Rank 0 checks that the port is free on every interface (where JAX's coordinator
-    binds; a busy port makes JAX crash with a segfault). The other ranks wait until
-    the coordinator accepts TCP connections, retrying until ``timeout_s``.
-
-    Returns:
-        The seconds left of ``timeout_s``.
-
-    Raises:
-        DistributedError: the port is taken, or the coordinator did not answer in time.
-    """
-    deadline = time.monotonic() + timeout_s
-    if rendezvous.rank == 0:
-        if not environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
-            _check_port_is_free(rendezvous)
-    else:
-        _wait_for_coordinator(rendezvous, timeout_s, deadline)
-    return max(deadline - time.monotonic(), 0.0)
 
 
 def whole_seconds(seconds: float) -> int:
@@ -339,45 +307,3 @@ def _ids_from_device(device_id: DeviceLike) -> list[int] | None:
             "'cuda:0', or the CPU."
         )
     return [device.index]
-
-
-def _check_port_is_free(rendezvous: Rendezvous) -> None:
-    port = rendezvous.port
-    try:
-        if socket.has_dualstack_ipv6():
-            probe = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
-        else:
-            probe = socket.create_server(("", port))
-    except OSError as err:
-        reason = (
-            "another job, or an earlier run that is still exiting, holds it"
-            if err.errno == errno.EADDRINUSE
-            else err.strerror or str(err)
-        )
-        raise DistributedError(
-            f"Port {port} ({rendezvous.port_source}) cannot be used on this host ({reason}), "
-            "so rank 0 cannot start JAX's coordinator there. Fix: choose a free port for "
-            "every process, with MASTER_PORT or JAX_COORDINATOR_PORT (`torch2jax-device run` "
-            "picks one when --master-port is left out)."
-        ) from err
-    probe.close()
-
-
-def _wait_for_coordinator(rendezvous: Rendezvous, timeout_s: float, deadline: float) -> None:
-    address = (rendezvous.host.strip("[]"), rendezvous.port)
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            with socket.create_connection(address, timeout=max(min(remaining, 1.0), 0.01)):
-                return
-        except OSError as err:
-            if time.monotonic() + _PROBE_INTERVAL_S >= deadline:
-                raise DistributedError(
-                    f"Rank {rendezvous.rank} could not reach JAX's coordinator at "
-                    f"{rendezvous.coordinator_address} (port: {rendezvous.port_source}) within "
-                    f"{timeout_s:g} s: {err.strerror or err}. Rank 0 starts the coordinator in "
-                    "init_process_group. Fix: check that rank 0 is running and was given the "
-                    "same MASTER_ADDR and port, and that this host can reach "
-                    f"{rendezvous.host} on port {rendezvous.port}."
-                ) from err
-            time.sleep(_PROBE_INTERVAL_S)

@@ -160,4 +160,50 @@ ROWS: tuple[Idiom, ...] = (
         tj_api=("tj.load",),
         rewrite="custom",
     ),
+    Idiom(
+        id="load-onto-mesh",
+        section=SECTION,
+        title="Load onto a mesh, each process its parts",
+        torch=(
+            "state = safetensors.torch.load_file(path)  # every byte, every rank\n"
+            'weight = distribute_tensor(state["wte.weight"], mesh, [Shard(0)])'
+        ),
+        jax=(
+            "with safe_open(path, 'flax') as f:  # read the rows yourself, per device\n"
+            '    part = f.get_slice("wte.weight")[start:stop]'
+        ),
+        tj=(
+            'rule = tj.ShardingRule(mesh, {"*.weight": P("model", None)})\n'
+            "state = tj.load_file(path, device=rule)"
+        ),
+        notes=(
+            "`device=` (and `tj.safe_open`'s, and `tj.load`'s `map_location=`) also "
+            "takes a `Sharding`, a `Mesh` (replicated) or a per-tensor rule: a "
+            "`tj.ShardingRule` of name patterns to `PartitionSpec`, or a function "
+            "`(name, shape, dtype) -> Sharding`. Each process reads only the parts its "
+            "devices hold (one read per row range) and no device holds a whole "
+            "tensor meant to be split. PyTorch checkpoints through "
+            "`torch.load(mmap=True)`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="load-index-of-shards",
+        section=SECTION,
+        title="A checkpoint split over several files",
+        torch=(
+            'index = json.load(open("model.safetensors.index.json"))\n'
+            "state = {}\n"
+            'for file in set(index["weight_map"].values()):\n'
+            "    state.update(safetensors.torch.load_file(file))"
+        ),
+        jax="# the same loop with safetensors.flax.load_file",
+        tj='state = tj.load_file("model.safetensors.index.json", device=rule)',
+        notes=(
+            "`tj.load_file` and `tj.load` read Hugging Face index files "
+            "(`*.index.json` with a `weight_map`), of safetensors or PyTorch shards, "
+            "onto any target; shard files must sit next to the index."
+        ),
+        runs=False,
+    ),
 )

@@ -215,4 +215,149 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
     ),
+    Idiom(
+        id="dist-startup-order",
+        section=SECTION,
+        title="Availability queries before joining",
+        torch=(
+            'device_type = "cuda" if torch.cuda.is_available() else "cpu"\n'
+            "torch.cuda.set_device(local_rank)\n"
+            'dist.init_process_group(backend="nccl")'
+        ),
+        jax=(
+            "jax.distributed.initialize(...)  # first: jax.devices() before it is an error\n"
+            'device_type = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"'
+        ),
+        tj=(
+            'device_type = "cuda" if tj.cuda.is_available() else "cpu"\n'
+            "tj.cuda.set_device(local_rank)\n"
+            'tj.distributed.init_process_group(backend="nccl")'
+        ),
+        notes=(
+            "Under a launcher (`RANK`, `WORLD_SIZE` set) the first tj call that starts "
+            "JAX joins the job with the launcher's settings (on a GPU host each process "
+            "then starts on its own GPU only); `init_process_group` confirms them. Raw "
+            "JAX calls (`jax.devices()`, creating an array) must still come after it. "
+            "Left alone when `torch.distributed` runs the job."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-missing-rank",
+        section=SECTION,
+        title="A rank that never starts",
+        torch='dist.init_process_group(backend="gloo", timeout=timedelta(seconds=30))',
+        jax="jax.distributed.initialize(..., initialization_timeout=30)  # SIGABRT later",
+        tj='tj.distributed.init_process_group(backend="gloo", timeout=30)',
+        notes=(
+            "Every rank checks in with rank 0 before JAX starts; after `timeout` each "
+            "rank that came raises `DistributedError` naming the ranks that never "
+            "arrived (torch: `DistStoreError` in each waiting rank). A second process "
+            "with the same rank and a rank with another `WORLD_SIZE` are refused at "
+            "once."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-ddp-replicate",
+        section=SECTION,
+        title="DDP(model.to(device))",
+        torch="model = DDP(model.to(device), device_ids=[local_rank])",
+        jax=(
+            "params = jax.device_put(jax.tree.map(np.asarray, params),\n"
+            "                        NamedSharding(mesh, P()))  # via the host"
+        ),
+        tj=(
+            "tj.to_device(model, device)\n"
+            "tj.to_device(model, NamedSharding(mesh, P()))  # in place for NNX"
+        ),
+        notes=(
+            "Replicates placed arrays over a mesh that spans processes, each process "
+            "supplying its own devices' replicas from where the arrays are (plain "
+            "`jax.device_put` refuses: cross-host transfer). Each process must hold the "
+            "same values (DDP broadcasts rank 0's: use the same seed, or "
+            "`multihost_utils.broadcast_one_to_all`). Replicas alias the source like "
+            "JAX's `device_put`; `copy=True` gives fresh buffers."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-gather-to-host",
+        section=SECTION,
+        title="Rank 0 saves a checkpoint",
+        torch="if rank == 0:\n    torch.save(model.module.state_dict(), path)",
+        jax=(
+            "state = jax.tree.map(lambda a: a.addressable_data(0), state)  # replicated\n"
+            "if jax.process_index() == 0:\n"
+            "    save(state, path)"
+        ),
+        tj='if rank == 0:\n    tj.save_file(tj.to_device(state, "cpu"), path)',
+        notes=(
+            "`tj.to_device(array, device)` of a global array: a replicated one is read "
+            "from this process's own replica; a split one is gathered from every "
+            "process, which is a collective (every rank must call it, as for FSDP's "
+            "full state dict; a rank that does not raises `DistributedError` after the "
+            "timeout on the others)."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-resume-onto-mesh",
+        section=SECTION,
+        title="Resume every rank from the checkpoint",
+        torch=(
+            "checkpoint = torch.load(path, map_location=device)\n"
+            'model.load_state_dict(checkpoint["model"])'
+        ),
+        jax="# load on every process, then jax.device_put(np.asarray(...), sharding)",
+        tj="weights = tj.load(path, map_location=NamedSharding(mesh, P()))",
+        notes=(
+            "Loads straight onto the mesh, each process reading what its devices hold "
+            "(see Checkpoints: loading onto a mesh)."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-mesh-axis-types",
+        section=SECTION,
+        title="Mesh axes for data-parallel code",
+        torch='mesh = init_device_mesh("cuda", (8,), mesh_dim_names=("data",))',
+        jax=(
+            'mesh = jax.make_mesh((8,), ("data",),\n'
+            "                     axis_types=(jax.sharding.AxisType.Auto,))"
+        ),
+        tj='mesh = tj.distributed.init_device_mesh("cuda", (8,), mesh_dim_names=("data",))',
+        notes=(
+            "`Auto` axes by default, so single-device code (an embedding lookup) runs "
+            "over a split batch under `jit`; `jax.make_mesh` defaults to `Explicit` "
+            "axes, where it fails with `ShardingTypeError`. "
+            "`axis_types=AxisType.Explicit` asks for JAX's explicit mode."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dist-ddp-port",
+        section=SECTION,
+        title="A DDP trainer, ported",
+        torch=(
+            "model = DDP(GPT(config).to(device), device_ids=[local_rank])\n"
+            "loss = model(x, y)\n"
+            "loss.backward()\n"
+            "optimizer.step()"
+        ),
+        jax="# the rows above, with the workarounds their jax columns show",
+        tj=(
+            "tj.to_device(model, device)\n"
+            "tj.to_device(model, NamedSharding(mesh, P()))\n"
+            'batch = tj.distributed.make_global_batch({"x": x, "y": y}, mesh)\n'
+            "loss = train_step(model, optimizer, batch)  # nnx.jit: grads averaged"
+        ),
+        notes=(
+            "`examples/gpt_ddp_port.py` ports the nanoGPT-shaped `gpt_ddp_torch.py` "
+            "(embeddings, attention, AdamW via optax, gradient accumulation, rank-0 "
+            "save, resume): on 2 processes x 2 devices its losses match the PyTorch "
+            "DDP original and the one-process run on the same global batch."
+        ),
+        runs=False,
+    ),
 )

@@ -1,0 +1,486 @@
+"""Checkpoints straight onto a mesh: each process reads only the shards its devices hold.
+
+``tj.load_file``, ``tj.safe_open`` and ``tj.load`` hand targets that are not one
+device to this module: a ``jax.sharding.Sharding`` (every tensor gets it), a
+``jax.sharding.Mesh`` (every tensor replicated over it), a
+[`tj.ShardingRule`][torch2jax_device.ShardingRule] (a mesh and, per tensor name, a
+``PartitionSpec``) or a callable ``(name, shape, dtype) -> Sharding``. Multi-file
+checkpoints (``model.safetensors.index.json`` and its shards) load here too, onto
+any target.
+
+For every tensor, the target sharding says which part each of this process's devices
+holds (``addressable_devices_indices_map``); each distinct part is read from the file
+on its own (``Reader.read_selection``: one read for a range of rows, which safetensors
+stores contiguously), put on its devices, and the parts become one global array
+(``jax.make_array_from_single_device_arrays``). So a process reads about its share of
+the bytes, and no device ever holds a whole tensor that is meant to be sharded. With
+several processes, each one loads its own parts and the arrays are global: every
+process must make the same call. PyTorch checkpoints are read the same way through
+``torch.load(mmap=True)``, which touches only the pages of the parts it is asked for.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
+
+from .. import dtypes
+from ..detect import is_torch_device, is_torch_tensor
+from ..device import Device
+from ..distributed.transfer import Index, assemble, is_whole, part_key
+from ..errors import CheckpointError, DeviceTypeError
+from ..interop import to_jax
+from . import torch_load
+from .format import TensorInfo
+from .progress import Progress
+from .reader import Reader
+from .safetensors import PathLike, TensorSlice, resolve_target, safe_open
+from .torch_load import MapLocationRule, _unreadable
+
+__all__ = [
+    "ShardedSafeOpen",
+    "ShardingRule",
+    "handles_checkpoint",
+    "handles_file",
+    "handles_open",
+    "load",
+    "load_file",
+]
+
+#: What a per-tensor rule is called with and returns.
+RuleFunction = Callable[[str, tuple[int, ...], np.dtype[Any]], Sharding]
+
+
+class ShardingRule:
+    """Where each tensor of a checkpoint goes on a mesh: name patterns to ``PartitionSpec``.
+
+    Pass it as ``device=`` to [`tj.load_file`][torch2jax_device.load_file] and
+    [`tj.safe_open`][torch2jax_device.safe_open], or as ``map_location=`` to
+    [`tj.load`][torch2jax_device.load]: each tensor is split over ``mesh`` as the first
+    pattern matching its name says, and each process reads only the parts its devices
+    hold. Accelerate's ``device_map`` answers the same question for torch, one device
+    per module; here a tensor can span devices.
+
+    Args:
+        mesh: The mesh, e.g. from
+            [`tj.distributed.init_device_mesh`][torch2jax_device.distributed.init_device_mesh].
+        rules: ``{pattern: PartitionSpec}``, tried in order; a pattern is a shell-style
+            wildcard (``fnmatch``: ``*`` matches dots too) over the whole tensor name,
+            e.g. ``"transformer.h.*.attn.c_attn.weight"``. Or a callable
+            ``(name, shape, dtype) -> PartitionSpec | None`` (``None``: ``default``).
+        default: The spec of tensors no pattern matches: replicated.
+
+    Raises:
+        DeviceTypeError: ``mesh`` is not a ``Mesh`` or a rule is not a ``PartitionSpec``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from jax.sharding import PartitionSpec as P
+        >>> import torch2jax_device as tj
+        >>> mesh = tj.distributed.init_device_mesh("cpu", (1,), mesh_dim_names=("model",))
+        >>> rule = tj.ShardingRule(mesh, {"*.weight": P("model", None)})
+        >>> rule("wte.weight", (64, 32), np.dtype("float32")).spec
+        P('model', None)
+        >>> rule("wte.bias", (32,), np.dtype("float32")).spec  # no pattern: replicated
+        P()
+    """
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        rules: Mapping[str, PartitionSpec]
+        | Callable[[str, tuple[int, ...], np.dtype[Any]], PartitionSpec | None]
+        | None = None,
+        *,
+        default: PartitionSpec = PartitionSpec(),  # noqa: B008 (immutable)
+    ) -> None:
+        if not isinstance(mesh, Mesh):
+            raise DeviceTypeError(
+                f"ShardingRule takes a jax.sharding.Mesh, not {type(mesh).__name__}"
+            )
+        specs = dict(rules) if isinstance(rules, Mapping) else {}
+        for pattern, spec in [("default", default), *specs.items()]:
+            if not isinstance(spec, PartitionSpec):
+                raise DeviceTypeError(
+                    f"ShardingRule: the rule for {pattern!r} is {spec!r}; give a "
+                    "jax.sharding.PartitionSpec, e.g. P('model', None) (P() replicates)"
+                )
+            try:
+                NamedSharding(mesh, spec)
+            except Exception as err:  # ValueError, or JAX's DuplicateSpecError
+                raise DeviceTypeError(
+                    f"ShardingRule: the rule for {pattern!r}, {spec}, does not fit the mesh "
+                    f"{dict(mesh.shape)}: {err}"
+                ) from None
+        self.mesh, self.default = mesh, default
+        self._patterns = specs
+        self._function = None if rules is None or isinstance(rules, Mapping) else rules
+
+    def spec(self, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> PartitionSpec:
+        """The ``PartitionSpec`` of tensor ``name``."""
+        if self._function is not None:
+            chosen = self._function(name, shape, dtype)
+            if chosen is not None and not isinstance(chosen, PartitionSpec):
+                raise DeviceTypeError(
+                    f"the ShardingRule function returned {chosen!r} for tensor {name!r}; it "
+                    "must return a jax.sharding.PartitionSpec or None"
+                )
+            return self.default if chosen is None else chosen
+        for pattern, spec in self._patterns.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                return spec
+        return self.default
+
+    def __call__(self, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Sharding:
+        """The ``NamedSharding`` of tensor ``name``.
+
+        Raises:
+            CheckpointError: the function form gave a spec the mesh cannot take.
+        """
+        spec = self.spec(name, shape, dtype)
+        try:
+            return NamedSharding(self.mesh, spec)
+        except Exception as err:  # ValueError, or JAX's DuplicateSpecError
+            raise CheckpointError(
+                f"no sharding for tensor {name!r}: the ShardingRule gave {spec}, which does "
+                f"not fit the mesh {dict(self.mesh.shape)}: {err}"
+            ) from None
+
+    def __repr__(self) -> str:
+        rules = self._function if self._function is not None else self._patterns
+        return f"ShardingRule({dict(self.mesh.shape)}, {rules!r}, default={self.default!r})"
+
+
+def handles_file(path: PathLike, device: Any) -> bool:
+    """Whether ``load_file(path, device)`` is for this module (a callable is a rule)."""
+    return _is_index(path) or _is_sharded_target(device, callables=True)
+
+
+def handles_open(device: Any) -> bool:
+    """Whether ``safe_open(path, device)`` is for this module."""
+    return _is_sharded_target(device, callables=True)
+
+
+def handles_checkpoint(path: PathLike, map_location: Any) -> bool:
+    """Whether ``load(path, map_location)`` is for this module (a callable is torch's)."""
+    return _is_index(path) or _is_sharded_target(map_location, callables=False)
+
+
+def load_file(
+    path: PathLike, device: Any = "cpu", *, progress: bool | None = None
+) -> dict[str, jax.Array]:
+    """``tj.load_file`` onto a sharding, a mesh or a per-tensor rule, or of an index of files.
+
+    Every process reads only the parts of each tensor its own devices hold.
+
+    Raises:
+        CheckpointError: the file or an index is invalid, or a rule does not fit a
+            tensor (the message names it).
+        DeviceTypeError: a rule returns something that is not a sharding.
+    """
+    rule = _rule(device, callables=True)
+    readers: list[tuple[Reader, list[_Plan]]] = []
+    try:
+        for file, names in _shards(path).items():
+            reader = Reader(file)
+            readers.append((reader, []))
+            for name in sorted(reader.tensors) if names is None else names:
+                readers[-1][1].append(_plan(reader, name, rule))
+        total = sum(plan.local_bytes for _, plans in readers for plan in plans)
+        arrays: dict[str, jax.Array] = {}
+        label = f"Loading {os.path.basename(os.fspath(path))}"
+        with Progress(label, total, progress) as bar:
+            for reader, plans in readers:
+                for plan in sorted(plans, key=lambda plan: plan.info.start):
+                    arrays[plan.info.name] = plan.load(reader, bar.advance)
+            jax.block_until_ready(list(arrays.values()))
+    finally:
+        for reader, _ in readers:
+            reader.close()
+    return dict(sorted(arrays.items()))
+
+
+class ShardedSafeOpen(safe_open):
+    """``tj.safe_open`` onto a sharding, a mesh or a rule: tensors are global arrays.
+
+    ``get_tensor`` reads only this process's parts; ``get_slice(name)[index]`` reads the
+    selection and places it on the sharding the rule gives for its shape.
+    """
+
+    def __init__(self, path: PathLike, device: Any = "cpu") -> None:
+        self._rule = _rule(device, callables=True)
+        self._file = Reader(path)
+
+    def close(self) -> None:
+        """Close the file; reads after this raise ``tj.CheckpointError``."""
+        self._file.close()
+
+    def keys(self) -> list[str]:
+        """The tensor names, sorted."""
+        return sorted(self._file.tensors)
+
+    def metadata(self) -> dict[str, str] | None:
+        """The header's ``__metadata__`` strings, or ``None`` if it has none."""
+        return None if self._file.metadata is None else dict(self._file.metadata)
+
+    def get_tensor(self, name: str) -> jax.Array:
+        """The tensor ``name``, each process reading the parts its devices hold."""
+        return _plan(self._file, name, self._rule).load(self._file, lambda count: None)
+
+    def get_slice(self, name: str) -> TensorSlice:
+        """A lazy view of tensor ``name``; indexing it places the selection by the rule."""
+        return _ShardedSlice(self._file, self._file.info(name), self._rule)
+
+
+class _ShardedSlice(TensorSlice):
+    def __init__(self, reader: Reader, info: TensorInfo, rule: RuleFunction) -> None:
+        self._file, self._tensor, self._rule = reader, info, rule
+
+    def get_shape(self) -> list[int]:
+        return list(self._tensor.shape)
+
+    def get_dtype(self) -> str:
+        return self._tensor.code
+
+    def __getitem__(self, index: Any) -> jax.Array:
+        host = _canonical(self._file.read_selection(self._tensor, index))
+        name = f"{self._tensor.name}[{index!r}]"
+        sharding = _checked(self._rule, self._tensor.name, host.shape, host.dtype)
+        return assemble(
+            host.shape, sharding, lambda part: host if part is None else host[part], where=name
+        )
+
+
+def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> Any:
+    """``tj.load`` onto a sharding, a mesh or a ``ShardingRule``, or of an index of files.
+
+    safetensors files go through ``load_file``; PyTorch checkpoints through
+    ``torch.load(mmap=True, weights_only=True)``, each tensor named by its path in the
+    checkpoint (``model.transformer.wte.weight``) for the rule, and each process
+    slicing out only its parts. Everything that is not a tensor is kept as it is. An
+    index of shards onto anything else ``tj.load`` takes loads each shard as
+    ``tj.load`` does.
+
+    Raises:
+        CheckpointError: unreadable file or index, a rule that does not fit a tensor,
+            or torch missing for a PyTorch checkpoint.
+    """
+    path = os.fspath(path)
+    sharded = _is_sharded_target(map_location, callables=False)
+    files = list(_shards(path)) if _is_index(path) else [path]
+    if all(_is_safetensors(file) for file in files):
+        device = map_location if sharded else MapLocationRule(map_location).safetensors_device(path)
+        return load_file(path, device, progress=progress)
+    checkpoint: dict[str, Any] = {}
+    for file in files:
+        if sharded:
+            part = _load_torch(file, _rule(map_location, callables=False))
+        else:
+            part = torch_load.load(file, map_location, progress=progress)
+        if not isinstance(part, dict):
+            raise CheckpointError(
+                f"{file!r}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
+                "dict of tensors; an index can only join dicts"
+            )
+        checkpoint.update(part)
+    return checkpoint
+
+
+class _Plan:
+    """One tensor: its sharding, and the distinct parts this process's devices hold."""
+
+    def __init__(self, info: TensorInfo, sharding: Sharding) -> None:
+        self.info, self.sharding = info, sharding
+        indices = sharding.addressable_devices_indices_map(info.shape)
+        parts = {part_key(index, info.shape): index for index in indices.values()}
+        itemsize = dtypes.canonical(info.dtype).itemsize
+        self.local_bytes = sum(_part_size(index, info.shape) * itemsize for index in parts.values())
+
+    def load(self, reader: Reader, advance: Callable[[int], None]) -> jax.Array:
+        info = self.info
+
+        def read(index: Index) -> np.ndarray[Any, Any]:
+            if is_whole(index, info.shape):
+                host = reader.read_tensor(info, dtypes.canonical)
+            else:
+                host = _canonical(reader.read_selection(info, index))
+            advance(host.nbytes)
+            return host
+
+        return assemble(info.shape, self.sharding, read, where=f"tensor {info.name!r}")
+
+
+def _plan(reader: Reader, name: str, rule: RuleFunction) -> _Plan:
+    info = reader.info(name)
+    return _Plan(info, _checked(rule, name, info.shape, info.dtype))
+
+
+def _checked(
+    rule: RuleFunction, name: str, shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> Sharding:
+    """``rule``'s sharding for a tensor, checked to fit it."""
+    sharding = rule(name, shape, dtype)
+    if not isinstance(sharding, Sharding):
+        raise DeviceTypeError(
+            f"the sharding rule returned {sharding!r} for tensor {name!r} (shape "
+            f"{list(shape)}); it must return a jax.sharding.Sharding, e.g. "
+            "NamedSharding(mesh, P('model', None))"
+        )
+    if isinstance(sharding, NamedSharding):
+        spec, sizes = sharding.spec, dict(sharding.mesh.shape)
+        if len(spec) > len(shape):
+            raise CheckpointError(
+                f"tensor {name!r} has shape {list(shape)} ({len(shape)} dimension(s)) but its "
+                f"PartitionSpec {spec} names {len(spec)}. Fix: a spec of at most {len(shape)} "
+                "entries for it (P() replicates), e.g. with a tj.ShardingRule per tensor name"
+            )
+        for dimension, (size, axes) in enumerate(zip(shape, spec, strict=False)):
+            names = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+            ways = math.prod(sizes[axis] for axis in names)
+            if size % ways:
+                raise CheckpointError(
+                    f"tensor {name!r} of shape {list(shape)} cannot be split {ways} ways along "
+                    f"dimension {dimension} (size {size}) as {spec} says over mesh "
+                    f"{dict(sizes)}. Fix: a rule that leaves this dimension whole (None) or "
+                    "splits it over axes whose sizes divide it"
+                )
+    return sharding
+
+
+def _rule(target: Any, *, callables: bool) -> RuleFunction:
+    """Any target this module takes, as ``(name, shape, dtype) -> Sharding``."""
+    if isinstance(target, ShardingRule):
+        return target
+    if isinstance(target, Sharding):
+        return lambda name, shape, dtype: target
+    if isinstance(target, Mesh):
+        replicated = NamedSharding(target, PartitionSpec())
+        return lambda name, shape, dtype: replicated
+    if _is_sharded_target(target, callables=callables):
+        return cast(RuleFunction, target)
+    single = jax.sharding.SingleDeviceSharding(resolve_target(target))
+    return lambda name, shape, dtype: single
+
+
+def _is_sharded_target(target: Any, *, callables: bool) -> bool:
+    if isinstance(target, (Sharding, Mesh, ShardingRule)):
+        return True
+    device_like = isinstance(target, (str, int, Device, jax.Device)) or is_torch_device(target)
+    return callables and callable(target) and not device_like
+
+
+def _is_index(path: PathLike) -> bool:
+    return os.fspath(path).endswith(".json")
+
+
+def _is_safetensors(path: str) -> bool:
+    if path.endswith(".safetensors"):
+        return True
+    with open(path, "rb") as file:
+        head = file.read(9)
+    return head[8:9] == b"{"  # the header length, then JSON
+
+
+def _shards(path: PathLike) -> dict[str, list[str] | None]:
+    """``{file: tensor names}`` of an index; a single file maps to ``None`` (all of them)."""
+    path = os.fspath(path)
+    if not _is_index(path):
+        return {path: None}
+    try:
+        with open(path, encoding="utf-8") as file:
+            index = json.load(file)
+        weight_map = index["weight_map"]
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(name, str) and isinstance(shard, str) for name, shard in weight_map.items()
+        ):
+            raise TypeError("weight_map must map tensor names to file names")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(
+            f"{path!r} is not a checkpoint index like model.safetensors.index.json "
+            f'({{"weight_map": {{tensor name: shard file}}}}): {type(err).__name__}: {err}'
+        ) from err
+    folder = os.path.dirname(path)
+    files: dict[str, list[str] | None] = {}
+    for name, shard in weight_map.items():
+        if os.path.isabs(shard) or os.path.normpath(shard).startswith(os.pardir):
+            raise CheckpointError(
+                f"{path!r} names shard {shard!r} for tensor {name!r}, outside the index's "
+                "folder; an index may only name files next to it"
+            )
+        names = files.setdefault(os.path.join(folder, shard), [])
+        assert names is not None
+        names.append(name)
+    return files
+
+
+def _load_torch(path: str, rule: RuleFunction) -> Any:
+    """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says."""
+    try:
+        import torch
+    except ImportError as err:
+        raise CheckpointError(
+            f"{path!r} is a PyTorch checkpoint, and reading one needs torch, which is not "
+            "installed. Fix: pip install torch (safetensors files load without it)"
+        ) from err
+    try:
+        checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    except RuntimeError as err:
+        if "mmap" not in str(err):
+            raise _unreadable(path, err) from err
+        # The legacy (pre-zip) format cannot be memory-mapped: read it whole.
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError:
+        raise
+    except Exception as err:
+        raise _unreadable(path, err) from err
+    placed: dict[int, jax.Array] = {}
+
+    def place(name: str, tensor: Any) -> jax.Array:
+        if id(tensor) not in placed:
+            shape = tuple(tensor.shape)
+            dtype = dtypes.canonical(dtypes.to_numpy_dtype(tensor.dtype))
+            sharding = _checked(rule, name, shape, dtype)
+            placed[id(tensor)] = assemble(
+                shape,
+                sharding,
+                lambda index: to_jax(tensor if index is None else tensor[index].contiguous()),
+                where=f"tensor {name!r}",
+            )
+        return placed[id(tensor)]
+
+    result = _map_named(checkpoint, "", place)
+    jax.block_until_ready(list(placed.values()))
+    return result
+
+
+def _map_named(obj: Any, name: str, place: Callable[[str, Any], jax.Array]) -> Any:
+    """``obj`` with each tensor in dicts, lists and tuples placed; names are dotted paths."""
+    if is_torch_tensor(obj):
+        return place(name, obj)
+    prefix = f"{name}." if name else ""
+    if isinstance(obj, dict):
+        copied = obj.copy()
+        for key, value in copied.items():
+            copied[key] = _map_named(value, f"{prefix}{key}", place)
+        return copied
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        items = [_map_named(item, f"{prefix}{i}", place) for i, item in enumerate(obj)]
+        return items if isinstance(obj, list) else tuple(items)
+    return obj
+
+
+def _canonical(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    dtype = dtypes.canonical(host.dtype)
+    return host if dtype == host.dtype else host.astype(dtype)
+
+
+def _part_size(index: Index, shape: tuple[int, ...]) -> int:
+    return math.prod(stop - start for start, stop in part_key(index, shape))

@@ -1,0 +1,190 @@
+"""Placement across processes: ``to_device`` onto a mesh that spans processes, and back.
+
+``jax.device_put`` cannot take an array committed to one of this process's devices
+onto a sharding whose devices belong to several processes ("does not support
+cross-host device transfers"), nor a global array onto one device of this process
+("must be a fully addressable array"). These are the two moves a DDP script makes:
+``DDP(model.to(device))`` replicates the placed model over every process's devices,
+and rank 0 saves a checkpoint from it. Here:
+
+* **onto a global sharding**: each process passes the whole value (the same on
+  every process, as DDP's replicas are) and supplies the pieces its own devices hold,
+  cut from it where it lies, so no bytes cross processes and nothing goes through
+  the host (``jax.make_array_from_single_device_arrays``);
+* **from a global array to this process**: when this process's shards hold the whole
+  value (a replicated parameter) it is read from them locally; otherwise it is
+  gathered from every process with a collective, which every process must join (as
+  FSDP's full state dict needs every rank), after a check-in at JAX's coordination
+  service so that a rank that does not come raises instead of hanging;
+* between two global shardings over the same processes, ``jax.device_put`` reshards
+  by itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+
+from ..errors import ConversionError
+
+__all__ = ["Index", "assemble", "crosses_processes", "device_put", "is_whole", "part_key"]
+
+Index = tuple[slice, ...] | None  # None: the whole array (JAX's convention)
+
+
+def crosses_processes(arrays: Sequence[Any], target: jax.sharding.Sharding) -> bool:
+    """Whether moving ``arrays`` to ``target`` involves devices of other processes."""
+    if not jax.distributed.is_initialized():
+        return False
+    return not target.is_fully_addressable or any(
+        isinstance(array, jax.Array) and not array.is_fully_addressable for array in arrays
+    )
+
+
+def device_put(
+    arrays: Sequence[Any], target: jax.sharding.Sharding, *, copy: bool, path: Callable[[int], str]
+) -> list[jax.Array]:
+    """``jax.device_put(arrays, target)`` where ``target`` or some arrays span processes.
+
+    Args:
+        arrays: JAX arrays (local or global), NumPy arrays.
+        target: Where they go.
+        copy: Never alias the sources' buffers.
+        path: The leaf path of ``arrays[i]``, for error messages.
+
+    Raises:
+        ConversionError: an array's shape does not split evenly over ``target``; the
+            message names the leaf.
+        DistributedError: gathering a sharded array, some process did not join in time.
+    """
+    global_sources = [
+        i for i, array in enumerate(arrays) if isinstance(array, jax.Array)
+        if not array.is_fully_addressable
+    ]  # fmt: skip
+    placed: list[Any] = list(arrays)
+    if target.is_fully_addressable:
+        values = _gather([arrays[i] for i in global_sources])
+        for i, value in zip(global_sources, values, strict=True):
+            placed[i] = value
+        return list(jax.device_put(placed, target, may_alias=False if copy else None))
+    for i, array in enumerate(arrays):
+        if i in global_sources:
+            placed[i] = jax.device_put(array, target, may_alias=False if copy else None)
+        else:
+            placed[i] = _scatter(array, target, copy, path(i))
+    return placed
+
+
+def _scatter(value: Any, target: jax.sharding.Sharding, copy: bool, where: str) -> jax.Array:
+    """A global array of ``target`` from this process's copy of the whole ``value``."""
+    shape = tuple(np.shape(value))
+    return assemble(
+        shape,
+        target,
+        lambda index: value if is_whole(index, shape) else value[index],
+        copy=copy,
+        where=where,
+    )
+
+
+def assemble(
+    shape: tuple[int, ...],
+    target: jax.sharding.Sharding,
+    piece: Callable[[Index], Any],
+    *,
+    copy: bool = False,
+    where: str,
+) -> jax.Array:
+    """The array of ``shape`` on ``target`` whose shards here are ``piece(index)``.
+
+    ``piece`` is called once per distinct part of the array this process's devices
+    hold (a replicated part is fetched once for all of them), with a tuple of slices
+    (or ``None`` for the whole array). No device gets more than its part.
+
+    Raises:
+        ConversionError: ``shape`` does not split evenly over ``target``; the message
+            names ``where``.
+    """
+    try:
+        indices = target.addressable_devices_indices_map(shape)
+    except ValueError as err:
+        raise _uneven(where, shape, target, err) from err
+    pieces: dict[tuple[tuple[int, int], ...], Any] = {}
+    keys = {}
+    for device, index in indices.items():
+        keys[device] = key = part_key(index, shape)
+        if key not in pieces:
+            pieces[key] = piece(index)
+    devices = list(indices)
+    local = jax.device_put(
+        [pieces[keys[device]] for device in devices],
+        [SingleDeviceSharding(device, memory_kind=target.memory_kind) for device in devices],
+        may_alias=False if copy else None,
+    )
+    try:
+        return jax.make_array_from_single_device_arrays(shape, target, local)
+    except ValueError as err:
+        raise _uneven(where, shape, target, err) from err
+
+
+def _gather(arrays: list[jax.Array]) -> list[Any]:
+    """Each global array as a value this process holds whole (a local array or NumPy)."""
+    values: list[Any] = [_local_copy(array) for array in arrays]
+    missing = [i for i, value in enumerate(values) if value is None]
+    if not missing:
+        return values
+    process_group = importlib.import_module(".process_group", __package__)
+    if process_group.is_initialized():
+        process_group.synchronize("to_device")
+    for i in missing:
+        array = arrays[i]
+        if isinstance(array.sharding, NamedSharding):
+            replicated = NamedSharding(
+                array.sharding.mesh, PartitionSpec(), memory_kind=array.sharding.memory_kind
+            )
+            values[i] = jax.device_put(array, replicated).addressable_data(0)
+        else:
+            multihost_utils = importlib.import_module("jax.experimental.multihost_utils")
+            values[i] = multihost_utils.process_allgather(array, tiled=True)
+    return values
+
+
+def _local_copy(array: jax.Array) -> Any:
+    """The whole value from this process's shards, or ``None`` if they hold only part."""
+    shape = array.shape
+    everywhere = array.sharding.devices_indices_map(shape)
+    pieces = {part_key(shard.index, shape): shard for shard in array.addressable_shards}
+    if {part_key(index, shape) for index in everywhere.values()} != set(pieces):
+        return None
+    for shard in pieces.values():
+        if is_whole(shard.index, shape):
+            return shard.data
+    whole = np.empty(shape, array.dtype)
+    for shard in pieces.values():
+        whole[shard.index] = np.asarray(shard.data)
+    return whole
+
+
+def part_key(index: Index, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """A hashable form of a shard's index (slices are not hashable before Python 3.12)."""
+    if index is None:
+        return tuple((0, size) for size in shape)
+    return tuple(part.indices(size)[:2] for part, size in zip(index, shape, strict=True))
+
+
+def is_whole(index: Index, shape: tuple[int, ...]) -> bool:
+    return part_key(index, shape) == tuple((0, size) for size in shape)
+
+
+def _uneven(
+    where: str, shape: tuple[int, ...], target: jax.sharding.Sharding, err: Exception
+) -> ConversionError:
+    return ConversionError(
+        f"leaf {where} of shape {shape} cannot be placed on {target}: {err}. Fix: pick a "
+        "PartitionSpec whose mesh axes divide the dimensions they split, or pad the array."
+    )
