@@ -26,7 +26,7 @@ from .errors import DeviceTypeError, DeviceUnavailableError, InvalidDeviceError
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["Device", "DeviceLike", "for_platform", "resolve"]
+__all__ = ["Device", "DeviceLike", "for_platform", "is_index", "resolve"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -125,7 +125,7 @@ class Device:
             return type
         if isinstance(type, (str, bytes)):  # torch's argument parser takes bytes as a string
             return _parse(type)
-        if _is_index(type):
+        if is_index(type):
             return _from_accelerator_index(type)
         if isinstance(type, jax.Device):
             return _from_jax(type)
@@ -329,7 +329,7 @@ def _parse(spec: str | bytes) -> Device:
 def _from_type_and_index(device_type: object, index: object) -> Device:
     if not isinstance(device_type, (str, bytes)):
         _wrong_type("type", device_type)
-    if index is not None and not _is_index(index):
+    if index is not None and not is_index(index):
         _wrong_type("index", index)
     number = None if index is None else _checked_index(index)
     parsed = _parse(device_type)
@@ -354,7 +354,7 @@ def _from_accelerator_index(index: Any) -> Device:
     )
 
 
-def _is_index(value: object) -> bool:
+def is_index(value: object) -> bool:
     """Whether torch takes ``value`` as a device index: an int or a NumPy integer, no bool."""
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, np.integer)
 
