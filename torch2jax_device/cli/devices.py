@@ -110,8 +110,10 @@ def probe_report() -> dict[str, Any]:
     }
 
 
-def probe(timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
-    """Start JAX in a new process with this environment; what it saw, or how it failed.
+def probe(
+    timeout: float = PROBE_TIMEOUT_S, environment: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Start JAX in a new process (``environment``: this one's); what it saw, or how it failed.
 
     Returns:
         [`probe_report`][torch2jax_device.cli.devices.probe_report]'s document, or
@@ -127,6 +129,7 @@ def probe(timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
             text=True,
             timeout=timeout,
             check=False,
+            env=environment,
         )
     except subprocess.TimeoutExpired:
         return {

@@ -29,6 +29,8 @@ __all__ = ["add_parser", "report", "run"]
 
 _DISTRIBUTIONS = ("jax", "jaxlib", "torch", "flax", "safetensors", "numpy", "ml_dtypes")
 _PLUGINS = frozenset(name for platform in platforms.PLATFORMS for name in platform.plugins)
+# A JAX variable JAX refuses at import (its check's message starts with "NAME=").
+_REFUSED = "jax-variable-invalid"
 # Variables listed beyond VARIABLES when set: JAX's options and XLA's settings.
 _LISTED_PREFIXES = ("JAX", "XLA_")
 
@@ -127,7 +129,21 @@ def report(timeout: float = devices.PROBE_TIMEOUT_S) -> dict[str, Any]:
             )
         )
     else:
-        result = devices.probe(timeout)
+        # Without the variables JAX refuses at import, the probe gets as far as XLA's own
+        # checks (XLA_FLAGS), and shows what JAX will see once they are corrected.
+        refused = [check.message.split("=")[0] for check in checks if check.code == _REFUSED]
+        environment = {k: v for k, v in os.environ.items() if k not in refused}
+        result = devices.probe(timeout, environment)
+        if refused:
+            checks.append(
+                Problem(
+                    "info",
+                    "jax-started-without",
+                    f"JAX was started without {', '.join(refused)}, which it refuses: the "
+                    "devices shown are those it will have once they are corrected",
+                    "correct the variables reported above",
+                )
+            )
         checks += devices.start_problems(result, checks)
         if result["stage"] == "started":
             inventory = result["inventory"]
