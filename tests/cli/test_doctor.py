@@ -295,3 +295,19 @@ def test_a_hung_start_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     document = _doctor.report(timeout=0.5)
     assert [c["code"] for c in document["checks"]] == ["jax-start-timeout"]
     assert "JAX did not start within 0.5 s" in document["checks"][0]["message"]
+
+
+@pytest.mark.idiom("collect-env")
+def test_doctor_agrees_with_torchs_collect_env() -> None:
+    """Side by side with ``python -m torch.utils.collect_env``: the same torch and Python,
+    the same CUDA answer."""
+    from torch.utils import collect_env
+
+    theirs = collect_env.get_env_info()
+    result = _doctor_cli("--json")
+    assert result.returncode == 0, result.stderr
+    ours = json.loads(result.stdout)
+    assert ours["versions"]["torch"] == theirs.torch_version
+    assert theirs.python_version.startswith(ours["versions"]["python"] + " ")
+    cuda = theirs.is_cuda_available == "True"  # collect_env reports it as text
+    assert ours["torch"]["cuda_available"] == cuda
