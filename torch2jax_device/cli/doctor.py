@@ -139,8 +139,8 @@ def report(timeout: float = devices.PROBE_TIMEOUT_S) -> dict[str, Any]:
                 Problem(
                     "info",
                     "jax-started-without",
-                    f"JAX was started without {', '.join(refused)}, which it refuses: the "
-                    "devices shown are those it will have once they are corrected",
+                    f"to check the rest, JAX was started without {', '.join(refused)}, which "
+                    "it refuses: what it shows is what it will see once they are corrected",
                     "correct the variables reported above",
                 )
             )
