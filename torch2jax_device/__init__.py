@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _src as _src  # first: it imports JAX with the environment checked
 from . import accelerator as accelerator
 from . import backends as backends
 from . import cuda as cuda

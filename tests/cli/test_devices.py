@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
+import pytest
 
 import torch2jax_device as tj
 from torch2jax_device.cli import main
@@ -67,3 +69,30 @@ def test_four_simulated_devices_are_listed() -> None:
     )  # fmt: skip
     cpu = json.loads(result.stdout)["backends"][-1]
     assert [d["device"] for d in cpu["devices"]] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"JAX_ENABLE_X64": "maybe"}, ["JAX_ENABLE_X64='maybe' is not a truth value"]),
+        ({"XLA_FLAGS": "--nonsense_flag"}, ["XLA does not know '--nonsense_flag'"]),
+        ({"JAX_PLATFORMS": "bogus"}, ["Unable to initialize backend 'bogus'", "Attempted: bogus"]),
+        ({"JAX_NUM_CPU_DEVICES": "1000000"}, ["at most 8192"]),
+    ],
+    ids=lambda value: repr(value)[:40],
+)
+def test_a_broken_environment_is_reported_with_the_fix(
+    env: dict[str, str], said: list[str]
+) -> None:
+    """JAX starts in a probe process: the command reports what ends it, never a traceback."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("torch2jax-device")), "devices"],
+        capture_output=True, text=True, env={**clean, **env}, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1 and result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert all(line.startswith("torch2jax-device: ") and ". Fix: " in line for line in lines)
+    for text in said:
+        assert text in result.stderr

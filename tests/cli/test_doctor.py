@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import pytest
 
-from torch2jax_device._src.startup import VARIABLES, check_environment
+from torch2jax_device._src.startup import VARIABLES, check_environment, xla_failure_problems
 from torch2jax_device.cli import doctor as _doctor
 
 
@@ -42,10 +43,91 @@ def _codes(env: dict[str, str]) -> list[str]:
             {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
             ["simulated-cpu-devices"],
         ),
+        ({"JAX_ENABLE_X64": "maybe"}, ["jax-variable-invalid"]),
+        ({"JAX_ENABLE_X64": "Yes"}, []),  # JAX reads truth values in any case
+        ({"JAX_ENABLE_X64": " 1"}, ["jax-variable-invalid"]),  # but not with spaces
+        ({"JAX_NUM_CPU_DEVICES": "abc"}, ["jax-variable-invalid"]),
+        ({"JAX_NUM_CPU_DEVICES": " 2 "}, []),  # int() takes it, so does JAX
+        ({"JAX_NUM_CPU_DEVICES": "9" * 5000}, ["jax-variable-invalid"]),
+        ({"JAX_NUM_CPU_DEVICES": "0"}, ["cpu-devices-invalid"]),
+        ({"JAX_NUM_CPU_DEVICES": "-3"}, ["cpu-devices-ignored"]),
+        ({"JAX_NUM_CPU_DEVICES": "8192"}, []),
+        ({"JAX_NUM_CPU_DEVICES": "8193"}, ["cpu-devices-too-many"]),
+        ({"JAX_EXEC_TIME_OPTIMIZATION_EFFORT": "high"}, ["jax-variable-invalid"]),  # float
+        ({"JAX_DEFAULT_MATMUL_PRECISION": "fast"}, ["jax-variable-invalid"]),  # enum
+        ({"JAX_DEFAULT_MATMUL_PRECISION": "highest"}, []),
+        ({"JAX_NUMPY_DTYPE_PROMOTION": "loose"}, ["jax-variable-invalid"]),  # enum class
+        ({"JAX_NUMPY_DTYPE_PROMOTION": "strict"}, []),
+        ({"JAX_PALLAS_VERBOSE_ERRORS": "maybe"}, ["jax-variable-invalid"]),  # a strict flag
+        ({"JAX_CHECK_PROXY_ENVS": "maybe"}, []),  # a flag JAX reads leniently
+        ({"JAX_COMPILATION_CACHE_DIR": "anything"}, []),  # strings: any value
+        ({"XLA_FLAGS": "/no/such/file"}, ["xla-flags-file-missing"]),
+        ({"XLA_FLAGS": "--xla_dump_to=/tmp/x stray --xla_dump_hlo_as_text"}, ["xla-flags-ignored"]),
+        ({"XLA_FLAGS": "-xla_dump_to=/tmp/x"}, ["xla-flags-unknown"]),
+        ({"XLA_FLAGS": '--xla_dump_to="/tmp/a b" --xla_dump_hlo_as_text'}, []),
+        (
+            {"XLA_FLAGS": "--xla_force_host_platform_device_count=abc"},
+            ["cpu-devices-invalid", "simulated-cpu-devices"],
+        ),
+        (
+            {"XLA_FLAGS": "--xla_force_host_platform_device_count='100000'"},
+            ["cpu-devices-too-many", "simulated-cpu-devices"],
+        ),
+        (  # JAX_NUM_CPU_DEVICES wins over the flag
+            {"JAX_NUM_CPU_DEVICES": "2", "XLA_FLAGS": "--xla_force_host_platform_device_count=0"},
+            ["simulated-cpu-devices"],
+        ),
     ],
+    ids=lambda value: repr(value)[:60],
 )
 def test_environment_traps(env: dict[str, str], codes: list[str]) -> None:
     assert _codes(env) == codes
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("JAX_ENABLE_X64", "maybe"),
+        ("JAX_NUM_CPU_DEVICES", "abc"),
+        ("JAX_EXEC_TIME_OPTIMIZATION_EFFORT", "high"),
+        ("JAX_DEFAULT_MATMUL_PRECISION", "fast"),
+        ("JAX_NUMPY_DTYPE_PROMOTION", "loose"),
+        ("JAX_ENABLE_X64", "Yes"),
+        ("JAX_NUM_CPU_DEVICES", " 2 "),
+    ],
+)
+def test_the_jax_variables_rule_agrees_with_jax(name: str, value: str) -> None:
+    """Side by side with JAX itself: refused by the rule exactly when ``import jax`` fails."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import jax"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**_clean_environment(), name: value},
+    )  # fmt: skip
+    assert (result.returncode != 0) == (_codes({name: value}) == ["jax-variable-invalid"])
+    if result.returncode:
+        assert "ValueError" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "codes"),
+    [
+        ("--nonsense_flag --xla_also_unknown", ["xla-flags-unknown"]),
+        ("--xla_cpu_enable_fast_math=maybe", ["xla-flags-invalid-value"]),
+        ("/no/such/file", ["xla-flags-file-missing"]),
+    ],
+)
+def test_xla_output_is_read_as_problems(flags: str, codes: list[str]) -> None:
+    """XLA's own words when it ends the process, turned into problems with a fix."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.devices()"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**_clean_environment(), "XLA_FLAGS": flags},
+    )  # fmt: skip
+    assert result.returncode == 1  # XLA ends the process: no Python exception to catch
+    problems = xla_failure_problems(result.stderr)
+    assert [problem.code for problem in problems] == codes
+    assert all(problem.fix for problem in problems)
+    assert flags.split()[0].split("=")[0].lstrip("-/") in problems[0].message
 
 
 def test_every_check_says_how_to_fix_it() -> None:
@@ -66,14 +148,18 @@ def test_report_on_this_machine() -> None:
         "versions", "environment", "backends", "default_backend", "default_device", "torch",
         "checks",
     }  # fmt: skip
-    assert set(document["environment"]) == set(VARIABLES)
+    assert set(VARIABLES) <= set(document["environment"])
+
+
+def _clean_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
 
 
 def _doctor_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     return subprocess.run(
         [sys.executable, "-m", "torch2jax_device", "doctor", *args],
-        capture_output=True, text=True, timeout=120, check=False, env={**environment, **env},
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**_clean_environment(), **env},
     )  # fmt: skip
 
 
@@ -100,3 +186,126 @@ def test_backend_failure_is_reported_not_raised() -> None:
     document = json.loads(result.stdout)
     assert document["backends"] == [] and document["versions"]["jax"]
     assert [c["code"] for c in document["checks"]] == ["backend-init-failed"]
+
+
+NVIDIA_GPU = any(os.path.exists(node) for node in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg"))
+
+# Environments that broke doctor (tracebacks, an aborted process, an empty reason), and
+# the class they stand for: every variable JAX or XLA reads when it starts.
+GARBAGE = [
+    (
+        {
+            "JAX_ENABLE_X64": "maybe",
+            "JAX_NUM_CPU_DEVICES": "abc",
+            "JAX_DEFAULT_MATMUL_PRECISION": "fast",
+            "JAX_TRACEBACK_FILTERING": "bogus",
+        },
+        ["jax-variable-invalid"] * 4 + ["jax-started-without"],
+    ),
+    ({"XLA_FLAGS": "/no/such/xla_flags_file"}, ["xla-flags-file-missing"]),
+    (
+        {"XLA_FLAGS": "--xla_force_host_platform_device_count=abc"},
+        ["cpu-devices-invalid", "simulated-cpu-devices", "xla-flags-invalid-value"],
+    ),
+    ({"JAX_PLATFORMS": "bogus"}, ["jax-platforms-unknown", "backend-init-failed"]),
+    ({"JAX_NUM_CPU_DEVICES": "1000000"}, ["cpu-devices-too-many", "jax-not-started"]),
+    (
+        {
+            "JAX_NUM_CPU_DEVICES": "0",
+            "XLA_PYTHON_CLIENT_ALLOCATOR": "bogus",
+            "XLA_CLIENT_MEM_FRACTION": "2",
+            "XLA_PYTHON_CLIENT_PREALLOCATE": "no",
+        },
+        [
+            "preallocate-not-disabled",
+            "mem-fraction-invalid",
+            "allocator-invalid",
+            "cpu-devices-invalid",
+            "backend-init-failed",
+        ],
+    ),
+    (
+        {"JAX_PALLAS_VERBOSE_ERRORS": "maybe", "XLA_FLAGS": "--nonsense_flag --xla_also_unknown"},
+        ["jax-variable-invalid", "jax-started-without", "xla-flags-unknown"],
+    ),
+    (
+        {
+            "PJRT_NAMES_AND_LIBRARY_PATHS": "broken:/no/such/plugin.so",
+            "CUDA_VISIBLE_DEVICES": "garbage",
+            "TF_CPP_MIN_LOG_LEVEL": "abc",
+        },
+        ["backend-init-failed"],
+    ),
+]
+if not NVIDIA_GPU:
+    GARBAGE.append(({"JAX_PLATFORMS": "cuda"}, ["backend-init-failed"]))
+
+
+@pytest.mark.parametrize(("env", "codes"), GARBAGE, ids=lambda value: repr(value)[:50])
+def test_garbage_environments_are_reported_never_raised(
+    env: dict[str, str], codes: list[str]
+) -> None:
+    """A fresh doctor in each: no traceback, no abort, every bad variable with its fix,
+    and JAX's own reason (never an empty one) when its start fails."""
+    result = _doctor_cli("--json", **env)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    checks = document["checks"]
+    assert [check["code"] for check in checks] == codes
+    started = not {*codes} & {"jax-not-started", "backend-init-failed", "xla-flags-unknown",
+                              "xla-flags-file-missing", "xla-flags-invalid-value"}  # fmt: skip
+    assert document["versions"]["jax"] and bool(document["backends"]) == started
+    for check in checks:
+        assert check["message"] and check["fix"]
+        if check["code"] == "jax-variable-invalid":
+            assert check["message"].split("=")[0] in env
+        if check["code"] == "backend-init-failed":
+            reason = check["message"].split("JAX could not initialize its backends: ")[1]
+            assert reason.split(". Attempted: ")[0] and "Attempted: " in reason
+
+
+def test_a_broken_environment_in_human_form() -> None:
+    result = _doctor_cli(JAX_ENABLE_X64="maybe", XLA_FLAGS="--nonsense_flag")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "JAX did not start here (see the checks)" in result.stdout
+    assert "ERROR   [jax-variable-invalid] JAX_ENABLE_X64='maybe' is not a truth value" in (
+        result.stdout
+    )
+    assert "fix: set JAX_ENABLE_X64 to true or false" in result.stdout
+    assert "ERROR   [xla-flags-unknown] XLA does not know '--nonsense_flag'" in result.stdout
+    assert "  JAX_ENABLE_X64                  'maybe'" in result.stdout
+
+
+def test_the_console_script_survives_too() -> None:
+    script = Path(sys.executable).with_name("torch2jax-device")
+    result = subprocess.run(
+        [str(script), "doctor", "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**_clean_environment(), "JAX_ENABLE_X64": "maybe"},
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr and result.returncode == 1
+    assert "jax-variable-invalid" in [c["code"] for c in json.loads(result.stdout)["checks"]]
+
+
+def test_a_hung_start_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "4096")  # seconds to start
+    document = _doctor.report(timeout=0.5)
+    assert [c["code"] for c in document["checks"]] == ["jax-start-timeout"]
+    assert "JAX did not start within 0.5 s" in document["checks"][0]["message"]
+
+
+@pytest.mark.idiom("collect-env")
+def test_doctor_agrees_with_torchs_collect_env() -> None:
+    """Side by side with ``python -m torch.utils.collect_env``: the same torch and Python,
+    the same CUDA answer."""
+    from torch.utils import collect_env
+
+    theirs = collect_env.get_env_info()
+    result = _doctor_cli("--json")
+    assert result.returncode == 0, result.stderr
+    ours = json.loads(result.stdout)
+    assert ours["versions"]["torch"] == theirs.torch_version
+    assert theirs.python_version.startswith(ours["versions"]["python"] + " ")
+    cuda = theirs.is_cuda_available == "True"  # collect_env reports it as text
+    assert ours["torch"]["cuda_available"] == cuda

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pickle
 import string
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
@@ -94,33 +96,177 @@ def test_unindexed_differs_from_index_zero_as_in_torch() -> None:
 
 JAX_ONLY = set(_platforms.device_types()) - set(_platforms.TORCH_DEVICE_TYPES)
 ALPHABET = string.ascii_letters[:8] + "cpumdaxlgt_:019 -"
-
-
-@given(
-    st.one_of(
-        st.text(alphabet=ALPHABET, max_size=12),
-        st.builds(
-            "{}:{}".format,
-            st.sampled_from(_platforms.device_types()),
-            st.integers(min_value=0, max_value=127),
-        ),
-        st.builds(
-            "{}{}".format,
-            st.sampled_from(_platforms.TORCH_DEVICE_TYPES),
-            st.text(alphabet=":0123456789x", max_size=5),
-        ),
-    )
+TYPES = st.sampled_from(_platforms.device_types())
+NUMPY_INTEGERS = st.sampled_from(
+    [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 )
-def test_property_parses_like_torch(spec: str) -> None:
-    """Same (type, index) as torch.device, or both reject (JAX-only names excepted)."""
-    theirs, ours = run(lambda: torch.device(spec)), run(lambda: tj.device(spec))
+HUGE = 10**5000  # more digits than Python converts to or from text by default
+
+
+def numpy_integers() -> st.SearchStrategy[np.integer]:
+    return NUMPY_INTEGERS.flatmap(
+        lambda kind: st.integers(int(np.iinfo(kind).min), int(np.iinfo(kind).max)).map(kind)
+    )
+
+
+INDICES = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    # (ints over 4300 digits, which hypothesis cannot print, are in the tests below)
+    st.sampled_from([2**15, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64, -(2**63), 10**100]),
+    numpy_integers(),
+)
+STRINGS = st.one_of(
+    st.text(alphabet=ALPHABET, max_size=12),
+    st.text(max_size=8),  # any unicode
+    st.builds("{}:{}".format, TYPES, INDICES.map(int)),
+    st.builds(
+        "{}{}".format,
+        st.sampled_from(_platforms.TORCH_DEVICE_TYPES),
+        st.text(alphabet=":0123456789x", max_size=5),
+    ),
+    st.builds("cuda:{}".format, st.just("9" * 5000)),
+)
+SPECS = st.one_of(
+    STRINGS.map(lambda text: (text,)),
+    st.one_of(STRINGS.map(str.encode), st.binary(max_size=8)).map(lambda data: (data,)),
+    INDICES.map(lambda index: (index,)),
+    st.tuples(
+        st.one_of(STRINGS, STRINGS.map(str.encode), st.binary(max_size=4)),
+        st.one_of(st.none(), INDICES, st.booleans(), st.floats(), st.text(max_size=2)),
+    ),
+    st.sampled_from([True, 1.5, None, bytearray(b"cpu"), ["cpu"], np.bool_(True)]).map(
+        lambda value: (value,)
+    ),
+)
+
+
+def spec_id(args: tuple[object, ...]) -> str:
+    """A short test id (``repr`` refuses ints over 4300 digits)."""
+    return ",".join(
+        f"<{value.bit_length()}-bit int>"
+        if isinstance(value, int) and value.bit_length() > 256
+        else repr(value)[:24]
+        for value in args
+    )
+
+
+def written_index(args: tuple[object, ...]) -> int | None:
+    """The index a spec names, read without tj (for specs both libraries accept)."""
+    if len(args) == 2:
+        return None if args[1] is None else int(args[1])  # type: ignore[call-overload]
+    spec = args[0].decode() if isinstance(args[0], bytes) else args[0]
+    return int(spec.rsplit(":", 1)[1]) if isinstance(spec, str) and ":" in spec else None
+
+
+def assert_parses_like_torch(args: tuple[object, ...]) -> None:
+    """Same acceptance as ``torch.device(*args)``, same error class, only library errors.
+
+    Where both accept, the type matches and the index is the one written: torch keeps 16
+    bits of it (``cuda:128`` becomes 65408), tj keeps it whole. JAX-only device types
+    (``gpu``, ``tpu``, ``rocm``) are accepted where torch refuses them.
+    """
+    theirs, ours = run(lambda: torch.device(*args)), run(lambda: tj.device(*args))
+    if ours.error is not None:
+        assert isinstance(ours.error, tj.Torch2JaxDeviceError), ours.describe()
     if ours.error is None and ours.value.type in JAX_ONLY:
         assert theirs.error is not None
         return
-    if theirs.error is None:
-        # torch stores indices as int16 and wraps large ones ("cuda:128" -> 65408).
-        assume(":" not in spec or theirs.value.index == int(spec.rsplit(":", 1)[1]))
+    if isinstance(theirs.error, UnicodeDecodeError):
+        # torch's UnicodeDecodeError is a ValueError; so is tj's InvalidDeviceError.
+        assert isinstance(ours.error, tj.InvalidDeviceError) and isinstance(ours.error, ValueError)
+        return
+    if theirs.error is None and ours.error is None:
+        assert ours.value.type == theirs.value.type
+        assert ours.value.index == written_index(args)
+        return
     assert_same_outcome(theirs, ours)
+
+
+@settings(max_examples=500, deadline=None)
+@given(SPECS)
+def test_property_parses_like_torch(args: tuple[object, ...]) -> None:
+    """Strings, bytes, ints, NumPy ints, (type, index) pairs, huge and negative numbers,
+    unicode: accepted and refused as torch does, and nothing but the library's errors."""
+    assert_parses_like_torch(args)
+
+
+@pytest.mark.idiom("device-type-index")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("cuda", np.int64(1)),
+        ("cuda", np.uint8(3)),
+        ("cuda", np.int64(-1)),
+        (b"cuda", 1),
+        (b"cuda", np.int32(2)),
+        (b"cuda:1", None),
+        (np.int64(0),),
+        (np.int32(-1),),
+        ("cuda", np.float64(1.0)),
+        ("cuda", np.bool_(True)),
+        ("cuda", 2**63),
+        ("cuda", 2**64),
+        ("cuda", -(2**64)),
+        ("cuda", HUGE),
+        (HUGE,),
+        (2**63,),
+        ("cuda:" + "9" * 5000,),
+        ("cuda:2147483648",),
+        (b"\xff",),
+        (b"\xff", 1),
+    ],
+    ids=lambda args: spec_id(args),
+)
+def test_index_forms_torch_accepts_or_refuses(args: tuple[object, ...]) -> None:
+    assert_parses_like_torch(args)
+
+
+@pytest.mark.parametrize(
+    ("args", "index"),
+    [
+        (("cuda", 128), 128),
+        (("cuda", 2**31), 2**31),
+        (("cuda", 2**63 - 1), 2**63 - 1),
+        (("cuda:2147483647",), 2**31 - 1),
+        (("cuda:40000",), 40000),
+    ],
+)
+def test_large_indices_are_kept_where_torch_wraps_them(
+    args: tuple[object, ...], index: int
+) -> None:
+    theirs, ours = torch.device(*args), tj.device(*args)
+    assert theirs.index != index  # torch keeps 16 bits
+    assert (ours.type, ours.index) == ("cuda", index)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("cuda", 2**64), r"Device index 18446744073709551616 is out of range.*2\*\*63 - 1"),
+        (("cuda", HUGE), r"Device index \(an integer of 16610 bits\) is out of range"),
+        (("cuda:" + "9" * 5000,), r"Could not parse device index '9{40}\.\.\..*5000 characters"),
+        ((b"\xff",), r"Device string b'\\xff' is not UTF-8"),
+        (("cuda", np.float64(1.0)), r"argument 'index' must be int, not numpy.float64"),
+    ],
+)
+def test_refusals_name_the_value_and_the_limit(args: tuple[object, ...], message: str) -> None:
+    with pytest.raises((tj.InvalidDeviceError, tj.DeviceTypeError), match=message):
+        tj.device(*args)
+
+
+@pytest.mark.idiom("device-cpu-any-index")
+@pytest.mark.parametrize("spec", ["cpu:0", "cpu:1", "cpu:7"])
+def test_any_cpu_index_is_the_cpu_as_in_torch(spec: str) -> None:
+    """torch has one CPU device and ignores the index; a process with one CPU device too."""
+    assert_same_outcome(
+        run(lambda: torch.zeros(2, device=spec)),
+        run(lambda: tj.to_device(jnp.zeros(2), spec)),
+    )
+    with torch.device(spec):
+        theirs = torch.zeros(2)
+    with tj.device(spec):
+        ours = jnp.zeros(2)
+    assert_same_outcome(run(lambda: theirs), run(lambda: ours))
 
 
 @pytest.mark.parametrize("spec", ["gpu", "gpu:1", "tpu", "tpu:0", "rocm:3"])

@@ -7,6 +7,7 @@ side effect, so the main test cannot pass vacuously.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 import textwrap
@@ -92,3 +93,17 @@ def test_no_function_imports_a_submodule_by_attribute() -> None:
 def test_the_dotted_import_check_can_fail() -> None:
     source = "def resolve():\n    import jax.extend.backend\n    return jax.extend.backend\n"
     assert _dotted_imports_in_functions(source) == ["line 2: import jax.extend.backend"]
+
+
+def test_the_command_line_imports_where_jax_refuses_its_environment(tmp_path: Path) -> None:
+    """A program gets tj.ConfigError from ``import torch2jax_device`` (tests/unit/
+    test_startup.py); the command line must still run, to diagnose that environment."""
+    script = tmp_path / "empty.py"
+    script.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch2jax_device", "scan", str(script)],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**env, "JAX_ENABLE_X64": "maybe", "JAX_NUM_CPU_DEVICES": "abc"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr

@@ -7,6 +7,10 @@ row added to the table without the code that must handle it fails here.
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -103,3 +107,38 @@ def test_plugins_tell_whether_support_is_built(name: str, is_built: Any) -> None
 
 def _job() -> rendezvous.Rendezvous:
     return rendezvous.Rendezvous("127.0.0.1", 29500, "MASTER_PORT", 0, 2, 0, 2)
+
+
+_START = """
+import json
+from torch2jax_device._src import platforms
+try:
+    print(json.dumps({"started": sorted(platforms.jax_backends())}))
+except platforms.BackendInitError as error:
+    print(json.dumps({"error": str(error)}))
+"""
+
+
+@ROWS
+def test_a_platform_that_cannot_start_says_why_and_what_was_attempted(
+    row: _platforms.Platform,
+) -> None:
+    """JAX_PLATFORMS naming only this platform, in a fresh process: it starts, or the
+    error carries JAX's reason (or says it gave none), what was attempted and the fix."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", _START],
+        capture_output=True, text=True, timeout=300, check=True,
+        env={**env, "JAX_PLATFORMS": row.environment_name},
+    )  # fmt: skip
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    if "started" in outcome:
+        assert row.name in outcome["started"]
+        return
+    message = outcome["error"]
+    reason = message.removeprefix("JAX could not initialize its backends: ").split(". Attempted")[0]
+    assert reason and not reason.startswith(".")  # never an empty reason
+    assert f"Attempted: {row.name}" in message
+    if row.plugins and not any(_platforms._installed_plugins(row)):
+        assert "no plugin installed" in message and row.install_hint in message
+    assert f"JAX_PLATFORMS='{row.environment_name},cpu'" in message

@@ -14,9 +14,12 @@ import textwrap
 from typing import Any
 
 import jax
+import numpy as np
 import pytest
+import torch
 
 import torch2jax_device as tj
+from torch2jax_device._src import preflight
 
 _FRACTIONS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 
@@ -143,9 +146,92 @@ def test_bad_values_are_named_and_nothing_is_written(kwargs: dict[str, Any], mes
     assert after == before
 
 
-def test_bad_device_spec_is_a_device_error() -> None:
-    with pytest.raises(tj.InvalidDeviceError):
-        tj.configure(default_device="cuda:01")
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"default_device": "cuda:01"}, r"default_device='cuda:01'\): Invalid device string"),
+        ({"default_device": True}, r"argument 'type' must be str.*not bool"),
+        ({"default_device": 1.5}, r"not float"),
+        ({"default_device": b"\xff"}, r"is not UTF-8"),
+        ({"default_device": np.int64(0)}, r"cannot know which accelerator an index names"),
+        ({"default_device": "xla"}, r"needs an unindexed"),
+        ({"default_device": "meta"}, r"needs an unindexed"),
+        ({"default_device": torch.device("cuda", 1)}, r"default_device='cuda:1'\) needs"),
+        ({"platforms": 123}, r"platforms must be a string such as 'cuda,cpu'.*got 123"),
+        ({"platforms": b"cpu"}, r"got b'cpu'"),
+        ({"platforms": {"cpu"}}, r"got \{'cpu'\}"),
+        ({"platforms": ("cuda", 1)}, r"got \('cuda', 1\)"),
+        ({"memory_fraction": 10**400}, r"memory_fraction must be in \(0, 1\], got <an integer"),
+        ({"memory_fraction": float("nan")}, r"got nan"),
+        ({"memory_fraction": np.bool_(True)}, r"memory_fraction must be a number"),
+        ({"allocator": 3}, r"allocator must be a name such as 'platform', not 3"),
+        ({"preallocate": np.bool_(False)}, r"preallocate must be True or False"),
+        ({"num_cpu_devices": 10**6}, r"num_cpu_devices=1000000 is more CPU devices.*at most 8192"),
+        ({"num_cpu_devices": 8193}, r"at most 8192"),
+        ({"num_cpu_devices": -1}, r"must be at least 1, got -1"),
+        ({"num_cpu_devices": "4"}, r"num_cpu_devices must be an int, not '4'"),
+    ],
+)
+def test_every_form_is_accepted_or_a_config_error(kwargs: dict[str, Any], message: str) -> None:
+    """Refused before anything is checked against the running JAX: a ConfigError."""
+    with pytest.raises(tj.ConfigError, match=message):
+        tj.configure(**kwargs)
+
+
+def test_a_jax_device_is_refused_without_resolving_it() -> None:
+    with pytest.raises(tj.ConfigError, match=r"a jax.Device exists only once JAX has started"):
+        tj.configure(default_device=jax.devices("cpu")[0])
+
+
+_EVERY_FORM = """
+import json, fractions
+import numpy as np, torch
+from jax._src import xla_bridge
+import torch2jax_device as tj
+
+cases = [
+    ("platforms", "cpu"), ("platforms", "cuda, cpu"), ("platforms", ["cuda", "cpu"]),
+    ("platforms", ("mps", "cpu")), ("platforms", 7), ("platforms", "gpu"),
+    ("default_device", 0), ("default_device", np.int64(0)), ("default_device", "cuda"),
+    ("default_device", "gpu"), ("default_device", "rocm"), ("default_device", "tpu"),
+    ("default_device", "cuda:0"), ("default_device", tj.device("cuda")),
+    ("default_device", torch.device("cuda")), ("default_device", torch.device("cpu", 0)),
+    ("default_device", b"cpu"), ("default_device", "xla"), ("default_device", "mps"),
+    ("default_device", "cuda:1"), ("default_device", True),
+    ("preallocate", False), ("preallocate", "no"),
+    ("memory_fraction", 0.5), ("memory_fraction", 1), ("memory_fraction", np.float32(0.25)),
+    ("memory_fraction", fractions.Fraction(1, 2)), ("memory_fraction", 10**400),
+    ("allocator", "platform"), ("allocator", "cuda-async"),
+    ("num_cpu_devices", np.int64(3)), ("num_cpu_devices", 8192), ("num_cpu_devices", 10**6),
+    ("default_device", "cpu"), ("platforms", "cpu"), ("num_cpu_devices", 2),
+]
+outcomes = []
+for name, value in cases:
+    try:
+        tj.configure(**{name: value})
+        outcome = "ok"
+    except Exception as error:
+        outcome = type(error).__name__
+    outcomes.append([name, repr(value)[:30], outcome, xla_bridge.backends_are_initialized()])
+print(json.dumps({"outcomes": outcomes, "devices": [str(d) for d in tj.list_devices()]}))
+"""
+
+
+def test_no_form_starts_jax_and_later_calls_still_apply() -> None:
+    """``configure(default_device=0)`` used to start JAX, so every later call failed."""
+    out = run_fresh(_EVERY_FORM)
+    refused = {
+        ("platforms", "7"), ("platforms", "'gpu'"), ("default_device", "0"),
+        ("default_device", "np.int64(0)"), ("default_device", "'xla'"),
+        ("default_device", "'mps'"), ("default_device", "'cuda:1'"),
+        ("default_device", "True"), ("preallocate", "'no'"),
+        ("memory_fraction", repr(10**400)[:30]), ("allocator", "'cuda-async'"),
+        ("num_cpu_devices", "1000000"),
+    }  # fmt: skip
+    for name, value, outcome, started in out["outcomes"]:
+        assert not started, (name, value)
+        assert outcome == ("ConfigError" if (name, value) in refused else "ok"), (name, value)
+    assert out["devices"] == ["cpu:0", "cpu:1"]  # the last settings reached JAX
 
 
 @pytest.mark.idiom("memory-fraction")
@@ -164,3 +250,44 @@ def test_set_per_process_memory_fraction_is_configure() -> None:
         """
     )
     assert out == "0.25"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("JAX_ENABLE_X64", "maybe"), ("JAX_NUM_CPU_DEVICES", "abc"), ("JAX_DEFAULT_PRNG_IMPL", "x")],
+)
+def test_a_variable_jax_refuses_is_a_config_error_at_import(name: str, value: str) -> None:
+    """``import jax`` raises a bare ValueError; ``import torch2jax_device`` says which
+    variable, the fix, and where to see every variable JAX refuses."""
+    out = run_fresh(
+        """
+        import json
+        try:
+            import torch2jax_device
+        except ValueError as error:
+            print(json.dumps([type(error).__name__, str(error), type(error.__cause__).__name__]))
+        """,
+        **{name: value},
+    )
+    assert out[0] == "ConfigError" and out[2] == "ValueError"
+    assert f"Fix: set {name} to a value JAX accepts, or unset it" in out[1]
+    assert "`torch2jax-device doctor` lists every variable JAX refuses" in out[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["python", "-m", "torch2jax_device", "doctor"], True),
+        (["python", "-mtorch2jax_device", "devices"], True),
+        (["python", "-X", "dev", "-W", "error", "-u", "-m", "torch2jax_device"], True),
+        (["/venv/bin/python", "/venv/bin/torch2jax-device", "doctor"], True),
+        (["python.exe", "C:\\venv\\Scripts\\torch2jax-device.exe", "doctor"], True),
+        (["python", "-m", "pytest", "-m", "torch2jax_device"], False),
+        (["python", "-c", "import torch2jax_device"], False),
+        (["python", "train.py", "-m", "torch2jax_device"], False),
+        (["python", "-"], False),
+        (["python"], False),
+    ],
+)
+def test_the_command_line_is_told_apart_from_a_program(argv: list[str], expected: bool) -> None:
+    assert preflight.started_as_command_line(argv) is expected

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Union
 
 import jax
+import numpy as np
 
 from . import context, platforms
 from .detect import is_torch_device
@@ -30,7 +31,7 @@ from .errors import (
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["Device", "DeviceLike", "for_platform", "resolve"]
+__all__ = ["Device", "DeviceLike", "for_platform", "is_index", "resolve"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -40,7 +41,11 @@ DeviceLike = Union["Device", str, int, jax.Device, Any]
 
 # PyTorch's grammar (c10/core/Device.cpp): ([a-zA-Z_]+)(?::([1-9]\d*|0))?, ASCII only.
 _DEVICE_STRING = re.compile(r"([A-Za-z_]+)(?::(0|[1-9][0-9]*))?")
-_MAX_INDEX = 2**31 - 1
+# torch reads the index of a device string with std::stoi (a C int) and an index argument
+# as a C long long; it refuses anything larger (and then wraps what it kept to 16 bits,
+# which tj does not: it keeps the index as written).
+_MAX_STRING_INDEX = 2**31 - 1
+_MAX_INDEX = 2**63 - 1
 _KNOWN_TYPES = platforms.device_types()
 _JAX_ONLY_TYPES = _KNOWN_TYPES[len(platforms.TORCH_DEVICE_TYPES) :]
 
@@ -129,13 +134,9 @@ class Device:
             return _from_type_and_index(type, index)
         if isinstance(type, Device):
             return type
-        if isinstance(type, str):
+        if isinstance(type, (str, bytes)):  # torch's argument parser takes bytes as a string
             return _parse(type)
-        if isinstance(type, bytes):  # torch's argument parser takes bytes as a string
-            return _parse(type.decode("utf-8", errors="replace"))
-        if isinstance(type, bool):
-            _wrong_type("type", type)
-        if isinstance(type, int):
+        if is_index(type):
             return _from_accelerator_index(type)
         if isinstance(type, jax.Device):
             return _from_jax(type)
@@ -286,6 +287,10 @@ class Device:
         if index is None:
             current = context.current_index(platform)
             index = min(by_index) if current is None else current
+        if platform == "cpu" and list(by_index) == [0]:
+            # torch has one CPU device and ignores a CPU index ("cpu:1" is the CPU); so does
+            # a process with one. Simulated CPU devices (JAX_NUM_CPU_DEVICES) are told apart.
+            return by_index[0]
         if index not in by_index:
             raise DeviceUnavailableError(
                 f"Device '{self._type}:{index}' does not exist: JAX sees {len(by_index)} "
@@ -349,17 +354,22 @@ def for_platform(platform: str, spec: DeviceLike | None, what: str) -> Device:
     return named
 
 
-def _parse(spec: str) -> Device:
-    if not spec:
+def _parse(spec: str | bytes) -> Device:
+    text = _decoded(spec)
+    if not text:
         raise InvalidDeviceError("Device string must not be empty")
-    match = _DEVICE_STRING.fullmatch(spec)
+    match = _DEVICE_STRING.fullmatch(text)
     if match is None:
-        raise InvalidDeviceError(f"Invalid device string: '{spec}'")
+        raise InvalidDeviceError(f"Invalid device string: '{_shortened(text)}'")
     device_type, index_text = match.groups()
-    index = None if index_text is None else int(index_text)
-    if index is not None and index > _MAX_INDEX:
+    # Digits are counted before int() reads them: Python refuses over 4300 digits.
+    if index_text is not None and (
+        len(index_text) > len(str(_MAX_STRING_INDEX)) or int(index_text) > _MAX_STRING_INDEX
+    ):
         raise InvalidDeviceError(
-            f"Could not parse device index '{index_text}' in device string '{spec}'"
+            f"Could not parse device index '{_shortened(index_text)}' in device string "
+            f"'{_shortened(text)}': the largest index a device string can hold is "
+            f"{_MAX_STRING_INDEX} (2**31 - 1)"
         )
     if device_type not in _KNOWN_TYPES:
         raise InvalidDeviceError(
@@ -367,37 +377,81 @@ def _parse(spec: str) -> Device:
             f"JAX platform: {', '.join(_JAX_ONLY_TYPES)}) at start of device "
             f"string: {device_type}"
         )
-    return Device._make(device_type, index)
+    return Device._make(device_type, None if index_text is None else int(index_text))
 
 
 def _from_type_and_index(device_type: object, index: object) -> Device:
-    if not isinstance(device_type, str):
+    if not isinstance(device_type, (str, bytes)):
         _wrong_type("type", device_type)
-    if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
+    if index is not None and not is_index(index):
         _wrong_type("index", index)
-    if index is not None and index < 0:
-        raise InvalidDeviceError("Device index must not be negative")
+    number = None if index is None else _checked_index(index)
     parsed = _parse(device_type)
     if parsed.index is not None:
         raise InvalidDeviceError(
             "type (string) must not include an index because index was passed "
-            f"explicitly: {device_type}"
+            f"explicitly: {_shortened(_decoded(device_type))}"
         )
-    return Device._make(parsed.type, index)
+    return Device._make(parsed.type, number)
 
 
-def _from_accelerator_index(index: int) -> Device:
-    if index < 0:
-        raise InvalidDeviceError("Device index must not be negative")
+def _from_accelerator_index(index: Any) -> Device:
+    number = _checked_index(index)
     for platform in platforms.ACCELERATORS:
         if platforms.local_devices(platform):
-            return Device._make(platforms.device_type_of(platform), index)
+            return Device._make(platforms.device_type_of(platform), number)
     raise DeviceUnavailableError(
-        f"Cannot access accelerator device when none is available: tj.device({index}) "
-        f"means index {index} of the current accelerator, and JAX has none here (it has: "
+        f"Cannot access accelerator device when none is available: tj.device({number}) "
+        f"means index {number} of the current accelerator, and JAX has none here (it has: "
         f"{_inventory()}). Fix: name the device, e.g. tj.device('cpu'), or "
         f"{platforms.missing_platform_hint('cuda')}."
     )
+
+
+def is_index(value: object) -> bool:
+    """Whether torch takes ``value`` as a device index: an int or a NumPy integer, no bool."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, np.integer)
+
+
+def _checked_index(index: Any) -> int:
+    """``index`` as an int, within the range torch accepts for an index argument."""
+    number = int(index)
+    if number < 0 and number >= -_MAX_INDEX - 1:
+        raise InvalidDeviceError("Device index must not be negative")
+    if not -_MAX_INDEX - 1 <= number <= _MAX_INDEX:
+        raise InvalidDeviceError(
+            f"Device index {_integer_text(number)} is out of range: torch reads an index "
+            f"as a 64-bit integer, so it must be between 0 and {_MAX_INDEX} (2**63 - 1)"
+        )
+    return number
+
+
+def _decoded(spec: str | bytes) -> str:
+    if isinstance(spec, str):
+        return spec
+    try:
+        return spec.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidDeviceError(
+            f"Device string {_shortened(repr(spec))} is not UTF-8 ({error.reason} at byte "
+            f"{error.start}); torch decodes bytes as UTF-8 too"
+        ) from None
+
+
+def _integer_text(number: int) -> str:
+    """``number`` in decimal, or its size when Python would refuse to print it."""
+    if number.bit_length() <= 256:
+        return str(number)
+    sign = "a negative" if number < 0 else "an"
+    return f"({sign} integer of {number.bit_length()} bits)"
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    """``text``, cut in the middle when longer than ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}...{text[-half:]} ({len(text)} characters)"
 
 
 def _from_jax(device: jax.Device) -> Device:
@@ -442,9 +496,15 @@ def _inventory() -> str:
 
 
 def _wrong_type(argument: str, value: object) -> NoReturn:
+    value_type = builtins.type(value)
+    name = (
+        value_type.__qualname__
+        if value_type.__module__ == "builtins"
+        else f"{value_type.__module__.split('.')[0]}.{value_type.__qualname__}"
+    )
     raise DeviceTypeError(
         f"device(): argument '{argument}' must be "
         f"{'str' if argument == 'type' else 'int'}"
         f"{', int, jax.Device or torch.device' if argument == 'type' else ''}, "
-        f"not {type(value).__name__}"
+        f"not {name}"
     )

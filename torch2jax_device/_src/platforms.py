@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 import os
 from typing import Any
 
@@ -234,22 +235,90 @@ def jax_backends() -> dict[str, Any]:
 
     Raises:
         BackendInitError: JAX could not start a backend it was told to use, which
-            happens when ``JAX_PLATFORMS`` lists a platform this machine lacks.
+            happens when ``JAX_PLATFORMS`` lists a platform this machine lacks. The
+            message has JAX's reason and what was attempted (the platforms asked for,
+            their plugins, the hardware JAX looked for, the variables that hide it).
     """
     _join_launched_job_first()
     try:
         return dict(_extend_backend().backends())
-    except (RuntimeError, AssertionError) as err:
-        requested = os.environ.get("JAX_PLATFORMS", "")
+    except Exception as err:  # JAX's own reason, whatever its class, goes into the message
+        raise BackendInitError(_start_failure(err)) from err
+
+
+def _start_failure(err: Exception) -> str:
+    """Why JAX did not start, what it attempted and the fix; never an empty reason."""
+    from jax._src import config, xla_bridge
+
+    requested = str(config.jax_platforms.value or "")  # JAX_PLATFORMS, or configure's
+    asked = [name.strip() for name in requested.split(",") if name.strip()]
+    attempted = [name for item in asked for name in xla_bridge.expand_platform_alias(item)]
+    if str(err):
+        reason = f"{type(err).__name__}: {err}"
+    elif asked:
+        reason = f"it started none of JAX_PLATFORMS={requested!r} and gave no reason"
+    else:
+        reason = f"{type(err).__name__} without a message"
+    described = "; ".join(_attempt(name) for name in attempted)
+    if not asked:
+        fix = "check the JAX installation (pip install -U jax jaxlib)"
+    else:
+        first = _BY_NAME[attempted[0]].environment_name if attempted[0] in _BY_NAME else asked[0]
         fix = (
-            f"JAX_PLATFORMS={requested!r} names a platform that could not start; use "
-            "'cuda,cpu' (never 'gpu', which also requires ROCm) or unset it, and set it "
-            "before JAX starts"
-            if requested
-            else "check the JAX installation (pip install -U jax jaxlib)"
+            f"JAX_PLATFORMS={requested!r} names a platform that cannot start here; add the "
+            f"CPU as a fallback (JAX_PLATFORMS='{first},cpu') or unset it, before JAX starts "
+            "(for NVIDIA GPUs write 'cuda,cpu', never 'gpu', which also requires ROCm and "
+            "oneAPI)"
         )
-        message = f"JAX could not initialize its backends: {err}. Fix: {fix}."
-        raise BackendInitError(message) from err
+    missing = [
+        _BY_NAME[name]
+        for name in attempted
+        if name in _BY_NAME and _BY_NAME[name].plugins and not _installed_plugins(_BY_NAME[name])
+    ]
+    if missing:
+        fix += f"; to use {missing[0].device_type}: {missing[0].install_hint}"
+    return (
+        f"JAX could not initialize its backends: {reason}. "
+        f"Attempted: {described or 'every backend JAX has (JAX_PLATFORMS is unset)'}. "
+        f"Fix: {fix}."
+    )
+
+
+def _attempt(name: str) -> str:
+    """What starting platform ``name`` involves here: plugins, hardware, variables."""
+    row = _BY_NAME.get(name)
+    if row is None:
+        return f"{name} (a platform torch2jax_device does not know)"
+    facts = []
+    if row.plugins:
+        facts.append(", ".join(_installed_plugins(row)) or "no plugin installed")
+    if name == "cuda":
+        from jax._src import hardware_utils
+
+        if not hardware_utils.has_visible_nvidia_gpu():
+            facts.append(
+                "no NVIDIA device node (/dev/nvidia0, /dev/nvidiactl, /dev/dxg), so JAX "
+                "skips it without trying"
+            )
+    facts += [
+        f"{variable}={os.environ[variable]!r}"
+        for variable in row.visible_devices_variables
+        if variable in os.environ
+    ]
+    return f"{name} ({'; '.join(facts)})" if facts else name
+
+
+def _installed_plugins(row: Platform) -> list[str]:
+    """The distributions of ``row.plugins`` installed here, with their versions."""
+    versions = {name: _version(name) for name in row.plugins}
+    return [f"{name} {version}" for name, version in versions.items() if version]
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _join_launched_job_first() -> None:

@@ -1,23 +1,65 @@
-"""``torch2jax-device devices``: every backend and device, torch-style names first."""
+"""``torch2jax-device devices``: every backend and device, torch-style names first.
+
+JAX is started in a probe process, never in the command's own: a setting that makes
+JAX's start-up end the process (an unknown flag in ``XLA_FLAGS``, a crashing plugin)
+then ends the probe, and the command reports it with the fix.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
 from typing import Any, TextIO
 
 import jax
 
 from .._src import platforms
+from .._src.defaults import get_default_device
 from .._src.device import Device
 from .._src.errors import BackendInitError
+from .._src.startup import CRASHES_AT_START, Problem, check_environment, xla_failure_problems
 
-__all__ = ["add_parser", "inventory", "run"]
+__all__ = [
+    "PROBE_TIMEOUT_S",
+    "add_parser",
+    "inventory",
+    "probe",
+    "probe_report",
+    "run",
+    "start_problems",
+]
+
+#: How long the probe may take to start JAX: seconds on a GPU machine; more is a hang.
+PROBE_TIMEOUT_S = 300.0
+
+# The probe: start JAX with this process's environment, print one JSON document.
+_PROBE = textwrap.dedent(
+    """
+    import json
+    try:
+        from torch2jax_device.cli import devices
+    except Exception as error:  # JAX refused its environment when imported
+        cause = error.__cause__ or error
+        print(json.dumps({"stage": "import", "reason": f"{type(cause).__name__}: {cause}"}))
+    else:
+        print(json.dumps(devices.probe_report()))
+    """
+)
+_TAIL_LINES = 5
 
 
 def inventory() -> dict[str, Any]:
     """What JAX sees in this process, as plain data (the ``--json`` document).
+
+    Starts JAX's backends in this process; the command line calls it in a probe
+    process (see [`probe`][torch2jax_device.cli.devices.probe]).
 
     Raises:
         BackendInitError: JAX could not start its backends.
@@ -41,6 +83,130 @@ def inventory() -> dict[str, Any]:
         "default_backend": default,
         "backends": entries,
     }
+
+
+def probe_report() -> dict[str, Any]:
+    """The probe's side: start JAX here and describe what it sees (never raises).
+
+    Returns:
+        ``{"stage": "started", "inventory": ..., "default_device": ..., "memory_stats":
+        {device: stats}}``, or ``{"stage": "start", "reason": ...}`` when JAX could not
+        start its backends.
+    """
+    try:
+        data = inventory()
+    except BackendInitError as error:
+        return {"stage": "start", "reason": str(error)}
+    memory_stats = {
+        str(Device(device)): device.memory_stats() or {}
+        for backend in data["backends"]
+        for device in platforms.local_devices(backend["name"])
+    }
+    return {
+        "stage": "started",
+        "inventory": data,
+        "default_device": str(get_default_device()),
+        "memory_stats": memory_stats,
+    }
+
+
+def probe(
+    timeout: float = PROBE_TIMEOUT_S, environment: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Start JAX in a new process (``environment``: this one's); what it saw, or how it failed.
+
+    Returns:
+        [`probe_report`][torch2jax_device.cli.devices.probe_report]'s document, or
+        ``{"stage": "import", "reason": ...}`` (JAX refused its environment when
+        imported), ``{"stage": "crashed", "reason": ..., "output": stderr}`` (the process
+        ended without a report: XLA ended it, or it crashed) or ``{"stage": "timeout",
+        "reason": ...}``.
+    """
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=environment,
+        )
+    except subprocess.TimeoutExpired:
+        return {
+            "stage": "timeout",
+            "reason": f"JAX did not start within {timeout:g} s; the probe process was stopped",
+        }
+    lines = result.stdout.strip().splitlines()
+    if result.returncode == 0 and lines:
+        try:
+            report: dict[str, Any] = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            pass
+        else:
+            return report
+    return {"stage": "crashed", "reason": _crash_reason(result), "output": result.stderr}
+
+
+def _crash_reason(result: subprocess.CompletedProcess[str]) -> str:
+    """How the probe ended, with the last lines it wrote (XLA's own reason, if any)."""
+    if result.returncode < 0:
+        number = -result.returncode
+        ending = f"was killed by signal {number} ({signal.Signals(number).name})"
+    else:
+        ending = f"ended with exit status {result.returncode}"
+    said = re.findall(r"^[FE]\d{4} [^\]]*\] (.*)$", result.stderr, re.MULTILINE) or [
+        line.strip() for line in result.stderr.splitlines() if line.strip()
+    ]
+    tail = " / ".join(said[-_TAIL_LINES:]) or "nothing on standard error"
+    return f"the process starting JAX {ending}; it said: {tail}"
+
+
+def start_problems(result: dict[str, Any], known: list[Problem]) -> list[Problem]:
+    """What a failed probe means, as problems with their fix.
+
+    ``known`` are the problems already found in the environment: a reason they explain
+    points to them instead of repeating them.
+    """
+    stage = result["stage"]
+    if stage == "started":
+        return []
+    reason = result["reason"]
+    refused = [problem for problem in known if problem.code == "jax-variable-invalid"]
+    if stage == "import":
+        fix = (
+            "correct the variables reported above"
+            if refused
+            else "set the variable JAX names to a value it accepts, or unset it"
+        )
+        return [Problem("error", "jax-import-failed", f"import jax failed: {reason}", fix)]
+    if stage == "start":  # a BackendInitError: the reason, what was attempted, the fix
+        message, _, fix = reason.rstrip(".").partition(". Fix: ")
+        return [Problem("error", "backend-init-failed", message, fix or "see the message")]
+    if stage == "timeout":
+        return [
+            Problem(
+                "error",
+                "jax-start-timeout",
+                reason,
+                "check the accelerator (nvidia-smi), the distributed settings and "
+                "JAX_NUM_CPU_DEVICES; JAX_PLATFORMS=cpu starts the CPU alone",
+            )
+        ]
+    file_missing = any(problem.code == "xla-flags-file-missing" for problem in known)
+    if file_missing:  # the environment's problems explain it already
+        return []
+    explained = xla_failure_problems(result["output"])
+    if explained:
+        return explained
+    return [
+        Problem(
+            "error",
+            "jax-start-crashed",
+            reason,
+            "run python -c 'import jax; jax.devices()' to see the whole output; unset "
+            "XLA_FLAGS and the plugins' variables to find the setting that ends it",
+        )
+    ]
 
 
 def _describe(device: jax.Device) -> dict[str, Any]:
@@ -90,14 +256,22 @@ def _render(data: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Print the inventory; exit status 1 with the fix if JAX cannot start."""
-    try:
-        data = inventory()
-    except BackendInitError as error:
-        err.write(f"torch2jax-device: {error}\n")
-        return 1
-    out.write(json.dumps(data, indent=2) + "\n" if args.json else _render(data))
-    return 0
+    """Print the inventory; exit status 1, with each problem and its fix, if the
+    environment has an error or JAX cannot start."""
+    problems = [problem for problem in check_environment(os.environ) if problem.level == "error"]
+    result: dict[str, Any] = {"stage": "not started"}
+    if not any(problem.code in CRASHES_AT_START for problem in problems):
+        result = probe()
+        problems += start_problems(result, problems)
+    for problem in problems:
+        err.write(f"torch2jax-device: {problem.message}. Fix: {problem.fix}.\n")
+    if result["stage"] == "started":
+        out.write(
+            json.dumps(result["inventory"], indent=2) + "\n"
+            if args.json
+            else _render(result["inventory"])
+        )
+    return 1 if problems else 0
 
 
 def add_parser(commands: Any) -> None:
@@ -107,7 +281,9 @@ def add_parser(commands: Any) -> None:
         help="list every JAX backend and device, with torch-style names",
         description=(
             "List every backend JAX can use here (not only the default one, unlike "
-            "jax.devices()), and each device's torch-style name. Respects JAX_PLATFORMS."
+            "jax.devices()), and each device's torch-style name. Respects JAX_PLATFORMS. "
+            "JAX starts in a separate process; exit status 1, with the fix, if the "
+            "environment has an error or JAX cannot start."
         ),
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

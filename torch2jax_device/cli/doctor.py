@@ -1,8 +1,11 @@
 """``torch2jax-device doctor``: what JAX sees here, where new data goes, and known traps.
 
-The environment is checked before JAX starts (the variables it reads once at start-up),
-then JAX is started to list backends, devices, memory kinds and figures. ``--json``
-prints the same report as a stable document (see docs/cli.md).
+The environment is judged first, by the start-up rules (``_src/startup.py``), without
+starting JAX: every variable JAX or XLA would refuse or misread, with its fix. JAX is
+then started in a probe process (see ``devices.probe``), so that a setting which ends
+JAX's start-up (an unknown flag in ``XLA_FLAGS``, a crashing plugin) ends the probe
+and is reported, never the doctor. ``--json`` prints the same report as a stable
+document (see docs/cli.md).
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ import os
 import platform as python_platform
 from typing import Any, TextIO
 
+from jax._src import hardware_utils
+
 from .._src import platforms
-from .._src.defaults import get_default_device
-from .._src.errors import BackendInitError
-from .._src.startup import VARIABLES, Problem, check_environment
+from .._src.startup import CRASHES_AT_START, VARIABLES, Problem, check_environment
 from . import devices
 
 __all__ = ["add_parser", "report", "run"]
 
 _DISTRIBUTIONS = ("jax", "jaxlib", "torch", "flax", "safetensors", "numpy", "ml_dtypes")
 _PLUGINS = frozenset(name for platform in platforms.PLATFORMS for name in platform.plugins)
-_NVIDIA_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")
+# A JAX variable JAX refuses at import (its check's message starts with "NAME=").
+_REFUSED = "jax-variable-invalid"
+# Variables listed beyond VARIABLES when set: JAX's options and XLA's settings.
+_LISTED_PREFIXES = ("JAX", "XLA_")
 
 
 def _versions() -> dict[str, Any]:
@@ -75,7 +81,7 @@ def _hardware_checks(backends: list[str], torch_cuda: dict[str, Any] | None) -> 
                 f"torch's CUDA {torch_cuda['cuda_version']})",
             )
         )
-    elif not has_cuda and any(os.path.exists(node) for node in _NVIDIA_NODES):
+    elif not has_cuda and hardware_utils.has_visible_nvidia_gpu():
         checks.append(
             Problem(
                 "warning",
@@ -98,38 +104,67 @@ def _hardware_checks(backends: list[str], torch_cuda: dict[str, Any] | None) -> 
     return checks
 
 
-def report() -> dict[str, Any]:
+def report(timeout: float = devices.PROBE_TIMEOUT_S) -> dict[str, Any]:
     """Everything ``doctor`` prints, as the ``--json`` document.
 
-    Starts JAX's backends (after reading the environment as JAX will see it).
+    Judges the environment without starting JAX, then starts JAX in a probe process
+    (at most ``timeout`` seconds) unless a setting would crash it.
     """
-    env = {name: os.environ[name] for name in VARIABLES if name in os.environ}
-    checks = check_environment(env)
+    checks = check_environment(os.environ)
     document: dict[str, Any] = {
         "versions": _versions(),
-        "environment": {name: os.environ.get(name) for name in VARIABLES},
+        "environment": _environment(),
         "backends": [],
         "default_backend": None,
         "default_device": None,
         "torch": _torch_cuda(),
     }
-    try:
-        inventory = devices.inventory()
-    except BackendInitError as error:
-        checks.append(Problem("error", "backend-init-failed", str(error), "see the message"))
+    if any(check.code in CRASHES_AT_START for check in checks):
+        checks.append(
+            Problem(
+                "info",
+                "jax-not-started",
+                "JAX was not started: a setting above would crash it",
+                "correct that setting, then run torch2jax-device doctor again",
+            )
+        )
     else:
-        for backend in inventory["backends"]:
-            for device, jax_device in zip(
-                backend["devices"], platforms.local_devices(backend["name"]), strict=True
-            ):
-                device["memory_stats"] = jax_device.memory_stats() or {}
-        document["backends"] = inventory["backends"]
-        document["default_backend"] = inventory["default_backend"]
-        document["default_device"] = str(get_default_device())
-        names = [backend["name"] for backend in inventory["backends"]]
-        checks += _hardware_checks(names, document["torch"])
+        # Without the variables JAX refuses at import, the probe gets as far as XLA's own
+        # checks (XLA_FLAGS), and shows what JAX will see once they are corrected.
+        refused = [check.message.split("=")[0] for check in checks if check.code == _REFUSED]
+        environment = {k: v for k, v in os.environ.items() if k not in refused}
+        result = devices.probe(timeout, environment)
+        if refused:
+            checks.append(
+                Problem(
+                    "info",
+                    "jax-started-without",
+                    f"to check the rest, JAX was started without {', '.join(refused)}, which "
+                    "it refuses: what it shows is what it will see once they are corrected",
+                    "correct the variables reported above",
+                )
+            )
+        checks += devices.start_problems(result, checks)
+        if result["stage"] == "started":
+            inventory = result["inventory"]
+            for backend in inventory["backends"]:
+                for device in backend["devices"]:
+                    device["memory_stats"] = result["memory_stats"].get(device["device"], {})
+            document["backends"] = inventory["backends"]
+            document["default_backend"] = inventory["default_backend"]
+            document["default_device"] = result["default_device"]
+            names = [backend["name"] for backend in inventory["backends"]]
+            checks += _hardware_checks(names, document["torch"])
     document["checks"] = [dataclasses.asdict(check) for check in checks]
     return document
+
+
+def _environment() -> dict[str, str | None]:
+    """The variables the rules read by name, then every other JAX or XLA variable set."""
+    others = sorted(
+        name for name in os.environ if name.startswith(_LISTED_PREFIXES) and name not in VARIABLES
+    )
+    return {name: os.environ.get(name) for name in (*VARIABLES, *others)}
 
 
 def _render(document: dict[str, Any]) -> str:
@@ -142,11 +177,17 @@ def _render(document: dict[str, Any]) -> str:
     lines += [
         f"  {name:12} {version}  (plugin)" for name, version in sorted(versions["plugins"].items())
     ]
-    lines += ["", "Environment that changes placement and memory"]
+    lines += ["", "Environment JAX reads at start-up"]
     for name, value in document["environment"].items():
         lines.append(f"  {name:31} {'(unset)' if value is None else repr(value)}")
-    lines += ["", f"Default backend: {document['default_backend']}, "
-              f"new arrays go to: {document['default_device']}"]  # fmt: skip
+    lines.append("")
+    if document["default_backend"] is None:
+        lines.append("JAX did not start here (see the checks)")
+    else:
+        lines.append(
+            f"Default backend: {document['default_backend']}, "
+            f"new arrays go to: {document['default_device']}"
+        )
     for backend in document["backends"]:
         lines.append(f"  {backend['name']}: {len(backend['devices'])} device(s)")
         for device in backend["devices"]:

@@ -110,4 +110,18 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
     ),
+    Idiom(
+        id="device-cpu-any-index",
+        section=SECTION,
+        title="Any CPU index is the CPU",
+        torch='tensor = torch.zeros(3, device="cpu:1")',
+        jax='tensor = jnp.zeros(3, device=jax.local_devices(backend="cpu")[0])',
+        tj='tensor = tj.to_device(jnp.zeros(3), "cpu:1")',
+        notes=(
+            "torch has one CPU device and ignores the index; so does a process with one CPU "
+            "device. With simulated CPU devices (`JAX_NUM_CPU_DEVICES=4`) `cpu:1` is the "
+            "second one and `cpu:9` raises `tj.DeviceUnavailableError`."
+        ),
+        result="tensor",
+    ),
 )

@@ -45,4 +45,19 @@ ROWS: tuple[Idiom, ...] = (
         notes="Write `cuda,cpu`, never `gpu` (JAX then also requires ROCm and oneAPI).",
         runs=False,
     ),
+    Idiom(
+        id="collect-env",
+        section=SECTION,
+        title="Report the environment",
+        torch="# python -m torch.utils.collect_env",
+        jax="jax.print_environment_info()",
+        tj="# torch2jax-device doctor   (or python -m torch2jax_device doctor)",
+        notes=(
+            "Versions, backends, devices and memory, plus every start-up variable JAX or "
+            "XLA would refuse or misread, each with its fix. JAX starts in a separate "
+            "process, so a setting that ends JAX's start-up is reported, never fatal; "
+            "`--json` for scripts."
+        ),
+        runs=False,
+    ),
 )
