@@ -56,8 +56,8 @@ def source_page(
 ) -> str:
     """Markdown for the page showing ``repository_path``, with an ``<a id>`` per idiom.
 
-    Ids in ``anchors`` (idiom id -> files proving it) go before the statement that marks
-    them, or at the top when the file proves them without a mark (the catalog test runs
+    Ids in ``anchors`` (idiom id -> files proving it) go before the first statement that
+    marks them, or at the top when the file proves them without a mark (the catalog test runs
     every runnable row). ``linked_from`` names the documentation pages that link here.
     """
     text = (ROOT / repository_path).read_text()
@@ -80,8 +80,10 @@ def source_page(
     if at_top:
         parts.append("".join(f'<a id="{i}"></a>' for i in at_top) + "\n")
     bounds = [*sorted({1, *starts}), len(lines) + 1]
+    anchored: set[str] = set()  # an HTML id appears once: at the first test marking it
     for start, end in itertools.pairwise(bounds):
-        ids = [i for i in starts.get(start, []) if i in proven_here]
+        ids = [i for i in starts.get(start, []) if i in proven_here and i not in anchored]
+        anchored.update(ids)
         if ids:
             parts.append("".join(f'<a id="{i}"></a>' for i in ids) + "\n")
         chunk = "\n".join(lines[start - 1 : end - 1])

@@ -100,13 +100,19 @@ def placement() -> None:
 
 
 def gather_alone() -> None:
-    """Only rank 0 gathers a split array; rank 1 goes on to shut down."""
+    """Only rank 0 gathers a split array; rank 1 is busy elsewhere past the timeout.
+
+    Rank 1 must not reach JAX's shutdown barrier first: its timeout would abort rank 0
+    before rank 0's own wait timed out and reported.
+    """
     mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
     split = tj.to_device(
         np.arange(8.0, dtype=np.float32), NamedSharding(mesh, PartitionSpec("data"))
     )
     if dist.get_rank() == 0:
         report({"rank": 0, "error": error_of(lambda: tj.to_device(split, "cpu"))})
+    else:
+        time.sleep(3 * float(sys.argv[2]))
 
 
 def die_after_start() -> None:
