@@ -44,6 +44,7 @@ from ._src.errors import EmptyTreeError as EmptyTreeError
 from ._src.errors import InvalidDeviceError as InvalidDeviceError
 from ._src.errors import InvalidIndexError as InvalidIndexError
 from ._src.errors import MixedDeviceError as MixedDeviceError
+from ._src.errors import SeedError as SeedError
 from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
 from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
 from ._src.interop import to_jax as to_jax
@@ -114,6 +115,7 @@ __all__ = [
     "InvalidDeviceError",
     "InvalidIndexError",
     "MixedDeviceError",
+    "SeedError",
     "TensorSlice",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",

@@ -28,7 +28,12 @@ from ._src import platforms as _platforms
 from ._src import runtime as _runtime
 from ._src import startup as _startup
 from ._src.device import Device
-from ._src.errors import ConfigError, DeviceUnavailableError, UnsupportedOperationError
+from ._src.errors import (
+    ConfigError,
+    DeviceUnavailableError,
+    SeedError,
+    UnsupportedOperationError,
+)
 from ._src.runtime import DeviceProperties
 
 if TYPE_CHECKING:
@@ -350,7 +355,7 @@ def _device(device: DeviceLike | None) -> jax.Device:
 def manual_seed(seed: int) -> None:
     """Equivalent to `torch.cuda.manual_seed`.
 
-    Accepts the seed as torch does (anything ``int()`` takes) and seeds nothing: JAX
+    Checks the seed as torch does (anything ``int()`` takes) and seeds nothing: JAX
     has no per-device generators. Random numbers come from keys, and a key made with
     ``jax.random.key(seed)`` gives the same numbers on every device.
 
@@ -358,8 +363,7 @@ def manual_seed(seed: int) -> None:
         seed: The seed, as torch takes it.
 
     Raises:
-        ValueError: ``int(seed)`` fails on a string, as in torch.
-        TypeError: ``int(seed)`` fails on another type, as in torch.
+        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
 
     Examples:
         >>> import jax
@@ -374,7 +378,7 @@ def manual_seed(seed: int) -> None:
         and create JAX keys after ``init_process_group`` (a key is an array: it starts
         JAX).
     """
-    int(seed)
+    _seed(seed, "manual_seed")
 
 
 def manual_seed_all(seed: int) -> None:
@@ -388,8 +392,7 @@ def manual_seed_all(seed: int) -> None:
         seed: The seed, as torch takes it.
 
     Raises:
-        ValueError: ``int(seed)`` fails on a string, as in torch.
-        TypeError: ``int(seed)`` fails on another type, as in torch.
+        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
@@ -398,7 +401,17 @@ def manual_seed_all(seed: int) -> None:
     Note:
         See [`tj.cuda.manual_seed`][torch2jax_device.cuda.manual_seed].
     """
-    int(seed)
+    _seed(seed, "manual_seed_all")
+
+
+def _seed(seed: object, function: str) -> None:
+    try:
+        int(seed)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise SeedError(
+            f"tj.cuda.{function}: the seed must be an integer, got {seed!r}; pass an int, "
+            f"e.g. tj.cuda.{function}(0), and seed JAX with jax.random.key(seed)"
+        ) from None
 
 
 def is_initialized() -> bool:

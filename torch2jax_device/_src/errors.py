@@ -23,6 +23,7 @@ __all__ = [
     "InvalidDeviceError",
     "InvalidIndexError",
     "MixedDeviceError",
+    "SeedError",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
 ]
@@ -124,4 +125,13 @@ class DistributedError(Torch2JaxDeviceError, RuntimeError, ValueError):
     ``RuntimeError`` (``DistError``, ``DistStoreError``) when a rendezvous or a
     collective times out; this class is both, so ported ``except`` clauses keep
     working.
+    """
+
+
+class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
+    """A random seed that is not an integer.
+
+    ``torch.manual_seed`` and ``torch.cuda.manual_seed`` call ``int(seed)``, which raises
+    ``ValueError`` for a string that is no number and ``TypeError`` for other types;
+    this class is both.
     """

@@ -166,11 +166,11 @@ ROWS: tuple[Idiom, ...] = (
         title="Save a model and its step",
         torch='torch.save({"model": model.state_dict(), "step": step}, "ckpt.pt")',
         jax=(
-            'flat = flax.traverse_util.flatten_dict(nnx.state(model).to_pure_dict(), sep=".")\n'
+            'flat = flax.traverse_util.flatten_dict(nnx.to_pure_dict(nnx.state(model)), sep=".")\n'
             'safetensors.flax.save_file(flat, "model.safetensors", {"step": str(step)})'
         ),
         tj=(
-            'flat = flax.traverse_util.flatten_dict(nnx.state(model).to_pure_dict(), sep=".")\n'
+            'flat = flax.traverse_util.flatten_dict(nnx.to_pure_dict(nnx.state(model)), sep=".")\n'
             'tj.save_file(flat, "model.safetensors", {"step": str(step)})'
         ),
         notes=(
