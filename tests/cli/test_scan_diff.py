@@ -107,7 +107,7 @@ def programs(draw: st.DrawFn) -> str:
             parameter = "data" if place == "shadowing" else "x"
             body = chain.replace("x", parameter) if chain.startswith("x") else chain
             lines += [f"def step({parameter}, device):", f"    y = {_indent(body)}"]
-            lines += [f"    {use}" if not use.startswith("return") else f"    {use}"]
+            lines.append(f"    {use}")
             lines.append("    return y")
             lines.append(
                 draw(st.sampled_from(["print(step(x, device))", "model(step(x, device))"]))
