@@ -69,6 +69,12 @@ _CONSTRUCTORS = {
     "torch.cuda.Event": {"cuda-event"},
     "torch.Event": {"cuda-event"},
     "torch.cuda.Stream": {"cuda-stream"},
+    "torch.autocast": {"autocast"},
+    "torch.amp.autocast": {"autocast"},
+    "torch.cuda.amp.autocast": {"autocast"},
+    "torch.cpu.amp.autocast": {"autocast"},
+    "torch.utils.data.distributed.DistributedSampler": {"dist-sampler"},
+    "torch.utils.data.DistributedSampler": {"dist-sampler"},
 }
 # torch functions that do not return a tensor.
 _TORCH_NOT_TENSORS = frozenset(
@@ -122,6 +128,8 @@ _MUTATORS = frozenset("append extend insert add update".split())
 # Qualified-name prefixes of code that takes JAX arrays (and, for the first, tj devices).
 TJ = "torch2jax_device"
 _JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
+# Of those, code that only reads values on the host (it takes torch tensors too).
+_HOST_CODE = ("numpy", "math")
 _TORCH_CODE = (
     "torch",
     "torchvision",
@@ -151,6 +159,7 @@ class Values:
         self._calls: dict[int, list[ast.Call]] | None = None
         self._attributes: dict[tuple[int, str], list[ast.expr]] | None = None
         self._method_uses: dict[int, set[str]] | None = None
+        self._read_by_jax = False
         self._file_types = any(
             isinstance(node, ast.Attribute) and node.attr == "FileType"
             for node in ast.walk(names.tree)
@@ -332,6 +341,8 @@ class Values:
                 return {ARGS}
             if TORCH_TENSOR in receiver and method not in ("item", "tolist", "numpy", "size"):
                 return {TORCH_TENSOR}
+            if receiver == {JAX_ARRAY} and method not in ("item", "tolist"):
+                return {JAX_ARRAY}
         return {UNKNOWN}
 
     def _qualified_call_kinds(self, name: str) -> set[str]:
@@ -373,6 +384,8 @@ class Values:
                     if isinstance(r, ast.Return) and r.value is not None
                 ]
                 found |= set().union(*(self.kinds(r) for r in returns)) if returns else {UNKNOWN}
+            elif self.binding_kinds(binding) == {NNX_MODULE}:
+                found.add(JAX_ARRAY)  # calling a Flax NNX module
             else:
                 found.add(UNKNOWN)
         return found or {UNKNOWN}
@@ -468,7 +481,7 @@ class Values:
     # -- escape analysis ----------------------------------------------------------------
     def escape(
         self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool]
-    ) -> str | None:
+    ) -> tuple[str | None, bool]:
         """Where the new value of ``node`` would reach code that cannot take it.
 
         Args:
@@ -479,8 +492,11 @@ class Values:
                 call (which takes both).
 
         Returns:
-            A reason naming the line and the use, or ``None`` if every use takes it.
+            A reason naming the line and the use, or ``None`` if every use takes it;
+            and whether some use is JAX code (a JAX, Flax or torch2jax_device call, a
+            Flax NNX module, a jitted function, a call rewritten into one).
         """
+        self._read_by_jax = False
         work: list[ast.AST] = [node]
         seen: set[int] = set()
         while work:
@@ -490,10 +506,10 @@ class Values:
             seen.add(id(expression))
             reason = self._use(expression, policy, rewritten, work)
             if reason is not None:
-                return reason
+                return reason, self._read_by_jax
             if len(seen) > 5000:
-                return "too many uses to follow"
-        return None
+                return "too many uses to follow", self._read_by_jax
+        return None, self._read_by_jax
 
     def _text(self, node: ast.AST) -> str:
         text = ast.unparse(node)
@@ -657,12 +673,12 @@ class Values:
     ) -> str | None:
         where = f"line {call.lineno}: passed to {self._text(call)}"
         if rewritten(call):
+            self._read_by_jax = True
             return None
         name = self.qualname(call.func)
         if name is not None:
-            if _prefixed(name, (TJ,)):
-                return None
-            if policy == "array" and _prefixed(name, _JAX_CODE):
+            if _prefixed(name, (TJ,)) or (policy == "array" and _prefixed(name, _JAX_CODE)):
+                self._read_by_jax = self._read_by_jax or not _prefixed(name, _HOST_CODE)
                 return None
             return where
         builtin = self._builtin(call.func)
@@ -685,6 +701,7 @@ class Values:
                         work.extend(self._visible_loads(binding))
                     return None
             if policy == "array" and self.kinds(receiver) == {NNX_MODULE}:
+                self._read_by_jax = True
                 return None
         return where
 
@@ -698,12 +715,14 @@ class Values:
         for binding in bindings:
             if binding.kind != "def":
                 kinds = self.binding_kinds(binding)
-                if kinds == {NNX_MODULE} or kinds == {FUNCTION}:
+                if kinds == {NNX_MODULE}:
+                    self._read_by_jax = True
                     continue
                 return where
             function = binding.node
             assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
             if _is_jitted(function, self.qualname):
+                self._read_by_jax = True
                 continue
             parameter = _parameter_for(function, call, node)
             scope = self.names.scope_by_node.get(function)
@@ -740,6 +759,7 @@ class Values:
         where = f"line {attribute.lineno}"
         if isinstance(parent, ast.Call) and parent.func is attribute:
             if rewritten(parent):
+                self._read_by_jax = True
                 return None
             if policy == "array":
                 result = _ARRAY_METHODS.get(attribute.attr)

@@ -593,7 +593,7 @@ class _Detector(ast.NodeVisitor):
             rule = "device-accelerator-index"
         elif isinstance(first, ast.Constant) and isinstance(first.value, str):
             rule = "device-indexed" if ":" in first.value else "device-type"
-        elif isinstance(first, ast.JoinedStr):
+        elif isinstance(first, ast.JoinedStr) or (first is not None and _formats_a_device(first)):
             rule = "device-indexed"
         else:
             rule = "device-from-spec"
@@ -740,6 +740,8 @@ class _Detector(ast.NodeVisitor):
             self.add(call, "cuda-event-timing", position=where)
         elif "cuda-stream" in kinds:
             self.add(call, "cuda-stream", position=where)
+        elif "dist-sampler" in kinds:
+            self.add(call, "dist-sampler-global-batch", position=where)
 
     def to_call(self, call: ast.Call, method: ast.Attribute, where: tuple[int, int]) -> None:
         """``tensor-to-*``, ``module-to*``: ``x.to(...)`` becomes ``tj.to_device(x, ...)``."""
@@ -1026,6 +1028,8 @@ class _Detector(ast.NodeVisitor):
                 for argument in [*call.args, *(k.value for k in call.keywords)]:
                     self.visit(argument)
             else:
+                if "autocast" in self.file.values.kinds(call) and not isinstance(call, ast.Call):
+                    self.add(call, "autocast")  # with ctx:, ctx = torch.autocast(...) or ...
                 self.visit(item)
         for statement in node.body:
             self.visit(statement)
@@ -1088,6 +1092,21 @@ class _Detector(ast.NodeVisitor):
                 # DataLoader(**{"pin_memory": True, ...}): keyword arguments built as a dict.
                 self.add(key, "dataloader-pin-memory")
         self.generic_visit(node)
+
+
+def _formats_a_device(node: ast.AST) -> bool:
+    """``"cuda:{}".format(i)`` or ``"cuda:%d" % i``: an indexed device name."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        template = node.func.value if node.func.attr == "format" else None
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        template = node.left
+    else:
+        return False
+    return (
+        isinstance(template, ast.Constant)
+        and isinstance(template.value, str)
+        and template.value.startswith(_DEVICE_PREFIXES)
+    )
 
 
 def _wildcard(name: str) -> Idiom | None:
@@ -1154,10 +1173,15 @@ def _problem(
 ) -> str:
     values = candidate.file.values
     if candidate.effect == "value" and candidate.subject is not None:
-        reason = values.escape(candidate.subject, candidate.policy, is_rewritten)
+        reason, read_by_jax = values.escape(candidate.subject, candidate.policy, is_rewritten)
         if reason:
             new = "a tj.device" if candidate.policy == "device" else "JAX arrays"
             return f"it would become {new}, and {reason}"
+        if candidate.policy == "array" and not read_by_jax and not _already_jax(candidate):
+            return (
+                "no JAX code reads the result, so it stays torch's (a JAX array would only "
+                "change its dtype rules: 64-bit data becomes 32-bit)"
+            )
     if candidate.effect in ("runtime", "default") and places:
         first = places[0]
         return (
@@ -1184,6 +1208,14 @@ def _problem(
             "until every call is ported"
         )
     return ""
+
+
+def _already_jax(candidate: _Candidate) -> bool:
+    """The call moves a JAX array, which has no ``.to``/``.cpu``/``.cuda`` of its own."""
+    call = candidate.call
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return False
+    return candidate.file.values.kinds(call.func.value) <= {JAX_ARRAY, NNX_MODULE}
 
 
 def _is_dist(candidate: _Candidate) -> bool:
