@@ -425,12 +425,13 @@ class Values:
         return {UNKNOWN}
 
     def stored_attributes(self, node: ast.Attribute) -> list[ast.expr]:
-        """What ``self.x = value`` stores, for ``self.x`` read in a method of the class."""
-        if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
-            return []
-        owner = self.names.enclosing(node, ast.ClassDef)
-        if owner is None:
-            return []
+        """What ``self.x = value`` stores, for ``self.x`` read in a method of the class, or
+        ``obj.x`` where ``obj`` is an instance of a class of the file."""
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            owner = self.names.enclosing(node, ast.ClassDef)
+            owners = [owner] if owner is not None else []
+        else:
+            owners = self.instance_classes(node.value, set())
         if self._attributes is None:
             self._attributes = {}
             for target in ast.walk(self.names.tree):
@@ -445,7 +446,35 @@ class Values:
                     if klass is not None and isinstance(statement, ast.Assign):
                         key = (id(klass), target.attr)
                         self._attributes.setdefault(key, []).append(statement.value)
-        return self._attributes.get((id(owner), node.attr), [])
+        return [v for owner in owners for v in self._attributes.get((id(owner), node.attr), [])]
+
+    def instance_classes(self, node: ast.AST, seen: set[int]) -> list[ast.ClassDef]:
+        """The classes of the file ``node`` is evidently an instance of."""
+        if id(node) in seen:
+            return []
+        seen.add(id(node))
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                return [
+                    b.node
+                    for b in self.names.bindings(node.func)
+                    if b.kind == "class" and isinstance(b.node, ast.ClassDef)
+                ]
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _SELF_METHODS:
+                return self.instance_classes(node.func.value, seen)
+        if isinstance(node, ast.Name):
+            found: list[ast.ClassDef] = []
+            for binding in self.names.bindings(node):
+                if (
+                    binding.kind == "assign"
+                    and binding.value is not None
+                    and binding.element is None
+                ):
+                    found += self.instance_classes(binding.value, seen)
+            return found
+        if isinstance(node, ast.Attribute):
+            return [c for v in self.stored_attributes(node) for c in self.instance_classes(v, seen)]
+        return []
 
     # -- modules ------------------------------------------------------------------------
     def module_framework(self, node: ast.AST) -> str | None:

@@ -723,6 +723,13 @@ class _Detector(ast.NodeVisitor):
                 )
         elif name in _NEW_FACTORIES:
             self.add(call, "tensor-new-factory", position=where)
+        elif name == "is_pinned" and not call.args:
+            self.add(
+                call,
+                "tensor-pin-memory",
+                f'{self.text(receiver)}.sharding.memory_kind == "pinned_host"',
+                position=where,
+            )
         elif name == "get_device" and not call.args:
             self.add(
                 call,
@@ -761,7 +768,11 @@ class _Detector(ast.NodeVisitor):
             rule = "tensor-non-blocking"
         elif "copy" in keywords:
             rule = "tensor-to-copy"
-        elif len(call.args) == 2 or {"device", "dtype"} <= keywords:
+        elif (
+            len(call.args) == 2
+            or {"device", "dtype"} <= keywords
+            or (len(call.args) == 1 and "dtype" in keywords)
+        ):
             rule = "tensor-to-device-dtype"
         elif dtype_only:
             rule = "tensor-to-dtype"

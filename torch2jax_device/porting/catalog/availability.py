@@ -281,9 +281,9 @@ ROWS: tuple[Idiom, ...] = (
         tj="built = tj.backends.cuda.is_built()  # torch2jax-device doctor prints the versions",
         notes=(
             "`scan` reports every `torch.cuda`, `torch.backends`, `torch.mps`, `torch.xpu`, "
-            "`torch.accelerator` and `torch.version` name that no other row covers, so none "
-            "is skipped silently; most have no JAX counterpart (XLA manages streams, graphs "
-            "and caches itself)."
+            "`torch.accelerator`, `torch.version` and `torch_xla` name that no other row "
+            "covers, so none is skipped silently; most have no JAX counterpart (XLA manages "
+            "streams, graphs and caches itself, and JAX runs on TPUs without torch_xla)."
         ),
         result="built",
         torch_api=(
@@ -293,6 +293,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.xpu.*",
             "torch.accelerator.*",
             "torch.version.*",
+            "torch_xla.*",
         ),
         rewrite="advice",
     ),

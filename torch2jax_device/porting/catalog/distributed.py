@@ -135,7 +135,11 @@ ROWS: tuple[Idiom, ...] = (
             "same seed everywhere, or `multihost_utils.broadcast_one_to_all`."
         ),
         runs=False,
-        torch_api=("torch.nn.parallel.DistributedDataParallel",),
+        torch_api=(
+            "torch.nn.parallel.DistributedDataParallel",
+            "torch.nn.parallel.distributed.DistributedDataParallel",
+            "apex.parallel.DistributedDataParallel",
+        ),
         rewrite="advice",
     ),
     Idiom(
@@ -267,6 +271,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.nn.DataParallel",
             "torch.nn.parallel.DataParallel",
             "torch.nn.parallel.data_parallel",
+            "torch.nn.parallel.*",
         ),
         rewrite="advice",
     ),

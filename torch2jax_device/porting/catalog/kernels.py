@@ -37,7 +37,7 @@ ROWS: tuple[Idiom, ...] = (
             "`mode=` and `backend=` have no equivalent: XLA picks the kernels."
         ),
         runs=False,
-        torch_api=("torch.compile", "torch.jit.script", "torch.jit.trace"),
+        torch_api=("torch.compile", "torch.jit.script", "torch.jit.trace", "torch._dynamo.*"),
         rewrite="advice",
     ),
     Idiom(

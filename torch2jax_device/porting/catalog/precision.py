@@ -34,6 +34,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.is_autocast_enabled",
             "torch.get_autocast_dtype",
             "torch.get_autocast_gpu_dtype",
+            "apex.amp.*",
         ),
         rewrite="advice",
     ),
