@@ -427,11 +427,12 @@ class Values:
     def stored_attributes(self, node: ast.Attribute) -> list[ast.expr]:
         """What ``self.x = value`` stores, for ``self.x`` read in a method of the class, or
         ``obj.x`` where ``obj`` is an instance of a class of the file."""
+        owners: list[ast.AST]
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             owner = self.names.enclosing(node, ast.ClassDef)
             owners = [owner] if owner is not None else []
         else:
-            owners = self.instance_classes(node.value, set())
+            owners = list(self.instance_classes(node.value, set()))
         if self._attributes is None:
             self._attributes = {}
             for target in ast.walk(self.names.tree):
