@@ -41,7 +41,7 @@ DDP = ("gpt_train", "ssl_pretrain")
 
 # The manual steps after `scan --diff`, per script, as (why, old text, new text). None is
 # needed: the scripts still compute with torch, and --diff leaves torch's objects to torch
-# (see test_ported_compute.py for a script whose compute was ported first).
+# (test_scan_corpus_port.py ports the compute of one first, then runs --diff).
 MANUAL_STEPS: dict[str, list[tuple[str, str, str]]] = {name: [] for name in RUNS}
 
 

@@ -156,6 +156,9 @@ class Values:
         self.names = names
         self.qualname = qualname
         self._kinds: dict[ast.AST, frozenset[str]] = {}
+        self._computing: dict[ast.AST, int] = {}  # node -> depth, while being computed
+        self._partial: dict[ast.AST, tuple[frozenset[str], int]] = {}
+        self._deepest_cycle = 1 << 30
         self._calls: dict[int, list[ast.Call]] | None = None
         self._attributes: dict[tuple[int, str], list[ast.expr]] | None = None
         self._method_uses: dict[int, set[str]] | None = None
@@ -167,13 +170,37 @@ class Values:
 
     # -- kinds ----------------------------------------------------------------------
     def kinds(self, node: ast.AST) -> frozenset[str]:
-        """What ``node`` can hold; contains ``"?"`` when something about it is unknown."""
+        """What ``node`` can hold; contains ``"?"`` when something about it is unknown.
+
+        A value defined in terms of itself (``model = load(model.cpu())``) holds what its
+        other definitions hold: a node met again while it is being computed counts as
+        nothing, and what was computed under that assumption is not remembered.
+        """
         if node in self._kinds:
             return self._kinds[node]
-        self._kinds[node] = frozenset({UNKNOWN})  # cycles resolve to unknown
-        found = frozenset(self._compute(node))
-        self._kinds[node] = found or frozenset({UNKNOWN})
-        return self._kinds[node]
+        if node in self._partial:  # computed in this query, inside a cycle
+            found, cycle = self._partial[node]
+            self._deepest_cycle = min(self._deepest_cycle, cycle)
+            return found
+        if node in self._computing:
+            self._deepest_cycle = min(self._deepest_cycle, self._computing[node])
+            return frozenset()
+        depth = len(self._computing)
+        self._computing[node] = depth
+        outer, self._deepest_cycle = self._deepest_cycle, depth + 1
+        try:
+            found = frozenset(self._compute(node))
+        finally:
+            del self._computing[node]
+        if self._deepest_cycle > depth:
+            found = found or frozenset({UNKNOWN})
+            self._kinds[node] = found  # no cycle through an outer node: final
+        else:
+            self._partial[node] = (found, self._deepest_cycle)
+        self._deepest_cycle = min(outer, self._deepest_cycle)
+        if not self._computing:
+            self._partial.clear()
+        return found
 
     def _compute(self, node: ast.AST) -> set[str]:
         if isinstance(node, ast.Constant):
@@ -328,6 +355,10 @@ class Values:
             return {FILE}
         if builtin == "str":
             return {PATH}
+        if name == f"{TJ}.to_device" and node.args:
+            moved = self.kinds(node.args[0])
+            if NNX_MODULE in moved:
+                return set(moved)  # an NNX module moves in place and comes back
         if name is not None:
             return self._qualified_call_kinds(name)
         if isinstance(node.func, ast.Name):
@@ -335,8 +366,10 @@ class Values:
         if isinstance(node.func, ast.Attribute):
             receiver = self.kinds(node.func.value)
             method = node.func.attr
-            if method in _SELF_METHODS and receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR}:
-                return set(receiver)
+            if method in _SELF_METHODS and (
+                not receiver or receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR}
+            ):
+                return set(receiver)  # nothing yet, inside a cycle: nothing more
             if PARSER in receiver and method in ("parse_args", "parse_known_args"):
                 return {ARGS}
             if TORCH_TENSOR in receiver and method not in ("item", "tolist", "numpy", "size"):
@@ -383,12 +416,15 @@ class Values:
                     for r in _own_nodes(node)
                     if isinstance(r, ast.Return) and r.value is not None
                 ]
-                found |= set().union(*(self.kinds(r) for r in returns)) if returns else {UNKNOWN}
+                if not returns:
+                    found.add(UNKNOWN)
+                for value in returns:
+                    found |= self.kinds(value)
             elif self.binding_kinds(binding) == {NNX_MODULE}:
                 found.add(JAX_ARRAY)  # calling a Flax NNX module
             else:
                 found.add(UNKNOWN)
-        return found or {UNKNOWN}
+        return found
 
     def class_kinds(self, node: ast.ClassDef) -> set[str]:
         """What instances of a class of the file are, from its bases."""
@@ -722,6 +758,11 @@ class Values:
             return None
         if isinstance(call.func, ast.Name):
             return self._local_argument(call, node, where, work)
+        if isinstance(call.func, ast.Attribute) and policy == "array":
+            callee = self.kinds(call.func)  # self.first(x): an attribute holding a module
+            if callee == {NNX_MODULE}:
+                self._read_by_jax = True
+                return None
         if isinstance(call.func, ast.Attribute):
             receiver = call.func.value
             if call.func.attr in _MUTATORS and isinstance(receiver, ast.Name):

@@ -1444,9 +1444,13 @@ class _Traces:
         }
     )
 
+    # A trace stops growing here (a file calling its functions from everywhere).
+    _LONGEST = 100_000
+
     def __init__(self, file: _File) -> None:
         self.file = file
         self.children: list[ast.AST] = []
+        self.bodies: dict[int, list[ast.Call]] = {}  # a function's calls, entered once
 
     def traces(self) -> list[list[ast.Call]]:
         main: list[ast.Call] = []
@@ -1480,7 +1484,7 @@ class _Traces:
             return
         for child in ast.iter_child_nodes(node):
             self._node(child, out, stack)
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and len(out) < self._LONGEST:
             out.append(node)
             self._spawned(node)
             if isinstance(node.func, ast.Name) and len(stack) < 8:
@@ -1502,10 +1506,14 @@ class _Traces:
                 return
             definition = init
         assert isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef))
-        stack.append(definition)
-        for statement in definition.body:
-            self._node(statement, out, stack)
-        stack.pop()
+        if id(definition) not in self.bodies:
+            body: list[ast.Call] = []
+            stack.append(definition)
+            for statement in definition.body:
+                self._node(statement, body, stack)
+            stack.pop()
+            self.bodies[id(definition)] = body
+        out.extend(self.bodies[id(definition)][: self._LONGEST - len(out)])
 
     def _spawned(self, call: ast.Call) -> None:
         name = self.file.qualname(call.func)
