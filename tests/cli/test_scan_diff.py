@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from torch2jax_device.porting import scanner
+from torch2jax_device.porting._rewrites import Rewrite, compose
 
 HEADER = [
     "import data",
@@ -278,3 +279,33 @@ def test_the_diff_applies_and_is_the_same_under_every_hash_seed(tmp_path: Path) 
     planned = scanner.scan_sources(sources)
     for name, source in sources.items():
         assert (tmp_path / name).read_text() == scanner.apply_edits(source, planned[name])
+
+
+# -- rewrites that cannot be composed become findings -----------------------------------------
+def test_overlapping_rewrites_are_rejected_not_guessed() -> None:
+    data = b"abcdef"
+    outer = Rewrite(0, 6, ("<", (1, 5), ">"))
+    inside = Rewrite(2, 4, ("XY",))
+    straddling = Rewrite(4, 6, ("Z",))  # crosses the outer template's literal ">"
+    same_span = Rewrite(0, 6, ("other",))
+    result, rejected = compose(data, [straddling, inside, same_span, outer])
+    assert result == compose(data, [outer, inside, straddling, same_span])[0]  # any order
+    assert result == b"<bXYe>"  # the inner rewrite sits in the outer one's hole
+    assert set(rejected) == {straddling, same_span}
+
+
+def test_a_rewrite_that_would_not_parse_is_reported_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = scanner._Detector.rename
+
+    def broken(self: scanner._Detector, func: object, new_name: str) -> Rewrite:
+        rewrite = real(self, func, new_name)  # type: ignore[arg-type]
+        return Rewrite(rewrite.start, rewrite.end, ("tj.device(((",))
+
+    monkeypatch.setattr(scanner._Detector, "rename", broken)
+    source = "import torch\nd = torch.device('cpu')\nprint(d)\n"
+    (finding,) = scanner.scan_source(source)
+    assert not finding.fixable
+    assert finding.reason == "the rewritten line would not parse; please report this"
+    assert scanner.apply_edits(source, [finding]) == source
