@@ -110,8 +110,9 @@ _HOST_BUILTINS = frozenset(
 _CONTAINER_BUILTINS = frozenset(
     "list tuple sorted reversed zip enumerate iter next dict set".split()
 )
-# Array methods JAX arrays share with torch tensors, with torch's meaning, and what
-# they give: "host" (a Python value) or "array".
+# Array methods JAX arrays share with torch tensors, with torch's meaning when called
+# without keywords (torch says dim=, JAX axis=), and what they give: "host" (a Python
+# value) or "array".
 _ARRAY_METHODS = {
     "item": "host",
     "tolist": "host",
@@ -130,19 +131,6 @@ TJ = "torch2jax_device"
 _JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
 # Of those, code that only reads values on the host (it takes torch tensors too).
 _HOST_CODE = ("numpy", "math")
-_TORCH_CODE = (
-    "torch",
-    "torchvision",
-    "torchaudio",
-    "torchtext",
-    "timm",
-    "transformers",
-    "diffusers",
-    "accelerate",
-    "safetensors.torch",
-    "lightning",
-    "pytorch_lightning",
-)
 
 
 def _prefixed(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -832,7 +820,7 @@ class Values:
             if rewritten(parent):
                 self._read_by_jax = True
                 return None
-            if policy == "array":
+            if policy == "array" and not parent.keywords:  # x.sum(dim=0) is torch's spelling
                 result = _ARRAY_METHODS.get(attribute.attr)
                 if result == "array" or attribute.attr in _DICT_METHODS:
                     work.append(parent)
