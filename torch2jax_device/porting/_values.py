@@ -103,8 +103,7 @@ _MODULE_NAMES = re.compile(
 )
 # Builtins whose result is a plain Python value whatever the argument.
 _HOST_BUILTINS = frozenset(
-    "print len str repr format isinstance issubclass type id hash bool float int "
-    "callable vars dir getattr hasattr".split()
+    "print len str repr format id hash bool float int callable vars dir getattr hasattr".split()
 )
 # Builtins that return (or iterate) what they were given.
 _CONTAINER_BUILTINS = frozenset(
@@ -738,6 +737,10 @@ class Values:
         builtin = self._builtin(call.func)
         if builtin in _HOST_BUILTINS:
             return None
+        if builtin == "isinstance" and not any(
+            (self.qualname(c) or "").startswith("torch") for c in ast.walk(call) if c is not node
+        ):
+            return None  # isinstance(x, torch.Tensor) would change its answer
         if builtin in _CONTAINER_BUILTINS:
             work.append(call)
             return None
