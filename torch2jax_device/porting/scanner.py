@@ -186,15 +186,12 @@ _ENVIRONMENT = {
     "GROUP_RANK": ("dist-env", "unchanged: init_process_group reads it"),
     "MASTER_ADDR": ("dist-env", "unchanged: init_process_group reads it"),
     "MASTER_PORT": ("dist-env", "unchanged: init_process_group reads it"),
-    "SLURM_PROCID": ("dist-env", "unchanged: jax.distributed.initialize() reads it"),
-    "SLURM_LOCALID": ("dist-env", "unchanged: jax.distributed.initialize() reads it"),
-    "SLURM_NTASKS": ("dist-env", "unchanged: jax.distributed.initialize() reads it"),
-    "SLURM_NNODES": ("dist-env", "unchanged: jax.distributed.initialize() reads it"),
-    "SLURM_NODEID": ("dist-env", "unchanged: jax.distributed.initialize() reads it"),
     "CUDA_VISIBLE_DEVICES": ("cuda-visible-devices", None),
     "PYTORCH_CUDA_ALLOC_CONF": ("cuda-alloc-conf", None),
     "CUBLAS_WORKSPACE_CONFIG": ("deterministic", None),
 }
+# Launchers' variables by prefix: SLURM's and Open MPI's (jax.distributed reads them).
+_LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
 _DEVICE_PREFIXES = ("cuda:", "cpu:", "gpu:", "mps:", "xpu:", "tpu:")
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 _LOAD_REFUSED = {
@@ -1048,9 +1045,10 @@ class _Detector(ast.NodeVisitor):
     # -- environment variables -------------------------------------------------------------------
     def environment(self, node: ast.AST, keys: list[ast.expr]) -> bool:
         key = keys[0] if keys else None
-        if not (isinstance(key, ast.Constant) and key.value in _ENVIRONMENT):
+        found = _variable(key.value) if isinstance(key, ast.Constant) else None
+        if found is None:
             return False
-        rule, replacement = _ENVIRONMENT[str(key.value)]
+        rule, replacement = found
         self.add(node, rule, replacement)
         return True
 
@@ -1060,17 +1058,19 @@ class _Detector(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
+        """``"RANK" in os.environ``: launched by torchrun or torch2jax-device run?"""
+        found = None
         if (
             len(node.ops) == 1
             and isinstance(node.ops[0], (ast.In, ast.NotIn))
             and self.qualname(node.comparators[0]) == "os.environ"
             and isinstance(node.left, ast.Constant)
-            and node.left.value in _ENVIRONMENT
         ):
-            rule, _ = _ENVIRONMENT[str(node.left.value)]
-            self.add(node, rule, f"{self.text(node)}  # torchrun and torch2jax-device run set it")
+            found = _variable(node.left.value)
+        if found is None:
+            self.generic_visit(node)
             return
-        self.generic_visit(node)
+        self.add(node, found[0], f"{self.text(node)}  # torchrun and torch2jax-device run set it")
 
     # -- strings that name devices ---------------------------------------------------------
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
@@ -1103,6 +1103,17 @@ class _Detector(ast.NodeVisitor):
                 # DataLoader(**{"pin_memory": True, ...}): keyword arguments built as a dict.
                 self.add(key, "dataloader-pin-memory")
         self.generic_visit(node)
+
+
+def _variable(name: object) -> tuple[str, str | None] | None:
+    """The rule and replacement of an environment variable the scanner knows."""
+    if not isinstance(name, str):
+        return None
+    if name in _ENVIRONMENT:
+        return _ENVIRONMENT[name]
+    if name.startswith(_LAUNCHER_PREFIXES):
+        return "dist-env", "unchanged: jax.distributed.initialize() reads it"
+    return None
 
 
 def _formats_a_device(node: ast.AST) -> bool:
