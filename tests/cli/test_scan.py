@@ -598,3 +598,21 @@ def test_an_internal_error_in_one_file_is_reported_and_the_others_go_on(
 def test_unusual_calls_are_not_rewritten(snippet: str) -> None:
     findings = _scan(f"import torch\n{snippet}\n")
     assert all(not f.fixable for f in findings)
+
+
+def test_methods_called_on_self_are_followed() -> None:
+    source = """\
+        import torch
+        import torch.distributed as dist
+
+        class Trainer:
+            def __init__(self):
+                self.device_count = torch.cuda.device_count()
+                self.setup()
+
+            def setup(self):
+                dist.init_process_group("gloo")
+
+        Trainer()
+        """
+    assert [f.line for f in _scan(source) if f.rule == "startup-order"] == [6]

@@ -1498,10 +1498,26 @@ class _Traces:
         if isinstance(node, ast.Call) and len(out) < self._LONGEST:
             out.append(node)
             self._spawned(node)
-            if isinstance(node.func, ast.Name) and len(stack) < 8:
-                for binding in self.file.names.bindings(node.func):
-                    if binding.kind in ("def", "class") and binding.node not in stack:
-                        self._enter(binding.node, out, stack)
+            if len(stack) < 8:
+                for definition in self._callees(node):
+                    if definition not in stack:
+                        self._enter(definition, out, stack)
+
+    def _callees(self, call: ast.Call) -> list[ast.AST]:
+        """The file's functions (or classes) a call enters: ``f()``, ``self.method()``."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            return [b.node for b in self.file.names.bindings(func) if b.kind in ("def", "class")]
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            klass = self.file.names.enclosing(call, ast.ClassDef)
+            if func.value.id == "self" and isinstance(klass, ast.ClassDef):
+                return [
+                    s
+                    for s in klass.body
+                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and s.name == func.attr
+                ]
+        return []
 
     def _enter(self, definition: ast.AST, out: list[ast.Call], stack: list[ast.AST]) -> None:
         if isinstance(definition, ast.ClassDef):
