@@ -27,10 +27,16 @@ from typing import TYPE_CHECKING
 import jax
 
 from ._src import memory as _memory
+from ._src import platforms as _platforms
 from ._src import runtime as _runtime
 from ._src import startup as _startup
 from ._src.device import Device
-from ._src.errors import ConfigError, DeviceUnavailableError, UnsupportedOperationError
+from ._src.errors import (
+    ConfigError,
+    DeviceUnavailableError,
+    SeedError,
+    UnsupportedOperationError,
+)
 from ._src.runtime import DeviceProperties
 
 if TYPE_CHECKING:
@@ -47,6 +53,9 @@ __all__ = [
     "get_device_properties",
     "is_available",
     "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -530,3 +539,84 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
 
 def _device(device: DeviceLike | None) -> jax.Device:
     return _runtime.device_for(device, _PLATFORM, _WHAT)
+
+
+def manual_seed(seed: int) -> None:
+    """Equivalent to `torch.cuda.manual_seed`.
+
+    Checks the seed as torch does (anything ``int()`` takes) and seeds nothing: JAX
+    has no per-device generators. Random numbers come from keys, and a key made with
+    ``jax.random.key(seed)`` gives the same numbers on every device.
+
+    Args:
+        seed: The seed, as torch takes it.
+
+    Raises:
+        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
+
+    Examples:
+        >>> import jax
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.manual_seed(0)
+        >>> key = jax.random.key(0)  # what seeds JAX's random numbers
+
+    Note:
+        torch itself ignores this call on a machine without CUDA; a ported script that
+        no longer runs torch on the GPU has no CUDA generator left to seed. Seed the
+        global torch generator (``torch.manual_seed``) for torch code that remains,
+        and create JAX keys after ``init_process_group`` (a key is an array: it starts
+        JAX).
+    """
+    _seed(seed, "manual_seed")
+
+
+def manual_seed_all(seed: int) -> None:
+    """Equivalent to `torch.cuda.manual_seed_all`.
+
+    Like [`tj.cuda.manual_seed`][torch2jax_device.cuda.manual_seed]: the seed is
+    checked as torch checks it and nothing is seeded, since JAX's random numbers come
+    from keys, the same on every device.
+
+    Args:
+        seed: The seed, as torch takes it.
+
+    Raises:
+        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.manual_seed_all(1337)
+
+    Note:
+        See [`tj.cuda.manual_seed`][torch2jax_device.cuda.manual_seed].
+    """
+    _seed(seed, "manual_seed_all")
+
+
+def _seed(seed: object, function: str) -> None:
+    try:
+        int(seed)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise SeedError(
+            f"tj.cuda.{function}: the seed must be an integer, got {seed!r}; pass an int, "
+            f"e.g. tj.cuda.{function}(0), and seed JAX with jax.random.key(seed)"
+        ) from None
+
+
+def is_initialized() -> bool:
+    """Equivalent to `torch.cuda.is_initialized`.
+
+    Whether JAX has started a CUDA backend in this process. Never starts JAX itself, so
+    it is safe before ``tj.configure`` and ``init_process_group``.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> tj.cuda.is_initialized() in (True, False)
+        True
+
+    Note:
+        JAX starts every backend at once, at the first device query or array, where
+        torch initializes CUDA at its first CUDA call; after that, this is ``True``
+        exactly when JAX has a CUDA GPU (``tj.cuda.is_available()``).
+    """
+    return _platforms.backends_initialized() and _PLATFORM in _platforms.jax_backends()

@@ -7,6 +7,8 @@ the same way; on a GPU machine (scripts/gpu-parity.sh) both see the same devices
 
 from __future__ import annotations
 
+import jax
+import numpy as np
 import pytest
 import torch
 
@@ -120,3 +122,31 @@ def test_device_index_argument_of_wrong_type() -> None:
     assert_same_outcome(
         run(lambda: torch.cuda.get_device_name("cpu")), run(lambda: tj.cuda.get_device_name("cpu"))
     )
+
+
+@pytest.mark.idiom("cuda-manual-seed")
+@pytest.mark.parametrize("seed", [0, 1337, "7", 2.5, -1, 2**64, "abc", None, [1]])
+@pytest.mark.parametrize("name", ["manual_seed", "manual_seed_all"])
+def test_cuda_seeds_accept_and_refuse_what_torch_does(name: str, seed: object) -> None:
+    assert_same_outcome(
+        run(lambda: getattr(torch.cuda, name)(seed)), run(lambda: getattr(tj.cuda, name)(seed))
+    )
+
+
+@pytest.mark.idiom("cuda-manual-seed")
+def test_cuda_seeds_leave_jax_random_numbers_to_keys() -> None:
+    key = jax.random.key(3)
+    before = jax.random.normal(key, (4,))
+    tj.cuda.manual_seed_all(99)
+    torch.cuda.manual_seed_all(99)
+    np.testing.assert_array_equal(jax.random.normal(key, (4,)), before)
+
+
+@pytest.mark.idiom("cuda-is-initialized")
+def test_is_initialized_agrees_after_a_gpu_query() -> None:
+    theirs, ours = run(torch.cuda.is_available), run(tj.cuda.is_available)
+    assert_same_outcome(theirs, ours)
+    # JAX has started now; torch initializes CUDA lazily, at its first CUDA tensor.
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda")
+    assert_same_outcome(run(torch.cuda.is_initialized), run(tj.cuda.is_initialized))

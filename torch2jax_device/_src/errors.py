@@ -26,6 +26,7 @@ __all__ = [
     "MissingFrameworkError",
     "MixedDeviceError",
     "NoSuchAttributeError",
+    "SeedError",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
 ]
@@ -318,4 +319,13 @@ class NoSuchAttributeError(Torch2JaxDeviceError, AttributeError):
         tj.device('cpu') has no attribute 'platform'
         >>> device.jax_device.platform  # the JAX object has it
         'cpu'
+    """
+
+
+class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
+    """A random seed that is not an integer.
+
+    ``torch.manual_seed`` and ``torch.cuda.manual_seed`` call ``int(seed)``, which raises
+    ``ValueError`` for a string that is no number and ``TypeError`` for other types;
+    this class is both.
     """

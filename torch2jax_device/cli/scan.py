@@ -1,23 +1,26 @@
 """``torch2jax-device scan``: report every PyTorch device idiom, line by line, like a linter.
 
 Exit status: 0 when nothing was found, 1 when idioms were found, 2 when a file could
-not be read or parsed (the others are still scanned).
+not be read or parsed (the others are still scanned). With ``--diff``: 0, or 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import json
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..porting.scanner import Finding, apply_edits, scan_source
+from ..porting import catalog
+from ..porting.scanner import Finding, apply_edits, scan_sources
 
 __all__ = ["add_parser", "run"]
 
-GUIDE = "docs/migration-guide.md"
+_LABEL = 22  # width of the labels of the text report
 
 
 def _python_files(paths: list[str]) -> Iterator[Path]:
@@ -29,49 +32,151 @@ def _python_files(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
+def _explain_command(rule: str) -> str:
+    return f"torch2jax-device scan --explain {rule}"
+
+
+def _guide(rule: str) -> str:
+    idiom = catalog.get(rule)
+    return f'migration guide, section "{idiom.section}", #{rule} ({_explain_command(rule)})'
+
+
 def _as_json(finding: Finding) -> dict[str, Any]:
     idiom = finding.idiom
     return {
         "path": finding.path,
         "line": finding.line,
         "column": finding.column,
+        "end_line": finding.end_line,
         "rule": finding.rule,
         "title": idiom.title,
+        "section": idiom.section,
         "original": finding.original,
         "replacement": finding.replacement,
         "jax": idiom.jax,
         "fixable": finding.fixable,
-        "guide": f"{GUIDE}#{finding.rule}",
+        "reason": finding.reason or None,
+        "explain": _explain_command(finding.rule),
     }
+
+
+def _block(label: str, text: str) -> str:
+    """``label`` then ``text``, its later lines indented under the first."""
+    lines = text.splitlines() or [""]
+    indent = " " * (4 + _LABEL)
+    return f"    {label.ljust(_LABEL)}{lines[0]}\n" + "".join(
+        f"{indent}{line}\n" for line in lines[1:]
+    )
 
 
 def _as_text(finding: Finding) -> str:
     idiom = finding.idiom
-    first_line = idiom.jax.splitlines()[0] if idiom.jax else ""
-    return (
-        f"{finding.path}:{finding.line}:{finding.column}: {finding.rule} {finding.original}\n"
-        f"    torch2jax_device: {finding.replacement}"
-        f"{'' if finding.fixable else '   (not rewritten by --diff)'}\n"
-        f"    plain JAX:        {first_line}\n"
-        f"    guide:            {GUIDE}#{finding.rule}\n"
-    )
+    original = finding.original.splitlines()
+    shown = original[0] + (" ..." if len(original) > 1 else "")
+    parts = [f"{finding.path}:{finding.line}:{finding.column}: {finding.rule} {shown}\n"]
+    parts.append(_block("torch2jax_device:", finding.replacement))
+    parts.append(_block("plain JAX:", idiom.jax))
+    if not finding.fixable:
+        parts.append(_block("not rewritten:", finding.reason or "advice: port it by hand"))
+    parts.append(_block("guide:", _guide(finding.rule)))
+    return "".join(parts)
+
+
+def explain(rule: str, out: TextIO) -> None:
+    """Print one catalog row in full: the guide entry a finding cites."""
+    idiom = catalog.get(rule)
+    wrap = textwrap.TextWrapper(width=92, initial_indent="    ", subsequent_indent="    ")
+    indent = "\n".join
+    out.write(f"{idiom.id}: {idiom.title}\n")
+    out.write(f'Migration guide, section "{idiom.section}", row #{idiom.id}\n\n')
+    for label, code in (
+        ("PyTorch", idiom.torch),
+        ("plain JAX", idiom.jax),
+        ("torch2jax_device", idiom.tj),
+    ):
+        out.write(f"{label}:\n{indent('    ' + line for line in code.splitlines())}\n\n")
+    if idiom.notes:
+        out.write("Notes:\n" + wrap.fill(idiom.notes) + "\n\n")
+    behaviour = {
+        "rename": "rewritten by --diff when the new call is correct on its own, else reported",
+        "custom": "rewritten by --diff when the new code is correct on its own, else reported",
+        "advice": "reported with the advice above; --diff never rewrites it",
+        "": "not scanned for",
+    }[idiom.rewrite]
+    out.write(f"scan: {behaviour}.\n")
+
+
+def _rules(out: TextIO) -> None:
+    for section in catalog.SECTIONS:
+        out.write(f"{section}\n")
+        for idiom in catalog.CATALOG:
+            if idiom.section == section and idiom.rewrite:
+                out.write(f"  {idiom.id.ljust(34)}{idiom.title}\n")
+
+
+def _read_one(path: Path, err: TextIO) -> str | None:
+    try:
+        source = path.read_text(encoding="utf-8")
+        ast.parse(source, filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
+        err.write(f"torch2jax-device scan: cannot scan {path}: {error}\n")
+        return None
+    return source
+
+
+def _read(paths: list[str], err: TextIO) -> tuple[dict[str, str], bool]:
+    sources = {str(path): _read_one(path, err) for path in _python_files(paths)}
+    readable = {path: source for path, source in sources.items() if source is not None}
+    return readable, len(readable) < len(sources)
+
+
+def _scan_one(path: str, source: str, err: TextIO) -> dict[str, list[Finding]]:
+    try:
+        return scan_sources({path: source})
+    except Exception as error:  # the scanner's own bug: report it, scan the rest
+        err.write(
+            f"torch2jax-device scan: internal error on {path}: "
+            f"{type(error).__name__}: {error} (please report it)\n"
+        )
+        return {}
+
+
+def _scan(sources: dict[str, str], err: TextIO) -> tuple[dict[str, list[Finding]], bool]:
+    """Scan the files together; a file the scanner fails on is reported and left out."""
+    try:
+        return scan_sources(sources), False
+    except Exception:  # one file's failure must not stop the others: scan them one by one
+        found: dict[str, list[Finding]] = {}
+        for path, source in sources.items():
+            found.update(_scan_one(path, source, err))
+        return found, len(found) < len(sources)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Scan, print findings (or a diff), return the linter-style exit status."""
-    failed = False
-    findings: list[Finding] = []
-    for path in _python_files(args.paths):
+    if args.explain:
         try:
-            source = path.read_text(encoding="utf-8")
-            found = scan_source(source, str(path))
-        except (OSError, UnicodeDecodeError, SyntaxError) as error:
-            err.write(f"torch2jax-device scan: cannot scan {path}: {error}\n")
-            failed = True
-            continue
-        findings += found
-        if args.diff:
-            rewritten = apply_edits(source, found)
+            explain(args.explain, out)
+        except KeyError:
+            close = difflib.get_close_matches(args.explain, [i.id for i in catalog.CATALOG])
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            err.write(f"torch2jax-device scan: no rule {args.explain!r}{hint}\n")
+            return 2
+        return 0
+    if args.list_rules:
+        _rules(out)
+        return 0
+    if not args.paths:
+        err.write("torch2jax-device scan: give files or directories to scan (or --explain RULE)\n")
+        return 2
+    sources, failed = _read(args.paths, err)
+    found, internal = _scan(sources, err)
+    failed = failed or internal
+    if args.diff:
+        for path, source in sources.items():
+            if path not in found:
+                continue
+            rewritten = apply_edits(source, found[path])
             out.writelines(
                 difflib.unified_diff(
                     source.splitlines(keepends=True),
@@ -80,8 +185,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     tofile=f"b/{path}",
                 )
             )
-    if args.diff:
         return 2 if failed else 0
+    findings = [f for path in sources if path in found for f in found[path]]
     if args.format == "json":
         out.write(json.dumps([_as_json(f) for f in findings], indent=2) + "\n")
     else:
@@ -100,16 +205,46 @@ def add_parser(commands: Any) -> None:
         help="report the PyTorch device idioms in Python files and what each becomes",
         description=(
             "Parse Python files (directories recursively) and report every PyTorch device "
-            "idiom with file:line:col, its catalog rule id, the torch2jax_device and plain "
-            "JAX replacement and the migration-guide section. Exit status 1 if any was "
-            "found, 2 if a file could not be parsed."
+            "idiom with file:line:col, its rule (the id of its row in the migration guide), "
+            "the torch2jax_device and plain JAX replacement, and why --diff leaves it alone "
+            "when it does. Exit status 1 if any idiom was found, 2 if a file could not be "
+            "read or parsed (the other files are still scanned), else 0."
+        ),
+        epilog=(
+            "--diff rewrites a line only when the rewritten line is correct on its own for "
+            "the rest of the files scanned together (a value torch code still uses stays "
+            "torch's, nothing that starts JAX moves before init_process_group); the output "
+            "applies with `git apply` or `patch -p1`. Scan a whole project at once: "
+            "`torch2jax-device scan --diff src/ | git apply`."
         ),
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="Python files or directories")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help=(
+            "text: one block per finding, linter-style (the default); json: a list of "
+            "objects with path, line, column, end_line, rule, title, section, original, "
+            "replacement, jax, fixable, reason and explain"
+        ),
+    )
     parser.add_argument(
         "--diff",
         action="store_true",
-        help="print a unified diff of the mechanical, safe rewrites instead of the findings",
+        help=(
+            "print a unified diff of the rewrites that are correct on their own instead of "
+            "the findings, importing torch2jax_device as tj where needed"
+        ),
+    )
+    parser.add_argument(
+        "--explain",
+        metavar="RULE",
+        help="print the guide entry of RULE (PyTorch, plain JAX, torch2jax_device, notes)",
+    )
+    parser.add_argument(
+        "--list-rules",
+        action="store_true",
+        help="list every rule scan reports, by guide section",
     )
     parser.set_defaults(run=run)

@@ -4,6 +4,8 @@ Nothing here is imported by ``import torch2jax_device``: it is tooling for porti
 script and for the documentation, loaded when asked for (``tj.porting``).
 
 * ``catalog``: one row per PyTorch idiom (PyTorch / plain JAX / torch2jax_device);
-* ``scanner``: finds the idioms in Python source and rewrites the safe ones;
+* ``scanner``: finds the idioms in Python source and rewrites those whose rewrite is
+  correct on its own, over ``_names`` (Python's scoping rules), ``_values`` (what a
+  value is and where it goes) and ``_rewrites`` (templates composed inside out);
 * ``guide``: renders the catalog as the migration guide's tables.
 """

@@ -25,8 +25,12 @@ class Idiom:
         runs: The side-by-side suite executes ``torch`` and ``tj`` as written.
         result: The variable both snippets assign and the suite compares; ``None``
             compares only success versus the exception raised.
-        torch_api: The torch names the row covers: qualified functions and classes
-            (``"torch.cuda.is_available"``) or methods (``"Tensor.to"``).
+        torch_api: The torch names the row covers: qualified functions, classes and
+            settings (``"torch.cuda.is_available"``,
+            ``"torch.backends.cudnn.benchmark"``) or methods and attributes
+            (``"Tensor.to"``, ``"DistributedDataParallel.module"``). A name ending in
+            ``.*`` (``"torch.cuda.*"``) covers every name under it that no other row
+            names: the scanner reports them under this row rather than not at all.
         tj_api: For ``rewrite="rename"``, the torch2jax_device name replacing each
             ``torch_api`` name, in the same order; otherwise the names the ``tj``
             column uses.
@@ -34,7 +38,8 @@ class Idiom:
             ``torch_api[i]`` becomes one of ``tj_api[i]``, arguments unchanged),
             ``"custom"`` (a rewrite of the scanner's own, see ``porting.scanner``),
             ``"advice"`` (reported with the ``tj`` column as advice, never rewritten)
-            or ``""`` (not scanned for).
+            or ``""`` (not scanned for). A rename or custom rewrite is applied only
+            when it is correct on its own (see ``porting.scanner``).
     """
 
     id: str

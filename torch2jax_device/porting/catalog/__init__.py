@@ -24,14 +24,18 @@ from ..idiom import Idiom
 from . import (
     availability,
     checkpoints,
+    creation,
     default_device,
     devices,
     distributed,
     feeding,
+    kernels,
     memory,
     placement,
     precision,
+    randomness,
     startup,
+    timing,
 )
 
 __all__ = ["CATALOG", "SECTIONS", "Idiom", "get"]
@@ -41,9 +45,13 @@ _MODULES = (
     availability,
     default_device,
     placement,
+    creation,
     startup,
     memory,
     precision,
+    randomness,
+    kernels,
+    timing,
     checkpoints,
     feeding,
     distributed,

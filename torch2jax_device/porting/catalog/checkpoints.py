@@ -206,4 +206,28 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
     ),
+    Idiom(
+        id="torch-save",
+        section=SECTION,
+        title="Save a model and its step",
+        torch='torch.save({"model": model.state_dict(), "step": step}, "ckpt.pt")',
+        jax=(
+            'flat = flax.traverse_util.flatten_dict(nnx.to_pure_dict(nnx.state(model)), sep=".")\n'
+            'safetensors.flax.save_file(flat, "model.safetensors", {"step": str(step)})'
+        ),
+        tj=(
+            'flat = flax.traverse_util.flatten_dict(nnx.to_pure_dict(nnx.state(model)), sep=".")\n'
+            'tj.save_file(flat, "model.safetensors", {"step": str(step)})'
+        ),
+        notes=(
+            "safetensors holds arrays and string metadata, never pickled objects: keep "
+            "the step and settings in the metadata. Back: `tj.load_file`, "
+            '`flax.traverse_util.unflatten_dict(..., sep=".")`, '
+            "`nnx.update(model, ...)`. For a PyTorch `.pt`: `torch.save` of "
+            "`tj.to_torch(...)` of each array (names and layouts are the model's)."
+        ),
+        runs=False,
+        torch_api=("torch.save",),
+        rewrite="advice",
+    ),
 )

@@ -124,4 +124,38 @@ ROWS: tuple[Idiom, ...] = (
         ),
         result="tensor",
     ),
+    Idiom(
+        id="device-type",
+        section=SECTION,
+        title="Name a device type",
+        torch='device = torch.device("cuda")',
+        jax='device = jax.local_devices(backend="cuda")[0]',
+        tj='device = tj.device("cuda")',
+        notes=(
+            "No index: the platform's current device when the device is used "
+            '(`tj.cuda.set_device` changes it), as in torch. `torch.device("cpu")` is '
+            '`tj.device("cpu")`.'
+        ),
+        result="device",
+        torch_api=("torch.device",),
+        tj_api=("tj.device",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="device-from-spec",
+        section=SECTION,
+        title="Name a device held in a variable or a setting",
+        torch="device = torch.device(args.device)",
+        jax="device = jax.local_devices(backend=platform)[index]  # parse the string yourself",
+        tj="device = tj.device(args.device)",
+        notes=(
+            'Takes what `torch.device` takes (`"cuda:1"`, `"cpu"`, an index, a '
+            "`torch.device`) and a `jax.Device`; a `tj.device` is not a `torch.device`, so "
+            "code that still hands it to torch keeps `torch.device`."
+        ),
+        runs=False,
+        torch_api=("torch.device",),
+        tj_api=("tj.device",),
+        rewrite="custom",
+    ),
 )

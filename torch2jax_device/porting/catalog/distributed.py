@@ -135,7 +135,11 @@ ROWS: tuple[Idiom, ...] = (
             "same seed everywhere, or `multihost_utils.broadcast_one_to_all`."
         ),
         runs=False,
-        torch_api=("torch.nn.parallel.DistributedDataParallel",),
+        torch_api=(
+            "torch.nn.parallel.DistributedDataParallel",
+            "torch.nn.parallel.distributed.DistributedDataParallel",
+            "apex.parallel.DistributedDataParallel",
+        ),
         rewrite="advice",
     ),
     Idiom(
@@ -359,5 +363,148 @@ ROWS: tuple[Idiom, ...] = (
             "DDP original and the one-process run on the same global batch."
         ),
         runs=False,
+    ),
+    Idiom(
+        id="dist-env",
+        section=SECTION,
+        title="The launcher's variables",
+        torch='rank = int(os.environ["RANK"])\nworld_size = int(os.environ["WORLD_SIZE"])',
+        jax="rank, world_size = jax.process_index(), jax.process_count()",
+        tj="rank, world_size = tj.distributed.get_rank(), tj.distributed.get_world_size()",
+        notes=(
+            'After `init_process_group`. `"RANK" in os.environ` keeps working: torchrun and '
+            "`torch2jax-device run` both set it. `MASTER_ADDR`/`MASTER_PORT` are read by "
+            "`init_process_group`; SLURM's variables by `jax.distributed.initialize()`."
+        ),
+        runs=False,
+        torch_api=("os.environ",),
+        tj_api=("tj.distributed.get_rank", "tj.distributed.get_world_size"),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="dist-is-initialized",
+        section=SECTION,
+        title="Has this process joined a job?",
+        torch="joined = torch.distributed.is_initialized()",
+        jax="# no public equivalent",
+        tj="joined = tj.distributed.is_initialized()",
+        result="joined",
+        torch_api=("torch.distributed.is_initialized",),
+        tj_api=("tj.distributed.is_initialized",),
+        rewrite="rename",
+    ),
+    Idiom(
+        id="dist-data-parallel",
+        section=SECTION,
+        title="One process, every local GPU (DataParallel)",
+        torch="model = torch.nn.DataParallel(model)\ny = model(x)",
+        jax=(
+            'mesh = jax.make_mesh((jax.local_device_count(),), ("data",))\n'
+            'y = jax.jit(forward)(params, jax.device_put(x, NamedSharding(mesh, P("data"))))'
+        ),
+        tj=(
+            'mesh = jax.make_mesh((jax.local_device_count(),), ("data",))\n'
+            'y = jax.jit(forward)(params, tj.to_device(x, NamedSharding(mesh, P("data"))))'
+        ),
+        notes=(
+            "One process driving every local GPU is JAX's preferred layout: parameters "
+            "replicated (`NamedSharding(mesh, P())`), the batch split over the mesh, the "
+            "step under `jax.jit`. No wrapper, so no `.module`."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.nn.DataParallel",
+            "torch.nn.parallel.DataParallel",
+            "torch.nn.parallel.data_parallel",
+            "torch.nn.parallel.*",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="mp-spawn",
+        section=SECTION,
+        title="Start the workers from the script (mp.spawn)",
+        torch="mp.spawn(main_worker, nprocs=world_size, args=(world_size,))",
+        jax="# start each process yourself; each calls jax.distributed.initialize() first",
+        tj=(
+            "# torch2jax-device run --nproc-per-node N train.py, and in train.py:\n"
+            "main_worker(tj.distributed.get_local_rank(), world_size)"
+        ),
+        notes=(
+            "Each JAX process must join the job before it starts JAX, with a rank given "
+            "from outside: launch the script N times (`torch2jax-device run` or torchrun) "
+            "and call the worker directly. On one host, one process driving every GPU "
+            "with a mesh needs no launcher at all."
+        ),
+        runs=False,
+        torch_api=("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="ddp-module",
+        section=SECTION,
+        title="The model inside the DDP wrapper",
+        torch="raw_model = model.module",
+        jax="raw_model = model  # no wrapper",
+        tj="raw_model = model  # no wrapper in JAX: the module is the model",
+        notes="Applies to `DataParallel(...).module` too.",
+        runs=False,
+        torch_api=("DistributedDataParallel.module", "DataParallel.module"),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="ddp-no-sync",
+        section=SECTION,
+        title="Gradient accumulation without syncing",
+        torch="with model.no_sync():\n    loss_fn(model(x), y).backward()",
+        jax="grads = jax.tree.map(jnp.add, grads, jax.grad(loss_fn)(params, batch))",
+        tj="grads = jax.tree.map(jnp.add, grads, jax.grad(loss_fn)(params, batch))",
+        notes=(
+            "DDP skips its all-reduce on the micro-steps. Under `jax.jit` with a global "
+            "batch, accumulate gradients (or `optax.MultiSteps`) and apply them once; "
+            "`model.require_backward_grad_sync = ...` likewise."
+        ),
+        runs=False,
+        torch_api=(
+            "DistributedDataParallel.no_sync",
+            "DistributedDataParallel.require_backward_grad_sync",
+        ),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="sync-batchnorm",
+        section=SECTION,
+        title="Batch statistics over every rank",
+        torch="model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)",
+        jax="# a batch sharded over the mesh: jitted BatchNorm statistics are already global",
+        tj="# a batch sharded over the mesh: jitted BatchNorm statistics are already global",
+        notes=(
+            "Under `jax.jit`, `nnx.BatchNorm` on a global batch (`make_global_batch`) "
+            "averages over all of it, as `SyncBatchNorm` does across ranks."
+        ),
+        runs=False,
+        torch_api=("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm"),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-other",
+        section=SECTION,
+        title="Other collectives and process-group calls",
+        torch=(
+            "gathered = [torch.zeros_like(t) for _ in range(world_size)]\n"
+            "dist.all_gather(gathered, t)"
+        ),
+        jax="gathered = multihost_utils.process_allgather(t)",
+        tj="gathered = multihost_utils.process_allgather(t)",
+        notes=(
+            "`tj.distributed` has `init_process_group`, ranks, `barrier`, `all_reduce` of "
+            "host values and device meshes. Other collectives: "
+            "`jax.experimental.multihost_utils` (`process_allgather`, "
+            "`broadcast_one_to_all`) between processes, `jax.lax` collectives inside "
+            "`shard_map`."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.*",),
+        rewrite="advice",
     ),
 )

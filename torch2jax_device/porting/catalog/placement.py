@@ -61,6 +61,9 @@ ROWS: tuple[Idiom, ...] = (
         jax="x = jax.device_put(x.astype(other.dtype), other.device)",
         tj="x = tj.to_device(x, other)",
         runs=False,
+        torch_api=("Tensor.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
     ),
     Idiom(
         id="tensor-to-copy",
@@ -135,6 +138,9 @@ ROWS: tuple[Idiom, ...] = (
         tj="device = tj.device_of(x)",
         notes="`None` under `jax.jit` (tracers have no device). Works on trees and modules.",
         runs=False,
+        torch_api=("Tensor.device",),
+        tj_api=("tj.device_of",),
+        rewrite="custom",
     ),
     Idiom(
         id="module-to",
@@ -148,6 +154,9 @@ ROWS: tuple[Idiom, ...] = (
             "`jax.device_put(model, d)` returns a new module. Linen variables move as trees."
         ),
         runs=False,
+        torch_api=("Module.to", "Module.cuda", "Module.cpu"),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
     ),
     Idiom(
         id="module-to-dtype",
@@ -158,6 +167,9 @@ ROWS: tuple[Idiom, ...] = (
         tj="model = tj.to_device(model, jnp.bfloat16)",
         notes="Casts floating-point and complex state only, as `Module.to` does.",
         runs=False,
+        torch_api=("Module.to",),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
     ),
     Idiom(
         id="parameters-device",
@@ -302,5 +314,20 @@ ROWS: tuple[Idiom, ...] = (
             "`tj.strict_placement` scopes."
         ),
         runs=False,
+    ),
+    Idiom(
+        id="tensor-device-type",
+        section=SECTION,
+        title="Is it on the GPU?",
+        torch="on_gpu = x.is_cuda",
+        jax='on_gpu = x.device.platform == "gpu"  # AttributeError for sharded arrays',
+        tj='on_gpu = tj.device_of(x).type == "cuda"',
+        notes=(
+            '`x.device.type == "cuda"` and `x.get_device()` (the index, -1 on the CPU: '
+            "`tj.device_of(x).index`) likewise. `tj.device_of` answers for torch tensors too."
+        ),
+        runs=False,
+        torch_api=("Tensor.is_cuda", "Tensor.is_cpu", "Tensor.get_device", "Tensor.device.type"),
+        rewrite="custom",
     ),
 )

@@ -28,6 +28,65 @@ ROWS: tuple[Idiom, ...] = (
             "torch.amp.autocast",
             "torch.cuda.amp.autocast",
             "torch.cpu.amp.autocast",
+            "torch.amp.*",
+            "torch.cuda.amp.*",
+            "torch.cpu.amp.*",
+            "torch.is_autocast_enabled",
+            "torch.get_autocast_dtype",
+            "torch.get_autocast_gpu_dtype",
+            "apex.amp.*",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="grad-scaler",
+        section=SECTION,
+        title="Loss scaling for float16",
+        torch=(
+            'scaler = torch.amp.GradScaler("cuda")\n'
+            "scaler.scale(loss).backward()\n"
+            "scaler.step(optimizer)\n"
+            "scaler.update()"
+        ),
+        jax="grads = jax.grad(loss_fn)(params)  # bfloat16 or float32: no loss scaling",
+        tj="grads = jax.grad(loss_fn)(params)  # bfloat16 or float32: no loss scaling",
+        notes=(
+            "A scaler keeps float16 gradients from underflowing. bfloat16 has float32's "
+            "range, so JAX code computing in bfloat16 (`tj.cuda.is_bf16_supported()`) or "
+            "float32 needs none: the scale/step/update lines become the optimizer update. "
+            "For float16, multiply the loss by a constant and divide the gradients by it."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.amp.GradScaler",
+            "torch.cuda.amp.GradScaler",
+            "torch.cpu.amp.GradScaler",
+            "torch.GradScaler",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="tf32-matmul",
+        section=SECTION,
+        title="TensorFloat-32 matmuls",
+        torch=(
+            "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True"
+        ),
+        jax='jax.config.update("jax_default_matmul_precision", "tensorfloat32")',
+        tj='jax.config.update("jax_default_matmul_precision", "tensorfloat32")',
+        notes=(
+            "JAX's default already lets recent NVIDIA GPUs use TF32 for float32 matmuls "
+            'and convolutions; `"highest"` is PyTorch\'s default (`allow_tf32 = False`). '
+            '`torch.set_float32_matmul_precision("high")` is the same switch.'
+        ),
+        runs=False,
+        torch_api=(
+            "torch.backends.cuda.matmul.allow_tf32",
+            "torch.backends.cudnn.allow_tf32",
+            "torch.set_float32_matmul_precision",
+            "torch.get_float32_matmul_precision",
+            "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+            "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
         ),
         rewrite="advice",
     ),

@@ -60,4 +60,55 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
     ),
+    Idiom(
+        id="startup-order",
+        section=SECTION,
+        title="Join the job before anything starts JAX",
+        torch='torch.cuda.set_device(local_rank)\ndist.init_process_group(backend="nccl")',
+        jax="jax.distributed.initialize()  # before jax.devices() or the first array",
+        tj=('tj.distributed.init_process_group(backend="nccl")\ntj.cuda.set_device(local_rank)'),
+        notes=(
+            "Availability queries, `set_device`, factories, `to_device`, loads and random "
+            "keys start JAX's backends, and `jax.distributed.initialize` must come first; "
+            "PyTorch does not mind the order. `scan` reports each JAX-starting call that "
+            "runs before `init_process_group` (also `tj.configure`), and `--diff` never "
+            "writes one there."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.init_process_group",),
+        tj_api=("tj.distributed.init_process_group",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="cuda-visible-devices",
+        section=SECTION,
+        title="Choose the GPUs a process sees",
+        torch='os.environ["CUDA_VISIBLE_DEVICES"] = "0"',
+        jax='os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # before JAX starts',
+        tj='os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # before JAX starts',
+        notes=(
+            "JAX reads it once, when it starts (at the first device query or array), as "
+            "torch reads it at its first CUDA call; later changes are ignored by both."
+        ),
+        runs=False,
+        torch_api=("os.environ",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="cuda-alloc-conf",
+        section=SECTION,
+        title="Tune the GPU allocator",
+        torch='os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"',
+        jax='os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # before JAX starts',
+        tj="tj.configure(preallocate=False)",
+        notes=(
+            "JAX's allocator is set by `XLA_PYTHON_CLIENT_*` variables, which "
+            "`tj.configure` (before JAX starts) checks and sets: `preallocate`, "
+            "`memory_fraction`, `allocator`."
+        ),
+        runs=False,
+        torch_api=("os.environ",),
+        tj_api=("tj.configure",),
+        rewrite="custom",
+    ),
 )

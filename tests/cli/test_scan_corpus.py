@@ -1,0 +1,192 @@
+"""``scan`` on a corpus of real-world-shaped PyTorch scripts (tests/support/fixtures/corpus).
+
+Each script has a ``.truth`` file, written from reading the script: every line that
+holds a device idiom, with its catalog rule(s). The scanner must find them (recall by
+line and by idiom class, reported in docs/cli.md), report nothing anywhere else
+(comments, docstrings, help text and plain torch code included), and ``scan --diff``
+plus the manual steps listed here must give a script that runs on this CPU machine,
+single process and, for the DDP scripts, two processes under ``torch2jax-device run``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from tests.support.distributed.launch import worker_env
+from torch2jax_device.cli import main
+from torch2jax_device.porting import scanner
+
+CORPUS = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "corpus"
+SCRIPTS = sorted(path.stem for path in CORPUS.glob("*.py"))
+ROOT = Path(__file__).resolve().parents[2]
+
+# How each script runs here (tiny settings) and what it prints when it got to the end.
+RUNS = {
+    "cnn_example": (["--epochs", "1"], " * Acc@1 "),
+    "diffusion_sample": (["--steps", "4"], "sampled 2 images of 8x8 on cpu"),
+    "gpt_train": (["--max-iters", "2", "--eval-interval", "2"], "done: 3 iterations on cpu"),
+    "multi_gpu_inference": (["--rows", "32"], '"rows": 32'),
+    "ssl_pretrain": (["--steps", "2"], "epoch 0 it 1 loss"),
+}
+DDP = ("gpt_train", "ssl_pretrain")
+
+# The manual steps after `scan --diff`, per script, as (why, old text, new text). None is
+# needed: the scripts still compute with torch, and --diff leaves torch's objects to torch
+# (test_scan_corpus_port.py ports the compute of one first, then runs --diff).
+MANUAL_STEPS: dict[str, list[tuple[str, str, str]]] = {name: [] for name in RUNS}
+
+
+def truth(name: str) -> dict[int, set[str]]:
+    """``LINE: rule, rule`` lines of ``name.truth``; ``#`` starts a comment."""
+    found: dict[int, set[str]] = {}
+    for line in (CORPUS / f"{name}.truth").read_text().splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            number, rules = entry.split(":")
+            found[int(number)] = {rule.strip() for rule in rules.split(",")}
+    return found
+
+
+def findings(name: str) -> dict[int, set[str]]:
+    path = CORPUS / f"{name}.py"
+    found: dict[int, set[str]] = collections.defaultdict(set)
+    for finding in scanner.scan_source(path.read_text(), str(path)):
+        found[finding.line].add(finding.rule)
+    return found
+
+
+def recall() -> tuple[float, dict[str, tuple[int, int]]]:
+    """Line recall over the corpus, and (found, annotated) per idiom class."""
+    lines = found_lines = 0
+    classes: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for name in SCRIPTS:
+        expected, got = truth(name), findings(name)
+        for line, rules in expected.items():
+            lines += 1
+            found_lines += bool(got.get(line))
+            for rule in rules:
+                classes[rule][0] += rule in got.get(line, set())
+                classes[rule][1] += 1
+    return found_lines / lines, {rule: (a, b) for rule, (a, b) in sorted(classes.items())}
+
+
+def test_the_corpus_is_annotated() -> None:
+    assert SCRIPTS == sorted(RUNS)
+    assert all(truth(name) for name in SCRIPTS)
+    annotated = {rule for name in SCRIPTS for rules in truth(name).values() for rule in rules}
+    assert annotated <= scanner.RULES
+    assert len(annotated) >= 45  # the classes the corpus exercises
+
+
+def test_recall_by_line_and_by_idiom_class() -> None:
+    by_line, by_class = recall()
+    missed = {rule: counts for rule, counts in by_class.items() if counts[0] < counts[1]}
+    assert by_line >= 0.95, missed
+    found = sum(a for a, _ in by_class.values())
+    annotated = sum(b for _, b in by_class.values())
+    assert found / annotated >= 0.95, missed
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_idiom_line_is_found_and_nothing_else(name: str) -> None:
+    expected, got = truth(name), findings(name)
+    assert sorted(set(expected) - set(got)) == [], "idiom lines without a finding"
+    assert sorted(set(got) - set(expected)) == [], "findings on lines without an idiom"
+
+
+def _text_lines(source: str) -> set[int]:
+    """Lines that hold only comments or string text (docstrings, help=, messages)."""
+    code: set[int] = set()
+    text: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        lines = range(token.start[0], token.end[0] + 1)
+        if token.type in (tokenize.COMMENT, tokenize.STRING):
+            text.update(lines)
+        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            code.update(lines)
+    return text - code
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_no_finding_on_comments_strings_or_help_text(name: str) -> None:
+    source = (CORPUS / f"{name}.py").read_text()
+    quiet = _text_lines(source) | {
+        number for number, line in enumerate(source.splitlines(), 1) if "help=" in line
+    }
+    mentions = [
+        n for n in quiet if any(w in source.splitlines()[n - 1] for w in ("cuda", "device"))
+    ]
+    assert mentions, "the script should mention devices in text, or this test proves nothing"
+    assert sorted(quiet & set(findings(name))) == []
+
+
+# -- the ported scripts run ------------------------------------------------------------------
+def _ported(name: str, directory: Path) -> Path:
+    """``name``.py in ``directory`` (the working directory), after ``scan --diff | git
+    apply`` and the manual steps."""
+    script = directory / f"{name}.py"
+    shutil.copy(CORPUS / f"{name}.py", script)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["scan", "--diff", script.name]) == 0
+    if out.getvalue():
+        (directory / "change.diff").write_text(out.getvalue())
+        git = shutil.which("git") or pytest.fail("git is needed to apply the diff")
+        subprocess.run([git, "apply", "change.diff"], cwd=directory, check=True)
+    source = script.read_text()
+    for why, old, new in MANUAL_STEPS[name]:
+        assert source.count(old) == 1, why
+        source = source.replace(old, new)
+    compile(source, str(script), "exec")
+    script.write_text(source)
+    return script
+
+
+def _python(*argv: str, cwd: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, *argv], cwd=cwd, capture_output=True, text=True, timeout=300,
+        env=worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", [n for n in SCRIPTS if n not in DDP])
+def test_the_ported_script_runs(name: str, in_tmp: Path) -> None:
+    script = _ported(name, in_tmp)
+    arguments, marker = RUNS[name]
+    assert marker in _python(script.name, *arguments, cwd=in_tmp)
+
+
+@pytest.mark.parametrize("name", DDP)
+def test_the_ported_ddp_script_runs_on_one_and_two_processes(name: str, in_tmp: Path) -> None:
+    script = _ported(name, in_tmp)
+    arguments, marker = RUNS[name]
+    launched = _python(
+        "-m", "torch2jax_device", "run", "--nproc-per-node", "2", "--cpu-devices", "1",
+        script.name, *arguments, cwd=in_tmp,
+    )  # fmt: skip
+    assert marker in launched and "[rank0]:" in launched
+    if name == "gpt_train":  # one process, resuming from the checkpoint the job wrote
+        resumed = _python(
+            script.name, "--init-from", "resume", "--max-iters", "3", "--eval-interval", "2",
+            cwd=in_tmp,
+        )  # fmt: skip
+        assert "done: 4 iterations on cpu" in resumed
+    else:
+        assert marker in _python(script.name, *arguments, cwd=in_tmp)

@@ -1,0 +1,36 @@
+"""Devices named from settings, as ported scripts name them (``device-from-spec``)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+import torch2jax_device as tj
+
+from .harness import assert_same_outcome, run
+
+SPECS = ["cpu", "cuda", "cuda:1", "mps", "cuda:01", "cuda:-1", "", 1.5, True, None]
+
+
+@pytest.mark.idiom("device-from-spec")
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_a_device_from_a_setting(spec: object) -> None:
+    settings = types.SimpleNamespace(device=spec)
+    assert_same_outcome(
+        run(lambda: torch.device(settings.device)), run(lambda: tj.device(settings.device))
+    )
+
+
+@pytest.mark.idiom("device-from-spec")
+def test_a_torch_device_in_a_setting_names_the_same_device() -> None:
+    settings = types.SimpleNamespace(device=torch.device("cuda", 1))
+    assert tj.device(settings.device) == settings.device
+
+
+@pytest.mark.idiom("device-from-spec")
+def test_torch_code_refuses_a_tj_device() -> None:
+    """Why ``scan --diff`` keeps ``torch.device`` where torch code still uses the device."""
+    with pytest.raises(TypeError, match=r"must be torch\.device"):
+        torch.zeros(1, device=tj.device("cpu"))  # type: ignore[call-overload]

@@ -1,0 +1,26 @@
+"""Asking where a tensor is (``tensor-device-type``): torch's flags against ``tj.device_of``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch2jax_device as tj
+
+
+def _ported(tensor: torch.Tensor) -> object:
+    return tj.to_device(tj.to_jax(tensor.cpu()), tj.device(tensor.device))
+
+
+@pytest.mark.idiom("tensor-device-type")
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_is_it_on_the_gpu(where: str) -> None:
+    if where == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU for torch here")
+    tensor = torch.ones(2, device=where)
+    array = _ported(tensor)
+    assert (tj.device_of(array).type == "cuda") == tensor.is_cuda
+    assert tj.device_of(array).type == tensor.device.type
+    assert tj.device_of(tensor).type == tensor.device.type  # torch tensors answer too
+    index = tj.device_of(array).index
+    assert tensor.get_device() == (-1 if index is None else index)

@@ -1,0 +1,115 @@
+"""Start-up order and start-up variables, each in a fresh process (JAX starts once).
+
+torch does not mind when a process joins its job; JAX must join before it starts
+(``startup-order``). Variables read at start-up are read by both only then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from tests.support.distributed.launch import free_port
+
+_ORDER = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch, torch.distributed as dist
+    import torch2jax_device as tj
+    query_first = sys.argv[1] == "query-first"
+    os.environ["MASTER_PORT"] = sys.argv[2]
+    if query_first:
+        torch.cuda.is_available()
+    dist.init_process_group("gloo")
+    torch_joined = dist.is_initialized()
+    dist.destroy_process_group()
+    os.environ["MASTER_PORT"] = sys.argv[3]
+    try:
+        if query_first:
+            tj.cuda.is_available()
+            tj.distributed.init_process_group("gloo", timeout=20)
+        else:
+            tj.distributed.init_process_group("gloo", timeout=20)
+            tj.cuda.is_available()
+        tj_joined = tj.distributed.is_initialized()
+        tj.distributed.destroy_process_group()
+    except tj.DistributedError as error:
+        tj_joined = str(error)
+    print("RESULT " + json.dumps({"torch": torch_joined, "tj": tj_joined}))
+    """
+)
+
+
+def _python(code: str, *args: str, **env: str) -> dict[str, Any]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    environment.update(JAX_PLATFORMS="cpu", **env)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environment,
+        timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    found: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
+    return found
+
+
+def _join(order: str) -> dict[str, Any]:
+    launcher = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                "MASTER_ADDR": "127.0.0.1"}  # fmt: skip
+    return _python(_ORDER, order, str(free_port()), str(free_port()), **launcher)
+
+
+@pytest.mark.idiom("startup-order")
+def test_joining_after_a_query_fails_in_jax_only() -> None:
+    found = _join("query-first")
+    assert found["torch"] is True
+    assert "init_process_group" in found["tj"] and "before" in found["tj"], found["tj"]
+
+
+@pytest.mark.idiom("startup-order")
+def test_joining_first_works_in_both() -> None:
+    assert _join("init-first") == {"torch": True, "tj": True}
+
+
+_STARTUP_VARIABLES = textwrap.dedent(
+    """
+    import json, os
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    import torch, torch2jax_device as tj
+    tj.configure(preallocate=False)
+    counts = [torch.cuda.device_count(), tj.cuda.device_count()]
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # too late for both
+    later = [torch.cuda.device_count(), tj.cuda.device_count()]
+    torch_ok = float(torch.ones(2).sum()) == 2.0
+    tj_ok = float(tj.to_device([1.0, 1.0], "cpu")[0] + 1) == 2.0
+    print("RESULT " + json.dumps({
+        "counts": counts, "later": later, "ok": [torch_ok, tj_ok],
+        "preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+    }))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def startup_variables() -> dict[str, Any]:
+    return _python(_STARTUP_VARIABLES)
+
+
+@pytest.mark.idiom("cuda-visible-devices")
+def test_visible_devices_are_read_once_by_both(startup_variables: dict[str, Any]) -> None:
+    torch_count, tj_count = startup_variables["counts"]
+    assert torch_count == tj_count <= 1
+    assert startup_variables["later"] == startup_variables["counts"]
+
+
+@pytest.mark.idiom("cuda-alloc-conf")
+def test_allocator_settings_before_start(startup_variables: dict[str, Any]) -> None:
+    assert startup_variables["ok"] == [True, True]
+    assert startup_variables["preallocate"] == "false"

@@ -1,0 +1,404 @@
+"""Which binding each name refers to: Python's scoping rules, for the scanner.
+
+A name means what the innermost scope binding it says (function, lambda and
+comprehension scopes; class bodies only for their own code), so ``import data`` at the
+top of a file does not decide what ``def f(data): return data.to(device)`` moves.
+``global`` and ``nonlocal`` are followed. The analysis is flow-insensitive inside a
+scope: a name bound twice in one scope has both values.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator
+
+__all__ = ["Binding", "Names", "Scope"]
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+@dataclasses.dataclass(eq=False)
+class Scope:
+    """One Python scope: the module, a function, a lambda, a class body or a comprehension."""
+
+    node: ast.AST
+    parent: Scope | None
+    kind: str  # "module" | "function" | "class" | "comprehension"
+    bindings: dict[str, list[Binding]] = dataclasses.field(default_factory=dict)
+    declared_global: set[str] = dataclasses.field(default_factory=set)
+    declared_nonlocal: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass(eq=False)
+class Binding:
+    """One place a name is bound, and what is bound there when the scanner can tell.
+
+    Attributes:
+        name: The name.
+        scope: The scope the name belongs to.
+        node: The binding site (a ``Name``, ``arg``, ``alias``, definition...).
+        kind: ``import``, ``assign``, ``param``, ``for``, ``with``, ``def``, ``class``
+            or ``other``.
+        value: The expression bound (for ``assign``; the iterable for ``for``; the
+            context manager for ``with``), ``None`` when unknown or partial.
+        origin: For imports, the dotted name imported (``torch.nn.functional``).
+        element: For tuple unpacking of a non-literal value, the position unpacked.
+    """
+
+    name: str
+    scope: Scope
+    node: ast.AST
+    kind: str
+    value: ast.expr | None = None
+    origin: str | None = None
+    element: int | None = None
+
+
+class Names:
+    """Scopes, bindings and the parent of every node of one parsed file."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.scope_of: dict[ast.AST, Scope] = {}  # every node -> the scope it runs in
+        self.module = Scope(tree, None, "module")
+        self.scopes: list[Scope] = [self.module]
+        self.scope_by_node: dict[ast.AST, Scope] = {tree: self.module}
+        self.binding_of: dict[ast.AST, Binding] = {}  # binding site -> its binding
+        self._loads: dict[tuple[int, str], list[ast.Name]] = {}
+        self._builder(self.module).visit_body(tree)
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+        for node, scope in self.scope_of.items():
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                home = self.home(node.id, scope)
+                if home is not None:
+                    self._loads.setdefault((id(home), node.id), []).append(node)
+
+    def _builder(self, scope: Scope) -> _Builder:
+        return _Builder(self, scope)
+
+    # -- queries ---------------------------------------------------------------
+    def home(self, name: str, scope: Scope) -> Scope | None:
+        """The scope whose binding ``name`` refers to from ``scope``; ``None`` for builtins."""
+        if name in scope.declared_global:
+            return self.module if name in self.module.bindings else None
+        if name in scope.declared_nonlocal:
+            return self._enclosing_function(name, scope.parent)
+        if name in scope.bindings:
+            return scope
+        return self._enclosing_function(name, scope.parent, include_module=True)
+
+    def _enclosing_function(
+        self, name: str, scope: Scope | None, include_module: bool = False
+    ) -> Scope | None:
+        while scope is not None:
+            if scope.kind != "class" and name in scope.bindings:
+                if scope.kind != "module" or include_module:
+                    return scope
+            scope = scope.parent
+        return None
+
+    def bindings(self, node: ast.Name) -> list[Binding]:
+        """Every binding the name can refer to (empty for builtins and unknown names)."""
+        scope = self.scope_of.get(node)
+        if scope is None:
+            return []
+        home = self.home(node.id, scope)
+        return [] if home is None else home.bindings[node.id]
+
+    def origin(self, node: ast.Name) -> str | None:
+        """The module or object a name was imported as, if every binding is that import."""
+        found = self.bindings(node)
+        origins = {b.origin for b in found}
+        if not found or len(origins) != 1 or any(b.kind != "import" for b in found):
+            return None
+        return origins.pop()
+
+    def loads(self, binding: Binding) -> list[ast.Name]:
+        """Every read of the name that can see this binding (flow-insensitive)."""
+        return self._loads.get((id(binding.scope), binding.name), [])
+
+    def is_builtin(self, node: ast.Name) -> bool:
+        """The name refers to no binding of the file (a builtin, or undefined)."""
+        scope = self.scope_of.get(node)
+        return scope is not None and self.home(node.id, scope) is None
+
+    def enclosing(self, node: ast.AST, *types: type[ast.AST]) -> ast.AST | None:
+        """The nearest ancestor of one of ``types``."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, types):
+            parent = self.parents.get(parent)
+        return parent
+
+    def statement(self, node: ast.AST) -> ast.stmt | None:
+        """The statement containing ``node`` (itself, for a statement)."""
+        while node is not None and not isinstance(node, ast.stmt):
+            node = self.parents.get(node)  # type: ignore[assignment]
+        return node
+
+    def definitions(self) -> Iterator[Binding]:
+        """Every ``def``/``class`` binding of the file, scope by scope in creation order."""
+        for scope in self.scopes:
+            for bindings in scope.bindings.values():
+                yield from (b for b in bindings if b.kind in ("def", "class"))
+
+
+class _Builder:
+    """Collects the scopes and bindings of a tree (one instance per scope)."""
+
+    def __init__(self, names: Names, scope: Scope) -> None:
+        self.names = names
+        self.scope = scope
+
+    def bind(
+        self,
+        name: str,
+        node: ast.AST,
+        kind: str,
+        value: ast.expr | None = None,
+        origin: str | None = None,
+        element: int | None = None,
+    ) -> None:
+        scope = self.scope
+        if name in scope.declared_global:
+            scope = self.names.module
+        elif name in scope.declared_nonlocal:
+            scope = self.names._enclosing_function(name, scope.parent) or scope
+        elif scope.kind == "comprehension" and kind == "walrus":
+            while scope.kind == "comprehension" and scope.parent is not None:
+                scope = scope.parent
+            kind = "assign"
+        binding = Binding(name, scope, node, kind, value, origin, element)
+        scope.bindings.setdefault(name, []).append(binding)
+        self.names.binding_of[node] = binding
+
+    # -- traversal -----------------------------------------------------------------
+    def visit_body(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.visit(child)
+
+    def visit(self, node: ast.AST) -> None:
+        self.names.scope_of[node] = self.scope
+        method = getattr(self, f"visit_{type(node).__name__}", None)
+        if method is not None:
+            method(node)
+        else:
+            self.visit_body(node)
+
+    def _child(self, node: ast.AST, kind: str) -> _Builder:
+        scope = Scope(node, self.scope, kind)
+        self.names.scopes.append(scope)
+        self.names.scope_by_node[node] = scope
+        return _Builder(self.names, scope)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.scope.declared_global.update(node.names)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.scope.declared_nonlocal.update(node.names)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.names.scope_of[alias] = self.scope
+            if alias.asname:
+                self.bind(alias.asname, alias, "import", origin=alias.name)
+            else:
+                top = alias.name.split(".")[0]
+                self.bind(top, alias, "import", origin=top)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            self.names.scope_of[alias] = self.scope
+            if alias.name == "*":
+                continue
+            if node.module and node.level == 0:
+                self.bind(
+                    alias.asname or alias.name,
+                    alias,
+                    "import",
+                    origin=f"{node.module}.{alias.name}",
+                )
+            else:  # a relative import: this project's own code
+                self.bind(alias.asname or alias.name, alias, "other")
+
+    def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        arguments = node.args
+        for expression in [*arguments.defaults, *(d for d in arguments.kw_defaults if d)]:
+            self.visit(expression)
+        if not isinstance(node, ast.Lambda):
+            for decorator in node.decorator_list:
+                self.visit(decorator)
+            if node.returns is not None:
+                self.visit(node.returns)
+        inner = self._child(node, "function")
+        every = [
+            *arguments.posonlyargs,
+            *arguments.args,
+            *([arguments.vararg] if arguments.vararg else []),
+            *arguments.kwonlyargs,
+            *([arguments.kwarg] if arguments.kwarg else []),
+        ]
+        for argument in every:
+            self.names.scope_of[argument] = inner.scope
+            if argument.annotation is not None:
+                self.visit(argument.annotation)
+            inner.bind(argument.arg, argument, "param")
+        if isinstance(node, ast.Lambda):
+            inner.visit(node.body)
+        else:
+            for statement in node.body:
+                inner.visit(statement)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.bind(node.name, node, "def")
+        self._definition(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.bind(node.name, node, "def")
+        self._definition(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._definition(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for expression in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(expression)
+        self.bind(node.name, node, "class")
+        inner = self._child(node, "class")
+        for statement in node.body:
+            inner.visit(statement)
+
+    def _comprehension(self, node: ast.AST, generators: list[ast.comprehension]) -> None:
+        self.visit(generators[0].iter)  # evaluated in the enclosing scope
+        inner = self._child(node, "comprehension")
+        for position, generator in enumerate(generators):
+            inner.names.scope_of[generator] = inner.scope
+            if position:
+                inner.visit(generator.iter)
+            inner.target(generator.target, "for", generator.iter)
+            for condition in generator.ifs:
+                inner.visit(condition)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.comprehension):
+                inner.visit(child)
+
+    def visit_ListComp(self, node: ast.ListComp) -> None:
+        self._comprehension(node, node.generators)
+
+    def visit_SetComp(self, node: ast.SetComp) -> None:
+        self._comprehension(node, node.generators)
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
+        self._comprehension(node, node.generators)
+
+    def visit_DictComp(self, node: ast.DictComp) -> None:
+        self._comprehension(node, node.generators)
+
+    # -- binding statements ---------------------------------------------------------
+    def target(self, target: ast.AST, kind: str, value: ast.expr | None) -> None:
+        """Bind the names of an assignment target; ``value`` is the whole value."""
+        self.names.scope_of[target] = self.scope
+        if isinstance(target, ast.Name):
+            self.bind(target.id, target, kind, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elements = target.elts
+            literal = (
+                isinstance(value, (ast.Tuple, ast.List))
+                and len(value.elts) == len(elements)
+                and not any(isinstance(e, ast.Starred) for e in [*elements, *value.elts])
+            )
+            for position, element in enumerate(elements):
+                if literal:
+                    assert isinstance(value, (ast.Tuple, ast.List))
+                    self.target(element, kind, value.elts[position])
+                else:
+                    self._element(element, kind, value, position)
+        elif isinstance(target, ast.Starred):
+            self.names.scope_of[target.value] = self.scope
+            self._element(target.value, kind, None, None)
+        else:  # attribute or subscript: not a binding, but its parts are read
+            self.visit(target)
+
+    def _element(
+        self, target: ast.AST, kind: str, value: ast.expr | None, position: int | None
+    ) -> None:
+        self.names.scope_of[target] = self.scope
+        if isinstance(target, ast.Name):
+            self.bind(target.id, target, kind, value, element=position)
+        else:
+            self.target(target, kind, None)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self.target(target, "assign", node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self.visit(node.annotation)
+        self.target(node.target, "assign", node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name):
+            self.names.scope_of[node.target] = self.scope
+            self.bind(node.target.id, node.target, "other")
+        else:
+            self.visit(node.target)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self.names.scope_of[node.target] = self.scope
+        self.bind(node.target.id, node.target, "walrus", node.value)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self.target(node.target, "for", node.iter)
+        for statement in [*node.body, *node.orelse]:
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.names.scope_of[item] = self.scope
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.target(item.optional_vars, "with", item.context_expr)
+        for statement in node.body:
+            self.visit(statement)
+
+    visit_AsyncWith = visit_With
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name:
+            self.bind(node.name, node, "other")
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self.bind(node.name, node, "other")
+        self.visit_body(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self.bind(node.name, node, "other")
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self.bind(node.rest, node, "other")
+        self.visit_body(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self.names.scope_of[target] = self.scope
+            if not isinstance(target, ast.Name):
+                self.visit(target)
