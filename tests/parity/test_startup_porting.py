@@ -23,19 +23,20 @@ _ORDER = textwrap.dedent(
     import torch, torch.distributed as dist
     import torch2jax_device as tj
     query_first = sys.argv[1] == "query-first"
-    os.environ["MASTER_PORT"] = sys.argv[2]
+    # No launcher: the job is named by init_method alone, so there is no job to join early.
+    torch_job = dict(init_method=f"tcp://127.0.0.1:{sys.argv[2]}", rank=0, world_size=1)
+    tj_job = dict(init_method=f"tcp://127.0.0.1:{sys.argv[3]}", rank=0, world_size=1)
     if query_first:
         torch.cuda.is_available()
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", **torch_job)
     torch_joined = dist.is_initialized()
     dist.destroy_process_group()
-    os.environ["MASTER_PORT"] = sys.argv[3]
     try:
         if query_first:
             tj.cuda.is_available()
-            tj.distributed.init_process_group("gloo", timeout=20)
+            tj.distributed.init_process_group("gloo", timeout=20, **tj_job)
         else:
-            tj.distributed.init_process_group("gloo", timeout=20)
+            tj.distributed.init_process_group("gloo", timeout=20, **tj_job)
             tj.cuda.is_available()
         tj_joined = tj.distributed.is_initialized()
         tj.distributed.destroy_process_group()
@@ -60,9 +61,9 @@ def _python(code: str, *args: str, **env: str) -> dict[str, Any]:
 
 
 def _join(order: str) -> dict[str, Any]:
-    launcher = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-                "MASTER_ADDR": "127.0.0.1"}  # fmt: skip
-    return _python(_ORDER, order, str(free_port()), str(free_port()), **launcher)
+    """A one-process job named by ``init_method`` only (a launcher's job is joined early:
+    see ``dist-startup-order``)."""
+    return _python(_ORDER, order, str(free_port()), str(free_port()))
 
 
 @pytest.mark.idiom("startup-order")

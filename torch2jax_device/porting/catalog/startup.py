@@ -68,11 +68,14 @@ ROWS: tuple[Idiom, ...] = (
         jax="jax.distributed.initialize()  # before jax.devices() or the first array",
         tj=('tj.distributed.init_process_group(backend="nccl")\ntj.cuda.set_device(local_rank)'),
         notes=(
-            "Availability queries, `set_device`, factories, `to_device`, loads and random "
-            "keys start JAX's backends, and `jax.distributed.initialize` must come first; "
-            "PyTorch does not mind the order. `scan` reports each JAX-starting call that "
-            "runs before `init_process_group` (also `tj.configure`), and `--diff` never "
-            "writes one there."
+            "JAX-starting calls (`jax.devices()`, factories, `to_device`, loads, random "
+            "keys) must come after `jax.distributed.initialize`; PyTorch does not mind the "
+            "order. Under a launcher (`RANK`, `WORLD_SIZE` set) tj's own queries "
+            "(`tj.cuda.is_available()`, `set_device`) join the job first "
+            "([availability queries before joining](#dist-startup-order)), but a job "
+            "started with `init_method='tcp://...'` and no launcher has none to join, so "
+            "`scan` reports each JAX-starting call that runs before `init_process_group` "
+            "(or `tj.configure`), and `--diff` never writes one there."
         ),
         runs=False,
         torch_api=("torch.distributed.init_process_group",),
