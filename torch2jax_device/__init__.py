@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from ._src.checkpoints.safetensors import load_file as load_file
     from ._src.checkpoints.safetensors import safe_open as safe_open
     from ._src.checkpoints.safetensors import save_file as save_file
+    from ._src.checkpoints.module_state import load_state as load_state
+    from ._src.checkpoints.module_state import state_dict as state_dict
     from ._src.checkpoints.torch_load import load as load
     from ._src.feeding import DeviceLoader as DeviceLoader
     from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning
@@ -88,6 +90,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "safe_open": ("._src.checkpoints.safetensors", "safe_open"),
     "save_file": ("._src.checkpoints.safetensors", "save_file"),
     "load": ("._src.checkpoints.torch_load", "load"),
+    "load_state": ("._src.checkpoints.module_state", "load_state"),
+    "state_dict": ("._src.checkpoints.module_state", "state_dict"),
     "DeviceLoader": ("._src.feeding", "DeviceLoader"),
     "ForkAfterJaxWarning": ("._src.feeding", "ForkAfterJaxWarning"),
     "pin_memory": ("._src.feeding", "pin_memory"),
@@ -132,6 +136,7 @@ __all__ = [
     "live_arrays",
     "load",
     "load_file",
+    "load_state",
     "parameters",
     "pin_memory",
     "porting",
@@ -140,6 +145,7 @@ __all__ = [
     "safe_open",
     "save_file",
     "set_default_device",
+    "state_dict",
     "to_device",
     "to_jax",
     "to_torch",

@@ -632,8 +632,8 @@ class _Conversion:
                 host, location, target = self._host_tensor(tensor)
                 array = to_jax(host)
                 placed = self._device(location, target)
-            except DeviceUnavailableError:
-                raise
+            except (DeviceUnavailableError, Warning):
+                raise  # a warning the caller's filters made an error stays what it is
             except Exception as err:
                 raise self._tensor_error(graph, tensor, err) from err
             by_target.setdefault(placed, []).append((tensor, array))
