@@ -62,12 +62,12 @@ from ._src.startup import configure as configure
 if TYPE_CHECKING:
     from . import distributed as distributed
     from . import porting as porting
+    from ._src.checkpoints.module_state import load_state as load_state
+    from ._src.checkpoints.module_state import state_dict as state_dict
     from ._src.checkpoints.safetensors import TensorSlice as TensorSlice
     from ._src.checkpoints.safetensors import load_file as load_file
     from ._src.checkpoints.safetensors import safe_open as safe_open
     from ._src.checkpoints.safetensors import save_file as save_file
-    from ._src.checkpoints.module_state import load_state as load_state
-    from ._src.checkpoints.module_state import state_dict as state_dict
     from ._src.checkpoints.torch_load import load as load
     from ._src.feeding import DeviceLoader as DeviceLoader
     from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning

@@ -161,11 +161,11 @@ def load(
         >>> checkpoint["iter_num"], checkpoint["model"]["w"].device
         (7, CpuDevice(id=0))
         >>> buffer = io.BytesIO()
-        >>> torch.save(torch.nn.BatchNorm1d(2).state_dict(), buffer)
+        >>> torch.save(torch.nn.LayerNorm(2).state_dict(), buffer)
         >>> _ = buffer.seek(0)
         >>> state = tj.load(buffer)
-        >>> state._metadata[""]["version"], state["running_var"].tolist()
-        (2, [1.0, 1.0])
+        >>> state._metadata, state["weight"].tolist()
+        (OrderedDict({'': {'version': 1}}), [1.0, 1.0])
     """
     source = _Source(f)
     _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
