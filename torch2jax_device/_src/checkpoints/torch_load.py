@@ -164,8 +164,8 @@ def load(
         >>> torch.save(torch.nn.LayerNorm(2).state_dict(), buffer)
         >>> _ = buffer.seek(0)
         >>> state = tj.load(buffer)
-        >>> state._metadata, state["weight"].tolist()
-        (OrderedDict({'': {'version': 1}}), [1.0, 1.0])
+        >>> dict(state._metadata), state["weight"].tolist()
+        ({'': {'version': 1}}, [1.0, 1.0])
     """
     source = _Source(f)
     _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
