@@ -503,8 +503,8 @@ def _load_torch(
                 opened, map_location=hook, weights_only=True, mmap=mmap, **pickle_load_args
             )
         except Exception as err:
-            if err is hook.failure:
-                raise
+            if err is hook.failure or isinstance(err, Warning):
+                raise  # the caller's own error, or a warning their filters made one
             if isinstance(err, OSError) and source.file is None:
                 raise  # the file system's own error about a path, as torch raises it
             raise _unreadable(source.name, err) from err
