@@ -129,7 +129,7 @@ class _ReadOnly:
 
 def test_errors_name_the_file_or_the_file_object(checkpoint: Path) -> None:
     data = checkpoint.read_bytes()[:100]
-    with pytest.raises(CheckpointError, match="^the BytesIO object is not a readable"):
+    with pytest.raises(CheckpointError, match=r"^the BytesIO object is not a readable"):
         load(io.BytesIO(data))
     truncated = checkpoint.with_name("truncated.pt")
     truncated.write_bytes(data)
@@ -175,7 +175,7 @@ def test_weights_only_false_is_refused_with_the_safe_alternatives(checkpoint: Pa
 def test_a_pickle_module_and_unknown_unpickler_arguments_are_refused(checkpoint: Path) -> None:
     with pytest.raises(tj.UnsupportedOperationError, match="takes no pickle_module"):
         load(checkpoint, pickle_module=__import__("pickle"))
-    with pytest.raises(tj.UnsupportedOperationError, match="got errors=: .*only encoding="):
+    with pytest.raises(tj.UnsupportedOperationError, match=r"got errors=: .*only encoding="):
         load(checkpoint, errors="strict")
 
 
@@ -232,7 +232,7 @@ def test_mmap_needs_a_path_to_a_zip_checkpoint(checkpoint: Path, tmp_path: Path)
         load(io.BytesIO(checkpoint.read_bytes()), mmap=True)
     legacy = tmp_path / "legacy.pt"
     torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
-    with pytest.raises(tj.UnsupportedOperationError, match="legacy .* cannot be memory-mapped"):
+    with pytest.raises(tj.UnsupportedOperationError, match=r"legacy .* cannot be memory-mapped"):
         load(legacy, mmap=True)
 
 
