@@ -218,15 +218,27 @@ def load_state(model: Any, source: Any) -> Any:
         name = entry.name if layout == "jax" else entry.torch_name
         assert name is not None
         values.append(_loaded(what, name, saved[name], entry, layout))
-    shardings = [entry.value.sharding for entry in entries]
-    placed = jax.device_put(values, shardings)
-    return _replace(model, entries, placed)
+    return _replace(model, entries, _placed(entries, values))
+
+
+def _placed(entries: list[_Entry], values: list[Any]) -> list[Any]:
+    """Each value where the array it replaces is (its sharding), in one transfer.
+
+    A model's NumPy values stay NumPy arrays on the host.
+    """
+    on_device = [i for i, entry in enumerate(entries) if isinstance(entry.value, jax.Array)]
+    moved = jax.device_put(
+        [values[i] for i in on_device], [entries[i].value.sharding for i in on_device]
+    )
+    placed = dict(zip(on_device, moved, strict=True))
+    return [placed[i] if i in placed else np.asarray(value) for i, value in enumerate(values)]
 
 
 def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
-        value = to_jax(value)
+        # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
+        value = to_jax(value.detach().to(getattr(_torch(), np.dtype(entry.value.dtype).name)))
     elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
         raise ConversionError(
             f"{what}: {name!r} is a {type(value).__name__}, not an array; a state dict maps "
