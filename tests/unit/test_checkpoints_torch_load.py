@@ -556,3 +556,12 @@ def test_only_library_errors_escape(
                 load(io.BytesIO(payload))
             except tj.Torch2JaxDeviceError as error:
                 assert "BytesIO object" in str(error)
+
+
+def test_a_progress_bar_for_file_objects_but_not_for_mmap(
+    checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load(io.BytesIO(checkpoint.read_bytes()), progress=True)
+    assert "Loading checkpoint: 100%" in capsys.readouterr().err
+    load(checkpoint, progress=True, mmap=True)
+    assert capsys.readouterr().err == ""
