@@ -30,8 +30,15 @@ from tests.support.models import (
     nnx_output,
     twin_output,
 )
+from torch2jax_device._src import dtypes as _dtypes
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_narrowing_warnings() -> None:
+    """int64 narrowing warns once per process; each test here expects to see it."""
+    _dtypes._warned.clear()
 
 
 @pytest.mark.idiom("save-model-torch-twin")

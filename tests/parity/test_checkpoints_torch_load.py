@@ -33,8 +33,15 @@ from tests.support.checkpoints import (
     saved_bytes,
 )
 from torch2jax_device import load
+from torch2jax_device._src import dtypes as _dtypes
 
 from .harness import assert_same_outcome, normalize, run
+
+
+@pytest.fixture(autouse=True)
+def _fresh_narrowing_warnings() -> None:
+    """int64 narrowing warns once per process; each test here expects to see it."""
+    _dtypes._warned.clear()
 
 
 def graph(obj: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
-from ..detect import is_nnx_module, is_torch_tensor, is_tracer
+from ..detect import _instance_of, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError
 from ..interop import to_jax, to_torch
 from .torch_load import load
@@ -468,11 +468,6 @@ def _is_nnx_state(obj: Any) -> bool:
 
 def _is_equinox_module(obj: Any) -> bool:
     return _instance_of(obj, "equinox", "Module")
-
-
-def _instance_of(obj: Any, module: str, name: str) -> bool:
-    cls = getattr(sys.modules.get(module), name, None)
-    return isinstance(cls, type) and isinstance(obj, cls)
 
 
 def _torch() -> Any:

@@ -237,8 +237,7 @@ class _Source:
             suffix_says = self.path.endswith(".safetensors")
         else:
             self.file = _checked_file(f)
-            file_name = getattr(f, "name", None)
-            self.name = repr(file_name) if isinstance(file_name, str) else f"the {_kind(f)}"
+            self.name = _describe(f)
             head = self._peek(9)
             suffix_says = False
         if not isinstance(head, bytes):
@@ -285,8 +284,10 @@ class _Source:
         return f"Loading {os.path.basename(name) if isinstance(name, str) else 'checkpoint'}"
 
 
-def _kind(f: Any) -> str:
-    return f"{type(f).__name__} object"
+def _describe(f: Any) -> str:
+    """A file object as messages name it: its file name, else its type."""
+    name = getattr(f, "name", None)
+    return repr(name) if isinstance(name, str) else f"the {type(f).__name__} object"
 
 
 def _checked_file(f: Any) -> IO[bytes]:
@@ -315,8 +316,7 @@ def _checked_file(f: Any) -> IO[bytes]:
             "memory first: tj.load(io.BytesIO(stream.read()))"
         )
     if problem is not None:
-        name = getattr(f, "name", None)
-        raise CheckpointError(f"{repr(name) if isinstance(name, str) else _kind(f)} {problem}")
+        raise CheckpointError(f"{_describe(f)} {problem}")
     return f  # type: ignore[no-any-return]
 
 
