@@ -147,6 +147,11 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     for entry in entries:
         if entry.torch_name is None:
             raise ConversionError(entry.no_torch)
+        if entry.torch_name in result:
+            raise ConversionError(
+                f"two arrays of the model would both be named {entry.torch_name!r} in the "
+                "torch layout; rename an attribute so that no dotted path repeats another"
+            )
         tensor = to_torch(jax.device_put(entry.value, cpu))
         if entry.permutation is not None:
             tensor = tensor.permute(entry.permutation)
@@ -238,7 +243,8 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
         # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
-        value = to_jax(value.detach().to(getattr(_torch(), np.dtype(entry.value.dtype).name)))
+        dtype = getattr(_torch(), np.dtype(entry.value.dtype).name, None)
+        value = to_jax(value.detach() if dtype is None else value.detach().to(dtype))
     elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
         raise ConversionError(
             f"{what}: {name!r} is a {type(value).__name__}, not an array; a state dict maps "
@@ -320,14 +326,14 @@ def _entries(model: Any) -> list[_Entry]:
             f"state_dict() takes a Flax NNX module, an nnx.State or an Equinox module, not "
             f"{type(model).__name__}; for a dict of arrays, use it as it is"
         )
-    seen: dict[str, str] = {}
+    seen: set[str] = set()
     for entry in entries:
         if entry.name in seen:
             raise ConversionError(
                 f"two arrays of the model would both be named {entry.name!r}; rename an "
                 "attribute so that no dotted path repeats another"
             )
-        seen[entry.name] = entry.name
+        seen.add(entry.name)
     return entries
 
 
