@@ -17,7 +17,8 @@ after the load (the result alive) above the resident memory after imports and JA
 start.
 
 Targets (docs/benchmarks.md):
-  * many small tensors: tj.load time <= 2.0x torch.load (it was 2.6x);
+  * many small tensors: tj.load time <= 2.0x torch.load (issue 18 measured 2.6x; what
+    remains is mostly JAX creating each array, about 60 us apiece through DLPack);
   * big checkpoint: tj.load time <= 1.2x torch.load; RAM held <= 1.15x the file
     (arrays share torch's memory), and far less with mmap=True.
 """
