@@ -89,17 +89,11 @@ def named_arrays(obj: Any) -> Any:
 
 
 def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
-    """A model's arrays by readable name: ``model.state_dict()`` for Flax NNX and Equinox.
+    """Equivalent to `torch.nn.Module.state_dict`.
 
-    Equivalent to ``torch.nn.Module.state_dict``. Names join attribute names and
-    indices with dots, as torch's do: ``layers.0.kernel`` for ``model.layers[0].kernel``.
-
-    * An NNX module gives every ``nnx.Variable`` holding an array (``Param``,
-      ``BatchStat``, your own kinds), except RNG state (JAX key arrays, which torch's
-      state dict has no counterpart for) and sown ``Intermediate`` values. A variable
-      shared by several modules appears once, under its first name (as ``nnx.state``
-      lists it). An ``nnx.State`` gives the same, in the ``"jax"`` layout only.
-    * An Equinox module gives every array leaf (``eqx.is_array``).
+    A Flax NNX or Equinox model's arrays by readable name. Names join attribute names
+    and indices with dots, as torch's do: ``layers.0.kernel`` for
+    ``model.layers[0].kernel``.
 
     With ``layout="torch"`` the result is what a PyTorch twin of the model returns from
     its own ``state_dict()``: an ``OrderedDict`` of CPU ``torch.Tensor`` copies, with
@@ -110,7 +104,18 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     and ``BatchNorm`` map onto their torch namesakes (``kernel`` -> ``weight``
     transposed to ``(out, in)``; ``scale`` -> ``weight``; ``mean``/``var`` ->
     ``running_mean``/``running_var``); variables of your own modules keep their names
-    and layouts.
+    and layouts. [`tj.save_file`][torch2jax_device.save_file] writes the ``"jax"``
+    layout when given a model.
+
+    Note:
+        What is in it: for an NNX module, every ``nnx.Variable`` holding an array
+        (``Param``, ``BatchStat``, your own kinds), except RNG state (JAX key arrays,
+        which torch's state dict has no counterpart for) and sown ``Intermediate``
+        values; a variable shared by several modules appears once, under its first
+        name (as ``nnx.state`` lists it), where torch lists a tied parameter under
+        every name. An ``nnx.State`` gives the same, in the ``"jax"`` layout only. For
+        an Equinox module, every array leaf (``eqx.is_array``). The ``"jax"`` layout
+        holds the model's own arrays; the ``"torch"`` one copies.
 
     Args:
         model: A Flax NNX module (or its ``nnx.State``) or an Equinox module.
@@ -163,20 +168,24 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
 
 
 def load_state(model: Any, source: Any) -> Any:
-    """Put a saved state back into a model: ``model.load_state_dict(torch.load(path))``.
+    """Equivalent to `torch.nn.Module.load_state_dict`.
 
-    Equivalent to ``torch.nn.Module.load_state_dict`` with ``strict=True``. ``source``
-    is a file ([`tj.save_file`][torch2jax_device.save_file]'s safetensors, or a torch
-    ``.pt`` of a state dict) or a mapping of names to arrays (JAX, NumPy or torch).
-    Either layout loads: the model's own names
-    ([`tj.state_dict`][torch2jax_device.state_dict]), or a PyTorch twin's
-    (``twin.state_dict()``), transposed back; which one is told by the names. As in
-    torch, each array must have the shape of the one it replaces, takes its dtype
-    (cast if needed) and goes where it is (its device or sharding), in one transfer.
+    Puts a saved state back into a model, as ``model.load_state_dict(torch.load(path))``
+    with ``strict=True`` does. ``source`` is a file (the safetensors
+    [`tj.save_file`][torch2jax_device.save_file] writes, or a torch ``.pt`` of a state
+    dict) or a mapping of names to arrays (JAX, NumPy or torch). Either layout loads:
+    the model's own names ([`tj.state_dict`][torch2jax_device.state_dict]), or a PyTorch
+    twin's (``twin.state_dict()``), transposed back; the names tell which. As in torch,
+    each array must have the shape of the one it replaces, takes its dtype (cast if
+    needed) and goes where it is (its device or sharding), in one transfer.
 
-    An NNX module is updated in place and returned, as ``load_state_dict`` updates a
-    torch module; an Equinox module cannot change, so a new one is returned: write
-    ``model = tj.load_state(model, path)`` for both.
+    Note:
+        The model is returned: an NNX module is updated in place, as
+        ``load_state_dict`` updates a torch module, but an Equinox module cannot
+        change, so a new one comes back. Write ``model = tj.load_state(model, path)``
+        for both. There is no ``strict=False``: a mismatch raises ``tj.CheckpointError``
+        (torch: ``RuntimeError``) and changes nothing. A twin's BatchNorm
+        ``num_batches_tracked`` is accepted and ignored.
 
     Args:
         model: A Flax NNX module or an Equinox module.

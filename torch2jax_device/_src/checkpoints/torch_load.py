@@ -70,10 +70,10 @@ def load(
     progress: bool | None = None,
     **pickle_load_args: Any,
 ) -> Any:
-    """Load a checkpoint as JAX arrays: ``torch.load`` for JAX users, ``map_location`` too.
+    """Equivalent to `torch.load`.
 
-    Equivalent to ``torch.load(f, map_location, weights_only=True)``, with every tensor
-    a committed JAX array. ``.safetensors`` files are read natively (see
+    Loads a checkpoint as ``torch.load(f, map_location, weights_only=True)`` does, with
+    every tensor a committed JAX array. ``.safetensors`` files are read natively (see
     [`tj.load_file`][torch2jax_device.load_file]); PyTorch ``.pt`` / ``.bin`` files
     through ``torch.load(weights_only=True)``, which needs torch and never runs code
     from the file. Their tensors become JAX arrays without copies where the memory
