@@ -67,6 +67,8 @@ from ._src.startup import configure as configure
 if TYPE_CHECKING:
     from . import distributed as distributed
     from . import porting as porting
+    from ._src.checkpoints.module_state import load_state as load_state
+    from ._src.checkpoints.module_state import state_dict as state_dict
     from ._src.checkpoints.safetensors import TensorSlice as TensorSlice
     from ._src.checkpoints.safetensors import load_file as load_file
     from ._src.checkpoints.safetensors import safe_open as safe_open
@@ -99,6 +101,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "safe_open": ("._src.checkpoints.safetensors", "safe_open"),
     "save_file": ("._src.checkpoints.safetensors", "save_file"),
     "load": ("._src.checkpoints.torch_load", "load"),
+    "load_state": ("._src.checkpoints.module_state", "load_state"),
+    "state_dict": ("._src.checkpoints.module_state", "state_dict"),
     "DeviceLoader": ("._src.feeding", "DeviceLoader"),
     "ForkAfterJaxWarning": ("._src.feeding", "ForkAfterJaxWarning"),
     "pin_memory": ("._src.feeding", "pin_memory"),
@@ -154,6 +158,7 @@ __all__ = [
     "live_arrays",
     "load",
     "load_file",
+    "load_state",
     "parameters",
     "pin_memory",
     "porting",
@@ -163,6 +168,7 @@ __all__ = [
     "save_file",
     "set_default_device",
     "set_strict_placement",
+    "state_dict",
     "strict_placement",
     "to_device",
     "to_jax",

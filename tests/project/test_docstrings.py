@@ -48,7 +48,6 @@ PENDING: dict[str, str] = {
     f"{PACKAGE}.pin_memory": "opening line: Equivalent to `Tensor.pin_memory`.",
     # _src/checkpoints/
     f"{PACKAGE}.TensorSlice": "no Examples: section",
-    f"{PACKAGE}.load": "opening line: Equivalent to `torch.load`.",
     f"{PACKAGE}.load_file": "opening line: Equivalent to `safetensors.torch.load_file`.",
     f"{PACKAGE}.save_file": "opening line: Equivalent to `safetensors.torch.save_file`.",
     # _src/placement.py

@@ -259,6 +259,9 @@ def save_file(
         >>> numpy_load_file(path)["numpy"]
         array([0., 0., 0.])
     """
+    from .module_state import named_arrays  # a model or nnx.State: its arrays, by name
+
+    tensors = named_arrays(tensors)
     if not isinstance(tensors, Mapping):
         raise ConversionError(
             f"save_file() takes a mapping of names to arrays, not {type(tensors).__name__}"

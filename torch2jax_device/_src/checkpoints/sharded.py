@@ -277,7 +277,11 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
     sharded = _is_sharded_target(map_location, callables=False)
     files = list(_shards(path)) if _is_index(path) else [path]
     if all(_is_safetensors(file) for file in files):
-        device = map_location if sharded else MapLocationRule(map_location).safetensors_device(path)
+        device = (
+            map_location
+            if sharded
+            else MapLocationRule(map_location).safetensors_device(repr(path))
+        )
         return load_file(path, device, progress=progress)
     checkpoint: dict[str, Any] = {}
     for file in files:
@@ -434,13 +438,13 @@ def _load_torch(path: str, rule: RuleFunction) -> Any:
         checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except RuntimeError as err:
         if "mmap" not in str(err):
-            raise _unreadable(path, err) from err
+            raise _unreadable(repr(path), err) from err
         # The legacy (pre-zip) format cannot be memory-mapped: read it whole.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except OSError:
         raise
     except Exception as err:
-        raise _unreadable(path, err) from err
+        raise _unreadable(repr(path), err) from err
     placed: dict[int, jax.Array] = {}
 
     def place(name: str, tensor: Any) -> jax.Array:

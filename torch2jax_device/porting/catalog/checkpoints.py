@@ -230,4 +230,152 @@ ROWS: tuple[Idiom, ...] = (
         torch_api=("torch.save",),
         rewrite="advice",
     ),
+    Idiom(
+        id="torch-load-file-object",
+        section=SECTION,
+        title="Load a checkpoint from a file object",
+        torch="checkpoint = torch.load(io.BytesIO(data))",
+        jax="# torch.load(io.BytesIO(data)), then jax.dlpack.from_dlpack for every tensor",
+        tj="checkpoint = tj.load(io.BytesIO(data))",
+        notes=(
+            "Any binary file object with `read`, `seek` and `tell` (`open(path, 'rb')`, "
+            "`io.BytesIO`), read from its current position, as in torch. Text-mode, closed "
+            "and unseekable files raise `tj.CheckpointError` saying what to pass instead. "
+            "Safetensors files need a path."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="torch-load-weights-only",
+        section=SECTION,
+        title="Load weights only",
+        torch="checkpoint = torch.load(path, weights_only=True)",
+        jax="# torch.load(path, weights_only=True), then convert every tensor",
+        tj="checkpoint = tj.load(path, weights_only=True)",
+        notes=(
+            "`True` (or `None`) is all tj takes: nothing in the file runs. "
+            "`weights_only=False` raises `tj.UnsupportedOperationError` with the safe way: "
+            "allowlist the classes you trust with `torch.serialization.add_safe_globals`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="torch-load-mmap",
+        section=SECTION,
+        title="Memory-map a checkpoint",
+        torch="checkpoint = torch.load(path, mmap=True)",
+        jax="# torch.load(path, mmap=True), then jax.dlpack.from_dlpack for every tensor",
+        tj="checkpoint = tj.load(path, mmap=True)",
+        notes=(
+            "On the CPU the arrays use the mapped file in place: pages are read when first "
+            "touched, and RAM holds only those. As in torch, a path to a zip checkpoint "
+            "(the format since torch 1.6) only; do not change the file while the arrays live."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="torch-load-map-location-invalid",
+        section=SECTION,
+        title="map_location forms torch refuses",
+        torch=(
+            "torch.load(path, map_location=0)  # TypeError\n"
+            'torch.load(path, map_location={"cuda:0": torch.device("cpu")})  # TypeError'
+        ),
+        jax="# no equivalent",
+        tj=(
+            "tj.load(path, map_location=0)  # tj.DeviceTypeError, a TypeError\n"
+            'tj.load(path, map_location={"cuda:0": "cpu"})  # dict values are strings'
+        ),
+        notes=(
+            "An int, a dict whose values are not strings, or a callable returning anything "
+            "but a storage or `None`: `tj.DeviceTypeError` (a `TypeError`, as torch raises), "
+            "saying what to write. tj checks before reading the file; torch at the first "
+            "tensor it places."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="torch-load-state-dict-metadata",
+        section=SECTION,
+        title="Containers load as saved",
+        torch="state = torch.load(path)  # state._metadata: BatchNorm versions",
+        jax="# torch.load(path), then convert tensors without losing containers' attributes",
+        tj="state = tj.load(path)  # state._metadata kept",
+        notes=(
+            "Containers keep their type and attributes (a state dict's `_metadata`); shared "
+            "objects stay shared (a tensor saved twice is one array) and self-references and "
+            "nesting of any depth load as saved. Tensors as dict keys or set elements are "
+            "refused (JAX arrays cannot be hashed)."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="torch-load-sparse-quantized",
+        section=SECTION,
+        title="Sparse and quantized tensors",
+        torch=(
+            'adjacency = torch.load(path)["adjacency"].to_dense()\n'
+            'weight = torch.load(path)["qweight"].dequantize()'
+        ),
+        jax="# torch.load, .to_dense() / .dequantize(), then convert",
+        tj=(
+            'adjacency = tj.load(path)["adjacency"]  # dense\n'
+            'weight = tj.load(path)["qweight"]  # dequantized, float32'
+        ),
+        notes=(
+            "JAX has neither: sparse tensors (COO, CSR, CSC, BSR, BSC) load dense, quantized "
+            "ones dequantized. Meta, nested and `complex32` tensors raise `tj.CheckpointError` "
+            "naming their place in the checkpoint. Copies beyond the file's data (dense "
+            "sparse tensors, views repeating data) are capped at 1 GiB plus 4x that data."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="save-model-safetensors",
+        section=SECTION,
+        title="Save a model's weights",
+        torch='safetensors.torch.save_file(model.state_dict(), "model.safetensors")',
+        jax=(
+            "flat = nnx.to_flat_state(nnx.state(model, nnx.Param))\n"
+            "safetensors.flax.save_file(\n"
+            "    {'.'.join(map(str, path)): v[...] for path, v in flat}, 'model.safetensors')"
+        ),
+        tj='tj.save_file(model, "model.safetensors")',
+        notes=(
+            "A Flax NNX module (or its `nnx.State`) or an Equinox module, by readable names "
+            "(`layers.0.kernel`): every array variable except RNG state and sown "
+            "intermediates. `tj.state_dict(model)` gives the same dict."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="load-model-state",
+        section=SECTION,
+        title="Load saved weights into a model",
+        torch="model.load_state_dict(torch.load(path))",
+        jax="# rebuild an nnx.State from the file, then nnx.update(model, state)",
+        tj="model = tj.load_state(model, path)",
+        notes=(
+            "A safetensors or `.pt` file, or a dict, in the model's own names or a PyTorch "
+            "twin's (transposed back). Strict, as `load_state_dict`: missing and unexpected "
+            "names raise `tj.CheckpointError` listing them. Arrays take the model's dtypes "
+            "and placement. NNX modules change in place; Equinox modules are new."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="save-model-torch-twin",
+        section=SECTION,
+        title="Hand weights to a PyTorch twin",
+        torch='torch.save(model.state_dict(), "model.pt")',
+        jax="# rename kernel -> weight and transpose every layer by hand",
+        tj='torch.save(tj.state_dict(model, layout="torch"), "model.pt")',
+        notes=(
+            "`twin.load_state_dict(torch.load('model.pt'))` then loads it: Linear kernels "
+            "(in, out) become weights (out, in), Conv kernels (*window, in, out) become "
+            "(out, in, *window), `scale` becomes `weight`, BatchNorm's `mean`/`var` "
+            "`running_mean`/`running_var`, and `nnx.Sequential`'s `layers.` is dropped."
+        ),
+        runs=False,
+    ),
 )

@@ -1,0 +1,496 @@
+"""A model's state by readable names: ``model.state_dict()`` and ``load_state_dict`` for JAX.
+
+Flax NNX modules and Equinox modules hold their arrays in attributes; here they become
+a flat ``{"layers.0.kernel": array}`` dict (what ``tj.save_file`` writes) and go back
+into a model in one call. The ``"torch"`` layout gives the names and layouts a PyTorch
+twin of the model has (``layers.0.weight``, ``(out, in)``), so
+``twin.load_state_dict(...)`` takes it; loading accepts either layout. Neither flax nor
+equinox is imported here: a model can only exist if its framework was.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+import jax
+import numpy as np
+
+from ..detect import _instance_of, is_nnx_module, is_torch_tensor, is_tracer
+from ..errors import CheckpointError, ConversionError
+from ..interop import to_jax, to_torch
+from .torch_load import load
+
+__all__ = ["Layout", "load_state", "named_arrays", "state_dict"]
+
+#: ``"jax"``: the model's own names and layouts; ``"torch"``: a PyTorch twin's.
+Layout = Literal["jax", "torch"]
+
+# Flax NNX layers: variable name -> (the torch twin's name, how the torch layout
+# permutes the axes: None keeps them). A Linear kernel is (in, out), torch's weight
+# (out, in); a Conv kernel (*window, in, out), torch's weight (out, in, *window).
+_MATRIX = "matrix"
+_CONV = "conv"
+_NNX_LAYERS: dict[str, dict[str, tuple[str, str | None]]] = {
+    "Linear": {"kernel": ("weight", _MATRIX), "bias": ("bias", None)},
+    "Conv": {"kernel": ("weight", _CONV), "bias": ("bias", None)},
+    "Embed": {"embedding": ("weight", None)},
+    "LayerNorm": {"scale": ("weight", None), "bias": ("bias", None)},
+    "RMSNorm": {"scale": ("weight", None)},
+    "GroupNorm": {"scale": ("weight", None), "bias": ("bias", None)},
+    "BatchNorm": {
+        "scale": ("weight", None),
+        "bias": ("bias", None),
+        "mean": ("running_mean", None),
+        "var": ("running_var", None),
+    },
+}
+# What a torch twin's state dict holds that the JAX model has no variable for, per
+# layer: BatchNorm counts its batches (torch fills it in when a state dict lacks it).
+_TORCH_ONLY = {"BatchNorm": ("num_batches_tracked",)}
+# Equinox layers already use torch's names and (out, in, ...) layouts, except these.
+_EQUINOX_REFUSED = {
+    "ConvTranspose": "its weight is (out, in, *window) where torch's is (in, out, *window)",
+    "BatchNorm": "its running statistics live in an eqx.nn.State, not in the module",
+}
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One array of a model: its names in both layouts, and where it is held.
+
+    An NNX array is held by ``variable``; an Equinox one is leaf ``leaf_index`` of the
+    module's pytree.
+    """
+
+    name: str
+    value: Any
+    variable: Any = None
+    leaf_index: int = -1
+    torch_name: str | None = None  # None: no torch layout, for the reason in ``no_torch``
+    no_torch: str = ""
+    permutation: tuple[int, ...] | None = None  # how the torch layout orders the axes
+    reshape: tuple[int, ...] | None = None  # the torch layout's shape, when it differs
+    torch_extras: tuple[str, ...] = ()  # what the twin's layer also holds (num_batches_tracked)
+
+
+def named_arrays(obj: Any) -> Any:
+    """``obj``'s state by name if it is a model or an NNX ``State``, else ``obj`` itself.
+
+    What [`tj.save_file`][torch2jax_device.save_file] writes when given a model.
+    """
+    if _is_model(obj) or _is_nnx_state(obj):
+        return state_dict(obj)
+    return obj
+
+
+def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
+    """Equivalent to `torch.nn.Module.state_dict`.
+
+    A Flax NNX or Equinox model's arrays by readable name. Names join attribute names
+    and indices with dots, as torch's do: ``layers.0.kernel`` for
+    ``model.layers[0].kernel``.
+
+    With ``layout="torch"`` the result is what a PyTorch twin of the model returns from
+    its own ``state_dict()``: an ``OrderedDict`` of CPU ``torch.Tensor`` copies, with
+    torch's names and layouts, so ``twin.load_state_dict(...)`` and
+    ``torch.save(..., "model.pt")`` take it. The twin's attributes must be named like
+    the model's (``nn.ModuleList`` for a list, ``nn.Sequential`` for ``nnx.Sequential``).
+    For NNX, ``Linear``, ``Conv``, ``Embed``, ``LayerNorm``, ``RMSNorm``, ``GroupNorm``
+    and ``BatchNorm`` map onto their torch namesakes (``kernel`` -> ``weight``
+    transposed to ``(out, in)``; ``scale`` -> ``weight``; ``mean``/``var`` ->
+    ``running_mean``/``running_var``); variables of your own modules keep their names
+    and layouts. [`tj.save_file`][torch2jax_device.save_file] writes the ``"jax"``
+    layout when given a model.
+
+    Note:
+        What is in it: for an NNX module, every ``nnx.Variable`` holding an array
+        (``Param``, ``BatchStat``, your own kinds), except RNG state (JAX key arrays,
+        which torch's state dict has no counterpart for) and sown ``Intermediate``
+        values; a variable shared by several modules appears once, under its first
+        name (as ``nnx.state`` lists it), where torch lists a tied parameter under
+        every name. An ``nnx.State`` gives the same, in the ``"jax"`` layout only. For
+        an Equinox module, every array leaf (``eqx.is_array``). The ``"jax"`` layout
+        holds the model's own arrays; the ``"torch"`` one copies.
+
+    Args:
+        model: A Flax NNX module (or its ``nnx.State``) or an Equinox module.
+        layout: ``"jax"`` (the model's names, its arrays as they are) or ``"torch"``.
+
+    Returns:
+        ``{name: jax.Array}`` for ``"jax"``; ``OrderedDict[str, torch.Tensor]`` for
+        ``"torch"``.
+
+    Raises:
+        ConversionError: ``model`` is not a model, two arrays would get one name, or
+            ``layout="torch"`` meets a Flax or Equinox layer with no torch counterpart
+            (named, with the reason), or is asked of an ``nnx.State``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import torch
+        >>> import torch2jax_device as tj
+        >>> model = nnx.Sequential(nnx.Linear(3, 4, rngs=nnx.Rngs(0)), nnx.relu)
+        >>> {name: array.shape for name, array in tj.state_dict(model).items()}
+        {'layers.0.bias': (4,), 'layers.0.kernel': (3, 4)}
+        >>> twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+        >>> twin.load_state_dict(tj.state_dict(model, layout="torch"))
+        <All keys matched successfully>
+    """
+    if layout not in ("jax", "torch"):
+        raise ConversionError(f"layout must be 'jax' or 'torch', not {layout!r}")
+    entries = _entries(model)
+    if layout == "jax":
+        return {entry.name: entry.value for entry in entries}
+    torch = _torch()
+    cpu = jax.local_devices(backend="cpu")[0]
+    result: collections.OrderedDict[str, Any] = collections.OrderedDict()
+    for entry in entries:
+        if entry.torch_name is None:
+            raise ConversionError(entry.no_torch)
+        if entry.torch_name in result:
+            raise ConversionError(
+                f"two arrays of the model would both be named {entry.torch_name!r} in the "
+                "torch layout; rename an attribute so that no dotted path repeats another"
+            )
+        tensor = to_torch(jax.device_put(entry.value, cpu))
+        if entry.permutation is not None:
+            tensor = tensor.permute(entry.permutation)
+        if entry.reshape is not None:
+            tensor = tensor.reshape(entry.reshape)
+        # A copy: torch code may change it in place, and JAX arrays must not change.
+        result[entry.torch_name] = tensor.clone(memory_format=torch.contiguous_format)
+    return result
+
+
+def load_state(model: Any, source: Any) -> Any:
+    """Equivalent to `torch.nn.Module.load_state_dict`.
+
+    Puts a saved state back into a model, as ``model.load_state_dict(torch.load(path))``
+    with ``strict=True`` does. ``source`` is a file (the safetensors
+    [`tj.save_file`][torch2jax_device.save_file] writes, or a torch ``.pt`` of a state
+    dict) or a mapping of names to arrays (JAX, NumPy or torch). Either layout loads:
+    the model's own names ([`tj.state_dict`][torch2jax_device.state_dict]), or a PyTorch
+    twin's (``twin.state_dict()``), transposed back; the names tell which. As in torch,
+    each array must have the shape of the one it replaces, takes its dtype (cast if
+    needed) and goes where it is (its device or sharding), in one transfer.
+
+    Note:
+        The model is returned: an NNX module is updated in place, as
+        ``load_state_dict`` updates a torch module, but an Equinox module cannot
+        change, so a new one comes back. Write ``model = tj.load_state(model, path)``
+        for both. There is no ``strict=False``: a mismatch raises ``tj.CheckpointError``
+        (torch: ``RuntimeError``) and changes nothing. A twin's BatchNorm
+        ``num_batches_tracked`` is accepted and ignored.
+
+    Args:
+        model: A Flax NNX module or an Equinox module.
+        source: A path (``str`` / ``os.PathLike``) or ``{name: array}``.
+
+    Returns:
+        The model with the loaded state.
+
+    Raises:
+        CheckpointError: names are missing or unexpected (both listed, as torch's
+            ``Missing key(s)`` / ``Unexpected key(s)``), a shape differs, or ``source``
+            holds a whole training checkpoint rather than a state dict (the message
+            names the entry to pass). torch raises ``RuntimeError`` for these.
+        ConversionError: ``model`` is not a model, or a value is not an array.
+
+    Examples:
+        >>> import os, tempfile
+        >>> from flax import nnx
+        >>> import torch2jax_device as tj
+        >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+        >>> tj.save_file(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), path)
+        >>> model = tj.load_state(nnx.Linear(2, 3, rngs=nnx.Rngs(1)), path)
+        >>> bool((model.kernel[...] == nnx.Linear(2, 3, rngs=nnx.Rngs(0)).kernel[...]).all())
+        True
+    """
+    if not _is_model(model):
+        raise ConversionError(
+            f"load_state() puts a state into a Flax NNX or Equinox module, not "
+            f"{type(model).__name__}"
+        )
+    if isinstance(source, Mapping):
+        what, saved = "the state", source
+    else:
+        what = repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "the file"
+        saved = load(source, map_location="cpu")
+    if not isinstance(saved, Mapping):
+        raise CheckpointError(
+            f"{what} holds a {type(saved).__name__}, not a state dict ({{name: array}})"
+        )
+    entries = _entries(model)
+    layout = _layout_of(what, saved, entries, model)
+    values = []
+    for entry in entries:
+        name = entry.name if layout == "jax" else entry.torch_name
+        assert name is not None
+        values.append(_loaded(what, name, saved[name], entry, layout))
+    return _replace(model, entries, _placed(entries, values))
+
+
+def _placed(entries: list[_Entry], values: list[Any]) -> list[Any]:
+    """Each value where the array it replaces is (its sharding), in one transfer.
+
+    A model's NumPy values stay NumPy arrays on the host.
+    """
+    on_device = [i for i, entry in enumerate(entries) if isinstance(entry.value, jax.Array)]
+    moved = jax.device_put(
+        [values[i] for i in on_device], [entries[i].value.sharding for i in on_device]
+    )
+    placed = dict(zip(on_device, moved, strict=True))
+    return [placed[i] if i in placed else np.asarray(value) for i, value in enumerate(values)]
+
+
+def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> Any:
+    """``value`` in the model's layout and dtype, still on the host or where it was."""
+    if is_torch_tensor(value):
+        # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
+        dtype = getattr(_torch(), np.dtype(entry.value.dtype).name, None)
+        value = to_jax(value.detach() if dtype is None else value.detach().to(dtype))
+    elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
+        raise ConversionError(
+            f"{what}: {name!r} is a {type(value).__name__}, not an array; a state dict maps "
+            "names to arrays"
+        )
+    if layout == "torch" and entry.reshape is not None:
+        value = value.reshape(entry.value.shape)
+    if layout == "torch" and entry.permutation is not None:
+        value = value.transpose(np.argsort(entry.permutation))
+    if value.shape != entry.value.shape:
+        hint = (
+            " It looks transposed: a torch twin's state dict needs all of the twin's names"
+            if value.shape == entry.value.shape[::-1] and layout == "jax"
+            else ""
+        )
+        raise CheckpointError(
+            f"size mismatch for {name!r}: {what} has shape {tuple(value.shape)}, the model "
+            f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
+        )
+    return value if value.dtype == entry.value.dtype else value.astype(entry.value.dtype)
+
+
+def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model: Any) -> Layout:
+    """Which layout ``saved``'s names are in, or the torch-style error listing the mismatch."""
+    names = set(saved)
+    jax_names = {entry.name for entry in entries}
+    if names == jax_names:
+        return "jax"
+    torch_names = {entry.torch_name for entry in entries if entry.torch_name is not None}
+    extras = names & {extra for entry in entries for extra in entry.torch_extras}
+    if len(torch_names) == len(entries) and names - extras == torch_names:
+        return "torch"
+    nested = [key for key, value in saved.items() if isinstance(value, Mapping)]
+    if nested:
+        raise CheckpointError(
+            f"{what} holds a whole checkpoint ({', '.join(map(repr, list(saved)[:6]))}), "
+            f"not a state dict: pass the state dict in it, e.g. "
+            f"tj.load_state(model, tj.load(path)[{nested[0]!r}])"
+        )
+    closer = torch_names if len(names ^ torch_names) < len(names ^ jax_names) else jax_names
+    missing = sorted(closer - names)
+    unexpected = sorted(str(name) for name in names - closer - extras)
+    problems = [_listed("Missing key(s)", missing), _listed("Unexpected key(s)", unexpected)]
+    raise CheckpointError(
+        f"Error(s) in loading {what} into {type(model).__name__}: "
+        + "; ".join(problem for problem in problems if problem)
+        + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
+        "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them"
+    )
+
+
+def _listed(title: str, names: list[str]) -> str:
+    if not names:
+        return ""
+    shown = ", ".join(repr(name) for name in names[:10])
+    return f"{title}: {shown}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
+
+
+def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:
+    if is_nnx_module(model):
+        for entry, value in zip(entries, values, strict=True):
+            entry.variable.set_value(value)
+        return model
+    leaves, treedef = jax.tree_util.tree_flatten(model)
+    for entry, value in zip(entries, values, strict=True):
+        leaves[entry.leaf_index] = value
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _entries(model: Any) -> list[_Entry]:
+    if is_nnx_module(model):
+        entries = list(_nnx_entries(model, torch_layout=True))
+    elif _is_nnx_state(model):
+        entries = list(_nnx_entries(model, torch_layout=False))
+    elif _is_equinox_module(model):
+        entries = list(_equinox_entries(model))
+    else:
+        raise ConversionError(
+            f"state_dict() takes a Flax NNX module, an nnx.State or an Equinox module, not "
+            f"{type(model).__name__}; for a dict of arrays, use it as it is"
+        )
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.name in seen:
+            raise ConversionError(
+                f"two arrays of the model would both be named {entry.name!r}; rename an "
+                "attribute so that no dotted path repeats another"
+            )
+        seen.add(entry.name)
+    return entries
+
+
+def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
+    nnx = sys.modules["flax.nnx"]
+    state = model if _is_nnx_state(model) else nnx.state(model)
+    modules = (
+        {path: node for path, node in nnx.iter_graph(model) if isinstance(node, nnx.Module)}
+        if torch_layout
+        else {}
+    )
+    for path, variable in nnx.to_flat_state(state):
+        if isinstance(variable, (nnx.RngState, nnx.Intermediate)):
+            continue
+        value = variable.get_value()
+        if not isinstance(value, (jax.Array, np.ndarray)):
+            continue
+        entry = _Entry(".".join(map(str, path)), value, variable=variable)
+        if torch_layout:
+            _nnx_torch_names(nnx, entry, path, modules)
+        else:
+            entry.no_torch = (
+                "layout='torch' needs the module, not its nnx.State: the torch names "
+                "depend on the layers; pass the model"
+            )
+        yield entry
+
+
+def _nnx_torch_names(
+    nnx: Any, entry: _Entry, path: tuple[Any, ...], modules: dict[tuple[Any, ...], Any]
+) -> None:
+    """Fill in the torch twin's name and layout of one NNX variable."""
+    parts = []
+    for depth, part in enumerate(path):
+        if part == "layers" and isinstance(modules.get(path[:depth]), nnx.Sequential):
+            continue  # torch's nn.Sequential numbers its layers directly
+        parts.append(str(part))
+    owner = modules.get(path[:-1])
+    layer = _nnx_layer(nnx, owner)
+    variable = str(path[-1])
+    if layer is not None and variable in _NNX_LAYERS[layer]:
+        torch_variable, axes = _NNX_LAYERS[layer][variable]
+        parts[-1] = torch_variable
+        entry.torch_extras = tuple(
+            ".".join([*parts[:-1], extra]) for extra in _TORCH_ONLY.get(layer, ())
+        )
+        if axes == _MATRIX:
+            entry.permutation = (1, 0)
+        elif axes == _CONV:
+            rank = entry.value.ndim
+            entry.permutation = (rank - 1, rank - 2, *range(rank - 2))
+    elif _is_flax_layer(nnx, owner):
+        entry.no_torch = (
+            f"{entry.name!r} belongs to a flax {type(owner).__name__}, which has no torch "
+            "counterpart tj knows the layout of; save it with tj.save_file (the JAX "
+            "layout), or write its torch state dict yourself"
+        )
+        return
+    entry.torch_name = ".".join(parts)
+
+
+def _is_flax_layer(nnx: Any, module: Any) -> bool:
+    """A layer of flax's own (not a container such as ``nnx.List``), holding variables."""
+    containers = tuple(
+        getattr(nnx, name) for name in ("List", "Dict", "Sequential") if hasattr(nnx, name)
+    )
+    return type(module).__module__.startswith("flax.") and not isinstance(module, containers)
+
+
+def _nnx_layer(nnx: Any, module: Any) -> str | None:
+    """The ``_NNX_LAYERS`` key of ``module``'s class (or of a flax class it derives from)."""
+    for name in _NNX_LAYERS:
+        if isinstance(module, getattr(nnx, name)):
+            return name
+    return None
+
+
+def _equinox_entries(model: Any) -> Iterator[_Entry]:
+    eqx = sys.modules["equinox"]
+    pairs = jax.tree_util.tree_flatten_with_path(model)[0]
+    for index, (path, leaf) in enumerate(pairs):
+        if not isinstance(leaf, (jax.Array, np.ndarray)):
+            continue
+        keys = [_key_name(key) for key in path]
+        entry = _Entry(".".join(keys), leaf, leaf_index=index)
+        owners = list(_equinox_owners(model, path))
+        refused = [
+            reason
+            for name, reason in _EQUINOX_REFUSED.items()
+            if isinstance(owners[-1], getattr(eqx.nn, name))
+        ]
+        if refused:
+            entry.no_torch = (
+                f"{entry.name!r} belongs to an eqx.nn.{type(owners[-1]).__name__}, and "
+                f"{refused[0]}; save it with tj.save_file (the JAX layout), or write its "
+                "torch state dict yourself"
+            )
+        else:
+            entry.torch_name = ".".join(
+                key
+                for key, parent in zip(keys, owners, strict=True)
+                if not (key == "layers" and isinstance(parent, eqx.nn.Sequential))
+            )
+        if isinstance(owners[-1], eqx.nn.Conv) and keys[-1] == "bias":
+            entry.reshape = (leaf.shape[0],)  # torch's bias is (out,), Equinox's (out, 1, ...)
+        yield entry
+
+
+def _equinox_owners(model: Any, path: tuple[Any, ...]) -> Iterator[Any]:
+    """The object each key of ``path`` is looked up in: the model, then inner ones."""
+    node = model
+    for key in path:
+        yield node
+        if isinstance(key, jax.tree_util.GetAttrKey):
+            node = getattr(node, key.name)
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            node = node[key.idx]
+        elif isinstance(key, jax.tree_util.DictKey):
+            node = node[key.key]
+        else:
+            return
+
+
+def _key_name(key: Any) -> str:
+    for attribute in ("name", "idx", "key"):
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _is_model(obj: Any) -> bool:
+    return is_nnx_module(obj) or _is_equinox_module(obj)
+
+
+def _is_nnx_state(obj: Any) -> bool:
+    return _instance_of(obj, "flax.nnx", "State")
+
+
+def _is_equinox_module(obj: Any) -> bool:
+    return _instance_of(obj, "equinox", "Module")
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as err:
+        raise ConversionError(
+            "layout='torch' makes torch tensors, and torch is not installed. Fix: pip "
+            "install torch, or save the JAX layout with tj.save_file"
+        ) from err
+    return torch
