@@ -39,10 +39,6 @@ TORCH_ROOTS = ("torch", "Tensor", "Module", "safetensors")
 # rules yet: path -> what is missing. Each is a strict xfail, so fixing one fails the
 # run until its line is removed here.
 PENDING: dict[str, str] = {
-    # _src/device.py
-    f"{PACKAGE}.Device": "opening line: Equivalent to `torch.device`.",
-    # _src/dtypes.py
-    f"{PACKAGE}.DtypeNarrowingWarning": "no Examples: section",
     # _src/feeding.py
     f"{PACKAGE}.ForkAfterJaxWarning": "no Examples: section",
     f"{PACKAGE}.pin_memory": "opening line: Equivalent to `Tensor.pin_memory`.",
@@ -50,31 +46,6 @@ PENDING: dict[str, str] = {
     f"{PACKAGE}.TensorSlice": "no Examples: section",
     f"{PACKAGE}.load_file": "opening line: Equivalent to `safetensors.torch.load_file`.",
     f"{PACKAGE}.save_file": "opening line: Equivalent to `safetensors.torch.save_file`.",
-    # _src/placement.py
-    f"{PACKAGE}.parameters": "opening line: Equivalent to `Module.parameters`.",
-    f"{PACKAGE}.to_device": "opening line: Equivalent to `Tensor.to`.",
-    # _src/interop.py
-    f"{PACKAGE}.to_jax": "opening line: Equivalent to `torch.from_numpy`.",
-    # _src/distributed/
-    f"{PACKAGE}.distributed.ReduceOp": "no Examples: section; opening line: Equivalent to "
-    "`torch.distributed.ReduceOp`.",
-    f"{PACKAGE}.distributed.all_reduce": "opening line: Equivalent to "
-    "`torch.distributed.all_reduce`.",
-    f"{PACKAGE}.distributed.barrier": "opening line: Equivalent to `torch.distributed.barrier`.",
-    f"{PACKAGE}.distributed.destroy_process_group": "opening line: Equivalent to "
-    "`torch.distributed.destroy_process_group`.",
-    f"{PACKAGE}.distributed.get_rank": "opening line: Equivalent to `torch.distributed.get_rank`.",
-    f"{PACKAGE}.distributed.get_world_size": "opening line: Equivalent to "
-    "`torch.distributed.get_world_size`.",
-    f"{PACKAGE}.distributed.init_device_mesh": "opening line: Equivalent to "
-    "`torch.distributed.device_mesh.init_device_mesh`.",
-    f"{PACKAGE}.distributed.init_process_group": "opening line: Equivalent to "
-    "`torch.distributed.init_process_group`.",
-    f"{PACKAGE}.distributed.is_initialized": "opening line: Equivalent to "
-    "`torch.distributed.is_initialized`.",
-    # porting/
-    f"{PACKAGE}.porting.catalog.Idiom": "no Examples: section",
-    f"{PACKAGE}.porting.catalog.get": "no Examples: section",
 }
 
 

@@ -61,7 +61,9 @@ _NO_INDEX: Any = _NoIndex()
 
 
 class Device:
-    """A torch-style device: a type (``"cuda"``, ``"cpu"``, ...) and an optional index.
+    """Equivalent to `torch.device`.
+
+    A torch-style device: a type (``"cuda"``, ``"cpu"``, ...) and an optional index.
 
     ``tj.device`` is this class, as ``torch.device`` is a class. It accepts what
     ``torch.device`` accepts and rejects what it rejects, plus the JAX platform names

@@ -33,7 +33,21 @@ __all__ = [
 
 
 class DtypeNarrowingWarning(UserWarning):
-    """64-bit data became 32-bit because ``jax_enable_x64`` is off."""
+    """64-bit data became 32-bit because ``jax_enable_x64`` is off.
+
+    Warned once per dtype, at the line that handed the data to JAX, with what changes
+    (range for integers; precision and range for floats) and the fix.
+
+    Examples:
+        >>> import warnings
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", tj.DtypeNarrowingWarning)  # known and fine
+        ...     tokens = tj.to_jax(np.arange(3, dtype=np.int64))
+        >>> tokens.dtype
+        dtype('int32')
+    """
 
 
 _warned: set[str] = set()

@@ -328,4 +328,12 @@ class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
     ``torch.manual_seed`` and ``torch.cuda.manual_seed`` call ``int(seed)``, which raises
     ``ValueError`` for a string that is no number and ``TypeError`` for other types;
     this class is both.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.cuda.manual_seed("x")
+        ... except tj.SeedError as error:
+        ...     print(str(error).split(";")[0])
+        tj.cuda.manual_seed: the seed must be an integer, got 'x'
     """

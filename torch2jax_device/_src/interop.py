@@ -32,7 +32,9 @@ def aligned_empty(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
 
 
 def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False) -> jax.Array:
-    """A torch tensor or NumPy array as a JAX array, sharing its memory where possible.
+    """Equivalent to `torch.from_numpy`.
+
+    A torch tensor or NumPy array as a JAX array, sharing its memory where possible.
 
     The result lives where the data already is (a CPU tensor or NumPy array on the CPU
     device, a ``cuda:1`` tensor on ``cuda:1``), committed there, and aliases the input

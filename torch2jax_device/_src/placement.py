@@ -70,7 +70,10 @@ def to_device(
     non_blocking: bool = False,
     copy: bool = False,
 ) -> Any:
-    """Move arrays, trees of arrays or a Flax NNX module to a device: ``x.to(device)``.
+    """Equivalent to `Tensor.to`.
+
+    Move arrays, trees of arrays or a Flax NNX module to a device: ``x.to(device)``,
+    ``model.to(device)``.
 
     Every array leaf (``jax.Array``, ``np.ndarray``, ``torch.Tensor``) comes back as a
     JAX array **committed** to the device, so jitted code runs there, as torch code
@@ -497,7 +500,9 @@ class Placements:
 
 
 def device_of(obj: Any) -> Device | None:
-    """The device an array, tree or module lives on: ``tensor.device`` for JAX.
+    """Equivalent to `Tensor.device`.
+
+    The device an array, tree or module lives on: ``tensor.device`` for JAX.
 
     ``device_of(model)`` answers ``next(model.parameters()).device`` for a whole NNX
     module, Equinox module, linen variables dict, pytree or torch module, after checking
@@ -570,7 +575,9 @@ def check_same_device(*objs: Any) -> Device | None:
 
 
 def parameters(model: Any) -> Iterator[Any]:
-    """The parameters of a model: ``model.parameters()`` for JAX.
+    """Equivalent to `Module.parameters`.
+
+    The parameters of a model: ``model.parameters()`` for JAX.
 
     For a Flax NNX module, its ``nnx.Param`` variables; for a linen variables dict
     (``{"params": ..., "batch_stats": ...}``), the ``"params"`` collection; for an

@@ -40,6 +40,14 @@ class Idiom:
             ``"advice"`` (reported with the ``tj`` column as advice, never rewritten)
             or ``""`` (not scanned for). A rename or custom rewrite is applied only
             when it is correct on its own (see ``porting.scanner``).
+
+    Examples:
+        >>> from torch2jax_device.porting import catalog
+        >>> row = catalog.get("cuda-is-available")
+        >>> row.torch, row.tj
+        ('available = torch.cuda.is_available()', 'available = tj.cuda.is_available()')
+        >>> row.rewrite, row.tj_api
+        ('rename', ('tj.cuda.is_available',))
     """
 
     id: str

@@ -26,7 +26,9 @@ def init_device_mesh(
     mesh_dim_names: Sequence[str] | None = None,
     axis_types: AxisType | Sequence[AxisType] | None = None,
 ) -> Mesh:
-    """A ``jax.sharding.Mesh`` over every process's devices: ``init_device_mesh`` for JAX.
+    """Equivalent to `torch.distributed.device_mesh.init_device_mesh`.
+
+    A ``jax.sharding.Mesh`` over every process's devices.
 
     Like torch's, it initializes the process group first when a launcher started
     this process (``RANK`` and ``WORLD_SIZE`` set) and nobody has yet. The mesh

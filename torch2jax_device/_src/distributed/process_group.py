@@ -57,10 +57,17 @@ _NOT_INITIALIZED = (
 
 
 class ReduceOp:
-    """The reductions ``all_reduce`` knows, under ``torch.distributed.ReduceOp``'s names.
+    """Equivalent to `torch.distributed.ReduceOp`.
+
+    The reductions ``all_reduce`` knows, under ``torch.distributed.ReduceOp``'s names.
 
     Each is a plain string, so ``op=ReduceOp.MAX`` and ``op="max"`` are the same.
     ``AVG`` is ``"mean"``, which gloo lacks in torch (there: ``SUM``, then divide).
+
+    Examples:
+        >>> from torch2jax_device import distributed as dist
+        >>> dist.ReduceOp.MAX, dist.ReduceOp.AVG
+        ('max', 'mean')
     """
 
     SUM = "sum"
@@ -103,7 +110,9 @@ def init_process_group(
     *,
     device_id: DeviceLike | None = None,
 ) -> None:
-    """Join this process to the job: ``torch.distributed.init_process_group`` on JAX.
+    """Equivalent to `torch.distributed.init_process_group`.
+
+    Join this process to the job, on ``jax.distributed``.
 
     Calls ``jax.distributed.initialize`` with rank 0's host as the coordinator
     (``MASTER_ADDR``; port ``MASTER_PORT``, or ``MASTER_PORT + 1`` under torchrun,
@@ -280,7 +289,9 @@ def _caller() -> str:
 
 
 def is_initialized() -> bool:
-    """Whether ``init_process_group`` has run (``torch.distributed.is_initialized``).
+    """Equivalent to `torch.distributed.is_initialized`.
+
+    Whether this process has joined the job.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
@@ -291,7 +302,9 @@ def is_initialized() -> bool:
 
 
 def get_rank() -> int:
-    """This process's rank, 0 to world size - 1 (``torch.distributed.get_rank``).
+    """Equivalent to `torch.distributed.get_rank`.
+
+    This process's rank, 0 to world size - 1.
 
     Equals ``jax.process_index()`` once JAX has started.
 
@@ -308,7 +321,9 @@ def get_rank() -> int:
 
 
 def get_world_size() -> int:
-    """The number of processes in the job (``torch.distributed.get_world_size``).
+    """Equivalent to `torch.distributed.get_world_size`.
+
+    The number of processes in the job.
 
     Equals ``jax.process_count()`` once JAX has started; the number of devices,
     ``jax.device_count()``, is larger when a process owns several.
@@ -357,7 +372,9 @@ def get_local_rank() -> int:
 
 
 def barrier() -> None:
-    """Wait until every process reaches its matching ``barrier()`` (``dist.barrier``).
+    """Equivalent to `torch.distributed.barrier`.
+
+    Wait until every process reaches its matching ``barrier()``.
 
     Runs on JAX's coordination service (the one ``jax.distributed`` starts), not
     on a device, so it neither starts backends nor compiles anything. Every rank
@@ -380,7 +397,9 @@ def barrier() -> None:
 
 
 def destroy_process_group() -> None:
-    """Leave the job: ``torch.distributed.destroy_process_group`` (``jax.distributed.shutdown``).
+    """Equivalent to `torch.distributed.destroy_process_group`.
+
+    Leave the job (``jax.distributed.shutdown``).
 
     JAX's shutdown waits (up to the group's timeout) until every process shuts down,
     so call it on every rank, at the end: JAX's backends cannot join a new job in
@@ -405,7 +424,9 @@ def destroy_process_group() -> None:
 
 
 def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
-    """Reduce every process's values and give the result to all: ``dist.all_reduce``.
+    """Equivalent to `torch.distributed.all_reduce`.
+
+    Reduce every process's values and give the result to all.
 
     For metrics and other host-side values: each process passes its own (a loss,
     a count, a tree of them); each gets back the reduction over all processes as

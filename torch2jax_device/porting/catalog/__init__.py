@@ -69,6 +69,11 @@ def get(idiom_id: str) -> Idiom:
 
     Raises:
         KeyError: no row has this id.
+
+    Examples:
+        >>> from torch2jax_device.porting import catalog
+        >>> catalog.get("tensor-cuda").tj
+        'x = tj.to_device(x, "cuda")'
     """
     for idiom in CATALOG:
         if idiom.id == idiom_id:
