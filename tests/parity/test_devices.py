@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
@@ -150,6 +150,15 @@ def spec_id(args: tuple[object, ...]) -> str:
     )
 
 
+def string_index(spec: object) -> int | None:
+    """The index written in a device string (``None`` without one or if unreadable)."""
+    text = spec.decode(errors="replace") if isinstance(spec, bytes) else spec
+    if not isinstance(text, str) or ":" not in text:
+        return None
+    digits = text.rsplit(":", 1)[1]
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) < 50 else None
+
+
 def written_index(args: tuple[object, ...]) -> int | None:
     """The index a spec names, read without tj (for specs both libraries accept)."""
     if len(args) == 2:
@@ -175,6 +184,12 @@ def assert_parses_like_torch(args: tuple[object, ...]) -> None:
         # torch's UnicodeDecodeError is a ValueError; so is tj's InvalidDeviceError.
         assert isinstance(ours.error, tj.InvalidDeviceError) and isinstance(ours.error, ValueError)
         return
+    if theirs.error is None and len(args) == 2 and string_index(args[0]) is not None:
+        # torch stores ``cuda:255`` as "no index" and then accepts an index argument too.
+        assert string_index(args[0]) % 256 == 255  # type: ignore[operator]
+        assert isinstance(ours.error, tj.InvalidDeviceError), ours.describe()
+        assert "must not include an index" in str(ours.error)
+        return
     if theirs.error is None and ours.error is None:
         assert ours.value.type == theirs.value.type
         assert ours.value.index == written_index(args)
@@ -184,6 +199,8 @@ def assert_parses_like_torch(args: tuple[object, ...]) -> None:
 
 @settings(max_examples=500, deadline=None)
 @given(SPECS)
+@example(("cpu:255", None))
+@example((b"cuda:511", 0))
 def test_property_parses_like_torch(args: tuple[object, ...]) -> None:
     """Strings, bytes, ints, NumPy ints, (type, index) pairs, huge and negative numbers,
     unicode: accepted and refused as torch does, and nothing but the library's errors."""
