@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import io
 import json
+import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -311,6 +313,8 @@ def test_explain_prints_the_guide_entry() -> None:
 def test_explain_an_unknown_rule() -> None:
     status, _, err = _run("scan", "--explain", "grad-scalar")
     assert status == 2 and "no rule 'grad-scalar'; did you mean grad-scaler?" in err
+    status, _, err = _run("scan", "--explain", "zzz")
+    assert status == 2 and "no rule 'zzz'; `torch2jax-device scan --list-rules` lists" in err
 
 
 def test_list_rules_lists_every_rule_by_section() -> None:
@@ -616,3 +620,21 @@ def test_methods_called_on_self_are_followed() -> None:
         Trainer()
         """
     assert [f.line for f in _scan(source) if f.rule == "startup-order"] == [6]
+
+
+def test_a_reader_that_stops_early_ends_the_scan_quietly() -> None:
+    """``scan . | head -1``: the closed pipe stops the scan with no traceback."""
+    corpus = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "corpus"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torch2jax_device", "scan", str(corpus)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # more than a pipe's buffer is still to come
+    with process.stderr:
+        error = process.stderr.read()
+    assert process.wait(timeout=60) == 128 + signal.SIGPIPE
+    assert b"cnn_example.py" in first
+    assert error == b""

@@ -15,6 +15,8 @@ Each command lives in its own module, which registers itself with ``add_parser``
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -42,5 +44,22 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = _parser().parse_args(argv)
-    status: int = args.run(args, sys.stdout, sys.stderr)
+    try:
+        status: int = args.run(args, sys.stdout, sys.stderr)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped reading (``scan . | head``): stop quietly, as Unix tools do.
+        _discard_stdout()
+        return 128 + signal.SIGPIPE
     return status
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so Python's final flush of it raises nothing."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a non-file object
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)

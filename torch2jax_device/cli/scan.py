@@ -159,7 +159,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             explain(args.explain, out)
         except KeyError:
             close = difflib.get_close_matches(args.explain, [i.id for i in catalog.CATALOG])
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            hint = (
+                f"; did you mean {', '.join(close)}?"
+                if close
+                else "; `torch2jax-device scan --list-rules` lists every rule"
+            )
             err.write(f"torch2jax-device scan: no rule {args.explain!r}{hint}\n")
             return 2
         return 0
