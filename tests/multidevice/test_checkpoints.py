@@ -21,6 +21,7 @@ import safetensors.torch
 import torch
 
 import torch2jax_device as tj
+from tests.support.checkpoints import misaligned_empty
 from torch2jax_device import load, load_file, safe_open, save_file
 from torch2jax_device._src.checkpoints import transfer
 
@@ -146,13 +147,7 @@ def test_a_staged_load_sends_pieces_straight_to_the_device(
     """A device that copies host buffers (simulated by misaligned staging buffers, see
     ``tests/unit/test_checkpoints_staging.py``): pieces go host -> cpu:3 and are assembled
     there; nothing is computed on another device and moved over."""
-
-    def misaligned(nbytes: int) -> np.ndarray[Any, Any]:
-        raw = np.empty(nbytes + 128, np.uint8)
-        start = -raw.ctypes.data % 64 + 8
-        return raw[start : start + nbytes]
-
-    monkeypatch.setattr(transfer, "aligned_empty", misaligned)
+    monkeypatch.setattr(transfer, "aligned_empty", misaligned_empty)
     transfer.uses_host_memory.cache_clear()
     try:
         with tj.device("cpu:1"), host_to_target_only():

@@ -99,6 +99,27 @@ def test_load_file_ignores_the_default_device(weights: Path) -> None:
     compare(lambda: safetensors.torch.load_file(str(weights)), lambda: load_file(weights))
 
 
+@pytest.mark.idiom("load-safetensors-backend")
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_a_file_rewritten_in_place_shows_through_mapped_loads_only(
+    tmp_path: Path, backend: str
+) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.arange(16.0)}, path)  # aligned: tj maps it as torch does
+    theirs = safetensors.torch.load_file(str(path), backend=backend)
+    ours = load_file(path, backend=backend)
+    with Reader(path) as reader:
+        start = reader.tensors["w"].start
+    descriptor = os.open(path, os.O_WRONLY)
+    try:  # an in-place writer: same file, new bytes
+        os.pwrite(descriptor, torch.full((16,), 7.0).numpy().tobytes(), start)
+    finally:
+        os.close(descriptor)
+    compare(lambda: theirs, lambda: ours)
+    expected = [7.0] * 16 if backend == "mmap" else list(range(16))
+    assert np.asarray(ours["w"]).tolist() == expected
+
+
 @pytest.mark.idiom("safe-open-slice")
 @pytest.mark.parametrize(
     "index",

@@ -1,9 +1,11 @@
-"""A nanoGPT-shaped training checkpoint, shared by the loading tests (not a test module)."""
+"""Shared by the checkpoint tests (not a test module): a nanoGPT-shaped checkpoint, and
+host buffers that make JAX's CPU backend copy instead of aliasing."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -22,3 +24,14 @@ def nanogpt_checkpoint() -> dict[str, Any]:
         "best_val_loss": torch.tensor(2.75),
         "config": {"dataset": "shakespeare_char", "eval_only": False, "betas": (0.9, 0.95)},
     }
+
+
+def misaligned_empty(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """An uninitialized byte buffer starting 8 bytes past a 64-byte boundary.
+
+    JAX's CPU backend copies such a buffer on ``device_put`` instead of using it in
+    place: given as staging buffers, these make a CPU device behave as a GPU does.
+    """
+    raw = np.empty(nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + 8
+    return raw[start : start + nbytes]

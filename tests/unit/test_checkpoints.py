@@ -140,12 +140,16 @@ def _rewrite_in_place(path: Path, info: Any, fill: int) -> None:
         os.close(descriptor)
 
 
+def load_mapped(path: Path) -> tuple[dict[str, jax.Array], tuple[int, int] | None, Any]:
+    """``load_file(path)``, where the file is mapped, and where its tensors are in it."""
+    loaded = load_file(path)
+    with Reader(path) as reader:
+        return loaded, mapping_of(path), reader.tensors
+
+
 @needs_proc
 def test_aligned_tensors_are_arrays_over_the_mapped_file(aligned_file: Path) -> None:
-    loaded = load_file(aligned_file)
-    mapping = mapping_of(aligned_file)
-    with Reader(aligned_file) as reader:
-        infos = reader.tensors
+    loaded, mapping, infos = load_mapped(aligned_file)
     for name, expected in ALIGNED.items():
         assert infos[name].start % ALIGNMENT == 0, name
         assert inside(loaded[name], mapping), name
@@ -160,10 +164,7 @@ def test_aligned_tensors_are_arrays_over_the_mapped_file(aligned_file: Path) -> 
 @needs_proc
 def test_unaligned_tensors_are_read_once_into_aligned_memory(sample_file: Path) -> None:
     """safetensors' own layout: most tensors start unaligned, and are copies."""
-    loaded = load_file(sample_file)
-    mapping = mapping_of(sample_file)
-    with Reader(sample_file) as reader:
-        infos = reader.tensors
+    loaded, mapping, infos = load_mapped(sample_file)
     unaligned = [n for n, i in infos.items() if i.nbytes and i.start % ALIGNMENT]
     assert len(unaligned) >= 10
     for name in unaligned:

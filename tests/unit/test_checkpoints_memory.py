@@ -51,6 +51,7 @@ def run(script: str, devices: int = 1) -> dict[str, float]:
     environment = {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices)}
     result = subprocess.run(
         [sys.executable, "-c", MEASURE + textwrap.dedent(script)],
+        cwd=Path(__file__).resolve().parents[2],  # where `tests` imports from
         capture_output=True,
         text=True,
         timeout=300,
@@ -113,15 +114,11 @@ def test_a_device_that_copies_costs_the_staging_budget_on_the_host(tokens: Path)
     pieces in transfer (device memory on a GPU): file + 2 x staging at most."""
     figures = run(
         f"""
+        from tests.support.checkpoints import misaligned_empty
         from torch2jax_device import load_file
         from torch2jax_device._src.checkpoints import transfer
 
-        def misaligned(nbytes):
-            raw = np.empty(nbytes + 128, np.uint8)
-            start = -raw.ctypes.data % 64 + 8
-            return raw[start : start + nbytes]
-
-        transfer.aligned_empty = misaligned
+        transfer.aligned_empty = misaligned_empty
         load = lambda: load_file({str(tokens)!r}, "cpu:1", staging_bytes={STAGING_MIB * MIB})
         loaded, grown = measure(load)
         assert not transfer.uses_host_memory(jax.devices()[1])

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import torch2jax_device as tj
+from tests.support.checkpoints import misaligned_empty
 from torch2jax_device import CheckpointError, load_file, safe_open
 from torch2jax_device._src import dtypes as _dtypes
 from torch2jax_device._src.checkpoints import transfer
-from torch2jax_device._src.interop import ALIGNMENT
 from torch2jax_device._src.run_ahead import THREAD_NAME
 
 CPU = tj.resolve("cpu")
@@ -40,9 +40,7 @@ class CopyingDevice:
 
     def allocate(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
         self.sizes.append(nbytes)
-        raw = np.empty(nbytes + 2 * ALIGNMENT, np.uint8)
-        start = -raw.ctypes.data % ALIGNMENT + 8
-        return raw[start : start + nbytes]
+        return misaligned_empty(nbytes)
 
 
 @pytest.fixture
