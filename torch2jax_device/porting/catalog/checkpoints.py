@@ -177,7 +177,7 @@ ROWS: tuple[Idiom, ...] = (
             "A mapped load shows the file as it is when pages are first read: a file "
             "rewritten in place (as `safetensors.torch.save_file` writes) changes the "
             "arrays, and a truncated one crashes the process with `SIGBUS` when they are "
-            "read. `backend=\"pread\"` reads every tensor into memory the arrays own. "
+            'read. `backend="pread"` reads every tensor into memory the arrays own. '
             "Replacing the file (`tj.save_file`, `torch.save`) is safe either way."
         ),
         runs=False,
