@@ -19,8 +19,9 @@ such as JAX's start, are not the load's), then resets its peak RSS
 (``/proc/self/clear_refs``, Linux only) and measures the peak growth over its resident
 size before the load: after the load ("load RSS") and after the workload ("peak RSS").
 Runs that take under a second are repeated (up to 20 times, results freed in between;
-not with ``--cold``) and the median is reported. Loaders whose footprint would not fit
-in the memory available are skipped, with the reason printed.
+not with ``--cold``) and the median is reported. Loaders whose footprint would exceed
+the memory available or ``--max-gib`` (10 GiB by default: the machine is shared) are
+skipped, with the reason.
 
 Then: loads onto a second simulated CPU device (``JAX_NUM_CPU_DEVICES=2``), time and
 peak RSS against file size and file + staging budget; and a hostile file of 1.4 M
@@ -350,7 +351,20 @@ def data_start(path: str) -> int:
         return 8 + int.from_bytes(file.read(8), "little")
 
 
-def bench_size(gib: float, directory: str, cold: bool, warm: dict[str, str]) -> None:
+def fits(needed_gib: float, max_gib: float) -> bool:
+    return needed_gib <= min(max_gib, available_gib())
+
+
+def too_big(needed_gib: float, max_gib: float) -> str:
+    return (
+        f"needs ~{needed_gib:.0f} GiB; the cap is {max_gib:.0f} GiB, "
+        f"{available_gib():.0f} GiB available"
+    )
+
+
+def bench_size(
+    gib: float, directory: str, cold: bool, warm: dict[str, str], max_gib: float
+) -> None:
     paths = {kind: os.path.join(directory, f"{kind}.safetensors") for kind in warm}
     for kind, path in paths.items():
         run_generate(kind, gib, path)
@@ -366,10 +380,8 @@ def bench_size(gib: float, directory: str, cold: bool, warm: dict[str, str]) -> 
     for label, (framework, kind) in LOADERS.items():
         needed = FOOTPRINT[framework] * size + 1
         for workload in WORKLOADS:
-            if needed > available_gib():
-                results[label, workload] = {
-                    "skipped": f"needs ~{needed:.0f} GiB, {available_gib():.0f} GiB available"
-                }
+            if not fits(needed, max_gib):
+                results[label, workload] = {"skipped": too_big(needed, max_gib)}
                 continue
             if cold:
                 evict(paths[kind])
@@ -377,7 +389,7 @@ def bench_size(gib: float, directory: str, cold: bool, warm: dict[str, str]) -> 
                 "--child", framework, workload, paths[kind], warm[kind], repeat
             )
     report(results, size)
-    report_device(paths, warm, size, cold)
+    report_device(paths, warm, size, cold, max_gib)
     for path in paths.values():
         os.unlink(path)
 
@@ -426,7 +438,9 @@ DEVICE_MODES = {
 }
 
 
-def report_device(paths: dict[str, str], warm: dict[str, str], size: float, cold: bool) -> None:
+def report_device(
+    paths: dict[str, str], warm: dict[str, str], size: float, cold: bool, max_gib: float
+) -> None:
     print(
         f"\nOnto cpu:1 of 2 simulated CPU devices (staging budget {STAGING // MIB} MiB; "
         "bound: file + staging + 10%):\n"
@@ -436,8 +450,8 @@ def report_device(paths: dict[str, str], warm: dict[str, str], size: float, cold
     bound = size * 1024 * 1.1 + STAGING / MIB
     for mode, (kind, label) in DEVICE_MODES.items():
         needed = (3.1 if mode == "flax" else 1.1) * size + 1
-        if needed > available_gib():
-            print(f"| `{label}` | skipped: needs ~{needed:.0f} GiB | | | |")
+        if not fits(needed, max_gib):
+            print(f"| `{label}` | skipped: {too_big(needed, max_gib)} | | | |")
             continue
         if cold:
             evict(paths[kind])
@@ -478,6 +492,9 @@ def main() -> None:
     parser.add_argument("--gib", type=float, nargs="+", default=[1.0, 8.0], help="file sizes")
     parser.add_argument("--cold", action="store_true", help="evict the file before each run")
     parser.add_argument("--no-bomb", action="store_true", help="skip the one-byte tensor files")
+    parser.add_argument(
+        "--max-gib", type=float, default=10.0, help="skip loaders needing more RSS (GiB)"
+    )
     args = parser.parse_args()
 
     import jax
@@ -495,7 +512,7 @@ def main() -> None:
         for kind, path in warm.items():
             run_generate(kind, 1 / 1024, path)
         for gib in args.gib:
-            bench_size(gib, directory, args.cold, warm)
+            bench_size(gib, directory, args.cold, warm, args.max_gib)
         if not args.no_bomb:
             bench_bomb(directory)
     finally:
