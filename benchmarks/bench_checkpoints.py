@@ -11,8 +11,8 @@ as for 7 files in 8). Every loader x workload runs in a fresh process:
   ``safetensors.numpy.load_file`` and ``safetensors.flax.load_file`` (safetensors' file);
 * workloads: the load alone; the load, then reading every byte (a checksum over a NumPy
   view of each array); the load, then 1000 random 1 MiB windows of the tokens, each
-  made a contiguous array of the loader's framework (``x[a:b]`` for JAX, ``.clone()``
-  for torch, ``.copy()`` for NumPy).
+  copied out as a contiguous host array (``.clone()`` for torch, ``.copy()`` of a NumPy
+  view for NumPy and for JAX arrays, which are host memory on the CPU).
 
 Each process imports and warms its loader up on a small file first (one-time costs,
 such as JAX's start, are not the load's), then resets its peak RSS
@@ -143,20 +143,24 @@ def checksum(tensors: dict[str, Any]) -> int:
 
 
 def batches(tensors: dict[str, Any], framework: str) -> int:
+    """Copy 1000 random 1 MiB windows of the tokens out as contiguous host arrays.
+
+    JAX arrays on the CPU are host memory: their windows are taken from ``np.asarray``
+    (a view), as the seed story does; ``x[a:b]`` would cost a dispatch per window and
+    fails past 2**31 elements without ``jax_enable_x64``.
+    """
+    import numpy as np
+
     tokens = tensors["tokens"]
+    if framework in ("tj", "flax"):
+        tokens = np.asarray(tokens)
     window = MIB // 2  # uint16 tokens
     rng = random.Random(0)
-    starts = [rng.randrange(tokens.shape[0] - window) for _ in range(BATCHES)]
     seen = 0
-    for start in starts:
+    for _ in range(BATCHES):
+        start = rng.randrange(tokens.shape[0] - window)
         part = tokens[start : start + window]
-        if framework in ("tj", "flax"):
-            part.block_until_ready()
-        elif framework == "torch":
-            part = part.clone()
-        else:
-            part = part.copy()
-        seen += part.shape[0]
+        seen += (part.clone() if framework == "torch" else part.copy()).shape[0]
     return seen
 
 

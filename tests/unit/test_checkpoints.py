@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -608,3 +609,23 @@ def test_load_without_torch_names_what_to_install(tmp_path: Path) -> None:
     )
     assert "reading one needs torch, which is not installed" in result.stdout
     assert "pip install torch" in result.stdout
+
+
+def test_windows_past_two_to_the_31_elements(tmp_path: Path) -> None:
+    """A 2 GiB+ token tensor in a sparse file: windows far in, without reading the rest."""
+    count = 2**31 + 4096
+    header = json.dumps({"t": {"dtype": "U8", "shape": [count], "data_offsets": [0, count]}})
+    raw = header.encode() + b" " * (-(8 + len(header)) % ALIGNMENT)
+    path = tmp_path / "sparse.safetensors"
+    with open(path, "wb") as file:
+        file.write(len(raw).to_bytes(8, "little") + raw)
+        file.truncate(8 + len(raw) + count)  # holes: no disk, no RAM
+        file.seek(8 + len(raw) + 2**31 + 10)
+        file.write(bytes(range(1, 11)))
+    expected = list(range(1, 11))
+    with safe_open(path) as f:
+        assert np.asarray(f.get_slice("t")[2**31 + 10 : 2**31 + 20]).tolist() == expected
+    with safe_open(path, backend="pread") as f:
+        assert np.asarray(f.get_slice("t")[2**31 + 10 : 2**31 + 20]).tolist() == expected
+    tokens = load_file(path)["t"]
+    assert np.asarray(tokens)[2**31 + 10 : 2**31 + 20].tolist() == expected

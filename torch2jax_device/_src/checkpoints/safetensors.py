@@ -135,7 +135,6 @@ def load_file(
             staging_bytes=_staging(staging_bytes),
             progress=progress,
         )
-        jax.block_until_ready(list(arrays.values()))
     return dict(sorted(arrays.items()))
 
 

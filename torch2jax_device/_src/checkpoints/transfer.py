@@ -75,7 +75,8 @@ def place(
 
     ``mapped`` allows the in-place route; otherwise (and for tensors it cannot take)
     tensors are staged, with ``staging_bytes`` the host budget on devices that copy.
-    ``progress`` is ``Progress``'s switch for the bar of the staged bytes.
+    ``progress`` is ``Progress``'s switch for the bar of the staged bytes. Every array
+    returned is ready: its transfer has completed.
     """
     in_place = uses_host_memory(target)
     views: dict[str, np.ndarray[Any, Any]] = {}
