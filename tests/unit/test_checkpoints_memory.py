@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from torch2jax_device import save_file
+from torch2jax_device._src.checkpoints.format import tensor_limit
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/clear_refs").exists(), reason="measures peaks through Linux /proc"
@@ -77,6 +78,7 @@ def test_a_cpu_load_maps_the_file_and_reads_pages_only_when_touched(tokens: Path
         path = {str(tokens)!r}
         small = path + ".small"
         from torch2jax_device import save_file
+from torch2jax_device._src.checkpoints.format import tensor_limit
         save_file({{"tokens": np.arange(8, dtype=np.uint16)}}, small)
         loaded, grown = measure(lambda: load_file(path), lambda: load_file(small))
         array = loaded["tokens"]
@@ -152,5 +154,6 @@ def test_a_file_of_a_million_tiny_tensors_is_refused_within_a_few_times_its_size
         message, grown = measure(refused)
         print(json.dumps({{"load": grown, "message": message}}))
     """)
-    assert "holds more than 65,536 tensors" in str(figures["message"])
+    limit = tensor_limit(path.stat().st_size)
+    assert f"holds more than {limit:,} tensors" in str(figures["message"])
     assert figures["load"] <= 3 * size_mib, figures

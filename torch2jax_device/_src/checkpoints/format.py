@@ -42,7 +42,7 @@ MAX_RANK = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
 #: Without ``max_tensors=``, a file may hold one tensor per this many bytes of its size...
 BYTES_PER_TENSOR = 4096
 #: ... and at least this many tensors, whatever its size.
-MIN_TENSOR_LIMIT = 65_536
+MIN_TENSOR_LIMIT = 16_384
 # NumPy's (and JAX's) bound on a dimension, and on an array's size in bytes.
 _MAX_SIZE = 2**63 - 1
 
@@ -93,7 +93,7 @@ def tensor_limit(file_size: int) -> int:
     about 5 KiB as a JAX array), so a file of many tiny tensors could claim many times
     its size: 1.4 million one-byte tensors in a 98 MB file would need about 8 GB. One
     tensor per ``BYTES_PER_TENSOR`` of file, and at least ``MIN_TENSOR_LIMIT``, keeps
-    that cost within about the file size (or 400 MB for small files).
+    that cost within about 1.5 times the file size, or 100 MB for small files.
     """
     return max(MIN_TENSOR_LIMIT, file_size // BYTES_PER_TENSOR)
 

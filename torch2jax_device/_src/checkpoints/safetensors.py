@@ -82,7 +82,7 @@ def load_file(
         staging_bytes: Host memory for transfers to devices that do not use host memory
             in place (GPU, TPU); 256 MiB by default.
         max_tensors: The most tensors the file may hold. By default one per 4 KiB of
-            file and at least 65,536, so that a file of millions of tiny tensors cannot
+            file and at least 16,384, so that a file of millions of tiny tensors cannot
             exhaust RAM (each JAX array costs about 5 KiB of host memory).
         progress: Draw a progress bar of the bytes read on stderr (a mapped load reads
             none). By default one is drawn for reads of 256 MiB or more when stderr is a
