@@ -335,6 +335,32 @@ def test_the_move_keeps_order_and_bounded_lookahead(overlap_always_pays: None) -
     assert source.closed
 
 
+class Box:
+    """A processed item that can be watched for garbage collection."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+@pytest.mark.parametrize("background", MODES)
+def test_no_batch_stays_alive_behind_the_consumer(
+    overlap_always_pays: None, background: bool | None
+) -> None:
+    # Batches hold device memory: once the loop has moved past one, nothing may keep it
+    # (None: the source moves to a thread on the way, with batches under way).
+    stream = _prefetch.run_ahead(range(40), Box, 2, background)
+    watched = []
+    for _ in range(12):
+        box = finishes(lambda: next(stream))
+        watched.append(weakref.ref(box))
+    assert box.value == 11
+    del box
+    gc.collect()
+    # Only the batch handed over last is referenced (by the suspended generator).
+    assert [ref() is None for ref in watched] == [True] * 11 + [False]
+    finishes(stream.close)
+
+
 def test_an_error_after_the_move_surfaces_at_its_position(overlap_always_pays: None) -> None:
     raised_in: list[str] = []
 

@@ -162,10 +162,11 @@ def _produce(source: Iterator[_T], process: Callable[[_T], _R], channel: _Channe
 class _Pacer:
     """Whether moving the source to a background thread pays (``background=None``).
 
-    Fed, per item, the producer's seconds (``next()`` plus ``process``) and the
-    consumer's (from handing the item over to asking for the next one). The first
-    sample of each is left out: it holds one-off costs (a DataLoader starting its
-    workers, the step compiling).
+    Fed, per group of items, the producer's seconds per item (``next()`` plus
+    ``process``), and per item the consumer's (from handing the item over to asking
+    for the next one). The first group and the first item's consumer time are left
+    out: they hold one-off costs (a DataLoader starting its workers, the step
+    compiling).
     """
 
     __slots__ = ("_consumer", "_producer", "_skipped_consumer", "_skipped_producer")
@@ -175,9 +176,9 @@ class _Pacer:
         self._consumer: collections.deque[float] = collections.deque(maxlen=_WINDOW)
         self._skipped_producer = self._skipped_consumer = False
 
-    def producer(self, seconds: float) -> None:
+    def producer(self, seconds_per_item: float, items: int) -> None:
         if self._skipped_producer:
-            self._producer.append(seconds)
+            self._producer.extend([seconds_per_item] * items)
         self._skipped_producer = True
 
     def consumer(self, seconds: float) -> None:
@@ -280,6 +281,7 @@ def run_ahead(
             if channel is None and not exhausted:
                 if background or (pacer is not None and pacer.overlap_pays()):
                     channel = _Channel(size, ahead)
+                    ahead.clear()  # the channel holds them now; batches are not kept twice
                     producer = threading.Thread(
                         target=_produce,
                         args=(source, process, channel),
@@ -288,13 +290,13 @@ def run_ahead(
                     )
                     producer.start()
                 elif len(ahead) <= refill_at:
-                    count = size + 1 - len(ahead)  # with the one handed over next
-                    started = clock()
-                    group = _pull_group(source, count, process, process_group)
+                    before = len(ahead)
+                    started = clock()  # below: size + 1 with the one handed over next
+                    ahead.extend(_pull_group(source, size + 1 - before, process, process_group))
                     if pacer is not None:
-                        pacer.producer((clock() - started) / len(group))
-                    exhausted = isinstance(group[-1], (_End, _Failure))
-                    ahead.extend(group)
+                        pulled = len(ahead) - before
+                        pacer.producer((clock() - started) / pulled, pulled)
+                    exhausted = isinstance(ahead[-1], (_End, _Failure))
             message = ahead.popleft() if channel is None else channel.get()
             if isinstance(message, _End):
                 return
