@@ -103,6 +103,18 @@ def transfers(monkeypatch: pytest.MonkeyPatch) -> list[list[str | None]]:
     return calls
 
 
+@pytest.fixture
+def overlap_always_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The automatic mode moves the source to a thread as soon as its window is full."""
+    monkeypatch.setattr(_prefetch, "OVERLAP_PAYS_S", 0.0)
+
+
+@pytest.fixture
+def overlap_never_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The automatic mode keeps the source in the calling thread, however slow the machine."""
+    monkeypatch.setattr(_prefetch, "OVERLAP_PAYS_S", float("inf"))
+
+
 class Source:
     """An endless iterator of batches that counts what was pulled and records close()."""
 
@@ -178,7 +190,9 @@ def test_default_device_is_used_when_none_is_given() -> None:
 
 @pytest.mark.parametrize("background", MODES)
 @pytest.mark.parametrize("size", [1, 2, 3])
-def test_at_most_size_batches_are_transferred_ahead(size: int, background: bool | None) -> None:
+def test_at_most_size_batches_are_transferred_ahead(
+    size: int, background: bool | None, overlap_never_pays: None
+) -> None:
     source = Source()
     stream = prefetch_to_device(source, "cpu", size=size, background=background)
     ahead = []
@@ -196,7 +210,7 @@ def test_at_most_size_batches_are_transferred_ahead(size: int, background: bool 
 
 @pytest.mark.parametrize("background", [False, None])
 def test_in_the_calling_thread_batches_are_placed_in_groups(
-    transfers: list[list[str | None]], background: bool | None
+    transfers: list[list[str | None]], background: bool | None, overlap_never_pays: None
 ) -> None:
     stream = prefetch_to_device(_take(7), "cpu", size=2, background=background)
     assert [int(b["x"][0]) for b in stream] == list(range(7))
@@ -276,12 +290,32 @@ def test_background_true_pulls_in_the_producer_thread_from_the_first_batch() -> 
         ([3e-4, 3e-4, 3e-4], [2e-2, 2e-2, 2e-2], True),  # from a quarter millisecond each
         ([6e-5, 6e-5, 6e-5], [2e-2, 2e-2, 2e-2], False),  # a small batch: nothing to hide
         ([2e-2, 2e-2, 2e-2], [1e-5, 1e-5, 1e-5], False),  # an instant loop: nothing to hide in
-        ([6e-5, 5.0, 6e-5], [5.0, 1e-5, 5.0], False),  # one outlier each side decides nothing
+        ([6e-5, 5.0, 6e-5], [5.0, 1e-5, 5.0], False),  # one outlier (producer) decides nothing
+        ([5e-3, 5e-3, 6e-5], [5e-3, 1e-5, 5e-3], True),  # two of three are a median
         ([5e-3, 5e-3], [5e-3, 5e-3], False),  # the window is not full yet
     ],
 )
 def test_the_automatic_rule(producer: list[float], consumer: list[float], pays: bool) -> None:
-    assert _prefetch.overlap_pays(producer, consumer) is pays
+    pacer = _prefetch._Pacer()
+    pacer.producer(60.0, 3)  # the first group: left out, whatever it took
+    pacer.consumer(60.0)  # the first step: left out (compilation)
+    for seconds in producer:
+        pacer.producer(seconds, 1)
+    for seconds in consumer:
+        pacer.consumer(seconds)
+    assert pacer.overlap_pays() is pays
+
+
+def test_the_automatic_rule_forgets_old_samples() -> None:
+    pacer = _prefetch._Pacer()
+    pacer.producer(0.0, 1)
+    pacer.consumer(0.0)
+    pacer.producer(5e-3, 3)  # a group of three slow pulls
+    for seconds in [1e-5, 1e-5, 1e-5, 5e-3, 5e-3]:  # a fast start, then slow steps
+        pacer.consumer(seconds)
+    assert pacer.overlap_pays()
+    pacer.producer(1e-5, 2)  # two fast pulls outvote the older slow one
+    assert not pacer.overlap_pays()
 
 
 def test_a_slow_source_and_a_slow_step_move_the_source_to_a_background_thread() -> None:
@@ -307,11 +341,6 @@ def _recording(batches: Iterator[Any], pulled_in: list[str]) -> Iterator[Any]:
     for batch in batches:
         pulled_in.append(threading.current_thread().name)
         yield batch
-
-
-@pytest.fixture
-def overlap_always_pays(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_prefetch, "OVERLAP_PAYS_S", 0.0)
 
 
 def test_the_move_keeps_order_and_bounded_lookahead(overlap_always_pays: None) -> None:
@@ -371,18 +400,15 @@ def test_an_error_after_the_move_surfaces_at_its_position(overlap_always_pays: N
 
     stream = prefetch_to_device(failing_late(), "cpu")
     got = [int(finishes(lambda: next(stream))["x"][0]) for _ in range(10)]
-    assert got == list(range(10)) and raised_in == [_prefetch.THREAD_NAME]
+    assert got == list(range(10))
     with pytest.raises(ValueError, match="corrupt record 10") as caught:
         finishes(lambda: next(stream))
+    assert raised_in == [_prefetch.THREAD_NAME]
     frames = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
     assert "failing_late" in frames
 
 
-def test_a_source_that_never_pays_stays_in_the_calling_thread(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_prefetch, "OVERLAP_PAYS_S", float("inf"))
-
+def test_a_source_that_never_pays_stays_in_the_calling_thread(overlap_never_pays: None) -> None:
     def slow_batches() -> Iterator[dict[str, Any]]:
         for batch in _take(8):
             time.sleep(0.002)

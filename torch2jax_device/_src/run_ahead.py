@@ -34,6 +34,7 @@ join nothing else touches it.
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -166,37 +167,44 @@ class _Pacer:
     ``process``), and per item the consumer's (from handing the item over to asking
     for the next one). The first group and the first item's consumer time are left
     out: they hold one-off costs (a DataLoader starting its workers, the step
-    compiling).
+    compiling). The rule: over the last ``_WINDOW`` samples of each side, both
+    medians reach ``OVERLAP_PAYS_S``. A median of 3 reaches it when 2 samples do, so
+    each side keeps only a register of which recent samples did: this runs for every
+    item of a fast source, where a microsecond counts.
     """
 
-    __slots__ = ("_consumer", "_producer", "_skipped_consumer", "_skipped_producer")
+    __slots__ = ("_consumer", "_producer")
 
     def __init__(self) -> None:
-        self._producer: collections.deque[float] = collections.deque(maxlen=_WINDOW)
-        self._consumer: collections.deque[float] = collections.deque(maxlen=_WINDOW)
-        self._skipped_producer = self._skipped_consumer = False
+        # Per side: the last samples as bits (1: reached the threshold), newest lowest,
+        # behind a marker bit that counts how many were taken; -1 until the first
+        # (left out) sample arrives.
+        self._producer = self._consumer = -1
 
     def producer(self, seconds_per_item: float, items: int) -> None:
-        if self._skipped_producer:
-            self._producer.extend([seconds_per_item] * items)
-        self._skipped_producer = True
+        for _ in range(items):
+            self._producer = _shift(self._producer, seconds_per_item)
 
     def consumer(self, seconds: float) -> None:
-        if self._skipped_consumer:
-            self._consumer.append(seconds)
-        self._skipped_consumer = True
+        self._consumer = _shift(self._consumer, seconds)
 
     def overlap_pays(self) -> bool:
-        return overlap_pays(self._producer, self._consumer)
+        return _median_reaches(self._producer) and _median_reaches(self._consumer)
 
 
-def overlap_pays(producer: Iterable[float], consumer: Iterable[float]) -> bool:
-    """The rule: a full window on both sides, and both medians at least ``OVERLAP_PAYS_S``."""
-    producer, consumer = sorted(producer), sorted(consumer)
-    if len(producer) < _WINDOW or len(consumer) < _WINDOW:
-        return False
-    middle = _WINDOW // 2
-    return min(producer[middle], consumer[middle]) >= OVERLAP_PAYS_S
+_FULL = 1 << _WINDOW  # the marker bit, once a window of samples sits below it
+
+
+def _shift(register: int, seconds: float) -> int:
+    if register < 0:
+        return 1  # the first sample is left out; the marker starts here
+    register = (register << 1) | (seconds >= OVERLAP_PAYS_S)
+    return register if register < _FULL << 1 else _FULL | (register & (_FULL - 1))
+
+
+def _median_reaches(register: int) -> bool:
+    """A full window whose median reached the threshold (more than half the bits)."""
+    return register >= _FULL and (register & (_FULL - 1)).bit_count() > _WINDOW // 2
 
 
 def _pull_group(
@@ -213,12 +221,15 @@ def _pull_group(
     """
     items: list[_T] = []
     stop: _End | _Failure | None = None
-    while len(items) < count:
-        item = _pull(source)
-        if isinstance(item, (_End, _Failure)):
-            stop = item
-            break
-        items.append(item)
+    try:
+        items.extend(itertools.islice(source, count))  # keeps what came before a raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        stop = _Failure(error)
+    else:
+        if len(items) < count:
+            stop = _END
     if len(items) > 1 and process_group is not None:
         together = _processed(process_group, items)
         if not isinstance(together, _Failure):
@@ -290,13 +301,13 @@ def run_ahead(
                     )
                     producer.start()
                 elif len(ahead) <= refill_at:
-                    before = len(ahead)
-                    started = clock()  # below: size + 1 with the one handed over next
-                    ahead.extend(_pull_group(source, size + 1 - before, process, process_group))
+                    started = clock()  # size + 1 ahead: with the one handed over next
+                    group = _pull_group(source, size + 1 - len(ahead), process, process_group)
                     if pacer is not None:
-                        pulled = len(ahead) - before
-                        pacer.producer((clock() - started) / pulled, pulled)
-                    exhausted = isinstance(ahead[-1], (_End, _Failure))
+                        pacer.producer((clock() - started) / len(group), len(group))
+                    exhausted = isinstance(group[-1], (_End, _Failure))
+                    ahead.extend(group)
+                    del group  # the deque alone holds the batches: they die when handed on
             message = ahead.popleft() if channel is None else channel.get()
             if isinstance(message, _End):
                 return
