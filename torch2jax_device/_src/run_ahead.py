@@ -289,7 +289,8 @@ def run_ahead(
     producer: threading.Thread | None = None
     try:
         while True:
-            if channel is None and not exhausted:
+            # Where the next items come from is decided when more are due (once a group).
+            if channel is None and not exhausted and (background or len(ahead) <= refill_at):
                 if background or (pacer is not None and pacer.overlap_pays()):
                     channel = _Channel(size, ahead)
                     ahead.clear()  # the channel holds them now; batches are not kept twice
@@ -300,7 +301,7 @@ def run_ahead(
                         daemon=True,
                     )
                     producer.start()
-                elif len(ahead) <= refill_at:
+                else:
                     started = clock()  # size + 1 ahead: with the one handed over next
                     group = _pull_group(source, size + 1 - len(ahead), process, process_group)
                     if pacer is not None:
