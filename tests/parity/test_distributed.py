@@ -150,6 +150,20 @@ def test_own_launcher_runs_the_job_like_torchrun(
         np.testing.assert_allclose(tj_result["grad_weight"], torch_result["grad_weight"], rtol=1e-5)
 
 
+@pytest.mark.idiom("dist-launch")
+def test_own_launcher_hosts_torchs_store_as_torchrun_does() -> None:
+    """Workers' torch store is the launcher's, so no rank depends on rank 0 outliving it
+    (a store hosted by rank 0 makes gloo jobs abort now and then at exit)."""
+    script = "tests/support/distributed/store_outlives_rank0.py"
+    status, out, err = launch("--nproc-per-node", "2", script)
+    assert status == 0, err[-4000:]
+    ours, theirs = results(out), torchrun("store_outlives_rank0.py", nproc=2)
+    assert ours == theirs
+    assert theirs[1] == {
+        "rank": 1, "agent_store": "True", "rank0_gone": True, "read_after_rank0": "still here"
+    }  # fmt: skip
+
+
 @pytest.mark.idiom("dist-not-initialized")
 @pytest.mark.parametrize("call", ["get_rank", "get_world_size", "barrier", "all_reduce"])
 def test_process_group_calls_before_init_fail_alike(call: str) -> None:

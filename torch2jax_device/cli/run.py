@@ -4,17 +4,23 @@
 script with the environment torchrun gives its workers (``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``,
 ``MASTER_PORT``), so ``tj.distributed.init_process_group()`` works the same under
-either launcher. Each line the workers print is relayed as it comes, prefixed with
-``[rankN]:``. When a worker fails, the others are stopped at once (SIGTERM, then
-SIGKILL: JAX's preemption handler catches SIGTERM) and the first failure's exit
-code is returned. Several hosts: run it on each with the same ``--nnodes``,
-``--master-addr`` (the host of rank 0) and ``--master-port``, and a distinct
-``--node-rank``.
+either launcher. Where torch is installed, it also does what torchrun's agent does: it
+hosts torch's rendezvous store at ``MASTER_PORT`` itself and tells the workers so
+(``TORCHELASTIC_USE_AGENT_STORE=True``), so ``torch.distributed`` in the workers never
+depends on rank 0 outliving the others (when rank 0 hosts the store, gloo jobs abort
+now and then at exit), and JAX's coordinator takes ``MASTER_PORT + 1``. Each line the
+workers print is relayed as it comes, prefixed with ``[rankN]:``. When a worker fails,
+the others are stopped at once (SIGTERM, then SIGKILL: JAX's preemption handler catches
+SIGTERM) and the first failure's exit code is returned. Several hosts: run it on each
+with the same ``--nnodes``, ``--master-addr`` (the host of rank 0) and
+``--master-port``, and a distinct ``--node-rank``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib.util
 import os
 import signal
 import socket
@@ -31,6 +37,8 @@ _POLL_S = 0.05
 # How long stopped workers get between SIGTERM and SIGKILL.
 _GRACE_S = 3.0
 _SIGNAL_NUMBERS = frozenset(int(number) for number in signal.Signals)
+# How long torch's store waits for a worker, as torchrun's default rendezvous timeout.
+_STORE_TIMEOUT = datetime.timedelta(minutes=15)
 
 
 def add_parser(commands: Any) -> None:
@@ -76,8 +84,9 @@ def add_parser(commands: Any) -> None:
         dest="master_port",
         type=_port,
         default=None,
-        help="port of JAX's coordinator on that host (default: a free port; "
-        "required with --nnodes > 1)",
+        help="the job's rendezvous port on that host: torch's store where torch is "
+        "installed (JAX's coordinator then takes PORT+1), else JAX's coordinator "
+        "(default: a free port; required with --nnodes > 1)",
     )
     parser.add_argument(
         "--cpu-devices",
@@ -98,21 +107,31 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if problem:
         err.write(f"torch2jax-device run: {problem}\n")
         return 2
-    port = args.master_port if args.master_port is not None else _free_port()
+    agent_store = importlib.util.find_spec("torch") is not None
+    port = args.master_port if args.master_port is not None else _free_ports(1 + agent_store)
     lock = threading.Lock()  # one line at a time, whichever worker printed it
     workers = [
-        _start(args, local_rank, port, _Sinks(out, err, lock))
+        _start(args, local_rank, port, agent_store, _Sinks(out, err, lock))
         for local_rank in range(args.nproc_per_node)
     ]
     interrupted = False
+    stores: list[object] = []  # open until the workers are done
     try:
+        # Started after the workers, which wait for it: importing torch here costs them
+        # nothing.
+        if agent_store and args.node_rank == 0:
+            stores.append(_host_store(args, port))
         failure = _wait(workers)
     except KeyboardInterrupt:
         failure, interrupted = None, True
+    except _StoreError as error:
+        err.write(f"torch2jax-device run: {error}\n")
+        return 1
     finally:
         _stop(workers)
         for worker in workers:
             worker.join_output()
+        stores.clear()
     if interrupted:
         err.write("torch2jax-device run: interrupted; stopped every process.\n")
         return 130
@@ -120,6 +139,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 0
     err.write(failure.describe() + "\n")
     return failure.exit_status
+
+
+class _StoreError(Exception):
+    """torch's rendezvous store could not be hosted (the message says why and the fix)."""
 
 
 class _Sinks:
@@ -182,7 +205,31 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _start(args: argparse.Namespace, local_rank: int, port: int, sinks: _Sinks) -> _Worker:
+def _host_store(args: argparse.Namespace, port: int) -> object:
+    """torch's rendezvous store, as torchrun's agent hosts it for its workers."""
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    try:
+        return TCPStore(
+            args.master_addr,
+            port,
+            None,
+            True,
+            _STORE_TIMEOUT,
+            wait_for_workers=False,
+            multi_tenant=True,
+        )
+    except (RuntimeError, ValueError) as error:  # DistNetworkError is a RuntimeError
+        raise _StoreError(
+            f"could not host torch's rendezvous store at {args.master_addr}:{port} "
+            f"({error}); stopped every process. Pass a free --master-port, or an address of "
+            "this host as --master-addr."
+        ) from None
+
+
+def _start(
+    args: argparse.Namespace, local_rank: int, port: int, agent_store: bool, sinks: _Sinks
+) -> _Worker:
     rank = args.node_rank * args.nproc_per_node + local_rank
     env = {
         **os.environ,
@@ -195,6 +242,8 @@ def _start(args: argparse.Namespace, local_rank: int, port: int, sinks: _Sinks) 
         "MASTER_PORT": str(port),
         "PYTHONUNBUFFERED": "1",  # relay lines as they are printed
     }
+    if agent_store:  # torchrun's flag: every worker's torch store is a client of ours
+        env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if args.cpu_devices is not None:
         env.update(JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(args.cpu_devices))
     process = subprocess.Popen(
@@ -258,11 +307,23 @@ def _relay(stream: IO[bytes] | None, sink: TextIO, prefix: str, lock: threading.
                 sink.flush()
 
 
-def _free_port() -> int:
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free TCP ports (torch's store, then JAX's)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("", 0))
+            first: int = probe.getsockname()[1]
+        if first + count <= 65536 and all(_is_free(first + n) for n in range(count)):
+            return first
+
+
+def _is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+        return True
 
 
 def _positive_int(text: str) -> int:
