@@ -1,20 +1,29 @@
-"""Prefetch benchmarks: overlap of a slow source with the step, and the cost of prefetching.
+"""Feeding benchmarks: what prefetching costs over a plain loop, and what it overlaps.
 
-Run: ``.venv/bin/python benchmarks/bench_feeding.py`` (about a minute on 2 cores).
+Run: ``.venv/bin/python benchmarks/bench_feeding.py`` (about two minutes on 2 cores).
 
-Targets (docs/benchmarks.md):
-  * a source taking L ms per batch and a step taking C ms: the prefetched loop's time
-    per step <= 1.15 x max(L, C), where the naive loop pays L + C;
-  * instant source and step: ``for b in prefetch_to_device(batches, d)`` <= 1.10 x
-    ``for b in batches: jax.device_put(b, d)`` per batch (block_until_ready in both).
+Every figure is a ratio to an anchor measured in the same run, round by round (each
+round runs the anchor and the contenders back to back; the median of the per-round
+ratios is printed, so a machine that gets busier halfway changes both sides):
 
-L and C are measured alone in the same run, not taken from the settings. Each loop's
-first batch is left out of its time (thread start and the first L are paid once).
+* overhead (instant source and step, ``block_until_ready`` in every loop):
+  ``for b in tj.prefetch_to_device(batches, d)`` against
+  ``for b in batches: jax.device_put(b, d)``; target <= 1.10 for small, medium and
+  large batches;
+* overlap (a source taking L per batch, a step taking C): the prefetched loop's time
+  per step against max(L, C), L and C measured alone in the same round; target
+  <= 1.15 for a slow (sleeping, I/O-like) source and for a CPU-bound NumPy source. The
+  plain loop pays L + C.
+
+The first ``WARMUP`` batches of each loop are left out: thread start, the first L, the
+step's compilation, and the automatic choice of thread, which watches the first 4
+batches in the loop's thread (a cost of at most 3 x min(L, C), once per epoch).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -25,10 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import torch2jax_device as tj
-from torch2jax_device import prefetch_to_device
+from torch2jax_device import DeviceLoader, prefetch_to_device
 
 STEPS = 40
-ROUNDS = 3
+WARMUP = 5
+ROUNDS = 5
+TOKENS = 20_000_000
 
 
 def sleeping_source(batch: dict[str, np.ndarray], seconds: float) -> Callable[[], Iterator[Any]]:
@@ -42,28 +53,62 @@ def sleeping_source(batch: dict[str, np.ndarray], seconds: float) -> Callable[[]
     return source
 
 
-def window_source(windows: int) -> Callable[[], Iterator[Any]]:
-    """nanoGPT's get_batch on the CPU: random windows gathered from a host token array."""
-    tokens = np.random.default_rng(0).integers(0, 50_000, size=20_000_000).astype(np.uint16)
+def gather_windows(tokens: np.ndarray, rng: np.random.Generator, windows: int) -> dict[str, Any]:
+    """nanoGPT's get_batch on the host: random 1024-token windows, inputs and targets."""
+    starts = rng.integers(0, tokens.size - 1025, size=windows)
+    x = np.stack([tokens[s : s + 1024] for s in starts]).astype(np.int32)
+    y = np.stack([tokens[s + 1 : s + 1025] for s in starts]).astype(np.int32)
+    return {"x": x, "y": y}
+
+
+def window_source(tokens: np.ndarray, windows: int) -> Callable[[], Iterator[Any]]:
+    """A CPU-bound NumPy source: ``gather_windows`` in the consuming process."""
 
     def source() -> Iterator[Any]:
         rng = np.random.default_rng(1)
         while True:
-            starts = rng.integers(0, tokens.size - 1025, size=windows)
-            x = np.stack([tokens[s : s + 1024] for s in starts]).astype(np.int32)
-            y = np.stack([tokens[s + 1 : s + 1025] for s in starts]).astype(np.int32)
-            yield {"x": x, "y": y}
+            yield gather_windows(tokens, rng, windows)
 
     return source
 
 
+class WindowBatches:
+    """The same batches from a map-style dataset, for DataLoader worker processes.
+
+    Item ``i`` is a whole batch (``DataLoader(batch_size=None)``); the token array is
+    rebuilt from its seed in each worker instead of being pickled to it. One epoch is
+    one measured loop, so that every epoch ends with idle workers.
+    """
+
+    def __init__(self, windows: int) -> None:
+        self.windows = windows
+        self.tokens: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return WARMUP + STEPS
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if self.tokens is None:
+            self.tokens = token_array()
+        return gather_windows(self.tokens, np.random.default_rng(index), self.windows)
+
+
+def token_array() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 50_000, size=TOKENS).astype(np.uint16)
+
+
 def sleeping_step(seconds: float) -> Callable[[Any], Any]:
-    """A step that keeps the device busy for ``seconds`` without using the host CPU."""
-    reduce = jax.jit(lambda batch: sum(jnp.sum(leaf) for leaf in jax.tree.leaves(batch)))
+    """A step that waits for its batch, then ``seconds`` without using the host CPU.
+
+    A GPU step as the host sees it: the device is busy, the host's cores are free (on
+    this CPU-only machine, any real computation would take the cores the source needs;
+    the matmul step below shows that case).
+    """
 
     def step(batch: Any) -> Any:
+        jax.block_until_ready(batch)
         time.sleep(seconds)
-        return jax.block_until_ready(reduce(batch))
+        return batch
 
     return step
 
@@ -88,10 +133,10 @@ def matmul_step(size: int, repeats: int) -> Callable[[Any], Any]:
 
 
 def per_step(loop: Iterator[Any], step: Callable[[Any], Any] | None) -> float:
-    """Mean seconds per batch of ``loop``, first batch excluded."""
-    first = next(loop)
-    if step is not None:
-        step(first)
+    """Mean seconds per batch of ``loop`` after ``WARMUP`` batches."""
+    for batch in itertools.islice(loop, WARMUP):
+        if step is not None:
+            step(batch)
     start = time.perf_counter()
     for batch in itertools.islice(loop, STEPS):
         if step is not None:
@@ -100,122 +145,169 @@ def per_step(loop: Iterator[Any], step: Callable[[Any], Any] | None) -> float:
 
 
 def overlap_case(
-    source: Callable[[], Iterator[Any]], step: Callable[[Any], Any]
-) -> tuple[float, float, float, float]:
-    """(L, C, naive per step, prefetched per step), medians over alternating rounds."""
+    source: Callable[[], Iterator[Any]],
+    step: Callable[[Any], Any],
+    workers: DeviceLoader | None = None,
+) -> dict[str, float]:
+    """L, C (ms, medians) and the per-round ratios' medians: plain/(L+C), prefetch/max."""
     device = tj.resolve("cpu")
     placed = tj.to_device(next(source()), device)
-    samples: dict[str, list[float]] = {"L": [], "C": [], "naive": [], "prefetched": []}
+    rounds: list[dict[str, float]] = []
     for _ in range(ROUNDS):
-        samples["L"].append(per_step(source(), None))
-        samples["C"].append(per_step(itertools.repeat(placed), step))
-        naive = (tj.to_device(batch, device) for batch in source())
-        samples["naive"].append(per_step(naive, step))
-        stream = prefetch_to_device(source(), device, size=2)
-        samples["prefetched"].append(per_step(stream, step))
+        times = {
+            "L": per_step(source(), None),
+            "C": per_step(itertools.repeat(placed), step),
+            "plain": per_step((tj.to_device(batch, device) for batch in source()), step),
+        }
+        stream = prefetch_to_device(source(), device)
+        times["prefetch"] = per_step(stream, step)
         stream.close()
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    return medians["L"], medians["C"], medians["naive"], medians["prefetched"]
+        if workers is not None:
+            times["workers"] = per_step(iter(workers), step)
+        rounds.append(times)
+    longest = [max(r["L"], r["C"]) for r in rounds]
+    result = {
+        "L": statistics.median(r["L"] for r in rounds) * 1e3,
+        "C": statistics.median(r["C"] for r in rounds) * 1e3,
+        "plain/(L+C)": statistics.median(r["plain"] / (r["L"] + r["C"]) for r in rounds),
+        "prefetch/max": statistics.median(
+            r["prefetch"] / most for r, most in zip(rounds, longest, strict=True)
+        ),
+    }
+    if workers is not None:
+        result["workers/max"] = statistics.median(
+            r["workers"] / most for r, most in zip(rounds, longest, strict=True)
+        )
+    return result
 
 
 def overhead_case(
     batches: list[dict[str, np.ndarray]], step: Callable[[Any], Any] = jax.block_until_ready
-) -> tuple[float, float, float]:
-    """Per-batch seconds: prefetch_to_device, raw jax.device_put, tj.to_device in-thread."""
+) -> dict[str, float]:
+    """Medians of per-round ratios to the plain ``jax.device_put`` loop, and its µs/batch."""
     device = tj.resolve("cpu")
 
-    def prefetched() -> None:
-        for batch in prefetch_to_device(batches, device):
-            step(batch)
+    def prefetched(background: bool | None) -> Callable[[], None]:
+        def loop() -> None:
+            for batch in prefetch_to_device(batches, device, background=background):
+                step(batch)
 
-    def raw() -> None:
+        return loop
+
+    def device_put() -> None:
         for batch in batches:
             step(jax.device_put(batch, device))
 
-    def in_thread() -> None:
+    def to_device() -> None:
         for batch in batches:
             step(tj.to_device(batch, device, non_blocking=True))
 
-    loops = {"prefetched": prefetched, "raw": raw, "in_thread": in_thread}
-    samples: dict[str, list[float]] = {name: [] for name in loops}
+    loops = {
+        "device_put": device_put,
+        "prefetch": prefetched(None),
+        "thread": prefetched(True),
+        "to_device": to_device,
+    }
     for loop in loops.values():
         loop()  # warm-up
+    rounds: list[dict[str, float]] = []
     for _ in range(ROUNDS * 2):
+        times = {}
         for name, loop in loops.items():
             start = time.perf_counter()
             loop()
-            samples[name].append((time.perf_counter() - start) / len(batches))
-    return tuple(statistics.median(samples[name]) for name in loops)  # type: ignore[return-value]
+            times[name] = (time.perf_counter() - start) / len(batches)
+        rounds.append(times)
+    result = {"device_put us": statistics.median(r["device_put"] for r in rounds) * 1e6}
+    for name in ("prefetch", "thread", "to_device"):
+        result[name] = statistics.median(r[name] / r["device_put"] for r in rounds)
+    return result
 
 
 def main() -> None:
-    image_batch = {
-        "x": np.random.default_rng(0).random((64, 3, 32, 32), dtype=np.float32),
-        "y": np.arange(64, dtype=np.int32),
-    }
     print(f"jax {jax.__version__}, {jax.devices()[0].device_kind} x {jax.device_count()}")
-    print(f"{STEPS} steps per loop, median of {ROUNDS} alternating rounds, prefetch size 2\n")
-
-    overlap = [
-        ("sleep source 20 ms, sleep step 20 ms", sleeping_source(image_batch, 0.020),
-         sleeping_step(0.020)),
-        ("sleep source 10 ms, matmul step", sleeping_source(image_batch, 0.010),
-         matmul_step(256, 60)),
-        ("window source, sleep step 10 ms", window_source(2048), sleeping_step(0.010)),
-        # Informative: on a CPU-only machine the "device" is the 2 cores the source needs.
-        ("window source, matmul step (CPU-bound both)", window_source(2048),
-         matmul_step(256, 60)),
-    ]  # fmt: skip
-    print(
-        f"{'overlap case':43} {'L':>8} {'C':>8} {'naive':>8} {'prefetch':>9} "
-        f"{'naive/(L+C)':>12} {'prefetch/max':>13}  target"
-    )
-    for name, source, step in overlap:
-        latency, compute, naive, prefetched = overlap_case(source, step)
-        print(
-            f"{name:43} {latency * 1e3:6.2f}ms {compute * 1e3:6.2f}ms {naive * 1e3:6.2f}ms "
-            f"{prefetched * 1e3:7.2f}ms {naive / (latency + compute):12.3f} "
-            f"{prefetched / max(latency, compute):13.3f}  <= 1.15"
-        )
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    print(f"{STEPS} steps per loop after {WARMUP}, median of {ROUNDS} rounds, prefetch size 2\n")
 
     rng = np.random.default_rng(0)
     shapes = {
-        "tokens 12x1024 int32 (x, y)": lambda: {
+        "small: tokens 12x1024 int32 x2 (96 KB)": lambda: {
             "x": rng.integers(0, 50_000, (12, 1024), dtype=np.int32),
             "y": rng.integers(0, 50_000, (12, 1024), dtype=np.int32),
         },
-        "images 64x3x32x32 f32 + labels": lambda: {
+        "medium: images 64x3x32x32 f32 (786 KB)": lambda: {
             "x": rng.random((64, 3, 32, 32), dtype=np.float32),
             "y": np.arange(64, dtype=np.int32),
         },
-        "images 64x3x128x128 f32 + labels": lambda: {
+        "large: images 64x3x128x128 f32 (12.6 MB)": lambda: {
             "x": rng.random((64, 3, 128, 128), dtype=np.float32),
             "y": np.arange(64, dtype=np.int32),
         },
     }
     print(
-        f"\n{'overhead case (instant source and step)':43} {'prefetch':>9} {'device_put':>11} "
-        f"{'to_device':>10} {'prefetch/device_put':>20} {'prefetch/to_device':>19}  target"
+        f"{'instant source and step':42} {'device_put':>10} {'prefetch':>9} "
+        f"{'thread':>7} {'to_device':>10}  target (prefetch)"
     )
     for name, make in shapes.items():
-        count = 100 if "128x128" in name else 1000
-        ours, raw, in_thread = overhead_case([make() for _ in range(count)])
+        count = 60 if name.startswith("large") else 600
+        result = overhead_case([make() for _ in range(count)])
         print(
-            f"{name:43} {ours * 1e6:7.1f}us {raw * 1e6:9.1f}us {in_thread * 1e6:8.1f}us "
-            f"{ours / raw:20.3f} {ours / in_thread:19.3f}  <= 1.10 (first ratio)"
+            f"{name:42} {result['device_put us']:8.1f}us {result['prefetch']:8.3f}x "
+            f"{result['thread']:6.3f}x {result['to_device']:9.3f}x  <= 1.10"
         )
+    print("(ratios to the plain device_put loop; thread: background=True, every batch handed")
+    print(" over by the producer thread; to_device: tj.to_device in the loop, no prefetch)\n")
 
-    # Informative: with a step that takes any time, the thread runs ahead during it and
-    # the loop only pays for taking a ready batch.
-    print(f"\n{'same, with a 1 ms step (sleep)':43} {'prefetch':>9} {'device_put':>11} "
-          f"{'to_device':>10} {'prefetch/device_put':>20}")  # fmt: skip
-    for name, make in list(shapes.items())[:2]:
-        batches = [make() for _ in range(300)]
-        ours, raw, in_thread = overhead_case(batches, sleeping_step(0.001))
+    tokens = token_array()
+    image_batch = shapes["medium: images 64x3x32x32 f32 (786 KB)"]()
+
+    from torch.utils.data import DataLoader
+
+    workers = DeviceLoader(
+        DataLoader(
+            WindowBatches(2048), batch_size=None, num_workers=2,
+            multiprocessing_context="spawn", persistent_workers=True,
+        ),
+        "cpu",
+    )  # fmt: skip
+
+    overlap = [
+        ("slow source 20 ms, sleep step 20 ms", sleeping_source(image_batch, 0.020),
+         sleeping_step(0.020), None),
+        ("slow source 10 ms, matmul step", sleeping_source(image_batch, 0.010),
+         matmul_step(256, 60), None),
+        ("CPU-bound NumPy source, sleep step 10 ms", window_source(tokens, 2048),
+         sleeping_step(0.010), workers),
+        # Informative: on a CPU-only machine the "device" is the 2 cores the source needs.
+        ("CPU-bound source, matmul step (both CPU)", window_source(tokens, 2048),
+         matmul_step(256, 60), None),
+    ]  # fmt: skip
+    print(
+        f"{'source and step':42} {'L':>8} {'C':>8} {'plain/(L+C)':>12} "
+        f"{'prefetch/max(L,C)':>18}  target   {'2 workers/max':>13}"
+    )
+    for name, source, step, spawned in overlap:
+        result = overlap_case(source, step, spawned)
+        workers_ratio = f"{result['workers/max']:13.3f}" if "workers/max" in result else ""
         print(
-            f"{name:43} {ours * 1e6:7.1f}us {raw * 1e6:9.1f}us {in_thread * 1e6:8.1f}us "
-            f"{ours / raw:20.3f}"
+            f"{name:42} {result['L']:6.2f}ms {result['C']:6.2f}ms "
+            f"{result['plain/(L+C)']:12.3f} {result['prefetch/max']:18.3f}  <= 1.15   "
+            f"{workers_ratio}"
         )
+    print("(2 workers: the CPU-bound source as a Dataset in 2 spawned DataLoader workers,")
+    print(" wrapped in DeviceLoader; the workers start once, in the first warm-up)")
+
+    # Informative: with a step that takes any time, a fast source stays in the loop's
+    # thread and its transfers are under way during the step.
+    print(f"\n{'same batches, 1 ms step (sleep)':42} {'device_put':>10} {'prefetch':>9} "
+          f"{'thread':>7}")  # fmt: skip
+    for name, make in list(shapes.items())[:2]:
+        result = overhead_case([make() for _ in range(200)], sleeping_step(0.001))
+        print(
+            f"{name:42} {result['device_put us']:8.1f}us {result['prefetch']:8.3f}x "
+            f"{result['thread']:6.3f}x"
+        )
+    print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ tokens and moves them to the GPU every step::
         x, y = x.to(device), y.to(device)
 
 Here the sampling stays plain NumPy on the host and ``tj.prefetch_to_device`` moves
-the batches from a background thread, two steps ahead of a jitted training step. The
+the batches two steps ahead of a jitted training step; it runs the sampling in a
+background thread when that pays (when the sampling and the step both take a quarter
+of a millisecond or more), and in the loop's own thread, with no hand-off, when not. The
 evaluation pass shows the DataLoader form: ``DeviceLoader`` over a torch DataLoader
 with spawned worker processes and pinned staging. Runs on a CPU in a few seconds.
 

@@ -8,7 +8,8 @@ torch2jax_device, on a small generated file:
 1. write a token file (``tj.save_file``);
 2. make the compute device the default device, as a GPU training script would;
 3. load the tokens onto the CPU anyway (``tj.load_file(path)``: CPU unless told
-   otherwise, like ``safetensors.torch.load_file``), or read windows lazily
+   otherwise and memory-mapped, like ``safetensors.torch.load_file``, so the load is
+   instant and RAM fills only as batches read it), or read windows lazily
    (``tj.safe_open(path).get_slice(...)``);
 4. move random ``(batch, block)`` windows to the compute device (``tj.to_device``)
    and run a jitted training step there.

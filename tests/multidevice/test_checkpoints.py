@@ -21,7 +21,9 @@ import safetensors.torch
 import torch
 
 import torch2jax_device as tj
+from tests.support.checkpoints import misaligned_empty
 from torch2jax_device import load, load_file, safe_open, save_file
+from torch2jax_device._src.checkpoints import transfer
 
 from ..parity.harness import assert_same_outcome, run
 
@@ -114,3 +116,46 @@ def test_load_places_safetensors_files(weights: Path, map_location: Any, expecte
     with tj.device("cpu:1"), host_to_target_only():
         loaded = load(weights, map_location=map_location)
     assert on(CPUS[expected], loaded.values())
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tokens") / "tokens.safetensors"
+    save_file({"tokens": np.arange(2**16, dtype=np.uint16).reshape(256, 256)}, path)
+    return path
+
+
+def test_a_load_onto_another_cpu_device_maps_the_file_too(tokens: Path) -> None:
+    with host_to_target_only():
+        loaded = load_file(tokens, device="cpu:2")
+    array = loaded["tokens"]
+    assert on(CPUS[2], [array])
+    maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    ranges = [
+        [int(part, 16) for part in line.split()[0].split("-")]
+        for line in maps.splitlines()
+        if line.endswith(str(tokens))
+    ]
+    if ranges:
+        assert any(low <= array.unsafe_buffer_pointer() < high for low, high in ranges)
+    np.testing.assert_array_equal(np.asarray(array), np.arange(2**16).reshape(256, 256))
+
+
+def test_a_staged_load_sends_pieces_straight_to_the_device(
+    tokens: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device that copies host buffers (simulated by misaligned staging buffers, see
+    ``tests/unit/test_checkpoints_staging.py``): pieces go host -> cpu:3 and are assembled
+    there; nothing is computed on another device and moved over."""
+    monkeypatch.setattr(transfer, "aligned_empty", misaligned_empty)
+    transfer.uses_host_memory.cache_clear()
+    try:
+        with tj.device("cpu:1"), host_to_target_only():
+            loaded = load_file(tokens, device="cpu:3", staging_bytes=3 * 4096)
+            with safe_open(tokens, device="cpu:2") as f:
+                tensor = f.get_tensor("tokens")
+    finally:
+        transfer.uses_host_memory.cache_clear()
+    assert on(CPUS[3], loaded.values()) and on(CPUS[2], [tensor])
+    np.testing.assert_array_equal(np.asarray(loaded["tokens"]), np.asarray(tensor))
+    np.testing.assert_array_equal(np.asarray(tensor), np.arange(2**16).reshape(256, 256))

@@ -135,6 +135,23 @@ def test_safe_open_onto_a_rule(folder: Path, rule: tj.ShardingRule) -> None:
 
 
 @pytest.mark.idiom("load-onto-mesh")
+def test_safe_open_onto_a_rule_takes_safetensors_arguments(
+    folder: Path, rule: tj.ShardingRule
+) -> None:
+    """safetensors' positional framework, then the rule; its backend and a tensor cap."""
+    with tj.safe_open(folder / "model.safetensors", "flax", rule, backend="pread") as file:
+        assert set(pieces(file.get_tensor("wte.weight")).values()) == {(32, 8)}
+    with pytest.raises(tj.InvalidDeviceError, match="safetensors' framework"):
+        tj.safe_open(folder / "model.safetensors", "cuda:0", rule)
+    with pytest.raises(tj.InvalidDeviceError, match="backend='disk'"):
+        tj.safe_open(folder / "model.safetensors", device=rule, backend="disk")
+    with pytest.raises(tj.CheckpointError, match="more than 2 tensors"):
+        tj.safe_open(folder / "model.safetensors", device=rule, max_tensors=2)
+    with pytest.raises(tj.CheckpointError, match="more than 2 tensors"):
+        tj.load_file(folder / "model.safetensors", device=rule, max_tensors=2)
+
+
+@pytest.mark.idiom("load-onto-mesh")
 def test_torch_checkpoint_onto_a_rule_matches_torch_load(
     folder: Path, rule: tj.ShardingRule
 ) -> None:
@@ -220,7 +237,7 @@ def test_bad_rules_and_targets_are_refused(folder: Path, mesh: jax.sharding.Mesh
     function_rule = tj.ShardingRule(mesh, lambda name, shape, dtype: "x")  # type: ignore[arg-type, return-value]
     with pytest.raises(tj.DeviceTypeError, match="ShardingRule function returned 'x'"):
         tj.load_file(folder / "model.safetensors", device=function_rule)
-    with pytest.raises(tj.DeviceTypeError, match="map_location must be a device"):
+    with pytest.raises(tj.DeviceTypeError, match=r"map_location=3.5 is not a form"):
         tj.load(folder / "model.safetensors", map_location=3.5)  # type: ignore[arg-type]
 
 

@@ -42,11 +42,14 @@ def batch_sharding() -> NamedSharding:
     return NamedSharding(Mesh(np.array(CPUS), ("batch",)), PartitionSpec("batch"))
 
 
+@pytest.mark.parametrize("background", [False, True, None])
 @pytest.mark.parametrize("pinned", [False, True])
 def test_a_sharding_splits_every_batch_over_the_devices(
-    batch_sharding: NamedSharding, pinned: bool
+    batch_sharding: NamedSharding, pinned: bool, background: bool | None
 ) -> None:
-    loader = DeviceLoader(batches(3), batch_sharding, pin_memory=pinned)
+    # In the calling thread, batches are placed in groups: one transfer of several
+    # batches must split each of them as it would alone.
+    loader = DeviceLoader(batches(3), batch_sharding, pin_memory=pinned, background=background)
     placed = in_thread(lambda: list(loader))
     step = jax.jit(lambda x: x.sum(axis=1))
     for index, batch in enumerate(placed):
@@ -68,9 +71,10 @@ def test_a_torch_dataloader_feeds_sharded_batches(batch_sharding: NamedSharding)
     np.testing.assert_array_equal(np.concatenate([np.asarray(x) for x in placed]), dataset[:][0])
 
 
+@pytest.mark.parametrize("background", [False, True])
 @pytest.mark.parametrize("spec", ["cpu:2", "cpu:3"])
-def test_a_device_other_than_the_first(spec: str) -> None:
-    placed = in_thread(lambda: list(prefetch_to_device(batches(4), spec)))
+def test_a_device_other_than_the_first(spec: str, background: bool) -> None:
+    placed = in_thread(lambda: list(prefetch_to_device(batches(4), spec, background=background)))
     assert all(batch["x"].devices() == {tj.resolve(spec)} for batch in placed)
     assert all(batch["x"].committed for batch in placed)
 

@@ -8,6 +8,8 @@ letting ``torch.save`` tag its storages ``cuda:0``, which is all a GPU save chan
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import torch
 import torch2jax_device as tj
 from tests.support.checkpoints import nanogpt_checkpoint
 from torch2jax_device import load, load_file, safe_open, save_file
+from torch2jax_device._src.checkpoints.reader import Reader
 
 from .harness import assert_same_outcome, run
 
@@ -96,6 +99,27 @@ def test_load_file_ignores_the_default_device(weights: Path) -> None:
     compare(lambda: safetensors.torch.load_file(str(weights)), lambda: load_file(weights))
 
 
+@pytest.mark.idiom("load-safetensors-backend")
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_a_file_rewritten_in_place_shows_through_mapped_loads_only(
+    tmp_path: Path, backend: str
+) -> None:
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.arange(16.0)}, path)  # aligned: tj maps it as torch does
+    theirs = safetensors.torch.load_file(str(path), backend=backend)
+    ours = load_file(path, backend=backend)
+    with Reader(path) as reader:
+        start = reader.tensors["w"].start
+    descriptor = os.open(path, os.O_WRONLY)
+    try:  # an in-place writer: same file, new bytes
+        os.pwrite(descriptor, torch.full((16,), 7.0).numpy().tobytes(), start)
+    finally:
+        os.close(descriptor)
+    compare(lambda: theirs, lambda: ours)
+    expected = [7.0] * 16 if backend == "mmap" else list(range(16))
+    assert np.asarray(ours["w"]).tolist() == expected
+
+
 @pytest.mark.idiom("safe-open-slice")
 @pytest.mark.parametrize(
     "index",
@@ -146,13 +170,68 @@ def test_safe_open_keys_metadata_and_tensors(weights: Path) -> None:
 
 @pytest.mark.idiom("save-safetensors")
 @pytest.mark.parametrize("metadata", [None, {"format": "pt"}])
-def test_save_file_writes_the_bytes_safetensors_writes(
+def test_save_file_writes_what_safetensors_reads_back_exactly(
     tmp_path: Path, metadata: dict[str, str] | None
 ) -> None:
-    safetensors.torch.save_file(TENSORS, str(tmp_path / "theirs.safetensors"), metadata)
-    save_file(TENSORS, tmp_path / "ours.safetensors", metadata)
-    theirs = (tmp_path / "theirs.safetensors").read_bytes()
-    assert (tmp_path / "ours.safetensors").read_bytes() == theirs
+    """Same tensors and metadata as safetensors' own file; the layout is aligned instead."""
+    tensors = {**TENSORS, "block": torch.arange(64.0).reshape(8, 8), "row": torch.ones(16)}
+    safetensors.torch.save_file(tensors, str(tmp_path / "theirs.safetensors"), metadata)
+    save_file(tensors, tmp_path / "ours.safetensors", metadata)
+    compare(
+        lambda: safetensors.torch.load_file(tmp_path / "theirs.safetensors"),
+        lambda: safetensors.torch.load_file(tmp_path / "ours.safetensors"),
+    )
+    for name in ("theirs", "ours"):
+        with safetensors.safe_open(str(tmp_path / f"{name}.safetensors"), "pt") as f:
+            assert f.metadata() == metadata
+            for key, tensor in tensors.items():  # bit for bit
+                stored = f.get_tensor(key).reshape(-1).view(torch.uint8)
+                assert stored.tolist() == tensor.reshape(-1).view(torch.uint8).tolist(), key
+    ours = tmp_path / "ours.safetensors"
+    with Reader(ours) as reader:
+        starts = {name: info.start for name, info in reader.tensors.items()}
+    data_start = min(starts.values())
+    assert data_start % 64 == 0 and ours.read_bytes()[8:data_start].rstrip(b" ").endswith(b"}")
+    aligned = [name for name, tensor in tensors.items() if tensor.nbytes % 64 == 0]
+    assert {"block", "row", "empty"} <= set(aligned)
+    for name in aligned:
+        assert starts[name] % 64 == 0, name
+    largest = max(tensor.nbytes for name, tensor in tensors.items() if name not in aligned)
+    assert any(starts[n] % 64 == 0 for n, t in tensors.items() if t.nbytes == largest)
+
+
+def saved_file_states(directory: Path, save: Callable[[Path], None]) -> dict[str, Any]:
+    """What a save leaves: modes kept or given, links followed or replaced."""
+    directory.mkdir()
+    existing = directory / "existing"
+    save(existing)
+    existing.chmod(0o600)
+    save(existing)
+    blob = directory / "blob"
+    save(blob)
+    blob.chmod(0o640)
+    link = directory / "link"
+    link.symlink_to("blob")
+    save(link)
+    previous = os.umask(0o027)
+    try:
+        save(directory / "new")
+    finally:
+        os.umask(previous)
+    return {
+        "existing": stat.S_IMODE(existing.stat().st_mode),
+        "link": (link.is_symlink(), stat.S_IMODE(blob.stat().st_mode)),
+        "new": stat.S_IMODE((directory / "new").stat().st_mode),
+        "files": sorted(os.listdir(directory)),
+    }
+
+
+@pytest.mark.idiom("save-safetensors")
+@pytest.mark.skipif(os.name != "posix", reason="POSIX modes and links")
+def test_save_file_keeps_modes_and_follows_links_as_torch_save(tmp_path: Path) -> None:
+    theirs = saved_file_states(tmp_path / "torch", lambda p: torch.save({"w": torch.ones(2)}, p))
+    ours = saved_file_states(tmp_path / "tj", lambda p: save_file({"w": np.ones(2)}, p))
+    assert ours == theirs
 
 
 @pytest.mark.idiom("save-safetensors")

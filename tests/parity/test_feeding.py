@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import torch2jax_device as tj
 from torch2jax_device import DeviceLoader, pin_memory, prefetch_to_device
@@ -54,12 +54,17 @@ def assert_same_batches(torch_fn: Callable[[], list[Any]], tj_fn: Callable[[], A
         assert_same_outcome(Outcome(torch_batch), Outcome(tj_batch))
 
 
+#: Where the port's source runs: the calling thread, a background thread, automatic.
+BACKGROUNDS = [False, True, None]
+
+
 @pytest.mark.idiom("dataloader-to-device")
+@pytest.mark.parametrize("background", BACKGROUNDS)
 @pytest.mark.parametrize("device", DEVICES)
-def test_dataloader_loop(device: str) -> None:
+def test_dataloader_loop(device: str, background: bool | None) -> None:
     assert_same_batches(
         lambda: torch_epoch(shuffled_loader(), device),
-        lambda: DeviceLoader(shuffled_loader(), device),
+        lambda: DeviceLoader(shuffled_loader(), device, background=background),
     )
 
 
@@ -90,15 +95,18 @@ def host_batches() -> Iterator[list[np.ndarray[Any, Any]]]:
 
 
 @pytest.mark.idiom("prefetch-to-device")
+@pytest.mark.parametrize("background", BACKGROUNDS)
 @pytest.mark.parametrize("device", DEVICES)
-def test_prefetch_a_host_source(device: str) -> None:
+def test_prefetch_a_host_source(device: str, background: bool | None) -> None:
     def torch_side() -> list[list[torch.Tensor]]:
         return [
             [torch.from_numpy(a).to(device, non_blocking=True) for a in batch]
             for batch in host_batches()
         ]
 
-    assert_same_batches(torch_side, lambda: prefetch_to_device(host_batches(), device))
+    assert_same_batches(
+        torch_side, lambda: prefetch_to_device(host_batches(), device, background=background)
+    )
 
 
 @pytest.mark.idiom("dataloader-workers")
@@ -108,10 +116,78 @@ def test_worker_processes() -> None:
         batch_size=4,
         num_workers=2,
         multiprocessing_context="spawn",
-        persistent_workers=True,  # both sides use the same two workers
+        persistent_workers=True,  # every epoch below uses the same two workers
         timeout=60,
     )
-    assert_same_batches(lambda: torch_epoch(loader, "cpu"), lambda: DeviceLoader(loader, "cpu"))
+    for background in BACKGROUNDS:  # one set of workers for all: spawning them is slow
+        assert_same_batches(
+            lambda: torch_epoch(loader, "cpu"),
+            lambda b=background: DeviceLoader(loader, "cpu", background=b),
+        )
+
+
+# --- the wrapped loader's attributes ------------------------------------------------------
+
+
+@pytest.mark.idiom("dataloader-attributes")
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda loader: loader.dataset,
+        lambda loader: len(loader.dataset),
+        lambda loader: loader.batch_size,
+        lambda loader: loader.sampler,
+        lambda loader: loader.batch_sampler,
+        lambda loader: loader.drop_last,
+        lambda loader: loader.num_workers,
+        lambda loader: loader.collate_fn,
+        lambda loader: len(loader),
+    ],
+    ids=[
+        "dataset",
+        "len-dataset",
+        "batch_size",
+        "sampler",
+        "batch_sampler",
+        "drop_last",
+        "num_workers",
+        "collate_fn",
+        "len",
+    ],
+)
+def test_ported_code_reads_the_loaders_attributes(read: Callable[[Any], Any]) -> None:
+    loader = shuffled_loader(drop_last=True)
+    theirs, ours = run(lambda: read(loader)), run(lambda: read(DeviceLoader(loader, "cpu")))
+    assert ours.error is None and theirs.error is None
+    assert ours.value is theirs.value or ours.value == theirs.value
+
+
+@pytest.mark.idiom("dataloader-attributes")
+def test_set_epoch_reshuffles_a_distributed_sampler_alike() -> None:
+    def epochs(wrap: Callable[[DataLoader[Any]], Any]) -> list[list[int]]:
+        sampler = DistributedSampler(dataset(), num_replicas=2, rank=1, shuffle=True, seed=3)
+        loader = wrap(DataLoader(dataset(), batch_size=2, sampler=sampler))
+        seen = []
+        for epoch in range(3):
+            loader.sampler.set_epoch(epoch)  # the line every DDP script has
+            seen.append([int(i) for _, labels in loader for i in np.asarray(labels)])
+        return seen
+
+    theirs = epochs(lambda loader: loader)
+    ours = epochs(lambda loader: DeviceLoader(loader, "cpu"))
+    assert ours == theirs and theirs[0] != theirs[1]  # the same reshuffles, and they happen
+
+
+@pytest.mark.idiom("dataloader-attributes")
+@pytest.mark.parametrize(("name", "value"), [("batch_size", 2), ("sampler", None), ("timeout", 5)])
+def test_setting_an_attribute_does_what_it_does_on_the_dataloader(name: str, value: Any) -> None:
+    loader, wrapped = shuffled_loader(), shuffled_loader()
+    device_loader = DeviceLoader(wrapped, "cpu")
+    theirs = run(lambda: setattr(loader, name, value))
+    ours = run(lambda: setattr(device_loader, name, value))
+    assert type(ours.error) is type(theirs.error) and str(ours.error) == str(theirs.error)
+    if theirs.error is None:
+        assert getattr(wrapped, name) == getattr(loader, name) == value
 
 
 @pytest.mark.idiom("tensor-pin-memory")

@@ -1,4 +1,5 @@
-"""A nanoGPT-shaped training checkpoint, shared by the loading tests (not a test module)."""
+"""Shared by the checkpoint tests (not a test module): a nanoGPT-shaped checkpoint, and
+host buffers that make JAX's CPU backend copy instead of aliasing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,3 +110,14 @@ def refused_tensors() -> dict[str, Any]:
             "complex32": torch.ones(2, dtype=torch.complex32),
             "bits8": torch.zeros(2, dtype=torch.bits8),
         }
+
+
+def misaligned_empty(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """An uninitialized byte buffer starting 8 bytes past a 64-byte boundary.
+
+    JAX's CPU backend copies such a buffer on ``device_put`` instead of using it in
+    place: given as staging buffers, these make a CPU device behave as a GPU does.
+    """
+    raw = np.empty(nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + 8
+    return raw[start : start + nbytes]

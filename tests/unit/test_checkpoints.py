@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import gc
-import itertools
+import json
 import os
 import subprocess
 import sys
@@ -98,35 +98,129 @@ def test_every_dtype_loads_bit_exact_committed_to_the_cpu(sample_file: Path) -> 
         assert array.committed and array.devices() == {CPU}, name
 
 
-def test_arrays_are_slots_of_one_aligned_host_buffer(sample_file: Path) -> None:
-    """Zero copy: consecutive tensors sit exactly one 64-byte-rounded slot apart.
+def mapping_of(path: Path) -> tuple[int, int] | None:
+    """The address range where this process maps ``path``, or ``None`` (Linux ``/proc``)."""
+    ranges = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == str(path.resolve()):
+            low, high = (int(part, 16) for part in fields[0].split("-"))
+            ranges.append((low, high))
+    return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
 
-    JAX only aliases host memory it is given aligned; had it copied any tensor, that
-    copy would live in its own allocation, not at the next slot of the read buffer.
-    """
-    loaded = load_file(sample_file)
-    with Reader(sample_file) as reader:
-        in_file_order = sorted(reader.tensors.values(), key=lambda info: info.start)
-    placed = [(info, loaded[info.name]) for info in in_file_order if info.nbytes]
-    for (info, array), (_, following) in itertools.pairwise(placed):
-        assert array.unsafe_buffer_pointer() % ALIGNMENT == 0
-        slot = -(-info.nbytes // ALIGNMENT) * ALIGNMENT
-        assert following.unsafe_buffer_pointer() - array.unsafe_buffer_pointer() == slot
-    gc.collect()
-    scribble = [np.full(2**16, 0xAB, np.uint8) for _ in range(64)]  # reuse freed memory
-    for name, expected in SAMPLES.items():  # the arrays keep their shared buffer alive
+
+def inside(array: jax.Array, mapping: tuple[int, int] | None) -> bool:
+    assert mapping is not None, "the file is not mapped"
+    return mapping[0] <= array.unsafe_buffer_pointer() < mapping[1]
+
+
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/maps").exists(), reason="reads the mappings from Linux /proc"
+)
+
+
+# The same dtypes, 64 elements each (sizes multiples of 64 bytes), and one odd tensor.
+ALIGNED = {name: np.resize(value, (8, 8)) for name, value in SAMPLES.items() if value.size}
+ALIGNED["odd"] = np.arange(5, dtype=np.int16)
+
+
+@pytest.fixture
+def aligned_file(tmp_path: Path) -> Path:
+    """ALIGNED, written by tj.save_file: every tensor starts 64-byte aligned."""
+    path = tmp_path / "aligned.safetensors"
+    save_file(ALIGNED, path)
+    return path
+
+
+def _rewrite_in_place(path: Path, info: Any, fill: int) -> None:
+    """Overwrite a tensor's bytes in the file itself (no new file), as an in-place writer."""
+    descriptor = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(descriptor, bytes([fill]) * info.nbytes, info.start)
+    finally:
+        os.close(descriptor)
+
+
+def load_mapped(path: Path) -> tuple[dict[str, jax.Array], tuple[int, int] | None, Any]:
+    """``load_file(path)``, where the file is mapped, and where its tensors are in it."""
+    loaded = load_file(path)
+    with Reader(path) as reader:
+        return loaded, mapping_of(path), reader.tensors
+
+
+@needs_proc
+def test_aligned_tensors_are_arrays_over_the_mapped_file(aligned_file: Path) -> None:
+    loaded, mapping, infos = load_mapped(aligned_file)
+    for name, expected in ALIGNED.items():
+        assert infos[name].start % ALIGNMENT == 0, name
+        assert inside(loaded[name], mapping), name
+        assert loaded[name].unsafe_buffer_pointer() - mapping[0] == infos[name].start, name
         assert _bytes_of(loaded[name]) == expected.tobytes(), name
-    del scribble
+        assert loaded[name].committed and loaded[name].devices() == {CPU}, name
+    # The alias shows: rewriting the file in place changes what the array reads.
+    _rewrite_in_place(aligned_file, infos["u32"], 0)
+    assert not np.asarray(loaded["u32"]).any()
 
 
-def test_reads_in_chunks_and_groups_give_the_same_arrays(
-    sample_file: Path, monkeypatch: pytest.MonkeyPatch
+@needs_proc
+def test_unaligned_tensors_are_read_once_into_aligned_memory(sample_file: Path) -> None:
+    """safetensors' own layout: most tensors start unaligned, and are copies."""
+    loaded, mapping, infos = load_mapped(sample_file)
+    unaligned = [n for n, i in infos.items() if i.nbytes and i.start % ALIGNMENT]
+    assert len(unaligned) >= 10
+    for name in unaligned:
+        assert mapping is None or not inside(loaded[name], mapping), name
+        assert loaded[name].unsafe_buffer_pointer() % ALIGNMENT == 0, name
+    _rewrite_in_place(sample_file, infos["u32"], 0)
+    assert np.asarray(loaded["u32"]).tolist() == SAMPLES["u32"].tolist()
+
+
+@needs_proc
+def test_backend_pread_reads_everything_into_memory_the_arrays_own(aligned_file: Path) -> None:
+    loaded = load_file(aligned_file, backend="pread")
+    assert mapping_of(aligned_file) is None
+    with Reader(aligned_file) as reader:
+        info = reader.tensors["u32"]
+    _rewrite_in_place(aligned_file, info, 0)
+    for name, expected in ALIGNED.items():
+        assert _bytes_of(loaded[name]) == expected.tobytes(), name
+    with pytest.raises(tj.InvalidDeviceError, match="backend='mmapp' is not one of"):
+        load_file(aligned_file, backend="mmapp")
+
+
+@needs_proc
+def test_the_mapping_lives_as_long_as_the_arrays(aligned_file: Path) -> None:
+    def load_one() -> jax.Array:
+        return load_file(aligned_file)["u32"]  # the loader and its file are gone after this
+
+    array = load_one()
+    gc.collect()
+    assert inside(array, mapping_of(aligned_file))
+    aligned_file.unlink()  # the mapping keeps the data, as an open file would
+    scribble = [np.full(2**16, 0xAB, np.uint8) for _ in range(64)]  # reuse freed memory
+    assert np.asarray(array).tolist() == ALIGNED["u32"].tolist()
+    del scribble, array
+    gc.collect()
+    assert mapping_of(aligned_file) is None
+
+
+def test_replacing_the_file_keeps_what_was_loaded(aligned_file: Path) -> None:
+    loaded = load_file(aligned_file)
+    save_file({name: np.zeros_like(value) for name, value in ALIGNED.items()}, aligned_file)
+    for name, expected in ALIGNED.items():
+        assert _bytes_of(loaded[name]) == expected.tobytes(), name
+    assert not np.asarray(load_file(aligned_file)["u32"]).any()
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_reads_in_small_chunks_and_buffers_give_the_same_arrays(
+    sample_file: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     monkeypatch.setattr(reader, "CHUNK_BYTES", 8)
-    monkeypatch.setattr("torch2jax_device._src.checkpoints.safetensors._GROUP_BYTES", 64)
-    loaded = load_file(sample_file)
+    loaded = load_file(sample_file, backend=backend, staging_bytes=3 * 64)
     for name, expected in SAMPLES.items():
         assert _bytes_of(loaded[name]) == expected.tobytes(), name
+        assert loaded[name].committed and loaded[name].devices() == {CPU}, name
 
 
 def test_only_explicit_host_to_device_transfers(sample_file: Path) -> None:
@@ -203,10 +297,42 @@ def test_safe_open_reads_header_tensors_and_slices(sample_file: Path) -> None:
         assert np.asarray(tensor).tolist() == SAMPLES["i16"].tolist()
 
 
-@pytest.mark.parametrize("framework", ["flax", "pt", "np"])
-def test_safe_open_explains_a_ported_framework_argument(sample_file: Path, framework: str) -> None:
-    with pytest.raises(tj.InvalidDeviceError, match=f"'{framework}' is a safetensors framework"):
-        safe_open(sample_file, framework)
+@needs_proc
+def test_safe_open_maps_aligned_tensors_and_slices(aligned_file: Path) -> None:
+    with safe_open(aligned_file) as f:
+        whole = f.get_tensor("u32")
+        rows = f.get_slice("i16")[4:]  # 4 rows of 16 bytes in: aligned
+        window = f.get_slice("f16")[0, 3:]  # 6 bytes in: not aligned
+        column = f.get_slice("i32")[:, 1]  # not contiguous
+        mapping = mapping_of(aligned_file)
+    assert inside(whole, mapping) and inside(rows, mapping)
+    assert not inside(window, mapping) and not inside(column, mapping)
+    assert np.asarray(rows).tolist() == ALIGNED["i16"][4:].tolist()
+    assert np.asarray(window).tolist() == ALIGNED["f16"][0, 3:].tolist()
+    assert np.asarray(column).tolist() == ALIGNED["i32"][:, 1].tolist()
+    assert np.asarray(whole).tolist() == ALIGNED["u32"].tolist()
+    with safe_open(aligned_file, backend="pread") as f:
+        assert not inside(f.get_tensor("u32"), mapping_of(aligned_file))
+
+
+@pytest.mark.parametrize("framework", ["flax", "jax", "numpy", "np", "pt", "torch", "tf", "mlx"])
+def test_safe_open_takes_safetensors_framework_argument_and_returns_jax(
+    sample_file: Path, framework: str
+) -> None:
+    for opened in (safe_open(sample_file, framework), safe_open(sample_file, framework=framework)):
+        with opened as f:
+            tensor = f.get_tensor("i16")
+        assert isinstance(tensor, jax.Array) and tensor.devices() == {CPU}
+        assert np.asarray(tensor).tolist() == SAMPLES["i16"].tolist()
+
+
+@pytest.mark.parametrize("device", ["cpu:0", "cuda", "gpu"])
+def test_safe_open_explains_a_device_in_the_framework_slot(sample_file: Path, device: str) -> None:
+    with pytest.raises(
+        tj.InvalidDeviceError,
+        match=f"the second argument is safetensors' framework.*device='{device}'",
+    ):
+        safe_open(sample_file, device)
 
 
 def test_safe_open_without_metadata_and_after_close(tmp_path: Path) -> None:
@@ -483,3 +609,23 @@ def test_load_without_torch_names_what_to_install(tmp_path: Path) -> None:
     )
     assert "reading one needs torch, which is not installed" in result.stdout
     assert "pip install torch" in result.stdout
+
+
+def test_windows_past_two_to_the_31_elements(tmp_path: Path) -> None:
+    """A 2 GiB+ token tensor in a sparse file: windows far in, without reading the rest."""
+    count = 2**31 + 4096
+    header = json.dumps({"t": {"dtype": "U8", "shape": [count], "data_offsets": [0, count]}})
+    raw = header.encode() + b" " * (-(8 + len(header)) % ALIGNMENT)
+    path = tmp_path / "sparse.safetensors"
+    with open(path, "wb") as file:
+        file.write(len(raw).to_bytes(8, "little") + raw)
+        file.truncate(8 + len(raw) + count)  # holes: no disk, no RAM
+        file.seek(8 + len(raw) + 2**31 + 10)
+        file.write(bytes(range(1, 11)))
+    expected = list(range(1, 11))
+    with safe_open(path) as f:
+        assert np.asarray(f.get_slice("t")[2**31 + 10 : 2**31 + 20]).tolist() == expected
+    with safe_open(path, backend="pread") as f:
+        assert np.asarray(f.get_slice("t")[2**31 + 10 : 2**31 + 20]).tolist() == expected
+    tokens = load_file(path)["t"]
+    assert np.asarray(tokens)[2**31 + 10 : 2**31 + 20].tolist() == expected

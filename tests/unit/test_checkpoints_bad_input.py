@@ -14,9 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from torch2jax_device import CheckpointError, load, load_file, safe_open, save_file
+from torch2jax_device._src.checkpoints import format
 
 F32x4 = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
 
@@ -93,6 +96,37 @@ CASES: list[tuple[str, Any, bytes, int | None, str]] = [
     ("trailing-bytes", {"w": F32x4}, b"\0" * 20, None, "followed by bytes no tensor owns"),
     ("truncated-data", {"w": F32x4}, b"\0" * 10, None, "holds 10: it is truncated"),
     ("bad-metadata", {"__metadata__": {"step": 3}}, b"", None, "must map strings to strings"),
+    (
+        "dtype-list",
+        {"w": {**F32x4, "dtype": ["F32"]}},
+        b"\0" * 16,
+        None,
+        r"the dtype of tensor 'w' is \['F32'\], not a string",
+    ),
+    ("dtype-missing", {"w": {"shape": [4], "data_offsets": [0, 16]}}, b"", None, "is None, not"),
+    (
+        "empty-dimension-past-int64",
+        {"w": {"dtype": "F32", "shape": [0, 2**63], "data_offsets": [0, 0]}},
+        b"",
+        None,
+        "the shape of 'w' is .* not a list of sizes",
+    ),
+    (
+        "empty-but-too-big",
+        {"w": {"dtype": "F32", "shape": [0, 2**62, 4], "data_offsets": [0, 0]}},
+        b"",
+        None,
+        "too large for an array even when empty",
+    ),
+    (
+        "rank-65",
+        {"w": {"dtype": "U8", "shape": [1] * 65, "data_offsets": [0, 1]}},
+        b"\0",
+        None,
+        "has 65 dimensions, more than the 64",
+    ),
+    ("shape-nan", b'{"w": {"dtype": "F32", "shape": [NaN]}}', b"", None, "not a list of sizes"),
+    ("5000-digit-number", b'{"w": {"shape": [' + b"9" * 5000 + b"]}}", b"", None, "not valid JSON"),
 ]
 
 
@@ -176,3 +210,112 @@ def test_missing_files_raise_file_not_found_like_torch(tmp_path: Path) -> None:
     for read in [*readers, lambda: load(tmp_path / "missing.pt")]:
         with pytest.raises(FileNotFoundError):
             read()
+
+
+def test_a_file_of_more_tensors_than_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "many.safetensors"
+    save_file({f"t{i}": np.ones(1, np.uint8) for i in range(12)}, path)
+    assert len(load_file(path, max_tensors=12)) == 12
+    with pytest.raises(CheckpointError, match="holds 12 tensors; max_tensors=11 allows no more"):
+        load_file(path, max_tensors=11)
+    with pytest.raises(CheckpointError, match="holds more than 5 tensors; max_tensors=5 allows"):
+        safe_open(path, max_tensors=5)  # stops parsing early: the count is a lower bound
+    monkeypatch.setattr(format, "MIN_TENSOR_LIMIT", 10)
+    for read in _every_reader(path):
+        with pytest.raises(CheckpointError, match="holds more than 10 tensors; 10 is the most "):
+            read()
+    with pytest.raises(CheckpointError, match="pass a larger max_tensors="):
+        load_file(path)
+    with pytest.raises(CheckpointError, match=r"max_tensors='12': give the most tensors"):
+        load_file(path, max_tensors="12")  # type: ignore[arg-type]
+
+
+def test_the_default_limit_grows_with_the_file() -> None:
+    assert format.tensor_limit(0) == format.MIN_TENSOR_LIMIT
+    assert format.tensor_limit(10 * 2**30) == 10 * 2**30 // format.BYTES_PER_TENSOR
+
+
+# Headers of every JSON shape, and entries close enough to valid to reach deep checks.
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+SIZES = st.integers(min_value=-2, max_value=2**64) | st.sampled_from([0, 1, 2, 3, 4, 2**63 - 1])
+ENTRY = st.fixed_dictionaries(
+    {},
+    optional={
+        "dtype": st.sampled_from([*format.DTYPES, "F4", "F7", "f32"]) | JSON,
+        "shape": st.lists(SIZES | JSON, max_size=66) | JSON,
+        "data_offsets": st.lists(SIZES, max_size=3) | JSON,
+        "extra": JSON,
+    },
+)
+HEADERS = st.dictionaries(
+    st.sampled_from(["w", "b", "__metadata__", "x" * 3, ""]) | st.text(max_size=6),
+    ENTRY | JSON,
+    max_size=4,
+)
+
+
+def _read_everything(path: Path) -> None:
+    """Every entry point, and every tensor through each kind of read."""
+    load_file(path)
+    load_file(path, backend="pread")
+    load(path)
+    with safe_open(path) as f:
+        f.metadata()
+        for name in f.keys():
+            f.get_tensor(name)
+            f.get_slice(name)[...]
+
+
+def _only_library_errors(path: Path) -> None:
+    try:
+        _read_everything(path)
+    except CheckpointError:
+        pass
+
+
+@settings(max_examples=400, deadline=None)
+@given(header=HEADERS, data=st.binary(max_size=40))
+def test_fuzzed_headers_raise_only_checkpoint_errors(
+    tmp_path_factory: pytest.TempPathFactory, header: dict[str, Any], data: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "fuzz.safetensors"
+    _only_library_errors(craft(path, json.dumps(header).encode(), data))
+
+
+VALID = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(5, np.uint8)}
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=400), st.binary(min_size=0, max_size=3)),
+        min_size=1,
+        max_size=4,
+    ),
+    length_shift=st.sampled_from([0, 0, 0, -1, 1, -8, 2**32]),
+)
+def test_corrupted_valid_files_raise_only_checkpoint_errors(
+    tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[int, bytes]], length_shift: int
+) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "fuzz.safetensors"
+    save_file(VALID, path)
+    data = bytearray(path.read_bytes())
+    length = int.from_bytes(data[:8], "little") + length_shift
+    data[:8] = max(length, 0).to_bytes(8, "little")
+    for position, replacement in edits:
+        where = 8 + position % (len(data) - 8)
+        data[where : where + len(replacement)] = replacement
+    path.write_bytes(bytes(data))
+    _only_library_errors(path)

@@ -63,12 +63,14 @@ def test_load_file_draws_to_stderr_when_asked(
 ) -> None:
     path = tmp_path / "model.safetensors"
     save_file({"w": np.ones(1024, np.float32)}, path)
-    load_file(path, progress=True)
+    load_file(path, progress=True)  # mapped, nothing read: nothing to draw
+    assert capsys.readouterr().err == ""
+    load_file(path, backend="pread", progress=True)
     drawn = capsys.readouterr().err.split("\r")
     assert drawn[0] == "" and drawn[1].startswith(f"Loading model.safetensors:   0% [{'.' * 24}]")
     assert drawn[-1].startswith(f"Loading model.safetensors: 100% [{'#' * 24}] 4.0 KiB / 4.0 KiB")
     assert drawn[-1].endswith("/s\n")
-    load_file(path)  # not a terminal: nothing
+    load_file(path, backend="pread")  # not a terminal: nothing
     assert capsys.readouterr().err == ""
 
 

@@ -1,15 +1,21 @@
 """prefetch_to_device, DeviceLoader and pin_memory: order, errors, shutdown, workers, memory.
 
 Every wait has a deadline: a broken prefetcher fails these tests, it never hangs them.
-Multi-device cases (shardings, devices other than the first, the caller's default
-device) are in ``tests/multidevice/test_data_four_devices.py``.
+Where the source runs (``background``) changes nothing a loop can see: the order,
+errors and shutdown tests run in each mode; the automatic choice is tested through its
+rule and with a threshold set to "always" and "never". Multi-device cases (shardings,
+devices other than the first, the caller's default device) are in
+``tests/multidevice/test_feeding.py``.
 """
 
 from __future__ import annotations
 
+import collections
+import copy
 import gc
 import multiprocessing
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -79,6 +85,37 @@ def _no_leaked_threads() -> Iterator[None]:
     eventually(lambda: not prefetch_threads())
 
 
+#: Every value of ``background``: the calling thread, a background thread, automatic.
+MODES = [False, True, None]
+
+
+@pytest.fixture
+def transfers(monkeypatch: pytest.MonkeyPatch) -> list[list[str | None]]:
+    """Per jax.device_put made by to_device, the memory kind of each array it placed."""
+    calls: list[list[str | None]] = []
+    real = jax.device_put
+
+    def recording(x: Any, *args: Any, **kwargs: Any) -> Any:
+        placed = real(x, *args, **kwargs)
+        calls.append([leaf.sharding.memory_kind for leaf in jax.tree.leaves(placed)])
+        return placed
+
+    monkeypatch.setattr(_placement.jax, "device_put", recording)
+    return calls
+
+
+@pytest.fixture
+def overlap_always_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The automatic mode moves the source to a thread as soon as its window is full."""
+    monkeypatch.setattr(_prefetch, "OVERLAP_PAYS_S", 0.0)
+
+
+@pytest.fixture
+def overlap_never_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The automatic mode keeps the source in the calling thread, however slow the machine."""
+    monkeypatch.setattr(_prefetch, "OVERLAP_PAYS_S", float("inf"))
+
+
 class Source:
     """An endless iterator of batches that counts what was pulled and records close()."""
 
@@ -86,12 +123,14 @@ class Source:
         self.pulled = 0
         self.closed = False
         self.threads: set[str] = set()
+        self.pulled_in: list[str] = []  # the thread of each pull, in order
 
     def __iter__(self) -> Source:
         return self
 
     def __next__(self) -> dict[str, Any]:
         self.threads.add(threading.current_thread().name)
+        self.pulled_in.append(threading.current_thread().name)
         index = self.pulled
         self.pulled += 1
         return {"x": np.full(3, index, np.float32)}
@@ -123,7 +162,8 @@ def _take(count: int) -> Iterator[dict[str, Any]]:
 # --- order and placement ------------------------------------------------------------
 
 
-def test_batches_arrive_in_order_committed_to_the_device() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_batches_arrive_in_order_committed_to_the_device(background: bool | None) -> None:
     source = [
         {
             "x": np.full((2, 3), i, np.float32),
@@ -132,7 +172,7 @@ def test_batches_arrive_in_order_committed_to_the_device() -> None:
         }
         for i in range(40)
     ]
-    batches = finishes(lambda: list(prefetch_to_device(source, "cpu")))
+    batches = finishes(lambda: list(prefetch_to_device(source, "cpu", background=background)))
     assert len(batches) == 40
     cpu = tj.resolve("cpu")
     for index, batch in enumerate(batches):
@@ -149,20 +189,55 @@ def test_default_device_is_used_when_none_is_given() -> None:
     assert all(b["x"].devices() == {tj.resolve("cpu")} for b in finishes(lambda: list(stream)))
 
 
-@pytest.mark.parametrize("size", [1, 3])
-def test_at_most_size_batches_are_transferred_ahead(size: int) -> None:
+@pytest.mark.parametrize("background", MODES)
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_at_most_size_batches_are_transferred_ahead(
+    size: int, background: bool | None, overlap_never_pays: None
+) -> None:
     source = Source()
-    stream = prefetch_to_device(source, "cpu", size=size)
-
-    def pulled(count: int) -> Callable[[], bool]:
-        return lambda: source.pulled == count
-
-    for consumed in range(1, 4):
+    stream = prefetch_to_device(source, "cpu", size=size, background=background)
+    ahead = []
+    for consumed in range(1, 8):
         finishes(lambda: next(stream))
-        eventually(pulled(consumed + size))
-        time.sleep(0.05)  # the producer would go further now if it were unbounded
-        assert source.pulled == consumed + size
+        if background:
+            eventually(lambda c=consumed: source.pulled == c + size)
+        time.sleep(0.02)  # the producer would go further now if it were unbounded
+        ahead.append(source.pulled - consumed)
+    # In a thread, the producer refills every slot; in the calling thread, a group is
+    # pulled when half the lookahead is used up. Never more than size, never none.
+    assert max(ahead) == size and min(ahead) == (size if background else (size + 1) // 2)
     stream.close()
+
+
+@pytest.mark.parametrize("background", [False, None])
+def test_in_the_calling_thread_batches_are_placed_in_groups(
+    transfers: list[list[str | None]], background: bool | None, overlap_never_pays: None
+) -> None:
+    stream = prefetch_to_device(_take(7), "cpu", size=2, background=background)
+    assert [int(b["x"][0]) for b in stream] == list(range(7))
+    assert transfers == [["device"] * 3, ["device"] * 2, ["device"] * 2]  # 3 + 2 + 2 batches
+
+
+def test_a_group_with_a_bad_batch_fails_at_that_batch_and_names_its_leaf() -> None:
+    batches = [{"x": np.zeros(1, np.float32)}, {"x": np.ones(1, np.float32)}, {"x": object()}]
+    batches[2]["x"] = type("Unreadable", (), {"__array__": _unreadable})()
+    stream = prefetch_to_device(batches, "cpu", size=2, background=False)
+    assert [float(next(stream)["x"][0]) for _ in range(2)] == [0.0, 1.0]
+    with pytest.raises(tj.ConversionError, match=r"leaf \['x'\] "):  # not [2]['x']
+        next(stream)
+
+
+def _unreadable(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("cannot be read")
+
+
+def test_batches_that_are_not_plain_trees_are_placed_one_by_one(
+    transfers: list[list[str | None]],
+) -> None:
+    stream = prefetch_to_device([1, 2.5, {"x": np.zeros(1, np.float32)}], "cpu", background=False)
+    one, two, three = stream
+    assert one.shape == () and float(two) == 2.5 and three["x"].shape == (1,)
+    assert transfers == [["device"], ["device"], ["device"]]  # a bare number: a 0-d array
 
 
 def test_size_zero_transfers_on_demand_in_the_calling_thread() -> None:
@@ -175,15 +250,175 @@ def test_size_zero_transfers_on_demand_in_the_calling_thread() -> None:
     assert source.closed
 
 
-def test_nothing_runs_before_the_first_batch_is_asked_for() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_nothing_runs_before_the_first_batch_is_asked_for(background: bool | None) -> None:
     loader = Epochs(3)
-    stream = prefetch_to_device(loader, "cpu")
+    stream = prefetch_to_device(loader, "cpu", background=background)
     time.sleep(0.05)
     assert loader.epochs == 0 and prefetch_threads() == []  # not even iter(loader)
     stream.close()
     assert loader.epochs == 0
-    batches = finishes(lambda: list(prefetch_to_device(loader)))
+    batches = finishes(lambda: list(prefetch_to_device(loader, background=background)))
     assert [int(b["x"][0]) for b in batches] == [0, 1, 2]
+
+
+# --- where the source runs --------------------------------------------------------------
+
+
+def test_background_false_pulls_and_transfers_ahead_in_the_calling_thread() -> None:
+    source = Source()
+    stream = prefetch_to_device(source, "cpu", size=2, background=False)
+    first = next(stream)
+    assert int(first["x"][0]) == 0 and source.pulled == 3  # 1 and 2 are under way
+    assert source.threads == {threading.current_thread().name} and prefetch_threads() == []
+    stream.close()
+    assert source.closed
+
+
+def test_background_true_pulls_in_the_producer_thread_from_the_first_batch() -> None:
+    source = Source()
+    stream = prefetch_to_device(source, "cpu", size=2, background=True)
+    finishes(lambda: next(stream))
+    eventually(lambda: source.pulled == 3)
+    assert source.threads == {_prefetch.THREAD_NAME} and len(prefetch_threads()) == 1
+    stream.close()
+
+
+@pytest.mark.parametrize(
+    ("producer", "consumer", "pays"),
+    [
+        ([5e-3, 5e-3, 5e-3], [5e-3, 5e-3, 5e-3], True),  # a slow source and a slow step
+        ([3e-4, 3e-4, 3e-4], [2e-2, 2e-2, 2e-2], True),  # from a quarter millisecond each
+        ([6e-5, 6e-5, 6e-5], [2e-2, 2e-2, 2e-2], False),  # a small batch: nothing to hide
+        ([2e-2, 2e-2, 2e-2], [1e-5, 1e-5, 1e-5], False),  # an instant loop: nothing to hide in
+        ([6e-5, 5.0, 6e-5], [5.0, 1e-5, 5.0], False),  # one outlier (producer) decides nothing
+        ([5e-3, 5e-3, 6e-5], [5e-3, 1e-5, 5e-3], True),  # two of three are a median
+        ([5e-3, 5e-3], [5e-3, 5e-3], False),  # the window is not full yet
+    ],
+)
+def test_the_automatic_rule(producer: list[float], consumer: list[float], pays: bool) -> None:
+    pacer = _prefetch._Pacer()
+    pacer.producer(60.0, 3)  # the first group: left out, whatever it took
+    pacer.consumer(60.0)  # the first step: left out (compilation)
+    for seconds in producer:
+        pacer.producer(seconds, 1)
+    for seconds in consumer:
+        pacer.consumer(seconds)
+    assert pacer.overlap_pays() is pays
+
+
+def test_the_automatic_rule_forgets_old_samples() -> None:
+    pacer = _prefetch._Pacer()
+    pacer.producer(0.0, 1)
+    pacer.consumer(0.0)
+    pacer.producer(5e-3, 3)  # a group of three slow pulls
+    for seconds in [1e-5, 1e-5, 1e-5, 5e-3, 5e-3]:  # a fast start, then slow steps
+        pacer.consumer(seconds)
+    assert pacer.overlap_pays()
+    pacer.producer(1e-5, 2)  # two fast pulls outvote the older slow one
+    assert not pacer.overlap_pays()
+
+
+def test_a_slow_source_and_a_slow_step_move_the_source_to_a_background_thread() -> None:
+    def slow_batches() -> Iterator[dict[str, Any]]:
+        for batch in _take(16):
+            time.sleep(0.005)  # 20 times the threshold: a loaded machine only adds to it
+            yield batch
+
+    pulled_in: list[str] = []
+
+    def slow_loop() -> list[int]:
+        seen = []
+        for batch in prefetch_to_device(_recording(slow_batches(), pulled_in), "cpu"):
+            time.sleep(0.005)
+            seen.append(int(batch["x"][0]))
+        return seen
+
+    assert finishes(slow_loop, timeout=30) == list(range(16))
+    assert pulled_in[0] != _prefetch.THREAD_NAME and pulled_in[-1] == _prefetch.THREAD_NAME
+
+
+def _recording(batches: Iterator[Any], pulled_in: list[str]) -> Iterator[Any]:
+    for batch in batches:
+        pulled_in.append(threading.current_thread().name)
+        yield batch
+
+
+def test_the_move_keeps_order_and_bounded_lookahead(overlap_always_pays: None) -> None:
+    source = Source()
+    stream = prefetch_to_device(source, "cpu", size=2)
+
+    def consume(count: int) -> list[int]:
+        got = []
+        for consumed in range(1, count + 1):
+            got.append(int(next(stream)["x"][0]))
+            assert source.pulled <= consumed + 2
+        return got
+
+    assert finishes(lambda: consume(12)) == list(range(12))
+    eventually(lambda: source.pulled == 14)
+    caller = source.pulled_in[0]
+    moved_at = source.pulled_in.index(_prefetch.THREAD_NAME)
+    assert moved_at >= 3  # the first batches and the measurements, in the caller's thread
+    assert source.pulled_in == [caller] * moved_at + [_prefetch.THREAD_NAME] * (14 - moved_at)
+    finishes(stream.close)
+    assert source.closed
+
+
+class Box:
+    """A processed item that can be watched for garbage collection."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+@pytest.mark.parametrize("background", MODES)
+def test_no_batch_stays_alive_behind_the_consumer(
+    overlap_always_pays: None, background: bool | None
+) -> None:
+    # Batches hold device memory: once the loop has moved past one, nothing may keep it
+    # (None: the source moves to a thread on the way, with batches under way).
+    stream = _prefetch.run_ahead(range(40), Box, 2, background)
+    watched = []
+    for _ in range(12):
+        box = finishes(lambda: next(stream))
+        watched.append(weakref.ref(box))
+    assert box.value == 11
+    del box
+    gc.collect()
+    # Only the batch handed over last is referenced (by the suspended generator).
+    assert [ref() is None for ref in watched] == [True] * 11 + [False]
+    finishes(stream.close)
+
+
+def test_an_error_after_the_move_surfaces_at_its_position(overlap_always_pays: None) -> None:
+    raised_in: list[str] = []
+
+    def failing_late() -> Iterator[dict[str, Any]]:
+        yield from _take(10)
+        raised_in.append(threading.current_thread().name)
+        raise ValueError("corrupt record 10")
+
+    stream = prefetch_to_device(failing_late(), "cpu")
+    got = [int(finishes(lambda: next(stream))["x"][0]) for _ in range(10)]
+    assert got == list(range(10))
+    with pytest.raises(ValueError, match="corrupt record 10") as caught:
+        finishes(lambda: next(stream))
+    assert raised_in == [_prefetch.THREAD_NAME]
+    frames = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
+    assert "failing_late" in frames
+
+
+def test_a_source_that_never_pays_stays_in_the_calling_thread(overlap_never_pays: None) -> None:
+    def slow_batches() -> Iterator[dict[str, Any]]:
+        for batch in _take(8):
+            time.sleep(0.002)
+            yield batch
+
+    pulled_in: list[str] = []
+    for _ in prefetch_to_device(_recording(slow_batches(), pulled_in), "cpu"):
+        time.sleep(0.002)
+    assert set(pulled_in) == {threading.current_thread().name}
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -194,8 +429,11 @@ def failing_source() -> Iterator[dict[str, Any]]:
     raise ValueError("corrupt record 3")
 
 
-def test_a_source_error_surfaces_after_the_batches_before_it_with_its_traceback() -> None:
-    stream = prefetch_to_device(failing_source(), "cpu", size=2)
+@pytest.mark.parametrize("background", MODES)
+def test_a_source_error_surfaces_after_the_batches_before_it_with_its_traceback(
+    background: bool | None,
+) -> None:
+    stream = prefetch_to_device(failing_source(), "cpu", size=2, background=background)
     got = [int(finishes(lambda: next(stream))["x"][0]) for _ in range(3)]
     assert got == [0, 1, 2]
     with pytest.raises(ValueError, match="corrupt record 3") as caught:
@@ -206,13 +444,14 @@ def test_a_source_error_surfaces_after_the_batches_before_it_with_its_traceback(
         next(stream)
 
 
-def test_a_transfer_error_surfaces_at_its_position() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_a_transfer_error_surfaces_at_its_position(background: bool | None) -> None:
     class NotAnArray:
         def __array__(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("cannot be read")
 
     source = [{"x": np.zeros(2, np.float32)}, {"x": NotAnArray()}, {"x": np.ones(2, np.float32)}]
-    stream = prefetch_to_device(source, "cpu")
+    stream = prefetch_to_device(source, "cpu", background=background)
     assert np.all(np.asarray(finishes(lambda: next(stream))["x"]) == 0)
     with pytest.raises(tj.ConversionError, match=r"leaf \['x'\].*looks like an array"):
         finishes(lambda: next(stream))
@@ -222,23 +461,45 @@ class Abort(BaseException):
     """Not an Exception: shows that even BaseExceptions reach the consumer."""
 
 
-def test_base_exceptions_reach_the_consumer() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_base_exceptions_reach_the_consumer_at_their_position(background: bool | None) -> None:
     def source() -> Iterator[Any]:
         yield {"x": np.zeros(1, np.float32)}
         raise Abort("stop now")
 
+    stream = prefetch_to_device(source(), "cpu", background=background)
+    assert finishes(lambda: next(stream))["x"].shape == (1,)
     with pytest.raises(Abort, match="stop now"):
-        finishes(lambda: list(prefetch_to_device(source(), "cpu")))
+        finishes(lambda: next(stream))
+
+
+def test_ctrl_c_in_the_calling_thread_stops_the_loop_at_once() -> None:
+    source = Source()
+    interrupted = threading.Event()
+
+    class Interrupted(Source):
+        def __next__(self) -> dict[str, Any]:
+            if self.pulled == 1:
+                interrupted.set()
+                raise KeyboardInterrupt
+            return super().__next__()
+
+    source = Interrupted()
+    stream = prefetch_to_device(source, "cpu", size=2, background=False)
+    with pytest.raises(KeyboardInterrupt):
+        next(stream)  # batch 0 was ready, but Ctrl-C does not wait behind it
+    assert interrupted.is_set() and source.closed
 
 
 # --- shutdown ---------------------------------------------------------------------------
 
 
-def test_close_stops_the_thread_and_closes_the_source() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_close_stops_the_thread_and_closes_the_source(background: bool | None) -> None:
     source = Source()
-    stream = prefetch_to_device(source, "cpu", size=2)
+    stream = prefetch_to_device(source, "cpu", size=2, background=background)
     finishes(lambda: next(stream))
-    assert len(prefetch_threads()) == 1
+    assert len(prefetch_threads()) == (1 if background else 0)
     finishes(stream.close)
     assert source.closed and prefetch_threads() == []
     pulled = source.pulled
@@ -246,7 +507,8 @@ def test_close_stops_the_thread_and_closes_the_source() -> None:
     assert source.pulled == pulled
 
 
-def test_break_closes_a_generator_source() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_break_closes_a_generator_source(background: bool | None) -> None:
     released = threading.Event()
 
     def source() -> Iterator[dict[str, Any]]:
@@ -257,7 +519,7 @@ def test_break_closes_a_generator_source() -> None:
 
     def first_two() -> list[int]:
         seen = []
-        for batch in prefetch_to_device(source(), "cpu"):
+        for batch in prefetch_to_device(source(), "cpu", background=background):
             seen.append(int(batch["x"][0]))
             if len(seen) == 2:
                 break
@@ -268,9 +530,12 @@ def test_break_closes_a_generator_source() -> None:
     assert prefetch_threads() == []
 
 
-def test_an_abandoned_stream_is_collected_and_releases_its_source() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_an_abandoned_stream_is_collected_and_releases_its_source(
+    background: bool | None,
+) -> None:
     source = Source()
-    stream = prefetch_to_device(source, "cpu")
+    stream = prefetch_to_device(source, "cpu", background=background)
     finishes(stream.__next__)
     collected = weakref.ref(stream)
     del stream
@@ -281,7 +546,7 @@ def test_an_abandoned_stream_is_collected_and_releases_its_source() -> None:
 
 def test_close_wakes_a_producer_waiting_for_room() -> None:
     source = Source()
-    stream = prefetch_to_device(source, "cpu", size=1)
+    stream = prefetch_to_device(source, "cpu", size=1, background=True)
     finishes(lambda: next(stream))
     eventually(lambda: source.pulled == 2)  # the producer now waits for room
     finishes(stream.close)
@@ -301,7 +566,7 @@ def test_close_waits_for_a_next_already_running_in_the_source() -> None:
             return super().__next__()
 
     source = Blocking()
-    stream = prefetch_to_device(source, "cpu", size=2)
+    stream = prefetch_to_device(source, "cpu", size=2, background=True)
     finishes(lambda: next(stream))
     assert entered.wait(DEADLINE)
     closer = threading.Thread(target=stream.close, daemon=True)
@@ -313,12 +578,13 @@ def test_close_waits_for_a_next_already_running_in_the_source() -> None:
     assert not closer.is_alive() and finished_next.is_set() and source.closed
 
 
-def test_a_source_that_fails_to_close_makes_close_raise() -> None:
+@pytest.mark.parametrize("background", MODES)
+def test_a_source_that_fails_to_close_makes_close_raise(background: bool | None) -> None:
     class Unclosable(Source):
         def close(self) -> None:
             raise OSError("file handle already gone")
 
-    stream = prefetch_to_device(Unclosable(), "cpu")
+    stream = prefetch_to_device(Unclosable(), "cpu", background=background)
     finishes(lambda: next(stream))
     with pytest.raises(OSError, match="file handle already gone"):
         finishes(stream.close)
@@ -342,6 +608,47 @@ def test_a_bad_size_is_rejected_at_the_call(size: Any, error: type, message: str
     assert source.pulled == 0
 
 
+@pytest.mark.parametrize(
+    ("background", "size", "error", "message"),
+    [
+        ("yes", 2, TypeError, "background must be None .*True or False, not str 'yes'"),
+        (1, 2, TypeError, "background must be None .*not int 1"),
+        (True, 0, ValueError, "background=True .*size=0 allows nothing ahead; use size >= 1"),
+    ],
+)
+def test_a_bad_background_is_rejected_at_the_call(
+    background: Any, size: int, error: type, message: str
+) -> None:
+    source = Source()
+    with pytest.raises(error, match=message):
+        prefetch_to_device(source, "cpu", size=size, background=background)
+    with pytest.raises(error, match=message.replace("size", "prefetch")):
+        DeviceLoader(source, "cpu", prefetch=size, background=background)
+    assert source.pulled == 0
+
+
+@pytest.mark.parametrize("call", ["positional", "keyword"])
+def test_an_int_device_is_refused_with_flax_and_torch_readings(call: str) -> None:
+    source = Source()
+    with pytest.raises(tj.DeviceTypeError) as caught:
+        if call == "positional":
+            prefetch_to_device(source, 2)  # Flax: prefetch_to_device(iterator, size)
+        else:
+            prefetch_to_device(source, device=2)
+    message = str(caught.value)
+    assert "flax.jax_utils.prefetch_to_device(iterator, size) reads it as the lookahead" in message
+    assert "prefetch_to_device(iterable, size=2)" in message
+    assert "prefetch_to_device(iterable, tj.device(2))" in message
+    assert isinstance(caught.value, TypeError) and source.pulled == 0
+
+
+def test_the_fixes_the_int_error_names_work() -> None:
+    batches = finishes(lambda: list(prefetch_to_device(_take(3), size=2)))
+    assert [int(b["x"][0]) for b in batches] == [0, 1, 2]
+    with pytest.raises(tj.DeviceUnavailableError):  # the accelerator index, explicitly
+        prefetch_to_device(_take(3), tj.device(2))
+
+
 def test_a_missing_device_is_rejected_at_the_call() -> None:
     source = Source()
     with pytest.raises(tj.DeviceUnavailableError, match="cuda"):
@@ -352,6 +659,99 @@ def test_a_missing_device_is_rejected_at_the_call() -> None:
 def test_a_non_iterable_is_rejected_at_the_call() -> None:
     with pytest.raises(TypeError, match="'int' object is not iterable"):
         prefetch_to_device(3, "cpu")  # type: ignore[arg-type]
+
+
+# --- the direct lane for NumPy batches ------------------------------------------------
+
+
+Pair = collections.namedtuple("Pair", ["x", "y"])
+
+
+class Tagged(np.ndarray[Any, Any]):
+    """An ndarray subclass, as np.memmap is one."""
+
+
+def _unaligned(count: int) -> np.ndarray[Any, Any]:
+    """A float32 view that starts 4 bytes into its buffer (JAX cannot alias it)."""
+    return np.frombuffer(bytearray(4 * count + 4), np.float32, count, offset=4)
+
+
+def _numpy_batches() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    matrix = rng.random((6, 8), dtype=np.float32)
+    frozen = np.arange(6, dtype=np.int32)
+    frozen.flags.writeable = False
+    return {
+        "dict": {"x": rng.integers(0, 9, (4, 16), dtype=np.int32), "y": np.ones(3, np.float32)},
+        "dtypes": [np.zeros(2, dtype) for dtype in (np.uint8, np.int16, np.float16, np.bool_)],
+        "bfloat16": {"x": np.ones(4, jnp.bfloat16)},
+        "0-d": np.array(7, np.int32),
+        "strided": {"x": matrix[::2, 1::3], "fortran": np.asfortranarray(matrix)},
+        "read-only": (frozen,),
+        "unaligned": {"x": _unaligned(5)},
+        "nested": {"pair": Pair(np.zeros(2, np.int32), [np.ones(1, np.float32), None])},
+        "ordered": collections.OrderedDict(b=np.ones(2, np.int32), a=np.zeros(2, np.int32)),
+        "group": [{"x": np.full(3, i, np.float32)} for i in range(3)],
+    }
+
+
+@pytest.mark.parametrize("name", list(_numpy_batches()))
+def test_the_numpy_lane_places_exactly_as_to_device(name: str) -> None:
+    device = tj.resolve("cpu")
+
+    def no_fallback(batch: Any) -> Any:
+        raise AssertionError("this batch should have taken the direct lane")
+
+    batch = _numpy_batches()[name]
+    ours = data._place_host_arrays(batch, device, fallback=no_fallback)
+    theirs = tj.to_device(batch, device, non_blocking=True)  # the same buffers
+    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
+    assert type(ours) is type(theirs)
+    leaves = (jax.tree.leaves(ours), jax.tree.leaves(theirs), jax.tree.leaves(batch))
+    for mine, reference, source in zip(*leaves, strict=True):
+        assert mine.sharding == reference.sharding and mine.committed and reference.committed
+        assert mine.dtype == reference.dtype and mine.shape == reference.shape
+        before = np.asarray(reference).copy()
+        np.testing.assert_array_equal(np.asarray(mine), before)
+        if source.flags.writeable:  # alias or copy: a write to the source shows in both or none
+            source[...] = ~source if source.dtype == np.bool_ else 1 - source
+            changed_here = not np.array_equal(np.asarray(mine), before)
+            changed_there = not np.array_equal(np.asarray(reference), before)
+            assert changed_here == changed_there
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        {"x": np.arange(3)},  # int64: to_device narrows it, and warns
+        {"x": np.zeros(2, np.float32).view(Tagged)},  # a subclass (np.memmap is one)
+        {"x": torch.zeros(2)},
+        {"x": jnp.zeros(2)},
+        {"x": np.float32(1.0)},  # a NumPy scalar
+        [np.zeros(2, np.float32), 3],  # a Python number leaf
+        {},  # no leaves: to_device gives the same object back
+    ],
+    ids=["int64", "subclass", "torch", "jax", "numpy-scalar", "python-number", "empty"],
+)
+def test_everything_else_goes_to_to_device(batch: Any) -> None:
+    fallback_calls = []
+
+    def fallback(tree: Any) -> Any:
+        fallback_calls.append(tree)
+        return "placed by to_device"
+
+    placed = data._place_host_arrays(batch, tj.resolve("cpu"), fallback=fallback)
+    assert placed == "placed by to_device" and fallback_calls == [batch]
+
+
+def test_targets_other_than_a_plain_device_never_take_the_lane() -> None:
+    pinned = jax.sharding.SingleDeviceSharding(tj.resolve("cpu"), memory_kind="pinned_host")
+    (batch,) = prefetch_to_device([{"x": np.zeros(2, np.float32)}], pinned)
+    assert batch["x"].sharding == pinned
+    host = np.zeros(2, np.float32)
+    (placed,) = prefetch_to_device([{"x": host}], pinned)
+    host[:] = 5  # to_device copies into host memory kinds (pin_memory's promise); so here
+    assert np.asarray(placed["x"]).tolist() == [0.0, 0.0]
 
 
 # --- DeviceLoader -----------------------------------------------------------------------
@@ -392,6 +792,75 @@ def test_repr_names_the_loader_and_the_settings() -> None:
     assert repr(DeviceLoader([1], "cpu", prefetch=3, pin_memory=True)) == (
         "DeviceLoader([1], device='cpu', prefetch=3, pin_memory=True)"
     )
+    assert repr(DeviceLoader([1], background=False)) == (
+        "DeviceLoader([1], device=None, prefetch=2, pin_memory=False, background=False)"
+    )
+
+
+@pytest.mark.parametrize("background", MODES)
+def test_device_loader_passes_background_to_each_epoch(background: bool | None) -> None:
+    pulled_in: list[str] = []
+    loader = DeviceLoader(
+        _Replay(lambda: _recording(_take(4), pulled_in)), "cpu", background=background
+    )
+    assert [int(b["x"][0]) for b in finishes(lambda: list(loader))] == [0, 1, 2, 3]
+    in_producer = {name == _prefetch.THREAD_NAME for name in pulled_in}
+    assert in_producer == ({True} if background else {False})  # None: 4 batches decide nothing
+
+
+class _Replay:
+    """A re-iterable loader made from a function returning a fresh iterator."""
+
+    def __init__(self, make: Callable[[], Iterator[Any]]) -> None:
+        self.make = make
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.make()
+
+
+def test_the_wrapped_loaders_attributes_read_through() -> None:
+    dataset = Squares(10)
+    loader = DataLoader(dataset, batch_size=4, drop_last=True)
+    device_loader = DeviceLoader(loader, "cpu")
+    assert device_loader.dataset is dataset and len(device_loader.dataset) == 10
+    assert device_loader.batch_size == 4 and device_loader.drop_last is True
+    assert device_loader.sampler is loader.sampler and device_loader.num_workers == 0
+    assert device_loader.collate_fn is loader.collate_fn
+    assert device_loader.loader is loader  # still there, as before
+
+
+def test_own_settings_are_the_device_loaders() -> None:
+    loader = DataLoader(Squares(4), batch_size=2)  # its own pin_memory is False
+    device_loader = DeviceLoader(loader, "cpu", pin_memory=True)
+    assert device_loader.pin_memory is True and loader.pin_memory is False
+    device_loader.prefetch = 1
+    assert device_loader.prefetch == 1 and not hasattr(loader, "prefetch")
+
+
+def test_setting_a_loader_attribute_sets_it_on_the_loader_as_torch_would() -> None:
+    loader = DataLoader(Squares(6), batch_size=3)
+    device_loader = DeviceLoader(loader, "cpu")
+    device_loader.timeout = 5  # a plain DataLoader attribute: it takes effect there
+    assert loader.timeout == 5 and "timeout" not in vars(device_loader)
+    with pytest.raises(ValueError, match="batch_size attribute should not be set after"):
+        device_loader.batch_size = 2  # the DataLoader's own refusal
+    device_loader.note = "train"  # a name the loader lacks stays on the DeviceLoader
+    assert device_loader.note == "train" and not hasattr(loader, "note")
+
+
+def test_an_attribute_neither_has_names_the_loader_and_the_fix() -> None:
+    device_loader = DeviceLoader([{"x": np.zeros(1)}], "cpu")
+    with pytest.raises(AttributeError, match=r"no attribute 'dataset', nor has the list it wraps"):
+        _ = device_loader.dataset
+    with pytest.raises(AttributeError, match=r"wrap the DataLoader \(or the object\) that has"):
+        _ = device_loader.sampler
+
+
+def test_a_device_loader_copies_and_pickles_without_recursing() -> None:
+    device_loader = DeviceLoader(DataLoader(Squares(4), batch_size=2), "cpu", prefetch=1)
+    for clone in (copy.copy(device_loader), pickle.loads(pickle.dumps(device_loader))):
+        assert clone.prefetch == 1 and clone.batch_size == 2
+        assert [b["index"].tolist() for b in finishes(lambda c=clone: list(c))] == [[0, 1], [2, 3]]
 
 
 def test_a_torch_dataloader_feeds_a_jitted_step() -> None:
@@ -556,34 +1025,20 @@ def test_devices_without_pinned_host_memory_are_recognized() -> None:
     assert not data._has_pinned_host(NoMemorySpaces())
 
 
-@pytest.fixture
-def transfers(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
-    """The memory kind each jax.device_put made by to_device lands in (the real one runs)."""
-    kinds: list[str | None] = []
-    real = jax.device_put
-
-    def recording(x: Any, *args: Any, **kwargs: Any) -> Any:
-        placed = real(x, *args, **kwargs)
-        kinds.extend(leaf.sharding.memory_kind for leaf in jax.tree.leaves(placed))
-        return placed
-
-    monkeypatch.setattr(_placement.jax, "device_put", recording)
-    return kinds
-
-
 def test_pin_memory_loader_stages_each_batch_in_pinned_host_memory(
-    transfers: list[str | None],
+    transfers: list[list[str | None]],
 ) -> None:
     loader = DeviceLoader(DataLoader(Squares(6), batch_size=3), "cpu", pin_memory=True)
     batches = finishes(lambda: list(loader))
-    assert transfers == ["pinned_host", "pinned_host", "device", "device"] * 2
+    # Both batches in one group (two leaves each): staged together, then moved together.
+    assert transfers == [["pinned_host"] * 4, ["device"] * 4]
     assert [b["index"].tolist() for b in batches] == [[0, 1, 2], [3, 4, 5]]
     assert all(b["x"].sharding.memory_kind == "device" and b["x"].committed for b in batches)
 
 
-def test_a_host_memory_target_is_not_staged(transfers: list[str | None]) -> None:
+def test_a_host_memory_target_is_not_staged(transfers: list[list[str | None]]) -> None:
     target = jax.sharding.SingleDeviceSharding(tj.resolve("cpu"), memory_kind="unpinned_host")
     loader = DeviceLoader(DataLoader(Squares(3), batch_size=3), target, pin_memory=True)
     (batch,) = finishes(lambda: list(loader))
-    assert transfers == ["unpinned_host", "unpinned_host"]
+    assert transfers == [["unpinned_host", "unpinned_host"]]
     assert batch["x"].sharding == target

@@ -4,11 +4,13 @@ A PyTorch training loop overlaps host-to-device copies with compute through
 ``DataLoader(pin_memory=True)`` and ``batch.to(device, non_blocking=True)``. Here:
 
 * ``tj.prefetch_to_device`` moves the batches of any iterable to a device (or a
-  ``jax.sharding.Sharding``) from a background thread, a few batches ahead of the loop,
-  so a slow source and the device's compute overlap.
+  ``jax.sharding.Sharding``) a few batches ahead of the loop; a slow source moves to a
+  background thread, so that it and the device's compute overlap, while a fast one
+  stays in the loop's thread, where no hand-off between threads costs time
+  (``run_ahead`` decides).
 * ``tj.DeviceLoader`` wraps a loader (a ``torch.utils.data.DataLoader`` or any iterable)
-  the same way, once per epoch, with ``len()`` passed through and optional staging in
-  pinned host memory.
+  the same way, once per epoch, with ``len()`` and the loader's attributes passed
+  through and optional staging in pinned host memory.
 * ``tj.pin_memory`` is ``Tensor.pin_memory()``: arrays in the device's ``pinned_host``
   memory kind, from which transfers to the device are direct DMA.
 * A torch DataLoader whose workers would be forked after JAX started warns once
@@ -25,13 +27,16 @@ import multiprocessing
 import sys
 import threading
 import warnings
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 import jax
+import numpy as np
 
+from .detect import is_torch_tensor
 from .device import Device, DeviceLike
 from .dtypes import caller_stacklevel
+from .errors import DeviceTypeError
 from .placement import as_sharding, to_device
 from .platforms import backends_initialized
 from .run_ahead import run_ahead
@@ -54,15 +59,25 @@ def prefetch_to_device(
     iterable: Iterable[Any],
     device: DeviceLike | jax.sharding.Sharding | None = None,
     size: int = 2,
+    *,
+    background: bool | None = None,
 ) -> Generator[Any, None, None]:
     """Yield each batch of ``iterable`` already on ``device``, transferred ahead of time.
 
     ``for batch in batches: batch = batch.to(device, non_blocking=True)`` with the copies
-    started early: a background thread pulls batches from the source and starts their
-    transfers (JAX transfers are asynchronous), up to ``size`` batches ahead of the
-    consumer, so a slow source overlaps the device's compute.
+    started early: the transfers of the next ``size`` batches are under way (JAX
+    transfers are asynchronous) while the loop works on the current one, and a slow
+    source runs in a background thread, so that it overlaps the device's compute too.
     A batch is anything [`tj.to_device`][torch2jax_device.to_device] accepts (torch tensors,
     NumPy and JAX arrays, nested containers); its arrays arrive committed to the device.
+
+    Where the source runs (``background``): handing a batch from a thread to the loop
+    costs a thread wake-up (25-100 µs on a loaded machine), more than a small batch's
+    whole transfer. By default the source starts in the calling thread, which pulls
+    and transfers ``size`` batches ahead between its steps, and moves to a background
+    thread once pulling and placing a batch and the loop's own work per batch both take
+    a quarter of a millisecond or more (medians over the last few batches): from there
+    the overlap gains more than the hand-off costs.
 
     Batches come in the source's order. An exception raised by the source (or by the
     transfer) is raised here, with its traceback, after the batches before it.
@@ -70,34 +85,45 @@ def prefetch_to_device(
     waits for a ``next()`` already running in the source to return, and closes the
     source iterator if it has ``close()`` (so a generator passed in is closed).
 
-    Unlike ``flax.jax_utils.prefetch_to_device``, batches need no leading device axis
-    and are not copied on the host first; a ``Sharding`` splits each batch itself.
+    Unlike ``flax.jax_utils.prefetch_to_device(iterator, size)``, the second argument
+    is the device (an ``int`` there is refused, see Raises), batches need no leading
+    device axis and are not copied on the host first; a ``Sharding`` splits each batch.
 
     Args:
         iterable: The batches; ``iter(iterable)`` is called once, at the first ``next()``.
-        device: Anything [`tj.device`][torch2jax_device.Device] accepts, or a
-            ``jax.sharding.Sharding`` to split every array over several devices.
-            ``None`` means the default device of the calling thread, read now.
-        size: How many batches may be transferred ahead of the consumer. ``0`` moves
-            each batch when it is asked for, in the calling thread, with no thread.
+        device: Anything [`tj.device`][torch2jax_device.Device] accepts except a bare
+            ``int``, or a ``jax.sharding.Sharding`` to split every array over several
+            devices. ``None`` means the default device of the calling thread, read now.
+        size: How many batches may be pulled and transferred ahead of the consumer.
+            ``0`` moves each batch when it is asked for, in the calling thread.
+        background: ``None`` (the default) moves the source to a background thread
+            when that pays, as above; ``True`` runs it there from the first batch (a
+            source that waits, on a disk or a queue, whatever the step does);
+            ``False`` keeps it in the calling thread (a source bound to its thread,
+            such as a SQLite connection), transfers still ``size`` batches ahead.
 
     Returns:
         A generator of the placed batches. Nothing runs before its first ``next()``.
 
     Raises:
+        DeviceTypeError: ``device`` is an ``int``: Flax's call shape
+            ``prefetch_to_device(it, 2)`` means a lookahead of 2, torch's ``.to(2)``
+            means ``cuda:2``; write ``size=2`` or ``tj.device(2)``.
         InvalidDeviceError: ``device`` is a malformed device string.
         DeviceUnavailableError: the device does not exist here.
-        TypeError: ``iterable`` is not iterable, or ``size`` is not an int.
-        ValueError: ``size`` is negative.
+        TypeError: ``iterable`` is not iterable, ``size`` is not an int or
+            ``background`` is not a bool or ``None``.
+        ValueError: ``size`` is negative, or ``0`` with ``background=True``.
 
     Warns:
         ForkAfterJaxWarning: once, when ``iterable`` is a torch DataLoader that will
             fork worker processes after JAX started.
 
     Note:
-        The source runs in the background thread, so thread-local state of the caller
-        (``with tj.device(...)``, ``jax.default_device``) does not apply inside it. The
-        source must not modify a batch it has yielded: transfers read it later.
+        The source may run in a background thread, so thread-local state of the
+        caller (``with tj.device(...)``, ``jax.default_device``) may not apply inside
+        it: make host data (NumPy, torch) there, as DataLoader workers do. The source
+        must not modify a batch it has yielded: transfers read it later.
 
     Examples:
         >>> import numpy as np
@@ -109,7 +135,16 @@ def prefetch_to_device(
         1 [1. 1.] True
         2 [2. 2.] True
     """
-    return _prefetch(iterable, device, size, "size", pinned=False)
+    if isinstance(device, int) and not isinstance(device, bool):
+        raise DeviceTypeError(
+            f"prefetch_to_device(iterable, {device!r}): the second argument is the device, "
+            f"and a bare int there is ambiguous: flax.jax_utils.prefetch_to_device(iterator, "
+            f"size) reads it as the lookahead, torch's .to({device!r}) as cuda:{device}. "
+            f"Write prefetch_to_device(iterable, size={device!r}) for {device!r} batches "
+            f"ahead on the default device, or prefetch_to_device(iterable, "
+            f"tj.device({device!r})) for that accelerator"
+        )
+    return _prefetch(iterable, device, size, "size", pinned=False, background=background)
 
 
 class DeviceLoader:
@@ -117,9 +152,14 @@ class DeviceLoader:
 
     Wraps any iterable of batches, a ``torch.utils.data.DataLoader`` included. Each ``iter()`` (each
     epoch) starts a new [`tj.prefetch_to_device`][torch2jax_device.prefetch_to_device] over
-    ``iter(loader)``; ``len()`` is the wrapped loader's. The wrapped loader stays available as
-    ``loader`` (``device_loader.loader.dataset``,
-    ``device_loader.loader.sampler.set_epoch(epoch)``).
+    ``iter(loader)``; ``len()`` is the wrapped loader's. The wrapped loader is ``loader``,
+    and its attributes read through, so ported code keeps working:
+    ``device_loader.dataset``, ``len(device_loader.dataset)``, ``.batch_size``,
+    ``.sampler.set_epoch(epoch)``. Setting one of them sets it on the wrapped loader
+    (where a DataLoader refuses, as for ``batch_size``, it raises torch's error). The
+    settings of the DeviceLoader itself (``loader``, ``device``, ``prefetch``,
+    ``pin_memory``, ``background``) are its own: ``device_loader.pin_memory`` is the
+    staging asked for here, not the DataLoader's flag.
 
     ``pin_memory=True`` is ``DataLoader(pin_memory=True)``: every batch is first placed
     in the target device's ``pinned_host`` memory, then moved to the device from
@@ -136,13 +176,18 @@ class DeviceLoader:
         device: Anything [`tj.device`][torch2jax_device.Device] accepts, or a
             ``jax.sharding.Sharding``. ``None`` means the default device of the thread
             that starts an epoch, read when it starts.
-        prefetch: How many batches may be transferred ahead of the loop (``0``: none,
-            no thread).
+        prefetch: How many batches may be pulled and transferred ahead of the loop
+            (``0``: none, each batch moves when it is asked for).
         pin_memory: Stage batches in pinned host memory before the transfer.
+        background: Where the wrapped loader runs, as for
+            [`tj.prefetch_to_device`][torch2jax_device.prefetch_to_device]: ``None``
+            moves it to a background thread when overlapping pays, decided anew each
+            epoch; ``True`` from the first batch; ``False`` never.
 
     Raises:
-        TypeError: ``loader`` is not iterable, or ``prefetch`` is not an int.
-        ValueError: ``prefetch`` is negative.
+        TypeError: ``loader`` is not iterable, ``prefetch`` is not an int, or
+            ``background`` is not a bool or ``None``.
+        ValueError: ``prefetch`` is negative, or ``0`` with ``background=True``.
         InvalidDeviceError: ``device`` is a malformed device string.
 
     Warns:
@@ -156,8 +201,8 @@ class DeviceLoader:
         >>> import torch2jax_device as tj
         >>> dataset = TensorDataset(torch.arange(6.0))
         >>> loader = tj.DeviceLoader(DataLoader(dataset, batch_size=4), "cpu", pin_memory=True)
-        >>> len(loader)
-        2
+        >>> len(loader), len(loader.dataset), loader.batch_size
+        (2, 6, 4)
         >>> for epoch in range(2):
         ...     print(*(float(batch.sum()) for (batch,) in loader))
         6.0 9.0
@@ -170,6 +215,8 @@ class DeviceLoader:
         device: DeviceLike | jax.sharding.Sharding | None = None,
         prefetch: int = 2,
         pin_memory: bool = False,
+        *,
+        background: bool | None = None,
     ) -> None:
         if not _is_iterable(loader):
             raise TypeError(
@@ -177,25 +224,68 @@ class DeviceLoader:
                 f"generator), not a {type(loader).__name__} object"
             )
         _check_size(prefetch, "prefetch")
+        _check_background(background, prefetch, "prefetch")
         if not (device is None or isinstance(device, (jax.Device, jax.sharding.Sharding))):
             Device(device)  # a malformed device string fails now, without starting JAX
         self.loader = loader
         self.device = device
         self.prefetch = prefetch
         self.pin_memory = pin_memory
+        self.background = background
         _warn_if_forking(loader)
 
     def __iter__(self) -> Generator[Any, None, None]:
-        return _prefetch(self.loader, self.device, self.prefetch, "prefetch", self.pin_memory)
+        return _prefetch(
+            self.loader,
+            self.device,
+            self.prefetch,
+            "prefetch",
+            self.pin_memory,
+            background=self.background,
+        )
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]  # TypeError, as len() gives
 
+    def __getattr__(self, name: str) -> Any:
+        """The wrapped loader's attribute (called only for names the DeviceLoader lacks)."""
+        if name in _OWN_ATTRIBUTES or name.startswith("__"):
+            # Not set yet (copy, pickle) or a protocol probe: never the wrapped loader's.
+            raise AttributeError(f"'DeviceLoader' object has no attribute '{name}'")
+        loader = self.loader
+        try:
+            return getattr(loader, name)
+        except AttributeError:
+            kind = type(loader).__name__
+            raise AttributeError(
+                f"'DeviceLoader' object has no attribute '{name}', nor has the {kind} it "
+                f"wraps (device_loader.loader, {_short_repr(loader)}); a DeviceLoader "
+                f"reads attributes through to its loader, so wrap the DataLoader (or the "
+                f"object) that has '{name}'"
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Its own settings here; an attribute the wrapped loader has, on the loader."""
+        if name not in _OWN_ATTRIBUTES and hasattr(self.loader, name):
+            setattr(self.loader, name, value)
+        else:
+            super().__setattr__(name, value)
+
     def __repr__(self) -> str:
+        background = "" if self.background is None else f", background={self.background}"
         return (
             f"DeviceLoader({self.loader!r}, device={self.device!r}, "
-            f"prefetch={self.prefetch}, pin_memory={self.pin_memory})"
+            f"prefetch={self.prefetch}, pin_memory={self.pin_memory}{background})"
         )
+
+
+#: What a DeviceLoader keeps for itself; every other attribute is the wrapped loader's.
+_OWN_ATTRIBUTES = frozenset({"loader", "device", "prefetch", "pin_memory", "background"})
+
+
+def _short_repr(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def pin_memory(tree: Any, device: DeviceLike | None = None) -> Any:
@@ -250,27 +340,69 @@ def _prefetch(
     size: int,
     size_name: str,
     pinned: bool,
+    *,
+    background: bool | None,
 ) -> Generator[Any, None, None]:
     """Check the arguments and resolve the target in the calling thread; nothing runs yet."""
     if not _is_iterable(iterable):
         raise TypeError(f"'{type(iterable).__name__}' object is not iterable")
     _check_size(size, size_name)
+    _check_background(background, size, size_name)
     target = as_sharding(device)
     staging = _pinned_staging(target) if pinned else None
     _warn_if_forking(iterable)
-    if staging is None:
-        place = functools.partial(_place, target=target)
-    else:
+    place: Callable[[Any], Any]
+    if staging is not None:
         place = functools.partial(_place_staged, staging=staging, target=target)
-    return run_ahead(iterable, place, size)
+    else:
+        place = functools.partial(to_device, device=target, non_blocking=True)
+        first = next(iter(target.device_set))
+        if target == jax.sharding.SingleDeviceSharding(first):  # one device, default memory
+            place = functools.partial(_place_host_arrays, device=first, fallback=place)
+    return run_ahead(
+        iterable, place, size, background, functools.partial(_place_group, place=place)
+    )
 
 
-def _place(batch: Any, target: jax.sharding.Sharding) -> Any:
-    return to_device(batch, target, non_blocking=True)
+def _place_host_arrays(batches: Any, device: jax.Device, fallback: Callable[[Any], Any]) -> Any:
+    """``fallback(batches)``, with a direct lane for trees of plain NumPy arrays.
+
+    For a tree whose leaves are all ``np.ndarray``s in a dtype JAX keeps, bound for a
+    device's default memory, [`tj.to_device`][torch2jax_device.to_device] makes exactly
+    one ``jax.device_put(leaves, device)`` and rebuilds the tree. This lane does only
+    that, without ``to_device``'s checks for every other kind of input, which cost about
+    as much as transferring a small batch's two leaves (tests/unit/test_feeding.py
+    compares both, leaf by leaf, aliasing included). Anything else goes to ``fallback``.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(batches)
+    if not leaves:
+        return fallback(batches)
+    for leaf in leaves:  # a loop, not all(...): this runs for every small batch
+        if type(leaf) is not np.ndarray or jax.dtypes.canonicalize_dtype(leaf.dtype) != leaf.dtype:
+            return fallback(batches)
+    return jax.tree_util.tree_unflatten(treedef, jax.device_put(leaves, device))
 
 
 def _place_staged(batch: Any, staging: jax.sharding.Sharding, target: jax.sharding.Sharding) -> Any:
     return to_device(to_device(batch, staging, non_blocking=True), target, non_blocking=True)
+
+
+def _place_group(batches: list[Any], place: Callable[[Any], Any]) -> list[Any]:
+    """``[place(batch) for batch in batches]``, in one batched transfer where that is the same.
+
+    It is for containers and arrays: ``to_device`` of a list of them places each as it
+    would alone. Other batches (a bare number becomes a 0-d array only at the top, a
+    Flax module moves in place) are placed one by one.
+    """
+    for batch in batches:  # a loop, not all(...): this runs for every small batch
+        if not (isinstance(batch, _GROUPABLE) or is_torch_tensor(batch)):
+            return [place(batch) for batch in batches]
+    placed: list[Any] = place(batches)
+    return placed
+
+
+#: Batches that ``to_device`` places the same inside a list as alone (no top-level rule).
+_GROUPABLE = (dict, list, tuple, np.ndarray, np.generic, jax.Array)
 
 
 def _is_iterable(value: object) -> bool:
@@ -288,6 +420,20 @@ def _check_size(size: object, name: str) -> None:
         raise ValueError(
             f"{name} must be >= 0 (how many batches to transfer ahead; 0 transfers each "
             f"batch when it is asked for), got {size}"
+        )
+
+
+def _check_background(background: object, size: int, size_name: str) -> None:
+    if not (background is None or isinstance(background, bool)):
+        raise TypeError(
+            f"background must be None (a background thread when it pays), True or False, "
+            f"not {type(background).__name__} {background!r}"
+        )
+    if background and size == 0:
+        raise ValueError(
+            f"background=True runs the source ahead of the loop in a thread, and "
+            f"{size_name}=0 allows nothing ahead; use {size_name} >= 1 (e.g. 2), or leave "
+            f"background unset"
         )
 
 

@@ -5,8 +5,9 @@ buffer. The JSON maps each tensor name to ``{"dtype", "shape", "data_offsets": [
 end]}`` (offsets into the buffer) plus an optional ``"__metadata__"`` of strings; tensors
 are C-ordered, little-endian and tile the buffer without gaps or overlaps. The checks here
 are safetensors' own (same header limit, same tiling rule), so a file this module accepts
-loads with ``safetensors`` and the other way round (packed F4/F6 tensors aside), and every
-failure is a ``CheckpointError`` naming the file and what is wrong with it.
+loads with ``safetensors`` and the other way round (packed F4/F6 tensors aside, and files
+of more tiny tensors than ``tensor_limit`` allows), and every failure is a
+``CheckpointError`` naming the file and what is wrong with it.
 
 Nothing here knows JAX.
 """
@@ -16,18 +17,34 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import ml_dtypes
 import numpy as np
 
 from ..errors import CheckpointError
 
-__all__ = ["DTYPES", "MAX_HEADER_BYTES", "TensorInfo", "code_of", "read_header", "write_rank"]
+__all__ = [
+    "DTYPES",
+    "MAX_HEADER_BYTES",
+    "MAX_RANK",
+    "TensorInfo",
+    "code_of",
+    "read_header",
+    "tensor_limit",
+    "write_rank",
+]
 
 #: safetensors refuses headers above 100 MB; so does this module, before reading them.
 MAX_HEADER_BYTES = 100_000_000
+#: The most dimensions a NumPy array (and so a tensor read here) can have.
+MAX_RANK = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
+#: Without ``max_tensors=``, a file may hold one tensor per this many bytes of its size...
+BYTES_PER_TENSOR = 4096
+#: ... and at least this many tensors, whatever its size.
+MIN_TENSOR_LIMIT = 16_384
+# NumPy's (and JAX's) bound on a dimension, and on an array's size in bytes.
+_MAX_SIZE = 2**63 - 1
 
 #: Every safetensors dtype NumPy can hold (with ml_dtypes), in safetensors' own order,
 #: which its writer sorts by (descending) and this module's writer too.
@@ -58,8 +75,7 @@ _WRITE_RANK = {code: rank for rank, code in enumerate(DTYPES)}
 _PACKED = ("F4", "F6_E2M3", "F6_E3M2")
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(NamedTuple):
     """Where one tensor's bytes are in the file, and how to read them."""
 
     name: str
@@ -70,20 +86,44 @@ class TensorInfo:
     nbytes: int
 
 
+def tensor_limit(file_size: int) -> int:
+    """How many tensors a file of ``file_size`` bytes may hold without ``max_tensors=``.
+
+    Each tensor costs host memory beyond its bytes (its header entry while parsing,
+    about 5 KiB as a JAX array), so a file of many tiny tensors could claim many times
+    its size: 1.4 million one-byte tensors in a 98 MB file would need about 8 GB. One
+    tensor per ``BYTES_PER_TENSOR`` of file, and at least ``MIN_TENSOR_LIMIT``, keeps
+    that cost within about 1.5 times the file size, or 100 MB for small files.
+    """
+    return max(MIN_TENSOR_LIMIT, file_size // BYTES_PER_TENSOR)
+
+
 def _invalid(path: str, problem: str) -> CheckpointError:
     return CheckpointError(f"{path!r} is not a valid safetensors file: {problem}")
 
 
-def read_header(file: BinaryIO, path: str) -> tuple[dict[str, TensorInfo], dict[str, str] | None]:
+def read_header(
+    file: BinaryIO, path: str, max_tensors: int | None = None
+) -> tuple[dict[str, TensorInfo], dict[str, str] | None]:
     """The checked header of an open safetensors file: tensors by name, and metadata.
 
+    ``max_tensors`` caps the number of tensors (``None``: ``tensor_limit`` of the
+    file's size); parsing stops as soon as the header describes more.
+
     Raises:
-        CheckpointError: the header or the layout it describes is invalid; nothing is
-            allocated for tensors before this returns.
+        CheckpointError: the header or the layout it describes is invalid, or it holds
+            more tensors than allowed; nothing is allocated for tensors before this
+            returns.
     """
+    if max_tensors is not None and (type(max_tensors) is not int or max_tensors < 0):
+        raise CheckpointError(
+            f"max_tensors={max_tensors!r}: give the most tensors to read from {path!r} as a "
+            "non-negative int, or None for the default limit"
+        )
     size = os.fstat(file.fileno()).st_size
     if size < 8:
         raise _invalid(path, f"it is {size} bytes long, shorter than the 8-byte length field")
+    limit = tensor_limit(size) if max_tensors is None else max_tensors
     file.seek(0)
     length = int.from_bytes(file.read(8), "little")
     if length > MAX_HEADER_BYTES:
@@ -96,15 +136,7 @@ def read_header(file: BinaryIO, path: str) -> tuple[dict[str, TensorInfo], dict[
             f"the header length field says {length} bytes but only {size - 8} follow: the "
             "file is truncated or not a safetensors file",
         )
-    raw = file.read(length)
-    try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
-    except UnicodeDecodeError as err:
-        raise _invalid(path, f"the header is not UTF-8 text ({err})") from None
-    except _DuplicateKeyError as err:
-        raise _invalid(path, f"the header names {err.args[0]!r} twice") from None
-    except (ValueError, RecursionError) as err:
-        raise _invalid(path, f"the header is not valid JSON ({err})") from None
+    header = _parse(_text(file.read(length), path), path, limit, max_tensors is None, size)
     if not isinstance(header, dict):
         raise _invalid(path, f"the header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop("__metadata__", None)
@@ -112,6 +144,8 @@ def read_header(file: BinaryIO, path: str) -> tuple[dict[str, TensorInfo], dict[
         isinstance(metadata, dict) and all(isinstance(value, str) for value in metadata.values())
     ):
         raise _invalid(path, "'__metadata__' must map strings to strings")
+    if len(header) > limit:
+        raise _too_many(path, f"{len(header):,}", limit, max_tensors is None, size)
     data_start = 8 + length
     tensors = [_tensor_info(path, name, entry, data_start) for name, entry in header.items()]
     expected = data_start
@@ -140,25 +174,75 @@ class _DuplicateKeyError(ValueError):
     pass
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKeyError(key)
-            seen.add(key)
-    return result
+class _TooManyObjectsError(ValueError):
+    pass
+
+
+def _text(raw: bytes, path: str) -> str:
+    """The header as text (its bytes are freed once this returns: one copy at a time)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _invalid(path, f"the header is not UTF-8 text ({err})") from None
+
+
+def _parse(text: str, path: str, limit: int, default_limit: bool, size: int) -> Any:
+    """The header's JSON, parsed; stops once it holds more than ``limit`` tensor entries.
+
+    Every tensor entry is a JSON object, so counting objects as the parser builds them
+    bounds the work and memory a hostile header can cost before it is refused.
+    """
+    objects = 0
+
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal objects
+        objects += 1
+        if objects > limit + 2:  # the tensors, plus the header itself and __metadata__
+            raise _TooManyObjectsError
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise _DuplicateKeyError(key)
+                seen.add(key)
+        return result
+
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except _DuplicateKeyError as err:
+        raise _invalid(path, f"the header names {err.args[0]!r} twice") from None
+    except _TooManyObjectsError:
+        raise _too_many(path, f"more than {limit:,}", limit, default_limit, size) from None
+    except (ValueError, RecursionError) as err:
+        raise _invalid(path, f"the header is not valid JSON ({err})") from None
+
+
+def _too_many(path: str, count: str, limit: int, default_limit: bool, size: int) -> CheckpointError:
+    if default_limit:
+        cap = (
+            f"{limit:,} is the most read by default from a {size:,}-byte file (one tensor per "
+            f"{BYTES_PER_TENSOR:,} bytes, at least {MIN_TENSOR_LIMIT:,}), because each tensor "
+            "costs kilobytes of host memory and millions of tiny ones could exhaust RAM"
+        )
+    else:
+        cap = f"max_tensors={limit:,} allows no more"
+    return CheckpointError(
+        f"{path!r} holds {count} tensors; {cap}. If you trust the file, pass a larger "
+        "max_tensors= to read it"
+    )
 
 
 def _is_count(value: Any) -> bool:
-    return type(value) is int and value >= 0
+    return type(value) is int and 0 <= value <= _MAX_SIZE
 
 
 def _tensor_info(path: str, name: str, entry: Any, data_start: int) -> TensorInfo:
     if not isinstance(entry, dict):
         raise _invalid(path, f"the entry of tensor {name!r} is not a JSON object")
     code, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(code, str):
+        raise _invalid(path, f"the dtype of tensor {name!r} is {code!r}, not a string")
     if code in _PACKED:
         raise CheckpointError(
             f"{path!r}: tensor {name!r} has dtype {code}, which packs several values per "
@@ -170,16 +254,26 @@ def _tensor_info(path: str, name: str, entry: Any, data_start: int) -> TensorInf
         )
     if not (isinstance(shape, list) and all(_is_count(n) for n in shape)):
         raise _invalid(path, f"the shape of {name!r} is {shape!r}, not a list of sizes")
+    if len(shape) > MAX_RANK:
+        raise _invalid(
+            path,
+            f"tensor {name!r} has {len(shape)} dimensions, more than the {MAX_RANK} "
+            "an array can have",
+        )
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
         raise _invalid(path, f"the data_offsets of {name!r} are {offsets!r}, not [begin, end]")
-    begin, end = offsets
     dtype = DTYPES[code]
+    begin, end = offsets
     needed = math.prod(shape) * dtype.itemsize
     if end - begin != needed:
         raise _invalid(
             path,
             f"tensor {name!r} has data_offsets [{begin}, {end}] ({end - begin} bytes) but "
             f"dtype {code} and shape {shape} need {needed} bytes",
+        )
+    if math.prod(n for n in shape if n) * dtype.itemsize > _MAX_SIZE:  # empty, with huge sides
+        raise _invalid(
+            path, f"tensor {name!r} has shape {shape}, too large for an array even when empty"
         )
     return TensorInfo(name, code, dtype, tuple(shape), data_start + begin, needed)
 

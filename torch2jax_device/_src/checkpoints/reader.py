@@ -1,44 +1,55 @@
-"""Read tensors of a checked safetensors file into 64-byte-aligned host memory.
+"""Read tensors of a checked safetensors file: in place from a memory map, or into buffers.
 
-Reads go straight from the file into aligned NumPy buffers, the alignment JAX's CPU
-backend needs to use host memory in place, and nothing larger than the tensors asked for
-is ever allocated, whatever the header claims. Nothing here knows JAX.
+Two ways to a tensor's bytes. ``mapped`` gives a read-only NumPy view of the tensor in a
+memory map of the file: nothing is read until the memory is touched, and JAX's CPU
+backend uses such a view in place when it starts 64-byte aligned. ``read_into`` and
+``read_selection`` copy bytes from the file (``readinto``) into buffers the caller owns,
+so nothing larger than the bytes asked for is ever read or allocated, whatever the
+header claims. Nothing here knows JAX.
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import CheckpointError, InvalidIndexError
-from ..interop import ALIGNMENT, aligned_empty
+from ..interop import aligned_empty
 from .format import TensorInfo, read_header
 
 __all__ = ["CHUNK_BYTES", "Reader"]
 
 #: Reads are issued in chunks of this size (progress updates, narrowing scratch space).
-CHUNK_BYTES = 64 * 2**20
+CHUNK_BYTES = 16 * 2**20
 #: A sparse selection is read row by row once rows are at least this far apart.
 _ROW_READ_BYTES = 64 * 2**10
 
 
-class Reader:
-    """An open safetensors file with a checked header; reads tensors into host memory.
+def _ignore(count: int) -> None:
+    pass
 
-    Reads are thread-safe. Use it as a context manager, or call ``close``.
+
+class Reader:
+    """An open safetensors file with a checked header; gives tensors as views or reads them.
+
+    Reads are thread-safe. Use it as a context manager, or call ``close``. Views from
+    ``mapped`` stay valid after ``close``: the mapping lives as long as any view of it.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, max_tensors: int | None = None) -> None:
         self.path = os.fspath(path)
         self._file = open(self.path, "rb", buffering=0)  # closed by close()
         self._lock = threading.Lock()
+        self._mapping: mmap.mmap | None = None
+        self._unmappable = False
         try:
-            self.tensors, self.metadata = read_header(self._file, self.path)
+            self.tensors, self.metadata = read_header(self._file, self.path, max_tensors)
         except BaseException:
             self._file.close()
             raise
@@ -50,8 +61,15 @@ class Reader:
         self.close()
 
     def close(self) -> None:
-        """Close the file; later reads raise ``CheckpointError``."""
-        self._file.close()
+        """Close the file; later reads raise ``CheckpointError``, earlier views stay valid."""
+        with self._lock:
+            self._file.close()
+            if self._mapping is not None:
+                try:
+                    self._mapping.close()
+                except BufferError:
+                    pass  # views of it are alive; it is unmapped when the last one goes
+                self._mapping = None
 
     def info(self, name: str) -> TensorInfo:
         """The tensor called ``name``."""
@@ -64,43 +82,80 @@ class Reader:
                 f"{self.path!r} has no tensor {name!r}; it has {len(names)}: {shown or 'none'}"
             ) from None
 
-    def read_groups(
-        self,
-        infos: Sequence[TensorInfo],
-        cast: Callable[[np.dtype[Any]], np.dtype[Any]],
-        group_bytes: int,
-        advance: Callable[[int], None],
-    ) -> Iterator[list[tuple[str, np.ndarray[Any, Any]]]]:
-        """Read ``infos`` into aligned host arrays, one fresh buffer per group of tensors.
+    def mapped(self, info: TensorInfo) -> np.ndarray[Any, Any] | None:
+        """The tensor as a read-only view of a memory map of the file; ``None`` if unmappable.
 
-        Each group holds tensors totalling about ``group_bytes``, each starting on an
-        ``ALIGNMENT`` boundary of the group's buffer; a group is yielded as soon as it is
-        read, so the caller can start transferring it while the next one is read, and a
-        buffer is freed once nothing refers to its arrays. ``cast`` gives the dtype each
-        tensor must end up in (JAX narrows 64-bit types without x64); narrowing happens
-        chunk by chunk, so no full-size copy of the file's dtype is ever made.
-        ``advance(n)`` is called after every ``n`` bytes read.
+        Nothing is read: pages come from the file (or the page cache) when first touched.
+        The view keeps the mapping alive. It shows the file as it is when touched: if the
+        file is rewritten in place meanwhile, the view shows the new bytes, and touching
+        a page that a truncation removed kills the process with ``SIGBUS``.
         """
-        for group in _split(infos, cast, group_bytes):
-            sizes = [cast(info.dtype).itemsize * math.prod(info.shape) for info in group]
-            slots = [_round_up(size) for size in sizes]
-            buffer = aligned_empty(sum(slots))
-            arrays, offset = [], 0
-            for info, size, slot in zip(group, sizes, slots, strict=True):
-                target = buffer[offset : offset + size]
-                self._read_tensor_into(info, cast(info.dtype), target, advance)
-                arrays.append((info.name, target.view(cast(info.dtype)).reshape(info.shape)))
-                offset += slot
-            yield arrays
+        with self._lock:
+            self._check_open()
+            if self._mapping is None and not self._unmappable:
+                try:
+                    self._mapping = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # pipes, some network file systems
+                    self._unmappable = True
+            mapping = self._mapping
+        if mapping is None:
+            return None
+        if info.start + info.nbytes > len(mapping):
+            raise self._truncated(len(mapping), info.start + info.nbytes)
+        if not info.nbytes:
+            empty: np.ndarray[Any, Any] = np.zeros(info.shape, info.dtype)
+            empty.flags.writeable = False
+            return empty
+        view = np.frombuffer(mapping, np.uint8, info.nbytes, info.start)
+        return view.view(info.dtype).reshape(info.shape)
 
-    def read_tensor(
-        self, info: TensorInfo, cast: Callable[[np.dtype[Any]], np.dtype[Any]]
-    ) -> np.ndarray[Any, Any]:
-        """One whole tensor, in the dtype ``cast`` gives, in its own aligned buffer."""
-        dtype = cast(info.dtype)
-        target = aligned_empty(dtype.itemsize * math.prod(info.shape))
-        self._read_tensor_into(info, dtype, target, lambda count: None)
-        return target.view(dtype).reshape(info.shape)
+    def mapped_selection(self, info: TensorInfo, index: Any) -> np.ndarray[Any, Any] | None:
+        """``tensor[index]`` as a view of the memory map (see ``mapped``), or ``None``.
+
+        Raises:
+            InvalidIndexError: as ``read_selection``.
+        """
+        basic = _basic_index(index, info.name)
+        whole = self.mapped(info)
+        return None if whole is None else _select(whole, basic, index, info)
+
+    def read_tensor(self, info: TensorInfo, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+        """The whole tensor in ``dtype`` (see ``read_into``), in a fresh aligned array."""
+        out = aligned_empty(math.prod(info.shape) * dtype.itemsize)
+        self.read_into(info, dtype, out)
+        return out.view(dtype).reshape(info.shape)
+
+    def read_into(
+        self,
+        info: TensorInfo,
+        dtype: np.dtype[Any],
+        out: np.ndarray[Any, np.dtype[np.uint8]],
+        first: int = 0,
+        advance: Callable[[int], None] = _ignore,
+    ) -> None:
+        """Fill the byte buffer ``out`` with elements of ``info``, from flat index ``first``.
+
+        ``out`` holds ``len(out) // dtype.itemsize`` elements in ``dtype``: the file's
+        dtype, or a narrower one (JAX narrows 64-bit types without x64), converted chunk
+        by chunk so no full-size copy in the file's dtype is ever made. ``advance(n)`` is
+        called after every ``n`` bytes read from the file.
+        """
+        start = info.start + first * info.dtype.itemsize
+        if dtype == info.dtype:
+            for begin in range(0, len(out), CHUNK_BYTES):
+                end = min(begin + CHUNK_BYTES, len(out))
+                self._read_into(start + begin, out[begin:end])
+                advance(end - begin)
+            return
+        wide = len(out) // dtype.itemsize * info.dtype.itemsize
+        ratio = info.dtype.itemsize // dtype.itemsize
+        scratch = aligned_empty(min(CHUNK_BYTES, wide))
+        for begin in range(0, wide, CHUNK_BYTES):
+            end = min(begin + CHUNK_BYTES, wide)
+            self._read_into(start + begin, scratch[: end - begin])
+            narrowed = out[begin // ratio : end // ratio].view(dtype)
+            np.copyto(narrowed, scratch[: end - begin].view(info.dtype), casting="unsafe")
+            advance(end - begin)
 
     def read_selection(self, info: TensorInfo, index: Any) -> np.ndarray[Any, Any]:
         """``tensor[index]`` for a basic NumPy index, reading only the bytes it selects.
@@ -115,17 +170,12 @@ class Reader:
         # NumPy does the index arithmetic on a view that claims the tensor's shape over a
         # one-element buffer: basic indexing only computes a pointer and strides, never
         # touches memory, so the view's pointer tells where in the file the selection is.
+        basic = _basic_index(index, info.name)
         anchor = np.zeros(1, info.dtype)
         whole = np.lib.stride_tricks.as_strided(
             anchor, info.shape, _c_strides(info.shape, info.dtype.itemsize), writeable=False
         )
-        basic = _basic_index(index, info.name)
-        try:
-            view = whole[basic]
-        except (IndexError, ValueError) as err:
-            raise InvalidIndexError(
-                f"get_slice({info.name!r})[{index!r}] on shape {list(info.shape)}: {err}"
-            ) from None
+        view = _select(whole, basic, index, info)
         out: np.ndarray[Any, Any] = aligned_empty(view.nbytes).view(info.dtype)
         out = out.reshape(view.shape)
         self._gather(view, info.start - anchor.ctypes.data, out)
@@ -152,64 +202,26 @@ class Reader:
         first = (view.ctypes.data - low) // view.itemsize
         np.copyto(out, np.lib.stride_tricks.as_strided(scratch[first:], view.shape, view.strides))
 
-    def _read_tensor_into(
-        self,
-        info: TensorInfo,
-        dtype: np.dtype[Any],
-        target: np.ndarray[Any, np.dtype[np.uint8]],
-        advance: Callable[[int], None],
-    ) -> None:
-        if dtype == info.dtype:
-            for begin in range(0, info.nbytes, CHUNK_BYTES):
-                end = min(begin + CHUNK_BYTES, info.nbytes)
-                self._read_into(info.start + begin, target[begin:end])
-                advance(end - begin)
-            return
-        ratio = info.dtype.itemsize // dtype.itemsize
-        scratch = aligned_empty(min(CHUNK_BYTES, info.nbytes))
-        for begin in range(0, info.nbytes, CHUNK_BYTES):
-            end = min(begin + CHUNK_BYTES, info.nbytes)
-            self._read_into(info.start + begin, scratch[: end - begin])
-            narrowed = target[begin // ratio : end // ratio].view(dtype)
-            np.copyto(narrowed, scratch[: end - begin].view(info.dtype), casting="unsafe")
-            advance(end - begin)
+    def _check_open(self) -> None:
+        if self._file.closed:
+            raise CheckpointError(f"{self.path!r} was closed; reopen it to read tensors")
+
+    def _truncated(self, size: int, needed: int) -> CheckpointError:
+        return CheckpointError(
+            f"{self.path!r} ended at byte {size} while reading byte {needed - 1}: it was "
+            "truncated after it was opened"
+        )
 
     def _read_into(self, offset: int, out: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
         view = out.data
         with self._lock:
-            if self._file.closed:
-                raise CheckpointError(f"{self.path!r} was closed; reopen it to read tensors")
+            self._check_open()
             self._file.seek(offset)
             while view:
                 count = self._file.readinto(view)
                 if not count:
-                    raise CheckpointError(
-                        f"{self.path!r} ended at byte {self._file.tell()} while reading byte "
-                        f"{offset + len(out) - len(view)}: it was truncated after it was opened"
-                    )
+                    raise self._truncated(self._file.tell(), offset + len(out) - len(view) + 1)
                 view = view[count:]
-
-
-def _round_up(nbytes: int) -> int:
-    return -(-nbytes // ALIGNMENT) * ALIGNMENT
-
-
-def _split(
-    infos: Sequence[TensorInfo],
-    cast: Callable[[np.dtype[Any]], np.dtype[Any]],
-    group_bytes: int,
-) -> Iterator[list[TensorInfo]]:
-    group: list[TensorInfo] = []
-    size = 0
-    for info in infos:
-        slot = _round_up(cast(info.dtype).itemsize * math.prod(info.shape))
-        if group and size + slot > group_bytes:
-            yield group
-            group, size = [], 0
-        group.append(info)
-        size += slot
-    if group:
-        yield group
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -218,6 +230,19 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
         strides.append(step)
         step *= max(size, 1)
     return tuple(reversed(strides))
+
+
+def _select(
+    whole: np.ndarray[Any, Any], basic: tuple[Any, ...], index: Any, info: TensorInfo
+) -> np.ndarray[Any, Any]:
+    """``whole[basic]``, with NumPy's index errors as ``InvalidIndexError``."""
+    try:
+        selected: np.ndarray[Any, Any] = whole[basic]
+    except (IndexError, ValueError) as err:
+        raise InvalidIndexError(
+            f"get_slice({info.name!r})[{index!r}] on shape {list(info.shape)}: {err}"
+        ) from None
+    return selected
 
 
 def _basic_index(index: Any, name: str) -> tuple[Any, ...]:

@@ -2,11 +2,12 @@
 
 safetensors' own functions for JAX, with the ``device=`` argument its Flax module lacks.
 
-Data takes one path: file -> 64-byte-aligned host buffers (``readinto``, no intermediate
-copy) -> ``jax.device_put`` onto the target device. Nothing goes through ``jnp.array``,
-so nothing is ever created on JAX's default device first, and on the CPU the arrays
-*are* the host buffers (JAX's CPU backend uses aligned host memory in place): a load
-costs one read of the file and about its size in RAM.
+Nothing goes through ``jnp.array``, so nothing is ever created on JAX's default device
+first. On a CPU device a load is a memory map: every tensor that starts 64-byte aligned
+in the file (all of them in files ``save_file`` writes) becomes an array over the mapped
+file, in O(1) time, and RAM grows only as pages are touched; other tensors are read once
+into aligned host buffers the arrays use in place. On other devices the file is read
+through a bounded staging area while earlier chunks transfer (``transfer``).
 """
 
 from __future__ import annotations
@@ -21,35 +22,60 @@ import numpy as np
 from .. import dtypes
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike, resolve
-from ..errors import ConversionError, DTypeError, InvalidDeviceError
+from ..errors import CheckpointError, ConversionError, DTypeError, InvalidDeviceError
+from ..interop import ALIGNMENT
 from .format import DTYPES, TensorInfo, code_of
-from .progress import Progress
 from .reader import Reader
+from .transfer import STAGING_BYTES, place, uses_host_memory
 from .writer import TensorSource, write_file
 
-__all__ = ["PathLike", "TensorSlice", "load_file", "resolve_target", "safe_open", "save_file"]
+__all__ = [
+    "PathLike",
+    "TensorSlice",
+    "check_framework",
+    "load_file",
+    "maps_file",
+    "resolve_target",
+    "safe_open",
+    "save_file",
+]
 
 PathLike = str | os.PathLike[str]
 
-# safetensors.safe_open's second argument, which ported calls may still pass.
-_FRAMEWORKS = frozenset({"pt", "torch", "np", "numpy", "flax", "jax", "tf", "mlx", "paddle"})
-# Host memory is read in groups of about this size, each group its own buffer: on an
-# accelerator a group is transferred while the next one is read, and freed after.
-_GROUP_BYTES = 256 * 2**20
+# safetensors.safe_open's framework argument: every value it accepts, and its aliases.
+_FRAMEWORKS = frozenset(
+    {"pt", "torch", "np", "numpy", "flax", "jax", "tf", "tensorflow", "mlx", "paddle"}
+)
+# safetensors' backend argument: "mmap" maps the file, "pread" reads it.
+_BACKENDS = ("mmap", "pread")
 
 
 def load_file(
-    path: PathLike, device: DeviceLike | None = "cpu", *, progress: bool | None = None
+    path: PathLike,
+    device: DeviceLike | None = "cpu",
+    *,
+    backend: str = "mmap",
+    staging_bytes: int = STAGING_BYTES,
+    max_tensors: int | None = None,
+    progress: bool | None = None,
 ) -> dict[str, jax.Array]:
     """Load a safetensors file onto one device: ``safetensors.torch.load_file`` for JAX.
 
     Every array lands on ``device``, committed there. The default is the CPU, whatever
     the default device: ``with tj.device("cuda"):`` does not move a load, just as
-    ``with torch.device("cuda"):`` does not move ``safetensors.torch.load_file``'s. The
-    bytes go from the file into 64-byte-aligned host buffers and from there to the
-    device; nothing is ever created on another device first. On the CPU the arrays are
-    those buffers, so RAM use is about the file size. Arrays read together share a
-    buffer, freed when the last of them is.
+    ``with torch.device("cuda"):`` does not move ``safetensors.torch.load_file``'s.
+    Nothing is ever created on another device first.
+
+    On a CPU device (the default ``backend="mmap"``), the file is memory-mapped, as
+    ``safetensors.torch`` does: a tensor that starts 64-byte aligned in the file becomes
+    an array over the mapping (no read, no copy; RAM grows as pages are touched), in
+    O(1) time whatever the file size. Files [`tj.save_file`][torch2jax_device.save_file]
+    writes are aligned throughout; ``safetensors`` aligns tensors only by chance, and
+    those that are not are read once into aligned host memory the arrays own. The
+    arrays keep the mapping alive after the load returns.
+
+    On other devices the file is read through at most ``staging_bytes`` of host buffers
+    while earlier ones transfer, so host memory stays at that budget, not the file size.
 
     Every safetensors dtype loads, BF16 and the FP8 kinds included, with no import-order
     tricks; only the packed sub-byte dtypes (F4, F6_*) are refused.
@@ -59,9 +85,18 @@ def load_file(
         device: Anything ``tj.device`` accepts (``"cuda:0"``, ``0``, a ``tj.device``, a
             ``jax.Device`` or a ``torch.device``). ``None`` also means the CPU, as in
             safetensors.
-        progress: Draw a progress bar on stderr. By default one is drawn for files of
-            256 MiB or more when stderr is a terminal; ``TORCH2JAX_DEVICE_PROGRESS=0``
-            turns that off and ``=1`` on everywhere.
+        backend: ``"mmap"`` (safetensors' default) maps the file; ``"pread"`` reads every
+            tensor into memory the arrays own, for files that will be rewritten in place
+            or live on file systems where a mapping fails midway.
+        staging_bytes: Host memory for transfers to devices that do not use host memory
+            in place (GPU, TPU); 256 MiB by default.
+        max_tensors: The most tensors the file may hold. By default one per 4 KiB of
+            file and at least 16,384, so that a file of millions of tiny tensors cannot
+            exhaust RAM (each JAX array costs about 5 KiB of host memory).
+        progress: Draw a progress bar of the bytes read on stderr (a mapped load reads
+            none). By default one is drawn for reads of 256 MiB or more when stderr is a
+            terminal; ``TORCH2JAX_DEVICE_PROGRESS=0`` turns that off and ``=1`` on
+            everywhere.
 
     Returns:
         ``{name: array}`` with names sorted, as safetensors returns them.
@@ -69,13 +104,23 @@ def load_file(
     Raises:
         CheckpointError: the file is not valid safetensors (truncated, header length
             past the end, malformed JSON, offsets out of range, overlapping or leaving
-            gaps, dtype and shape disagreeing with the bytes, unknown dtype); the message
-            names the file and the problem, raised before any tensor memory is allocated.
+            gaps, dtype and shape disagreeing with the bytes, unknown dtype, impossible
+            shape) or holds more than ``max_tensors`` tensors; the message names the
+            file and the problem, raised before any tensor memory is allocated.
         DeviceUnavailableError: ``device`` does not exist here (checked before reading).
+        InvalidDeviceError: ``backend`` is not ``"mmap"`` or ``"pread"``.
 
     Warns:
         DtypeNarrowingWarning: I64, U64 and F64 tensors become 32-bit unless
             ``jax_enable_x64`` is on; they are narrowed chunk by chunk as they are read.
+
+    Note:
+        A mapped array shows the file as it is when its pages are first read. Replacing
+        the file (a new file renamed over it, as ``tj.save_file`` and ``torch.save``
+        do) is safe: the arrays keep the old contents. Rewriting it in place (as
+        ``safetensors.torch.save_file`` does) changes arrays not yet read, and
+        truncating it makes reading them crash the process with ``SIGBUS``, exactly as
+        with ``safetensors.torch.load_file``. Use ``backend="pread"`` then.
 
     Examples:
         >>> import os, tempfile
@@ -90,38 +135,49 @@ def load_file(
     from . import sharded  # a Sharding, a Mesh, a per-tensor rule, or an index of shards
 
     if sharded.handles_file(path, device):
-        return sharded.load_file(path, device, progress=progress)
+        maps_file(backend), _staging(staging_bytes)  # checked: each process reads its parts
+        return sharded.load_file(path, device, max_tensors=max_tensors, progress=progress)
     target = resolve_target(device)
-    with Reader(path) as reader:
+    mapped = maps_file(backend)
+    with Reader(path, max_tensors=max_tensors) as reader:
         infos = sorted(reader.tensors.values(), key=lambda info: info.start)
-        total = sum(info.nbytes for info in infos)
-        arrays: dict[str, jax.Array] = {}
-        with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
-            for group in reader.read_groups(infos, dtypes.canonical, _GROUP_BYTES, bar.advance):
-                placed = jax.device_put([host for _, host in group], target)
-                arrays.update(zip([name for name, _ in group], placed, strict=True))
-            jax.block_until_ready(list(arrays.values()))
+        arrays = place(
+            reader,
+            infos,
+            target,
+            mapped=mapped,
+            staging_bytes=_staging(staging_bytes),
+            progress=progress,
+        )
     return dict(sorted(arrays.items()))
 
 
 class safe_open:  # safetensors' name, lowercase, so ported code reads the same
     """A safetensors file opened for lazy reads: ``safetensors.safe_open`` for JAX.
 
-    Only the header is read when the file is opened. ``get_tensor`` reads one
-    tensor; ``get_slice`` reads only the bytes an index selects, so a training loop
+    Only the header is read when the file is opened. ``get_tensor`` gives one
+    tensor; ``get_slice`` gives only the part an index selects, so a training loop
     can take random windows of a token array far larger than RAM. Every array lands on
-    ``device`` (the CPU unless you say otherwise, whatever the default device). Unlike
-    ``safetensors.safe_open`` there is no ``framework`` argument: results are JAX arrays.
+    ``device`` (the CPU unless you say otherwise, whatever the default device). On a CPU
+    device, tensors and contiguous slices that start 64-byte aligned are arrays over a
+    memory map of the file, as in [`tj.load_file`][torch2jax_device.load_file]; other
+    reads copy only the bytes they select.
 
     Args:
         path: The ``.safetensors`` file.
+        framework: safetensors' ``framework`` (``"flax"``, ``"numpy"``, ``"pt"``, ...),
+            accepted so that ported calls run unchanged; the results are JAX arrays
+            whatever it says.
         device: Anything ``tj.device`` accepts; ``None`` also means the CPU.
+        backend: ``"mmap"`` or ``"pread"``, as for ``tj.load_file``.
+        max_tensors: The most tensors the file may hold, as for ``tj.load_file``.
 
     Raises:
         CheckpointError: the header is invalid (see [`tj.load_file`][torch2jax_device.load_file]).
         DeviceUnavailableError: ``device`` does not exist here (checked before opening).
-        InvalidDeviceError: ``device`` is a safetensors framework name (``"flax"``,
-            ``"pt"``, ...), as a call ported from ``safetensors.safe_open`` passes.
+        InvalidDeviceError: ``framework`` is not one safetensors knows (for instance a
+            device passed in its place), or ``backend`` is neither ``"mmap"`` nor
+            ``"pread"``.
 
     Examples:
         >>> import os, tempfile
@@ -129,28 +185,38 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         >>> import torch2jax_device as tj
         >>> path = os.path.join(tempfile.mkdtemp(), "tokens.safetensors")
         >>> tj.save_file({"tokens": np.arange(10, dtype=np.uint16)}, path, {"vocab": "gpt2"})
-        >>> with tj.safe_open(path) as f:
+        >>> with tj.safe_open(path, framework="flax") as f:
         ...     window = f.get_slice("tokens")[2:5]
         ...     f.keys(), f.metadata(), window.tolist(), f.get_slice("tokens").get_shape()
         (['tokens'], {'vocab': 'gpt2'}, [2, 3, 4], [10])
     """
 
-    def __new__(cls, path: PathLike, device: Any = "cpu") -> safe_open:
+    def __new__(
+        cls,
+        path: PathLike,
+        framework: str | None = None,
+        device: Any = "cpu",
+        **options: Any,
+    ) -> safe_open:
         from . import sharded  # a Sharding, a Mesh or a per-tensor rule
 
         if cls is safe_open and sharded.handles_open(device):
             return super().__new__(sharded.ShardedSafeOpen)
         return super().__new__(cls)
 
-    def __init__(self, path: PathLike, device: DeviceLike | None = "cpu") -> None:
-        if isinstance(device, str) and device in _FRAMEWORKS:
-            raise InvalidDeviceError(
-                f"safe_open({os.fspath(path)!r}, {device!r}): {device!r} is a safetensors "
-                "framework, and this safe_open has none (it always returns JAX arrays). "
-                "Drop it; pass device=... to choose where the arrays go"
-            )
+    def __init__(
+        self,
+        path: PathLike,
+        framework: str | None = None,
+        device: DeviceLike | None = "cpu",
+        *,
+        backend: str = "mmap",
+        max_tensors: int | None = None,
+    ) -> None:
+        check_framework(path, framework)
         self._device = resolve_target(device)
-        self._reader = Reader(path)
+        self._mapped = maps_file(backend) and uses_host_memory(self._device)
+        self._reader = Reader(path, max_tensors=max_tensors)
 
     def __enter__(self) -> safe_open:
         return self
@@ -159,7 +225,10 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         self.close()
 
     def close(self) -> None:
-        """Close the file; reads after this raise ``tj.CheckpointError``."""
+        """Close the file; reads after this raise ``tj.CheckpointError``.
+
+        Arrays already returned stay valid (mapped ones keep the mapping alive).
+        """
         self._reader.close()
 
     def keys(self) -> list[str]:
@@ -177,9 +246,16 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
             CheckpointError: the file has no tensor ``name`` (the message lists some
                 that it has), or it was closed.
         """
-        host = self._reader.read_tensor(self._reader.info(name), dtypes.canonical)
-        array: jax.Array = jax.device_put(host, self._device)
-        return array
+        info = self._reader.info(name)
+        placed = place(
+            self._reader,
+            [info],
+            self._device,
+            mapped=self._mapped,
+            staging_bytes=STAGING_BYTES,
+            progress=False,
+        )
+        return placed[name]
 
     def get_slice(self, name: str) -> TensorSlice:
         """A lazy view of tensor ``name``; index it to read part of it.
@@ -187,21 +263,24 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         Raises:
             CheckpointError: the file has no tensor ``name``.
         """
-        return TensorSlice(self._reader, self._reader.info(name), self._device)
+        return TensorSlice(self._reader, self._reader.info(name), self._device, self._mapped)
 
 
 class TensorSlice:
     """One tensor of an open file, read on indexing: safetensors' ``PySafeSlice``.
 
     ``slice[index]`` takes a basic NumPy index (ints, slices with any step, ``...``,
-    ``None``) and reads only the bytes it selects: one read for a window such as
-    ``[a:b]``, row by row for selections that are sparse at a coarse grain.
+    ``None``). On a CPU device a contiguous selection that starts 64-byte aligned is an
+    array over the memory-mapped file; otherwise only the bytes it selects are read: one
+    read for a window such as ``[a:b]``, row by row for selections that are sparse at a
+    coarse grain.
     """
 
-    def __init__(self, reader: Reader, info: TensorInfo, device: jax.Device) -> None:
+    def __init__(self, reader: Reader, info: TensorInfo, device: jax.Device, mapped: bool) -> None:
         self._reader = reader
         self._info = info
         self._device = device
+        self._mapped = mapped and dtypes.canonical(info.dtype) == info.dtype
 
     def get_shape(self) -> list[int]:
         """The tensor's shape, as a list (safetensors' convention)."""
@@ -212,13 +291,17 @@ class TensorSlice:
         return self._info.code
 
     def __getitem__(self, index: Any) -> jax.Array:
-        """``tensor[index]``, read from the file onto the device.
+        """``tensor[index]``, from the file onto the device.
 
         Raises:
             InvalidIndexError: out of range or a zero step (an ``IndexError`` /
                 ``ValueError``, as NumPy and torch raise), or not a basic index.
         """
-        host = self._reader.read_selection(self._info, index)
+        view = self._reader.mapped_selection(self._info, index) if self._mapped else None
+        if view is not None and view.flags.c_contiguous and view.ctypes.data % ALIGNMENT == 0:
+            host = view
+        else:
+            host = self._reader.read_selection(self._info, index)
         dtype = dtypes.canonical(host.dtype)
         array: jax.Array = jax.device_put(
             host if dtype == host.dtype else host.astype(dtype), self._device
@@ -234,10 +317,17 @@ def save_file(
     Values may be JAX arrays (on any device, also sharded), NumPy arrays and torch
     tensors (on any device), mixed. The file is written under a temporary name in the
     same directory, flushed to disk and renamed: a crash or error never leaves a partial
-    file under ``path`` (an existing file stays intact). Host memory holds one tensor at
-    a time. The bytes are those ``safetensors.torch.save_file`` writes (up to the order
-    of several metadata keys, which safetensors leaves unspecified), so every safetensors
-    loader reads the file. Tensors sharing memory are each written in full.
+    file under ``path`` (an existing file stays intact), and a temporary left by a save
+    that was killed is removed by the next save to the same path. An existing file keeps
+    its permission bits; a new one gets those the umask leaves. A symbolic link is
+    followed, as ``open()`` follows it. Host memory holds one tensor at a time. Tensors
+    sharing memory are each written in full.
+
+    The file is laid out for loading without copies: the header is padded with spaces
+    so the data starts 64-byte aligned, and tensors whose sizes are multiples of 64
+    bytes come first, so every one of them is aligned (then the others, largest first).
+    Every safetensors loader reads it; the bytes differ from ``safetensors.torch``'s only
+    in that padding and order.
 
     Args:
         tensors: ``{name: array}``.
@@ -248,6 +338,9 @@ def save_file(
         ConversionError: a value is not an array (or is a tracer, or deleted), a name is
             not a string, or ``metadata`` does not map strings to strings.
         DTypeError: an array has a dtype safetensors cannot store (names the tensor).
+        CheckpointError: ``path`` is a device, a FIFO or a socket (``safetensors`` and
+            ``torch.save`` write into them; a rename would replace the node).
+        IsADirectoryError: ``path`` is a directory, as with ``torch.save``.
 
     Examples:
         >>> import os, tempfile
@@ -286,6 +379,36 @@ def save_file(
 def resolve_target(device: DeviceLike | None) -> jax.Device:
     """Where a loader puts its arrays: ``device``, with ``None`` meaning the CPU."""
     return resolve("cpu" if device is None else device)
+
+
+def check_framework(path: PathLike, framework: Any) -> None:
+    """Refuse a ``framework`` safetensors does not know (often a device in its place)."""
+    if framework is not None and framework not in _FRAMEWORKS:
+        raise InvalidDeviceError(
+            f"safe_open({os.fspath(path)!r}, {framework!r}): the second argument is "
+            f"safetensors' framework ({', '.join(sorted(_FRAMEWORKS))}), and tj.safe_open "
+            "always returns JAX arrays. To choose where they go, pass "
+            f"device={framework!r}"
+        )
+
+
+def maps_file(backend: str) -> bool:
+    """Whether ``backend`` (safetensors' argument) allows arrays over a memory map."""
+    if backend not in _BACKENDS:
+        raise InvalidDeviceError(
+            f"backend={backend!r} is not one of safetensors' backends: 'mmap' maps the "
+            "file (the default), 'pread' reads it into memory the arrays own"
+        )
+    return backend == "mmap"
+
+
+def _staging(staging_bytes: int) -> int:
+    if type(staging_bytes) is not int or staging_bytes < 1:
+        raise CheckpointError(
+            f"staging_bytes={staging_bytes!r}: give the host memory for staging transfers "
+            "as a positive number of bytes (256 * 2**20 by default)"
+        )
+    return staging_bytes
 
 
 def _source(name: str, value: Any) -> TensorSource:

@@ -42,7 +42,14 @@ from . import torch_load
 from .format import TensorInfo
 from .progress import Progress
 from .reader import Reader
-from .safetensors import PathLike, TensorSlice, resolve_target, safe_open
+from .safetensors import (
+    PathLike,
+    TensorSlice,
+    check_framework,
+    maps_file,
+    resolve_target,
+    safe_open,
+)
 from .torch_load import MapLocationRule, _unreadable
 
 __all__ = [
@@ -175,7 +182,11 @@ def handles_checkpoint(path: PathLike, map_location: Any) -> bool:
 
 
 def load_file(
-    path: PathLike, device: Any = "cpu", *, progress: bool | None = None
+    path: PathLike,
+    device: Any = "cpu",
+    *,
+    max_tensors: int | None = None,
+    progress: bool | None = None,
 ) -> dict[str, jax.Array]:
     """``tj.load_file`` onto a sharding, a mesh or a per-tensor rule, or of an index of files.
 
@@ -190,7 +201,7 @@ def load_file(
     readers: list[tuple[Reader, list[_Plan]]] = []
     try:
         for file, names in _shards(path).items():
-            reader = Reader(file)
+            reader = Reader(file, max_tensors=max_tensors)
             readers.append((reader, []))
             for name in sorted(reader.tensors) if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
@@ -215,9 +226,19 @@ class ShardedSafeOpen(safe_open):
     selection and places it on the sharding the rule gives for its shape.
     """
 
-    def __init__(self, path: PathLike, device: Any = "cpu") -> None:
+    def __init__(
+        self,
+        path: PathLike,
+        framework: str | None = None,
+        device: Any = "cpu",
+        *,
+        backend: str = "mmap",
+        max_tensors: int | None = None,
+    ) -> None:
+        check_framework(path, framework)
+        maps_file(backend)  # checked only: each process reads the parts it holds
         self._rule = _rule(device, callables=True)
-        self._file = Reader(path)
+        self._file = Reader(path, max_tensors=max_tensors)
 
     def close(self) -> None:
         """Close the file; reads after this raise ``tj.CheckpointError``."""
@@ -313,7 +334,7 @@ class _Plan:
 
         def read(index: Index) -> np.ndarray[Any, Any]:
             if is_whole(index, info.shape):
-                host = reader.read_tensor(info, dtypes.canonical)
+                host = reader.read_tensor(info, dtypes.canonical(info.dtype))
             else:
                 host = _canonical(reader.read_selection(info, index))
             advance(host.nbytes)

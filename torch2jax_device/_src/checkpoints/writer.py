@@ -1,20 +1,55 @@
-"""Write a safetensors file atomically, byte for byte as ``safetensors.torch`` does."""
+"""Write a safetensors file atomically, with every tensor it can align 64-byte aligned.
+
+The layout: the header is padded with spaces (the format allows trailing whitespace) so
+the data starts on a 64-byte boundary, then come the tensors whose sizes are multiples
+of 64 bytes (which keeps every one of them aligned), then the others, largest first (so
+the largest of them is aligned too). Within each group tensors keep safetensors' own
+order (dtype rank, then name). ``safetensors`` reads such files like its own; a CPU load
+maps them without a copy.
+
+The file is written under a temporary name next to the target, flushed and renamed over
+it. Nothing Python can catch leaves the temporary behind, and a save that was killed
+leaves one that the next save of the same target removes (a live save holds a lock on
+its own). Nothing here knows JAX.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import json
 import math
 import os
+import re
 import secrets
-from collections.abc import Callable, Mapping
+import stat
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..errors import CheckpointError
+from ..interop import ALIGNMENT
 from .format import code_of, write_rank
 
+_flock: Callable[[int, int], Any] | None
+try:
+    import fcntl
+
+    _flock = fcntl.flock
+except ImportError:  # Windows: no advisory locks, so stale temporaries are not swept
+    _flock = None
+
 __all__ = ["TensorSource", "write_file"]
+
+_TOKEN_CHARS = 12  # hex digits that make a temporary name unique
+_SUFFIX = ".tmp"
+# What a temporary name adds to the target's: ".", ".", the token and the suffix.
+_ADDED = 2 + _TOKEN_CHARS + len(_SUFFIX)
+_HASH_CHARS = 16  # a shortened name keeps this much of a hash of the full one
+_NAME_MAX = 255  # where the file system does not say
 
 
 @dataclass(frozen=True)
@@ -25,6 +60,10 @@ class TensorSource:
     shape: tuple[int, ...]
     fetch: Callable[[], np.ndarray[Any, Any]]
 
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
 
 def write_file(
     path: str | os.PathLike[str],
@@ -33,45 +72,199 @@ def write_file(
 ) -> None:
     """Write a safetensors file atomically: a temporary file in the same directory, renamed.
 
-    Tensors are laid out as safetensors lays them out (dtype rank, then name), so the
-    bytes are those ``safetensors.torch.save_file`` writes. Each tensor is fetched just
-    before its bytes are written, so host memory holds one tensor at a time. The file
-    is flushed to disk before the rename: the final name shows the old file or the
-    complete new one, never a partial write, even across a crash.
+    Each tensor is fetched just before its bytes are written, so host memory holds one
+    tensor at a time. The file is flushed to disk before the rename: the final name
+    shows the old file or the complete new one, never a partial write, even across a
+    crash. An existing target keeps its permission bits (and, where allowed, its owner);
+    a new one gets those the umask leaves. A symbolic link is followed, as ``open()``
+    follows it: the file it points to is replaced and the link stays.
+
+    Raises:
+        CheckpointError: the target exists and is not a regular file (a device, a FIFO,
+            a socket, a symbolic link loop).
+        IsADirectoryError: the target is a directory (as ``torch.save`` raises).
+        OSError: the directory is missing or not writable, the disk is full, ...
     """
+    order = _layout(tensors)
+    header = _header(order, tensors, metadata)
+    final = _regular_target(os.fspath(path))
+    directory, base = os.path.split(final)
+    existing = _existing(final)
+    tag = _tag(base, _name_max(directory))
+    _sweep(directory, tag)
+    # Private while written: an existing target's bits are applied once it is complete.
+    with _temporary(directory, tag, 0o666 if existing is None else 0o600) as (temporary, file):
+        file.write(len(header).to_bytes(8, "little"))
+        file.write(header)
+        for name in order:
+            array = tensors[name].fetch()
+            file.write(array.reshape(-1).view(np.uint8).data)
+        file.flush()
+        if existing is not None:
+            _keep_mode_and_owner(file.fileno(), existing)
+        os.fsync(file.fileno())
+        os.replace(temporary, final)
+    _sync_directory(directory)
+
+
+def _layout(tensors: Mapping[str, TensorSource]) -> list[str]:
+    """The order to write tensors in: as many as possible start 64-byte aligned."""
     order = sorted(tensors, key=lambda name: (-write_rank(_code(tensors[name])), name))
+    aligned = [name for name in order if tensors[name].nbytes % ALIGNMENT == 0]
+    others = [name for name in order if tensors[name].nbytes % ALIGNMENT]
+    others.sort(key=lambda name: -tensors[name].nbytes)  # stable: ties keep the order
+    return aligned + others
+
+
+def _header(
+    order: list[str], tensors: Mapping[str, TensorSource], metadata: Mapping[str, str] | None
+) -> bytes:
+    """The JSON header, padded with spaces so the data starts 64-byte aligned."""
     entries: dict[str, Any] = {} if metadata is None else {"__metadata__": dict(metadata)}
     offset = 0
     for name in order:
         source = tensors[name]
-        nbytes = math.prod(source.shape) * source.dtype.itemsize
         entries[name] = {
             "dtype": _code(source),
             "shape": list(source.shape),
-            "data_offsets": [offset, offset + nbytes],
+            "data_offsets": [offset, offset + source.nbytes],
         }
-        offset += nbytes
+        offset += source.nbytes
     header = json.dumps(entries, separators=(",", ":"), ensure_ascii=False).encode()
-    header += b" " * (-len(header) % 8)
-    final = os.fspath(path)
-    directory, base = os.path.split(os.path.abspath(final))
-    temporary = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    return header + b" " * (-(8 + len(header)) % ALIGNMENT)
+
+
+def _regular_target(path: str) -> str:
+    """The file a save replaces: ``path`` with symbolic links resolved, if it is regular."""
+    final = os.path.realpath(path)
+    try:
+        status = os.lstat(final)
+    except FileNotFoundError:
+        return final  # a new file (or what a dangling link points to)
+    if stat.S_ISREG(status.st_mode):
+        return final
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(
+            errno.EISDIR, f"save_file() cannot write {path!r}: it is a directory; name a file"
+        )
+    kind = {
+        stat.S_IFCHR: "a character device",
+        stat.S_IFBLK: "a block device",
+        stat.S_IFIFO: "a FIFO",
+        stat.S_IFSOCK: "a socket",
+        stat.S_IFLNK: "a symbolic link that never reaches a file (a loop)",
+    }.get(stat.S_IFMT(status.st_mode), "not a regular file")
+    shown = repr(path) if final == os.path.abspath(path) else f"{path!r} (-> {final!r})"
+    raise CheckpointError(
+        f"save_file() refuses to write {shown}: it is {kind}. A save writes a new file and "
+        "renames it over the target, which would replace the node itself; save to a "
+        "regular file path instead"
+    )
+
+
+def _existing(final: str) -> os.stat_result | None:
+    try:
+        return os.stat(final)
+    except FileNotFoundError:
+        return None
+
+
+def _keep_mode_and_owner(descriptor: int, existing: os.stat_result) -> None:
+    if os.name != "posix":
+        return
+    if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(PermissionError):  # only root may give files away
+            os.fchown(descriptor, existing.st_uid, existing.st_gid)
+    os.fchmod(descriptor, stat.S_IMODE(existing.st_mode))
+
+
+def _name_max(directory: str) -> int:
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows) or no answer
+        return _NAME_MAX
+
+
+def _tag(base: str, name_max: int) -> str:
+    """What temporary names for ``base`` start with: ``base``, shortened if too long.
+
+    A shortened tag keeps a hash of ``base``, so targets sharing a long prefix still get
+    their own temporaries (and sweep only their own).
+    """
+    if len(os.fsencode(base)) + _ADDED <= name_max:
+        return base
+    digest = hashlib.sha256(os.fsencode(base)).hexdigest()[:_HASH_CHARS]
+    prefix = base
+    while len(os.fsencode(prefix)) + 1 + _HASH_CHARS + _ADDED > name_max:
+        prefix = prefix[:-1]
+    return f"{prefix}~{digest}"
+
+
+@contextlib.contextmanager
+def _temporary(directory: str, tag: str, mode: int) -> Iterator[tuple[str, Any]]:
+    """A new temporary file next to the target, locked while it is written.
+
+    Removed on any failure. The lock tells a concurrent sweep that the file is alive.
+    """
+    while True:
+        temporary = os.path.join(directory, f".{tag}.{secrets.token_hex(_TOKEN_CHARS // 2)}")
+        temporary += _SUFFIX
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        if _flock is None:
+            break
+        _flock(descriptor, fcntl.LOCK_EX)
+        if _same_file(temporary, descriptor):
+            break
+        os.close(descriptor)  # a sweep removed it before the lock was taken: start over
     try:
         with open(descriptor, "wb") as file:
-            file.write(len(header).to_bytes(8, "little"))
-            file.write(header)
-            for name in order:
-                array = tensors[name].fetch()
-                file.write(array.reshape(-1).view(np.uint8).data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, final)
+            yield temporary, file
     except BaseException:
-        if os.path.exists(temporary):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
-    _sync_directory(directory)
+
+
+def _same_file(name: str, descriptor: int) -> bool:
+    try:
+        named = os.stat(name)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(descriptor)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _sweep(directory: str, tag: str) -> None:
+    """Remove temporaries of this target left by saves that were killed.
+
+    A save in progress holds an exclusive lock on its temporary; one that nobody locks
+    belongs to a dead process. Without ``fcntl`` nothing is removed.
+    """
+    if _flock is None:
+        return
+    pattern = re.compile(re.escape(f".{tag}.") + f"[0-9a-f]{{{_TOKEN_CHARS}}}" + re.escape(_SUFFIX))
+    try:
+        names = [name for name in os.listdir(directory) if pattern.fullmatch(name)]
+    except OSError:
+        return
+    for name in names:
+        stale = os.path.join(directory, name)
+        try:
+            descriptor = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # gone already, a symbolic link, or not ours to open
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                continue
+            try:
+                _flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live save holds it
+            if _same_file(stale, descriptor):
+                with contextlib.suppress(OSError):
+                    os.unlink(stale)
+        finally:
+            os.close(descriptor)
 
 
 def _sync_directory(directory: str) -> None:

@@ -21,10 +21,13 @@ ROWS: tuple[Idiom, ...] = (
         tj='tensors = tj.load_file(path, device="cpu")',
         notes=(
             "The CPU unless told otherwise, as in `safetensors.torch`; `device=` takes what "
-            "`tj.device` takes. The bytes are read once into 64-byte-aligned host memory that "
-            "the CPU arrays use in place (RAM about the file size; `safetensors.flax` needs "
-            "3x, `safetensors.numpy` 2x). Every dtype, BF16 and FP8 included, without "
-            "import-order tricks; the packed F4/F6 kinds are refused."
+            "`tj.device` takes. On the CPU the file is memory-mapped as `safetensors.torch` "
+            "maps it: tensors that start 64-byte aligned (all of them in files `tj.save_file` "
+            "writes) are arrays over the mapping, in O(1) time, RAM growing as pages are "
+            "read; others are read once (`safetensors.flax` needs 3x the file in RAM, "
+            "`safetensors.numpy` 2x). Onto a GPU through a bounded staging buffer. Every "
+            "dtype, BF16 and FP8 included, without import-order tricks; the packed F4/F6 "
+            "kinds are refused, and so are files of more tiny tensors than `max_tensors=`."
         ),
         runs=False,
         torch_api=(
@@ -62,10 +65,11 @@ ROWS: tuple[Idiom, ...] = (
         ),
         tj='with tj.safe_open(path) as f:\n    window = f.get_slice("tokens")[start:start + n]',
         notes=(
-            "No `framework` argument: results are JAX arrays on `device=` (the CPU by "
-            "default). Reads only the bytes the index selects. Basic indices only (ints, "
-            "slices, `...`, `None`; negative steps work); safetensors reads the whole "
-            "tensor for list or tensor indices."
+            "`framework=` is accepted as written and ignored: results are JAX arrays on "
+            "`device=` (the CPU by default). On the CPU an aligned contiguous window is an "
+            "array over the mapped file; otherwise only the bytes the index selects are "
+            "read. Basic indices only (ints, slices, `...`, `None`; negative steps work); "
+            "safetensors reads the whole tensor for list or tensor indices."
         ),
         runs=False,
         torch_api=("safetensors.safe_open",),
@@ -80,8 +84,10 @@ ROWS: tuple[Idiom, ...] = (
         tj="tj.save_file(tensors, path, metadata)",
         notes=(
             "JAX, NumPy and torch values, mixed. Atomic: a temporary file, flushed, then "
-            "renamed. Writes the bytes `safetensors.torch` writes; tensors sharing memory "
-            "are written in full (`safetensors.torch` refuses them)."
+            "renamed (an existing file keeps its mode; links are followed, devices refused). "
+            "The layout is 64-byte aligned (header padded with spaces, tensors ordered), "
+            "so CPU loads map it without copies; safetensors reads it unchanged. Tensors "
+            "sharing memory are written in full (`safetensors.torch` refuses them)."
         ),
         runs=False,
         torch_api=(
@@ -375,6 +381,22 @@ ROWS: tuple[Idiom, ...] = (
             "(in, out) become weights (out, in), Conv kernels (*window, in, out) become "
             "(out, in, *window), `scale` becomes `weight`, BatchNorm's `mean`/`var` "
             "`running_mean`/`running_var`, and `nnx.Sequential`'s `layers.` is dropped."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="load-safetensors-backend",
+        section=SECTION,
+        title="Read a file instead of mapping it",
+        torch='tensors = safetensors.torch.load_file(path, backend="pread")',
+        jax='tensors = safetensors.flax.load_file(path, backend="pread")',
+        tj='tensors = tj.load_file(path, backend="pread")',
+        notes=(
+            "A mapped load shows the file as it is when pages are first read: a file "
+            "rewritten in place (as `safetensors.torch.save_file` writes) changes the "
+            "arrays, and a truncated one crashes the process with `SIGBUS` when they are "
+            'read. `backend="pread"` reads every tensor into memory the arrays own. '
+            "Replacing the file (`tj.save_file`, `torch.save`) is safe either way."
         ),
         runs=False,
     ),

@@ -19,8 +19,9 @@ ROWS: tuple[Idiom, ...] = (
         jax="for x, y in loader:\n    x, y = jax.device_put((x.numpy(), y.numpy()), device)",
         tj="for x, y in tj.DeviceLoader(loader, device):\n    ...",
         notes=(
-            "Batches arrive as JAX arrays committed to the device, transferred by a "
-            "background thread up to `prefetch` (2) batches ahead of the loop. `len()` is "
+            "Batches arrive as JAX arrays committed to the device, transferred up to "
+            "`prefetch` (2) batches ahead of the loop; a slow loader runs in a background "
+            "thread (`background=`). `len()` is "
             "the loader's; each `for` is a new epoch over `iter(loader)`. The wrapped loader "
             "is `.loader` (`.loader.dataset`, `.loader.sampler.set_epoch(epoch)`)."
         ),
@@ -68,10 +69,12 @@ ROWS: tuple[Idiom, ...] = (
         ),
         tj="for batch in tj.prefetch_to_device(batches, device):\n    ...",
         notes=(
-            "Any iterable of trees (torch tensors, NumPy, JAX, nested). A background thread "
-            "transfers up to `size` (2) batches ahead; order is kept, a source exception is "
-            "raised where it happened, and closing or dropping the generator stops the "
-            "thread and closes the source. `device` may be a `jax.sharding.Sharding`."
+            "Any iterable of trees (torch tensors, NumPy, JAX, nested). Up to `size` (2) "
+            "batches are transferred ahead, and a slow source moves to a background thread "
+            "(`background=`); order is kept, a source exception is raised where it happened, "
+            "and closing or dropping the generator stops the thread and closes the source. "
+            "`device` may be a `jax.sharding.Sharding`; a bare `int` is refused (Flax's "
+            "`prefetch_to_device(it, 2)` means `size=2`)."
         ),
         runs=False,
     ),
@@ -115,6 +118,39 @@ ROWS: tuple[Idiom, ...] = (
             "Workers return NumPy arrays or torch tensors; batches are placed in the main "
             "process. A DataLoader that would fork its workers after JAX started warns once "
             "(`tj.ForkAfterJaxWarning`) with this fix."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="dataloader-attributes",
+        section=SECTION,
+        title="Read the loader's dataset, sampler and batch size",
+        torch=(
+            "print(len(loader.dataset), loader.batch_size)\n"
+            "for epoch in range(epochs):\n"
+            "    loader.sampler.set_epoch(epoch)\n"
+            "    for x, y in loader:\n"
+            "        ..."
+        ),
+        jax=(
+            "# the DataLoader keeps them; the loop moves each batch itself\n"
+            "print(len(loader.dataset), loader.batch_size)\n"
+            "loader.sampler.set_epoch(epoch)"
+        ),
+        tj=(
+            "loader = tj.DeviceLoader(loader, device)\n"
+            "print(len(loader.dataset), loader.batch_size)\n"
+            "for epoch in range(epochs):\n"
+            "    loader.sampler.set_epoch(epoch)\n"
+            "    for x, y in loader:\n"
+            "        ..."
+        ),
+        notes=(
+            "A `DeviceLoader` reads every attribute it does not have itself through to the "
+            "loader it wraps, and sets them there (a DataLoader's own refusals, such as "
+            "setting `batch_size`, raise as in torch). Its own settings are `loader`, "
+            "`device`, `prefetch`, `pin_memory` and `background`: `.pin_memory` is the "
+            "staging asked of the DeviceLoader, not the DataLoader's flag."
         ),
         runs=False,
     ),

@@ -1,0 +1,175 @@
+"""Staged loads onto a device that copies host buffers (as a GPU does), within a budget.
+
+This machine has no GPU, so the device here is a CPU device fed *misaligned* staging
+buffers: JAX's CPU backend copies those instead of using them in place, exactly the
+behaviour of a GPU transfer that the staging code must handle (buffers reused only once
+their transfer is complete, tensors larger than a buffer sent in pieces and assembled
+on the device). The real placement routes are tested in ``test_checkpoints.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+import safetensors.numpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import torch2jax_device as tj
+from tests.support.checkpoints import misaligned_empty
+from torch2jax_device import CheckpointError, load_file, safe_open
+from torch2jax_device._src import dtypes as _dtypes
+from torch2jax_device._src.checkpoints import transfer
+from torch2jax_device._src.run_ahead import THREAD_NAME
+
+CPU = tj.resolve("cpu")
+
+
+class CopyingDevice:
+    """Makes every staging buffer misaligned, so that JAX copies it; counts them."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def allocate(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        self.sizes.append(nbytes)
+        return misaligned_empty(nbytes)
+
+
+@pytest.fixture
+def copying(monkeypatch: pytest.MonkeyPatch) -> Iterator[CopyingDevice]:
+    device = CopyingDevice()
+    monkeypatch.setattr(transfer, "aligned_empty", device.allocate)
+    transfer.uses_host_memory.cache_clear()
+    assert not transfer.uses_host_memory(CPU)  # the simulation holds
+    device.sizes.clear()
+    yield device
+    transfer.uses_host_memory.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_narrowing_warnings() -> None:
+    _dtypes._warned.clear()
+
+
+# (dtype hypothesis draws, dtype stored): bfloat16 values are drawn as their bits.
+DTYPES = [
+    (np.float32, np.float32),
+    (np.uint8, np.uint8),
+    (np.bool_, np.bool_),
+    (np.int16, np.int16),
+    (np.uint16, ml_dtypes.bfloat16),
+    (np.complex64, np.complex64),
+]
+SHAPES = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays=st.dictionaries(
+        st.sampled_from("abcdefg"),
+        st.sampled_from(DTYPES).flatmap(
+            lambda kinds: hnp.arrays(kinds[0], SHAPES).map(lambda a: a.view(kinds[1]))
+        ),
+        min_size=1,
+    ),
+    staging=st.sampled_from([3 * 64, 3 * 256, 3 * 4096]),
+)
+def test_pieces_assembled_on_a_copying_device_give_the_tensors(
+    tmp_path_factory: pytest.TempPathFactory, arrays: dict[str, Any], staging: int
+) -> None:
+    path = tmp_path_factory.mktemp("staged") / "tensors.safetensors"
+    safetensors.numpy.save_file(arrays, str(path))
+    with pytest.MonkeyPatch.context() as patch:
+        device = CopyingDevice()
+        patch.setattr(transfer, "aligned_empty", device.allocate)
+        transfer.uses_host_memory.cache_clear()
+        loaded = load_file(path, staging_bytes=staging)
+    transfer.uses_host_memory.cache_clear()
+    for name, expected in arrays.items():
+        array = loaded[name]
+        assert array.dtype == expected.dtype and array.shape == expected.shape, name
+        assert np.asarray(array).tobytes() == expected.tobytes(), name
+        assert array.committed and array.devices() == {CPU}, name
+    assert all(size <= staging // 3 for size in device.sizes[1:])  # [0] is the probe
+
+
+def test_staging_buffers_are_reused_within_the_budget(
+    tmp_path: Path, copying: CopyingDevice
+) -> None:
+    path = tmp_path / "big.safetensors"
+    tensors = {
+        "big": np.arange(60_000, dtype=np.float32).reshape(300, 200),  # 240 kB: 30 pieces
+        "wide": np.arange(5 * 9000, dtype=np.uint8).reshape(5, 9000),  # rows of 9 kB
+        **{f"small{i}": np.full(100, i, np.int16) for i in range(50)},
+    }
+    safetensors.numpy.save_file(tensors, str(path))
+    budget = 3 * 8192
+    loaded = load_file(path, staging_bytes=budget)
+    for name, expected in tensors.items():
+        np.testing.assert_array_equal(np.asarray(loaded[name]), expected, err_msg=name)
+    assert len(copying.sizes) <= 3  # three buffers, reused for ~50 reads
+    assert all(size <= budget // 3 for size in copying.sizes)
+
+
+def test_64_bit_tensors_narrow_piece_by_piece(tmp_path: Path, copying: CopyingDevice) -> None:
+    path = tmp_path / "wide.safetensors"
+    values = np.arange(10_000, dtype=np.int64).reshape(100, 100) - 5000
+    safetensors.numpy.save_file({"ids": values}, str(path))
+    with pytest.warns(tj.DtypeNarrowingWarning, match="int64 data becomes int32"):
+        loaded = load_file(path, staging_bytes=3 * 1024)
+    assert loaded["ids"].dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(loaded["ids"]), values)
+
+
+def test_get_tensor_is_staged_too(tmp_path: Path, copying: CopyingDevice) -> None:
+    path = tmp_path / "one.safetensors"
+    values = np.arange(300_000, dtype=np.float32)
+    safetensors.numpy.save_file({"w": values}, str(path))
+    with safe_open(path) as f:
+        tensor = f.get_tensor("w")
+    np.testing.assert_array_equal(np.asarray(tensor), values)
+    assert copying.sizes == [values.nbytes]  # read into a staging buffer
+    assert tensor.devices() == {CPU}
+
+
+def _reader_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == THREAD_NAME]
+
+
+def test_a_failed_transfer_ends_the_load_without_hanging(
+    tmp_path: Path, copying: CopyingDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reading thread may wait for a buffer the failed transfer held; it must end."""
+    path = tmp_path / "many.safetensors"
+    safetensors.numpy.save_file({f"t{i}": np.full(512, i, np.uint8) for i in range(40)}, str(path))
+    sent = transfer._Staging._send
+    calls = []
+
+    def fail_on_the_third(self: Any, *args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the device went away")
+        return sent(self, *args)
+
+    monkeypatch.setattr(transfer._Staging, "_send", fail_on_the_third)
+    with pytest.raises(RuntimeError, match="the device went away"):
+        load_file(path, staging_bytes=3 * 512)
+    assert _reader_threads() == []
+
+
+def test_a_file_truncated_during_a_staged_load(tmp_path: Path, copying: CopyingDevice) -> None:
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"w": np.ones(100_000, np.float32)}, str(path))
+    with safe_open(path) as f:
+        path.write_bytes(path.read_bytes()[:200_000])  # rewritten shorter in place
+        with pytest.raises(CheckpointError, match="truncated after it was opened"):
+            f.get_tensor("w")
+    assert _reader_threads() == []

@@ -1,0 +1,316 @@
+"""Tensors of an open safetensors file onto a device: in place, or through bounded staging.
+
+Each tensor takes one of two routes:
+
+* **In place.** Where ``jax.device_put`` keeps an aligned host buffer as the array's
+  memory (JAX's CPU backend), a tensor that starts 64-byte aligned in the file and keeps
+  its dtype becomes an array over a read-only memory map of the file: no read and no
+  copy, whatever its size; pages come from disk when first touched.
+* **Staged.** Every other tensor is read (``readinto``) into host buffers by a background
+  thread while this thread hands the previous buffer to ``jax.device_put``, so disk
+  reads overlap transfers. Where the device keeps host buffers, each buffer is fresh and
+  becomes the arrays' memory: one read of the file, nothing else. Where it copies them
+  (GPU, TPU), at most ``staging_bytes`` of buffers exist, each reused once its transfer
+  has completed, and a tensor larger than one buffer goes in pieces, each written into
+  the array on the device (``dynamic_update_slice`` on a donated buffer): host memory
+  stays at the budget, not the file size.
+
+Narrowing (64-bit tensors without ``jax_enable_x64``) happens while reading, chunk by
+chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffers.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import itertools
+import math
+import os
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import dtypes
+from ..interop import ALIGNMENT, aligned_empty
+from ..run_ahead import run_ahead
+from .format import TensorInfo
+from .progress import Progress
+from .reader import Reader
+
+__all__ = ["STAGING_BYTES", "place", "uses_host_memory"]
+
+#: Host memory for staging transfers to devices that copy, unless a load says otherwise.
+STAGING_BYTES = 256 * 2**20
+# Staging buffers: one being read, one read and waiting, one being transferred.
+_BUFFERS = 3
+# Piece offsets beyond this need 64-bit indices on the device.
+_INT32_LIMIT = 2**31
+
+
+@functools.cache
+def uses_host_memory(device: jax.Device) -> bool:
+    """Whether ``jax.device_put`` onto ``device`` keeps an aligned host buffer as the array.
+
+    True on JAX's CPU backend (any CPU device), false where arrays live in device memory.
+    """
+    probe = aligned_empty(ALIGNMENT)
+    return _shares(jax.device_put(probe, device), probe)
+
+
+def place(
+    reader: Reader,
+    infos: Sequence[TensorInfo],
+    target: jax.Device,
+    *,
+    mapped: bool,
+    staging_bytes: int,
+    progress: bool | None,
+) -> dict[str, jax.Array]:
+    """Every tensor of ``infos`` as an array committed to ``target``, by name.
+
+    ``mapped`` allows the in-place route; otherwise (and for tensors it cannot take)
+    tensors are staged, with ``staging_bytes`` the host budget on devices that copy.
+    ``progress`` is ``Progress``'s switch for the bar of the staged bytes. Every array
+    returned is ready: its transfer has completed.
+    """
+    in_place = uses_host_memory(target)
+    views: dict[str, np.ndarray[Any, Any]] = {}
+    staged: list[tuple[TensorInfo, np.dtype[Any]]] = []
+    for info in infos:
+        dtype = dtypes.canonical(info.dtype)
+        view = reader.mapped(info) if mapped and in_place and dtype == info.dtype else None
+        if view is not None and view.ctypes.data % ALIGNMENT == 0:
+            views[info.name] = view
+        else:
+            staged.append((info, dtype))
+    arrays = dict(zip(views, jax.device_put(list(views.values()), target), strict=True))
+    if not staged:
+        return arrays
+    total = sum(info.nbytes for info, _ in staged)
+    with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
+        staging = _Staging(reader, target, in_place, staging_bytes, bar.advance)
+        arrays.update(staging.run(staged))
+    return arrays
+
+
+class _Batch(NamedTuple):
+    """Whole tensors read into one buffer, each at an aligned offset."""
+
+    tensors: list[tuple[TensorInfo, np.dtype[Any], int]]  # info, dtype, offset
+    nbytes: int
+
+
+class _Piece(NamedTuple):
+    """A block of a tensor too big for one staging buffer: contiguous in the file."""
+
+    info: TensorInfo
+    dtype: np.dtype[Any]
+    first: int  # flat index of its first element
+    shape: tuple[int, ...]
+    starts: tuple[int, ...]  # where it goes in the tensor
+    last: bool
+    nbytes: int
+
+
+class _Staging:
+    """Reads staged tensors into buffers in a thread and sends them to the device."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        target: jax.Device,
+        in_place: bool,
+        staging_bytes: int,
+        advance: Callable[[int], None],
+    ) -> None:
+        self._reader = reader
+        self._target = target
+        self._in_place = in_place
+        self._advance = advance
+        self._chunk = max(ALIGNMENT, _round_up(staging_bytes // _BUFFERS))
+        # A token per buffer that may exist: the buffer itself, or None to allocate one.
+        self._free: queue.SimpleQueue[np.ndarray[Any, np.dtype[np.uint8]] | None]
+        self._free = queue.SimpleQueue()
+        for _ in range(_BUFFERS):
+            self._free.put(None)
+
+    def run(self, staged: Sequence[tuple[TensorInfo, np.dtype[Any]]]) -> dict[str, jax.Array]:
+        needed = sum(_round_up(math.prod(info.shape) * dtype.itemsize) for info, dtype in staged)
+        self._chunk = min(self._chunk, max(ALIGNMENT, needed))  # no bigger than the load
+        arrays: dict[str, jax.Array] = {}
+        assembling: dict[str, jax.Array] = {}
+        in_flight: collections.deque[tuple[np.ndarray[Any, Any], list[jax.Array]]]
+        in_flight = collections.deque()
+        reads = run_ahead(self._items(staged), self._read, 1)
+        try:
+            for item, buffer in reads:
+                in_flight.append((buffer, self._send(item, buffer, arrays, assembling)))
+                while len(in_flight) > 1:
+                    self._release(*in_flight.popleft())
+            while in_flight:
+                self._release(*in_flight.popleft())
+        finally:
+            for _ in range(_BUFFERS):  # a reader waiting for a buffer must not block the close
+                self._free.put(None)
+            reads.close()
+        return arrays
+
+    def _items(
+        self, staged: Sequence[tuple[TensorInfo, np.dtype[Any]]]
+    ) -> Iterator[_Batch | _Piece]:
+        batch: list[tuple[TensorInfo, np.dtype[Any], int]] = []
+        size = 0
+        for info, dtype in staged:
+            nbytes = math.prod(info.shape) * dtype.itemsize
+            if batch and (size + nbytes > self._chunk or nbytes > self._chunk):
+                yield _Batch(batch, size)
+                batch, size = [], 0
+            if nbytes > self._chunk and not self._in_place:
+                yield from _pieces(info, dtype, self._chunk // dtype.itemsize)
+                continue
+            batch.append((info, dtype, size))
+            size += _round_up(nbytes)
+        if batch:
+            yield _Batch(batch, size)
+
+    def _read(self, item: _Batch | _Piece) -> tuple[_Batch | _Piece, np.ndarray[Any, Any]]:
+        """In the reading thread: a free buffer, filled with ``item``'s bytes."""
+        buffer = self._free.get()
+        if buffer is None or len(buffer) < item.nbytes:
+            buffer = aligned_empty(item.nbytes if self._in_place else self._chunk)
+        if isinstance(item, _Piece):
+            self._reader.read_into(
+                item.info, item.dtype, buffer[: item.nbytes], item.first, self._advance
+            )
+        else:
+            for info, dtype, offset in item.tensors:
+                nbytes = math.prod(info.shape) * dtype.itemsize
+                self._reader.read_into(
+                    info, dtype, buffer[offset : offset + nbytes], advance=self._advance
+                )
+        return item, buffer
+
+    def _send(
+        self,
+        item: _Batch | _Piece,
+        buffer: np.ndarray[Any, Any],
+        arrays: dict[str, jax.Array],
+        assembling: dict[str, jax.Array],
+    ) -> list[jax.Array]:
+        """Start the transfer of ``item``; the arrays that read ``buffer``."""
+        if isinstance(item, _Batch):
+            hosts = [
+                buffer[offset : offset + math.prod(info.shape) * dtype.itemsize]
+                .view(dtype)
+                .reshape(info.shape)
+                for info, dtype, offset in item.tensors
+            ]
+            placed: list[jax.Array] = jax.device_put(hosts, self._target)
+            arrays.update(zip([info.name for info, _, _ in item.tensors], placed, strict=True))
+            return placed
+        name = item.info.name
+        carrier = _carrier(item.dtype)
+        part: jax.Array = jax.device_put(
+            buffer[: item.nbytes].view(carrier).reshape(item.shape), self._target
+        )
+        whole = assembling.pop(name, None)
+        wide = max(item.info.shape) >= _INT32_LIMIT
+        with jax.enable_x64(True) if wide else contextlib.nullcontext():
+            starts = np.array(item.starts, np.int64 if wide else np.int32)
+            starts_there = jax.device_put(starts, self._target)
+            if whole is None:
+                with jax.default_device(self._target):  # jnp.zeros(device=) would copy
+                    whole = _zeros(item.info.shape, carrier)
+            whole = _write_piece(whole, part, starts_there)
+        # One piece at a time on the device: once it is written into the tensor, nothing
+        # reads its host buffer or keeps its device copy any more.
+        jax.block_until_ready(whole)
+        if item.last:
+            arrays[name] = whole if carrier == item.dtype else _from_bits(whole, item.dtype)
+        else:
+            assembling[name] = whole
+        return []
+
+    def _release(self, buffer: np.ndarray[Any, Any], arrays: list[jax.Array]) -> None:
+        """Wait for the transfers from ``buffer``; free it, unless arrays now own it."""
+        jax.block_until_ready(arrays)
+        owned = any(_shares(array, buffer) for array in arrays)
+        self._free.put(None if owned else buffer)
+
+
+def _pieces(info: TensorInfo, dtype: np.dtype[Any], per_piece: int) -> Iterator[_Piece]:
+    """``info`` as blocks of at most ``per_piece`` elements, each contiguous in the file.
+
+    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``. All
+    blocks have the same shape, so the device compiles one update; the last block along
+    axis ``k`` ends at the end of that axis and may overlap the one before it.
+    """
+    shape = info.shape
+    axis = 0
+    while math.prod(shape[axis + 1 :]) > per_piece:
+        axis += 1
+    inner = math.prod(shape[axis + 1 :])
+    rows = min(shape[axis], per_piece // inner)
+    block = (1,) * axis + (rows,) + shape[axis + 1 :]
+    starts_along = list(range(0, shape[axis] - rows + 1, rows))
+    if starts_along[-1] != shape[axis] - rows:
+        starts_along.append(shape[axis] - rows)
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    corners = [
+        (*outer, start) + (0,) * (len(shape) - axis - 1)
+        for outer in itertools.product(*(range(n) for n in shape[:axis]))
+        for start in starts_along
+    ]
+    for number, corner in enumerate(corners):
+        yield _Piece(
+            info,
+            dtype,
+            sum(i * s for i, s in zip(corner, strides, strict=True)),
+            block,
+            corner,
+            number == len(corners) - 1,
+            rows * inner * dtype.itemsize,
+        )
+
+
+def _carrier(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype pieces of ``dtype`` travel in: floats as their bits, others as they are.
+
+    Updating a bfloat16 array on the CPU rounds through float32 and quiets NaN payloads;
+    unsigned integers of the same width carry every bit unchanged.
+    """
+    if dtype.kind in "fV":  # NumPy floats, and ml_dtypes' (bfloat16, float8_*)
+        return np.dtype(f"u{dtype.itemsize}")
+    return dtype
+
+
+#: Zeros computed where the default device is, with no host value to transfer.
+_zeros = jax.jit(jnp.zeros, static_argnums=(0, 1))
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _write_piece(whole: jax.Array, part: jax.Array, starts: jax.Array) -> jax.Array:
+    """``whole`` with ``part`` written at ``starts``, in place (``whole`` is donated)."""
+    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
+
+
+#: The bits of ``bits`` as an array of ``dtype``, in place (``bits`` is donated).
+_from_bits = jax.jit(jax.lax.bitcast_convert_type, static_argnums=1, donate_argnums=0)
+
+
+def _shares(array: jax.Array, buffer: np.ndarray[Any, Any]) -> bool:
+    """Whether ``array``'s memory lies inside the host buffer ``buffer``."""
+    try:
+        pointer = array.unsafe_buffer_pointer()
+    except (jax.errors.JaxRuntimeError, NotImplementedError):  # no host-visible pointer
+        return False
+    return bool(buffer.ctypes.data <= pointer < buffer.ctypes.data + max(buffer.nbytes, 1))
+
+
+def _round_up(nbytes: int) -> int:
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
