@@ -35,19 +35,6 @@ OPENING = re.compile(r"Equivalent to `([\w.]+)`")
 #: Roots of the torch-side names a catalog row can map onto a tj name.
 TORCH_ROOTS = ("torch", "Tensor", "Module", "safetensors")
 
-# Public names whose docstrings are owned by other files' engineers and do not meet the
-# rules yet: path -> what is missing. Each is a strict xfail, so fixing one fails the
-# run until its line is removed here.
-PENDING: dict[str, str] = {
-    # _src/feeding.py
-    f"{PACKAGE}.ForkAfterJaxWarning": "no Examples: section",
-    f"{PACKAGE}.pin_memory": "opening line: Equivalent to `Tensor.pin_memory`.",
-    # _src/checkpoints/
-    f"{PACKAGE}.TensorSlice": "no Examples: section",
-    f"{PACKAGE}.load_file": "opening line: Equivalent to `safetensors.torch.load_file`.",
-    f"{PACKAGE}.save_file": "opening line: Equivalent to `safetensors.torch.save_file`.",
-}
-
 
 def directives(page: Path = API_PAGE) -> list[str]:
     """The objects the API page renders: every ``::: dotted.path`` line."""
@@ -178,13 +165,10 @@ def problems(doc: str | None, expected_torch: set[str]) -> list[str]:
 
 
 def _params() -> list[Any]:
-    params = []
-    for path, value in sorted(rendered().items()):
-        marks = []
-        if path in PENDING:
-            marks.append(pytest.mark.xfail(strict=True, reason=PENDING[path]))
-        params.append(pytest.param(path, value, id=path.removeprefix(PACKAGE + "."), marks=marks))
-    return params
+    return [
+        pytest.param(path, value, id=path.removeprefix(PACKAGE + "."))
+        for path, value in sorted(rendered().items())
+    ]
 
 
 @pytest.mark.parametrize(("path", "value"), _params())
@@ -209,10 +193,6 @@ def test_every_public_name_is_on_the_api_page() -> None:
         if not covered:
             missing.append(name)
     assert missing == [], "add a ::: line to docs/api.md"
-
-
-def test_pending_names_exist() -> None:
-    assert set(PENDING) <= set(rendered()), "PENDING names a path the API page lacks"
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,21 @@ class ForkAfterJaxWarning(UserWarning):
 
     JAX's runtime is not fork-safe: forked workers can hang or crash (jax#9190). The
     fix is ``DataLoader(..., multiprocessing_context="spawn")`` (or ``"forkserver"``).
+    [`tj.DeviceLoader`][torch2jax_device.DeviceLoader] and
+    [`tj.prefetch_to_device`][torch2jax_device.prefetch_to_device] warn with it, once per
+    process.
+
+    Examples:
+        >>> import warnings
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> issubclass(tj.ForkAfterJaxWarning, UserWarning)
+        True
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", tj.ForkAfterJaxWarning)  # in CI: fail, not warn
+        ...     batches = list(tj.DeviceLoader(np.array([[1, 2], [3, 4]]), "cpu"))  # no fork
+        >>> [batch.tolist() for batch in batches]
+        [[1, 2], [3, 4]]
     """
 
 
@@ -289,14 +304,15 @@ def _short_repr(value: object, limit: int = 60) -> str:
 
 
 def pin_memory(tree: Any, device: DeviceLike | None = None) -> Any:
-    """Copy the arrays of ``tree`` into pinned host memory: ``Tensor.pin_memory()``.
+    """Equivalent to `Tensor.pin_memory`.
 
-    Every array leaf (NumPy, torch, JAX) becomes a JAX array in the ``pinned_host``
-    memory kind of ``device`` (``jax.memory.Space.Host``), committed there, so that
-    ``tj.to_device(pinned, device, non_blocking=True)`` is a direct DMA. Arrays already
-    pinned there are returned as they are (as torch returns a pinned tensor itself);
-    other leaves pass through. The copy is complete when this returns, so the source
-    buffers may be reused, as after torch's ``pin_memory()``.
+    Copy the arrays of ``tree`` into pinned host memory. Every array leaf (NumPy, torch,
+    JAX) becomes a JAX array in the ``pinned_host`` memory kind of ``device``
+    (``jax.memory.Space.Host``), committed there, so that ``tj.to_device(pinned, device,
+    non_blocking=True)`` is a direct DMA. Arrays already pinned there are returned as they
+    are (as torch returns a pinned tensor itself); other leaves pass through. The copy is
+    complete when this returns, so the source buffers may be reused, as after torch's
+    ``pin_memory()``.
 
     Where the device has no ``pinned_host`` memory (its backend lists none in
     ``device.addressable_memories()``), the tree is returned unchanged: JAX then stages

@@ -59,12 +59,15 @@ def load_file(
     max_tensors: int | None = None,
     progress: bool | None = None,
 ) -> dict[str, jax.Array]:
-    """Load a safetensors file onto one device: ``safetensors.torch.load_file`` for JAX.
+    """Equivalent to `safetensors.torch.load_file`.
 
-    Every array lands on ``device``, committed there. The default is the CPU, whatever
-    the default device: ``with tj.device("cuda"):`` does not move a load, just as
-    ``with torch.device("cuda"):`` does not move ``safetensors.torch.load_file``'s.
-    Nothing is ever created on another device first.
+    Load a safetensors file onto one device (or, given a sharding, a mesh or a
+    [`tj.ShardingRule`][torch2jax_device.ShardingRule], onto many, each process reading only
+    its parts; an ``*.index.json`` of shard files loads as one file). Every array lands on
+    ``device``, committed there. The default is the CPU, whatever the default device: ``with
+    tj.device("cuda"):`` does not move a load, just as ``with torch.device("cuda"):`` does
+    not move ``safetensors.torch.load_file``'s. Nothing is ever created on another device
+    first.
 
     On a CPU device (the default ``backend="mmap"``), the file is memory-mapped, as
     ``safetensors.torch`` does: a tensor that starts 64-byte aligned in the file becomes
@@ -274,6 +277,17 @@ class TensorSlice:
     array over the memory-mapped file; otherwise only the bytes it selects are read: one
     read for a window such as ``[a:b]``, row by row for selections that are sparse at a
     coarse grain.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.safetensors")
+        >>> tj.save_file({"tokens": np.arange(12, dtype=np.int32).reshape(3, 4)}, path)
+        >>> with tj.safe_open(path, framework="flax") as f:
+        ...     rows = f.get_slice("tokens")
+        ...     rows.get_shape(), rows.get_dtype(), rows[1:, ::2].tolist()
+        ([3, 4], 'I32', [[4, 6], [8, 10]])
     """
 
     def __init__(self, reader: Reader, info: TensorInfo, device: jax.Device, mapped: bool) -> None:
@@ -312,16 +326,16 @@ class TensorSlice:
 def save_file(
     tensors: Mapping[str, Any], path: PathLike, metadata: Mapping[str, str] | None = None
 ) -> None:
-    """Write arrays to a safetensors file, atomically: ``safetensors.torch.save_file``.
+    """Equivalent to `safetensors.torch.save_file`.
 
-    Values may be JAX arrays (on any device, also sharded), NumPy arrays and torch
-    tensors (on any device), mixed. The file is written under a temporary name in the
-    same directory, flushed to disk and renamed: a crash or error never leaves a partial
-    file under ``path`` (an existing file stays intact), and a temporary left by a save
-    that was killed is removed by the next save to the same path. An existing file keeps
-    its permission bits; a new one gets those the umask leaves. A symbolic link is
-    followed, as ``open()`` follows it. Host memory holds one tensor at a time. Tensors
-    sharing memory are each written in full.
+    Write arrays to a safetensors file, atomically. Values may be JAX arrays (on any device,
+    also sharded), NumPy arrays and torch tensors (on any device), mixed. The file is
+    written under a temporary name in the same directory, flushed to disk and renamed: a
+    crash or error never leaves a partial file under ``path`` (an existing file stays
+    intact), and a temporary left by a save that was killed is removed by the next save to
+    the same path. An existing file keeps its permission bits; a new one gets those the
+    umask leaves. A symbolic link is followed, as ``open()`` follows it. Host memory holds
+    one tensor at a time. Tensors sharing memory are each written in full.
 
     The file is laid out for loading without copies: the header is padded with spaces
     so the data starts 64-byte aligned, and tensors whose sizes are multiples of 64
@@ -330,7 +344,8 @@ def save_file(
     in that padding and order.
 
     Args:
-        tensors: ``{name: array}``.
+        tensors: ``{name: array}``, or a Flax NNX module or ``nnx.State`` (saved under
+            dotted names, as [`tj.state_dict`][torch2jax_device.state_dict] gives them).
         path: Where to write.
         metadata: Strings to store in the header's ``__metadata__``.
 
