@@ -9,9 +9,10 @@ Tests live in ``tests/<how it runs>/test_<catalog section>.py``:
   ``examples/`` as a user runs it) and ``project`` (packaging, imports, test setup);
 * the file is named after the catalog section the behaviour belongs to, the same word
   the package, the guide and the benchmarks use: ``devices``, ``availability``,
-  ``default_device``, ``placement``, ``startup``, ``memory``, ``precision``,
-  ``checkpoints``, ``feeding``, ``distributed`` (``platforms`` and ``catalog`` for the
-  tables behind them); ``test_<section>_<aspect>.py`` when one file would be too long.
+  ``default_device``, ``creation``, ``placement``, ``startup``, ``memory``,
+  ``precision``, ``randomness``, ``kernels``, ``timing``, ``checkpoints``, ``feeding``,
+  ``distributed`` (``platforms`` and ``catalog`` for the tables behind them);
+  ``test_<section>_<aspect>.py`` when one file would be too long.
   ``cli`` and ``examples`` name the command or script instead; ``project`` names what
   it checks.
 
