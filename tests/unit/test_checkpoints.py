@@ -204,6 +204,25 @@ def test_the_mapping_lives_as_long_as_the_arrays(aligned_file: Path) -> None:
     assert mapping_of(aligned_file) is None
 
 
+@needs_proc
+def test_a_mapped_array_donated_to_a_jitted_step_leaves_the_file_alone(
+    aligned_file: Path,
+) -> None:
+    """Training loops donate their parameters (``donate_argnums``) and update them with
+    ``.at[...]``: the map is read-only, so the results are new buffers, never the file."""
+    before = aligned_file.read_bytes()
+    params = load_file(aligned_file)["u32"]
+    assert inside(params, mapping_of(aligned_file))
+    step = jax.jit(lambda p: p.at[0].set(7) + 1, donate_argnums=0)
+    updated = step(params)
+    expected = ALIGNED["u32"] + 1
+    expected[0] = 8
+    assert np.asarray(updated).tolist() == expected.tolist()
+    mapping = mapping_of(aligned_file)  # None once the donated array let go of it
+    assert mapping is None or not inside(updated, mapping)
+    assert aligned_file.read_bytes() == before
+
+
 def test_replacing_the_file_keeps_what_was_loaded(aligned_file: Path) -> None:
     loaded = load_file(aligned_file)
     save_file({name: np.zeros_like(value) for name, value in ALIGNED.items()}, aligned_file)
