@@ -120,6 +120,26 @@ def test_a_file_rewritten_in_place_shows_through_mapped_loads_only(
     assert np.asarray(ours["w"]).tolist() == expected
 
 
+@pytest.mark.idiom("load-safetensors")
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_writing_to_a_loaded_tensor_changes_a_private_copy_as_in_torch(
+    tmp_path: Path, backend: str
+) -> None:
+    """Mixed code writes into the torch view of a loaded array (``tj.to_torch(w).add_(1)``);
+    ``safetensors.torch`` maps copy-on-write, so the write never reaches the file, and
+    neither may tj's (a read-only map would kill the process with SIGSEGV)."""
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.arange(16.0)}, path)
+    before = path.read_bytes()
+    theirs = safetensors.torch.load_file(str(path), backend=backend)["w"]
+    ours = tj.to_torch(load_file(path, backend=backend)["w"])
+    for tensor in (theirs, ours):
+        tensor.add_(1)
+    assert ours.tolist() == theirs.tolist() == [float(n + 1) for n in range(16)]
+    assert path.read_bytes() == before
+    assert safetensors.torch.load_file(str(path))["w"].tolist() == list(map(float, range(16)))
+
+
 @pytest.mark.idiom("safe-open-slice")
 @pytest.mark.parametrize(
     "index",

@@ -1,7 +1,10 @@
 """Read tensors of a checked safetensors file: in place from a memory map, or into buffers.
 
 Two ways to a tensor's bytes. ``mapped`` gives a read-only NumPy view of the tensor in a
-memory map of the file: nothing is read until the memory is touched, and JAX's CPU
+private (copy-on-write) memory map of the file, as ``safetensors.torch`` maps it:
+nothing is read until the memory is touched, a write through another view (a torch
+tensor from ``tj.to_torch``) changes a private copy of the page and never the file, and
+JAX's CPU
 backend uses such a view in place when it starts 64-byte aligned. ``read_into`` and
 ``read_selection`` copy bytes from the file (``readinto``) into buffers the caller owns,
 so nothing larger than the bytes asked for is ever read or allocated, whatever the
@@ -83,9 +86,11 @@ class Reader:
             ) from None
 
     def mapped(self, info: TensorInfo) -> np.ndarray[Any, Any] | None:
-        """The tensor as a read-only view of a memory map of the file; ``None`` if unmappable.
+        """The tensor as a read-only view of a private memory map of the file, or ``None``.
 
-        Nothing is read: pages come from the file (or the page cache) when first touched.
+        ``None`` where the file cannot be mapped. Nothing is read: pages come from the
+        file (or the page cache) when first touched; a page written through another view
+        of the memory becomes a private copy (copy-on-write), and the file never changes.
         The view keeps the mapping alive. It shows the file as it is when touched: if the
         file is rewritten in place meanwhile, the view shows the new bytes, and touching
         a page that a truncation removed kills the process with ``SIGBUS``.
@@ -94,7 +99,7 @@ class Reader:
             self._check_open()
             if self._mapping is None and not self._unmappable:
                 try:
-                    self._mapping = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+                    self._mapping = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_COPY)
                 except (OSError, ValueError):  # pipes, some network file systems
                     self._unmappable = True
             mapping = self._mapping
@@ -107,6 +112,7 @@ class Reader:
             empty.flags.writeable = False
             return empty
         view = np.frombuffer(mapping, np.uint8, info.nbytes, info.start)
+        view.flags.writeable = False  # NumPy code must not write to the checkpoint's pages
         return view.view(info.dtype).reshape(info.shape)
 
     def mapped_selection(self, info: TensorInfo, index: Any) -> np.ndarray[Any, Any] | None:

@@ -4,7 +4,7 @@ Each tensor takes one of two routes:
 
 * **In place.** Where ``jax.device_put`` keeps an aligned host buffer as the array's
   memory (JAX's CPU backend), a tensor that starts 64-byte aligned in the file and keeps
-  its dtype becomes an array over a read-only memory map of the file: no read and no
+  its dtype becomes an array over a private memory map of the file: no read and no
   copy, whatever its size; pages come from disk when first touched.
 * **Staged.** Every other tensor is read (``readinto``) into host buffers by a background
   thread while this thread hands the previous buffer to ``jax.device_put``, so disk
