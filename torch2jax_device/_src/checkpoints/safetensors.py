@@ -87,7 +87,8 @@ def load_file(
         path: The ``.safetensors`` file.
         device: Anything ``tj.device`` accepts (``"cuda:0"``, ``0``, a ``tj.device``, a
             ``jax.Device`` or a ``torch.device``). ``None`` also means the CPU, as in
-            safetensors.
+            safetensors. Or a ``jax.sharding.Sharding``, a ``Mesh`` (replicated), a
+            ``tj.ShardingRule`` or a function ``(name, shape, dtype) -> Sharding``.
         backend: ``"mmap"`` (safetensors' default) maps the file; ``"pread"`` reads every
             tensor into memory the arrays own, for files that will be rewritten in place
             or live on file systems where a mapping fails midway.
@@ -95,7 +96,7 @@ def load_file(
             in place (GPU, TPU); 256 MiB by default.
         max_tensors: The most tensors the file may hold. By default one per 4 KiB of
             file and at least 16,384, so that a file of millions of tiny tensors cannot
-            exhaust RAM (each JAX array costs about 5 KiB of host memory).
+            exhaust RAM (each JAX array costs about 6 KiB of host memory).
         progress: Draw a progress bar of the bytes read on stderr (a mapped load reads
             none). By default one is drawn for reads of 256 MiB or more when stderr is a
             terminal; ``TORCH2JAX_DEVICE_PROGRESS=0`` turns that off and ``=1`` on
