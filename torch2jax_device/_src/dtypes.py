@@ -83,6 +83,12 @@ def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return result
 
 
+def as_canonical(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``host`` in the dtype `canonical` gives (a copy only if that narrows it)."""
+    dtype = canonical(host.dtype)
+    return host if dtype == host.dtype else host.astype(dtype)
+
+
 def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A NumPy array in the dtype JAX will use, warning only where values change surprisingly.
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
-from ..detect import _instance_of, is_nnx_module, is_torch_tensor, is_tracer
+from ..detect import _instance_of, import_torch, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError
 from ..interop import to_jax, to_torch
 from .torch_load import load
@@ -146,7 +146,7 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     entries = _entries(model)
     if layout == "jax":
         return {entry.name: entry.value for entry in entries}
-    torch = _torch()
+    torch = import_torch("tj.state_dict(model, layout='torch')")
     cpu = jax.local_devices(backend="cpu")[0]
     result: collections.OrderedDict[str, Any] = collections.OrderedDict()
     for entry in entries:
@@ -252,7 +252,8 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
         # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
-        dtype = getattr(_torch(), np.dtype(entry.value.dtype).name, None)
+        torch = sys.modules["torch"]  # a torch tensor came in: torch is loaded
+        dtype = getattr(torch, np.dtype(entry.value.dtype).name, None)
         value = to_jax(value.detach() if dtype is None else value.detach().to(dtype))
     elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
         raise ConversionError(
@@ -483,14 +484,3 @@ def _is_nnx_state(obj: Any) -> bool:
 
 def _is_equinox_module(obj: Any) -> bool:
     return _instance_of(obj, "equinox", "Module")
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as err:
-        raise ConversionError(
-            "layout='torch' makes torch tensors, and torch is not installed. Fix: pip "
-            "install torch, or save the JAX layout with tj.save_file"
-        ) from err
-    return torch

@@ -139,7 +139,9 @@ def load_file(
     from . import sharded  # a Sharding, a Mesh, a per-tensor rule, or an index of shards
 
     if sharded.handles_file(path, device):
-        maps_file(backend), _staging(staging_bytes)  # checked: each process reads its parts
+        # Checked only: each process reads the parts its devices hold, mapped or not.
+        maps_file(backend)
+        _staging(staging_bytes)
         return sharded.load_file(path, device, max_tensors=max_tensors, progress=progress)
     target = resolve_target(device)
     mapped = maps_file(backend)
@@ -317,10 +319,7 @@ class TensorSlice:
             host = view
         else:
             host = self._reader.read_selection(self._info, index)
-        dtype = dtypes.canonical(host.dtype)
-        array: jax.Array = jax.device_put(
-            host if dtype == host.dtype else host.astype(dtype), self._device
-        )
+        array: jax.Array = jax.device_put(dtypes.as_canonical(host), self._device)
         return array
 
 

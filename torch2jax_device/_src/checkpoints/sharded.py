@@ -50,7 +50,7 @@ from .safetensors import (
     resolve_target,
     safe_open,
 )
-from .torch_load import MapLocationRule, _unreadable
+from .torch_load import MapLocationRule, _import_torch, _Source, _unreadable
 
 __all__ = [
     "ShardedSafeOpen",
@@ -238,43 +238,25 @@ class ShardedSafeOpen(safe_open):
         check_framework(path, framework)
         maps_file(backend)  # checked only: each process reads the parts it holds
         self._rule = _rule(device, callables=True)
-        self._file = Reader(path, max_tensors=max_tensors)
-
-    def close(self) -> None:
-        """Close the file; reads after this raise ``tj.CheckpointError``."""
-        self._file.close()
-
-    def keys(self) -> list[str]:
-        """The tensor names, sorted."""
-        return sorted(self._file.tensors)
-
-    def metadata(self) -> dict[str, str] | None:
-        """The header's ``__metadata__`` strings, or ``None`` if it has none."""
-        return None if self._file.metadata is None else dict(self._file.metadata)
+        self._reader = Reader(path, max_tensors=max_tensors)  # close/keys/metadata read it
 
     def get_tensor(self, name: str) -> jax.Array:
         """The tensor ``name``, each process reading the parts its devices hold."""
-        return _plan(self._file, name, self._rule).load(self._file, lambda count: None)
+        return _plan(self._reader, name, self._rule).load(self._reader, lambda count: None)
 
     def get_slice(self, name: str) -> TensorSlice:
         """A lazy view of tensor ``name``; indexing it places the selection by the rule."""
-        return _ShardedSlice(self._file, self._file.info(name), self._rule)
+        return _ShardedSlice(self._reader, self._reader.info(name), self._rule)
 
 
 class _ShardedSlice(TensorSlice):
     def __init__(self, reader: Reader, info: TensorInfo, rule: RuleFunction) -> None:
-        self._file, self._tensor, self._rule = reader, info, rule
-
-    def get_shape(self) -> list[int]:
-        return list(self._tensor.shape)
-
-    def get_dtype(self) -> str:
-        return self._tensor.code
+        self._reader, self._info, self._rule = reader, info, rule  # get_shape/get_dtype read
 
     def __getitem__(self, index: Any) -> jax.Array:
-        host = _canonical(self._file.read_selection(self._tensor, index))
-        name = f"{self._tensor.name}[{index!r}]"
-        sharding = _checked(self._rule, self._tensor.name, host.shape, host.dtype)
+        host = dtypes.as_canonical(self._reader.read_selection(self._info, index))
+        name = f"{self._info.name}[{index!r}]"
+        sharding = _checked(self._rule, self._info.name, host.shape, host.dtype)
         return assemble(
             host.shape, sharding, lambda part: host if part is None else host[part], where=name
         )
@@ -297,7 +279,7 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
     path = os.fspath(path)
     sharded = _is_sharded_target(map_location, callables=False)
     files = list(_shards(path)) if _is_index(path) else [path]
-    if all(_is_safetensors(file) for file in files):
+    if all(_Source(file).kind == "safetensors" for file in files):
         device = (
             map_location
             if sharded
@@ -336,7 +318,7 @@ class _Plan:
             if is_whole(index, info.shape):
                 host = reader.read_tensor(info, dtypes.canonical(info.dtype))
             else:
-                host = _canonical(reader.read_selection(info, index))
+                host = dtypes.as_canonical(reader.read_selection(info, index))
             advance(host.nbytes)
             return host
 
@@ -406,14 +388,6 @@ def _is_index(path: PathLike) -> bool:
     return os.fspath(path).endswith(".json")
 
 
-def _is_safetensors(path: str) -> bool:
-    if path.endswith(".safetensors"):
-        return True
-    with open(path, "rb") as file:
-        head = file.read(9)
-    return head[8:9] == b"{"  # the header length, then JSON
-
-
 def _shards(path: PathLike) -> dict[str, list[str] | None]:
     """``{file: tensor names}`` of an index; a single file maps to ``None`` (all of them)."""
     path = os.fspath(path)
@@ -448,20 +422,10 @@ def _shards(path: PathLike) -> dict[str, list[str] | None]:
 
 def _load_torch(path: str, rule: RuleFunction) -> Any:
     """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says."""
+    torch = _import_torch(repr(path))
+    mmap = _Source(path).kind == "zip"  # the legacy (pre-zip) format cannot be mapped
     try:
-        import torch
-    except ImportError as err:
-        raise CheckpointError(
-            f"{path!r} is a PyTorch checkpoint, and reading one needs torch, which is not "
-            "installed. Fix: pip install torch (safetensors files load without it)"
-        ) from err
-    try:
-        checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    except RuntimeError as err:
-        if "mmap" not in str(err):
-            raise _unreadable(repr(path), err) from err
-        # The legacy (pre-zip) format cannot be memory-mapped: read it whole.
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
     except OSError:
         raise
     except Exception as err:
@@ -500,11 +464,6 @@ def _map_named(obj: Any, name: str, place: Callable[[str, Any], jax.Array]) -> A
         items = [_map_named(item, f"{prefix}{i}", place) for i, item in enumerate(obj)]
         return items if isinstance(obj, list) else tuple(items)
     return obj
-
-
-def _canonical(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    dtype = dtypes.canonical(host.dtype)
-    return host if dtype == host.dtype else host.astype(dtype)
 
 
 def _part_size(index: Index, shape: tuple[int, ...]) -> int:

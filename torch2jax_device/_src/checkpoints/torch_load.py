@@ -20,7 +20,7 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import jax
 import numpy as np
@@ -348,7 +348,7 @@ class MapLocationRule:
         elif isinstance(map_location, dict):
             self.mapping = {key: _location(key, value) for key, value in map_location.items()}
         elif callable(map_location):
-            self.function = _as_function(map_location)
+            self.function = map_location
         elif map_location is not None:
             raise DeviceTypeError(_wrong_form(map_location))
 
@@ -368,12 +368,7 @@ class MapLocationRule:
                 "and a safetensors file has none. Pass a device, e.g. "
                 "tj.load(path, map_location='cuda:0')"
             )
-        target: DeviceLike = self.target("cpu")
-        return target
-
-
-def _as_function(map_location: Callable[..., Any]) -> Callable[[Any, str], Any]:
-    return map_location
+        return cast(DeviceLike, self.target("cpu"))
 
 
 def _location(key: Any, value: Any) -> Device:
