@@ -597,11 +597,22 @@ def test_an_internal_error_in_one_file_is_reported_and_the_others_go_on(
 
 
 @pytest.mark.parametrize(
-    "snippet", ["x.to()", "x.cuda(device)", "x.to(d, torch.half, True)", "x.to(*args)"]
+    ("snippet", "reason"),
+    [
+        ("x.cuda(device)", "device may be None, an index or a device"),
+        ("x.to(d, torch.half, True)", "too many arguments"),
+        ("x.to(*args)", "*args/**kwargs"),
+    ],
 )
-def test_unusual_calls_are_not_rewritten(snippet: str) -> None:
-    findings = _scan(f"import torch\n{snippet}\n")
-    assert all(not f.fixable for f in findings)
+def test_unusual_calls_are_not_rewritten(snippet: str, reason: str) -> None:
+    """In a line that JAX code reads, where ``x.cuda()`` and ``x.to(d)`` are rewritten,
+    the unusual argument forms alone keep the call a finding."""
+    source = "import torch\nimport jax.numpy as jnp\ny = {}\nz = jnp.sum(y)\n"
+    assert [f.fixable for f in _scan(source.format("x.cuda()"))] == [True]
+    assert [f.fixable for f in _scan(source.format("x.to(d)"))] == [True]
+    findings = _scan(source.format(snippet))
+    assert len(findings) == 1 and not findings[0].fixable
+    assert reason in findings[0].reason
 
 
 def test_methods_called_on_self_are_followed() -> None:
@@ -638,3 +649,10 @@ def test_a_reader_that_stops_early_ends_the_scan_quietly() -> None:
     assert process.wait(timeout=60) == 128 + signal.SIGPIPE
     assert b"cnn_example.py" in first
     assert error == b""
+
+
+@pytest.mark.parametrize("spec", ['"cuda:{}".format(rank)', '"cuda:%d" % rank', 'f"cuda:{rank}"'])
+def test_a_formatted_device_string_in_torch_device_is_one_finding(spec: str) -> None:
+    findings = _scan(f"import torch\nd = torch.device({spec})\n")
+    assert [(f.line, f.rule, f.column) for f in findings] == [(2, "device-indexed", 5)]
+    assert findings[0].replacement == f"tj.device({spec})"

@@ -43,10 +43,9 @@ DDP = ("gpt_train", "ssl_pretrain")
 MODULE_LEVEL_DDP = ("gpt_train",)
 EXIT_AFTER_SCRIPT = ROOT / "tests" / "support" / "distributed" / "exit_after_script.py"
 
-# The manual steps after `scan --diff`, per script, as (why, old text, new text). None is
-# needed: the scripts still compute with torch, and --diff leaves torch's objects to torch
-# (test_scan_corpus_port.py ports the compute of one first, then runs --diff).
-MANUAL_STEPS: dict[str, list[tuple[str, str, str]]] = {name: [] for name in RUNS}
+# No script needs a manual step after `scan --diff`: they still compute with torch, and
+# --diff leaves torch's objects to torch (test_scan_corpus_port.py ports the compute of
+# one first, then runs --diff).
 
 
 def truth(name: str) -> dict[int, set[str]]:
@@ -136,7 +135,7 @@ def test_no_finding_on_comments_strings_or_help_text(name: str) -> None:
 # -- the ported scripts run ------------------------------------------------------------------
 def _ported(name: str, directory: Path) -> Path:
     """``name``.py in ``directory`` (the working directory), after ``scan --diff | git
-    apply`` and the manual steps."""
+    apply``; it must still compile."""
     script = directory / f"{name}.py"
     shutil.copy(CORPUS / f"{name}.py", script)
     out = io.StringIO()
@@ -146,12 +145,7 @@ def _ported(name: str, directory: Path) -> Path:
         (directory / "change.diff").write_text(out.getvalue())
         git = shutil.which("git") or pytest.fail("git is needed to apply the diff")
         subprocess.run([git, "apply", "change.diff"], cwd=directory, check=True)
-    source = script.read_text()
-    for why, old, new in MANUAL_STEPS[name]:
-        assert source.count(old) == 1, why
-        source = source.replace(old, new)
-    compile(source, str(script), "exec")
-    script.write_text(source)
+    compile(script.read_text(), str(script), "exec")
     return script
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from torch2jax_device.porting import scanner
 
-from .test_scan_corpus import CORPUS, MANUAL_STEPS, _ported, _python
+from .test_scan_corpus import CORPUS, _ported, _python
 
 NAME = "multi_gpu_inference"
 
@@ -173,7 +173,6 @@ def test_the_ported_job_joins_before_it_starts_jax(
     order = [f.line for f in scanner.scan_source(TUTORIAL) if f.rule == "startup-order"]
     assert order == [10, 11, 12]  # is_available, set_device, the backend's is_available
     monkeypatch.setattr("tests.cli.test_scan_corpus.CORPUS", tmp_path / "source")
-    monkeypatch.setitem(MANUAL_STEPS, "tutorial", [])
     script = _ported("tutorial", tmp_path)
     ported = script.read_text().splitlines()
     assert (

@@ -321,7 +321,6 @@ def apply_edits(source: str, findings: Iterable[Finding]) -> str:
 class _File:
     def __init__(self, path: str, source: str) -> None:
         self.path = path
-        self.source = source
         self.data = source.encode()
         self.tree = ast.parse(source, filename=path)
         self.names = Names(self.tree)
@@ -549,10 +548,6 @@ class _Detector(ast.NodeVisitor):
             self.device_call(call)
         elif name == "torch.load":
             self.load_call(call)
-        elif name in _TENSOR_FACTORIES and any(k.arg == "device" for k in call.keywords):
-            self.factory(call, name)
-        elif name in _FACTORIES and any(k.arg == "device" for k in call.keywords):
-            self.factory(call, name)
         elif name in ("os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop"):
             return self.environment(call, call.args[:1])
         else:
@@ -577,8 +572,8 @@ class _Detector(ast.NodeVisitor):
     def device_call(self, call: ast.Call) -> None:
         """``device-*`` rows: ``torch.device(...)`` becomes ``tj.device(...)`` (same grammar)."""
         first = call.args[0] if call.args else None
-        if isinstance(first, ast.JoinedStr):
-            self.reported.add(id(first))
+        if isinstance(first, ast.JoinedStr) or (first is not None and _formats_a_device(first)):
+            self.reported.add(id(first))  # this finding covers the string: not again on its own
         strings = [first.body, first.orelse] if isinstance(first, ast.IfExp) else []
         if first is None and any(k.arg == "type" for k in call.keywords):
             first = next(k.value for k in call.keywords if k.arg == "type")
@@ -676,7 +671,8 @@ class _Detector(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
         if (
-            isinstance(func, ast.Attribute)
+            id(node) not in self.reported
+            and isinstance(func, ast.Attribute)
             and func.attr == "format"
             and isinstance(func.value, ast.Constant)
             and isinstance(func.value.value, str)
@@ -1089,7 +1085,8 @@ class _Detector(ast.NodeVisitor):
     def visit_BinOp(self, node: ast.BinOp) -> None:
         left = node.left
         if (
-            isinstance(node.op, ast.Mod)
+            id(node) not in self.reported
+            and isinstance(node.op, ast.Mod)
             and isinstance(left, ast.Constant)
             and isinstance(left.value, str)
             and left.value in ("cuda:%d", "cuda:%s", "cuda:%i")
@@ -1404,7 +1401,7 @@ class _StartupOrder:
             return None
         if name.startswith(TJ + "."):
             short = "tj." + name[len(TJ) + 1 :]
-            if short in _QUIET or name in _FIRST or short == "tj.device":
+            if short in _QUIET or name in _FIRST:
                 return None
             return True if not short.startswith(("tj.porting", "tj.distributed")) else None
         if name in _JAX_STARTERS or name.startswith(("jax.numpy.", "jax.random.")):
