@@ -627,14 +627,16 @@ def test_a_bad_background_is_rejected_at_the_call(
     assert source.pulled == 0
 
 
-@pytest.mark.parametrize("call", ["positional", "keyword"])
+@pytest.mark.parametrize("call", ["positional", "keyword", "numpy"])
 def test_an_int_device_is_refused_with_flax_and_torch_readings(call: str) -> None:
     source = Source()
     with pytest.raises(tj.DeviceTypeError) as caught:
         if call == "positional":
             prefetch_to_device(source, 2)  # Flax: prefetch_to_device(iterator, size)
-        else:
+        elif call == "keyword":
             prefetch_to_device(source, device=2)
+        else:
+            prefetch_to_device(source, np.int64(2))
     message = str(caught.value)
     assert "flax.jax_utils.prefetch_to_device(iterator, size) reads it as the lookahead" in message
     assert "prefetch_to_device(iterable, size=2)" in message

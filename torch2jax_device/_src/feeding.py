@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from .detect import is_torch_tensor
-from .device import Device, DeviceLike
+from .device import Device, DeviceLike, is_index
 from .dtypes import caller_stacklevel
 from .errors import DeviceTypeError
 from .placement import as_sharding, to_device
@@ -150,7 +150,8 @@ def prefetch_to_device(
         1 [1. 1.] True
         2 [2. 2.] True
     """
-    if isinstance(device, int) and not isinstance(device, bool):
+    if is_index(device):  # also NumPy integers, which torch takes as indices too
+        device = int(device)  # type: ignore[arg-type]
         raise DeviceTypeError(
             f"prefetch_to_device(iterable, {device!r}): the second argument is the device, "
             f"and a bare int there is ambiguous: flax.jax_utils.prefetch_to_device(iterator, "

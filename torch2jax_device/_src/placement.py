@@ -452,9 +452,7 @@ class Placements:
         self.committed_platforms: set[str] = set()
         seen: dict[Any, tuple[int, int]] = {}
         for position, tree in enumerate(trees):
-            for index, leaf in enumerate(flatten(tree).leaves):
-                if isinstance(leaf, Parameter):
-                    leaf = leaf.data
+            for index, leaf in enumerate(flatten(tree).leaves):  # a Parameter flattens
                 if isinstance(leaf, jax.Array):
                     if is_tracer(leaf):
                         self.traced = True
@@ -607,8 +605,8 @@ def parameters(model: Any) -> Iterator[Any]:
     else:
         tree = model
     return (
-        leaf if isinstance(leaf, Parameter) else Parameter(leaf)
-        for leaf in flatten(tree).leaves
+        Parameter(leaf)
+        for leaf in flatten(tree).leaves  # arrays: a Parameter is a pytree of its array
         if _is_array(leaf)
     )
 

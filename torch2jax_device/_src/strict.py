@@ -229,11 +229,13 @@ def _check_arguments(
     trees = [_arrays_of(arg) for arg in args] + [_arrays_of(arg) for arg in kwargs.values()]
     prefixes = [f"args[{i}]" for i in range(len(args))] + [f"{name}=" for name in kwargs]
     placements = Placements(trees, prefixes, host_is_cpu=True)
-    where = f"arguments of {func.__qualname__}, called at {_describe(caller)}"
     if len(placements.devices) > 1:
-        raise placements.mixed_error(where, _FIX)
+        raise placements.mixed_error(_where(func, caller), _FIX)
+    if placements.committed_platforms != {"cpu"}:  # no CPU fallback to warn about
+        return
     default = context.default_target() or platforms.jax_default_device()
     if pins_to_cpu(placements.committed_platforms, default.platform):
+        where = _where(func, caller)
         warnings.warn(
             f"{func.__qualname__} runs on the CPU although the default device is "
             f"{Device(default)}: its arrays are committed to the CPU, and JAX runs a "
@@ -242,6 +244,11 @@ def _check_arguments(
             CpuComputationWarning,
             stacklevel=3,
         )
+
+
+def _where(func: Callable[..., Any], caller: FrameType) -> str:
+    """The call, for messages: built only when one is raised (it reads the source line)."""
+    return f"arguments of {func.__qualname__}, called at {_describe(caller)}"
 
 
 def pins_to_cpu(input_platforms: set[str], default_platform: str) -> bool:
