@@ -73,6 +73,10 @@ def _codes(env: dict[str, str]) -> list[str]:
             {"XLA_FLAGS": "--xla_force_host_platform_device_count='100000'"},
             ["cpu-devices-too-many", "simulated-cpu-devices"],
         ),
+        (  # a negative flag is no "unset": the CPU backend fails to start
+            {"XLA_FLAGS": "--xla_force_host_platform_device_count=-2"},
+            ["cpu-devices-invalid", "simulated-cpu-devices"],
+        ),
         (  # JAX_NUM_CPU_DEVICES wins over the flag
             {"JAX_NUM_CPU_DEVICES": "2", "XLA_FLAGS": "--xla_force_host_platform_device_count=0"},
             ["simulated-cpu-devices"],

@@ -21,6 +21,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import torch2jax_device as tj
 from tests.support.distributed.launch import free_port, results, worker_env
 
 FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures"
@@ -101,8 +102,8 @@ def test_the_wrapped_model_is_the_model() -> None:
 
     model = _nnx_layer()
     mesh = jax.make_mesh((jax.local_device_count(),), ("data",))
-    nnx.update(model, jax.device_put(nnx.state(model), NamedSharding(mesh, P())))
-    raw_model = model  # what `model.module` becomes
+    tj.to_device(model, NamedSharding(mesh, P()))  # the DDP step: replicated, in place
+    raw_model = model  # what `model.module` becomes: the guide row's line
     x = BATCHES[0]
     theirs = wrapped(torch.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(np.asarray(raw_model(jnp.asarray(x))), theirs, rtol=1e-6)

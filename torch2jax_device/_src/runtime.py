@@ -141,8 +141,9 @@ def set_current(device: DeviceLike | None, platform: str, what: str) -> int | No
     """
     if _changes_nothing(device):
         return None
-    for_platform(platform, device, what)  # the wrong kind of device fails first, as in torch
-    target = device_for(device, platform, what)  # validate before changing anything
+    named = for_platform(platform, device, what)  # the wrong kind of device fails first
+    require(platform, what)  # then a missing platform, as in torch
+    target = named.jax_device  # validate before changing anything
     return context.set_current_index(platform, platforms.device_index(target))
 
 

@@ -322,9 +322,7 @@ def _cpu_devices_rule(env: Mapping[str, str]) -> list[Problem]:
     except ValueError:
         return []  # not a number: the JAX variables rule reports it
     setting = "JAX_NUM_CPU_DEVICES"
-    if count is not None and count < 0:
-        flag = None
-    elif count is None:
+    if count is None:
         flag = _xla_flag_value(_xla_flag_words(env.get("XLA_FLAGS", ""))[0], _XLA_DEVICE_COUNT_FLAG)
         if flag is None:
             return []
@@ -340,7 +338,7 @@ def _cpu_devices_rule(env: Mapping[str, str]) -> list[Problem]:
                 )
             ]
         count = int(flag)
-    if count is not None and count < 0:
+    elif count < 0:
         return [
             Problem(
                 "warning",
@@ -350,10 +348,10 @@ def _cpu_devices_rule(env: Mapping[str, str]) -> list[Problem]:
                 "set JAX_NUM_CPU_DEVICES to the number of CPU devices wanted, or unset it",
             )
         ]
-    problem = None if count is None else cpu_count_problem(count, setting)
+    problem = cpu_count_problem(count, setting)
     if problem is None:
         return []
-    code = "cpu-devices-too-many" if count and count > MAX_CPU_DEVICES else "cpu-devices-invalid"
+    code = "cpu-devices-too-many" if count > MAX_CPU_DEVICES else "cpu-devices-invalid"
     return [Problem("error", code, problem, f"ask for 1 to {MAX_CPU_DEVICES} CPU devices")]
 
 
