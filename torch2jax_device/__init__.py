@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from . import porting as porting
     from ._src.checkpoints.module_state import load_state as load_state
     from ._src.checkpoints.module_state import state_dict as state_dict
-    from ._src.checkpoints.safetensors import TensorSlice as TensorSlice
+    from ._src.checkpoints.one_device import TensorSlice as TensorSlice
     from ._src.checkpoints.safetensors import load_file as load_file
     from ._src.checkpoints.safetensors import safe_open as safe_open
     from ._src.checkpoints.safetensors import save_file as save_file
@@ -96,7 +96,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "distributed": (".distributed", None),
     "porting": (".porting", None),
     "ShardingRule": ("._src.checkpoints.sharded", "ShardingRule"),
-    "TensorSlice": ("._src.checkpoints.safetensors", "TensorSlice"),
+    "TensorSlice": ("._src.checkpoints.one_device", "TensorSlice"),
     "load_file": ("._src.checkpoints.safetensors", "load_file"),
     "safe_open": ("._src.checkpoints.safetensors", "safe_open"),
     "save_file": ("._src.checkpoints.safetensors", "save_file"),

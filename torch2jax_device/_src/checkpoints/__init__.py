@@ -1,10 +1,19 @@
 """Checkpoints onto the device you name: safetensors files and PyTorch checkpoints.
 
-* ``format``: the safetensors header and its checks (no JAX);
-* ``reader`` / ``writer``: bytes between files and host memory: memory maps, reads,
-  atomic aligned writes (no JAX);
-* ``transfer``: tensors onto a device, in place from the map or through bounded staging;
-* ``safetensors``: ``load_file``, ``safe_open``, ``save_file`` (the safetensors verbs);
-* ``torch_load``: ``load``, ``torch.load`` with ``map_location`` for JAX users;
-* ``progress``: the progress bar of long loads.
+Layers, each importing only those below it (``tests/project/test_import_graph.py``):
+
+* bytes and formats, no JAX: ``messages`` (bounded quotes of values), ``format`` (the
+  safetensors header and its checks), ``reader`` / ``writer`` (memory maps, reads,
+  atomic aligned writes), ``source`` (what a load was given, and its format),
+  ``index`` (``*.index.json`` of shard files), ``object_graph`` (an unpickled
+  checkpoint, walked), ``progress``;
+* arguments and transfers: ``options``, ``map_location``, ``transfer`` (tensors onto a
+  device, in place from the map or through bounded staging);
+* one device: ``one_device`` (a safetensors file, ``TensorSlice``), ``pickled``
+  (``torch.load`` and its tensors as arrays);
+* a mesh, a client of the one-device path: ``sharded`` (each process reads its parts;
+  indexes of shards);
+* the public entry points, which choose between them: ``safetensors`` (``load_file``,
+  ``safe_open``, ``save_file``), ``torch_load`` (``load``) and ``module_state``
+  (``state_dict``, ``load_state``).
 """

@@ -1,18 +1,12 @@
-"""safetensors files onto the device you name: ``load_file``, ``safe_open``, ``save_file``.
+"""safetensors' verbs for JAX: ``load_file``, ``safe_open``, ``save_file``.
 
-safetensors' own functions for JAX, with the ``device=`` argument its Flax module lacks.
-
-Nothing goes through ``jnp.array``, so nothing is ever created on JAX's default device
-first. On a CPU device a load is a memory map: every tensor that starts 64-byte aligned
-in the file (all of them in files ``save_file`` writes) becomes an array over the mapped
-file, in O(1) time, and RAM grows only as pages are touched; other tensors are read once
-into aligned host buffers the arrays use in place. On other devices the file is read
-through a bounded staging area while earlier chunks transfer (``transfer``).
+safetensors' own functions, with the ``device=`` argument its Flax module lacks. The
+public entry points: a target that is one device goes to ``one_device``, a sharding, a
+mesh, a per-tensor rule or an index of shards to ``sharded``; saving goes to ``writer``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,33 +15,19 @@ import numpy as np
 
 from .. import dtypes
 from ..detect import is_torch_tensor, is_tracer
-from ..device import DeviceLike, resolve
-from ..errors import CheckpointError, ConversionError, DTypeError, InvalidDeviceError
-from ..interop import ALIGNMENT
-from .format import DTYPES, TensorInfo, code_of
+from ..device import DeviceLike
+from ..errors import ConversionError, DTypeError
+from . import sharded
+from .format import DTYPES, code_of
+from .one_device import OnDevice, Placement, TensorSlice
+from .one_device import load_file as load_file_on_device
+from .options import check_framework, checked_staging, maps_file
 from .reader import Reader
-from .transfer import STAGING_BYTES, place, uses_host_memory
+from .source import PathLike
+from .transfer import STAGING_BYTES
 from .writer import TensorSource, write_file
 
-__all__ = [
-    "PathLike",
-    "TensorSlice",
-    "check_framework",
-    "load_file",
-    "maps_file",
-    "resolve_target",
-    "safe_open",
-    "save_file",
-]
-
-PathLike = str | os.PathLike[str]
-
-# safetensors.safe_open's framework argument: every value it accepts, and its aliases.
-_FRAMEWORKS = frozenset(
-    {"pt", "torch", "np", "numpy", "flax", "jax", "tf", "tensorflow", "mlx", "paddle"}
-)
-# safetensors' backend argument: "mmap" maps the file, "pread" reads it.
-_BACKENDS = ("mmap", "pread")
+__all__ = ["load_file", "safe_open", "save_file"]
 
 
 def load_file(
@@ -136,26 +116,19 @@ def load_file(
         >>> tensors["w"].shape, tensors["w"].device
         ((2, 3), CpuDevice(id=0))
     """
-    from . import sharded  # a Sharding, a Mesh, a per-tensor rule, or an index of shards
-
     if sharded.handles_file(path, device):
         # Checked only: each process reads the parts its devices hold, mapped or not.
         maps_file(backend)
-        _staging(staging_bytes)
+        checked_staging(staging_bytes)
         return sharded.load_file(path, device, max_tensors=max_tensors, progress=progress)
-    target = resolve_target(device)
-    mapped = maps_file(backend)
-    with Reader(path, max_tensors=max_tensors) as reader:
-        infos = sorted(reader.tensors.values(), key=lambda info: info.start)
-        arrays = place(
-            reader,
-            infos,
-            target,
-            mapped=mapped,
-            staging_bytes=_staging(staging_bytes),
-            progress=progress,
-        )
-    return dict(sorted(arrays.items()))
+    return load_file_on_device(
+        path,
+        device,
+        backend=backend,
+        staging_bytes=staging_bytes,
+        max_tensors=max_tensors,
+        progress=progress,
+    )
 
 
 class safe_open:  # safetensors' name, lowercase, so ported code reads the same
@@ -174,7 +147,9 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         framework: safetensors' ``framework`` (``"flax"``, ``"numpy"``, ``"pt"``, ...),
             accepted so that ported calls run unchanged; the results are JAX arrays
             whatever it says.
-        device: Anything ``tj.device`` accepts; ``None`` also means the CPU.
+        device: Anything ``tj.device`` accepts; ``None`` also means the CPU. Or a
+            sharding, a mesh, a ``tj.ShardingRule`` or a function, as for
+            ``tj.load_file``: each process then reads only its parts.
         backend: ``"mmap"`` or ``"pread"``, as for ``tj.load_file``.
         max_tensors: The most tensors the file may hold, as for ``tj.load_file``.
 
@@ -197,31 +172,22 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         (['tokens'], {'vocab': 'gpt2'}, [2, 3, 4], [10])
     """
 
-    def __new__(
-        cls,
-        path: PathLike,
-        framework: str | None = None,
-        device: Any = "cpu",
-        **options: Any,
-    ) -> safe_open:
-        from . import sharded  # a Sharding, a Mesh or a per-tensor rule
-
-        if cls is safe_open and sharded.handles_open(device):
-            return super().__new__(sharded.ShardedSafeOpen)
-        return super().__new__(cls)
-
     def __init__(
         self,
         path: PathLike,
         framework: str | None = None,
-        device: DeviceLike | None = "cpu",
+        device: Any = "cpu",
         *,
         backend: str = "mmap",
         max_tensors: int | None = None,
     ) -> None:
         check_framework(path, framework)
-        self._device = resolve_target(device)
-        self._mapped = maps_file(backend) and uses_host_memory(self._device)
+        self._placement: Placement
+        if sharded.handles_open(device):
+            maps_file(backend)  # checked only: each process reads the parts it holds
+            self._placement = sharded.OnMesh(device)
+        else:
+            self._placement = OnDevice(device, backend)
         self._reader = Reader(path, max_tensors=max_tensors)
 
     def __enter__(self) -> safe_open:
@@ -252,16 +218,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
             CheckpointError: the file has no tensor ``name`` (the message lists some
                 that it has), or it was closed.
         """
-        info = self._reader.info(name)
-        placed = place(
-            self._reader,
-            [info],
-            self._device,
-            mapped=self._mapped,
-            staging_bytes=STAGING_BYTES,
-            progress=False,
-        )
-        return placed[name]
+        return self._placement.tensor(self._reader, self._reader.info(name))
 
     def get_slice(self, name: str) -> TensorSlice:
         """A lazy view of tensor ``name``; index it to read part of it.
@@ -269,58 +226,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         Raises:
             CheckpointError: the file has no tensor ``name``.
         """
-        return TensorSlice(self._reader, self._reader.info(name), self._device, self._mapped)
-
-
-class TensorSlice:
-    """One tensor of an open file, read on indexing: safetensors' ``PySafeSlice``.
-
-    ``slice[index]`` takes a basic NumPy index (ints, slices with any step, ``...``,
-    ``None``). On a CPU device a contiguous selection that starts 64-byte aligned is an
-    array over the memory-mapped file; otherwise only the bytes it selects are read: one
-    read for a window such as ``[a:b]``, row by row for selections that are sparse at a
-    coarse grain.
-
-    Examples:
-        >>> import os, tempfile
-        >>> import numpy as np
-        >>> import torch2jax_device as tj
-        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.safetensors")
-        >>> tj.save_file({"tokens": np.arange(12, dtype=np.int32).reshape(3, 4)}, path)
-        >>> with tj.safe_open(path, framework="flax") as f:
-        ...     rows = f.get_slice("tokens")
-        ...     rows.get_shape(), rows.get_dtype(), rows[1:, ::2].tolist()
-        ([3, 4], 'I32', [[4, 6], [8, 10]])
-    """
-
-    def __init__(self, reader: Reader, info: TensorInfo, device: jax.Device, mapped: bool) -> None:
-        self._reader = reader
-        self._info = info
-        self._device = device
-        self._mapped = mapped and dtypes.canonical(info.dtype) == info.dtype
-
-    def get_shape(self) -> list[int]:
-        """The tensor's shape, as a list (safetensors' convention)."""
-        return list(self._info.shape)
-
-    def get_dtype(self) -> str:
-        """The tensor's safetensors dtype code, e.g. ``"BF16"``."""
-        return self._info.code
-
-    def __getitem__(self, index: Any) -> jax.Array:
-        """``tensor[index]``, from the file onto the device.
-
-        Raises:
-            InvalidIndexError: out of range or a zero step (an ``IndexError`` /
-                ``ValueError``, as NumPy and torch raise), or not a basic index.
-        """
-        view = self._reader.mapped_selection(self._info, index) if self._mapped else None
-        if view is not None and view.flags.c_contiguous and view.ctypes.data % ALIGNMENT == 0:
-            host = view
-        else:
-            host = self._reader.read_selection(self._info, index)
-        array: jax.Array = jax.device_put(dtypes.as_canonical(host), self._device)
-        return array
+        return TensorSlice(self._reader, self._reader.info(name), self._placement)
 
 
 def save_file(
@@ -389,41 +295,6 @@ def save_file(
             )
         sources[name] = _source(name, value)
     write_file(path, sources, metadata)
-
-
-def resolve_target(device: DeviceLike | None) -> jax.Device:
-    """Where a loader puts its arrays: ``device``, with ``None`` meaning the CPU."""
-    return resolve("cpu" if device is None else device)
-
-
-def check_framework(path: PathLike, framework: Any) -> None:
-    """Refuse a ``framework`` safetensors does not know (often a device in its place)."""
-    if framework is not None and framework not in _FRAMEWORKS:
-        raise InvalidDeviceError(
-            f"safe_open({os.fspath(path)!r}, {framework!r}): the second argument is "
-            f"safetensors' framework ({', '.join(sorted(_FRAMEWORKS))}), and tj.safe_open "
-            "always returns JAX arrays. To choose where they go, pass "
-            f"device={framework!r}"
-        )
-
-
-def maps_file(backend: str) -> bool:
-    """Whether ``backend`` (safetensors' argument) allows arrays over a memory map."""
-    if backend not in _BACKENDS:
-        raise InvalidDeviceError(
-            f"backend={backend!r} is not one of safetensors' backends: 'mmap' maps the "
-            "file (the default), 'pread' reads it into memory the arrays own"
-        )
-    return backend == "mmap"
-
-
-def _staging(staging_bytes: int) -> int:
-    if type(staging_bytes) is not int or staging_bytes < 1:
-        raise CheckpointError(
-            f"staging_bytes={staging_bytes!r}: give the host memory for staging transfers "
-            "as a positive number of bytes (256 * 2**20 by default)"
-        )
-    return staging_bytes
 
 
 def _source(name: str, value: Any) -> TensorSource:

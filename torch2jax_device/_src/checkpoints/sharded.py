@@ -22,7 +22,6 @@ process must make the same call. PyTorch checkpoints are read the same way throu
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -38,22 +37,18 @@ from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
 from ..interop import to_jax
-from . import torch_load
 from .format import TensorInfo
+from .index import is_index, shard_files
+from .map_location import MapLocationRule
+from .one_device import load_file as load_file_on_device
+from .options import resolve_target
+from .pickled import load_pickled
 from .progress import Progress
 from .reader import Reader
-from .safetensors import (
-    PathLike,
-    TensorSlice,
-    check_framework,
-    maps_file,
-    resolve_target,
-    safe_open,
-)
-from .torch_load import MapLocationRule, _import_torch, _Source, _unreadable
+from .source import PathLike, Source, import_torch, unreadable
 
 __all__ = [
-    "ShardedSafeOpen",
+    "OnMesh",
     "ShardingRule",
     "handles_checkpoint",
     "handles_file",
@@ -168,7 +163,7 @@ class ShardingRule:
 
 def handles_file(path: PathLike, device: Any) -> bool:
     """Whether ``load_file(path, device)`` is for this module (a callable is a rule)."""
-    return _is_index(path) or _is_sharded_target(device, callables=True)
+    return is_index(path) or _is_sharded_target(device, callables=True)
 
 
 def handles_open(device: Any) -> bool:
@@ -178,7 +173,7 @@ def handles_open(device: Any) -> bool:
 
 def handles_checkpoint(path: PathLike, map_location: Any) -> bool:
     """Whether ``load(path, map_location)`` is for this module (a callable is torch's)."""
-    return _is_index(path) or _is_sharded_target(map_location, callables=False)
+    return is_index(path) or _is_sharded_target(map_location, callables=False)
 
 
 def load_file(
@@ -200,7 +195,7 @@ def load_file(
     rule = _rule(device, callables=True)
     readers: list[tuple[Reader, list[_Plan]]] = []
     try:
-        for file, names in _shards(path).items():
+        for file, names in shard_files(path).items():
             reader = Reader(file, max_tensors=max_tensors)
             readers.append((reader, []))
             for name in sorted(reader.tensors) if names is None else names:
@@ -219,44 +214,24 @@ def load_file(
     return dict(sorted(arrays.items()))
 
 
-class ShardedSafeOpen(safe_open):
-    """``tj.safe_open`` onto a sharding, a mesh or a rule: tensors are global arrays.
+class OnMesh:
+    """A mesh target of ``tj.safe_open``: tensors become global arrays.
 
-    ``get_tensor`` reads only this process's parts; ``get_slice(name)[index]`` reads the
-    selection and places it on the sharding the rule gives for its shape.
+    ``tensor`` reads only this process's parts; ``selection`` reads the selection and
+    places it on the sharding the rule gives for its shape.
     """
 
-    def __init__(
-        self,
-        path: PathLike,
-        framework: str | None = None,
-        device: Any = "cpu",
-        *,
-        backend: str = "mmap",
-        max_tensors: int | None = None,
-    ) -> None:
-        check_framework(path, framework)
-        maps_file(backend)  # checked only: each process reads the parts it holds
-        self._rule = _rule(device, callables=True)
-        self._reader = Reader(path, max_tensors=max_tensors)  # close/keys/metadata read it
+    def __init__(self, target: Any) -> None:
+        self._rule = _rule(target, callables=True)
 
-    def get_tensor(self, name: str) -> jax.Array:
-        """The tensor ``name``, each process reading the parts its devices hold."""
-        return _plan(self._reader, name, self._rule).load(self._reader, lambda count: None)
+    def tensor(self, reader: Reader, info: TensorInfo) -> jax.Array:
+        plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
+        return plan.load(reader, lambda count: None)
 
-    def get_slice(self, name: str) -> TensorSlice:
-        """A lazy view of tensor ``name``; indexing it places the selection by the rule."""
-        return _ShardedSlice(self._reader, self._reader.info(name), self._rule)
-
-
-class _ShardedSlice(TensorSlice):
-    def __init__(self, reader: Reader, info: TensorInfo, rule: RuleFunction) -> None:
-        self._reader, self._info, self._rule = reader, info, rule  # get_shape/get_dtype read
-
-    def __getitem__(self, index: Any) -> jax.Array:
-        host = dtypes.as_canonical(self._reader.read_selection(self._info, index))
-        name = f"{self._info.name}[{index!r}]"
-        sharding = _checked(self._rule, self._info.name, host.shape, host.dtype)
+    def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
+        host = dtypes.as_canonical(reader.read_selection(info, index))
+        name = f"{info.name}[{index!r}]"
+        sharding = _checked(self._rule, info.name, host.shape, host.dtype)
         return assemble(
             host.shape, sharding, lambda part: host if part is None else host[part], where=name
         )
@@ -278,8 +253,9 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
     """
     path = os.fspath(path)
     sharded = _is_sharded_target(map_location, callables=False)
-    files = list(_shards(path)) if _is_index(path) else [path]
-    if all(_Source(file).kind == "safetensors" for file in files):
+    files = list(shard_files(path))
+    sources = [Source(file) for file in files]
+    if all(source.kind == "safetensors" for source in sources):
         device = (
             map_location
             if sharded
@@ -287,11 +263,14 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
         )
         return load_file(path, device, progress=progress)
     checkpoint: dict[str, Any] = {}
-    for file in files:
+    for file, source in zip(files, sources, strict=True):
         if sharded:
-            part = _load_torch(file, _rule(map_location, callables=False))
+            part = _load_torch(source, _rule(map_location, callables=False))
+        elif source.kind == "safetensors":
+            device = MapLocationRule(map_location).safetensors_device(source.name)
+            part = load_file_on_device(file, device, progress=progress)
         else:
-            part = torch_load.load(file, map_location, progress=progress)
+            part = load_pickled(source, MapLocationRule(map_location), False, progress, {})
         if not isinstance(part, dict):
             raise CheckpointError(
                 f"{file!r}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
@@ -384,52 +363,16 @@ def _is_sharded_target(target: Any, *, callables: bool) -> bool:
     return callables and callable(target) and not device_like
 
 
-def _is_index(path: PathLike) -> bool:
-    return os.fspath(path).endswith(".json")
-
-
-def _shards(path: PathLike) -> dict[str, list[str] | None]:
-    """``{file: tensor names}`` of an index; a single file maps to ``None`` (all of them)."""
-    path = os.fspath(path)
-    if not _is_index(path):
-        return {path: None}
-    try:
-        with open(path, encoding="utf-8") as file:
-            index = json.load(file)
-        weight_map = index["weight_map"]
-        if not isinstance(weight_map, dict) or not all(
-            isinstance(name, str) and isinstance(shard, str) for name, shard in weight_map.items()
-        ):
-            raise TypeError("weight_map must map tensor names to file names")
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise CheckpointError(
-            f"{path!r} is not a checkpoint index like model.safetensors.index.json "
-            f'({{"weight_map": {{tensor name: shard file}}}}): {type(err).__name__}: {err}'
-        ) from err
-    folder = os.path.dirname(path)
-    files: dict[str, list[str] | None] = {}
-    for name, shard in weight_map.items():
-        if os.path.isabs(shard) or os.path.normpath(shard).startswith(os.pardir):
-            raise CheckpointError(
-                f"{path!r} names shard {shard!r} for tensor {name!r}, outside the index's "
-                "folder; an index may only name files next to it"
-            )
-        names = files.setdefault(os.path.join(folder, shard), [])
-        assert names is not None
-        names.append(name)
-    return files
-
-
-def _load_torch(path: str, rule: RuleFunction) -> Any:
+def _load_torch(source: Source, rule: RuleFunction) -> Any:
     """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says."""
-    torch = _import_torch(repr(path))
-    mmap = _Source(path).kind == "zip"  # the legacy (pre-zip) format cannot be mapped
+    torch = import_torch(source.name)
+    mmap = source.kind == "zip"  # the legacy (pre-zip) format cannot be mapped
     try:
-        checkpoint = torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
+        checkpoint = torch.load(source.path, map_location="cpu", mmap=mmap, weights_only=True)
     except OSError:
         raise
     except Exception as err:
-        raise _unreadable(repr(path), err) from err
+        raise unreadable(source.name, err) from err
     placed: dict[int, jax.Array] = {}
 
     def place(name: str, tensor: Any) -> jax.Array:

@@ -1,0 +1,57 @@
+"""Checkpoint indexes: ``model.safetensors.index.json`` and its shard files.
+
+An index maps each tensor name to the file holding it (``{"weight_map": {name:
+file}}``, as Hugging Face writes them); the files must be next to the index. Nothing
+here knows JAX.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import CheckpointError
+from .source import PathLike
+
+__all__ = ["is_index", "shard_files"]
+
+
+def is_index(path: PathLike) -> bool:
+    """Whether ``path`` names an index of shards rather than a checkpoint file."""
+    return os.fspath(path).endswith(".json")
+
+
+def shard_files(path: PathLike) -> dict[str, list[str] | None]:
+    """``{file: tensor names}`` of an index; a single file maps to ``None`` (all of them).
+
+    Raises:
+        CheckpointError: the index is unreadable or names a file outside its folder.
+    """
+    path = os.fspath(path)
+    if not is_index(path):
+        return {path: None}
+    try:
+        with open(path, encoding="utf-8") as file:
+            index = json.load(file)
+        weight_map = index["weight_map"]
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(name, str) and isinstance(shard, str) for name, shard in weight_map.items()
+        ):
+            raise TypeError("weight_map must map tensor names to file names")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(
+            f"{path!r} is not a checkpoint index like model.safetensors.index.json "
+            f'({{"weight_map": {{tensor name: shard file}}}}): {type(err).__name__}: {err}'
+        ) from err
+    folder = os.path.dirname(path)
+    files: dict[str, list[str] | None] = {}
+    for name, shard in weight_map.items():
+        if os.path.isabs(shard) or os.path.normpath(shard).startswith(os.pardir):
+            raise CheckpointError(
+                f"{path!r} names shard {shard!r} for tensor {name!r}, outside the index's "
+                "folder; an index may only name files next to it"
+            )
+        names = files.setdefault(os.path.join(folder, shard), [])
+        assert names is not None
+        names.append(name)
+    return files

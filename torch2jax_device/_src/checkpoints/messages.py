@@ -1,0 +1,41 @@
+"""Values quoted in the checkpoint code's messages, each at a bounded length.
+
+A checkpoint is data from anywhere: a tensor name, a shape or a dict key can be
+megabytes long or nested a million lists deep, and an error message quoting it whole
+would cost more than the load it refuses. ``shown`` is the one way this package quotes a
+value: ``repr`` with the work and the length bounded, whatever the value.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any
+
+__all__ = ["LIMIT", "shown"]
+
+#: The longest quotation, in characters.
+LIMIT = 120
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
+_REPR.maxset = _REPR.maxfrozenset = _REPR.maxdeque = _REPR.maxarray = 8
+_REPR.maxstring = _REPR.maxother = LIMIT
+_REPR.maxlong = 40
+
+
+def shown(value: Any, limit: int = LIMIT) -> str:
+    """``repr(value)`` in at most ``limit`` characters, reading only as much as it shows.
+
+    Examples:
+        >>> from torch2jax_device._src.checkpoints.messages import shown
+        >>> shown([[[[1]]], 2])
+        '[[[[...]]], 2]'
+        >>> len(shown("x" * 10**6)) <= 120, len(shown([[]] * 10**6)) <= 120
+        (True, True)
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a huge int past Python's digit limit, a repr that fails
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

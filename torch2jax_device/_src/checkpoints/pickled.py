@@ -1,0 +1,298 @@
+"""A PyTorch (pickled) checkpoint onto devices: ``torch.load``, then its tensors as arrays.
+
+``torch.load(weights_only=True)`` reads the file with a ``LocationHook`` as its
+``map_location``, so every storage stays on the CPU; the tensors of the unpickled object
+graph then become committed JAX arrays without copies where the memory allows
+(``interop.to_jax``), one transfer per target device, and are put back in place:
+containers keep their identity, type and attributes (a state dict's ``_metadata``), so
+sharing and cycles come out as ``torch.load`` returns them. Only tuples, which cannot
+change, are rebuilt when they hold tensors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from typing import IO, Any
+
+import jax
+
+from .. import dtypes
+from ..device import resolve
+from ..errors import CheckpointError, DeviceUnavailableError, Torch2JaxDeviceError
+from ..interop import ALIGNMENT, to_jax
+from .map_location import LocationHook, MapLocationRule
+from .object_graph import PLAIN, Graph, fields, has_fields
+from .progress import Progress
+from .source import Source, import_torch, unreadable
+
+__all__ = ["load_pickled"]
+
+# Copies a load may make beyond the tensor data the file holds: this much, plus
+# _COPY_FACTOR times that data. Views repeating their storage (stride 0), sparse tensors
+# made dense and many unaligned views of one storage cost memory the file does not; a
+# file crafted to exhaust memory that way is refused before anything is allocated.
+_COPY_ALLOWANCE_BYTES = 2**30
+_COPY_FACTOR = 4
+
+
+def load_pickled(
+    source: Source,
+    rule: MapLocationRule,
+    mmap: bool,
+    progress: bool | None,
+    pickle_load_args: dict[str, Any],
+) -> Any:
+    """The checkpoint ``source`` holds, each tensor a committed array where ``rule`` says.
+
+    Raises:
+        CheckpointError: as ``tj.load`` documents; ``OSError`` for a path, as torch.
+    """
+    torch = import_torch(source.name)
+    hook = LocationHook(rule, torch.UntypedStorage)
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(
+            Progress(source.label(), source.size(), False if mmap else progress)
+        )
+        opened: Any = source.path if source.file is None else source.file
+        if bar.enabled:
+            if source.file is None:
+                opened = stack.enter_context(open(opened, "rb"))
+            opened = _CountingReader(opened, bar.advance)
+        try:
+            checkpoint = torch.load(
+                opened, map_location=hook, weights_only=True, mmap=mmap, **pickle_load_args
+            )
+        except Exception as err:
+            if err is hook.failure or isinstance(err, Warning):
+                raise  # the caller's own error, or a warning their filters made one
+            if isinstance(err, OSError) and source.file is None:
+                raise  # the file system's own error about a path, as torch raises it
+            raise unreadable(source.name, err) from err
+        return _Conversion(source.name, hook, torch).run(checkpoint)
+
+
+class _CountingReader(io.RawIOBase):
+    """A read-only view of an open file that reports each byte read (``torch.load``'s bar)."""
+
+    def __init__(self, file: IO[bytes], advance: Callable[[int], None]) -> None:
+        super().__init__()
+        self._file = file
+        self._advance = advance
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._file.read(len(buffer))
+        buffer[: len(data)] = data
+        self._advance(len(data))
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+
+class _Conversion:
+    """Tensors of an unpickled checkpoint -> committed JAX arrays, in place."""
+
+    def __init__(self, name: str, hook: LocationHook, torch: Any) -> None:
+        self._name = name
+        self._hook = hook
+        self._torch = torch
+        self._devices: dict[Any, jax.Device] = {}
+        self._dtypes: dict[Any, tuple[int, bool]] = {}
+        self._copied = 0
+        self._allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * hook.data_bytes
+
+    def run(self, root: Any) -> Any:
+        graph = Graph(root, self._torch)
+        new = self._arrays(graph)
+        self._rebuild_tuples(graph, new)
+        for container in graph.containers:
+            if not isinstance(container, tuple):
+                self._substitute(graph, container, new)
+        return new.get(id(root), root)
+
+    def _arrays(self, graph: Graph) -> dict[int, Any]:
+        """``id(tensor) -> array`` for every tensor, moved in one transfer per device."""
+        cpu = resolve("cpu")
+        by_target: dict[jax.Device, list[tuple[Any, jax.Array]]] = {}
+        for tensor in graph.tensors:
+            try:
+                host, location, target = self._host_tensor(tensor)
+                array = to_jax(host)
+                placed = self._device(location, target)
+            except (DeviceUnavailableError, Warning):
+                raise  # a warning the caller's filters made an error stays what it is
+            except Exception as err:
+                raise self._tensor_error(graph, tensor, err) from err
+            by_target.setdefault(placed, []).append((tensor, array))
+        new: dict[int, Any] = {}
+        for target, pairs in by_target.items():
+            arrays = [array for _, array in pairs]
+            moved = arrays if target == cpu else jax.device_put(arrays, target)
+            new.update((id(tensor), array) for (tensor, _), array in zip(pairs, moved, strict=True))
+        jax.block_until_ready(list(new.values()))
+        return new
+
+    def _host_tensor(self, tensor: Any) -> tuple[Any, str, Any]:
+        """A dense tensor of a JAX dtype holding ``tensor``'s values, and where it goes."""
+        torch = self._torch
+        if tensor.is_nested:
+            raise CheckpointError(
+                "it is a nested (jagged) tensor, which JAX cannot hold. Fix: load it with "
+                "torch.load and convert its parts (tensor.unbind()) or a padded copy "
+                "(tensor.to_padded_tensor(0.0)) with tj.to_jax"
+            )
+        if tensor.is_meta:
+            raise CheckpointError(
+                f"it is a meta tensor (shape {tuple(tensor.shape)}, {tensor.dtype}) with no "
+                "data, and JAX has no meta device. Fix: describe it with "
+                "jax.ShapeDtypeStruct(shape, dtype), or save real data"
+            )
+        if tensor.layout == torch.strided:
+            values = tensor
+        else:
+            values = tensor._values() if tensor.layout == torch.sparse_coo else tensor.values()
+        location, target = self._hook.targets.get(
+            values.untyped_storage()._cdata, (str(tensor.device), tensor.device)
+        )
+        if tensor.is_quantized:
+            self._charge(tensor.numel() * 4, "dequantized to float32")
+            return tensor.dequantize(), location, target
+        itemsize, kept = self._dtype(tensor.dtype)
+        size = tensor.numel() * itemsize
+        if tensor.layout != torch.strided:
+            self._charge(size, f"a {tensor.layout} tensor made dense")
+            return tensor.to_dense(), location, target
+        if tensor.is_conj() or tensor.is_neg():
+            self._charge(size, "its conjugate or negative bit resolved")
+            return tensor.resolve_conj().resolve_neg(), location, target
+        if not (kept and tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0):
+            self._charge(size, "copied")
+        return tensor, location, target
+
+    def _dtype(self, dtype: Any) -> tuple[int, bool]:
+        """The item size a torch dtype has in JAX, and whether JAX keeps it (no narrowing)."""
+        if dtype not in self._dtypes:
+            source = dtypes.to_numpy_dtype(dtype)
+            target = dtypes.canonical(source)
+            self._dtypes[dtype] = (target.itemsize, target == source)
+        return self._dtypes[dtype]
+
+    def _charge(self, nbytes: int, how: str) -> None:
+        self._copied += nbytes
+        if self._copied > self._allowed:
+            raise CheckpointError(
+                f"it would be {how}, bringing the memory this load allocates beyond the "
+                f"file's tensor data to {self._copied:,} bytes, over the "
+                f"{self._allowed:,} allowed (1 GiB plus {_COPY_FACTOR}x the "
+                f"{self._hook.data_bytes:,} bytes of data in the file). Views that repeat "
+                "their data (stride 0), sparse tensors made dense and many copies of one "
+                "storage cost memory the file does not hold, as a file crafted to exhaust "
+                "memory asks. If you trust the file: torch.load(path, weights_only=True), "
+                "then convert what you need with tj.to_device"
+            )
+
+    def _device(self, location: str, target: Any) -> jax.Device:
+        if target not in self._devices:
+            try:
+                self._devices[target] = resolve(target)
+            except DeviceUnavailableError as err:
+                raise DeviceUnavailableError(
+                    f"cannot place the tensors {self._name} saved on {location!r}: {err} Or "
+                    f"load them onto the CPU: map_location='cpu' (or {{{location!r}: 'cpu'}})."
+                ) from err
+        return self._devices[target]
+
+    def _tensor_error(self, graph: Graph, tensor: Any, error: Exception) -> CheckpointError:
+        if isinstance(error, CheckpointError):
+            reason = str(error)
+        else:
+            happened = (
+                str(error)
+                if isinstance(error, Torch2JaxDeviceError)
+                else (f"converting it raised {type(error).__name__}: {error}")
+            )
+            reason = (
+                f"{happened}. Fix: load it with torch.load(path, weights_only=True) and "
+                "convert it to a dtype and layout JAX has (tensor.to(torch.complex64), "
+                "tensor.to(torch.float32), ...) before tj.to_jax"
+            )
+        return CheckpointError(
+            f"{self._name}: the tensor at {graph.path(tensor)} cannot be loaded: {reason}"
+        )
+
+    def _rebuild_tuples(self, graph: Graph, new: dict[int, Any]) -> None:
+        """Rebuild the tuples holding converted objects, inner ones first.
+
+        Tuples cannot form a cycle among themselves (only through a mutable container,
+        which keeps its identity), so each needs only its child tuples rebuilt first.
+        """
+        tuples = {id(obj): obj for obj in graph.containers if isinstance(obj, tuple)}
+        done: set[int] = set()
+        for start in tuples.values():
+            stack: list[tuple[tuple[Any, ...], bool]] = [(start, False)]
+            while stack:
+                node, children_done = stack.pop()
+                if children_done:
+                    items = [new.get(id(item), item) for item in node]
+                    if any(item is not old for item, old in zip(items, node, strict=True)):
+                        new[id(node)] = self._tuple_like(graph, node, items)
+                    continue
+                if id(node) in done:
+                    continue
+                done.add(id(node))
+                stack.append((node, True))
+                stack.extend((item, False) for item in node if id(item) in tuples)
+
+    def _tuple_like(self, graph: Graph, old: tuple[Any, ...], items: list[Any]) -> Any:
+        cls = type(old)
+        if cls is tuple:
+            return tuple(items)
+        if hasattr(cls, "_make"):  # namedtuple
+            return cls._make(items)
+        raise CheckpointError(
+            f"{self._name}: the {cls.__name__} at {graph.path(old)} holds tensors, and a "
+            "tuple subclass cannot be rebuilt with JAX arrays in it. Load it with torch.load"
+        )
+
+    def _substitute(self, graph: Graph, obj: Any, new: dict[int, Any]) -> None:
+        """Put the converted objects into the mutable container ``obj``."""
+        if isinstance(obj, dict):
+            for key, value in list(obj.items()):
+                if id(key) in new:
+                    raise self._unhashable(graph, obj, "dict key")
+                if id(value) in new:
+                    obj[key] = new[id(value)]
+        elif isinstance(obj, list):
+            for index, item in enumerate(obj):
+                if id(item) in new:
+                    obj[index] = new[id(item)]
+        elif isinstance(obj, (set, frozenset)):
+            if any(id(element) in new for element in obj):
+                raise self._unhashable(graph, obj, "set element")
+        if type(obj) in PLAIN or not has_fields(obj):
+            return
+        attributes = getattr(obj, "__dict__", None)
+        for name, value in list(fields(obj)):
+            if id(value) in new:
+                if attributes is not None and name in attributes:
+                    attributes[name] = new[id(value)]
+                else:
+                    object.__setattr__(obj, name, new[id(value)])
+
+    def _unhashable(self, graph: Graph, obj: Any, role: str) -> CheckpointError:
+        return CheckpointError(
+            f"{self._name}: a {role} in {graph.path(obj)} is a tensor (or holds one), and "
+            "JAX arrays cannot be hashed, so it cannot become one. Load it with torch.load "
+            "and keep it a torch tensor"
+        )

@@ -1,0 +1,156 @@
+"""What a load was given: a path or a binary file object, checked, and the format it holds.
+
+Also the two things every reader of PyTorch checkpoints shares: importing torch with the
+library's error when it is missing, and turning ``torch.load``'s failures into one.
+Nothing here knows JAX.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from typing import IO, Any
+
+from ..errors import CheckpointError
+
+__all__ = ["FileLike", "PathLike", "Source", "import_torch", "unreadable"]
+
+#: A file named by its path, as safetensors' and torch's loaders take it.
+PathLike = str | os.PathLike[str]
+#: What ``tj.load`` reads: a path or a binary file object open for reading, as ``torch.load``.
+FileLike = PathLike | IO[bytes]
+
+_ZIP_MAGIC = b"PK\x03\x04"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Source:
+    """What ``tj.load`` was given: a path or a binary file object, checked, and its format.
+
+    ``kind`` is ``"safetensors"``, ``"zip"`` (torch's format since 1.6) or ``"legacy"``.
+    A file object is read from its current position, which is restored.
+    """
+
+    def __init__(self, f: Any) -> None:
+        self.path: str | None = None
+        self.file: IO[bytes] | None = None
+        if isinstance(f, (str, os.PathLike)):
+            path = os.fspath(f)
+            self.path = path if isinstance(path, str) else os.fsdecode(path)
+            self.name = repr(self.path)
+            with open(self.path, "rb") as file:
+                head = file.read(9)
+            suffix_says = self.path.endswith(".safetensors")
+        else:
+            self.file = _checked_file(f)
+            self.name = _describe(f)
+            head = self._peek(9)
+            suffix_says = False
+        if not isinstance(head, bytes):
+            raise CheckpointError(
+                f"{self.name} returns {type(head).__name__} from read(), not bytes: open the "
+                "file in binary mode, open(path, 'rb')"
+            )
+        # safetensors: the 8-byte header length, then JSON; zip and pickle files never
+        # have "{" there.
+        if suffix_says or head[8:9] == b"{":
+            self.kind = "safetensors"
+        elif head.startswith(_ZIP_MAGIC):
+            self.kind = "zip"
+        else:
+            self.kind = "legacy"
+
+    def _peek(self, count: int) -> Any:
+        assert self.file is not None
+        try:
+            start = self.file.tell()
+            head = self.file.read(count)
+            self.file.seek(start)
+        except (OSError, ValueError) as err:
+            raise CheckpointError(
+                f"cannot read {self.name}: {type(err).__name__}: {err}. tj.load needs a "
+                "binary file object open for reading and seekable, as torch.load does; "
+                "for a stream, read it into memory first: io.BytesIO(stream.read())"
+            ) from err
+        return head
+
+    def size(self) -> int:
+        """The bytes left to read."""
+        if self.file is None:
+            assert self.path is not None
+            return os.path.getsize(self.path)
+        start = self.file.tell()
+        end = self.file.seek(0, io.SEEK_END)
+        self.file.seek(start)
+        return max(end - start, 0)
+
+    def label(self) -> str:
+        """The progress bar's label."""
+        name = self.path if self.path is not None else getattr(self.file, "name", None)
+        return f"Loading {os.path.basename(name) if isinstance(name, str) else 'checkpoint'}"
+
+
+def _describe(f: Any) -> str:
+    """A file object as messages name it: its file name, else its type."""
+    name = getattr(f, "name", None)
+    return repr(name) if isinstance(name, str) else f"the {type(f).__name__} object"
+
+
+def _checked_file(f: Any) -> IO[bytes]:
+    """``f`` if it is a binary file object ``torch.load`` can read, else a teaching error."""
+    if isinstance(f, (bytes, bytearray, memoryview)):
+        raise CheckpointError(
+            f"tj.load() takes a path or a binary file object, not {type(f).__name__}. For "
+            "checkpoint bytes in memory: tj.load(io.BytesIO(data)); for a path held as "
+            "bytes: tj.load(os.fsdecode(path))"
+        )
+    if not all(callable(getattr(f, method, None)) for method in ("read", "seek", "tell")):
+        raise CheckpointError(
+            f"tj.load() takes a path (str or os.PathLike) or a binary file object with "
+            f"read(), seek() and tell(), as torch.load does, not {type(f).__name__}"
+        )
+    problem = None
+    if getattr(f, "closed", False):
+        problem = "is closed"
+    elif isinstance(f, io.TextIOBase):
+        problem = "is open in text mode; open it with open(path, 'rb')"
+    elif callable(getattr(f, "readable", None)) and not f.readable():
+        problem = "is not open for reading; open it with open(path, 'rb')"
+    elif callable(getattr(f, "seekable", None)) and not f.seekable():
+        problem = (
+            "cannot seek (a pipe or a socket?), and torch.load needs to; read it into "
+            "memory first: tj.load(io.BytesIO(stream.read()))"
+        )
+    if problem is not None:
+        raise CheckpointError(f"{_describe(f)} {problem}")
+    return f  # type: ignore[no-any-return]
+
+
+def import_torch(name: str) -> Any:
+    """torch, or the library's error saying that reading ``name`` needs it."""
+    try:
+        import torch
+    except ImportError as err:
+        raise CheckpointError(
+            f"{name} is a PyTorch checkpoint, and reading one needs torch, which is not "
+            "installed. Fix: pip install torch (safetensors files load without it)"
+        ) from err
+    return torch
+
+
+def unreadable(name: str, error: Exception) -> CheckpointError:
+    """``torch.load``'s failure to read ``name`` as the library's error, its reason kept."""
+    message = " ".join(_ANSI.sub("", str(error)).split())
+    # weights_only failures wrap the reason in several sentences of general advice.
+    reason = message.partition("WeightsUnpickler error:")[2].partition("Check the documentation")[0]
+    reason = reason.strip() or message or type(error).__name__
+    if "Unsupported global" in reason:
+        return CheckpointError(
+            f"{name} holds objects that torch.load(weights_only=True) refuses to unpickle, "
+            f"so nothing in it was run. {reason}"
+        )
+    return CheckpointError(
+        f"{name} is not a readable PyTorch checkpoint (corrupted, truncated or not a "
+        f"checkpoint): torch.load(weights_only=True) raised {type(error).__name__}: {reason}"
+    )
