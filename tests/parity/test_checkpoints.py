@@ -8,6 +8,7 @@ letting ``torch.save`` tag its storages ``cuda:0``, which is all a GPU save chan
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -186,6 +187,72 @@ def test_safe_open_keys_metadata_and_tensors(weights: Path) -> None:
             return read(f)
 
     assert_same_outcome(run(theirs), run(ours))
+
+
+def write_raw(path: Path, header_order: list[str], tensors: dict[str, np.ndarray]) -> None:
+    """A safetensors file whose data is laid out in ``tensors``' order and whose header
+    lists the names in ``header_order``: safetensors' writer never makes one."""
+    offsets, position = {}, 0
+    for name, array in tensors.items():
+        offsets[name] = [position, position + array.nbytes]
+        position += array.nbytes
+    header = {
+        name: {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": offsets[name]}
+        for name in header_order
+    }
+    text = json.dumps(header).encode()
+    data = b"".join(array.tobytes() for array in tensors.values())
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
+@pytest.fixture(scope="module")
+def reordered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Header order b, c, a; data (offset) order c, a, b; sorted order a, b, c."""
+    path = tmp_path_factory.mktemp("order") / "order.safetensors"
+    tensors = {
+        name: np.full(size, size, np.float32) for name, size in [("c", 2), ("a", 3), ("b", 4)]
+    }
+    write_raw(path, ["b", "c", "a"], tensors)
+    return path
+
+
+@pytest.mark.idiom("load-safetensors")
+def test_load_file_keeps_the_files_order_as_safetensors(reordered: Path) -> None:
+    theirs = list(safetensors.torch.load_file(str(reordered)))
+    assert theirs == ["c", "a", "b"]  # the data order: neither the header's nor sorted
+    assert list(load_file(reordered)) == theirs
+    assert list(load(reordered)) == theirs
+    mesh = jax.sharding.Mesh(np.array(jax.devices("cpu")[:1]), ("data",))
+    assert list(load_file(reordered, device=mesh)) == theirs
+
+
+@pytest.mark.idiom("safe-open-slice")
+def test_safe_open_keys_offset_keys_and_get_tensors_as_safetensors(reordered: Path) -> None:
+    def read(f: Any) -> Any:
+        return [f.keys(), f.offset_keys(), list(f.get_tensors().items())]
+
+    def theirs() -> Any:
+        with safetensors.safe_open(str(reordered), framework="pt") as f:
+            return read(f)
+
+    def ours() -> Any:
+        with safe_open(reordered, framework="flax") as f:
+            return read(f)
+
+    assert run(theirs).value[:2] == [["a", "b", "c"], ["c", "a", "b"]]
+    assert_same_outcome(run(theirs), run(ours))
+
+
+def test_tensors_at_one_offset_keep_the_headers_order(tmp_path: Path) -> None:
+    """Empty tensors share an offset; safetensors orders them by hash, tj by the header."""
+    path = tmp_path / "empties.safetensors"
+    tensors = {"z": np.zeros(0, np.float32), "y": np.ones(2, np.float32)}
+    header = {"y": None, "z": None, "m": None}
+    tensors_in_file = {"m": np.zeros(0, np.float32), **tensors}
+    write_raw(path, list(header), tensors_in_file)
+    theirs = list(safetensors.torch.load_file(str(path)))
+    assert theirs[-1] == "y" and sorted(theirs[:2]) == ["m", "z"]  # empties first
+    assert list(load_file(path)) == ["z", "m", "y"]
 
 
 @pytest.mark.idiom("save-safetensors")

@@ -89,7 +89,7 @@ def _bytes_of(array: Any) -> bytes:
 
 def test_every_dtype_loads_bit_exact_committed_to_the_cpu(sample_file: Path) -> None:
     loaded = load_file(sample_file)
-    assert list(loaded) == sorted(SAMPLES)
+    assert list(loaded) == safetensors.safe_open(str(sample_file), "np").offset_keys()
     for name, expected in SAMPLES.items():
         array = loaded[name]
         assert array.dtype == expected.dtype, name

@@ -107,6 +107,9 @@ def read_header(
 ) -> tuple[dict[str, TensorInfo], dict[str, str] | None]:
     """The checked header of an open safetensors file: tensors by name, and metadata.
 
+    The tensors are in the file's order: by data offset, as ``safetensors.torch.load_file``
+    and ``safe_open(...).offset_keys()`` give them.
+
     ``max_tensors`` caps the number of tensors (``None``: ``tensor_limit`` of the
     file's size); parsing stops as soon as the header describes more.
 
@@ -148,9 +151,12 @@ def read_header(
         raise _too_many(path, f"{len(header):,}", limit, max_tensors is None, size)
     data_start = 8 + length
     tensors = [_tensor_info(path, name, entry, data_start) for name, entry in header.items()]
+    # The file's order, as safetensors gives it: by data offset (empty tensors sharing
+    # an offset in the header's order, where safetensors leaves theirs unspecified).
+    tensors.sort(key=lambda info: (info.start, info.nbytes))
     expected = data_start
     previous = "the header"
-    for info in sorted(tensors, key=lambda info: (info.start, info.nbytes)):
+    for info in tensors:
         if info.start != expected:
             where = "overlaps" if info.start < expected else "leaves a gap after"
             raise _invalid(

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+from typing import NamedTuple
 
 from ..errors import CheckpointError
 from .source import PathLike
 
-__all__ = ["is_index", "shard_files"]
+__all__ = ["Shards", "is_index", "shard_files"]
+
+
+class Shards(NamedTuple):
+    """The files of a checkpoint, and the order its tensors are listed in."""
+
+    files: dict[str, list[str] | None]  # file -> its tensor names (None: all of them)
+    names: list[str] | None  # an index's names in weight_map order; None for one file
 
 
 def is_index(path: PathLike) -> bool:
@@ -21,15 +29,15 @@ def is_index(path: PathLike) -> bool:
     return os.fspath(path).endswith(".json")
 
 
-def shard_files(path: PathLike) -> dict[str, list[str] | None]:
-    """``{file: tensor names}`` of an index; a single file maps to ``None`` (all of them).
+def shard_files(path: PathLike) -> Shards:
+    """The shard files of an index and their tensors; a single file holds all of its own.
 
     Raises:
         CheckpointError: the index is unreadable or names a file outside its folder.
     """
     path = os.fspath(path)
     if not is_index(path):
-        return {path: None}
+        return Shards({path: None}, None)
     try:
         with open(path, encoding="utf-8") as file:
             index = json.load(file)
@@ -54,4 +62,4 @@ def shard_files(path: PathLike) -> dict[str, list[str] | None]:
         names = files.setdefault(os.path.join(folder, shard), [])
         assert names is not None
         names.append(name)
-    return files
+    return Shards(files, list(weight_map))

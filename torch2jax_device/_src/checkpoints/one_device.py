@@ -38,11 +38,11 @@ def load_file(
     max_tensors: int | None = None,
     progress: bool | None = None,
 ) -> dict[str, jax.Array]:
-    """``tj.load_file`` onto one device: ``{name: array}``, names sorted."""
+    """``tj.load_file`` onto one device: ``{name: array}`` in the file's (offset) order."""
     target = resolve_target(device)
     mapped = maps_file(backend)
     with Reader(path, max_tensors=max_tensors) as reader:
-        infos = sorted(reader.tensors.values(), key=lambda info: info.start)
+        infos = list(reader.tensors.values())
         arrays = place(
             reader,
             infos,
@@ -51,7 +51,7 @@ def load_file(
             staging_bytes=checked_staging(staging_bytes),
             progress=progress,
         )
-    return dict(sorted(arrays.items()))
+    return {info.name: arrays[info.name] for info in infos}
 
 
 class Placement(Protocol):

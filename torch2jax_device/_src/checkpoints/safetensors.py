@@ -83,7 +83,9 @@ def load_file(
             everywhere.
 
     Returns:
-        ``{name: array}`` with names sorted, as safetensors returns them.
+        ``{name: array}`` in the file's order (by data offset), as
+        ``safetensors.torch.load_file`` returns it; an index of shards in the order its
+        ``weight_map`` lists the names.
 
     Raises:
         CheckpointError: the file is not valid safetensors (truncated, header length
@@ -204,8 +206,12 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         self._reader.close()
 
     def keys(self) -> list[str]:
-        """The tensor names, sorted."""
+        """The tensor names, sorted, as safetensors' ``keys()`` gives them."""
         return sorted(self._reader.tensors)
+
+    def offset_keys(self) -> list[str]:
+        """The tensor names in the file's order (by data offset), as safetensors 0.8 gives them."""
+        return list(self._reader.tensors)
 
     def metadata(self) -> dict[str, str] | None:
         """The header's ``__metadata__`` strings, or ``None`` if it has none."""
@@ -219,6 +225,10 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
                 that it has), or it was closed.
         """
         return self._placement.tensor(self._reader, self._reader.info(name))
+
+    def get_tensors(self) -> dict[str, jax.Array]:
+        """Every tensor, by name in the file's order: safetensors 0.8's ``get_tensors()``."""
+        return {name: self.get_tensor(name) for name in self.offset_keys()}
 
     def get_slice(self, name: str) -> TensorSlice:
         """A lazy view of tensor ``name``; index it to read part of it.

@@ -195,10 +195,11 @@ def load_file(
     rule = _rule(device, callables=True)
     readers: list[tuple[Reader, list[_Plan]]] = []
     try:
-        for file, names in shard_files(path).items():
+        shards = shard_files(path)
+        for file, names in shards.files.items():
             reader = Reader(file, max_tensors=max_tensors)
             readers.append((reader, []))
-            for name in sorted(reader.tensors) if names is None else names:
+            for name in reader.tensors if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
         total = sum(plan.local_bytes for _, plans in readers for plan in plans)
         arrays: dict[str, jax.Array] = {}
@@ -211,7 +212,8 @@ def load_file(
     finally:
         for reader, _ in readers:
             reader.close()
-    return dict(sorted(arrays.items()))
+    order = shards.names if shards.names is not None else list(arrays)
+    return {name: arrays[name] for name in order}
 
 
 class OnMesh:
@@ -253,7 +255,7 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
     """
     path = os.fspath(path)
     sharded = _is_sharded_target(map_location, callables=False)
-    files = list(shard_files(path))
+    files = list(shard_files(path).files)
     sources = [Source(file) for file in files]
     if all(source.kind == "safetensors" for source in sources):
         device = (
