@@ -23,11 +23,13 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import CheckpointError
+from .messages import shown
 
 __all__ = [
     "DTYPES",
     "MAX_HEADER_BYTES",
     "MAX_RANK",
+    "TensorBudget",
     "TensorInfo",
     "code_of",
     "read_header",
@@ -98,12 +100,84 @@ def tensor_limit(file_size: int) -> int:
     return max(MIN_TENSOR_LIMIT, file_size // BYTES_PER_TENSOR)
 
 
+class TensorBudget:
+    """How many tensors one load may still read, across every file it reads.
+
+    ``max_tensors`` caps the tensors of the whole load (an index of shards, a PyTorch
+    checkpoint, a sharded load), not of each file; without it the cap is
+    ``tensor_limit`` of the ``total_bytes`` of all the load's files together. For the
+    message, ``what`` names those files when there are several (``"the 20 files of
+    'model.safetensors.index.json'"``) and ``verb`` the call whose ``max_tensors=``
+    raises the cap.
+
+    Raises:
+        CheckpointError: ``max_tensors`` is not a non-negative int or ``None``.
+    """
+
+    def __init__(
+        self, max_tensors: int | None, total_bytes: int, *, what: str = "", verb: str = ""
+    ) -> None:
+        if max_tensors is not None and (type(max_tensors) is not int or max_tensors < 0):
+            raise CheckpointError(
+                f"max_tensors={shown(max_tensors)}: give the most tensors to read as a "
+                "non-negative int, or None for the default limit"
+            )
+        self.limit = tensor_limit(total_bytes) if max_tensors is None else max_tensors
+        self._default = max_tensors is None
+        self._total_bytes = total_bytes
+        self._what = what
+        self._verb = verb
+        self._files = 0
+        self.used = 0
+
+    @property
+    def left(self) -> int:
+        """The tensors the load may still read."""
+        return self.limit - self.used
+
+    def spend(self, count: int, name: str) -> None:
+        """Count the ``count`` tensors of ``name`` (a file, as messages quote it).
+
+        Raises:
+            CheckpointError: the load would read more than its cap.
+        """
+        if count > self.left:
+            raise self.refusal(name, f"{count:,}")
+        self.used += count
+        self._files += 1
+
+    def refusal(self, name: str, count: str) -> CheckpointError:
+        """The error for ``name`` holding ``count`` tensors, over what is left."""
+        before = (
+            f" after {self.used:,} in the files this load read before it" if self._files else ""
+        )
+        if self._default:
+            source = (
+                f"the {self._total_bytes:,} bytes of {self._what}"
+                if self._what
+                else f"a {self._total_bytes:,}-byte file"
+            )
+            cap = (
+                f"{self.limit:,} is the most read by default from {source} (one tensor per "
+                f"{BYTES_PER_TENSOR:,} bytes, at least {MIN_TENSOR_LIMIT:,}), because each "
+                "tensor costs kilobytes of host memory and millions of tiny ones could "
+                "exhaust RAM"
+            )
+        else:
+            cap = f"max_tensors={self.limit:,} allows no more"
+        where = f" to {self._verb}" if self._verb else ""
+        return CheckpointError(
+            f"{name} holds {count} tensors{before}; {cap}. If you trust the file, pass a "
+            f"larger max_tensors={where} to read it"
+        )
+
+
 def _invalid(path: str, problem: str) -> CheckpointError:
     return CheckpointError(f"{path!r} is not a valid safetensors file: {problem}")
 
 
 def read_header(
-    file: BinaryIO, path: str, max_tensors: int | None = None
+    file: BinaryIO, path: str, max_tensors: int | TensorBudget | None = None
 ) -> tuple[dict[str, TensorInfo], dict[str, str] | None]:
     """The checked header of an open safetensors file: tensors by name, and metadata.
 
@@ -111,22 +185,22 @@ def read_header(
     and ``safe_open(...).offset_keys()`` give them.
 
     ``max_tensors`` caps the number of tensors (``None``: ``tensor_limit`` of the
-    file's size); parsing stops as soon as the header describes more.
+    file's size), or is the ``TensorBudget`` of a load of several files, which the
+    file's tensors are counted against; parsing stops as soon as the header describes
+    more than allowed.
 
     Raises:
         CheckpointError: the header or the layout it describes is invalid, or it holds
             more tensors than allowed; nothing is allocated for tensors before this
             returns.
     """
-    if max_tensors is not None and (type(max_tensors) is not int or max_tensors < 0):
-        raise CheckpointError(
-            f"max_tensors={max_tensors!r}: give the most tensors to read from {path!r} as a "
-            "non-negative int, or None for the default limit"
-        )
     size = os.fstat(file.fileno()).st_size
+    budget = (
+        max_tensors if isinstance(max_tensors, TensorBudget) else TensorBudget(max_tensors, size)
+    )
     if size < 8:
         raise _invalid(path, f"it is {size} bytes long, shorter than the 8-byte length field")
-    limit = tensor_limit(size) if max_tensors is None else max_tensors
+    limit = budget.left
     file.seek(0)
     length = int.from_bytes(file.read(8), "little")
     if length > MAX_HEADER_BYTES:
@@ -139,7 +213,7 @@ def read_header(
             f"the header length field says {length} bytes but only {size - 8} follow: the "
             "file is truncated or not a safetensors file",
         )
-    header = _parse(_text(file.read(length), path), path, limit, max_tensors is None, size)
+    header = _parse(_text(file.read(length), path), path, limit, budget)
     if not isinstance(header, dict):
         raise _invalid(path, f"the header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop("__metadata__", None)
@@ -147,8 +221,7 @@ def read_header(
         isinstance(metadata, dict) and all(isinstance(value, str) for value in metadata.values())
     ):
         raise _invalid(path, "'__metadata__' must map strings to strings")
-    if len(header) > limit:
-        raise _too_many(path, f"{len(header):,}", limit, max_tensors is None, size)
+    budget.spend(len(header), repr(path))
     data_start = 8 + length
     tensors = [_tensor_info(path, name, entry, data_start) for name, entry in header.items()]
     # The file's order, as safetensors gives it: by data offset (empty tensors sharing
@@ -192,7 +265,7 @@ def _text(raw: bytes, path: str) -> str:
         raise _invalid(path, f"the header is not UTF-8 text ({err})") from None
 
 
-def _parse(text: str, path: str, limit: int, default_limit: bool, size: int) -> Any:
+def _parse(text: str, path: str, limit: int, budget: TensorBudget) -> Any:
     """The header's JSON, parsed; stops once it holds more than ``limit`` tensor entries.
 
     Every tensor entry is a JSON object, so counting objects as the parser builds them
@@ -219,24 +292,9 @@ def _parse(text: str, path: str, limit: int, default_limit: bool, size: int) -> 
     except _DuplicateKeyError as err:
         raise _invalid(path, f"the header names {err.args[0]!r} twice") from None
     except _TooManyObjectsError:
-        raise _too_many(path, f"more than {limit:,}", limit, default_limit, size) from None
+        raise budget.refusal(repr(path), f"more than {limit:,}") from None
     except (ValueError, RecursionError) as err:
         raise _invalid(path, f"the header is not valid JSON ({err})") from None
-
-
-def _too_many(path: str, count: str, limit: int, default_limit: bool, size: int) -> CheckpointError:
-    if default_limit:
-        cap = (
-            f"{limit:,} is the most read by default from a {size:,}-byte file (one tensor per "
-            f"{BYTES_PER_TENSOR:,} bytes, at least {MIN_TENSOR_LIMIT:,}), because each tensor "
-            "costs kilobytes of host memory and millions of tiny ones could exhaust RAM"
-        )
-    else:
-        cap = f"max_tensors={limit:,} allows no more"
-    return CheckpointError(
-        f"{path!r} holds {count} tensors; {cap}. If you trust the file, pass a larger "
-        "max_tensors= to read it"
-    )
 
 
 def _is_count(value: Any) -> bool:

@@ -12,9 +12,11 @@ import os
 from typing import NamedTuple
 
 from ..errors import CheckpointError
+from .format import TensorBudget
+from .messages import shown
 from .source import PathLike
 
-__all__ = ["Shards", "is_index", "shard_files"]
+__all__ = ["Shards", "is_index", "shard_files", "tensor_budget"]
 
 
 class Shards(NamedTuple):
@@ -63,3 +65,17 @@ def shard_files(path: PathLike) -> Shards:
         assert names is not None
         names.append(name)
     return Shards(files, list(weight_map))
+
+
+def tensor_budget(
+    shards: Shards, path: PathLike, max_tensors: int | None, verb: str
+) -> TensorBudget:
+    """One tensor budget for every file of ``shards`` together (see ``TensorBudget``).
+
+    Raises:
+        CheckpointError: ``max_tensors`` is not a non-negative int or ``None``.
+        OSError: a file cannot be found, as opening it would raise.
+    """
+    total = sum(os.path.getsize(file) for file in shards.files)
+    what = f"the {len(shards.files)} files {shown(os.fspath(path))} names" if shards.names else ""
+    return TensorBudget(max_tensors, total, what=what, verb=verb)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .messages import shown
 
-__all__ = ["ATOMS", "PLAIN", "Graph", "fields", "has_fields"]
+__all__ = ["ATOMS", "PLAIN", "Graph", "TooManyTensorsError", "fields", "has_fields"]
 
 #: What the unpickler may produce that holds no tensors and needs no walking.
 ATOMS = frozenset({str, bytes, bytearray, int, float, bool, complex, type(None)})
@@ -24,15 +24,21 @@ ATOMS = frozenset({str, bytes, bytearray, int, float, bool, complex, type(None)}
 PLAIN = frozenset({dict, list, tuple, set, frozenset})
 
 
+class TooManyTensorsError(Exception):
+    """The walk found more tensors than it was allowed (caught by the loader, which says
+    what the limit is and how to raise it)."""
+
+
 class Graph:
     """Every object reachable from an unpickled checkpoint, found once each, iteratively.
 
     ``tensors`` are the distinct tensors; ``containers`` the objects holding others, in
     the order found. Each object remembers the first slot it was found in, from which
-    ``path`` builds a leaf path for messages.
+    ``path`` builds a leaf path for messages. The walk stops with
+    ``TooManyTensorsError`` as soon as it finds more than ``max_tensors`` tensors.
     """
 
-    def __init__(self, root: Any, torch: Any) -> None:
+    def __init__(self, root: Any, torch: Any, max_tensors: int) -> None:
         self._tensor = torch.Tensor
         atoms = ATOMS | {torch.Size, torch.device, torch.dtype}
         self.objects: dict[int, Any] = {id(root): root}
@@ -47,6 +53,8 @@ class Graph:
             obj = stack.pop()
             if isinstance(obj, self._tensor):
                 self.tensors.append(obj)
+                if len(self.tensors) > max_tensors:
+                    raise TooManyTensorsError
                 continue
             children = list(_children(obj))
             if not children:

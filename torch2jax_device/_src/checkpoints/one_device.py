@@ -20,7 +20,7 @@ import jax
 from .. import dtypes
 from ..device import DeviceLike
 from ..interop import ALIGNMENT
-from .format import TensorInfo
+from .format import TensorBudget, TensorInfo
 from .options import checked_staging, maps_file, resolve_target
 from .reader import Reader
 from .source import PathLike
@@ -35,10 +35,13 @@ def load_file(
     *,
     backend: str = "mmap",
     staging_bytes: int = STAGING_BYTES,
-    max_tensors: int | None = None,
+    max_tensors: int | TensorBudget | None = None,
     progress: bool | None = None,
 ) -> dict[str, jax.Array]:
-    """``tj.load_file`` onto one device: ``{name: array}`` in the file's (offset) order."""
+    """``tj.load_file`` onto one device: ``{name: array}`` in the file's (offset) order.
+
+    ``max_tensors`` may be the ``TensorBudget`` of a load of several files.
+    """
     target = resolve_target(device)
     mapped = maps_file(backend)
     with Reader(path, max_tensors=max_tensors) as reader:

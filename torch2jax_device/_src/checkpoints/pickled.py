@@ -22,8 +22,9 @@ from .. import dtypes
 from ..device import resolve
 from ..errors import CheckpointError, DeviceUnavailableError, Torch2JaxDeviceError
 from ..interop import ALIGNMENT, to_jax
+from .format import TensorBudget
 from .map_location import LocationHook, MapLocationRule
-from .object_graph import PLAIN, Graph, fields, has_fields
+from .object_graph import PLAIN, Graph, TooManyTensorsError, fields, has_fields
 from .progress import Progress
 from .source import Source, import_torch, unreadable
 
@@ -43,8 +44,12 @@ def load_pickled(
     mmap: bool,
     progress: bool | None,
     pickle_load_args: dict[str, Any],
+    budget: TensorBudget,
 ) -> Any:
     """The checkpoint ``source`` holds, each tensor a committed array where ``rule`` says.
+
+    Its distinct tensors (each view counts: each becomes an array) are counted against
+    ``budget`` before any is converted.
 
     Raises:
         CheckpointError: as ``tj.load`` documents; ``OSError`` for a path, as torch.
@@ -70,7 +75,7 @@ def load_pickled(
             if isinstance(err, OSError) and source.file is None:
                 raise  # the file system's own error about a path, as torch raises it
             raise unreadable(source.name, err) from err
-        return _Conversion(source.name, hook, torch).run(checkpoint)
+        return _Conversion(source.name, hook, torch, budget).run(checkpoint)
 
 
 class _CountingReader(io.RawIOBase):
@@ -103,7 +108,8 @@ class _CountingReader(io.RawIOBase):
 class _Conversion:
     """Tensors of an unpickled checkpoint -> committed JAX arrays, in place."""
 
-    def __init__(self, name: str, hook: LocationHook, torch: Any) -> None:
+    def __init__(self, name: str, hook: LocationHook, torch: Any, budget: TensorBudget) -> None:
+        self._budget = budget
         self._name = name
         self._hook = hook
         self._torch = torch
@@ -113,7 +119,11 @@ class _Conversion:
         self._allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * hook.data_bytes
 
     def run(self, root: Any) -> Any:
-        graph = Graph(root, self._torch)
+        try:
+            graph = Graph(root, self._torch, self._budget.left)
+        except TooManyTensorsError:
+            raise self._budget.refusal(self._name, f"more than {self._budget.left:,}") from None
+        self._budget.spend(len(graph.tensors), self._name)
         new = self._arrays(graph)
         self._rebuild_tuples(graph, new)
         for container in graph.containers:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import CheckpointError, InvalidIndexError
 from ..interop import aligned_empty
-from .format import TensorInfo, read_header
+from .format import TensorBudget, TensorInfo, read_header
 
 __all__ = ["CHUNK_BYTES", "Reader"]
 
@@ -45,7 +45,9 @@ class Reader:
     ``mapped`` stay valid after ``close``: the mapping lives as long as any view of it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, max_tensors: int | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, max_tensors: int | TensorBudget | None = None
+    ) -> None:
         self.path = os.fspath(path)
         self._file = open(self.path, "rb", buffering=0)  # closed by close()
         self._lock = threading.Lock()

@@ -74,9 +74,10 @@ def load_file(
             or live on file systems where a mapping fails midway.
         staging_bytes: Host memory for transfers to devices that do not use host memory
             in place (GPU, TPU); 256 MiB by default.
-        max_tensors: The most tensors the file may hold. By default one per 4 KiB of
-            file and at least 16,384, so that a file of millions of tiny tensors cannot
-            exhaust RAM (each JAX array costs about 6 KiB of host memory).
+        max_tensors: The most tensors the load may read: of the file, or of all the
+            files of an index together. By default one per 4 KiB of the files and at
+            least 16,384, so that files of millions of tiny tensors cannot exhaust RAM
+            (each JAX array costs about 10 KiB of host memory, measured with 240,000).
         progress: Draw a progress bar of the bytes read on stderr (a mapped load reads
             none). By default one is drawn for reads of 256 MiB or more when stderr is a
             terminal; ``TORCH2JAX_DEVICE_PROGRESS=0`` turns that off and ``=1`` on

@@ -37,8 +37,8 @@ from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
 from ..interop import to_jax
-from .format import TensorInfo
-from .index import is_index, shard_files
+from .format import TensorBudget, TensorInfo
+from .index import is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
@@ -180,12 +180,14 @@ def load_file(
     path: PathLike,
     device: Any = "cpu",
     *,
-    max_tensors: int | None = None,
+    max_tensors: int | TensorBudget | None = None,
     progress: bool | None = None,
 ) -> dict[str, jax.Array]:
     """``tj.load_file`` onto a sharding, a mesh or a per-tensor rule, or of an index of files.
 
     Every process reads only the parts of each tensor its own devices hold.
+    ``max_tensors`` caps the tensors of all the files together, or is the budget of a
+    larger load.
 
     Raises:
         CheckpointError: the file or an index is invalid, or a rule does not fit a
@@ -193,11 +195,16 @@ def load_file(
         DeviceTypeError: a rule returns something that is not a sharding.
     """
     rule = _rule(device, callables=True)
+    shards = shard_files(path)
+    budget = (
+        max_tensors
+        if isinstance(max_tensors, TensorBudget)
+        else tensor_budget(shards, path, max_tensors, "tj.load_file")
+    )
     readers: list[tuple[Reader, list[_Plan]]] = []
     try:
-        shards = shard_files(path)
         for file, names in shards.files.items():
-            reader = Reader(file, max_tensors=max_tensors)
+            reader = Reader(file, max_tensors=budget)
             readers.append((reader, []))
             for name in reader.tensors if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
@@ -239,7 +246,13 @@ class OnMesh:
         )
 
 
-def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> Any:
+def load(
+    path: PathLike,
+    map_location: Any,
+    *,
+    progress: bool | None = None,
+    max_tensors: int | None = None,
+) -> Any:
     """``tj.load`` onto a sharding, a mesh or a ``ShardingRule``, or of an index of files.
 
     safetensors files go through ``load_file``; PyTorch checkpoints through
@@ -247,7 +260,7 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
     checkpoint (``model.transformer.wte.weight``) for the rule, and each process
     slicing out only its parts. Everything that is not a tensor is kept as it is. An
     index of shards onto anything else ``tj.load`` takes loads each shard as
-    ``tj.load`` does.
+    ``tj.load`` does. ``max_tensors`` caps the tensors of all the files together.
 
     Raises:
         CheckpointError: unreadable file or index, a rule that does not fit a tensor,
@@ -255,7 +268,9 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
     """
     path = os.fspath(path)
     sharded = _is_sharded_target(map_location, callables=False)
-    files = list(shard_files(path).files)
+    shards = shard_files(path)
+    budget = tensor_budget(shards, path, max_tensors, "tj.load")
+    files = list(shards.files)
     sources = [Source(file) for file in files]
     if all(source.kind == "safetensors" for source in sources):
         device = (
@@ -263,16 +278,17 @@ def load(path: PathLike, map_location: Any, *, progress: bool | None = None) -> 
             if sharded
             else MapLocationRule(map_location).safetensors_device(repr(path))
         )
-        return load_file(path, device, progress=progress)
+        return load_file(path, device, progress=progress, max_tensors=budget)
     checkpoint: dict[str, Any] = {}
     for file, source in zip(files, sources, strict=True):
         if sharded:
-            part = _load_torch(source, _rule(map_location, callables=False))
+            part = _load_torch(source, _rule(map_location, callables=False), budget)
         elif source.kind == "safetensors":
             device = MapLocationRule(map_location).safetensors_device(source.name)
-            part = load_file_on_device(file, device, progress=progress)
+            part = load_file_on_device(file, device, progress=progress, max_tensors=budget)
         else:
-            part = load_pickled(source, MapLocationRule(map_location), False, progress, {})
+            rule = MapLocationRule(map_location)
+            part = load_pickled(source, rule, False, progress, {}, budget)
         if not isinstance(part, dict):
             raise CheckpointError(
                 f"{file!r}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
@@ -365,7 +381,7 @@ def _is_sharded_target(target: Any, *, callables: bool) -> bool:
     return callables and callable(target) and not device_like
 
 
-def _load_torch(source: Source, rule: RuleFunction) -> Any:
+def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any:
     """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says."""
     torch = import_torch(source.name)
     mmap = source.kind == "zip"  # the legacy (pre-zip) format cannot be mapped
@@ -379,6 +395,8 @@ def _load_torch(source: Source, rule: RuleFunction) -> Any:
 
     def place(name: str, tensor: Any) -> jax.Array:
         if id(tensor) not in placed:
+            if len(placed) >= budget.left:
+                raise budget.refusal(source.name, f"more than {budget.left:,}")
             shape = tuple(tensor.shape)
             dtype = dtypes.canonical(dtypes.to_numpy_dtype(tensor.dtype))
             sharding = _checked(rule, name, shape, dtype)
@@ -392,6 +410,7 @@ def _load_torch(source: Source, rule: RuleFunction) -> Any:
 
     result = _map_named(checkpoint, "", place)
     jax.block_until_ready(list(placed.values()))
+    budget.spend(len(placed), source.name)
     return result
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import CheckpointError, UnsupportedOperationError
 from . import sharded
+from .format import TensorBudget
 from .map_location import MapLocation, MapLocationRule
 from .one_device import load_file
 from .pickled import load_pickled
@@ -29,6 +30,7 @@ def load(
     weights_only: bool | None = None,
     mmap: bool | None = None,
     progress: bool | None = None,
+    max_tensors: int | None = None,
     **pickle_load_args: Any,
 ) -> Any:
     """Equivalent to `torch.load`.
@@ -86,6 +88,12 @@ def load(
             aligned memory.
         progress: Draw a progress bar on stderr (see [`tj.load_file`][torch2jax_device.load_file]);
             never with ``mmap=True``, which reads nothing up front.
+        max_tensors: The most tensors the load may make arrays of, counting every view
+            (each becomes an array) and every file of an index together. By default one
+            per 4 KiB of the files and at least 16,384, as for ``tj.load_file``: each
+            array costs kilobytes of host memory, and a small file of many views could
+            otherwise exhaust RAM. Counted after ``torch.load`` unpickles the file and
+            before any tensor is converted.
         **pickle_load_args: ``encoding=`` for checkpoints pickled by Python 2, passed to
             torch's unpickler (torch warns that it is ignored; it is not).
 
@@ -96,9 +104,10 @@ def load(
         CheckpointError: the file is corrupted, truncated or not a checkpoint; holds
             objects ``weights_only=True`` refuses (nothing from it is executed; the
             message says how to allowlist classes you trust) or tensors JAX cannot
-            hold; ``f`` is not a readable, seekable binary file; or torch is needed
-            and not installed. The message names the file and, for a tensor, its path
-            in the checkpoint (``['model']['0.weight']``).
+            hold or more tensors than ``max_tensors``; ``f`` is not a readable,
+            seekable binary file; or torch is needed and not installed. The message
+            names the file and, for a tensor, its path in the checkpoint
+            (``['model']['0.weight']``).
         DeviceUnavailableError: a tensor's device does not exist here, e.g. a checkpoint
             saved on ``cuda:0`` loaded on a machine without one and no ``map_location``
             (torch raises ``RuntimeError``; this is one).
@@ -131,7 +140,8 @@ def load(
     source = Source(f)
     _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
     if source.path is not None and sharded.handles_checkpoint(source.path, map_location):
-        return sharded.load(source.path, map_location, progress=progress)
+        return sharded.load(source.path, map_location, progress=progress, max_tensors=max_tensors)
+    budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
     rule = MapLocationRule(map_location)
     if source.kind == "safetensors":
         if source.path is None:
@@ -139,7 +149,8 @@ def load(
                 f"{source.name} holds a safetensors file, which tj.load reads from a path "
                 "only: pass the path (tj.load(path) or tj.load_file(path))"
             )
-        return load_file(source.path, rule.safetensors_device(source.name), progress=progress)
+        device = rule.safetensors_device(source.name)
+        return load_file(source.path, device, progress=progress, max_tensors=budget)
     if mmap and source.path is None:
         raise CheckpointError(
             f"mmap=True maps a file by its path, and {source.name} is a file object (torch "
@@ -151,7 +162,7 @@ def load(
             "memory-mapped (torch raises RuntimeError here too). Fix: load it without "
             "mmap=True, or re-save it once with torch.save(torch.load(path), path)"
         )
-    return load_pickled(source, rule, bool(mmap), progress, pickle_load_args)
+    return load_pickled(source, rule, bool(mmap), progress, pickle_load_args, budget)
 
 
 def _check_arguments(

@@ -1,0 +1,126 @@
+"""Limits that hold across a whole load: one tensor budget for every file it reads.
+
+``max_tensors`` (or its default, one tensor per 4 KiB of all the files together) caps a
+load of an index of shards, a PyTorch checkpoint of many views, and the sharded path,
+not each file on its own. The files stay small: the tests lower the limit instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+from torch2jax_device import CheckpointError, load, load_file, save_file
+from torch2jax_device._src.checkpoints import format
+
+SHARDS, PER_SHARD = 4, 6
+
+
+def mesh() -> jax.sharding.Mesh:
+    return jax.sharding.Mesh(np.array(jax.devices("cpu")[:1]), ("data",))
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Path:
+    """An index of 4 shards of 6 one-byte tensors each: 24 tensors in all."""
+    weight_map = {}
+    for shard in range(SHARDS):
+        names = [f"s{shard}.t{i}" for i in range(PER_SHARD)]
+        save_file({name: np.ones(1, np.uint8) for name in names}, tmp_path / f"{shard}.safetensors")
+        weight_map.update(dict.fromkeys(names, f"{shard}.safetensors"))
+    path = tmp_path / "model.safetensors.index.json"
+    path.write_text(json.dumps({"weight_map": weight_map}))
+    return path
+
+
+@pytest.fixture
+def torch_index(tmp_path: Path) -> Path:
+    """The same 24 tensors as PyTorch shards."""
+    weight_map = {}
+    for shard in range(SHARDS):
+        names = [f"s{shard}.t{i}" for i in range(PER_SHARD)]
+        torch.save({name: torch.ones(1) for name in names}, tmp_path / f"{shard}.bin")
+        weight_map.update(dict.fromkeys(names, f"{shard}.bin"))
+    path = tmp_path / "pytorch_model.bin.index.json"
+    path.write_text(json.dumps({"weight_map": weight_map}))
+    return path
+
+
+@pytest.fixture
+def views(tmp_path: Path) -> Path:
+    """A PyTorch checkpoint of 50 views of one small storage: 50 arrays from 200 bytes."""
+    base = torch.arange(50, dtype=torch.float32)
+    path = tmp_path / "views.pt"
+    torch.save({"views": [base[i : i + 1] for i in range(50)]}, path)
+    return path
+
+
+def test_max_tensors_caps_an_index_of_shards_not_each_shard(index: Path) -> None:
+    assert len(load_file(index, max_tensors=24)) == 24
+    assert len(load(index, max_tensors=24)) == 24
+    expected = r"3.safetensors' holds 6 tensors after 18 in the files this load read before it"
+    for read in (
+        lambda: load_file(index, max_tensors=23),
+        lambda: load(index, max_tensors=23),
+        lambda: load_file(index, device=mesh(), max_tensors=23),
+        lambda: load(index, map_location=mesh(), max_tensors=23),
+    ):
+        with pytest.raises(CheckpointError, match=expected + "; max_tensors=23 allows no more"):
+            read()
+
+
+def test_the_default_limit_counts_every_file_of_an_index(
+    index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(format, "MIN_TENSOR_LIMIT", 10)  # each shard alone is within it
+    assert all(len(load_file(index.parent / f"{i}.safetensors")) == 6 for i in range(SHARDS))
+    with pytest.raises(
+        CheckpointError,
+        match=r"1.safetensors' holds more than 4 tensors after 6 in the files.*10 is the most "
+        r"read by default from the [\d,]+ bytes of the 4 files '.*index.json' names",
+    ):
+        load_file(index)
+    with pytest.raises(CheckpointError, match="pass a larger max_tensors= to tj.load to read"):
+        load(index)
+
+
+def test_max_tensors_caps_an_index_of_torch_shards(torch_index: Path) -> None:
+    assert len(load(torch_index, max_tensors=24)) == 24
+    with pytest.raises(CheckpointError, match=r"3.bin' holds more than 5 tensors after 18"):
+        load(torch_index, max_tensors=23)
+    with pytest.raises(CheckpointError, match=r"3.bin' holds more than 5 tensors after 18"):
+        load(torch_index, map_location=mesh(), max_tensors=23)
+
+
+def test_every_view_of_a_torch_checkpoint_counts(
+    views: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(load(views, max_tensors=50)["views"]) == 50
+    for read in (
+        lambda: load(views, max_tensors=49),
+        lambda: load(views, map_location=mesh(), max_tensors=49),
+    ):
+        with pytest.raises(
+            CheckpointError,
+            match=r"views.pt' holds more than 49 tensors; max_tensors=49 allows no more\. If "
+            "you trust the file, pass a larger max_tensors= to tj.load to read it",
+        ):
+            read()
+    monkeypatch.setattr(format, "MIN_TENSOR_LIMIT", 20)
+    with pytest.raises(CheckpointError, match=r"20 is the most read by default from a [\d,]+-byte"):
+        load(views)
+    with open(views, "rb") as file:  # a file object too
+        with pytest.raises(CheckpointError, match="holds more than 20 tensors"):
+            load(file)
+
+
+def test_tj_load_checks_max_tensors(views: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"max_tensors=-1: give the most tensors"):
+        load(views, max_tensors=-1)
+    with pytest.raises(CheckpointError, match=r"max_tensors='9': give the most tensors"):
+        load(views, max_tensors="9")  # type: ignore[arg-type]
