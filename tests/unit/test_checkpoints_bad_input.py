@@ -40,7 +40,8 @@ CASES: list[tuple[str, Any, bytes, int | None, str]] = [
     ("length-huge", {"w": F32x4}, b"", 2**63, "above safetensors' limit"),
     ("not-utf8", b"\xff\xfe{}", b"", None, "not UTF-8"),
     ("malformed-json", b'{"w": {"dtype": "F32",', b"", None, "not valid JSON"),
-    ("deeply-nested", b"[" * 100_000 + b"]" * 100_000, b"", None, "not valid JSON"),
+    ("deeply-nested", b"[" * 100_000 + b"]" * 100_000, b"", None, "opens more than 49,157 JSON"),
+    ("deep-under-cap", b"[" * 40_000 + b"]" * 40_000, b"", None, "not valid JSON"),
     ("not-an-object", [1, 2], b"", None, "is a JSON list, not an object"),
     ("duplicate-name", b'{"w": {}, "w": {}}', b"", None, "names 'w' twice"),
     ("entry-not-object", {"w": [1]}, b"", None, "entry of tensor 'w' is not a JSON object"),
@@ -220,11 +221,11 @@ def test_a_file_of_more_tensors_than_allowed(
     assert len(load_file(path, max_tensors=12)) == 12
     with pytest.raises(CheckpointError, match="holds 12 tensors; max_tensors=11 allows no more"):
         load_file(path, max_tensors=11)
-    with pytest.raises(CheckpointError, match="holds more than 5 tensors; max_tensors=5 allows"):
+    with pytest.raises(CheckpointError, match="holds more than 5 tensors .*; max_tensors=5 allows"):
         safe_open(path, max_tensors=5)  # stops parsing early: the count is a lower bound
     monkeypatch.setattr(format, "MIN_TENSOR_LIMIT", 10)
     for read in _every_reader(path):
-        with pytest.raises(CheckpointError, match="holds more than 10 tensors; 10 is the most "):
+        with pytest.raises(CheckpointError, match="holds more than 10 tensors .*; 10 is the most "):
             read()
     with pytest.raises(CheckpointError, match="pass a larger max_tensors="):
         load_file(path)

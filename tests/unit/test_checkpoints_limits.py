@@ -8,7 +8,10 @@ not each file on its own. The files stay small: the tests lower the limit instea
 from __future__ import annotations
 
 import json
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -85,7 +88,7 @@ def test_the_default_limit_counts_every_file_of_an_index(
         r"read by default from the [\d,]+ bytes of the 4 files '.*index.json' names",
     ):
         load_file(index)
-    with pytest.raises(CheckpointError, match="pass a larger max_tensors= to tj.load to read"):
+    with pytest.raises(CheckpointError, match=r"pass a larger max_tensors= to tj\.load to read"):
         load(index)
 
 
@@ -124,3 +127,108 @@ def test_tj_load_checks_max_tensors(views: Path) -> None:
         load(views, max_tensors=-1)
     with pytest.raises(CheckpointError, match=r"max_tensors='9': give the most tensors"):
         load(views, max_tensors="9")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ header bombs and quotes
+
+
+def craft(path: Path, header: str, data: bytes = b"") -> Path:
+    raw = header.encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+    return path
+
+
+def peak_bytes(read: Callable[[], Any]) -> tuple[int, BaseException | None]:
+    """The most Python memory ``read()`` held at once, and what it raised."""
+    tracemalloc.start()
+    try:
+        read()
+        raised = None
+    except BaseException as err:
+        raised = err
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak, raised
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param("[" + "[]," * 1_000_000 + "[]]", id="top-level"),
+        pytest.param(
+            '{"w": {"dtype": "F32", "shape": ['
+            + "[]," * 1_000_000
+            + '[]], "data_offsets": [0, 0]}}',
+            id="in-a-shape",
+        ),
+        pytest.param('{"w": ' + "[" * 1_000_000 + "]" * 1_000_000 + "}", id="deep"),
+    ],
+)
+def test_a_header_of_many_empty_lists_is_refused_before_it_is_parsed(
+    tmp_path: Path, header: str
+) -> None:
+    path = craft(tmp_path / "bomb.safetensors", header)
+    size = path.stat().st_size
+    peak, raised = peak_bytes(lambda: load_file(path))
+    assert isinstance(raised, CheckpointError), raised
+    assert (
+        "holds more than 16,384 tensors (or is not a safetensors file): its header opens "
+        "more than 49,157 JSON arrays and objects" in str(raised)
+    )
+    assert len(str(raised)) < 1000
+    # The header's bytes, then its text: never the millions of lists it describes.
+    assert peak < 3 * size, (peak, size)
+
+
+def test_brackets_inside_strings_do_not_count(tmp_path: Path) -> None:
+    name = "layers[0]" + "[{" * 1000
+    path = tmp_path / "brackets.safetensors"
+    save_file({name: np.ones(4, np.float32)}, path, {"config": json.dumps([[{}]] * 1000)})
+    assert list(load_file(path, max_tensors=1)) == [name]
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ({"dtype": "F32", "shape": [[]] * 40_000, "data_offsets": [0, 0]}, "the shape of"),
+        ({"dtype": "F32", "shape": [0], "data_offsets": [[0]] * 40_000}, "the data_offsets of"),
+        ({"dtype": "X" * 10**6, "shape": [0], "data_offsets": [0, 0]}, "unknown dtype"),
+        ({"dtype": ["F32"] * 40_000, "shape": [0], "data_offsets": [0, 0]}, "the dtype of"),
+        ({"dtype": "F32", "shape": [0, *[10**6] * 60], "data_offsets": [0, 0]}, "too large"),
+        ({"dtype": "F32", "shape": [10**6] * 60, "data_offsets": [0, 0]}, "need 4000"),
+    ],
+)
+def test_every_quoted_value_is_short(tmp_path: Path, entry: dict[str, Any], match: str) -> None:
+    path = craft(tmp_path / "long.safetensors", json.dumps({"n" * 10**6: entry}))
+    with pytest.raises(CheckpointError, match=match) as caught:
+        load_file(path)
+    assert len(str(caught.value)) < 1000, len(str(caught.value))
+
+
+def test_a_long_name_in_a_layout_error_is_short(tmp_path: Path) -> None:
+    header = {
+        "a" * 10**6: {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},
+        "b" * 10**6: {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]},
+    }
+    path = craft(tmp_path / "overlap.safetensors", json.dumps(header), b"\0" * 3)
+    with pytest.raises(CheckpointError, match="overlaps") as caught:
+        load_file(path)
+    assert len(str(caught.value)) < 1000
+    duplicate = '{"' + "d" * 10**6 + '": 1, "' + "d" * 10**6 + '": 2}'
+    with pytest.raises(CheckpointError, match="twice") as caught:
+        load_file(craft(tmp_path / "twice.safetensors", duplicate))
+    assert len(str(caught.value)) < 1000
+
+
+def test_a_deep_path_in_a_torch_checkpoint_is_short(tmp_path: Path) -> None:
+    root: dict[str, Any] = {}
+    node = root
+    for depth in range(300):
+        node[f"level{depth}"] = node = {}
+    node["meta"] = torch.empty(2, device="meta")
+    path = tmp_path / "deep.pt"
+    torch.save(root, path)
+    with pytest.raises(CheckpointError, match=r"\['level0'\].*<289 more>.*\['meta'\]") as caught:
+        load(path)
+    assert len(str(caught.value)) < 1000

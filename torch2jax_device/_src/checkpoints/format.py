@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Any, BinaryIO, NamedTuple
 
 import ml_dtypes
@@ -75,6 +76,8 @@ _CODES = {dtype: code for code, dtype in DTYPES.items()}
 _WRITE_RANK = {code: rank for rank, code in enumerate(DTYPES)}
 # Several values per byte, packed in a layout no framework agrees on yet.
 _PACKED = ("F4", "F6_E2M3", "F6_E3M2")
+# A JSON string (skipped whole, whatever it holds), or the start of an array or object.
+_STRING_OR_CONTAINER = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]')
 
 
 class TensorInfo(NamedTuple):
@@ -146,8 +149,8 @@ class TensorBudget:
         self.used += count
         self._files += 1
 
-    def refusal(self, name: str, count: str) -> CheckpointError:
-        """The error for ``name`` holding ``count`` tensors, over what is left."""
+    def refusal(self, name: str, count: str, why: str = "") -> CheckpointError:
+        """The error for ``name`` holding ``count`` tensors (``why``: how we know)."""
         before = (
             f" after {self.used:,} in the files this load read before it" if self._files else ""
         )
@@ -167,7 +170,7 @@ class TensorBudget:
             cap = f"max_tensors={self.limit:,} allows no more"
         where = f" to {self._verb}" if self._verb else ""
         return CheckpointError(
-            f"{name} holds {count} tensors{before}; {cap}. If you trust the file, pass a "
+            f"{name} holds {count} tensors{before}{why}; {cap}. If you trust the file, pass a "
             f"larger max_tensors={where} to read it"
         )
 
@@ -234,11 +237,11 @@ def read_header(
             where = "overlaps" if info.start < expected else "leaves a gap after"
             raise _invalid(
                 path,
-                f"tensor {info.name!r} starts at data offset {info.start - data_start}, "
+                f"tensor {shown(info.name)} starts at data offset {info.start - data_start}, "
                 f"which {where} {previous} (ends at {expected - data_start})",
             )
         expected += info.nbytes
-        previous = f"tensor {info.name!r}"
+        previous = f"tensor {shown(info.name)}"
     if expected != size:
         raise _invalid(
             path,
@@ -265,12 +268,42 @@ def _text(raw: bytes, path: str) -> str:
         raise _invalid(path, f"the header is not UTF-8 text ({err})") from None
 
 
-def _parse(text: str, path: str, limit: int, budget: TensorBudget) -> Any:
-    """The header's JSON, parsed; stops once it holds more than ``limit`` tensor entries.
+def _containers_over(text: str, cap: int) -> bool:
+    """Whether the JSON ``text`` opens more than ``cap`` arrays and objects.
 
-    Every tensor entry is a JSON object, so counting objects as the parser builds them
-    bounds the work and memory a hostile header can cost before it is refused.
+    Brackets inside strings do not count. Work stops at the first container over the
+    cap, so a header of millions of ``[]`` is refused in milliseconds.
     """
+    if text.count("[") + text.count("{") <= cap:  # strings can only add to this count
+        return False
+    count = 0
+    for match in _STRING_OR_CONTAINER.finditer(text):
+        if match.end() - match.start() == 1:  # a bracket (a string is at least 2 long)
+            count += 1
+            if count > cap:
+                return True
+    return False
+
+
+def _parse(text: str, path: str, limit: int, budget: TensorBudget) -> Any:
+    """The header's JSON, parsed; refused before parsing if it opens more arrays and
+    objects than ``limit`` tensor entries have, and as soon as it holds more entries.
+
+    Every value costs Python memory, and an empty array or object costs dozens of bytes
+    for 2 bytes of text: counting every container first (each tensor has three: its
+    entry, its shape and its data_offsets) bounds what the parse can allocate to a small
+    multiple of the header's size (numbers and strings cost about what their text does).
+    """
+    # Each tensor opens three (its entry, shape and data_offsets), the header and its
+    # __metadata__ one each. Up to one tensor over the limit passes, so that such a file
+    # is refused below with its exact count.
+    cap = 3 * (limit + 1) + 2
+    if _containers_over(text, cap):
+        why = (
+            f" (or is not a safetensors file): its header opens more than {cap:,} JSON "
+            "arrays and objects, three per tensor"
+        )
+        raise budget.refusal(repr(path), f"more than {limit:,}", why)
     objects = 0
 
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -290,7 +323,7 @@ def _parse(text: str, path: str, limit: int, budget: TensorBudget) -> Any:
     try:
         return json.loads(text, object_pairs_hook=unique_keys)
     except _DuplicateKeyError as err:
-        raise _invalid(path, f"the header names {err.args[0]!r} twice") from None
+        raise _invalid(path, f"the header names {shown(err.args[0])} twice") from None
     except _TooManyObjectsError:
         raise budget.refusal(repr(path), f"more than {limit:,}") from None
     except (ValueError, RecursionError) as err:
@@ -303,41 +336,46 @@ def _is_count(value: Any) -> bool:
 
 def _tensor_info(path: str, name: str, entry: Any, data_start: int) -> TensorInfo:
     if not isinstance(entry, dict):
-        raise _invalid(path, f"the entry of tensor {name!r} is not a JSON object")
+        raise _invalid(path, f"the entry of tensor {shown(name)} is not a JSON object")
     code, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if not isinstance(code, str):
-        raise _invalid(path, f"the dtype of tensor {name!r} is {code!r}, not a string")
+        raise _invalid(path, f"the dtype of tensor {shown(name)} is {shown(code)}, not a string")
     if code in _PACKED:
         raise CheckpointError(
-            f"{path!r}: tensor {name!r} has dtype {code}, which packs several values per "
+            f"{path!r}: tensor {shown(name)} has dtype {code}, which packs several values per "
             "byte; torch2jax_device does not read packed sub-byte dtypes yet"
         )
     if code not in DTYPES:
         raise _invalid(
-            path, f"tensor {name!r} has unknown dtype {code!r} (known: {', '.join(DTYPES)})"
+            path,
+            f"tensor {shown(name)} has unknown dtype {shown(code)} (known: {', '.join(DTYPES)})",
         )
     if not (isinstance(shape, list) and all(_is_count(n) for n in shape)):
-        raise _invalid(path, f"the shape of {name!r} is {shape!r}, not a list of sizes")
+        raise _invalid(path, f"the shape of {shown(name)} is {shown(shape)}, not a list of sizes")
     if len(shape) > MAX_RANK:
         raise _invalid(
             path,
-            f"tensor {name!r} has {len(shape)} dimensions, more than the {MAX_RANK} "
+            f"tensor {shown(name)} has {len(shape)} dimensions, more than the {MAX_RANK} "
             "an array can have",
         )
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
-        raise _invalid(path, f"the data_offsets of {name!r} are {offsets!r}, not [begin, end]")
+        raise _invalid(
+            path, f"the data_offsets of {shown(name)} are {shown(offsets)}, not [begin, end]"
+        )
     dtype = DTYPES[code]
     begin, end = offsets
     needed = math.prod(shape) * dtype.itemsize
     if end - begin != needed:
         raise _invalid(
             path,
-            f"tensor {name!r} has data_offsets [{begin}, {end}] ({end - begin} bytes) but "
-            f"dtype {code} and shape {shape} need {needed} bytes",
+            f"tensor {shown(name)} has data_offsets [{begin}, {end}] ({end - begin} bytes) but "
+            f"dtype {code} and shape {shown(shape)} need {shown(needed)} bytes",
         )
     if math.prod(n for n in shape if n) * dtype.itemsize > _MAX_SIZE:  # empty, with huge sides
         raise _invalid(
-            path, f"tensor {name!r} has shape {shape}, too large for an array even when empty"
+            path,
+            f"tensor {shown(name)} has shape {shown(shape)}, too large for an array even when "
+            "empty",
         )
     return TensorInfo(name, code, dtype, tuple(shape), data_start + begin, needed)
 

@@ -58,8 +58,8 @@ def shard_files(path: PathLike) -> Shards:
     for name, shard in weight_map.items():
         if os.path.isabs(shard) or os.path.normpath(shard).startswith(os.pardir):
             raise CheckpointError(
-                f"{path!r} names shard {shard!r} for tensor {name!r}, outside the index's "
-                "folder; an index may only name files next to it"
+                f"{path!r} names shard {shown(shard)} for tensor {shown(name)}, outside the "
+                "index's folder; an index may only name files next to it"
             )
         names = files.setdefault(os.path.join(folder, shard), [])
         assert names is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-__all__ = ["LIMIT", "shown"]
+__all__ = ["LIMIT", "clipped", "shown"]
 
 #: The longest quotation, in characters.
 LIMIT = 120
@@ -38,4 +38,15 @@ def shown(value: Any, limit: int = LIMIT) -> str:
         text = _REPR.repr(value)
     except Exception:  # a huge int past Python's digit limit, a repr that fails
         text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def clipped(text: str, limit: int = 8 * LIMIT) -> str:
+    """Another library's message about a file, at most ``limit`` characters.
+
+    Examples:
+        >>> from torch2jax_device._src.checkpoints.messages import clipped
+        >>> clipped("a" * 2000, 10)
+        'aaaaaaa...'
+    """
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -23,6 +23,7 @@ import numpy as np
 from ..detect import _instance_of, import_torch, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError
 from ..interop import to_jax, to_torch
+from .messages import shown
 from .torch_load import load
 
 __all__ = ["Layout", "load_state", "named_arrays", "state_dict"]
@@ -257,7 +258,7 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
         value = to_jax(value.detach() if dtype is None else value.detach().to(dtype))
     elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
         raise ConversionError(
-            f"{what}: {name!r} is a {type(value).__name__}, not an array; a state dict maps "
+            f"{what}: {shown(name)} is a {type(value).__name__}, not an array; a state dict maps "
             "names to arrays"
         )
     if layout == "torch" and entry.reshape is not None:
@@ -271,7 +272,7 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
             else ""
         )
         raise CheckpointError(
-            f"size mismatch for {name!r}: {what} has shape {tuple(value.shape)}, the model "
+            f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the model "
             f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
         )
     return value if value.dtype == entry.value.dtype else value.astype(entry.value.dtype)
@@ -290,9 +291,9 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model
     nested = [key for key, value in saved.items() if isinstance(value, Mapping)]
     if nested:
         raise CheckpointError(
-            f"{what} holds a whole checkpoint ({', '.join(map(repr, list(saved)[:6]))}), "
+            f"{what} holds a whole checkpoint ({', '.join(map(shown, list(saved)[:6]))}), "
             f"not a state dict: pass the state dict in it, e.g. "
-            f"tj.load_state(model, tj.load(path)[{nested[0]!r}])"
+            f"tj.load_state(model, tj.load(path)[{shown(nested[0])}])"
         )
     closer = torch_names if len(names ^ torch_names) < len(names ^ jax_names) else jax_names
     missing = sorted(closer - names)
@@ -309,8 +310,8 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model
 def _listed(title: str, names: list[str]) -> str:
     if not names:
         return ""
-    shown = ", ".join(repr(name) for name in names[:10])
-    return f"{title}: {shown}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
+    quoted = ", ".join(shown(name) for name in names[:10])
+    return f"{title}: {quoted}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
 
 
 def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:

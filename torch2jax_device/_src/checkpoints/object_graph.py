@@ -22,6 +22,8 @@ __all__ = ["ATOMS", "PLAIN", "Graph", "TooManyTensorsError", "fields", "has_fiel
 ATOMS = frozenset({str, bytes, bytearray, int, float, bool, complex, type(None)})
 #: Containers whose instances have no attributes of their own.
 PLAIN = frozenset({dict, list, tuple, set, frozenset})
+# A path shows this many slots at most: the first and last halves, and a count between.
+_SHOWN_SLOTS = 12
 
 
 class TooManyTensorsError(Exception):
@@ -75,7 +77,11 @@ class Graph:
         while current in self._found_in:
             current, slot_kind, slot_key = self._found_in[current]
             parts.append(_slot(slot_kind, slot_key))
-        return "".join(reversed(parts)) or "<root>"
+        parts.reverse()
+        if len(parts) > _SHOWN_SLOTS:
+            hidden = len(parts) - _SHOWN_SLOTS
+            parts[_SHOWN_SLOTS // 2 : -_SHOWN_SLOTS // 2] = [f"<{hidden:,} more>"]
+        return "".join(parts) or "<root>"
 
 
 def _children(obj: Any) -> Iterator[tuple[str, Any, Any]]:

@@ -24,6 +24,7 @@ from ..errors import CheckpointError, DeviceUnavailableError, Torch2JaxDeviceErr
 from ..interop import ALIGNMENT, to_jax
 from .format import TensorBudget
 from .map_location import LocationHook, MapLocationRule
+from .messages import shown
 from .object_graph import PLAIN, Graph, TooManyTensorsError, fields, has_fields
 from .progress import Progress
 from .source import Source, import_torch, unreadable
@@ -218,8 +219,8 @@ class _Conversion:
                 self._devices[target] = resolve(target)
             except DeviceUnavailableError as err:
                 raise DeviceUnavailableError(
-                    f"cannot place the tensors {self._name} saved on {location!r}: {err} Or "
-                    f"load them onto the CPU: map_location='cpu' (or {{{location!r}: 'cpu'}})."
+                    f"cannot place the tensors {self._name} saved on {shown(location)}: {err} Or "
+                    f"load them onto the CPU: map_location='cpu' (or {{{shown(location)}: 'cpu'}})."
                 ) from err
         return self._devices[target]
 

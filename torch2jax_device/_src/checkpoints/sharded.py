@@ -40,6 +40,7 @@ from ..interop import to_jax
 from .format import TensorBudget, TensorInfo
 from .index import is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
+from .messages import shown
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
 from .pickled import load_pickled
@@ -132,7 +133,7 @@ class ShardingRule:
             chosen = self._function(name, shape, dtype)
             if chosen is not None and not isinstance(chosen, PartitionSpec):
                 raise DeviceTypeError(
-                    f"the ShardingRule function returned {chosen!r} for tensor {name!r}; it "
+                    f"the ShardingRule function returned {chosen!r} for tensor {shown(name)}; it "
                     "must return a jax.sharding.PartitionSpec or None"
                 )
             return self.default if chosen is None else chosen
@@ -152,7 +153,7 @@ class ShardingRule:
             return NamedSharding(self.mesh, spec)
         except Exception as err:  # ValueError, or JAX's DuplicateSpecError
             raise CheckpointError(
-                f"no sharding for tensor {name!r}: the ShardingRule gave {spec}, which does "
+                f"no sharding for tensor {shown(name)}: the ShardingRule gave {spec}, which does "
                 f"not fit the mesh {dict(self.mesh.shape)}: {err}"
             ) from None
 
@@ -239,7 +240,7 @@ class OnMesh:
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
         host = dtypes.as_canonical(reader.read_selection(info, index))
-        name = f"{info.name}[{index!r}]"
+        name = f"{shown(info.name)}[{index!r}]"
         sharding = _checked(self._rule, info.name, host.shape, host.dtype)
         return assemble(
             host.shape, sharding, lambda part: host if part is None else host[part], where=name
@@ -291,7 +292,7 @@ def load(
             part = load_pickled(source, rule, False, progress, {}, budget)
         if not isinstance(part, dict):
             raise CheckpointError(
-                f"{file!r}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
+                f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
                 "dict of tensors; an index can only join dicts"
             )
         checkpoint.update(part)
@@ -319,7 +320,7 @@ class _Plan:
             advance(host.nbytes)
             return host
 
-        return assemble(info.shape, self.sharding, read, where=f"tensor {info.name!r}")
+        return assemble(info.shape, self.sharding, read, where=f"tensor {shown(info.name)}")
 
 
 def _plan(reader: Reader, name: str, rule: RuleFunction) -> _Plan:
@@ -334,7 +335,7 @@ def _checked(
     sharding = rule(name, shape, dtype)
     if not isinstance(sharding, Sharding):
         raise DeviceTypeError(
-            f"the sharding rule returned {sharding!r} for tensor {name!r} (shape "
+            f"the sharding rule returned {sharding!r} for tensor {shown(name)} (shape "
             f"{list(shape)}); it must return a jax.sharding.Sharding, e.g. "
             "NamedSharding(mesh, P('model', None))"
         )
@@ -342,7 +343,7 @@ def _checked(
         spec, sizes = sharding.spec, dict(sharding.mesh.shape)
         if len(spec) > len(shape):
             raise CheckpointError(
-                f"tensor {name!r} has shape {list(shape)} ({len(shape)} dimension(s)) but its "
+                f"tensor {shown(name)} has shape {list(shape)} ({len(shape)} dimension(s)) but its "
                 f"PartitionSpec {spec} names {len(spec)}. Fix: a spec of at most {len(shape)} "
                 "entries for it (P() replicates), e.g. with a tj.ShardingRule per tensor name"
             )
@@ -351,8 +352,8 @@ def _checked(
             ways = math.prod(sizes[axis] for axis in names)
             if size % ways:
                 raise CheckpointError(
-                    f"tensor {name!r} of shape {list(shape)} cannot be split {ways} ways along "
-                    f"dimension {dimension} (size {size}) as {spec} says over mesh "
+                    f"tensor {shown(name)} of shape {list(shape)} cannot be split {ways} ways "
+                    f"along dimension {dimension} (size {size}) as {spec} says over mesh "
                     f"{dict(sizes)}. Fix: a rule that leaves this dimension whole (None) or "
                     "splits it over axes whose sizes divide it"
                 )
@@ -404,7 +405,7 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
                 shape,
                 sharding,
                 lambda index: to_jax(tensor if index is None else tensor[index].contiguous()),
-                where=f"tensor {name!r}",
+                where=f"tensor {shown(name)}",
             )
         return placed[id(tensor)]
 

@@ -13,6 +13,7 @@ import re
 from typing import IO, Any
 
 from ..errors import CheckpointError
+from .messages import clipped
 
 __all__ = ["FileLike", "PathLike", "Source", "import_torch", "unreadable"]
 
@@ -144,7 +145,7 @@ def unreadable(name: str, error: Exception) -> CheckpointError:
     message = " ".join(_ANSI.sub("", str(error)).split())
     # weights_only failures wrap the reason in several sentences of general advice.
     reason = message.partition("WeightsUnpickler error:")[2].partition("Check the documentation")[0]
-    reason = reason.strip() or message or type(error).__name__
+    reason = clipped(reason.strip() or message or type(error).__name__)
     if "Unsupported global" in reason:
         return CheckpointError(
             f"{name} holds objects that torch.load(weights_only=True) refuses to unpickle, "
