@@ -12,7 +12,8 @@ Layers, each importing only those below it (``tests/project/test_import_graph.py
 * one device: ``one_device`` (a safetensors file, ``TensorSlice``), ``pickled``
   (``torch.load`` and its tensors as arrays);
 * a mesh, a client of the one-device path: ``sharded`` (each process reads its parts;
-  indexes of shards);
+  indexes of shards), with ``agreement`` (processes loading together agree on what
+  each tensor is);
 * the public entry points, which choose between them: ``safetensors`` (``load_file``,
   ``safe_open``, ``save_file``), ``torch_load`` (``load``) and ``module_state``
   (``state_dict``, ``load_state``).

@@ -37,6 +37,7 @@ from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
 from ..interop import to_jax
+from .agreement import agree
 from .format import TensorBudget, TensorInfo
 from .index import is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
@@ -209,6 +210,15 @@ def load_file(
             readers.append((reader, []))
             for name in reader.tensors if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
+        agree(
+            (
+                (plan.info.name, plan.info.shape, plan.info.dtype)
+                for _, plans in readers
+                for plan in plans
+                if not plan.sharding.is_fully_addressable
+            ),
+            f"tj.load_file({shown(os.fspath(path))})",
+        )
         total = sum(plan.local_bytes for _, plans in readers for plan in plans)
         arrays: dict[str, jax.Array] = {}
         label = f"Loading {os.path.basename(os.fspath(path))}"
@@ -236,12 +246,16 @@ class OnMesh:
 
     def tensor(self, reader: Reader, info: TensorInfo) -> jax.Array:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
+        shared = [] if plan.sharding.is_fully_addressable else [(info.name, info.shape, info.dtype)]
+        agree(shared, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
         return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
         host = dtypes.as_canonical(reader.read_selection(info, index))
         name = f"{shown(info.name)}[{index!r}]"
         sharding = _checked(self._rule, info.name, host.shape, host.dtype)
+        shared = [] if sharding.is_fully_addressable else [(name, host.shape, host.dtype)]
+        agree(shared, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
         return assemble(
             host.shape, sharding, lambda part: host if part is None else host[part], where=name
         )
@@ -392,18 +406,35 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
         raise
     except Exception as err:
         raise unreadable(source.name, err) from err
+    # First every distinct tensor's name and sharding, counted and agreed on; then the parts.
+    plans: dict[int, tuple[str, Any, Sharding]] = {}
+
+    def plan(name: str, tensor: Any) -> Any:
+        if id(tensor) not in plans:
+            if len(plans) >= budget.left:
+                raise budget.refusal(source.name, f"more than {budget.left:,}")
+            dtype = dtypes.canonical(dtypes.to_numpy_dtype(tensor.dtype))
+            sharding = _checked(rule, name, tuple(tensor.shape), dtype)
+            plans[id(tensor)] = (name, tensor, sharding)
+        return tensor
+
+    _map_named(checkpoint, "", plan)
+    budget.spend(len(plans), source.name)
+    agree(
+        (
+            (name, tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype))
+            for name, tensor, sharding in plans.values()
+            if not sharding.is_fully_addressable
+        ),
+        f"tj.load({source.name})",
+    )
     placed: dict[int, jax.Array] = {}
 
     def place(name: str, tensor: Any) -> jax.Array:
         if id(tensor) not in placed:
-            if len(placed) >= budget.left:
-                raise budget.refusal(source.name, f"more than {budget.left:,}")
-            shape = tuple(tensor.shape)
-            dtype = dtypes.canonical(dtypes.to_numpy_dtype(tensor.dtype))
-            sharding = _checked(rule, name, shape, dtype)
             placed[id(tensor)] = assemble(
-                shape,
-                sharding,
+                tuple(tensor.shape),
+                plans[id(tensor)][2],
                 lambda index: to_jax(tensor if index is None else tensor[index].contiguous()),
                 where=f"tensor {shown(name)}",
             )
@@ -411,7 +442,6 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
 
     result = _map_named(checkpoint, "", place)
     jax.block_until_ready(list(placed.values()))
-    budget.spend(len(placed), source.name)
     return result
 
 

@@ -1,0 +1,72 @@
+"""Two processes load checkpoints that disagree: each must fail with the library's error.
+
+Usage: ``mismatch_worker.py DIR TIMEOUT_S`` under a launcher with 2 CPU devices per
+process. Each rank writes its own copy of a checkpoint in ``DIR``, where ``w`` has
+shape (4, 6) on rank 0 and (8, 6) on rank 1 (and ``b`` float32 on rank 0, float16 on
+rank 1, in a second file), then loads them onto one mesh every way a sharded load can
+go. Each rank prints one ``RESULT`` line: the message of each load's error, or
+``None`` where it loaded, plus one load where the files agree.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import torch
+from ddp_problem import report
+from jax.sharding import PartitionSpec as P
+
+import torch2jax_device as tj
+from torch2jax_device import distributed as dist
+
+
+def outcome(load: Callable[[], Any]) -> str | None:
+    try:
+        load()
+    except tj.CheckpointError as err:
+        return str(err)
+    return None
+
+
+def main() -> None:
+    folder, timeout_s = Path(sys.argv[1]), float(sys.argv[2])
+    dist.init_process_group(backend="gloo", timeout=timeout_s)
+    rank = dist.get_rank()
+    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+    rule = tj.ShardingRule(mesh, {"w": P("data", None)})
+    rows = 4 * (rank + 1)
+    mine = folder / f"rank{rank}"
+    mine.mkdir()
+    same = np.arange(24, dtype=np.float32).reshape(4, 6)
+    tj.save_file({"w": np.ones((rows, 6), np.float32), "same": same}, mine / "w.safetensors")
+    dtype = np.float32 if rank == 0 else np.float16
+    tj.save_file({"b": np.ones(8, dtype)}, mine / "b.safetensors")
+    torch.save({"model": {"w": torch.ones(rows, 6)}}, mine / "w.pt")
+    tj.save_file({"w": same}, mine / "agree.safetensors")
+    dist.barrier()
+
+    def open_and_get() -> Any:
+        with tj.safe_open(mine / "w.safetensors", device=rule) as file:
+            return file.get_tensor("w")
+
+    agreed = tj.load_file(mine / "agree.safetensors", device=rule)["w"]
+    report(
+        {
+            "rank": rank,
+            "load_file": outcome(lambda: tj.load_file(mine / "w.safetensors", device=rule)),
+            "dtype": outcome(lambda: tj.load_file(mine / "b.safetensors", device=mesh)),
+            "torch": outcome(lambda: tj.load(mine / "w.pt", map_location=rule)),
+            "safe_open": outcome(open_and_get),
+            "agreed_sum": float(jax.jit(lambda w: w.sum())(agreed)),
+        }
+    )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

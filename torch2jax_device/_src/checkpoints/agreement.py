@@ -1,0 +1,103 @@
+"""Processes that load a checkpoint together agree on what each tensor is, or all fail.
+
+In a job of several processes every process reads its own parts of each tensor and the
+parts become one global array (``jax.make_array_from_single_device_arrays``), each
+process stating the global shape from its own file. JAX cannot see that two processes
+read different files (a stale copy on one host, a shard written in between): rank 0
+would build ``w`` as (4, 6), rank 1 as (8, 6), and a jitted step would compute on the
+mix with no error. So before any part is read, every process publishes the name, global
+shape and dtype of each tensor it is about to load through JAX's coordination service
+(the key-value store Orbax synchronizes hosts with), reads everyone's, and compares:
+every process sees the same descriptions, so all reach the same verdict and raise the
+same error, naming the tensor and both shapes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..errors import CheckpointError
+from .messages import shown
+
+__all__ = ["TIMEOUT_S", "agree"]
+
+#: How long a process waits for the others to describe their tensors (torch's default
+#: process-group timeout).
+TIMEOUT_S = 600
+# Every process makes the same sequence of sharded loads, so the n-th one has the same
+# number everywhere.
+_loads = itertools.count()
+
+Description = tuple[str, tuple[int, ...], np.dtype[Any]]
+
+
+def agree(tensors: Iterable[Description], what: str) -> None:
+    """Check that every process of the job loads ``tensors`` with the same shapes and dtypes.
+
+    ``tensors`` are ``(name, global shape, dtype)`` of what this process is about to
+    load; ``what`` names the load for messages. A single process checks nothing. Every
+    process must call this for each sharded load, as it must make the load itself.
+
+    Raises:
+        CheckpointError: the processes disagree (the message names the tensor, both
+            processes and what each read), or another process did not describe its
+            tensors within ``TIMEOUT_S`` (it failed, or makes a different call).
+    """
+    if jax.process_count() == 1:
+        return
+    from jax._src import distributed as jax_distributed  # its key-value store: not exported
+
+    client = jax_distributed.global_state.client
+    if client is None:
+        return  # several processes without JAX's distributed runtime: nothing to ask
+    prefix = f"torch2jax_device/checkpoints/load-{next(_loads)}/process-"
+    me = jax.process_index()
+    client.key_value_set(
+        f"{prefix}{me}",
+        json.dumps([[name, list(shape), str(dtype)] for name, shape, dtype in tensors]),
+    )
+    described: dict[int, dict[str, tuple[list[int], str]]] = {}
+    for process in range(jax.process_count()):
+        try:
+            text = client.blocking_key_value_get(f"{prefix}{process}", TIMEOUT_S * 1000)
+        except Exception as err:  # JAX raises a RuntimeError-like XlaRuntimeError
+            raise CheckpointError(
+                f"{what}: process {me} waited {TIMEOUT_S} s for process {process} to say "
+                "which tensors it loads, and it did not: it failed before this load or "
+                f"makes a different call. Every process must make the same loads. JAX's "
+                f"coordination service reported: {shown(str(err), 400)}"
+            ) from err
+        described[process] = {name: (shape, dtype) for name, shape, dtype in json.loads(text)}
+    _compare(described, what)
+
+
+def _compare(described: dict[int, dict[str, tuple[list[int], str]]], what: str) -> None:
+    """Raise the same error on every process for the first disagreement, if any."""
+    first, *others = sorted(described)
+    reference = described[first]
+    for process in others:
+        theirs = described[process]
+        for name in sorted(reference.keys() | theirs.keys()):
+            if reference.get(name) == theirs.get(name):
+                continue
+            raise CheckpointError(
+                f"{what}: the processes loading it disagree on tensor {shown(name)}: "
+                f"process {first} reads {_described(reference.get(name))}, process "
+                f"{process} {_described(theirs.get(name))}. Each process reads its parts "
+                "from its own copy of the files, and the parts of one array must come from "
+                "the same tensor. Fix: give every process the same checkpoint (the same "
+                "files, unchanged since the job started)"
+            )
+
+
+def _described(entry: tuple[list[int], str] | None) -> str:
+    if entry is None:
+        return "no such tensor"
+    shape, dtype = entry
+    return f"shape {tuple(shape)} of {dtype}"
