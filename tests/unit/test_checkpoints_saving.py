@@ -205,6 +205,70 @@ def test_symbolic_links_are_followed_as_open_follows_them(tmp_path: Path) -> Non
     assert temporaries(tmp_path) == [] and temporaries(target.parent) == []
 
 
+OTHER_UID = 54321  # nobody's: a user who is not the one running the tests
+
+
+def shared_sticky(path: Path, owner: int | None = None) -> Path:
+    """A directory like /tmp: sticky and world-writable."""
+    path.mkdir()
+    path.chmod(0o1777)
+    if owner is not None:
+        os.chown(path, owner, -1)
+    return path
+
+
+needs_root = pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="giving a link to another user needs root"
+)
+
+
+@needs_root
+def test_another_users_link_in_a_sticky_shared_directory_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "passwd"
+    victim.write_bytes(b"root:x:0:0")
+    shared = shared_sticky(tmp_path / "tmp")
+    planted = shared / "model.safetensors"
+    planted.symlink_to(victim)
+    os.lchown(planted, OTHER_UID, OTHER_UID)
+    with pytest.raises(
+        CheckpointError,
+        match=r"goes through the symbolic link .*model.safetensors', owned by uid 54321, in "
+        r"the sticky, world-writable directory .*fs.protected_symlinks.*Fix: save to a "
+        "directory only you can write",
+    ):
+        save_file(W, planted)
+    assert victim.read_bytes() == b"root:x:0:0" and temporaries(shared) == []
+    # A planted directory link on the way is refused the same way.
+    (tmp_path / "elsewhere").mkdir()
+    planted_dir = shared / "run"
+    planted_dir.symlink_to(tmp_path / "elsewhere")
+    os.lchown(planted_dir, OTHER_UID, OTHER_UID)
+    with pytest.raises(CheckpointError, match=r"goes through the symbolic link .*run'"):
+        save_file(W, planted_dir / "x" / ".." / "model.safetensors")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@needs_root
+def test_links_the_kernel_would_follow_are_followed(tmp_path: Path) -> None:
+    shared = shared_sticky(tmp_path / "tmp")
+    mine = shared / "mine.safetensors"
+    mine.symlink_to(tmp_path / "mine-target")
+    save_file(W, mine)  # our own link
+    theirs = shared_sticky(tmp_path / "their-tmp", owner=OTHER_UID)
+    owned_alike = theirs / "model.safetensors"
+    owned_alike.symlink_to(tmp_path / "their-target")
+    os.lchown(owned_alike, OTHER_UID, OTHER_UID)
+    save_file(W, owned_alike)  # the directory's owner owns the link too
+    private = tmp_path / "private"
+    private.mkdir(mode=0o755)
+    not_shared = private / "model.safetensors"
+    not_shared.symlink_to(tmp_path / "private-target")
+    os.lchown(not_shared, OTHER_UID, OTHER_UID)
+    save_file(W, not_shared)  # not a sticky, world-writable directory
+    for target in ("mine-target", "their-target", "private-target"):
+        assert list(load_file(tmp_path / target)) == ["w"]
+
+
 PAUSED_SAVE = """
 import os, sys, time
 import numpy as np

@@ -251,7 +251,9 @@ def save_file(
     crash or error never leaves a partial file under ``path`` (an existing file stays
     intact), and a temporary left by a save that was killed is removed by the next save to
     the same path. An existing file keeps its permission bits; a new one gets those the
-    umask leaves. A symbolic link is followed, as ``open()`` follows it. Host memory holds
+    umask leaves. A symbolic link is followed, as ``open()`` follows it, except another
+    user's link in a sticky, world-writable directory such as ``/tmp``, which the
+    kernel's ``fs.protected_symlinks`` refuses ``open()`` too. Host memory holds
     one tensor at a time. Tensors sharing memory are each written in full.
 
     The file is laid out for loading without copies: the header is padded with spaces
@@ -271,7 +273,8 @@ def save_file(
             not a string, or ``metadata`` does not map strings to strings.
         DTypeError: an array has a dtype safetensors cannot store (names the tensor).
         CheckpointError: ``path`` is a device, a FIFO or a socket (``safetensors`` and
-            ``torch.save`` write into them; a rename would replace the node).
+            ``torch.save`` write into them; a rename would replace the node), or goes
+            through another user's link in a sticky, world-writable directory.
         IsADirectoryError: ``path`` is a directory, as with ``torch.save``.
 
     Examples:

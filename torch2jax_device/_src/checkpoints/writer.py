@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import CheckpointError
 from ..interop import ALIGNMENT
 from .format import code_of, write_rank
+from .messages import shown
 
 _flock: Callable[[int, int], Any] | None
 try:
@@ -50,6 +51,7 @@ _SUFFIX = ".tmp"
 _ADDED = 2 + _TOKEN_CHARS + len(_SUFFIX)
 _HASH_CHARS = 16  # a shortened name keeps this much of a hash of the full one
 _NAME_MAX = 255  # where the file system does not say
+_MAX_LINKS = 40  # the links one path may go through, as Linux allows
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,13 @@ def write_file(
     shows the old file or the complete new one, never a partial write, even across a
     crash. An existing target keeps its permission bits (and, where allowed, its owner);
     a new one gets those the umask leaves. A symbolic link is followed, as ``open()``
-    follows it: the file it points to is replaced and the link stays.
+    follows it: the file it points to is replaced and the link stays; but not another
+    user's link in a sticky, world-writable directory (``_check_links``).
 
     Raises:
         CheckpointError: the target exists and is not a regular file (a device, a FIFO,
-            a socket, a symbolic link loop).
+            a socket, a symbolic link loop), or the path goes through another user's
+            link in a sticky, world-writable directory.
         IsADirectoryError: the target is a directory (as ``torch.save`` raises).
         OSError: the directory is missing or not writable, the disk is full, ...
     """
@@ -136,6 +140,7 @@ def _header(
 
 def _regular_target(path: str) -> str:
     """The file a save replaces: ``path`` with symbolic links resolved, if it is regular."""
+    _check_links(path)
     final = os.path.realpath(path)
     try:
         status = os.lstat(final)
@@ -160,6 +165,61 @@ def _regular_target(path: str) -> str:
         "renames it over the target, which would replace the node itself; save to a "
         "regular file path instead"
     )
+
+
+def _check_links(path: str) -> None:
+    """Refuse to follow a link the kernel's ``fs.protected_symlinks`` would not follow.
+
+    A save resolves links itself and renames a new file over the target, so the
+    kernel's guard for ``open()`` never applies: in a sticky, world-writable directory
+    (``/tmp``) another user's link, planted at a predictable name, would make a root
+    job overwrite any file. Each link the path goes through is checked as the kernel
+    checks it: followed only if it is ours, or its directory's owner owns it too, or
+    its directory is not sticky and world-writable.
+
+    Raises:
+        CheckpointError: the path goes through such a link.
+    """
+    if os.name != "posix":
+        return
+    me = os.geteuid()
+    pending = os.path.abspath(path).split(os.sep)[1:]
+    resolved = os.sep
+    for _ in range(_MAX_LINKS):
+        while pending:
+            part = pending.pop(0)
+            if part in ("", os.curdir):
+                continue
+            if part == os.pardir:
+                resolved = os.path.dirname(resolved)
+                continue
+            candidate = os.path.join(resolved, part)
+            try:
+                status = os.lstat(candidate)
+            except OSError:
+                return  # missing or unreadable: nothing further is followed
+            if not stat.S_ISLNK(status.st_mode):
+                resolved = candidate
+                continue
+            folder = os.lstat(resolved)
+            sticky_and_shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+            if sticky_and_shared and status.st_uid not in (me, folder.st_uid):
+                raise CheckpointError(
+                    f"save_file() refuses to write {shown(path)}: it goes through the "
+                    f"symbolic link {shown(candidate)}, owned by uid {status.st_uid}, in the "
+                    f"sticky, world-writable directory {shown(resolved)}: another user could "
+                    "point such a link at any file, and the kernel's fs.protected_symlinks "
+                    "refuses to follow it for open() too. Fix: save to a directory only you "
+                    "can write (or remove the link)"
+                )
+            target = os.readlink(candidate)
+            if os.path.isabs(target):
+                resolved = os.sep
+            pending[:0] = [p for p in target.split(os.sep) if p]
+            break
+        else:
+            return
+    # More links than the kernel follows: realpath and the save report the loop.
 
 
 def _existing(final: str) -> os.stat_result | None:
