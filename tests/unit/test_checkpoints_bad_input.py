@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 import torch
@@ -320,3 +323,93 @@ def test_corrupted_valid_files_raise_only_checkpoint_errors(
         data[where : where + len(replacement)] = replacement
     path.write_bytes(bytes(data))
     _only_library_errors(path)
+
+
+# ------------------------------------------------------------------ indexes of shards
+
+
+def index_naming(folder: Path, shard: str) -> Path:
+    tensors = {"w": np.ones(4, np.float32), "v": np.zeros(2, np.float32)}
+    tj.save_file(tensors, folder / "real.safetensors")
+    path = folder / "model.safetensors.index.json"
+    path.write_text(json.dumps({"weight_map": {"w": shard, "v": "real.safetensors"}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("shard", "problem"),
+    [
+        ("", "names no file"),
+        (".", "names no file"),
+        ("./", "names no file"),
+        ("sub", "is a directory, not a checkpoint file"),
+        ("real\0.safetensors", "contains a NUL byte"),
+        ("../real.safetensors", "is outside the index's folder"),
+        ("sub/../../real.safetensors", "is outside the index's folder"),
+        ("/etc/passwd", "is outside the index's folder"),
+    ],
+)
+def test_an_index_naming_no_shard_file_is_refused(tmp_path: Path, shard: str, problem: str) -> None:
+    (tmp_path / "sub").mkdir()
+    path = index_naming(tmp_path, shard)
+    map_location = jax.sharding.Mesh(np.array(jax.devices("cpu")[:1]), ("data",))
+    for read in (lambda: load_file(path), lambda: load(path), lambda: load(path, map_location)):
+        with pytest.raises(
+            CheckpointError, match=f"names shard .* for tensor 'w', which {problem}"
+        ):
+            read()
+
+
+def test_a_shard_linked_outside_the_folder_is_refused_unread(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"SECRETS!" + b"\0" * 64)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "w.safetensors").symlink_to(secret)
+    path = index_naming(folder, "w.safetensors")
+    for read in (lambda: load_file(path), lambda: load(path)):
+        with pytest.raises(
+            CheckpointError, match=r"is a symbolic link .* outside the index"
+        ) as caught:
+            read()
+        assert "SECRETS" not in str(caught.value)
+        assert str(int.from_bytes(b"SECRETS!", "little")) not in str(caught.value)
+    inside = folder / "inside.safetensors"
+    inside.symlink_to("real.safetensors")  # a link within the folder is a file next to it
+    assert list(load_file(index_naming(folder, "inside.safetensors"))) == ["w", "v"]
+
+
+# --------------------------------------------------------------- the error path
+
+
+def test_a_failed_load_waits_for_the_conversions_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch2jax_device._src.checkpoints import pickled
+
+    settled: list[int] = []
+    settle = pickled.settle
+    monkeypatch.setattr(
+        pickled, "settle", lambda arrays: (settled.append(len(arrays)), settle(arrays))[1]
+    )
+    path = tmp_path / "bad.pt"
+    # Walked last to first: ten tensors are converted before the meta one fails.
+    torch.save([torch.empty(2, device="meta"), *(torch.ones(2**16) for _ in range(10))], path)
+    with pytest.raises(CheckpointError, match="meta tensor"):
+        load(path)
+    assert settled == [10]
+
+
+def test_a_failed_load_leaves_the_interpreter_able_to_exit(tmp_path: Path) -> None:
+    path = tmp_path / "bad.pt"
+    torch.save([torch.empty(2, device="meta"), *(torch.ones(2**16) for _ in range(50))], path)
+    code = (
+        "import sys, torch2jax_device as tj\n"
+        "for _ in range(5):\n"
+        "    try:\n"
+        f"        tj.load({str(path)!r})\n"
+        "    except tj.CheckpointError:\n"
+        "        pass\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]

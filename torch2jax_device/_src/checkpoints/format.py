@@ -95,7 +95,7 @@ def tensor_limit(file_size: int) -> int:
     """How many tensors a file of ``file_size`` bytes may hold without ``max_tensors=``.
 
     Each tensor costs host memory beyond its bytes (its header entry while parsing,
-    about 5 KiB as a JAX array), so a file of many tiny tensors could claim many times
+    6 to 10 KiB as a JAX array), so a file of many tiny tensors could claim many times
     its size: 1.4 million one-byte tensors in a 98 MB file would need about 8 GB. One
     tensor per ``BYTES_PER_TENSOR`` of file, and at least ``MIN_TENSOR_LIMIT``, keeps
     that cost within about 1.5 times the file size, or 100 MB for small files.

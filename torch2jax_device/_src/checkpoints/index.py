@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import NamedTuple
 
 from ..errors import CheckpointError
@@ -34,8 +35,15 @@ def is_index(path: PathLike) -> bool:
 def shard_files(path: PathLike) -> Shards:
     """The shard files of an index and their tensors; a single file holds all of its own.
 
+    Every file the index names is checked before any is opened: it must be a regular
+    file in the index's folder (or below it), also once symbolic links are resolved, so
+    an index never makes a load read, or quote in an error, a file elsewhere.
+
     Raises:
-        CheckpointError: the index is unreadable or names a file outside its folder.
+        CheckpointError: the index is unreadable, or names something that is not a
+            regular file in its folder (an empty name, ``"."``, a directory, a name with
+            a NUL byte, a path or link leading outside the folder).
+        FileNotFoundError: a shard file is missing, as opening it would raise.
     """
     path = os.fspath(path)
     if not is_index(path):
@@ -56,15 +64,46 @@ def shard_files(path: PathLike) -> Shards:
     folder = os.path.dirname(path)
     files: dict[str, list[str] | None] = {}
     for name, shard in weight_map.items():
-        if os.path.isabs(shard) or os.path.normpath(shard).startswith(os.pardir):
-            raise CheckpointError(
-                f"{path!r} names shard {shown(shard)} for tensor {shown(name)}, outside the "
-                "index's folder; an index may only name files next to it"
-            )
-        names = files.setdefault(os.path.join(folder, shard), [])
+        file = os.path.join(folder, shard)
+        if file not in files:
+            _check_shard(path, folder, shard, name)
+        names = files.setdefault(file, [])
         assert names is not None
         names.append(name)
     return Shards(files, list(weight_map))
+
+
+def _check_shard(index: str, folder: str, shard: str, name: str) -> None:
+    """Refuse a shard name that is not a regular file in the index's folder."""
+    problem = None
+    if "\0" in shard:
+        problem = "contains a NUL byte, which no file name can"
+    elif not shard or os.path.normpath(shard) == os.curdir:
+        problem = "names no file"
+    elif os.path.isabs(shard) or os.path.normpath(shard).split(os.sep)[0] == os.pardir:
+        problem = "is outside the index's folder; an index may only name files next to it"
+    else:
+        real_folder = os.path.realpath(folder or os.curdir)
+        real = os.path.realpath(os.path.join(folder, shard))
+        if os.path.commonpath([real, real_folder]) != real_folder:
+            problem = (
+                "is a symbolic link (or goes through one) to a file outside the index's "
+                "folder; an index may only name files next to it. Copy the file into the "
+                "folder, or load it by its own path"
+            )
+        else:
+            try:
+                mode = os.stat(real).st_mode
+            except FileNotFoundError:
+                return  # reported when the load opens it, as for any missing file
+            if stat.S_ISDIR(mode):
+                problem = "is a directory, not a checkpoint file"
+            elif not stat.S_ISREG(mode):
+                problem = "is not a regular file (a device, a FIFO or a socket)"
+    if problem is not None:
+        raise CheckpointError(
+            f"{index!r} names shard {shown(shard)} for tensor {shown(name)}, which {problem}"
+        )
 
 
 def tensor_budget(

@@ -29,7 +29,7 @@ from .object_graph import PLAIN, Graph, TooManyTensorsError, fields, has_fields
 from .progress import Progress
 from .source import Source, import_torch, unreadable
 
-__all__ = ["load_pickled"]
+__all__ = ["load_pickled", "settle"]
 
 # Copies a load may make beyond the tensor data the file holds: this much, plus
 # _COPY_FACTOR times that data. Views repeating their storage (stride 0), sparse tensors
@@ -133,25 +133,39 @@ class _Conversion:
         return new.get(id(root), root)
 
     def _arrays(self, graph: Graph) -> dict[int, Any]:
-        """``id(tensor) -> array`` for every tensor, moved in one transfer per device."""
+        """``id(tensor) -> array`` for every tensor, moved in one transfer per device.
+
+        On any failure the conversions and transfers already started are waited for
+        before the error propagates: an array dropped while its copy is in flight can
+        abort the interpreter at exit.
+        """
         cpu = resolve("cpu")
         by_target: dict[jax.Device, list[tuple[Any, jax.Array]]] = {}
-        for tensor in graph.tensors:
-            try:
-                host, location, target = self._host_tensor(tensor)
-                array = to_jax(host)
-                placed = self._device(location, target)
-            except (DeviceUnavailableError, Warning):
-                raise  # a warning the caller's filters made an error stays what it is
-            except Exception as err:
-                raise self._tensor_error(graph, tensor, err) from err
-            by_target.setdefault(placed, []).append((tensor, array))
-        new: dict[int, Any] = {}
-        for target, pairs in by_target.items():
-            arrays = [array for _, array in pairs]
-            moved = arrays if target == cpu else jax.device_put(arrays, target)
-            new.update((id(tensor), array) for (tensor, _), array in zip(pairs, moved, strict=True))
-        jax.block_until_ready(list(new.values()))
+        started: list[jax.Array] = []
+        try:
+            for tensor in graph.tensors:
+                try:
+                    host, location, target = self._host_tensor(tensor)
+                    array = to_jax(host)
+                    started.append(array)
+                    placed = self._device(location, target)
+                except (DeviceUnavailableError, Warning):
+                    raise  # a warning the caller's filters made an error stays what it is
+                except Exception as err:
+                    raise self._tensor_error(graph, tensor, err) from err
+                by_target.setdefault(placed, []).append((tensor, array))
+            new: dict[int, Any] = {}
+            for target, pairs in by_target.items():
+                arrays = [array for _, array in pairs]
+                moved = arrays if target == cpu else jax.device_put(arrays, target)
+                started.extend(moved)
+                new.update(
+                    (id(tensor), array) for (tensor, _), array in zip(pairs, moved, strict=True)
+                )
+            jax.block_until_ready(list(new.values()))
+        except BaseException:
+            settle(started)
+            raise
         return new
 
     def _host_tensor(self, tensor: Any) -> tuple[Any, str, Any]:
@@ -307,3 +321,10 @@ class _Conversion:
             "JAX arrays cannot be hashed, so it cannot become one. Load it with torch.load "
             "and keep it a torch tensor"
         )
+
+
+def settle(arrays: list[jax.Array]) -> None:
+    """Wait for ``arrays``' conversions and transfers, whatever became of them."""
+    for array in arrays:
+        with contextlib.suppress(Exception):  # a failed transfer has nothing in flight
+            array.block_until_ready()

@@ -77,7 +77,7 @@ def load_file(
         max_tensors: The most tensors the load may read: of the file, or of all the
             files of an index together. By default one per 4 KiB of the files and at
             least 16,384, so that files of millions of tiny tensors cannot exhaust RAM
-            (each JAX array costs about 10 KiB of host memory, measured with 240,000).
+            (each JAX array costs 6 to 10 KiB of host memory, measured with 240,000).
         progress: Draw a progress bar of the bytes read on stderr (a mapped load reads
             none). By default one is drawn for reads of 256 MiB or more when stderr is a
             terminal; ``TORCH2JAX_DEVICE_PROGRESS=0`` turns that off and ``=1`` on
@@ -102,12 +102,12 @@ def load_file(
             ``jax_enable_x64`` is on; they are narrowed chunk by chunk as they are read.
 
     Note:
-        A mapped array shows the file as it is when its pages are first read. Replacing
-        the file (a new file renamed over it, as ``tj.save_file`` and ``torch.save``
-        do) is safe: the arrays keep the old contents. Rewriting it in place (as
-        ``safetensors.torch.save_file`` does) changes arrays not yet read, and
-        truncating it makes reading them crash the process with ``SIGBUS``, exactly as
-        with ``safetensors.torch.load_file``. Use ``backend="pread"`` then.
+        A mapped array shows the file's current bytes. Replacing the file (a new file
+        renamed over it, as ``tj.save_file`` and ``torch.save`` do) is safe: the arrays
+        keep the old contents. Rewriting it in place (as ``safetensors.torch.save_file``
+        does) changes the arrays, those already read included, and truncating it makes
+        reading them crash the process with ``SIGBUS``, exactly as with
+        ``safetensors.torch.load_file``. Use ``backend="pread"`` then.
 
     Examples:
         >>> import os, tempfile

@@ -44,7 +44,7 @@ from .map_location import MapLocationRule
 from .messages import shown
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
-from .pickled import load_pickled
+from .pickled import load_pickled, settle
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
@@ -223,10 +223,14 @@ def load_file(
         arrays: dict[str, jax.Array] = {}
         label = f"Loading {os.path.basename(os.fspath(path))}"
         with Progress(label, total, progress) as bar:
-            for reader, plans in readers:
-                for plan in sorted(plans, key=lambda plan: plan.info.start):
-                    arrays[plan.info.name] = plan.load(reader, bar.advance)
-            jax.block_until_ready(list(arrays.values()))
+            try:
+                for reader, plans in readers:
+                    for plan in sorted(plans, key=lambda plan: plan.info.start):
+                        arrays[plan.info.name] = plan.load(reader, bar.advance)
+                jax.block_until_ready(list(arrays.values()))
+            except BaseException:
+                settle(list(arrays.values()))  # nothing dropped while in flight
+                raise
     finally:
         for reader, _ in readers:
             reader.close()
@@ -440,8 +444,12 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
             )
         return placed[id(tensor)]
 
-    result = _map_named(checkpoint, "", place)
-    jax.block_until_ready(list(placed.values()))
+    try:
+        result = _map_named(checkpoint, "", place)
+        jax.block_until_ready(list(placed.values()))
+    except BaseException:
+        settle(list(placed.values()))  # nothing dropped while in flight
+        raise
     return result
 
 
