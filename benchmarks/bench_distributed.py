@@ -22,6 +22,16 @@ bytes it read through ``read()`` (``rchar``; safetensors maps the file instead, 
 reads do not show there) and its peak RSS (``ru_maxrss``), also above its RSS before
 the load (JAX started, mesh made); the driver prints them and the ratios. The file is
 deleted at the end.
+
+How fast each launcher stops its workers (2, each sleeping), ``torch2jax-device run``
+against torchrun, from the signal until both workers are gone (``os.kill(pid, 0)``
+fails or the worker is a zombie), median and slowest of ``--repeats`` runs::
+
+    .venv/bin/python benchmarks/bench_distributed.py stop [--repeats 5]
+
+``SIGTERM`` to the launcher (forwarded to the workers), and ``SIGKILL`` to the launcher
+(it cannot forward anything: the workers end only if the OS was told to end them with
+their parent; a worker still running 5 s later counts as orphaned and is killed).
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ import json
 import os
 import resource
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -47,6 +59,7 @@ GIB = 2**30
 TENSORS = 8
 COLUMNS = 4096
 LAUNCHER = Path(sys.executable).with_name("torch2jax-device")
+TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
 def timed(call: Callable[[], Any], repeats: int = REPEATS) -> float:
@@ -215,17 +228,101 @@ def load(gib: float) -> None:
         shutil.rmtree(folder)
 
 
+STOP_WORKER = """
+import os, time
+print(f"PID {os.environ['RANK']} {os.getpid()}", flush=True)
+time.sleep(60)
+"""
+ORPHAN_LIMIT_S = 5.0
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet has ended)."""
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def stop_once(command: list[str], signum: int) -> float | None:
+    """Seconds from ``signum`` to the launcher until both workers are gone; None: orphaned."""
+    launcher = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert launcher.stdout is not None
+    pids: list[int] = []
+    while len(pids) < 2:
+        line = launcher.stdout.readline()
+        if not line:
+            assert launcher.stderr is not None
+            problem = launcher.stderr.read()
+            raise SystemExit(f"{command} ended before its workers started: {problem}")
+        if "PID " in line:
+            pids.append(int(line.split()[-1]))
+    start = time.perf_counter()
+    launcher.send_signal(signum)
+    while any(alive(pid) for pid in pids):
+        if time.perf_counter() - start > ORPHAN_LIMIT_S:
+            for pid in pids:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            launcher.communicate(timeout=60)
+            return None
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - start
+    launcher.communicate(timeout=60)
+    return elapsed
+
+
+def stop(repeats: int) -> None:
+    """Time for each launcher to stop its workers, on SIGTERM and when SIGKILLed."""
+    with tempfile.TemporaryDirectory() as folder:
+        worker = Path(folder) / "worker.py"
+        worker.write_text(STOP_WORKER)
+        launchers = {
+            "torch2jax-device run": [str(LAUNCHER), "run", "--nproc-per-node", "2", str(worker)],
+            "torchrun": [str(TORCHRUN), "--nproc_per_node=2", str(worker)],
+        }
+        with socket.socket() as probe:  # torchrun's default port may be taken
+            probe.bind(("127.0.0.1", 0))
+            launchers["torchrun"].insert(1, f"--master_port={probe.getsockname()[1]}")
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            medians = {}
+            for name, command in launchers.items():
+                times = [stop_once(command, signum) for _ in range(repeats)]
+                stopped = sorted(t for t in times if t is not None)
+                orphaned = len(times) - len(stopped)
+                if stopped:
+                    medians[name] = statistics.median(stopped)
+                    figures = f"median {medians[name]:.2f} s, slowest {stopped[-1]:.2f} s"
+                else:
+                    figures = "never"
+                print(
+                    f"{signal.Signals(signum).name:8} {name:21} workers gone: {figures}; "
+                    f"orphaned (alive {ORPHAN_LIMIT_S:g} s later) in {orphaned}/{repeats} runs"
+                )
+            if len(medians) == 2:
+                ratio = medians["torch2jax-device run"] / medians["torchrun"]
+                print(f"{signal.Signals(signum).name:8} ratio tj/torchrun: {ratio:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("mode", choices=("torch", "tj", "load", "load-worker"))
+    parser.add_argument("mode", choices=("torch", "tj", "load", "load-worker", "stop"))
     parser.add_argument("way", nargs="?", choices=("whole", "sharded"))
     parser.add_argument("path", nargs="?")
     parser.add_argument("--gib", type=float, default=1.5, help="file size for `load`")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per launcher for `stop`")
     args = parser.parse_args()
     if args.mode in ("torch", "tj"):
         latency(args.mode)
     elif args.mode == "load":
         load(args.gib)
+    elif args.mode == "stop":
+        stop(args.repeats)
     else:
         load_worker(args.way, args.path)
 

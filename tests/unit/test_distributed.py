@@ -510,7 +510,7 @@ def test_interrupted_launcher_stops_every_process(tmp_path: Path) -> None:
     began = time.monotonic()
     status, _, err = launch("--nproc-per-node", "2", str(script), limit_s=1)
     assert status == 130
-    assert "interrupted; stopped every process" in err
+    assert "interrupted by SIGINT; stopped every process" in err
     assert time.monotonic() - began < 15
 
 

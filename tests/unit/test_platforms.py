@@ -20,7 +20,6 @@ import torch2jax_device as tj
 from torch2jax_device._src import platforms as _platforms
 from torch2jax_device._src import startup
 from torch2jax_device._src.distributed import rendezvous
-from torch2jax_device._src.interop import torch_device
 
 ROWS = pytest.mark.parametrize("row", _platforms.PLATFORMS, ids=lambda row: row.name)
 
@@ -66,9 +65,9 @@ def test_torch_gets_the_same_hardware(row: _platforms.Platform) -> None:
     device = tj.device(row.device_type, 1)
     if row.torch_type is None:
         with pytest.raises(tj.DeviceUnavailableError, match="torch has no device type"):
-            torch_device(device)
+            device.torch_device  # noqa: B018 (the property raises)
     else:
-        assert torch_device(device) == torch.device(row.torch_type, 1)
+        assert device.torch_device == torch.device(row.torch_type, 1)
 
 
 @ROWS
@@ -142,3 +141,53 @@ def test_a_platform_that_cannot_start_says_why_and_what_was_attempted(
     if row.plugins and not any(_platforms._installed_plugins(row)):
         assert "no plugin installed" in message and row.install_hint in message
     assert f"JAX_PLATFORMS='{row.environment_name},cpu'" in message
+
+
+_REPEATED = """
+import json, sys
+import jax, numpy as np
+if sys.argv[1] == "jax-first":
+    jax.devices()
+import torch2jax_device as tj
+print(json.dumps({
+    "default": str(tj.get_default_device()),
+    "placed": str(tj.device_of(tj.to_device(np.ones(2), "cpu"))),
+    "same_device": tj.device("cpu").jax_device == jax.numpy.zeros(1).devices().pop(),
+    "platforms": jax.config.jax_platforms,
+}))
+"""
+
+
+@pytest.mark.parametrize("started_by", ["tj", "jax-first"])
+def test_a_platform_named_twice_is_accepted_as_jax_accepts_it(started_by: str) -> None:
+    """JAX_PLATFORMS=cpu,cpu: JAX starts it (twice); tj's devices are the ones JAX uses."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", _REPEATED, started_by],
+        capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu,cpu"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (outcome["default"], outcome["placed"], outcome["same_device"]) == ("cpu", "cpu", True)
+    # Started by tj, the CPU starts once; started by JAX first, the setting stays as it was.
+    assert outcome["platforms"] == ("cpu" if started_by == "tj" else "cpu,cpu")
+
+
+def test_a_platform_named_twice_starts_in_the_devices_command() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch2jax_device", "devices"],
+        capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu,cpu"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "default backend: cpu" in result.stdout
+
+
+def test_distributed_start_up_is_registered_from_above() -> None:
+    """The platform table runs what the distributed layer registered (it never imports it);
+    tests/unit/test_distributed.py runs a launched job that joins through it."""
+    from torch2jax_device._src import distributed
+
+    assert distributed._join_launched_job in _platforms._BEFORE_BACKENDS_START
+    _platforms.call_before_backends_start(distributed._join_launched_job)  # once is enough
+    assert _platforms._BEFORE_BACKENDS_START.count(distributed._join_launched_job) == 1

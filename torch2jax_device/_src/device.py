@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from . import context, platforms
-from .detect import is_torch_device
+from .detect import import_torch, is_torch_device
 from .errors import (
     DeviceTypeError,
     DeviceUnavailableError,
@@ -192,9 +192,15 @@ class Device:
             >>> torch.zeros(2, device=tj.device("cpu").torch_device).device
             device(type='cpu')
         """
-        from .interop import torch_device  # interop builds on this module
-
-        return torch_device(self)
+        torch_type = platforms.torch_type_of(self._type)
+        if torch_type is None:
+            raise DeviceUnavailableError(
+                f"torch has no device type for {self}: PyTorch cannot place tensors on it "
+                "(a TPU needs torch_xla). Fix: keep this data in JAX, or move it to the CPU "
+                "for torch with tj.to_torch(x, 'cpu')"
+            )
+        torch = import_torch(f"tj.device({str(self)!r}).torch_device")
+        return torch.device(torch_type, self._index)
 
     def __str__(self) -> str:
         return self._type if self._index is None else f"{self._type}:{self._index}"

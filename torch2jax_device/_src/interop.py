@@ -13,12 +13,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import dtypes, platforms
+from . import dtypes
 from .detect import import_torch, is_torch_tensor, is_tracer, type_name
 from .device import Device, DeviceLike, resolve
 from .errors import ConversionError, DeviceUnavailableError
 
-__all__ = ["ALIGNMENT", "aligned_empty", "host_array", "to_jax", "to_torch", "torch_device"]
+__all__ = ["ALIGNMENT", "aligned_empty", "host_array", "to_jax", "to_torch"]
 
 #: JAX's CPU backend uses host memory in place only when it starts at this alignment.
 ALIGNMENT = 64
@@ -294,25 +294,7 @@ def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
         )
     if device is None:
         return tensor
-    return tensor.to(torch_device(Device(device)))
-
-
-def torch_device(device: Device) -> Any:
-    """The ``torch.device`` for the same hardware as ``device`` (needs torch).
-
-    Raises:
-        DeviceUnavailableError: torch has no device type for this platform (TPU).
-        MissingFrameworkError: torch is not installed.
-    """
-    torch_type = platforms.torch_type_of(device.type)
-    if torch_type is None:
-        raise DeviceUnavailableError(
-            f"torch has no device type for {device}: PyTorch cannot place tensors on it "
-            "(a TPU needs torch_xla). Fix: keep this data in JAX, or move it to the CPU "
-            "for torch with tj.to_torch(x, 'cpu')"
-        )
-    torch = import_torch(f"tj.device({str(device)!r}).torch_device")
-    return torch.device(torch_type, device.index)
+    return tensor.to(Device(device).torch_device)
 
 
 def _torch_from_jax(array: jax.Array) -> Any:

@@ -21,6 +21,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -35,6 +36,7 @@ __all__ = [
     "available_platforms",
     "backends_initialized",
     "by_name",
+    "call_before_backends_start",
     "default_platform",
     "device_index",
     "device_indices",
@@ -174,6 +176,8 @@ PLATFORMS: tuple[Platform, ...] = (
 ACCELERATORS: tuple[str, ...] = tuple(p.name for p in PLATFORMS if p.accelerator)
 
 _BY_NAME = {platform.name: platform for platform in PLATFORMS}
+# What the layers above need done before tj starts JAX's backends (call_before_backends_start).
+_BEFORE_BACKENDS_START: list[Callable[[], None]] = []
 # Device types that name no platform but get a specific answer.
 _NO_PLATFORM_HINTS = {
     "meta": (
@@ -239,7 +243,7 @@ def jax_backends() -> dict[str, Any]:
             message has JAX's reason and what was attempted (the platforms asked for,
             their plugins, the hardware JAX looked for, the variables that hide it).
     """
-    _join_launched_job_first()
+    _before_backends_start()
     try:
         return dict(_extend_backend().backends())
     except Exception as err:  # JAX's own reason, whatever its class, goes into the message
@@ -321,21 +325,43 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _join_launched_job_first() -> None:
-    """Under a launcher (``RANK``, ``WORLD_SIZE``), join the job before tj starts JAX.
+def call_before_backends_start(hook: Callable[[], None]) -> None:
+    """Have ``hook`` run before the first tj call that starts JAX's backends.
 
-    ``jax.distributed`` must start before the backends, and PyTorch scripts ask
-    ``torch.cuda.is_available()`` before ``init_process_group``: see
-    ``distributed.process_group.join_launched_job``.
+    The layers above register what must happen first: ``distributed`` joins the job a
+    launcher started (``jax.distributed`` must start before the backends). Each hook
+    runs at every such call until the backends are up, so it must be idempotent; it is
+    registered once (registering it again changes nothing).
     """
-    if "WORLD_SIZE" in os.environ and "RANK" in os.environ and not backends_initialized():
-        module = importlib.import_module(".distributed.process_group", __package__)
-        module.join_launched_job()
+    if hook not in _BEFORE_BACKENDS_START:
+        _BEFORE_BACKENDS_START.append(hook)
+
+
+def _before_backends_start() -> None:
+    if not backends_initialized():
+        _start_each_platform_once()
+        for hook in _BEFORE_BACKENDS_START:
+            hook()
+
+
+def _start_each_platform_once() -> None:
+    """Drop repeated names from the platform list (``JAX_PLATFORMS``) before JAX reads it.
+
+    JAX accepts ``cpu,cpu`` but starts one client per name: new arrays go to the first,
+    ``jax.local_devices(backend="cpu")`` lists the second's devices (which never equal the
+    first's), and a GPU named twice is started, its memory preallocated, twice.
+    """
+    from jax._src import config
+
+    names = str(config.jax_platforms.value or "").split(",")
+    once = list(dict.fromkeys(names))
+    if len(once) < len(names):
+        jax.config.update("jax_platforms", ",".join(once))
 
 
 def jax_default_device() -> jax.Device:
     """The device JAX itself puts new arrays on (``jax_default_device``, else its first)."""
-    _join_launched_job_first()
+    _before_backends_start()
     device: jax.Device = _extend_backend().get_default_device()
     return device
 
@@ -354,9 +380,16 @@ def available_platforms() -> list[str]:
 
 
 def local_devices(platform: str) -> list[jax.Device]:
-    """This process's devices of ``platform``, in index order; ``[]`` if it is absent."""
+    """This process's devices of ``platform``, in index order; ``[]`` if it is absent.
+
+    Those of JAX's default backend when it serves ``platform``: when JAX started it twice
+    (``JAX_PLATFORMS=cpu,cpu`` before tj could drop the repeat), arrays go to the first.
+    """
     if platform not in jax_backends():
         return []
+    defaults = jax.local_devices()
+    if platform_of(defaults[0]) == platform:
+        return list(defaults)
     return list(jax.local_devices(backend=platform))
 
 

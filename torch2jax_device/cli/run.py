@@ -8,34 +8,72 @@ either launcher. Where torch is installed, it also does what torchrun's agent do
 hosts torch's rendezvous store at ``MASTER_PORT`` itself and tells the workers so
 (``TORCHELASTIC_USE_AGENT_STORE=True``), so ``torch.distributed`` in the workers never
 depends on rank 0 outliving the others (when rank 0 hosts the store, gloo jobs abort
-now and then at exit), and JAX's coordinator takes ``MASTER_PORT + 1``. Each line the
-workers print is relayed as it comes, prefixed with ``[rankN]:``. When a worker fails,
-the others are stopped at once (SIGTERM, then SIGKILL: JAX's preemption handler catches
-SIGTERM) and the first failure's exit code is returned. Several hosts: run it on each
-with the same ``--nnodes``, ``--master-addr`` (the host of rank 0) and
+now and then at exit), and JAX's coordinator takes ``MASTER_PORT + 1``. Several hosts:
+run it on each with the same ``--nnodes``, ``--master-addr`` (the host of rank 0) and
 ``--master-port``, and a distinct ``--node-rank``.
+
+Like torchrun's agent, it cleans up after itself:
+
+* Output is relayed as it comes, in chunks of at most 64 KiB: partial lines and ``\r``
+  progress bars show at once, and ``[rankN]:`` starts each line (and each ``\r``
+  redraw). Relaying stops a second after the last worker exits, even when a process the
+  worker started still holds its output open.
+* When a worker fails, the others are stopped (SIGTERM, SIGKILL after 3 s: JAX's
+  preemption handler catches SIGTERM) and the first failure's exit code is returned.
+* SIGINT (ctrl-C), SIGTERM and SIGHUP are forwarded to every worker's process group,
+  SIGKILL follows 3 s later, and the launcher exits with 128 + the signal's number; a
+  second signal kills the workers at once. Nothing waits without a deadline.
+* On Linux each worker dies (SIGKILL) when the launcher dies, even by SIGKILL
+  (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
 import datetime
 import importlib.util
 import os
+import re
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any, TextIO
 
 __all__ = ["add_parser", "run"]
 
 _POLL_S = 0.05
-# How long stopped workers get between SIGTERM and SIGKILL.
+# How long stopped workers get between SIGTERM (or the signal forwarded) and SIGKILL.
 _GRACE_S = 3.0
+# How long the kernel gets to end SIGKILLed workers before the launcher stops waiting.
+_KILL_WAIT_S = 5.0
+# How long output is still relayed after the last worker exited.
+_DRAIN_S = 1.0
+# The most bytes read from a worker's pipe at once: a long line never fills memory.
+_CHUNK = 64 * 1024
+# The signals forwarded to every worker, as torchrun's agent does.
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Run by each worker before its script (Linux): PR_SET_PDEATHSIG (1) to SIGKILL (9),
+# unless the launcher (argv[1]) already died, then exec the script (argv[2:]).
+_DIE_WITH_LAUNCHER = (
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+# The highest --master-port: JAX's coordinator takes the next one.
+_MAX_PORT = 65534
+# A line ends at \n (or \r\n); a \r redraws it.
+_BREAKS = re.compile(r"(\r\n|\r|\n)")
 _SIGNAL_NUMBERS = frozenset(int(number) for number in signal.Signals)
 # How long torch's store waits for a worker, as torchrun's default rendezvous timeout.
 _STORE_TIMEOUT = datetime.timedelta(minutes=15)
@@ -85,7 +123,7 @@ def add_parser(commands: Any) -> None:
         type=_port,
         default=None,
         help="the job's rendezvous port on that host: torch's store where torch is "
-        "installed (JAX's coordinator then takes PORT+1), else JAX's coordinator "
+        "installed (JAX's coordinator then takes PORT+1), else JAX's coordinator; 1 to 65534 "
         "(default: a free port; required with --nnodes > 1)",
     )
     parser.add_argument(
@@ -102,68 +140,50 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Run the job; return 0, or the exit code of the first worker that failed."""
+    """Run the job; return 0, the exit code of the first worker that failed, or 128 +
+    the number of the signal that stopped it."""
     problem = _check(args)
     if problem:
         err.write(f"torch2jax-device run: {problem}\n")
         return 2
     agent_store = importlib.util.find_spec("torch") is not None
     port = args.master_port if args.master_port is not None else _free_ports(1 + agent_store)
-    lock = threading.Lock()  # one line at a time, whichever worker printed it
-    workers = [
-        _start(args, local_rank, port, agent_store, _Sinks(out, err, lock))
-        for local_rank in range(args.nproc_per_node)
-    ]
-    interrupted = False
+    job = _Job(_Relay(out, err))
+    store_error = None
     stores: list[object] = []  # open until the workers are done
-    try:
-        # Started after the workers, which wait for it: importing torch here costs them
-        # nothing.
-        if agent_store and args.node_rank == 0:
-            stores.append(_host_store(args, port))
-        failure = _wait(workers)
-    except KeyboardInterrupt:
-        failure, interrupted = None, True
-    except _StoreError as error:
-        err.write(f"torch2jax-device run: {error}\n")
-        return 1
-    finally:
-        _stop(workers)
-        for worker in workers:
-            worker.join_output()
-        stores.clear()
-    if interrupted:
-        err.write("torch2jax-device run: interrupted; stopped every process.\n")
-        return 130
-    if failure is None:
-        return 0
-    err.write(failure.describe() + "\n")
-    return failure.exit_status
+    with _forwarding_signals(job):
+        try:
+            job.start(args, port, agent_store)
+            # Started after the workers, which wait for it: importing torch here costs
+            # them nothing.
+            if agent_store and args.node_rank == 0 and not job.signals:
+                stores.append(_host_store(args, port))
+            job.wait()
+        except _StoreError as error:
+            store_error = error
+        finally:
+            job.stop()
+            stores.clear()
+    return job.report(err, store_error)
 
 
 class _StoreError(Exception):
     """torch's rendezvous store could not be hosted (the message says why and the fix)."""
 
 
-class _Sinks:
-    """Where workers' output goes, and the lock that keeps their lines whole."""
-
-    def __init__(self, out: TextIO, err: TextIO, lock: threading.Lock) -> None:
-        self.out, self.err, self.lock = out, err, lock
-
-
 class _Worker:
-    """One child process and the threads relaying its output."""
+    """One child process, the leader of its own process group."""
 
-    def __init__(self, rank: int, process: subprocess.Popen[bytes], sinks: _Sinks) -> None:
+    def __init__(self, rank: int, process: subprocess.Popen[bytes]) -> None:
         self.rank = rank
         self.process = process
-        self._relays = [
-            threading.Thread(target=_relay, args=(stream, sink, f"[rank{rank}]: ", sinks.lock))
-            for stream, sink in ((process.stdout, sinks.out), (process.stderr, sinks.err))
-        ]
-        for relay in self._relays:
-            relay.start()
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):  # exited in the meantime
+            os.killpg(self.process.pid, signum)
 
     @property
     def exit_status(self) -> int:
@@ -187,9 +207,220 @@ class _Worker:
             )
         return message
 
-    def join_output(self) -> None:
-        for relay in self._relays:
-            relay.join()
+
+class _Job:
+    """The workers of this host, what stopped them, and their output."""
+
+    def __init__(self, relay: _Relay) -> None:
+        self.relay = relay
+        self.workers: list[_Worker] = []
+        self.signals: list[int] = []  # received, in order
+        self.failure: _Worker | None = None
+        self._kill_deadline: float | None = None  # when SIGKILL follows the first stop
+        self._unstopped: list[_Worker] = []  # still running after SIGKILL and the wait
+
+    def start(self, args: argparse.Namespace, port: int, agent_store: bool) -> None:
+        """Start this host's workers; none after a signal arrived."""
+        for local_rank in range(args.nproc_per_node):
+            if self.signals:
+                return
+            worker = _start(args, local_rank, port, agent_store)
+            self.workers.append(worker)
+            self.relay.add(worker.rank, worker.process.stdout, worker.process.stderr)
+
+    def on_signal(self, signum: int, frame: FrameType | None = None) -> None:
+        """The handler of SIGINT, SIGTERM and SIGHUP: forward the first, kill on the next."""
+        self.signals.append(signum)
+        if len(self.signals) == 1:
+            self._stop_workers(signum)
+        else:
+            for worker in self.workers:
+                worker.signal_group(signal.SIGKILL)
+
+    def wait(self) -> None:
+        """Relay output until every worker exited, one failed, or a signal came."""
+        while not self.signals:
+            running = [worker.running() for worker in self.workers]  # polls each
+            self.failure = next((w for w in self.workers if w.process.returncode), None)
+            if self.failure is not None or not any(running):
+                return
+            self.relay.pump(_POLL_S)
+
+    def stop(self) -> None:
+        """Stop what still runs (SIGTERM, SIGKILL after the grace), then drain the output.
+
+        Every wait is bounded: a worker SIGKILL cannot end (stuck in the kernel) is
+        reported, not waited for.
+        """
+        if self._kill_deadline is None:
+            self._stop_workers(signal.SIGTERM)
+        assert self._kill_deadline is not None
+        self._pump_while_running(self._kill_deadline)
+        for worker in self.workers:
+            if worker.running():
+                worker.signal_group(signal.SIGKILL)
+        self._pump_while_running(time.monotonic() + _KILL_WAIT_S)
+        self._unstopped = [worker for worker in self.workers if worker.running()]
+        deadline = time.monotonic() + _DRAIN_S
+        while self.relay.open() and time.monotonic() < deadline:
+            self.relay.pump(_POLL_S)
+        self.relay.close()
+
+    def report(self, err: TextIO, store_error: _StoreError | None) -> int:
+        """Say what stopped the job, if anything did; return the launcher's exit status."""
+        lines = [f"rank {worker.rank} (pid {worker.process.pid})" for worker in self._unstopped]
+        if lines:
+            err.write(
+                f"torch2jax-device run: {', '.join(lines)} still running after SIGKILL "
+                f"and {_KILL_WAIT_S:g} s (stuck in the kernel?); not waiting for it.\n"
+            )
+        if self.signals:
+            name = signal.Signals(self.signals[0]).name
+            how = (
+                "a second signal killed them (SIGKILL)"
+                if len(self.signals) > 1
+                else f"forwarded {name}, SIGKILL after {_GRACE_S:g} s"
+            )
+            err.write(
+                f"torch2jax-device run: interrupted by {name}; stopped every process ({how}).\n"
+            )
+            return 128 + self.signals[0]
+        if store_error is not None:
+            err.write(f"torch2jax-device run: {store_error}\n")
+            return 1
+        if self.failure is not None:
+            err.write(self.failure.describe() + "\n")
+            return self.failure.exit_status
+        return 0
+
+    def _stop_workers(self, signum: int) -> None:
+        self._kill_deadline = time.monotonic() + _GRACE_S
+        for worker in self.workers:
+            if worker.running():
+                worker.signal_group(signum)
+
+    def _pump_while_running(self, deadline: float) -> None:
+        while any(worker.running() for worker in self.workers) and time.monotonic() < deadline:
+            self.relay.pump(_POLL_S)
+
+
+@contextlib.contextmanager
+def _forwarding_signals(job: _Job) -> Iterator[None]:
+    """``job.on_signal`` handles SIGINT, SIGTERM and SIGHUP while the job runs.
+
+    The handler never raises, so no signal interrupts the launcher with a traceback;
+    outside the main thread (where Python runs no handlers) nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, job.on_signal) for signum in _FORWARDED}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class _Stream:
+    """One worker pipe being relayed, and where its output stands in its current line."""
+
+    def __init__(self, pipe: IO[bytes], sink: TextIO, prefix: str) -> None:
+        self.pipe, self.sink, self.prefix = pipe, sink, prefix
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.at_line_start = True
+        self.after_return = False  # a \r redraws the line: its text is still shown
+
+    def mid_line(self) -> bool:
+        return not self.at_line_start or self.after_return
+
+
+class _Relay:
+    """Workers' pipes, relayed as chunks arrive, with ``[rankN]:`` at each line start."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self._out, self._err = out, err
+        self._selector = selectors.DefaultSelector()
+        # Per sink, the stream whose line is unfinished there: another stream's output
+        # starts on a new line, so every prefix stands at a line start.
+        self._unfinished: dict[int, _Stream | None] = {}
+        self._broken: set[int] = set()  # sinks that failed (a closed terminal or pipe)
+
+    def add(self, rank: int, stdout: IO[bytes] | None, stderr: IO[bytes] | None) -> None:
+        """Relay rank ``rank``'s two pipes (read ends) to the launcher's stdout and stderr."""
+        prefix = f"[rank{rank}]: "
+        for pipe, sink in ((stdout, self._out), (stderr, self._err)):
+            if pipe is not None:
+                os.set_blocking(pipe.fileno(), False)
+                self._selector.register(pipe, selectors.EVENT_READ, _Stream(pipe, sink, prefix))
+
+    def open(self) -> bool:
+        return bool(self._selector.get_map())
+
+    def pump(self, timeout_s: float) -> None:
+        """Relay what is ready within ``timeout_s``: at most one chunk per pipe."""
+        if not self.open():
+            time.sleep(timeout_s)
+            return
+        for key, _ in self._selector.select(timeout_s):
+            stream: _Stream = key.data
+            try:
+                chunk = os.read(stream.pipe.fileno(), _CHUNK)
+            except BlockingIOError:
+                continue
+            if chunk:
+                self._write(stream, stream.decoder.decode(chunk))
+            else:
+                self._finish(stream)
+
+    def close(self) -> None:
+        """Stop relaying: what a process still holding a pipe writes later is dropped."""
+        for key in list(self._selector.get_map().values()):
+            self._finish(key.data)
+        self._selector.close()
+
+    def _finish(self, stream: _Stream) -> None:
+        self._selector.unregister(stream.pipe)
+        self._write(stream, stream.decoder.decode(b"", final=True))
+        if self._unfinished.get(id(stream.sink)) is stream:
+            self._emit(stream.sink, "\n")
+            self._unfinished[id(stream.sink)] = None
+        stream.pipe.close()
+
+    def _write(self, stream: _Stream, text: str) -> None:
+        if not text:
+            return
+        sink = stream.sink
+        other = self._unfinished.get(id(sink))
+        parts = []
+        if other is not None and other is not stream:
+            parts.append("\n")
+            other.at_line_start, other.after_return = True, False
+        for index, piece in enumerate(_BREAKS.split(text)):
+            if not piece:
+                continue
+            if index % 2 == 0:  # text
+                if stream.at_line_start:
+                    parts.append(stream.prefix)
+                stream.at_line_start = stream.after_return = False
+            elif piece == "\r":
+                stream.at_line_start = stream.after_return = True
+            else:  # a line ends; an empty line gets its prefix too
+                if stream.at_line_start and not stream.after_return:
+                    parts.append(stream.prefix)
+                stream.at_line_start, stream.after_return = True, False
+            parts.append(piece)
+        self._unfinished[id(sink)] = stream if stream.mid_line() else None
+        self._emit(sink, "".join(parts))
+
+    def _emit(self, sink: TextIO, text: str) -> None:
+        if id(sink) in self._broken:
+            return
+        try:
+            sink.write(text)
+            sink.flush()
+        except (OSError, ValueError):  # the reader went away: keep the job, drop its output
+            self._broken.add(id(sink))
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -227,9 +458,7 @@ def _host_store(args: argparse.Namespace, port: int) -> object:
         ) from None
 
 
-def _start(
-    args: argparse.Namespace, local_rank: int, port: int, agent_store: bool, sinks: _Sinks
-) -> _Worker:
+def _start(args: argparse.Namespace, local_rank: int, port: int, agent_store: bool) -> _Worker:
     rank = args.node_rank * args.nproc_per_node + local_rank
     env = {
         **os.environ,
@@ -240,71 +469,36 @@ def _start(
         "LOCAL_WORLD_SIZE": str(args.nproc_per_node),
         "MASTER_ADDR": args.master_addr,
         "MASTER_PORT": str(port),
-        "PYTHONUNBUFFERED": "1",  # relay lines as they are printed
+        "PYTHONUNBUFFERED": "1",  # relay output as it is printed
     }
     if agent_store:  # torchrun's flag: every worker's torch store is a client of ours
         env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if args.cpu_devices is not None:
         env.update(JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(args.cpu_devices))
     process = subprocess.Popen(
-        [sys.executable, args.script, *args.script_args],
+        _command(args),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, stopped as one
+        start_new_session=True,  # its own process group, signalled as one
     )
-    return _Worker(rank, process, sinks)
+    return _Worker(rank, process)
 
 
-def _wait(workers: list[_Worker]) -> _Worker | None:
-    """Wait for every worker; return the first that failed (the others still run)."""
-    while True:
-        running = False
-        for worker in workers:
-            code = worker.process.poll()
-            if code is None:
-                running = True
-            elif code != 0:
-                return worker
-        if not running:
-            return None
-        time.sleep(_POLL_S)
+def _command(args: argparse.Namespace) -> list[str]:
+    """The worker's command line: the script, run so that it dies when the launcher dies.
 
-
-def _stop(workers: list[_Worker]) -> None:
-    """SIGTERM every running worker's process group, then SIGKILL what is left."""
-    running = [worker for worker in workers if worker.process.poll() is None]
-    for worker in running:
-        _signal_group(worker.process, signal.SIGTERM)
-    deadline = time.monotonic() + _GRACE_S
-    for worker in running:
-        _wait_or_kill(worker.process, max(deadline - time.monotonic(), 0.0))
-
-
-def _wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _signal_group(process, signal.SIGKILL)
-        process.wait()
-
-
-def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:  # exited in the meantime
-        pass
-
-
-def _relay(stream: IO[bytes] | None, sink: TextIO, prefix: str, lock: threading.Lock) -> None:
-    if stream is None:
-        return
-    with stream:
-        for line in iter(stream.readline, b""):
-            text = line.decode("utf-8", errors="replace")
-            with lock:
-                sink.write(prefix + text if text.endswith("\n") else prefix + text + "\n")
-                sink.flush()
+    On Linux a short Python first sets ``PR_SET_PDEATHSIG`` (the kernel sends SIGKILL to
+    the worker when the launcher ends, even by SIGKILL; the setting survives ``exec``),
+    then becomes the script with ``os.execv``: same pid, same ``sys.argv``. Done after
+    ``exec``, not in a ``preexec_fn``, because no Python code is safe between ``fork``
+    and ``exec`` in a process that runs threads (JAX's, when the launcher is called from
+    a program that uses JAX). Elsewhere a killed launcher leaves its workers running.
+    """
+    script = [sys.executable, args.script, *args.script_args]
+    if not sys.platform.startswith("linux"):
+        return script
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_LAUNCHER, str(os.getpid()), *script]
 
 
 def _free_ports(count: int) -> int:
@@ -344,7 +538,12 @@ def _non_negative_int(text: str) -> int:
 
 
 def _port(text: str) -> int:
-    value = _positive_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"not a TCP port: {text}")
+    """A rendezvous port: ``PORT`` and ``PORT + 1`` (JAX's coordinator) must both be TCP ports."""
+    value = _non_negative_int(text)
+    if not 1 <= value <= _MAX_PORT:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a port the job can use: where torch is installed, torch's "
+            "rendezvous store holds PORT and JAX's coordinator PORT + 1 (as under torchrun), "
+            f"and every host must agree, so pass a port from 1 to {_MAX_PORT}"
+        )
     return value

@@ -197,9 +197,10 @@ def init_process_group(
 def join_launched_job(*, defer_to_torch: bool = True) -> None:
     """Join the job a launcher started this process in, before tj starts JAX's backends.
 
-    ``platforms`` calls this when ``RANK`` and ``WORLD_SIZE`` are set and a tj call
-    (``tj.cuda.is_available()``, ``tj.cuda.set_device(LOCAL_RANK)``, resolving a
-    device...) is about to start JAX's backends before ``init_process_group`` ran.
+    Runs when ``RANK`` and ``WORLD_SIZE`` are set and a tj call (``tj.cuda.is_available()``,
+    ``tj.cuda.set_device(LOCAL_RANK)``, resolving a device...) is about to start JAX's
+    backends before ``init_process_group`` ran: this package registers it with
+    ``platforms.call_before_backends_start``.
     ``jax.distributed`` must start first, and on a GPU host each process must start
     on its own GPU only, so the process joins now with the launcher's settings, and
     the script's own ``init_process_group`` later confirms them. Nothing happens when

@@ -1,0 +1,246 @@
+"""``torch2jax-device run`` cleans up after itself, as torchrun's agent does.
+
+Real launchers on 127.0.0.1 with workers that print their pids: a signal to the
+launcher stops every worker, a second one kills them at once, a SIGKILLed launcher takes
+its workers with it (Linux), a grandchild holding the output open does not hold the
+launcher, output streams as it comes in bounded chunks, and the port is checked. Every
+wait is bounded; a worker counts as gone when ``os.kill(pid, 0)`` fails or it is a
+zombie nobody reaped yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.distributed.launch import TORCHRUN, free_port, launch, worker_env
+from torch2jax_device.cli import run as _run
+
+WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
+LAUNCHERS = {
+    "tj": [sys.executable, "-m", "torch2jax_device", "run", "--nproc-per-node", "2"],
+    "torchrun": [str(TORCHRUN), "--nproc_per_node=2"],
+}
+# Launcher start-up (importing JAX, or torch for torchrun) under load, with room to spare.
+START_LIMIT_S = 90
+
+
+class _Launched:
+    """A launcher process whose stdout and stderr this test reads as they come."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(
+            command, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.out, self.err = bytearray(), bytearray()
+        self._selector = selectors.DefaultSelector()
+        for pipe, buffer in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
+            assert pipe is not None
+            os.set_blocking(pipe.fileno(), False)
+            self._selector.register(pipe, selectors.EVENT_READ, buffer)
+
+    def read_until(self, done: Callable[[], bool], limit_s: float, what: str) -> None:
+        deadline = time.monotonic() + limit_s
+        while not done():
+            if time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"no {what} within {limit_s} s:\n{self.text()}")
+            self._read(0.05)
+
+    def pids(self, count: int) -> list[int]:
+        """The pids the workers printed, once ``count`` of them have."""
+        found: list[int] = []
+
+        def printed() -> bool:
+            found[:] = [int(pid) for pid in re.findall(rb"PID \d+ (\d+)", bytes(self.out))]
+            return len(found) == count
+
+        self.read_until(printed, START_LIMIT_S, f"{count} worker pids")
+        return found
+
+    def finish(self, limit_s: float) -> int:
+        """The launcher's exit status, reading its output meanwhile; fails past ``limit_s``."""
+        self.read_until(lambda: self.process.poll() is not None, limit_s, "launcher exit")
+        self._read(0.2)
+        self._close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+        self._close()
+
+    def _close(self) -> None:
+        for key in list(self._selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        self._selector.close()
+
+    def text(self) -> str:
+        return (self.out + b"\n--- stderr ---\n" + self.err).decode(errors="replace")[-4000:]
+
+    def _read(self, timeout_s: float) -> None:
+        for key, _ in self._selector.select(timeout_s):
+            with contextlib.suppress(BlockingIOError):
+                key.data.extend(os.read(key.fd, 65536))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: os.kill said it exists
+    return state != "Z"
+
+
+def _still_alive(pids: list[int], limit_s: float) -> list[int]:
+    """The pids still running after at most ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if _alive(pid)]
+
+
+def _unprefixed_tracebacks(stderr: bytes) -> list[str]:
+    """Tracebacks the launcher itself printed (a worker's come as ``[rankN]: Traceback``)."""
+    return [line for line in stderr.decode().splitlines() if line.startswith("Traceback")]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_the_launcher_stops_every_worker(signum: signal.Signals) -> None:
+    """Forwarded to both; rank 1 ignores it, so SIGKILL follows after the grace period."""
+    job = _Launched([*LAUNCHERS["tj"], WORKER, "one-stubborn"])
+    pids = job.pids(2)
+    job.process.send_signal(signum)
+    assert job.finish(limit_s=30) == 128 + signum
+    assert _still_alive(pids, 10) == []
+    err = job.err.decode()
+    assert f"interrupted by {signum.name}; stopped every process (forwarded {signum.name}" in err
+    assert _unprefixed_tracebacks(job.err) == []
+
+
+def test_a_second_signal_kills_every_worker_at_once_without_a_traceback() -> None:
+    job = _Launched([*LAUNCHERS["tj"], WORKER, "stubborn"])
+    pids = job.pids(2)
+    job.process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    job.process.send_signal(signal.SIGINT)
+    job.process.send_signal(signal.SIGINT)
+    assert job.finish(limit_s=30) == 130
+    assert _still_alive(pids, 10) == []
+    assert "a second signal killed them (SIGKILL)" in job.err.decode()
+    assert _unprefixed_tracebacks(job.err) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_die_with_a_sigkilled_launcher() -> None:
+    job = _Launched([*LAUNCHERS["tj"], WORKER, "stubborn"])
+    pids = job.pids(2)
+    job.kill()
+    assert _still_alive(pids, 15) == []
+
+
+def test_sigterm_to_torchrun_stops_both_workers_too() -> None:
+    """torchrun, the oracle, does what the tj tests above pin: SIGTERM ends both workers.
+
+    ``benchmarks/bench_distributed.py stop`` times both launchers.
+    """
+    port = f"--master_port={free_port()}"  # torchrun's default, 29500, may be taken
+    job = _Launched([*LAUNCHERS["torchrun"], port, WORKER, "sleep"])
+    pids = job.pids(2)
+    job.process.send_signal(signal.SIGTERM)
+    assert job.finish(limit_s=60) != 0
+    assert _still_alive(pids, 10) == []
+
+
+def test_a_grandchild_holding_the_output_open_does_not_hold_the_launcher() -> None:
+    began = time.monotonic()
+    status, out, _ = launch("--nproc-per-node", "1", WORKER, "grandchild", limit_s=60)
+    grandchild = int(re.findall(r"GRANDCHILD (\d+)", out)[0])
+    try:
+        assert status == 0
+        assert time.monotonic() - began < 20  # the grandchild holds the pipes for 30 s
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+
+
+def test_partial_lines_and_progress_bars_are_relayed_at_once(tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    job = _Launched([*LAUNCHERS["tj"][:-1], "1", WORKER, "progress", str(flag)])
+    job.read_until(lambda: b"progress 50%" in job.out, START_LIMIT_S, "partial line")
+    flag.touch()
+    assert job.finish(limit_s=30) == 0
+    relayed = job.out.decode().split("\n", 1)[1]  # after the PID line
+    assert relayed == "\r[rank0]: progress 50%\r[rank0]: progress 100%\n"
+
+
+def _peak_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_64_mib_line_is_relayed_in_bounded_memory(tmp_path: Path) -> None:
+    flag = tmp_path / "go"
+    job = _Launched([*LAUNCHERS["tj"][:-1], "1", WORKER, "long-line", str(flag)])
+    job.read_until(lambda: b"READY" in job.out, START_LIMIT_S, "READY")
+    before = _peak_rss_kib(job.process.pid)
+    flag.touch()
+    peak = before
+    deadline = time.monotonic() + 120
+    while not job.out.endswith(b"x\n") and time.monotonic() < deadline:
+        job._read(0.05)
+        peak = max(peak, _peak_rss_kib(job.process.pid))
+        del job.out[: max(len(job.out) - 16, 0)]  # keep only the tail
+    assert job.finish(limit_s=30) == 0
+    assert (peak - before) < 24 * 1024, f"the launcher grew by {(peak - before) // 1024} MiB"
+
+
+def test_relay_prefixes_each_line_start_and_keeps_ranks_apart() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    relay = _run._Relay(out, err)
+    pipes = [os.pipe() for _ in range(2)]
+    for rank, (read_end, _) in enumerate(pipes):
+        relay.add(rank, os.fdopen(read_end, "rb"), None)
+    for rank, chunk in [
+        (0, b"a"), (1, b"b\n"), (0, b"c\r"), (0, b"\nd\r\n\n"), (0, b"\xc3"), (0, b"\xa9\re"),
+    ]:  # fmt: skip
+        os.write(pipes[rank][1], chunk)
+        relay.pump(5)
+    for _, write_end in pipes:
+        os.close(write_end)
+    deadline = time.monotonic() + 10
+    while relay.open() and time.monotonic() < deadline:
+        relay.pump(0.1)
+    relay.close()
+    # rank 1 starts a new line after rank 0's unfinished "a"; \r\n split over two
+    # chunks ends a line once; an empty line keeps its prefix; a character split over
+    # two chunks arrives whole; the last, unfinished line gets its newline at the end.
+    assert out.getvalue() == (
+        "[rank0]: a\n[rank1]: b\n[rank0]: c\r\n[rank0]: d\r\n[rank0]: \n[rank0]: é\r[rank0]: e\n"
+    )
+    assert err.getvalue() == ""
+
+
+def test_master_port_leaves_room_for_jaxs_coordinator(capsys: pytest.CaptureFixture[str]) -> None:
+    for port in ("65535", "65536", "0"):
+        with pytest.raises(SystemExit):
+            launch("--master-port", port, WORKER, "sleep")
+        assert "pass a port from 1 to 65534" in capsys.readouterr().err
+    assert _run._port("65534") == 65534
