@@ -11,7 +11,9 @@ comes from ``_values``.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 
 from ._names import Binding
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
@@ -45,6 +47,11 @@ _MUTATORS = frozenset("append extend insert add update".split())
 _JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
 # Of those, code that only reads values on the host (it takes torch tensors too).
 _HOST_CODE = ("numpy", "math")
+# What ``escape`` follows: at most this many uses of one value, and over one file at
+# most this many uses per node of the file.
+_USES_PER_VALUE = 5000
+_USES_PER_NODE = 1
+_USES_AT_LEAST = 50_000
 
 
 class Flow:
@@ -56,6 +63,10 @@ class Flow:
         self.qualname = values.qualname
         self.kinds = values.kinds
         self._read_by_jax = False
+        # Uses followed, over every escape asked of this file: a file whose values
+        # reach many uses each (a name bound and read thousands of times) would
+        # otherwise cost the square of its size.
+        self._budget = _USES_PER_NODE * len(values.names.parents) + _USES_AT_LEAST
 
     def escape(
         self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool]
@@ -75,26 +86,37 @@ class Flow:
             Flax NNX module, a jitted function, a call rewritten into one).
         """
         self._read_by_jax = False
-        work: list[ast.AST] = [node]
+        work: deque[ast.AST] = deque([node])
         seen: set[int] = set()
         while work:
-            expression = work.pop(0)
+            if self._budget <= 0:
+                return (
+                    "the file has too many uses to follow (the scanner's work on a file is "
+                    "bounded by its size)",
+                    self._read_by_jax,
+                )
+            expression = work.popleft()
             if id(expression) in seen:
                 continue
             seen.add(id(expression))
+            self._budget -= 1
             reason = self._use(expression, policy, rewritten, work)
             if reason is not None:
                 return reason, self._read_by_jax
-            if len(seen) > 5000:
+            if len(seen) > _USES_PER_VALUE:
                 return "too many uses to follow", self._read_by_jax
         return None, self._read_by_jax
+
+    def _extend(self, work: deque[ast.AST], uses: Iterable[ast.AST]) -> None:
+        """Queue ``uses``, no more of them than can still be followed."""
+        work.extend(islice(uses, max(0, min(self._budget, _USES_PER_VALUE + 1))))
 
     def _text(self, node: ast.AST) -> str:
         text = ast.unparse(node)
         return text if len(text) <= 60 else text[:57] + "..."
 
     def _use(
-        self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool], work: list[ast.AST]
+        self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool], work: deque[ast.AST]
     ) -> str | None:
         parent = self.names.parents.get(node)
         line = getattr(parent, "lineno", getattr(node, "lineno", 0))
@@ -200,11 +222,11 @@ class Flow:
                 return target.elts[position]
         return None
 
-    def _bind(self, target: ast.AST, work: list[ast.AST]) -> str | None:
+    def _bind(self, target: ast.AST, work: deque[ast.AST]) -> str | None:
         if isinstance(target, ast.Name):
             binding = self.names.binding_of.get(target)
             if binding is not None:
-                work.extend(self._visible_loads(binding))
+                self._extend(work, self._visible_loads(binding))
             return None
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
@@ -216,7 +238,7 @@ class Flow:
             bindings = self.names.bindings(target.value)
             if bindings and all(_is_fresh_container(b) for b in bindings):
                 for binding in bindings:
-                    work.extend(self._visible_loads(binding))
+                    self._extend(work, self._visible_loads(binding))
                 return None
         return f"stored in {self._text(target)}, whose uses the scanner cannot follow"
 
@@ -247,9 +269,8 @@ class Flow:
         node: ast.AST,
         policy: str,
         rewritten: Callable[[ast.AST], bool],
-        work: list[ast.AST],
+        work: deque[ast.AST],
     ) -> str | None:
-        where = f"line {call.lineno}: passed to {self._text(call)}"
         if rewritten(call):
             self._read_by_jax = True
             return None
@@ -258,7 +279,7 @@ class Flow:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, _JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
                 return None
-            return where
+            return self._passed(call)
         builtin = self.values.builtin(call.func)
         if builtin in _HOST_BUILTINS:
             return None
@@ -273,7 +294,7 @@ class Flow:
             work.append(call)
             return None
         if isinstance(call.func, ast.Name):
-            return self._local_argument(call, node, where, work)
+            return self._local_argument(call, node, work)
         if isinstance(call.func, ast.Attribute) and policy == "array":
             callee = self.kinds(call.func)  # self.first(x): an attribute holding a module
             if callee == {NNX_MODULE}:
@@ -285,27 +306,25 @@ class Flow:
                 bindings = self.names.bindings(receiver)
                 if bindings and all(_is_fresh_container(b) for b in bindings):
                     for binding in bindings:
-                        work.extend(self._visible_loads(binding))
+                        self._extend(work, self._visible_loads(binding))
                     return None
             if policy == "array" and self.kinds(receiver) == {NNX_MODULE}:
                 self._read_by_jax = True
                 return None
-        return where
+        return self._passed(call)
 
-    def _local_argument(
-        self, call: ast.Call, node: ast.AST, where: str, work: list[ast.AST]
-    ) -> str | None:
+    def _local_argument(self, call: ast.Call, node: ast.AST, work: deque[ast.AST]) -> str | None:
         assert isinstance(call.func, ast.Name)
         bindings = self.names.bindings(call.func)
         if not bindings:
-            return where
+            return self._passed(call)
         for binding in bindings:
             if binding.kind != "def":
                 kinds = self.values.binding_kinds(binding)
                 if kinds == {NNX_MODULE}:
                     self._read_by_jax = True
                     continue
-                return where
+                return self._passed(call)
             function = binding.node
             assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
             if _is_jitted(function, self.qualname):
@@ -314,15 +333,18 @@ class Flow:
             parameter = _parameter_for(function, call, node)
             scope = self.names.scope_by_node.get(function)
             if parameter is None or scope is None:
-                return where
+                return self._passed(call)
             params = [b for b in scope.bindings.get(parameter, []) if b.kind == "param"]
             if not params:
-                return where
+                return self._passed(call)
             for param in params:
-                work.extend(self.names.loads(param))
+                self._extend(work, self.names.loads(param))
         return None
 
-    def _returned(self, statement: ast.Return, work: list[ast.AST]) -> str | None:
+    def _passed(self, call: ast.Call) -> str:
+        return f"line {call.lineno}: passed to {self._text(call)}"
+
+    def _returned(self, statement: ast.Return, work: deque[ast.AST]) -> str | None:
         function = self.names.enclosing(
             statement, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda
         )
@@ -332,7 +354,7 @@ class Flow:
         calls = self.values.calls_of(function)
         if not calls:
             return f"{where} to callers the scanner cannot see"
-        work.extend(calls)
+        self._extend(work, calls)
         return None
 
     def _attribute(
@@ -340,7 +362,7 @@ class Flow:
         attribute: ast.Attribute,
         policy: str,
         rewritten: Callable[[ast.AST], bool],
-        work: list[ast.AST],
+        work: deque[ast.AST],
     ) -> str | None:
         parent = self.names.parents.get(attribute)
         where = f"line {attribute.lineno}"

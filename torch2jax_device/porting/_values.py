@@ -112,13 +112,13 @@ class Values:
     def __init__(self, names: Names, qualname: Callable[[ast.AST], str | None]) -> None:
         self.names = names
         self.qualname = qualname
-        self._kinds: dict[ast.AST, frozenset[str]] = {}
-        self._computing: dict[ast.AST, int] = {}  # node -> depth, while being computed
-        self._partial: dict[ast.AST, tuple[frozenset[str], int]] = {}
+        self._kinds: dict[object, frozenset[str]] = {}  # by _key
+        self._computing: dict[object, int] = {}  # key -> depth, while being computed
+        self._partial: dict[object, tuple[frozenset[str], int]] = {}
         self._deepest_cycle = 1 << 30
         self._calls: dict[int, list[ast.Call]] | None = None
         self._attributes: dict[tuple[int, str], list[ast.expr]] | None = None
-        self._method_uses: dict[int, set[str]] | None = None
+        self._method_uses: set[int] | None = None
         self._file_types = any(
             isinstance(node, ast.Attribute) and node.attr == "FileType"
             for node in ast.walk(names.tree)
@@ -132,31 +132,45 @@ class Values:
         other definitions hold: a node met again while it is being computed counts as
         nothing, and what was computed under that assumption is not remembered.
         """
-        if node in self._kinds:
-            return self._kinds[node]
-        if node in self._partial:  # computed in this query, inside a cycle
-            found, cycle = self._partial[node]
+        key = self._key(node)
+        if key in self._kinds:
+            return self._kinds[key]
+        if key in self._partial:  # computed in this query, inside a cycle
+            found, cycle = self._partial[key]
             self._deepest_cycle = min(self._deepest_cycle, cycle)
             return found
-        if node in self._computing:
-            self._deepest_cycle = min(self._deepest_cycle, self._computing[node])
+        if key in self._computing:
+            self._deepest_cycle = min(self._deepest_cycle, self._computing[key])
             return frozenset()
         depth = len(self._computing)
-        self._computing[node] = depth
+        self._computing[key] = depth
         outer, self._deepest_cycle = self._deepest_cycle, depth + 1
         try:
             found = frozenset(self._compute(node))
         finally:
-            del self._computing[node]
-        if self._deepest_cycle > depth:
+            del self._computing[key]
+        if self._deepest_cycle >= depth:
+            # No cycle through an outer key (one through this key alone has been taken
+            # round, counting this key as nothing): final.
             found = found or frozenset({UNKNOWN})
-            self._kinds[node] = found  # no cycle through an outer node: final
+            self._kinds[key] = found
         else:
-            self._partial[node] = (found, self._deepest_cycle)
+            self._partial[key] = (found, self._deepest_cycle)
         self._deepest_cycle = min(outer, self._deepest_cycle)
         if not self._computing:
             self._partial.clear()
         return found
+
+    def _key(self, node: ast.AST) -> object:
+        """What ``kinds`` remembers ``node`` under: a read of a name shares one key with
+        every read that sees the same bindings (the analysis is flow-insensitive), so a
+        name bound many times is worked out once, and a chain ``x = x.cuda()`` is one
+        cycle rather than one level of recursion per line."""
+        if isinstance(node, ast.Name):
+            bindings = self.names.bindings(node)
+            if bindings:
+                return id(bindings)  # the scope's list of the name's bindings
+        return node
 
     def _compute(self, node: ast.AST) -> set[str]:
         if isinstance(node, ast.Constant):
@@ -489,16 +503,20 @@ class Values:
         if not isinstance(node, ast.Name):
             return False
         if self._method_uses is None:
-            uses: dict[int, set[str]] = {}
+            # Keyed by the scope's list of the name's bindings, which every read of the
+            # name shares: one entry per name, however many times it is bound.
+            used: set[int] = set()
             for load in ast.walk(self.names.tree):
                 if not (isinstance(load, ast.Name) and isinstance(load.ctx, ast.Load)):
                     continue
                 parent = self.names.parents.get(load)
                 if isinstance(parent, ast.Attribute) and parent.attr in _MODULE_METHODS:
-                    for binding in self.names.bindings(load):
-                        uses.setdefault(id(binding), set()).add(parent.attr)
-            self._method_uses = uses
-        return any(id(b) in self._method_uses for b in self.names.bindings(node))
+                    bindings = self.names.bindings(load)
+                    if bindings:
+                        used.add(id(bindings))
+            self._method_uses = used
+        bindings = self.names.bindings(node)
+        return bool(bindings) and id(bindings) in self._method_uses
 
 
 def _last_name(node: ast.AST) -> str | None:
