@@ -68,6 +68,7 @@ class Names:
         self.scope_by_node: dict[ast.AST, Scope] = {tree: self.module}
         self.binding_of: dict[ast.AST, Binding] = {}  # binding site -> its binding
         self._loads: dict[tuple[int, str], list[ast.Name]] = {}
+        self._origins: dict[int, str | None] = {}  # id of a binding list -> origin
         self._builder(self.module).visit_body(tree)
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -111,12 +112,20 @@ class Names:
         return [] if home is None else home.bindings[node.id]
 
     def origin(self, node: ast.Name) -> str | None:
-        """The module or object a name was imported as, if every binding is that import."""
+        """The module or object a name was imported as, if every binding is that import.
+
+        Worked out once per name and scope (every read of the name shares its bindings),
+        so a name bound many times costs no more than one bound once.
+        """
         found = self.bindings(node)
-        origins = {b.origin for b in found}
-        if not found or len(origins) != 1 or any(b.kind != "import" for b in found):
+        if not found:
             return None
-        return origins.pop()
+        key = id(found)  # the scope's list of the name's bindings
+        if key not in self._origins:
+            origins = {b.origin for b in found}
+            only = len(origins) == 1 and all(b.kind == "import" for b in found)
+            self._origins[key] = origins.pop() if only else None
+        return self._origins[key]
 
     def loads(self, binding: Binding) -> list[ast.Name]:
         """Every read of the name that can see this binding (flow-insensitive)."""
