@@ -111,12 +111,52 @@ class Names:
         return [] if home is None else home.bindings[node.id]
 
     def origin(self, node: ast.Name) -> str | None:
-        """The module or object a name was imported as, if every binding is that import."""
-        found = self.bindings(node)
-        origins = {b.origin for b in found}
-        if not found or len(origins) != 1 or any(b.kind != "import" for b in found):
+        """The module or object a name was imported as, if every binding is that import.
+
+        An alias counts as the import it names (``autocast = torch.cuda.amp.autocast``),
+        and a guarded import's fallback does not count (``xm = None`` in an ``except
+        ImportError:`` handler): the name means the module wherever it is used.
+        """
+        if not isinstance(node.ctx, ast.Load):
+            return None  # binding the name, not using what it names
+        return self._origin(node, depth=0)
+
+    def _origin(self, node: ast.Name, depth: int) -> str | None:
+        found = [b for b in self.bindings(node) if not self._import_fallback(b)]
+        origins: set[str | None] = set()
+        for binding in found:
+            if binding.kind == "import":
+                origins.add(binding.origin)
+            elif binding.kind == "assign" and binding.element is None and depth < 4:
+                origins.add(self._dotted(binding.value, depth + 1))
+            else:
+                return None
+        if len(origins) != 1:
             return None
         return origins.pop()
+
+    def _dotted(self, node: ast.AST | None, depth: int) -> str | None:
+        """``torch.cuda.amp.autocast`` for that expression, when it names an import."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self._origin(node, depth)
+        return None if root is None else ".".join([root, *reversed(parts)])
+
+    def _import_fallback(self, binding: Binding) -> bool:
+        """``name = None`` (a constant) in an ``except ImportError:`` handler."""
+        if binding.kind != "assign" or not isinstance(binding.value, ast.Constant):
+            return False
+        handler = self.enclosing(binding.node, ast.ExceptHandler)
+        caught = handler.type if isinstance(handler, ast.ExceptHandler) else None
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        return any(
+            isinstance(name, ast.Name) and name.id in ("ImportError", "ModuleNotFoundError")
+            for name in names
+        )
 
     def loads(self, binding: Binding) -> list[ast.Name]:
         """Every read of the name that can see this binding (flow-insensitive)."""
