@@ -583,14 +583,14 @@ def test_an_internal_error_in_one_file_is_reported_and_the_others_go_on(
 ) -> None:
     (tmp_path / "a.py").write_text("import torch\nd = torch.device('cpu')\n")
     (tmp_path / "b.py").write_text("import torch\ne = torch.device('cpu')\n")
-    real = _scanner._File.detect
+    real = _scanner.detect
 
-    def detect(self: _scanner._File) -> list[object]:
-        if self.path.endswith("a.py"):
+    def detect(file: _scanner.SourceFile) -> list[object]:
+        if file.path.endswith("a.py"):
             raise RuntimeError("boom")
-        return real(self)
+        return real(file)
 
-    monkeypatch.setattr(_scanner._File, "detect", detect)
+    monkeypatch.setattr(_scanner, "detect", detect)
     status, out, err = _run("scan", "--diff", str(tmp_path))
     assert status == 2 and "internal error on" in err and "RuntimeError: boom" in err
     assert "+e = tj.device('cpu')" in out

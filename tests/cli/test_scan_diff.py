@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from torch2jax_device.porting import scanner
+from torch2jax_device.porting._recognise.base import Recogniser
 from torch2jax_device.porting._rewrites import Rewrite, compose
 
 HEADER = [
@@ -297,13 +298,13 @@ def test_overlapping_rewrites_are_rejected_not_guessed() -> None:
 def test_a_rewrite_that_would_not_parse_is_reported_with_the_reason(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = scanner._Detector.rename
+    real = Recogniser.rename
 
-    def broken(self: scanner._Detector, func: object, new_name: str) -> Rewrite:
+    def broken(self: Recogniser, func: object, new_name: str) -> Rewrite:
         rewrite = real(self, func, new_name)  # type: ignore[arg-type]
         return Rewrite(rewrite.start, rewrite.end, ("tj.device(((",))
 
-    monkeypatch.setattr(scanner._Detector, "rename", broken)
+    monkeypatch.setattr(Recogniser, "rename", broken)
     source = "import torch\nd = torch.device('cpu')\nprint(d)\n"
     (finding,) = scanner.scan_source(source)
     assert not finding.fixable

@@ -7,7 +7,6 @@ not be read or parsed (the others are still scanned). With ``--diff``: 0, or 2.
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import json
 import textwrap
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..porting import catalog
-from ..porting.scanner import Finding, apply_edits, scan_sources
+from ..porting.scanner import Finding, SourceFile, apply_edits, scan_files, scan_sources
 
 __all__ = ["add_parser", "run"]
 
@@ -114,42 +113,41 @@ def _rules(out: TextIO) -> None:
                 out.write(f"  {idiom.id.ljust(34)}{idiom.title}\n")
 
 
-def _read_one(path: Path, err: TextIO) -> str | None:
+def _read_one(path: Path, err: TextIO) -> SourceFile | None:
     try:
-        source = path.read_text(encoding="utf-8")
-        ast.parse(source, filename=str(path))
+        return SourceFile(str(path), path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
         err.write(f"torch2jax-device scan: cannot scan {path}: {error}\n")
         return None
-    return source
 
 
-def _read(paths: list[str], err: TextIO) -> tuple[dict[str, str], bool]:
-    sources = {str(path): _read_one(path, err) for path in _python_files(paths)}
-    readable = {path: source for path, source in sources.items() if source is not None}
-    return readable, len(readable) < len(sources)
+def _read(paths: list[str], err: TextIO) -> tuple[list[SourceFile], bool]:
+    """The files parsed (each once), and whether one could not be read or parsed."""
+    read = [_read_one(path, err) for path in _python_files(paths)]
+    files = [file for file in read if file is not None]
+    return files, len(files) < len(read)
 
 
-def _scan_one(path: str, source: str, err: TextIO) -> dict[str, list[Finding]]:
+def _scan_one(file: SourceFile, err: TextIO) -> dict[str, list[Finding]]:
     try:
-        return scan_sources({path: source})
+        return scan_sources({file.path: file.data.decode()})  # parsed afresh: no half state
     except Exception as error:  # the scanner's own bug: report it, scan the rest
         err.write(
-            f"torch2jax-device scan: internal error on {path}: "
+            f"torch2jax-device scan: internal error on {file.path}: "
             f"{type(error).__name__}: {error} (please report it)\n"
         )
         return {}
 
 
-def _scan(sources: dict[str, str], err: TextIO) -> tuple[dict[str, list[Finding]], bool]:
+def _scan(files: list[SourceFile], err: TextIO) -> tuple[dict[str, list[Finding]], bool]:
     """Scan the files together; a file the scanner fails on is reported and left out."""
     try:
-        return scan_sources(sources), False
+        return scan_files(files), False
     except Exception:  # one file's failure must not stop the others: scan them one by one
         found: dict[str, list[Finding]] = {}
-        for path, source in sources.items():
-            found.update(_scan_one(path, source, err))
-        return found, len(found) < len(sources)
+        for file in files:
+            found.update(_scan_one(file, err))
+        return found, len(found) < len(files)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -173,13 +171,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.paths:
         err.write("torch2jax-device scan: give files or directories to scan (or --explain RULE)\n")
         return 2
-    sources, failed = _read(args.paths, err)
-    found, internal = _scan(sources, err)
+    files, failed = _read(args.paths, err)
+    found, internal = _scan(files, err)
     failed = failed or internal
     if args.diff:
-        for path, source in sources.items():
+        for file in files:
+            path = file.path
             if path not in found:
                 continue
+            source = file.data.decode()
             rewritten = apply_edits(source, found[path])
             out.writelines(
                 difflib.unified_diff(
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             )
         return 2 if failed else 0
-    findings = [f for path in sources if path in found for f in found[path]]
+    findings = [f for file in files if file.path in found for f in found[file.path]]
     if args.format == "json":
         out.write(json.dumps([_as_json(f) for f in findings], indent=2) + "\n")
     else:

@@ -5,7 +5,9 @@ script and for the documentation, loaded when asked for (``tj.porting``).
 
 * ``catalog``: one row per PyTorch idiom (PyTorch / plain JAX / torch2jax_device);
 * ``scanner``: finds the idioms in Python source and rewrites those whose rewrite is
-  correct on its own, over ``_names`` (Python's scoping rules), ``_values`` (what a
-  value is and where it goes) and ``_rewrites`` (templates composed inside out);
+  correct on its own: ``_source`` reads a file (over ``_names``, Python's scoping
+  rules; ``_values``, what a value is; ``_flow``, where it goes), ``_recognise``
+  proposes findings per catalog section, ``_plan`` and ``_startup`` decide which
+  rewrites stand, ``_rewrites`` composes them inside out;
 * ``guide``: renders the catalog as the migration guide's tables.
 """

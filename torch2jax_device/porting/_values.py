@@ -1,14 +1,10 @@
-"""What a value is, and where it goes: the evidence behind ``scan --diff``'s safety rules.
+"""What a value is: the kinds of expressions, the evidence behind ``scan --diff``'s safety rules.
 
 ``Values.kinds`` says what an expression holds (a torch module, a Flax NNX module, a
 torch tensor, a ``torch.device``, a file object, a path...) from how it was made:
 imports, constructors, classes of the file and their bases, the arguments every call
-of a function of the file passes, what functions return. ``Values.escape`` follows a
-value that a rewrite would change (a torch tensor becoming a JAX array, a
-``torch.device`` becoming a ``tj.device``) through assignments, containers, loops,
-calls of the file's functions and returns, and says where it would reach code that
-cannot take the new value. Anything it cannot follow counts as such a place: the
-scanner then reports the idiom instead of rewriting it.
+of a function of the file passes, what functions return. Where a value goes is
+``_flow``'s question, asked over these kinds.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from ._names import Binding, Names
 
-__all__ = ["Values"]
+__all__ = ["TJ", "Values", "prefixed"]
 
 UNKNOWN = "?"
 TORCH_MODULE = "torch-module"
@@ -101,43 +97,17 @@ _MODULE_NAMES = re.compile(
     r"(_|$|\d)|model$|net$",
     re.IGNORECASE,
 )
-# Builtins whose result is a plain Python value whatever the argument.
-_HOST_BUILTINS = frozenset(
-    "print len str repr format id hash bool float int callable vars dir getattr hasattr".split()
-)
-# Builtins that return (or iterate) what they were given.
-_CONTAINER_BUILTINS = frozenset(
-    "list tuple sorted reversed zip enumerate iter next dict set".split()
-)
-# Array methods JAX arrays share with torch tensors, with torch's meaning when called
-# without keywords (torch says dim=, JAX axis=), and what they give: "host" (a Python
-# value) or "array".
-_ARRAY_METHODS = {
-    "item": "host",
-    "tolist": "host",
-    "reshape": "array",
-    "sum": "array",
-    "mean": "array",
-    "flatten": "array",
-    "ravel": "array",
-    "copy": "array",
-}
-_DICT_METHODS = frozenset("items keys values get pop copy setdefault".split())
-_ARRAY_ATTRIBUTES = {"shape": "host", "ndim": "host", "T": "array"}
-_MUTATORS = frozenset("append extend insert add update".split())
-# Qualified-name prefixes of code that takes JAX arrays (and, for the first, tj devices).
+# Qualified-name prefix of torch2jax_device itself.
 TJ = "torch2jax_device"
-_JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
-# Of those, code that only reads values on the host (it takes torch tensors too).
-_HOST_CODE = ("numpy", "math")
 
 
-def _prefixed(name: str, prefixes: tuple[str, ...]) -> bool:
+def prefixed(name: str, prefixes: tuple[str, ...]) -> bool:
+    """``name`` is one of ``prefixes`` or a name under one of them."""
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
 class Values:
-    """Kinds of expressions and escape analysis over one file."""
+    """The kinds of the expressions of one file."""
 
     def __init__(self, names: Names, qualname: Callable[[ast.AST], str | None]) -> None:
         self.names = names
@@ -149,7 +119,6 @@ class Values:
         self._calls: dict[int, list[ast.Call]] | None = None
         self._attributes: dict[tuple[int, str], list[ast.expr]] | None = None
         self._method_uses: dict[int, set[str]] | None = None
-        self._read_by_jax = False
         self._file_types = any(
             isinstance(node, ast.Attribute) and node.attr == "FileType"
             for node in ast.walk(names.tree)
@@ -248,7 +217,7 @@ class Values:
     def _element_kinds(self, iterable: ast.expr, position: int | None) -> set[str]:
         """What ``for x in iterable`` (``position`` for ``for a, b in ...``) binds."""
         if isinstance(iterable, ast.Call):
-            name = self.qualname(iterable.func) or self._builtin(iterable.func)
+            name = self.qualname(iterable.func) or self.builtin(iterable.func)
             if name == "enumerate" and iterable.args:
                 if position == 0:
                     return {NUMBER}
@@ -259,7 +228,7 @@ class Values:
             return {TORCH_TENSOR}
         return {UNKNOWN}
 
-    def _builtin(self, func: ast.AST) -> str | None:
+    def builtin(self, func: ast.AST) -> str | None:
         if isinstance(func, ast.Name) and self.names.is_builtin(func):
             return func.id
         return None
@@ -337,7 +306,7 @@ class Values:
 
     def _call_kinds(self, node: ast.Call) -> set[str]:
         name = self.qualname(node.func)
-        builtin = self._builtin(node.func)
+        builtin = self.builtin(node.func)
         if builtin == "open":
             return {FILE}
         if builtin == "str":
@@ -374,14 +343,14 @@ class Values:
         if name.startswith(("torch.nn.", "torchvision.models.", "timm.")) and last[:1].isupper():
             return {TORCH_MODULE}
         if name in ("timm.create_model",) or (
-            _prefixed(name, ("transformers", "diffusers")) and last == "from_pretrained"
+            prefixed(name, ("transformers", "diffusers")) and last == "from_pretrained"
         ):
             return {TORCH_MODULE}
         if name.startswith("torch.") and name.count(".") == 1 and last not in _TORCH_NOT_TENSORS:
             return {TORCH_TENSOR} if last[:1].islower() else {UNKNOWN}
         if name.startswith("flax.nnx.") and last[:1].isupper():
             return {NNX_MODULE}
-        if _prefixed(name, ("jax.numpy", "jax.random", "jax.nn", "jax.lax")):
+        if prefixed(name, ("jax.numpy", "jax.random", "jax.nn", "jax.lax")):
             return {JAX_ARRAY}
         if name in ("jax.device_put", f"{TJ}.to_device", f"{TJ}.to_jax", f"{TJ}.pin_memory"):
             return {JAX_ARRAY}
@@ -531,369 +500,12 @@ class Values:
             self._method_uses = uses
         return any(id(b) in self._method_uses for b in self.names.bindings(node))
 
-    # -- escape analysis ----------------------------------------------------------------
-    def escape(
-        self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool]
-    ) -> tuple[str | None, bool]:
-        """Where the new value of ``node`` would reach code that cannot take it.
-
-        Args:
-            node: The expression a rewrite changes.
-            policy: ``"array"`` (it becomes JAX arrays, or a container of them) or
-                ``"device"`` (it becomes a ``tj.device``).
-            rewritten: Whether a call node is itself rewritten into a torch2jax_device
-                call (which takes both).
-
-        Returns:
-            A reason naming the line and the use, or ``None`` if every use takes it;
-            and whether some use is JAX code (a JAX, Flax or torch2jax_device call, a
-            Flax NNX module, a jitted function, a call rewritten into one).
-        """
-        self._read_by_jax = False
-        work: list[ast.AST] = [node]
-        seen: set[int] = set()
-        while work:
-            expression = work.pop(0)
-            if id(expression) in seen:
-                continue
-            seen.add(id(expression))
-            reason = self._use(expression, policy, rewritten, work)
-            if reason is not None:
-                return reason, self._read_by_jax
-            if len(seen) > 5000:
-                return "too many uses to follow", self._read_by_jax
-        return None, self._read_by_jax
-
-    def _text(self, node: ast.AST) -> str:
-        text = ast.unparse(node)
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    def _use(
-        self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool], work: list[ast.AST]
-    ) -> str | None:
-        parent = self.names.parents.get(node)
-        line = getattr(parent, "lineno", getattr(node, "lineno", 0))
-        where = f"line {line}"
-        if parent is None or isinstance(parent, (ast.Expr, ast.FormattedValue, ast.Delete)):
-            return None
-        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            for target in targets:
-                reason = self._bind(target, work)
-                if reason:
-                    return f"{where}: {reason}"
-            return None
-        if isinstance(parent, ast.NamedExpr):
-            work.append(parent)
-            return self._bind(parent.target, work)
-        if isinstance(parent, (ast.Tuple, ast.List)):
-            assigned = self._tuple_target(parent, node)
-            if assigned is not None:
-                reason = self._bind(assigned, work)
-                return f"{where}: {reason}" if reason else None
-            work.append(parent)
-            return None
-        if isinstance(parent, (ast.Set, ast.Dict, ast.Starred)):
-            work.append(parent)
-            return None
-        if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            work.append(parent)
-            return None
-        if isinstance(parent, ast.keyword):
-            call = self.names.parents.get(parent)
-            assert isinstance(call, ast.Call)
-            return self._argument(call, node, policy, rewritten, work)
-        if isinstance(parent, ast.Call):
-            if node is parent.func:
-                return f"{where}: {self._text(parent)} calls it"
-            return self._argument(parent, node, policy, rewritten, work)
-        if isinstance(parent, ast.Attribute):
-            return self._attribute(parent, policy, rewritten, work)
-        if isinstance(parent, ast.Subscript):
-            if parent.value is node and policy == "array":
-                if isinstance(parent.ctx, ast.Store):
-                    return (
-                        f"{where}: {self._text(parent)} = ... writes into it (arrays are immutable)"
-                    )
-                work.append(parent)
-                return None
-            return f"{where}: used as an index in {self._text(parent)}"
-        if isinstance(parent, ast.BinOp):
-            if policy != "array":
-                return f"{where}: {self._text(parent)}"
-            other = parent.right if parent.left is node else parent.left
-            if self.kinds(other) <= {NUMBER, JAX_ARRAY}:
-                work.append(parent)
-                return None
-            return (
-                f"{where}: {self._text(parent)} combines it with a value that may be a torch tensor"
-            )
-        if isinstance(parent, ast.UnaryOp):
-            if policy != "array":
-                return f"{where}: {self._text(parent)}"
-            work.append(parent)
-            return None
-        if isinstance(parent, ast.Compare):
-            others = [c for c in [parent.left, *parent.comparators] if c is not node]
-            if policy == "device":
-                if all(isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) for op in parent.ops):
-                    return None
-                return f"{where}: {self._text(parent)}"
-            if all(self.kinds(o) <= {NUMBER, JAX_ARRAY} for o in others):
-                work.append(parent)
-                return None
-            return f"{where}: {self._text(parent)} compares it with a value that may be torch's"
-        if isinstance(parent, ast.IfExp):
-            if parent.test is not node:
-                work.append(parent)
-            return None
-        if isinstance(parent, ast.BoolOp):
-            work.append(parent)
-            return None
-        if isinstance(parent, (ast.If, ast.While, ast.Assert)):
-            return None
-        if isinstance(parent, ast.Return):
-            return self._returned(parent, work)
-        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
-            reason = self._bind(parent.target, work)
-            return f"{where}: {reason}" if reason else None
-        if isinstance(parent, ast.comprehension) and parent.iter is node:
-            reason = self._bind(parent.target, work)
-            return f"{where}: {reason}" if reason else None
-        if isinstance(parent, ast.withitem):
-            return f"{where}: used as a context manager"
-        return f"{where}: used in {self._text(parent)}"
-
-    def _tuple_target(self, value: ast.Tuple | ast.List, element: ast.AST) -> ast.AST | None:
-        """For ``a, b = x, y``: the target that receives ``element``."""
-        assign = self.names.parents.get(value)
-        if not (isinstance(assign, ast.Assign) and assign.value is value):
-            return None
-        position = value.elts.index(element)  # type: ignore[arg-type]
-        for target in assign.targets:
-            if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(value.elts):
-                return target.elts[position]
-        return None
-
-    def _bind(self, target: ast.AST, work: list[ast.AST]) -> str | None:
-        if isinstance(target, ast.Name):
-            binding = self.names.binding_of.get(target)
-            if binding is not None:
-                work.extend(self._visible_loads(binding))
-            return None
-        if isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                reason = self._bind(element, work)
-                if reason:
-                    return reason
-            return None
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            bindings = self.names.bindings(target.value)
-            if bindings and all(_is_fresh_container(b) for b in bindings):
-                for binding in bindings:
-                    work.extend(self._visible_loads(binding))
-                return None
-        return f"stored in {self._text(target)}, whose uses the scanner cannot follow"
-
-    def _visible_loads(self, binding: Binding) -> Iterator[ast.Name]:
-        """Reads that may see ``binding``: not those that only run before it."""
-        statement = self.names.statement(binding.node)
-        for load in self.names.loads(binding):
-            if statement is not None and self._only_before(load, statement):
-                continue
-            yield load
-
-    def _only_before(self, load: ast.AST, statement: ast.stmt) -> bool:
-        """``load`` is in the same body as ``statement``, earlier, outside any loop around both."""
-        if self.names.scope_of.get(load) is not self.names.scope_of.get(statement):
-            return False
-        if (load.lineno, load.col_offset) >= (statement.lineno, statement.col_offset):  # type: ignore[attr-defined]
-            return False
-        node: ast.AST | None = statement
-        while node is not None:
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                return False
-            node = self.names.parents.get(node)
-        return True
-
-    def _argument(
-        self,
-        call: ast.Call,
-        node: ast.AST,
-        policy: str,
-        rewritten: Callable[[ast.AST], bool],
-        work: list[ast.AST],
-    ) -> str | None:
-        where = f"line {call.lineno}: passed to {self._text(call)}"
-        if rewritten(call):
-            self._read_by_jax = True
-            return None
-        name = self.qualname(call.func)
-        if name is not None:
-            if _prefixed(name, (TJ,)) or (policy == "array" and _prefixed(name, _JAX_CODE)):
-                self._read_by_jax = self._read_by_jax or not _prefixed(name, _HOST_CODE)
-                return None
-            return where
-        builtin = self._builtin(call.func)
-        if builtin in _HOST_BUILTINS:
-            return None
-        if builtin == "isinstance" and not any(
-            (self.qualname(c) or "").startswith("torch") for c in ast.walk(call) if c is not node
-        ):
-            return None  # isinstance(x, torch.Tensor) would change its answer
-        if builtin in _CONTAINER_BUILTINS:
-            work.append(call)
-            return None
-        if builtin in ("max", "min", "sum", "abs", "round") and policy == "array":
-            work.append(call)
-            return None
-        if isinstance(call.func, ast.Name):
-            return self._local_argument(call, node, where, work)
-        if isinstance(call.func, ast.Attribute) and policy == "array":
-            callee = self.kinds(call.func)  # self.first(x): an attribute holding a module
-            if callee == {NNX_MODULE}:
-                self._read_by_jax = True
-                return None
-        if isinstance(call.func, ast.Attribute):
-            receiver = call.func.value
-            if call.func.attr in _MUTATORS and isinstance(receiver, ast.Name):
-                bindings = self.names.bindings(receiver)
-                if bindings and all(_is_fresh_container(b) for b in bindings):
-                    for binding in bindings:
-                        work.extend(self._visible_loads(binding))
-                    return None
-            if policy == "array" and self.kinds(receiver) == {NNX_MODULE}:
-                self._read_by_jax = True
-                return None
-        return where
-
-    def _local_argument(
-        self, call: ast.Call, node: ast.AST, where: str, work: list[ast.AST]
-    ) -> str | None:
-        assert isinstance(call.func, ast.Name)
-        bindings = self.names.bindings(call.func)
-        if not bindings:
-            return where
-        for binding in bindings:
-            if binding.kind != "def":
-                kinds = self.binding_kinds(binding)
-                if kinds == {NNX_MODULE}:
-                    self._read_by_jax = True
-                    continue
-                return where
-            function = binding.node
-            assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-            if _is_jitted(function, self.qualname):
-                self._read_by_jax = True
-                continue
-            parameter = _parameter_for(function, call, node)
-            scope = self.names.scope_by_node.get(function)
-            if parameter is None or scope is None:
-                return where
-            params = [b for b in scope.bindings.get(parameter, []) if b.kind == "param"]
-            if not params:
-                return where
-            for param in params:
-                work.extend(self.names.loads(param))
-        return None
-
-    def _returned(self, statement: ast.Return, work: list[ast.AST]) -> str | None:
-        function = self.names.enclosing(
-            statement, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda
-        )
-        where = f"line {statement.lineno}: returned"
-        if function is None:
-            return where
-        calls = self.calls_of(function)
-        if not calls:
-            return f"{where} to callers the scanner cannot see"
-        work.extend(calls)
-        return None
-
-    def _attribute(
-        self,
-        attribute: ast.Attribute,
-        policy: str,
-        rewritten: Callable[[ast.AST], bool],
-        work: list[ast.AST],
-    ) -> str | None:
-        parent = self.names.parents.get(attribute)
-        where = f"line {attribute.lineno}"
-        if isinstance(parent, ast.Call) and parent.func is attribute:
-            if rewritten(parent):
-                self._read_by_jax = True
-                return None
-            if policy == "array" and not parent.keywords:  # x.sum(dim=0) is torch's spelling
-                result = _ARRAY_METHODS.get(attribute.attr)
-                if result == "array" or attribute.attr in _DICT_METHODS:
-                    work.append(parent)
-                    return None
-                if result == "host":
-                    return None
-            return f"{where}: {self._text(parent)} calls a torch method on it"
-        if isinstance(attribute.ctx, ast.Store):
-            return f"{where}: {self._text(attribute)} is assigned to"
-        if policy == "device":
-            return (
-                None if attribute.attr in ("type", "index") else f"{where}: reads .{attribute.attr}"
-            )
-        result = _ARRAY_ATTRIBUTES.get(attribute.attr)
-        if result == "host":
-            return None
-        if result == "array":
-            work.append(attribute)
-            return None
-        return f"{where}: reads {self._text(attribute)}, which differs on a JAX array"
-
 
 def _last_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
         return node.attr
-    return None
-
-
-def _is_fresh_container(binding: Binding) -> bool:
-    value = binding.value
-    return (
-        binding.kind == "assign"
-        and binding.element is None
-        and (
-            isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp))
-            or (
-                isinstance(value, ast.Call)
-                and isinstance(value.func, ast.Name)
-                and value.func.id in ("list", "dict", "set")
-                and not value.args
-            )
-        )
-    )
-
-
-def _is_jitted(
-    function: ast.FunctionDef | ast.AsyncFunctionDef, qualname: Callable[[ast.AST], str | None]
-) -> bool:
-    for decorator in function.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        name = qualname(target)
-        if name in ("jax.jit", "flax.nnx.jit", "jax.pmap", "equinox.filter_jit"):
-            return True
-    return False
-
-
-def _parameter_for(
-    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, node: ast.AST
-) -> str | None:
-    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
-    for position, argument in enumerate(call.args):
-        if argument is node:
-            if isinstance(argument, ast.Starred) or position >= len(positional):
-                return None
-            return positional[position]
-    for keyword in call.keywords:
-        if keyword.value is node:
-            return keyword.arg
     return None
 
 

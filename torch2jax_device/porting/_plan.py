@@ -1,0 +1,228 @@
+"""Planning: which proposed rewrites are correct on their own (see ``scanner``).
+
+A rewrite is disabled, with the reason its finding reports, when the value it changes
+reaches code that cannot take the new one (``_flow``), when it changes torch's runtime
+state or default device while torch code still depends on them, when it would leave
+part of ``torch.distributed`` behind, when it would start JAX too early
+(``_startup``), or when it does not compose with its neighbours. Disabling one
+rewrite can make another unsafe, so the checks repeat until nothing changes.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from ._candidate import Candidate
+from ._rewrites import Rewrite, compose, with_tj_import
+from ._source import SourceFile
+from ._startup import StartupOrder
+from ._tables import FACTORIES, TENSOR_FACTORIES
+from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ
+
+__all__ = ["plan"]
+
+# Rows whose findings, left in torch, mean torch still places data on a device.
+_PLACES_DATA = frozenset(
+    {
+        "tensor-to-device",
+        "tensor-to-device-dtype",
+        "tensor-to-other",
+        "tensor-to-copy",
+        "tensor-non-blocking",
+        "tensor-cuda",
+        "tensor-cpu",
+        "tensor-pin-memory",
+        "module-to",
+        "factory-device",
+        "factory-tensor-device",
+        "tensor-new-factory",
+        "module-device-kwarg",
+        "cuda-tensor-type",
+        "default-device-context",
+        "default-device-set",
+        "torch-load-map-location",
+        "torch-load-map-location-dict",
+        "torch-load-map-location-callable",
+        "load-safetensors",
+        "dataloader-pin-memory",
+        "autocast",
+        "grad-scaler",
+        "dist-ddp-gradient",
+        "dist-data-parallel",
+        "generator-device",
+        "cuda-stream",
+        "cuda-event-timing",
+    }
+)
+# torch calls that create tensors without being told where (the default device decides).
+_TORCH_CREATES = frozenset({"torch.load", "torch.from_numpy", *FACTORIES, *TENSOR_FACTORIES})
+
+
+def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
+    """Disable the rewrites that are not correct on their own, each with its reason;
+    append the ``startup-order`` findings."""
+    for candidate in candidates:
+        if candidate.rewrite is not None and candidate.file.tj_taken:
+            candidate.disable(candidate.file.tj_taken)
+    order = StartupOrder(files, candidates)
+    creations: list[ast.Call] | None = None  # walked once, on first need
+    while True:
+        changed = False
+        rewritten = {id(c.call) for c in candidates if c.enabled and c.call is not None}
+        is_rewritten = _member(rewritten)
+        places = [c for c in candidates if c.rule in _PLACES_DATA and not c.enabled]
+        creates: list[ast.Call] = []
+        if any(c.enabled and c.effect == "default" for c in candidates):
+            if creations is None:
+                creations = _torch_creations(files)
+            creates = [call for call in creations if id(call) not in rewritten]
+        dist_blocker = next((c for c in candidates if _is_dist(c) and not c.enabled), None)
+        for candidate in candidates:
+            if candidate.enabled:
+                reason = _problem(candidate, is_rewritten, places, creates, dist_blocker)
+                if reason:
+                    candidate.disable(reason)
+                    changed = True
+        changed = changed or order.check() or _compose_check(files, candidates)
+        if not changed:
+            break
+    candidates.extend(order.findings())
+
+
+def _member(ids: set[int]) -> Callable[[ast.AST], bool]:
+    return lambda node: id(node) in ids
+
+
+def _problem(
+    candidate: Candidate,
+    is_rewritten: Callable[[ast.AST], bool],
+    places: list[Candidate],
+    creates: list[ast.Call],
+    dist_blocker: Candidate | None,
+) -> str:
+    if candidate.effect == "value" and candidate.subject is not None:
+        flow = candidate.file.flow
+        reason, read_by_jax = flow.escape(candidate.subject, candidate.policy, is_rewritten)
+        if reason:
+            new = "a tj.device" if candidate.policy == "device" else "JAX arrays"
+            return f"it would become {new}, and {reason}"
+        if candidate.policy == "array" and not read_by_jax and not _already_jax(candidate):
+            return (
+                "no JAX code reads the result, so it stays torch's (a JAX array would only "
+                "change its dtype rules: 64-bit data becomes 32-bit)"
+            )
+    if candidate.effect in ("runtime", "default") and places:
+        first = places[0]
+        return (
+            f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
+            f"{first.rule}); this call changes torch's runtime state, so port that first"
+        )
+    if candidate.effect == "default":
+        if creates:
+            return (
+                f"torch still creates tensors (line {creates[0].lineno}: "
+                f"{ast.unparse(creates[0].func)}), and they would stop following it"
+            )
+        if candidate.block is not None:
+            unknown = _unknown_call(candidate.file, candidate.block)
+            if unknown is not None:
+                return (
+                    f"line {unknown.lineno}: {ast.unparse(unknown.func)}(...) may create torch "
+                    "tensors, which would stop following the block's device"
+                )
+    if candidate.effect == "dist" and dist_blocker is not None and dist_blocker is not candidate:
+        return (
+            f"torch.distributed is still used ({dist_blocker.file.path}:"
+            f"{dist_blocker.position[0]}: {dist_blocker.rule}): the process group stays torch's "
+            "until every call is ported"
+        )
+    return ""
+
+
+def _already_jax(candidate: Candidate) -> bool:
+    """The call moves a JAX array, which has no ``.to``/``.cpu``/``.cuda`` of its own."""
+    call = candidate.call
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return False
+    return candidate.file.values.kinds(call.func.value) <= {JAX_ARRAY, NNX_MODULE}
+
+
+def _is_dist(candidate: Candidate) -> bool:
+    if candidate.rule.startswith("dist-") and candidate.rule not in (
+        "dist-env",
+        "dist-local-rank",
+        "dist-launch",
+    ):
+        return True
+    return candidate.rule in ("sync-batchnorm", "ddp-module", "ddp-no-sync", "mp-spawn")
+
+
+def _torch_creations(files: list[SourceFile]) -> list[ast.Call]:
+    """Calls that create torch tensors or modules, in line order (one walk of each file)."""
+    found: list[ast.Call] = []
+    for file in files:
+        for node in ast.walk(file.tree):
+            if isinstance(node, ast.Call):
+                name = file.qualname(node.func)
+                if name in _TORCH_CREATES or (
+                    name is not None
+                    and name.startswith("torch.nn.")
+                    and name.split(".")[-1][:1].isupper()
+                ):
+                    found.append(node)
+                elif isinstance(node.func, ast.Name) and "torch-module" in file.values.kinds(node):
+                    found.append(node)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _unknown_call(file: SourceFile, block: list[ast.stmt]) -> ast.Call | None:
+    """The first call in ``block`` that may create torch tensors."""
+    for statement in block:
+        for node in ast.walk(statement):
+            if not isinstance(node, ast.Call):
+                continue
+            name = file.qualname(node.func)
+            if name is not None and name.startswith((TJ, "jax", "flax", "optax", "numpy", "math")):
+                continue
+            if isinstance(node.func, ast.Name) and file.names.is_builtin(node.func):
+                continue
+            if name is None and isinstance(node.func, ast.Attribute):
+                if file.values.kinds(node.func.value) <= {JAX_ARRAY, NNX_MODULE, NUMBER, PATH}:
+                    continue
+            return node
+    return None
+
+
+def _compose_check(files: list[SourceFile], candidates: list[Candidate]) -> bool:
+    """Disable rewrites that do not compose, or leave a file that does not parse."""
+    changed = False
+    for file in files:
+        own = [c for c in candidates if c.file is file and c.enabled]
+        if not own:
+            continue
+        by_rewrite: dict[Rewrite, list[Candidate]] = {}
+        for c in own:
+            assert c.rewrite is not None
+            by_rewrite.setdefault(c.rewrite, []).append(c)
+        data, rejected = compose(file.data, list(by_rewrite))
+        for rewrite in rejected:
+            for c in by_rewrite[rewrite]:
+                c.disable("it overlaps another rewrite that leaves no room for it")
+            changed = True
+        if rejected or _parses(data):
+            continue
+        broken = [r for r in by_rewrite if not _parses(compose(file.data, [r])[0])]
+        for rewrite in broken or list(by_rewrite):
+            for c in by_rewrite[rewrite]:
+                c.disable("the rewritten line would not parse; please report this")
+        changed = True
+    return changed
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        ast.parse(with_tj_import(data.decode()))
+    except SyntaxError:
+        return False
+    return True

@@ -1,0 +1,23 @@
+"""Recognising idioms: one module per section of the idiom catalog.
+
+``detect(file)`` walks a parsed file (``visitor.Detector``) and hands each node to the
+section that recognises it (``devices``, ``placement``, ``creation``, ``checkpoints``,
+``feeding``, ``environment``, ``distributed``, and ``names`` for the rows the catalog's
+tables cover). Each proposes ``Candidate``s; ``_plan`` decides which rewrites stand.
+A new idiom goes in its section's module, called from the visitor.
+"""
+
+from __future__ import annotations
+
+from .._candidate import Candidate
+from .._source import SourceFile
+from .visitor import Detector
+
+__all__ = ["detect"]
+
+
+def detect(file: SourceFile) -> list[Candidate]:
+    """Every candidate finding of one file, in the order the walk meets them."""
+    detector = Detector(file)
+    detector.visit(file.tree)
+    return detector.found

@@ -1,0 +1,63 @@
+"""Qualified names the catalog's tables know (sections "Availability", "Memory",
+"Randomness", "Kernels", "Precision", the ``*.other`` rows...): one-for-one renames,
+advice-only names, and the ``torch.cuda.*`` wildcards."""
+
+from __future__ import annotations
+
+import ast
+
+from .._tables import ADVICE, RENAMES
+from .base import Recogniser
+
+__all__ = ["advice", "rename"]
+
+# torch2jax_device names whose result is JAX arrays where torch's was tensors.
+_ARRAY_RESULTS = frozenset(
+    {"tj.load_file", "tj.load", "tj.to_jax", "tj.to_device", "tj.pin_memory"}
+)
+
+
+def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
+    """A ``rename`` row: ``torch.cuda.is_available()`` -> ``tj.cuda.is_available()``."""
+    if name not in RENAMES:
+        return False
+    row, new_name = RENAMES[name]
+    if call is None:
+        r.add(node, row.id, new_name, reason="a reference, not a call: rename it by hand")
+        return True
+    r.add(
+        call,
+        row.id,
+        f"{new_name}({r.arguments(call)})",
+        rewrite=r.rename(node, new_name),
+        call=call,
+        tj_name=new_name,
+        effect=_effect_of(new_name),
+        subject=call,
+        policy="device" if new_name == "tj.get_default_device" else "array",
+    )
+    return True
+
+
+def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
+    """An ``advice`` row's name: reported with the row's advice, never rewritten."""
+    if name not in ADVICE:
+        return False
+    r.add(call or node, ADVICE[name].id)
+    return True
+
+
+def _effect_of(tj_name: str) -> str:
+    """What a renamed call changes (``Candidate.effect``)."""
+    if tj_name in _ARRAY_RESULTS:
+        return "value"
+    if tj_name.startswith("tj.distributed."):
+        return "dist"
+    if tj_name in ("tj.set_default_device",):
+        return "default"
+    if (
+        tj_name.startswith(("tj.cuda.", "tj.accelerator.", "tj.backends."))
+        or tj_name == "tj.get_default_device"
+    ):
+        return "runtime"
+    return "none"

@@ -1,0 +1,295 @@
+"""The "Placement" section: ``.to``, ``.cuda()``, ``.cpu()``, and reading where a value is
+(``.device``, ``.is_cuda``, ``.get_device()``, ``next(model.parameters()).device``)."""
+
+from __future__ import annotations
+
+import ast
+
+from .._rewrites import Rewrite
+from .._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
+from .base import Recogniser
+
+__all__ = ["cuda_call", "device_attribute", "get_device", "move", "to_call"]
+
+_TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
+_DTYPES = frozenset(
+    "float16 half bfloat16 float32 float float64 double int8 int16 int32 int int64 long "
+    "uint8 bool complex64 complex128 float8_e4m3fn float8_e5m2 cfloat cdouble".split()
+)
+_MEMORY_FORMAT_ONLY = frozenset({"memory_format"})
+# x.to(other): argument names that say "a tensor" rather than "a device".
+_TENSOR_NAMES = frozenset({"other", "ref", "reference", "like", "template", "tensor"})
+# x.device is a setting, not an array's device, on objects with these names.
+_SETTINGS = frozenset(
+    "args cfg config conf opt opts options hparams hp settings flags FLAGS self accelerator "
+    "trainer fabric state training_args parser namespace".split()
+)
+
+
+def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]) -> None:
+    """``tensor-to-*``, ``module-to*``: ``x.to(...)`` becomes ``tj.to_device(x, ...)``."""
+    keywords = {k.arg for k in call.keywords}
+    if keywords and keywords <= _MEMORY_FORMAT_ONLY and not call.args:
+        return  # a layout change, not a device or dtype
+    receiver = method.value
+    framework = r.file.values.module_framework(receiver)
+    dtype_only = (not call.args and keywords == {"dtype"}) or (
+        len(call.args) == 1
+        and not keywords - {"non_blocking", "copy"}
+        and _is_dtype(r, call.args[0])
+    )
+    if framework is not None:
+        rule = "module-to-dtype" if dtype_only else "module-to"
+    elif "non_blocking" in keywords:
+        rule = "tensor-non-blocking"
+    elif "copy" in keywords:
+        rule = "tensor-to-copy"
+    elif (
+        len(call.args) == 2
+        or {"device", "dtype"} <= keywords
+        or (len(call.args) == 1 and "dtype" in keywords)
+    ):
+        rule = "tensor-to-device-dtype"
+    elif dtype_only:
+        rule = "tensor-to-dtype"
+    elif call.args and _is_tensor_like(r, call.args[0]):
+        rule = "tensor-to-other"
+    else:
+        rule = "tensor-to-device"
+    problem = ""
+    if any(isinstance(a, ast.Starred) for a in call.args) or None in keywords:
+        problem = "*args/**kwargs: the scanner cannot see what tj.to_device would get"
+    elif len(call.args) > 2 or keywords - _TO_KEYWORDS:
+        extra = sorted(str(k) for k in keywords - _TO_KEYWORDS)
+        problem = f"tj.to_device has no {', '.join(extra)}=" if extra else "too many arguments"
+    elif (
+        len(call.args) == 2
+        and isinstance(call.args[1], ast.Constant)
+        and isinstance(call.args[1].value, bool)
+    ):
+        problem = "non_blocking given by position: write non_blocking=..."
+    move(r, call, method, where, rule, None, (), problem=problem, framework=framework)
+
+
+def cuda_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]) -> None:
+    """``tensor-cuda``: ``x.cuda(i, ...)`` becomes ``tj.to_device(x, "cuda:i", ...)``."""
+    index = (
+        call.args[0]
+        if call.args
+        else next((k.value for k in call.keywords if k.arg == "device"), None)
+    )
+    others = tuple(k for k in call.keywords if k.arg != "device")
+    problem = ""
+    if len(call.args) > 1 or any(k.arg not in ("device", "non_blocking") for k in call.keywords):
+        problem = "tj.to_device takes the device and non_blocking= only"
+    if index is None:
+        target = '"cuda"'
+    elif (
+        isinstance(index, ast.Constant)
+        and isinstance(index.value, int)
+        and not isinstance(index.value, bool)
+    ):
+        target = f'"cuda:{index.value}"'
+    else:
+        target = f'f"cuda:{{{r.text(index)}}}"'
+        problem = problem or (
+            f"{r.text(index)} may be None, an index or a device: write the target yourself"
+        )
+    move(r, call, method, where, "tensor-cuda", target, others, problem=problem)
+
+
+def move(
+    r: Recogniser,
+    call: ast.Call,
+    method: ast.Attribute,
+    where: tuple[int, int],
+    rule: str,
+    target: str | None,
+    keywords: tuple[ast.keyword, ...],
+    problem: str = "",
+    framework: str | bool | None = False,
+) -> None:
+    """A ``.to``/``.cuda``/``.cpu`` call: ``tj.to_device(receiver, target, ...)``."""
+    receiver = method.value
+    parent = r.parent(call)
+    if framework is False:
+        framework = r.file.values.module_framework(receiver)
+        if framework is not None:
+            rule = "module-to"
+    if framework is None and isinstance(parent, ast.Expr):
+        rule = "module-to"  # the result is dropped: only a module moves in place
+    start, end = r.file.span(call)
+    receiver_span = r.file.receiver_span(method)
+    if target is None:
+        arguments = r.arguments(call)
+        pieces: tuple[str | tuple[int, int], ...] = (
+            "tj.to_device(",
+            receiver_span,
+            ", ",
+            r.arguments_span(call),
+        )
+    else:
+        extra = "".join(f", {r.text(k)}" for k in keywords)
+        arguments = target + extra
+        pieces = ("tj.to_device(", receiver_span, f", {target}")
+        pieces += tuple(x for k in keywords for x in (", ", r.file.span(k)))
+        pieces += (")",)
+    replacement = f"tj.to_device({r.text(receiver)}, {arguments})"
+    if rule == "tensor-cpu" and isinstance(parent, ast.Attribute) and parent.attr == "numpy":
+        replacement = f"np.asarray({r.text(receiver)})"
+    candidate = r.add(
+        call,
+        rule,
+        replacement,
+        position=where,
+        rewrite=Rewrite(start, end, pieces),
+        call=call,
+        tj_name="tj.to_device",
+        effect="value",
+        subject=call,
+    )
+    if problem:
+        candidate.reason = problem
+    elif framework == "torch":
+        candidate.reason = (
+            f"{r.text(receiver)} is a torch.nn.Module: tj.to_device moves arrays and "
+            "Flax NNX modules, so port the module first"
+        )
+    elif framework == "module":
+        candidate.reason = (
+            f"{r.text(receiver)} looks like a module, and the scanner cannot tell it is a "
+            "Flax NNX module (tj.to_device leaves torch modules where they are)"
+        )
+    elif framework is None and isinstance(parent, ast.Expr):
+        candidate.reason = (
+            "the result is dropped, so this moves a module in place: tj.to_device moves "
+            "Flax NNX modules only"
+        )
+    elif framework == "nnx":
+        candidate.effect = "module"
+
+
+def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[int, int]) -> None:
+    """``tensor-device-type``: ``x.get_device()``."""
+    r.add(call, "tensor-device-type", f"tj.device_of({r.text(receiver)}).index", position=where)
+
+
+def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
+    """``.device``, ``.is_cuda``, ``.device.type``, ``next(m.parameters()).device``;
+    ``True`` if one was reported (its receiver is then visited)."""
+    receiver = node.value
+    where = r.file.method_position(node)
+    if node.attr == "device" and _is_next_parameters(r, receiver):
+        assert isinstance(receiver, ast.Call)
+        parameters = receiver.args[0]
+        assert isinstance(parameters, ast.Call) and isinstance(parameters.func, ast.Attribute)
+        model = parameters.func.value
+        start, end = r.file.span(parameters)
+        candidate = r.add(
+            node,
+            "parameters-device",
+            f"next(tj.parameters({r.text(model)})).device",
+            position=where,
+            rewrite=Rewrite(
+                start, end, ("tj.parameters(", r.file.receiver_span(parameters.func), ")")
+            ),
+            call=parameters,
+            tj_name="tj.parameters",
+            effect="value",
+            subject=node,
+            policy="device",
+        )
+        if r.file.values.module_framework(model) != "nnx":
+            candidate.reason = (
+                f"{r.text(model)} may be a torch module: tj.parameters reads Flax NNX "
+                "modules, so port the module first"
+            )
+        r.visit(model)
+        return True
+    if node.attr in ("is_cuda", "is_cpu") and isinstance(node.ctx, ast.Load):
+        kind = "cuda" if node.attr == "is_cuda" else "cpu"
+        r.add(
+            node,
+            "tensor-device-type",
+            f'tj.device_of({r.text(receiver)}).type == "{kind}"',
+            position=where,
+        )
+        r.visit(receiver)
+        return True
+    if (
+        node.attr in ("type", "index")
+        and isinstance(receiver, ast.Attribute)
+        and receiver.attr == "device"
+        and r.qualname(receiver) is None
+    ):
+        owner = receiver.value
+        r.add(
+            node,
+            "tensor-device-type",
+            f"tj.device_of({r.text(owner)}).{node.attr}",
+            position=r.file.method_position(receiver),
+        )
+        r.visit(owner)
+        return True
+    if (
+        node.attr == "device"
+        and isinstance(node.ctx, ast.Load)
+        and not _in_factory_device(r, node)
+        and r.qualname(receiver) is None
+        and _has_array_device(r, receiver)
+    ):
+        r.add(node, "tensor-device", f"tj.device_of({r.text(receiver)})", position=where)
+        r.visit(receiver)
+        return True
+    return False
+
+
+def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:
+    """``x.to(other)``: the argument is evidently an array, not a device."""
+    if r.file.values.kinds(node) & {TORCH_TENSOR, JAX_ARRAY}:
+        return True
+    name = node.id if isinstance(node, ast.Name) else None
+    return name is not None and (name in _TENSOR_NAMES or name.endswith(("_like", "_tensor")))
+
+
+def _is_dtype(r: Recogniser, node: ast.AST) -> bool:
+    name = r.qualname(node)
+    if (
+        name is not None
+        and name.split(".")[-1] in _DTYPES
+        and name.startswith(("torch.", "jax.numpy.", "numpy."))
+    ):
+        return True
+    return isinstance(node, ast.Attribute) and node.attr == "dtype"
+
+
+def _has_array_device(r: Recogniser, receiver: ast.AST) -> bool:
+    """``receiver.device`` reads where an array or module is, not a setting."""
+    kinds = r.file.values.kinds(receiver)
+    if kinds & {TORCH_TENSOR, JAX_ARRAY, "torch-module", NNX_MODULE}:
+        return True
+    if kinds & {"args", "args-value", PATH, NUMBER, "torch-device"}:
+        return False
+    name = receiver.id if isinstance(receiver, ast.Name) else None
+    if isinstance(receiver, ast.Attribute):
+        name = receiver.attr
+    return name is None or name not in _SETTINGS
+
+
+def _in_factory_device(r: Recogniser, node: ast.AST) -> bool:
+    parent = r.parent(node)
+    return isinstance(parent, ast.keyword) and parent.arg == "device"
+
+
+def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "next"
+        and r.file.names.is_builtin(node.func)
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Call)
+        and isinstance(node.args[0].func, ast.Attribute)
+        and node.args[0].func.attr == "parameters"
+        and not node.args[0].args
+    )

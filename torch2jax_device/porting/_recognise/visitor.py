@@ -1,0 +1,163 @@
+"""The walk over one file: which section's recogniser each node goes to."""
+
+from __future__ import annotations
+
+import ast
+
+from .._tables import NEW_FACTORIES, wildcard
+from . import checkpoints, creation, devices, distributed, environment, feeding, names, placement
+from .base import Recogniser
+
+__all__ = ["Detector"]
+
+# What the scanner knows a receiver is -> the advice row of its methods' calls.
+_KIND_METHODS = {
+    "grad-scaler": "grad-scaler",
+    "cuda-event": "cuda-event-timing",
+    "cuda-stream": "cuda-stream",
+    "dist-sampler": "dist-sampler-global-batch",
+}
+
+
+class Detector(Recogniser):
+    """Walks one file and proposes a candidate per idiom."""
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.visit(child)
+
+    # -- names ----------------------------------------------------------------------------
+    def visit_Name(self, node: ast.Name) -> None:
+        parent = self.parent(node)
+        if not (isinstance(parent, ast.Attribute) and parent.value is node):
+            self.qualified(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        parent = self.parent(node)
+        maximal = not (isinstance(parent, ast.Attribute) and parent.value is node)
+        if maximal and self.qualified(node):
+            return
+        if placement.device_attribute(self, node) or distributed.wrapper_attribute(self, node):
+            return
+        self.generic_visit(node)
+
+    def qualified(self, node: ast.expr) -> bool:
+        """Report a torch name the scanner knows; ``True`` if one was reported."""
+        name = self.qualname(node)
+        if name is None or id(node) in self.reported:
+            return False
+        parent = self.parent(node)
+        call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+        if call is not None and self.custom_call(call, name):
+            return True
+        if names.rename(self, node, name, call) or names.advice(self, node, name, call):
+            return True
+        if call is not None and any(k.arg == "device" for k in call.keywords):
+            if name.startswith("torch.") and not name.startswith(
+                ("torch.cuda.", "torch.distributed.")
+            ):
+                creation.factory(self, call, name)
+                return True
+        covering = wildcard(name)
+        if covering is not None and not self.inside_reported_call(node):
+            self.add(call or node, covering.id)
+            return True
+        return False
+
+    def inside_reported_call(self, node: ast.AST) -> bool:
+        parent = self.parent(node)
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Call) and id(parent) in self.reported:
+                return True
+            parent = self.parent(parent)
+        return False
+
+    def custom_call(self, call: ast.Call, name: str) -> bool:
+        """The handlers of ``custom`` rows for calls of qualified names."""
+        if name == "torch.device":
+            devices.device_call(self, call)
+        elif name == "torch.load":
+            checkpoints.load_call(self, call)
+        elif name in environment.ENVIRONMENT_READERS:
+            return environment.variable_read(self, call, call.args[0] if call.args else None)
+        else:
+            return False
+        return True
+
+    # -- calls ------------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        feeding.pin_memory_keywords(self, node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and self.qualname(func) is None:
+            self.method_call(node, func)
+        devices.indexed_device_string(self, node)
+        self.generic_visit(node)
+
+    def method_call(self, call: ast.Call, method: ast.Attribute) -> None:
+        """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
+        what the scanner knows ``x`` is."""
+        receiver = method.value
+        name = method.attr
+        bare = not call.args and not call.keywords
+        where = self.file.method_position(method)
+        if name == "to" and not bare:
+            placement.to_call(self, call, method, where)
+        elif name == "cuda":
+            placement.cuda_call(self, call, method, where)
+        elif name == "cpu" and bare:
+            placement.move(self, call, method, where, "tensor-cpu", '"cpu"', ())
+        elif name == "pin_memory" and bare:
+            feeding.pin_memory_call(self, call, method, where)
+        elif name in NEW_FACTORIES:
+            self.add(call, "tensor-new-factory", position=where)
+        elif name == "is_pinned" and not call.args:
+            feeding.pinned_query(self, call, receiver, where)
+        elif name == "get_device" and not call.args:
+            placement.get_device(self, call, receiver, where)
+        elif name == "record_stream":
+            self.add(call, "cuda-stream", position=where)
+        elif name == "no_sync" and not call.args:
+            self.add(call, "ddp-no-sync", position=where)
+        else:
+            kinds = self.file.values.kinds(receiver)
+            rule = next((rule for kind, rule in _KIND_METHODS.items() if kind in kinds), None)
+            if rule is not None:
+                self.add(call, rule, position=where)
+
+    # -- statements and expressions of other sections ---------------------------------------
+    def visit_With(self, node: ast.With) -> None:
+        for item in node.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and self.qualname(call.func) == "torch.device":
+                devices.default_device_block(self, node, call)
+                for argument in [*call.args, *(k.value for k in call.keywords)]:
+                    self.visit(argument)
+            else:
+                if "autocast" in self.file.values.kinds(call) and not isinstance(call, ast.Call):
+                    self.add(call, "autocast")  # with ctx:, ctx = torch.autocast(...) or ...
+                self.visit(item)
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if self.qualname(node.value) == "os.environ" and environment.variable_read(
+            self, node, node.slice
+        ):
+            return
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if not environment.variable_check(self, node):
+            self.generic_visit(node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        devices.indexed_device_string(self, node)
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        devices.indexed_device_string(self, node)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        feeding.pin_memory_keys(self, node)
+        self.generic_visit(node)
