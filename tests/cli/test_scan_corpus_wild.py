@@ -83,7 +83,9 @@ def test_every_labelled_line_is_found_and_nothing_else(name: str) -> None:
     expected, got = truth(name), findings(name)
     assert sorted(set(expected) - set(got)) == [], "labelled lines without a finding"
     assert sorted(set(got) - set(expected)) == [], "findings on lines without a label"
-    wrong = {line: (expected[line], got[line]) for line in expected if not expected[line] <= got[line]}
+    wrong = {
+        line: (expected[line], got[line]) for line in expected if not expected[line] <= got[line]
+    }
     assert wrong == {}, "lines found under another rule than labelled"
 
 
@@ -105,4 +107,5 @@ def test_the_diff_is_deterministic_and_the_result_compiles(name: str) -> None:
 
 if __name__ == "__main__":
     for key, (a, b) in figures().items():
-        print(f"{key:14} {a:4} / {b:<4}" + (f" = {a / b:.2f}" if b and key != "false flags" else ""))
+        ratio = f" = {a / b:.2f}" if b and key != "false flags" else ""
+        print(f"{key:14} {a:4} / {b:<4}{ratio}")

@@ -380,7 +380,10 @@ ROWS: tuple[Idiom, ...] = (
         title="Hand weights to a PyTorch twin",
         torch='torch.save(model.state_dict(), "model.pt")',
         jax="# rename kernel -> weight and transpose every layer by hand",
-        tj='torch.save(tj.state_dict(model, layout="torch"), "model.pt")',
+        tj=(
+            'torch.save(tj.state_dict(model, layout="torch"), "model.pt")\n'
+            'tj.save_file(model, "model.safetensors")  # for JAX alone: the model\'s own names'
+        ),
         notes=(
             "`twin.load_state_dict(torch.load('model.pt'))` then loads it: Linear kernels "
             "(in, out) become weights (out, in), Conv kernels (*window, in, out) become "

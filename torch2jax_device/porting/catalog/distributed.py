@@ -495,7 +495,7 @@ ROWS: tuple[Idiom, ...] = (
         tj="full = multihost_utils.process_allgather(weight, tiled=True)",
         notes=(
             "A `DTensor` (FSDP2, tensor parallelism) is a `jax.Array` sharded over a mesh. "
-            "In one process, `jax.device_get(weight)` or `tj.to_device(weight, \"cpu\")` "
+            'In one process, `jax.device_get(weight)` or `tj.to_device(weight, "cpu")` '
             "gathers it; across processes `process_allgather(..., tiled=True)` does. "
             "Inside a jitted step, `jax.lax.with_sharding_constraint(x, "
             "NamedSharding(mesh, P()))` replicates it instead."

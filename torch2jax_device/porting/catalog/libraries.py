@@ -18,8 +18,7 @@ ROWS: tuple[Idiom, ...] = (
         section=SECTION,
         title="The library's entry object: devices, processes, precision",
         torch=(
-            "from accelerate import Accelerator\n"
-            'accelerator = Accelerator(mixed_precision="bf16")'
+            'from accelerate import Accelerator\naccelerator = Accelerator(mixed_precision="bf16")'
         ),
         jax=(
             "jax.distributed.initialize()  # under a launcher; nothing for one process\n"
@@ -27,7 +26,7 @@ ROWS: tuple[Idiom, ...] = (
         ),
         tj=(
             "tj.distributed.init_process_group()  # under torchrun or torch2jax-device run\n"
-            "device = tj.device(f\"cuda:{tj.distributed.get_local_rank()}\")"
+            'device = tj.device(f"cuda:{tj.distributed.get_local_rank()}")'
         ),
         notes=(
             "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
@@ -49,6 +48,8 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.launch",
             "torchtune.training.init_distributed",
             "torchtune.utils.init_distributed",
+            "accelerate.notebook_launcher",
+            "Accelerator.mixed_precision",
         ),
         rewrite="advice",
     ),
@@ -62,13 +63,15 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "`accelerator.device`, `fabric.device`, `PartialState().device` and torchtune's "
             "`get_device(...)` are this process's device: after "
-            "`tj.distributed.init_process_group`, `tj.device(f\"cuda:{local_rank}\")` (or "
-            "`tj.get_default_device()`)."
+            '`tj.distributed.init_process_group`, `tj.device(f"cuda:{local_rank}")` (or '
+            "`tj.get_default_device()`). Fabric's `with fabric.init_module():` creates the "
+            "model there: `with tj.device(device):`."
         ),
         runs=False,
         torch_api=(
             "Accelerator.device",
             "Fabric.device",
+            "Fabric.init_module",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
         ),
@@ -94,7 +97,8 @@ ROWS: tuple[Idiom, ...] = (
             "the loader per rank. With JAX the model is placed (replicated over a mesh for "
             "data parallelism, see `dist-ddp-gradient`), the loader is wrapped in "
             "`tj.DeviceLoader`, and a `DistributedSampler` shards the data. "
-            "`unwrap_model(model)` is the model itself."
+            "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
+            "`data[rank::world_size]` with `tj.distributed.get_rank()`."
         ),
         runs=False,
         torch_api=(
@@ -104,6 +108,8 @@ ROWS: tuple[Idiom, ...] = (
             "Accelerator.prepare_data_loader",
             "Accelerator.prepare_scheduler",
             "Accelerator.unwrap_model",
+            "Accelerator.split_between_processes",
+            "Accelerator.skip_first_batches",
             "Fabric.setup",
             "Fabric.setup_module",
             "Fabric.setup_optimizers",
@@ -157,6 +163,10 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.all_reduce",
             "Fabric.broadcast",
             "Fabric.barrier",
+            "accelerate.utils.gather",
+            "accelerate.utils.gather_object",
+            "accelerate.utils.broadcast",
+            "accelerate.utils.reduce",
         ),
         rewrite="advice",
     ),
@@ -166,12 +176,10 @@ ROWS: tuple[Idiom, ...] = (
         title="Backward, mixed precision and accumulation through the library",
         torch="accelerator.backward(loss)\noptimizer.step()",
         jax=(
-            "loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)\n"
-            "optimizer.update(model, grads)"
+            "loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)\noptimizer.update(model, grads)"
         ),
         tj=(
-            "loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)\n"
-            "optimizer.update(model, grads)"
+            "loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)\noptimizer.update(model, grads)"
         ),
         notes=(
             "`backward` scales the loss for mixed precision and syncs gradients; "
@@ -189,6 +197,7 @@ ROWS: tuple[Idiom, ...] = (
             "Accelerator.accumulate",
             "Accelerator.no_sync",
             "Accelerator.clip_grad_norm_",
+            "Accelerator.sync_gradients",
             "Fabric.backward",
             "Fabric.autocast",
             "Fabric.no_backward_sync",
@@ -218,6 +227,8 @@ ROWS: tuple[Idiom, ...] = (
             "Accelerator.load_state",
             "Accelerator.save",
             "Accelerator.save_model",
+            "Accelerator.get_state_dict",
+            "Accelerator.register_for_checkpointing",
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
@@ -230,10 +241,7 @@ ROWS: tuple[Idiom, ...] = (
         title="Which process is this, and how many are there",
         torch="if accelerator.is_main_process:\n    print(accelerator.num_processes)",
         jax="if jax.process_index() == 0:\n    print(jax.process_count())",
-        tj=(
-            "if tj.distributed.get_rank() == 0:\n"
-            "    print(tj.distributed.get_world_size())"
-        ),
+        tj=("if tj.distributed.get_rank() == 0:\n    print(tj.distributed.get_world_size())"),
         notes=(
             "`is_main_process`, `is_local_main_process`, `process_index`, "
             "`local_process_index`, `num_processes`, `distributed_type`, "
@@ -252,6 +260,10 @@ ROWS: tuple[Idiom, ...] = (
             "Accelerator.distributed_type",
             "Accelerator.main_process_first",
             "Accelerator.local_main_process_first",
+            "Accelerator.is_last_process",
+            "Accelerator.use_distributed",
+            "Accelerator.on_main_process",
+            "Accelerator.on_local_main_process",
             "Fabric.global_rank",
             "Fabric.local_rank",
             "Fabric.node_rank",
@@ -285,6 +297,7 @@ ROWS: tuple[Idiom, ...] = (
             "pytorch_lightning.seed_everything",
             "transformers.set_seed",
             "torchtune.training.set_seed",
+            "Fabric.seed_everything",
         ),
         rewrite="advice",
     ),
