@@ -346,3 +346,40 @@ def test_set_device_stays_torchs_while_torch_uses_the_device() -> None:
     findings = scanner.scan_source(LAUNCHER)
     set_device = next(f for f in findings if f.rule == "cuda-set-device")
     assert not set_device.fixable and "torch" in set_device.reason
+
+
+def test_trainers_built_on_the_libraries_and_inherited_model_devices() -> None:
+    found = _rules(
+        """\
+        import lightning as L
+        import torch.nn as nn
+        from transformers import Trainer, TrainingArguments
+        class Head(nn.Module):
+            def forward(self, x):
+                return x.to(self.device)
+        class Settings(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+            def forward(self, x):
+                return x, self.device
+        args = TrainingArguments(output_dir="out", fp16=True)
+        trainer = Trainer(model=model, args=args)
+        fabric = L.Fabric(accelerator="cuda", devices=2)
+        with fabric.init_module():
+            net = Head()
+        """
+    )
+    assert (6, "tensor-device") in found, "a torch module's inherited device property"
+    assert [rule for line, rule in found if line == 12] == [], "a device the class stores"
+    assert (13, "library-launcher") in found and (14, "library-launcher") in found
+    assert (15, "library-launcher") in found and (16, "library-device") in found
+
+
+def test_a_device_name_handed_to_a_call_is_no_finding_of_its_own() -> None:
+    assert _rules(
+        """\
+        import torch2jax_device as tj
+        device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
+        """
+    ) == []

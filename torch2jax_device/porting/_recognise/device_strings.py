@@ -129,10 +129,13 @@ def name_assignment(r: Recogniser, node: ast.Assign) -> None:
 
 
 def name_choice(r: Recogniser, node: ast.IfExp) -> None:
-    """``device-string``: ``"cuda" if available else "cpu"`` outside ``torch.device(...)``
-    (there it is ``device-select``)."""
+    """``device-string``: ``device = "cuda" if available else "cpu"``. Not a choice handed
+    to a call (``torch.device(...)`` is ``device-select``, and ``tj.device``,
+    ``tj.to_device`` and torch take names)."""
+    parent = r.parent(node)
     if (
-        id(node) in r.reported
+        not isinstance(parent, ast.Assign)
+        or id(node) in r.reported
         or name_under_test(node.test) is not None  # "cuda" if "cuda" in device else "cpu"
         or not all(
             isinstance(v, ast.Constant) and names_a_device(v.value)
@@ -140,11 +143,9 @@ def name_choice(r: Recogniser, node: ast.IfExp) -> None:
         )
     ):
         return
-    parent = r.parent(node)
-    target = parent.targets[0] if isinstance(parent, ast.Assign) else None
-    written = r.text(target) if target is not None else "device"
-    candidate = r.add(node, "device-string", f"{written} = tj.device({r.text(node)})")
-    if target is not None and holds_device_name(target):
+    target = parent.targets[0]
+    candidate = r.add(node, "device-string", f"{r.text(target)} = tj.device({r.text(node)})")
+    if holds_device_name(target):
         r.device_names.append(candidate)
 
 

@@ -321,16 +321,30 @@ def _in_factory_device(r: Recogniser, node: ast.AST) -> bool:
 
 
 def _device_property(r: Recogniser, receiver: ast.AST) -> bool:
-    """``self.device`` in a class that defines a ``device`` property (a model's own)."""
+    """``self.device`` read in a model: a ``device`` property of the class, or a torch
+    module's inherited one (Hugging Face's ``PreTrainedModel.device``), not a setting the
+    class stores itself (``self.device = device``)."""
     if not (isinstance(receiver, ast.Name) and receiver.id == "self"):
         return False
     klass = r.file.names.enclosing(receiver, ast.ClassDef)
-    return isinstance(klass, ast.ClassDef) and any(
+    if not isinstance(klass, ast.ClassDef):
+        return False
+    if any(
         isinstance(s, ast.FunctionDef)
         and s.name == "device"
         and any(isinstance(d, ast.Name) and d.id == "property" for d in s.decorator_list)
         for s in klass.body
+    ):
+        return True
+    stored = any(
+        isinstance(t, ast.Attribute)
+        and t.attr == "device"
+        and isinstance(t.value, ast.Name)
+        and t.value.id == "self"
+        and isinstance(t.ctx, ast.Store)
+        for t in ast.walk(klass)
     )
+    return not stored and "torch-module" in r.file.values.class_kinds(klass)
 
 
 def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:

@@ -31,7 +31,8 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
             "precision=, strategy=)` and `fabric.launch()` join the job, pick the device and "
-            "set up mixed precision. With JAX: join with `tj.distributed.init_process_group` "
+            "set up mixed precision (as do the trainers built on them: Hugging Face's "
+            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`). With JAX: join with `tj.distributed.init_process_group` "
             "before anything starts JAX, keep the device, and get mixed precision from the "
             "dtypes (`bfloat16` parameters or inputs; `jnp.bfloat16` casts inside the step), "
             "not from a context."
@@ -50,6 +51,13 @@ ROWS: tuple[Idiom, ...] = (
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
             "Accelerator.mixed_precision",
+            "transformers.Trainer",
+            "transformers.Seq2SeqTrainer",
+            "transformers.TrainingArguments",
+            "transformers.Seq2SeqTrainingArguments",
+            "lightning.Trainer",
+            "lightning.pytorch.Trainer",
+            "pytorch_lightning.Trainer",
         ),
         rewrite="advice",
     ),
@@ -134,6 +142,8 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.to_device",
             "accelerate.utils.send_to_device",
             "accelerate.utils.operations.send_to_device",
+            "torchtune.utils.batch_to_device",
+            "torchtune.training.batch_to_device",
         ),
         rewrite="advice",
     ),
@@ -270,6 +280,9 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.world_size",
             "Fabric.is_global_zero",
             "Fabric.rank_zero_first",
+            "torchtune.training.get_world_size_and_rank",
+            "torchtune.utils.get_world_size_and_rank",
+            "torchtune.training.is_distributed",
         ),
         rewrite="advice",
     ),
