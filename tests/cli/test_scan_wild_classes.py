@@ -377,9 +377,12 @@ def test_trainers_built_on_the_libraries_and_inherited_model_devices() -> None:
 
 
 def test_a_device_name_handed_to_a_call_is_no_finding_of_its_own() -> None:
-    assert _rules(
-        """\
+    assert (
+        _rules(
+            """\
         import torch2jax_device as tj
         device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
         """
-    ) == []
+        )
+        == []
+    )
