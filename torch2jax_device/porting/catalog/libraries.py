@@ -243,6 +243,8 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
+            "torchtune.training.load_from_full_model_state_dict",
+            "torchtune.training.gather_cpu_state_dict",
         ),
         rewrite="advice",
     ),
