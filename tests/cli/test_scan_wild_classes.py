@@ -386,3 +386,32 @@ def test_a_device_name_handed_to_a_call_is_no_finding_of_its_own() -> None:
         )
         == []
     )
+
+
+def test_device_maps_pipelines_and_deepspeed_engines() -> None:
+    found = _rules(
+        """\
+        import deepspeed
+        from accelerate import init_empty_weights
+        from transformers import AutoModelForCausalLM, pipeline
+        model = AutoModelForCausalLM.from_pretrained("gpt2", device_map="auto")
+        pipe = pipeline("text-generation", model=model, device=0)
+        with init_empty_weights():
+            big = AutoModelForCausalLM.from_config(config)
+        model_engine, optimizer, _, _ = deepspeed.initialize(model=net, config=config)
+        model_engine.backward(model_engine(batch))
+        model_engine.step()
+        model_engine.save_checkpoint("ckpt")
+        def run(x, device):
+            return helper(x, device=device)
+        """
+    )
+    assert found == [
+        (4, "library-device"),
+        (5, "library-device"),
+        (6, "library-device"),
+        (8, "library-prepare"),
+        (9, "library-backward"),
+        (10, "library-backward"),
+        (11, "library-checkpoint"),
+    ]

@@ -15,9 +15,9 @@ import ast
 from .. import catalog
 from .base import Recogniser
 
-__all__ = ["member"]
+__all__ = ["device_keywords", "member"]
 
-_CLASSES = ("Accelerator", "Fabric")
+_CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine")
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
 
 # Member name -> the row reporting it ("prepare" -> "library-prepare").
@@ -36,7 +36,10 @@ _CONSTRUCTORS = frozenset(
     if name.split(".", 1)[0] not in _CLASSES
 )
 # Variable and attribute names the libraries' documentation gives their objects.
-_OWNER_NAMES = frozenset({"accelerator", "fabric"})
+_OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine"})
+# Packages built on torch whose calls take a device: their device= and device_map= are
+# the library's device work.
+_TORCH_LIBRARIES = ("transformers.", "diffusers.", "sentence_transformers.", "accelerate.")
 
 
 def member(r: Recogniser, node: ast.Attribute) -> bool:
@@ -67,3 +70,14 @@ def _is_library_object(r: Recogniser, node: ast.AST) -> bool:
         and r.qualname(binding.value.func) in _CONSTRUCTORS
         for binding in r.file.names.bindings(node)
     )
+
+
+def device_keywords(r: Recogniser, call: ast.Call) -> None:
+    """``library-device``: ``from_pretrained(..., device_map="auto")`` anywhere, and
+    ``device=`` given to a call of Transformers, Diffusers or Sentence Transformers
+    (``pipeline("text-generation", model=m, device=0)``)."""
+    name = r.qualname(call.func)
+    for keyword in call.keywords:
+        ours = keyword.arg == "device" and name is not None and name.startswith(_TORCH_LIBRARIES)
+        if keyword.arg == "device_map" or ours:
+            r.add(keyword, "library-device", position=r.file.position(r.file.span(keyword)[0]))

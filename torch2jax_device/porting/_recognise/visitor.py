@@ -110,6 +110,7 @@ class Detector(Recogniser):
     def visit_Call(self, node: ast.Call) -> None:
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
+        libraries.device_keywords(self, node)
         device_strings.string_test(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:

@@ -51,6 +51,7 @@ ROWS: tuple[Idiom, ...] = (
             "torchtune.training.init_distributed",
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
+            "deepspeed.init_distributed",
             "Accelerator.mixed_precision",
             "transformers.Trainer",
             "transformers.Seq2SeqTrainer",
@@ -73,14 +74,20 @@ ROWS: tuple[Idiom, ...] = (
             "`accelerator.device`, `fabric.device`, `PartialState().device` and torchtune's "
             "`get_device(...)` are this process's device: after "
             '`tj.distributed.init_process_group`, `tj.device(f"cuda:{local_rank}")` (or '
-            "`tj.get_default_device()`). Fabric's `with fabric.init_module():` creates the "
-            "model there: `with tj.device(device):`."
+            "`tj.get_default_device()`). Fabric's `with fabric.init_module():` and "
+            "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
+            "`device_map=` (Transformers, Diffusers) places a model's layers over the "
+            "devices: with JAX, shard its parameters over a mesh (`tj.load_file(..., "
+            "device=rule)`)."
         ),
         runs=False,
         torch_api=(
             "Accelerator.device",
             "Fabric.device",
             "Fabric.init_module",
+            "DeepSpeedEngine.device",
+            "accelerate.init_empty_weights",
+            "accelerate.init_on_device",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
         ),
@@ -106,6 +113,8 @@ ROWS: tuple[Idiom, ...] = (
             "the loader per rank. With JAX the model is placed (replicated over a mesh for "
             "data parallelism, see `dist-ddp-gradient`), the loader is wrapped in "
             "`tj.DeviceLoader`, and a `DistributedSampler` shards the data. "
+            "DeepSpeed's `deepspeed.initialize` and its engine (`model_engine.backward`, "
+            "`.step`, `.save_checkpoint`) do the same. "
             "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
             "`data[rank::world_size]` with `tj.distributed.get_rank()`."
         ),
@@ -123,6 +132,11 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.setup_module",
             "Fabric.setup_optimizers",
             "Fabric.setup_dataloaders",
+            "deepspeed.initialize",
+            "accelerate.dispatch_model",
+            "accelerate.load_checkpoint_and_dispatch",
+            "accelerate.infer_auto_device_map",
+            "accelerate.cpu_offload",
         ),
         rewrite="advice",
     ),
@@ -213,6 +227,8 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.autocast",
             "Fabric.no_backward_sync",
             "Fabric.clip_gradients",
+            "DeepSpeedEngine.backward",
+            "DeepSpeedEngine.step",
         ),
         rewrite="advice",
     ),
@@ -243,6 +259,8 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
+            "DeepSpeedEngine.save_checkpoint",
+            "DeepSpeedEngine.load_checkpoint",
             "torchtune.training.load_from_full_model_state_dict",
             "torchtune.training.gather_cpu_state_dict",
         ),
@@ -282,6 +300,8 @@ ROWS: tuple[Idiom, ...] = (
             "Fabric.node_rank",
             "Fabric.world_size",
             "Fabric.is_global_zero",
+            "DeepSpeedEngine.local_rank",
+            "DeepSpeedEngine.global_rank",
             "Fabric.rank_zero_first",
             "torchtune.training.get_world_size_and_rank",
             "torchtune.utils.get_world_size_and_rank",
