@@ -370,7 +370,7 @@ ROWS: tuple[Idiom, ...] = (
             "`load_state_dict`."
         ),
         runs=False,
-        torch_api=("Module.load_state_dict",),
+        torch_api=("torch.nn.Module.load_state_dict",),
         tj_api=("tj.load_state",),
         rewrite="custom",
     ),
