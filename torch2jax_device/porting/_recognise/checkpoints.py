@@ -17,7 +17,7 @@ _LOAD_REFUSED = {
     "encoding": "tj.load has no encoding=",
 }
 # Receivers of load_state_dict that are not models (their state is no device idiom).
-_NOT_MODELS = ("optim", "sched", "scaler")
+_NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric")
 
 
 def load_call(r: Recogniser, call: ast.Call) -> None:
