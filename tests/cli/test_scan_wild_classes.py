@@ -415,3 +415,21 @@ def test_device_maps_pipelines_and_deepspeed_engines() -> None:
         (10, "library-backward"),
         (11, "library-checkpoint"),
     ]
+
+
+def test_the_runtimes_debug_variables_are_reported() -> None:
+    findings = _scan(
+        """\
+        import os
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
+        os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        """
+    )
+    assert [(f.line, f.rule) for f in findings] == [
+        (2, "cuda-other"),
+        (3, "dist-env"),
+        (4, "dist-env"),
+    ]
+    assert "jax.block_until_ready" in findings[0].replacement

@@ -73,6 +73,13 @@ def _variable(name: object) -> tuple[str, str | None] | None:
         return _ENVIRONMENT[name]
     if name.startswith(_LAUNCHER_PREFIXES):
         return "dist-env", "unchanged: jax.distributed.initialize() reads it"
-    if name.startswith("NCCL_"):
+    if name.startswith(("NCCL_", "TORCH_NCCL_")):
         return "dist-env", "unchanged: XLA's GPU collectives run on NCCL, which reads it"
+    if name == "TORCH_DISTRIBUTED_DEBUG":
+        return "dist-env", "torch's own: JAX reports a failed collective with its coordinator"
+    if name == "CUDA_LAUNCH_BLOCKING":
+        return (
+            "cuda-other",
+            "nothing: call jax.block_until_ready(x) where a result must be waited for",
+        )
     return None
