@@ -331,10 +331,12 @@ def main():
 """
 
 
-@pytest.mark.parametrize("entry", ["if __name__ == '__main__':\n    main()\n", ""])
+@pytest.mark.parametrize(
+    "entry", ["if __name__ == '__main__':\n    main()\n", "fire.Fire(main)\n", ""]
+)
 def test_nothing_starts_jax_before_a_launcher_joins_the_group(entry: str) -> None:
-    """The call order a launcher makes (``main`` from ``__main__``, or ``main`` run by a
-    launcher of its own when the file never calls it) is followed into functions."""
+    """The call order a launcher makes (``main`` from ``__main__``, handed to a launcher
+    of its own, or never called by the file) is followed into functions."""
     findings = scanner.scan_source(LAUNCHER + entry)
     available = next(f for f in findings if f.rule == "cuda-is-available")
     assert not available.fixable and "init_process_group" in available.reason
