@@ -18,7 +18,7 @@ from itertools import islice
 from ._names import Binding
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
 
-__all__ = ["Flow"]
+__all__ = ["Flow", "is_jitted"]
 # Builtins whose result is a plain Python value whatever the argument.
 _HOST_BUILTINS = frozenset(
     "print len str repr format id hash bool float int callable vars dir getattr hasattr".split()
@@ -327,7 +327,7 @@ class Flow:
                 return self._passed(call)
             function = binding.node
             assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-            if _is_jitted(function, self.qualname):
+            if is_jitted(function, self.qualname):
                 self._read_by_jax = True
                 continue
             parameter = _parameter_for(function, call, node)
@@ -410,9 +410,11 @@ def _is_fresh_container(binding: Binding) -> bool:
     )
 
 
-def _is_jitted(
+def is_jitted(
     function: ast.FunctionDef | ast.AsyncFunctionDef, qualname: Callable[[ast.AST], str | None]
 ) -> bool:
+    """``function`` is decorated with ``jax.jit``, ``nnx.jit``, ``jax.pmap`` or
+    ``eqx.filter_jit``: inside, arrays are traced."""
     for decorator in function.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         name = qualname(target)

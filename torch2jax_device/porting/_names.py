@@ -68,7 +68,8 @@ class Names:
         self.scope_by_node: dict[ast.AST, Scope] = {tree: self.module}
         self.binding_of: dict[ast.AST, Binding] = {}  # binding site -> its binding
         self._loads: dict[tuple[int, str], list[ast.Name]] = {}
-        self._origins: dict[int, str | None] = {}  # id of a binding list -> origin
+        # (id of a scope's binding list, alias depth) -> origin
+        self._origins: dict[tuple[int, int], str | None] = {}
         self._builder(self.module).visit_body(tree)
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -114,18 +115,60 @@ class Names:
     def origin(self, node: ast.Name) -> str | None:
         """The module or object a name was imported as, if every binding is that import.
 
-        Worked out once per name and scope (every read of the name shares its bindings),
+        An alias counts as the import it names (``autocast = torch.cuda.amp.autocast``),
+        and a guarded import's fallback does not count (``xm = None`` in an ``except
+        ImportError:`` handler): the name means the module wherever it is used. Worked
+        out once per name, scope and depth (every read of the name shares its bindings),
         so a name bound many times costs no more than one bound once.
         """
-        found = self.bindings(node)
-        if not found:
-            return None
-        key = id(found)  # the scope's list of the name's bindings
+        if not isinstance(node.ctx, ast.Load):
+            return None  # binding the name, not using what it names
+        return self._origin(node, depth=0)
+
+    def _origin(self, node: ast.Name, depth: int) -> str | None:
+        bindings = self.bindings(node)
+        if not bindings:
+            return None  # a builtin or unknown name
+        key = (id(bindings), depth)  # the scope's list of the name's bindings
         if key not in self._origins:
-            origins = {b.origin for b in found}
-            only = len(origins) == 1 and all(b.kind == "import" for b in found)
-            self._origins[key] = origins.pop() if only else None
+            self._origins[key] = self._resolve_origin(bindings, depth)
         return self._origins[key]
+
+    def _resolve_origin(self, bindings: list[Binding], depth: int) -> str | None:
+        origins: set[str | None] = set()
+        for binding in bindings:
+            if self._import_fallback(binding):
+                continue
+            if binding.kind == "import":
+                origins.add(binding.origin)
+            elif binding.kind == "assign" and binding.element is None and depth < 4:
+                origins.add(self._dotted(binding.value, depth + 1))
+            else:
+                return None
+        return origins.pop() if len(origins) == 1 else None
+
+    def _dotted(self, node: ast.AST | None, depth: int) -> str | None:
+        """``torch.cuda.amp.autocast`` for that expression, when it names an import."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self._origin(node, depth)
+        return None if root is None else ".".join([root, *reversed(parts)])
+
+    def _import_fallback(self, binding: Binding) -> bool:
+        """``name = None`` (a constant) in an ``except ImportError:`` handler."""
+        if binding.kind != "assign" or not isinstance(binding.value, ast.Constant):
+            return False
+        handler = self.enclosing(binding.node, ast.ExceptHandler)
+        caught = handler.type if isinstance(handler, ast.ExceptHandler) else None
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        return any(
+            isinstance(name, ast.Name) and name.id in ("ImportError", "ModuleNotFoundError")
+            for name in names
+        )
 
     def loads(self, binding: Binding) -> list[ast.Name]:
         """Every read of the name that can see this binding (flow-insensitive)."""

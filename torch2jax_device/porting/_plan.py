@@ -55,6 +55,8 @@ _PLACES_DATA = frozenset(
         "cuda-event-timing",
     }
 )
+# Renames that set torch's current device, which torch's own code keeps reading.
+_SETS_CURRENT_DEVICE = frozenset({"tj.cuda.set_device", "tj.accelerator.set_device_index"})
 # torch calls that create tensors without being told where (the default device decides).
 _TORCH_CREATES = frozenset({"torch.load", "torch.from_numpy", *FACTORIES, *TENSOR_FACTORIES})
 
@@ -73,7 +75,10 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
         is_rewritten = _member(rewritten)
         places = [c for c in candidates if c.rule in _PLACES_DATA and not c.enabled]
         creates: list[ast.Call] = []
-        if any(c.enabled and c.effect == "default" for c in candidates):
+        if any(
+            c.enabled and (c.effect == "default" or c.tj_name in _SETS_CURRENT_DEVICE)
+            for c in candidates
+        ):
             if creations is None:
                 creations = _torch_creations(files)
             creates = [call for call in creations if id(call) not in rewritten]
@@ -117,6 +122,13 @@ def _problem(
         return (
             f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
             f"{first.rule}); this call changes torch's runtime state, so port that first"
+        )
+    if candidate.tj_name in _SETS_CURRENT_DEVICE and creates:
+        return (
+            f"torch still creates tensors or modules (line {creates[0].lineno}: "
+            f"{ast.unparse(creates[0].func)}), which go to torch's current device: "
+            f"{candidate.tj_name} would not set it (keep this call, and add "
+            f"{candidate.tj_name}(...) beside it for JAX)"
         )
     if candidate.effect == "default":
         if creates:

@@ -5,6 +5,13 @@
 ``StartupOrder`` follows each process's calls in the order they run (``_Traces``),
 disables the rewrites that would start JAX too early, and reports a ``startup-order``
 finding where the script already does.
+
+A rewrite that would start JAX before the job is joined is never made, whether the join
+is torch's or torch2jax_device's: the join may be ported later. The calls followed are
+the ones a launcher makes: module-level code and the ``__main__`` block, the file's
+functions they call or hand to another call (``launch(main)``, ``fire.Fire(main)``),
+``mp.spawn`` targets, and every function the file never calls itself (an entry point
+that a launcher or another module runs), each after the module's import.
 """
 
 from __future__ import annotations
@@ -107,7 +114,7 @@ class StartupOrder:
                     key = id(start)
                     if key not in self.violations:
                         self.violations[key] = (candidate, start, call, first, file)
-                    if rewritten_first and candidate is not None and candidate.enabled:
+                    if candidate is not None and candidate.enabled:
                         candidate.disable(
                             f"it would start JAX before {first} (line {call.lineno}); "
                             "move it after that line"
@@ -218,7 +225,13 @@ class _Traces:
         main: list[ast.Call] = []
         self._statements(self.file.tree.body, main, [], main_block=True)
         found = [main]
-        for target in self.children:
+        entered = set(self.bodies)
+        uncalled = [
+            b.node
+            for b in self.file.names.definitions()
+            if b.kind == "def" and id(b.node) not in entered and b.node not in self.children
+        ]
+        for target in [*self.children, *uncalled]:
             child: list[ast.Call] = []
             self._statements(self.file.tree.body, child, [], main_block=False)
             self._enter(target, child, [])
@@ -248,9 +261,9 @@ class _Traces:
             self._node(child, out, stack)
         if isinstance(node, ast.Call) and len(out) < self._LONGEST:
             out.append(node)
-            self._spawned(node)
+            spawned = self._spawned(node)
             if len(stack) < 8:
-                for definition in self._callees(node):
+                for definition in [*self._callees(node), *self._handed(node, spawned)]:
                     if definition not in stack:
                         self._enter(definition, out, stack)
 
@@ -293,16 +306,28 @@ class _Traces:
             self.bodies[id(definition)] = body
         out.extend(self.bodies[id(definition)][: self._LONGEST - len(out)])
 
-    def _spawned(self, call: ast.Call) -> None:
+    def _spawned(self, call: ast.Call) -> bool:
+        """Record the target of ``mp.spawn(fn)`` as a process; ``True`` if ``call`` spawns."""
         name = self.file.qualname(call.func)
         if name not in self._SPAWN:
-            return
+            return False
         target = call.args[0] if call.args else None
         target = next((k.value for k in call.keywords if k.arg in ("fn", "target")), target)
         if isinstance(target, ast.Name):
             for binding in self.file.names.bindings(target):
                 if binding.kind == "def" and binding.node not in self.children:
                     self.children.append(binding.node)
+        return True
+
+    def _handed(self, call: ast.Call, spawned: bool) -> list[ast.AST]:
+        """The file's functions handed to a call that may run them: ``launch(main)``."""
+        if spawned:
+            return []
+        found = []
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            if isinstance(argument, ast.Name):
+                found += [b.node for b in self.file.names.bindings(argument) if b.kind == "def"]
+        return found
 
 
 def _is_main_guard(statement: ast.stmt) -> bool:

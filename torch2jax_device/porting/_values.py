@@ -71,6 +71,7 @@ _CONSTRUCTORS = {
     "torch.cpu.amp.autocast": {"autocast"},
     "torch.utils.data.distributed.DistributedSampler": {"dist-sampler"},
     "torch.utils.data.DistributedSampler": {"dist-sampler"},
+    "torch.Generator": {"generator"},
 }
 # torch functions that do not return a tensor.
 _TORCH_NOT_TENSORS = frozenset(

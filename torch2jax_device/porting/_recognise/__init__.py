@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .._candidate import Candidate
 from .._source import SourceFile
+from . import device_strings
 from .visitor import Detector
 
 __all__ = ["detect"]
@@ -20,4 +21,5 @@ def detect(file: SourceFile) -> list[Candidate]:
     """Every candidate finding of one file, in the order the walk meets them."""
     detector = Detector(file)
     detector.visit(file.tree)
+    device_strings.point_at_tests(detector)
     return detector.found

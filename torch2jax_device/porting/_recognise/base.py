@@ -23,6 +23,8 @@ class Recogniser(ast.NodeVisitor):
         self.file = file
         self.found: list[Candidate] = []
         self.reported: set[int] = set()  # nodes already reported (no second finding)
+        self.string_tests: list[tuple[int, str]] = []  # (line, code) tested as a device name
+        self.device_names: list[Candidate] = []  # devices kept as names (device-string)
 
     def add(
         self,

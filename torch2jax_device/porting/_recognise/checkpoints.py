@@ -1,21 +1,23 @@
-"""The "Checkpoints" section: ``torch.load`` becomes ``tj.load`` when that is the same load."""
+"""The "Checkpoints" section: ``torch.load`` becomes ``tj.load`` when that is the same load;
+a model's weights saved and loaded (``torch.save(model.state_dict(), p)``,
+``model.load_state_dict(torch.load(p))``)."""
 
 from __future__ import annotations
 
 import ast
 
 from .._rewrites import Rewrite
-from .._values import PATH
 from .base import Recogniser
 
-__all__ = ["load_call"]
+__all__ = ["load_call", "load_state_call", "save_call"]
 
 _LOAD_REFUSED = {
     "weights_only": "tj.load never runs code from the file (always weights_only=True)",
-    "mmap": "tj.load has no mmap=: it reads the file once into aligned memory",
     "pickle_module": "tj.load has no pickle_module=",
     "encoding": "tj.load has no encoding=",
 }
+# Receivers of load_state_dict that are not models (their state is no device idiom).
+_NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric")
 
 
 def load_call(r: Recogniser, call: ast.Call) -> None:
@@ -59,16 +61,79 @@ def _load_problem(r: Recogniser, call: ast.Call) -> str:
                 return _LOAD_REFUSED["weights_only"]
         elif keyword.arg in _LOAD_REFUSED:
             return _LOAD_REFUSED[keyword.arg]
-        elif keyword.arg not in ("f", "map_location"):
+        elif keyword.arg not in ("f", "map_location", "mmap"):
             return f"tj.load has no {keyword.arg}="
     source = (
         call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "f"), None)
     )
     if source is None:
         return "no file given"
-    kinds = r.file.values.kinds(source)
-    if "file" in kinds:
-        return f"tj.load takes a path, and {r.text(source)} is a file object"
-    if not kinds <= {PATH, "args-value"}:
-        return f"tj.load takes a path; the scanner cannot tell what {r.text(source)} is"
     return ""
+
+
+def save_call(r: Recogniser, call: ast.Call) -> bool:
+    """``save-model-torch-twin``: ``torch.save(model.state_dict(), path)``; ``True`` if it
+    is one."""
+    state = call.args[0] if call.args else None
+    if not (
+        len(call.args) == 2
+        and isinstance(state, ast.Call)
+        and isinstance(state.func, ast.Attribute)
+        and state.func.attr == "state_dict"
+        and not state.args
+        and not state.keywords
+    ):
+        return False
+    model, path = r.text(state.func.value), r.text(call.args[1])
+    r.add(
+        call,
+        "save-model-torch-twin",
+        f"tj.save_file({model}, {path})  # for a PyTorch twin: "
+        f'torch.save(tj.state_dict({model}, layout="torch"), {path})',
+    )
+    return True
+
+
+def load_state_call(
+    r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]
+) -> None:
+    """``load-model-state``: ``model.load_state_dict(torch.load(path))`` is
+    ``tj.load_state(model, path)``. Never ``model.load_state_dict(tj.load(path))``: an NNX
+    module has no ``load_state_dict``. Rewritten for a Flax NNX model only."""
+    receiver = method.value
+    name = receiver.attr if isinstance(receiver, ast.Attribute) else r.text(receiver)
+    if len(call.args) != 1 or call.keywords or any(n in name.lower() for n in _NOT_MODELS):
+        return
+    source = call.args[0]
+    load = source if isinstance(source, ast.Call) else None
+    if load is not None and r.qualname(load.func) == "torch.load" and load.args:
+        r.reported.update({id(load), id(load.func)})  # one finding: tj.load_state reads it
+        source = load.args[0]
+    else:
+        load = None
+    model = r.text(receiver)
+    candidate = r.add(
+        call,
+        "load-model-state",
+        f"{model} = tj.load_state({model}, {r.text(source)})",
+        position=where,
+        call=call,
+        tj_name="tj.load_state",
+    )
+    plain_load = (
+        load is not None
+        and len(load.args) == 1
+        and all(k.arg in ("map_location", "weights_only") for k in load.keywords)
+    )
+    if r.file.values.module_framework(receiver) != "nnx":
+        candidate.reason = (
+            f"{model} may be a torch module: port it to Flax NNX first "
+            "(model.load_state_dict(tj.load(path)) fails: an NNX module has no load_state_dict)"
+        )
+    elif not plain_load or not isinstance(r.parent(call), ast.Expr):
+        candidate.reason = "tj.load_state reads the file itself: give it the path"
+    else:
+        start, end = r.file.span(call)
+        candidate.rewrite = Rewrite(
+            start, end, ("tj.load_state(", r.file.span(receiver), ", ", r.file.span(source), ")")
+        )

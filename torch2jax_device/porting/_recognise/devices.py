@@ -18,6 +18,8 @@ def device_call(r: Recogniser, call: ast.Call) -> None:
     if isinstance(first, ast.JoinedStr) or (first is not None and _formats_a_device(first)):
         r.reported.add(id(first))  # this finding covers the string: not again on its own
     strings = [first.body, first.orelse] if isinstance(first, ast.IfExp) else []
+    if strings:
+        r.reported.add(id(first))  # device-select covers the names it chooses from
     if first is None and any(k.arg == "type" for k in call.keywords):
         first = next(k.value for k in call.keywords if k.arg == "type")
     if strings and all(isinstance(s, ast.Constant) for s in strings):

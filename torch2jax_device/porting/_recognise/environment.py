@@ -8,7 +8,7 @@ import ast
 
 from .base import Recogniser
 
-__all__ = ["ENVIRONMENT_READERS", "variable_check", "variable_read"]
+__all__ = ["ENVIRONMENT_READERS", "variable_check", "variable_names", "variable_read"]
 
 #: Calls whose first argument names an environment variable.
 ENVIRONMENT_READERS = frozenset(
@@ -57,6 +57,14 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
     return True
 
 
+def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set) -> None:
+    """The launcher's variables named in data: ``for key in ("RANK", "WORLD_SIZE"):``."""
+    named = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    found = [_ENVIRONMENT[v][0] for v in named if v in _ENVIRONMENT]
+    if found and set(found) <= {"dist-env", "dist-local-rank"}:
+        r.add(node, "dist-env")
+
+
 def _variable(name: object) -> tuple[str, str | None] | None:
     """The rule and replacement of an environment variable the scanner knows."""
     if not isinstance(name, str):
@@ -65,4 +73,13 @@ def _variable(name: object) -> tuple[str, str | None] | None:
         return _ENVIRONMENT[name]
     if name.startswith(_LAUNCHER_PREFIXES):
         return "dist-env", "unchanged: jax.distributed.initialize() reads it"
+    if name.startswith(("NCCL_", "TORCH_NCCL_")):
+        return "dist-env", "unchanged: XLA's GPU collectives run on NCCL, which reads it"
+    if name == "TORCH_DISTRIBUTED_DEBUG":
+        return "dist-env", "torch's own: JAX reports a failed collective with its coordinator"
+    if name == "CUDA_LAUNCH_BLOCKING":
+        return (
+            "cuda-other",
+            "nothing: call jax.block_until_ready(x) where a result must be waited for",
+        )
     return None

@@ -1,4 +1,5 @@
-"""The "Feeding the device" section: ``pin_memory=`` and ``x.pin_memory()``."""
+"""The "Feeding the device" section: ``pin_memory=``, ``x.pin_memory()`` and a DataLoader's
+worker processes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from .._rewrites import Rewrite
 from .._values import TJ
 from .base import Recogniser
 
-__all__ = ["pin_memory_call", "pin_memory_keys", "pin_memory_keywords", "pinned_query"]
+__all__ = ["pin_memory_call", "pin_memory_keys", "pin_memory_keywords", "pinned_query", "workers"]
 
 _KEYWORDS = ("pin_memory", "pin_memory_device")
 
@@ -57,4 +58,29 @@ def pinned_query(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple
         "tensor-pin-memory",
         f'{r.text(receiver)}.sharding.memory_kind == "pinned_host"',
         position=where,
+    )
+
+
+def workers(r: Recogniser, call: ast.Call) -> None:
+    """``dataloader-workers``: a DataLoader that forks worker processes, which can deadlock
+    once JAX has started (torch2jax_device warns at run time: ``tj.ForkAfterJaxWarning``)."""
+    name = r.qualname(call.func) or (call.func.id if isinstance(call.func, ast.Name) else "")
+    if name.split(".")[-1] != "DataLoader" or name.startswith(TJ):
+        return
+    keywords = {k.arg: k for k in call.keywords}
+    count = keywords.get("num_workers")
+    if (
+        count is None
+        or "multiprocessing_context" in keywords
+        or (isinstance(count.value, ast.Constant) and count.value.value == 0)
+    ):
+        return
+    r.add(
+        count,
+        "dataloader-workers",
+        position=r.file.position(r.file.span(count)[0]),
+        reason=(
+            "its workers fork, and a fork after JAX has started can deadlock (at run time "
+            'tj.ForkAfterJaxWarning says so): give the DataLoader multiprocessing_context="spawn"'
+        ),
     )

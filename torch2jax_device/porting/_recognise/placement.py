@@ -1,15 +1,17 @@
-"""The "Placement" section: ``.to``, ``.cuda()``, ``.cpu()``, and reading where a value is
-(``.device``, ``.is_cuda``, ``.get_device()``, ``next(model.parameters()).device``)."""
+"""The "Placement" section: ``.to``, ``.cuda()``, ``.cpu()``, reading where a value is
+(``.device``, ``.is_cuda``, ``.get_device()``, ``next(model.parameters()).device``, a
+model's own ``self.device`` property), and a model's parameters handed over or counted."""
 
 from __future__ import annotations
 
 import ast
 
+from .._flow import is_jitted
 from .._rewrites import Rewrite
 from .._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
 from .base import Recogniser
 
-__all__ = ["cuda_call", "device_attribute", "get_device", "move", "to_call"]
+__all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
 
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 _DTYPES = frozenset(
@@ -236,12 +238,45 @@ def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         and isinstance(node.ctx, ast.Load)
         and not _in_factory_device(r, node)
         and r.qualname(receiver) is None
-        and _has_array_device(r, receiver)
+        and (_has_array_device(r, receiver) or _device_property(r, receiver))
     ):
-        r.add(node, "tensor-device", f"tj.device_of({r.text(receiver)})", position=where)
+        function = r.file.names.enclosing(node, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_jitted(
+            function, r.qualname
+        ):
+            replacement = (
+                "delete the line: under jax.jit arrays are traced and have no device "
+                "(the jitted call runs where its inputs are)"
+            )
+        else:
+            replacement = f"tj.device_of({r.text(receiver)})"
+        r.add(node, "tensor-device", replacement, position=where)
         r.visit(receiver)
         return True
     return False
+
+
+def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> None:
+    """``optimizer-parameters`` and ``parameter-count``: ``model.parameters()`` handed to an
+    optimizer's class or counted (``sum(p.numel() for p in model.parameters())``)."""
+    parent = r.parent(call)
+    if isinstance(parent, ast.keyword):
+        parent = r.parent(parent)
+    if isinstance(parent, ast.comprehension):
+        expression = r.parent(parent)
+        if expression is not None and any(
+            isinstance(node, ast.Attribute) and node.attr in ("numel", "nelement")
+            for node in ast.walk(expression)
+        ):
+            r.add(call, "parameter-count", position=where)
+        return
+    if not isinstance(parent, ast.Call) or call is parent.func:
+        return
+    if isinstance(parent.func, ast.Name) and r.file.names.is_builtin(parent.func):
+        return  # next(...), list(...): not handed to an optimizer
+    name = r.qualname(parent.func) or r.text(parent.func)
+    if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
+        r.add(call, "optimizer-parameters", position=where)
 
 
 def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:
@@ -277,8 +312,39 @@ def _has_array_device(r: Recogniser, receiver: ast.AST) -> bool:
 
 
 def _in_factory_device(r: Recogniser, node: ast.AST) -> bool:
+    """``torch.zeros(3, device=x.device)``: the factory's finding covers it (a function of
+    the script's own, ``f(x, device=x.device)``, gets a finding of its own)."""
     parent = r.parent(node)
-    return isinstance(parent, ast.keyword) and parent.arg == "device"
+    if not (isinstance(parent, ast.keyword) and parent.arg == "device"):
+        return False
+    return id(r.parent(parent)) in r.reported
+
+
+def _device_property(r: Recogniser, receiver: ast.AST) -> bool:
+    """``self.device`` read in a model: a ``device`` property of the class, or a torch
+    module's inherited one (Hugging Face's ``PreTrainedModel.device``), not a setting the
+    class stores itself (``self.device = device``)."""
+    if not (isinstance(receiver, ast.Name) and receiver.id == "self"):
+        return False
+    klass = r.file.names.enclosing(receiver, ast.ClassDef)
+    if not isinstance(klass, ast.ClassDef):
+        return False
+    if any(
+        isinstance(s, ast.FunctionDef)
+        and s.name == "device"
+        and any(isinstance(d, ast.Name) and d.id == "property" for d in s.decorator_list)
+        for s in klass.body
+    ):
+        return True
+    stored = any(
+        isinstance(t, ast.Attribute)
+        and t.attr == "device"
+        and isinstance(t.value, ast.Name)
+        and t.value.id == "self"
+        and isinstance(t.ctx, ast.Store)
+        for t in ast.walk(klass)
+    )
+    return not stored and "torch-module" in r.file.values.class_kinds(klass)
 
 
 def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:

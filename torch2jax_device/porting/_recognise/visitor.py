@@ -5,7 +5,18 @@ from __future__ import annotations
 import ast
 
 from .._tables import NEW_FACTORIES, wildcard
-from . import checkpoints, creation, devices, distributed, environment, feeding, names, placement
+from . import (
+    checkpoints,
+    creation,
+    device_strings,
+    devices,
+    distributed,
+    environment,
+    feeding,
+    libraries,
+    names,
+    placement,
+)
 from .base import Recogniser
 
 __all__ = ["Detector"]
@@ -16,7 +27,10 @@ _KIND_METHODS = {
     "cuda-event": "cuda-event-timing",
     "cuda-stream": "cuda-stream",
     "dist-sampler": "dist-sampler-global-batch",
+    "generator": "generator-device",  # g.manual_seed(0) on g = torch.Generator()
 }
+# Versions of torch itself, not of its GPU runtime.
+_NOT_RUNTIME = frozenset({"torch.version.__version__", "torch.version.git_version"})
 
 
 class Detector(Recogniser):
@@ -37,17 +51,23 @@ class Detector(Recogniser):
         maximal = not (isinstance(parent, ast.Attribute) and parent.value is node)
         if maximal and self.qualified(node):
             return
-        if placement.device_attribute(self, node) or distributed.wrapper_attribute(self, node):
+        if (
+            libraries.member(self, node)
+            or placement.device_attribute(self, node)
+            or distributed.wrapper_attribute(self, node)
+        ):
             return
         self.generic_visit(node)
 
     def qualified(self, node: ast.expr) -> bool:
         """Report a torch name the scanner knows; ``True`` if one was reported."""
         name = self.qualname(node)
-        if name is None or id(node) in self.reported:
+        if name is None or id(node) in self.reported or name in _NOT_RUNTIME:
             return False
         parent = self.parent(node)
         call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+        if call is None and isinstance(node, ast.Name) and _tests_presence(parent):
+            return False  # `if xm is not None:` tests a guarded import, uses nothing
         if call is not None and self.custom_call(call, name):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
@@ -80,6 +100,8 @@ class Detector(Recogniser):
             checkpoints.load_call(self, call)
         elif name in environment.ENVIRONMENT_READERS:
             return environment.variable_read(self, call, call.args[0] if call.args else None)
+        elif name == "torch.save":
+            return checkpoints.save_call(self, call)
         else:
             return False
         return True
@@ -87,6 +109,9 @@ class Detector(Recogniser):
     # -- calls ------------------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
         feeding.pin_memory_keywords(self, node)
+        feeding.workers(self, node)
+        libraries.device_keywords(self, node)
+        device_strings.string_test(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
@@ -118,7 +143,13 @@ class Detector(Recogniser):
             self.add(call, "cuda-stream", position=where)
         elif name == "no_sync" and not call.args:
             self.add(call, "ddp-no-sync", position=where)
-        else:
+        elif name == "load_state_dict":
+            checkpoints.load_state_call(self, call, method, where)
+        elif name == "parameters" and bare:
+            placement.parameters_call(self, call, where)
+        elif name == "full_tensor" and not call.args:
+            self.add(call, "dtensor-full-tensor", position=where)
+        elif not isinstance(receiver, ast.Call):  # torch.Generator().manual_seed(0): one finding
             kinds = self.file.values.kinds(receiver)
             rule = next((rule for kind, rule in _KIND_METHODS.items() if kind in kinds), None)
             if rule is not None:
@@ -133,8 +164,13 @@ class Detector(Recogniser):
                 for argument in [*call.args, *(k.value for k in call.keywords)]:
                     self.visit(argument)
             else:
-                if "autocast" in self.file.values.kinds(call) and not isinstance(call, ast.Call):
+                kinds = self.file.values.kinds(call)
+                if "autocast" in kinds and not isinstance(call, ast.Call):
                     self.add(call, "autocast")  # with ctx:, ctx = torch.autocast(...) or ...
+                elif isinstance(call, (ast.Name, ast.Attribute)) and (
+                    "torch-device" in kinds or device_strings.holds_device_name(call)
+                ):  # with self._device: a device held in a variable
+                    self.add(call, "default-device-context", f"with tj.device({self.text(call)}):")
                 self.visit(item)
         for statement in node.body:
             self.visit(statement)
@@ -148,7 +184,38 @@ class Detector(Recogniser):
 
     def visit_Compare(self, node: ast.Compare) -> None:
         if not environment.variable_check(self, node):
+            device_strings.string_test(self, node)
             self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        device_strings.name_assignment(self, node)
+        self.generic_visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        device_strings.name_choice(self, node)
+        self.generic_visit(node)
+
+    def visit_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> None:
+        environment.variable_names(self, node)
+        self.generic_visit(node)
+
+    visit_List = visit_Tuple
+    visit_Set = visit_Tuple
+
+    # -- annotations are types, not code that runs -----------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for child in [*node.decorator_list, node.args, *node.body]:
+            self.visit(child)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_arg(self, node: ast.arg) -> None:
+        return
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        for child in (node.target, node.value):
+            if child is not None:
+                self.visit(child)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         devices.indexed_device_string(self, node)
@@ -161,3 +228,14 @@ class Detector(Recogniser):
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
         self.generic_visit(node)
+
+
+def _tests_presence(node: ast.AST | None) -> bool:
+    """``x is None``, ``if x:``, ``not x``: a test of whether a name is bound to something."""
+    if isinstance(node, ast.Compare):
+        return all(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops) and all(
+            isinstance(c, ast.Constant) and c.value is None for c in node.comparators
+        )
+    return isinstance(node, (ast.If, ast.While, ast.BoolOp, ast.IfExp)) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    )

@@ -30,6 +30,7 @@ from . import (
     distributed,
     feeding,
     kernels,
+    libraries,
     memory,
     placement,
     precision,
@@ -55,6 +56,7 @@ _MODULES = (
     checkpoints,
     feeding,
     distributed,
+    libraries,
 )
 
 #: The guide's sections, in order; each is one module of this package.

@@ -365,9 +365,14 @@ ROWS: tuple[Idiom, ...] = (
             "A safetensors or `.pt` file, or a dict, in the model's own names or a PyTorch "
             "twin's (transposed back). Strict, as `load_state_dict`: missing and unexpected "
             "names raise `tj.CheckpointError` listing them. Arrays take the model's dtypes "
-            "and placement. NNX modules change in place; Equinox modules are new."
+            "and placement. NNX modules change in place; Equinox modules are new. "
+            "`model.load_state_dict(tj.load(path))` does not work: an NNX module has no "
+            "`load_state_dict`."
         ),
         runs=False,
+        torch_api=("torch.nn.Module.load_state_dict",),
+        tj_api=("tj.load_state",),
+        rewrite="custom",
     ),
     Idiom(
         id="save-model-torch-twin",
@@ -375,14 +380,22 @@ ROWS: tuple[Idiom, ...] = (
         title="Hand weights to a PyTorch twin",
         torch='torch.save(model.state_dict(), "model.pt")',
         jax="# rename kernel -> weight and transpose every layer by hand",
-        tj='torch.save(tj.state_dict(model, layout="torch"), "model.pt")',
+        tj=(
+            'torch.save(tj.state_dict(model, layout="torch"), "model.pt")\n'
+            'tj.save_file(model, "model.safetensors")  # for JAX alone: the model\'s own names'
+        ),
         notes=(
             "`twin.load_state_dict(torch.load('model.pt'))` then loads it: Linear kernels "
             "(in, out) become weights (out, in), Conv kernels (*window, in, out) become "
             "(out, in, *window), `scale` becomes `weight`, BatchNorm's `mean`/`var` "
-            "`running_mean`/`running_var`, and `nnx.Sequential`'s `layers.` is dropped."
+            "`running_mean`/`running_var`, and `nnx.Sequential`'s `layers.` is dropped. "
+            "To keep the weights for JAX alone, `tj.save_file(model, path)` writes the "
+            "model's own names (`tj.load_state` reads both)."
         ),
         runs=False,
+        torch_api=("Module.state_dict",),
+        tj_api=("tj.state_dict", "tj.save_file"),
+        rewrite="custom",
     ),
     Idiom(
         id="load-safetensors-backend",

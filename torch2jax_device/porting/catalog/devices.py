@@ -158,4 +158,46 @@ ROWS: tuple[Idiom, ...] = (
         tj_api=("tj.device",),
         rewrite="custom",
     ),
+    Idiom(
+        id="device-string",
+        section=SECTION,
+        title="A device kept as its name",
+        torch='device = "cuda" if torch.cuda.is_available() else "mps"\nx = x.to(device)',
+        jax='device = jax.local_devices(backend="gpu")[0]\nx = jax.device_put(x, device)',
+        tj=(
+            'device = tj.device("cuda" if tj.cuda.is_available() else "mps")\n'
+            "x = tj.to_device(x, device)"
+        ),
+        notes=(
+            "torch takes a device's name wherever it takes a device, and so does "
+            'torch2jax_device (`tj.to_device(x, "cuda:1")`, `with tj.device("mps"):`). '
+            "A name stays a string: code that tests it (`'cuda' in device`) keeps working "
+            "until the name becomes a `tj.device` (see `device-string-logic`)."
+        ),
+        runs=False,
+        torch_api=("str",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="device-string-logic",
+        section=SECTION,
+        title="Test a device by its name",
+        torch=(
+            'device_type = "cuda" if "cuda" in device else "cpu"\n'
+            'on_gpu = device.startswith("cuda")'
+        ),
+        jax='device_type = device.platform  # "gpu", "cpu" or "tpu"\non_gpu = device_type == "gpu"',
+        tj=('device_type = tj.device(device).type\non_gpu = tj.device(device).type == "cuda"'),
+        notes=(
+            'String tests on a device\'s name (`in`, `==`, `startswith`, `split(":")`) work '
+            "while `device` is a string. Once it is a `tj.device` (or a `torch.device`), "
+            "`'cuda' in device` raises `TypeError` and `device == \"cuda\"` is `False`: "
+            'test `tj.device(device).type` (`"cuda"`, `"cpu"`, `"mps"`...) and '
+            "`.index`, which take a name and a device alike. JAX's own platform names "
+            '`"gpu"` where torch says `"cuda"`.'
+        ),
+        runs=False,
+        torch_api=("str.startswith", "str.__contains__", "str.__eq__"),
+        rewrite="custom",
+    ),
 )

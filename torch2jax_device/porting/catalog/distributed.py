@@ -487,6 +487,24 @@ ROWS: tuple[Idiom, ...] = (
         rewrite="advice",
     ),
     Idiom(
+        id="dtensor-full-tensor",
+        section=SECTION,
+        title="Gather a sharded tensor whole",
+        torch="full = weight.full_tensor()",
+        jax="full = multihost_utils.process_allgather(weight, tiled=True)",
+        tj="full = multihost_utils.process_allgather(weight, tiled=True)",
+        notes=(
+            "A `DTensor` (FSDP2, tensor parallelism) is a `jax.Array` sharded over a mesh. "
+            'In one process, `jax.device_get(weight)` or `tj.to_device(weight, "cpu")` '
+            "gathers it; across processes `process_allgather(..., tiled=True)` does. "
+            "Inside a jitted step, `jax.lax.with_sharding_constraint(x, "
+            "NamedSharding(mesh, P()))` replicates it instead."
+        ),
+        runs=False,
+        torch_api=("DTensor.full_tensor",),
+        rewrite="advice",
+    ),
+    Idiom(
         id="dist-other",
         section=SECTION,
         title="Other collectives and process-group calls",

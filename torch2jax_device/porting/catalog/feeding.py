@@ -117,9 +117,12 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "Workers return NumPy arrays or torch tensors; batches are placed in the main "
             "process. A DataLoader that would fork its workers after JAX started warns once "
-            "(`tj.ForkAfterJaxWarning`) with this fix."
+            "(`tj.ForkAfterJaxWarning`) with this fix; `scan` reports every DataLoader given "
+            "`num_workers` other than 0 that has no `multiprocessing_context`."
         ),
         runs=False,
+        torch_api=("torch.utils.data.DataLoader",),
+        rewrite="custom",
     ),
     Idiom(
         id="dataloader-attributes",

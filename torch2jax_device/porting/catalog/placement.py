@@ -253,6 +253,26 @@ ROWS: tuple[Idiom, ...] = (
         tj="n = sum(p.numel() for p in tj.parameters(model))",
         notes="NNX kernels are `(in, out)` where torch's weights are `(out, in)`.",
         runs=False,
+        torch_api=("Module.parameters",),
+        tj_api=("tj.parameters",),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="optimizer-parameters",
+        section=SECTION,
+        title="Hand a model's parameters to an optimizer",
+        torch="optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)",
+        jax="optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)",
+        tj="optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)",
+        notes=(
+            "An NNX model has no `.parameters()` iterator to hand over: the optimizer takes "
+            "the model and a filter (`nnx.Param`), and `optimizer.update(model, grads)` "
+            "steps it. Parameter groups become `optax.multi_transform` over labels. The "
+            "optimizer's state lives where the parameters are."
+        ),
+        runs=False,
+        torch_api=("Module.parameters",),
+        rewrite="advice",
     ),
     Idiom(
         id="torch-module-to",

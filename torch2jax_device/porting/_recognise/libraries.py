@@ -1,0 +1,83 @@
+"""The objects of libraries built on torch that own a script's device work.
+
+Hugging Face Accelerate's ``Accelerator`` (and ``PartialState``) and Lightning Fabric's
+``Fabric`` pick the device, join the process group, wrap the model and run collectives.
+Their members that do device work are the rows of the catalog's "Libraries built on
+torch" section (``"Accelerator.prepare"`` in a row's ``torch_api``); the scanner reports
+them, on an object built by one of the libraries' constructors or held in a variable
+named as the libraries' documentation names it (``accelerator``, ``fabric``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .. import catalog
+from .base import Recogniser
+
+__all__ = ["device_keywords", "member"]
+
+_CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine")
+_ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
+
+# Member name -> the row reporting it ("prepare" -> "library-prepare").
+_MEMBERS: dict[str, str] = {
+    name.split(".", 1)[1]: row.id
+    for row in _ROWS
+    for name in row.torch_api
+    if name.split(".", 1)[0] in _CLASSES
+}
+# The libraries' constructors of such objects (qualified names).
+_CONSTRUCTORS = frozenset(
+    name
+    for row in _ROWS
+    if row.id == "library-launcher"
+    for name in row.torch_api
+    if name.split(".", 1)[0] not in _CLASSES
+)
+# Variable and attribute names the libraries' documentation gives their objects.
+_OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine"})
+# Packages built on torch whose calls take a device: their device= and device_map= are
+# the library's device work.
+_TORCH_LIBRARIES = ("transformers.", "diffusers.", "sentence_transformers.", "accelerate.")
+
+
+def member(r: Recogniser, node: ast.Attribute) -> bool:
+    """``library-*`` rows: ``accelerator.prepare(...)``, ``fabric.device``; ``True`` if one
+    was reported (its receiver is then visited). Never rewritten: the object does several
+    jobs at once, and the port keeps the ones the script needs."""
+    row = _MEMBERS.get(node.attr)
+    if row is None or not _is_library_object(r, node.value):
+        return False
+    parent = r.parent(node)
+    reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
+    r.add(reported, row, position=r.file.method_position(node))
+    r.visit(node.value)
+    return True
+
+
+def _is_library_object(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` holds an ``Accelerator``, ``PartialState`` or ``Fabric``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _OWNER_NAMES
+    if not isinstance(node, ast.Name):
+        return False
+    if node.id in _OWNER_NAMES:
+        return True
+    return any(
+        binding.kind == "assign"
+        and isinstance(binding.value, ast.Call)
+        and r.qualname(binding.value.func) in _CONSTRUCTORS
+        for binding in r.file.names.bindings(node)
+    )
+
+
+def device_keywords(r: Recogniser, call: ast.Call) -> None:
+    """``library-device``: ``from_pretrained(..., device_map="auto")`` anywhere, and
+    ``device=`` given to a call of Transformers, Diffusers or Sentence Transformers
+    (``pipeline("text-generation", model=m, device=0)``)."""
+    name = r.qualname(call.func)
+    for keyword in call.keywords:
+        ours = keyword.arg == "device" and name is not None and name.startswith(_TORCH_LIBRARIES)
+        if keyword.arg == "device_map" or ours:
+            r.add(keyword, "library-device", position=r.file.position(r.file.span(keyword)[0]))

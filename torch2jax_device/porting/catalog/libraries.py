@@ -1,0 +1,340 @@
+"""Catalog rows, section "Libraries built on torch": Hugging Face Accelerate and Lightning
+Fabric, which own a script's device work (placement, the process group, precision).
+
+Each row covers both libraries: the ``torch`` column shows Accelerate, the notes name
+Fabric's counterpart. ``scan`` reports every line and rewrites none: the library's object
+does several jobs at once, and which of them the port keeps is the porter's choice.
+"""
+
+from __future__ import annotations
+
+from ..idiom import Idiom
+
+SECTION = "Libraries built on torch"
+
+ROWS: tuple[Idiom, ...] = (
+    Idiom(
+        id="library-launcher",
+        section=SECTION,
+        title="The library's entry object: devices, processes, precision",
+        torch=(
+            'from accelerate import Accelerator\naccelerator = Accelerator(mixed_precision="bf16")'
+        ),
+        jax=(
+            "jax.distributed.initialize()  # under a launcher; nothing for one process\n"
+            "device = jax.local_devices()[0]"
+        ),
+        tj=(
+            "tj.distributed.init_process_group()  # under torchrun or torch2jax-device run\n"
+            'device = tj.device(f"cuda:{tj.distributed.get_local_rank()}")'
+        ),
+        notes=(
+            "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
+            "precision=, strategy=)` and `fabric.launch()` join the job, pick the device and "
+            "set up mixed precision (as do the trainers built on them: Hugging Face's "
+            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`). With JAX: join with "
+            "`tj.distributed.init_process_group` "
+            "before anything starts JAX, keep the device, and get mixed precision from the "
+            "dtypes (`bfloat16` parameters or inputs; `jnp.bfloat16` casts inside the step), "
+            "not from a context."
+        ),
+        runs=False,
+        torch_api=(
+            "accelerate.Accelerator",
+            "accelerate.PartialState",
+            "accelerate.state.PartialState",
+            "accelerate.state.AcceleratorState",
+            "lightning.fabric.Fabric",
+            "lightning.Fabric",
+            "lightning_fabric.Fabric",
+            "Fabric.launch",
+            "torchtune.training.init_distributed",
+            "torchtune.utils.init_distributed",
+            "accelerate.notebook_launcher",
+            "deepspeed.init_distributed",
+            "Accelerator.mixed_precision",
+            "transformers.Trainer",
+            "transformers.Seq2SeqTrainer",
+            "transformers.TrainingArguments",
+            "transformers.Seq2SeqTrainingArguments",
+            "lightning.Trainer",
+            "lightning.pytorch.Trainer",
+            "pytorch_lightning.Trainer",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-device",
+        section=SECTION,
+        title="The device the library chose",
+        torch="x = x.to(accelerator.device)",
+        jax="x = jax.device_put(x, jax.local_devices()[0])",
+        tj="x = tj.to_device(x, device)",
+        notes=(
+            "`accelerator.device`, `fabric.device`, `PartialState().device` and torchtune's "
+            "`get_device(...)` are this process's device: after "
+            '`tj.distributed.init_process_group`, `tj.device(f"cuda:{local_rank}")` (or '
+            "`tj.get_default_device()`). Fabric's `with fabric.init_module():` and "
+            "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
+            "`device_map=` (Transformers, Diffusers) places a model's layers over the "
+            "devices: with JAX, shard its parameters over a mesh (`tj.load_file(..., "
+            "device=rule)`)."
+        ),
+        runs=False,
+        torch_api=(
+            "Accelerator.device",
+            "Fabric.device",
+            "Fabric.init_module",
+            "DeepSpeedEngine.device",
+            "accelerate.init_empty_weights",
+            "accelerate.init_on_device",
+            "torchtune.training.get_device",
+            "torchtune.utils.get_device",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-prepare",
+        section=SECTION,
+        title="Hand the model, optimizer and loaders to the library",
+        torch="model, optimizer, loader = accelerator.prepare(model, optimizer, loader)",
+        jax=(
+            "model = jax.device_put(model, device)  # or a NamedSharding over a mesh\n"
+            "optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)"
+        ),
+        tj=(
+            "model = tj.to_device(model, device)\n"
+            "optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)\n"
+            "loader = tj.DeviceLoader(loader, device)"
+        ),
+        notes=(
+            "`prepare` (Fabric: `setup`, `setup_module`, `setup_optimizers`, "
+            "`setup_dataloaders`) moves the model, wraps it for data parallelism and shards "
+            "the loader per rank. With JAX the model is placed (replicated over a mesh for "
+            "data parallelism, see `dist-ddp-gradient`), the loader is wrapped in "
+            "`tj.DeviceLoader`, and a `DistributedSampler` shards the data. "
+            "DeepSpeed's `deepspeed.initialize` and its engine (`model_engine.backward`, "
+            "`.step`, `.save_checkpoint`) do the same. "
+            "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
+            "`data[rank::world_size]` with `tj.distributed.get_rank()`."
+        ),
+        runs=False,
+        torch_api=(
+            "Accelerator.prepare",
+            "Accelerator.prepare_model",
+            "Accelerator.prepare_optimizer",
+            "Accelerator.prepare_data_loader",
+            "Accelerator.prepare_scheduler",
+            "Accelerator.unwrap_model",
+            "Accelerator.split_between_processes",
+            "Accelerator.skip_first_batches",
+            "Fabric.setup",
+            "Fabric.setup_module",
+            "Fabric.setup_optimizers",
+            "Fabric.setup_dataloaders",
+            "deepspeed.initialize",
+            "accelerate.dispatch_model",
+            "accelerate.load_checkpoint_and_dispatch",
+            "accelerate.infer_auto_device_map",
+            "accelerate.cpu_offload",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-to-device",
+        section=SECTION,
+        title="Move what the library did not set up",
+        torch="weights = fabric.to_device(weights)",
+        jax="weights = jax.device_put(weights, device)",
+        tj="weights = tj.to_device(weights, device)",
+        notes=(
+            "Fabric's `to_device` and Accelerate's `send_to_device(x, device)` move tensors, "
+            "modules and containers of them; `tj.to_device` moves arrays, trees of them and "
+            "Flax NNX modules."
+        ),
+        runs=False,
+        torch_api=(
+            "Fabric.to_device",
+            "accelerate.utils.send_to_device",
+            "accelerate.utils.operations.send_to_device",
+            "torchtune.utils.batch_to_device",
+            "torchtune.training.batch_to_device",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-collective",
+        section=SECTION,
+        title="Gather, reduce and wait through the library",
+        torch="predictions = accelerator.gather(predictions)",
+        jax="predictions = multihost_utils.process_allgather(predictions)",
+        tj="predictions = multihost_utils.process_allgather(predictions)",
+        notes=(
+            "`gather`, `gather_for_metrics`, `reduce`, `pad_across_processes`, "
+            "`wait_for_everyone` (Fabric: `all_gather`, `all_reduce`, `broadcast`, "
+            "`barrier`). Between processes: `jax.experimental.multihost_utils` "
+            "(`process_allgather`, `broadcast_one_to_all`), "
+            "`tj.distributed.all_reduce` for host values and `tj.distributed.barrier()`. "
+            "`gather_for_metrics` also drops the samples padded onto the last batch."
+        ),
+        runs=False,
+        torch_api=(
+            "Accelerator.gather",
+            "Accelerator.gather_for_metrics",
+            "Accelerator.reduce",
+            "Accelerator.pad_across_processes",
+            "Accelerator.wait_for_everyone",
+            "Fabric.all_gather",
+            "Fabric.all_reduce",
+            "Fabric.broadcast",
+            "Fabric.barrier",
+            "accelerate.utils.gather",
+            "accelerate.utils.gather_object",
+            "accelerate.utils.broadcast",
+            "accelerate.utils.reduce",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-backward",
+        section=SECTION,
+        title="Backward, mixed precision and accumulation through the library",
+        torch="accelerator.backward(loss)\noptimizer.step()",
+        jax=(
+            "loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)\noptimizer.update(model, grads)"
+        ),
+        tj=(
+            "loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)\noptimizer.update(model, grads)"
+        ),
+        notes=(
+            "`backward` scales the loss for mixed precision and syncs gradients; "
+            "`autocast()`, `accumulate(model)`, `no_sync`, `clip_grad_norm_` (Fabric: "
+            "`backward`, `autocast`, `no_backward_sync`, `clip_gradients`). JAX computes "
+            "gradients with `nnx.value_and_grad` in a jitted step; a replicated model on a "
+            "mesh averages them over the batch axis by itself, bfloat16 needs no loss "
+            "scaling, and `optax.clip_by_global_norm` / `optax.MultiSteps` clip and "
+            "accumulate."
+        ),
+        runs=False,
+        torch_api=(
+            "Accelerator.backward",
+            "Accelerator.autocast",
+            "Accelerator.accumulate",
+            "Accelerator.no_sync",
+            "Accelerator.clip_grad_norm_",
+            "Accelerator.sync_gradients",
+            "Fabric.backward",
+            "Fabric.autocast",
+            "Fabric.no_backward_sync",
+            "Fabric.clip_gradients",
+            "DeepSpeedEngine.backward",
+            "DeepSpeedEngine.step",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-checkpoint",
+        section=SECTION,
+        title="Save and load through the library",
+        torch='accelerator.save_state("checkpoint")\naccelerator.load_state("checkpoint")',
+        jax="# orbax.checkpoint, or safetensors.flax of the flattened nnx.state(model)",
+        tj=(
+            'tj.save_file(model, "checkpoint/model.safetensors")\n'
+            'model = tj.load_state(model, "checkpoint/model.safetensors")'
+        ),
+        notes=(
+            "`save_state`/`load_state` (model, optimizer, RNG and sampler states), `save`, "
+            "`save_model` (Fabric: `save`, `load`, `load_raw`). `tj.save_file` and "
+            "`tj.load_state` keep the model's arrays; save the optimizer state "
+            "(`nnx.state(optimizer)`) and the step the same way or with orbax."
+        ),
+        runs=False,
+        torch_api=(
+            "Accelerator.save_state",
+            "Accelerator.load_state",
+            "Accelerator.save",
+            "Accelerator.save_model",
+            "Accelerator.get_state_dict",
+            "Accelerator.register_for_checkpointing",
+            "Fabric.save",
+            "Fabric.load",
+            "Fabric.load_raw",
+            "DeepSpeedEngine.save_checkpoint",
+            "DeepSpeedEngine.load_checkpoint",
+            "torchtune.training.load_from_full_model_state_dict",
+            "torchtune.training.gather_cpu_state_dict",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-process",
+        section=SECTION,
+        title="Which process is this, and how many are there",
+        torch="if accelerator.is_main_process:\n    print(accelerator.num_processes)",
+        jax="if jax.process_index() == 0:\n    print(jax.process_count())",
+        tj=("if tj.distributed.get_rank() == 0:\n    print(tj.distributed.get_world_size())"),
+        notes=(
+            "`is_main_process`, `is_local_main_process`, `process_index`, "
+            "`local_process_index`, `num_processes`, `distributed_type`, "
+            "`main_process_first()` (Fabric: `global_rank`, `local_rank`, `node_rank`, "
+            "`world_size`, `is_global_zero`, `rank_zero_first()`): "
+            "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining; "
+            "the backend is `tj.device(...).type`."
+        ),
+        runs=False,
+        torch_api=(
+            "Accelerator.is_main_process",
+            "Accelerator.is_local_main_process",
+            "Accelerator.process_index",
+            "Accelerator.local_process_index",
+            "Accelerator.num_processes",
+            "Accelerator.distributed_type",
+            "Accelerator.main_process_first",
+            "Accelerator.local_main_process_first",
+            "Accelerator.is_last_process",
+            "Accelerator.use_distributed",
+            "Accelerator.on_main_process",
+            "Accelerator.on_local_main_process",
+            "Fabric.global_rank",
+            "Fabric.local_rank",
+            "Fabric.node_rank",
+            "Fabric.world_size",
+            "Fabric.is_global_zero",
+            "DeepSpeedEngine.local_rank",
+            "DeepSpeedEngine.global_rank",
+            "Fabric.rank_zero_first",
+            "torchtune.training.get_world_size_and_rank",
+            "torchtune.utils.get_world_size_and_rank",
+            "torchtune.training.is_distributed",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-seed",
+        section=SECTION,
+        title="Seed everything through the library",
+        torch="from accelerate.utils import set_seed\nset_seed(42)",
+        jax="key = jax.random.key(42)",
+        tj="key = jax.random.key(42)",
+        notes=(
+            "Accelerate's `set_seed`, Lightning's `seed_everything`, torchtune's "
+            "`set_seed` and transformers' `set_seed` seed Python, NumPy and torch. JAX "
+            "takes a key in every random call (`nnx.Rngs(42)` for a model); keep "
+            "`random.seed`/`np.random.seed` for host-side code."
+        ),
+        runs=False,
+        torch_api=(
+            "accelerate.utils.set_seed",
+            "accelerate.utils.random.set_seed",
+            "lightning.fabric.seed_everything",
+            "lightning.seed_everything",
+            "lightning.pytorch.seed_everything",
+            "lightning_fabric.seed_everything",
+            "pytorch_lightning.seed_everything",
+            "transformers.set_seed",
+            "torchtune.training.set_seed",
+            "Fabric.seed_everything",
+        ),
+        rewrite="advice",
+    ),
+)
