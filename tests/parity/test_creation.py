@@ -50,6 +50,8 @@ def test_a_layer_created_on_a_device() -> None:
 
 
 @pytest.mark.idiom("cuda-tensor-type")
+# With a GPU, torch (2.11 at least) warns that these constructors are deprecated.
+@pytest.mark.filterwarnings(r"ignore:The torch\.cuda\.\*DtypeTensor constructors:UserWarning")
 def test_legacy_cuda_tensor_types_need_a_gpu_in_both() -> None:
     theirs = run(lambda: torch.cuda.FloatTensor(2, 3))
     ours = run(lambda: jnp.empty((2, 3), jnp.float32, device=tj.device("cuda").jax_device))

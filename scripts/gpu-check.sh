@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The one call a machine with an NVIDIA GPU makes: the GPU test suite, then the GPU
+# benchmark, then one summary table. Everything it needs must already be installed
+# (a CUDA build of torch, a CUDA build of JAX, flax, safetensors, pytest, hypothesis);
+# it installs nothing and reads the package from this checkout.
+#
+#   scripts/gpu-check.sh                 on a GPU: tests/gpu + tests/parity, bench_gpu.py full
+#   scripts/gpu-check.sh --cpu           anywhere: the same code paths at small sizes on a
+#                                        second CPU device (what CI runs, so it cannot rot)
+#   scripts/gpu-check.sh --out DIR       also keep the logs and the benchmark's JSON in DIR
+#
+# Sized for the device machines' 15-minute lease: the suite is bounded at 200 s and the
+# benchmark at 240 s (each part's own time limit), so the whole call stays under 6 minutes
+# on an H100/H200 including JAX's start-up.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+mode=gpu
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cpu) mode=cpu ;;
+    --out) out=$2; shift ;;
+    *) echo "gpu-check: unknown argument $1 (see the comment at the top of this script)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && python=.venv/bin/python
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+logs=${out:-$(mktemp -d)}
+mkdir -p "$logs"
+
+"$python" - <<'PY' | tee "$logs/versions.txt"
+import platform, jax
+import importlib.metadata as md
+def v(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "absent"
+print(f"python {platform.python_version()}, jax {jax.__version__}, torch {v('torch')}, "
+      f"flax {v('flax')}, safetensors {v('safetensors')}, numpy {v('numpy')}")
+print("devices:", ", ".join(f"{d.platform}:{d.id} {d.device_kind}" for d in jax.devices()))
+PY
+
+if [ "$mode" = gpu ]; then
+  if ! "$python" -c 'import sys, jax; sys.exit(0 if any(d.platform == "gpu" for d in jax.devices()) else 1)'; then
+    echo "gpu-check: JAX sees no GPU here; run with --cpu for the CPU mode" >&2
+    exit 2
+  fi
+  export TORCH2JAX_DEVICE_TEST_REQUIRE=torch,cuda
+  tests=(tests/gpu tests/parity)
+  sizes=full
+  suite_limit=200
+  bench_limit=240
+else
+  export JAX_PLATFORMS=cpu JAX_NUM_CPU_DEVICES=2
+  tests=(tests/gpu)
+  sizes=small
+  suite_limit=120
+  bench_limit=120
+fi
+
+timeout --kill-after=10 "$suite_limit" "$python" -m pytest -p no:cacheprovider -q -rfEs \
+  "${tests[@]}" --junitxml="$logs/suite.xml" >"$logs/suite.log" 2>&1
+suite_rc=$?
+tail -n 40 "$logs/suite.log"
+
+timeout --kill-after=10 "$bench_limit" "$python" benchmarks/bench_gpu.py --sizes "$sizes" \
+  --json "$logs/bench.json" 2>&1 | tee "$logs/bench.log"
+bench_rc=${PIPESTATUS[0]}
+
+"$python" - "$logs" "$suite_rc" "$bench_rc" "$mode" <<'PY'
+import json, sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+logs, suite_rc, bench_rc, mode = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+print(f"\n== gpu-check ({mode} mode) ==")
+print((logs / "versions.txt").read_text().strip())
+try:
+    suite = ET.parse(logs / "suite.xml").getroot()
+    counts = {k: sum(int(s.get(k, 0)) for s in suite.iter("testsuite")) for k in ("tests", "failures", "errors", "skipped")}
+    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    print(f"suite: {passed} passed, {counts['failures'] + counts['errors']} failed, {counts['skipped']} skipped (exit {suite_rc})")
+    for case in suite.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            print(f"  FAILED {case.get('classname')}::{case.get('name')}")
+except (OSError, ET.ParseError):
+    print(f"suite: no report (exit {suite_rc}; timed out if 124)")
+print(f"benchmark: exit {bench_rc} (table above; JSON in {logs / 'bench.json'})")
+sys.exit(0 if suite_rc == 0 and bench_rc == 0 else 1)
+PY
