@@ -227,6 +227,8 @@ class _Job:
             worker = _start(args, local_rank, port, agent_store)
             self.workers.append(worker)
             self.relay.add(worker.rank, worker.process.stdout, worker.process.stderr)
+            if self.signals:  # it came while this worker started: it gets it too
+                worker.signal_group(self.signals[0])
 
     def on_signal(self, signum: int, frame: FrameType | None = None) -> None:
         """The handler of SIGINT, SIGTERM and SIGHUP: forward the first, kill on the next."""
