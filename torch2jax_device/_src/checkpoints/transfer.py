@@ -22,9 +22,7 @@ chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffer
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import itertools
 import math
 import os
 import queue
@@ -32,10 +30,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import dtypes
+from ..capacity import check_fits, explained_oom
+from ..host_staging import Piece, carrier, from_bits, pieces, write_piece, zeros
 from ..interop import ALIGNMENT, aligned_empty
 from ..run_ahead import run_ahead
 from .format import TensorInfo
@@ -48,8 +47,6 @@ __all__ = ["STAGING_BYTES", "place", "uses_host_memory"]
 STAGING_BYTES = 256 * 2**20
 # Staging buffers: one being read, one read and waiting, one being transferred.
 _BUFFERS = 3
-# Piece offsets beyond this need 64-bit indices on the device.
-_INT32_LIMIT = 2**31
 
 
 @functools.cache
@@ -92,9 +89,15 @@ def place(
     if not staged:
         return arrays
     total = sum(info.nbytes for info, _ in staged)
+    what = f"loading {len(staged)} tensor(s) of {os.path.basename(reader.path)!r}"
+    if not in_place:
+        # The arrays, plus one piece on its way (pieces are at most a staging buffer).
+        needed = sum(math.prod(info.shape) * dtype.itemsize for info, dtype in staged)
+        check_fits(target, needed + min(needed, staging_bytes // _BUFFERS), what)
     with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
         staging = _Staging(reader, target, in_place, staging_bytes, bar.advance)
-        arrays.update(staging.run(staged))
+        with explained_oom(target, total, what):
+            arrays.update(staging.run(staged))
     return arrays
 
 
@@ -110,11 +113,11 @@ class _Piece(NamedTuple):
 
     info: TensorInfo
     dtype: np.dtype[Any]
-    first: int  # flat index of its first element
-    shape: tuple[int, ...]
-    starts: tuple[int, ...]  # where it goes in the tensor
-    last: bool
-    nbytes: int
+    block: Piece
+
+    @property
+    def nbytes(self) -> int:
+        return self.block.nbytes
 
 
 class _Staging:
@@ -171,7 +174,8 @@ class _Staging:
                 yield _Batch(batch, size)
                 batch, size = [], 0
             if nbytes > self._chunk and not self._in_place:
-                yield from _pieces(info, dtype, self._chunk // dtype.itemsize)
+                for block in pieces(info.shape, dtype.itemsize, self._chunk // dtype.itemsize):
+                    yield _Piece(info, dtype, block)
                 continue
             batch.append((info, dtype, size))
             size += _round_up(nbytes)
@@ -185,7 +189,7 @@ class _Staging:
             buffer = aligned_empty(item.nbytes if self._in_place else self._chunk)
         if isinstance(item, _Piece):
             self._reader.read_into(
-                item.info, item.dtype, buffer[: item.nbytes], item.first, self._advance
+                item.info, item.dtype, buffer[: item.nbytes], item.block.first, self._advance
             )
         else:
             for info, dtype, offset in item.tensors:
@@ -214,24 +218,20 @@ class _Staging:
             arrays.update(zip([info.name for info, _, _ in item.tensors], placed, strict=True))
             return placed
         name = item.info.name
-        carrier = _carrier(item.dtype)
+        bits = carrier(item.dtype)
         part: jax.Array = jax.device_put(
-            buffer[: item.nbytes].view(carrier).reshape(item.shape), self._target
+            buffer[: item.nbytes].view(bits).reshape(item.block.shape), self._target
         )
         whole = assembling.pop(name, None)
-        wide = max(item.info.shape) >= _INT32_LIMIT
-        with jax.enable_x64(True) if wide else contextlib.nullcontext():
-            starts = np.array(item.starts, np.int64 if wide else np.int32)
-            starts_there = jax.device_put(starts, self._target)
-            if whole is None:
-                with jax.default_device(self._target):  # jnp.zeros(device=) would copy
-                    whole = _zeros(item.info.shape, carrier)
-            whole = _write_piece(whole, part, starts_there)
+        if whole is None:
+            with jax.default_device(self._target):  # jnp.zeros(device=) would copy
+                whole = zeros(item.info.shape, bits)
+        whole = write_piece(whole, part, item.block)
         # One piece at a time on the device: once it is written into the tensor, nothing
         # reads its host buffer or keeps its device copy any more.
         jax.block_until_ready(whole)
-        if item.last:
-            arrays[name] = whole if carrier == item.dtype else _from_bits(whole, item.dtype)
+        if item.block.last:
+            arrays[name] = whole if bits == item.dtype else from_bits(whole, item.dtype)
         else:
             assembling[name] = whole
         return []
@@ -241,66 +241,6 @@ class _Staging:
         jax.block_until_ready(arrays)
         owned = any(_shares(array, buffer) for array in arrays)
         self._free.put(None if owned else buffer)
-
-
-def _pieces(info: TensorInfo, dtype: np.dtype[Any], per_piece: int) -> Iterator[_Piece]:
-    """``info`` as blocks of at most ``per_piece`` elements, each contiguous in the file.
-
-    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``. All
-    blocks have the same shape, so the device compiles one update; the last block along
-    axis ``k`` ends at the end of that axis and may overlap the one before it.
-    """
-    shape = info.shape
-    axis = 0
-    while math.prod(shape[axis + 1 :]) > per_piece:
-        axis += 1
-    inner = math.prod(shape[axis + 1 :])
-    rows = min(shape[axis], per_piece // inner)
-    block = (1,) * axis + (rows,) + shape[axis + 1 :]
-    starts_along = list(range(0, shape[axis] - rows + 1, rows))
-    if starts_along[-1] != shape[axis] - rows:
-        starts_along.append(shape[axis] - rows)
-    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    corners = [
-        (*outer, start) + (0,) * (len(shape) - axis - 1)
-        for outer in itertools.product(*(range(n) for n in shape[:axis]))
-        for start in starts_along
-    ]
-    for number, corner in enumerate(corners):
-        yield _Piece(
-            info,
-            dtype,
-            sum(i * s for i, s in zip(corner, strides, strict=True)),
-            block,
-            corner,
-            number == len(corners) - 1,
-            rows * inner * dtype.itemsize,
-        )
-
-
-def _carrier(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype pieces of ``dtype`` travel in: floats as their bits, others as they are.
-
-    Updating a bfloat16 array on the CPU rounds through float32 and quiets NaN payloads;
-    unsigned integers of the same width carry every bit unchanged.
-    """
-    if dtype.kind in "fV":  # NumPy floats, and ml_dtypes' (bfloat16, float8_*)
-        return np.dtype(f"u{dtype.itemsize}")
-    return dtype
-
-
-#: Zeros computed where the default device is, with no host value to transfer.
-_zeros = jax.jit(jnp.zeros, static_argnums=(0, 1))
-
-
-@functools.partial(jax.jit, donate_argnums=0)
-def _write_piece(whole: jax.Array, part: jax.Array, starts: jax.Array) -> jax.Array:
-    """``whole`` with ``part`` written at ``starts``, in place (``whole`` is donated)."""
-    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
-
-
-#: The bits of ``bits`` as an array of ``dtype``, in place (``bits`` is donated).
-_from_bits = jax.jit(jax.lax.bitcast_convert_type, static_argnums=1, donate_argnums=0)
 
 
 def _shares(array: jax.Array, buffer: np.ndarray[Any, Any]) -> bool:
