@@ -58,10 +58,12 @@ class Routes:
 
 @pytest.fixture
 def routes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Routes]:
-    """cpu:0 is the host; the other CPU devices copy through pinned pieces of 1 KiB."""
+    """cpu:0 is the host; the other CPU devices copy through pinned pieces of 1 KiB, and
+    every array is pinned by a memcpy."""
     monkeypatch.setattr(host_staging, "routes_through_pinned", lambda device: device != HOST)
     monkeypatch.setattr(host_staging, "PIECE_BYTES", PIECE)
     monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 1)
+    monkeypatch.setattr(host_staging, "PIN_BY_MEMCPY_FROM", 0)
     monkeypatch.setattr(host_staging, "_PARALLEL_FROM", 256)
     host_staging.POOL.clear()  # buffers of another piece size must not be reused
     yield Routes(monkeypatch)

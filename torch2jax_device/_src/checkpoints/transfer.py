@@ -91,9 +91,10 @@ def place(
     total = sum(info.nbytes for info, _ in staged)
     what = f"loading {len(staged)} tensor(s) of {os.path.basename(reader.path)!r}"
     if not in_place:
-        # The arrays, plus one piece on its way (pieces are at most a staging buffer).
-        needed = sum(math.prod(info.shape) * dtype.itemsize for info, dtype in staged)
-        check_fits(target, needed + min(needed, staging_bytes // _BUFFERS), what)
+        # The arrays, plus one piece on its way where a tensor is sent in pieces.
+        sizes = [math.prod(info.shape) * dtype.itemsize for info, dtype in staged]
+        piece = _round_up(staging_bytes // _BUFFERS)
+        check_fits(target, sum(sizes) + (piece if max(sizes) > piece else 0), what)
     with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
         staging = _Staging(reader, target, in_place, staging_bytes, bar.advance)
         with explained_oom(target, total, what):
