@@ -54,15 +54,20 @@ __all__ = [
     "PINNED",
     "PINNED_PIECES_FROM",
     "PIN_BY_MEMCPY_FROM",
+    "POOL",
     "POOL_BUFFERS",
+    "Buffer",
     "Piece",
     "carrier",
+    "carries",
     "device_put",
     "from_bits",
     "has_pinned_host",
     "pieces",
     "pin",
     "routes_through_pinned",
+    "unpack",
+    "write_bytes",
     "write_piece",
     "zeros",
 ]
@@ -194,7 +199,7 @@ def _goes_to_host(array: Any, target: jax.Device) -> bool:
 def _goes_in_pieces(array: Any, target: jax.Device) -> bool:
     if not routes_through_pinned(target) or not _on_host(array):
         return False
-    return array.nbytes >= PINNED_PIECES_FROM and _carries(np.dtype(array.dtype))
+    return array.nbytes >= PINNED_PIECES_FROM and carries(np.dtype(array.dtype))
 
 
 # ------------------------------------------------------------------ device -> host
@@ -223,30 +228,39 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
 # ------------------------------------------------------------------ pinned buffers
 
 
-class _Buffer(NamedTuple):
-    array: jax.Array  # uint8 in pinned_host memory: what is sent
-    view: np.ndarray[Any, np.dtype[np.uint8]]  # a writable NumPy view of the same bytes
+class Buffer(NamedTuple):
+    """A pinned host buffer: the array that is sent, and a writable view of its bytes."""
+
+    array: jax.Array  # uint8 in pinned_host memory
+    view: np.ndarray[Any, np.dtype[np.uint8]]
 
 
 class _Pool:
-    """Pinned buffers of ``PIECE_BYTES`` per device, reused, dropped when idle."""
+    """Pinned buffers per device and size, reused, dropped when idle."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._free: dict[jax.Device, list[_Buffer]] = {}
+        self._free: dict[tuple[jax.Device, int], list[Buffer]] = {}
         self._last_use = 0.0
         self._timer: threading.Timer | None = None
 
-    def take(self, device: jax.Device) -> _Buffer:
+    def take(self, device: jax.Device, nbytes: int = 0) -> Buffer:
+        """A pinned buffer of ``nbytes`` (``PIECE_BYTES`` by default) on ``device``.
+
+        Raises:
+            OutOfMemoryError: XLA's pinned host allocator is full.
+        """
+        nbytes = nbytes or PIECE_BYTES
         with self._lock:
-            free = self._free.get(device)
+            free = self._free.get((device, nbytes))
             if free:
                 return free.pop()
-        return _Buffer(*_pinned_empty(device, PIECE_BYTES))
+        return Buffer(*_pinned_empty(device, nbytes))
 
-    def give(self, device: jax.Device, buffer: _Buffer) -> None:
+    def give(self, device: jax.Device, buffer: Buffer) -> None:
+        """Return ``buffer`` (its transfers complete) for reuse."""
         with self._lock:
-            free = self._free.setdefault(device, [])
+            free = self._free.setdefault((device, buffer.view.nbytes), [])
             if len(free) < POOL_BUFFERS:
                 free.append(buffer)
             self._last_use = time.monotonic()
@@ -320,6 +334,7 @@ def _writable_bytes(array: jax.Array) -> np.ndarray[Any, np.dtype[np.uint8]]:
     if not array.nbytes:
         return np.empty(0, np.uint8)
     raw = (ctypes.c_uint8 * array.nbytes).from_address(array.unsafe_buffer_pointer())
+    raw.owner = array  # type: ignore[attr-defined]  # views keep the memory alive
     return np.ctypeslib.as_array(raw)
 
 
@@ -374,7 +389,7 @@ def _to_device_in_pieces(host: np.ndarray[Any, Any], device: jax.Device) -> jax.
     flat = host.reshape(-1).view(np.uint8) if host.ndim else host.reshape(1).view(np.uint8)
     bits = carrier(dtype)
     per_piece = max(1, PIECE_BYTES // dtype.itemsize)
-    in_flight: list[tuple[_Buffer, jax.Array]] = []
+    in_flight: list[tuple[Buffer, jax.Array]] = []
     whole: jax.Array | None = None
     try:
         with explained_oom(device, host.nbytes, f"a copy of {host.nbytes:,} bytes"):
@@ -392,7 +407,7 @@ def _to_device_in_pieces(host: np.ndarray[Any, Any], device: jax.Device) -> jax.
                 sent = jax.device_put(buffer.array, jax.sharding.SingleDeviceSharding(device))
                 in_flight.append((buffer, sent))
                 if piece.first == 0 and piece.last:  # one piece: it is the array
-                    whole = _unpack(sent, piece.shape, bits)
+                    whole = unpack(sent, piece.shape, bits)
                     break
                 if whole is None:
                     with jax.default_device(device):
@@ -468,7 +483,7 @@ def carrier(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return dtype
 
 
-def _carries(dtype: np.dtype[Any]) -> bool:
+def carries(dtype: np.dtype[Any]) -> bool:
     """Whether pieces of ``dtype`` can be sent as raw bytes and reassembled on a device."""
     return carrier(dtype).kind in "ui"
 
@@ -504,7 +519,7 @@ def write_piece(whole: jax.Array, part: jax.Array, piece: Piece) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
-def _unpack(raw: jax.Array, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
+def unpack(raw: jax.Array, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
     """The first bytes of the uint8 ``raw`` as an array of ``shape`` and integer ``dtype``."""
     itemsize = np.dtype(dtype).itemsize
     data = raw[: math.prod(shape) * itemsize]
@@ -517,7 +532,7 @@ def _unpack(raw: jax.Array, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax
 def _write_bytes_at(
     whole: jax.Array, raw: jax.Array, shape: tuple[int, ...], starts: jax.Array
 ) -> jax.Array:
-    part = _unpack(raw, shape, whole.dtype)
+    part = unpack(raw, shape, whole.dtype)
     return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
 
 

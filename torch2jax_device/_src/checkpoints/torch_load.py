@@ -36,6 +36,7 @@ from ..errors import (
     UnsupportedOperationError,
 )
 from ..interop import ALIGNMENT, to_jax
+from . import transfer
 from .progress import Progress
 from .safetensors import PathLike, load_file
 
@@ -639,7 +640,8 @@ class _Conversion:
         new: dict[int, Any] = {}
         for target, pairs in by_target.items():
             arrays = [array for _, array in pairs]
-            moved = arrays if target == cpu else jax.device_put(arrays, target)
+            what = f"loading {self._name}"
+            moved = arrays if target == cpu else transfer.send(arrays, target, what)
             new.update((id(tensor), array) for (tensor, _), array in zip(pairs, moved, strict=True))
         jax.block_until_ready(list(new.values()))
         return new

@@ -32,16 +32,28 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, host_staging
 from ..capacity import check_fits, explained_oom
-from ..host_staging import Piece, carrier, from_bits, pieces, write_piece, zeros
+from ..errors import OutOfMemoryError
+from ..host_staging import (
+    POOL,
+    Buffer,
+    Piece,
+    carrier,
+    from_bits,
+    pieces,
+    unpack,
+    write_bytes,
+    write_piece,
+    zeros,
+)
 from ..interop import ALIGNMENT, aligned_empty
 from ..run_ahead import run_ahead
 from .format import TensorInfo
 from .progress import Progress
 from .reader import Reader
 
-__all__ = ["STAGING_BYTES", "place", "uses_host_memory"]
+__all__ = ["STAGING_BYTES", "place", "send", "uses_host_memory"]
 
 #: Host memory for staging transfers to devices that copy, unless a load says otherwise.
 STAGING_BYTES = 256 * 2**20
@@ -102,6 +114,19 @@ def place(
     return arrays
 
 
+def send(arrays: list[jax.Array], target: jax.Device, what: str) -> list[jax.Array]:
+    """Host ``arrays`` (already read) onto ``target``, large ones through pinned pieces.
+
+    Refused with ``OutOfMemoryError`` before any transfer if they cannot fit the device's
+    free memory, and a device allocation failure midway becomes that error too; ``what``
+    names the load in the message.
+    """
+    nbytes = sum(array.nbytes for array in arrays)
+    check_fits(target, nbytes, what)
+    with explained_oom(target, nbytes, what):
+        return host_staging.device_put(arrays, target)
+
+
 class _Batch(NamedTuple):
     """Whole tensors read into one buffer, each at an aligned offset."""
 
@@ -137,6 +162,10 @@ class _Staging:
         self._in_place = in_place
         self._advance = advance
         self._chunk = max(ALIGNMENT, _round_up(staging_bytes // _BUFFERS))
+        # Where the device has pinned host memory, staging buffers are pinned (the DMA
+        # then runs at the bus's speed); by their address, the pinned buffer of a view.
+        self._pins = not in_place and host_staging.routes_through_pinned(target)
+        self._pinned: dict[int, Buffer] = {}
         # A token per buffer that may exist: the buffer itself, or None to allocate one.
         self._free: queue.SimpleQueue[np.ndarray[Any, np.dtype[np.uint8]] | None]
         self._free = queue.SimpleQueue()
@@ -158,6 +187,8 @@ class _Staging:
                     self._release(*in_flight.popleft())
             while in_flight:
                 self._release(*in_flight.popleft())
+            for pinned in self._pinned.values():  # every transfer from them is complete
+                POOL.give(self._target, pinned)
         finally:
             for _ in range(_BUFFERS):  # a reader waiting for a buffer must not block the close
                 self._free.put(None)
@@ -174,7 +205,12 @@ class _Staging:
             if batch and (size + nbytes > self._chunk or nbytes > self._chunk):
                 yield _Batch(batch, size)
                 batch, size = [], 0
-            if nbytes > self._chunk and not self._in_place:
+            pinned_piece = (
+                self._pins
+                and nbytes >= host_staging.PINNED_PIECES_FROM
+                and host_staging.carries(dtype)
+            )
+            if (nbytes > self._chunk or pinned_piece) and not self._in_place:
                 for block in pieces(info.shape, dtype.itemsize, self._chunk // dtype.itemsize):
                     yield _Piece(info, dtype, block)
                 continue
@@ -187,7 +223,7 @@ class _Staging:
         """In the reading thread: a free buffer, filled with ``item``'s bytes."""
         buffer = self._free.get()
         if buffer is None or len(buffer) < item.nbytes:
-            buffer = aligned_empty(item.nbytes if self._in_place else self._chunk)
+            buffer = self._allocate(item.nbytes if self._in_place else self._chunk)
         if isinstance(item, _Piece):
             self._reader.read_into(
                 item.info, item.dtype, buffer[: item.nbytes], item.block.first, self._advance
@@ -199,6 +235,18 @@ class _Staging:
                     info, dtype, buffer[offset : offset + nbytes], advance=self._advance
                 )
         return item, buffer
+
+    def _allocate(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """A staging buffer: pinned where the device has pinned memory and room is left."""
+        if self._pins:
+            try:
+                pinned = POOL.take(self._target, nbytes)
+            except OutOfMemoryError:  # XLA's pinned allocator is full: pageable memory
+                self._pins = False
+            else:
+                self._pinned[pinned.view.ctypes.data] = pinned
+                return pinned.view
+        return aligned_empty(nbytes)
 
     def _send(
         self,
@@ -220,14 +268,27 @@ class _Staging:
             return placed
         name = item.info.name
         bits = carrier(item.dtype)
-        part: jax.Array = jax.device_put(
-            buffer[: item.nbytes].view(bits).reshape(item.block.shape), self._target
-        )
+        pinned = self._pinned.get(buffer.ctypes.data)
+        if pinned is not None:  # the whole buffer travels, as bytes, at the bus's speed
+            part: jax.Array = jax.device_put(
+                pinned.array, jax.sharding.SingleDeviceSharding(self._target)
+            )
+            if item.block.shape == item.info.shape:  # one piece: it is the tensor
+                tensor = unpack(part, item.info.shape, bits)
+                arrays[name] = tensor if bits == item.dtype else from_bits(tensor, item.dtype)
+                return [arrays[name]]
+        else:
+            part = jax.device_put(
+                buffer[: item.nbytes].view(bits).reshape(item.block.shape), self._target
+            )
         whole = assembling.pop(name, None)
         if whole is None:
             with jax.default_device(self._target):  # jnp.zeros(device=) would copy
                 whole = zeros(item.info.shape, bits)
-        whole = write_piece(whole, part, item.block)
+        if pinned is not None:
+            whole = write_bytes(whole, part, item.block)
+        else:
+            whole = write_piece(whole, part, item.block)
         # One piece at a time on the device: once it is written into the tensor, nothing
         # reads its host buffer or keeps its device copy any more.
         jax.block_until_ready(whole)
@@ -241,6 +302,8 @@ class _Staging:
         """Wait for the transfers from ``buffer``; free it, unless arrays now own it."""
         jax.block_until_ready(arrays)
         owned = any(_shares(array, buffer) for array in arrays)
+        if owned:  # the arrays' memory now: never back to the pool
+            self._pinned.pop(buffer.ctypes.data, None)
         self._free.put(None if owned else buffer)
 
 
