@@ -52,13 +52,16 @@ def _sparse_file(path: Path) -> None:
             file.write(bytes([value]))
 
 
+@pytest.mark.parametrize("pinned", [False, True], ids=["pageable", "pinned"])
 def test_a_tensor_past_2_31_elements_is_staged_onto_a_device(
-    tmp_path: Path, copying: None
+    tmp_path: Path, copying: None, monkeypatch: pytest.MonkeyPatch, pinned: bool
 ) -> None:
     path = tmp_path / "tokens.safetensors"
     _sparse_file(path)
     target = jax.devices("cpu")[1]
     assert not transfer.uses_host_memory(target)  # the staging route, as on a GPU
+    if pinned:  # through pinned buffers, as on a GPU
+        monkeypatch.setattr(host_staging, "routes_through_pinned", lambda d: d == target)
     array = tj.load_file(path, device="cpu:1")["t"]
     assert array.shape == (COUNT,) and array.dtype == np.uint8
     assert array.devices() == {target} and array.committed
@@ -66,6 +69,7 @@ def test_a_tensor_past_2_31_elements_is_staged_onto_a_device(
     for offset, value in MARKS.items():
         assert host[offset] == value, offset
     assert np.count_nonzero(host) == len(MARKS)
+    host_staging.POOL.clear()
 
 
 @pytest.fixture

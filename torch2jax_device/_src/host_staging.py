@@ -173,7 +173,8 @@ def _pinned_device(destination: Any) -> jax.Device | None:
     """The one device of ``destination`` if it names its ``pinned_host`` memory."""
     if isinstance(destination, jax.sharding.SingleDeviceSharding):
         if destination.memory_kind == PINNED:
-            return next(iter(destination.device_set))  # type: ignore[no-any-return]
+            device: jax.Device = next(iter(destination.device_set))
+            return device
     return None
 
 
@@ -183,7 +184,7 @@ def _on_host(array: Any) -> bool:
         return True
     if not isinstance(array, jax.Array) or len(array.sharding.device_set) != 1:
         return False
-    device = next(iter(array.sharding.device_set))
+    device: jax.Device = next(iter(array.sharding.device_set))
     return device.platform == "cpu" and array.sharding.memory_kind in (None, "device")
 
 
@@ -505,8 +506,9 @@ def _wide(whole: jax.Array) -> Any:
 
 def _starts(piece: Piece, whole: jax.Array) -> jax.Array:
     """``piece.starts`` on ``whole``'s device, in 64 bits where x64 is on (see ``_wide``)."""
-    index_type = np.int64 if jax.config.jax_enable_x64 else np.int32
-    return jax.device_put(np.array(piece.starts, index_type), whole.sharding)
+    index_type = jax.dtypes.canonicalize_dtype(np.int64)  # int32 unless x64 is on
+    starts: jax.Array = jax.device_put(np.array(piece.starts, index_type), whole.sharding)
+    return starts
 
 
 def write_piece(whole: jax.Array, part: jax.Array, piece: Piece) -> jax.Array:
