@@ -233,3 +233,20 @@ def test_pin_memory_of_scalars_and_empty_arrays(routes: Routes, shape: tuple[int
     pinned = tj.pin_memory(torch.from_numpy(values), "cpu:1")
     assert pinned.shape == shape and pinned.sharding.memory_kind == "pinned_host"
     np.testing.assert_array_equal(np.asarray(pinned), values)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_to_torch_onto_the_cpu_copies_through_pinned_memory(routes: Routes, dtype: Any) -> None:
+    values = _values((3, 50), dtype)
+    on_device = jax.device_put(values, ACCELERATOR)
+    tensor = tj.to_torch(on_device, "cpu")
+    assert routes.to_host == 1
+    assert tensor.device == torch.device("cpu")
+    assert tensor.view(torch.uint8).numpy().tobytes() == values.tobytes()
+
+
+def test_to_torch_of_a_cpu_array_still_shares_its_memory(routes: Routes) -> None:
+    array = jax.device_put(np.arange(8, dtype=np.float32), HOST)
+    tensor = tj.to_torch(array, "cpu")
+    assert routes.to_host == 0
+    assert tensor.data_ptr() == array.unsafe_buffer_pointer()

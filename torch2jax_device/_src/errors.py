@@ -341,9 +341,10 @@ class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
 
 
 class OutOfMemoryError(Torch2JaxDeviceError, RuntimeError):
-    """A transfer or load needs more device (or pinned host) memory than is free.
+    """Equivalent to `torch.OutOfMemoryError`.
 
-    The counterpart of ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError``), a
+    A transfer or load needs more device (or pinned host) memory than is free. Like
+    ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError``) it is a
     ``RuntimeError``, so ``except RuntimeError`` clauses ported from PyTorch still catch
     it. A device load raises it *before reading a byte* when the device's free memory
     (``Device.memory_stats()``: ``bytes_limit - bytes_in_use``) cannot hold the tensors,

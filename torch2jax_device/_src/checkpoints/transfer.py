@@ -13,7 +13,14 @@ Each tensor takes one of two routes:
   (GPU, TPU), at most ``staging_bytes`` of buffers exist, each reused once its transfer
   has completed, and a tensor larger than one buffer goes in pieces, each written into
   the array on the device (``dynamic_update_slice`` on a donated buffer): host memory
-  stays at the budget, not the file size.
+  stays at the budget, not the file size. Where the device has pinned host memory (a
+  GPU), the buffers are pinned, taken from and returned to ``host_staging``'s pool, and
+  every tensor of ``host_staging.PINNED_PIECES_FROM`` bytes or more travels as raw bytes
+  from them (the DMA at the bus's speed), unpacked into its dtype on the device.
+
+Before reading, a load onto a device that copies is checked against the device's free
+memory (``capacity.check_fits``) and refused with ``OutOfMemoryError`` if it cannot fit;
+an allocation failure midway becomes the same error.
 
 Narrowing (64-bit tensors without ``jax_enable_x64``) happens while reading, chunk by
 chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffers.
