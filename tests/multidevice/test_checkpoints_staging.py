@@ -13,7 +13,6 @@ import json
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-
 from typing import Any
 
 import jax
@@ -168,5 +167,5 @@ def test_a_torch_checkpoint_that_cannot_fit_is_refused(
     monkeypatch.setattr(
         capacity, "memory_stats", lambda device: {"bytes_limit": 3000, "bytes_in_use": 0}
     )
-    with pytest.raises(tj.OutOfMemoryError, match="needs 0.00 GiB \\(4,000 bytes\\)"):
+    with pytest.raises(tj.OutOfMemoryError, match=r"needs 0.00 GiB \(4,000 bytes\)"):
         tj.load(path, map_location="cpu:1")

@@ -155,9 +155,7 @@ def test_dtypes_without_a_bit_carrier_take_the_plain_route(routes: Routes, dtype
     np.testing.assert_array_equal(np.asarray(moved), values)
 
 
-def test_small_arrays_take_the_plain_route(
-    routes: Routes, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_small_arrays_take_the_plain_route(routes: Routes, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 4096)
     values = np.arange(1023, dtype=np.float32)  # 4092 bytes
     np.testing.assert_array_equal(np.asarray(tj.to_device(values, "cpu:1")), values)
@@ -184,7 +182,7 @@ def test_a_full_pinned_allocator_falls_back_to_the_plain_copy(
     assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
 
 
-@pytest.mark.parametrize("dtype", DTYPES + [np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", [(1000,), (3, 7, 11), (), (0, 4)], ids=str)
 def test_device_arrays_come_back_to_the_host_through_pinned_memory(
     routes: Routes, dtype: Any, shape: tuple[int, ...]
@@ -212,7 +210,7 @@ def test_a_tree_mixes_the_routes_in_order(routes: Routes) -> None:
         np.testing.assert_array_equal(np.asarray(moved[name]), np.asarray(tree[name]))
 
 
-@pytest.mark.parametrize("dtype", DTYPES + [np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
 def test_pin_memory_copies_into_pinned_host_memory(routes: Routes, dtype: Any) -> None:
     values = (np.arange(4000) % 5).astype(dtype).reshape(40, 100)[:, ::2]  # non-contiguous
     pinned = tj.pin_memory(values, "cpu:1")

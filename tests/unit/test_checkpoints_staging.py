@@ -240,7 +240,7 @@ def test_the_message_names_where_the_pool_size_comes_from(
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     _pool(monkeypatch, limit=100, in_use=100)
-    with pytest.raises(tj.OutOfMemoryError, match="needs 0.00 GiB \\(1 bytes\\)") as info:
+    with pytest.raises(tj.OutOfMemoryError, match=r"needs 0\.00 GiB \(1 bytes\)") as info:
         capacity.check_fits(CPU, 1, "a test")
     assert source in str(info.value)
 
@@ -258,7 +258,7 @@ def test_a_device_allocation_failure_midway_becomes_the_library_error(
         )
 
     monkeypatch.setattr(transfer, "write_piece", exhausted)
-    with pytest.raises(tj.OutOfMemoryError, match="model.safetensors") as info:
+    with pytest.raises(tj.OutOfMemoryError, match=r"model\.safetensors") as info:
         load_file(path, staging_bytes=3 * 65536)
     assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
     assert "1,200,000" in str(info.value) and "device='cpu'" in str(info.value)
