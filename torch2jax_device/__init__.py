@@ -47,6 +47,7 @@ from ._src.errors import InvalidIndexError as InvalidIndexError
 from ._src.errors import MissingFrameworkError as MissingFrameworkError
 from ._src.errors import MixedDeviceError as MixedDeviceError
 from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
+from ._src.errors import OutOfMemoryError as OutOfMemoryError
 from ._src.errors import SeedError as SeedError
 from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
 from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
@@ -136,6 +137,7 @@ __all__ = [
     "MissingFrameworkError",
     "MixedDeviceError",
     "NoSuchAttributeError",
+    "OutOfMemoryError",
     "Parameter",
     "SeedError",
     "ShardingRule",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jax
 import ml_dtypes
 import numpy as np
 import pytest
@@ -25,8 +26,10 @@ from hypothesis.extra import numpy as hnp
 import torch2jax_device as tj
 from tests.support.checkpoints import misaligned_empty
 from torch2jax_device import CheckpointError, load_file, safe_open
+from torch2jax_device._src import capacity
 from torch2jax_device._src import dtypes as _dtypes
 from torch2jax_device._src.checkpoints import transfer
+from torch2jax_device._src.checkpoints.reader import Reader
 from torch2jax_device._src.run_ahead import THREAD_NAME
 
 CPU = tj.resolve("cpu")
@@ -173,3 +176,104 @@ def test_a_file_truncated_during_a_staged_load(tmp_path: Path, copying: CopyingD
         with pytest.raises(CheckpointError, match="truncated after it was opened"):
             f.get_tensor("w")
     assert _reader_threads() == []
+
+
+# ------------------------------------------------ a load that cannot fit (issue 22.2)
+
+
+def _pool(monkeypatch: pytest.MonkeyPatch, limit: int, in_use: int) -> None:
+    """The device reports a JAX memory pool of ``limit`` bytes, ``in_use`` of them taken."""
+    stats = {"bytes_limit": limit, "bytes_in_use": in_use}
+    monkeypatch.setattr(capacity, "memory_stats", lambda device: dict(stats))
+
+
+def test_a_load_bigger_than_the_free_pool_is_refused_before_reading(
+    tmp_path: Path, copying: CopyingDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "tokens.safetensors"
+    safetensors.numpy.save_file({"tokens": np.zeros(3 * 2**20, np.uint16)}, str(path))
+    _pool(monkeypatch, limit=5 * 2**20, in_use=2**20)  # 4 MiB free, 6 MiB needed
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    reads = []
+    monkeypatch.setattr(Reader, "read_into", lambda *args, **kwargs: reads.append(args))
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        load_file(path, device="cpu")
+    message = str(info.value)
+    assert reads == []  # refused before reading a byte
+    assert "tokens.safetensors" in message
+    assert "needs 0.01 GiB (6,291,456 bytes)" in message
+    assert "4,194,304" in message and "5,242,880" in message  # free, the pool
+    assert "XLA_CLIENT_MEM_FRACTION=0.12" in message
+    assert "device='cpu'" in message and "tj.to_device" in message and "sharding" in message
+    assert isinstance(info.value, RuntimeError)  # torch.OutOfMemoryError is one
+
+
+def test_a_load_that_fits_the_free_pool_goes_ahead(
+    tmp_path: Path, copying: CopyingDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "small.safetensors"
+    values = np.arange(1000, dtype=np.float32)
+    safetensors.numpy.save_file({"w": values}, str(path))
+    _pool(monkeypatch, limit=2**20, in_use=0)
+    np.testing.assert_array_equal(np.asarray(load_file(path)["w"]), values)
+
+
+@pytest.mark.parametrize(
+    ("environment", "source"),
+    [
+        ({}, "JAX's default fraction, 75 % of the card, preallocated"),
+        ({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}, "XLA_PYTHON_CLIENT_MEM_FRACTION=.5"),
+        ({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, "XLA_PYTHON_CLIENT_PREALLOCATE=false"),
+        ({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}, "XLA_PYTHON_CLIENT_ALLOCATOR=platform"),
+    ],
+)
+def test_the_message_names_where_the_pool_size_comes_from(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], source: str
+) -> None:
+    for name in (
+        "XLA_CLIENT_MEM_FRACTION",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "XLA_PYTHON_CLIENT_PREALLOCATE",
+        "XLA_PYTHON_CLIENT_ALLOCATOR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    _pool(monkeypatch, limit=100, in_use=100)
+    with pytest.raises(tj.OutOfMemoryError, match=r"needs 0\.00 GiB \(1 bytes\)") as info:
+        capacity.check_fits(CPU, 1, "a test")
+    assert source in str(info.value)
+
+
+def test_a_device_allocation_failure_midway_becomes_the_library_error(
+    tmp_path: Path, copying: CopyingDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"w": np.ones(300_000, np.float32)}, str(path))
+    _pool(monkeypatch, limit=2**30, in_use=0)  # the check passes; the device then fails
+
+    def exhausted(*args: Any) -> Any:
+        raise jax.errors.JaxRuntimeError(
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2MiB"
+        )
+
+    monkeypatch.setattr(transfer, "write_piece", exhausted)
+    with pytest.raises(tj.OutOfMemoryError, match=r"model\.safetensors") as info:
+        load_file(path, staging_bytes=3 * 65536)
+    assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
+    assert "1,200,000" in str(info.value) and "device='cpu'" in str(info.value)
+    assert _reader_threads() == []
+
+
+def test_other_device_errors_pass_through_unchanged(
+    tmp_path: Path, copying: CopyingDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"w": np.ones(300_000, np.float32)}, str(path))
+
+    def broken(*args: Any) -> Any:
+        raise jax.errors.JaxRuntimeError("INTERNAL: something else")
+
+    monkeypatch.setattr(transfer, "write_piece", broken)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
+        load_file(path, staging_bytes=3 * 65536)

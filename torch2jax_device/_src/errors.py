@@ -26,6 +26,7 @@ __all__ = [
     "MissingFrameworkError",
     "MixedDeviceError",
     "NoSuchAttributeError",
+    "OutOfMemoryError",
     "SeedError",
     "Torch2JaxDeviceError",
     "UnsupportedOperationError",
@@ -336,4 +337,23 @@ class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
         ... except tj.SeedError as error:
         ...     print(str(error).split(";")[0])
         tj.cuda.manual_seed: the seed must be an integer, got 'x'
+    """
+
+
+class OutOfMemoryError(Torch2JaxDeviceError, RuntimeError):
+    """Equivalent to `torch.OutOfMemoryError`.
+
+    A transfer or load needs more device (or pinned host) memory than is free. Like
+    ``torch.OutOfMemoryError`` (``torch.cuda.OutOfMemoryError``) it is a
+    ``RuntimeError``, so ``except RuntimeError`` clauses ported from PyTorch still catch
+    it. A device load raises it *before reading a byte* when the device's free memory
+    (``Device.memory_stats()``: ``bytes_limit - bytes_in_use``) cannot hold the tensors,
+    and the library's own transfers raise it, chained from JAX's ``RESOURCE_EXHAUSTED``
+    error, when an allocation fails midway. The message gives the bytes needed, the bytes
+    free, the limit and where it comes from, and the fix.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> issubclass(tj.OutOfMemoryError, RuntimeError)
+        True
     """

@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import dtypes
+from . import dtypes, host_staging
 from .detect import import_torch, is_torch_tensor, is_tracer, type_name
 from .device import Device, DeviceLike, resolve
 from .errors import ConversionError, DeviceUnavailableError
@@ -286,6 +286,10 @@ def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
                 f"{len(array.devices())} devices. Gather it first with "
                 "tj.to_device(array, 'cpu')"
             )
+        (source,) = array.devices()
+        to_cpu = device is not None and Device(device).type == "cpu"
+        if to_cpu and host_staging.routes_through_pinned(source):
+            (array,) = host_staging.device_put([array], resolve(device))  # at pinned speed
         tensor = _torch_from_jax(array)
     else:
         raise ConversionError(

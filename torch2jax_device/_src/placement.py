@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import dtypes
+from . import dtypes, host_staging
 from .detect import (
     is_nnx_module,
     is_torch_dtype,
@@ -317,7 +317,7 @@ def _move(
                 arrays, target, copy=copy, path=lambda i: _path(tree, pending[i])
             )
         else:
-            placed = jax.device_put(
+            placed = host_staging.device_put(  # device<->host copies through pinned memory
                 arrays, _destination(target, arrays), may_alias=False if copy else None
             )
         for index, array in zip(pending, placed, strict=True):

@@ -22,6 +22,7 @@ from .. import dtypes
 from ..device import resolve
 from ..errors import CheckpointError, DeviceUnavailableError, Torch2JaxDeviceError
 from ..interop import ALIGNMENT, to_jax
+from . import transfer
 from .format import TensorBudget
 from .map_location import LocationHook, MapLocationRule
 from .messages import shown
@@ -157,7 +158,8 @@ class _Conversion:
             new: dict[int, Any] = {}
             for target, pairs in by_target.items():
                 arrays = [array for _, array in pairs]
-                moved = arrays if target == cpu else jax.device_put(arrays, target)
+                what = f"loading {self._name}"
+                moved = arrays if target == cpu else transfer.send(arrays, target, what)
                 started.extend(moved)
                 new.update(
                     (id(tensor), array) for (tensor, _), array in zip(pairs, moved, strict=True)

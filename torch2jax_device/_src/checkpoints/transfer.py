@@ -13,7 +13,14 @@ Each tensor takes one of two routes:
   (GPU, TPU), at most ``staging_bytes`` of buffers exist, each reused once its transfer
   has completed, and a tensor larger than one buffer goes in pieces, each written into
   the array on the device (``dynamic_update_slice`` on a donated buffer): host memory
-  stays at the budget, not the file size.
+  stays at the budget, not the file size. Where the device has pinned host memory (a
+  GPU), the buffers are pinned, taken from and returned to ``host_staging``'s pool, and
+  every tensor of ``host_staging.PINNED_PIECES_FROM`` bytes or more travels as raw bytes
+  from them (the DMA at the bus's speed), unpacked into its dtype on the device.
+
+Before reading, a load onto a device that copies is checked against the device's free
+memory (``capacity.check_fits``) and refused with ``OutOfMemoryError`` if it cannot fit;
+an allocation failure midway becomes the same error.
 
 Narrowing (64-bit tensors without ``jax_enable_x64``) happens while reading, chunk by
 chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffers.
@@ -22,9 +29,7 @@ chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffer
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import itertools
 import math
 import os
 import queue
@@ -32,24 +37,35 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, host_staging
+from ..capacity import check_fits, explained_oom
+from ..errors import OutOfMemoryError
+from ..host_staging import (
+    POOL,
+    Buffer,
+    Piece,
+    carrier,
+    from_bits,
+    pieces,
+    unpack,
+    write_bytes,
+    write_piece,
+    zeros,
+)
 from ..interop import ALIGNMENT, aligned_empty
 from ..run_ahead import run_ahead
 from .format import TensorInfo
 from .progress import Progress
 from .reader import Reader
 
-__all__ = ["STAGING_BYTES", "place", "uses_host_memory"]
+__all__ = ["STAGING_BYTES", "place", "send", "uses_host_memory"]
 
 #: Host memory for staging transfers to devices that copy, unless a load says otherwise.
 STAGING_BYTES = 256 * 2**20
 # Staging buffers: one being read, one read and waiting, one being transferred.
 _BUFFERS = 3
-# Piece offsets beyond this need 64-bit indices on the device.
-_INT32_LIMIT = 2**31
 
 
 @functools.cache
@@ -92,10 +108,30 @@ def place(
     if not staged:
         return arrays
     total = sum(info.nbytes for info, _ in staged)
+    what = f"loading {len(staged)} tensor(s) of {os.path.basename(reader.path)!r}"
+    if not in_place:
+        # The arrays, plus one piece on its way where a tensor is sent in pieces.
+        sizes = [math.prod(info.shape) * dtype.itemsize for info, dtype in staged]
+        piece = _round_up(staging_bytes // _BUFFERS)
+        check_fits(target, sum(sizes) + (piece if max(sizes) > piece else 0), what)
     with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
         staging = _Staging(reader, target, in_place, staging_bytes, bar.advance)
-        arrays.update(staging.run(staged))
+        with explained_oom(target, total, what):
+            arrays.update(staging.run(staged))
     return arrays
+
+
+def send(arrays: list[jax.Array], target: jax.Device, what: str) -> list[jax.Array]:
+    """Host ``arrays`` (already read) onto ``target``, large ones through pinned pieces.
+
+    Refused with ``OutOfMemoryError`` before any transfer if they cannot fit the device's
+    free memory, and a device allocation failure midway becomes that error too; ``what``
+    names the load in the message.
+    """
+    nbytes = sum(array.nbytes for array in arrays)
+    check_fits(target, nbytes, what)
+    with explained_oom(target, nbytes, what):
+        return host_staging.device_put(arrays, target)
 
 
 class _Batch(NamedTuple):
@@ -110,11 +146,11 @@ class _Piece(NamedTuple):
 
     info: TensorInfo
     dtype: np.dtype[Any]
-    first: int  # flat index of its first element
-    shape: tuple[int, ...]
-    starts: tuple[int, ...]  # where it goes in the tensor
-    last: bool
-    nbytes: int
+    block: Piece
+
+    @property
+    def nbytes(self) -> int:
+        return self.block.nbytes
 
 
 class _Staging:
@@ -133,6 +169,10 @@ class _Staging:
         self._in_place = in_place
         self._advance = advance
         self._chunk = max(ALIGNMENT, _round_up(staging_bytes // _BUFFERS))
+        # Where the device has pinned host memory, staging buffers are pinned (the DMA
+        # then runs at the bus's speed); by their address, the pinned buffer of a view.
+        self._pins = not in_place and host_staging.routes_through_pinned(target)
+        self._pinned: dict[int, Buffer] = {}
         # A token per buffer that may exist: the buffer itself, or None to allocate one.
         self._free: queue.SimpleQueue[np.ndarray[Any, np.dtype[np.uint8]] | None]
         self._free = queue.SimpleQueue()
@@ -154,6 +194,8 @@ class _Staging:
                     self._release(*in_flight.popleft())
             while in_flight:
                 self._release(*in_flight.popleft())
+            for pinned in self._pinned.values():  # every transfer from them is complete
+                POOL.give(self._target, pinned)
         finally:
             for _ in range(_BUFFERS):  # a reader waiting for a buffer must not block the close
                 self._free.put(None)
@@ -170,8 +212,14 @@ class _Staging:
             if batch and (size + nbytes > self._chunk or nbytes > self._chunk):
                 yield _Batch(batch, size)
                 batch, size = [], 0
-            if nbytes > self._chunk and not self._in_place:
-                yield from _pieces(info, dtype, self._chunk // dtype.itemsize)
+            pinned_piece = (
+                self._pins
+                and nbytes >= host_staging.PINNED_PIECES_FROM
+                and host_staging.carries(dtype)
+            )
+            if (nbytes > self._chunk or pinned_piece) and not self._in_place:
+                for block in pieces(info.shape, dtype.itemsize, self._chunk // dtype.itemsize):
+                    yield _Piece(info, dtype, block)
                 continue
             batch.append((info, dtype, size))
             size += _round_up(nbytes)
@@ -182,10 +230,10 @@ class _Staging:
         """In the reading thread: a free buffer, filled with ``item``'s bytes."""
         buffer = self._free.get()
         if buffer is None or len(buffer) < item.nbytes:
-            buffer = aligned_empty(item.nbytes if self._in_place else self._chunk)
+            buffer = self._allocate(item.nbytes if self._in_place else self._chunk)
         if isinstance(item, _Piece):
             self._reader.read_into(
-                item.info, item.dtype, buffer[: item.nbytes], item.first, self._advance
+                item.info, item.dtype, buffer[: item.nbytes], item.block.first, self._advance
             )
         else:
             for info, dtype, offset in item.tensors:
@@ -194,6 +242,18 @@ class _Staging:
                     info, dtype, buffer[offset : offset + nbytes], advance=self._advance
                 )
         return item, buffer
+
+    def _allocate(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """A staging buffer: pinned where the device has pinned memory and room is left."""
+        if self._pins:
+            try:
+                pinned = POOL.take(self._target, nbytes)
+            except OutOfMemoryError:  # XLA's pinned allocator is full: pageable memory
+                self._pins = False
+            else:
+                self._pinned[pinned.view.ctypes.data] = pinned
+                return pinned.view
+        return aligned_empty(nbytes)
 
     def _send(
         self,
@@ -214,24 +274,33 @@ class _Staging:
             arrays.update(zip([info.name for info, _, _ in item.tensors], placed, strict=True))
             return placed
         name = item.info.name
-        carrier = _carrier(item.dtype)
-        part: jax.Array = jax.device_put(
-            buffer[: item.nbytes].view(carrier).reshape(item.shape), self._target
-        )
+        bits = carrier(item.dtype)
+        pinned = self._pinned.get(buffer.ctypes.data)
+        if pinned is not None:  # the whole buffer travels, as bytes, at the bus's speed
+            part: jax.Array = jax.device_put(
+                pinned.array, jax.sharding.SingleDeviceSharding(self._target)
+            )
+            if item.block.shape == item.info.shape:  # one piece: it is the tensor
+                tensor = unpack(part, item.info.shape, bits)
+                arrays[name] = tensor if bits == item.dtype else from_bits(tensor, item.dtype)
+                return [arrays[name]]
+        else:
+            part = jax.device_put(
+                buffer[: item.nbytes].view(bits).reshape(item.block.shape), self._target
+            )
         whole = assembling.pop(name, None)
-        wide = max(item.info.shape) >= _INT32_LIMIT
-        with jax.enable_x64(True) if wide else contextlib.nullcontext():
-            starts = np.array(item.starts, np.int64 if wide else np.int32)
-            starts_there = jax.device_put(starts, self._target)
-            if whole is None:
-                with jax.default_device(self._target):  # jnp.zeros(device=) would copy
-                    whole = _zeros(item.info.shape, carrier)
-            whole = _write_piece(whole, part, starts_there)
+        if whole is None:
+            with jax.default_device(self._target):  # jnp.zeros(device=) would copy
+                whole = zeros(item.info.shape, bits)
+        if pinned is not None:
+            whole = write_bytes(whole, part, item.block)
+        else:
+            whole = write_piece(whole, part, item.block)
         # One piece at a time on the device: once it is written into the tensor, nothing
         # reads its host buffer or keeps its device copy any more.
         jax.block_until_ready(whole)
-        if item.last:
-            arrays[name] = whole if carrier == item.dtype else _from_bits(whole, item.dtype)
+        if item.block.last:
+            arrays[name] = whole if bits == item.dtype else from_bits(whole, item.dtype)
         else:
             assembling[name] = whole
         return []
@@ -240,67 +309,9 @@ class _Staging:
         """Wait for the transfers from ``buffer``; free it, unless arrays now own it."""
         jax.block_until_ready(arrays)
         owned = any(_shares(array, buffer) for array in arrays)
+        if owned:  # the arrays' memory now: never back to the pool
+            self._pinned.pop(buffer.ctypes.data, None)
         self._free.put(None if owned else buffer)
-
-
-def _pieces(info: TensorInfo, dtype: np.dtype[Any], per_piece: int) -> Iterator[_Piece]:
-    """``info`` as blocks of at most ``per_piece`` elements, each contiguous in the file.
-
-    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``. All
-    blocks have the same shape, so the device compiles one update; the last block along
-    axis ``k`` ends at the end of that axis and may overlap the one before it.
-    """
-    shape = info.shape
-    axis = 0
-    while math.prod(shape[axis + 1 :]) > per_piece:
-        axis += 1
-    inner = math.prod(shape[axis + 1 :])
-    rows = min(shape[axis], per_piece // inner)
-    block = (1,) * axis + (rows,) + shape[axis + 1 :]
-    starts_along = list(range(0, shape[axis] - rows + 1, rows))
-    if starts_along[-1] != shape[axis] - rows:
-        starts_along.append(shape[axis] - rows)
-    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    corners = [
-        (*outer, start) + (0,) * (len(shape) - axis - 1)
-        for outer in itertools.product(*(range(n) for n in shape[:axis]))
-        for start in starts_along
-    ]
-    for number, corner in enumerate(corners):
-        yield _Piece(
-            info,
-            dtype,
-            sum(i * s for i, s in zip(corner, strides, strict=True)),
-            block,
-            corner,
-            number == len(corners) - 1,
-            rows * inner * dtype.itemsize,
-        )
-
-
-def _carrier(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype pieces of ``dtype`` travel in: floats as their bits, others as they are.
-
-    Updating a bfloat16 array on the CPU rounds through float32 and quiets NaN payloads;
-    unsigned integers of the same width carry every bit unchanged.
-    """
-    if dtype.kind in "fV":  # NumPy floats, and ml_dtypes' (bfloat16, float8_*)
-        return np.dtype(f"u{dtype.itemsize}")
-    return dtype
-
-
-#: Zeros computed where the default device is, with no host value to transfer.
-_zeros = jax.jit(jnp.zeros, static_argnums=(0, 1))
-
-
-@functools.partial(jax.jit, donate_argnums=0)
-def _write_piece(whole: jax.Array, part: jax.Array, starts: jax.Array) -> jax.Array:
-    """``whole`` with ``part`` written at ``starts``, in place (``whole`` is donated)."""
-    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
-
-
-#: The bits of ``bits`` as an array of ``dtype``, in place (``bits`` is donated).
-_from_bits = jax.jit(jax.lax.bitcast_convert_type, static_argnums=1, donate_argnums=0)
 
 
 def _shares(array: jax.Array, buffer: np.ndarray[Any, Any]) -> bool:

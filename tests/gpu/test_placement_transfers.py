@@ -1,0 +1,104 @@
+"""The pinned transfer routes on a real GPU: values, dtypes, devices, memory kinds.
+
+The CPU suite forces these routes onto a second CPU device
+(``tests/multidevice/test_placement_transfers.py``); here they run as users get them.
+Speed is ``benchmarks/bench_gpu.py``'s job, not a test's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+import safetensors.numpy
+import torch
+
+import torch2jax_device as tj
+from torch2jax_device._src import host_staging
+
+MIB = 2**20
+
+
+def _values(count: int, dtype: Any) -> np.ndarray[Any, Any]:
+    return (np.arange(count) % 97 - 40).astype(np.float32).astype(dtype)
+
+
+def test_the_gpu_takes_the_pinned_routes() -> None:
+    assert host_staging.routes_through_pinned(tj.resolve("cuda"))
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.int8, np.bool_]
+)
+def test_device_to_host_through_pinned_memory(dtype: Any) -> None:
+    values = _values(3 * MIB + 7, dtype)
+    on_gpu = jax.device_put(values, tj.resolve("cuda"))
+    back = tj.to_device(on_gpu, "cpu")
+    assert back.devices() == {tj.resolve("cpu")} and back.committed
+    assert back.dtype == values.dtype
+    assert np.asarray(back).tobytes() == values.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e5m2])
+def test_large_pageable_host_data_in_pinned_pieces(dtype: Any) -> None:
+    values = _values(3 * host_staging.PIECE_BYTES // 2 + 13, dtype)  # two pieces, odd size
+    moved = tj.to_device(values.reshape(-1, 1), "cuda")
+    assert moved.devices() == {tj.resolve("cuda")}
+    assert moved.sharding.memory_kind == "device"
+    assert np.asarray(moved).reshape(-1).tobytes() == values.tobytes()
+
+
+def test_non_contiguous_torch_tensor_to_the_gpu() -> None:
+    tensor = torch.arange(4096 * 1024, dtype=torch.float32).reshape(4096, 1024).t()
+    moved = tj.to_device(tensor, "cuda")
+    np.testing.assert_array_equal(np.asarray(moved), tensor.numpy())
+
+
+def test_pin_memory_then_to_the_gpu() -> None:
+    values = _values(16 * MIB, np.float32)
+    pinned = tj.pin_memory(values, "cuda")
+    assert pinned.sharding.memory_kind == "pinned_host"
+    moved = tj.to_device(pinned, "cuda", non_blocking=True)
+    np.testing.assert_array_equal(np.asarray(moved), values)
+
+
+def test_to_torch_onto_the_cpu() -> None:
+    values = _values(4 * MIB, np.float32)
+    tensor = tj.to_torch(jax.device_put(values, tj.resolve("cuda")), "cpu")
+    assert tensor.device == torch.device("cpu")
+    np.testing.assert_array_equal(tensor.numpy(), values)
+
+
+def test_a_load_onto_the_gpu_through_pinned_staging(tmp_path: Path) -> None:
+    tensors = {
+        "big": _values(40 * MIB + 3, ml_dtypes.bfloat16).reshape(-1, 1),  # pieces
+        "mid": _values(5 * MIB, np.float16),  # one pinned piece
+        "small": _values(100, np.int32),
+        "mask": np.arange(1000) % 2 == 0,
+    }
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file(tensors, str(path))
+    loaded = tj.load_file(path, device="cuda")
+    for name, expected in tensors.items():
+        assert loaded[name].devices() == {tj.resolve("cuda")}, name
+        assert np.asarray(loaded[name]).tobytes() == expected.tobytes(), name
+
+
+def test_a_load_bigger_than_the_free_pool_is_refused(tmp_path: Path) -> None:
+    stats = tj.resolve("cuda").memory_stats() or {}
+    free = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
+    if not 0 < free < 64 * 2**30:
+        pytest.skip("needs a pool smaller than 64 GiB (set XLA_PYTHON_CLIENT_MEM_FRACTION)")
+    path = tmp_path / "huge.safetensors"
+    count = free // 2 + MIB
+    header = f'{{"t":{{"dtype":"U16","shape":[{count}],"data_offsets":[0,{2 * count}]}}}}'
+    encoded = header.encode() + b" " * (-len(header) % 8)
+    with open(path, "wb") as file:
+        file.write(len(encoded).to_bytes(8, "little") + encoded)
+        file.truncate(8 + len(encoded) + 2 * count)  # sparse: nothing is read anyway
+    with pytest.raises(tj.OutOfMemoryError, match="Fix: load onto device='cpu'"):
+        tj.load_file(path, device="cuda")

@@ -1,0 +1,250 @@
+"""Host <-> device copies through pinned memory (``host_staging``), on simulated devices.
+
+On a GPU, ``tj.to_device`` sends device->host copies through the source device's
+``pinned_host`` memory and large pageable host->device copies in pinned pieces. This
+machine has no GPU: the fixture treats cpu:1..3 as accelerators (CPU devices have a
+``pinned_host`` memory kind too), with small pieces, so every route runs here and each
+test checks the route was taken as well as the values, dtype, device and memory kind.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import torch2jax_device as tj
+from torch2jax_device._src import host_staging
+
+HOST, ACCELERATOR = jax.devices("cpu")[:2]
+PIECE = 1024
+
+
+class Routes:
+    """Counts which route each transfer took."""
+
+    def __init__(self, patch: pytest.MonkeyPatch) -> None:
+        self.pieces = 0
+        self.to_host = 0
+        self.pinned = 0
+        pieces, to_host, pin = (
+            host_staging._to_device_in_pieces,
+            host_staging._to_host,
+            host_staging.pin,
+        )
+
+        def count_pieces(*args: Any) -> Any:
+            self.pieces += 1
+            return pieces(*args)
+
+        def count_to_host(*args: Any) -> Any:
+            self.to_host += 1
+            return to_host(*args)
+
+        def count_pin(*args: Any) -> Any:
+            self.pinned += 1
+            return pin(*args)
+
+        patch.setattr(host_staging, "_to_device_in_pieces", count_pieces)
+        patch.setattr(host_staging, "_to_host", count_to_host)
+        patch.setattr(host_staging, "pin", count_pin)
+
+
+@pytest.fixture
+def routes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Routes]:
+    """cpu:0 is the host; the other CPU devices copy through pinned pieces of 1 KiB, and
+    every array is pinned by a memcpy."""
+    monkeypatch.setattr(host_staging, "routes_through_pinned", lambda device: device != HOST)
+    monkeypatch.setattr(host_staging, "PIECE_BYTES", PIECE)
+    monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 1)
+    monkeypatch.setattr(host_staging, "PIN_BY_MEMCPY_FROM", 0)
+    monkeypatch.setattr(host_staging, "_PARALLEL_FROM", 256)
+    host_staging.POOL.clear()  # buffers of another piece size must not be reused
+    yield Routes(monkeypatch)
+    host_staging.POOL.clear()
+
+
+DTYPES = [
+    np.float32,
+    np.float16,
+    ml_dtypes.bfloat16,
+    ml_dtypes.float8_e4m3fn,
+    ml_dtypes.float8_e5m2,
+    np.int8,
+    np.uint8,
+    np.int16,
+    np.uint32,
+    np.int32,
+]
+# Not multiples of the piece size; one along an axis of one row per piece; 0-d; empty.
+SHAPES = [(1000,), (3, 7, 101), (2, 1000), (513, 3), (), (0,), (4, 0, 5), (1,)]
+
+
+def _values(shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+    count = int(np.prod(shape))
+    raw = (np.arange(count, dtype=np.uint64) * 2654435761 % 251).astype(np.uint8)
+    if np.dtype(dtype).itemsize == 1:
+        return raw.view(dtype).reshape(shape)
+    return (np.arange(count) % 97 - 40).astype(np.float32).astype(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_pageable_host_data_reaches_the_device_in_pinned_pieces(
+    routes: Routes, dtype: Any, shape: tuple[int, ...]
+) -> None:
+    values = _values(shape, dtype)
+    moved = tj.to_device(values, "cpu:1")
+    assert routes.pieces == (1 if values.size else 0)  # nothing to send: the plain route
+    assert moved.devices() == {ACCELERATOR} and moved.committed
+    assert moved.sharding.memory_kind == "device"
+    assert moved.dtype == values.dtype and moved.shape == values.shape
+    assert np.asarray(moved).tobytes() == values.tobytes()
+    assert host_staging.POOL.held() <= host_staging.POOL_BUFFERS
+
+
+def test_buffers_are_reused_and_released_when_idle(
+    routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host_staging, "IDLE_SECONDS", 0.2)
+    allocated = []
+    original = host_staging._pinned_empty
+
+    def counting(device: jax.Device, nbytes: int) -> Any:
+        allocated.append(nbytes)
+        return original(device, nbytes)
+
+    monkeypatch.setattr(host_staging, "_pinned_empty", counting)
+    values = np.arange(20 * PIECE, dtype=np.uint8)  # 20 pieces, twice
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(tj.to_device(values, "cpu:1")), values)
+    assert len(allocated) == host_staging.POOL_BUFFERS  # 40 pieces through 3 buffers
+    assert host_staging.POOL.held() == host_staging.POOL_BUFFERS
+    deadline = time.monotonic() + 5
+    while host_staging.POOL.held() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_staging.POOL.held() == 0
+
+
+def test_non_contiguous_torch_tensors_arrive_whole(routes: Routes) -> None:
+    tensor = torch.arange(60 * 70, dtype=torch.float32).reshape(60, 70).t()[:, ::3]
+    moved = tj.to_device(tensor, "cpu:1")
+    assert routes.pieces == 1
+    np.testing.assert_array_equal(np.asarray(moved), tensor.numpy())
+    assert moved.devices() == {ACCELERATOR}
+
+
+def test_host_arrays_on_the_cpu_device_take_the_pinned_route(routes: Routes) -> None:
+    values = jax.device_put(np.arange(5000, dtype=np.float32), HOST)
+    moved = tj.to_device({"x": values}, "cpu:1")["x"]
+    assert routes.pieces == 1
+    np.testing.assert_array_equal(np.asarray(moved), np.asarray(values))
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_dtypes_without_a_bit_carrier_take_the_plain_route(routes: Routes, dtype: Any) -> None:
+    values = (np.arange(3000) % 3).astype(dtype)
+    moved = tj.to_device(values, "cpu:1")
+    assert routes.pieces == 0
+    np.testing.assert_array_equal(np.asarray(moved), values)
+
+
+def test_small_arrays_take_the_plain_route(routes: Routes, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 4096)
+    values = np.arange(1023, dtype=np.float32)  # 4092 bytes
+    np.testing.assert_array_equal(np.asarray(tj.to_device(values, "cpu:1")), values)
+    assert routes.pieces == 0
+
+
+def test_a_full_pinned_allocator_falls_back_to_the_plain_copy(
+    routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def exhausted(sharding: Any) -> Any:
+        def allocate(*args: Any) -> Any:
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory (simulated)")
+
+        return allocate
+
+    monkeypatch.setattr(host_staging, "_empty_in", exhausted)
+    values = np.arange(5000, dtype=np.float32)
+    moved = tj.to_device(values, "cpu:1")
+    assert routes.pieces == 1
+    np.testing.assert_array_equal(np.asarray(moved), values)
+    with pytest.raises(tj.OutOfMemoryError, match="XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB") as info:
+        tj.pin_memory(values, "cpu:1")
+    assert isinstance(info.value, RuntimeError)
+    assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(1000,), (3, 7, 11), (), (0, 4)], ids=str)
+def test_device_arrays_come_back_to_the_host_through_pinned_memory(
+    routes: Routes, dtype: Any, shape: tuple[int, ...]
+) -> None:
+    values = _values(shape, dtype) if dtype not in (np.bool_, np.complex64) else None
+    if values is None:
+        values = (np.arange(int(np.prod(shape))) % 3).astype(dtype).reshape(shape)
+    on_device = jax.device_put(values, ACCELERATOR)
+    back = tj.to_device(on_device, "cpu")
+    assert routes.to_host == 1
+    assert back.devices() == {HOST} and back.committed
+    assert back.sharding.memory_kind == "device"
+    assert back.dtype == values.dtype and back.shape == values.shape
+    assert np.asarray(back).tobytes() == values.tobytes()
+    assert on_device.devices() == {ACCELERATOR}  # the source stays
+
+
+def test_a_tree_mixes_the_routes_in_order(routes: Routes) -> None:
+    big = np.arange(3000, dtype=np.int32)
+    tree = {"a": jax.device_put(big, ACCELERATOR), "b": big + 1, "c": np.float32(2.5)}
+    moved = tj.to_device(tree, "cpu")
+    assert routes.to_host == 1
+    for name in tree:
+        assert moved[name].devices() == {HOST}, name
+        np.testing.assert_array_equal(np.asarray(moved[name]), np.asarray(tree[name]))
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_pin_memory_copies_into_pinned_host_memory(routes: Routes, dtype: Any) -> None:
+    values = (np.arange(4000) % 5).astype(dtype).reshape(40, 100)[:, ::2]  # non-contiguous
+    pinned = tj.pin_memory(values, "cpu:1")
+    assert routes.pinned == 1
+    assert pinned.sharding.memory_kind == "pinned_host" and pinned.devices() == {ACCELERATOR}
+    assert pinned.dtype == values.dtype and pinned.shape == values.shape
+    np.testing.assert_array_equal(np.asarray(pinned), values)
+    values[0, 0] = 1  # a copy: the source may be reused
+    assert np.asarray(pinned)[0, 0] == 0
+    moved = tj.to_device(pinned, "cpu:1", non_blocking=True)
+    np.testing.assert_array_equal(np.asarray(moved)[1:], values[1:])
+    assert moved.sharding.memory_kind == "device"
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (0, 3)], ids=str)
+def test_pin_memory_of_scalars_and_empty_arrays(routes: Routes, shape: tuple[int, ...]) -> None:
+    values = np.full(shape, 7, np.float32)
+    pinned = tj.pin_memory(torch.from_numpy(values), "cpu:1")
+    assert pinned.shape == shape and pinned.sharding.memory_kind == "pinned_host"
+    np.testing.assert_array_equal(np.asarray(pinned), values)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_to_torch_onto_the_cpu_copies_through_pinned_memory(routes: Routes, dtype: Any) -> None:
+    values = _values((3, 50), dtype)
+    on_device = jax.device_put(values, ACCELERATOR)
+    tensor = tj.to_torch(on_device, "cpu")
+    assert routes.to_host == 1
+    assert tensor.device == torch.device("cpu")
+    assert tensor.view(torch.uint8).numpy().tobytes() == values.tobytes()
+
+
+def test_to_torch_of_a_cpu_array_still_shares_its_memory(routes: Routes) -> None:
+    array = jax.device_put(np.arange(8, dtype=np.float32), HOST)
+    tensor = tj.to_torch(array, "cpu")
+    assert routes.to_host == 0
+    assert tensor.data_ptr() == array.unsafe_buffer_pointer()

@@ -1,0 +1,112 @@
+"""Room on a device: refuse a transfer that cannot fit, and explain one that ran out.
+
+JAX's GPU allocator works inside a pool (``bytes_limit`` of ``Device.memory_stats()``),
+set when the backend starts: 75 % of the card by default, ``XLA_CLIENT_MEM_FRACTION``
+(or the deprecated ``XLA_PYTHON_CLIENT_MEM_FRACTION``) otherwise, the whole card under
+``XLA_PYTHON_CLIENT_ALLOCATOR=platform``. A load that needs more than the pool has free
+fails in JAX with ``RESOURCE_EXHAUSTED`` only once the allocation happens, after seconds
+of reading. ``check_fits`` compares first; ``explained_oom`` turns JAX's error inside the
+library's own transfers into [`tj.OutOfMemoryError`][torch2jax_device.OutOfMemoryError]
+with the sizes and the fix. Devices that report no memory figures (JAX's CPU backend)
+are never refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+
+from .errors import OutOfMemoryError
+
+__all__ = ["check_fits", "explained_oom", "memory_stats"]
+
+_GIB = 2**30
+
+
+def memory_stats(device: jax.Device) -> dict[str, Any]:
+    """``device.memory_stats()``, or ``{}`` where JAX reports none (the CPU backend)."""
+    try:
+        return dict(device.memory_stats() or {})
+    except (jax.errors.JaxRuntimeError, NotImplementedError):
+        return {}
+
+
+def check_fits(device: jax.Device, nbytes: int, what: str) -> None:
+    """Raise ``OutOfMemoryError`` if ``nbytes`` more cannot fit in ``device``'s free memory.
+
+    ``what`` says what needs the room (``"loading 'model.safetensors'"``). Nothing happens
+    where the device reports no limit.
+
+    Examples:
+        >>> import jax
+        >>> from torch2jax_device._src.capacity import check_fits
+        >>> check_fits(jax.devices("cpu")[0], 2**40, "a test")  # the CPU reports no limit
+    """
+    stats = memory_stats(device)
+    limit = stats.get("bytes_limit")
+    if not isinstance(limit, int) or limit <= 0:
+        return
+    in_use = int(stats.get("bytes_in_use", 0))
+    free = max(limit - in_use, 0)
+    if nbytes > free:
+        raise OutOfMemoryError(_message(device, what, nbytes, free, limit))
+
+
+@contextlib.contextmanager
+def explained_oom(device: jax.Device, nbytes: int, what: str) -> Iterator[None]:
+    """Re-raise JAX's ``RESOURCE_EXHAUSTED`` inside the block as ``OutOfMemoryError``.
+
+    The library's message (sizes, limit, its source, the fix) is chained from JAX's.
+    """
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        stats = memory_stats(device)
+        limit = stats.get("bytes_limit")
+        free = None
+        if isinstance(limit, int):
+            free = max(limit - int(stats.get("bytes_in_use", 0)), 0)
+        raise OutOfMemoryError(_message(device, what, nbytes, free, limit)) from err
+
+
+def limit_source() -> str:
+    """Which setting decides the device pool's size, as the environment says now."""
+    allocator = os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR", "")
+    if allocator == "platform":
+        return "XLA_PYTHON_CLIENT_ALLOCATOR=platform (no pool: the card's memory)"
+    for name in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        value = os.environ.get(name)
+        if value:
+            return f"{name}={value}"
+    preallocate = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "")
+    if preallocate in ("false", "False", "0"):
+        return (
+            "JAX's default fraction, 75 % of the card (XLA_CLIENT_MEM_FRACTION unset; "
+            "XLA_PYTHON_CLIENT_PREALLOCATE=false only delays taking it)"
+        )
+    return "JAX's default fraction, 75 % of the card, preallocated (XLA_CLIENT_MEM_FRACTION unset)"
+
+
+def _message(device: jax.Device, what: str, nbytes: int, free: int | None, limit: Any) -> str:
+    room = (
+        f"{_gib(free)} free of a {_gib(limit)} pool"
+        if free is not None and isinstance(limit, int)
+        else "no figures reported"
+    )
+    return (
+        f"{device} is out of memory: {what} needs {_gib(nbytes)}, and the device has {room} "
+        f"(the pool's size comes from {limit_source()}). Fix: load onto device='cpu' and "
+        "move batches with tj.to_device, spread the arrays over several devices with a "
+        "sharding, free arrays you no longer need, or start JAX with a larger pool "
+        "(XLA_CLIENT_MEM_FRACTION, e.g. tj.configure(memory_fraction=0.9))"
+    )
+
+
+def _gib(nbytes: Any) -> str:
+    return f"{nbytes / _GIB:.2f} GiB ({nbytes:,} bytes)"

@@ -1,0 +1,559 @@
+"""Host <-> device copies at the speed of pinned memory, and arrays assembled in pieces.
+
+Measured on an H200 (``docs/benchmarks.md``): a device->host ``jax.device_put`` to a CPU
+device runs at 0.8 GB/s, the same copy into the source device's ``pinned_host`` memory
+at 52 GB/s, and the pinned result becomes a CPU array without another copy. A
+host->device ``device_put`` from pageable NumPy runs at 7 GB/s, a copy into a reused
+pinned buffer followed by a DMA from it at about 23 GB/s. This module owns those routes:
+
+* ``device_put`` is ``jax.device_put`` for a list of arrays and one destination, with
+  device->host copies through the source device's ``pinned_host`` memory and large
+  pageable host->device copies sent in pieces through a small pool of pinned buffers
+  (``PINNED_PIECES_FROM``), each piece's memcpy overlapping the previous piece's DMA;
+* ``pin`` copies host data into a fresh ``pinned_host`` array with a parallel memcpy
+  (``jax.device_put`` into pinned memory runs at 0.7-3.6 GB/s);
+* ``pieces`` / ``write_piece`` / ``zeros`` / ``from_bits`` assemble a device array from
+  pieces without ever holding it whole on the host (also the checkpoint loader's
+  staging).
+
+Pinned memory comes from XLA's host allocator, capped at ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``
+(64 GB by default). The pool keeps at most ``POOL_BUFFERS`` buffers of ``PIECE_BYTES``
+per device and drops them after ``IDLE_SECONDS`` unused. Where a staging buffer cannot be
+allocated, the copy takes JAX's plain route (slower, never wrong); ``pin`` raises
+``OutOfMemoryError`` with the fix.
+
+The routes apply to devices whose arrays live outside host memory (GPU, TPU) and that
+list a ``pinned_host`` memory kind. ``routes_through_pinned`` decides; tests treat a
+second CPU device as such a device to exercise every route on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import itertools
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .capacity import explained_oom
+from .errors import OutOfMemoryError
+
+__all__ = [
+    "IDLE_SECONDS",
+    "PIECE_BYTES",
+    "PINNED",
+    "PINNED_PIECES_FROM",
+    "PIN_BY_MEMCPY_FROM",
+    "POOL",
+    "POOL_BUFFERS",
+    "Buffer",
+    "Piece",
+    "carrier",
+    "carries",
+    "device_put",
+    "from_bits",
+    "has_pinned_host",
+    "pieces",
+    "pin",
+    "routes_through_pinned",
+    "unpack",
+    "write_bytes",
+    "write_piece",
+    "zeros",
+]
+
+PINNED = "pinned_host"
+#: Bytes per piece of a host->device copy through pinned buffers. A piece's memcpy
+#: (~40 GB/s) and DMA (~55 GB/s) take under a millisecond each, well above the ~50 µs
+#: of dispatch per piece, and three pieces in flight hold under 100 MiB of pinned memory.
+PIECE_BYTES = 32 * 2**20
+#: Pageable host arrays from this size go to a device through pinned pieces. Below it a
+#: plain ``jax.device_put`` (7 GB/s: 1.2 ms for 8 MiB) costs about what the route's
+#: fixed work does (an allocation on the device, two dispatches), so it cannot pay.
+PINNED_PIECES_FROM = 8 * 2**20
+#: Host arrays from this size are pinned by a memcpy into memory allocated pinned. Below
+#: it, the batched ``jax.device_put`` into pinned memory (0.7-3.6 GB/s: 70-350 µs for
+#: 256 KiB) costs no more than the allocation's dispatch (~50 µs) and one call per array.
+PIN_BY_MEMCPY_FROM = 256 * 2**10
+#: Pinned buffers kept per device: one being filled, two transferring.
+POOL_BUFFERS = 3
+#: Pooled buffers unused this long are returned to XLA's pinned allocator.
+IDLE_SECONDS = 10.0
+#: Copies into pinned memory are split over threads from this size (memcpy releases the GIL).
+_PARALLEL_FROM = 16 * 2**20
+_COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
+# Offsets along one axis beyond this need 64-bit indices on the device.
+_INT32_LIMIT = 2**31
+
+
+# ------------------------------------------------------------------ which route
+
+
+def has_pinned_host(device: jax.Device) -> bool:
+    """Whether ``device`` lists a ``pinned_host`` memory kind."""
+    try:
+        return any(memory.kind == PINNED for memory in device.addressable_memories())
+    except (jax.errors.JaxRuntimeError, NotImplementedError):
+        return False
+
+
+def routes_through_pinned(device: jax.Device) -> bool:
+    """Whether copies between ``device`` and the host go through pinned buffers here.
+
+    True for accelerators with a ``pinned_host`` memory kind; false for CPU devices,
+    whose memory already is host memory.
+    """
+    return device.platform != "cpu" and has_pinned_host(device)
+
+
+def device_put(
+    arrays: Sequence[Any], destination: Any, *, may_alias: bool | None = None
+) -> list[Any]:
+    """``jax.device_put(arrays, destination, may_alias=...)``, over the fast routes.
+
+    ``destination`` is a ``jax.Device`` or a ``Sharding``. Arrays on one accelerator
+    going to a CPU device's default memory travel through the accelerator's pinned host
+    memory; host arrays (NumPy, or JAX arrays on a CPU device) of ``PINNED_PIECES_FROM``
+    bytes or more going to one accelerator travel in pinned pieces. The rest goes in one
+    batched ``jax.device_put``. Results come in the order of ``arrays``.
+    """
+    target = _single_device(destination)
+    pinned = _pinned_device(destination)
+    out: list[Any] = [None] * len(arrays)
+    plain: list[int] = []
+    to_host: list[int] = []
+    to_device: list[int] = []
+    for index, array in enumerate(arrays):
+        if target is not None and _goes_to_host(array, target):
+            to_host.append(index)
+        elif target is not None and _goes_in_pieces(array, target):
+            to_device.append(index)
+        elif pinned is not None and _on_host(array) and array.nbytes >= PIN_BY_MEMCPY_FROM:
+            out[index] = pin(np.asarray(array), pinned)
+        else:
+            plain.append(index)
+    if plain:
+        placed = jax.device_put([arrays[i] for i in plain], destination, may_alias=may_alias)
+        for index, array in zip(plain, placed, strict=True):
+            out[index] = array
+    if to_host:
+        assert target is not None
+        for index, array in zip(
+            to_host, _to_host([arrays[i] for i in to_host], target), strict=True
+        ):
+            out[index] = array
+    for index in to_device:
+        assert target is not None
+        out[index] = _to_device_in_pieces(np.asarray(arrays[index]), target)
+    return out
+
+
+def _single_device(destination: Any) -> jax.Device | None:
+    """The one device of ``destination`` in its default memory kind, else ``None``."""
+    if isinstance(destination, jax.Device):
+        return destination
+    if isinstance(destination, jax.sharding.SingleDeviceSharding):
+        device = next(iter(destination.device_set))
+        if destination == jax.sharding.SingleDeviceSharding(device):
+            return device
+    return None
+
+
+def _pinned_device(destination: Any) -> jax.Device | None:
+    """The one device of ``destination`` if it names its ``pinned_host`` memory."""
+    if isinstance(destination, jax.sharding.SingleDeviceSharding):
+        if destination.memory_kind == PINNED:
+            device: jax.Device = next(iter(destination.device_set))
+            return device
+    return None
+
+
+def _on_host(array: Any) -> bool:
+    """Whether ``array`` is NumPy data or a JAX array in a CPU device's own memory."""
+    if isinstance(array, np.ndarray):
+        return True
+    if not isinstance(array, jax.Array) or len(array.sharding.device_set) != 1:
+        return False
+    device: jax.Device = next(iter(array.sharding.device_set))
+    return device.platform == "cpu" and array.sharding.memory_kind in (None, "device")
+
+
+def _goes_to_host(array: Any, target: jax.Device) -> bool:
+    if target.platform != "cpu" or not isinstance(array, jax.Array):
+        return False
+    if len(array.sharding.device_set) != 1 or array.sharding.memory_kind == PINNED:
+        return False
+    source = next(iter(array.sharding.device_set))
+    return source != target and routes_through_pinned(source)
+
+
+def _goes_in_pieces(array: Any, target: jax.Device) -> bool:
+    if not routes_through_pinned(target) or not _on_host(array):
+        return False
+    return array.nbytes >= PINNED_PIECES_FROM and carries(np.dtype(array.dtype))
+
+
+# ------------------------------------------------------------------ device -> host
+
+
+def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
+    """Device arrays as arrays on the CPU device ``target``, through pinned memory.
+
+    The copy into the source's ``pinned_host`` memory is the fast DMA; the move from there
+    to the CPU device reuses the pinned buffer where JAX allows (GPU: it does). Where the
+    pinned allocator is full, the plain copy is used.
+    """
+    pinned_kinds = [
+        jax.sharding.SingleDeviceSharding(next(iter(a.sharding.device_set)), memory_kind=PINNED)
+        for a in arrays
+    ]
+    try:
+        staged = jax.device_put(arrays, pinned_kinds)
+        return list(jax.device_put(staged, target))
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        return list(jax.device_put(arrays, target))
+
+
+# ------------------------------------------------------------------ pinned buffers
+
+
+class Buffer(NamedTuple):
+    """A pinned host buffer: the array that is sent, and a writable view of its bytes."""
+
+    array: jax.Array  # uint8 in pinned_host memory
+    view: np.ndarray[Any, np.dtype[np.uint8]]
+
+
+class _Pool:
+    """Pinned buffers per device and size, reused, dropped when idle."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[tuple[jax.Device, int], list[Buffer]] = {}
+        self._last_use = 0.0
+        self._timer: threading.Timer | None = None
+
+    def take(self, device: jax.Device, nbytes: int = 0) -> Buffer:
+        """A pinned buffer of ``nbytes`` (``PIECE_BYTES`` by default) on ``device``.
+
+        Raises:
+            OutOfMemoryError: XLA's pinned host allocator is full.
+        """
+        nbytes = nbytes or PIECE_BYTES
+        with self._lock:
+            free = self._free.get((device, nbytes))
+            if free:
+                return free.pop()
+        return Buffer(*_pinned_empty(device, nbytes))
+
+    def give(self, device: jax.Device, buffer: Buffer) -> None:
+        """Return ``buffer`` (its transfers complete) for reuse."""
+        with self._lock:
+            free = self._free.setdefault((device, buffer.view.nbytes), [])
+            if len(free) < POOL_BUFFERS:
+                free.append(buffer)
+            self._last_use = time.monotonic()
+            if self._timer is None:
+                self._start_timer(IDLE_SECONDS)
+
+    def clear(self) -> None:
+        """Drop every pooled buffer (XLA's allocator gets their memory back)."""
+        with self._lock:
+            self._free.clear()
+
+    def held(self) -> int:
+        """How many buffers the pool holds."""
+        with self._lock:
+            return sum(len(free) for free in self._free.values())
+
+    def _start_timer(self, delay: float) -> None:
+        self._timer = threading.Timer(delay, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            idle = time.monotonic() - self._last_use
+            if idle >= IDLE_SECONDS:
+                self._free.clear()
+                self._timer = None
+            else:
+                self._start_timer(IDLE_SECONDS - idle)
+
+
+POOL = _Pool()
+
+
+@functools.cache
+def _empty_in(sharding: jax.sharding.Sharding) -> Any:
+    """A jitted ``(shape, dtype) -> uninitialized array`` made directly in ``sharding``."""
+    return jax.jit(jnp.empty, static_argnums=(0, 1), out_shardings=sharding)
+
+
+def _pinned_empty(
+    device: jax.Device, nbytes: int
+) -> tuple[jax.Array, np.ndarray[Any, np.dtype[np.uint8]]]:
+    """A uint8 array of ``nbytes`` in ``device``'s pinned host memory, and a writable view."""
+    array = _pinned_array(device, (nbytes,), np.dtype(np.uint8))
+    return array, _writable_bytes(array)
+
+
+def _pinned_array(device: jax.Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
+    sharding = jax.sharding.SingleDeviceSharding(device, memory_kind=PINNED)
+    nbytes = math.prod(shape) * dtype.itemsize
+    try:
+        array: jax.Array = _empty_in(sharding)(shape, dtype)
+        array.block_until_ready()
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        raise OutOfMemoryError(
+            f"pinned host memory of {device} is exhausted: {nbytes:,} bytes more do not fit "
+            "XLA's pinned host allocator, which is capped at XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB "
+            f"(now {os.environ.get('XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB', 'unset: 64 GB')}). "
+            "Fix: pin batches rather than whole datasets and drop pinned arrays you no "
+            "longer need, or raise the cap by setting XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB "
+            "before JAX starts"
+        ) from err
+    return array
+
+
+def _writable_bytes(array: jax.Array) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """The bytes of the host-resident ``array`` as a writable NumPy array (no copy)."""
+    if not array.nbytes:
+        return np.empty(0, np.uint8)
+    raw = (ctypes.c_uint8 * array.nbytes).from_address(array.unsafe_buffer_pointer())
+    raw.owner = array  # type: ignore[attr-defined]  # views keep the memory alive
+    return np.ctypeslib.as_array(raw)
+
+
+def _parallel_copy(destination: np.ndarray[Any, Any], source: np.ndarray[Any, Any]) -> None:
+    """``np.copyto(destination, source)`` split over threads (NumPy releases the GIL)."""
+    if destination.nbytes < _PARALLEL_FROM or _COPY_THREADS == 1 or destination.ndim == 0:
+        np.copyto(destination, source)
+        return
+    if destination.flags.c_contiguous and source.flags.c_contiguous:
+        destination, source = destination.reshape(-1), source.reshape(-1)
+    rows = destination.shape[0]
+    if rows < 2:
+        np.copyto(destination, source)
+        return
+    step = -(-rows // _COPY_THREADS)
+    bounds = [(start, min(start + step, rows)) for start in range(0, rows, step)]
+    copies = [
+        _copy_pool().submit(np.copyto, destination[start:stop], source[start:stop])
+        for start, stop in bounds
+    ]
+    for copy in copies:
+        copy.result()
+
+
+@functools.cache
+def _copy_pool() -> ThreadPoolExecutor:
+    """Threads shared by every parallel copy (starting threads per copy costs ~0.5 ms)."""
+    return ThreadPoolExecutor(_COPY_THREADS, thread_name_prefix="torch2jax_device-copy")
+
+
+# ------------------------------------------------------------------ pin_memory
+
+
+def pin(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
+    """``host`` copied into a fresh array in ``device``'s ``pinned_host`` memory.
+
+    The array is allocated there directly and filled by a parallel memcpy, so this runs
+    at memory bandwidth; ``host`` may be non-contiguous, of any dtype JAX holds.
+
+    Raises:
+        OutOfMemoryError: XLA's pinned host allocator is full (the message gives the fix).
+    """
+    array = _pinned_array(device, host.shape, np.dtype(host.dtype))
+    if host.size:
+        target = _writable_bytes(array).view(host.dtype).reshape(host.shape)
+        _parallel_copy(target, host)
+    return array
+
+
+# ------------------------------------------------------------------ host -> device
+
+
+def _to_device_in_pieces(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
+    """``host`` on ``device``, sent in pinned pieces assembled there.
+
+    Each piece is copied into a pooled pinned buffer, then sent (asynchronously); the copy
+    of the next piece overlaps that DMA. A buffer is reused once its transfer completed.
+    """
+    dtype = np.dtype(host.dtype)
+    if not host.flags.c_contiguous:
+        host = np.ascontiguousarray(host)  # pieces are contiguous runs of the flat array
+    flat = host.reshape(-1).view(np.uint8) if host.ndim else host.reshape(1).view(np.uint8)
+    bits = carrier(dtype)
+    per_piece = max(1, PIECE_BYTES // dtype.itemsize)
+    in_flight: list[tuple[Buffer, jax.Array]] = []
+    whole: jax.Array | None = None
+    try:
+        with explained_oom(device, host.nbytes, f"a copy of {host.nbytes:,} bytes"):
+            for piece in pieces(host.shape, dtype.itemsize, per_piece):
+                if len(in_flight) >= POOL_BUFFERS:
+                    done, sent = in_flight.pop(0)
+                    sent.block_until_ready()
+                    POOL.give(device, done)
+                try:
+                    buffer = POOL.take(device)
+                except OutOfMemoryError:  # the pinned allocator is full: the plain route
+                    return jax.device_put(host, device)  # type: ignore[no-any-return]
+                start = piece.first * dtype.itemsize
+                _parallel_copy(buffer.view[: piece.nbytes], flat[start : start + piece.nbytes])
+                sent = jax.device_put(buffer.array, jax.sharding.SingleDeviceSharding(device))
+                in_flight.append((buffer, sent))
+                if piece.first == 0 and piece.last:  # one piece: it is the array
+                    whole = unpack(sent, piece.shape, bits)
+                    break
+                if whole is None:
+                    with jax.default_device(device):
+                        whole = zeros(host.shape, bits)
+                whole = write_bytes(whole, sent, piece)
+            assert whole is not None
+            whole.block_until_ready()
+    finally:
+        for buffer, sent in in_flight:
+            with contextlib.suppress(jax.errors.JaxRuntimeError):
+                sent.block_until_ready()
+            POOL.give(device, buffer)
+    return whole if bits == dtype else from_bits(whole, dtype)
+
+
+# ------------------------------------------------------------------ pieces on a device
+
+
+class Piece(NamedTuple):
+    """A block of an array, contiguous in its flat (C-order) layout."""
+
+    first: int  # flat index of its first element
+    shape: tuple[int, ...]
+    starts: tuple[int, ...]  # where it goes in the array
+    last: bool
+    nbytes: int
+
+
+def pieces(shape: tuple[int, ...], itemsize: int, per_piece: int) -> Iterator[Piece]:
+    """An array of ``shape`` as blocks of at most ``per_piece`` elements.
+
+    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``. All
+    blocks have the same shape, so the device compiles one update; the last block along
+    axis ``k`` ends at the end of that axis and may overlap the one before it. A 0-d
+    array is one block of shape ``()``.
+    """
+    if not shape:
+        yield Piece(0, (), (), True, itemsize)
+        return
+    axis = 0
+    while math.prod(shape[axis + 1 :]) > per_piece:
+        axis += 1
+    inner = math.prod(shape[axis + 1 :])
+    rows = max(1, min(shape[axis], per_piece // max(inner, 1)))
+    block = (1,) * axis + (rows,) + shape[axis + 1 :]
+    starts_along = list(range(0, max(shape[axis] - rows, 0) + 1, rows))
+    if starts_along[-1] != max(shape[axis] - rows, 0):
+        starts_along.append(shape[axis] - rows)
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    corners = [
+        (*outer, start) + (0,) * (len(shape) - axis - 1)
+        for outer in itertools.product(*(range(n) for n in shape[:axis]))
+        for start in starts_along
+    ]
+    for number, corner in enumerate(corners):
+        yield Piece(
+            sum(i * s for i, s in zip(corner, strides, strict=True)),
+            block,
+            corner,
+            number == len(corners) - 1,
+            rows * inner * itemsize,
+        )
+
+
+def carrier(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype pieces of ``dtype`` travel in: floats as their bits, others as they are.
+
+    Updating a bfloat16 array on the CPU rounds through float32 and quiets NaN payloads;
+    unsigned integers of the same width carry every bit unchanged.
+    """
+    if dtype.kind in "fV":  # NumPy floats, and ml_dtypes' (bfloat16, float8_*)
+        return np.dtype(f"u{dtype.itemsize}")
+    return dtype
+
+
+def carries(dtype: np.dtype[Any]) -> bool:
+    """Whether pieces of ``dtype`` can be sent as raw bytes and reassembled on a device."""
+    return carrier(dtype).kind in "ui"
+
+
+#: Zeros computed where the default device is, with no host value to transfer.
+zeros = jax.jit(jnp.zeros, static_argnums=(0, 1))
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _write_at(whole: jax.Array, part: jax.Array, starts: jax.Array) -> jax.Array:
+    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
+
+
+def _wide(whole: jax.Array) -> Any:
+    """The context offsets into ``whole`` need: 64-bit where an axis reaches 2**31."""
+    wide = max(whole.shape, default=0) >= _INT32_LIMIT
+    return jax.enable_x64(True) if wide else contextlib.nullcontext()
+
+
+def _starts(piece: Piece, whole: jax.Array) -> jax.Array:
+    """``piece.starts`` on ``whole``'s device, in 64 bits where x64 is on (see ``_wide``)."""
+    index_type = jax.dtypes.canonicalize_dtype(np.int64)  # int32 unless x64 is on
+    starts: jax.Array = jax.device_put(np.array(piece.starts, index_type), whole.sharding)
+    return starts
+
+
+def write_piece(whole: jax.Array, part: jax.Array, piece: Piece) -> jax.Array:
+    """``whole`` with ``part`` (of ``piece.shape``) written at ``piece.starts``, in place.
+
+    ``whole`` is donated. Axes of 2**31 elements or more take 64-bit offsets.
+    """
+    with _wide(whole):
+        return _write_at(whole, part, _starts(piece, whole))  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def unpack(raw: jax.Array, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
+    """The first bytes of the uint8 ``raw`` as an array of ``shape`` and integer ``dtype``."""
+    itemsize = np.dtype(dtype).itemsize
+    data = raw[: math.prod(shape) * itemsize]
+    if itemsize > 1:
+        data = data.reshape(-1, itemsize)
+    return jax.lax.bitcast_convert_type(data, dtype).reshape(shape)
+
+
+@functools.partial(jax.jit, static_argnums=2, donate_argnums=0)
+def _write_bytes_at(
+    whole: jax.Array, raw: jax.Array, shape: tuple[int, ...], starts: jax.Array
+) -> jax.Array:
+    part = unpack(raw, shape, whole.dtype)
+    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
+
+
+def write_bytes(whole: jax.Array, raw: jax.Array, piece: Piece) -> jax.Array:
+    """``write_piece`` of a piece that arrived as raw bytes (a uint8 buffer at least as big)."""
+    with _wide(whole):
+        starts = _starts(piece, whole)
+        return _write_bytes_at(whole, raw, piece.shape, starts)  # type: ignore[no-any-return]
+
+
+#: The bits of ``bits`` as an array of ``dtype``, in place (``bits`` is donated).
+from_bits = jax.jit(jax.lax.bitcast_convert_type, static_argnums=1, donate_argnums=0)
