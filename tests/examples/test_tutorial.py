@@ -1,0 +1,69 @@
+"""docs/tutorial.md's two scripts: the port trains exactly as the PyTorch original.
+
+A first checkpoint holds the original's initial weights (what ``--epochs 0 --save``
+writes); the original and ``examples/tutorial_port.py`` both start from it, see the
+same batches (the port keeps torch's DataLoader) and must print the same losses, step
+by step, and save the same weights. PyTorch is the oracle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.support.examples import EXAMPLES
+from torch2jax_device.cli import main
+
+_LOSS = re.compile(r"^epoch (\d+) (step \d+|eval) loss (\S+)", re.MULTILINE)
+
+
+def _losses(output: str) -> dict[str, float]:
+    found = {f"{epoch} {what}": float(loss) for epoch, what, loss in _LOSS.findall(output)}
+    assert found, output
+    return found
+
+
+def test_the_port_prints_the_losses_of_the_original(tmp_path: Path) -> None:
+    start, torch_model, jax_model = (tmp_path / name for name in ("start.pt", "torch.pt", "jax.pt"))
+    spec = importlib.util.spec_from_file_location("tutorial_torch", EXAMPLES / "tutorial_torch.py")
+    assert spec is not None and spec.loader is not None
+    original_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(original_script)
+    torch.manual_seed(0)  # as the script seeds before it builds the model
+    torch.save(original_script.Classifier().state_dict(), start)
+    # The two runs are independent: run them side by side.
+    runs = {}
+    for name, saved in (("tutorial_torch.py", torch_model), ("tutorial_port.py", jax_model)):
+        command = [sys.executable, str(EXAMPLES / name), "--epochs", "1",
+                   "--resume", str(start), "--save", str(saved)]  # fmt: skip
+        runs[name] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    outputs = {}
+    for name, process in runs.items():
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err.decode()[-3000:]
+        outputs[name] = out.decode()
+    original, port = _losses(outputs["tutorial_torch.py"]), _losses(outputs["tutorial_port.py"])
+    assert original.keys() == port.keys()
+    assert len(original) == 33  # 32 training steps and the evaluation
+    np.testing.assert_allclose(list(port.values()), list(original.values()), rtol=1e-4)
+    assert "trained on cpu" in outputs["tutorial_port.py"]
+
+    expected, got = torch.load(torch_model), torch.load(jax_model)
+    assert got.keys() == expected.keys()
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=name)
+
+
+def test_scan_lists_the_device_idioms_of_the_original(capsys: pytest.CaptureFixture[str]) -> None:
+    """The tutorial's first step: what ``scan`` reports (and that it rewrites nothing yet)."""
+    assert main(["scan", str(EXAMPLES / "tutorial_torch.py")]) == 1  # 1: idioms found
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("13 idiom(s) found, 0 rewritable with --diff")
+    assert "port the module first" in out
