@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support.idiom_marks import CATALOG_TEST, marks_by_statement, proofs
 from tests.support.scripts import load_script
 from torch2jax_device.porting import catalog
@@ -96,8 +98,8 @@ def test_the_catalog_test_page_anchors_every_runnable_row() -> None:
 
 
 def test_every_proof_link_of_the_guide_names_an_anchor_its_page_has() -> None:
-    guide = (ROOT / "docs" / "migration-guide.md").read_text()
-    links = re.findall(r"\]\(\.\./(tests/[^)#]+)#([^)]+)\)", guide)
+    guide = "".join(path.read_text() for path in (ROOT / "docs" / "reference").glob("*.md"))
+    links = re.findall(r"\]\(\.\./\.\./(tests/[^)#]+)#([^)]+)\)", guide)
     assert links, "the guide links no test"
     anchors = proofs()
     pages = {path: docs_hooks.source_page(path, anchors) for path in {path for path, _ in links}}
@@ -112,3 +114,15 @@ def test_the_home_page_example_runs() -> None:
     namespace: dict[str, object] = {}
     exec(compile(code, "docs/index.md", "exec"), namespace)
     assert namespace["device"] == namespace["weights"].device
+
+
+def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's first code block runs as printed (it writes its file in the cwd)."""
+    readme = (ROOT / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    tj, inputs = namespace["tj"], namespace["inputs"]
+    assert tj.device_of(inputs) == namespace["device"]  # type: ignore[attr-defined]
+    assert tj.device_of(namespace["tokens"]) == tj.device("cpu")  # type: ignore[attr-defined]
