@@ -54,6 +54,7 @@ def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
     <img src="assets/missing.png">
     <blockquote><p>&gt;&gt;&gt; tj.device("cpu")</p></blockquote>
     <p>See :func:`~torch2jax_device.resolve`.</p>
+    <link href="/assets/style.css">
     """
     found = list(check_site.problems(_site(tmp_path, extra)))
     expected = [
@@ -63,6 +64,7 @@ def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
         r"assets/missing\.png -> assets/missing\.png does not exist",
         r"unrendered '>>>' outside code",
         r"unrendered ':func:`' outside code",
+        r"/assets/style\.css starts at the server's root",
     ]
     for pattern in expected:
         assert any(re.search(pattern, line) for line in found), (pattern, found)
@@ -126,3 +128,13 @@ def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     tj, inputs = namespace["tj"], namespace["inputs"]
     assert tj.device_of(inputs) == namespace["device"]  # type: ignore[attr-defined]
     assert tj.device_of(namespace["tokens"]) == tj.device("cpu")  # type: ignore[attr-defined]
+
+
+def test_the_404_page_links_from_the_site_root() -> None:
+    html = '<link href="/assets/x.css"><a href="/">home</a><a href="/tutorial.html#a">t</a>'
+    assert docs_hooks.relative_404(html) == (
+        '<link href="assets/x.css"><a href="./">home</a><a href="tutorial.html#a">t</a>'
+    )
+    assert docs_hooks.relative_404('<script src="//cdn.example/x.js">') == (
+        '<script src="//cdn.example/x.js">'
+    )

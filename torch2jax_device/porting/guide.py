@@ -57,11 +57,27 @@ def _proof_links(idiom: Idiom, files: Sequence[str]) -> str:
     return f"Proven by {links}."
 
 
+# A link from an idiom's notes to another idiom: [text](#idiom-id).
+_IDIOM_LINK = re.compile(r"\]\(#([a-z0-9-]+)\)")
+
+
+def _link_idioms(notes: str, section: str) -> str:
+    """``notes`` with each link to an idiom of another section pointed at that page."""
+
+    def relink(match: re.Match[str]) -> str:
+        target = next((i for i in CATALOG if i.id == match.group(1)), None)
+        if target is None or target.section == section:
+            return match.group(0)
+        return f"]({section_page(target.section).removeprefix(REFERENCE_DIR + '/')}#{target.id})"
+
+    return _IDIOM_LINK.sub(relink, notes)
+
+
 def _idiom_block(idiom: Idiom, proofs: Mapping[str, Sequence[str]] | None) -> list[str]:
     parts = [f'<a id="{idiom.id}"></a>\n## {idiom.title}\n']
     parts += [_code_block(getattr(idiom, column), title) + "\n" for column, title in _COLUMNS]
     if idiom.notes:
-        parts.append(idiom.notes + "\n")
+        parts.append(_link_idioms(idiom.notes, idiom.section) + "\n")
     if proofs is not None and proofs.get(idiom.id):
         parts.append(_proof_links(idiom, proofs[idiom.id]) + "\n")
     return parts
