@@ -138,3 +138,23 @@ def test_the_404_page_links_from_the_site_root() -> None:
     assert docs_hooks.relative_404('<script src="//cdn.example/x.js">') == (
         '<script src="//cdn.example/x.js">'
     )
+
+
+def test_the_site_nav_lists_every_reference_page() -> None:
+    """A new catalog section gets a generated page; the nav must show it."""
+    from torch2jax_device.porting.guide import section_page
+
+    nav = (
+        (ROOT / "mkdocs.yml")
+        .read_text()
+        .split("\nnav:\n", 1)[1]
+        .split("\nmarkdown_extensions:", 1)[0]
+    )
+    missing = [s for s in catalog.SECTIONS if f": {section_page(s)}\n" not in nav]
+    assert missing == []
+    assert (
+        nav.index("tutorial.md")
+        < nav.index("how-to/")
+        < nav.index("concepts.md")
+        < nav.index("migration-guide.md")
+    )
