@@ -61,9 +61,34 @@ def test_the_port_prints_the_losses_of_the_original(tmp_path: Path) -> None:
         np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=name)
 
 
-def test_scan_lists_the_device_idioms_of_the_original(capsys: pytest.CaptureFixture[str]) -> None:
-    """The tutorial's first step: what ``scan`` reports (and that it rewrites nothing yet)."""
-    assert main(["scan", str(EXAMPLES / "tutorial_torch.py")]) == 1  # 1: idioms found
+def test_scan_lists_the_device_idioms_of_the_original(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tutorial's first step: what ``scan`` reports (and that it rewrites nothing yet),
+    every line the tutorial prints of it included."""
+    monkeypatch.chdir(EXAMPLES.parent)  # the tutorial scans from the repository's root
+    assert main(["scan", "examples/tutorial_torch.py"]) == 1  # 1: idioms found
     out = capsys.readouterr().out
     assert out.rstrip().endswith("13 idiom(s) found, 0 rewritable with --diff")
-    assert "port the module first" in out
+    page = (EXAMPLES.parent / "docs" / "tutorial.md").read_text()
+    shown = page.split("$ torch2jax-device scan examples/", 1)[1].split("```", 1)[0]
+    lines = [line for line in shown.splitlines()[1:] if line != "..."]
+    assert len(lines) > 5
+    assert [line for line in lines if line not in out.splitlines()] == []
+
+
+def test_scan_diff_rewrites_the_halfway_port_as_the_tutorial_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Step 4: ``scan --diff`` on the script with its compute ported; every line of the
+    diff the tutorial prints is in the real one."""
+    halfway = str(EXAMPLES / "tutorial_halfway.py")
+    assert main(["scan", halfway]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("12 idiom(s) found, 7 rewritable with --diff")
+    main(["scan", "--diff", halfway])
+    diff = capsys.readouterr().out.splitlines()
+    page = (EXAMPLES.parent / "docs" / "tutorial.md").read_text()
+    shown = page.split("$ torch2jax-device scan --diff", 1)[1].split("```", 1)[0].splitlines()[1:]
+    changed = [line for line in shown if line.startswith(("-", "+"))]
+    assert len(changed) == 8
+    assert [line for line in changed if line not in diff] == []
