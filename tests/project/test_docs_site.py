@@ -158,3 +158,12 @@ def test_the_site_nav_lists_every_reference_page() -> None:
         < nav.index("concepts.md")
         < nav.index("migration-guide.md")
     )
+
+
+def test_no_page_is_too_long_to_read() -> None:
+    """A page over ~5,000 words is a reference nobody reads through: split it."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    too_long = {
+        p.relative_to(ROOT).as_posix(): n for p in pages if (n := len(p.read_text().split())) > 5000
+    }
+    assert too_long == {}
