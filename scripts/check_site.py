@@ -5,6 +5,9 @@ Usage: ``python scripts/check_site.py SITE_DIR`` (``scripts/test.sh`` runs it on
 
 * a link or resource (``href``/``src``) inside the site names a file that does not
   exist, or an anchor that the target page does not define;
+* a link starts at the server's root (``/assets/...``): it breaks when the site is
+  served under a sub-path or opened from ``file://``. Every page is checked,
+  ``404.html`` included;
 * text outside code shows markup the renderer did not understand: a Sphinx role
   (``:func:`...```) or a doctest prompt (``>>>``, a docstring example that is not in an
   ``Examples:`` section renders as a quote).
@@ -77,9 +80,7 @@ def _target(site: Path, page: Path, link: str) -> tuple[Path, str] | None:
     parts = urlsplit(link)
     if parts.scheme or parts.netloc:
         return None
-    if parts.path.startswith("/"):
-        path = site / unquote(parts.path).lstrip("/")
-    elif parts.path:
+    if parts.path:
         path = page.parent / unquote(parts.path)
     else:
         path = page
@@ -95,6 +96,9 @@ def problems(site: Path) -> Iterator[str]:
     for path, page in pages.items():
         where = path.relative_to(site).as_posix()
         for link in page.links:
+            if link.startswith("/") and not link.startswith("//"):
+                yield f"{where}: {link} starts at the server's root (write it relative)"
+                continue
             target = _target(site, path, link)
             if target is None:
                 continue

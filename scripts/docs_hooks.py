@@ -6,6 +6,12 @@ Such a link works in a repository browser; on the site, this hook makes each lin
 a page under ``source/`` (its code, with line numbers and an anchor named after each
 idiom at the test that proves it) and points the link there, so that ``mkdocs build
 --strict`` checks these links and anchors like every other one.
+
+The site has no ``site_url`` (it is not deployed to a known address), so mkdocs writes
+the links of ``404.html`` from the server's root (``/assets/...``), which breaks under a
+sub-path and from ``file://``. ``on_post_build`` makes them relative to the site's root,
+where ``404.html`` lies: right for a missing page at the top level of the site, wherever
+the site is served.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from tests.support.idiom_marks import marks_by_statement, proofs  # noqa: E402
 SOURCE_DIR = "source"
 # An inline Markdown link whose target has no scheme: [text](target#fragment).
 _LINK = re.compile(r"(\[[^\]\n]*\]\()([^)\s#:]+)(#[^)\s]*)?(\))")
+# A root-absolute href/src: "/" then anything but a second "/" (that would name a host).
+_ROOT_ABSOLUTE = re.compile(r'((?:href|src)=")/(?!/)')
 _LANGUAGES = {".py": "python", ".sh": "bash", ".toml": "toml", ".yml": "yaml", ".txt": "text"}
 
 _linked: dict[str, str] = {}  # repository path -> generated page, per build
@@ -124,3 +132,23 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         return f"{match.group(1)}{target}{match.group(3) or ''}{match.group(4)}"
 
     return _LINK.sub(relink, markdown)
+
+
+def relative_404(html: str) -> str:
+    """``404.html`` with its root-absolute links made relative to the site's root.
+
+    Examples:
+        >>> relative_404('<a href="/tutorial.html">x</a><a href="//cdn.example/x.js">')
+        '<a href="tutorial.html">x</a><a href="//cdn.example/x.js">'
+        >>> relative_404('<a href="/">home</a>')
+        '<a href="./">home</a>'
+    """
+    html = html.replace('href="/"', 'href="./"')
+    return _ROOT_ABSOLUTE.sub(r"\1", html)
+
+
+def on_post_build(config: Any) -> None:
+    """Make the 404 page's links work under a sub-path and from ``file://``."""
+    page = Path(config["site_dir"]) / "404.html"
+    if page.is_file():
+        page.write_text(relative_404(page.read_text(encoding="utf-8")), encoding="utf-8")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support.idiom_marks import CATALOG_TEST, marks_by_statement, proofs
 from tests.support.scripts import load_script
 from torch2jax_device.porting import catalog
@@ -52,6 +54,7 @@ def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
     <img src="assets/missing.png">
     <blockquote><p>&gt;&gt;&gt; tj.device("cpu")</p></blockquote>
     <p>See :func:`~torch2jax_device.resolve`.</p>
+    <link href="/assets/style.css">
     """
     found = list(check_site.problems(_site(tmp_path, extra)))
     expected = [
@@ -61,6 +64,7 @@ def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
         r"assets/missing\.png -> assets/missing\.png does not exist",
         r"unrendered '>>>' outside code",
         r"unrendered ':func:`' outside code",
+        r"/assets/style\.css starts at the server's root",
     ]
     for pattern in expected:
         assert any(re.search(pattern, line) for line in found), (pattern, found)
@@ -96,8 +100,8 @@ def test_the_catalog_test_page_anchors_every_runnable_row() -> None:
 
 
 def test_every_proof_link_of_the_guide_names_an_anchor_its_page_has() -> None:
-    guide = (ROOT / "docs" / "migration-guide.md").read_text()
-    links = re.findall(r"\]\(\.\./(tests/[^)#]+)#([^)]+)\)", guide)
+    guide = "".join(path.read_text() for path in (ROOT / "docs" / "reference").glob("*.md"))
+    links = re.findall(r"\]\(\.\./\.\./(tests/[^)#]+)#([^)]+)\)", guide)
     assert links, "the guide links no test"
     anchors = proofs()
     pages = {path: docs_hooks.source_page(path, anchors) for path in {path for path, _ in links}}
@@ -112,3 +116,54 @@ def test_the_home_page_example_runs() -> None:
     namespace: dict[str, object] = {}
     exec(compile(code, "docs/index.md", "exec"), namespace)
     assert namespace["device"] == namespace["weights"].device
+
+
+def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's first code block runs as printed (it writes its file in the cwd)."""
+    readme = (ROOT / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    tj, inputs = namespace["tj"], namespace["inputs"]
+    assert tj.device_of(inputs) == namespace["device"]  # type: ignore[attr-defined]
+    assert tj.device_of(namespace["tokens"]) == tj.device("cpu")  # type: ignore[attr-defined]
+
+
+def test_the_404_page_links_from_the_site_root() -> None:
+    html = '<link href="/assets/x.css"><a href="/">home</a><a href="/tutorial.html#a">t</a>'
+    assert docs_hooks.relative_404(html) == (
+        '<link href="assets/x.css"><a href="./">home</a><a href="tutorial.html#a">t</a>'
+    )
+    assert docs_hooks.relative_404('<script src="//cdn.example/x.js">') == (
+        '<script src="//cdn.example/x.js">'
+    )
+
+
+def test_the_site_nav_lists_every_reference_page() -> None:
+    """A new catalog section gets a generated page; the nav must show it."""
+    from torch2jax_device.porting.guide import section_page
+
+    nav = (
+        (ROOT / "mkdocs.yml")
+        .read_text()
+        .split("\nnav:\n", 1)[1]
+        .split("\nmarkdown_extensions:", 1)[0]
+    )
+    missing = [s for s in catalog.SECTIONS if f": {section_page(s)}\n" not in nav]
+    assert missing == []
+    assert (
+        nav.index("tutorial.md")
+        < nav.index("how-to/")
+        < nav.index("concepts.md")
+        < nav.index("migration-guide.md")
+    )
+
+
+def test_no_page_is_too_long_to_read() -> None:
+    """A page over ~5,000 words is a reference nobody reads through: split it."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    too_long = {
+        p.relative_to(ROOT).as_posix(): n for p in pages if (n := len(p.read_text().split())) > 5000
+    }
+    assert too_long == {}

@@ -114,3 +114,28 @@ def test_the_check_sees_cuda_wheels() -> None:
 
 def test_the_index_probe_answers_false_for_an_unreachable_index() -> None:
     assert torch_cpu_source.index_reachable("http://127.0.0.1:9/whl/cpu", timeout=2) is False
+
+
+def readme_cpu_install() -> list[list[str]]:
+    """The README's CPU-only install commands, each split into words."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**CPU only**", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].split() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_installs_cpu_torch_before_the_package() -> None:
+    """A library user following the README on a CPU machine gets PyTorch's CPU build: torch
+    comes from PyTorch's CPU index before the package (whose ``[torch]`` extra would take
+    PyPI's CUDA build)."""
+    first, second = readme_cpu_install()
+    assert first == ["pip", "install", "torch", "--index-url", torch_cpu_source.INDEX]
+    assert second[:2] == ["pip", "install"] and "torch" not in " ".join(second[2:])
+
+
+def test_the_readme_cpu_install_resolves_without_cuda() -> None:
+    options = readme_cpu_install()[0][3:]  # ["--index-url", URL]
+    if not torch_cpu_source.index_reachable(options[1]):
+        pytest.skip(f"{options[1]} is unreachable from this machine")
+    report, output = dry_run(*options)
+    assert report is not None, output
+    assert cuda_wheels(report) == []
