@@ -19,21 +19,6 @@ import torch2jax_device
 
 PACKAGE = Path(torch2jax_device.__file__).parent
 
-# Import edges that still close a circle, each owned by work in flight on another
-# branch ("launch": the platform table stops importing distributed start-up, and
-# device/interop stop importing each other). The lead empties this list when merging
-# that work; the test then holds the whole package to zero circles.
-KNOWN_CIRCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        (
-            "torch2jax_device._src.platforms",
-            "torch2jax_device._src.distributed.process_group",
-        ),
-        ("torch2jax_device._src.interop", "torch2jax_device._src.device"),
-    }
-)
-
-
 def module_names(root: Path) -> dict[str, Path]:
     """``{dotted module name: file}`` for every module of the package at ``root``."""
     names = {}
@@ -181,41 +166,8 @@ def describe(found: list[list[str]], graph: dict[str, set[str]]) -> str:
 
 def test_the_package_has_no_import_circles() -> None:
     graph = import_graph(PACKAGE)
-    found = circles(graph, KNOWN_CIRCLE_EDGES)
+    found = circles(graph, frozenset())
     assert not found, "\n" + describe(found, graph)
-
-
-def test_every_known_circle_edge_still_closes_a_circle() -> None:
-    """An allowed edge that no longer closes a circle must leave the list: it only shrinks."""
-    graph = import_graph(PACKAGE)
-
-    def reaches(start: str, goal: str) -> bool:
-        seen, stack = {start}, [start]
-        while stack:
-            for target in graph[stack.pop()] - seen:
-                if target == goal:
-                    return True
-                seen.add(target)
-                stack.append(target)
-        return False
-
-    stale = [
-        edge
-        for edge in sorted(KNOWN_CIRCLE_EDGES)
-        if edge[1] not in graph.get(edge[0], set()) or not reaches(edge[1], edge[0])
-    ]
-    assert not stale, f"remove from KNOWN_CIRCLE_EDGES: {stale}"
-
-
-def test_the_checkpoints_package_has_no_circles_even_unignored() -> None:
-    graph = import_graph(PACKAGE)
-    prefix = "torch2jax_device._src.checkpoints"
-    inside = {
-        module: {target for target in targets if target.startswith(prefix)}
-        for module, targets in graph.items()
-        if module.startswith(prefix)
-    }
-    assert circles(inside, frozenset()) == []
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:
