@@ -13,11 +13,14 @@ import ast
 import re
 from collections.abc import Callable, Iterator
 
+from . import catalog
 from ._names import Binding, Names
 
-__all__ = ["TJ", "Values", "prefixed"]
+__all__ = ["LIBRARY_OBJECT", "TJ", "Values", "prefixed"]
 
 UNKNOWN = "?"
+#: An object of a library built on torch that owns the device work (``Accelerator``).
+LIBRARY_OBJECT = "library-object"
 TORCH_MODULE = "torch-module"
 WRAPPED = "ddp-wrapped"
 NNX_MODULE = "nnx-module"
@@ -73,6 +76,10 @@ _CONSTRUCTORS = {
     "torch.utils.data.DistributedSampler": {"dist-sampler"},
     "torch.Generator": {"generator"},
 }
+# The constructors of the libraries' objects: the qualified names of the catalog row.
+_LIBRARY_CONSTRUCTORS = frozenset(
+    name for name in catalog.get("library-launcher").torch_api if name.split(".")[0].islower()
+)
 # torch functions that do not return a tensor.
 _TORCH_NOT_TENSORS = frozenset(
     "device load save manual_seed seed initial_seed no_grad inference_mode enable_grad "
@@ -352,6 +359,8 @@ class Values:
     def _qualified_call_kinds(self, name: str) -> set[str]:
         if name in _CONSTRUCTORS:
             return set(_CONSTRUCTORS[name])
+        if name in _LIBRARY_CONSTRUCTORS:
+            return {LIBRARY_OBJECT}
         last = name.rsplit(".", 1)[-1]
         if name.startswith("torch.nn.functional.") or name == "torch.from_numpy":
             return {TORCH_TENSOR}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from .. import catalog
+from .._values import LIBRARY_OBJECT
 from .base import Recogniser
 
 __all__ = ["device_keywords", "member"]
@@ -27,14 +28,6 @@ _MEMBERS: dict[str, str] = {
     for name in row.torch_api
     if name.split(".", 1)[0] in _CLASSES
 }
-# The libraries' constructors of such objects (qualified names).
-_CONSTRUCTORS = frozenset(
-    name
-    for row in _ROWS
-    if row.id == "library-launcher"
-    for name in row.torch_api
-    if name.split(".", 1)[0] not in _CLASSES
-)
 # Variable and attribute names the libraries' documentation gives their objects.
 _OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine"})
 # Packages built on torch whose calls take a device: their device= and device_map= are
@@ -57,19 +50,13 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
 
 
 def _is_library_object(r: Recogniser, node: ast.AST) -> bool:
-    """``node`` holds an ``Accelerator``, ``PartialState`` or ``Fabric``."""
+    """``node`` holds an ``Accelerator``, ``PartialState`` or ``Fabric``: made by one of
+    their constructors (passed around included), or named as their documentation names it."""
+    if LIBRARY_OBJECT in r.file.values.kinds(node):
+        return True
     if isinstance(node, ast.Attribute):
         return node.attr in _OWNER_NAMES
-    if not isinstance(node, ast.Name):
-        return False
-    if node.id in _OWNER_NAMES:
-        return True
-    return any(
-        binding.kind == "assign"
-        and isinstance(binding.value, ast.Call)
-        and r.qualname(binding.value.func) in _CONSTRUCTORS
-        for binding in r.file.names.bindings(node)
-    )
+    return isinstance(node, ast.Name) and node.id in _OWNER_NAMES
 
 
 def device_keywords(r: Recogniser, call: ast.Call) -> None:
