@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from . import context, platforms
-from .device import Device, DeviceLike, for_platform
-from .errors import BackendInitError, DeviceUnavailableError
+from . import context, memory, platforms
+from .detect import is_torch_device
+from .device import Device, DeviceLike, for_platform, is_index
+from .errors import BackendInitError, DeviceUnavailableError, InvalidDeviceError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -33,6 +34,7 @@ __all__ = [
     "properties",
     "quiet_local_devices",
     "require",
+    "require_index",
     "set_current",
     "synchronize",
 ]
@@ -49,10 +51,11 @@ class DeviceProperties:
         name: The device kind, e.g. `"NVIDIA H100 80GB HBM3"` (`device_kind`).
         type: The torch-style device type, e.g. `"cuda"`.
         index: The device index in this process.
-        total_memory: Bytes JAX's allocator may use on the device (`bytes_limit` of
-            `memory_stats()`), or `None` where JAX reports no memory figures (CPU).
-            With preallocation this is the preallocated fraction of the card
-            (75 % by default), not the physical total that torch reports.
+        total_memory: The card's memory in bytes as the CUDA driver reports it, as
+            torch's; where the driver library cannot be loaded (or on another
+            platform), what JAX's allocator may use (`bytes_limit` of
+            `memory_stats()`: the preallocated fraction, 75 % by default); `None`
+            where JAX reports no memory figures (CPU).
         multi_processor_count: Streaming multiprocessors (GPU `core_count`), or
             `None`.
         major: Compute capability major version (GPU), or `None`.
@@ -63,7 +66,7 @@ class DeviceProperties:
         >>> import torch2jax_device as tj
         >>> if tj.cuda.is_available():
         ...     props = tj.cuda.get_device_properties()
-        ...     label = f"{props.name}: {props.total_memory / 2**30:.0f} GiB for JAX"
+        ...     label = f"{props.name}: {props.total_memory / 2**30:.0f} GiB"
     """
 
     name: str
@@ -121,8 +124,14 @@ def device_for(device: DeviceLike | None, platform: str, what: str) -> jax.Devic
         DeviceUnavailableError: there is no ``platform`` device, or not that one.
         InvalidDeviceError: ``device`` names a device of another platform.
     """
+    named = _named(platform, device)  # the wrong kind of device fails first, as in torch
     require(platform, what)
-    return for_platform(platform, device, what).jax_device
+    return named.jax_device
+
+
+def _named(platform: str, device: DeviceLike | None) -> Device:
+    """The device a ``torch.cuda``-style argument names; torch's message for another type."""
+    return for_platform(platform, device, platforms.device_type_of(platform))
 
 
 def current_index(platform: str, what: str) -> int:
@@ -141,10 +150,29 @@ def set_current(device: DeviceLike | None, platform: str, what: str) -> int | No
     """
     if _changes_nothing(device):
         return None
-    named = for_platform(platform, device, what)  # the wrong kind of device fails first
+    named = _named(platform, device)  # the wrong kind of device fails first
     require(platform, what)  # then a missing platform, as in torch
     target = named.jax_device  # validate before changing anything
     return context.set_current_index(platform, platforms.device_index(target))
+
+
+def require_index(device: object) -> None:
+    """torch's rule for ``set_device``: an int, or a device with an index.
+
+    Raises:
+        InvalidDeviceError: anything else (``None``, ``1.5``, ``"cuda"``), with torch's
+            message (a ``ValueError``, as torch's).
+    """
+    if is_index(device):
+        return
+    indexed = False
+    if isinstance(device, (str, bytes, Device, jax.Device)) or is_torch_device(device):
+        indexed = Device(device).index is not None  # type: ignore[arg-type]
+    if not indexed:
+        raise InvalidDeviceError(
+            "Expected a torch.device with a specified index or an integer, but got:"
+            f"{device}"
+        )
 
 
 def _changes_nothing(device: DeviceLike | None) -> bool:
@@ -168,7 +196,9 @@ def properties(device: jax.Device) -> DeviceProperties:
         if major_text.isdigit() and minor_text.isdigit():
             major, minor = int(major_text), int(minor_text)
     cores = getattr(device, "core_count", None)
-    limit = stats.get("bytes_limit")
+    limit = memory.card_total(device)
+    if limit is None:
+        limit = stats.get("bytes_limit")
     return DeviceProperties(
         name=str(device.device_kind),
         type=platforms.device_type_of(platform),
@@ -211,9 +241,11 @@ class CurrentDeviceContext:
         raise NotImplementedError
 
     def __enter__(self) -> None:
+        if self._device is None:
+            return
+        platform = self._platform()  # may raise: torch checks for an accelerator first
         if _changes_nothing(self._device):
             return
-        platform = self._platform()
         self._restore = (platform, set_current(self._device, platform, self._what))
 
     def __exit__(

@@ -26,6 +26,7 @@ from jax._src import config as jax_config
 
 from .device import Device, is_index
 from .errors import AlreadyInitializedError, ConfigError, Torch2JaxDeviceError
+from .precision import jax_precision
 from .platforms import PLATFORMS, backends_initialized, jax_backends, platforms_for_type
 
 __all__ = [
@@ -524,11 +525,13 @@ def configure(
     memory_fraction: float | None = None,
     allocator: str | None = None,
     num_cpu_devices: int | None = None,
+    matmul_precision: str | None = None,
 ) -> dict[str, str]:
     """Set JAX's start-up options, checked, before its backends start.
 
     Call it at the top of a script, before anything touches a device. PyTorch's lazy
-    GPU memory is one call away: ``tj.configure(preallocate=False)``.
+    GPU memory is one call away: ``tj.configure(preallocate=False)``, and PyTorch's
+    float32 matmuls another: ``tj.configure(matmul_precision="highest")``.
 
     Args:
         platforms: Backends JAX may start, in priority order: ``"cuda,cpu"`` or
@@ -553,13 +556,20 @@ def configure(
         num_cpu_devices: How many CPU devices JAX creates (simulates several devices),
             from 1 to ``MAX_CPU_DEVICES`` (8192): each costs JAX a thread and memory and
             its start-up time grows with the square of the count.
+        matmul_precision: torch's float32 matmul precision (``"highest"``, ``"high"``,
+            ``"medium"``, as ``torch.set_float32_matmul_precision`` takes them), written
+            to ``jax_default_matmul_precision``: ``"highest"`` gives torch's default
+            numbers, where JAX's default lets GPUs of compute capability 8.0 or newer use
+            TensorFloat-32 (see [GPU memory and precision](../memory.md#tensorfloat-32)).
+            The only argument that also applies once JAX has started.
 
     Returns:
         What was written: environment variables (upper case) and JAX options
         (``jax_*``) with their values.
 
     Raises:
-        AlreadyInitializedError: JAX's backends are already running; nothing is changed.
+        AlreadyInitializedError: JAX's backends are already running and a start-up
+            setting (any argument but ``matmul_precision``) was given; nothing is changed.
         ConfigError: a value JAX would reject or misread, or of a form ``configure``
             does not take; nothing is changed. Validation never starts JAX.
 
@@ -600,7 +610,10 @@ def configure(
         )
     if num_cpu_devices is not None:
         options["jax_num_cpu_devices"] = _cpu_count_value(num_cpu_devices)
-    _require_not_started(environment)
+    if environment or options:
+        _require_not_started(environment)
+    if matmul_precision is not None:
+        options["jax_default_matmul_precision"] = jax_precision(matmul_precision)
 
     os.environ.update(environment)
     if "XLA_CLIENT_MEM_FRACTION" in environment:
