@@ -442,7 +442,7 @@ def mem_get_info(device: DeviceLike | None = None) -> tuple[int, int]:
         ...     print(error)
         Expected a cuda device, but got: cpu
     """
-    target = _device(device)
+    target = _device(device, kind_first=True)
     figures = _memory.card_memory(target) or _memory.pool_memory(target)
     if figures is None:
         raise UnsupportedOperationError(
@@ -471,7 +471,7 @@ def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) 
         >>> if tj.cuda.is_available():
         ...     assert tj.cuda.memory_summary().startswith("JAX memory summary")
     """
-    target = _device(device)
+    target = _device(device, kind_first=True)
     stats = memory_stats(target)
     rows = [(key, value) for key, value in stats.items() if not key.startswith("jax.")]
     width = max((len(key) for key, _ in rows), default=0)
@@ -505,7 +505,7 @@ def reset_peak_memory_stats(device: DeviceLike | None = None) -> None:
         ...     tj.cuda.reset_peak_memory_stats()
         ...     assert tj.cuda.max_memory_allocated() >= tj.cuda.memory_allocated()
     """
-    _memory.reset_peaks(_device(device))
+    _memory.reset_peaks(_device(device, kind_first=True))
 
 
 def empty_cache() -> None:
@@ -561,8 +561,8 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
     _startup.configure(memory_fraction=fraction)
 
 
-def _device(device: DeviceLike | None) -> jax.Device:
-    return _runtime.device_for(device, _PLATFORM, _WHAT)
+def _device(device: DeviceLike | None, *, kind_first: bool = False) -> jax.Device:
+    return _runtime.device_for(device, _PLATFORM, _WHAT, kind_first=kind_first)
 
 
 def manual_seed(seed: int) -> None:

@@ -150,3 +150,33 @@ def test_is_initialized_agrees_after_a_gpu_query() -> None:
     if torch.cuda.is_available():
         torch.zeros(1, device="cuda")
     assert_same_outcome(run(torch.cuda.is_initialized), run(tj.cuda.is_initialized))
+
+
+@pytest.mark.idiom("cuda-set-device")
+@pytest.mark.parametrize("spec", [None, 1.5, "cuda", torch.device("cuda"), [0]], ids=repr)
+def test_set_device_refuses_what_has_no_index_as_torch_does(spec: object) -> None:
+    theirs = run(lambda: torch.cuda.set_device(spec))  # type: ignore[arg-type]
+    ours = run(lambda: tj.cuda.set_device(spec))  # type: ignore[arg-type]
+    assert_same_outcome(theirs, ours)
+    assert isinstance(ours.error, ValueError) and str(ours.error) == str(theirs.error)
+
+
+@pytest.mark.parametrize("spec", [None, 1.5, -1], ids=repr)
+def test_set_device_index_checks_its_argument_as_torch_does(spec: object) -> None:
+    theirs = run(lambda: torch.accelerator.set_device_index(spec))  # type: ignore[arg-type]
+    ours = run(lambda: tj.accelerator.set_device_index(spec))  # type: ignore[arg-type]
+    assert_same_outcome(theirs, ours)
+    if theirs.error is not None:
+        assert str(ours.error) == str(theirs.error)
+
+
+@pytest.mark.parametrize("index", [None, -1, 0])
+def test_accelerator_device_index_enters_as_torch_does(index: int | None) -> None:
+    def enter(module: object) -> str:
+        with module.device_index(index):  # type: ignore[attr-defined]
+            return "entered"
+
+    theirs, ours = run(lambda: enter(torch.accelerator)), run(lambda: enter(tj.accelerator))
+    assert_same_outcome(theirs, ours)
+    if theirs.error is not None:  # no accelerator: both say so first
+        assert str(ours.error).startswith(str(theirs.error).rstrip("."))

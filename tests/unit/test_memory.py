@@ -208,7 +208,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, cpu0: jax.Device) -> FakeStats:
     fake = FakeStats()
     monkeypatch.setattr(_memory, "raw_stats", fake)
     monkeypatch.setattr(tj.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(tj.cuda, "_device", lambda device: cpu0)
+    monkeypatch.setattr(tj.cuda, "_device", lambda device, kind_first=False: cpu0)
     return fake
 
 

@@ -114,17 +114,24 @@ def require(platform: str, what: str) -> list[jax.Device]:
     return devices
 
 
-def device_for(device: DeviceLike | None, platform: str, what: str) -> jax.Device:
+def device_for(
+    device: DeviceLike | None, platform: str, what: str, *, kind_first: bool = False
+) -> jax.Device:
     """The ``jax.Device`` a ``torch.cuda``-style ``device`` argument names on ``platform``.
 
     ``None`` is the current device and an int an index; anything else must name a device
-    of ``platform``.
+    of ``platform``. torch checks in either order, depending on the function: most ask
+    for the platform first; ``mem_get_info``, ``memory_summary`` and
+    ``reset_peak_memory_stats`` read the argument first (``kind_first``), so a CPU device
+    is a ``ValueError`` even without a GPU.
 
     Raises:
         DeviceUnavailableError: there is no ``platform`` device, or not that one.
         InvalidDeviceError: ``device`` names a device of another platform.
     """
-    named = _named(platform, device)  # the wrong kind of device fails first, as in torch
+    if not kind_first:
+        require(platform, what)
+    named = _named(platform, device)
     require(platform, what)
     return named.jax_device
 

@@ -727,7 +727,8 @@ class _Detector(ast.NodeVisitor):
             self.add(
                 call,
                 "tensor-device-type",
-                f"tj.device_of({self.text(receiver)}).index",
+                f'-1 if tj.device_of({self.text(receiver)}).type == "cpu" '
+                f"else tj.device_of({self.text(receiver)}).index",
                 position=where,
             )
         elif name == "record_stream":
