@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ._src import platforms as _platforms
 from ._src import runtime as _runtime
-from ._src.device import Device, is_index
+from ._src.device import Device
 from ._src.errors import DeviceUnavailableError
 
 if TYPE_CHECKING:
@@ -142,9 +142,8 @@ def set_device_index(device: DeviceLike) -> None:
         >>> tj.accelerator.set_device_index(-1)  # changes nothing, as in torch
     """
     _runtime.require_index(device)
-    if is_index(device) and device < 0:
-        return
-    _runtime.set_current(device, _require(), "accelerator")
+    if not _runtime.changes_nothing(device):
+        _runtime.set_current(device, _require(), "accelerator")
 
 
 class device_index(_runtime.CurrentDeviceContext):  # torch's name

@@ -315,7 +315,7 @@ def memory_stats(device: DeviceLike | None = None) -> dict[str, int]:
         `reserved_bytes.all.current` as [`memory_reserved`][torch2jax_device.cuda.memory_reserved]
         reports it, `allocation.all.allocated` from `num_allocs`, ...), then every figure
         of JAX's `Device.memory_stats()` as `jax.<key>` (their meanings:
-        [GPU memory](../memory.md#what-each-figure-means)). torch's per-pool and per-size
+        [GPU memory](memory.md#what-each-figure-means)). torch's per-pool and per-size
         keys have no JAX source and are absent.
 
     Raises:

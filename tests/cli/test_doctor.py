@@ -355,10 +355,13 @@ def test_the_card_and_the_pool_are_shown_apart() -> None:
     pool = _doctor._memory_pool({"XLA_CLIENT_MEM_FRACTION": "0.12"})
     card, jax_pool = _doctor._memory_lines(device, pool)
     assert card.split() == "card: 142619 of 143151 MiB free (CUDA driver)".split()
-    assert jax_pool.split() == (
-        "JAX pool: 0 of 107368 MiB in use; 0.12 of the card (XLA_CLIENT_MEM_FRACTION), "
-        "preallocated (JAX's default)"
-    ).split()
+    assert (
+        jax_pool.split()
+        == (
+            "JAX pool: 0 of 107368 MiB in use; 0.12 of the card (XLA_CLIENT_MEM_FRACTION), "
+            "preallocated (JAX's default)"
+        ).split()
+    )
     default = _doctor._memory_pool({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
     assert default == {
         "fraction": 0.75, "fraction_from": "JAX's default",

@@ -334,5 +334,7 @@ def test_mkldnn_warns_as_torch_does() -> None:
         device = tj.device("mkldnn")
     assert device.type == "mkldnn" and device.index is None
     # torch adds where in its C++ source the warning was raised.
-    theirs = [(kind, re.sub(r" \(Triggered internally at .*\)$", "", text)) for kind, text in theirs]
+    theirs = [
+        (kind, re.sub(r" \(Triggered internally at .*\)$", "", text)) for kind, text in theirs
+    ]
     assert [(w.category.__name__, str(w.message)) for w in ours] == theirs

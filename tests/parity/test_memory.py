@@ -79,7 +79,10 @@ def test_hiding_the_gpu_from_both() -> None:
 
 @pytest.mark.parametrize("query", ["memory_allocated", "max_memory_allocated", "memory_stats"])
 def test_queries_with_a_device_argument(query: str) -> None:
-    theirs, ours = run(lambda: getattr(torch.cuda, query)(0)), run(lambda: getattr(tj.cuda, query)(0))
+    theirs, ours = (
+        run(lambda: getattr(torch.cuda, query)(0)),
+        run(lambda: getattr(tj.cuda, query)(0)),
+    )
     if torch.cuda.is_available():
         # Two allocators, two figures (tests/gpu/test_memory.py compares them): the same
         # kind of answer.

@@ -85,7 +85,9 @@ def test_a_growing_pool_is_reserved_as_in_torch(
     monkeypatch: pytest.MonkeyPatch, cpu0: jax.Device
 ) -> None:
     # tj.configure(preallocate=False): the pool grows as needed, like torch's cache.
-    monkeypatch.setattr(_memory, "raw_stats", FakeStats(pool_bytes=1 << 20, peak_pool_bytes=2 << 20))
+    monkeypatch.setattr(
+        _memory, "raw_stats", FakeStats(pool_bytes=1 << 20, peak_pool_bytes=2 << 20)
+    )
     stats = _memory.stats(cpu0)
     assert stats["reserved_bytes.all.current"] == 1 << 20
     assert stats["reserved_bytes.all.peak"] == 2 << 20
@@ -256,7 +258,7 @@ def test_without_a_gpu_figures_are_zero_and_queries_raise() -> None:
         with pytest.raises(tj.DeviceUnavailableError, match="CUDA is not available"):
             query()
         # The kind of device is checked first, with torch's ValueError and message.
-        with pytest.raises(tj.InvalidDeviceError, match="^Expected a cuda device, but got: cpu$"):
+        with pytest.raises(tj.InvalidDeviceError, match=r"^Expected a cuda device, but got: cpu$"):
             query("cpu")
 
 

@@ -28,7 +28,11 @@ def _lowered_precision() -> str:
 
 @pytest.mark.parametrize(
     ("torch_name", "jax_value", "traced"),
-    [("highest", "highest", "HIGHEST"), ("high", "tensorfloat32", "HIGH"), ("medium", "bfloat16", "DEFAULT")],
+    [
+        ("highest", "highest", "HIGHEST"),
+        ("high", "tensorfloat32", "HIGH"),
+        ("medium", "bfloat16", "DEFAULT"),
+    ],
 )
 def test_configure_writes_jax_precision_and_jit_traces_it(
     torch_name: str, jax_value: str, traced: str

@@ -16,7 +16,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Union
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar, Union
 
 import jax
 import numpy as np
@@ -409,7 +409,7 @@ def _from_type_and_index(device_type: object, index: object) -> Device:
     return Device._make(parsed.type, number)
 
 
-def _is_integer_scalar_tensor(value: object) -> bool:
+def _is_integer_scalar_tensor(value: object) -> TypeGuard[Any]:
     """A 0-d torch tensor of an integer dtype: ``torch.device("cuda", torch.tensor(1))``."""
     return (
         is_torch_tensor(value)

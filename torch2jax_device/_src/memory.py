@@ -62,8 +62,8 @@ __all__ = [
     "ArrayReport",
     "card_memory",
     "card_total",
-    "pool_memory",
     "live_arrays",
+    "pool_memory",
     "raw_stats",
     "reset_peaks",
     "stats",
@@ -257,7 +257,7 @@ def card_memory(device: jax.Device) -> tuple[int, int] | None:
 
 
 def pool_memory(device: jax.Device) -> tuple[int, int] | None:
-    """``(free, total)`` of JAX's pool on ``device`` (the fallback of ``card_memory``), or ``None``."""
+    """``(free, total)`` of JAX's pool on ``device`` (``card_memory``'s fallback), or ``None``."""
     raw = raw_stats(device)
     limit = raw.get("bytes_limit", -1)
     if limit < 0:

@@ -25,6 +25,7 @@ convolutions (`torch.backends.cudnn.allow_tf32`, `True` by default).
 from __future__ import annotations
 
 import jax
+from jax._src import config as jax_config
 
 from .errors import ConfigError
 
@@ -83,5 +84,5 @@ def matmul_precision() -> str:
         ...     matmul_precision()
         'highest'
     """
-    value = jax.config.jax_default_matmul_precision
+    value = jax_config.default_matmul_precision.value  # this thread's, contexts included
     return _FROM_JAX.get(None if value is None else str(value).lower(), "medium")

@@ -26,6 +26,7 @@ __all__ = [
     "CurrentDeviceContext",
     "DeviceProperties",
     "available_backends",
+    "changes_nothing",
     "current_index",
     "current_platform",
     "device_count",
@@ -155,7 +156,7 @@ def set_current(device: DeviceLike | None, platform: str, what: str) -> int | No
     ``context.set_current_index`` restores "the lowest index". A negative index is a
     no-op returning ``None``, as in ``torch.cuda.set_device``; so is ``None``.
     """
-    if _changes_nothing(device):
+    if changes_nothing(device):
         return None
     named = _named(platform, device)  # the wrong kind of device fails first
     require(platform, what)  # then a missing platform, as in torch
@@ -174,15 +175,14 @@ def require_index(device: object) -> None:
         return
     indexed = False
     if isinstance(device, (str, bytes, Device, jax.Device)) or is_torch_device(device):
-        indexed = Device(device).index is not None  # type: ignore[arg-type]
+        indexed = Device(device).index is not None
     if not indexed:
         raise InvalidDeviceError(
-            "Expected a torch.device with a specified index or an integer, but got:"
-            f"{device}"
+            f"Expected a torch.device with a specified index or an integer, but got:{device}"
         )
 
 
-def _changes_nothing(device: DeviceLike | None) -> bool:
+def changes_nothing(device: object) -> bool:
     """``None`` or a negative index: torch's "leave the current device alone"."""
     return device is None or (
         isinstance(device, int) and not isinstance(device, bool) and device < 0
@@ -251,7 +251,7 @@ class CurrentDeviceContext:
         if self._device is None:
             return
         platform = self._platform()  # may raise: torch checks for an accelerator first
-        if _changes_nothing(self._device):
+        if changes_nothing(self._device):
             return
         self._restore = (platform, set_current(self._device, platform, self._what))
 

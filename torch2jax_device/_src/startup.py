@@ -26,8 +26,8 @@ from jax._src import config as jax_config
 
 from .device import Device, is_index
 from .errors import AlreadyInitializedError, ConfigError, Torch2JaxDeviceError
-from .precision import jax_precision
 from .platforms import PLATFORMS, backends_initialized, jax_backends, platforms_for_type
+from .precision import jax_precision
 
 __all__ = [
     "CRASHES_AT_START",
@@ -608,7 +608,7 @@ def configure(
             ``"medium"``, as ``torch.set_float32_matmul_precision`` takes them), written
             to ``jax_default_matmul_precision``: ``"highest"`` gives torch's default
             numbers, where JAX's default lets GPUs of compute capability 8.0 or newer use
-            TensorFloat-32 (see [GPU memory and precision](../memory.md#tensorfloat-32)).
+            TensorFloat-32 (see [GPU memory](memory.md#tensorfloat-32)).
             The only argument that also applies once JAX has started.
 
     Returns:

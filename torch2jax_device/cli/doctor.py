@@ -267,7 +267,9 @@ def _memory_lines(device: dict[str, Any], pool: dict[str, Any]) -> list[str]:
     lines = []
     if device.get("card_memory"):
         free, total = device["card_memory"]
-        lines.append(f"{'':13}card: {free / 2**20:.0f} of {total / 2**20:.0f} MiB free (CUDA driver)")
+        lines.append(
+            f"{'':13}card: {free / 2**20:.0f} of {total / 2**20:.0f} MiB free (CUDA driver)"
+        )
     stats = device["memory_stats"]
     if "bytes_in_use" in stats and "bytes_limit" in stats:
         allocation = "preallocated" if pool["preallocate"] else "grows as needed"

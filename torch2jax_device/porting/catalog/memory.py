@@ -48,7 +48,7 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "Growing as needed (`tj.configure(preallocate=False)`), JAX's pool, as torch's "
             "cache; preallocated (JAX's default), the part of the pool ever handed out "
-            "(`peak_bytes_in_use`): the whole pool is `memory_stats()[\"jax.pool_bytes\"]`."
+            '(`peak_bytes_in_use`): the whole pool is `memory_stats()["jax.pool_bytes"]`.'
         ),
         torch_api=("torch.cuda.memory_reserved",),
         tj_api=("tj.cuda.memory_reserved",),

@@ -324,8 +324,8 @@ ROWS: tuple[Idiom, ...] = (
         tj='on_gpu = tj.device_of(x).type == "cuda"',
         notes=(
             '`x.device.type == "cuda"` likewise. `x.get_device()` (the index, -1 on the CPU) '
-            "is `-1 if tj.device_of(x).type == \"cpu\" else tj.device_of(x).index`: the "
-            "CPU device's index is `None`, as `torch.device(\"cpu\").index` is. "
+            'is `-1 if tj.device_of(x).type == "cpu" else tj.device_of(x).index`: the '
+            'CPU device\'s index is `None`, as `torch.device("cpu").index` is. '
             "`tj.device_of` answers for torch tensors too."
         ),
         runs=False,

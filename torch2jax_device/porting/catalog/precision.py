@@ -80,7 +80,7 @@ ROWS: tuple[Idiom, ...] = (
             "H200, relative error 2.8e-4 against torch's 1.2e-6). For torch's numbers put "
             '`tj.configure(matmul_precision="highest")` at the top of the script (or '
             '`with jax.default_matmul_precision("highest"):` for a block). '
-            '`torch.set_float32_matmul_precision(p)` is `tj.configure(matmul_precision=p)` '
+            "`torch.set_float32_matmul_precision(p)` is `tj.configure(matmul_precision=p)` "
             '(`"highest"`, `"high"`, `"medium"`). One JAX setting covers matmuls and '
             "convolutions (torch's `cudnn.allow_tf32` too)."
         ),
