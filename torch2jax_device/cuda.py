@@ -162,7 +162,7 @@ def set_device(device: DeviceLike) -> None:
         ...     print(error)
         Expected a cuda device, but got: cpu
     """
-    _runtime.require_index(device)
+    _runtime.require_index(device, _PLATFORM)
     _runtime.set_current(device, _PLATFORM, _WHAT)
 
 

@@ -164,8 +164,11 @@ def set_current(device: DeviceLike | None, platform: str, what: str) -> int | No
     return context.set_current_index(platform, platforms.device_index(target))
 
 
-def require_index(device: object) -> None:
+def require_index(device: object, platform: str | None = None) -> None:
     """torch's rule for ``set_device``: an int, or a device with an index.
+
+    A device of another platform than ``platform`` passes: the resolver then refuses it
+    with torch's message for the wrong kind of device, as torch checks the kind first.
 
     Raises:
         InvalidDeviceError: anything else (``None``, ``1.5``, ``"cuda"``), with torch's
@@ -175,7 +178,10 @@ def require_index(device: object) -> None:
         return
     indexed = False
     if isinstance(device, (str, bytes, Device, jax.Device)) or is_torch_device(device):
-        indexed = Device(device).index is not None
+        named = Device(device)
+        if platform is not None and platform not in platforms.platforms_for_type(named.type):
+            return
+        indexed = named.index is not None
     if not indexed:
         raise InvalidDeviceError(
             f"Expected a torch.device with a specified index or an integer, but got:{device}"
