@@ -576,7 +576,8 @@ def manual_seed(seed: int) -> None:
         seed: The seed, as torch takes it.
 
     Raises:
-        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
+        SeedError: ``int(seed)`` fails, or the seed is outside torch's 64-bit range (a
+            ``ValueError`` and ``TypeError``, as torch's).
 
     Examples:
         >>> import jax
@@ -605,7 +606,8 @@ def manual_seed_all(seed: int) -> None:
         seed: The seed, as torch takes it.
 
     Raises:
-        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
+        SeedError: ``int(seed)`` fails, or the seed is outside torch's 64-bit range (a
+            ``ValueError`` and ``TypeError``, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
@@ -617,14 +619,24 @@ def manual_seed_all(seed: int) -> None:
     _seed(seed, "manual_seed_all")
 
 
+# The seeds torch's generators take: a signed or unsigned 64-bit integer.
+_SEED_RANGE = range(-(2**63), 2**64)
+
+
 def _seed(seed: object, function: str) -> None:
     try:
-        int(seed)  # type: ignore[call-overload]
+        number = int(seed)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise SeedError(
             f"tj.cuda.{function}: the seed must be an integer, got {seed!r}; pass an int, "
             f"e.g. tj.cuda.{function}(0), and seed JAX with jax.random.key(seed)"
         ) from None
+    if number not in _SEED_RANGE:
+        raise SeedError(
+            f"tj.cuda.{function}: Overflow when unpacking long long: a seed of "
+            f"{number.bit_length()} bits is outside the 64-bit range torch's generators take "
+            "(-2**63 to 2**64 - 1)"
+        )
 
 
 def is_initialized() -> bool:

@@ -128,9 +128,17 @@ def test_device_index_argument_of_wrong_type() -> None:
 @pytest.mark.parametrize("seed", [0, 1337, "7", 2.5, -1, 2**64, "abc", None, [1]])
 @pytest.mark.parametrize("name", ["manual_seed", "manual_seed_all"])
 def test_cuda_seeds_accept_and_refuse_what_torch_does(name: str, seed: object) -> None:
-    assert_same_outcome(
-        run(lambda: getattr(torch.cuda, name)(seed)), run(lambda: getattr(tj.cuda, name)(seed))
-    )
+    def torch_generators_seed() -> None:  # the check torch's generators apply when seeding
+        state = torch.get_rng_state()
+        try:
+            torch.manual_seed(seed)  # type: ignore[arg-type]
+        finally:
+            torch.set_rng_state(state)
+
+    ours = run(lambda: getattr(tj.cuda, name)(seed))
+    assert_same_outcome(run(torch_generators_seed), ours)
+    if torch.cuda.is_initialized():  # torch.cuda seeds at once (else later, at CUDA's start)
+        assert_same_outcome(run(lambda: getattr(torch.cuda, name)(seed)), ours)
 
 
 @pytest.mark.idiom("cuda-manual-seed")

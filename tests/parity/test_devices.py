@@ -168,6 +168,8 @@ def written_index(args: tuple[object, ...]) -> int | None:
     if len(args) == 2:
         return None if args[1] is None else int(args[1])  # type: ignore[call-overload]
     spec = args[0].decode() if isinstance(args[0], bytes) else args[0]
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return int(spec)  # an accelerator index: torch.device(0) is cuda:0 on a GPU
     return int(spec.rsplit(":", 1)[1]) if isinstance(spec, str) and ":" in spec else None
 
 
