@@ -52,7 +52,9 @@ def test_a_reset_peak_forgets_an_earlier_peak_as_torchs_does() -> None:
     big = jax.device_put(jnp.zeros(GIB // 4, jnp.float32), tj.resolve("cuda"))
     big.block_until_ready()
     peak_with_big = tj.cuda.max_memory_allocated()
-    del big
+    big.delete()  # freed now, not whenever the garbage collector runs
+    tj.cuda.synchronize()
+    assert tj.cuda.memory_allocated() < peak_with_big
     tj.cuda.reset_peak_memory_stats()
     small = jax.device_put(jnp.zeros(1024, jnp.float32), tj.resolve("cuda"))
     small.block_until_ready()
