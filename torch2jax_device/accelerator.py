@@ -128,26 +128,33 @@ def set_device_index(device: DeviceLike) -> None:
     Set this thread's current accelerator device: an unindexed device of the accelerator's
     type resolves to it.
 
+    A negative index is a no-op, as in torch.
+
     Raises:
         DeviceUnavailableError: there is no accelerator, or not that many devices.
+        InvalidDeviceError: `device` has no index (`None`, `1.5`): a `ValueError` with
+            torch's message.
 
     Examples:
         >>> import torch2jax_device as tj
         >>> if tj.accelerator.device_count() > 1:
         ...     tj.accelerator.set_device_index(1)
+        >>> tj.accelerator.set_device_index(-1)  # changes nothing, as in torch
     """
-    platform = _require()
-    _runtime.set_current(device, platform, "accelerator")
+    _runtime.require_index(device)
+    if not _runtime.changes_nothing(device):
+        _runtime.set_current(device, _require(), "accelerator")
 
 
 class device_index(_runtime.CurrentDeviceContext):  # torch's name
     """Equivalent to `torch.accelerator.device_index`.
 
     Context manager that makes an accelerator device the current one for a block, then
-    restores the previous one. `None` changes nothing, as in torch.
+    restores the previous one. `None` changes nothing, as in torch; any index, a negative
+    one included, needs an accelerator.
 
     Raises:
-        DeviceUnavailableError: on entering, when there is no accelerator.
+        DeviceUnavailableError: on entering, when there is no accelerator (`None` aside).
 
     Examples:
         >>> import torch2jax_device as tj

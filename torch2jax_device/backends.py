@@ -1,7 +1,8 @@
 """`torch.backends` look-alikes: `tj.backends.cuda` and `tj.backends.mps`.
 
 `is_built` answers from the installed packages and never starts JAX; `is_available`
-asks JAX (starting its backends).
+asks JAX (starting its backends). `tj.backends.cuda.matmul.allow_tf32` reads and writes
+JAX's `jax_default_matmul_precision`.
 
 Examples:
     >>> import torch2jax_device as tj
@@ -15,7 +16,9 @@ from __future__ import annotations
 import importlib.metadata
 
 from ._src import platforms as _platforms
+from ._src import precision as _precision
 from ._src import runtime as _runtime
+from ._src.errors import ConfigError, NoSuchAttributeError
 
 __all__ = ["cuda", "mps"]
 
@@ -30,10 +33,62 @@ def _installed(*distributions: str) -> bool:
     return False
 
 
+class _Matmul:
+    """Equivalent to `torch.backends.cuda.matmul`: whether float32 matmuls may use TF32.
+
+    Reached as `tj.backends.cuda.matmul`. `allow_tf32` reads and writes JAX's
+    `jax_default_matmul_precision`, as torch's writes torch's float32 matmul precision:
+    `True` is `"tensorfloat32"` (torch's `"high"`), `False` is `"highest"` (torch's
+    default: float32 throughout).
+
+    Note:
+        torch's default is `False`; JAX's is to let a GPU of compute capability 8.0 or
+        newer use TF32 (a relative error near 1e-4 where float32 gives 1e-6), so this
+        reads `True` until set. Set `False` (or `tj.configure(matmul_precision="highest")`)
+        for torch's numbers; `with jax.default_matmul_precision("highest"):` does it for a
+        block. JAX's one setting also covers convolutions, which torch governs with
+        `torch.backends.cudnn.allow_tf32`.
+
+    Examples:
+        >>> import jax
+        >>> import torch2jax_device as tj
+        >>> tj.backends.cuda.matmul.allow_tf32 = False  # torch's default numbers
+        >>> jax.config.jax_default_matmul_precision
+        'highest'
+        >>> tj.backends.cuda.matmul.allow_tf32
+        False
+        >>> jax.config.update("jax_default_matmul_precision", None)  # JAX's default again
+    """
+
+    __slots__ = ()
+
+    @property
+    def allow_tf32(self) -> bool:
+        """Whether float32 matmuls may use TensorFloat-32 (JAX's precision is not `"highest"`)."""
+        return _precision.matmul_precision() != "highest"
+
+    @allow_tf32.setter
+    def allow_tf32(self, allowed: bool) -> None:
+        if not isinstance(allowed, bool):
+            raise ConfigError(
+                f"allow_tf32 must be True or False, got {allowed!r} (torch: "
+                "set_allow_tf32_cublas expects a bool)"
+            )
+        _precision.set_matmul_precision("high" if allowed else "highest")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name != "allow_tf32":
+            raise NoSuchAttributeError(
+                f"tj.backends.cuda.matmul has no setting {name!r}: only allow_tf32 has a JAX "
+                "meaning (jax_default_matmul_precision)"
+            )
+        object.__setattr__(self, name, value)
+
+
 class _CudaBackend:
     """Equivalent to `torch.backends.cuda`.
 
-    Reached as `tj.backends.cuda`; only `is_built` has a JAX meaning.
+    Reached as `tj.backends.cuda`: `is_built` and `matmul.allow_tf32` have a JAX meaning.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -59,6 +114,8 @@ class _CudaBackend:
             ...     assert tj.cuda.is_available() in (True, False)  # built, GPU or not
         """
         return _installed(*_platforms.by_name("cuda").plugins)
+
+    matmul = _Matmul()
 
 
 class _MpsBackend:

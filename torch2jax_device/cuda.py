@@ -137,7 +137,7 @@ def set_device(device: DeviceLike) -> None:
 
     Set this thread's current CUDA device: unindexed `tj.device("cuda")` and the
     `device=None` arguments of `tj.cuda` resolve to it. A negative index is a no-op, as in
-    torch.
+    torch; `None`, an unindexed device and a non-integer are refused, as torch refuses them.
 
     Note:
         The setting is per thread, like CUDA's current device. It places nothing by itself:
@@ -149,7 +149,8 @@ def set_device(device: DeviceLike) -> None:
 
     Raises:
         DeviceUnavailableError: there is no CUDA GPU, or not that many.
-        InvalidDeviceError: `device` is not a CUDA device.
+        InvalidDeviceError: `device` is not a CUDA device, or has no index (`None`,
+            `"cuda"`, `1.5`): a `ValueError` with torch's message.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -159,8 +160,9 @@ def set_device(device: DeviceLike) -> None:
         ...     tj.cuda.set_device("cpu")
         ... except ValueError as error:  # torch raises ValueError here too
         ...     print(error)
-        Expected a CUDA device, but got: cpu
+        Expected a cuda device, but got: cpu
     """
+    _runtime.require_index(device, _PLATFORM)
     _runtime.set_current(device, _PLATFORM, _WHAT)
 
 
@@ -220,8 +222,8 @@ def get_device_properties(device: DeviceLike | None = None) -> DeviceProperties:
     [`DeviceProperties`][torch2jax_device.cuda.DeviceProperties].
 
     Note:
-        `total_memory` is what JAX's allocator may use (the preallocated share of the card
-        by default), not the physical total torch reports.
+        `total_memory` is the card's memory as the CUDA driver reports it, as in torch
+        (JAX's pool, the preallocated share, when the driver library cannot be loaded).
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
@@ -308,9 +310,16 @@ def memory_stats(device: DeviceLike | None = None) -> dict[str, int]:
 
     Note:
         torch's keys for what JAX reports (`allocated_bytes.all.current` from
-        `bytes_in_use`, `allocated_bytes.all.peak`, `reserved_bytes.all.current` from
-        the BFC pool, ...), then every figure of JAX's `Device.memory_stats()` as
-        `jax.<key>`. torch's per-pool and per-size keys have no JAX source and are absent.
+        `bytes_in_use`, `allocated_bytes.all.peak` since the last
+        [`reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats],
+        `reserved_bytes.all.current` as [`memory_reserved`][torch2jax_device.cuda.memory_reserved]
+        reports it, `allocation.all.allocated` from `num_allocs`, ...), then every figure
+        of JAX's `Device.memory_stats()` as `jax.<key>` (their meanings:
+        [GPU memory](memory.md#what-each-figure-means)). torch's per-pool and per-size
+        keys have no JAX source and are absent.
+
+    Raises:
+        InvalidDeviceError: `device` is not a CUDA device (a `ValueError`, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
@@ -320,7 +329,7 @@ def memory_stats(device: DeviceLike | None = None) -> dict[str, int]:
     """
     if not is_available():
         return {}
-    return _memory.torch_style_stats(_memory.raw_stats(_device(device)))
+    return _memory.stats(_device(device))
 
 
 def _stat(device: DeviceLike | None, key: str) -> int:
@@ -351,8 +360,12 @@ def max_memory_allocated(device: DeviceLike | None = None) -> int:
     The most bytes ever in use on a CUDA GPU in this process; 0 without one.
 
     Note:
-        JAX keeps this peak for the life of the process: it cannot be reset (see
-        [`reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats]).
+        Since the last
+        [`reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats], as in
+        torch. XLA's own peak cannot be reset, so after a reset this is XLA's peak once it
+        has grown past the one at the reset (exact), and until then the highest figure a
+        memory call has seen since: a peak between two calls that stays below the old
+        one is missed.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -365,12 +378,16 @@ def max_memory_allocated(device: DeviceLike | None = None) -> int:
 def memory_reserved(device: DeviceLike | None = None) -> int:
     """Equivalent to `torch.cuda.memory_reserved`.
 
-    Bytes JAX's allocator holds on a CUDA GPU; 0 without one.
+    Bytes JAX's allocator holds for the program on a CUDA GPU; 0 without one.
 
     Note:
-        With preallocation (JAX's default) this is the whole preallocated pool from the
-        first operation on; `tj.configure(preallocate=False)` gives torch's grow-as-needed
-        behaviour (see [`tj.configure`][torch2jax_device.configure]).
+        With `tj.configure(preallocate=False)` the pool grows as needed, as torch's cache
+        does, and this is the pool (`pool_bytes`). With preallocation (JAX's default) the
+        whole pool is taken at the first operation, which says nothing about the program:
+        this is then the part of the pool the allocator has handed out at its most
+        (`peak_bytes_in_use`), what a grow-as-needed cache would hold. The whole pool is
+        `memory_stats()["jax.pool_bytes"]`, and the card's free memory
+        ([`mem_get_info`][torch2jax_device.cuda.mem_get_info]) shows it taken.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -386,7 +403,10 @@ def max_memory_reserved(device: DeviceLike | None = None) -> int:
     The most bytes JAX's allocator ever held on a CUDA GPU; 0 without one.
 
     Note:
-        Like every JAX peak, it lasts for the process and cannot be reset.
+        Since the last
+        [`reset_peak_memory_stats`][torch2jax_device.cuda.reset_peak_memory_stats], as in
+        torch, tracked as for
+        [`max_memory_allocated`][torch2jax_device.cuda.max_memory_allocated].
 
     Examples:
         >>> import torch2jax_device as tj
@@ -399,29 +419,37 @@ def max_memory_reserved(device: DeviceLike | None = None) -> int:
 def mem_get_info(device: DeviceLike | None = None) -> tuple[int, int]:
     """Equivalent to `torch.cuda.mem_get_info`.
 
-    `(free, total)` bytes of a CUDA GPU, as JAX's allocator sees them.
+    `(free, total)` bytes of a CUDA GPU, as the driver reports them (`cudaMemGetInfo`).
 
     Note:
-        `total` is the memory JAX may use (`bytes_limit`: the preallocated fraction of
-        the card by default) and `free` what of it is not in use; torch asks the driver
-        for the whole card, which JAX does not expose.
+        Asked of the CUDA driver (`libcuda`), as torch does: the whole card, so memory
+        JAX preallocated counts as used. Where the driver library cannot be loaded, it
+        falls back to JAX's pool: `total` is the pool's size (`bytes_limit`, the
+        preallocated fraction) and `free` what of it is not in use.
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
-        UnsupportedOperationError: JAX reports no limit for this device.
+        InvalidDeviceError: `device` is not a CUDA device (a `ValueError`, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
         >>> if tj.cuda.is_available():
         ...     free, total = tj.cuda.mem_get_info()
         ...     assert 0 <= free <= total
+        >>> try:
+        ...     tj.cuda.mem_get_info("cpu")
+        ... except ValueError as error:  # torch's error and message
+        ...     print(error)
+        Expected a cuda device, but got: cpu
     """
-    stats = _memory.raw_stats(_device(device))
-    if "bytes_limit" not in stats:
+    target = _device(device, kind_first=True)
+    figures = _memory.card_memory(target) or _memory.pool_memory(target)
+    if figures is None:
         raise UnsupportedOperationError(
-            "JAX reports no memory limit for this device (memory_stats() has no bytes_limit)"
+            f"neither the CUDA driver nor JAX reports the memory of {Device(target)} "
+            "(libcuda.so.1 cannot be loaded and memory_stats() has no bytes_limit)"
         )
-    return stats["bytes_limit"] - stats.get("bytes_in_use", 0), stats["bytes_limit"]
+    return figures
 
 
 def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) -> str:
@@ -436,13 +464,14 @@ def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) 
 
     Raises:
         DeviceUnavailableError: there is no such CUDA GPU.
+        InvalidDeviceError: `device` is not a CUDA device (a `ValueError`, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
         >>> if tj.cuda.is_available():
         ...     assert tj.cuda.memory_summary().startswith("JAX memory summary")
     """
-    target = _device(device)
+    target = _device(device, kind_first=True)
     stats = memory_stats(target)
     rows = [(key, value) for key, value in stats.items() if not key.startswith("jax.")]
     width = max((len(key) for key, _ in rows), default=0)
@@ -454,34 +483,29 @@ def memory_summary(device: DeviceLike | None = None, abbreviated: bool = False) 
 
 
 def reset_peak_memory_stats(device: DeviceLike | None = None) -> None:
-    """Equivalent to `torch.cuda.reset_peak_memory_stats`, which JAX cannot do.
+    """Equivalent to `torch.cuda.reset_peak_memory_stats`.
 
-    It always raises.
+    Start the peaks ([`max_memory_allocated`][torch2jax_device.cuda.max_memory_allocated],
+    [`max_memory_reserved`][torch2jax_device.cuda.max_memory_reserved]) again from what
+    is in use now.
 
     Note:
-        JAX's `peak_bytes_in_use` lasts for the whole process. To measure a block, compare
-        [`memory_allocated`][torch2jax_device.cuda.memory_allocated] before and after it,
-        or use [`tj.track_arrays`][torch2jax_device.track_arrays] to see what it left on the
-        device. `torch2jax-device scan` reports this call as advice.
+        XLA's own peak (`memory_stats()["jax.peak_bytes_in_use"]`) lasts for the
+        process; this library records it at the reset and tracks the peak since (see
+        [`max_memory_allocated`][torch2jax_device.cuda.max_memory_allocated] for what
+        that can and cannot see).
 
     Raises:
-        DeviceUnavailableError: there is no such CUDA GPU (checked first, as torch does).
-        UnsupportedOperationError: always otherwise; the message says what to use
-            instead.
+        DeviceUnavailableError: there is no such CUDA GPU.
+        InvalidDeviceError: `device` is not a CUDA device (a `ValueError`, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
-        >>> try:
+        >>> if tj.cuda.is_available():
         ...     tj.cuda.reset_peak_memory_stats()
-        ... except (tj.UnsupportedOperationError, tj.DeviceUnavailableError):
-        ...     before = tj.cuda.memory_allocated()
+        ...     assert tj.cuda.max_memory_allocated() >= tj.cuda.memory_allocated()
     """
-    _device(device)
-    raise UnsupportedOperationError(
-        "JAX cannot reset peak memory statistics: peak_bytes_in_use lasts for the whole "
-        "process. To measure a block, compare tj.cuda.memory_allocated() before and after "
-        "it, or use tj.track_arrays(device) to see what it left on the device."
-    )
+    _memory.reset_peaks(_device(device, kind_first=True))
 
 
 def empty_cache() -> None:
@@ -537,8 +561,8 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
     _startup.configure(memory_fraction=fraction)
 
 
-def _device(device: DeviceLike | None) -> jax.Device:
-    return _runtime.device_for(device, _PLATFORM, _WHAT)
+def _device(device: DeviceLike | None, *, kind_first: bool = False) -> jax.Device:
+    return _runtime.device_for(device, _PLATFORM, _WHAT, kind_first=kind_first)
 
 
 def manual_seed(seed: int) -> None:
@@ -552,7 +576,8 @@ def manual_seed(seed: int) -> None:
         seed: The seed, as torch takes it.
 
     Raises:
-        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
+        SeedError: ``int(seed)`` fails, or the seed is outside torch's 64-bit range (a
+            ``ValueError`` and ``TypeError``, as torch's).
 
     Examples:
         >>> import jax
@@ -581,7 +606,8 @@ def manual_seed_all(seed: int) -> None:
         seed: The seed, as torch takes it.
 
     Raises:
-        SeedError: ``int(seed)`` fails (a ``ValueError`` and ``TypeError``, as torch's).
+        SeedError: ``int(seed)`` fails, or the seed is outside torch's 64-bit range (a
+            ``ValueError`` and ``TypeError``, as torch's).
 
     Examples:
         >>> import torch2jax_device as tj
@@ -593,14 +619,24 @@ def manual_seed_all(seed: int) -> None:
     _seed(seed, "manual_seed_all")
 
 
+# The seeds torch's generators take: a signed or unsigned 64-bit integer.
+_SEED_RANGE = range(-(2**63), 2**64)
+
+
 def _seed(seed: object, function: str) -> None:
     try:
-        int(seed)  # type: ignore[call-overload]
+        number = int(seed)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise SeedError(
             f"tj.cuda.{function}: the seed must be an integer, got {seed!r}; pass an int, "
             f"e.g. tj.cuda.{function}(0), and seed JAX with jax.random.key(seed)"
         ) from None
+    if number not in _SEED_RANGE:
+        raise SeedError(
+            f"tj.cuda.{function}: Overflow when unpacking long long: a seed of "
+            f"{number.bit_length()} bits is outside the 64-bit range torch's generators take "
+            "(-2**63 to 2**64 - 1)"
+        )
 
 
 def is_initialized() -> bool:

@@ -150,8 +150,9 @@ def test_report_on_this_machine() -> None:
     assert document["default_device"] is not None
     assert set(document) == {
         "versions", "environment", "backends", "default_backend", "default_device", "torch",
-        "checks",
+        "memory_pool", "checks",
     }  # fmt: skip
+    assert document["memory_pool"]["fraction"] > 0
     assert set(VARIABLES) <= set(document["environment"])
 
 
@@ -313,3 +314,65 @@ def test_doctor_agrees_with_torchs_collect_env() -> None:
     assert theirs.python_version.startswith(ours["versions"]["python"] + " ")
     cuda = theirs.is_cuda_available == "True"  # collect_env reports it as text
     assert ours["torch"]["cuda_available"] == cuda
+
+
+# What the probe reports from a GPU machine: an H200 with JAX's default pool.
+GPU_PROBE = {
+    "stage": "started",
+    "inventory": {
+        "backends": [
+            {
+                "name": "cuda",
+                "devices": [
+                    {"device": "cuda:0", "jax": "CudaDevice(id=0)", "kind": "NVIDIA H200",
+                     "compute_capability": "9.0", "memory_kinds": ["device"]},
+                ],
+            }
+        ]
+    },
+    "memory_stats": {"cuda:0": {"bytes_in_use": 512, "bytes_limit": 112_583_507_968}},
+    "card_memory": {"cuda:0": [149_546_876_928, 150_105_079_808]},
+    "matmul_precision": "medium",
+}  # fmt: skip
+
+
+def test_a_gpu_that_uses_tf32_is_reported() -> None:
+    (check,) = _doctor._tf32_check(GPU_PROBE)
+    assert check.code == "tf32-matmul" and check.setting == "JAX_DEFAULT_MATMUL_PRECISION"
+    assert "cuda:0 (compute capability 9.0)" in check.message
+    assert "matmul_precision='highest'" in check.fix
+    assert _doctor._tf32_check({**GPU_PROBE, "matmul_precision": "highest"}) == []
+    volta = json.loads(json.dumps(GPU_PROBE).replace('"9.0"', '"7.0"'))
+    assert _doctor._tf32_check(volta) == []
+
+
+def test_the_card_and_the_pool_are_shown_apart() -> None:
+    device = {
+        **GPU_PROBE["inventory"]["backends"][0]["devices"][0],  # type: ignore[index]
+        "memory_stats": GPU_PROBE["memory_stats"]["cuda:0"],  # type: ignore[index]
+        "card_memory": GPU_PROBE["card_memory"]["cuda:0"],  # type: ignore[index]
+    }
+    pool = _doctor._memory_pool({"XLA_CLIENT_MEM_FRACTION": "0.12"})
+    card, jax_pool = _doctor._memory_lines(device, pool)
+    assert card.split() == "card: 142619 of 143151 MiB free (CUDA driver)".split()
+    assert (
+        jax_pool.split()
+        == (
+            "JAX pool: 0 of 107368 MiB in use; 0.12 of the card (XLA_CLIENT_MEM_FRACTION), "
+            "preallocated (JAX's default)"
+        ).split()
+    )
+    default = _doctor._memory_pool({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    assert default == {
+        "fraction": 0.75, "fraction_from": "JAX's default",
+        "preallocate": False, "preallocate_from": "XLA_PYTHON_CLIENT_PREALLOCATE",
+    }  # fmt: skip
+
+
+def test_refused_variables_are_named_by_their_setting() -> None:
+    (problem,) = check_environment({"JAX_ENABLE_X64": "maybe"})
+    assert problem.setting == "JAX_ENABLE_X64"
+    assert all(
+        check.setting in (None, *VARIABLES) or check.setting.startswith("JAX_")
+        for check in check_environment({"JAX_PLATFORMS": "gpu", "XLA_FLAGS": "x --y"})
+    )

@@ -39,7 +39,7 @@ EXPECTED = {
 }  # fmt: skip
 # Every call before init_process_group (line 59) whose port starts JAX.
 STARTS_JAX = {10, 13, 14, 15, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 33,
-              34, 35, 37, 45, 46, 47, 48, 49}  # fmt: skip
+              34, 35, 36, 37, 45, 46, 47, 48, 49}  # fmt: skip
 
 
 def _run(*argv: str) -> tuple[int, str, str]:

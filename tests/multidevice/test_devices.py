@@ -161,7 +161,7 @@ def test_device_for_on_cpu() -> None:
     assert _runtime.device_for("cpu:3", "cpu", "CPU") == CPUS[3]
     assert _runtime.device_for(CPUS[1], "cpu", "CPU") == CPUS[1]
     assert _runtime.device_for(2, "cpu", "CPU") == CPUS[2]
-    with pytest.raises(tj.InvalidDeviceError, match=r"Expected a CPU device, but got: cuda:0"):
+    with pytest.raises(tj.InvalidDeviceError, match=r"Expected a cpu device, but got: cuda:0"):
         _runtime.device_for("cuda:0", "cpu", "CPU")
     with pytest.raises(
         tj.DeviceUnavailableError, match=r"Device 'cpu:9' does not exist.*cpu:0 to cpu:3"

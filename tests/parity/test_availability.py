@@ -99,9 +99,9 @@ def test_set_device(spec: object) -> None:
 
 @pytest.mark.idiom("cuda-set-device")
 def test_set_device_rejects_a_cpu_device_as_torch_does() -> None:
-    assert_same_outcome(
-        run(lambda: torch.cuda.set_device("cpu")), run(lambda: tj.cuda.set_device("cpu"))
-    )
+    theirs, ours = run(lambda: torch.cuda.set_device("cpu")), run(lambda: tj.cuda.set_device("cpu"))
+    assert_same_outcome(theirs, ours)
+    assert str(ours.error) == str(theirs.error)  # the kind of device first, as torch
 
 
 @pytest.mark.idiom("cuda-device-context")
@@ -128,9 +128,17 @@ def test_device_index_argument_of_wrong_type() -> None:
 @pytest.mark.parametrize("seed", [0, 1337, "7", 2.5, -1, 2**64, "abc", None, [1]])
 @pytest.mark.parametrize("name", ["manual_seed", "manual_seed_all"])
 def test_cuda_seeds_accept_and_refuse_what_torch_does(name: str, seed: object) -> None:
-    assert_same_outcome(
-        run(lambda: getattr(torch.cuda, name)(seed)), run(lambda: getattr(tj.cuda, name)(seed))
-    )
+    def torch_generators_seed() -> None:  # the check torch's generators apply when seeding
+        state = torch.get_rng_state()
+        try:
+            torch.manual_seed(seed)  # type: ignore[arg-type]
+        finally:
+            torch.set_rng_state(state)
+
+    ours = run(lambda: getattr(tj.cuda, name)(seed))
+    assert_same_outcome(run(torch_generators_seed), ours)
+    if torch.cuda.is_initialized():  # torch.cuda seeds at once (else later, at CUDA's start)
+        assert_same_outcome(run(lambda: getattr(torch.cuda, name)(seed)), ours)
 
 
 @pytest.mark.idiom("cuda-manual-seed")
@@ -150,3 +158,33 @@ def test_is_initialized_agrees_after_a_gpu_query() -> None:
     if torch.cuda.is_available():
         torch.zeros(1, device="cuda")
     assert_same_outcome(run(torch.cuda.is_initialized), run(tj.cuda.is_initialized))
+
+
+@pytest.mark.idiom("cuda-set-device")
+@pytest.mark.parametrize("spec", [None, 1.5, "cuda", torch.device("cuda"), [0]], ids=repr)
+def test_set_device_refuses_what_has_no_index_as_torch_does(spec: object) -> None:
+    theirs = run(lambda: torch.cuda.set_device(spec))  # type: ignore[arg-type]
+    ours = run(lambda: tj.cuda.set_device(spec))  # type: ignore[arg-type]
+    assert_same_outcome(theirs, ours)
+    assert isinstance(ours.error, ValueError) and str(ours.error) == str(theirs.error)
+
+
+@pytest.mark.parametrize("spec", [None, 1.5, -1], ids=repr)
+def test_set_device_index_checks_its_argument_as_torch_does(spec: object) -> None:
+    theirs = run(lambda: torch.accelerator.set_device_index(spec))  # type: ignore[arg-type]
+    ours = run(lambda: tj.accelerator.set_device_index(spec))  # type: ignore[arg-type]
+    assert_same_outcome(theirs, ours)
+    if theirs.error is not None:
+        assert str(ours.error) == str(theirs.error)
+
+
+@pytest.mark.parametrize("index", [None, -1, 0])
+def test_accelerator_device_index_enters_as_torch_does(index: int | None) -> None:
+    def enter(module: object) -> str:
+        with module.device_index(index):  # type: ignore[attr-defined]
+            return "entered"
+
+    theirs, ours = run(lambda: enter(torch.accelerator)), run(lambda: enter(tj.accelerator))
+    assert_same_outcome(theirs, ours)
+    if theirs.error is not None:  # no accelerator: both say so first
+        assert str(ours.error).startswith(str(theirs.error).rstrip("."))

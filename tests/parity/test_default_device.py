@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import json
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import pytest
 import torch
 
 import torch2jax_device as tj
 
-from .harness import assert_same_outcome, run
+from .harness import assert_same_outcome, normalize, run
 
 DEVICES = ["cpu", "cpu:0", "cuda", "cuda:1", "meta"]
 
@@ -78,6 +84,10 @@ def test_getter_without_a_default_is_jax_default() -> None:
 
 
 def test_setter_none_restores_the_default() -> None:
+    """``None`` goes back to each framework's own default, which differ on purpose: torch's
+    is the CPU, tj's is JAX's, the accelerator when there is one (known-differences: "Unset
+    means JAX's default"); ``set_default_device("cpu")`` asks for torch's habit."""
+
     def torch_side() -> torch.Tensor:
         torch.set_default_device("meta")
         torch.set_default_device(None)
@@ -88,4 +98,61 @@ def test_setter_none_restores_the_default() -> None:
         tj.set_default_device(None)
         return jnp.zeros(1)
 
-    assert_same_outcome(run(torch_side), run(tj_side))
+    theirs, ours = run(torch_side), run(tj_side)
+    assert theirs.error is None and ours.error is None
+    assert theirs.value.device == torch.device("cpu")
+    assert tj.device_of(ours.value) == tj.device(jax.devices()[0])  # JAX's default device
+    assert normalize(ours.value)[2:] == normalize(theirs.value)[2:]  # dtype and values
+
+    def torch_habit() -> Any:
+        tj.set_default_device("cpu")
+        try:
+            return jnp.zeros(1)
+        finally:
+            tj.set_default_device(None)
+
+    assert_same_outcome(theirs, run(torch_habit))  # the CPU, as torch, when asked
+
+
+# torch's setter inside a block, every combination, in a fresh process: one of them
+# leaves a device mode on torch's stack that set_default_device(None) cannot remove.
+_INSIDE_A_BLOCK = textwrap.dedent(
+    """
+    import itertools, json, torch
+    results = {}
+    for before, block, inner in itertools.product([None, "cpu", "meta"], ["cpu", "meta"],
+                                                  ["cpu", "meta", None]):
+        torch.set_default_device(before)
+        try:
+            with torch.device(block):
+                torch.set_default_device(inner)
+                inside = torch.zeros(1).device.type
+            outcome = [inside, torch.zeros(1).device.type]
+        except AssertionError:
+            outcome = "AssertionError"
+        while torch._C._len_torch_function_stack():  # clean up, whatever was left
+            torch._C._pop_torch_function_stack()
+        torch.set_default_device(None)
+        results[repr((before, block, inner))] = outcome
+    print(json.dumps(results))
+    """
+)
+
+
+def test_torchs_setter_inside_a_block_is_what_the_docs_say() -> None:
+    """Pins torch's behaviour that known-differences describes (tj's own, deferring the
+    setting to the block's end, is tested in tests/multidevice/test_devices.py)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _INSIDE_A_BLOCK],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    outcomes = json.loads(result.stdout.splitlines()[-1])
+    assert len(outcomes) == 18
+    for key, outcome in outcomes.items():
+        before, block, inner = ast.literal_eval(key)
+        if before is not None:  # a default set before the block: torch's mode stack refuses
+            assert outcome == "AssertionError", key
+        elif inner is not None:  # applied at once inside the block, dropped when it ends
+            assert outcome == [inner, "cpu"], key
+        else:  # no effect inside; the block's device stays in effect after it ends
+            assert outcome == [block, block], key

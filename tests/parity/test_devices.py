@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import pickle
+import re
 import string
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -164,6 +168,8 @@ def written_index(args: tuple[object, ...]) -> int | None:
     if len(args) == 2:
         return None if args[1] is None else int(args[1])  # type: ignore[call-overload]
     spec = args[0].decode() if isinstance(args[0], bytes) else args[0]
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return int(spec)  # an accelerator index: torch.device(0) is cuda:0 on a GPU
     return int(spec.rsplit(":", 1)[1]) if isinstance(spec, str) and ":" in spec else None
 
 
@@ -291,3 +297,46 @@ def test_jax_platform_names_are_accepted(spec: str) -> None:
     device = tj.device(spec)
     assert str(device) == spec
     assert isinstance(run(lambda: torch.device(spec)).error, RuntimeError)
+
+
+@pytest.mark.idiom("device-type-index")
+@pytest.mark.parametrize(
+    "index",
+    [
+        torch.tensor(1),
+        torch.tensor(3, dtype=torch.uint8),
+        torch.tensor(-1),
+        torch.tensor(True),
+        torch.tensor(1.0),
+        torch.tensor([1]),
+        np.array(1),
+    ],
+    ids=repr,
+)
+def test_a_zero_dim_integer_tensor_is_an_index_as_in_torch(index: object) -> None:
+    theirs = run(lambda: torch.device("cuda", index))  # type: ignore[call-overload]
+    ours = run(lambda: tj.device("cuda", index))  # type: ignore[arg-type]
+    assert_same_outcome(theirs, ours)
+
+
+def test_mkldnn_warns_as_torch_does() -> None:
+    # torch warns once per process: ask a fresh one what it says.
+    code = (
+        "import warnings, torch\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    torch.device('mkldnn')\n"
+        "print(repr([(w.category.__name__, str(w.message)) for w in caught]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    theirs = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    with pytest.warns(UserWarning) as ours:
+        device = tj.device("mkldnn")
+    assert device.type == "mkldnn" and device.index is None
+    # torch adds where in its C++ source the warning was raised.
+    theirs = [
+        (kind, re.sub(r" \(Triggered internally at .*\)$", "", text)) for kind, text in theirs
+    ]
+    assert [(w.category.__name__, str(w.message)) for w in ours] == theirs

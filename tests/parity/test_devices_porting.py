@@ -34,3 +34,17 @@ def test_torch_code_refuses_a_tj_device() -> None:
     """Why ``scan --diff`` keeps ``torch.device`` where torch code still uses the device."""
     with pytest.raises(TypeError, match=r"must be torch\.device"):
         torch.zeros(1, device=tj.device("cpu"))  # type: ignore[call-overload]
+
+
+@pytest.mark.idiom("tensor-device-type")
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_the_suggestion_for_get_device_answers_as_torch(where: str) -> None:
+    if where == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU for torch here")
+    from torch2jax_device.porting.scanner import scan_source
+
+    (finding,) = scan_source("import torch\nindex = x.get_device()\n")
+    tensor = torch.ones(2, device=where)
+    array = tj.to_device(tj.to_jax(tensor.cpu()), tj.device(tensor.device))
+    ported = eval(finding.replacement, {"tj": tj, "x": array})  # the suggestion as printed
+    assert ported == tensor.get_device()  # -1 on the CPU, as torch: never None

@@ -14,7 +14,9 @@ from .harness import Outcome, aliases, assert_same_outcome, normalize, run
 
 
 def test_equal_placement_dtype_and_values_pass() -> None:
-    assert_same_outcome(Outcome(torch.zeros(3)), Outcome(jnp.zeros(3)))
+    with tj.device("cpu"):  # torch's default device is the CPU; JAX's, the accelerator
+        ours = jnp.zeros(3)
+    assert_same_outcome(Outcome(torch.zeros(3)), Outcome(ours))
 
 
 @pytest.mark.parametrize(

@@ -47,9 +47,10 @@ _ORDER = textwrap.dedent(
 )
 
 
-def _python(code: str, *args: str, **env: str) -> dict[str, Any]:
+def _python(code: str, *args: str, cpu_only: bool = True) -> dict[str, Any]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    environment.update(JAX_PLATFORMS="cpu", **env)
+    if cpu_only:
+        environment["JAX_PLATFORMS"] = "cpu"
     result = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environment,
         timeout=180,
@@ -100,7 +101,8 @@ _STARTUP_VARIABLES = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def startup_variables() -> dict[str, Any]:
-    return _python(_STARTUP_VARIABLES)
+    # Every platform JAX has, as torch sees every GPU: on a GPU machine both count one.
+    return _python(_STARTUP_VARIABLES, cpu_only=False)
 
 
 @pytest.mark.idiom("cuda-visible-devices")

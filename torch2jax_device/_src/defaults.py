@@ -14,7 +14,12 @@ Semantics, matching PyTorch 2.13:
 * Everything is per thread: a new thread starts with JAX's process default, as a new
   torch thread starts on ``cpu`` whatever ``torch.set_default_device`` said.
 * ``set_default_device`` inside a ``with`` block changes the default that applies
-  once the block ends (torch 2.13 raises an internal ``AssertionError`` there).
+  once the block ends. torch 2.13 raises an internal ``AssertionError`` there when a
+  default was set before the block; with none set, it applies a device at once and drops
+  it when the block ends (and ``None`` leaves the block's device in effect after it).
+* ``None`` means JAX's own default, the accelerator when there is one, where torch's is
+  the CPU: a decision (the fastest device by default); ``set_default_device("cpu")`` gives
+  torch's habit.
 
 As with ``jax.default_device``, arrays committed to a device (``jax.device_put(x, d)``,
 ``tj.to_device``) stay where they are: the default only places uncommitted data.

@@ -13,14 +13,16 @@ from __future__ import annotations
 import builtins
 import functools
 import re
+import sys
+import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Union
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar, Union
 
 import jax
 import numpy as np
 
 from . import context, platforms
-from .detect import import_torch, is_torch_device
+from .detect import import_torch, is_torch_device, is_torch_tensor
 from .errors import (
     DeviceTypeError,
     DeviceUnavailableError,
@@ -385,12 +387,22 @@ def _parse(spec: str | bytes) -> Device:
             f"JAX platform: {', '.join(_JAX_ONLY_TYPES)}) at start of device "
             f"string: {device_type}"
         )
+    if device_type == "mkldnn":  # torch's warning, word for word
+        warnings.warn(
+            "'mkldnn' is no longer used as device type. So torch.device('mkldnn') will be "
+            "deprecated and removed in the future. Please use other valid device types "
+            "instead.",
+            UserWarning,
+            stacklevel=3,
+        )
     return Device._make(device_type, None if index_text is None else int(index_text))
 
 
 def _from_type_and_index(device_type: object, index: object) -> Device:
     if not isinstance(device_type, (str, bytes)):
         _wrong_type("type", device_type)
+    if _is_integer_scalar_tensor(index):  # torch reads a 0-d integer tensor as its value
+        index = int(index)
     if index is not None and not is_index(index):
         _wrong_type("index", index)
     number = None if index is None else _checked_index(index)
@@ -401,6 +413,17 @@ def _from_type_and_index(device_type: object, index: object) -> Device:
             f"explicitly: {_shortened(_decoded(device_type))}"
         )
     return Device._make(parsed.type, number)
+
+
+def _is_integer_scalar_tensor(value: object) -> TypeGuard[Any]:
+    """A 0-d torch tensor of an integer dtype: ``torch.device("cuda", torch.tensor(1))``."""
+    return (
+        is_torch_tensor(value)
+        and value.ndim == 0
+        and not value.dtype.is_floating_point
+        and not value.dtype.is_complex
+        and value.dtype is not sys.modules["torch"].bool
+    )
 
 
 def _from_accelerator_index(index: Any) -> Device:

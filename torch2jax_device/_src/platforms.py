@@ -456,3 +456,18 @@ def missing_platform_hint(device_type: str) -> str:
                 f"JAX_PLATFORMS={requested!r} excludes it; add {spellings[0]!r} before JAX starts"
             )
     return _BY_NAME[wanted[0]].install_hint
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, or ``None`` (``doctor`` lists them)."""
+    return _version(distribution)
+
+
+def installed_plugins() -> dict[str, str]:
+    """Every JAX plugin of the platform table installed here, with its version."""
+    return {
+        name: version
+        for row in PLATFORMS
+        for name in row.plugins
+        if (version := _version(name)) is not None
+    }

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from . import context, platforms
-from .device import Device, DeviceLike, for_platform
-from .errors import BackendInitError, DeviceUnavailableError
+from . import context, memory, platforms
+from .detect import is_torch_device
+from .device import Device, DeviceLike, for_platform, is_index
+from .errors import BackendInitError, DeviceUnavailableError, InvalidDeviceError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -25,6 +26,7 @@ __all__ = [
     "CurrentDeviceContext",
     "DeviceProperties",
     "available_backends",
+    "changes_nothing",
     "current_index",
     "current_platform",
     "device_count",
@@ -33,6 +35,7 @@ __all__ = [
     "properties",
     "quiet_local_devices",
     "require",
+    "require_index",
     "set_current",
     "synchronize",
 ]
@@ -49,10 +52,11 @@ class DeviceProperties:
         name: The device kind, e.g. `"NVIDIA H100 80GB HBM3"` (`device_kind`).
         type: The torch-style device type, e.g. `"cuda"`.
         index: The device index in this process.
-        total_memory: Bytes JAX's allocator may use on the device (`bytes_limit` of
-            `memory_stats()`), or `None` where JAX reports no memory figures (CPU).
-            With preallocation this is the preallocated fraction of the card
-            (75 % by default), not the physical total that torch reports.
+        total_memory: The card's memory in bytes as the CUDA driver reports it, as
+            torch's; where the driver library cannot be loaded (or on another
+            platform), what JAX's allocator may use (`bytes_limit` of
+            `memory_stats()`: the preallocated fraction, 75 % by default); `None`
+            where JAX reports no memory figures (CPU).
         multi_processor_count: Streaming multiprocessors (GPU `core_count`), or
             `None`.
         major: Compute capability major version (GPU), or `None`.
@@ -63,7 +67,7 @@ class DeviceProperties:
         >>> import torch2jax_device as tj
         >>> if tj.cuda.is_available():
         ...     props = tj.cuda.get_device_properties()
-        ...     label = f"{props.name}: {props.total_memory / 2**30:.0f} GiB for JAX"
+        ...     label = f"{props.name}: {props.total_memory / 2**30:.0f} GiB"
     """
 
     name: str
@@ -111,18 +115,31 @@ def require(platform: str, what: str) -> list[jax.Device]:
     return devices
 
 
-def device_for(device: DeviceLike | None, platform: str, what: str) -> jax.Device:
+def device_for(
+    device: DeviceLike | None, platform: str, what: str, *, kind_first: bool = False
+) -> jax.Device:
     """The ``jax.Device`` a ``torch.cuda``-style ``device`` argument names on ``platform``.
 
     ``None`` is the current device and an int an index; anything else must name a device
-    of ``platform``.
+    of ``platform``. torch checks in either order, depending on the function: most ask
+    for the platform first; ``mem_get_info``, ``memory_summary`` and
+    ``reset_peak_memory_stats`` read the argument first (``kind_first``), so a CPU device
+    is a ``ValueError`` even without a GPU.
 
     Raises:
         DeviceUnavailableError: there is no ``platform`` device, or not that one.
         InvalidDeviceError: ``device`` names a device of another platform.
     """
+    if not kind_first:
+        require(platform, what)
+    named = _named(platform, device)
     require(platform, what)
-    return for_platform(platform, device, what).jax_device
+    return named.jax_device
+
+
+def _named(platform: str, device: DeviceLike | None) -> Device:
+    """The device a ``torch.cuda``-style argument names; torch's message for another type."""
+    return for_platform(platform, device, platforms.device_type_of(platform))
 
 
 def current_index(platform: str, what: str) -> int:
@@ -139,15 +156,39 @@ def set_current(device: DeviceLike | None, platform: str, what: str) -> int | No
     ``context.set_current_index`` restores "the lowest index". A negative index is a
     no-op returning ``None``, as in ``torch.cuda.set_device``; so is ``None``.
     """
-    if _changes_nothing(device):
+    if changes_nothing(device):
         return None
-    named = for_platform(platform, device, what)  # the wrong kind of device fails first
+    named = _named(platform, device)  # the wrong kind of device fails first
     require(platform, what)  # then a missing platform, as in torch
     target = named.jax_device  # validate before changing anything
     return context.set_current_index(platform, platforms.device_index(target))
 
 
-def _changes_nothing(device: DeviceLike | None) -> bool:
+def require_index(device: object, platform: str | None = None) -> None:
+    """torch's rule for ``set_device``: an int, or a device with an index.
+
+    A device of another platform than ``platform`` passes: the resolver then refuses it
+    with torch's message for the wrong kind of device, as torch checks the kind first.
+
+    Raises:
+        InvalidDeviceError: anything else (``None``, ``1.5``, ``"cuda"``), with torch's
+            message (a ``ValueError``, as torch's).
+    """
+    if is_index(device):
+        return
+    indexed = False
+    if isinstance(device, (str, bytes, Device, jax.Device)) or is_torch_device(device):
+        named = Device(device)
+        if platform is not None and platform not in platforms.platforms_for_type(named.type):
+            return
+        indexed = named.index is not None
+    if not indexed:
+        raise InvalidDeviceError(
+            f"Expected a torch.device with a specified index or an integer, but got:{device}"
+        )
+
+
+def changes_nothing(device: object) -> bool:
     """``None`` or a negative index: torch's "leave the current device alone"."""
     return device is None or (
         isinstance(device, int) and not isinstance(device, bool) and device < 0
@@ -168,7 +209,9 @@ def properties(device: jax.Device) -> DeviceProperties:
         if major_text.isdigit() and minor_text.isdigit():
             major, minor = int(major_text), int(minor_text)
     cores = getattr(device, "core_count", None)
-    limit = stats.get("bytes_limit")
+    limit = memory.card_total(device)
+    if limit is None:
+        limit = stats.get("bytes_limit")
     return DeviceProperties(
         name=str(device.device_kind),
         type=platforms.device_type_of(platform),
@@ -211,9 +254,11 @@ class CurrentDeviceContext:
         raise NotImplementedError
 
     def __enter__(self) -> None:
-        if _changes_nothing(self._device):
+        if self._device is None:
             return
-        platform = self._platform()
+        platform = self._platform()  # may raise: torch checks for an accelerator first
+        if changes_nothing(self._device):
+            return
         self._restore = (platform, set_current(self._device, platform, self._what))
 
     def __exit__(

@@ -27,6 +27,7 @@ from jax._src import config as jax_config
 from .device import Device, is_index
 from .errors import AlreadyInitializedError, ConfigError, Torch2JaxDeviceError
 from .platforms import PLATFORMS, backends_initialized, jax_backends, platforms_for_type
+from .precision import jax_precision
 
 __all__ = [
     "CRASHES_AT_START",
@@ -36,14 +37,15 @@ __all__ = [
     "check_environment",
     "configure",
     "cpu_count_problem",
+    "glog_messages",
     "xla_failure_problems",
 ]
 
 _ALLOCATORS = ("default", "platform", "bfc", "cuda_async", "vmm")
 #: The two names of the memory fraction JAX reads; it refuses to start with both set.
 FRACTION_VARIABLES = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
-# What JAX's XLA_PYTHON_CLIENT_PREALLOCATE parser reads as "off"; anything else is on.
-_PREALLOCATE_OFF = ("false", "False", "0")
+#: What JAX's XLA_PYTHON_CLIENT_PREALLOCATE parser reads as "off"; anything else is on.
+PREALLOCATE_OFF = ("false", "False", "0")
 _PREALLOCATE_ON = ("true", "True", "1")
 #: The most CPU devices JAX is asked to simulate. Each costs JAX a thread and about 130 KB,
 #: and its start-up time grows with the square of the count (4096 devices: 5 s, 8192: 40 s
@@ -66,7 +68,7 @@ _XLA_SPACE = " \t\r\n"
 _XLA_FLAG = re.compile(r"""-[-_A-Za-z0-9]*(?:="(?:\\.|[^"\\])*"?|='[^']*'?|[^ \t\r\n]*)""")
 _XLA_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 # A glog line of XLA: "F1123 13:01:00.210967   24980 file.cc:234] message".
-_GLOG_LINE = re.compile(r"^[FEW]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] (.*)$", re.MULTILINE)
+_GLOG_LINE = re.compile(r"^([FEW])\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] (.*)$", re.MULTILINE)
 #: Problems whose setting makes JAX's start crash the process or exhaust the machine:
 #: ``doctor`` does not start JAX while one is present.
 CRASHES_AT_START = frozenset({"cpu-devices-too-many"})
@@ -82,12 +84,15 @@ class Problem:
         code: A stable identifier (``doctor --json`` prints it).
         message: What is wrong, naming the setting and its value.
         fix: What to do instead.
+        setting: The environment variable at fault, as written (``"JAX_ENABLE_X64"``,
+            ``"XLA_FLAGS"``), or ``None`` when the problem is not one variable's.
     """
 
     level: str
     code: str
     message: str
     fix: str
+    setting: str | None = None
 
 
 # -- the rules, one function per setting, each naming the setting as the user wrote it --
@@ -146,12 +151,20 @@ def _platforms_rule(env: Mapping[str, str]) -> list[Problem]:
     if problem is None:
         return []
     code = "jax-platforms-gpu" if "gpu" in text.split(",") else "jax-platforms-unknown"
-    return [Problem("warning", code, problem, "write JAX_PLATFORMS=cuda,cpu or unset it")]
+    return [
+        Problem(
+            "warning",
+            code,
+            problem,
+            "write JAX_PLATFORMS=cuda,cpu or unset it",
+            setting="JAX_PLATFORMS",
+        )
+    ]
 
 
 def _preallocate_rule(env: Mapping[str, str]) -> list[Problem]:
     value = env.get("XLA_PYTHON_CLIENT_PREALLOCATE")
-    if not value or value in _PREALLOCATE_OFF + _PREALLOCATE_ON:
+    if not value or value in PREALLOCATE_OFF + _PREALLOCATE_ON:
         return []
     return [
         Problem(
@@ -160,6 +173,7 @@ def _preallocate_rule(env: Mapping[str, str]) -> list[Problem]:
             f"XLA_PYTHON_CLIENT_PREALLOCATE={value!r} leaves preallocation ON: JAX only "
             "reads 'false', 'False' and '0' as off",
             "set XLA_PYTHON_CLIENT_PREALLOCATE=false (or tj.configure(preallocate=False))",
+            setting="XLA_PYTHON_CLIENT_PREALLOCATE",
         )
     ]
 
@@ -175,6 +189,7 @@ def _fraction_rule(env: Mapping[str, str]) -> list[Problem]:
                 "both XLA_CLIENT_MEM_FRACTION and XLA_PYTHON_CLIENT_MEM_FRACTION are set: "
                 "JAX refuses to start its GPU backend",
                 "unset XLA_PYTHON_CLIENT_MEM_FRACTION (deprecated)",
+                setting="XLA_PYTHON_CLIENT_MEM_FRACTION",
             )
         )
     for name, value in zip(FRACTION_VARIABLES, (new, old), strict=True):
@@ -186,6 +201,7 @@ def _fraction_rule(env: Mapping[str, str]) -> list[Problem]:
                     "mem-fraction-invalid",
                     problem,
                     f"set {name} to the share of GPU memory JAX may use, e.g. 0.5",
+                    setting=name,
                 )
             )
     if old and not new and fraction_problem(old, FRACTION_VARIABLES[1]) is None:
@@ -195,6 +211,7 @@ def _fraction_rule(env: Mapping[str, str]) -> list[Problem]:
                 "mem-fraction-deprecated",
                 "XLA_PYTHON_CLIENT_MEM_FRACTION is the deprecated name",
                 f"rename it to XLA_CLIENT_MEM_FRACTION={old}",
+                setting="XLA_PYTHON_CLIENT_MEM_FRACTION",
             )
         )
     return problems
@@ -206,7 +223,15 @@ def _allocator_rule(env: Mapping[str, str]) -> list[Problem]:
     problem = None if not value else allocator_problem(value.lower(), "XLA_PYTHON_CLIENT_ALLOCATOR")
     if problem is None:
         return []
-    return [Problem("error", "allocator-invalid", problem, "use default, platform or bfc")]
+    return [
+        Problem(
+            "error",
+            "allocator-invalid",
+            problem,
+            "use default, platform or bfc",
+            setting="XLA_PYTHON_CLIENT_ALLOCATOR",
+        )
+    ]
 
 
 def _visible_devices_rule(env: Mapping[str, str]) -> list[Problem]:
@@ -221,6 +246,7 @@ def _visible_devices_rule(env: Mapping[str, str]) -> list[Problem]:
                         f"{platform.device_type}-devices-hidden",
                         f"{name}={value!r} hides every {platform.name} device from JAX and torch",
                         f"unset {name} to use them",
+                        setting=name,
                     )
                 )
     return problems
@@ -235,6 +261,7 @@ def _simulated_devices_rule(env: Mapping[str, str]) -> list[Problem]:
             "simulated-cpu-devices",
             "XLA_FLAGS simulates several CPU devices",
             "JAX_NUM_CPU_DEVICES=N (or tj.configure(num_cpu_devices=N)) does the same",
+            setting="XLA_FLAGS",
         )
     ]
 
@@ -270,6 +297,7 @@ def _jax_variables_rule(env: Mapping[str, str]) -> list[Problem]:
                     "jax-variable-invalid",
                     f"{name}={_shown(value)} {refusal[0]}: JAX refuses it and does not start",
                     f"set {name} to {refusal[1]}, or unset it",
+                    setting=name,
                 )
             )
     return problems
@@ -335,6 +363,7 @@ def _cpu_devices_rule(env: Mapping[str, str]) -> list[Problem]:
                     f"{setting}={_shown(flag)} is not a whole number: XLA ends the process "
                     "when JAX starts",
                     "set JAX_NUM_CPU_DEVICES=N instead (or a number in the flag)",
+                    setting="XLA_FLAGS",
                 )
             ]
         count = int(flag)
@@ -346,13 +375,19 @@ def _cpu_devices_rule(env: Mapping[str, str]) -> list[Problem]:
                 f"JAX_NUM_CPU_DEVICES={text} is negative, which JAX reads as unset: it "
                 "creates its default CPU device count",
                 "set JAX_NUM_CPU_DEVICES to the number of CPU devices wanted, or unset it",
+                setting="JAX_NUM_CPU_DEVICES",
             )
         ]
     problem = cpu_count_problem(count, setting)
     if problem is None:
         return []
     code = "cpu-devices-too-many" if count > MAX_CPU_DEVICES else "cpu-devices-invalid"
-    return [Problem("error", code, problem, f"ask for 1 to {MAX_CPU_DEVICES} CPU devices")]
+    variable = "JAX_NUM_CPU_DEVICES" if text is not None else "XLA_FLAGS"
+    return [
+        Problem(
+            "error", code, problem, f"ask for 1 to {MAX_CPU_DEVICES} CPU devices", setting=variable
+        )
+    ]
 
 
 def _xla_flags_rule(env: Mapping[str, str]) -> list[Problem]:
@@ -372,6 +407,7 @@ def _xla_flags_rule(env: Mapping[str, str]) -> list[Problem]:
                     f"the name of a file of flags, and cannot open it ({error.strerror}): XLA "
                     "ends the process when JAX starts",
                     "write the flags themselves (XLA_FLAGS='--xla_...') or the path of a file",
+                    setting="XLA_FLAGS",
                 )
             ]
     flags, ignored = _xla_flag_words(text)
@@ -382,6 +418,7 @@ def _xla_flags_rule(env: Mapping[str, str]) -> list[Problem]:
             f"XLA does not know {_shown(flag)} in XLA_FLAGS (its flags start with '--'): XLA "
             "ends the process when JAX starts",
             f"write --{flag.lstrip('-')}",
+            setting="XLA_FLAGS",
         )
         for flag in flags
         if not flag.startswith("--")
@@ -394,6 +431,7 @@ def _xla_flags_rule(env: Mapping[str, str]) -> list[Problem]:
                 f"XLA stops reading XLA_FLAGS at {_shown(ignored.split()[0])}, which is not a "
                 f"flag: it ignores {_shown(ignored)}",
                 "start every flag with '--' and separate the flags with spaces",
+                setting="XLA_FLAGS",
             )
         )
     return problems
@@ -425,6 +463,17 @@ def _xla_flag_value(flags: list[str], name: str) -> str | None:
     return last[1:-1] if len(last) > 1 and last[0] == last[-1] and last[0] in "'\"" else last
 
 
+def glog_messages(output: str, levels: str = "FEW") -> list[str]:
+    """The messages of XLA's glog lines in ``output`` whose level is one of ``levels``.
+
+    Examples:
+        >>> from torch2jax_device._src.startup import glog_messages
+        >>> glog_messages("F1123 13:01:00.210967   24980 flags.cc:234] Unknown flag", "F")
+        ['Unknown flag']
+    """
+    return [match.group(2) for match in _GLOG_LINE.finditer(output) if match.group(1) in levels]
+
+
 def xla_failure_problems(output: str) -> list[Problem]:
     """What XLA said when it ended the process at start-up, as problems with their fix.
 
@@ -432,7 +481,7 @@ def xla_failure_problems(output: str) -> list[Problem]:
     fatal reason (unknown flags, a file of flags it cannot open) as glog lines.
     """
     problems = []
-    for line in _GLOG_LINE.findall(output):
+    for line in glog_messages(output):
         unknown = re.match(r"Unknown flags? in XLA_FLAGS: (.*)", line)
         bad_value = re.match(r"Couldn't interpret value (.*) for flag (\S+?)\.?$", line)
         if unknown:
@@ -524,11 +573,13 @@ def configure(
     memory_fraction: float | None = None,
     allocator: str | None = None,
     num_cpu_devices: int | None = None,
+    matmul_precision: str | None = None,
 ) -> dict[str, str]:
     """Set JAX's start-up options, checked, before its backends start.
 
     Call it at the top of a script, before anything touches a device. PyTorch's lazy
-    GPU memory is one call away: ``tj.configure(preallocate=False)``.
+    GPU memory is one call away: ``tj.configure(preallocate=False)``, and PyTorch's
+    float32 matmuls another: ``tj.configure(matmul_precision="highest")``.
 
     Args:
         platforms: Backends JAX may start, in priority order: ``"cuda,cpu"`` or
@@ -553,13 +604,20 @@ def configure(
         num_cpu_devices: How many CPU devices JAX creates (simulates several devices),
             from 1 to ``MAX_CPU_DEVICES`` (8192): each costs JAX a thread and memory and
             its start-up time grows with the square of the count.
+        matmul_precision: torch's float32 matmul precision (``"highest"``, ``"high"``,
+            ``"medium"``, as ``torch.set_float32_matmul_precision`` takes them), written
+            to ``jax_default_matmul_precision``: ``"highest"`` gives torch's default
+            numbers, where JAX's default lets GPUs of compute capability 8.0 or newer use
+            TensorFloat-32 (see [GPU memory](memory.md#tensorfloat-32)).
+            The only argument that also applies once JAX has started.
 
     Returns:
         What was written: environment variables (upper case) and JAX options
         (``jax_*``) with their values.
 
     Raises:
-        AlreadyInitializedError: JAX's backends are already running; nothing is changed.
+        AlreadyInitializedError: JAX's backends are already running and a start-up
+            setting (any argument but ``matmul_precision``) was given; nothing is changed.
         ConfigError: a value JAX would reject or misread, or of a form ``configure``
             does not take; nothing is changed. Validation never starts JAX.
 
@@ -600,7 +658,10 @@ def configure(
         )
     if num_cpu_devices is not None:
         options["jax_num_cpu_devices"] = _cpu_count_value(num_cpu_devices)
-    _require_not_started(environment)
+    if environment or options:
+        _require_not_started(environment)
+    if matmul_precision is not None:
+        options["jax_default_matmul_precision"] = jax_precision(matmul_precision)
 
     os.environ.update(environment)
     if "XLA_CLIENT_MEM_FRACTION" in environment:

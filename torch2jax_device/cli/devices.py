@@ -11,7 +11,6 @@ import argparse
 import importlib.metadata
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -24,7 +23,15 @@ from .._src import platforms
 from .._src.defaults import get_default_device
 from .._src.device import Device
 from .._src.errors import BackendInitError
-from .._src.startup import CRASHES_AT_START, Problem, check_environment, xla_failure_problems
+from .._src.memory import card_memory
+from .._src.precision import matmul_precision
+from .._src.startup import (
+    CRASHES_AT_START,
+    Problem,
+    check_environment,
+    glog_messages,
+    xla_failure_problems,
+)
 
 __all__ = [
     "PROBE_TIMEOUT_S",
@@ -90,23 +97,27 @@ def probe_report() -> dict[str, Any]:
 
     Returns:
         ``{"stage": "started", "inventory": ..., "default_device": ..., "memory_stats":
-        {device: stats}}``, or ``{"stage": "start", "reason": ...}`` when JAX could not
-        start its backends.
+        {device: stats}, "card_memory": {device: [free, total]}, "matmul_precision":
+        torch's name}``, or ``{"stage": "start", "reason": ...}`` when JAX could not
+        start its backends. ``card_memory`` lists the devices the CUDA driver reports.
     """
     try:
         data = inventory()
     except BackendInitError as error:
         return {"stage": "start", "reason": str(error)}
-    memory_stats = {
-        str(Device(device)): device.memory_stats() or {}
+    devices = [
+        device
         for backend in data["backends"]
         for device in platforms.local_devices(backend["name"])
-    }
+    ]
+    cards = {str(Device(device)): card_memory(device) for device in devices}
     return {
         "stage": "started",
         "inventory": data,
         "default_device": str(get_default_device()),
-        "memory_stats": memory_stats,
+        "memory_stats": {str(Device(device)): device.memory_stats() or {} for device in devices},
+        "card_memory": {name: list(card) for name, card in cards.items() if card is not None},
+        "matmul_precision": matmul_precision(),
     }
 
 
@@ -154,7 +165,7 @@ def _crash_reason(result: subprocess.CompletedProcess[str]) -> str:
         ending = f"was killed by signal {number} ({signal.Signals(number).name})"
     else:
         ending = f"ended with exit status {result.returncode}"
-    said = re.findall(r"^[FE]\d{4} [^\]]*\] (.*)$", result.stderr, re.MULTILINE) or [
+    said = glog_messages(result.stderr, "FE") or [
         line.strip() for line in result.stderr.splitlines() if line.strip()
     ]
     tail = " / ".join(said[-_TAIL_LINES:]) or "nothing on standard error"
@@ -216,6 +227,7 @@ def _describe(device: jax.Device) -> dict[str, Any]:
         "jax": repr(device),
         "id": device.id,
         "kind": str(device.device_kind),
+        "compute_capability": getattr(device, "compute_capability", None),
         "memory_kinds": memories,
         "default_memory_kind": str(device.default_memory().kind),
     }

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -22,13 +21,24 @@ from typing import Any, TextIO
 from jax._src import hardware_utils
 
 from .._src import platforms
-from .._src.startup import CRASHES_AT_START, VARIABLES, Problem, check_environment
+from .._src.startup import (
+    CRASHES_AT_START,
+    FRACTION_VARIABLES,
+    PREALLOCATE_OFF,
+    VARIABLES,
+    Problem,
+    check_environment,
+    fraction_problem,
+)
 from . import devices
 
 __all__ = ["add_parser", "report", "run"]
 
 _DISTRIBUTIONS = ("jax", "jaxlib", "torch", "flax", "safetensors", "numpy", "ml_dtypes")
-_PLUGINS = frozenset(name for platform in platforms.PLATFORMS for name in platform.plugins)
+# The share of a GPU's memory JAX takes when nothing says otherwise.
+_JAX_FRACTION = 0.75
+# From this compute capability on, NVIDIA GPUs have TensorFloat-32 units (Ampere).
+_TF32_CAPABILITY = (8, 0)
 # A JAX variable JAX refuses at import (its check's message starts with "NAME=").
 _REFUSED = "jax-variable-invalid"
 # Variables listed beyond VARIABLES when set: JAX's options and XLA's settings.
@@ -37,20 +47,28 @@ _LISTED_PREFIXES = ("JAX", "XLA_")
 
 def _versions() -> dict[str, Any]:
     versions: dict[str, Any] = {"python": python_platform.python_version()}
-    versions.update({name: _version(name) for name in _DISTRIBUTIONS})
-    versions["plugins"] = {
-        dist.metadata["Name"]: dist.version
-        for dist in importlib.metadata.distributions()
-        if (dist.metadata["Name"] or "").lower().replace("_", "-") in _PLUGINS
-    }
+    versions.update({name: platforms.installed_version(name) for name in _DISTRIBUTIONS})
+    versions["plugins"] = platforms.installed_plugins()
     return versions
 
 
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def _memory_pool(environment: dict[str, str | None]) -> dict[str, Any]:
+    """JAX's GPU pool as the environment sets it: the fraction, preallocation, and why."""
+    fraction, fraction_from = _JAX_FRACTION, "JAX's default"
+    for name in FRACTION_VARIABLES:  # the new name first: JAX reads it first
+        text = environment.get(name)
+        if text and fraction_problem(text, name) is None:
+            fraction, fraction_from = float(text), name
+            break
+    preallocate_text = environment.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+    return {
+        "fraction": fraction,
+        "fraction_from": fraction_from,
+        "preallocate": preallocate_text not in PREALLOCATE_OFF,
+        "preallocate_from": (
+            "XLA_PYTHON_CLIENT_PREALLOCATE" if preallocate_text else "JAX's default"
+        ),
+    }
 
 
 def _torch_cuda() -> dict[str, Any] | None:
@@ -64,6 +82,39 @@ def _torch_cuda() -> dict[str, Any] | None:
         "cuda_version": torch.version.cuda,
         "device_count": int(torch.cuda.device_count()),
     }
+
+
+def _tf32_check(result: dict[str, Any]) -> list[Problem]:
+    """JAX's float32 matmuls use TF32 on this GPU, where torch's default does not."""
+    if result.get("matmul_precision") == "highest":
+        return []
+    gpus = [
+        (device["device"], device["compute_capability"])
+        for backend in result["inventory"]["backends"]
+        if backend["name"] == "cuda"
+        for device in backend["devices"]
+        if _capability(device.get("compute_capability")) >= _TF32_CAPABILITY
+    ]
+    if not gpus:
+        return []
+    name, capability = gpus[0]
+    return [
+        Problem(
+            "info",
+            "tf32-matmul",
+            f"float32 matmuls and convolutions on {name} (compute capability {capability}) "
+            "use TensorFloat-32 at JAX's default precision: a relative error near 1e-4, where "
+            "PyTorch's default (allow_tf32=False) computes in float32 (near 1e-6)",
+            "for PyTorch's numbers, tj.configure(matmul_precision='highest') at the top of "
+            "the script (or JAX_DEFAULT_MATMUL_PRECISION=highest); keep TF32 for speed",
+            setting="JAX_DEFAULT_MATMUL_PRECISION",
+        )
+    ]
+
+
+def _capability(text: object) -> tuple[int, ...]:
+    parts = str(text or "").split(".")
+    return tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
 
 
 def _hardware_checks(backends: list[str], torch_cuda: dict[str, Any] | None) -> list[Problem]:
@@ -119,6 +170,7 @@ def report(timeout: float = devices.PROBE_TIMEOUT_S) -> dict[str, Any]:
         "default_device": None,
         "torch": _torch_cuda(),
     }
+    document["memory_pool"] = _memory_pool(document["environment"])
     if any(check.code in CRASHES_AT_START for check in checks):
         checks.append(
             Problem(
@@ -131,7 +183,7 @@ def report(timeout: float = devices.PROBE_TIMEOUT_S) -> dict[str, Any]:
     else:
         # Without the variables JAX refuses at import, the probe gets as far as XLA's own
         # checks (XLA_FLAGS), and shows what JAX will see once they are corrected.
-        refused = [check.message.split("=")[0] for check in checks if check.code == _REFUSED]
+        refused = [check.setting for check in checks if check.code == _REFUSED and check.setting]
         environment = {k: v for k, v in os.environ.items() if k not in refused}
         result = devices.probe(timeout, environment)
         if refused:
@@ -150,11 +202,12 @@ def report(timeout: float = devices.PROBE_TIMEOUT_S) -> dict[str, Any]:
             for backend in inventory["backends"]:
                 for device in backend["devices"]:
                     device["memory_stats"] = result["memory_stats"].get(device["device"], {})
+                    device["card_memory"] = result["card_memory"].get(device["device"])
             document["backends"] = inventory["backends"]
             document["default_backend"] = inventory["default_backend"]
             document["default_device"] = result["default_device"]
             names = [backend["name"] for backend in inventory["backends"]]
-            checks += _hardware_checks(names, document["torch"])
+            checks += _hardware_checks(names, document["torch"]) + _tf32_check(result)
     document["checks"] = [dataclasses.asdict(check) for check in checks]
     return document
 
@@ -191,17 +244,9 @@ def _render(document: dict[str, Any]) -> str:
     for backend in document["backends"]:
         lines.append(f"  {backend['name']}: {len(backend['devices'])} device(s)")
         for device in backend["devices"]:
-            stats = device["memory_stats"]
-            memory = (
-                f", {stats['bytes_in_use'] / 2**20:.0f} of {stats['bytes_limit'] / 2**20:.0f} "
-                "MiB in use"
-                if "bytes_in_use" in stats and "bytes_limit" in stats
-                else ""
-            )
             kinds = ", ".join(device["memory_kinds"])
-            lines.append(
-                f"    {device['device']:8} {device['jax']:20} {device['kind']}  [{kinds}]{memory}"
-            )
+            lines.append(f"    {device['device']:8} {device['jax']:20} {device['kind']}  [{kinds}]")
+            lines += _memory_lines(device, document["memory_pool"])
     torch = document["torch"]
     if torch is not None:
         lines.append(
@@ -215,6 +260,25 @@ def _render(document: dict[str, Any]) -> str:
         lines.append(f"  {check['level'].upper():7} [{check['code']}] {check['message']}")
         lines.append(f"          fix: {check['fix']}")
     return "\n".join(lines) + "\n"
+
+
+def _memory_lines(device: dict[str, Any], pool: dict[str, Any]) -> list[str]:
+    """The card's memory (the driver's) and JAX's pool in it, on two lines."""
+    lines = []
+    if device.get("card_memory"):
+        free, total = device["card_memory"]
+        lines.append(
+            f"{'':13}card: {free / 2**20:.0f} of {total / 2**20:.0f} MiB free (CUDA driver)"
+        )
+    stats = device["memory_stats"]
+    if "bytes_in_use" in stats and "bytes_limit" in stats:
+        allocation = "preallocated" if pool["preallocate"] else "grows as needed"
+        lines.append(
+            f"{'':13}JAX pool: {stats['bytes_in_use'] / 2**20:.0f} of "
+            f"{stats['bytes_limit'] / 2**20:.0f} MiB in use; {pool['fraction']:g} of the card "
+            f"({pool['fraction_from']}), {allocation} ({pool['preallocate_from']})"
+        )
+    return lines
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

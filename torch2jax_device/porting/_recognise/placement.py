@@ -173,7 +173,13 @@ def move(
 
 def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[int, int]) -> None:
     """``tensor-device-type``: ``x.get_device()``."""
-    r.add(call, "tensor-device-type", f"tj.device_of({r.text(receiver)}).index", position=where)
+    r.add(
+        call,
+        "tensor-device-type",
+        f'-1 if tj.device_of({r.text(receiver)}).type == "cpu" '
+        f"else tj.device_of({r.text(receiver)}).index",
+        position=where,
+    )
 
 
 def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:

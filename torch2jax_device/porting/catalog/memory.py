@@ -1,4 +1,9 @@
-"""Catalog rows, section "Memory": torch.cuda's memory statistics and cache."""
+"""Catalog rows, section "Memory": torch.cuda's memory statistics and cache.
+
+The figures come from two different allocators (torch's and XLA's), so the side-by-side
+suite compares success and failure here (``result`` unset); ``tests/gpu/test_memory.py``
+compares the figures themselves on a GPU.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,6 @@ ROWS: tuple[Idiom, ...] = (
         torch="allocated = torch.cuda.memory_allocated()",
         jax='allocated = jax.local_devices(backend="cuda")[0].memory_stats()["bytes_in_use"]',
         tj="allocated = tj.cuda.memory_allocated()",
-        result="allocated",
         torch_api=("torch.cuda.memory_allocated",),
         tj_api=("tj.cuda.memory_allocated",),
         rewrite="rename",
@@ -26,7 +30,10 @@ ROWS: tuple[Idiom, ...] = (
         torch="peak = torch.cuda.max_memory_allocated()",
         jax='peak = jax.local_devices(backend="cuda")[0].memory_stats()["peak_bytes_in_use"]',
         tj="peak = tj.cuda.max_memory_allocated()",
-        result="peak",
+        notes=(
+            "Since the last `reset_peak_memory_stats()`: exact once XLA's lifetime peak "
+            "grows past the one at the reset, else the highest figure a memory call saw."
+        ),
         torch_api=("torch.cuda.max_memory_allocated",),
         tj_api=("tj.cuda.max_memory_allocated",),
         rewrite="rename",
@@ -38,8 +45,11 @@ ROWS: tuple[Idiom, ...] = (
         torch="reserved = torch.cuda.memory_reserved()",
         jax='reserved = jax.local_devices(backend="cuda")[0].memory_stats()["pool_bytes"]',
         tj="reserved = tj.cuda.memory_reserved()",
-        notes="With preallocation, the whole preallocated pool.",
-        result="reserved",
+        notes=(
+            "Growing as needed (`tj.configure(preallocate=False)`), JAX's pool, as torch's "
+            "cache; preallocated (JAX's default), the part of the pool ever handed out "
+            '(`peak_bytes_in_use`): the whole pool is `memory_stats()["jax.pool_bytes"]`.'
+        ),
         torch_api=("torch.cuda.memory_reserved",),
         tj_api=("tj.cuda.memory_reserved",),
         rewrite="rename",
@@ -51,7 +61,6 @@ ROWS: tuple[Idiom, ...] = (
         torch="peak = torch.cuda.max_memory_reserved()",
         jax='peak = jax.local_devices(backend="cuda")[0].memory_stats()["peak_pool_bytes"]',
         tj="peak = tj.cuda.max_memory_reserved()",
-        result="peak",
         torch_api=("torch.cuda.max_memory_reserved",),
         tj_api=("tj.cuda.max_memory_reserved",),
         rewrite="rename",
@@ -64,7 +73,6 @@ ROWS: tuple[Idiom, ...] = (
         jax='stats = jax.local_devices(backend="cuda")[0].memory_stats()',
         tj="stats = tj.cuda.memory_stats()",
         notes="torch's key names for what JAX reports, then JAX's own as `jax.<key>`.",
-        result="stats",
         torch_api=("torch.cuda.memory_stats",),
         tj_api=("tj.cuda.memory_stats",),
         rewrite="rename",
@@ -79,8 +87,10 @@ ROWS: tuple[Idiom, ...] = (
             'free = stats["bytes_limit"] - stats["bytes_in_use"]'
         ),
         tj="free, total = tj.cuda.mem_get_info()",
-        notes="Relative to JAX's pool (`bytes_limit`), not the whole card.",
-        result="free",
+        notes=(
+            "The card, from the CUDA driver as in torch (memory JAX preallocated counts as "
+            "used); JAX's pool (`bytes_limit`) when `libcuda.so.1` cannot be loaded."
+        ),
         torch_api=("torch.cuda.mem_get_info",),
         tj_api=("tj.cuda.mem_get_info",),
         rewrite="rename",
@@ -103,11 +113,15 @@ ROWS: tuple[Idiom, ...] = (
         title="Reset the peak counters",
         torch="torch.cuda.reset_peak_memory_stats()",
         jax="# impossible: peak_bytes_in_use lasts for the process",
-        tj="before = tj.cuda.memory_allocated()  # or: with tj.track_arrays(device): ...",
-        notes="`tj.cuda.reset_peak_memory_stats()` raises `UnsupportedOperationError` saying so.",
+        tj="tj.cuda.reset_peak_memory_stats()",
+        notes=(
+            "XLA's own peak cannot be reset: the library records it and tracks the peak "
+            "since (see `max_memory_allocated`)."
+        ),
         runs=False,
         torch_api=("torch.cuda.reset_peak_memory_stats",),
-        rewrite="advice",
+        tj_api=("tj.cuda.reset_peak_memory_stats",),
+        rewrite="rename",
     ),
     Idiom(
         id="cuda-empty-cache",

@@ -343,8 +343,10 @@ ROWS: tuple[Idiom, ...] = (
         jax='on_gpu = x.device.platform == "gpu"  # AttributeError for sharded arrays',
         tj='on_gpu = tj.device_of(x).type == "cuda"',
         notes=(
-            '`x.device.type == "cuda"` and `x.get_device()` (the index, -1 on the CPU: '
-            "`tj.device_of(x).index`) likewise. `tj.device_of` answers for torch tensors too."
+            '`x.device.type == "cuda"` likewise. `x.get_device()` (the index, -1 on the CPU) '
+            'is `-1 if tj.device_of(x).type == "cpu" else tj.device_of(x).index`: the '
+            'CPU device\'s index is `None`, as `torch.device("cpu").index` is. '
+            "`tj.device_of` answers for torch tensors too."
         ),
         runs=False,
         torch_api=("Tensor.is_cuda", "Tensor.is_cpu", "Tensor.get_device", "Tensor.device.type"),
