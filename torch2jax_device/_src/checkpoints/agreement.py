@@ -58,14 +58,14 @@ def agree(tensors: Iterable[Description], what: str) -> None:
     """
     if jax.process_count() == 1:
         return
-    shared = [
-        (name, shape, dtype, sharding)
-        for name, shape, dtype, sharding in tensors
-        if not sharding.is_fully_addressable
+    shared: list[Description] = [
+        description for description in tensors if not description[3].is_fully_addressable
     ]
-    processes = tuple(
-        sorted({device.process_index for *_, sharding in shared for device in sharding.device_set})
-    )
+    holders: set[int] = set()
+    for *_, sharding in shared:
+        devices: set[jax.Device] = sharding.device_set
+        holders.update(device.process_index for device in devices)
+    processes = tuple(sorted(holders))
     if len(processes) < 2:
         return
     from jax._src import distributed as jax_distributed  # its key-value store: not exported
