@@ -15,8 +15,10 @@ stores contiguously), put on its devices, and the parts become one global array
 (``jax.make_array_from_single_device_arrays``). So a process reads about its share of
 the bytes, and no device ever holds a whole tensor that is meant to be sharded. With
 several processes, each one loads its own parts and the arrays are global: every
-process must make the same call. PyTorch checkpoints are read the same way through
-``torch.load(mmap=True)``, which touches only the pages of the parts it is asked for.
+process must make the same call, and before reading any part the processes check that
+they agree on each tensor's global shape and dtype (``agreement``). PyTorch
+checkpoints are read the same way through ``torch.load(mmap=True)``, which touches only
+the pages of the parts it is asked for.
 """
 
 from __future__ import annotations
