@@ -1,4 +1,5 @@
-"""The package's imports point one way: no module reaches, however indirectly, back to itself.
+"""The package's imports point one way: no module reaches, however indirectly, back to itself;
+and no private name (``_name``) is imported across a module border.
 
 Every import a reader follows counts: module level, inside functions, and
 ``importlib.import_module`` with a literal name; relative imports are resolved. Imports
