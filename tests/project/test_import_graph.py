@@ -1,4 +1,5 @@
-"""The package's imports point one way: no module reaches, however indirectly, back to itself.
+"""The package's imports point one way: no module reaches, however indirectly, back to itself;
+and no private name (``_name``) is imported across a module border.
 
 Every import a reader follows counts: module level, inside functions, and
 ``importlib.import_module`` with a literal name; relative imports are resolved. Imports
@@ -217,3 +218,39 @@ def test_type_checking_imports_and_other_packages_do_not_count(tmp_path: Path) -
         "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n",
     }
     assert circles(import_graph(_package(tmp_path, files)), frozenset()) == []
+
+
+def private_imports(root: Path) -> list[str]:
+    """``module: from x import _name`` for every private name of the package imported
+    across a module border (a submodule imported as a name is a module, not a name)."""
+    modules = module_names(root)
+    found = []
+    for module, file in modules.items():
+        is_package = file.name == "__init__.py"
+        for node in _imports(ast.parse(file.read_text(encoding="utf-8"), str(file))):
+            if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                continue
+            source = (
+                _absolute(module, is_package, node.level, node.module)
+                if node.level
+                else node.module or ""
+            )
+            if source not in modules:
+                continue  # another package's names are its own business
+            found.extend(
+                f"{module}: from {source} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_")
+                and not alias.name.endswith("__")  # __version__ and its kind are public
+                and f"{source}.{alias.name}" not in modules
+            )
+    return found
+
+
+def test_no_private_name_crosses_a_module_border() -> None:
+    assert private_imports(PACKAGE) == []
+
+
+def test_a_private_import_is_found(tmp_path: Path) -> None:
+    files = {"a.py": "def _hidden(): pass\n", "b.py": "from .a import _hidden\nfrom . import a\n"}
+    assert private_imports(_package(tmp_path, files)) == ["tiny.b: from tiny.a import _hidden"]

@@ -57,3 +57,7 @@ def test_a_dtype_disagreement_fails_too(job: list[dict[str, Any]]) -> None:
 
 def test_agreeing_processes_load_as_before(job: list[dict[str, Any]]) -> None:
     assert [result["agreed_sum"] for result in job] == [276.0, 276.0]
+
+
+def test_a_load_one_process_makes_alone_asks_nobody(job: list[dict[str, Any]]) -> None:
+    assert [result["alone"] for result in job] == [["w", "same"], ["w", "same"]]

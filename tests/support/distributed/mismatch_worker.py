@@ -5,7 +5,8 @@ process. Each rank writes its own copy of a checkpoint in ``DIR``, where ``w`` h
 shape (4, 6) on rank 0 and (8, 6) on rank 1 (and ``b`` float32 on rank 0, float16 on
 rank 1, in a second file), then loads them onto one mesh every way a sharded load can
 go. Each rank prints one ``RESULT`` line: the message of each load's error, or
-``None`` where it loaded, plus one load where the files agree.
+``None`` where it loaded, plus one load where the files agree and one each rank makes
+alone.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def main() -> None:
             return file.get_tensor("w")
 
     agreed = tj.load_file(mine / "agree.safetensors", device=rule)["w"]
+    # A load one process makes alone (its own devices) asks nobody: it must not wait.
+    index = mine / "model.safetensors.index.json"
+    index.write_text('{"weight_map": {"w": "w.safetensors", "same": "w.safetensors"}}')
+    local_mesh = jax.sharding.Mesh(np.array(jax.local_devices()), ("local",))
+    alone = None
+    if rank == 0:
+        alone = list(tj.load_file(index))
+    else:
+        alone = list(tj.load_file(mine / "w.safetensors", device=local_mesh))
+    dist.barrier()
     report(
         {
             "rank": rank,
@@ -63,6 +74,7 @@ def main() -> None:
             "torch": outcome(lambda: tj.load(mine / "w.pt", map_location=rule)),
             "safe_open": outcome(open_and_get),
             "agreed_sum": float(jax.jit(lambda w: w.sum())(agreed)),
+            "alone": alone,
         }
     )
     dist.destroy_process_group()

@@ -9,11 +9,14 @@ mix with no error. So before any part is read, every process publishes the name,
 shape and dtype of each tensor it is about to load through JAX's coordination service
 (the key-value store Orbax synchronizes hosts with), reads everyone's, and compares:
 every process sees the same descriptions, so all reach the same verdict and raise the
-same error, naming the tensor and both shapes.
+same error, naming the tensor and both shapes. Only tensors whose sharding spans
+processes are described, and only the processes holding their devices take part: a
+load onto one process's own devices (rank 0 reading a checkpoint alone) asks nobody.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 from collections.abc import Iterable
@@ -21,6 +24,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import Sharding
 
 from ..errors import CheckpointError
 from .messages import shown
@@ -30,19 +34,22 @@ __all__ = ["TIMEOUT_S", "agree"]
 #: How long a process waits for the others to describe their tensors (torch's default
 #: process-group timeout).
 TIMEOUT_S = 600
-# Every process makes the same sequence of sharded loads, so the n-th one has the same
-# number everywhere.
-_loads = itertools.count()
+# The processes holding a load's devices make the same sequence of loads together, so
+# the n-th load of one group of processes has the same number in each of them.
+_loads: collections.defaultdict[tuple[int, ...], itertools.count[int]]
+_loads = collections.defaultdict(itertools.count)
 
-Description = tuple[str, tuple[int, ...], np.dtype[Any]]
+#: A tensor about to be loaded: its name, global shape, dtype and target sharding.
+Description = tuple[str, tuple[int, ...], np.dtype[Any], Sharding]
 
 
 def agree(tensors: Iterable[Description], what: str) -> None:
-    """Check that every process of the job loads ``tensors`` with the same shapes and dtypes.
+    """Check that the processes loading ``tensors`` together read the same shapes and dtypes.
 
-    ``tensors`` are ``(name, global shape, dtype)`` of what this process is about to
-    load; ``what`` names the load for messages. A single process checks nothing. Every
-    process must call this for each sharded load, as it must make the load itself.
+    ``tensors`` describe what this process is about to load; ``what`` names the load
+    for messages. Those whose sharding spans several processes are compared among the
+    processes holding their devices, each of which makes the same load (as it must for
+    the arrays to exist); nothing else is compared, and nobody is asked.
 
     Raises:
         CheckpointError: the processes disagree (the message names the tensor, both
@@ -51,19 +58,30 @@ def agree(tensors: Iterable[Description], what: str) -> None:
     """
     if jax.process_count() == 1:
         return
+    shared: list[Description] = [
+        description for description in tensors if not description[3].is_fully_addressable
+    ]
+    holders: set[int] = set()
+    for *_, sharding in shared:
+        devices: set[jax.Device] = sharding.device_set
+        holders.update(device.process_index for device in devices)
+    processes = tuple(sorted(holders))
+    if len(processes) < 2:
+        return
     from jax._src import distributed as jax_distributed  # its key-value store: not exported
 
     client = jax_distributed.global_state.client
     if client is None:
         return  # several processes without JAX's distributed runtime: nothing to ask
-    prefix = f"torch2jax_device/checkpoints/load-{next(_loads)}/process-"
+    group = "-".join(map(str, processes))
+    prefix = f"torch2jax_device/checkpoints/{group}/load-{next(_loads[processes])}/process-"
     me = jax.process_index()
     client.key_value_set(
         f"{prefix}{me}",
-        json.dumps([[name, list(shape), str(dtype)] for name, shape, dtype in tensors]),
+        json.dumps([[name, list(shape), str(dtype)] for name, shape, dtype, _ in shared]),
     )
     described: dict[int, dict[str, tuple[list[int], str]]] = {}
-    for process in range(jax.process_count()):
+    for process in processes:
         try:
             text = client.blocking_key_value_get(f"{prefix}{process}", TIMEOUT_S * 1000)
         except Exception as err:  # JAX raises a RuntimeError-like XlaRuntimeError

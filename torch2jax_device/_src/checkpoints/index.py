@@ -64,10 +64,10 @@ def shard_files(path: PathLike) -> Shards:
     folder = os.path.dirname(path)
     files: dict[str, list[str] | None] = {}
     for name, shard in weight_map.items():
-        file = os.path.join(folder, shard)
-        if file not in files:
+        shard_path = os.path.join(folder, shard)
+        if shard_path not in files:
             _check_shard(path, folder, shard, name)
-        names = files.setdefault(file, [])
+        names = files.setdefault(shard_path, [])
         assert names is not None
         names.append(name)
     return Shards(files, list(weight_map))

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
-from ..detect import _instance_of, import_torch, is_nnx_module, is_torch_tensor, is_tracer
+from ..detect import import_torch, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError
 from ..interop import to_jax, to_torch
 from .messages import shown
@@ -480,8 +480,15 @@ def _is_model(obj: Any) -> bool:
 
 
 def _is_nnx_state(obj: Any) -> bool:
-    return _instance_of(obj, "flax.nnx", "State")
+    return _is_instance_of_loaded(obj, "flax.nnx", "State")
 
 
 def _is_equinox_module(obj: Any) -> bool:
-    return _instance_of(obj, "equinox", "Module")
+    return _is_instance_of_loaded(obj, "equinox", "Module")
+
+
+def _is_instance_of_loaded(obj: Any, module: str, name: str) -> bool:
+    """Whether ``obj`` is a ``module.name``, without importing ``module``: an object of
+    a framework can only exist once the framework is loaded."""
+    cls = getattr(sys.modules.get(module), name, None)
+    return isinstance(cls, type) and isinstance(obj, cls)

@@ -93,7 +93,9 @@ def load_file(
             past the end, malformed JSON, offsets out of range, overlapping or leaving
             gaps, dtype and shape disagreeing with the bytes, unknown dtype, impossible
             shape) or holds more than ``max_tensors`` tensors; the message names the
-            file and the problem, raised before any tensor memory is allocated.
+            file and the problem, raised before any tensor memory is allocated. Also
+            when processes loading onto one mesh together read different shapes or
+            dtypes for a tensor (all of them raise it, naming the tensor).
         DeviceUnavailableError: ``device`` does not exist here (checked before reading).
         InvalidDeviceError: ``backend`` is not ``"mmap"`` or ``"pread"``.
 

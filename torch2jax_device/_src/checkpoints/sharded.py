@@ -15,8 +15,10 @@ stores contiguously), put on its devices, and the parts become one global array
 (``jax.make_array_from_single_device_arrays``). So a process reads about its share of
 the bytes, and no device ever holds a whole tensor that is meant to be sharded. With
 several processes, each one loads its own parts and the arrays are global: every
-process must make the same call. PyTorch checkpoints are read the same way through
-``torch.load(mmap=True)``, which touches only the pages of the parts it is asked for.
+process must make the same call, and before reading any part the processes check that
+they agree on each tensor's global shape and dtype (``agreement``). PyTorch
+checkpoints are read the same way through ``torch.load(mmap=True)``, which touches only
+the pages of the parts it is asked for.
 """
 
 from __future__ import annotations
@@ -212,10 +214,9 @@ def load_file(
                 readers[-1][1].append(_plan(reader, name, rule))
         agree(
             (
-                (plan.info.name, plan.info.shape, plan.info.dtype)
+                (plan.info.name, plan.info.shape, plan.info.dtype, plan.sharding)
                 for _, plans in readers
                 for plan in plans
-                if not plan.sharding.is_fully_addressable
             ),
             f"tj.load_file({shown(os.fspath(path))})",
         )
@@ -250,16 +251,16 @@ class OnMesh:
 
     def tensor(self, reader: Reader, info: TensorInfo) -> jax.Array:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
-        shared = [] if plan.sharding.is_fully_addressable else [(info.name, info.shape, info.dtype)]
-        agree(shared, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
+        described = [(info.name, info.shape, info.dtype, plan.sharding)]
+        agree(described, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
         return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
         host = dtypes.as_canonical(reader.read_selection(info, index))
         name = f"{shown(info.name)}[{index!r}]"
         sharding = _checked(self._rule, info.name, host.shape, host.dtype)
-        shared = [] if sharding.is_fully_addressable else [(name, host.shape, host.dtype)]
-        agree(shared, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
+        described = [(name, host.shape, host.dtype, sharding)]
+        agree(described, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
         return assemble(
             host.shape, sharding, lambda part: host if part is None else host[part], where=name
         )
@@ -426,9 +427,8 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
     budget.spend(len(plans), source.name)
     agree(
         (
-            (name, tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype))
+            (name, tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
             for name, tensor, sharding in plans.values()
-            if not sharding.is_fully_addressable
         ),
         f"tj.load({source.name})",
     )

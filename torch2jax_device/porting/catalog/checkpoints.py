@@ -27,7 +27,8 @@ ROWS: tuple[Idiom, ...] = (
             "read; others are read once (`safetensors.flax` needs 3x the file in RAM, "
             "`safetensors.numpy` 2x). Onto a GPU through a bounded staging buffer. Every "
             "dtype, BF16 and FP8 included, without import-order tricks; the packed F4/F6 "
-            "kinds are refused, and so are files of more tiny tensors than `max_tensors=`."
+            "kinds are refused, and so are files of more tiny tensors than `max_tensors=`. "
+            "Names come in the file's order, as in `safetensors.torch`."
         ),
         runs=False,
         torch_api=(
@@ -110,7 +111,9 @@ ROWS: tuple[Idiom, ...] = (
             "without copies where the memory allows; other entries are kept. Without "
             "`map_location` tensors go where they were saved: a `cuda:0` checkpoint on a "
             "machine without that GPU raises `tj.DeviceUnavailableError` (a `RuntimeError`, "
-            "like torch's error). `.safetensors` files load too."
+            "like torch's error). `.safetensors` files load too. A checkpoint of more "
+            "tensors than `max_tensors=` allows (each view counts: it becomes an array) is "
+            "refused; the default is one per 4 KiB of file, at least 16,384."
         ),
         runs=False,
         torch_api=("torch.load",),
