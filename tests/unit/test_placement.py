@@ -20,6 +20,8 @@ from flax.core import FrozenDict
 
 import torch2jax_device as tj
 from torch2jax_device._src import dtypes as _dtypes
+from torch2jax_device._src import placement as _placement
+from torch2jax_device._src import trees as _trees
 
 CPU = tj.resolve("cpu")
 
@@ -314,6 +316,86 @@ def test_copy_true_never_shares_the_source(kind: str, form: str) -> None:
     else:
         source[0] = 99.0
     assert np.asarray(result).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# --- the lane for NumPy batches: exactly what the general path gives -----------------
+
+
+Pair = collections.namedtuple("Pair", ["x", "y"])
+
+
+class Tagged(np.ndarray[Any, Any]):
+    """An ndarray subclass, as np.memmap is one."""
+
+
+def _unaligned(count: int) -> np.ndarray[Any, Any]:
+    """A float32 view that starts 4 bytes into its buffer (JAX cannot alias it)."""
+    return np.frombuffer(bytearray(4 * count + 4), np.float32, count, offset=4)
+
+
+def _numpy_batches() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    matrix = rng.random((6, 8), dtype=np.float32)
+    frozen = np.arange(6, dtype=np.int32)
+    frozen.flags.writeable = False
+    return {
+        "dict": {"x": rng.integers(0, 9, (4, 16), dtype=np.int32), "y": np.ones(3, np.float32)},
+        "dtypes": [np.zeros(2, dtype) for dtype in (np.uint8, np.int16, np.float16, np.bool_)],
+        "bfloat16": {"x": np.ones(4, jnp.bfloat16)},
+        "0-d": np.array(7, np.int32),
+        "strided": {"x": matrix[::2, 1::3], "fortran": np.asfortranarray(matrix)},
+        "read-only": (frozen,),
+        "unaligned": {"x": _unaligned(5)},
+        "nested": {"pair": Pair(np.zeros(2, np.int32), [np.ones(1, np.float32), None])},
+        "ordered": collections.OrderedDict(b=np.ones(2, np.int32), a=np.zeros(2, np.int32)),
+        "group": [{"x": np.full(3, i, np.float32)} for i in range(3)],
+    }
+
+
+@pytest.mark.parametrize("name", list(_numpy_batches()))
+def test_the_numpy_lane_places_exactly_as_the_general_path(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = _numpy_batches()[name]
+    assert _placement._plain_host_data(_trees.flatten(batch).leaves)  # the lane is taken
+    ours = tj.to_device(batch, CPU, non_blocking=True)
+    monkeypatch.setattr(_placement, "_plain_host_data", lambda leaves: False)
+    theirs = tj.to_device(batch, CPU, non_blocking=True)  # the general path
+    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
+    assert type(ours) is type(theirs)
+    leaves = (jax.tree.leaves(ours), jax.tree.leaves(theirs), jax.tree.leaves(batch))
+    for mine, reference, source in zip(*leaves, strict=True):
+        assert mine.sharding == reference.sharding and mine.committed and reference.committed
+        assert mine.dtype == reference.dtype and mine.shape == reference.shape
+        before = np.asarray(reference).copy()
+        np.testing.assert_array_equal(np.asarray(mine), before)
+        if source.flags.writeable:  # alias or copy: a write to the source shows in both or none
+            source[...] = ~source if source.dtype == np.bool_ else 1 - source
+            changed_here = not np.array_equal(np.asarray(mine), before)
+            changed_there = not np.array_equal(np.asarray(reference), before)
+            assert changed_here == changed_there
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        {"x": np.arange(3)},  # int64: to_device narrows it, and warns
+        {"x": np.zeros(2, np.float32).view(Tagged)},  # a subclass (np.memmap is one)
+        {"x": torch.zeros(2)},
+        {"x": jnp.zeros(2)},
+        {"x": np.float32(1.0)},  # a NumPy scalar
+        [np.zeros(2, np.float32), 3],  # a Python number leaf
+        {"x": np.array(["a", "b"])},  # no numbers: the general path's error
+        {"x": np.zeros(2, ">f4")},  # big-endian: converted first
+        {},  # no leaves: to_device gives the same object back
+    ],
+    ids=[
+        "int64", "subclass", "torch", "jax", "numpy-scalar", "python-number", "strings",
+        "big-endian", "empty",
+    ],
+)  # fmt: skip
+def test_everything_else_takes_the_general_path(batch: Any) -> None:
+    assert not _placement._plain_host_data(_trees.flatten(batch).leaves)
 
 
 # --- tj.Parameter: torch's .device, still an array -----------------------------------
