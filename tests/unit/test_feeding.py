@@ -589,6 +589,80 @@ def test_a_source_that_fails_to_close_makes_close_raise(background: bool | None)
         finishes(stream.close)
 
 
+# Every way a loop is left at the top level of a script, for each place the source runs;
+# at exit, no stream may print (the interpreter's own clean-up used to run their finally
+# blocks after module globals were gone: "Exception ignored in: <generator object ...>").
+_EXIT_SETUP = textwrap.dedent(
+    """
+    import gc, sys
+    import numpy as np
+    import torch2jax_device as tj
+
+    def batches():
+        return [{"x": np.full(2, i, np.float32)} for i in range(50)]
+
+    BACKGROUNDS = (None, True, False)
+    """
+)
+_EXIT_WAYS = {
+    "break": """
+streams = [tj.prefetch_to_device(iter(batches()), "cpu", background=b) for b in BACKGROUNDS]
+for stream in streams:
+    for batch in stream:
+        break
+for b in BACKGROUNDS:
+    for batch in tj.DeviceLoader(batches(), "cpu", background=b):
+        break
+""",
+    "unfinished-epoch": """
+epochs = [iter(tj.DeviceLoader(batches(), "cpu", background=b)) for b in BACKGROUNDS]
+firsts = [next(epoch) for epoch in epochs]
+""",
+    "exception": """
+streams = [tj.prefetch_to_device(iter(batches()), "cpu", background=b) for b in BACKGROUNDS]
+for stream in streams[:-1]:
+    next(stream)
+for batch in streams[-1]:
+    raise RuntimeError("left the loop")
+""",
+    "garbage-collection": """
+for b in BACKGROUNDS:
+    stream = tj.prefetch_to_device(iter(batches()), "cpu", background=b)
+    next(stream)
+    del stream
+    gc.collect()
+""",
+    "sys.exit": """
+streams = [tj.prefetch_to_device(iter(batches()), "cpu", background=b) for b in BACKGROUNDS]
+for stream in streams:
+    next(stream)
+for batch in tj.DeviceLoader(batches(), "cpu"):
+    sys.exit(0)
+""",
+    "dataloader-workers": """
+from torch.utils.data import DataLoader
+from tests.support.datasets import Squares
+loader = DataLoader(Squares(64), num_workers=1, multiprocessing_context="spawn")
+epoch = iter(tj.DeviceLoader(loader, "cpu", background=True))
+first = next(epoch)
+""",
+}
+
+
+@pytest.mark.parametrize("way", list(_EXIT_WAYS))
+def test_a_stream_left_open_exits_quietly(way: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _EXIT_SETUP + _EXIT_WAYS[way]],
+        capture_output=True, text=True, timeout=180, cwd=ROOT,
+    )  # fmt: skip
+    if way == "exception":  # the script's own error, and nothing after it
+        assert result.returncode == 1
+        assert result.stderr.rstrip().endswith("RuntimeError: left the loop"), result.stderr
+        assert "Exception ignored" not in result.stderr, result.stderr
+    else:
+        assert (result.returncode, result.stderr) == (0, "")
+
+
 # --- arguments ------------------------------------------------------------------------
 
 
