@@ -85,7 +85,7 @@ TREES = {
 }
 
 
-@pytest.mark.idiom("batch-dict-to-device")
+@pytest.mark.idiom("batch-to-device")
 @pytest.mark.parametrize("name", list(TREES))
 def test_to_device_keeps_every_dicts_order(name: str) -> None:
     theirs, ours = torch_to(TREES[name]()), tj.to_device(TREES[name](), "cpu")
@@ -256,7 +256,7 @@ def _to_sources() -> tuple[torch.Tensor, torch.Tensor, jax.Array, jax.Array]:
     return x, other, jax_x, tj.to_device(jnp.zeros(1, jnp.float16), "cpu")
 
 
-@pytest.mark.idiom("tensor-to-device-dtype")
+@pytest.mark.idiom("tensor-non-blocking")
 @pytest.mark.parametrize("form", list(TO_FORMS))
 def test_every_to_form_torch_takes(form: str) -> None:
     torch_call, tj_call = TO_FORMS[form]
@@ -267,6 +267,7 @@ def test_every_to_form_torch_takes(form: str) -> None:
         assert (ours.value is jax_x) == (theirs.value is x), "identity differs"
 
 
+@pytest.mark.idiom("tensor-to-memory-format")
 @pytest.mark.parametrize("fmt", ["channels_last", "channels_last_3d"])
 def test_channels_last_on_images_changes_no_value(fmt: str) -> None:
     shape = (2, 3, 4, 5) if fmt == "channels_last" else (2, 3, 4, 5, 2)
@@ -277,6 +278,7 @@ def test_channels_last_on_images_changes_no_value(fmt: str) -> None:
     assert not theirs.is_contiguous()  # torch changes strides; JAX arrays have none
 
 
+@pytest.mark.idiom("tensor-to-memory-format")
 def test_module_to_channels_last_leaves_values_as_torch_does() -> None:
     from flax import nnx
 
@@ -291,6 +293,7 @@ def test_module_to_channels_last_leaves_values_as_torch_does() -> None:
 # --- torch's 0-dim CPU rule ---------------------------------------------------------------
 
 
+@pytest.mark.idiom("mixed-device-error")
 def test_a_0_dim_cpu_tensor_meets_any_device_as_in_torch() -> None:
     # torch: a 0-dim CPU tensor takes part in an operation on another device; with one
     # CPU here, the same rule is checked with a CPU array and a 0-dim tensor.
@@ -304,6 +307,7 @@ def test_a_0_dim_cpu_tensor_meets_any_device_as_in_torch() -> None:
 # --- what a mixed codebase meets -----------------------------------------------------------
 
 
+@pytest.mark.idiom("jax-to-tensor")
 def test_int64_labels_come_back_as_int32_and_go_back_to_int64() -> None:
     labels = torch.tensor([0, 2, 1])
     logits = torch.zeros(3, 3)
