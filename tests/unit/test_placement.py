@@ -318,6 +318,49 @@ def test_copy_true_never_shares_the_source(kind: str, form: str) -> None:
     assert np.asarray(result).tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+# --- trees: every container in its own order -----------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Registered:
+    """A registered pytree whose fields hold dicts: JAX walks it, the library its dicts."""
+
+    params: dict[Any, Any]
+    step: Any
+
+
+def test_trees_walk_dicts_in_their_own_order_at_any_depth() -> None:
+    tree = {
+        "z": [{"b": 1, "a": 2}, None, ()],
+        1: Point({"d": 3, "c": 4}, Batch(5, {"y": 6, "x": 7})),
+        "r": Registered({"w2": 8, "w10": 9, 0: 10}, 11),
+        "empty": {},
+    }
+    flat = _trees.flatten(tree, with_paths=True)
+    assert flat.leaves == [*range(1, 8), "train", *range(8, 12)]
+    assert flat.paths == [
+        "['z'][0]['b']", "['z'][0]['a']", "[1].x['d']", "[1].x['c']", "[1].y.tokens",
+        "[1].y.meta['y']", "[1].y.meta['x']", "[1].y.name", "['r'].params['w2']",
+        "['r'].params['w10']", "['r'].params[0]", "['r'].step",
+    ]  # fmt: skip
+    rebuilt = flat.rebuild([leaf if isinstance(leaf, str) else -leaf for leaf in flat.leaves])
+    assert list(rebuilt) == ["z", 1, "r", "empty"]
+    assert rebuilt["z"] == [{"b": -1, "a": -2}, None, ()]
+    assert list(rebuilt[1].x) == ["d", "c"] and list(rebuilt[1].y.meta) == ["y", "x"]
+    assert type(rebuilt["r"]) is Registered and list(rebuilt["r"].params) == ["w2", "w10", 0]
+    assert rebuilt["r"].step == -11 and rebuilt["empty"] == {}
+
+
+def test_jax_sorts_what_the_library_keeps_in_order() -> None:
+    batch = {"x": np.ones(1, np.float32), "label": np.zeros(1, np.int32)}
+    assert list(jax.device_put(batch, CPU)) == ["label", "x"]  # JAX's order: sorted
+    assert list(tj.to_device(batch, CPU)) == ["x", "label"]
+    with pytest.raises(ValueError, match="Comparator"):
+        jax.tree.leaves({1: np.ones(1), "a": np.ones(1)})
+    assert list(tj.to_device({1: np.ones(1), "a": np.ones(1)}, CPU)) == [1, "a"]
+
+
 # --- the lane for NumPy batches: exactly what the general path gives -----------------
 
 

@@ -117,7 +117,7 @@ def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path
         pairs, treedef = jax.tree_util.tree_flatten_with_path(node, is_leaf=_is_mapping)
         children = [child for _, child in pairs]
         child_paths = [path + jax.tree_util.keystr(key) for key, _ in pairs]
-    if treedef.num_nodes == 1 and treedef.num_leaves == 1:  # a leaf to JAX
+    if len(children) == 1 and children[0] is node:  # a leaf to JAX
         if _is_plain_dataclass(node):
             return _walk_dataclass(node, leaves, paths, path)
         leaves.append(node)
@@ -128,7 +128,9 @@ def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path
         _walk(child, leaves, paths, child_path)
         for child, child_path in zip(children, child_paths, strict=True)
     ]
-    return lambda new_leaves: treedef.unflatten([part(new_leaves) for part in parts])
+    return lambda new_leaves: jax.tree_util.tree_unflatten(
+        treedef, [part(new_leaves) for part in parts]
+    )
 
 
 def _is_plain_dataclass(obj: object) -> bool:
