@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 _PYTHON_SCALARS = (bool, int, float, complex)
+_CONTAINERS = (dict, list, tuple)
 _ARRAY_PROTOCOLS = ("__jax_array__", "__array__", "__dlpack__", "__cuda_array_interface__")
 
 
@@ -173,7 +174,7 @@ def to_device(
         _check_memory_format(obj, memory_format)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
-    single = _is_array(obj) or isinstance(obj, _PYTHON_SCALARS)
+    single = type(obj) not in _CONTAINERS and (_is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
     flat = flatten(obj)
     if (
         not single
@@ -218,14 +219,24 @@ def _plain_host_data(leaves: list[Any]) -> bool:
     """
     if not leaves:
         return False
-    canonical = jax.dtypes.canonicalize_dtype
+    kept = _kept_dtypes[bool(jax.config.jax_enable_x64)]
     for leaf in leaves:  # a loop, not all(...): this runs for every small batch
         if type(leaf) is not np.ndarray:
             return False
         dtype = leaf.dtype
-        if not (dtype.isnative and dtypes.holds(dtype) and canonical(dtype) == dtype):
-            return False
+        if dtype not in kept:
+            if not (
+                dtype.isnative
+                and dtypes.holds(dtype)
+                and jax.dtypes.canonicalize_dtype(dtype) == dtype
+            ):
+                return False
+            kept.add(dtype)
     return True
+
+
+#: The dtypes JAX holds as they are, without and with x64 (filled as they are met).
+_kept_dtypes: dict[bool, set[np.dtype[Any]]] = {False: set(), True: set()}
 
 
 def _into_host_memory(target: jax.sharding.Sharding) -> bool:
@@ -300,6 +311,8 @@ def _refuse_root(obj: Any) -> NoReturn:
 
 def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
     """Map ``.to(dtype)`` and ``.to(other)`` onto (device, dtype)."""
+    if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
+        return device, dtype
     if _is_array(device):
         other = device
         if dtype is None:
@@ -310,6 +323,10 @@ def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
     if device is None and dtype is not None:
         return _KEEP, dtype
     return device, dtype
+
+
+#: Devices and shardings: never a dtype or an array.
+_PLACES = (jax.sharding.Sharding, jax.Device, Device)
 
 
 def _is_dtype(value: Any) -> bool:
@@ -461,16 +478,35 @@ def _destination(target: Any, arrays: list[Any]) -> Any:
     sharding itself, and jax 0.10 fails to move an array out of another memory kind of
     the same device when given a Device ("Memory kind mismatch").
     """
-    if not isinstance(target, jax.sharding.SingleDeviceSharding):
+    device = _plain_device(target)
+    if device is None:
         return target
-    device = next(iter(target.device_set))
-    plain = jax.sharding.SingleDeviceSharding(device)  # the device's default memory kind
-    if target != plain or any(
-        isinstance(array, jax.Array) and array.sharding.memory_kind != plain.memory_kind
-        for array in arrays
-    ):
-        return target
+    for array in arrays:  # a loop, not any(...): this runs for every small batch
+        if isinstance(array, jax.Array) and array.sharding.memory_kind != target.memory_kind:
+            return target
     return device
+
+
+def _plain_device(target: jax.sharding.Sharding) -> jax.Device | None:
+    """The device ``target`` is, in its default memory kind; ``None`` for any other sharding.
+
+    The last answer is kept: a loader asks for every batch with the same target, and
+    building the sharding to compare with costs more than a small batch's bookkeeping.
+    """
+    global _last_plain
+    last, device = _last_plain
+    if target is last:
+        return device
+    device = None
+    if isinstance(target, jax.sharding.SingleDeviceSharding):
+        device = next(iter(target.device_set))
+        if target != jax.sharding.SingleDeviceSharding(device):
+            device = None
+    _last_plain = (target, device)
+    return device
+
+
+_last_plain: tuple[Any, jax.Device | None] = (None, None)
 
 
 def _host_cast(

@@ -54,10 +54,24 @@ def flatten(tree: Any, *, with_paths: bool = False, prefix: str = "") -> Flat:
     (``"['layer']['w']"``, ``".weight"``) are computed only with ``with_paths``, which
     error messages use; the hot path skips them.
     """
+    if not with_paths and type(tree) is dict:  # a batch of arrays: the hot path
+        flat = _flat_dict(tree)
+        if flat is not None:
+            return flat
     leaves: list[Any] = []
     paths: list[str] | None = [] if with_paths else None
     build = _walk(tree, leaves, paths, prefix)
     return Flat(leaves, paths or [], lambda new_leaves: build(iter(new_leaves)))
+
+
+def _flat_dict(tree: dict[Any, Any]) -> Flat | None:
+    """A dict whose values are all leaves, in one step; ``None`` for any other dict."""
+    values = list(tree.values())
+    for value in values:  # a loop, not all(...): this runs for every small batch
+        if not isinstance(value, _LEAF_TYPES):
+            return None
+    keys = list(tree)
+    return Flat(values, [], lambda new_leaves: dict(zip(keys, new_leaves, strict=True)))
 
 
 def _leaf(new_leaves: Iterator[Any]) -> Any:
