@@ -419,6 +419,19 @@ def test_the_numpy_lane_places_exactly_as_the_general_path(
             assert changed_here == changed_there
 
 
+def test_the_lane_follows_jax_enable_x64() -> None:
+    batch = {"x": np.arange(3, dtype=np.int64)}
+    jax.config.update("jax_enable_x64", True)
+    try:
+        assert _placement._plain_host_data(_trees.flatten(batch).leaves)
+        assert tj.to_device(batch, CPU)["x"].dtype == np.int64
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    assert not _placement._plain_host_data(_trees.flatten(batch).leaves)
+    with pytest.warns(tj.DtypeNarrowingWarning):
+        assert tj.to_device(batch, CPU)["x"].dtype == np.int32
+
+
 @pytest.mark.parametrize(
     "batch",
     [
