@@ -74,8 +74,8 @@ def _flat_dict(tree: dict[Any, Any]) -> Flat | None:
     return Flat(values, [], lambda new_leaves: dict(zip(keys, new_leaves, strict=True)))
 
 
-def _leaf(new_leaves: Iterator[Any]) -> Any:
-    return next(new_leaves)
+#: A leaf's builder: the next new leaf.
+_leaf: _Builder = next
 
 
 def _none(new_leaves: Iterator[Any]) -> None:
@@ -92,7 +92,7 @@ def _walk(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _
             _walk(item, leaves, paths, f"{path}[{index}]" if paths is not None else "")
             for index, item in enumerate(node)
         ]
-        return lambda new_leaves: kind(part(new_leaves) for part in parts)
+        return lambda new_leaves: kind([part(new_leaves) for part in parts])
     if node is None:
         return _none
     if isinstance(node, _LEAF_TYPES):
@@ -105,10 +105,15 @@ def _walk(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _
 
 def _walk_mapping(mapping: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
     keys = list(mapping)
-    parts = [
-        _walk(mapping[key], leaves, paths, f"{path}[{key!r}]" if paths is not None else "")
-        for key in keys
-    ]
+    parts: list[_Builder] = []
+    for key, value in mapping.items():
+        if isinstance(value, _LEAF_TYPES) and paths is None:  # the common case, inline
+            leaves.append(value)
+            parts.append(_leaf)
+        else:
+            parts.append(
+                _walk(value, leaves, paths, f"{path}[{key!r}]" if paths is not None else "")
+            )
     if type(mapping) is collections.defaultdict:
         factory = mapping.default_factory
         return lambda new_leaves: collections.defaultdict(
