@@ -663,7 +663,9 @@ def device_of(obj: Any) -> Device | None:
     ``device_of(model)`` answers ``next(model.parameters()).device`` for a whole NNX
     module, Equinox module, linen variables dict, pytree or torch module, after checking
     that every array agrees. NumPy arrays (and NumPy scalars) are host data: a tree of
-    NumPy data only is on ``cpu``; mixed with device arrays they are ignored. In a
+    NumPy data only is on ``cpu``; mixed with device arrays they are ignored, as are 0-dim
+    CPU tensors and uncommitted 0-d JAX arrays (torch lets a 0-dim CPU tensor meet any
+    device; optax's step count starts uncommitted). In a
     multi-process job, an array with one device in this process (replicated over the
     job, as DDP keeps parameters) is on that device, as torch says ``cuda:LOCAL_RANK``.
 
@@ -710,7 +712,9 @@ def check_same_device(*objs: Any) -> Device | None:
     ``Received incompatible devices for jitted computation``, this says which
     arguments are where. Tracers and NumPy arrays are ignored (see
     `tj.strict_placement` for torch's stricter
-    rule, under which host data counts as ``cpu``).
+    rule, under which host data counts as ``cpu``). As in torch, a 0-dim CPU tensor
+    meets any device, and so does an uncommitted 0-d JAX array (JAX moves it where the
+    committed arrays are).
 
     Returns:
         The one device all arrays are on, or ``None`` if there are none.

@@ -145,8 +145,9 @@ def strict_placement(
     training step for example, each call first checks its arguments as torch checks
     the operands of an operation: every array (JAX arrays, torch tensors, NumPy arrays,
     the state of NNX and torch modules in the arguments) must be on one device, where
-    host data (NumPy, CPU tensors) is on ``cpu``. Python numbers and 0-d host values are
-    exempt, as torch exempts 0-d CPU tensors. Otherwise it raises
+    host data (NumPy, CPU tensors) is on ``cpu``. Python numbers, 0-d host values and
+    uncommitted 0-d JAX arrays are exempt, as torch exempts 0-d CPU tensors. Otherwise
+    it raises
     [`tj.MixedDeviceError`][torch2jax_device.MixedDeviceError] with torch's message
     (``Expected all tensors to be on the same device, but found at least two devices,
     cuda:0 and cpu!``), the argument path on each device, the line of the call and the
