@@ -44,6 +44,7 @@ from ._src.errors import DTypeError as DTypeError
 from ._src.errors import EmptyTreeError as EmptyTreeError
 from ._src.errors import InvalidDeviceError as InvalidDeviceError
 from ._src.errors import InvalidIndexError as InvalidIndexError
+from ._src.errors import MemoryFormatError as MemoryFormatError
 from ._src.errors import MissingFrameworkError as MissingFrameworkError
 from ._src.errors import MixedDeviceError as MixedDeviceError
 from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
@@ -134,6 +135,7 @@ __all__ = [
     "ForkAfterJaxWarning",
     "InvalidDeviceError",
     "InvalidIndexError",
+    "MemoryFormatError",
     "MissingFrameworkError",
     "MixedDeviceError",
     "NoSuchAttributeError",

@@ -42,3 +42,23 @@ def test_parameter_device_is_cuda_with_torchs_index() -> None:
         str(torch_device),
     )
     assert device == torch_device
+
+
+def test_devices_meeting_in_a_block_are_named_like_torch() -> None:
+    # JAX device ids repeat across backends (GPU 0 and CPU 0): the names come from both.
+    theirs = run(lambda: torch.ones(3, device="cuda") + torch.ones(3))
+    assert theirs.error is not None and "cuda:0 and cpu!" in str(theirs.error)
+    gpu, cpu = tj.to_device(jnp.ones(3), "cuda"), tj.to_device(jnp.ones(3), "cpu")
+    with pytest.raises(tj.MixedDeviceError, match="found at least two devices, cuda:0 and cpu!"):
+        with tj.strict_placement():
+            gpu @ cpu
+
+
+def test_a_0_dim_cpu_tensor_meets_a_gpu_array_as_in_torch() -> None:
+    scalar = torch.tensor(2.0)
+    assert (torch.ones(3, device="cuda") * scalar).device.type == "cuda"  # torch allows it
+    gpu = tj.to_device(jnp.ones(3), "cuda")
+    assert tj.check_same_device(gpu, scalar) == tj.device("cuda:0")
+    assert float(_step(gpu, scalar)) == 6.0
+    with pytest.raises(tj.MixedDeviceError, match="cuda:0 and cpu!"):
+        tj.check_same_device(gpu, torch.ones(3))  # a 1-d CPU tensor does not, in torch either

@@ -152,3 +152,32 @@ def test_copy_true_to_another_device_and_back_never_aliases() -> None:
     kept = tj.to_device(placed, jnp.float32, copy=True)
     assert kept.devices() == {CPUS[1]} and kept.committed
     assert kept.unsafe_buffer_pointer() != placed.unsafe_buffer_pointer()
+
+
+@pytest.mark.idiom("mixed-device-error")
+def test_a_0_dim_cpu_tensor_meets_another_device_as_in_torch() -> None:
+    # torch: a 0-dim CPU tensor takes part in an operation on any device ("meta" stands in
+    # for the accelerator on this machine); a 1-dim one does not.
+    assert (torch.ones(3, device="meta") * torch.tensor(2.0)).device.type == "meta"
+    with pytest.raises(RuntimeError, match="device"):
+        torch.ones(3, device="meta") * torch.ones(1)
+    array = jax.device_put(jnp.ones(3), CPUS[1])
+    assert tj.check_same_device(array, torch.tensor(2.0)) == tj.device("cpu:1")
+    assert tj.device_of({"w": array, "scale": torch.tensor(2.0)}) == tj.device("cpu:1")
+    with pytest.raises(tj.MixedDeviceError, match="cpu:1 and cpu!"):
+        tj.check_same_device(array, torch.ones(1))
+    assert tj.check_same_device(torch.tensor(2.0)) == torch.tensor(2.0).device
+
+
+def test_an_uncommitted_scalar_follows_the_committed_arrays() -> None:
+    # optax's step count starts uncommitted on the default device; JAX moves it where
+    # the parameters are, so it is on their device, not a second one.
+    optax = pytest.importorskip("optax")
+    model = tj.to_device(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), "cpu:1")
+    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+    assert tj.device_of(optimizer) == tj.device("cpu:1")
+    loose = jnp.zeros((), jnp.int32)  # uncommitted, on cpu:0
+    assert tj.check_same_device(jax.device_put(jnp.ones(2), CPUS[1]), loose) == tj.device("cpu:1")
+    assert tj.device_of(loose) == tj.device("cpu:0")  # alone, it is where it is
+    with pytest.raises(tj.MixedDeviceError, match="cpu:1 and cpu:0!"):
+        tj.check_same_device(jax.device_put(jnp.ones(2), CPUS[1]), jnp.zeros(2))  # not a scalar

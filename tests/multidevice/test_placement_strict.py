@@ -68,6 +68,19 @@ RULE_CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
         lambda: torch.ones(3, device="meta") * 2.0,
         lambda: step({"w": on("cpu:1")}, 2.0),
     ),
+    "0-dim CPU tensor": (
+        lambda: torch.ones(3, device="meta") * torch.tensor(2.0),
+        lambda: tj.strict_placement(lambda w, s: w * float(s))(on("cpu:1"), torch.tensor(2.0)),
+    ),
+    # JAX moves an uncommitted scalar where the committed arrays are, as torch a 0-dim one.
+    "uncommitted 0-d array": (
+        lambda: torch.ones(3, device="meta") * torch.tensor(2.0),
+        lambda: step({"w": on("cpu:1")}, jnp.float32(2.0)),
+    ),
+    "1-dim CPU tensor": (
+        lambda: torch.ones(3, device="meta") * torch.ones(1),
+        lambda: step({"w": on("cpu:1")}, torch.ones(1)),
+    ),
 }
 
 

@@ -94,10 +94,23 @@ def device_cases() -> list[Case]:
             lambda: reads(torch.device("cpu")),
             lambda: reads(tj.list_devices("cpu")[0]),
         ),
+        # New arrays are made on the CPU on both sides: on a GPU machine JAX's default
+        # device is the GPU, where torch's is the CPU (a documented difference).
         Case(
             "check-same-device",
             lambda: reads((torch.ones(1) + torch.ones(1)).device),
-            lambda: reads(tj.check_same_device(jnp.ones(1), tj.to_device(jnp.ones(1), "cpu"))),
+            lambda: reads(
+                tj.check_same_device(
+                    _in(tj.device("cpu"), lambda: jnp.ones(1)), tj.to_device(jnp.ones(1), "cpu")
+                )
+            ),
+        ),
+        Case(
+            "check-same-device-0-dim-cpu-tensor",
+            lambda: reads((torch.ones(1) + torch.tensor(1.0)).device),
+            lambda: reads(
+                tj.check_same_device(tj.to_device(jnp.ones(1), "cpu"), torch.tensor(1.0))
+            ),
         ),
     ]
 

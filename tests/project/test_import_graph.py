@@ -20,6 +20,7 @@ import torch2jax_device
 
 PACKAGE = Path(torch2jax_device.__file__).parent
 
+
 def module_names(root: Path) -> dict[str, Path]:
     """``{dotted module name: file}`` for every module of the package at ``root``."""
     names = {}

@@ -10,7 +10,6 @@ devices other than the first, the caller's default device) are in
 
 from __future__ import annotations
 
-import collections
 import copy
 import gc
 import multiprocessing
@@ -590,6 +589,80 @@ def test_a_source_that_fails_to_close_makes_close_raise(background: bool | None)
         finishes(stream.close)
 
 
+# Every way a loop is left at the top level of a script, for each place the source runs;
+# at exit, no stream may print (the interpreter's own clean-up used to run their finally
+# blocks after module globals were gone: "Exception ignored in: <generator object ...>").
+_EXIT_SETUP = textwrap.dedent(
+    """
+    import gc, sys
+    import numpy as np
+    import torch2jax_device as tj
+
+    def batches():
+        return [{"x": np.full(2, i, np.float32)} for i in range(50)]
+
+    BACKGROUNDS = (None, True, False)
+    """
+)
+_EXIT_WAYS = {
+    "break": """
+streams = [tj.prefetch_to_device(iter(batches()), "cpu", background=b) for b in BACKGROUNDS]
+for stream in streams:
+    for batch in stream:
+        break
+for b in BACKGROUNDS:
+    for batch in tj.DeviceLoader(batches(), "cpu", background=b):
+        break
+""",
+    "unfinished-epoch": """
+epochs = [iter(tj.DeviceLoader(batches(), "cpu", background=b)) for b in BACKGROUNDS]
+firsts = [next(epoch) for epoch in epochs]
+""",
+    "exception": """
+streams = [tj.prefetch_to_device(iter(batches()), "cpu", background=b) for b in BACKGROUNDS]
+for stream in streams[:-1]:
+    next(stream)
+for batch in streams[-1]:
+    raise RuntimeError("left the loop")
+""",
+    "garbage-collection": """
+for b in BACKGROUNDS:
+    stream = tj.prefetch_to_device(iter(batches()), "cpu", background=b)
+    next(stream)
+    del stream
+    gc.collect()
+""",
+    "sys.exit": """
+streams = [tj.prefetch_to_device(iter(batches()), "cpu", background=b) for b in BACKGROUNDS]
+for stream in streams:
+    next(stream)
+for batch in tj.DeviceLoader(batches(), "cpu"):
+    sys.exit(0)
+""",
+    "dataloader-workers": """
+from torch.utils.data import DataLoader
+from tests.support.datasets import Squares
+loader = DataLoader(Squares(64), num_workers=1, multiprocessing_context="spawn")
+epoch = iter(tj.DeviceLoader(loader, "cpu", background=True))
+first = next(epoch)
+""",
+}
+
+
+@pytest.mark.parametrize("way", list(_EXIT_WAYS))
+def test_a_stream_left_open_exits_quietly(way: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _EXIT_SETUP + _EXIT_WAYS[way]],
+        capture_output=True, text=True, timeout=180, cwd=ROOT,
+    )  # fmt: skip
+    if way == "exception":  # the script's own error, and nothing after it
+        assert result.returncode == 1
+        assert result.stderr.rstrip().endswith("RuntimeError: left the loop"), result.stderr
+        assert "Exception ignored" not in result.stderr, result.stderr
+    else:
+        assert (result.returncode, result.stderr) == (0, "")
+
+
 # --- arguments ------------------------------------------------------------------------
 
 
@@ -663,87 +736,7 @@ def test_a_non_iterable_is_rejected_at_the_call() -> None:
         prefetch_to_device(3, "cpu")  # type: ignore[arg-type]
 
 
-# --- the direct lane for NumPy batches ------------------------------------------------
-
-
-Pair = collections.namedtuple("Pair", ["x", "y"])
-
-
-class Tagged(np.ndarray[Any, Any]):
-    """An ndarray subclass, as np.memmap is one."""
-
-
-def _unaligned(count: int) -> np.ndarray[Any, Any]:
-    """A float32 view that starts 4 bytes into its buffer (JAX cannot alias it)."""
-    return np.frombuffer(bytearray(4 * count + 4), np.float32, count, offset=4)
-
-
-def _numpy_batches() -> dict[str, Any]:
-    rng = np.random.default_rng(0)
-    matrix = rng.random((6, 8), dtype=np.float32)
-    frozen = np.arange(6, dtype=np.int32)
-    frozen.flags.writeable = False
-    return {
-        "dict": {"x": rng.integers(0, 9, (4, 16), dtype=np.int32), "y": np.ones(3, np.float32)},
-        "dtypes": [np.zeros(2, dtype) for dtype in (np.uint8, np.int16, np.float16, np.bool_)],
-        "bfloat16": {"x": np.ones(4, jnp.bfloat16)},
-        "0-d": np.array(7, np.int32),
-        "strided": {"x": matrix[::2, 1::3], "fortran": np.asfortranarray(matrix)},
-        "read-only": (frozen,),
-        "unaligned": {"x": _unaligned(5)},
-        "nested": {"pair": Pair(np.zeros(2, np.int32), [np.ones(1, np.float32), None])},
-        "ordered": collections.OrderedDict(b=np.ones(2, np.int32), a=np.zeros(2, np.int32)),
-        "group": [{"x": np.full(3, i, np.float32)} for i in range(3)],
-    }
-
-
-@pytest.mark.parametrize("name", list(_numpy_batches()))
-def test_the_numpy_lane_places_exactly_as_to_device(name: str) -> None:
-    device = tj.resolve("cpu")
-
-    def no_fallback(batch: Any) -> Any:
-        raise AssertionError("this batch should have taken the direct lane")
-
-    batch = _numpy_batches()[name]
-    ours = data._place_host_arrays(batch, device, fallback=no_fallback)
-    theirs = tj.to_device(batch, device, non_blocking=True)  # the same buffers
-    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
-    assert type(ours) is type(theirs)
-    leaves = (jax.tree.leaves(ours), jax.tree.leaves(theirs), jax.tree.leaves(batch))
-    for mine, reference, source in zip(*leaves, strict=True):
-        assert mine.sharding == reference.sharding and mine.committed and reference.committed
-        assert mine.dtype == reference.dtype and mine.shape == reference.shape
-        before = np.asarray(reference).copy()
-        np.testing.assert_array_equal(np.asarray(mine), before)
-        if source.flags.writeable:  # alias or copy: a write to the source shows in both or none
-            source[...] = ~source if source.dtype == np.bool_ else 1 - source
-            changed_here = not np.array_equal(np.asarray(mine), before)
-            changed_there = not np.array_equal(np.asarray(reference), before)
-            assert changed_here == changed_there
-
-
-@pytest.mark.parametrize(
-    "batch",
-    [
-        {"x": np.arange(3)},  # int64: to_device narrows it, and warns
-        {"x": np.zeros(2, np.float32).view(Tagged)},  # a subclass (np.memmap is one)
-        {"x": torch.zeros(2)},
-        {"x": jnp.zeros(2)},
-        {"x": np.float32(1.0)},  # a NumPy scalar
-        [np.zeros(2, np.float32), 3],  # a Python number leaf
-        {},  # no leaves: to_device gives the same object back
-    ],
-    ids=["int64", "subclass", "torch", "jax", "numpy-scalar", "python-number", "empty"],
-)
-def test_everything_else_goes_to_to_device(batch: Any) -> None:
-    fallback_calls = []
-
-    def fallback(tree: Any) -> Any:
-        fallback_calls.append(tree)
-        return "placed by to_device"
-
-    placed = data._place_host_arrays(batch, tj.resolve("cpu"), fallback=fallback)
-    assert placed == "placed by to_device" and fallback_calls == [batch]
+# --- the direct lane for NumPy batches (to_device's; see tests/unit/test_placement.py) --
 
 
 def test_targets_other_than_a_plain_device_never_take_the_lane() -> None:

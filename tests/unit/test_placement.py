@@ -20,6 +20,8 @@ from flax.core import FrozenDict
 
 import torch2jax_device as tj
 from torch2jax_device._src import dtypes as _dtypes
+from torch2jax_device._src import placement as _placement
+from torch2jax_device._src import trees as _trees
 
 CPU = tj.resolve("cpu")
 
@@ -314,6 +316,142 @@ def test_copy_true_never_shares_the_source(kind: str, form: str) -> None:
     else:
         source[0] = 99.0
     assert np.asarray(result).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# --- trees: every container in its own order -----------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Registered:
+    """A registered pytree whose fields hold dicts: JAX walks it, the library its dicts."""
+
+    params: dict[Any, Any]
+    step: Any
+
+
+def test_trees_walk_dicts_in_their_own_order_at_any_depth() -> None:
+    tree = {
+        "z": [{"b": 1, "a": 2}, None, ()],
+        1: Point({"d": 3, "c": 4}, Batch(5, {"y": 6, "x": 7})),
+        "r": Registered({"w2": 8, "w10": 9, 0: 10}, 11),
+        "empty": {},
+    }
+    flat = _trees.flatten(tree, with_paths=True)
+    assert flat.leaves == [*range(1, 8), "train", *range(8, 12)]
+    assert flat.paths == [
+        "['z'][0]['b']", "['z'][0]['a']", "[1].x['d']", "[1].x['c']", "[1].y.tokens",
+        "[1].y.meta['y']", "[1].y.meta['x']", "[1].y.name", "['r'].params['w2']",
+        "['r'].params['w10']", "['r'].params[0]", "['r'].step",
+    ]  # fmt: skip
+    rebuilt = flat.rebuild([leaf if isinstance(leaf, str) else -leaf for leaf in flat.leaves])
+    assert list(rebuilt) == ["z", 1, "r", "empty"]
+    assert rebuilt["z"] == [{"b": -1, "a": -2}, None, ()]
+    assert list(rebuilt[1].x) == ["d", "c"] and list(rebuilt[1].y.meta) == ["y", "x"]
+    assert type(rebuilt["r"]) is Registered and list(rebuilt["r"].params) == ["w2", "w10", 0]
+    assert rebuilt["r"].step == -11 and rebuilt["empty"] == {}
+
+
+def test_jax_sorts_what_the_library_keeps_in_order() -> None:
+    batch = {"x": np.ones(1, np.float32), "label": np.zeros(1, np.int32)}
+    assert list(jax.device_put(batch, CPU)) == ["label", "x"]  # JAX's order: sorted
+    assert list(tj.to_device(batch, CPU)) == ["x", "label"]
+    with pytest.raises(ValueError, match="Comparator"):
+        jax.tree.leaves({1: np.ones(1), "a": np.ones(1)})
+    assert list(tj.to_device({1: np.ones(1), "a": np.ones(1)}, CPU)) == [1, "a"]
+
+
+# --- the lane for NumPy batches: exactly what the general path gives -----------------
+
+
+Pair = collections.namedtuple("Pair", ["x", "y"])
+
+
+class Tagged(np.ndarray[Any, Any]):
+    """An ndarray subclass, as np.memmap is one."""
+
+
+def _unaligned(count: int) -> np.ndarray[Any, Any]:
+    """A float32 view that starts 4 bytes into its buffer (JAX cannot alias it)."""
+    return np.frombuffer(bytearray(4 * count + 4), np.float32, count, offset=4)
+
+
+def _numpy_batches() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    matrix = rng.random((6, 8), dtype=np.float32)
+    frozen = np.arange(6, dtype=np.int32)
+    frozen.flags.writeable = False
+    return {
+        "dict": {"x": rng.integers(0, 9, (4, 16), dtype=np.int32), "y": np.ones(3, np.float32)},
+        "dtypes": [np.zeros(2, dtype) for dtype in (np.uint8, np.int16, np.float16, np.bool_)],
+        "bfloat16": {"x": np.ones(4, jnp.bfloat16)},
+        "0-d": np.array(7, np.int32),
+        "strided": {"x": matrix[::2, 1::3], "fortran": np.asfortranarray(matrix)},
+        "read-only": (frozen,),
+        "unaligned": {"x": _unaligned(5)},
+        "nested": {"pair": Pair(np.zeros(2, np.int32), [np.ones(1, np.float32), None])},
+        "ordered": collections.OrderedDict(b=np.ones(2, np.int32), a=np.zeros(2, np.int32)),
+        "group": [{"x": np.full(3, i, np.float32)} for i in range(3)],
+    }
+
+
+@pytest.mark.parametrize("name", list(_numpy_batches()))
+def test_the_numpy_lane_places_exactly_as_the_general_path(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = _numpy_batches()[name]
+    assert _placement._plain_host_data(_trees.flatten(batch).leaves)  # the lane is taken
+    ours = tj.to_device(batch, CPU, non_blocking=True)
+    monkeypatch.setattr(_placement, "_plain_host_data", lambda leaves: False)
+    theirs = tj.to_device(batch, CPU, non_blocking=True)  # the general path
+    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
+    assert type(ours) is type(theirs)
+    leaves = (jax.tree.leaves(ours), jax.tree.leaves(theirs), jax.tree.leaves(batch))
+    for mine, reference, source in zip(*leaves, strict=True):
+        assert mine.sharding == reference.sharding and mine.committed and reference.committed
+        assert mine.dtype == reference.dtype and mine.shape == reference.shape
+        before = np.asarray(reference).copy()
+        np.testing.assert_array_equal(np.asarray(mine), before)
+        if source.flags.writeable:  # alias or copy: a write to the source shows in both or none
+            source[...] = ~source if source.dtype == np.bool_ else 1 - source
+            changed_here = not np.array_equal(np.asarray(mine), before)
+            changed_there = not np.array_equal(np.asarray(reference), before)
+            assert changed_here == changed_there
+
+
+def test_the_lane_follows_jax_enable_x64() -> None:
+    batch = {"x": np.arange(3, dtype=np.int64)}
+    jax.config.update("jax_enable_x64", True)
+    try:
+        assert _placement._plain_host_data(_trees.flatten(batch).leaves)
+        assert tj.to_device(batch, CPU)["x"].dtype == np.int64
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    assert not _placement._plain_host_data(_trees.flatten(batch).leaves)
+    with pytest.warns(tj.DtypeNarrowingWarning):
+        assert tj.to_device(batch, CPU)["x"].dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        {"x": np.arange(3)},  # int64: to_device narrows it, and warns
+        {"x": np.zeros(2, np.float32).view(Tagged)},  # a subclass (np.memmap is one)
+        {"x": torch.zeros(2)},
+        {"x": jnp.zeros(2)},
+        {"x": np.float32(1.0)},  # a NumPy scalar
+        [np.zeros(2, np.float32), 3],  # a Python number leaf
+        {"x": np.array(["a", "b"])},  # no numbers: the general path's error
+        {"x": np.zeros(2, ">f4")},  # big-endian: converted first
+        {},  # no leaves: to_device gives the same object back
+    ],
+    ids=[
+        "int64", "subclass", "torch", "jax", "numpy-scalar", "python-number", "strings",
+        "big-endian", "empty",
+    ],
+)  # fmt: skip
+def test_everything_else_takes_the_general_path(batch: Any) -> None:
+    assert not _placement._plain_host_data(_trees.flatten(batch).leaves)
 
 
 # --- tj.Parameter: torch's .device, still an array -----------------------------------

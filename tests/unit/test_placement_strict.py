@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from torch2jax_device._src import strict as _strict
 from torch2jax_device._src.strict import pins_to_cpu
 
 
@@ -72,3 +73,55 @@ def test_errors_that_are_not_about_devices_pass_through() -> None:
     with pytest.raises(ZeroDivisionError):
         with tj.strict_placement():
             1 / 0  # noqa: B018
+
+
+class _FakeDevice:
+    """A jax.Device as JAX's messages name it: a platform, an id, a class in its repr."""
+
+    def __init__(self, platform: str, device_id: int, kind: str) -> None:
+        self.platform, self.id, self._kind = platform, device_id, kind
+
+    def __repr__(self) -> str:
+        return f"{self._kind}(id={self.id})"
+
+
+# A GPU machine's JAX messages (jax 0.10/0.11 wording), where GPU 0 and CPU 0 share id 0.
+_GPU_INCOMPATIBLE = (
+    "Received incompatible devices for jitted computation. Got argument x of matmul with "
+    "shape float32[3] and with device ids [0] on platform GPU and argument y of matmul with "
+    "shape float32[3] and with device ids [0] on platform CPU"
+)
+_GPU_DISALLOWED = (
+    "INVALID_ARGUMENT: Disallowed device-to-device transfer: aval=ShapedArray(float32[3]), "
+    "sharding=SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device), "
+    "dst_sharding=SingleDeviceSharding(device=CudaDevice(id=0), memory_kind=device)"
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "names"),
+    [
+        (ValueError(_GPU_INCOMPATIBLE), "cuda:0 and cpu!"),
+        (RuntimeError(_GPU_DISALLOWED), "cuda:0 and cpu!"),
+    ],
+    ids=["committed-arrays-meet", "transfer-guard"],
+)
+def test_devices_with_one_id_on_two_backends_get_their_own_names(
+    error: BaseException, names: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    devices = [
+        (_FakeDevice("gpu", 0, "CudaDevice"), tj.device("cuda:0")),
+        (_FakeDevice("cpu", 0, "CpuDevice"), tj.device("cpu")),
+    ]
+    monkeypatch.setattr(_strict, "_local_devices", lambda: devices)
+    translated = _strict._torch_style(error)
+    assert translated is not None
+    assert f"found at least two devices, {names}" in str(translated)
+
+
+def test_a_device_of_another_process_is_named_by_its_id_and_platform() -> None:
+    error = ValueError(
+        _GPU_INCOMPATIBLE.replace("ids [0] on platform GPU", "ids [9] on platform GPU")
+    )
+    translated = _strict._torch_style(error)
+    assert translated is not None and "JAX device id 9 (gpu) and cpu!" in str(translated)

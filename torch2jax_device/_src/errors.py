@@ -23,6 +23,7 @@ __all__ = [
     "EmptyTreeError",
     "InvalidDeviceError",
     "InvalidIndexError",
+    "MemoryFormatError",
     "MissingFrameworkError",
     "MixedDeviceError",
     "NoSuchAttributeError",
@@ -356,4 +357,22 @@ class OutOfMemoryError(Torch2JaxDeviceError, RuntimeError):
         >>> import torch2jax_device as tj
         >>> issubclass(tj.OutOfMemoryError, RuntimeError)
         True
+    """
+
+
+class MemoryFormatError(Torch2JaxDeviceError, TypeError, RuntimeError):
+    """A ``memory_format=`` torch would refuse: not a ``torch.memory_format``, or a rank it needs.
+
+    ``Tensor.to(memory_format=...)`` raises ``TypeError`` for a value that is no memory
+    format and ``RuntimeError`` for ``torch.channels_last`` on a tensor that is not 4-d;
+    this class is both. (The format itself changes nothing in JAX: arrays have no strides.)
+
+    Examples:
+        >>> import numpy as np, torch
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.to_device(np.ones(3), "cpu", memory_format=torch.channels_last)
+        ... except tj.MemoryFormatError as error:
+        ...     print(str(error).split(",")[0])
+        required rank 4 tensor to use channels_last format
     """

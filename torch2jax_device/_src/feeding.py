@@ -373,31 +373,9 @@ def _prefetch(
         place = functools.partial(_place_staged, staging=staging, target=target)
     else:
         place = functools.partial(to_device, device=target, non_blocking=True)
-        first = next(iter(target.device_set))
-        if target == jax.sharding.SingleDeviceSharding(first):  # one device, default memory
-            place = functools.partial(_place_host_arrays, device=first, fallback=place)
     return run_ahead(
         iterable, place, size, background, functools.partial(_place_group, place=place)
     )
-
-
-def _place_host_arrays(batches: Any, device: jax.Device, fallback: Callable[[Any], Any]) -> Any:
-    """``fallback(batches)``, with a direct lane for trees of plain NumPy arrays.
-
-    For a tree whose leaves are all ``np.ndarray``s in a dtype JAX keeps, bound for a
-    device's default memory, [`tj.to_device`][torch2jax_device.to_device] makes exactly
-    one ``jax.device_put(leaves, device)`` and rebuilds the tree. This lane does only
-    that, without ``to_device``'s checks for every other kind of input, which cost about
-    as much as transferring a small batch's two leaves (tests/unit/test_feeding.py
-    compares both, leaf by leaf, aliasing included). Anything else goes to ``fallback``.
-    """
-    leaves, treedef = jax.tree_util.tree_flatten(batches)
-    if not leaves:
-        return fallback(batches)
-    for leaf in leaves:  # a loop, not all(...): this runs for every small batch
-        if type(leaf) is not np.ndarray or jax.dtypes.canonicalize_dtype(leaf.dtype) != leaf.dtype:
-            return fallback(batches)
-    return jax.tree_util.tree_unflatten(treedef, jax.device_put(leaves, device))
 
 
 def _place_staged(batch: Any, staging: jax.sharding.Sharding, target: jax.sharding.Sharding) -> Any:

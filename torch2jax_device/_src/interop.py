@@ -16,7 +16,7 @@ import numpy as np
 from . import dtypes, host_staging
 from .detect import import_torch, is_torch_tensor, is_tracer, type_name
 from .device import Device, DeviceLike, resolve
-from .errors import ConversionError, DeviceUnavailableError
+from .errors import ConversionError, DeviceUnavailableError, DTypeError
 
 __all__ = ["ALIGNMENT", "aligned_empty", "host_array", "to_jax", "to_torch"]
 
@@ -244,27 +244,41 @@ def _require_zero_copy(dtype: np.dtype[Any], pointer: int, dense: bool, what: st
         )
 
 
-def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
+def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None) -> Any:
     """A JAX array as a ``torch.Tensor`` sharing its memory (``torch.from_dlpack``).
 
     Needs torch. NumPy arrays go through ``torch.from_numpy`` and tensors pass through.
+
+    The tensor has the array's dtype, and JAX without ``jax_enable_x64`` (its default)
+    has no 64-bit types: int64 labels that went through JAX come back as **int32**, and
+    torch's losses refuse them (``expected target dtype to be Long``; ``nll_loss``,
+    ``cross_entropy`` and ``one_hot`` need int64). Ask for the dtype torch needs with
+    ``dtype=torch.int64`` (or call ``.long()`` on the tensor): a copy, as the cast is in
+    torch.
 
     Args:
         array: A single-device ``jax.Array`` (or `tj.Parameter`,
             ``np.ndarray``, NumPy scalar, ``torch.Tensor``).
         device: Where the tensor must be (``"cuda:0"``, a ``tj.device``, ...);
             ``None`` keeps it where the data is.
+        dtype: The tensor's dtype (a ``torch.dtype``, a JAX/NumPy dtype or its name);
+            ``None`` keeps the array's. Any dtype torch has, int64 and float64 included,
+            whatever ``jax_enable_x64`` says.
 
     Raises:
         ConversionError: ``array`` is sharded over several devices, is a tracer, or is
             not an array torch can take.
+        DTypeError: torch has no such dtype.
         MissingFrameworkError: torch is not installed.
 
     Examples:
-        >>> import jax.numpy as jnp
+        >>> import jax.numpy as jnp, torch
         >>> import torch2jax_device as tj
         >>> tj.to_torch(jnp.arange(3)).tolist()
         [0, 1, 2]
+        >>> labels = jnp.array([0, 2, 1])  # int32: without x64, JAX has no int64
+        >>> tj.to_torch(labels).dtype, tj.to_torch(labels, dtype=torch.int64).dtype
+        (torch.int32, torch.int64)
     """
     torch = import_torch("tj.to_torch()")
     if not isinstance(array, jax.Array) and hasattr(array, "__jax_array__"):
@@ -296,9 +310,21 @@ def to_torch(array: Any, device: DeviceLike | None = None) -> Any:
             f"to_torch() cannot convert {type_name(array)}: "
             "it takes a jax.Array, a NumPy array or a torch.Tensor"
         )
-    if device is None:
-        return tensor
-    return tensor.to(Device(device).torch_device)
+    target = None if device is None else Device(device).torch_device
+    if dtype is None:
+        return tensor if target is None else tensor.to(target)
+    return tensor.to(target, _torch_dtype(torch, dtype))
+
+
+def _torch_dtype(torch: Any, dtype: Any) -> Any:
+    """The ``torch.dtype`` for any dtype spelling the library takes."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = dtypes.to_numpy_dtype(dtype).name
+    found = getattr(torch, name, None)
+    if not isinstance(found, torch.dtype):
+        raise DTypeError(f"torch has no dtype {name!r} (asked for {dtype!r})")
+    return found
 
 
 def _torch_from_jax(array: jax.Array) -> Any:

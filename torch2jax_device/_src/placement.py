@@ -10,6 +10,7 @@ already sit committed on the target are returned as the very same objects, as
 
 from __future__ import annotations
 
+import itertools
 import operator
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +35,7 @@ from .errors import (
     DTypeError,
     EmptyTreeError,
     InvalidDeviceError,
+    MemoryFormatError,
     MixedDeviceError,
     NoSuchAttributeError,
     Torch2JaxDeviceError,
@@ -52,6 +54,7 @@ __all__ = [
 ]
 
 _PYTHON_SCALARS = (bool, int, float, complex)
+_CONTAINERS = (dict, list, tuple)
 _ARRAY_PROTOCOLS = ("__jax_array__", "__array__", "__dlpack__", "__cuda_array_interface__")
 
 
@@ -66,9 +69,10 @@ def to_device(
     obj: Any,
     device: Any = None,
     dtype: Any = None,
-    *,
     non_blocking: bool = False,
     copy: bool = False,
+    *,
+    memory_format: Any = None,
 ) -> Any:
     """Equivalent to `Tensor.to`.
 
@@ -79,7 +83,9 @@ def to_device(
     JAX array **committed** to the device, so jitted code runs there, as torch code
     runs where its tensors are. Containers keep their types (dict, ``OrderedDict``,
     ``defaultdict`` with its factory, list, tuple, namedtuple, dataclass,
-    ``FrozenDict``, optax states, any registered pytree); other leaves (strings,
+    ``FrozenDict``, optax states, any registered pytree), and dicts keep their key
+    order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
+    dict keys); other leaves (strings,
     ``None``, Python numbers used as configuration) pass through unchanged. A bare
     Python number becomes a 0-d array. All transfers happen in one batched
     ``jax.device_put``. The input is never mutated, except a Flax NNX module, which
@@ -94,10 +100,13 @@ def to_device(
     ``module.to(device.torch_device)``, or pass its ``state_dict()``) or any other object
     that is not an array, number, container or module raises ``ConversionError``.
 
-    The torch overloads work too: ``to_device(x, jnp.float16)`` and
-    ``to_device(x, dtype=jnp.float16)`` are ``x.to(dtype)`` (arrays stay where they
-    are; host data goes to the CPU device), ``to_device(x, other)`` is ``x.to(other)``
-    (other's device and dtype).
+    The torch overloads work too, with their positional arguments:
+    ``to_device(x, jnp.float16)`` and ``to_device(x, dtype=jnp.float16)`` are
+    ``x.to(dtype)`` (arrays stay where they are; host data goes to the CPU device),
+    ``to_device(x, other)`` is ``x.to(other)`` (other's device and dtype), and
+    ``to_device(x, "cuda", torch.float16, True)``, ``to_device(x, torch.float16, False,
+    True)`` and ``to_device(x, other, True)`` read ``non_blocking`` and ``copy`` where
+    torch reads them.
 
     Args:
         obj: An array, tensor, Python number, container of them, or NNX module.
@@ -112,6 +121,11 @@ def to_device(
         non_blocking: Return at once, while transfers run (JAX transfers are
             asynchronous); ``False`` returns once the data is on the device.
         copy: Always copy, even when nothing else changes (``Tensor.to(copy=True)``).
+        memory_format: A ``torch.memory_format``, taken for ported code and without
+            effect: JAX arrays have no strides (XLA lays out each buffer itself, in
+            channels-last order for GPU convolutions where that is faster), and the
+            values are the same in every format, as in torch. ``torch.channels_last``
+            (``channels_last_3d``) on a single array needs 4 (5) dimensions, as in torch.
 
     Returns:
         The same structure with array leaves on the device (the module itself for NNX).
@@ -120,6 +134,9 @@ def to_device(
         DeviceUnavailableError: the device does not exist here, or a leaf is a ``meta``
             tensor (it has no data).
         DTypeError: JAX does not know ``dtype``.
+        MemoryFormatError: ``memory_format`` is not a ``torch.memory_format`` or ``None``,
+            or is ``torch.channels_last`` and a single array is not 4-d
+            (``channels_last_3d``: 5-d), as torch refuses them.
         ConversionError: a leaf cannot become a JAX array (a NumPy array of strings or
             objects; a sparse, quantized or nested tensor; an array-like JAX rejects), was
             deleted or donated, or is a torch module; or ``obj`` itself is not something
@@ -144,11 +161,20 @@ def to_device(
         (True, 'train')
         >>> tj.to_device(moved, "cpu")["ids"] is moved["ids"]
         True
+        >>> list(tj.to_device({"x": np.ones(2), "label": np.zeros(2)}, "cpu"))  # key order kept
+        ['x', 'label']
+        >>> tj.to_device(np.ones(2), jnp.float16, False, True).dtype  # non_blocking, copy
+        dtype('float16')
     """
+    if isinstance(dtype, bool) and (_is_array(device) or _is_dtype(device)):
+        # torch's positional .to(dtype, non_blocking, copy) and .to(other, non_blocking, copy)
+        dtype, non_blocking, copy = None, dtype, non_blocking or copy
     device, dtype = _torch_overloads(device, dtype)
+    if memory_format is not None:
+        _check_memory_format(obj, memory_format)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
-    single = _is_array(obj) or isinstance(obj, _PYTHON_SCALARS)
+    single = type(obj) not in _CONTAINERS and (_is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
     flat = flatten(obj)
     if (
         not single
@@ -157,18 +183,113 @@ def to_device(
         and not any(hasattr(obj, protocol) for protocol in _ARRAY_PROTOCOLS)
     ):
         _refuse_root(obj)
-    moved, fresh = _move(
-        obj,
-        flat.leaves,
-        _target(device),
-        None if dtype is None else dtypes.canonical(dtypes.to_numpy_dtype(dtype)),
-        cast_all=single,
-        convert_scalars=single,
-        copy=copy,
-    )
+    target = _target(device)
+    if (
+        dtype is None
+        and not copy
+        and target is not _KEEP
+        and not _into_host_memory(target)
+        and _plain_host_data(flat.leaves)
+    ):
+        # The feeding lane: host batches, nothing to cast or keep, one transfer.
+        fresh = moved = _transfer(
+            flat.leaves, target, copy=False, path=lambda index: _path(obj, index)
+        )
+    else:
+        moved, fresh = _move(
+            obj,
+            flat.leaves,
+            target,
+            None if dtype is None else dtypes.canonical(dtypes.to_numpy_dtype(dtype)),
+            cast_all=single,
+            convert_scalars=single,
+            copy=copy,
+        )
     if not non_blocking:
         jax.block_until_ready(fresh)
     return flat.rebuild(moved)
+
+
+def _plain_host_data(leaves: list[Any]) -> bool:
+    """Whether every leaf is a NumPy array that JAX takes as it is (no conversion, no cast).
+
+    Such a tree (a batch from a loader) goes to its device in one ``jax.device_put``
+    without the per-leaf checks of ``_move``, which cost about as much as transferring
+    a small batch (``benchmarks/bench_feeding.py``).
+    """
+    if not leaves:
+        return False
+    kept = _kept_dtypes[bool(getattr(jax.config, "jax_enable_x64"))]  # noqa: B009 (no stub)
+    for leaf in leaves:  # a loop, not all(...): this runs for every small batch
+        if type(leaf) is not np.ndarray:
+            return False
+        dtype = leaf.dtype
+        if dtype not in kept:
+            if not (
+                dtype.isnative
+                and dtypes.holds(dtype)
+                and jax.dtypes.canonicalize_dtype(dtype) == dtype
+            ):
+                return False
+            kept.add(dtype)
+    return True
+
+
+#: The dtypes JAX holds as they are, without and with x64 (filled as they are met).
+_kept_dtypes: dict[bool, set[np.dtype[Any]]] = {False: set(), True: set()}
+
+
+def _into_host_memory(target: jax.sharding.Sharding) -> bool:
+    """A host memory kind, where JAX could alias NumPy buffers (``pin_memory`` copies)."""
+    return target.memory_kind in ("pinned_host", "unpinned_host")
+
+
+def _transfer(
+    arrays: list[Any], target: Any, *, copy: bool, path: Callable[[int], str]
+) -> list[jax.Array]:
+    """The one place ``to_device`` moves data: ``arrays`` in one batched transfer.
+
+    ``arrays`` are NumPy or JAX arrays; ``path(i)`` names the leaf ``arrays[i]`` came
+    from, for messages.
+    """
+    if transfer.crosses_processes(arrays, target):  # a mesh over several processes
+        return transfer.device_put(arrays, target, copy=copy, path=path)
+    return host_staging.device_put(  # device<->host copies through pinned memory
+        arrays, _destination(target, arrays), may_alias=False if copy else None
+    )
+
+
+#: torch's memory formats: a rank they need (``None``: any), none of them an effect here.
+_MEMORY_FORMATS = {
+    "torch.preserve_format": None,
+    "torch.contiguous_format": None,
+    "torch.channels_last": 4,
+    "torch.channels_last_3d": 5,
+}
+
+
+def _check_memory_format(obj: Any, memory_format: Any) -> None:
+    """torch's checks of ``memory_format=``, which changes nothing here.
+
+    JAX arrays have no strides: XLA chooses each buffer's layout itself (on GPUs,
+    channels-last for convolutions where that is faster), so every format gives the same
+    arrays, as torch gives the same values.
+    """
+    name = str(memory_format)
+    if type(memory_format).__name__ != "memory_format" or name not in _MEMORY_FORMATS:
+        raise MemoryFormatError(
+            f"to_device(): memory_format must be a torch.memory_format (torch.channels_last, "
+            f"torch.contiguous_format, torch.preserve_format) or None, not "
+            f"{type_name(memory_format)} {memory_format!r}"
+        )
+    rank = _MEMORY_FORMATS[name]
+    if rank is not None and _is_array(obj) and len(obj.shape) != rank:
+        raise MemoryFormatError(
+            f"required rank {rank} tensor to use {name.removeprefix('torch.')} format, got a "
+            f"{len(obj.shape)}-d array (torch raises the same RuntimeError). Fix: pass "
+            f"memory_format only for {rank}-d arrays (images), or drop it: JAX arrays have no "
+            "strides, and XLA lays out every array itself"
+        )
 
 
 def _refuse_root(obj: Any) -> NoReturn:
@@ -189,6 +310,8 @@ def _refuse_root(obj: Any) -> NoReturn:
 
 def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
     """Map ``.to(dtype)`` and ``.to(other)`` onto (device, dtype)."""
+    if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
+        return device, dtype
     if _is_array(device):
         other = device
         if dtype is None:
@@ -199,6 +322,10 @@ def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
     if device is None and dtype is not None:
         return _KEEP, dtype
     return device, dtype
+
+
+#: Devices and shardings: never a dtype or an array.
+_PLACES = (jax.sharding.Sharding, jax.Device, Device)
 
 
 def _is_dtype(value: Any) -> bool:
@@ -260,7 +387,7 @@ def _move(
     placing = target is not _KEEP
     # NumPy leaves join the batched transfer directly, except into host memory kinds,
     # where JAX could alias their buffers (pin_memory promises a copy).
-    host_direct = placing and target.memory_kind not in ("pinned_host", "unpinned_host")
+    host_direct = placing and not _into_host_memory(target)
     # JAX aliases aligned NumPy buffers on CPU devices even with may_alias=False.
     host_copy = copy and placing and _on_cpu(target)
     array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
@@ -311,15 +438,12 @@ def _move(
         elif copy and shared:
             in_place_copies.append(index)
     if pending:
-        arrays = [moved[index] for index in pending]
-        if transfer.crosses_processes(arrays, target):  # a mesh over several processes
-            placed = transfer.device_put(
-                arrays, target, copy=copy, path=lambda i: _path(tree, pending[i])
-            )
-        else:
-            placed = host_staging.device_put(  # device<->host copies through pinned memory
-                arrays, _destination(target, arrays), may_alias=False if copy else None
-            )
+        placed = _transfer(
+            [moved[index] for index in pending],
+            target,
+            copy=copy,
+            path=lambda position: _path(tree, pending[position]),
+        )
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
         fresh.extend(placed)
@@ -353,16 +477,35 @@ def _destination(target: Any, arrays: list[Any]) -> Any:
     sharding itself, and jax 0.10 fails to move an array out of another memory kind of
     the same device when given a Device ("Memory kind mismatch").
     """
-    if not isinstance(target, jax.sharding.SingleDeviceSharding):
+    device = _plain_device(target)
+    if device is None:
         return target
-    device = next(iter(target.device_set))
-    plain = jax.sharding.SingleDeviceSharding(device)  # the device's default memory kind
-    if target != plain or any(
-        isinstance(array, jax.Array) and array.sharding.memory_kind != plain.memory_kind
-        for array in arrays
-    ):
-        return target
+    for array in arrays:  # a loop, not any(...): this runs for every small batch
+        if isinstance(array, jax.Array) and array.sharding.memory_kind != target.memory_kind:
+            return target
     return device
+
+
+def _plain_device(target: jax.sharding.Sharding) -> jax.Device | None:
+    """The device ``target`` is, in its default memory kind; ``None`` for any other sharding.
+
+    The last answer is kept: a loader asks for every batch with the same target, and
+    building the sharding to compare with costs more than a small batch's bookkeeping.
+    """
+    global _last_plain
+    last, device = _last_plain
+    if target is last:
+        return device
+    device = None
+    if isinstance(target, jax.sharding.SingleDeviceSharding):
+        device = next(iter(target.device_set))
+        if target != jax.sharding.SingleDeviceSharding(device):
+            device = None
+    _last_plain = (target, device)
+    return device
+
+
+_last_plain: tuple[Any, jax.Device | None] = (None, None)
 
 
 def _host_cast(
@@ -441,9 +584,14 @@ class Placements:
     A place is a torch-style ``Device``; torch's unindexed ``cpu`` and JAX's ``cpu:0``
     are one place. NumPy leaves only set ``host`` (host memory is reachable from
     every device), or with ``host_is_cpu`` are placed on ``cpu`` as torch places CPU
-    tensors (0-d ones excepted, as torch exempts 0-d CPU tensors); tracers only set
-    ``traced``. ``committed_platforms`` are the JAX platforms of committed arrays (where
-    a jitted call of them runs). Leaf paths are computed only for an error message.
+    tensors; tracers only set ``traced``. ``committed_platforms`` are the JAX platforms
+    of committed arrays (where a jitted call of them runs). Leaf paths are computed only
+    for an error message.
+
+    Scalars meet every device, as torch lets a 0-dim CPU tensor take part in an
+    operation on a CUDA tensor: 0-dim CPU tensors, 0-d host values and uncommitted 0-d
+    JAX arrays (which JAX moves to where the committed arrays are: optax's step
+    ``count`` before the first update) count only where nothing else has a place.
     """
 
     def __init__(self, trees: list[Any], prefixes: list[str], *, host_is_cpu: bool = False) -> None:
@@ -451,8 +599,10 @@ class Placements:
         self.traced = self.host = False
         self.committed_platforms: set[str] = set()
         seen: dict[Any, tuple[int, int]] = {}
+        scalars: dict[Any, tuple[int, int]] = {}  # places of values that meet every device
         for position, tree in enumerate(trees):
             for index, leaf in enumerate(flatten(tree).leaves):  # a Parameter flattens
+                places = seen
                 if isinstance(leaf, jax.Array):
                     if is_tracer(leaf):
                         self.traced = True
@@ -460,24 +610,31 @@ class Placements:
                     key: Any = _single_device(leaf, tree, index)
                     if leaf.committed:
                         self.committed_platforms.add(key.platform)
+                    elif leaf.ndim == 0:
+                        places = scalars
                 elif is_torch_tensor(leaf):
-                    if host_is_cpu and leaf.device.type == "cpu" and leaf.ndim == 0:
-                        continue
                     key = Device(leaf.device)
+                    if leaf.device.type == "cpu" and leaf.ndim == 0:
+                        places = scalars
                 elif isinstance(leaf, (np.ndarray, np.generic)):
                     self.host = True
-                    if not host_is_cpu or _is_scalar_host(leaf):
+                    if not host_is_cpu:
                         continue
                     key = Device("cpu")
+                    if _is_scalar_host(leaf):
+                        places = scalars
                 else:
                     continue
-                seen.setdefault(key, (position, index))
+                places.setdefault(key, (position, index))
+        if not seen:
+            # Scalars alone: where the first one is (they never disagree among themselves).
+            seen = dict(itertools.islice(scalars.items(), 1))
         self.devices: dict[Device, tuple[int, int]] = {}
-        places: set[tuple[str, int]] = set()
+        known: set[tuple[str, int]] = set()
         for key, where in seen.items():
             device = key if isinstance(key, Device) else Device(key)
-            if (place := (device.type, device.index or 0)) not in places:
-                places.add(place)
+            if (place := (device.type, device.index or 0)) not in known:
+                known.add(place)
                 self.devices[device] = where
 
     def _leaf_path(self, position: int, index: int) -> str:
@@ -505,7 +662,9 @@ def device_of(obj: Any) -> Device | None:
     ``device_of(model)`` answers ``next(model.parameters()).device`` for a whole NNX
     module, Equinox module, linen variables dict, pytree or torch module, after checking
     that every array agrees. NumPy arrays (and NumPy scalars) are host data: a tree of
-    NumPy data only is on ``cpu``; mixed with device arrays they are ignored. In a
+    NumPy data only is on ``cpu``; mixed with device arrays they are ignored, as are 0-dim
+    CPU tensors and uncommitted 0-d JAX arrays (torch lets a 0-dim CPU tensor meet any
+    device; optax's step count starts uncommitted). In a
     multi-process job, an array with one device in this process (replicated over the
     job, as DDP keeps parameters) is on that device, as torch says ``cuda:LOCAL_RANK``.
 
@@ -552,7 +711,9 @@ def check_same_device(*objs: Any) -> Device | None:
     ``Received incompatible devices for jitted computation``, this says which
     arguments are where. Tracers and NumPy arrays are ignored (see
     `tj.strict_placement` for torch's stricter
-    rule, under which host data counts as ``cpu``).
+    rule, under which host data counts as ``cpu``). As in torch, a 0-dim CPU tensor
+    meets any device, and so does an uncommitted 0-d JAX array (JAX moves it where the
+    committed arrays are).
 
     Returns:
         The one device all arrays are on, or ``None`` if there are none.
@@ -715,6 +876,11 @@ class Parameter:
         try:
             return getattr(self._array, name)
         except AttributeError:
+            if name in _PLACEMENT_METHODS:
+                raise NoSuchAttributeError(
+                    f"tj.Parameter has no attribute {name!r}: JAX arrays do not move or report "
+                    f"their device through methods. Fix: {_PLACEMENT_METHODS[name]}"
+                ) from None
             raise NoSuchAttributeError(
                 f"tj.Parameter has no attribute {name!r}, and neither has the "
                 f"{type(self._array).__name__} it holds. JAX arrays have no requires_grad, "
@@ -758,6 +924,19 @@ class Parameter:
 
     def __format__(self, spec: str) -> str:
         return format(self._array, spec)
+
+
+#: torch's placement methods of a Parameter, and what ported code calls instead.
+_PLACEMENT_METHODS = {
+    "is_cuda": 'tj.device_of(p).type == "cuda" (p.device.type == "cuda")',
+    "get_device": (
+        "tj.device_of(p).index (p.device.index); it is None on the CPU, where torch's "
+        "get_device() gives -1"
+    ),
+    "cpu": 'tj.to_device(p, "cpu"), which returns a new array (JAX arrays never move in place)',
+    "cuda": 'tj.to_device(p, "cuda"), which returns a new array (JAX arrays never move in place)',
+    "to": "tj.to_device(p, device, dtype), or tj.to_device(model, device) for the whole model",
+}
 
 
 def _binary(name: str) -> Callable[[Parameter, Any], Any]:

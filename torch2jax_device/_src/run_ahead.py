@@ -29,18 +29,29 @@ Closing the consumer's generator (``close()``, ``break``, garbage collection) cl
 the channel, which wakes a producer waiting for room, joins the thread and only then
 closes the source: a generator that is still executing cannot be closed, and after the
 join nothing else touches it.
+
+A stream still open when the interpreter exits (a loop left by ``break`` at the top
+level of a script, an iterator kept in a global, an exception's traceback) is closed
+by an ``atexit`` hook, while modules and threads still work: left to the interpreter's
+final clean-up, its ``finally`` would run after module globals are gone and print
+``Exception ignored in: <generator object run_ahead ...>``. At exit, the producer gets
+``EXIT_JOIN_S`` to finish its current item; a source that blocks longer is left to
+the daemon thread's end.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
+import contextlib
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["OVERLAP_PAYS_S", "THREAD_NAME", "run_ahead"]
+__all__ = ["EXIT_JOIN_S", "OVERLAP_PAYS_S", "THREAD_NAME", "run_ahead"]
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -51,6 +62,9 @@ THREAD_NAME = "torch2jax_device-prefetch"
 #: Seconds of work per item, on each side, from which a background thread pays: the
 #: overlap it buys (the smaller of the two) then exceeds a hand-off (25-100 µs) twice.
 OVERLAP_PAYS_S = 250e-6
+
+#: Seconds a producer gets, at interpreter exit, to finish the item it is pulling.
+EXIT_JOIN_S = 5.0
 
 #: How many recent items the automatic mode judges by (medians: one outlier, such as
 #: the step's compilation or a worker's start, decides nothing).
@@ -250,6 +264,21 @@ def _close_source(source: Iterator[Any]) -> None:
         close()
 
 
+#: Every stream that may still be open; closed at interpreter exit.
+_open_streams: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+_exiting = threading.Event()
+
+
+@atexit.register
+def _close_open_streams() -> None:
+    """Close the streams left open, while the interpreter still works (see the module doc)."""
+    _exiting.set()
+    for stream in list(_open_streams):
+        # ValueError: running in another thread right now, and that thread's to close.
+        with contextlib.suppress(ValueError):
+            stream.close()
+
+
 def run_ahead(
     iterable: Iterable[_T],
     process: Callable[[_T], _R],
@@ -272,6 +301,18 @@ def run_ahead(
     batched transfer costs less than several. At least ``(size + 1) // 2`` items stay
     under way ahead of the consumer.
     """
+    stream = _stream(iterable, process, size, background, process_group)
+    _open_streams.add(stream)
+    return stream
+
+
+def _stream(
+    iterable: Iterable[_T],
+    process: Callable[[_T], _R],
+    size: int,
+    background: bool | None,
+    process_group: Callable[[list[_T]], list[_R]] | None,
+) -> Generator[_R, None, None]:
     source = iter(iterable)
     if size == 0:
         try:
@@ -327,5 +368,6 @@ def run_ahead(
         if producer is None:
             _close_source(source)
         elif threading.current_thread() is not producer:
-            producer.join()
-            _close_source(source)
+            producer.join(EXIT_JOIN_S if _exiting.is_set() else None)
+            if not producer.is_alive():  # else still inside the source: leave it be
+                _close_source(source)

@@ -145,8 +145,9 @@ def strict_placement(
     training step for example, each call first checks its arguments as torch checks
     the operands of an operation: every array (JAX arrays, torch tensors, NumPy arrays,
     the state of NNX and torch modules in the arguments) must be on one device, where
-    host data (NumPy, CPU tensors) is on ``cpu``. Python numbers and 0-d host values are
-    exempt, as torch exempts 0-d CPU tensors. Otherwise it raises
+    host data (NumPy, CPU tensors) is on ``cpu``. Python numbers, 0-d host values and
+    uncommitted 0-d JAX arrays are exempt, as torch exempts 0-d CPU tensors. Otherwise
+    it raises
     [`tj.MixedDeviceError`][torch2jax_device.MixedDeviceError] with torch's message
     (``Expected all tensors to be on the same device, but found at least two devices,
     cuda:0 and cpu!``), the argument path on each device, the line of the call and the
@@ -268,11 +269,13 @@ def _arrays_of(value: Any) -> Any:
 # JAX 0.10's messages: "... with device ids [0] on platform CPU and argument y ... with
 # device ids [1] on platform CPU"; "Disallowed device-to-device transfer: aval=...,
 # sharding=SingleDeviceSharding(device=CpuDevice(id=1), ...), dst_sharding=...(id=0)...".
+# A device id alone names no device: ids repeat across backends (GPU 0 and CPU 0), so
+# each is read with its platform ("CPU", "GPU") or its class ("CpuDevice", "CudaDevice").
 _INCOMPATIBLE = "Received incompatible devices for jitted computation"
-_DEVICE_IDS = re.compile(r"device ids \[([0-9, ]+)\]")
+_DEVICE_IDS = re.compile(r"device ids \[([0-9, ]+)\] on platform (\w+)")
 _DISALLOWED_D2D = "Disallowed device-to-device transfer"
-_SOURCE = re.compile(r"(?<![a-z_])sharding=\w+\(device=\w+\(id=(\d+)\)")
-_DESTINATION = re.compile(r"dst_sharding=\w+\(device=\w+\(id=(\d+)\)")
+_SOURCE = re.compile(r"(?<![a-z_])sharding=\w+\(device=(\w+)\(id=(\d+)")
+_DESTINATION = re.compile(r"dst_sharding=\w+\(device=(\w+)\(id=(\d+)")
 
 
 def _torch_style(exc: BaseException) -> MixedDeviceError | None:
@@ -280,8 +283,10 @@ def _torch_style(exc: BaseException) -> MixedDeviceError | None:
     message = str(exc)
     where = _describe_traceback(exc.__traceback__)
     if isinstance(exc, ValueError) and _INCOMPATIBLE in message:
-        ids = [int(found.split(",")[0]) for found in _DEVICE_IDS.findall(message)]
-        return _same_device_error(ids, f"arrays committed to different devices met at {where}")
+        named = [
+            (platform, int(ids.split(",")[0])) for ids, platform in _DEVICE_IDS.findall(message)
+        ]
+        return _same_device_error(named, f"arrays committed to different devices met at {where}")
     if isinstance(exc, RuntimeError) and _DISALLOWED_D2D in message:
         source, destination = _SOURCE.search(message), _DESTINATION.search(message)
         if source is None or destination is None:
@@ -293,16 +298,20 @@ def _torch_style(exc: BaseException) -> MixedDeviceError | None:
                 "array moves index constants. Fix: create the array under "
                 "`with tj.device(d):`, or run this code without transfer_guard=True"
             )
-        ids = [int(destination.group(1)), int(source.group(1))]
+        named = [
+            (destination.group(1), int(destination.group(2))),
+            (source.group(1), int(source.group(2))),
+        ]
         return _same_device_error(
-            ids, f"an uncommitted array on the second device would have moved at {where}"
+            named, f"an uncommitted array on the second device would have moved at {where}"
         )
     return None
 
 
-def _same_device_error(ids: list[int], what: str) -> MixedDeviceError:
-    by_id = {device.id: device for device in jax.devices()}
-    names = [_name(by_id.get(device_id), device_id) for device_id in ids[:2]]
+def _same_device_error(named: list[tuple[str, int]], what: str) -> MixedDeviceError:
+    """torch's message for the devices JAX's message names as (platform or class, id)."""
+    devices = _local_devices()
+    names = [_name(kind, device_id, devices) for kind, device_id in named[:2]]
     while len(names) < 2:
         names.append("another device")
     return MixedDeviceError(
@@ -311,10 +320,29 @@ def _same_device_error(ids: list[int], what: str) -> MixedDeviceError:
     )
 
 
-def _name(device: jax.Device | None, device_id: int) -> str:
-    if device is None or device.process_index != jax.process_index():
-        return f"JAX device id {device_id}"
-    return str(Device(device))
+def _local_devices() -> list[tuple[jax.Device, Device]]:
+    """Every device of this process, of every backend, with its torch-style name."""
+    return [
+        (device, Device(device))
+        for platform in platforms.jax_backends()
+        for device in platforms.local_devices(platform)
+    ]
+
+
+def _name(kind: str, device_id: int, devices: list[tuple[jax.Device, Device]]) -> str:
+    """The torch-style name of the device a JAX message calls ``kind`` and ``device_id``.
+
+    ``kind`` is a platform as JAX's messages spell it (``CPU``, ``GPU``) or a device's
+    class (``CpuDevice``, ``CudaDevice``); a device of another process has no local name.
+    """
+    kind = kind.lower()
+    for device, named in devices:
+        if device.id == device_id and kind in (
+            device.platform,
+            repr(device).partition("(")[0].lower(),
+        ):
+            return str(named)
+    return f"JAX device id {device_id} ({kind})"
 
 
 def _describe_traceback(traceback: TracebackType | None) -> str:

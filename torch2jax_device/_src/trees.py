@@ -1,27 +1,41 @@
 """Flatten any container a PyTorch user passes around into leaves, and rebuild it.
 
-JAX's pytree registry already covers dict (``OrderedDict`` and ``defaultdict`` with
-its factory), list, tuple, namedtuple (optax states), ``None``, Flax ``FrozenDict``,
-NNX ``State`` and every registered class. Plain ``@dataclass`` instances are leaves to
-JAX; here their ``init`` fields are flattened too (Accelerate's ``send_to_device``
-handles neither dataclasses nor ``defaultdict``), and rebuilt with
-``dataclasses.replace`` so the input is never mutated.
+Dicts keep their own order. JAX's pytree registry sorts the keys of ``dict`` and
+``defaultdict`` when it flattens them, so a tree rebuilt by JAX has its keys sorted
+(``x, y = batch.values()`` then swaps inputs and labels), and keys that cannot be
+compared (``{1: a, "a": b}``) make it raise. Here mappings (``dict``, ``OrderedDict``,
+``defaultdict`` with its factory) are flattened in insertion order and rebuilt as the
+same type, as torch code sees them, at any depth: inside lists, tuples, namedtuples,
+dataclasses and every registered pytree too. Lists and tuples are walked here as
+well, which keeps the hot path (a batch dict of arrays) out of JAX's flattening.
+
+Everything else comes from JAX's registry: namedtuple (optax states), ``None`` (no
+leaves), Flax ``FrozenDict``, NNX ``State`` and every registered class. Plain
+``@dataclass`` instances are leaves to JAX; here their ``init`` fields are flattened
+too (Accelerate's ``send_to_device`` handles neither dataclasses nor ``defaultdict``),
+and rebuilt with ``dataclasses.replace`` so the input is never mutated.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import numpy as np
 
 __all__ = ["Flat", "flatten"]
 
+#: Rebuilds one subtree from the iterator of new leaves, consuming its own leaves.
+_Builder = Callable[[Iterator[Any]], Any]
 
-def _is_plain_dataclass(obj: object) -> bool:
-    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+#: The mappings rebuilt in their own order (exact types: JAX treats subclasses as leaves).
+_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+
+#: Values that are leaves for certain: no registry lookup needed.
+_LEAF_TYPES = (np.ndarray, np.generic, jax.Array, str, bytes, int, float, complex)
 
 
 @dataclasses.dataclass
@@ -36,68 +50,120 @@ class Flat:
 def flatten(tree: Any, *, with_paths: bool = False, prefix: str = "") -> Flat:
     """Flatten ``tree``; ``Flat.rebuild(new_leaves)`` makes a tree of the same structure.
 
-    Paths (``"['layer']['w']"``, ``".weight"``) are computed only with ``with_paths``,
-    which error messages use; the hot path skips them.
+    Leaves come in the tree's own order (a dict's insertion order). Paths
+    (``"['layer']['w']"``, ``".weight"``) are computed only with ``with_paths``, which
+    error messages use; the hot path skips them.
     """
-    if with_paths:
-        pairs, treedef = jax.tree_util.tree_flatten_with_path(tree)
-        leaves = [leaf for _, leaf in pairs]
-        paths = [prefix + jax.tree_util.keystr(path) for path, _ in pairs]
+    if not with_paths and type(tree) is dict:  # a batch of arrays: the hot path
+        flat = _flat_dict(tree)
+        if flat is not None:
+            return flat
+    leaves: list[Any] = []
+    paths: list[str] | None = [] if with_paths else None
+    build = _walk(tree, leaves, paths, prefix)
+    return Flat(leaves, paths or [], lambda new_leaves: build(iter(new_leaves)))
+
+
+def _flat_dict(tree: dict[Any, Any]) -> Flat | None:
+    """A dict whose values are all leaves, in one step; ``None`` for any other dict."""
+    values = list(tree.values())
+    for value in values:  # a loop, not all(...): this runs for every small batch
+        if not isinstance(value, _LEAF_TYPES):
+            return None
+    keys = list(tree)
+    return Flat(values, [], lambda new_leaves: dict(zip(keys, new_leaves, strict=True)))
+
+
+#: A leaf's builder: the next new leaf.
+_leaf: _Builder = next
+
+
+def _none(new_leaves: Iterator[Any]) -> None:
+    return None
+
+
+def _walk(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
+    """Append ``node``'s leaves (and paths) in order; return how to rebuild it."""
+    kind = type(node)
+    if kind in _MAPPINGS:
+        return _walk_mapping(node, leaves, paths, path)
+    if kind is list or kind is tuple:
+        parts = [
+            _walk(item, leaves, paths, f"{path}[{index}]" if paths is not None else "")
+            for index, item in enumerate(node)
+        ]
+        return lambda new_leaves: kind([part(new_leaves) for part in parts])
+    if node is None:
+        return _none
+    if isinstance(node, _LEAF_TYPES):
+        leaves.append(node)
+        if paths is not None:
+            paths.append(path)
+        return _leaf
+    return _walk_registered(node, leaves, paths, path)
+
+
+def _walk_mapping(mapping: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
+    keys = list(mapping)
+    parts: list[_Builder] = []
+    for key, value in mapping.items():
+        if isinstance(value, _LEAF_TYPES) and paths is None:  # the common case, inline
+            leaves.append(value)
+            parts.append(_leaf)
+        else:
+            parts.append(
+                _walk(value, leaves, paths, f"{path}[{key!r}]" if paths is not None else "")
+            )
+    if type(mapping) is collections.defaultdict:
+        factory = mapping.default_factory
+        return lambda new_leaves: collections.defaultdict(
+            factory, zip(keys, [part(new_leaves) for part in parts], strict=True)
+        )
+    kind = type(mapping)
+    return lambda new_leaves: kind(zip(keys, [part(new_leaves) for part in parts], strict=True))
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) in _MAPPINGS
+
+
+def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
+    """A node JAX's registry knows (or a leaf): its children walked here, mappings included."""
+    if paths is None:
+        children, treedef = jax.tree_util.tree_flatten(node, is_leaf=_is_mapping)
+        child_paths = [""] * len(children)
     else:
-        leaves, treedef = jax.tree_util.tree_flatten(tree)
-        paths = []
-    if not any(_is_plain_dataclass(leaf) for leaf in leaves):
-        return Flat(leaves, paths, functools.partial(jax.tree_util.tree_unflatten, treedef))
-
-    flat_leaves: list[Any] = []
-    flat_paths: list[str] = []
-    # Per original leaf: how many flat leaves it became, and how to rebuild it.
-    pieces: list[tuple[int, Callable[[list[Any]], Any] | None]] = []
-    for position, leaf in enumerate(leaves):
-        path = paths[position] if with_paths else ""
-        if not _is_plain_dataclass(leaf):
-            flat_leaves.append(leaf)
-            flat_paths.extend([path] if with_paths else [])
-            pieces.append((1, None))
-            continue
-        fields = {f.name: getattr(leaf, f.name) for f in dataclasses.fields(leaf) if f.init}
-        inner = _flatten_fields(fields, with_paths=with_paths, prefix=path)
-        flat_leaves.extend(inner.leaves)
-        flat_paths.extend(inner.paths)
-        pieces.append((len(inner.leaves), _replacer(leaf, inner.rebuild)))
-
-    def rebuild(new_leaves: list[Any]) -> Any:
-        rebuilt, start = [], 0
-        for count, make in pieces:
-            chunk = new_leaves[start : start + count]
-            rebuilt.append(chunk[0] if make is None else make(chunk))
-            start += count
-        return jax.tree_util.tree_unflatten(treedef, rebuilt)
-
-    return Flat(flat_leaves, flat_paths, rebuild)
-
-
-def _flatten_fields(fields: dict[str, Any], *, with_paths: bool, prefix: str) -> Flat:
-    names = list(fields)
+        pairs, treedef = jax.tree_util.tree_flatten_with_path(node, is_leaf=_is_mapping)
+        children = [child for _, child in pairs]
+        child_paths = [path + jax.tree_util.keystr(key) for key, _ in pairs]
+    if len(children) == 1 and children[0] is node:  # a leaf to JAX
+        if _is_plain_dataclass(node):
+            return _walk_dataclass(node, leaves, paths, path)
+        leaves.append(node)
+        if paths is not None:
+            paths.append(path)
+        return _leaf
     parts = [
-        flatten(fields[name], with_paths=with_paths, prefix=f"{prefix}.{name}") for name in names
+        _walk(child, leaves, paths, child_path)
+        for child, child_path in zip(children, child_paths, strict=True)
     ]
-
-    def rebuild(new_leaves: list[Any]) -> dict[str, Any]:
-        values, start = {}, 0
-        for name, part in zip(names, parts, strict=True):
-            values[name] = part.rebuild(new_leaves[start : start + len(part.leaves)])
-            start += len(part.leaves)
-        return values
-
-    return Flat(
-        [leaf for part in parts for leaf in part.leaves],
-        [path for part in parts for path in part.paths],
-        rebuild,
+    return lambda new_leaves: jax.tree_util.tree_unflatten(
+        treedef, [part(new_leaves) for part in parts]
     )
 
 
-def _replacer(
-    instance: Any, rebuild_fields: Callable[[list[Any]], Any]
-) -> Callable[[list[Any]], Any]:
-    return lambda new_leaves: dataclasses.replace(instance, **rebuild_fields(new_leaves))
+def _is_plain_dataclass(obj: object) -> bool:
+    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+
+
+def _walk_dataclass(
+    instance: Any, leaves: list[Any], paths: list[str] | None, path: str
+) -> _Builder:
+    names = [field.name for field in dataclasses.fields(instance) if field.init]
+    parts = [_walk(getattr(instance, name), leaves, paths, f"{path}.{name}") for name in names]
+
+    def rebuild(new_leaves: Iterator[Any]) -> Any:
+        values = {name: part(new_leaves) for name, part in zip(names, parts, strict=True)}
+        return dataclasses.replace(instance, **values)
+
+    return rebuild

@@ -21,9 +21,12 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "Batches arrive as JAX arrays committed to the device, transferred up to "
             "`prefetch` (2) batches ahead of the loop; a slow loader runs in a background "
-            "thread (`background=`). `len()` is "
+            "thread (`background=`). Dict batches keep their key order (`x, y = "
+            "batch.values()`), where `jax.device_put` sorts the keys. `len()` is "
             "the loader's; each `for` is a new epoch over `iter(loader)`. The wrapped loader "
-            "is `.loader` (`.loader.dataset`, `.loader.sampler.set_epoch(epoch)`)."
+            "is `.loader` (`.loader.dataset`, `.loader.sampler.set_epoch(epoch)`). An epoch "
+            "left unfinished (`break`, an exception, the end of the script) stops its "
+            "thread quietly."
         ),
         runs=False,
     ),

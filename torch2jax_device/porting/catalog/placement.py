@@ -84,7 +84,12 @@ ROWS: tuple[Idiom, ...] = (
         torch="x = x.to(device, non_blocking=True)",
         jax="x = jax.device_put(x, device)  # always asynchronous",
         tj="x = tj.to_device(x, device, non_blocking=True)",
-        notes="`non_blocking=False` (the default) returns once the data is on the device.",
+        notes=(
+            "`non_blocking=False` (the default) returns once the data is on the device. "
+            "torch's positional forms read the same: `tj.to_device(x, device, dtype, True)`, "
+            "`tj.to_device(x, dtype, False, True)` (non_blocking, copy), "
+            "`tj.to_device(x, other, True)`."
+        ),
         runs=False,
         torch_api=("Tensor.to",),
         tj_api=("tj.to_device",),
@@ -120,12 +125,32 @@ ROWS: tuple[Idiom, ...] = (
         section=SECTION,
         title="Move a whole batch (dict, list, dataclass, ...)",
         torch="batch = {k: v.to(device) for k, v in batch.items()}",
-        jax="batch = jax.device_put(batch, device)",
+        jax="batch = jax.device_put(batch, device)  # dict keys come back sorted",
         tj="batch = tj.to_device(batch, device)",
         notes=(
-            "One batched transfer. Containers keep their types (`defaultdict` with its "
-            "factory, namedtuples, dataclasses); strings and Python numbers pass through, "
-            "where `jax.device_put` turns every number into an array."
+            "One batched transfer. Dicts keep their key order, as torch's comprehension does "
+            "(`x, y = batch.values()` unpacks the same), and keys of mixed types work; "
+            "`jax.device_put` and every JAX tree function sort dict keys, and raise for "
+            "keys that cannot be sorted (`{1: a, 'a': b}`). Containers keep their types "
+            "(`defaultdict` with its factory, namedtuples, dataclasses); strings and Python "
+            "numbers pass through, where `jax.device_put` turns every number into an array."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="tensor-to-memory-format",
+        section=SECTION,
+        title="Channels-last layout (`memory_format=`)",
+        torch="x = x.to(device, memory_format=torch.channels_last)",
+        jax="x = jax.device_put(x, device)  # no strides: XLA chooses every layout",
+        tj="x = tj.to_device(x, device, memory_format=torch.channels_last)",
+        notes=(
+            "Taken for ported code, without effect: JAX arrays have no strides, and XLA "
+            "lays out each buffer itself (channels-last for GPU convolutions where that is "
+            "faster). The values are the same, as in torch; `x.stride()` and "
+            "`x.is_contiguous(memory_format=...)` have nothing to report. As in torch, "
+            "`channels_last` needs a 4-d array (`channels_last_3d`: 5-d), and "
+            "`model.to(memory_format=...)` any module."
         ),
         runs=False,
     ),
@@ -191,7 +216,11 @@ ROWS: tuple[Idiom, ...] = (
         torch="z = x + y  # RuntimeError: Expected all tensors to be on the same device",
         jax="z = x + y  # ValueError: Received incompatible devices for jitted computation",
         tj="tj.check_same_device(x, y)  # MixedDeviceError naming every device and leaf",
-        notes="JAX only complains about committed arrays; uncommitted ones move silently.",
+        notes=(
+            "JAX only complains about committed arrays; uncommitted ones move silently. As "
+            "in torch, a 0-dim CPU tensor meets any device, and so does an uncommitted 0-d "
+            "JAX array (optax's step count before the first update)."
+        ),
         runs=False,
     ),
     Idiom(
@@ -227,6 +256,12 @@ ROWS: tuple[Idiom, ...] = (
         torch="t = torch.from_numpy(a)",
         jax="t = torch.from_dlpack(x)",
         tj="t = tj.to_torch(x)",
+        notes=(
+            "Shares the memory, dtype included: without `jax_enable_x64` (JAX's default) "
+            "int64 labels come back from a JAX step as int32, which torch's losses refuse "
+            "(`expected target dtype to be Long`). Ask for torch's dtype: "
+            "`tj.to_torch(x, dtype=torch.int64)` (a copy), or `.long()`."
+        ),
         runs=False,
     ),
     Idiom(
