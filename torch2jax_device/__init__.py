@@ -60,6 +60,7 @@ from ._src.memory import track_arrays as track_arrays
 from ._src.placement import Parameter as Parameter
 from ._src.placement import check_same_device as check_same_device
 from ._src.placement import device_of as device_of
+from ._src.placement import get_device as get_device
 from ._src.placement import parameters as parameters
 from ._src.placement import to_device as to_device
 from ._src.runtime import available_backends as available_backends
@@ -158,6 +159,7 @@ __all__ = [
     "device_of",
     "distributed",
     "get_default_device",
+    "get_device",
     "list_devices",
     "live_arrays",
     "load",

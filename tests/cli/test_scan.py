@@ -604,7 +604,7 @@ def test_an_internal_error_in_one_file_is_reported_and_the_others_go_on(
     ("snippet", "reason"),
     [
         ("x.cuda(device)", "device may be None, an index or a device"),
-        ("x.to(d, torch.half, True)", "too many arguments"),
+        ("x.to(d, torch.half, True, False, 1)", "too many arguments"),
         ("x.to(*args)", "*args/**kwargs"),
     ],
 )
@@ -617,6 +617,18 @@ def test_unusual_calls_are_not_rewritten(snippet: str, reason: str) -> None:
     findings = _scan(source.format(snippet))
     assert len(findings) == 1 and not findings[0].fixable
     assert reason in findings[0].reason
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    ["x.to(d, torch.half, True)", "x.to(d, non_blocking=True, memory_format=torch.channels_last)"],
+)
+def test_every_tensor_to_form_tj_takes_is_rewritten(snippet: str) -> None:
+    """torch's positional non_blocking/copy and memory_format= are tj.to_device's too."""
+    source = f"import torch\nimport jax.numpy as jnp\ny = {snippet}\nz = jnp.sum(y)\n"
+    (finding,) = _scan(source)
+    assert finding.fixable, finding.reason
+    assert finding.replacement.startswith("tj.to_device(x, d")
 
 
 def test_methods_called_on_self_are_followed() -> None:

@@ -24,3 +24,17 @@ def test_is_it_on_the_gpu(where: str) -> None:
     assert tj.device_of(tensor).type == tensor.device.type  # torch tensors answer too
     index = tj.device_of(array).index
     assert tensor.get_device() == (-1 if index is None else index)
+    assert tj.get_device(array) == tensor.get_device()  # -1 on the CPU, never None
+    assert tj.get_device(tensor) == tensor.get_device()
+
+
+def test_get_device_has_no_answer_under_jit() -> None:
+    import jax
+
+    @jax.jit
+    def step(x: jax.Array) -> jax.Array:
+        tj.get_device(x)
+        return x
+
+    with pytest.raises(tj.UnsupportedOperationError, match=r"under jax\.jit.*outside the jitted"):
+        step(tj.to_jax(torch.ones(2)))

@@ -39,6 +39,7 @@ from .errors import (
     MixedDeviceError,
     NoSuchAttributeError,
     Torch2JaxDeviceError,
+    UnsupportedOperationError,
 )
 from .interop import host_array, to_jax
 from .trees import flatten
@@ -49,6 +50,7 @@ __all__ = [
     "as_sharding",
     "check_same_device",
     "device_of",
+    "get_device",
     "parameters",
     "to_device",
 ]
@@ -702,6 +704,37 @@ def device_of(obj: Any) -> Device | None:
         f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
         "from (torch: StopIteration from next(model.parameters()))"
     )
+
+
+def get_device(obj: Any) -> int:
+    """Equivalent to `torch.get_device`.
+
+    The device's index, ``-1`` on the CPU: ``tensor.get_device()`` for JAX.
+    ``tj.device_of(x).index`` is ``None`` on the CPU, as ``torch.device("cpu").index``
+    is, so ported checks such as ``if x.get_device() == -1:`` or ``x.get_device() >= 0``
+    need this function to keep their meaning. Every CPU device answers ``-1`` (torch has
+    one), an accelerator its torch index (``cuda:1`` is ``1``).
+
+    Raises:
+        UnsupportedOperationError: under ``jax.jit``, where arrays have no device
+            (torch's traced code has one): read it outside the jitted function.
+        MixedDeviceError: arrays on several devices (see `tj.device_of`).
+        EmptyTreeError: no arrays at all.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> tj.get_device(tj.to_device(jnp.ones(2), "cpu"))
+        -1
+    """
+    device = device_of(obj)
+    if device is None:
+        raise UnsupportedOperationError(
+            "get_device() has no answer under jax.jit: traced arrays have no device. "
+            "Fix: read it outside the jitted function (or drop the check: jit runs where "
+            "its arguments are)"
+        )
+    return -1 if device.type == "cpu" or device.index is None else device.index
 
 
 def check_same_device(*objs: Any) -> Device | None:

@@ -13,7 +13,10 @@ from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
 
-_TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
+# What tj.to_device takes as torch's Tensor.to does (memory_format= changes no values).
+_TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy", "memory_format"})
+# Tensor.to(device, dtype, non_blocking, copy): tj.to_device takes them in that order.
+_TO_POSITIONAL = 4
 _DTYPES = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 int16 int32 int int64 long "
     "uint8 bool complex64 complex128 float8_e4m3fn float8_e5m2 cfloat cdouble".split()
@@ -61,15 +64,9 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
     problem = ""
     if any(isinstance(a, ast.Starred) for a in call.args) or None in keywords:
         problem = "*args/**kwargs: the scanner cannot see what tj.to_device would get"
-    elif len(call.args) > 2 or keywords - _TO_KEYWORDS:
+    elif len(call.args) > _TO_POSITIONAL or keywords - _TO_KEYWORDS:
         extra = sorted(str(k) for k in keywords - _TO_KEYWORDS)
         problem = f"tj.to_device has no {', '.join(extra)}=" if extra else "too many arguments"
-    elif (
-        len(call.args) == 2
-        and isinstance(call.args[1], ast.Constant)
-        and isinstance(call.args[1].value, bool)
-    ):
-        problem = "non_blocking given by position: write non_blocking=..."
     move(r, call, method, where, rule, None, (), problem=problem, framework=framework)
 
 
@@ -173,13 +170,7 @@ def move(
 
 def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[int, int]) -> None:
     """``tensor-device-type``: ``x.get_device()``."""
-    r.add(
-        call,
-        "tensor-device-type",
-        f'-1 if tj.device_of({r.text(receiver)}).type == "cpu" '
-        f"else tj.device_of({r.text(receiver)}).index",
-        position=where,
-    )
+    r.add(call, "tensor-device-type", f"tj.get_device({r.text(receiver)})", position=where)
 
 
 def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:

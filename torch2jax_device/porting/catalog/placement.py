@@ -379,9 +379,8 @@ ROWS: tuple[Idiom, ...] = (
         tj='on_gpu = tj.device_of(x).type == "cuda"',
         notes=(
             '`x.device.type == "cuda"` likewise. `x.get_device()` (the index, -1 on the CPU) '
-            'is `-1 if tj.device_of(x).type == "cpu" else tj.device_of(x).index`: the '
-            'CPU device\'s index is `None`, as `torch.device("cpu").index` is. '
-            "`tj.device_of` answers for torch tensors too."
+            "is `tj.get_device(x)`: `tj.device_of(x).index` is `None` on the CPU, as "
+            '`torch.device("cpu").index` is. `tj.device_of` answers for torch tensors too.'
         ),
         runs=False,
         torch_api=("Tensor.is_cuda", "Tensor.is_cpu", "Tensor.get_device", "Tensor.device.type"),
