@@ -28,6 +28,7 @@ __all__ = [
     "NoSuchAttributeError",
     "SeedError",
     "Torch2JaxDeviceError",
+    "UnscannableFileError",
     "UnsupportedOperationError",
 ]
 
@@ -336,4 +337,21 @@ class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
         ... except tj.SeedError as error:
         ...     print(str(error).split(";")[0])
         tj.cuda.manual_seed: the seed must be an integer, got 'x'
+    """
+
+
+class UnscannableFileError(Torch2JaxDeviceError, ValueError):
+    """A file ``torch2jax-device scan`` will not read or cannot follow.
+
+    Not a regular file (a FIFO, a device, a directory), larger than the size limit,
+    not decodable as Python decodes it, nested deeper than the scanner follows, or
+    changed while it was scanned. ``scan`` reports it for that file and goes on.
+
+    Examples:
+        >>> from torch2jax_device.porting.scanner import scan_source
+        >>> try:
+        ...     scan_source("x = torch" + ".cuda" * 2000)
+        ... except UnscannableFileError as error:
+        ...     print(str(error).split(";")[0])
+        nested 2004 levels deep
     """
