@@ -93,7 +93,7 @@ def test_a_file_over_max_bytes_is_skipped_with_the_limit_named(tmp_path: Path) -
 
 
 def test_the_default_size_limit_is_documented() -> None:
-    from torch2jax_device.porting._source import MAX_BYTES
+    from torch2jax_device.porting.scanner import MAX_BYTES
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     assert MAX_BYTES == 2 * 1024 * 1024 and "`--max-bytes N` (default 2 MiB" in docs
@@ -106,7 +106,7 @@ def test_a_deeply_nested_file_is_skipped_and_the_others_are_printed(tmp_path: Pa
     status, out, err = _run("scan", str(tmp_path))
     assert status == 2  # never 1, the "idioms found" status, because of an error
     assert "a_deep.py: nested deeper than Python's parser follows" in err
-    assert "b_deeper_than_the_scanner.py: nested 1504 levels deep; the scanner follows 1000" in err
+    assert "b_deeper_than_the_scanner.py: nested 1503 levels deep; the scanner follows 1000" in err
     assert "Traceback" not in err and "RecursionError" not in err
     assert "c_good.py:2:5: device-type" in out
 

@@ -353,5 +353,5 @@ class UnscannableFileError(Torch2JaxDeviceError, ValueError):
         ...     scan_source("x = torch" + ".cuda" * 2000)
         ... except UnscannableFileError as error:
         ...     print(str(error).split(";")[0])
-        nested 2004 levels deep
+        nested 2003 levels deep
     """

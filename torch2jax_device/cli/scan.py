@@ -19,8 +19,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..porting import catalog
-from ..porting._source import MAX_BYTES, PythonFile, read_python
-from ..porting.scanner import Finding, SourceFile, apply_edits, scan_files, scan_sources
+from ..porting.scanner import (
+    MAX_BYTES,
+    Finding,
+    PythonFile,
+    SourceFile,
+    apply_edits,
+    read_python,
+    scan_files,
+    scan_sources,
+)
 
 __all__ = ["add_parser", "run"]
 

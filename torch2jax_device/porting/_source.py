@@ -142,13 +142,18 @@ def deep_recursion() -> Iterator[None]:
 
 
 def _depth(tree: ast.AST) -> int:
-    """How deeply ``tree`` nests (without recursing)."""
+    """How deeply ``tree`` nests (without recursing; contexts such as ``Load`` not counted)."""
     deepest = 0
-    stack = [(tree, 1)]
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend((item, depth + 1) for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
+                stack.append((value, depth + 1))
     return deepest
 
 

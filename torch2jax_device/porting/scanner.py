@@ -43,16 +43,19 @@ from ._candidate import Candidate
 from ._plan import plan
 from ._recognise import detect
 from ._rewrites import Rewrite, compose, with_tj_import
-from ._source import SourceFile, deep_recursion
+from ._source import MAX_BYTES, PythonFile, SourceFile, deep_recursion, read_python
 from ._tables import RULES
 from .idiom import Idiom
 
 __all__ = [
+    "MAX_BYTES",
     "RULES",
     "Finding",
+    "PythonFile",
     "Rewrite",
     "SourceFile",
     "apply_edits",
+    "read_python",
     "scan_files",
     "scan_source",
     "scan_sources",
