@@ -5,7 +5,11 @@ files that change while they are scanned, and what ``--diff`` says when it holds
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +51,196 @@ def test_a_name_rebound_from_itself_many_times_does_not_recurse() -> None:
     """``x = x.cuda()`` 1,500 times: one cycle, not 1,500 levels of recursion."""
     findings = scan_source("import torch\nx = torch.zeros(1)\n" + "x = x.cuda()\n" * 1500)
     assert [f.rule for f in findings] == ["tensor-cuda"] * 1500
+
+
+def _scan_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """The command in a fresh process (real byte streams; a hang fails, not blocks)."""
+    return subprocess.run(
+        [sys.executable, "-m", "torch2jax_device", "scan", *argv],
+        cwd=cwd,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+GOOD = "import torch\nd = torch.device('cpu')\n"
+
+
+# -- only regular files, at most --max-bytes, nested at most MAX_DEPTH ---------------------
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_and_a_device_named_py_are_skipped_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "a_pipe.py")  # opening it for reading would wait for a writer
+    (tmp_path / "b_zero.py").symlink_to("/dev/zero")  # reading it never ends
+    (tmp_path / "c_good.py").write_text(GOOD)
+    done = _scan_process(str(tmp_path), cwd=tmp_path)
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert f"cannot scan {tmp_path / 'a_pipe.py'}: not a regular file (a FIFO)" in err
+    assert f"cannot scan {tmp_path / 'b_zero.py'}: not a regular file (a character device)" in err
+    assert b"c_good.py:2:5: device-type" in done.stdout  # the other file is still scanned
+
+
+def test_a_file_over_max_bytes_is_skipped_with_the_limit_named(tmp_path: Path) -> None:
+    (tmp_path / "a_big.py").write_text(GOOD + "x = 1\n" * 20)
+    (tmp_path / "b_good.py").write_text(GOOD)
+    status, out, err = _run("scan", "--max-bytes", "100", str(tmp_path))
+    assert status == 2
+    assert "a_big.py: 157 bytes, larger than the 100-byte limit (--max-bytes raises it)" in err
+    assert "b_good.py:2:5: device-type" in out and "a_big.py:" not in out
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error
+        _run("scan", "--max-bytes", "0", str(tmp_path))
+    assert refused.value.code == 2
+
+
+def test_the_default_size_limit_is_documented() -> None:
+    from torch2jax_device.porting.scanner import MAX_BYTES
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert MAX_BYTES == 2 * 1024 * 1024 and "`--max-bytes N` (default 2 MiB" in docs
+
+
+def test_a_deeply_nested_file_is_skipped_and_the_others_are_printed(tmp_path: Path) -> None:
+    (tmp_path / "a_deep.py").write_text("import torch\nx = torch" + ".cuda" * 100_000 + "\n")
+    (tmp_path / "b_deeper_than_the_scanner.py").write_text("x = torch" + ".cuda" * 1500 + "\n")
+    (tmp_path / "c_good.py").write_text(GOOD)
+    status, out, err = _run("scan", str(tmp_path))
+    assert status == 2  # never 1, the "idioms found" status, because of an error
+    assert "a_deep.py: nested deeper than Python's parser follows" in err
+    assert "b_deeper_than_the_scanner.py: nested 1503 levels deep; the scanner follows 1000" in err
+    assert "Traceback" not in err and "RecursionError" not in err
+    assert "c_good.py:2:5: device-type" in out
+
+
+def test_a_file_nested_as_deep_as_the_limit_is_scanned() -> None:
+    findings = scan_source("import torch\nx = torch.zeros(1)" + ".cuda()" * 300 + "\n")
+    assert {f.rule for f in findings} == {"tensor-cuda"}
+
+
+def test_running_out_of_stack_on_one_file_skips_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch2jax_device.porting import scanner
+
+    real = scanner.detect
+
+    def detect(file: scanner.SourceFile) -> list[object]:
+        if file.path.endswith("a.py"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(file)
+
+    monkeypatch.setattr(scanner, "detect", detect)
+    (tmp_path / "a.py").write_text(GOOD)
+    (tmp_path / "b.py").write_text(GOOD)
+    status, out, err = _run("scan", str(tmp_path))
+    assert status == 2
+    assert "a.py: it is chained or nested deeper than the scanner's stack allows" in err
+    assert "please report" not in err and "b.py:2:5: device-type" in out
+
+
+# -- decoding as Python does, and diffs that apply to the bytes on disk --------------------
+def _applies(tmp_path: Path, name: str, data: bytes) -> bytes:
+    """The command's diff of ``name`` holding ``data``, applied by ``git apply`` and by
+    ``patch -p1`` to two copies; both results (identical) are returned."""
+    results = []
+    for tool in ("git", "patch"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+        folder = tmp_path / tool
+        folder.mkdir()
+        (folder / name).write_bytes(data)
+        done = _scan_process("--diff", name, cwd=folder)
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout, "nothing was rewritten: the check would be vacuous"
+        (folder / "change.diff").write_bytes(done.stdout)
+        command = (
+            ["git", "apply", "change.diff"]
+            if tool == "git"
+            else ["patch", "-p1", "-i", "change.diff"]
+        )
+        applied = subprocess.run(command, cwd=folder, capture_output=True, timeout=60)
+        assert applied.returncode == 0, applied.stdout.decode() + applied.stderr.decode()
+        results.append((folder / name).read_bytes())
+    assert results[0] == results[1]
+    return results[0]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(
+            GOOD.replace("\n", "\r\n").encode(),
+            b"import torch\r\nimport torch2jax_device as tj\r\nd = tj.device('cpu')\r\n",
+            id="crlf",
+        ),
+        pytest.param(
+            b"\xef\xbb\xbf" + GOOD.encode(),
+            b"\xef\xbb\xbfimport torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\n",
+            id="utf-8-bom",
+        ),
+        pytest.param(
+            b"# -*- coding: latin-1 -*-\nimport torch\n"
+            b"name = '\xe9t\xe9'\nd = torch.device('cpu')\n",
+            b"# -*- coding: latin-1 -*-\nimport torch\nimport torch2jax_device as tj\n"
+            b"name = '\xe9t\xe9'\nd = tj.device('cpu')\n",
+            id="latin-1-cookie",
+        ),
+        pytest.param(
+            GOOD.rstrip("\n").encode(),
+            b"import torch\nimport torch2jax_device as tj\nd = tj.device('cpu')",
+            id="no-newline-at-end",
+        ),
+    ],
+)
+def test_the_diff_applies_with_git_and_patch_whatever_the_encoding_and_line_ends(
+    tmp_path: Path, data: bytes, expected: bytes
+) -> None:
+    assert _applies(tmp_path, "a.py", data) == expected
+
+
+def test_a_file_python_cannot_decode_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_bytes(b"# -*- coding: no-such-codec -*-\nx = 1\n")
+    (tmp_path / "b.py").write_bytes(b"x = '\xe9'\n")  # not UTF-8, and no cookie
+    status, _, err = _run("scan", str(tmp_path))
+    assert status == 2
+    assert "a.py: cannot be decoded as Python source: unknown encoding" in err
+    assert "b.py: cannot be decoded as Python source" in err
+
+
+def test_a_file_that_changes_while_it_is_scanned_is_not_diffed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch2jax_device.cli import scan
+
+    (tmp_path / "a.py").write_text(GOOD)
+    (tmp_path / "b.py").write_text(GOOD.replace("d =", "e ="))
+    real = scan.scan_files
+
+    def rewritten_meanwhile(files: list[object]) -> object:
+        (tmp_path / "a.py").write_text(GOOD + "x = 1\n")  # an editor saves it meanwhile
+        return real(files)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan, "scan_files", rewritten_meanwhile)
+    status, out, err = _run("scan", "--diff", str(tmp_path))
+    assert status == 2
+    assert f"cannot scan {tmp_path / 'a.py'}: it changed while it was scanned" in err
+    assert "a/" + str(tmp_path / "a.py") not in out and "+e = tj.device('cpu')" in out
+
+
+# -- what --diff holds back -----------------------------------------------------------------
+def test_a_diff_that_rewrites_nothing_says_how_many_findings_were_held_back(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.to('cuda')\n"
+    )
+    status, out, err = _run("scan", "--diff", str(tmp_path / "a.py"))
+    assert status == 0 and out == ""
+    assert "1 of 1 finding(s) not rewritten" in err
+    assert "`torch2jax-device scan PATH` lists them with the reason" in err
+    assert "`torch2jax-device scan --explain RULE`" in err
+
+
+def test_a_diff_that_rewrites_everything_says_nothing_more(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(GOOD)
+    status, out, err = _run("scan", "--diff", str(tmp_path / "a.py"))
+    assert status == 0 and "+d = tj.device('cpu')" in out and err == ""

@@ -30,6 +30,7 @@ __all__ = [
     "OutOfMemoryError",
     "SeedError",
     "Torch2JaxDeviceError",
+    "UnscannableFileError",
     "UnsupportedOperationError",
 ]
 
@@ -375,4 +376,21 @@ class MemoryFormatError(Torch2JaxDeviceError, TypeError, RuntimeError):
         ... except tj.MemoryFormatError as error:
         ...     print(str(error).split(",")[0])
         required rank 4 tensor to use channels_last format
+    """
+
+
+class UnscannableFileError(Torch2JaxDeviceError, ValueError):
+    """A file ``torch2jax-device scan`` will not read or cannot follow.
+
+    Not a regular file (a FIFO, a device, a directory), larger than the size limit,
+    not decodable as Python decodes it, nested deeper than the scanner follows, or
+    changed while it was scanned. ``scan`` reports it for that file and goes on.
+
+    Examples:
+        >>> from torch2jax_device.porting.scanner import scan_source
+        >>> try:
+        ...     scan_source("x = torch" + ".cuda" * 2000)
+        ... except UnscannableFileError as error:
+        ...     print(str(error).split(";")[0])
+        nested 2003 levels deep
     """

@@ -1,7 +1,10 @@
 """``torch2jax-device scan``: report every PyTorch device idiom, line by line, like a linter.
 
-Exit status: 0 when nothing was found, 1 when idioms were found, 2 when a file could
-not be read or parsed (the others are still scanned). With ``--diff``: 0, or 2.
+Exit status: 0 when nothing was found, 1 when idioms were found in files that were all
+scanned, 2 when a file was left out (not a regular file, over ``--max-bytes``, not
+Python, nested too deep, changed while it was scanned, or the scanner failed on it; the
+others are still scanned and printed) or the command was misused. With ``--diff``: 0,
+or 2. A file left out never makes the status 1.
 """
 
 from __future__ import annotations
@@ -9,17 +12,28 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..porting import catalog
-from ..porting.scanner import Finding, SourceFile, apply_edits, scan_files, scan_sources
+from ..porting.scanner import (
+    MAX_BYTES,
+    Finding,
+    PythonFile,
+    SourceFile,
+    apply_edits,
+    read_python,
+    scan_files,
+    scan_sources,
+)
 
 __all__ = ["add_parser", "run"]
 
 _LABEL = 22  # width of the labels of the text report
+_Read = tuple[PythonFile, SourceFile]  # a file's bytes and text, and its parse
 
 
 def _python_files(paths: list[str]) -> Iterator[Path]:
@@ -113,41 +127,116 @@ def _rules(out: TextIO) -> None:
                 out.write(f"  {idiom.id.ljust(34)}{idiom.title}\n")
 
 
-def _read_one(path: Path, err: TextIO) -> SourceFile | None:
+def _cannot(path: object, why: object, err: TextIO) -> None:
+    err.write(f"torch2jax-device scan: cannot scan {path}: {why}\n")
+
+
+def _limit(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "it is chained or nested deeper than the scanner's stack allows; it is skipped"
+    return "the scanner ran out of memory on it; it is skipped"
+
+
+def _read_one(path: Path, max_bytes: int, err: TextIO) -> _Read | None:
+    """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be."""
     try:
-        return SourceFile(str(path), path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
-        err.write(f"torch2jax-device scan: cannot scan {path}: {error}\n")
-        return None
+        read = read_python(str(path), max_bytes)
+        return read, SourceFile(str(path), read.text)
+    except (OSError, SyntaxError, ValueError) as error:  # UnscannableFileError included
+        _cannot(path, error, err)
+    except (RecursionError, MemoryError) as error:
+        _cannot(path, _limit(error), err)
+    return None
 
 
-def _read(paths: list[str], err: TextIO) -> tuple[list[SourceFile], bool]:
-    """The files parsed (each once), and whether one could not be read or parsed."""
-    read = [_read_one(path, err) for path in _python_files(paths)]
+def _read(paths: list[str], max_bytes: int, err: TextIO) -> tuple[list[_Read], bool]:
+    """The files read and parsed (each once), and whether one could not be."""
+    read = [_read_one(path, max_bytes, err) for path in _python_files(paths)]
     files = [file for file in read if file is not None]
     return files, len(files) < len(read)
 
 
-def _scan_one(file: SourceFile, err: TextIO) -> dict[str, list[Finding]]:
+def _scan_one(path: str, text: str, err: TextIO) -> dict[str, list[Finding]]:
     try:
-        return scan_sources({file.path: file.data.decode()})  # parsed afresh: no half state
+        return scan_sources({path: text})  # parsed afresh: no state left by the failure
+    except (RecursionError, MemoryError) as error:
+        _cannot(path, _limit(error), err)
     except Exception as error:  # the scanner's own bug: report it, scan the rest
         err.write(
-            f"torch2jax-device scan: internal error on {file.path}: "
+            f"torch2jax-device scan: internal error on {path}: "
             f"{type(error).__name__}: {error} (please report it)\n"
         )
-        return {}
+    return {}
 
 
-def _scan(files: list[SourceFile], err: TextIO) -> tuple[dict[str, list[Finding]], bool]:
+def _scan(files: list[_Read], err: TextIO) -> tuple[dict[str, list[Finding]], bool]:
     """Scan the files together; a file the scanner fails on is reported and left out."""
     try:
-        return scan_files(files), False
-    except Exception:  # one file's failure must not stop the others: scan them one by one
+        return scan_files([parsed for _, parsed in files]), False
+    except (Exception, RecursionError, MemoryError):
+        # One file's failure must not stop the others: scan them one by one.
         found: dict[str, list[Finding]] = {}
-        for file in files:
-            found.update(_scan_one(file, err))
+        for read, _ in files:
+            found.update(_scan_one(read.path, read.text, err))
         return found, len(found) < len(files)
+
+
+def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
+    """A unified diff of two versions of a file's bytes, line ends kept as they are
+    (``\r\n`` stays ``\r\n``) and a last line without one marked as ``diff`` marks it."""
+    name = os.fsencode(path)
+    lines = difflib.diff_bytes(
+        difflib.unified_diff,
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=b"a/" + name,
+        tofile=b"b/" + name,
+    )
+    out = []
+    for line in lines:
+        out.append(line)
+        if not line.endswith(b"\n"):
+            out.append(b"\n\\ No newline at end of file\n")
+    return b"".join(out)
+
+
+def _write_bytes(out: TextIO, data: bytes) -> None:
+    """Bytes as they are to a real stream; decoded (unchanged) into a text-only one."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:
+        out.write(data.decode("utf-8", "surrogateescape"))
+        return
+    out.flush()
+    buffer.write(data)
+
+
+def _diff(
+    files: list[_Read], found: dict[str, list[Finding]], max_bytes: int, out: TextIO, err: TextIO
+) -> bool:
+    """Print the diff of every file; ``True`` if one had to be left out."""
+    failed = False
+    for read, _ in files:
+        findings = found.get(read.path)
+        if findings is None:
+            continue
+        rewritten = apply_edits(read.text, findings)
+        if rewritten == read.text:
+            continue
+        if read.changed_since(max_bytes):
+            _cannot(read.path, "it changed while it was scanned; scan it again", err)
+            failed = True
+            continue
+        _write_bytes(out, _unified_diff(read.path, read.data, read.encode(rewritten)))
+    held = [f for path in found for f in found[path] if not f.fixable]
+    if held:
+        total = sum(len(findings) for findings in found.values())
+        err.write(
+            f"torch2jax-device scan: {len(held)} of {total} finding(s) not rewritten: "
+            "each needs the code around it ported first. `torch2jax-device scan PATH` "
+            "lists them with the reason; `torch2jax-device scan --explain RULE` explains "
+            "a rule.\n"
+        )
+    return failed
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -171,26 +260,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.paths:
         err.write("torch2jax-device scan: give files or directories to scan (or --explain RULE)\n")
         return 2
-    files, failed = _read(args.paths, err)
+    files, failed = _read(args.paths, args.max_bytes, err)
     found, internal = _scan(files, err)
     failed = failed or internal
     if args.diff:
-        for file in files:
-            path = file.path
-            if path not in found:
-                continue
-            source = file.data.decode()
-            rewritten = apply_edits(source, found[path])
-            out.writelines(
-                difflib.unified_diff(
-                    source.splitlines(keepends=True),
-                    rewritten.splitlines(keepends=True),
-                    fromfile=f"a/{path}",
-                    tofile=f"b/{path}",
-                )
-            )
+        failed = _diff(files, found, args.max_bytes, out, err) or failed
         return 2 if failed else 0
-    findings = [f for file in files if file.path in found for f in found[file.path]]
+    findings = [f for read, _ in files if read.path in found for f in found[read.path]]
     if args.format == "json":
         out.write(json.dumps([_as_json(f) for f in findings], indent=2) + "\n")
     else:
@@ -202,6 +278,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 1 if findings else 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {text}")
+    return value
+
+
 def add_parser(commands: Any) -> None:
     """Register ``scan`` on the command line's subcommands."""
     parser = commands.add_parser(
@@ -211,8 +294,10 @@ def add_parser(commands: Any) -> None:
             "Parse Python files (directories recursively) and report every PyTorch device "
             "idiom with file:line:col, its rule (the id of its row in the migration guide), "
             "the torch2jax_device and plain JAX replacement, and why --diff leaves it alone "
-            "when it does. Exit status 1 if any idiom was found, 2 if a file could not be "
-            "read or parsed (the other files are still scanned), else 0."
+            "when it does. Only regular files are read. Exit status 1 if any idiom was "
+            "found, 2 if a file was left out (unreadable, not a regular file, over "
+            "--max-bytes, not Python, nested too deep, changed while scanned; the other "
+            "files are still scanned) or the command was misused, else 0."
         ),
         epilog=(
             "--diff rewrites a line only when the rewritten line is correct on its own for "
@@ -240,6 +325,13 @@ def add_parser(commands: Any) -> None:
             "print a unified diff of the rewrites that are correct on their own instead of "
             "the findings, importing torch2jax_device as tj where needed"
         ),
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=MAX_BYTES,
+        metavar="N",
+        help=f"skip (with a message) files larger than N bytes (default {MAX_BYTES})",
     )
     parser.add_argument(
         "--explain",

@@ -1,20 +1,160 @@
-"""One Python file as the scanner reads it: parsed once, with its names and positions.
+"""Reading a Python file as the scanner does: parsed once, with its names and positions.
 
-``SourceFile`` parses the text (``ast``), resolves its names (``_names``), knows what
-its values are (``_values``) and where they go (``_flow``), and maps the parser's
-(line, column) positions to byte offsets of the file, which is what rewrites edit.
+``read_python`` reads a file as Python would run it, and safely whatever the path
+holds: only regular files (a FIFO or ``/dev/zero`` named ``*.py`` is refused without
+being opened for reading), at most ``max_bytes``, decoded as Python decodes source
+(a UTF-8 BOM, a ``coding:`` cookie) with its line ends kept as they are.
+
+``SourceFile`` parses the text (``ast``), refuses a tree nested deeper than
+``MAX_DEPTH``, resolves its names (``_names``), knows what its values are
+(``_values``) and where they go (``_flow``), and maps the parser's (line, column)
+positions to byte offsets of the text, which is what rewrites edit.
 """
 
 from __future__ import annotations
 
 import ast
 import bisect
+import contextlib
+import dataclasses
+import hashlib
+import io
+import os
+import stat
+import sys
+import tokenize
+from collections.abc import Iterator
 
+from .._src.errors import UnscannableFileError
 from ._flow import Flow
 from ._names import Names
 from ._values import TJ, Values
 
-__all__ = ["SourceFile"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "PythonFile", "SourceFile", "deep_recursion", "read_python"]
+
+#: The largest file ``read_python`` reads by default (``scan --max-bytes``).
+MAX_BYTES = 2 * 1024 * 1024
+#: The deepest syntax tree the scanner follows (Python itself compiles about 2,000).
+MAX_DEPTH = 1000
+# Python frames the scanner's walks take per level of a tree, at most.
+_FRAMES_PER_LEVEL = 6
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonFile:
+    """A file's bytes and its text as Python reads it.
+
+    Attributes:
+        path: The path it was read from.
+        data: Its bytes, exactly.
+        text: Its text, decoded as Python decodes source (no BOM, line ends kept).
+        encoding: The codec that turns ``text`` back into ``data`` (``utf-8-sig``
+            when the file starts with a BOM).
+        stamp: Size, modification time and SHA-256 of ``data``: what
+            ``changed_since`` compares.
+    """
+
+    path: str
+    data: bytes
+    text: str
+    encoding: str
+    stamp: tuple[int, int, str]
+
+    def encode(self, text: str) -> bytes:
+        """``text`` in the file's own encoding (its BOM included)."""
+        return text.encode(self.encoding)
+
+    def changed_since(self, max_bytes: int = MAX_BYTES) -> bool:
+        """The file on disk is no longer what was read (a torn or stale read)."""
+        try:
+            again = read_python(self.path, max(max_bytes, len(self.data)))
+        except (OSError, UnscannableFileError):
+            return True
+        return again.stamp != self.stamp
+
+
+def read_python(path: str, max_bytes: int = MAX_BYTES) -> PythonFile:
+    """Read a Python source file safely, as Python would decode it.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+        UnscannableFileError: it is not a regular file, is larger than ``max_bytes``,
+            or cannot be decoded (an unknown ``coding:`` cookie, bytes its encoding
+            refuses).
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> source = b"# -*- coding: latin-1 -*-\\r\\nname = '\\xe9'\\r\\n"
+        >>> _ = (folder / "a.py").write_bytes(source)
+        >>> read = read_python(str(folder / "a.py"))
+        >>> read.encoding, read.text.splitlines(keepends=True)[1]
+        ('iso-8859-1', "name = 'é'\\r\\n")
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(path, flags)  # non-blocking: opening a FIFO does not wait
+    with open(descriptor, "rb", closefd=True) as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            kind = next((name for test, name in _KINDS if test(status.st_mode)), "no file")
+            raise UnscannableFileError(f"not a regular file ({kind}); only files are scanned")
+        if status.st_size > max_bytes:
+            raise UnscannableFileError(
+                f"{status.st_size} bytes, larger than the {max_bytes}-byte limit "
+                "(--max-bytes raises it)"
+            )
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while it was read
+        raise UnscannableFileError(
+            f"larger than the {max_bytes}-byte limit (--max-bytes raises it)"
+        )
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
+        raise UnscannableFileError(f"cannot be decoded as Python source: {error}") from None
+    if text.encode(encoding) != data:  # e.g. a lone BOM it would not write back
+        raise UnscannableFileError(
+            f"its {encoding} text does not encode back to the same bytes, so no diff "
+            "could be made against it"
+        )
+    stamp = (len(data), status.st_mtime_ns, hashlib.sha256(data).hexdigest())
+    return PythonFile(path, data, text, encoding, stamp)
+
+
+@contextlib.contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Room on Python's stack for trees ``MAX_DEPTH`` deep (the walks recurse)."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, _FRAMES_PER_LEVEL * MAX_DEPTH + 1000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deeply ``tree`` nests (without recursing; contexts such as ``Load`` not counted)."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend((item, depth + 1) for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST) and not isinstance(value, ast.expr_context):
+                stack.append((value, depth + 1))
+    return deepest
 
 
 class SourceFile:
@@ -22,6 +162,7 @@ class SourceFile:
 
     Raises:
         SyntaxError: ``source`` is not valid Python.
+        UnscannableFileError: it nests deeper than ``MAX_DEPTH``.
 
     Examples:
         >>> from torch2jax_device.porting._source import SourceFile
@@ -33,8 +174,20 @@ class SourceFile:
     def __init__(self, path: str, source: str) -> None:
         self.path = path
         self.data = source.encode()
-        self.tree = ast.parse(source, filename=path)
-        self.names = Names(self.tree)
+        with deep_recursion():
+            try:
+                self.tree = ast.parse(source, filename=path)
+            except (RecursionError, MemoryError):
+                raise UnscannableFileError(
+                    f"nested deeper than Python's parser follows; the scanner follows "
+                    f"{MAX_DEPTH} levels"
+                ) from None
+            depth = _depth(self.tree)
+            if depth > MAX_DEPTH:
+                raise UnscannableFileError(
+                    f"nested {depth} levels deep; the scanner follows {MAX_DEPTH}"
+                )
+            self.names = Names(self.tree)
         self.values = Values(self.names, self.qualname)
         self.flow = Flow(self.values)
         starts = [0]

@@ -335,8 +335,10 @@ class Values:
             return {PATH}
         if name == f"{TJ}.to_device" and node.args:
             moved = self.kinds(node.args[0])
-            if NNX_MODULE in moved:
-                return set(moved)  # an NNX module moves in place and comes back
+            if NNX_MODULE in moved or not moved:
+                # An NNX module moves in place and comes back; nothing yet, inside a
+                # cycle (model = tj.to_device(model, ...)): nothing more.
+                return set(moved)
         if name is not None:
             return self._qualified_call_kinds(name)
         if isinstance(node.func, ast.Name):

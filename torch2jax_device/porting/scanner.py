@@ -43,16 +43,19 @@ from ._candidate import Candidate
 from ._plan import plan
 from ._recognise import detect
 from ._rewrites import Rewrite, compose, with_tj_import
-from ._source import SourceFile
+from ._source import MAX_BYTES, PythonFile, SourceFile, deep_recursion, read_python
 from ._tables import RULES
 from .idiom import Idiom
 
 __all__ = [
+    "MAX_BYTES",
     "RULES",
     "Finding",
+    "PythonFile",
     "Rewrite",
     "SourceFile",
     "apply_edits",
+    "read_python",
     "scan_files",
     "scan_source",
     "scan_sources",
@@ -132,9 +135,10 @@ def scan_files(files: Sequence[SourceFile]) -> dict[str, list[Finding]]:
         >>> [(f.line, f.rule) for f in found["a.py"]]
         [(2, 'device-accelerator-index')]
     """
-    candidates = [c for file in files for c in detect(file)]
-    plan(list(files), candidates)
-    return {file.path: _findings(file, candidates) for file in files}
+    with deep_recursion():
+        candidates = [c for file in files for c in detect(file)]
+        plan(list(files), candidates)
+        return {file.path: _findings(file, candidates) for file in files}
 
 
 def apply_edits(source: str, findings: Iterable[Finding]) -> str:
