@@ -217,10 +217,15 @@ class UnsupportedOperationError(Torch2JaxDeviceError, NotImplementedError):
 
     Examples:
         >>> import torch2jax_device as tj
+        >>> import jax
+        >>> @jax.jit
+        ... def step(x):
+        ...     return tj.get_device(x)  # traced arrays have no device
         >>> try:
-        ...     tj.cuda.reset_peak_memory_stats()
-        ... except (tj.UnsupportedOperationError, tj.DeviceUnavailableError):
-        ...     pass  # without a GPU the device check fails first, as in torch
+        ...     step(jax.numpy.ones(2))
+        ... except tj.UnsupportedOperationError as error:
+        ...     print(str(error).split(":")[0])
+        get_device() has no answer under jax.jit
         >>> issubclass(tj.UnsupportedOperationError, NotImplementedError)
         True
     """

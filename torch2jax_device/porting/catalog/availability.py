@@ -99,8 +99,10 @@ ROWS: tuple[Idiom, ...] = (
         ),
         tj="props = tj.cuda.get_device_properties(0)",
         notes=(
-            "`total_memory` is what JAX's allocator may use (`bytes_limit`: 75 % of the "
-            "card with default preallocation), not the physical total."
+            "`total_memory` is the card's physical total as the CUDA driver reports it "
+            "(torch's figure); JAX's pool (`bytes_limit`: 75 % of the card with default "
+            "preallocation) is in `memory_stats()` and `doctor`. Without the driver library "
+            "(ROCm, TPU) it falls back to the pool."
         ),
         runs=False,
         torch_api=("torch.cuda.get_device_properties",),
