@@ -70,6 +70,16 @@ def test_init_device_mesh_gives_ddp_code_auto_axes(mesh: jax.sharding.Mesh) -> N
     np.testing.assert_array_equal(np.asarray(rows), np.arange(12.0).reshape(6, 2)[[0, 5, 2, 1]])
 
 
+def test_a_global_batch_keeps_the_dicts_key_order(mesh: jax.sharding.Mesh) -> None:
+    """A DataLoader's {"x": ..., "label": ...} comes back in its own order, as torch's
+    batches do: JAX's tree functions would sort the keys (and swap ``x, y = batch.values()``)."""
+    local = {"x": np.ones((4, 3), np.float32), "label": np.arange(4, dtype=np.int32)}
+    batch = dist.make_global_batch(local, mesh)
+    assert list(batch) == ["x", "label"]
+    x, y = batch.values()
+    assert x.shape == (4, 3) and y.dtype == np.int32
+
+
 @pytest.mark.idiom("dist-mesh-axis-types")
 def test_explicit_axes_on_request_behave_as_jax_make_mesh() -> None:
     explicit = dist.init_device_mesh("cpu", (4,), mesh_dim_names=("data",),

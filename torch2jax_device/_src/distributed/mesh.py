@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from .. import platforms
+from .. import platforms, trees
 from ..device import Device
 from ..errors import ConversionError, DistributedError, EmptyTreeError
 from . import process_group
@@ -142,23 +142,23 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
         )
     spec = PartitionSpec(axes[0] if len(axes) == 1 else axes)
     sharded, replicated = NamedSharding(mesh, spec), NamedSharding(mesh, PartitionSpec())
-    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(local_batch)
-    if not paths_and_leaves:
+    flat = trees.flatten(local_batch, with_paths=True)  # dicts keep their own order
+    if not flat.leaves:
         raise EmptyTreeError("make_global_batch: the local batch holds no arrays.")
     leaves = []
-    for path, leaf in paths_and_leaves:
+    for path, leaf in zip(flat.paths, flat.leaves, strict=True):
         value = process_group.host_value(leaf, "make_global_batch", path)
         sharding = replicated if np.ndim(value) == 0 else sharded
         try:
             leaves.append(jax.make_array_from_process_local_data(sharding, value))
         except ValueError as err:
             raise ConversionError(
-                f"make_global_batch: leaf {jax.tree_util.keystr(path) or '<root>'} of shape "
+                f"make_global_batch: leaf {path or '<root>'} of shape "
                 f"{np.shape(value)} cannot be split over this process's devices along mesh "
                 f"axis {axes}: {err}. Fix: make the local batch size a multiple of the "
                 "number of devices this process has along that axis."
             ) from err
-    return jax.tree.unflatten(treedef, leaves)
+    return flat.rebuild(leaves)
 
 
 def _mesh_shape(mesh_shape: Sequence[int]) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .. import platforms
+from .. import platforms, trees
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
 from ..errors import DistributedError, EmptyTreeError
@@ -477,10 +477,13 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
             f"all_reduce: unknown op {op!r}; use one of {', '.join(map(repr, _REDUCTIONS))} "
             "(ReduceOp.AVG is 'mean')."
         )
-    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    if not paths_and_leaves:
+    flat = trees.flatten(tree, with_paths=True)  # dicts keep their own order
+    if not flat.leaves:
         raise EmptyTreeError("all_reduce: the tree holds no arrays.")
-    values = [host_value(leaf, "all_reduce", path) for path, leaf in paths_and_leaves]
+    values = [
+        host_value(leaf, "all_reduce", path)
+        for path, leaf in zip(flat.paths, flat.leaves, strict=True)
+    ]
     synchronize("all_reduce")
     mesh = _process_mesh()
     stacked = NamedSharding(mesh, PartitionSpec("processes"))
@@ -491,7 +494,7 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         for value in values
     ]
     reduced = _reducer(name, mesh)(per_process)
-    return jax.tree.unflatten(treedef, [array.addressable_data(0) for array in reduced])
+    return flat.rebuild([array.addressable_data(0) for array in reduced])
 
 
 def _require_group(function: str) -> _ProcessGroup:
@@ -572,9 +575,9 @@ def synchronize(what: str) -> None:
         ) from err
 
 
-def host_value(leaf: Any, function: str, path: Any) -> Any:
-    """A leaf as NumPy or as a fully addressable ``jax.Array`` of this process."""
-    where = jax.tree_util.keystr(path) or "<root>"
+def host_value(leaf: Any, function: str, path: str) -> Any:
+    """A leaf (at ``path`` in its tree) as NumPy or a fully addressable ``jax.Array``."""
+    where = path or "<root>"
     if is_tracer(leaf):
         raise DistributedError(
             f"{function}: leaf {where} is traced (inside jax.jit): {function} works on "
