@@ -18,6 +18,15 @@ Tests live in ``tests/<how it runs>/test_<catalog section>.py``:
 
 Helpers shared by several tests are in ``tests/support/`` (which holds no tests).
 
+Two tiers (``CONTRIBUTING.md``): ``scripts/test.sh --fast`` runs the tests not marked
+``slow``, for the edit-test loop; ``scripts/test.sh`` runs everything. A test is ``slow``
+when it starts processes: every test in ``cli``, ``examples``, ``project`` and
+``multidevice``, and elsewhere every test whose function or fixtures start one, directly
+or through the module's helpers (``subprocess``, ``sys.executable``,
+``multiprocessing``, DataLoader workers, or the helpers of ``tests/support/distributed``
+and ``tests/support/examples``). Mark an in-process test
+``@pytest.mark.slow`` by hand when it alone takes seconds.
+
 ``TORCH2JAX_DEVICE_TEST_REQUIRE`` (comma-separated) names frameworks that must be
 importable; ``scripts/test.sh`` sets it so a broken torch install fails the run
 instead of skipping every side-by-side test. ``cuda`` in the list requires a CUDA GPU
@@ -26,8 +35,12 @@ visible to both torch and JAX (``scripts/gpu-parity.sh``).
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +48,62 @@ REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]
+
+
+# Directories whose tests all start processes (a command, an example, an install, four
+# simulated devices); what in a function's source says it starts one; the helper modules
+# whose functions start them.
+SLOW_DIRECTORIES = ("cli", "examples", "project", "multidevice")
+STARTS_PROCESSES = re.compile(
+    r"\bsubprocess\b|\bsys\.executable\b|\bmultiprocessing\b|\bnum_workers=[1-9]"
+)
+PROCESS_HELPERS = ("tests.support.distributed", "tests.support.examples")
+
+
+@functools.cache
+def process_starters(module: Path) -> frozenset[str] | None:
+    """The top-level names of a test module that start processes, directly or through
+    another such name (``None``: every test of the module does)."""
+    tests = Path(__file__).parent
+    if not module.is_relative_to(tests) or module.suffix != ".py":
+        return frozenset()  # a doctest of the package
+    if module.relative_to(tests).parts[0] in SLOW_DIRECTORIES:
+        return None
+    source = module.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    starters: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PROCESS_HELPERS):
+            starters.update(alias.asname or alias.name for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.module == "tests.support":
+            starters.update(
+                alias.asname or alias.name
+                for alias in node.names
+                if f"tests.support.{alias.name}".startswith(PROCESS_HELPERS)
+            )
+    bodies = {
+        node.name: ast.get_source_segment(source, node) or ""
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    starters.update(name for name, body in bodies.items() if STARTS_PROCESSES.search(body))
+    while True:  # through helpers that call helpers
+        calls = re.compile(r"\b(" + "|".join(map(re.escape, starters)) + r")\b") if starters else None
+        more = {n for n, body in bodies.items() if n not in starters and calls and calls.search(body)}
+        if not more:
+            return frozenset(starters)
+        starters |= more
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        starters = process_starters(item.path)
+        function = getattr(item, "originalname", None)
+        if starters is None or (
+            function is not None
+            and ({function, *getattr(item, "fixturenames", ())} & starters)
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 def required_frameworks() -> list[str]:
