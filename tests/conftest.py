@@ -81,18 +81,21 @@ def process_starters(module: Path) -> frozenset[str] | None:
                 for alias in node.names
                 if f"tests.support.{alias.name}".startswith(PROCESS_HELPERS)
             )
-    bodies = {
-        node.name: ast.get_source_segment(source, node) or ""
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    functions = [
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    uses = {
+        function.name: {node.id for node in ast.walk(function) if isinstance(node, ast.Name)}
+        for function in functions
     }
-    starters.update(name for name, body in bodies.items() if STARTS_PROCESSES.search(body))
-    while True:  # through helpers that call helpers
-        calls = re.compile(r"\b(" + "|".join(map(re.escape, starters)) + r")\b") if starters else None
-        more = {n for n, body in bodies.items() if n not in starters and calls and calls.search(body)}
-        if not more:
-            return frozenset(starters)
-        starters |= more
+    starters.update(
+        function.name
+        for function in functions
+        if STARTS_PROCESSES.search(ast.get_source_segment(source, function) or "")
+    )
+    while more := {name for name, used in uses.items() if name not in starters and used & starters}:
+        starters |= more  # through helpers that call helpers
+    return frozenset(starters)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -100,8 +103,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         starters = process_starters(item.path)
         function = getattr(item, "originalname", None)
         if starters is None or (
-            function is not None
-            and ({function, *getattr(item, "fixturenames", ())} & starters)
+            function is not None and ({function, *getattr(item, "fixturenames", ())} & starters)
         ):
             item.add_marker(pytest.mark.slow)
 
