@@ -6,7 +6,8 @@
 #                                          checked, the GPU check's CPU mode, and the tests
 #   scripts/test.sh --fast [PYTEST ARGS]   the edit-test loop (under a minute): lint, then
 #                                          the tests not marked slow (no test that starts a
-#                                          process; tests/conftest.py says which are slow)
+#                                          process; tests/conftest.py says which are slow),
+#                                          tests/unit and the rest in two processes
 #
 # The full run starts independent groups side by side and prints each group's output
 # when it ends, the in-process tests last, so the closing line is their pytest summary:
@@ -27,16 +28,32 @@ export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax
 python=.venv/bin/python
 in_process=(--doctest-modules torch2jax_device tests --ignore=tests/multidevice)
 
+logs=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
+
 if [ "${1:-}" = "--fast" ]; then
   shift
   "$python" -m ruff check .
   "$python" -m ruff format --check .
-  exec "$python" -m pytest -m "not slow" "${in_process[@]}" "$@"
+  # Two pytest processes, one per core: tests/unit beside the rest.
+  "$python" -m pytest -m "not slow" tests/unit "$@" >"$logs/unit.log" 2>&1 &
+  pids+=($!)
+  status=0
+  "$python" -m pytest -m "not slow" "${in_process[@]}" --ignore=tests/unit "$@" || status=$?
+  unit=0
+  wait "${pids[0]}" || unit=$?
+  pids=()
+  echo "=============================== tests/unit (exit $unit) ==============================="
+  cat "$logs/unit.log"
+  [ "$status" -eq 5 ] && [ $# -gt 0 ] && status=0
+  [ "$unit" -eq 5 ] && [ $# -gt 0 ] && unit=0
+  if [ "$status" -ne 0 ] || [ "$unit" -ne 0 ]; then
+    echo "test.sh --fast: failed (exit $status for the rest, $unit for tests/unit)"
+    exit 1
+  fi
+  exit 0
 fi
-
-logs=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
 
 checks() {
   "$python" -m ruff check .
