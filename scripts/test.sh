@@ -17,7 +17,8 @@
 #                count only when it starts, so these tests need their own process)
 #   slow         the tests that start processes (commands, examples, launchers)
 #   in-process   every other test and the package's doctests
-# The groups together are the whole suite; the script fails if any group fails.
+# The groups together are the whole suite; the script fails if any group fails. Each
+# pytest process keeps its own cache (.pytest_cache/<group>), so --lf works per group.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -37,7 +38,8 @@ if [ "${1:-}" = "--fast" ]; then
   "$python" -m ruff check .
   "$python" -m ruff format --check .
   # Two pytest processes, one per core: tests/unit beside the rest.
-  "$python" -m pytest -m "not slow" tests/unit "$@" >"$logs/unit.log" 2>&1 &
+  "$python" -m pytest -m "not slow" -o cache_dir=.pytest_cache/unit tests/unit "$@" \
+    >"$logs/unit.log" 2>&1 &
   pids+=($!)
   status=0
   "$python" -m pytest -m "not slow" "${in_process[@]}" --ignore=tests/unit "$@" || status=$?
@@ -68,9 +70,11 @@ checks >"$logs/checks.log" 2>&1 &
 pids+=($!)
 PYTHON=$python scripts/gpu-check.sh --cpu >"$logs/gpu-check.log" 2>&1 &
 pids+=($!)
-JAX_NUM_CPU_DEVICES=4 "$python" -m pytest tests/multidevice "$@" >"$logs/multidevice.log" 2>&1 &
+JAX_NUM_CPU_DEVICES=4 "$python" -m pytest -o cache_dir=.pytest_cache/multidevice \
+  tests/multidevice "$@" >"$logs/multidevice.log" 2>&1 &
 pids+=($!)
-"$python" -m pytest -m slow tests --ignore=tests/multidevice "$@" >"$logs/slow.log" 2>&1 &
+"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow tests --ignore=tests/multidevice \
+  "$@" >"$logs/slow.log" 2>&1 &
 pids+=($!)
 "$python" -m pytest -m "not slow" "${in_process[@]}" "$@" >"$logs/in-process.log" 2>&1 &
 pids+=($!)
