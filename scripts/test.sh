@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
-# The whole test suite: install into .venv, lint, type-check, build the docs site in
-# strict mode and check every link in it, then run the tests twice: once in a normal
-# process and once with 4 simulated CPU devices (JAX reads the device count only when
-# it starts, so multi-device tests need their own process).
+# The test suite, in two tiers (CONTRIBUTING.md):
+#
+#   scripts/test.sh [PYTEST ARGS]          everything, what CI runs: lint, type-check, the
+#                                          docs site built in strict mode with every link
+#                                          checked, the GPU check's CPU mode, and the tests
+#   scripts/test.sh --fast [PYTEST ARGS]   the edit-test loop (under a minute): lint, then
+#                                          the tests not marked slow (no test that starts a
+#                                          process; tests/conftest.py says which are slow),
+#                                          tests/unit and the rest in two processes
+#
+# The full run starts independent groups side by side and prints each group's output
+# when it ends, the in-process tests last, so the closing line is their pytest summary:
+#   checks       ruff, ruff format, mypy, mkdocs build --strict and scripts/check_site.py
+#   gpu-check    scripts/gpu-check.sh --cpu (bench_gpu.py's CPU mode, so it cannot rot)
+#   multidevice  tests/multidevice with 4 simulated CPU devices (JAX reads the device
+#                count only when it starts, so these tests need their own process)
+#   slow         the tests that start processes (commands, examples, launchers)
+#   in-process   every other test and the package's doctests
+# The groups together are the whole suite; the script fails if any group fails. Each
+# pytest process keeps its own cache (.pytest_cache/<group>), so --lf works per group.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -10,13 +26,71 @@ scripts/bootstrap.sh
 # Frameworks that must import: a broken torch install fails the run instead of
 # silently skipping the side-by-side tests.
 export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax,equinox,hypothesis}
+python=.venv/bin/python
+in_process=(--doctest-modules torch2jax_device tests --ignore=tests/multidevice)
 
-.venv/bin/python -m ruff check .
-.venv/bin/python -m ruff format --check .
-.venv/bin/python -m mypy
-site=$(mktemp -d)
-trap 'rm -rf "$site"' EXIT
-NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --site-dir "$site"
-.venv/bin/python scripts/check_site.py "$site"
-.venv/bin/python -m pytest --doctest-modules torch2jax_device tests --ignore=tests/multidevice "$@"
-JAX_NUM_CPU_DEVICES=4 .venv/bin/python -m pytest tests/multidevice "$@"
+logs=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
+
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  "$python" -m ruff check .
+  "$python" -m ruff format --check .
+  # Two pytest processes, one per core: tests/unit beside the rest.
+  "$python" -m pytest -m "not slow" -o cache_dir=.pytest_cache/unit tests/unit "$@" \
+    >"$logs/unit.log" 2>&1 &
+  pids+=($!)
+  status=0
+  "$python" -m pytest -m "not slow" "${in_process[@]}" --ignore=tests/unit "$@" || status=$?
+  unit=0
+  wait "${pids[0]}" || unit=$?
+  pids=()
+  echo "=============================== tests/unit (exit $unit) ==============================="
+  cat "$logs/unit.log"
+  [ "$status" -eq 5 ] && [ $# -gt 0 ] && status=0
+  [ "$unit" -eq 5 ] && [ $# -gt 0 ] && unit=0
+  if [ "$status" -ne 0 ] || [ "$unit" -ne 0 ]; then
+    echo "test.sh --fast: failed (exit $status for the rest, $unit for tests/unit)"
+    exit 1
+  fi
+  exit 0
+fi
+
+checks() {
+  "$python" -m ruff check .
+  "$python" -m ruff format --check .
+  "$python" -m mypy
+  NO_MKDOCS_2_WARNING=1 "$python" -m mkdocs build --strict --site-dir "$logs/site"
+  "$python" scripts/check_site.py "$logs/site"
+}
+
+groups=(checks gpu-check multidevice slow in-process)
+checks >"$logs/checks.log" 2>&1 &
+pids+=($!)
+PYTHON=$python scripts/gpu-check.sh --cpu >"$logs/gpu-check.log" 2>&1 &
+pids+=($!)
+JAX_NUM_CPU_DEVICES=4 "$python" -m pytest -o cache_dir=.pytest_cache/multidevice \
+  tests/multidevice "$@" >"$logs/multidevice.log" 2>&1 &
+pids+=($!)
+"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow tests --ignore=tests/multidevice \
+  "$@" >"$logs/slow.log" 2>&1 &
+pids+=($!)
+"$python" -m pytest -m "not slow" "${in_process[@]}" "$@" >"$logs/in-process.log" 2>&1 &
+pids+=($!)
+
+failed=()
+for i in "${!groups[@]}"; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  # pytest's 5: the arguments given select no test of this group, which is not a failure.
+  [ "$status" -eq 5 ] && [ $# -gt 0 ] && status=0
+  echo "=============================== ${groups[$i]} (exit $status) ==============================="
+  cat "$logs/${groups[$i]}.log"
+  [ "$status" -eq 0 ] || failed+=("${groups[$i]}")
+done
+pids=()
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "test.sh: failed: ${failed[*]} (each group's output is above)"
+  exit 1
+fi

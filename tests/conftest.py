@@ -18,6 +18,16 @@ Tests live in ``tests/<how it runs>/test_<catalog section>.py``:
 
 Helpers shared by several tests are in ``tests/support/`` (which holds no tests).
 
+Two tiers (``CONTRIBUTING.md``): ``scripts/test.sh --fast`` runs the tests not marked
+``slow``, for the edit-test loop; ``scripts/test.sh`` runs everything. A test is ``slow``
+when it starts processes: every test in ``cli``, ``examples``, ``project`` and
+``multidevice``, and elsewhere every test whose function or fixtures start one, directly
+or through the module's helpers (``subprocess``, ``sys.executable``,
+``multiprocessing``, DataLoader workers, or the helpers of ``tests/support/distributed``
+and ``tests/support/examples``). Mark an in-process test
+``@pytest.mark.slow`` by hand when it alone takes seconds (``SLOW_IN_PROCESS`` below
+lists those measured so far).
+
 ``TORCH2JAX_DEVICE_TEST_REQUIRE`` (comma-separated) names frameworks that must be
 importable; ``scripts/test.sh`` sets it so a broken torch install fails the run
 instead of skipping every side-by-side test. ``cuda`` in the list requires a CUDA GPU
@@ -26,8 +36,12 @@ visible to both torch and JAX (``scripts/gpu-parity.sh``).
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +49,85 @@ REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]
+
+
+# Directories whose tests all start processes (a command, an example, an install, four
+# simulated devices); what in a function's source says it starts one; the helper modules
+# whose functions start them.
+SLOW_DIRECTORIES = ("cli", "examples", "project", "multidevice")
+STARTS_PROCESSES = re.compile(
+    r"\bsubprocess\b|\bsys\.executable\b|\bmultiprocessing\b|\bnum_workers=[1-9]"
+)
+PROCESS_HELPERS = ("tests.support.distributed", "tests.support.examples")
+# In-process tests that take 2 s of CPU or more each (measured on the 2-core machine,
+# 2026-11-26): slow by hand, from here because their files are mid-edit elsewhere.
+# Prefer `@pytest.mark.slow` in the test's own file.
+SLOW_IN_PROCESS = frozenset(
+    {
+        "tests/parity/test_checkpoints.py::test_load_puts_tensors_where_they_were_saved",
+        "tests/parity/test_checkpoints_models.py::test_a_torch_twins_state_loads_into_the_nnx_model",
+        "tests/parity/test_checkpoints_models.py::test_an_equinox_model_and_its_twin_exchange_state",
+        "tests/parity/test_checkpoints_models.py::test_an_nnx_model_saved_for_its_torch_twin_computes_the_same",
+        "tests/parity/test_devices.py::test_property_parses_like_torch",
+        "tests/parity/test_placement.py::test_equinox_module_to_returns_the_moved_module",
+        "tests/unit/test_checkpoints.py::test_get_slice_matches_numpy_for_every_basic_index",
+        "tests/unit/test_checkpoints_bad_input.py::test_corrupted_valid_files_raise_only_checkpoint_errors",
+        "tests/unit/test_checkpoints_bad_input.py::test_fuzzed_headers_raise_only_checkpoint_errors",
+        "tests/unit/test_checkpoints_staging.py::test_pieces_assembled_on_a_copying_device_give_the_tensors",
+    }
+)
+
+
+@functools.cache
+def process_starters(module: Path) -> frozenset[str] | None:
+    """The top-level names of a test module that start processes, directly or through
+    another such name (``None``: every test of the module does)."""
+    tests = Path(__file__).parent
+    if not module.is_relative_to(tests) or module.suffix != ".py":
+        return frozenset()  # a doctest of the package
+    if module.relative_to(tests).parts[0] in SLOW_DIRECTORIES:
+        return None
+    source = module.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    starters: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PROCESS_HELPERS):
+            starters.update(alias.asname or alias.name for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.module == "tests.support":
+            starters.update(
+                alias.asname or alias.name
+                for alias in node.names
+                if f"tests.support.{alias.name}".startswith(PROCESS_HELPERS)
+            )
+    definitions = [  # and classes: a class whose methods start processes starts them
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+    uses = {
+        definition.name: {node.id for node in ast.walk(definition) if isinstance(node, ast.Name)}
+        for definition in definitions
+    }
+    starters.update(
+        definition.name
+        for definition in definitions
+        if STARTS_PROCESSES.search(ast.get_source_segment(source, definition) or "")
+    )
+    while more := {name for name, used in uses.items() if name not in starters and used & starters}:
+        starters |= more  # through helpers that call helpers
+    return frozenset(starters)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        starters = process_starters(item.path)
+        function = getattr(item, "originalname", None)
+        if (
+            starters is None
+            or item.nodeid.split("[")[0] in SLOW_IN_PROCESS
+            or (function is not None and {function, *getattr(item, "fixturenames", ())} & starters)
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 def required_frameworks() -> list[str]:

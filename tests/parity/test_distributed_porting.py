@@ -105,7 +105,8 @@ def test_the_wrapped_model_is_the_model() -> None:
     tj.to_device(model, NamedSharding(mesh, P()))  # the DDP step: replicated, in place
     raw_model = model  # what `model.module` becomes: the guide row's line
     x = BATCHES[0]
-    theirs = wrapped(torch.from_numpy(x)).detach().numpy()
+    # With one GPU, DataParallel moves the layer to cuda:0 and answers there.
+    theirs = wrapped(torch.from_numpy(x)).detach().cpu().numpy()
     np.testing.assert_allclose(np.asarray(raw_model(jnp.asarray(x))), theirs, rtol=1e-6)
 
 
