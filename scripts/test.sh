@@ -15,8 +15,9 @@
 #   gpu-check    scripts/gpu-check.sh --cpu (bench_gpu.py's CPU mode, so it cannot rot)
 #   multidevice  tests/multidevice with 4 simulated CPU devices (JAX reads the device
 #                count only when it starts, so these tests need their own process)
-#   slow-*       the tests that start processes, in three groups: jobs (launchers and
-#                multi-process runs), examples (real training scripts) and the rest
+#   slow-*       the tests that start processes, in four groups: jobs (launchers and
+#                multi-process runs), examples (real training scripts), cli (the
+#                commands) and the rest
 #   in-process   every other test and the package's doctests
 # The groups together are the whole suite; the script fails if any group fails. Each
 # pytest process keeps its own cache (.pytest_cache/<group>), so --lf works per group.
@@ -66,15 +67,15 @@ checks() {
   "$python" scripts/check_site.py "$logs/site"
 }
 
-# The tests that start processes, in three groups: jobs (launchers and multi-process
+# The tests that start processes, in four groups: jobs (launchers and multi-process
 # runs, mostly waiting on their processes' deadlines, so they overlap the others well),
-# examples (real training scripts, the heaviest on the CPU) and the rest.
+# examples (real training scripts, the heaviest on the CPU), the commands, and the rest.
 jobs=(tests/unit/test_distributed*.py tests/unit/test_checkpoints_agreement.py
   tests/parity/test_distributed*.py)
 not_jobs=()
 for file in "${jobs[@]}"; do not_jobs+=(--ignore="$file"); done
 
-groups=(checks gpu-check multidevice slow-jobs slow-examples slow-rest in-process)
+groups=(checks gpu-check multidevice slow-jobs slow-examples slow-cli slow-rest in-process)
 checks >"$logs/checks.log" 2>&1 &
 pids+=($!)
 PYTHON=$python scripts/gpu-check.sh --cpu >"$logs/gpu-check.log" 2>&1 &
@@ -88,8 +89,11 @@ pids+=($!)
 "$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-examples tests/examples "$@" \
   >"$logs/slow-examples.log" 2>&1 &
 pids+=($!)
+"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-cli tests/cli "$@" \
+  >"$logs/slow-cli.log" 2>&1 &
+pids+=($!)
 "$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-rest tests --ignore=tests/multidevice \
-  --ignore=tests/examples "${not_jobs[@]}" "$@" >"$logs/slow-rest.log" 2>&1 &
+  --ignore=tests/examples --ignore=tests/cli "${not_jobs[@]}" "$@" >"$logs/slow-rest.log" 2>&1 &
 pids+=($!)
 "$python" -m pytest -m "not slow" "${in_process[@]}" "$@" >"$logs/in-process.log" 2>&1 &
 pids+=($!)

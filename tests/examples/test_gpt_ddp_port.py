@@ -26,6 +26,7 @@ from tests.support.distributed.launch import TORCHRUN, launch, results, run_boun
 from tests.support.examples import EXAMPLES
 
 ORIGINAL, PORT = EXAMPLES / "gpt_ddp_torch.py", EXAMPLES / "gpt_ddp_port.py"
+EXIT_AFTER_SCRIPT = Path(__file__).parents[1] / "support" / "distributed" / "exit_after_script.py"
 BATCH_PER_PROCESS = 2
 CONFIG = (
     "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8",
@@ -47,7 +48,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax-cache"),
              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
     status, out, err = run_bounded(
-        [str(TORCHRUN), "--nproc_per_node=2", str(ORIGINAL), "--out-dir", str(root / "torch"),
+        # torch's gloo threads can abort a finished DDP script at interpreter exit
+        # (tests/support/distributed/exit_after_script.py says why): exit right after it.
+        [str(TORCHRUN), "--nproc_per_node=2", str(EXIT_AFTER_SCRIPT), str(ORIGINAL),
+         "--out-dir", str(root / "torch"),
          "--save-init", str(root / "init.pt"), "--max-iters", str(ITERS),
          "--batch-size", str(BATCH_PER_PROCESS), *CONFIG],
         env=worker_env(OMP_NUM_THREADS="1"), timeout=240,

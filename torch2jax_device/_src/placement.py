@@ -10,10 +10,8 @@ already sit committed on the target are returned as the very same objects, as
 
 from __future__ import annotations
 
-import itertools
-import operator
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import jax
@@ -25,7 +23,6 @@ from .detect import (
     is_torch_dtype,
     is_torch_module,
     is_torch_tensor,
-    is_tracer,
     type_name,
 )
 from .device import Device, DeviceLike, resolve
@@ -33,27 +30,15 @@ from .distributed import transfer
 from .errors import (
     ConversionError,
     DTypeError,
-    EmptyTreeError,
     InvalidDeviceError,
     MemoryFormatError,
-    MixedDeviceError,
-    NoSuchAttributeError,
     Torch2JaxDeviceError,
-    UnsupportedOperationError,
 )
 from .interop import host_array, to_jax
+from .location import device_of, is_array, leaf_path
 from .trees import flatten
 
-__all__ = [
-    "Parameter",
-    "Placements",
-    "as_sharding",
-    "check_same_device",
-    "device_of",
-    "get_device",
-    "parameters",
-    "to_device",
-]
+__all__ = ["as_sharding", "to_device"]
 
 _PYTHON_SCALARS = (bool, int, float, complex)
 _CONTAINERS = (dict, list, tuple)
@@ -168,7 +153,7 @@ def to_device(
         >>> tj.to_device(np.ones(2), jnp.float16, False, True).dtype  # non_blocking, copy
         dtype('float16')
     """
-    if isinstance(dtype, bool) and (_is_array(device) or _is_dtype(device)):
+    if isinstance(dtype, bool) and (is_array(device) or _is_dtype(device)):
         # torch's positional .to(dtype, non_blocking, copy) and .to(other, non_blocking, copy)
         dtype, non_blocking, copy = None, dtype, non_blocking or copy
     device, dtype = _torch_overloads(device, dtype)
@@ -176,7 +161,7 @@ def to_device(
         _check_memory_format(obj, memory_format)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
-    single = type(obj) not in _CONTAINERS and (_is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
+    single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
     flat = flatten(obj)
     if (
         not single
@@ -195,7 +180,7 @@ def to_device(
     ):
         # The feeding lane: host batches, nothing to cast or keep, one transfer.
         fresh = moved = _transfer(
-            flat.leaves, target, copy=False, path=lambda index: _path(obj, index)
+            flat.leaves, target, copy=False, path=lambda index: leaf_path(obj, index)
         )
     else:
         moved, fresh = _move(
@@ -285,7 +270,7 @@ def _check_memory_format(obj: Any, memory_format: Any) -> None:
             f"{type_name(memory_format)} {memory_format!r}"
         )
     rank = _MEMORY_FORMATS[name]
-    if rank is not None and _is_array(obj) and len(obj.shape) != rank:
+    if rank is not None and is_array(obj) and len(obj.shape) != rank:
         raise MemoryFormatError(
             f"required rank {rank} tensor to use {name.removeprefix('torch.')} format, got a "
             f"{len(obj.shape)}-d array (torch raises the same RuntimeError). Fix: pass "
@@ -314,7 +299,7 @@ def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
     """Map ``.to(dtype)`` and ``.to(other)`` onto (device, dtype)."""
     if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
         return device, dtype
-    if _is_array(device):
+    if is_array(device):
         other = device
         if dtype is None:
             dtype = other.dtype
@@ -364,12 +349,6 @@ def _target(device: Any) -> Any:
     return device if device is _KEEP else as_sharding(device)
 
 
-def _is_array(value: Any) -> bool:
-    return isinstance(value, (jax.Array, np.ndarray, np.generic, Parameter)) or is_torch_tensor(
-        value
-    )
-
-
 def _move(
     tree: Any,
     leaves: list[Any],
@@ -401,7 +380,7 @@ def _move(
                 continue
             if leaf.is_deleted():
                 raise ConversionError(
-                    f"leaf {_path(tree, index)} is a deleted or donated jax.Array; "
+                    f"leaf {leaf_path(tree, index)} is a deleted or donated jax.Array; "
                     "use the array the donating call returned"
                 )
             array = leaf if dtype is None else _cast(leaf, dtype, cast_all)
@@ -425,7 +404,7 @@ def _move(
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
         elif is_torch_module(leaf):
             raise ConversionError(
-                f"leaf {_path(tree, index)} is a torch module "
+                f"leaf {leaf_path(tree, index)} is a torch module "
                 f"({type_name(leaf)}): JAX cannot hold torch "
                 "modules. Fix: move it within torch (module.to(device.torch_device)) or put "
                 "its state_dict() in the tree instead"
@@ -444,7 +423,7 @@ def _move(
             [moved[index] for index in pending],
             target,
             copy=copy,
-            path=lambda position: _path(tree, pending[position]),
+            path=lambda position: leaf_path(tree, pending[position]),
         )
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
@@ -468,7 +447,7 @@ def _leaf_conversion(tree: Any, index: int, convert: Callable[[Any], Any], leaf:
     try:
         return convert(leaf)
     except Torch2JaxDeviceError as err:
-        raise type(err)(f"leaf {_path(tree, index)}: {err}") from err
+        raise type(err)(f"leaf {leaf_path(tree, index)}: {err}") from err
 
 
 def _destination(target: Any, arrays: list[Any]) -> Any:
@@ -532,14 +511,9 @@ def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
         return jax.numpy.asarray(leaf)
     except Exception as err:
         raise ConversionError(
-            f"leaf {_path(tree, index)} of type {type_name(leaf)} looks like an array but "
+            f"leaf {leaf_path(tree, index)} of type {type_name(leaf)} looks like an array but "
             f"JAX cannot convert it ({err}); convert it to a NumPy array first"
         ) from err
-
-
-def _path(tree: Any, index: int) -> str:
-    path = flatten(tree, with_paths=True).paths[index]
-    return path or "<root>"
 
 
 def _move_module(module: Any, device: Any, dtype: Any, *, non_blocking: bool, copy: bool) -> Any:
@@ -552,449 +526,3 @@ def _move_module(module: Any, device: Any, dtype: Any, *, non_blocking: bool, co
     state = nnx.state(module)
     nnx.update(module, to_device(state, device, dtype, non_blocking=non_blocking, copy=copy))
     return module
-
-
-def _single_device(array: jax.Array, tree: Any, index: int) -> jax.Device:
-    """The one device ``array`` lives on, seen from this process.
-
-    An array spanning several processes with one device in this one (DDP's replicated
-    parameters, a data-parallel batch) is on that device, as torch reports
-    ``cuda:LOCAL_RANK`` for a DDP model's parameters.
-    """
-    devices = array.devices()
-    if len(devices) == 1:
-        return next(iter(devices))
-    local = array.sharding.addressable_devices
-    if len(local) == 1 and not array.is_fully_addressable:
-        return next(iter(local))
-    names = ", ".join(sorted(str(Device(d)) for d in local))
-    raise MixedDeviceError(
-        f"leaf {_path(tree, index)} is sharded over {len(local)} devices ({names}); "
-        "a sharded array has no single device: use array.sharding, or gather it with "
-        "tj.to_device(array, device)"
-    )
-
-
-def _is_scalar_host(leaf: Any) -> bool:
-    """A NumPy scalar or 0-d array: a number, as torch treats 0-d CPU tensors."""
-    return isinstance(leaf, np.generic) or (isinstance(leaf, np.ndarray) and leaf.ndim == 0)
-
-
-class Placements:
-    """Where the arrays of some trees live, and the first leaf seen at each place.
-
-    A place is a torch-style ``Device``; torch's unindexed ``cpu`` and JAX's ``cpu:0``
-    are one place. NumPy leaves only set ``host`` (host memory is reachable from
-    every device), or with ``host_is_cpu`` are placed on ``cpu`` as torch places CPU
-    tensors; tracers only set ``traced``. ``committed_platforms`` are the JAX platforms
-    of committed arrays (where a jitted call of them runs). Leaf paths are computed only
-    for an error message.
-
-    Scalars meet every device, as torch lets a 0-dim CPU tensor take part in an
-    operation on a CUDA tensor: 0-dim CPU tensors, 0-d host values and uncommitted 0-d
-    JAX arrays (which JAX moves to where the committed arrays are: optax's step
-    ``count`` before the first update) count only where nothing else has a place.
-    """
-
-    def __init__(self, trees: list[Any], prefixes: list[str], *, host_is_cpu: bool = False) -> None:
-        self.trees, self.prefixes = trees, prefixes
-        self.traced = self.host = False
-        self.committed_platforms: set[str] = set()
-        seen: dict[Any, tuple[int, int]] = {}
-        scalars: dict[Any, tuple[int, int]] = {}  # places of values that meet every device
-        for position, tree in enumerate(trees):
-            for index, leaf in enumerate(flatten(tree).leaves):  # a Parameter flattens
-                places = seen
-                if isinstance(leaf, jax.Array):
-                    if is_tracer(leaf):
-                        self.traced = True
-                        continue
-                    key: Any = _single_device(leaf, tree, index)
-                    if leaf.committed:
-                        self.committed_platforms.add(key.platform)
-                    elif leaf.ndim == 0:
-                        places = scalars
-                elif is_torch_tensor(leaf):
-                    key = Device(leaf.device)
-                    if leaf.device.type == "cpu" and leaf.ndim == 0:
-                        places = scalars
-                elif isinstance(leaf, (np.ndarray, np.generic)):
-                    self.host = True
-                    if not host_is_cpu:
-                        continue
-                    key = Device("cpu")
-                    if _is_scalar_host(leaf):
-                        places = scalars
-                else:
-                    continue
-                places.setdefault(key, (position, index))
-        if not seen:
-            # Scalars alone: where the first one is (they never disagree among themselves).
-            seen = dict(itertools.islice(scalars.items(), 1))
-        self.devices: dict[Device, tuple[int, int]] = {}
-        known: set[tuple[str, int]] = set()
-        for key, where in seen.items():
-            device = key if isinstance(key, Device) else Device(key)
-            if (place := (device.type, device.index or 0)) not in known:
-                known.add(place)
-                self.devices[device] = where
-
-    def _leaf_path(self, position: int, index: int) -> str:
-        path = _path(self.trees[position], index).removeprefix("<root>")
-        return self.prefixes[position] + path or "<root>"
-
-    def mixed_error(self, what: str, fix: str = "") -> MixedDeviceError:
-        """torch's "same device" error naming every device and a leaf path on each."""
-        devices = list(self.devices)
-        where = "; ".join(
-            f"{self._leaf_path(*place)} is on {device}" for device, place in self.devices.items()
-        )
-        return MixedDeviceError(
-            f"Expected all tensors to be on the same device, but found at least two devices, "
-            f"{devices[0]} and {devices[1]}! ({what}: {where}). "
-            + (fix or "Fix: move them to one device with tj.to_device(x, device)")
-        )
-
-
-def device_of(obj: Any) -> Device | None:
-    """Equivalent to `Tensor.device`.
-
-    The device an array, tree or module lives on: ``tensor.device`` for JAX.
-
-    ``device_of(model)`` answers ``next(model.parameters()).device`` for a whole NNX
-    module, Equinox module, linen variables dict, pytree or torch module, after checking
-    that every array agrees. NumPy arrays (and NumPy scalars) are host data: a tree of
-    NumPy data only is on ``cpu``; mixed with device arrays they are ignored, as are 0-dim
-    CPU tensors and uncommitted 0-d JAX arrays (torch lets a 0-dim CPU tensor meet any
-    device; optax's step count starts uncommitted). In a
-    multi-process job, an array with one device in this process (replicated over the
-    job, as DDP keeps parameters) is on that device, as torch says ``cuda:LOCAL_RANK``.
-
-    Returns:
-        The device (``cuda:1``; ``cpu`` for the CPU, as torch says, or ``cpu:N`` when
-        several CPU devices are simulated), indexed as torch indexes it (never JAX's
-        global ``Device.id``). ``None`` under ``jax.jit`` (tracers have no device), so
-        ``jnp.zeros(3, device=tj.device_of(x))`` works traced and untraced.
-
-    Raises:
-        MixedDeviceError: arrays on several devices (every device is named with a
-            leaf path on it), or a sharded array (use ``array.sharding``).
-        EmptyTreeError: no arrays at all.
-
-    Examples:
-        >>> import jax.numpy as jnp
-        >>> import torch2jax_device as tj
-        >>> tj.device_of({"w": tj.to_device(jnp.ones(2), "cpu")})
-        device(type='cpu')
-    """
-    if is_nnx_module(obj):
-        obj = sys.modules["flax.nnx"].state(obj)
-    elif is_torch_module(obj):
-        obj = list(obj.state_dict(keep_vars=True).values())
-    placements = Placements([obj], [""])
-    if placements.traced:
-        return None
-    if len(placements.devices) > 1:
-        raise placements.mixed_error("arrays of this tree")
-    if placements.devices:
-        return next(iter(placements.devices))
-    if placements.host:
-        return Device("cpu")
-    raise EmptyTreeError(
-        f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
-        "from (torch: StopIteration from next(model.parameters()))"
-    )
-
-
-def get_device(obj: Any) -> int:
-    """Equivalent to `torch.get_device`.
-
-    The device's index, ``-1`` on the CPU: ``tensor.get_device()`` for JAX.
-    ``tj.device_of(x).index`` is ``None`` on the CPU, as ``torch.device("cpu").index``
-    is, so ported checks such as ``if x.get_device() == -1:`` or ``x.get_device() >= 0``
-    need this function to keep their meaning. Every CPU device answers ``-1`` (torch has
-    one), an accelerator its torch index (``cuda:1`` is ``1``).
-
-    Raises:
-        UnsupportedOperationError: under ``jax.jit``, where arrays have no device
-            (torch's traced code has one): read it outside the jitted function.
-        MixedDeviceError: arrays on several devices (see `tj.device_of`).
-        EmptyTreeError: no arrays at all.
-
-    Examples:
-        >>> import jax.numpy as jnp
-        >>> import torch2jax_device as tj
-        >>> tj.get_device(tj.to_device(jnp.ones(2), "cpu"))
-        -1
-    """
-    device = device_of(obj)
-    if device is None:
-        raise UnsupportedOperationError(
-            "get_device() has no answer under jax.jit: traced arrays have no device. "
-            "Fix: read it outside the jitted function (or drop the check: jit runs where "
-            "its arguments are)"
-        )
-    return -1 if device.type == "cpu" or device.index is None else device.index
-
-
-def check_same_device(*objs: Any) -> Device | None:
-    """Raise torch's "same device" error if the arrays of ``objs`` are on several devices.
-
-    The pre-flight check to run before a jitted call: where JAX would say
-    ``Received incompatible devices for jitted computation``, this says which
-    arguments are where. Tracers and NumPy arrays are ignored (see
-    `tj.strict_placement` for torch's stricter
-    rule, under which host data counts as ``cpu``). As in torch, a 0-dim CPU tensor
-    meets any device, and so does an uncommitted 0-d JAX array (JAX moves it where the
-    committed arrays are).
-
-    Returns:
-        The one device all arrays are on, or ``None`` if there are none.
-
-    Raises:
-        MixedDeviceError: with torch's message, every device and a leaf path on each.
-
-    Examples:
-        >>> import jax.numpy as jnp
-        >>> import torch2jax_device as tj
-        >>> tj.check_same_device(jnp.ones(2), {"b": jnp.zeros(1)}) == tj.device("cpu")
-        True
-    """
-    placements = Placements(list(objs), [f"args[{i}]" for i in range(len(objs))])
-    if len(placements.devices) > 1:
-        raise placements.mixed_error("arguments")
-    return next(iter(placements.devices), None)
-
-
-def parameters(model: Any) -> Iterator[Any]:
-    """Equivalent to `Module.parameters`.
-
-    The parameters of a model: ``model.parameters()`` for JAX.
-
-    For a Flax NNX module, its ``nnx.Param`` variables; for a linen variables dict
-    (``{"params": ..., "batch_stats": ...}``), the ``"params"`` collection; for an
-    Equinox module or any other pytree, every array leaf. Each comes as a
-    `tj.Parameter`: its ``.device`` is a torch-style
-    device (``.type``, ``.index``, ``str``, ``==`` with ``torch.device``), and it is
-    still an array in JAX code (``.data`` is the ``jax.Array`` itself). A torch module's
-    parameters are its own (``model.parameters()``), so mixed code can ask either kind.
-
-    Examples:
-        >>> import jax.numpy as jnp
-        >>> import torch2jax_device as tj
-        >>> params = tj.to_device({"params": {"w": jnp.ones(2)}}, "cpu")
-        >>> weight = next(tj.parameters(params))
-        >>> weight.device, weight.device.type, str(weight.device)
-        (device(type='cpu'), 'cpu', 'cpu')
-        >>> float((weight * 2).sum())
-        4.0
-    """
-    if is_torch_module(model):
-        return iter(model.parameters())
-    if is_nnx_module(model):
-        nnx = sys.modules["flax.nnx"]
-        tree = nnx.state(model, nnx.Param)
-    elif isinstance(model, Mapping) and "params" in model:
-        tree = model["params"]
-    else:
-        tree = model
-    return (
-        Parameter(leaf)
-        for leaf in flatten(tree).leaves  # arrays: a Parameter is a pytree of its array
-        if _is_array(leaf)
-    )
-
-
-def _array_device(array: Any) -> Device | None:
-    """``tensor.device`` for one array: torch-style, ``None`` for a tracer."""
-    if is_tracer(array):
-        return None
-    if isinstance(array, jax.Array):
-        return Device(_single_device(array, array, 0))
-    if is_torch_tensor(array):
-        return Device(array.device)
-    return Device("cpu")  # NumPy: host data
-
-
-def _unwrap(value: Any) -> Any:
-    return value.data if isinstance(value, Parameter) else value
-
-
-@jax.tree_util.register_pytree_with_keys_class
-class Parameter:
-    """A model's array as ported torch code sees it: what ``next(tj.parameters(model))`` is.
-
-    Equivalent to the ``torch.nn.Parameter`` that ``model.parameters()`` yields, for
-    the parts ported code reads: ``.device`` is a torch-style
-    [`tj.device`][torch2jax_device.Device] (``.type``, ``.index``, ``str(...) == "cpu"``,
-    ``==`` with ``torch.device`` and ``tj.device``), never a bare ``jax.Device``; ``.data``
-    is the array; ``numel()`` counts elements (``sum(p.numel() for p in ...)``). Everything
-    else is the array's own: ``shape``, ``dtype``, ``sharding``, methods, operators.
-
-    It stays an array in JAX code: ``jnp`` functions, ``jax.jit`` / ``jax.grad``
-    arguments, ``jax.device_put`` and ``jax.tree.map`` take it (it is a pytree holding the
-    array, and implements ``__jax_array__``, ``__array__`` and DLPack), and
-    ``tj.to_device`` / ``tj.to_jax`` / ``tj.to_torch`` accept it.
-
-    Note:
-        ``isinstance(p, jax.Array)`` is false, ``jax.lax`` primitives need ``p.data``, and
-        results of operations are plain ``jax.Array`` objects (with a ``jax.Device``
-        ``.device``); pytree functions return ``Parameter`` objects. The view is
-        read-only: JAX arrays are immutable and have no ``requires_grad`` or ``.grad``
-        (gradients come from ``jax.grad`` / ``nnx.grad``). Under ``jax.jit``, ``.device``
-        is ``None``, as [`tj.device_of`][torch2jax_device.device_of] says.
-
-    Examples:
-        >>> import jax, jax.numpy as jnp, torch
-        >>> import torch2jax_device as tj
-        >>> p = tj.Parameter(tj.to_device(jnp.ones((2, 3)), "cpu"))
-        >>> p.device == torch.device("cpu"), p.device.index, p.numel()
-        (True, None, 6)
-        >>> jax.jit(lambda w: w.sum())(p)
-        Array(6., dtype=float32)
-    """
-
-    __slots__ = ("_array",)
-    _array: Any
-
-    def __init__(self, data: Any) -> None:
-        object.__setattr__(self, "_array", _unwrap(data))
-
-    @property
-    def data(self) -> Any:
-        """The array itself (a ``jax.Array``, or a tracer under ``jax.jit``)."""
-        return self._array
-
-    @property
-    def device(self) -> Device | None:
-        """Where the array is, torch-style; ``None`` under ``jax.jit``.
-
-        Raises:
-            MixedDeviceError: the array is sharded over several devices of this process.
-        """
-        return _array_device(self._array)
-
-    def numel(self) -> int:
-        """The number of elements (``Tensor.numel``)."""
-        return int(np.prod(self._array.shape, dtype=np.int64))
-
-    def tree_flatten_with_keys(self) -> tuple[tuple[tuple[Any, Any]], None]:
-        return ((jax.tree_util.GetAttrKey("data"), self._array),), None
-
-    @classmethod
-    def tree_unflatten(cls, aux: None, children: tuple[Any, ...]) -> Parameter:
-        return cls(children[0])
-
-    def __jax_array__(self) -> Any:
-        return self._array
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray[Any, Any]:
-        return np.asarray(self._array, dtype=dtype)
-
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._array.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self) -> Any:
-        return self._array.__dlpack_device__()
-
-    def __repr__(self) -> str:
-        return f"Parameter({self._array!r})"
-
-    def __reduce__(self) -> tuple[type[Parameter], tuple[Any]]:
-        return (Parameter, (self._array,))
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        try:
-            return getattr(self._array, name)
-        except AttributeError:
-            if name in _PLACEMENT_METHODS:
-                raise NoSuchAttributeError(
-                    f"tj.Parameter has no attribute {name!r}: JAX arrays do not move or report "
-                    f"their device through methods. Fix: {_PLACEMENT_METHODS[name]}"
-                ) from None
-            raise NoSuchAttributeError(
-                f"tj.Parameter has no attribute {name!r}, and neither has the "
-                f"{type(self._array).__name__} it holds. JAX arrays have no requires_grad, "
-                "grad or in-place methods: gradients come from jax.grad / nnx.grad, "
-                "freezing from the optimizer (nnx.Optimizer(model, tx, wrt=...), "
-                "optax.masked), and p.data is the array itself"
-            ) from None
-
-    def __setattr__(self, name: str, value: object) -> NoReturn:
-        raise NoSuchAttributeError(
-            f"cannot set {name!r}: tj.Parameter is a read-only view of an immutable JAX "
-            "array. Fix: change the model instead (for NNX, model.layer.kernel.value = "
-            "new_array; for a pytree, build a new one with jax.tree.map)"
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # arrays are unhashable
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._array)
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._array[index]
-
-    def __bool__(self) -> bool:
-        return bool(self._array)
-
-    def __int__(self) -> int:
-        return int(self._array)
-
-    def __float__(self) -> float:
-        return float(self._array)
-
-    def __complex__(self) -> complex:
-        return complex(self._array)
-
-    def __index__(self) -> int:
-        return operator.index(self._array)
-
-    def __format__(self, spec: str) -> str:
-        return format(self._array, spec)
-
-
-#: torch's placement methods of a Parameter, and what ported code calls instead.
-_PLACEMENT_METHODS = {
-    "is_cuda": 'tj.device_of(p).type == "cuda" (p.device.type == "cuda")',
-    "get_device": (
-        "tj.device_of(p).index (p.device.index); it is None on the CPU, where torch's "
-        "get_device() gives -1"
-    ),
-    "cpu": 'tj.to_device(p, "cpu"), which returns a new array (JAX arrays never move in place)',
-    "cuda": 'tj.to_device(p, "cuda"), which returns a new array (JAX arrays never move in place)',
-    "to": "tj.to_device(p, device, dtype), or tj.to_device(model, device) for the whole model",
-}
-
-
-def _binary(name: str) -> Callable[[Parameter, Any], Any]:
-    def method(self: Parameter, other: Any) -> Any:
-        return getattr(self._array, name)(_unwrap(other))
-
-    method.__name__ = name
-    return method
-
-
-def _unary(name: str) -> Callable[[Parameter], Any]:
-    def method(self: Parameter) -> Any:
-        return getattr(self._array, name)()
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
-    "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow",
-    "lshift", "rshift", "and", "xor", "or",
-):  # fmt: skip
-    for _form in (f"__{_name}__", f"__r{_name}__"):
-        setattr(Parameter, _form, _binary(_form))
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(Parameter, f"__{_name}__", _binary(f"__{_name}__"))
-for _name in ("neg", "pos", "abs", "invert"):
-    setattr(Parameter, f"__{_name}__", _unary(f"__{_name}__"))

@@ -36,7 +36,7 @@ from . import context, platforms
 from .detect import is_nnx_module, is_torch_module
 from .device import Device
 from .errors import MixedDeviceError
-from .placement import Placements
+from .location import Placements
 
 __all__ = [
     "CpuComputationWarning",
