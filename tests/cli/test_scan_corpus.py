@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import corpus
 from tests.support.distributed.launch import worker_env
 from torch2jax_device.cli import main
 from torch2jax_device.porting import scanner
@@ -49,22 +50,11 @@ EXIT_AFTER_SCRIPT = ROOT / "tests" / "support" / "distributed" / "exit_after_scr
 
 
 def truth(name: str) -> dict[int, set[str]]:
-    """``LINE: rule, rule`` lines of ``name.truth``; ``#`` starts a comment."""
-    found: dict[int, set[str]] = {}
-    for line in (CORPUS / f"{name}.truth").read_text().splitlines():
-        entry = line.split("#", 1)[0].strip()
-        if entry:
-            number, rules = entry.split(":")
-            found[int(number)] = {rule.strip() for rule in rules.split(",")}
-    return found
+    return corpus.truth(CORPUS, name)
 
 
 def findings(name: str) -> dict[int, set[str]]:
-    path = CORPUS / f"{name}.py"
-    found: dict[int, set[str]] = collections.defaultdict(set)
-    for finding in scanner.scan_source(path.read_text(), str(path)):
-        found[finding.line].add(finding.rule)
-    return found
+    return corpus.findings(CORPUS, name)
 
 
 def recall() -> tuple[float, dict[str, tuple[int, int]]]:

@@ -14,13 +14,13 @@ finding (``torch.version.__version__``, annotations, ``accelerator.print``...).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import io
 from pathlib import Path
 
 import pytest
 
+from tests.support import corpus
 from torch2jax_device.cli import main
 from torch2jax_device.porting import catalog, scanner
 
@@ -30,22 +30,11 @@ LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries buil
 
 
 def truth(name: str) -> dict[int, set[str]]:
-    """``LINE: rule, rule`` lines of ``name.truth``; ``#`` starts a comment."""
-    found: dict[int, set[str]] = {}
-    for line in (WILD / f"{name}.truth").read_text().splitlines():
-        entry = line.split("#", 1)[0].strip()
-        if entry:
-            number, rules = entry.split(":")
-            found[int(number)] = {rule.strip() for rule in rules.split(",")}
-    return found
+    return corpus.truth(WILD, name)
 
 
 def findings(name: str) -> dict[int, set[str]]:
-    path = WILD / f"{name}.py"
-    found: dict[int, set[str]] = collections.defaultdict(set)
-    for finding in scanner.scan_source(path.read_text(), str(path)):
-        found[finding.line].add(finding.rule)
-    return found
+    return corpus.findings(WILD, name)
 
 
 def figures() -> dict[str, tuple[int, int]]:
