@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import io
 import json
 import signal
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from torch2jax_device.cli import main
 from torch2jax_device.porting import catalog
 from torch2jax_device.porting import scanner as _scanner
@@ -42,15 +42,6 @@ STARTS_JAX = {10, 13, 14, 15, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 28, 29
               34, 35, 36, 37, 45, 46, 47, 48, 49}  # fmt: skip
 
 
-def _run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = out, err
-    try:
-        status = main(list(argv))
-    finally:
-        sys.stdout, sys.stderr = streams
-    return status, out.getvalue(), err.getvalue()
 
 
 def _scan(source: str) -> list[_scanner.Finding]:
@@ -261,7 +252,7 @@ def test_multi_line_calls_are_reported_where_the_idiom_is() -> None:
 
 # -- reports -------------------------------------------------------------------------------
 def test_text_report_is_linter_shaped() -> None:
-    status, out, _ = _run("scan", str(FIXTURE))
+    status, out, _ = run_cli("scan", str(FIXTURE))
     assert status == 1
     assert f"{FIXTURE}:10:10: device-select torch.device(" in out
     assert 'torch2jax_device:     tj.device("cuda" if torch.cuda.is_available() else "cpu")' in out
@@ -279,7 +270,7 @@ def test_text_report_is_linter_shaped() -> None:
 
 
 def test_multi_line_text_is_indented_under_its_label() -> None:
-    _, out, _ = _run("scan", str(FIXTURE))
+    _, out, _ = run_cli("scan", str(FIXTURE))
     lines = out.splitlines()
     label = "    plain JAX:            "
     first = lines.index(label + catalog.get("device-select").jax.splitlines()[0])
@@ -287,7 +278,7 @@ def test_multi_line_text_is_indented_under_its_label() -> None:
 
 
 def test_json_report() -> None:
-    status, out, _ = _run("scan", "--format", "json", str(FIXTURE))
+    status, out, _ = run_cli("scan", "--format", "json", str(FIXTURE))
     findings = json.loads(out)
     assert status == 1 and len(findings) == len(_scanner.scan_source(FIXTURE.read_text()))
     first = findings[0]
@@ -304,7 +295,7 @@ def test_json_report() -> None:
 
 
 def test_explain_prints_the_guide_entry() -> None:
-    status, out, _ = _run("scan", "--explain", "grad-scaler")
+    status, out, _ = run_cli("scan", "--explain", "grad-scaler")
     row = catalog.get("grad-scaler")
     assert status == 0
     assert out.startswith(f'grad-scaler: {row.title}\nMigration guide, section "Precision"')
@@ -313,14 +304,14 @@ def test_explain_prints_the_guide_entry() -> None:
 
 
 def test_explain_an_unknown_rule() -> None:
-    status, _, err = _run("scan", "--explain", "grad-scalar")
+    status, _, err = run_cli("scan", "--explain", "grad-scalar")
     assert status == 2 and "no rule 'grad-scalar'; did you mean grad-scaler?" in err
-    status, _, err = _run("scan", "--explain", "zzz")
+    status, _, err = run_cli("scan", "--explain", "zzz")
     assert status == 2 and "no rule 'zzz'; `torch2jax-device scan --list-rules` lists" in err
 
 
 def test_list_rules_lists_every_rule_by_section() -> None:
-    status, out, _ = _run("scan", "--list-rules")
+    status, out, _ = run_cli("scan", "--list-rules")
     assert status == 0
     assert all(f"  {rule} " in out for rule in _scanner.RULES)
     assert out.index("Devices\n") < out.index("  device-select") < out.index("Availability\n")
@@ -359,7 +350,7 @@ def test_diff_rewrites_what_is_correct_on_its_own_and_keeps_the_rest() -> None:
 
 
 def test_diff_output_is_a_unified_diff() -> None:
-    status, out, _ = _run("scan", "--diff", str(FIXTURE))
+    status, out, _ = run_cli("scan", "--diff", str(FIXTURE))
     assert status == 0
     assert out.startswith(f"--- a/{FIXTURE}\n+++ b/{FIXTURE}\n")
     assert "+import torch2jax_device as tj\n" in out
@@ -567,17 +558,17 @@ def test_spawned_workers_are_followed() -> None:
 def test_clean_file_and_broken_file(tmp_path: Path) -> None:
     clean = tmp_path / "clean.py"
     clean.write_text("import jax\nx = jax.numpy.zeros(3)\n")
-    assert _run("scan", str(clean))[0] == 0
+    assert run_cli("scan", str(clean))[0] == 0
     broken = tmp_path / "broken.py"
     broken.write_text("def f(:\n")
-    status, _, err = _run("scan", str(tmp_path))
+    status, _, err = run_cli("scan", str(tmp_path))
     assert status == 2 and f"cannot scan {broken}" in err
 
 
 def test_one_broken_file_does_not_stop_the_diff_of_the_others(tmp_path: Path) -> None:
     (tmp_path / "a_broken.py").write_text("def f(:\n")
     (tmp_path / "b_good.py").write_text("import torch\nd = torch.device('cpu')\n")
-    status, out, err = _run("scan", "--diff", str(tmp_path))
+    status, out, err = run_cli("scan", "--diff", str(tmp_path))
     assert status == 2 and "cannot scan" in err
     assert "+d = tj.device('cpu')" in out
 
@@ -595,7 +586,7 @@ def test_an_internal_error_in_one_file_is_reported_and_the_others_go_on(
         return real(file)
 
     monkeypatch.setattr(_scanner, "detect", detect)
-    status, out, err = _run("scan", "--diff", str(tmp_path))
+    status, out, err = run_cli("scan", "--diff", str(tmp_path))
     assert status == 2 and "internal error on" in err and "RuntimeError: boom" in err
     assert "+e = tj.device('cpu')" in out
 

@@ -4,7 +4,6 @@ files that change while they are scanned, and what ``--diff`` says when it holds
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import subprocess
@@ -13,20 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from torch2jax_device.cli import main
+from tests.support.cli import run_cli
 from torch2jax_device.porting import _values
 from torch2jax_device.porting.scanner import scan_source
 
-
-def _run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = out, err
-    try:
-        status = main(list(argv))
-    finally:
-        sys.stdout, sys.stderr = streams
-    return status, out.getvalue(), err.getvalue()
 
 
 # -- names bound many times ---------------------------------------------------------------
@@ -83,12 +72,12 @@ def test_a_fifo_and_a_device_named_py_are_skipped_not_read(tmp_path: Path) -> No
 def test_a_file_over_max_bytes_is_skipped_with_the_limit_named(tmp_path: Path) -> None:
     (tmp_path / "a_big.py").write_text(GOOD + "x = 1\n" * 20)
     (tmp_path / "b_good.py").write_text(GOOD)
-    status, out, err = _run("scan", "--max-bytes", "100", str(tmp_path))
+    status, out, err = run_cli("scan", "--max-bytes", "100", str(tmp_path))
     assert status == 2
     assert "a_big.py: 157 bytes, larger than the 100-byte limit (--max-bytes raises it)" in err
     assert "b_good.py:2:5: device-type" in out and "a_big.py:" not in out
     with pytest.raises(SystemExit) as refused:  # argparse's usage error
-        _run("scan", "--max-bytes", "0", str(tmp_path))
+        run_cli("scan", "--max-bytes", "0", str(tmp_path))
     assert refused.value.code == 2
 
 
@@ -103,7 +92,7 @@ def test_a_deeply_nested_file_is_skipped_and_the_others_are_printed(tmp_path: Pa
     (tmp_path / "a_deep.py").write_text("import torch\nx = torch" + ".cuda" * 100_000 + "\n")
     (tmp_path / "b_deeper_than_the_scanner.py").write_text("x = torch" + ".cuda" * 1500 + "\n")
     (tmp_path / "c_good.py").write_text(GOOD)
-    status, out, err = _run("scan", str(tmp_path))
+    status, out, err = run_cli("scan", str(tmp_path))
     assert status == 2  # never 1, the "idioms found" status, because of an error
     assert "a_deep.py: nested deeper than Python's parser follows" in err
     assert "b_deeper_than_the_scanner.py: nested 1503 levels deep; the scanner follows 1000" in err
@@ -131,7 +120,7 @@ def test_running_out_of_stack_on_one_file_skips_it(
     monkeypatch.setattr(scanner, "detect", detect)
     (tmp_path / "a.py").write_text(GOOD)
     (tmp_path / "b.py").write_text(GOOD)
-    status, out, err = _run("scan", str(tmp_path))
+    status, out, err = run_cli("scan", str(tmp_path))
     assert status == 2
     assert "a.py: it is chained or nested deeper than the scanner's stack allows" in err
     assert "please report" not in err and "b.py:2:5: device-type" in out
@@ -200,7 +189,7 @@ def test_the_diff_applies_with_git_and_patch_whatever_the_encoding_and_line_ends
 def test_a_file_python_cannot_decode_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_bytes(b"# -*- coding: no-such-codec -*-\nx = 1\n")
     (tmp_path / "b.py").write_bytes(b"x = '\xe9'\n")  # not UTF-8, and no cookie
-    status, _, err = _run("scan", str(tmp_path))
+    status, _, err = run_cli("scan", str(tmp_path))
     assert status == 2
     assert "a.py: cannot be decoded as Python source: unknown encoding" in err
     assert "b.py: cannot be decoded as Python source" in err
@@ -220,7 +209,7 @@ def test_a_file_that_changes_while_it_is_scanned_is_not_diffed(
         return real(files)  # type: ignore[arg-type]
 
     monkeypatch.setattr(scan, "scan_files", rewritten_meanwhile)
-    status, out, err = _run("scan", "--diff", str(tmp_path))
+    status, out, err = run_cli("scan", "--diff", str(tmp_path))
     assert status == 2
     assert f"cannot scan {tmp_path / 'a.py'}: it changed while it was scanned" in err
     assert "a/" + str(tmp_path / "a.py") not in out and "+e = tj.device('cpu')" in out
@@ -233,7 +222,7 @@ def test_a_diff_that_rewrites_nothing_says_how_many_findings_were_held_back(
     (tmp_path / "a.py").write_text(
         "import torch\nmodel = torch.nn.Linear(2, 2)\nmodel.to('cuda')\n"
     )
-    status, out, err = _run("scan", "--diff", str(tmp_path / "a.py"))
+    status, out, err = run_cli("scan", "--diff", str(tmp_path / "a.py"))
     assert status == 0 and out == ""
     assert "1 of 1 finding(s) not rewritten" in err
     assert "`torch2jax-device scan PATH` lists them with the reason" in err
@@ -242,5 +231,5 @@ def test_a_diff_that_rewrites_nothing_says_how_many_findings_were_held_back(
 
 def test_a_diff_that_rewrites_everything_says_nothing_more(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(GOOD)
-    status, out, err = _run("scan", "--diff", str(tmp_path / "a.py"))
+    status, out, err = run_cli("scan", "--diff", str(tmp_path / "a.py"))
     assert status == 0 and "+d = tj.device('cpu')" in out and err == ""
