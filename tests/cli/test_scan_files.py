@@ -17,7 +17,6 @@ from torch2jax_device.porting import _values
 from torch2jax_device.porting.scanner import scan_source
 
 
-
 # -- names bound many times ---------------------------------------------------------------
 def test_a_name_bound_many_times_is_worked_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every read of ``x`` sees the same bindings: their kinds are asked for once each,
