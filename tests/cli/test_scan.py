@@ -42,8 +42,6 @@ STARTS_JAX = {10, 13, 14, 15, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 28, 29
               34, 35, 36, 37, 45, 46, 47, 48, 49}  # fmt: skip
 
 
-
-
 def _scan(source: str) -> list[_scanner.Finding]:
     return _scanner.scan_source(textwrap.dedent(source))
 
