@@ -112,6 +112,9 @@ def test_pageable_host_data_reaches_the_device_in_pinned_pieces(
 def test_buffers_are_reused_and_released_when_idle(
     routes: Routes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    values = np.arange(20 * PIECE, dtype=np.uint8)  # 20 pieces, twice
+    tj.to_device(values, "cpu:1")  # gives buffers back: a timer of the default idle time
+    host_staging.POOL.clear()  # ... which clear() cancels with the buffers
     monkeypatch.setattr(host_staging, "IDLE_SECONDS", 0.2)
     allocated = []
     original = host_staging._pinned_empty
@@ -121,7 +124,6 @@ def test_buffers_are_reused_and_released_when_idle(
         return original(device, nbytes)
 
     monkeypatch.setattr(host_staging, "_pinned_empty", counting)
-    values = np.arange(20 * PIECE, dtype=np.uint8)  # 20 pieces, twice
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(tj.to_device(values, "cpu:1")), values)
     assert len(allocated) == host_staging.POOL_BUFFERS  # 40 pieces through 3 buffers

@@ -269,9 +269,13 @@ class _Pool:
                 self._start_timer(IDLE_SECONDS)
 
     def clear(self) -> None:
-        """Drop every pooled buffer (XLA's allocator gets their memory back)."""
+        """Drop every pooled buffer (XLA's allocator gets their memory back) and the idle
+        timer with them: the next buffer given back starts a timer of ``IDLE_SECONDS``."""
         with self._lock:
             self._free.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
     def held(self) -> int:
         """How many buffers the pool holds."""
@@ -285,6 +289,8 @@ class _Pool:
 
     def _expire(self) -> None:
         with self._lock:
+            if self._timer is not threading.current_thread():
+                return  # cancelled by clear() while it waited for the lock
             idle = time.monotonic() - self._last_use
             if idle >= IDLE_SECONDS:
                 self._free.clear()
