@@ -29,6 +29,7 @@ second CPU device as such a device to exercise every route on a CPU-only machine
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import functools
@@ -37,7 +38,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -57,7 +58,9 @@ __all__ = [
     "POOL",
     "POOL_BUFFERS",
     "Buffer",
+    "Fill",
     "Piece",
+    "Streamed",
     "carrier",
     "carries",
     "device_put",
@@ -65,7 +68,11 @@ __all__ = [
     "has_pinned_host",
     "pieces",
     "pin",
+    "put_on_each",
     "routes_through_pinned",
+    "send_in_pieces",
+    "sends_in_pieces",
+    "to_numpy",
     "unpack",
     "write_bytes",
     "write_piece",
@@ -198,9 +205,51 @@ def _goes_to_host(array: Any, target: jax.Device) -> bool:
 
 
 def _goes_in_pieces(array: Any, target: jax.Device) -> bool:
-    if not routes_through_pinned(target) or not _on_host(array):
-        return False
-    return array.nbytes >= PINNED_PIECES_FROM and carries(np.dtype(array.dtype))
+    return _on_host(array) and sends_in_pieces(target, np.dtype(array.dtype), array.nbytes)
+
+
+def sends_in_pieces(device: jax.Device, dtype: np.dtype[Any], nbytes: int) -> bool:
+    """Whether ``nbytes`` of host data of ``dtype`` go to ``device`` in pinned pieces."""
+    return routes_through_pinned(device) and nbytes >= PINNED_PIECES_FROM and carries(dtype)
+
+
+class Streamed(NamedTuple):
+    """Host data made on demand: piece by piece into staging buffers, or whole.
+
+    A part of a checkpoint tensor is one: going to accelerators, its pieces are read from
+    the file straight into pinned buffers (``fill``, see ``send_in_pieces``), so it is
+    never whole on the host; going anywhere else, ``whole()`` reads it.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    fill: Fill
+    whole: Callable[[], Any]  # all of it as host data (a NumPy array), for other routes
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def put_on_each(
+    value: Any, destinations: Sequence[jax.sharding.Sharding], *, may_alias: bool | None = None
+) -> list[jax.Array]:
+    """``value`` (host data, a JAX array or ``Streamed``) copied onto each of ``destinations``.
+
+    A ``Streamed`` value whose destinations all take host data in pinned pieces
+    (``sends_in_pieces``) is filled piece by piece, once for all of them; otherwise it is
+    made whole first. Then each copy takes ``device_put``'s route.
+    """
+    if isinstance(value, Streamed):
+        devices = [
+            device
+            for device in map(_single_device, destinations)
+            if device is not None and sends_in_pieces(device, value.dtype, value.nbytes)
+        ]
+        if devices and len(devices) == len(destinations):
+            return send_in_pieces(value.shape, value.dtype, value.fill, devices)
+        value = value.whole()
+    return [device_put([value], destination, may_alias=may_alias)[0] for destination in destinations]
 
 
 # ------------------------------------------------------------------ device -> host
@@ -224,6 +273,19 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
         return list(jax.device_put(arrays, target))
+
+
+def to_numpy(array: jax.Array) -> np.ndarray[Any, Any]:
+    """The value of the single-device ``array`` as NumPy, at the route's speed.
+
+    From an accelerator it comes through the device's ``pinned_host`` memory (the fast
+    DMA; ``np.asarray`` of a GPU array runs at 2 GB/s, this at the bus's speed); from a
+    CPU device it is a read-only view of the array's memory, no copy.
+    """
+    (source,) = array.devices()
+    if routes_through_pinned(source):
+        (array,) = device_put([array], jax.local_devices(backend="cpu")[0])
+    return np.asarray(array)
 
 
 # ------------------------------------------------------------------ pinned buffers
@@ -395,49 +457,107 @@ def pin(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
 
 
 def _to_device_in_pieces(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
-    """``host`` on ``device``, sent in pinned pieces assembled there.
-
-    Each piece is copied into a pooled pinned buffer, then sent (asynchronously); the copy
-    of the next piece overlaps that DMA. A buffer is reused once its transfer completed.
-    """
-    dtype = np.dtype(host.dtype)
+    """``host`` on ``device``, sent in pinned pieces assembled there (``send_in_pieces``)."""
     if not host.flags.c_contiguous:
         host = np.ascontiguousarray(host)  # pieces are contiguous runs of the flat array
     flat = host.reshape(-1).view(np.uint8) if host.ndim else host.reshape(1).view(np.uint8)
+    itemsize = host.dtype.itemsize
+
+    def fill(piece: Piece, out: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
+        start = piece.first * itemsize
+        _parallel_copy(out, flat[start : start + piece.nbytes])
+
+    (array,) = send_in_pieces(host.shape, np.dtype(host.dtype), fill, [device])
+    return array
+
+
+#: ``fill(piece, out)`` writes the ``piece.nbytes`` bytes of ``piece`` (its elements in C
+#: order) into the uint8 buffer ``out``.
+Fill = Callable[["Piece", np.ndarray[Any, np.dtype[np.uint8]]], None]
+
+
+def send_in_pieces(
+    shape: tuple[int, ...], dtype: np.dtype[Any], fill: Fill, devices: Sequence[jax.Device]
+) -> list[jax.Array]:
+    """An array of ``shape`` and ``dtype`` on each of ``devices``, written piece by piece.
+
+    The array is cut into ``pieces`` of at most ``PIECE_BYTES``. Each piece is filled once
+    (``fill``) into a pooled pinned buffer and sent (asynchronously) to every device, each
+    from a buffer in its own pinned memory (copies of the first); filling the next piece
+    overlaps those DMAs, and a buffer is reused once its transfer completed. So the host
+    holds at most ``max(POOL_BUFFERS, len(devices))`` pieces, whatever the array's size,
+    and the caller may read the bytes from a file straight into them. Where XLA's pinned
+    allocator is full, the remaining pieces go from pageable buffers (slower, the same
+    result). ``dtype`` must be one that ``carries``.
+
+    Raises:
+        OutOfMemoryError: a device has no room for the array (the message explains).
+    """
+    dtype = np.dtype(dtype)
     bits = carrier(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
     per_piece = max(1, PIECE_BYTES // dtype.itemsize)
-    in_flight: list[tuple[Buffer, jax.Array]] = []
-    whole: jax.Array | None = None
+    depth = max(1, POOL_BUFFERS // len(devices))  # pieces in flight
+    in_flight: collections.deque[_Sent] = collections.deque()
+    wholes: list[jax.Array] = []
+    pinned = True
     try:
-        with explained_oom(device, host.nbytes, f"a copy of {host.nbytes:,} bytes"):
-            for piece in pieces(host.shape, dtype.itemsize, per_piece):
-                if len(in_flight) >= POOL_BUFFERS:
-                    done, sent = in_flight.pop(0)
-                    sent.block_until_ready()
-                    POOL.give(device, done)
+        with explained_oom(devices[0], nbytes, f"a copy of {nbytes:,} bytes"):
+            for piece in pieces(shape, dtype.itemsize, per_piece):
+                if len(in_flight) >= depth:
+                    in_flight.popleft().settle()
+                sent = _Sent([], [])
+                in_flight.append(sent)
                 try:
-                    buffer = POOL.take(device)
-                except OutOfMemoryError:  # the pinned allocator is full: the plain route
-                    return jax.device_put(host, device)  # type: ignore[no-any-return]
-                start = piece.first * dtype.itemsize
-                _parallel_copy(buffer.view[: piece.nbytes], flat[start : start + piece.nbytes])
-                sent = jax.device_put(buffer.array, jax.sharding.SingleDeviceSharding(device))
-                in_flight.append((buffer, sent))
+                    for device in devices if pinned else ():
+                        sent.buffers.append(POOL.take(device))
+                except OutOfMemoryError:  # the pinned allocator is full: pageable pieces
+                    pinned = False
+                if pinned:
+                    fill(piece, sent.buffers[0].view[: piece.nbytes])
+                    for buffer in sent.buffers[1:]:
+                        first = sent.buffers[0].view[: piece.nbytes]
+                        _parallel_copy(buffer.view[: piece.nbytes], first)
+                    raws: list[Any] = [buffer.array for buffer in sent.buffers]
+                else:
+                    pageable = np.empty(piece.nbytes, np.uint8)  # JAX may keep it: a fresh one
+                    fill(piece, pageable[: piece.nbytes])
+                    raws = [pageable] * len(devices)
+                targets = [jax.sharding.SingleDeviceSharding(device) for device in devices]
+                sent.arrays.extend(jax.device_put(raws, targets))
                 if piece.first == 0 and piece.last:  # one piece: it is the array
-                    whole = unpack(sent, piece.shape, bits)
+                    wholes = [unpack(part, piece.shape, bits) for part in sent.arrays]
                     break
-                if whole is None:
-                    with jax.default_device(device):
-                        whole = zeros(host.shape, bits)
-                whole = write_bytes(whole, sent, piece)
-            assert whole is not None
-            whole.block_until_ready()
+                if not wholes:
+                    for device in devices:
+                        with jax.default_device(device):
+                            wholes.append(zeros(shape, bits))
+                wholes = [
+                    write_bytes(whole, part, piece)
+                    for whole, part in zip(wholes, sent.arrays, strict=True)
+                ]
+            jax.block_until_ready(wholes)
     finally:
-        for buffer, sent in in_flight:
+        while in_flight:
+            in_flight.popleft().settle(quietly=True)
+    return wholes if bits == dtype else [from_bits(whole, dtype) for whole in wholes]
+
+
+class _Sent(NamedTuple):
+    """One piece on its way: the pinned buffers it is sent from, and the arrays sent."""
+
+    buffers: list[Buffer]
+    arrays: list[jax.Array]
+
+    def settle(self, *, quietly: bool = False) -> None:
+        """Wait for the transfers, then give the buffers back to the pool."""
+        if quietly:  # unwinding from an error: the buffers go back whatever happened
             with contextlib.suppress(jax.errors.JaxRuntimeError):
-                sent.block_until_ready()
-            POOL.give(device, buffer)
-    return whole if bits == dtype else from_bits(whole, dtype)
+                jax.block_until_ready(self.arrays)
+        else:
+            jax.block_until_ready(self.arrays)
+        for buffer in self.buffers:
+            POOL.give(next(iter(buffer.array.devices())), buffer)
 
 
 # ------------------------------------------------------------------ pieces on a device
