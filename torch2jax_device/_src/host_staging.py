@@ -249,7 +249,9 @@ def put_on_each(
         if devices and len(devices) == len(destinations):
             return send_in_pieces(value.shape, value.dtype, value.fill, devices)
         value = value.whole()
-    return [device_put([value], destination, may_alias=may_alias)[0] for destination in destinations]
+    return [
+        device_put([value], destination, may_alias=may_alias)[0] for destination in destinations
+    ]
 
 
 # ------------------------------------------------------------------ device -> host

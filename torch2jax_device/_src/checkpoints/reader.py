@@ -165,23 +165,7 @@ class Reader:
         """
         start = info.start + first * info.dtype.itemsize
         if dtype == info.dtype:
-            spans = [(b, min(b + CHUNK_BYTES, len(out))) for b in range(0, len(out), CHUNK_BYTES)]
-            if len(spans) > 1 and _PREAD and _READ_THREADS > 1:  # chunks read at once
-                reads = [
-                    _read_pool().submit(self._read_into, start + begin, out[begin:end])
-                    for begin, end in spans
-                ]
-                try:
-                    for (begin, end), read in zip(spans, reads, strict=True):
-                        read.result()
-                        advance(end - begin)
-                finally:
-                    for read in reads:  # none may still write into out once this returns
-                        read.cancel() or read.exception()
-                return
-            for begin, end in spans:
-                self._read_into(start + begin, out[begin:end])
-                advance(end - begin)
+            self._read_span(start, out, advance)
             return
         wide = len(out) // dtype.itemsize * info.dtype.itemsize
         ratio = info.dtype.itemsize // dtype.itemsize
@@ -203,19 +187,40 @@ class Reader:
             InvalidIndexError: ``index`` is out of range, has a zero step, or is not a
                 basic index (ints, slices, ``...``, ``None``).
         """
-        # NumPy does the index arithmetic on a view that claims the tensor's shape over a
-        # one-element buffer: basic indexing only computes a pointer and strides, never
-        # touches memory, so the view's pointer tells where in the file the selection is.
+        view, shift = self._selected(info, index)
+        out: np.ndarray[Any, Any] = aligned_empty(view.nbytes).view(info.dtype)
+        out = out.reshape(view.shape)
+        self._gather(view, shift, out)
+        return out
+
+    def read_selection_into(
+        self, info: TensorInfo, index: Any, out: np.ndarray[Any, np.dtype[np.uint8]]
+    ) -> None:
+        """``read_selection`` into the byte buffer ``out``, which holds exactly its bytes.
+
+        The selection's elements go in C order, in the file's dtype.
+
+        Raises:
+            InvalidIndexError: as ``read_selection``.
+        """
+        view, shift = self._selected(info, index)
+        assert out.nbytes == view.nbytes, (out.nbytes, view.nbytes)
+        self._gather(view, shift, out.view(info.dtype).reshape(view.shape))
+
+    def _selected(self, info: TensorInfo, index: Any) -> tuple[np.ndarray[Any, Any], int]:
+        """A view that points where ``tensor[index]`` is, and the shift from address to offset.
+
+        NumPy does the index arithmetic on a view that claims the tensor's shape over a
+        one-element buffer: basic indexing only computes a pointer and strides, never
+        touches memory, so the view's pointer tells where in the file the selection is
+        (address + shift = offset).
+        """
         basic = _basic_index(index, info.name)
         anchor = np.zeros(1, info.dtype)
         whole = np.lib.stride_tricks.as_strided(
             anchor, info.shape, _c_strides(info.shape, info.dtype.itemsize), writeable=False
         )
-        view = _select(whole, basic, index, info)
-        out: np.ndarray[Any, Any] = aligned_empty(view.nbytes).view(info.dtype)
-        out = out.reshape(view.shape)
-        self._gather(view, info.start - anchor.ctypes.data, out)
-        return out
+        return _select(whole, basic, index, info), info.start - anchor.ctypes.data
 
     def _gather(self, view: np.ndarray[Any, Any], shift: int, out: np.ndarray[Any, Any]) -> None:
         """Fill ``out`` with the file bytes ``view`` points at (address + shift = offset)."""
@@ -225,7 +230,7 @@ class Reader:
         low = view.ctypes.data + sum(r for r in reaches if r < 0)
         high = view.ctypes.data + view.itemsize + sum(r for r in reaches if r > 0)
         if view.flags.c_contiguous:
-            self._read_into(low + shift, out.reshape(-1).view(np.uint8))
+            self._read_span(low + shift, out.reshape(-1).view(np.uint8))
             return
         span = high - low
         if span > 2 * view.nbytes and abs(view.strides[0]) >= _ROW_READ_BYTES:
@@ -237,6 +242,31 @@ class Reader:
         self._read_into(low + shift, scratch.view(np.uint8))
         first = (view.ctypes.data - low) // view.itemsize
         np.copyto(out, np.lib.stride_tricks.as_strided(scratch[first:], view.shape, view.strides))
+
+    def _read_span(
+        self,
+        offset: int,
+        out: np.ndarray[Any, np.dtype[np.uint8]],
+        advance: Callable[[int], None] = _ignore,
+    ) -> None:
+        """Fill ``out`` with the file's bytes from ``offset``, large spans in parallel chunks."""
+        spans = [(b, min(b + CHUNK_BYTES, len(out))) for b in range(0, len(out), CHUNK_BYTES)]
+        if len(spans) > 1 and _PREAD and _READ_THREADS > 1:  # chunks read at once
+            reads = [
+                _read_pool().submit(self._read_into, offset + begin, out[begin:end])
+                for begin, end in spans
+            ]
+            try:
+                for (begin, end), read in zip(spans, reads, strict=True):
+                    read.result()
+                    advance(end - begin)
+            finally:
+                for read in reads:  # none may still write into out once this returns
+                    read.cancel() or read.exception()
+            return
+        for begin, end in spans:
+            self._read_into(offset + begin, out[begin:end])
+            advance(end - begin)
 
     def _check_open(self) -> None:
         if self._file.closed:

@@ -38,6 +38,7 @@ from ..detect import is_torch_device, is_torch_tensor
 from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
+from ..host_staging import Piece, Streamed
 from ..interop import to_jax
 from .agreement import agree
 from .format import TensorBudget, TensorInfo
@@ -329,17 +330,50 @@ class _Plan:
         self.local_bytes = sum(_part_size(index, info.shape) * itemsize for index in parts.values())
 
     def load(self, reader: Reader, advance: Callable[[int], None]) -> jax.Array:
-        info = self.info
+        """The global array, each of this process's parts read once (see ``part``)."""
+        return assemble(
+            self.info.shape,
+            self.sharding,
+            lambda index: self.part(reader, index, advance),
+            where=f"tensor {shown(self.info.name)}",
+        )
 
-        def read(index: Index) -> np.ndarray[Any, Any]:
+    def part(
+        self, reader: Reader, index: Index, advance: Callable[[int], None]
+    ) -> np.ndarray[Any, Any] | Streamed:
+        """The part ``index`` of the tensor, to be read whole or piece by piece.
+
+        Devices that copy host data through pinned memory (a GPU) get the part read piece
+        by piece straight into pinned staging buffers (``host_staging.send_in_pieces``),
+        so the host never holds it whole; others get it read whole, into memory a CPU
+        device keeps as the array's. Tensors narrowed as they are read (64-bit ones
+        without ``jax_enable_x64``) are always read whole.
+        """
+        info = self.info
+        dtype = dtypes.canonical(info.dtype)
+
+        def whole() -> np.ndarray[Any, Any]:
             if is_whole(index, info.shape):
-                host = reader.read_tensor(info, dtypes.canonical(info.dtype))
+                host = reader.read_tensor(info, dtype)
             else:
                 host = dtypes.as_canonical(reader.read_selection(info, index))
             advance(host.nbytes)
             return host
 
-        return assemble(info.shape, self.sharding, read, where=f"tensor {shown(info.name)}")
+        if dtype != info.dtype:
+            return whole()
+        bounds = part_key(index, info.shape)
+
+        def fill(piece: Piece, out: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
+            window = tuple(
+                slice(begin + start, begin + start + size)
+                for (begin, _), start, size in zip(bounds, piece.starts, piece.shape, strict=True)
+            )
+            reader.read_selection_into(info, window, out)
+            advance(piece.nbytes)
+
+        shape = tuple(stop - begin for begin, stop in bounds)
+        return Streamed(shape, dtype, fill, whole)
 
 
 def _plan(reader: Reader, name: str, rule: RuleFunction) -> _Plan:

@@ -30,9 +30,18 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from .. import host_staging
 from ..errors import ConversionError
 
-__all__ = ["Index", "assemble", "crosses_processes", "device_put", "is_whole", "part_key"]
+__all__ = [
+    "Index",
+    "assemble",
+    "crosses_processes",
+    "device_put",
+    "is_whole",
+    "part_key",
+    "to_numpy",
+]
 
 Index = tuple[slice, ...] | None  # None: the whole array (JAX's convention)
 
@@ -104,7 +113,11 @@ def assemble(
 
     ``piece`` is called once per distinct part of the array this process's devices
     hold (a replicated part is fetched once for all of them), with a tuple of slices
-    (or ``None`` for the whole array). No device gets more than its part.
+    (or ``None`` for the whole array). It returns the part: host data, a JAX array, or
+    a ``host_staging.Streamed`` that accelerators take piece by piece through pinned
+    buffers. Parts are placed one after the other (``host_staging.put_on_each``, over
+    the fast routes), so the host holds one part at a time. No device gets more than
+    its part.
 
     Raises:
         ConversionError: ``shape`` does not split evenly over ``target``; the message
@@ -114,18 +127,18 @@ def assemble(
         indices = target.addressable_devices_indices_map(shape)
     except ValueError as err:
         raise _uneven(where, shape, target, err) from err
-    pieces: dict[tuple[tuple[int, int], ...], Any] = {}
-    keys = {}
+    holders: dict[tuple[tuple[int, int], ...], list[jax.Device]] = {}
     for device, index in indices.items():
-        keys[device] = key = part_key(index, shape)
-        if key not in pieces:
-            pieces[key] = piece(index)
-    devices = list(indices)
-    local = jax.device_put(
-        [pieces[keys[device]] for device in devices],
-        [SingleDeviceSharding(device, memory_kind=target.memory_kind) for device in devices],
-        may_alias=False if copy else None,
-    )
+        holders.setdefault(part_key(index, shape), []).append(device)
+    placed: dict[jax.Device, jax.Array] = {}
+    for devices in holders.values():
+        copies = host_staging.put_on_each(
+            piece(indices[devices[0]]),
+            [SingleDeviceSharding(device, memory_kind=target.memory_kind) for device in devices],
+            may_alias=False if copy else None,
+        )
+        placed.update(zip(devices, copies, strict=True))
+    local = [placed[device] for device in indices]
     try:
         return jax.make_array_from_single_device_arrays(shape, target, local)
     except ValueError as err:
@@ -155,18 +168,51 @@ def _gather(arrays: list[jax.Array]) -> list[Any]:
 
 
 def _local_copy(array: jax.Array) -> Any:
-    """The whole value from this process's shards, or ``None`` if they hold only part."""
+    """The whole value from this process's shards, or ``None`` if they hold only part.
+
+    A shard that holds it whole is returned as it is (a device array), others are
+    joined on the host.
+    """
+    shards = _distinct_shards(array)
+    if shards is None:
+        return None
+    for shard in shards:
+        if is_whole(shard.index, array.shape):
+            return shard.data
+    return _joined(array, shards)
+
+
+def to_numpy(array: jax.Array) -> np.ndarray[Any, Any] | None:
+    """The whole value of ``array`` as NumPy, or ``None`` if this process holds only part.
+
+    Each distinct shard is fetched once, from an accelerator through its pinned host
+    memory (``host_staging.to_numpy``), and the host holds the value plus one shard at
+    a time: what a checkpoint writer needs of a sharded array.
+    """
+    shards = _distinct_shards(array)
+    if shards is None:
+        return None
+    for shard in shards:
+        if is_whole(shard.index, array.shape):
+            return host_staging.to_numpy(shard.data)
+    return _joined(array, shards)
+
+
+def _distinct_shards(array: jax.Array) -> list[Any] | None:
+    """One of this process's shards per distinct part, or ``None`` if they miss some part."""
     shape = array.shape
     everywhere = array.sharding.devices_indices_map(shape)
-    pieces = {part_key(shard.index, shape): shard for shard in array.addressable_shards}
-    if {part_key(index, shape) for index in everywhere.values()} != set(pieces):
+    shards = {part_key(shard.index, shape): shard for shard in array.addressable_shards}
+    if {part_key(index, shape) for index in everywhere.values()} != set(shards):
         return None
-    for shard in pieces.values():
-        if is_whole(shard.index, shape):
-            return shard.data
-    whole = np.empty(shape, array.dtype)
-    for shard in pieces.values():
-        whole[shard.index] = np.asarray(shard.data)
+    return list(shards.values())
+
+
+def _joined(array: jax.Array, shards: list[Any]) -> np.ndarray[Any, Any]:
+    """The value of ``array`` on the host, from shards that cover it."""
+    whole = np.empty(array.shape, array.dtype)
+    for shard in shards:
+        whole[shard.index] = host_staging.to_numpy(shard.data)
     return whole
 
 
