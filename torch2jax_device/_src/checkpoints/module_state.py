@@ -20,6 +20,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
+from .. import host_staging
 from ..detect import import_torch, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError
 from ..interop import to_jax, to_torch
@@ -158,7 +159,8 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
                 f"two arrays of the model would both be named {entry.torch_name!r} in the "
                 "torch layout; rename an attribute so that no dotted path repeats another"
             )
-        tensor = to_torch(jax.device_put(entry.value, cpu))
+        (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
+        tensor = to_torch(on_host)
         if entry.permutation is not None:
             tensor = tensor.permute(entry.permutation)
         if entry.reshape is not None:

@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
+from ..distributed.transfer import to_numpy
 from ..errors import ConversionError, DTypeError
 from . import sharded
 from .format import DTYPES, code_of
@@ -323,7 +324,9 @@ def _source(name: str, value: Any) -> TensorSource:
                 f"tensor {name!r} is a {'tracer' if is_tracer(value) else 'deleted array'}: "
                 "save_file needs concrete arrays; call it outside jax.jit, on live results"
             )
-        return _numpy_source(name, np.dtype(value.dtype), value.shape, lambda: np.asarray(value))
+        return _numpy_source(
+            name, np.dtype(value.dtype), value.shape, lambda: _fetched(name, value)
+        )
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
         return _numpy_source(name, array.dtype, array.shape, lambda: array)
@@ -331,6 +334,22 @@ def _source(name: str, value: Any) -> TensorSource:
         f"tensor {name!r} is a {type(value).__name__}; save_file takes JAX arrays, NumPy "
         "arrays and torch tensors (wrap numbers with np.asarray)"
     )
+
+
+def _fetched(name: str, array: jax.Array) -> np.ndarray[Any, Any]:
+    """The value of ``array`` on the host, from an accelerator at pinned speed.
+
+    Each distinct shard is copied once, through its device's pinned host memory where it
+    has one (``distributed.transfer.to_numpy``); an array on a CPU device is read in place.
+    """
+    host = to_numpy(array)
+    if host is None:
+        raise ConversionError(
+            f"tensor {name!r} is sharded over processes and this one holds only part of it; "
+            "save it from a value every process holds whole: tj.to_device(array, 'cpu') "
+            "on every process first (it gathers the parts), then save on one"
+        )
+    return host
 
 
 def _checked_dtype(name: str, dtype: Any) -> np.dtype[Any]:

@@ -103,6 +103,7 @@ def write_file(
         for name in order:
             array = tensors[name].fetch()
             file.write(array.reshape(-1).view(np.uint8).data)
+            del array  # gone before the next fetch: one tensor on the host at a time
         file.flush()
         if existing is not None:
             _keep_mode_and_owner(file.fileno(), existing)

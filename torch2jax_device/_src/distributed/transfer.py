@@ -199,10 +199,17 @@ def to_numpy(array: jax.Array) -> np.ndarray[Any, Any] | None:
 
 
 def _distinct_shards(array: jax.Array) -> list[Any] | None:
-    """One of this process's shards per distinct part, or ``None`` if they miss some part."""
+    """One of this process's shards per distinct part, or ``None`` if they miss some part.
+
+    Of shards holding the same part, one already in host memory is chosen.
+    """
     shape = array.shape
     everywhere = array.sharding.devices_indices_map(shape)
-    shards = {part_key(shard.index, shape): shard for shard in array.addressable_shards}
+    in_host_memory_last = sorted(
+        array.addressable_shards,
+        key=lambda shard: not host_staging.routes_through_pinned(shard.device),
+    )
+    shards = {part_key(shard.index, shape): shard for shard in in_host_memory_last}
     if {part_key(index, shape) for index in everywhere.values()} != set(shards):
         return None
     return list(shards.values())
