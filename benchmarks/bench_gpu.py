@@ -16,7 +16,10 @@ Sections, each in fresh processes:
 * **transfers**: host->device from pageable NumPy (``jax.device_put`` is the anchor;
   tj, torch pageable and pinned where torch sees the GPU) at several sizes, from pinned
   memory, ``pin_memory`` itself, device->host (anchor ``jax.device_put`` to the CPU
-  device). GB/s = 10^9 bytes/s, median of 5 after a warm-up, a distinct source each time.
+  device), a save of one device array to a safetensors file (anchor ``np.asarray`` then
+  ``safetensors.numpy.save_file``; ``tj.save_file`` copies through pinned memory and
+  also fsyncs the file). GB/s = 10^9 bytes/s, median of 5 after a warm-up, a distinct
+  source each time.
 * **loads**: each loader in its own process (page cache warm), seconds, GB/s and peak
   host RSS growth over the process's size before the load; anchor safetensors.torch.
 * **seed story**: the one-tensor file under a capped pool
@@ -202,6 +205,7 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
         lambda i: ready(jax.device_put(ds[i], pinned_kind)),
         False,
     )
+    save_from_device(row, ds, nbytes)
     if torch is not None:
         cs = [torch.full((nbytes // 4,), float(i), device="cuda") for i in range(REPEATS + 1)]
         row(group, "torch .cpu()", nbytes, lambda i: cs[i].cpu(), False)
@@ -214,6 +218,27 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
             False,
         )
     return rows
+
+
+def save_from_device(row: Callable[..., None], arrays: list[Any], nbytes: int) -> None:
+    """A checkpoint of one device array written to a file: anchor ``np.asarray`` then
+    ``safetensors.numpy.save_file``; ``tj.save_file`` also flushes the file to disk."""
+    import numpy as np
+    import safetensors.numpy
+
+    import torch2jax_device as tj
+
+    group = f"save from the device, {nbytes // MIB} MiB"
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
+        path = os.path.join(folder, "saved.safetensors")
+        row(
+            group,
+            "np.asarray, safetensors.numpy.save_file",
+            nbytes,
+            lambda i: safetensors.numpy.save_file({"w": np.asarray(arrays[i])}, path),
+            True,
+        )
+        row(group, "tj.save_file", nbytes, lambda i: tj.save_file({"w": arrays[i]}, path), False)
 
 
 def torch_cuda() -> Any:
