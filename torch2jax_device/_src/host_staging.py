@@ -12,6 +12,11 @@ pinned buffer followed by a DMA from it at about 23 GB/s. This module owns those
   (``PINNED_PIECES_FROM``), each piece's memcpy overlapping the previous piece's DMA;
 * ``pin`` copies host data into a fresh ``pinned_host`` array with a parallel memcpy
   (``jax.device_put`` into pinned memory runs at 0.7-3.6 GB/s);
+* ``send_in_pieces`` is that pieces route for any producer of bytes (``fill``): a host
+  array, or a part of a checkpoint tensor read from its file straight into the pinned
+  buffers (``Streamed``, placed by ``put_on_each`` onto every device that holds it), so
+  the host never holds it whole;
+* ``to_numpy`` is ``np.asarray`` of a single-device array over the device->host route;
 * ``pieces`` / ``write_piece`` / ``zeros`` / ``from_bits`` assemble a device array from
   pieces without ever holding it whole on the host (also the checkpoint loader's
   staging).

@@ -107,7 +107,8 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     transposed to ``(out, in)``; ``scale`` -> ``weight``; ``mean``/``var`` ->
     ``running_mean``/``running_var``); variables of your own modules keep their names
     and layouts. [`tj.save_file`][torch2jax_device.save_file] writes the ``"jax"``
-    layout when given a model.
+    layout when given a model. Arrays on a GPU come to the CPU through the GPU's pinned
+    host memory, at the bus's speed.
 
     Note:
         What is in it: for an NNX module, every ``nnx.Variable`` holding an array

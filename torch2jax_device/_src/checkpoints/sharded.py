@@ -12,8 +12,11 @@ For every tensor, the target sharding says which part each of this process's dev
 holds (``addressable_devices_indices_map``); each distinct part is read from the file
 on its own (``Reader.read_selection``: one read for a range of rows, which safetensors
 stores contiguously), put on its devices, and the parts become one global array
-(``jax.make_array_from_single_device_arrays``). So a process reads about its share of
-the bytes, and no device ever holds a whole tensor that is meant to be sharded. With
+(``distributed.transfer.assemble``). So a process reads about its share of the bytes,
+and no device ever holds a whole tensor that is meant to be sharded. Parts go one
+after the other; a part held only by devices that copy host data through pinned
+memory (GPUs) is read piece by piece straight into pooled pinned staging buffers
+(``host_staging.send_in_pieces``), so the host holds a few pieces, never the part. With
 several processes, each one loads its own parts and the arrays are global: every
 process must make the same call, and before reading any part the processes check that
 they agree on each tensor's global shape and dtype (``agreement``). PyTorch
