@@ -219,9 +219,27 @@ def test_torch_checkpoints_go_to_the_mesh_through_pinned_pieces(
     rule = tj.ShardingRule(LINE, {"w": P("x", None), "b": P()})
     loaded = tj.load(path, map_location=rule)
     # The parts torch slices out are host arrays: w's three on the accelerators, and b to
-    # each of them.
+    # each of them (from cpu:0's own, which it keeps).
     assert sorted(route.streamed) == sorted([((1, 301), 1)] * 3 + [((1000,), 1)] * 3)
     for name, tensor in state.items():
         expected = tensor.view(torch.uint8).numpy().tobytes()
         assert np.asarray(loaded[name]).tobytes() == expected, name
         assert loaded[name].sharding.is_equivalent_to(rule(name, (), None), loaded[name].ndim)
+
+
+@pytest.mark.parametrize("route", ["cpu:1-3"], indirect=True)
+def test_a_replicated_host_part_is_copied_once_into_pinned_pieces_for_all_accelerators(
+    tmp_path: Path, route: Route
+) -> None:
+    import torch
+
+    bias = torch.arange(1000).to(torch.bfloat16)
+    path = tmp_path / "model.pt"
+    torch.save({"b": bias}, path)
+    mesh = Mesh(np.array(CPUS[1:]), ("x",))
+    loaded = tj.load(path, map_location=NamedSharding(mesh, P()))["b"]
+    assert route.streamed == [((1000,), 3)]  # one pass over the host part, three devices
+    assert loaded.sharding.is_equivalent_to(NamedSharding(mesh, P()), 1)
+    for shard in loaded.addressable_shards:
+        assert shard.data.devices() == {shard.device}
+        assert np.asarray(shard.data).tobytes() == bias.view(torch.uint8).numpy().tobytes()

@@ -24,8 +24,8 @@ pinned buffer followed by a DMA from it at about 23 GB/s. This module owns those
 Pinned memory comes from XLA's host allocator, capped at ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``
 (64 GB by default). The pool keeps at most ``POOL_BUFFERS`` buffers of ``PIECE_BYTES``
 per device and drops them after ``IDLE_SECONDS`` unused. Where a staging buffer cannot be
-allocated, the copy takes JAX's plain route (slower, never wrong); ``pin`` raises
-``OutOfMemoryError`` with the fix.
+allocated, the copy goes from pageable memory or takes JAX's plain route (slower, never
+wrong); ``pin`` raises ``OutOfMemoryError`` with the fix.
 
 The routes apply to devices whose arrays live outside host memory (GPU, TPU) and that
 list a ``pinned_host`` memory kind. ``routes_through_pinned`` decides; tests treat a
@@ -241,18 +241,22 @@ def put_on_each(
 ) -> list[jax.Array]:
     """``value`` (host data, a JAX array or ``Streamed``) copied onto each of ``destinations``.
 
-    A ``Streamed`` value whose destinations all take host data in pinned pieces
-    (``sends_in_pieces``) is filled piece by piece, once for all of them; otherwise it is
-    made whole first. Then each copy takes ``device_put``'s route.
+    Host data (``Streamed`` included) whose destinations all take it in pinned pieces
+    (``sends_in_pieces``) goes in pieces, each filled once for all of them; a
+    ``Streamed`` value going anywhere else is made whole first. The rest takes
+    ``device_put``'s routes, one destination at a time.
     """
-    if isinstance(value, Streamed):
+    if isinstance(value, Streamed) or _on_host(value):
+        dtype = value.dtype if isinstance(value, Streamed) else np.dtype(value.dtype)
         devices = [
             device
             for device in map(_single_device, destinations)
-            if device is not None and sends_in_pieces(device, value.dtype, value.nbytes)
+            if device is not None and sends_in_pieces(device, dtype, value.nbytes)
         ]
         if devices and len(devices) == len(destinations):
-            return send_in_pieces(value.shape, value.dtype, value.fill, devices)
+            streamed = value if isinstance(value, Streamed) else _streamed(np.asarray(value))
+            return send_in_pieces(streamed.shape, streamed.dtype, streamed.fill, devices)
+    if isinstance(value, Streamed):
         value = value.whole()
     return [
         device_put([value], destination, may_alias=may_alias)[0] for destination in destinations
@@ -465,6 +469,13 @@ def pin(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
 
 def _to_device_in_pieces(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
     """``host`` on ``device``, sent in pinned pieces assembled there (``send_in_pieces``)."""
+    streamed = _streamed(host)
+    (array,) = send_in_pieces(streamed.shape, streamed.dtype, streamed.fill, [device])
+    return array
+
+
+def _streamed(host: np.ndarray[Any, Any]) -> Streamed:
+    """``host`` as ``Streamed``: each piece copied out of it by a parallel memcpy."""
     if not host.flags.c_contiguous:
         host = np.ascontiguousarray(host)  # pieces are contiguous runs of the flat array
     flat = host.reshape(-1).view(np.uint8) if host.ndim else host.reshape(1).view(np.uint8)
@@ -474,8 +485,7 @@ def _to_device_in_pieces(host: np.ndarray[Any, Any], device: jax.Device) -> jax.
         start = piece.first * itemsize
         _parallel_copy(out, flat[start : start + piece.nbytes])
 
-    (array,) = send_in_pieces(host.shape, np.dtype(host.dtype), fill, [device])
-    return array
+    return Streamed(host.shape, np.dtype(host.dtype), fill, lambda: host)
 
 
 #: ``fill(piece, out)`` writes the ``piece.nbytes`` bytes of ``piece`` (its elements in C
@@ -521,14 +531,14 @@ def send_in_pieces(
                 except OutOfMemoryError:  # the pinned allocator is full: pageable pieces
                     pinned = False
                 if pinned:
-                    fill(piece, sent.buffers[0].view[: piece.nbytes])
+                    first = sent.buffers[0].view[: piece.nbytes]
+                    fill(piece, first)
                     for buffer in sent.buffers[1:]:
-                        first = sent.buffers[0].view[: piece.nbytes]
                         _parallel_copy(buffer.view[: piece.nbytes], first)
                     raws: list[Any] = [buffer.array for buffer in sent.buffers]
                 else:
                     pageable = np.empty(piece.nbytes, np.uint8)  # JAX may keep it: a fresh one
-                    fill(piece, pageable[: piece.nbytes])
+                    fill(piece, pageable)
                     raws = [pageable] * len(devices)
                 targets = [jax.sharding.SingleDeviceSharding(device) for device in devices]
                 sent.arrays.extend(jax.device_put(raws, targets))
