@@ -102,3 +102,37 @@ def test_a_load_bigger_than_the_free_pool_is_refused(tmp_path: Path) -> None:
         file.truncate(8 + len(encoded) + 2 * count)  # sparse: nothing is read anyway
     with pytest.raises(tj.OutOfMemoryError, match="Fix: load onto device='cpu'"):
         tj.load_file(path, device="cuda")
+
+
+def test_a_sharded_load_onto_a_gpu_mesh_through_pinned_pieces(tmp_path: Path) -> None:
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    gpus = jax.devices("gpu")
+    tensors = {
+        "big": _values(len(gpus) * (20 * MIB + 3), ml_dtypes.bfloat16).reshape(len(gpus), -1),
+        "small": _values(1000, np.float16),
+    }
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file(tensors, str(path))
+    mesh = Mesh(np.array(gpus), ("x",))
+    loaded = tj.load_file(path, device=tj.ShardingRule(mesh, {"big": P("x", None)}))
+    for name, expected in tensors.items():
+        assert loaded[name].sharding.mesh == mesh, name
+        assert np.asarray(loaded[name]).tobytes() == expected.tobytes(), name
+        for shard in loaded[name].addressable_shards:
+            assert np.asarray(shard.data).tobytes() == expected[shard.index].tobytes(), name
+    assert isinstance(loaded["big"].sharding, NamedSharding)
+
+
+def test_a_save_from_the_gpu_through_pinned_memory(tmp_path: Path) -> None:
+    tensors = {
+        "w": _values(3 * MIB + 7, ml_dtypes.bfloat16),
+        "fp8": _values(1001, ml_dtypes.float8_e4m3fn),
+        "ids": np.arange(77, dtype=np.int32),
+    }
+    on_gpu = {name: jax.device_put(value, tj.resolve("cuda")) for name, value in tensors.items()}
+    saved, from_host = tmp_path / "gpu.safetensors", tmp_path / "host.safetensors"
+    tj.save_file(on_gpu, saved)
+    tj.save_file(tensors, from_host)
+    assert saved.read_bytes() == from_host.read_bytes()
