@@ -27,6 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
 from torch2jax_device._src import host_staging
+from torch2jax_device._src.checkpoints.progress import Progress
 from torch2jax_device._src.checkpoints.reader import Reader
 
 CPUS = jax.devices("cpu")[:4]
@@ -158,6 +159,20 @@ def _part(name: str) -> tuple[int, ...]:
         size // 4 if axis == "x" else size
         for size, axis in zip(values.shape, (*spec, *[None] * values.ndim), strict=False)
     )
+
+
+def test_the_progress_bar_counts_each_part_once(
+    tmp_path: Path, route: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[int] = []
+    monkeypatch.setattr(Progress, "advance", lambda self, count: counted.append(count))
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({name: v for name, (v, _) in TENSORS.items()}, str(path))
+    specs = {name: spec for name, (_, spec) in TENSORS.items()}
+    tj.load_file(path, device=tj.ShardingRule(LINE, specs), progress=True)
+    # Each distinct part once: a sharded tensor's four parts, a replicated one's one.
+    assert sum(counted) == sum(values.nbytes for values, _ in TENSORS.values())
+    assert route.piece_reads  # in pieces, whose last ones overlap the ones before
 
 
 def test_a_replicated_part_is_read_once_for_every_accelerator(tmp_path: Path, route: Route) -> None:

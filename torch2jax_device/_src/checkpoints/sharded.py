@@ -366,16 +366,19 @@ class _Plan:
         if dtype != info.dtype:
             return whole()
         bounds = part_key(index, info.shape)
+        shape = tuple(stop - begin for begin, stop in bounds)
+        left = math.prod(shape) * dtype.itemsize  # to count: the last pieces may overlap
 
         def fill(piece: Piece, out: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
+            nonlocal left
             window = tuple(
                 slice(begin + start, begin + start + size)
                 for (begin, _), start, size in zip(bounds, piece.starts, piece.shape, strict=True)
             )
             reader.read_selection_into(info, window, out)
-            advance(piece.nbytes)
+            advance(min(piece.nbytes, left))
+            left -= min(piece.nbytes, left)
 
-        shape = tuple(stop - begin for begin, stop in bounds)
         return Streamed(shape, dtype, fill, whole)
 
 
