@@ -258,3 +258,25 @@ def test_a_replicated_host_part_is_copied_once_into_pinned_pieces_for_all_accele
     for shard in loaded.addressable_shards:
         assert shard.data.devices() == {shard.device}
         assert np.asarray(shard.data).tobytes() == bias.view(torch.uint8).numpy().tobytes()
+
+
+def test_a_full_pinned_allocator_midway_sends_the_remaining_pieces_from_pageable_memory(
+    tmp_path: Path, route: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allocate = host_staging._pinned_empty
+    allocated: list[int] = []
+
+    def two_then_full(device: jax.Device, nbytes: int) -> Any:
+        if len(allocated) == 2:
+            raise tj.OutOfMemoryError("pinned host memory is exhausted (simulated)")
+        allocated.append(nbytes)
+        return allocate(device, nbytes)
+
+    monkeypatch.setattr(host_staging, "_pinned_empty", two_then_full)
+    values = _values((4 * 64, 33), ml_dtypes.bfloat16)  # five pieces a part
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"w": values}, str(path))
+    loaded = tj.load_file(path, device=NamedSharding(LINE, P("x")))
+    _check(loaded, path, {"w": P("x")}, LINE)
+    assert len(allocated) == 2 and route.streamed
+    assert host_staging.POOL.held() == 2  # the pinned ones went back to the pool
