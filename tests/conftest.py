@@ -108,10 +108,11 @@ def process_starters(module: Path) -> frozenset[str] | None:
         definition.name: {node.id for node in ast.walk(definition) if isinstance(node, ast.Name)}
         for definition in definitions
     }
+    lines = source.splitlines()  # once: ast.get_source_segment splits the file per call
     starters.update(
         definition.name
         for definition in definitions
-        if STARTS_PROCESSES.search(ast.get_source_segment(source, definition) or "")
+        if STARTS_PROCESSES.search("\n".join(lines[definition.lineno - 1 : definition.end_lineno]))
     )
     while more := {name for name, used in uses.items() if name not in starters and used & starters}:
         starters |= more  # through helpers that call helpers
