@@ -141,14 +141,26 @@ def device_put(
     """
     target = _single_device(destination)
     pinned = _pinned_device(destination)
+    routes: dict[jax.Device, bool] = {}  # routes_through_pinned, asked once a device
+
+    def through_pinned(device: jax.Device) -> bool:
+        if device not in routes:
+            routes[device] = routes_through_pinned(device)
+        return routes[device]
+
+    # What each leaf can take, decided once for the call: a tree bound for a CPU device
+    # may hold accelerator arrays (pinned D2H); one bound for an accelerator, large host
+    # arrays (pinned pieces). Neither: every leaf goes in the batched put, unexamined.
+    to_host_possible = target is not None and target.platform == "cpu"
+    pieces_possible = target is not None and through_pinned(target)
     out: list[Any] = [None] * len(arrays)
     plain: list[int] = []
     to_host: list[int] = []
     to_device: list[int] = []
     for index, array in enumerate(arrays):
-        if target is not None and _goes_to_host(array, target):
+        if to_host_possible and _goes_to_host(array, target, through_pinned):
             to_host.append(index)
-        elif target is not None and _goes_in_pieces(array, target):
+        elif pieces_possible and _goes_in_pieces(array, target):
             to_device.append(index)
         elif pinned is not None and _on_host(array) and array.nbytes >= PIN_BY_MEMCPY_FROM:
             out[index] = pin(np.asarray(array), pinned)
@@ -200,17 +212,29 @@ def _on_host(array: Any) -> bool:
     return device.platform == "cpu" and array.sharding.memory_kind in (None, "device")
 
 
-def _goes_to_host(array: Any, target: jax.Device) -> bool:
-    if target.platform != "cpu" or not isinstance(array, jax.Array):
+def _goes_to_host(
+    array: Any, target: jax.Device, through_pinned: Callable[[jax.Device], bool]
+) -> bool:
+    """Whether ``array``, on one accelerator, goes to the CPU device ``target`` pinned."""
+    if not isinstance(array, jax.Array):
         return False
-    if len(array.sharding.device_set) != 1 or array.sharding.memory_kind == PINNED:
+    sharding = array.sharding
+    if sharding.memory_kind == PINNED:
         return False
-    source = next(iter(array.sharding.device_set))
-    return source != target and routes_through_pinned(source)
+    devices = sharding.device_set
+    if len(devices) != 1:
+        return False
+    (source,) = devices
+    return source != target and through_pinned(source)
 
 
 def _goes_in_pieces(array: Any, target: jax.Device) -> bool:
-    return _on_host(array) and sends_in_pieces(target, np.dtype(array.dtype), array.nbytes)
+    """Whether host data ``array`` goes to ``target`` (an accelerator) in pinned pieces."""
+    return (
+        array.nbytes >= PINNED_PIECES_FROM
+        and _on_host(array)
+        and sends_in_pieces(target, np.dtype(array.dtype), array.nbytes)
+    )
 
 
 def sends_in_pieces(device: jax.Device, dtype: np.dtype[Any], nbytes: int) -> bool:
