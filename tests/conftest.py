@@ -49,6 +49,8 @@ REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]
+# --cpu-durations=N: the tests that cost the machine the most CPU, subprocesses included.
+pytest_plugins = ["tests.support.cpu_durations"]
 
 
 # Directories whose tests all start processes (a command, an example, an install, four
