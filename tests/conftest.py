@@ -40,6 +40,7 @@ import ast
 import functools
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,8 +145,6 @@ def _restore_default_devices() -> Iterator[None]:
 
     yield
     tj.set_default_device(None)
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_default_device(None)
+    torch = sys.modules.get("torch")  # a test that set torch's default imported torch
+    if torch is not None:
+        torch.set_default_device(None)
