@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jax
 import pytest
 
+from tests.support.cli import run_cli
 from torch2jax_device._src.startup import VARIABLES, check_environment, xla_failure_problems
+from torch2jax_device.cli import devices
 from torch2jax_device.cli import doctor as _doctor
 
 
@@ -160,12 +166,45 @@ def _clean_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
 
 
-def _doctor_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torch2jax_device", "doctor", *args],
-        capture_output=True, text=True, timeout=300, check=False,
-        env={**_clean_environment(), **env},
-    )  # fmt: skip
+@dataclasses.dataclass
+class _Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_probe_per_environment() -> Iterator[None]:
+    """A probe run once for each environment (and timeout) this module starts JAX in:
+    tests in the same environment assert on the same report."""
+    real = devices.probe
+    reports: dict[tuple[float, frozenset[tuple[str, str]] | None], dict[str, Any]] = {}
+
+    def probe(
+        timeout: float = devices.PROBE_TIMEOUT_S, environment: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        key = (timeout, None if environment is None else frozenset(environment.items()))
+        if key not in reports:
+            reports[key] = real(timeout, environment)
+        return copy.deepcopy(reports[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(devices, "probe", probe)
+        yield
+
+
+def _doctor_cli(*args: str, **env: str) -> _Result:
+    """``torch2jax-device doctor ARGS`` in this process, in this environment without its
+    JAX and XLA variables, plus ``env``. The doctor reads the environment from
+    ``os.environ`` and starts JAX in a probe process with it; the command's own process
+    is tested end to end in ``test_the_console_script_survives_too``."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith(("JAX_", "XLA_")):
+                patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return _Result(*run_cli("doctor", *args))
 
 
 def test_human_output_shows_the_trap_and_the_fix() -> None:
@@ -250,7 +289,7 @@ if not NVIDIA_GPU:
 def test_garbage_environments_are_reported_never_raised(
     env: dict[str, str], codes: list[str]
 ) -> None:
-    """A fresh doctor in each: no traceback, no abort, every bad variable with its fix,
+    """A fresh probe in each: no traceback, no abort, every bad variable with its fix,
     and JAX's own reason (never an empty one) when its start fails."""
     result = _doctor_cli("--json", **env)
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
@@ -290,7 +329,10 @@ def test_the_console_script_survives_too() -> None:
         env={**_clean_environment(), "JAX_ENABLE_X64": "maybe"},
     )  # fmt: skip
     assert "Traceback" not in result.stderr and result.returncode == 1
-    assert "jax-variable-invalid" in [c["code"] for c in json.loads(result.stdout)["checks"]]
+    document = json.loads(result.stdout)
+    assert "jax-variable-invalid" in [c["code"] for c in document["checks"]]
+    # The doctor run in this process (as the tests above run it) reports the same.
+    assert document == json.loads(_doctor_cli("--json", JAX_ENABLE_X64="maybe").stdout)
 
 
 def test_a_hung_start_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
