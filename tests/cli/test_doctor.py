@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
@@ -10,14 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import jax
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import clean_environment, one_probe_per_environment, run_cli_in
 from torch2jax_device._src.startup import VARIABLES, check_environment, xla_failure_problems
-from torch2jax_device.cli import devices
 from torch2jax_device.cli import doctor as _doctor
 
 
@@ -111,7 +108,7 @@ def test_the_jax_variables_rule_agrees_with_jax(name: str, value: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "import jax"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**_clean_environment(), name: value},
+        env={**clean_environment(), name: value},
     )  # fmt: skip
     assert (result.returncode != 0) == (_codes({name: value}) == ["jax-variable-invalid"])
     if result.returncode:
@@ -131,7 +128,7 @@ def test_xla_output_is_read_as_problems(flags: str, codes: list[str]) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "import jax; jax.devices()"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**_clean_environment(), "XLA_FLAGS": flags},
+        env={**clean_environment(), "XLA_FLAGS": flags},
     )  # fmt: skip
     assert result.returncode == 1  # XLA ends the process: no Python exception to catch
     problems = xla_failure_problems(result.stderr)
@@ -162,10 +159,6 @@ def test_report_on_this_machine() -> None:
     assert set(VARIABLES) <= set(document["environment"])
 
 
-def _clean_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-
-
 @dataclasses.dataclass
 class _Result:
     returncode: int
@@ -175,21 +168,8 @@ class _Result:
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_probe_per_environment() -> Iterator[None]:
-    """A probe run once for each environment (and timeout) this module starts JAX in:
-    tests in the same environment assert on the same report."""
-    real = devices.probe
-    reports: dict[tuple[float, frozenset[tuple[str, str]] | None], dict[str, Any]] = {}
-
-    def probe(
-        timeout: float = devices.PROBE_TIMEOUT_S, environment: dict[str, str] | None = None
-    ) -> dict[str, Any]:
-        key = (timeout, None if environment is None else frozenset(environment.items()))
-        if key not in reports:
-            reports[key] = real(timeout, environment)
-        return copy.deepcopy(reports[key])
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(devices, "probe", probe)
+    """Tests that run the doctor in the same environment assert on the same probe."""
+    with one_probe_per_environment():
         yield
 
 
@@ -198,13 +178,7 @@ def _doctor_cli(*args: str, **env: str) -> _Result:
     JAX and XLA variables, plus ``env``. The doctor reads the environment from
     ``os.environ`` and starts JAX in a probe process with it; the command's own process
     is tested end to end in ``test_the_console_script_survives_too``."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith(("JAX_", "XLA_")):
-                patch.delenv(name)
-        for name, value in env.items():
-            patch.setenv(name, value)
-        return _Result(*run_cli("doctor", *args))
+    return _Result(*run_cli_in(env, "doctor", *args))
 
 
 def test_human_output_shows_the_trap_and_the_fix() -> None:
@@ -326,7 +300,7 @@ def test_the_console_script_survives_too() -> None:
     result = subprocess.run(
         [str(script), "doctor", "--json"],
         capture_output=True, text=True, timeout=300, check=False,
-        env={**_clean_environment(), "JAX_ENABLE_X64": "maybe"},
+        env={**clean_environment(), "JAX_ENABLE_X64": "maybe"},
     )  # fmt: skip
     assert "Traceback" not in result.stderr and result.returncode == 1
     document = json.loads(result.stdout)
