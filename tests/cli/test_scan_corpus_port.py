@@ -22,7 +22,7 @@ import pytest
 from tests.support.corpus import ScriptRunner
 from torch2jax_device.porting import scanner
 
-from .test_scan_corpus import CORPUS, _ported, _python, _script
+from .test_scan_corpus import CORPUS, _launched, _ported, _script
 
 NAME = "multi_gpu_inference"
 
@@ -185,8 +185,5 @@ def test_the_ported_job_joins_before_it_starts_jax(
         "    rank, world_size = tj.distributed.get_rank(), tj.distributed.get_world_size()"
         in ported
     )
-    output = _python(
-        "-m", "torch2jax_device", "run", "--nproc-per-node", "2", "--cpu-devices", "1",
-        script.name, cwd=tmp_path,
-    )  # fmt: skip
+    output = _launched(script.name, cwd=tmp_path)
     assert "rank 0 of 2 (local 0): 3.0" in output and "rank 1 of 2 (local 1): 6.0" in output
