@@ -111,6 +111,7 @@ class ScriptRunner:
             status = int(self._answer(timeout))
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
+            self._answer(60)  # the killed script's status: the next run's answers follow
             raise
         return status, out.read_text(), err.read_text()
 
