@@ -263,8 +263,8 @@ if not NVIDIA_GPU:
 def test_garbage_environments_are_reported_never_raised(
     env: dict[str, str], codes: list[str]
 ) -> None:
-    """A fresh probe in each: no traceback, no abort, every bad variable with its fix,
-    and JAX's own reason (never an empty one) when its start fails."""
+    """The doctor in each (JAX in its probe process): no traceback, no abort, every bad
+    variable with its fix, and JAX's own reason (never an empty one) when its start fails."""
     result = _doctor_cli("--json", **env)
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
     assert result.returncode == 1, result.stderr
