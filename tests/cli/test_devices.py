@@ -1,33 +1,46 @@
-"""``torch2jax-device devices``: the table, the JSON document and the failure path."""
+"""``torch2jax-device devices``: the table, the JSON document and the failure path.
+
+The command runs in this process (JAX starts in its probe process, in ``os.environ``);
+its own process is tested end to end where that is the point: it must survive a
+variable JAX refuses at import.
+"""
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
 import pytest
 
 import torch2jax_device as tj
-from torch2jax_device.cli import main
+from tests.support.cli import clean_environment, one_probe_per_environment, run_cli, run_cli_in
 
 
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    sys_stdout, sys.stdout = sys.stdout, out
-    try:
-        status = main(list(argv))
-    finally:
-        sys.stdout = sys_stdout
-    return status, out.getvalue()
+@pytest.fixture(scope="module", autouse=True)
+def _one_probe_per_environment() -> Iterator[None]:
+    """Tests that run the command in the same environment assert on the same probe."""
+    with one_probe_per_environment():
+        yield
 
 
-def test_json_lists_every_backend_and_device() -> None:
-    status, text = _run("devices", "--json")
+@pytest.fixture(scope="module")
+def listed() -> dict[str, tuple[int, str, str]]:
+    """``devices --json`` and ``devices`` (the table), from one probe of this machine."""
+    return {"json": run_cli("devices", "--json"), "table": run_cli("devices")}
+
+
+def _devices_cli(*args: str, **env: str) -> tuple[int, str, str]:
+    """``torch2jax-device devices ARGS`` in this process, in this environment without its
+    JAX and XLA variables, plus ``env`` (the probe process inherits it)."""
+    return run_cli_in(env, "devices", *args)
+
+
+def test_json_lists_every_backend_and_device(listed: dict[str, tuple[int, str, str]]) -> None:
+    status, text, _ = listed["json"]
     data = json.loads(text)
     assert status == 0
     assert data["jax"] == jax.__version__
@@ -42,33 +55,37 @@ def test_json_lists_every_backend_and_device() -> None:
     assert first["default_memory_kind"] in first["memory_kinds"]
 
 
-def test_table_shows_torch_names_and_jax_identity() -> None:
-    status, text = _run("devices")
+def test_table_shows_torch_names_and_jax_identity(
+    listed: dict[str, tuple[int, str, str]],
+) -> None:
+    status, text, _ = listed["table"]
     assert status == 0
     assert text.startswith(f"JAX {jax.__version__}")
     assert f"\n{tj.device(jax.devices('cpu')[0])}  " in text
     assert "CpuDevice(id=0)" in text and "device*" in text
 
 
-def test_console_script_reports_backend_failure_with_the_fix() -> None:
-    env = {**os.environ, "JAX_PLATFORMS": "tpu"}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch2jax_device", "devices"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
-    assert result.returncode == 1
-    assert "torch2jax-device: JAX could not initialize its backends" in result.stderr
-    assert "Fix:" in result.stderr
+def test_backend_failure_is_reported_with_the_fix() -> None:
+    status, out, err = _devices_cli(JAX_PLATFORMS="tpu")
+    assert status == 1 and out == ""
+    assert "torch2jax-device: JAX could not initialize its backends" in err
+    assert "Fix:" in err
 
 
 def test_four_simulated_devices_are_listed() -> None:
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "4"}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch2jax_device", "devices", "--json"],
-        capture_output=True, text=True, env=env, timeout=120, check=True,
-    )  # fmt: skip
-    cpu = json.loads(result.stdout)["backends"][-1]
+    status, out, err = _devices_cli("--json", JAX_NUM_CPU_DEVICES="4")
+    assert status == 0, err
+    cpu = json.loads(out)["backends"][-1]
     assert [d["device"] for d in cpu["devices"]] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+
+
+def _assert_reported_with_the_fix(status: int, out: str, err: str, said: list[str]) -> None:
+    assert status == 1 and out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert all(line.startswith("torch2jax-device: ") and ". Fix: " in line for line in lines)
+    for text in said:
+        assert text in err
 
 
 @pytest.mark.parametrize(
@@ -85,14 +102,25 @@ def test_a_broken_environment_is_reported_with_the_fix(
     env: dict[str, str], said: list[str]
 ) -> None:
     """JAX starts in a probe process: the command reports what ends it, never a traceback."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    _assert_reported_with_the_fix(*_devices_cli(**env), said)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(Path(sys.executable).with_name("torch2jax-device"))],
+        [sys.executable, "-m", "torch2jax_device"],
+    ],
+    ids=["console script", "python -m"],
+)
+def test_the_command_survives_a_variable_jax_refuses_at_import(command: list[str]) -> None:
+    """The command's own process imports JAX: it must survive the variable to report it
+    (and every other one), as the command run in this process does."""
+    env = {"JAX_ENABLE_X64": "maybe", "XLA_FLAGS": "--nonsense_flag"}
     result = subprocess.run(
-        [str(Path(sys.executable).with_name("torch2jax-device")), "devices"],
-        capture_output=True, text=True, env={**clean, **env}, timeout=300, check=False,
+        [*command, "devices"], env={**clean_environment(), **env},
+        capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert result.returncode == 1 and result.stdout == ""
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.splitlines()
-    assert all(line.startswith("torch2jax-device: ") and ". Fix: " in line for line in lines)
-    for text in said:
-        assert text in result.stderr
+    said = ["JAX_ENABLE_X64='maybe' is not a truth value"]
+    _assert_reported_with_the_fix(result.returncode, result.stdout, result.stderr, said)
+    assert (result.returncode, result.stdout, result.stderr) == _devices_cli(**env)

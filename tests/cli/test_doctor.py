@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
 import pytest
 
+from tests.support.cli import clean_environment, one_probe_per_environment, run_cli_in
 from torch2jax_device._src.startup import VARIABLES, check_environment, xla_failure_problems
 from torch2jax_device.cli import doctor as _doctor
 
@@ -105,7 +108,7 @@ def test_the_jax_variables_rule_agrees_with_jax(name: str, value: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "import jax"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**_clean_environment(), name: value},
+        env={**clean_environment(), name: value},
     )  # fmt: skip
     assert (result.returncode != 0) == (_codes({name: value}) == ["jax-variable-invalid"])
     if result.returncode:
@@ -125,7 +128,7 @@ def test_xla_output_is_read_as_problems(flags: str, codes: list[str]) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "import jax; jax.devices()"],
         capture_output=True, text=True, timeout=120, check=False,
-        env={**_clean_environment(), "XLA_FLAGS": flags},
+        env={**clean_environment(), "XLA_FLAGS": flags},
     )  # fmt: skip
     assert result.returncode == 1  # XLA ends the process: no Python exception to catch
     problems = xla_failure_problems(result.stderr)
@@ -156,16 +159,26 @@ def test_report_on_this_machine() -> None:
     assert set(VARIABLES) <= set(document["environment"])
 
 
-def _clean_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+@dataclasses.dataclass
+class _Result:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def _doctor_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "torch2jax_device", "doctor", *args],
-        capture_output=True, text=True, timeout=300, check=False,
-        env={**_clean_environment(), **env},
-    )  # fmt: skip
+@pytest.fixture(scope="module", autouse=True)
+def _one_probe_per_environment() -> Iterator[None]:
+    """Tests that run the doctor in the same environment assert on the same probe."""
+    with one_probe_per_environment():
+        yield
+
+
+def _doctor_cli(*args: str, **env: str) -> _Result:
+    """``torch2jax-device doctor ARGS`` in this process, in this environment without its
+    JAX and XLA variables, plus ``env``. The doctor reads the environment from
+    ``os.environ`` and starts JAX in a probe process with it; the command's own process
+    is tested end to end in ``test_the_console_script_survives_too``."""
+    return _Result(*run_cli_in(env, "doctor", *args))
 
 
 def test_human_output_shows_the_trap_and_the_fix() -> None:
@@ -250,8 +263,8 @@ if not NVIDIA_GPU:
 def test_garbage_environments_are_reported_never_raised(
     env: dict[str, str], codes: list[str]
 ) -> None:
-    """A fresh doctor in each: no traceback, no abort, every bad variable with its fix,
-    and JAX's own reason (never an empty one) when its start fails."""
+    """The doctor in each (JAX in its probe process): no traceback, no abort, every bad
+    variable with its fix, and JAX's own reason (never an empty one) when its start fails."""
     result = _doctor_cli("--json", **env)
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
     assert result.returncode == 1, result.stderr
@@ -287,10 +300,13 @@ def test_the_console_script_survives_too() -> None:
     result = subprocess.run(
         [str(script), "doctor", "--json"],
         capture_output=True, text=True, timeout=300, check=False,
-        env={**_clean_environment(), "JAX_ENABLE_X64": "maybe"},
+        env={**clean_environment(), "JAX_ENABLE_X64": "maybe"},
     )  # fmt: skip
     assert "Traceback" not in result.stderr and result.returncode == 1
-    assert "jax-variable-invalid" in [c["code"] for c in json.loads(result.stdout)["checks"]]
+    document = json.loads(result.stdout)
+    assert "jax-variable-invalid" in [c["code"] for c in document["checks"]]
+    # The doctor run in this process (as the tests above run it) reports the same.
+    assert document == json.loads(_doctor_cli("--json", JAX_ENABLE_X64="maybe").stdout)
 
 
 def test_a_hung_start_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,16 +13,17 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import os
 import shutil
 import subprocess
-import sys
 import tokenize
 from pathlib import Path
 
 import pytest
 
 from tests.support import corpus
-from tests.support.distributed.launch import worker_env
+from tests.support.corpus import ScriptRunner
+from tests.support.distributed.launch import launch, worker_env
 from torch2jax_device.cli import main
 from torch2jax_device.porting import scanner
 
@@ -139,13 +140,28 @@ def _ported(name: str, directory: Path) -> Path:
     return script
 
 
-def _python(*argv: str, cwd: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, *argv], cwd=cwd, capture_output=True, text=True, timeout=300,
-        env=worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
+def _script(scripts: ScriptRunner, *argv: str, cwd: Path) -> str:
+    """``python ARGV...`` in ``cwd`` (a fork of the runner's server): it must succeed."""
+    status, out, err = scripts.run(*argv, cwd=cwd)
+    assert status == 0, out[-3000:] + err[-3000:]
+    return out
+
+
+def _launched(*argv: str, cwd: Path) -> str:
+    """``torch2jax-device run --nproc-per-node 2 --cpu-devices 1 ARGV...`` in ``cwd``,
+    the launcher called in this process with a worker's environment: it must succeed."""
+    env = worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        for name in set(os.environ) - set(env):
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        status, out, err = launch(
+            "--nproc-per-node", "2", "--cpu-devices", "1", *argv, limit_s=300
+        )  # fmt: skip
+    assert status == 0, out[-3000:] + err[-3000:]
+    return out
 
 
 @pytest.fixture
@@ -155,29 +171,28 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("name", [n for n in SCRIPTS if n not in DDP])
-def test_the_ported_script_runs(name: str, in_tmp: Path) -> None:
+def test_the_ported_script_runs(name: str, in_tmp: Path, scripts: ScriptRunner) -> None:
     script = _ported(name, in_tmp)
     arguments, marker = RUNS[name]
-    assert marker in _python(script.name, *arguments, cwd=in_tmp)
+    assert marker in _script(scripts, script.name, *arguments, cwd=in_tmp)
 
 
 @pytest.mark.parametrize("name", DDP)
-def test_the_ported_ddp_script_runs_on_one_and_two_processes(name: str, in_tmp: Path) -> None:
+def test_the_ported_ddp_script_runs_on_one_and_two_processes(
+    name: str, in_tmp: Path, scripts: ScriptRunner
+) -> None:
     script = _ported(name, in_tmp)
     arguments, marker = RUNS[name]
     command = [script.name, *arguments]
     if name in MODULE_LEVEL_DDP:
         command = [str(EXIT_AFTER_SCRIPT), *command]
-    launched = _python(
-        "-m", "torch2jax_device", "run", "--nproc-per-node", "2", "--cpu-devices", "1",
-        *command, cwd=in_tmp,
-    )  # fmt: skip
+    launched = _launched(*command, cwd=in_tmp)
     assert marker in launched and "[rank0]:" in launched
     if name == "gpt_train":  # one process, resuming from the checkpoint the job wrote
-        resumed = _python(
-            script.name, "--init-from", "resume", "--max-iters", "3", "--eval-interval", "2",
-            cwd=in_tmp,
+        resumed = _script(
+            scripts, script.name, "--init-from", "resume", "--max-iters", "3",
+            "--eval-interval", "2", cwd=in_tmp,
         )  # fmt: skip
         assert "done: 4 iterations on cpu" in resumed
     else:
-        assert marker in _python(script.name, *arguments, cwd=in_tmp)
+        assert marker in _script(scripts, script.name, *arguments, cwd=in_tmp)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.corpus import ScriptRunner
 from torch2jax_device.porting import scanner
 
-from .test_scan_corpus import CORPUS, _ported, _python
+from .test_scan_corpus import CORPUS, _launched, _ported, _script
 
 NAME = "multi_gpu_inference"
 
@@ -102,7 +103,7 @@ def _manual(source: str) -> str:
 
 
 def test_after_the_compute_is_ported_diff_ports_the_plumbing_and_it_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: ScriptRunner
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "source").mkdir()
@@ -124,7 +125,7 @@ def test_after_the_compute_is_ported_diff_ports_the_plumbing_and_it_runs(
     ):
         assert line in ported.splitlines(), line
     ast.parse(ported)
-    output = _python(script.name, "--rows", "32", cwd=tmp_path)
+    output = _script(scripts, script.name, "--rows", "32", cwd=tmp_path)
     assert '"rows": 32' in output and '"devices": ["cpu"]' in output
     # What is left is torch's on purpose (the DataLoader, events on a GPU) or advice.
     left = {f.rule for f in scanner.scan_source(ported) if f.fixable}
@@ -184,8 +185,5 @@ def test_the_ported_job_joins_before_it_starts_jax(
         "    rank, world_size = tj.distributed.get_rank(), tj.distributed.get_world_size()"
         in ported
     )
-    output = _python(
-        "-m", "torch2jax_device", "run", "--nproc-per-node", "2", "--cpu-devices", "1",
-        script.name, cwd=tmp_path,
-    )  # fmt: skip
+    output = _launched(script.name, cwd=tmp_path)
     assert "rank 0 of 2 (local 0): 3.0" in output and "rank 1 of 2 (local 1): 6.0" in output

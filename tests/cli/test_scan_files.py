@@ -126,63 +126,70 @@ def test_running_out_of_stack_on_one_file_skips_it(
 
 
 # -- decoding as Python does, and diffs that apply to the bytes on disk --------------------
-def _applies(tmp_path: Path, name: str, data: bytes) -> bytes:
-    """The command's diff of ``name`` holding ``data``, applied by ``git apply`` and by
-    ``patch -p1`` to two copies; both results (identical) are returned."""
-    results = []
+ENCODED = [
+    pytest.param(
+        GOOD.replace("\n", "\r\n").encode(),
+        b"import torch\r\nimport torch2jax_device as tj\r\nd = tj.device('cpu')\r\n",
+        id="crlf",
+    ),
+    pytest.param(
+        b"\xef\xbb\xbf" + GOOD.encode(),
+        b"\xef\xbb\xbfimport torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\n",
+        id="utf-8-bom",
+    ),
+    pytest.param(
+        b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9t\xe9'\nd = torch.device('cpu')\n",
+        b"# -*- coding: latin-1 -*-\nimport torch\nimport torch2jax_device as tj\n"
+        b"name = '\xe9t\xe9'\nd = tj.device('cpu')\n",
+        id="latin-1-cookie",
+    ),
+    pytest.param(
+        GOOD.rstrip("\n").encode(),
+        b"import torch\nimport torch2jax_device as tj\nd = tj.device('cpu')",
+        id="no-newline-at-end",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, bytes]]:
+    """Each case of ``ENCODED`` as ``CASE/a.py``; the command's diff of them all (one
+    process), applied by ``git apply`` and by ``patch -p1`` to two copies: the file each
+    gives, by case."""
     for tool in ("git", "patch"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
-        folder = tmp_path / tool
-        folder.mkdir()
-        (folder / name).write_bytes(data)
-        done = _scan_process("--diff", name, cwd=folder)
-        assert done.returncode == 0, done.stderr.decode()
-        assert done.stdout, "nothing was rewritten: the check would be vacuous"
-        (folder / "change.diff").write_bytes(done.stdout)
-        command = (
-            ["git", "apply", "change.diff"]
-            if tool == "git"
-            else ["patch", "-p1", "-i", "change.diff"]
-        )
-        applied = subprocess.run(command, cwd=folder, capture_output=True, timeout=60)
+    root = tmp_path_factory.mktemp("encodings")
+    names = [f"{case.id}/a.py" for case in ENCODED]
+    for tool in ("git", "patch"):
+        for case, name in zip(ENCODED, names, strict=True):
+            (root / tool / name).parent.mkdir(parents=True)
+            (root / tool / name).write_bytes(case.values[0])  # type: ignore[arg-type]
+    done = _scan_process("--diff", *names, cwd=root / "git")
+    assert done.returncode == 0, done.stderr.decode()
+    for tool, command in (
+        ("git", ["git", "apply", "change.diff"]),
+        ("patch", ["patch", "-p1", "-i", "change.diff"]),
+    ):
+        (root / tool / "change.diff").write_bytes(done.stdout)
+        applied = subprocess.run(command, cwd=root / tool, capture_output=True, timeout=60)
         assert applied.returncode == 0, applied.stdout.decode() + applied.stderr.decode()
-        results.append((folder / name).read_bytes())
-    assert results[0] == results[1]
-    return results[0]
+    return {
+        str(case.id): ((root / "git" / name).read_bytes(), (root / "patch" / name).read_bytes())
+        for case, name in zip(ENCODED, names, strict=True)
+    }
 
 
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        pytest.param(
-            GOOD.replace("\n", "\r\n").encode(),
-            b"import torch\r\nimport torch2jax_device as tj\r\nd = tj.device('cpu')\r\n",
-            id="crlf",
-        ),
-        pytest.param(
-            b"\xef\xbb\xbf" + GOOD.encode(),
-            b"\xef\xbb\xbfimport torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\n",
-            id="utf-8-bom",
-        ),
-        pytest.param(
-            b"# -*- coding: latin-1 -*-\nimport torch\n"
-            b"name = '\xe9t\xe9'\nd = torch.device('cpu')\n",
-            b"# -*- coding: latin-1 -*-\nimport torch\nimport torch2jax_device as tj\n"
-            b"name = '\xe9t\xe9'\nd = tj.device('cpu')\n",
-            id="latin-1-cookie",
-        ),
-        pytest.param(
-            GOOD.rstrip("\n").encode(),
-            b"import torch\nimport torch2jax_device as tj\nd = tj.device('cpu')",
-            id="no-newline-at-end",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("data", "expected"), ENCODED)
 def test_the_diff_applies_with_git_and_patch_whatever_the_encoding_and_line_ends(
-    tmp_path: Path, data: bytes, expected: bytes
+    request: pytest.FixtureRequest,
+    applied: dict[str, tuple[bytes, bytes]],
+    data: bytes,
+    expected: bytes,
 ) -> None:
-    assert _applies(tmp_path, "a.py", data) == expected
+    by_git, by_patch = applied[request.node.callspec.id]
+    assert by_git != data, "nothing was rewritten: the check would be vacuous"
+    assert by_git == by_patch == expected
 
 
 def test_a_file_python_cannot_decode_is_skipped(tmp_path: Path) -> None:
