@@ -41,7 +41,10 @@ class NnxNet(nnx.Module):
     def __init__(self, seed: int) -> None:
         rngs = nnx.Rngs(seed, dropout=seed)
         draw = np.random.default_rng(seed)
-        weights = {"kernel_init": numpy_initializer(draw), "bias_init": numpy_initializer(draw, 0.1)}
+        weights = {
+            "kernel_init": numpy_initializer(draw),
+            "bias_init": numpy_initializer(draw, 0.1),
+        }
         self.embed = nnx.Embed(10, 4, embedding_init=numpy_initializer(draw), rngs=rngs)
         self.conv = nnx.Conv(4, 6, (3,), padding="VALID", **weights, rngs=rngs)
         self.layers = nnx.List(
