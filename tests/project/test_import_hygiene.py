@@ -1,12 +1,14 @@
 """``import torch2jax_device`` must not import torch or flax, nor start JAX's backends.
 
 Checked in a fresh interpreter; the meta-tests show the same check does catch each
-side effect, so the main test cannot pass vacuously.
+side effect, so the main test cannot pass vacuously. One interpreter serves them all:
+the clean steps run first, the steps that cause each effect after them.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -15,51 +17,77 @@ from pathlib import Path
 
 import pytest
 
+# One fresh interpreter runs the steps in order and records the side effects after each:
+# the clean steps first (nothing may have happened yet), then the steps that must be
+# caught. Side effects cannot be undone (a module stays imported, a backend started), so
+# a step's record holds everything every earlier step did too.
+_STEPS = {
+    "import": "import torch2jax_device as tj",
+    "construct devices": "tj.device('cuda:1'); tj.device('cpu', 0)",
+    "import torch": "import torch",
+    "import flax": "import flax",
+    "resolve a device": "tj.resolve('cpu')",
+}
 _PROBE = textwrap.dedent(
     """
-    import sys
-    {code}
+    import json, sys
     from jax._src import xla_bridge
-    effects = [name for name in ("torch", "flax") if name in sys.modules]
-    if xla_bridge.backends_are_initialized():
-        effects.append("jax-backends")
-    print(",".join(effects))
+
+    def side_effects():
+        effects = [name for name in ("torch", "flax") if name in sys.modules]
+        if xla_bridge.backends_are_initialized():
+            effects.append("jax-backends")
+        return effects
+
+    records = {{}}
+    for step, code in {steps!r}.items():
+        exec(code)
+        records[step] = side_effects()
+    print(json.dumps(records))
     """
 )
 
 
-def import_side_effects(code: str) -> list[str]:
-    """Run ``code`` in a fresh interpreter; list torch/flax imports and backend start-up."""
+@pytest.fixture(scope="module")
+def side_effects_after() -> dict[str, list[str]]:
+    """Each step of ``_STEPS``, run in order in one fresh interpreter: the torch/flax
+    imports and backend start-up seen after it."""
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(code=code)],
+        [sys.executable, "-c", _PROBE.format(steps=_STEPS)],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     )
-    output = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-    return [effect for effect in output.split(",") if effect]
+    records: dict[str, list[str]] = json.loads(result.stdout.strip().splitlines()[-1])
+    assert list(records) == list(_STEPS)
+    return records
 
 
-def test_import_has_no_side_effects() -> None:
-    assert import_side_effects("import torch2jax_device") == []
+def test_import_has_no_side_effects(side_effects_after: dict[str, list[str]]) -> None:
+    assert side_effects_after["import"] == []
 
 
-def test_constructing_devices_has_no_side_effects() -> None:
-    code = "import torch2jax_device as tj; tj.device('cuda:1'); tj.device('cpu', 0)"
-    assert import_side_effects(code) == []
+def test_constructing_devices_has_no_side_effects(
+    side_effects_after: dict[str, list[str]],
+) -> None:
+    assert side_effects_after["construct devices"] == []
 
 
 @pytest.mark.parametrize(
-    ("code", "effect"),
+    ("step", "effect", "before"),
     [
-        ("import torch2jax_device, torch", "torch"),
-        ("import torch2jax_device, flax", "flax"),
-        ("import torch2jax_device as tj; tj.resolve('cpu')", "jax-backends"),
+        ("import torch", "torch", "construct devices"),
+        ("import flax", "flax", "import torch"),
+        ("resolve a device", "jax-backends", "import flax"),
     ],
 )
-def test_the_check_detects_each_side_effect(code: str, effect: str) -> None:
-    assert effect in import_side_effects(code)
+def test_the_check_detects_each_side_effect(
+    side_effects_after: dict[str, list[str]], step: str, effect: str, before: str
+) -> None:
+    """The check sees the effect the step causes, and did not see it the step before."""
+    assert effect in side_effects_after[step]
+    assert effect not in side_effects_after[before]
 
 
 def _dotted_imports_in_functions(source: str) -> list[str]:

@@ -1,5 +1,9 @@
 """Shared by the checkpoint tests (not a test module): a nanoGPT-shaped checkpoint, and
-host buffers that make JAX's CPU backend copy instead of aliasing."""
+host buffers that make JAX's CPU backend copy instead of aliasing.
+
+torch is imported by the functions that use it: ``misaligned_empty`` serves tests and
+measuring subprocesses that never import torch (2.4 s of CPU each time).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 
 def nanogpt_checkpoint() -> dict[str, Any]:
     """What nanoGPT saves: model and optimizer state dicts, plus plain Python entries."""
+    import torch
+
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -41,6 +46,8 @@ def saved_bytes(obj: Any, location: str | None = None) -> bytes:
     A checkpoint "saved on cuda:0" is made on a CPU machine by letting ``torch.save`` tag
     its storages ``cuda:0``, which is all a GPU save changes.
     """
+    import torch
+
     buffer = io.BytesIO()
     with contextlib.ExitStack() as stack:
         if location is not None:
@@ -63,6 +70,8 @@ def nested_lists(depth: int, leaf: Any) -> list[Any]:
 
 def save_deep(obj: Any, path: Path) -> None:
     """``torch.save`` of deeply nested data: pickling recurses, so allow it to, briefly."""
+    import torch
+
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20_000))
     try:
@@ -73,6 +82,8 @@ def save_deep(obj: Any, path: Path) -> None:
 
 def odd_tensors() -> dict[str, Any]:
     """Tensors of every kind ``torch.load(weights_only=True)`` returns beyond dense ones."""
+    import torch
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # beta/prototype/deprecation notices
         dense = torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])
@@ -102,6 +113,8 @@ def odd_tensors() -> dict[str, Any]:
 
 def refused_tensors() -> dict[str, Any]:
     """Tensors JAX cannot hold: ``tj.load`` refuses them, naming where they are."""
+    import torch
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return {

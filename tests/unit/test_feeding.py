@@ -650,11 +650,14 @@ first = next(epoch)
 
 
 @pytest.mark.parametrize("way", list(_EXIT_WAYS))
-def test_a_stream_left_open_exits_quietly(way: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", _EXIT_SETUP + _EXIT_WAYS[way]],
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
-    )  # fmt: skip
+def test_a_stream_left_open_exits_quietly(way: str, request: pytest.FixtureRequest) -> None:
+    if way == "dataloader-workers":  # shared with the fork check: one torch import, not two
+        result = request.getfixturevalue("workers_script")
+    else:
+        result = subprocess.run(
+            [sys.executable, "-c", _EXIT_SETUP + _EXIT_WAYS[way]],
+            capture_output=True, text=True, timeout=180, cwd=ROOT,
+        )  # fmt: skip
     if way == "exception":  # the script's own error, and nothing after it
         assert result.returncode == 1
         assert result.stderr.rstrip().endswith("RuntimeError: left the loop"), result.stderr
@@ -935,33 +938,45 @@ def test_without_a_context_the_default_start_method_decides(
     assert multiprocessing.get_start_method(allow_none=True) == chosen  # left unfixed
 
 
+# The fork check runs first, its warnings errors only inside it; then, in the same
+# interpreter, the DataLoader-workers way of leaving a stream open (_EXIT_WAYS), whose
+# exit must stay quiet. Both need torch and a fresh process; one child serves both.
 _BEFORE_AND_AFTER_JAX = textwrap.dedent(
     """
     import warnings
-    warnings.simplefilter("error")
-    from torch.utils.data import DataLoader
-    from tests.support.datasets import Squares
-    from torch2jax_device._src import platforms as _platforms
-    from torch2jax_device import DeviceLoader, ForkAfterJaxWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from torch.utils.data import DataLoader
+        from tests.support.datasets import Squares
+        from torch2jax_device._src import platforms as _platforms
+        from torch2jax_device import DeviceLoader, ForkAfterJaxWarning
 
-    loader = DeviceLoader(DataLoader(Squares(4), num_workers=1, multiprocessing_context="fork"))
-    print("started by construction:", _platforms.backends_initialized())
-    import torch2jax_device as tj
-    tj.resolve("cpu")
-    try:
-        iter(loader)  # the warning, an error here, comes before anything is forked
-    except ForkAfterJaxWarning as warning:
-        print("warned when the epoch started:", "spawn" in str(warning))
+        loader = DeviceLoader(DataLoader(Squares(4), num_workers=1, multiprocessing_context="fork"))
+        print("started by construction:", _platforms.backends_initialized())
+        import torch2jax_device as tj
+        tj.resolve("cpu")
+        try:
+            iter(loader)  # the warning, an error here, comes before anything is forked
+        except ForkAfterJaxWarning as warning:
+            print("warned when the epoch started:", "spawn" in str(warning))
     """
 )
 
 
-def test_the_fork_check_runs_again_when_an_epoch_starts() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", _BEFORE_AND_AFTER_JAX],
-        capture_output=True, text=True, timeout=120, check=True, cwd=ROOT,
-    )  # fmt: skip
-    assert result.stdout.splitlines() == [
+@pytest.fixture(scope="module")
+def workers_script() -> subprocess.CompletedProcess[str]:
+    """The fork check, then a stream over DataLoader workers left open at exit."""
+    script = _BEFORE_AND_AFTER_JAX + _EXIT_SETUP + _EXIT_WAYS["dataloader-workers"]
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=ROOT
+    )
+
+
+def test_the_fork_check_runs_again_when_an_epoch_starts(
+    workers_script: subprocess.CompletedProcess[str],
+) -> None:
+    assert workers_script.returncode == 0, workers_script.stderr
+    assert workers_script.stdout.splitlines() == [
         "started by construction: False",
         "warned when the epoch started: True",
     ]

@@ -69,14 +69,24 @@ def test_settings_reach_jax_when_made_before_start() -> None:
     assert out["written"]["jax_num_cpu_devices"] == "3"
 
 
-def test_torch_names_are_written_in_jax_spelling() -> None:
-    out = run_fresh(
+@pytest.fixture(scope="module")
+def written_before_start() -> Any:
+    """Two settings made before JAX starts, in one fresh interpreter: what
+    ``configure(platforms=["cuda", "cpu"])`` returns, then the variable
+    ``cuda.set_per_process_memory_fraction(0.25)`` writes."""
+    return run_fresh(
         """
-        import json, torch2jax_device as tj
-        print(json.dumps(tj.configure(platforms=["cuda", "cpu"])))
+        import json, os, torch2jax_device as tj
+        written = tj.configure(platforms=["cuda", "cpu"])
+        tj.cuda.set_per_process_memory_fraction(0.25)
+        print(json.dumps([written, os.environ.get("XLA_CLIENT_MEM_FRACTION")]))
         """
     )
-    assert out == {"JAX_PLATFORMS": "cuda,cpu", "jax_platforms": "cuda,cpu"}
+
+
+def test_torch_names_are_written_in_jax_spelling(written_before_start: Any) -> None:
+    written, _ = written_before_start
+    assert written == {"JAX_PLATFORMS": "cuda,cpu", "jax_platforms": "cuda,cpu"}
 
 
 def test_after_start_it_raises_and_changes_nothing() -> None:
@@ -235,21 +245,15 @@ def test_no_form_starts_jax_and_later_calls_still_apply() -> None:
 
 
 @pytest.mark.idiom("memory-fraction")
-def test_set_per_process_memory_fraction_is_configure() -> None:
+def test_set_per_process_memory_fraction_is_configure(written_before_start: Any) -> None:
     with pytest.raises(tj.ConfigError, match="cannot set it for cuda:1 alone"):
         tj.cuda.set_per_process_memory_fraction(0.5, "cuda:1")
     with pytest.raises(tj.ConfigError, match=r"must be in \(0, 1\]"):
         tj.cuda.set_per_process_memory_fraction(2.0)
     with pytest.raises(tj.AlreadyInitializedError):
         tj.cuda.set_per_process_memory_fraction(0.5, 0)
-    out = run_fresh(
-        """
-        import json, os, torch2jax_device as tj
-        tj.cuda.set_per_process_memory_fraction(0.25)
-        print(json.dumps(os.environ.get("XLA_CLIENT_MEM_FRACTION")))
-        """
-    )
-    assert out == "0.25"
+    _, fraction = written_before_start
+    assert fraction == "0.25"
 
 
 @pytest.mark.parametrize(
