@@ -68,9 +68,6 @@ PROCESS_HELPERS = ("tests.support.distributed", "tests.support.examples")
 SLOW_IN_PROCESS = frozenset(
     {
         "tests/parity/test_checkpoints.py::test_load_puts_tensors_where_they_were_saved",
-        "tests/parity/test_checkpoints_models.py::test_a_torch_twins_state_loads_into_the_nnx_model",
-        "tests/parity/test_checkpoints_models.py::test_an_equinox_model_and_its_twin_exchange_state",
-        "tests/parity/test_checkpoints_models.py::test_an_nnx_model_saved_for_its_torch_twin_computes_the_same",
         "tests/parity/test_devices.py::test_property_parses_like_torch",
         "tests/parity/test_placement.py::test_equinox_module_to_returns_the_moved_module",
         "tests/unit/test_checkpoints.py::test_get_slice_matches_numpy_for_every_basic_index",
