@@ -250,6 +250,7 @@ def test_set_per_process_memory_fraction_is_configure(written_before_start: Any)
         tj.cuda.set_per_process_memory_fraction(0.5, "cuda:1")
     with pytest.raises(tj.ConfigError, match=r"must be in \(0, 1\]"):
         tj.cuda.set_per_process_memory_fraction(2.0)
+    jax.devices()  # JAX has started in this process (earlier tests need not have started it)
     with pytest.raises(tj.AlreadyInitializedError):
         tj.cuda.set_per_process_memory_fraction(0.5, 0)
     _, fraction = written_before_start
