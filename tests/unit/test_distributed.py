@@ -28,6 +28,7 @@ from tests.support.distributed.launch import (
     results,
     start,
 )
+from tests.support.distributed.shared_jobs import torch_first_job
 from torch2jax_device import DeviceUnavailableError, EmptyTreeError, InvalidDeviceError
 from torch2jax_device import distributed as dist
 from torch2jax_device._src.distributed.rendezvous import Rendezvous, local_device_ids, parse
@@ -362,9 +363,9 @@ def test_availability_queries_before_init_process_group_join_the_job() -> None:
 
 
 def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
-    status, out, err = launch("--nproc-per-node", "2", STARTUP, "torch-first", "30")
+    status, out, err = torch_first_job()  # startup_order.py torch-first, 2 processes
     assert status == 0, err[-3000:]
-    for result in results(out):
+    for result in results(out, count=2):
         assert result["available"] is False
         assert (result["tj_initialized"], result["jax_distributed"]) == (False, False)
         assert result["process_count"] == 1

@@ -4,7 +4,8 @@ Usage: ``store_outlives_rank0.py`` under a launcher. Rank 0 leaves a key in the 
 the launcher hosts (``MASTER_ADDR:MASTER_PORT``) and exits; rank 1 waits until rank 0's
 process is gone, then still reads and writes the store. Where rank 0 hosts the store
 itself (a plain ``env://`` launch), rank 1's reads fail: the store died with it. Each
-rank prints one ``RESULT`` line.
+rank prints one ``RESULT`` line. ``outlive_rank0()`` runs the same check at the end of
+another job's workers (which then exit: rank 0 must be gone before rank 1 reads).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
@@ -27,7 +29,8 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def main() -> None:
+def outlive_rank0() -> dict[str, Any]:
+    """This rank's part; rank 0's process must end soon after it returns."""
     rank = int(os.environ["RANK"])
     store = TCPStore(
         os.environ["MASTER_ADDR"],
@@ -46,8 +49,8 @@ def main() -> None:
         result["rank0_gone"] = gone(pid)
         store.set("after-rank0", "still here")
         result["read_after_rank0"] = store.get("after-rank0").decode()
-    print("RESULT " + json.dumps(result), flush=True)
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    print("RESULT " + json.dumps(outlive_rank0()), flush=True)
