@@ -270,12 +270,23 @@ def test_global_batch_errors() -> None:
 # --- real jobs ------------------------------------------------------------------------
 
 
-def test_launcher_runs_processes_that_own_several_devices() -> None:
-    status, out, err = launch(
-        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "several-devices", "30"
-    )
+@pytest.fixture(scope="module")
+def mesh_job() -> tuple[int, str, str]:
+    """2 processes x 2 CPU devices: the several-devices mode, then the placement mode."""
+    return launch(
+        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "several-devices,placement", "30"
+    )  # fmt: skip
+
+
+def _mode(out: str, mode: str) -> list[dict[str, Any]]:
+    """The results ``mode`` reported, one per rank."""
+    return [result for result in results(out) if result["mode"] == mode]
+
+
+def test_launcher_runs_processes_that_own_several_devices(mesh_job: tuple[int, str, str]) -> None:
+    status, out, err = mesh_job
     assert status == 0, err[-3000:]
-    job = results(out)
+    job = _mode(out, "several-devices")
     assert [result["rank"] for result in job] == [0, 1]
     for result in job:
         assert (result["local_devices"], result["mesh_shape"]) == (2, [4])
@@ -290,12 +301,13 @@ def test_launcher_runs_processes_that_own_several_devices() -> None:
 
 
 @pytest.mark.idiom("dist-ddp-replicate")
-def test_placed_arrays_replicate_over_a_mesh_of_two_processes_and_come_back() -> None:
-    status, out, err = launch(
-        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "placement", "30"
-    )  # fmt: skip
+def test_placed_arrays_replicate_over_a_mesh_of_two_processes_and_come_back(
+    mesh_job: tuple[int, str, str],
+) -> None:
+    status, out, err = mesh_job
     assert status == 0, err[-3000:]
-    job = results(out)
+    job = _mode(out, "placement")
+    assert [result["rank"] for result in job] == [0, 1]
     whole = [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
     for rank, result in enumerate(job):
         assert (result["ddp_spec"], result["ddp_spans_processes"]) == ("P()", True)

@@ -18,6 +18,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -179,12 +180,28 @@ def test_a_grandchild_holding_the_output_open_does_not_hold_the_launcher() -> No
 
 
 def test_partial_lines_and_progress_bars_are_relayed_at_once(tmp_path: Path) -> None:
-    flag = tmp_path / "go"
-    job = _Launched([*LAUNCHERS["tj"][:-1], "1", WORKER, "progress", str(flag)])
-    job.read_until(lambda: b"progress 50%" in job.out, START_LIMIT_S, "partial line")
-    flag.touch()
-    assert job.finish(limit_s=30) == 0
-    relayed = job.out.decode().split("\n", 1)[1]  # after the PID line
+    """The launcher, called in this process (the tests above read a launcher process's
+    output as it comes), shows a partial line before the worker ends it: the worker ends
+    it only once this test has seen it."""
+    flag, out, seen = tmp_path / "go", io.StringIO(), threading.Event()
+
+    def release_the_worker_once_shown() -> None:
+        deadline = time.monotonic() + START_LIMIT_S
+        while time.monotonic() < deadline and not seen.is_set():
+            if "progress 50%" in out.getvalue():
+                seen.set()
+            time.sleep(0.02)
+        flag.touch()
+
+    watcher = threading.Thread(target=release_the_worker_once_shown, daemon=True)
+    watcher.start()
+    status, _, err = launch(
+        "--nproc-per-node", "1", WORKER, "progress", str(flag), limit_s=START_LIMIT_S, out=out
+    )  # fmt: skip
+    watcher.join()
+    assert seen.is_set(), f"no partial line within {START_LIMIT_S} s:\n{out.getvalue()}\n{err}"
+    assert status == 0, err[-3000:]
+    relayed = out.getvalue().split("\n", 1)[1]  # after the PID line
     assert relayed == "\r[rank0]: progress 50%\r[rank0]: progress 100%\n"
 
 
