@@ -137,11 +137,3 @@ def launch(
     finally:
         watchdog.cancel()
     return status, out.getvalue(), err.getvalue()
-
-
-def start(script: str, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start one worker by hand, without a launcher (the caller waits with a timeout)."""
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPTS / script), *args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip

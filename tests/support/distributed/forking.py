@@ -1,0 +1,190 @@
+"""Start worker scripts without paying their imports each time: fork them from a server.
+
+Tests that start many short-lived ranks by hand (no launcher) spend most of each rank's
+CPU importing JAX and torch2jax_device. ``ForkServer`` starts this file as a process
+that imports the workers' modules once (JAX's backends stay unstarted), then forks one
+child per ``start``. Each child is a rank as ``python SCRIPT ARGS`` would run it: its
+own pid, environment, ``sys.argv``, stdout and stderr, and exit status; an uncaught
+exception prints its traceback and exits 1, and the interpreter then finalizes as after
+any script (``atexit`` handlers, JAX's included, run). What JAX reads when it is
+imported (``JAX_PLATFORMS``) comes from the server's environment.
+
+The protocol, one line each way: the test writes ``{"script", "args", "env", "stdout",
+"stderr"}`` as JSON; the server answers ``STARTED <pid>``, and ``EXITED <pid> <code>``
+when the child ends (``code`` as ``subprocess`` gives it: ``-N`` for signal N). When its
+stdin closes, the server kills the children still running and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent
+# How often the server looks for children that ended.
+_POLL_S = 0.02
+
+
+class ForkServer:
+    """The server process, started with ``env`` and the ``modules`` its workers import."""
+
+    def __init__(self, env: dict[str, str], modules: tuple[str, ...]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, *modules], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self._folder = tempfile.TemporaryDirectory(prefix="fork-server-")
+        self._exited: dict[int, int] = {}
+        self._buffer = ""
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.process.stdout, selectors.EVENT_READ)
+
+    def start(self, script: str, *args: str, env: dict[str, str]) -> Forked:
+        """Fork a rank that runs ``SCRIPTS/script ARGS`` with exactly ``env``."""
+        name = f"{len(os.listdir(self._folder.name))}-{Path(script).stem}"
+        err = Path(self._folder.name) / f"{name}.err"
+        request = {"script": str(SCRIPTS / script), "args": list(args), "env": env,
+                   "stdout": os.devnull, "stderr": str(err)}  # fmt: skip
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self._line(time.monotonic() + 120)  # the server's own imports, under load
+        assert line.startswith("STARTED "), line
+        return Forked(self, int(line.split()[1]), err)
+
+    def exit_code(self, pid: int, timeout: float) -> int | None:
+        """Child ``pid``'s exit code, once it ended within ``timeout``; else ``None``."""
+        deadline = time.monotonic() + timeout
+        while pid not in self._exited:
+            line = self._line(deadline)
+            if not line:
+                return None
+            _, child, code = line.split()
+            self._exited[int(child)] = int(code)
+        return self._exited[pid]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._selector.close()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        self._folder.cleanup()
+
+    def _line(self, deadline: float) -> str:
+        """The server's next line; ``""`` past ``deadline``."""
+        while "\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return ""
+            if self._selector.select(left):
+                assert self.process.stdout is not None
+                chunk = self.process.stdout.read()
+                if chunk == "":
+                    raise AssertionError(f"the fork server exited ({self.process.poll()})")
+                self._buffer += chunk or ""
+        line, self._buffer = self._buffer.split("\n", 1)
+        return line
+
+
+class Forked:
+    """One forked rank, waited for as a ``subprocess.Popen`` is."""
+
+    def __init__(self, server: ForkServer, pid: int, err: Path) -> None:
+        self.server, self.pid, self._err = server, pid, err
+        self.returncode: int | None = None
+
+    def communicate(self, timeout: float = 30) -> tuple[str, str]:
+        """``("", stderr)`` once the rank ended; ``TimeoutExpired`` past ``timeout``."""
+        code = self.server.exit_code(self.pid, timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"rank pid {self.pid}", timeout)
+        self.returncode = code
+        return "", self._err.read_text()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _serve(modules: list[str]) -> None:
+    """Import ``modules``, then fork a child per request until stdin closes."""
+    sys.path[0] = str(SCRIPTS)
+    for module in modules:
+        importlib.import_module(module)
+    children: set[int] = set()
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ)
+    pending = b""
+    while True:
+        if selector.select(_POLL_S):
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            pid = os.fork()
+            if pid == 0:
+                selector.close()
+                _child(json.loads(line))  # raises SystemExit: the child ends as a script does
+            children.add(pid)
+            print(f"STARTED {pid}", flush=True)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            children.discard(pid)
+            print(f"EXITED {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _child(request: dict[str, Any]) -> None:
+    """Become ``python SCRIPT ARGS`` with the request's environment and output files."""
+    for fd, path, flags in (
+        (0, os.devnull, os.O_RDONLY),
+        (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+    ):
+        opened = os.open(path, flags, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    script = request["script"]
+    sys.argv = [script, *request["args"]]
+    sys.path[0] = os.path.dirname(script)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException:  # reported as the interpreter reports an uncaught exception
+        traceback.print_exc()
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1:])
