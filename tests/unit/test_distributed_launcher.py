@@ -5,7 +5,8 @@ launcher stops every worker, a second one kills them at once, a SIGKILLed launch
 its workers with it (Linux), a grandchild holding the output open does not hold the
 launcher, output streams as it comes in bounded chunks, and the port is checked. Every
 wait is bounded; a worker counts as gone when ``os.kill(pid, 0)`` fails or it is a
-zombie nobody reaped yet.
+zombie nobody reaped yet. Each ``torch2jax-device run`` is a process of its own, forked
+from a server that made the launcher's imports once (``forking.py``).
 """
 
 from __future__ import annotations
@@ -20,36 +21,63 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
+from tests.support.distributed.forking import Forked, ForkServer
 from tests.support.distributed.launch import TORCHRUN, free_port, launch, worker_env
 from torch2jax_device.cli import run as _run
 
 WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
-LAUNCHERS = {
-    "tj": [sys.executable, "-m", "torch2jax_device", "run", "--nproc-per-node", "2"],
-    "torchrun": [str(TORCHRUN), "--nproc_per_node=2"],
-}
+TORCHRUN_COMMAND = [str(TORCHRUN), "--nproc_per_node=2"]
 # Launcher start-up (importing JAX, or torch for torchrun) under load, with room to spare.
 START_LIMIT_S = 90
+
+
+@pytest.fixture(scope="module")
+def launchers() -> Iterator[ForkServer]:
+    """Starts ``python -m torch2jax_device run`` processes, forked after the imports the
+    launcher makes (torch2jax_device, and torch for the store it hosts)."""
+    server = ForkServer(worker_env(), ("torch2jax_device.cli", "torch.distributed"))
+    yield server
+    server.close()
 
 
 class _Launched:
     """A launcher process whose stdout and stderr this test reads as they come."""
 
-    def __init__(self, command: list[str]) -> None:
-        self.process = subprocess.Popen(
-            command, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
+    def __init__(self, process: subprocess.Popen[bytes] | Forked, out: IO[bytes], err: IO[bytes]):
+        self.process = process
         self.out, self.err = bytearray(), bytearray()
         self._selector = selectors.DefaultSelector()
-        for pipe, buffer in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
-            assert pipe is not None
+        for pipe, buffer in ((out, self.out), (err, self.err)):
             os.set_blocking(pipe.fileno(), False)
             self._selector.register(pipe, selectors.EVENT_READ, buffer)
+
+    @classmethod
+    def tj(cls, launchers: ForkServer, folder: Path, *args: str) -> _Launched:
+        """``python -m torch2jax_device run ARGS``, its output read through two FIFOs."""
+        fifos = [folder / "launcher-out", folder / "launcher-err"]
+        pipes = []
+        for fifo in fifos:
+            os.mkfifo(fifo)
+            pipes.append(os.fdopen(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK), "rb", 0))
+        process = launchers.start_module(
+            "torch2jax_device", "run", *args, env=worker_env(), stdout=fifos[0], stderr=fifos[1]
+        )
+        return cls(process, *pipes)
+
+    @classmethod
+    def torchrun(cls, *args: str) -> _Launched:
+        process = subprocess.Popen(
+            [*TORCHRUN_COMMAND, *args], env=worker_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert process.stdout is not None and process.stderr is not None
+        return cls(process, process.stdout, process.stderr)
 
     def read_until(self, done: Callable[[], bool], limit_s: float, what: str) -> None:
         deadline = time.monotonic() + limit_s
@@ -79,7 +107,7 @@ class _Launched:
 
     def kill(self) -> None:
         self.process.kill()
-        self.process.wait(timeout=30)
+        assert self.process.wait(timeout=30) is not None
         self._close()
 
     def _close(self) -> None:
@@ -122,9 +150,11 @@ def _unprefixed_tracebacks(stderr: bytes) -> list[str]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_signal_to_the_launcher_stops_every_worker(signum: signal.Signals) -> None:
+def test_a_signal_to_the_launcher_stops_every_worker(
+    signum: signal.Signals, launchers: ForkServer, tmp_path: Path
+) -> None:
     """Forwarded to both; rank 1 ignores it, so SIGKILL follows after the grace period."""
-    job = _Launched([*LAUNCHERS["tj"], WORKER, "one-stubborn"])
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "one-stubborn")
     pids = job.pids(2)
     job.process.send_signal(signum)
     assert job.finish(limit_s=30) == 128 + signum
@@ -134,8 +164,10 @@ def test_a_signal_to_the_launcher_stops_every_worker(signum: signal.Signals) -> 
     assert _unprefixed_tracebacks(job.err) == []
 
 
-def test_a_second_signal_kills_every_worker_at_once_without_a_traceback() -> None:
-    job = _Launched([*LAUNCHERS["tj"], WORKER, "stubborn"])
+def test_a_second_signal_kills_every_worker_at_once_without_a_traceback(
+    launchers: ForkServer, tmp_path: Path
+) -> None:
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "stubborn")
     pids = job.pids(2)
     job.process.send_signal(signal.SIGINT)
     time.sleep(0.3)
@@ -148,8 +180,8 @@ def test_a_second_signal_kills_every_worker_at_once_without_a_traceback() -> Non
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_workers_die_with_a_sigkilled_launcher() -> None:
-    job = _Launched([*LAUNCHERS["tj"], WORKER, "stubborn"])
+def test_workers_die_with_a_sigkilled_launcher(launchers: ForkServer, tmp_path: Path) -> None:
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "stubborn")
     pids = job.pids(2)
     job.kill()
     assert _still_alive(pids, 15) == []
@@ -161,7 +193,7 @@ def test_sigterm_to_torchrun_stops_both_workers_too() -> None:
     ``benchmarks/bench_distributed.py stop`` times both launchers.
     """
     port = f"--master_port={free_port()}"  # torchrun's default, 29500, may be taken
-    job = _Launched([*LAUNCHERS["torchrun"], port, WORKER, "sleep"])
+    job = _Launched.torchrun(port, WORKER, "sleep")
     pids = job.pids(2)
     job.process.send_signal(signal.SIGTERM)
     assert job.finish(limit_s=60) != 0
@@ -213,9 +245,9 @@ def _peak_rss_kib(pid: int) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
-def test_a_64_mib_line_is_relayed_in_bounded_memory(tmp_path: Path) -> None:
+def test_a_64_mib_line_is_relayed_in_bounded_memory(launchers: ForkServer, tmp_path: Path) -> None:
     flag = tmp_path / "go"
-    job = _Launched([*LAUNCHERS["tj"][:-1], "1", WORKER, "long-line", str(flag)])
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "1", WORKER, "long-line", str(flag))
     job.read_until(lambda: b"READY" in job.out, START_LIMIT_S, "READY")
     before = _peak_rss_kib(job.process.pid)
     flag.touch()

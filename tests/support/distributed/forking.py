@@ -1,18 +1,20 @@
 """Start worker scripts without paying their imports each time: fork them from a server.
 
-Tests that start many short-lived ranks by hand (no launcher) spend most of each rank's
-CPU importing JAX and torch2jax_device. ``ForkServer`` starts this file as a process
-that imports the workers' modules once (JAX's backends stay unstarted), then forks one
-child per ``start``. Each child is a rank as ``python SCRIPT ARGS`` would run it: its
-own pid, environment, ``sys.argv``, stdout and stderr, and exit status; an uncaught
-exception prints its traceback and exits 1, and the interpreter then finalizes as after
-any script (``atexit`` handlers, JAX's included, run). What JAX reads when it is
+Tests that start many short-lived processes (ranks started by hand, launchers) spend
+most of each one's CPU importing JAX, torch2jax_device or torch. ``ForkServer`` starts
+this file as a process that imports those modules once (JAX's backends stay unstarted),
+then forks one child per ``start``. Each child is the process ``python SCRIPT ARGS`` (or
+``python -m MODULE ARGS``) would be: its own pid, environment, ``sys.argv``, stdout and
+stderr (files or FIFOs the test reads), signals and exit status; an uncaught exception
+prints its traceback and exits 1, and the interpreter then finalizes as after any
+script (``atexit`` handlers, JAX's included, run). What a module reads when it is
 imported (``JAX_PLATFORMS``) comes from the server's environment.
 
-The protocol, one line each way: the test writes ``{"script", "args", "env", "stdout",
-"stderr"}`` as JSON; the server answers ``STARTED <pid>``, and ``EXITED <pid> <code>``
-when the child ends (``code`` as ``subprocess`` gives it: ``-N`` for signal N). When its
-stdin closes, the server kills the children still running and exits.
+The protocol, one line each way: the test writes ``{"script" or "module", "args",
+"env", "stdout", "stderr"}`` as JSON; the server answers ``STARTED <pid>``, and
+``EXITED <pid> <code>`` when the child ends (``code`` as ``subprocess`` gives it: ``-N``
+for signal N). When its stdin closes, the server kills the children still running and
+exits.
 """
 
 from __future__ import annotations
@@ -54,13 +56,25 @@ class ForkServer:
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
 
     def start(self, script: str, *args: str, env: dict[str, str]) -> Forked:
-        """Fork a rank that runs ``SCRIPTS/script ARGS`` with exactly ``env``."""
-        name = f"{len(os.listdir(self._folder.name))}-{Path(script).stem}"
-        err = Path(self._folder.name) / f"{name}.err"
-        request = {"script": str(SCRIPTS / script), "args": list(args), "env": env,
-                   "stdout": os.devnull, "stderr": str(err)}  # fmt: skip
+        """Fork ``python SCRIPTS/script ARGS`` with exactly ``env``; stdout is dropped and
+        stderr kept for ``Forked.communicate``."""
+        err = Path(self._folder.name) / f"{len(os.listdir(self._folder.name))}.err"
+        request = {"script": str(SCRIPTS / script), "stdout": os.devnull, "stderr": str(err)}
+        return self._fork(request, args, env, err)
+
+    def start_module(
+        self, module: str, *args: str, env: dict[str, str], stdout: Path, stderr: Path
+    ) -> Forked:
+        """Fork ``python -m module ARGS`` with exactly ``env``, writing to ``stdout`` and
+        ``stderr`` (FIFOs the caller opened for reading, or files)."""
+        request = {"module": module, "stdout": str(stdout), "stderr": str(stderr)}
+        return self._fork(request, args, env, None)
+
+    def _fork(
+        self, request: dict[str, Any], args: tuple[str, ...], env: dict[str, str], err: Path | None
+    ) -> Forked:
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.write(json.dumps({**request, "args": list(args), "env": env}) + "\n")
         self.process.stdin.flush()
         line = self._line(time.monotonic() + 120)  # the server's own imports, under load
         assert line.startswith("STARTED "), line
@@ -94,36 +108,47 @@ class ForkServer:
         """The server's next line; ``""`` past ``deadline``."""
         while "\n" not in self._buffer:
             left = deadline - time.monotonic()
-            if left <= 0:
-                return ""
-            if self._selector.select(left):
-                assert self.process.stdout is not None
-                chunk = self.process.stdout.read()
-                if chunk == "":
-                    raise AssertionError(f"the fork server exited ({self.process.poll()})")
-                self._buffer += chunk or ""
+            if not self._selector.select(max(left, 0)):
+                if left <= 0:
+                    return ""
+                continue
+            assert self.process.stdout is not None
+            chunk = self.process.stdout.read()
+            if chunk == "":
+                raise AssertionError(f"the fork server exited ({self.process.poll()})")
+            self._buffer += chunk or ""
         line, self._buffer = self._buffer.split("\n", 1)
         return line
 
 
 class Forked:
-    """One forked rank, waited for as a ``subprocess.Popen`` is."""
+    """One forked process, signalled and waited for as a ``subprocess.Popen`` is."""
 
-    def __init__(self, server: ForkServer, pid: int, err: Path) -> None:
+    def __init__(self, server: ForkServer, pid: int, err: Path | None) -> None:
         self.server, self.pid, self._err = server, pid, err
         self.returncode: int | None = None
 
+    def poll(self) -> int | None:
+        return self.wait(0) if self.returncode is None else self.returncode
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code once the process ended within ``timeout``, else ``None``."""
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid, timeout)
+        return self.returncode
+
     def communicate(self, timeout: float = 30) -> tuple[str, str]:
-        """``("", stderr)`` once the rank ended; ``TimeoutExpired`` past ``timeout``."""
-        code = self.server.exit_code(self.pid, timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(f"rank pid {self.pid}", timeout)
-        self.returncode = code
-        return "", self._err.read_text()
+        """``("", stderr)`` once the process ended; ``TimeoutExpired`` past ``timeout``."""
+        if self.wait(timeout) is None:
+            raise subprocess.TimeoutExpired(f"forked pid {self.pid}", timeout)
+        return "", self._err.read_text() if self._err is not None else ""
+
+    def send_signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signum)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        self.send_signal(signal.SIGKILL)
 
 
 def _serve(modules: list[str]) -> None:
@@ -173,11 +198,15 @@ def _child(request: dict[str, Any]) -> None:
         os.close(opened)
     os.environ.clear()
     os.environ.update(request["env"])
-    script = request["script"]
-    sys.argv = [script, *request["args"]]
-    sys.path[0] = os.path.dirname(script)
     try:
-        runpy.run_path(script, run_name="__main__")
+        if "module" in request:  # python -m MODULE: argv[0] is set by run_module
+            sys.argv = ["-m", *request["args"]]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [request["script"], *request["args"]]
+            sys.path[0] = os.path.dirname(request["script"])
+            runpy.run_path(request["script"], run_name="__main__")
     except SystemExit:
         raise
     except BaseException:  # reported as the interpreter reports an uncaught exception
