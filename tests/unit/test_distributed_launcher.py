@@ -33,6 +33,7 @@ from torch2jax_device.cli import run as _run
 
 WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
 TORCHRUN_COMMAND = [str(TORCHRUN), "--nproc_per_node=2"]
+TJ_COMMAND = [sys.executable, "-m", "torch2jax_device", "run", "--nproc-per-node", "2"]
 # Launcher start-up (importing JAX, or torch for torchrun) under load, with room to spare.
 START_LIMIT_S = 90
 
@@ -71,11 +72,11 @@ class _Launched:
         return cls(process, *pipes)
 
     @classmethod
-    def torchrun(cls, *args: str) -> _Launched:
+    def started(cls, *command: str) -> _Launched:
+        """``command`` started as a user starts it, in a fresh interpreter."""
         process = subprocess.Popen(
-            [*TORCHRUN_COMMAND, *args], env=worker_env(),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            command, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         assert process.stdout is not None and process.stderr is not None
         return cls(process, process.stdout, process.stderr)
 
@@ -153,8 +154,14 @@ def _unprefixed_tracebacks(stderr: bytes) -> list[str]:
 def test_a_signal_to_the_launcher_stops_every_worker(
     signum: signal.Signals, launchers: ForkServer, tmp_path: Path
 ) -> None:
-    """Forwarded to both; rank 1 ignores it, so SIGKILL follows after the grace period."""
-    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "one-stubborn")
+    """Forwarded to both; rank 1 ignores it, so SIGKILL follows after the grace period.
+
+    SIGTERM goes to a launcher started as users start it: it comes while the launcher
+    imports torch for the store it hosts. The others go to forked launchers."""
+    if signum == signal.SIGTERM:
+        job = _Launched.started(*TJ_COMMAND, WORKER, "one-stubborn")
+    else:
+        job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "one-stubborn")
     pids = job.pids(2)
     job.process.send_signal(signum)
     assert job.finish(limit_s=30) == 128 + signum
@@ -193,7 +200,7 @@ def test_sigterm_to_torchrun_stops_both_workers_too() -> None:
     ``benchmarks/bench_distributed.py stop`` times both launchers.
     """
     port = f"--master_port={free_port()}"  # torchrun's default, 29500, may be taken
-    job = _Launched.torchrun(port, WORKER, "sleep")
+    job = _Launched.started(*TORCHRUN_COMMAND, port, WORKER, "sleep")
     pids = job.pids(2)
     job.process.send_signal(signal.SIGTERM)
     assert job.finish(limit_s=60) != 0
