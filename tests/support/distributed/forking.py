@@ -49,6 +49,7 @@ class ForkServer:
         )  # fmt: skip
         self._folder = tempfile.TemporaryDirectory(prefix="fork-server-")
         self._exited: dict[int, int] = {}
+        self._started = 0  # names each child's stderr file
         self._buffer = ""
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)
@@ -58,7 +59,8 @@ class ForkServer:
     def start(self, script: str, *args: str, env: dict[str, str]) -> Forked:
         """Fork ``python SCRIPTS/script ARGS`` with exactly ``env``; stdout is dropped and
         stderr kept for ``Forked.communicate``."""
-        err = Path(self._folder.name) / f"{len(os.listdir(self._folder.name))}.err"
+        self._started += 1
+        err = Path(self._folder.name) / f"{self._started}.err"
         request = {"script": str(SCRIPTS / script), "stdout": os.devnull, "stderr": str(err)}
         return self._fork(request, args, env, err)
 
