@@ -1,9 +1,9 @@
 """torch.distributed and tj.distributed side by side, 2 processes each, on the CPU.
 
-The same job (``tests/support/distributed``) runs with torch (gloo) under torchrun,
-and with torch2jax_device under torchrun and under ``torch2jax-device run``; the
-torch run is the oracle. The in-process tests compare what each raises before a
-process group exists.
+The same job (``tests/support/distributed``) runs with torch (gloo) and then with
+torch2jax_device in the same two workers under torchrun (``torchrun_worker.py``), and
+with torch2jax_device under ``torch2jax-device run``; the torch run is the oracle. The
+in-process tests compare what each raises before a process group exists.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 import torch.distributed
 
 from tests.support.distributed.launch import launch, results, torchrun
+from tests.support.distributed.shared_jobs import torch_first_job
 from torch2jax_device import distributed as dist
 
 from .harness import assert_same_outcome, run
@@ -24,13 +25,19 @@ NPROC = 2
 
 
 @pytest.fixture(scope="module")
-def torch_job() -> list[dict[str, Any]]:
-    return torchrun("torch_worker.py", nproc=NPROC)
+def torchrun_output() -> str:
+    """torch's job, then the port, then torch's store outliving rank 0, under one torchrun."""
+    return torchrun("torchrun_worker.py", nproc=NPROC)
 
 
 @pytest.fixture(scope="module")
-def tj_job() -> list[dict[str, Any]]:
-    return torchrun("tj_worker.py", nproc=NPROC)
+def torch_job(torchrun_output: str) -> list[dict[str, Any]]:
+    return results(torchrun_output, "TORCH ", count=NPROC)
+
+
+@pytest.fixture(scope="module")
+def tj_job(torchrun_output: str) -> list[dict[str, Any]]:
+    return results(torchrun_output, "TJ ", count=NPROC)
 
 
 @pytest.fixture(scope="module")
@@ -151,13 +158,13 @@ def test_own_launcher_runs_the_job_like_torchrun(
 
 
 @pytest.mark.idiom("dist-launch")
-def test_own_launcher_hosts_torchs_store_as_torchrun_does() -> None:
+def test_own_launcher_hosts_torchs_store_as_torchrun_does(torchrun_output: str) -> None:
     """Workers' torch store is the launcher's, so no rank depends on rank 0 outliving it
     (a store hosted by rank 0 makes gloo jobs abort now and then at exit)."""
-    script = "tests/support/distributed/store_outlives_rank0.py"
-    status, out, err = launch("--nproc-per-node", "2", script)
+    status, out, err = torch_first_job()  # its workers check the store after their job
     assert status == 0, err[-4000:]
-    ours, theirs = results(out), torchrun("store_outlives_rank0.py", nproc=2)
+    ours = results(out, "STORE ", count=NPROC)
+    theirs = results(torchrun_output, "STORE ", count=NPROC)
     assert ours == theirs
     assert theirs[1] == {
         "rank": 1, "agent_store": "True", "rank0_gone": True, "read_after_rank0": "still here"

@@ -2,7 +2,8 @@
 collectives, ``.module`` and ``no_sync``. torch is the oracle.
 
 The two-process jobs: torch's, started by ``mp.spawn`` on gloo; the port, started by
-``torch2jax-device run`` (tests/support/fixtures/spawn_torch.py and launched_tj.py).
+``torch2jax-device run`` called in this process (tests/support/fixtures/spawn_torch.py
+and launched_tj.py; the console script's own process is tested with the launcher).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
-from tests.support.distributed.launch import free_port, results, worker_env
+from tests.support.distributed.launch import free_port, launch, results, worker_env
 
 FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures"
 
@@ -45,10 +46,11 @@ def spawned() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def launched() -> list[dict[str, Any]]:
-    return _job(
-        "-m", "torch2jax_device", "run", "--nproc-per-node", "2", "--cpu-devices", "1",
-        str(FIXTURES / "launched_tj.py"),
-    )  # fmt: skip
+    status, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "1", str(FIXTURES / "launched_tj.py")
+    )
+    assert status == 0, out[-3000:] + err[-3000:]
+    return results(out, count=2)
 
 
 @pytest.mark.idiom("mp-spawn")

@@ -8,9 +8,6 @@ Each comparison runs eagerly and, where placement is not involved, under ``jax.j
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -21,7 +18,7 @@ import torch
 from flax import nnx
 
 import torch2jax_device as tj
-from tests.support.distributed.launch import free_port, rank_env, results
+from tests.support.distributed.launch import launch, results
 
 from .harness import Outcome, assert_same_outcome, run
 
@@ -431,35 +428,14 @@ def test_equinox_module_to_returns_the_moved_module() -> None:
 
 # --- two processes: the local device, never JAX's global id ---------------------------
 
-WORKER = Path(__file__).resolve().parents[1] / "support" / "placement_worker.py"
-
-
-def _two_rank_job(flavour: str) -> list[dict[str, Any]]:
-    """Run the worker as torchrun's two ranks would (its environment, no launcher)."""
-    port = free_port()
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), flavour],
-            env=rank_env(rank, 2, port, OMP_NUM_THREADS="1"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    try:
-        outputs = [rank.communicate(timeout=120) for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-    for rank, (_, err) in zip(ranks, outputs, strict=True):
-        assert rank.returncode == 0, err[-3000:]
-    return results("".join(out for out, _ in outputs))
+JOB = "tests/support/distributed/placement_ranks.py"  # both sides of placement_worker.py
 
 
 @pytest.mark.idiom("parameters-device")
 def test_parameter_device_in_a_two_process_job_is_the_local_device() -> None:
-    ours, theirs = _two_rank_job("tj"), _two_rank_job("torch")
+    status, out, err = launch("--nproc-per-node", "2", "--cpu-devices", "1", JOB)
+    assert status == 0, out[-3000:] + err[-3000:]
+    ours, theirs = results(out, "TJ ", count=2), results(out, "TORCH ", count=2)
     assert [r["jax_device_id"] for r in ours] == [0, 2048]  # what a bare jax.Device shows
     for rank_ours, rank_theirs in zip(ours, theirs, strict=True):
         for kind in ("local", "replicated"):

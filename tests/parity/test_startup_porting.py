@@ -1,4 +1,4 @@
-"""Start-up order and start-up variables, each in a fresh process (JAX starts once).
+"""Start-up order and start-up variables, JAX's side each in a fresh process (JAX starts once).
 
 torch does not mind when a process joins its job; JAX must join before it starts
 (``startup-order``). Variables read at start-up are read by both only then.
@@ -17,32 +17,24 @@ import pytest
 
 from tests.support.distributed.launch import free_port
 
-_ORDER = textwrap.dedent(
+_TJ_ORDER = textwrap.dedent(
     """
-    import json, os, sys
-    import torch, torch.distributed as dist
+    import json, sys
     import torch2jax_device as tj
-    query_first = sys.argv[1] == "query-first"
     # No launcher: the job is named by init_method alone, so there is no job to join early.
-    torch_job = dict(init_method=f"tcp://127.0.0.1:{sys.argv[2]}", rank=0, world_size=1)
-    tj_job = dict(init_method=f"tcp://127.0.0.1:{sys.argv[3]}", rank=0, world_size=1)
-    if query_first:
-        torch.cuda.is_available()
-    dist.init_process_group("gloo", **torch_job)
-    torch_joined = dist.is_initialized()
-    dist.destroy_process_group()
+    job = dict(init_method=f"tcp://127.0.0.1:{sys.argv[2]}", rank=0, world_size=1)
     try:
-        if query_first:
+        if sys.argv[1] == "query-first":
             tj.cuda.is_available()
-            tj.distributed.init_process_group("gloo", timeout=20, **tj_job)
+            tj.distributed.init_process_group("gloo", timeout=20, **job)
         else:
-            tj.distributed.init_process_group("gloo", timeout=20, **tj_job)
+            tj.distributed.init_process_group("gloo", timeout=20, **job)
             tj.cuda.is_available()
-        tj_joined = tj.distributed.is_initialized()
+        joined = tj.distributed.is_initialized()
         tj.distributed.destroy_process_group()
     except tj.DistributedError as error:
-        tj_joined = str(error)
-    print("RESULT " + json.dumps({"torch": torch_joined, "tj": tj_joined}))
+        joined = str(error)
+    print("RESULT " + json.dumps({"tj": joined}))
     """
 )
 
@@ -63,8 +55,21 @@ def _python(code: str, *args: str, cpu_only: bool = True) -> dict[str, Any]:
 
 def _join(order: str) -> dict[str, Any]:
     """A one-process job named by ``init_method`` only (a launcher's job is joined early:
-    see ``dist-startup-order``)."""
-    return _python(_ORDER, order, str(free_port()), str(free_port()))
+    see ``dist-startup-order``): torch's side in this process (torch does not mind what
+    ran before), the port's in a fresh one (JAX starts once). Both join with or without
+    a device query first."""
+    import torch
+    import torch.distributed as dist
+
+    if order == "query-first":
+        torch.cuda.is_available()
+    job = f"tcp://127.0.0.1:{free_port()}"
+    dist.init_process_group("gloo", init_method=job, rank=0, world_size=1)
+    try:
+        torch_joined = dist.is_initialized()
+    finally:
+        dist.destroy_process_group()
+    return {"torch": torch_joined, **_python(_TJ_ORDER, order, str(free_port()))}
 
 
 @pytest.mark.idiom("startup-order")

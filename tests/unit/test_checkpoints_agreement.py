@@ -1,32 +1,27 @@
 """Processes that load a checkpoint together must agree on it, or all fail together.
 
-One job of 2 processes x 2 CPU devices (``tests/support/distributed/mismatch_worker.py``)
-where each rank loads its own copy of a checkpoint onto one mesh, and the copies
-differ: ``w`` is (4, 6) on rank 0 and (8, 6) on rank 1. Without the check each rank
-built its parts from its own shape and a jitted sum returned a number on both.
+One job of 2 processes x 2 CPU devices (``tests/support/distributed/mismatch_worker.py``,
+run by ``checkpoint_worker.py`` in the job test_distributed_loading.py shares) where
+each rank loads its own copy of a checkpoint onto one mesh, and the copies differ: ``w``
+is (4, 6) on rank 0 and (8, 6) on rank 1. Without the check each rank built its parts
+from its own shape and a jitted sum returned a number on both.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.distributed.launch import launch, results
-
-WORKER = "tests/support/distributed/mismatch_worker.py"
-LIMIT_S = 60
+from tests.support.distributed.launch import results
+from tests.support.distributed.shared_jobs import checkpoint_job
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    folder: Path = tmp_path_factory.mktemp("mismatch")
-    status, out, err = launch(
-        "--nproc-per-node", "2", "--cpu-devices", "2", WORKER, str(folder), str(LIMIT_S)
-    )  # fmt: skip
+def job() -> list[dict[str, Any]]:
+    status, out, err = checkpoint_job()
     assert status == 0, err[-4000:]
-    found = results(out)
+    found = results(out, "MISMATCH ")
     assert [result["rank"] for result in found] == [0, 1], out[-3000:] + err[-3000:]
     return found
 

@@ -3,7 +3,9 @@
 The in-process tests never join a job: JAX is started first, so a call that passes
 validation stops at the "backends already running" check. The multi-process tests
 run real jobs on 127.0.0.1 with JAX timeouts of a few seconds, each under a
-subprocess timeout, and pin what happens when a rank is missing, dies or hangs.
+subprocess timeout, and pin what happens when a rank is missing, dies or hangs. Ranks
+started by hand are processes forked after scenario.py's imports (``forking.py``), so
+each pays for its job, not for importing JAX again.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ import jax
 import numpy as np
 import pytest
 
+from tests.support.distributed.forking import Forked, ForkServer
 from tests.support.distributed.launch import (
     SHORT_TIMEOUT_S,
     free_port,
     launch,
     rank_env,
     results,
-    start,
+    worker_env,
 )
+from tests.support.distributed.shared_jobs import torch_first_job
 from torch2jax_device import DeviceUnavailableError, EmptyTreeError, InvalidDeviceError
 from torch2jax_device import distributed as dist
 from torch2jax_device._src.distributed.rendezvous import Rendezvous, local_device_ids, parse
@@ -269,12 +273,23 @@ def test_global_batch_errors() -> None:
 # --- real jobs ------------------------------------------------------------------------
 
 
-def test_launcher_runs_processes_that_own_several_devices() -> None:
-    status, out, err = launch(
-        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "several-devices", "30"
-    )
+@pytest.fixture(scope="module")
+def mesh_job() -> tuple[int, str, str]:
+    """2 processes x 2 CPU devices: the several-devices mode, then the placement mode."""
+    return launch(
+        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "several-devices,placement", "30"
+    )  # fmt: skip
+
+
+def _mode(out: str, mode: str) -> list[dict[str, Any]]:
+    """The results ``mode`` reported, one per rank."""
+    return [result for result in results(out) if result["mode"] == mode]
+
+
+def test_launcher_runs_processes_that_own_several_devices(mesh_job: tuple[int, str, str]) -> None:
+    status, out, err = mesh_job
     assert status == 0, err[-3000:]
-    job = results(out)
+    job = _mode(out, "several-devices")
     assert [result["rank"] for result in job] == [0, 1]
     for result in job:
         assert (result["local_devices"], result["mesh_shape"]) == (2, [4])
@@ -289,12 +304,13 @@ def test_launcher_runs_processes_that_own_several_devices() -> None:
 
 
 @pytest.mark.idiom("dist-ddp-replicate")
-def test_placed_arrays_replicate_over_a_mesh_of_two_processes_and_come_back() -> None:
-    status, out, err = launch(
-        "--nproc-per-node", "2", "--cpu-devices", "2", SCENARIO, "placement", "30"
-    )  # fmt: skip
+def test_placed_arrays_replicate_over_a_mesh_of_two_processes_and_come_back(
+    mesh_job: tuple[int, str, str],
+) -> None:
+    status, out, err = mesh_job
     assert status == 0, err[-3000:]
-    job = results(out)
+    job = _mode(out, "placement")
+    assert [result["rank"] for result in job] == [0, 1]
     whole = [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
     for rank, result in enumerate(job):
         assert (result["ddp_spec"], result["ddp_spans_processes"]) == ("P()", True)
@@ -362,15 +378,28 @@ def test_availability_queries_before_init_process_group_join_the_job() -> None:
 
 
 def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
-    status, out, err = launch("--nproc-per-node", "2", STARTUP, "torch-first", "30")
+    status, out, err = torch_first_job()  # startup_order.py torch-first, 2 processes
     assert status == 0, err[-3000:]
-    for result in results(out):
+    for result in results(out, count=2):
         assert result["available"] is False
         assert (result["tj_initialized"], result["jax_distributed"]) == (False, False)
         assert result["process_count"] == 1
 
 
-def _finish(process: subprocess.Popen[str]) -> tuple[int, str, float]:
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ForkServer]:
+    """Starts ranks by hand (no launcher): each a process forked after scenario.py's imports."""
+    server = ForkServer(worker_env(), ("scenario",))
+    yield server
+    server.close()
+
+
+def _rank(forks: ForkServer, mode: str, env: dict[str, str]) -> Forked:
+    """A rank started by hand: ``scenario.py MODE`` with JAX's short timeout."""
+    return forks.start("scenario.py", mode, str(SHORT_TIMEOUT_S), env=env)
+
+
+def _finish(process: Forked) -> tuple[int, str, float]:
     began = time.monotonic()
     try:
         _, err = process.communicate(timeout=PROCESS_LIMIT_S)
@@ -378,12 +407,12 @@ def _finish(process: subprocess.Popen[str]) -> tuple[int, str, float]:
         process.kill()
         process.communicate()
         pytest.fail(f"a worker ran past {PROCESS_LIMIT_S} s: JAX's timeout did not end it")
+    assert process.returncode is not None
     return process.returncode, err, time.monotonic() - began
 
 
-def test_rank_without_a_coordinator_fails_with_a_clear_error_in_time() -> None:
-    rank_1 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S),
-                   env=rank_env(1, 2, free_port()))  # fmt: skip
+def test_rank_without_a_coordinator_fails_with_a_clear_error_in_time(forks: ForkServer) -> None:
+    rank_1 = _rank(forks, "init-only", rank_env(1, 2, free_port()))
     status, err, elapsed = _finish(rank_1)
     assert status == 1
     assert "DistributedError: Rank 1 could not reach JAX's coordinator at 127.0.0.1:" in err
@@ -391,19 +420,19 @@ def test_rank_without_a_coordinator_fails_with_a_clear_error_in_time() -> None:
     assert elapsed < SHORT_TIMEOUT_S + 20
 
 
-def test_busy_coordinator_port_is_a_clear_error() -> None:
+def test_busy_coordinator_port_is_a_clear_error(forks: ForkServer) -> None:
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
-        rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 2, port))
+        rank_0 = _rank(forks, "init-only", rank_env(0, 2, port))
         status, err, _ = _finish(rank_0)
     assert status == 1
     assert f"DistributedError: Port {port} (MASTER_PORT) cannot be used on this host" in err
 
 
-def test_ranks_that_disagree_on_the_world_size_get_a_clear_error() -> None:
+def test_ranks_that_disagree_on_the_world_size_get_a_clear_error(forks: ForkServer) -> None:
     port = free_port()
-    rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 2, port))
-    rank_1 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
+    rank_0 = _rank(forks, "init-only", rank_env(0, 2, port))
+    rank_1 = _rank(forks, "init-only", rank_env(1, 3, port))
     (status_0, err_0, _), (status_1, err_1, _) = _finish(rank_0), _finish(rank_1)
     assert (status_0, status_1) == (1, 1)
     assert (
@@ -415,14 +444,11 @@ def test_ranks_that_disagree_on_the_world_size_get_a_clear_error() -> None:
     assert "A process claiming rank 1 came from" in err_0 and "with WORLD_SIZE=3" in err_0
 
 
-def test_two_processes_with_one_rank_get_a_clear_error() -> None:
+def test_two_processes_with_one_rank_get_a_clear_error(forks: ForkServer) -> None:
     # A job of 3 where two processes claim rank 1 and none rank 2.
     port = free_port()
-    rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(0, 3, port))
-    claims = [
-        start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(1, 3, port))
-        for _ in range(2)
-    ]
+    rank_0 = _rank(forks, "init-only", rank_env(0, 3, port))
+    claims = [_rank(forks, "init-only", rank_env(1, 3, port)) for _ in range(2)]
     (status_0, err_0, _), *outcomes = map(_finish, [rank_0, *claims])
     refused = [err for _, err, _ in outcomes if "already checked in from" in err]
     accepted = [err for _, err, _ in outcomes if "already checked in from" not in err]
@@ -435,10 +461,9 @@ def test_two_processes_with_one_rank_get_a_clear_error() -> None:
 
 
 @pytest.mark.idiom("dist-missing-rank")
-def test_rank_that_never_arrives_makes_rank_0_fail_in_time() -> None:
+def test_rank_that_never_arrives_makes_rank_0_fail_in_time(forks: ForkServer) -> None:
     # WORLD_SIZE says 2 and only rank 0 starts: it raises, naming rank 1, after the timeout.
-    rank_0 = start("scenario.py", "init-only", str(SHORT_TIMEOUT_S),
-                   env=rank_env(0, 2, free_port()))  # fmt: skip
+    rank_0 = _rank(forks, "init-only", rank_env(0, 2, free_port()))
     status, err, elapsed = _finish(rank_0)
     assert status == 1, err[-3000:]
     assert "DistributedError: Rank 1 of WORLD_SIZE=2 never arrived: init_process_group " in err
@@ -448,24 +473,18 @@ def test_rank_that_never_arrives_makes_rank_0_fail_in_time() -> None:
 
 
 @pytest.mark.idiom("dist-missing-rank")
-def test_every_rank_that_came_learns_which_rank_never_arrived() -> None:
+def test_every_rank_that_came_learns_which_rank_never_arrived(forks: ForkServer) -> None:
     port = free_port()
-    ranks = [
-        start("scenario.py", "init-only", str(SHORT_TIMEOUT_S), env=rank_env(rank, 3, port))
-        for rank in (1, 0)
-    ]
+    ranks = [_rank(forks, "init-only", rank_env(rank, 3, port)) for rank in (1, 0)]
     for status, err, elapsed in map(_finish, ranks):
         assert status == 1, err[-3000:]
         assert "Rank 2 of WORLD_SIZE=3 never arrived" in err and "ranks 0, 1 came" in err
         assert elapsed < SHORT_TIMEOUT_S + 15
 
 
-def test_rank_that_dies_makes_the_others_fail_in_time() -> None:
+def test_rank_that_dies_makes_the_others_fail_in_time(forks: ForkServer) -> None:
     port = free_port()
-    ranks = [
-        start("scenario.py", "die-after-start", str(SHORT_TIMEOUT_S), env=rank_env(r, 2, port))
-        for r in (0, 1)
-    ]
+    ranks = [_rank(forks, "die-after-start", rank_env(r, 2, port)) for r in (0, 1)]
     (status_0, err_0, elapsed), (status_1, _, _) = _finish(ranks[0]), _finish(ranks[1])
     assert status_1 == 3
     assert status_0 != 0

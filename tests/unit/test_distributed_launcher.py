@@ -5,7 +5,8 @@ launcher stops every worker, a second one kills them at once, a SIGKILLed launch
 its workers with it (Linux), a grandchild holding the output open does not hold the
 launcher, output streams as it comes in bounded chunks, and the port is checked. Every
 wait is bounded; a worker counts as gone when ``os.kill(pid, 0)`` fails or it is a
-zombie nobody reaped yet.
+zombie nobody reaped yet. Each ``torch2jax-device run`` is a process of its own, forked
+from a server that made the launcher's imports once (``forking.py``).
 """
 
 from __future__ import annotations
@@ -18,37 +19,66 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
+from tests.support.distributed.forking import Forked, ForkServer
 from tests.support.distributed.launch import TORCHRUN, free_port, launch, worker_env
 from torch2jax_device.cli import run as _run
 
 WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
-LAUNCHERS = {
-    "tj": [sys.executable, "-m", "torch2jax_device", "run", "--nproc-per-node", "2"],
-    "torchrun": [str(TORCHRUN), "--nproc_per_node=2"],
-}
+TORCHRUN_COMMAND = [str(TORCHRUN), "--nproc_per_node=2"]
+TJ_COMMAND = [sys.executable, "-m", "torch2jax_device", "run", "--nproc-per-node", "2"]
 # Launcher start-up (importing JAX, or torch for torchrun) under load, with room to spare.
 START_LIMIT_S = 90
+
+
+@pytest.fixture(scope="module")
+def launchers() -> Iterator[ForkServer]:
+    """Starts ``python -m torch2jax_device run`` processes, forked after the imports the
+    launcher makes (torch2jax_device, and torch for the store it hosts)."""
+    server = ForkServer(worker_env(), ("torch2jax_device.cli", "torch.distributed"))
+    yield server
+    server.close()
 
 
 class _Launched:
     """A launcher process whose stdout and stderr this test reads as they come."""
 
-    def __init__(self, command: list[str]) -> None:
-        self.process = subprocess.Popen(
-            command, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
+    def __init__(self, process: subprocess.Popen[bytes] | Forked, out: IO[bytes], err: IO[bytes]):
+        self.process = process
         self.out, self.err = bytearray(), bytearray()
         self._selector = selectors.DefaultSelector()
-        for pipe, buffer in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
-            assert pipe is not None
+        for pipe, buffer in ((out, self.out), (err, self.err)):
             os.set_blocking(pipe.fileno(), False)
             self._selector.register(pipe, selectors.EVENT_READ, buffer)
+
+    @classmethod
+    def tj(cls, launchers: ForkServer, folder: Path, *args: str) -> _Launched:
+        """``python -m torch2jax_device run ARGS``, its output read through two FIFOs."""
+        fifos = [folder / "launcher-out", folder / "launcher-err"]
+        pipes = []
+        for fifo in fifos:
+            os.mkfifo(fifo)
+            pipes.append(os.fdopen(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK), "rb", 0))
+        process = launchers.start_module(
+            "torch2jax_device", "run", *args, env=worker_env(), stdout=fifos[0], stderr=fifos[1]
+        )
+        return cls(process, *pipes)
+
+    @classmethod
+    def started(cls, *command: str) -> _Launched:
+        """``command`` started as a user starts it, in a fresh interpreter."""
+        process = subprocess.Popen(
+            command, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert process.stdout is not None and process.stderr is not None
+        return cls(process, process.stdout, process.stderr)
 
     def read_until(self, done: Callable[[], bool], limit_s: float, what: str) -> None:
         deadline = time.monotonic() + limit_s
@@ -78,7 +108,7 @@ class _Launched:
 
     def kill(self) -> None:
         self.process.kill()
-        self.process.wait(timeout=30)
+        assert self.process.wait(timeout=30) is not None
         self._close()
 
     def _close(self) -> None:
@@ -121,9 +151,17 @@ def _unprefixed_tracebacks(stderr: bytes) -> list[str]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_signal_to_the_launcher_stops_every_worker(signum: signal.Signals) -> None:
-    """Forwarded to both; rank 1 ignores it, so SIGKILL follows after the grace period."""
-    job = _Launched([*LAUNCHERS["tj"], WORKER, "one-stubborn"])
+def test_a_signal_to_the_launcher_stops_every_worker(
+    signum: signal.Signals, launchers: ForkServer, tmp_path: Path
+) -> None:
+    """Forwarded to both; rank 1 ignores it, so SIGKILL follows after the grace period.
+
+    SIGTERM goes to a launcher started as users start it: it comes while the launcher
+    imports torch for the store it hosts. The others go to forked launchers."""
+    if signum == signal.SIGTERM:
+        job = _Launched.started(*TJ_COMMAND, WORKER, "one-stubborn")
+    else:
+        job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "one-stubborn")
     pids = job.pids(2)
     job.process.send_signal(signum)
     assert job.finish(limit_s=30) == 128 + signum
@@ -133,8 +171,10 @@ def test_a_signal_to_the_launcher_stops_every_worker(signum: signal.Signals) -> 
     assert _unprefixed_tracebacks(job.err) == []
 
 
-def test_a_second_signal_kills_every_worker_at_once_without_a_traceback() -> None:
-    job = _Launched([*LAUNCHERS["tj"], WORKER, "stubborn"])
+def test_a_second_signal_kills_every_worker_at_once_without_a_traceback(
+    launchers: ForkServer, tmp_path: Path
+) -> None:
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "stubborn")
     pids = job.pids(2)
     job.process.send_signal(signal.SIGINT)
     time.sleep(0.3)
@@ -147,8 +187,8 @@ def test_a_second_signal_kills_every_worker_at_once_without_a_traceback() -> Non
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_workers_die_with_a_sigkilled_launcher() -> None:
-    job = _Launched([*LAUNCHERS["tj"], WORKER, "stubborn"])
+def test_workers_die_with_a_sigkilled_launcher(launchers: ForkServer, tmp_path: Path) -> None:
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "stubborn")
     pids = job.pids(2)
     job.kill()
     assert _still_alive(pids, 15) == []
@@ -160,7 +200,7 @@ def test_sigterm_to_torchrun_stops_both_workers_too() -> None:
     ``benchmarks/bench_distributed.py stop`` times both launchers.
     """
     port = f"--master_port={free_port()}"  # torchrun's default, 29500, may be taken
-    job = _Launched([*LAUNCHERS["torchrun"], port, WORKER, "sleep"])
+    job = _Launched.started(*TORCHRUN_COMMAND, port, WORKER, "sleep")
     pids = job.pids(2)
     job.process.send_signal(signal.SIGTERM)
     assert job.finish(limit_s=60) != 0
@@ -179,12 +219,28 @@ def test_a_grandchild_holding_the_output_open_does_not_hold_the_launcher() -> No
 
 
 def test_partial_lines_and_progress_bars_are_relayed_at_once(tmp_path: Path) -> None:
-    flag = tmp_path / "go"
-    job = _Launched([*LAUNCHERS["tj"][:-1], "1", WORKER, "progress", str(flag)])
-    job.read_until(lambda: b"progress 50%" in job.out, START_LIMIT_S, "partial line")
-    flag.touch()
-    assert job.finish(limit_s=30) == 0
-    relayed = job.out.decode().split("\n", 1)[1]  # after the PID line
+    """The launcher, called in this process (the tests above read a launcher process's
+    output as it comes), shows a partial line before the worker ends it: the worker ends
+    it only once this test has seen it."""
+    flag, out, seen = tmp_path / "go", io.StringIO(), threading.Event()
+
+    def release_the_worker_once_shown() -> None:
+        deadline = time.monotonic() + START_LIMIT_S
+        while time.monotonic() < deadline and not seen.is_set():
+            if "progress 50%" in out.getvalue():
+                seen.set()
+            time.sleep(0.02)
+        flag.touch()
+
+    watcher = threading.Thread(target=release_the_worker_once_shown, daemon=True)
+    watcher.start()
+    status, _, err = launch(
+        "--nproc-per-node", "1", WORKER, "progress", str(flag), limit_s=START_LIMIT_S, out=out
+    )  # fmt: skip
+    watcher.join()
+    assert seen.is_set(), f"no partial line within {START_LIMIT_S} s:\n{out.getvalue()}\n{err}"
+    assert status == 0, err[-3000:]
+    relayed = out.getvalue().split("\n", 1)[1]  # after the PID line
     assert relayed == "\r[rank0]: progress 50%\r[rank0]: progress 100%\n"
 
 
@@ -196,9 +252,9 @@ def _peak_rss_kib(pid: int) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
-def test_a_64_mib_line_is_relayed_in_bounded_memory(tmp_path: Path) -> None:
+def test_a_64_mib_line_is_relayed_in_bounded_memory(launchers: ForkServer, tmp_path: Path) -> None:
     flag = tmp_path / "go"
-    job = _Launched([*LAUNCHERS["tj"][:-1], "1", WORKER, "long-line", str(flag)])
+    job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "1", WORKER, "long-line", str(flag))
     job.read_until(lambda: b"READY" in job.out, START_LIMIT_S, "READY")
     before = _peak_rss_kib(job.process.pid)
     flag.touch()

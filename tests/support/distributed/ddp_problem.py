@@ -43,6 +43,6 @@ def dataset() -> tuple[np.ndarray, np.ndarray]:
     return inputs, targets
 
 
-def report(result: dict[str, Any]) -> None:
-    """Print one worker's result as the single line the tests look for."""
-    print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+def report(result: dict[str, Any], marker: str = "RESULT ") -> None:
+    """Print one worker's result as the single line the tests look for, after ``marker``."""
+    print(marker + json.dumps(result, sort_keys=True), flush=True)

@@ -33,6 +33,18 @@ def free_port() -> int:
         return port
 
 
+def free_port_pair() -> int:
+    """The first of two consecutive free TCP ports: torch's store, then JAX's coordinator."""
+    while True:
+        port = free_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
 def worker_env(**extra: str) -> dict[str, str]:
     """This environment, minus any launcher variables, with JAX on the CPU."""
     launcher = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
@@ -53,8 +65,9 @@ def rank_env(rank: int, world_size: int, port: int, **extra: str) -> dict[str, s
     )  # fmt: skip
 
 
-def results(output: str, marker: str = "RESULT ") -> list[dict[str, Any]]:
-    """The JSON objects workers printed after ``marker``, in rank order.
+def results(output: str, marker: str = "RESULT ", count: int | None = None) -> list[dict[str, Any]]:
+    """The JSON objects workers printed after ``marker``, in rank order (``count`` of
+    them, if given: else the output is the failure's message).
 
     Decoded where each marker starts, not line by line: torchrun lets its workers
     write to one stream, so two results can share a line.
@@ -66,6 +79,7 @@ def results(output: str, marker: str = "RESULT ") -> list[dict[str, Any]]:
         value, end = decoder.raw_decode(output, start + len(marker))
         found.append(value)
         start = output.find(marker, end)
+    assert count is None or len(found) == count, output[-4000:]
     return sorted(found, key=lambda result: result["rank"])
 
 
@@ -88,28 +102,34 @@ def run_bounded(command: list[str], env: dict[str, str], timeout: float) -> tupl
     return process.returncode, out, err
 
 
-def torchrun(script: str, *args: str, nproc: int = 2, timeout: float = 120) -> list[dict[str, Any]]:
-    """Run a worker script under the real torchrun; its results, one per rank."""
+def torchrun(script: str, *args: str, nproc: int = 2, timeout: float = 120) -> str:
+    """Run a worker script under the real torchrun; what its workers printed.
+
+    The port is a free one (torchrun's default, 29500, may be another job's), with the
+    next one free too: JAX's coordinator takes it under torchrun.
+    """
     status, out, err = run_bounded(
-        [str(TORCHRUN), f"--nproc_per_node={nproc}", str(SCRIPTS / script), *args],
+        [str(TORCHRUN), f"--nproc_per_node={nproc}", f"--master_port={free_port_pair()}",
+         str(SCRIPTS / script), *args],
         env=worker_env(OMP_NUM_THREADS="1"), timeout=timeout,
     )  # fmt: skip
-    assert status == 0, err[-4000:]
-    found = results(out)
-    assert len(found) == nproc, out[-4000:] + err[-4000:]
-    return found
+    assert status == 0, out[-4000:] + err[-4000:]
+    return out
 
 
-def launch(*argv: str, limit_s: float = 120) -> tuple[int, str, str]:
+def launch(
+    *argv: str, limit_s: float = 120, out: io.StringIO | None = None
+) -> tuple[int, str, str]:
     """``torch2jax-device run ARGV``, called in this process: exit status, stdout, stderr.
 
     Past ``limit_s`` a watchdog interrupts it as Ctrl-C would: the launcher stops its
-    workers and returns 130.
+    workers and returns 130. ``out``: where stdout goes as it is relayed (another thread
+    may read it meanwhile).
     """
     parser = argparse.ArgumentParser(prog="torch2jax-device")
     _run.add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["run", *argv])
-    out, err = io.StringIO(), io.StringIO()
+    out, err = out if out is not None else io.StringIO(), io.StringIO()
     watchdog = threading.Timer(limit_s, _thread.interrupt_main)
     watchdog.start()
     try:
@@ -117,11 +137,3 @@ def launch(*argv: str, limit_s: float = 120) -> tuple[int, str, str]:
     finally:
         watchdog.cancel()
     return status, out.getvalue(), err.getvalue()
-
-
-def start(script: str, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start one worker by hand, without a launcher (the caller waits with a timeout)."""
-    return subprocess.Popen(
-        [sys.executable, str(SCRIPTS / script), *args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip

@@ -1,17 +1,16 @@
 """Two processes load checkpoints that disagree: each must fail with the library's error.
 
-Usage: ``mismatch_worker.py DIR TIMEOUT_S`` under a launcher with 2 CPU devices per
-process. Each rank writes its own copy of a checkpoint in ``DIR``, where ``w`` has
-shape (4, 6) on rank 0 and (8, 6) on rank 1 (and ``b`` float32 on rank 0, float16 on
-rank 1, in a second file), then loads them onto one mesh every way a sharded load can
-go. Each rank prints one ``RESULT`` line: the message of each load's error, or
-``None`` where it loaded, plus one load where the files agree and one each rank makes
-alone.
+``mismatched_loads(DIR, mesh)``, called by ``checkpoint_worker.py`` in each rank of a job
+of 2 processes x 2 CPU devices. Each rank writes its own copy of a checkpoint in
+``DIR``, where ``w`` has shape (4, 6) on rank 0 and (8, 6) on rank 1 (and ``b`` float32
+on rank 0, float16 on rank 1, in a second file), then loads them onto one mesh every way
+a sharded load can go. It returns this rank's facts: the message of each load's error,
+or ``None`` where it loaded, plus one load where the files agree and one each rank
+makes alone.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 import torch
-from ddp_problem import report
+from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
@@ -34,11 +33,9 @@ def outcome(load: Callable[[], Any]) -> str | None:
     return None
 
 
-def main() -> None:
-    folder, timeout_s = Path(sys.argv[1]), float(sys.argv[2])
-    dist.init_process_group(backend="gloo", timeout=timeout_s)
+def mismatched_loads(folder: Path, mesh: Mesh) -> dict[str, Any]:
+    """This rank's outcome of every load of its own, disagreeing, copy in ``folder``."""
     rank = dist.get_rank()
-    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
     rule = tj.ShardingRule(mesh, {"w": P("data", None)})
     rows = 4 * (rank + 1)
     mine = folder / f"rank{rank}"
@@ -66,19 +63,12 @@ def main() -> None:
     else:
         alone = list(tj.load_file(mine / "w.safetensors", device=local_mesh))
     dist.barrier()
-    report(
-        {
-            "rank": rank,
-            "load_file": outcome(lambda: tj.load_file(mine / "w.safetensors", device=rule)),
-            "dtype": outcome(lambda: tj.load_file(mine / "b.safetensors", device=mesh)),
-            "torch": outcome(lambda: tj.load(mine / "w.pt", map_location=rule)),
-            "safe_open": outcome(open_and_get),
-            "agreed_sum": float(jax.jit(lambda w: w.sum())(agreed)),
-            "alone": alone,
-        }
-    )
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "rank": rank,
+        "load_file": outcome(lambda: tj.load_file(mine / "w.safetensors", device=rule)),
+        "dtype": outcome(lambda: tj.load_file(mine / "b.safetensors", device=mesh)),
+        "torch": outcome(lambda: tj.load(mine / "w.pt", map_location=rule)),
+        "safe_open": outcome(open_and_get),
+        "agreed_sum": float(jax.jit(lambda w: w.sum())(agreed)),
+        "alone": alone,
+    }

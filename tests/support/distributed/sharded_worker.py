@@ -1,23 +1,21 @@
 """Sharded loading in a 2-process job: each rank reads only what its devices hold.
 
-Usage: ``sharded_worker.py DIR TIMEOUT_S`` under a launcher with 2 CPU devices per
-process. ``DIR`` holds ``model.safetensors`` (written by the test), the same tensors
-as a PyTorch checkpoint (``model.pt``) and split over two files with an index
-(``split/model.safetensors.index.json``). Each rank prints one ``RESULT`` line: how
-many bytes it read for a whole load and for a sharded load, which parts its devices
-hold, and whether every loaded value equals safetensors' own NumPy load.
+``sharded_loads(DIR, mesh)``, called by ``checkpoint_worker.py`` in each rank of a job of
+2 processes x 2 CPU devices. ``DIR`` holds ``model.safetensors`` (written by the test),
+the same tensors as a PyTorch checkpoint (``model.pt``) and split over two files with an
+index (``split/model.safetensors.index.json``). It returns this rank's facts: how many
+bytes it read for a whole load and for a sharded load, which parts its devices hold, and
+whether every loaded value equals safetensors' own NumPy load.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
-from ddp_problem import report
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from safetensors.numpy import load_file as numpy_load_file
 
@@ -53,10 +51,8 @@ def equal(loaded: dict[str, jax.Array], expected: dict[str, np.ndarray]) -> bool
     )
 
 
-def main() -> None:
-    folder, timeout_s = Path(sys.argv[1]), float(sys.argv[2])
-    dist.init_process_group(backend="gloo", timeout=timeout_s)
-    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+def sharded_loads(folder: Path, mesh: Mesh) -> dict[str, Any]:
+    """This rank's facts about every sharded load of ``folder``'s checkpoints."""
     rule = tj.ShardingRule(mesh, {"*.weight": P("data", None), "columns": P(None, "data")})
     path = folder / "model.safetensors"
     expected = numpy_load_file(path)
@@ -72,31 +68,24 @@ def main() -> None:
         window = file.get_slice("big.weight")[8:16]
     from_torch = tj.load(folder / "model.pt", map_location=rule)
     from_index = tj.load_file(folder / "split" / "model.safetensors.index.json", device=rule)
-    report(
-        {
-            "rank": dist.get_rank(),
-            "whole_bytes": whole_bytes,
-            "sharded_bytes": sharded_bytes,
-            "big_weight_shards": shard_shapes(sharded["big.weight"]),
-            "columns_shards": shard_shapes(sharded["columns"]),
-            "bias_shards": shard_shapes(sharded["big.bias"]),
-            "specs": {name: str(array.sharding.spec) for name, array in sharded.items()},
-            "sharded_equal": equal(sharded, expected),
-            "replicated_equal": equal(replicated, expected),
-            "safe_open_equal": equal(opened, expected),
-            "window_equal": np.array_equal(
-                np.asarray(tj.to_device(window, "cpu")), expected["big.weight"][8:16]
-            ),
-            "window_shards": shard_shapes(window),
-            "torch_equal": equal(from_torch["model"], expected),
-            "torch_step": from_torch["step"],
-            "torch_shards": shard_shapes(from_torch["model"]["big.weight"]),
-            "index_equal": equal(from_index, expected),
-            "index_shards": shard_shapes(from_index["big.weight"]),
-        }
-    )
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "rank": dist.get_rank(),
+        "whole_bytes": whole_bytes,
+        "sharded_bytes": sharded_bytes,
+        "big_weight_shards": shard_shapes(sharded["big.weight"]),
+        "columns_shards": shard_shapes(sharded["columns"]),
+        "bias_shards": shard_shapes(sharded["big.bias"]),
+        "specs": {name: str(array.sharding.spec) for name, array in sharded.items()},
+        "sharded_equal": equal(sharded, expected),
+        "replicated_equal": equal(replicated, expected),
+        "safe_open_equal": equal(opened, expected),
+        "window_equal": np.array_equal(
+            np.asarray(tj.to_device(window, "cpu")), expected["big.weight"][8:16]
+        ),
+        "window_shards": shard_shapes(window),
+        "torch_equal": equal(from_torch["model"], expected),
+        "torch_step": from_torch["step"],
+        "torch_shards": shard_shapes(from_torch["model"]["big.weight"]),
+        "index_equal": equal(from_index, expected),
+        "index_shards": shard_shapes(from_index["big.weight"]),
+    }

@@ -7,7 +7,9 @@ Usage: ``startup_order.py MODE TIMEOUT_S`` under a launcher. Each rank prints on
   PyTorch scripts do; then an ``init_process_group`` for another job (refused), then
   the script's own one, which confirms the job the query joined.
 * ``torch-first``: ``torch.distributed`` runs the job (a torch DDP script using JAX on
-  the side): the query must not start JAX's distributed runtime.
+  the side): the query must not start JAX's distributed runtime. Then each rank checks
+  that the launcher's torch store outlives rank 0 (``store_outlives_rank0.py``) and
+  prints a ``STORE`` line too.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def query_first(timeout_s: float) -> None:
 
 def torch_first(timeout_s: float) -> None:
     import torch.distributed
+    from store_outlives_rank0 import outlive_rank0
 
     torch.distributed.init_process_group(backend="gloo")
     available = tj.cuda.is_available()
@@ -65,6 +68,7 @@ def torch_first(timeout_s: float) -> None:
         }
     )
     torch.distributed.destroy_process_group()
+    report(outlive_rank0(), "STORE ")
 
 
 if __name__ == "__main__":

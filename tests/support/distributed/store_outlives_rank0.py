@@ -1,19 +1,20 @@
 """torch's rendezvous store outlives rank 0, as it does under torchrun.
 
-Usage: ``store_outlives_rank0.py`` under a launcher. Rank 0 leaves a key in the store
-the launcher hosts (``MASTER_ADDR:MASTER_PORT``) and exits; rank 1 waits until rank 0's
-process is gone, then still reads and writes the store. Where rank 0 hosts the store
-itself (a plain ``env://`` launch), rank 1's reads fail: the store died with it. Each
-rank prints one ``RESULT`` line.
+``outlive_rank0()``, at the end of a job's workers under a launcher (which then exit):
+rank 0 leaves a key in the store the launcher hosts (``MASTER_ADDR:MASTER_PORT``) and
+returns; rank 1 waits until rank 0's process is gone, then still reads and writes the
+store. Where rank 0 hosts the store itself (a plain ``env://`` launch), rank 1's reads
+fail: the store died with it. Called by ``torchrun_worker.py`` and by
+``startup_order.py torch-first`` (under ``torch2jax-device run``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
@@ -27,7 +28,8 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def main() -> None:
+def outlive_rank0() -> dict[str, Any]:
+    """This rank's part; rank 0's process must end soon after it returns."""
     rank = int(os.environ["RANK"])
     store = TCPStore(
         os.environ["MASTER_ADDR"],
@@ -46,8 +48,4 @@ def main() -> None:
         result["rank0_gone"] = gone(pid)
         store.set("after-rank0", "still here")
         result["read_after_rank0"] = store.get("after-rank0").decode()
-    print("RESULT " + json.dumps(result), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    return result

@@ -1,12 +1,14 @@
 """The torch2jax_device side of ``torch_worker.py``: the same job, ported line by line.
 
-Runs unchanged under torchrun and under ``torch2jax-device run``; each rank prints
-one ``RESULT`` line. Extra facts about the JAX side go under ``"jax"``.
+Run under ``torch2jax-device run``, each rank prints one ``RESULT`` line; under torchrun
+``torchrun_worker.py`` calls ``job()`` after torch's job. Extra facts about the JAX side
+go under ``"jax"``.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +25,8 @@ def mse_loss(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> jax.A
     return jnp.mean((prediction - batch["y"]) ** 2)
 
 
-def main() -> None:
+def job() -> dict[str, Any]:
+    """The job, from ``init_process_group`` to ``destroy_process_group``: this rank's facts."""
     dist.init_process_group(backend="gloo")
     rank, world_size = dist.get_rank(), dist.get_world_size()
     local_rank = dist.get_local_rank()
@@ -69,23 +72,21 @@ def main() -> None:
         "first_local_device": str(jax.local_devices()[0]),
     }
     dist.destroy_process_group()
-    report(
-        {
-            "rank": rank,
-            "world_size": world_size,
-            "local_rank": local_rank,
-            "mesh_shape": list(mesh.devices.shape),
-            "mesh_dim_names": list(mesh.axis_names),
-            "reductions": reductions,
-            "global_inputs": np.asarray(global_inputs).tolist(),
-            "grad_weight": np.asarray(grads["weight"]).tolist(),
-            "grad_bias": np.asarray(grads["bias"]).tolist(),
-            "waited_at_barrier": waited > BARRIER_DELAY_S / 2,
-            "initialized_after_destroy": dist.is_initialized(),
-            "jax": facts,
-        }
-    )
+    return {
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "mesh_shape": list(mesh.devices.shape),
+        "mesh_dim_names": list(mesh.axis_names),
+        "reductions": reductions,
+        "global_inputs": np.asarray(global_inputs).tolist(),
+        "grad_weight": np.asarray(grads["weight"]).tolist(),
+        "grad_bias": np.asarray(grads["bias"]).tolist(),
+        "waited_at_barrier": waited > BARRIER_DELAY_S / 2,
+        "initialized_after_destroy": dist.is_initialized(),
+        "jax": facts,
+    }
 
 
 if __name__ == "__main__":
-    main()
+    report(job())

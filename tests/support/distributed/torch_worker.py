@@ -1,17 +1,19 @@
 """The PyTorch side: a small data-parallel job with torch.distributed (gloo, CPU).
 
-Run under torchrun with 2 processes; each rank prints one ``RESULT`` line. The
-torch2jax_device port is ``tj_worker.py``; the parity tests compare the two.
+``job()`` runs it in one rank of a 2-process job under torchrun (``torchrun_worker.py``)
+and returns the rank's facts. The torch2jax_device port is ``tj_worker.py``; the parity
+tests compare the two.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from ddp_problem import BARRIER_DELAY_S, dataset, initial_weights, per_rank_values, report
+from ddp_problem import BARRIER_DELAY_S, dataset, initial_weights, per_rank_values
 from torch.distributed.device_mesh import init_device_mesh
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
@@ -23,7 +25,8 @@ def reduced(values: np.ndarray, op: dist.ReduceOp) -> list[float]:
     return tensor.tolist()
 
 
-def main() -> None:
+def job() -> dict[str, Any]:
+    """The job, from ``init_process_group`` to ``destroy_process_group``: this rank's facts."""
     dist.init_process_group(backend="gloo")
     rank, world_size = dist.get_rank(), dist.get_world_size()
     local_rank = dist.get_node_local_rank()
@@ -67,22 +70,16 @@ def main() -> None:
     waited = time.monotonic() - start
 
     dist.destroy_process_group()
-    report(
-        {
-            "rank": rank,
-            "world_size": world_size,
-            "local_rank": local_rank,
-            "mesh_shape": list(mesh.shape),
-            "mesh_dim_names": list(mesh.mesh_dim_names or ()),
-            "reductions": reductions,
-            "global_inputs": torch.cat(gathered).tolist(),
-            "grad_weight": model.weight.grad.tolist(),
-            "grad_bias": model.bias.grad.tolist(),
-            "waited_at_barrier": waited > BARRIER_DELAY_S / 2,
-            "initialized_after_destroy": dist.is_initialized(),
-        }
-    )
-
-
-if __name__ == "__main__":
-    main()
+    return {
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "mesh_shape": list(mesh.shape),
+        "mesh_dim_names": list(mesh.mesh_dim_names or ()),
+        "reductions": reductions,
+        "global_inputs": torch.cat(gathered).tolist(),
+        "grad_weight": model.weight.grad.tolist(),
+        "grad_bias": model.bias.grad.tolist(),
+        "waited_at_barrier": waited > BARRIER_DELAY_S / 2,
+        "initialized_after_destroy": dist.is_initialized(),
+    }

@@ -1,0 +1,221 @@
+"""Start worker scripts without paying their imports each time: fork them from a server.
+
+Tests that start many short-lived processes (ranks started by hand, launchers) spend
+most of each one's CPU importing JAX, torch2jax_device or torch. ``ForkServer`` starts
+this file as a process that imports those modules once (JAX's backends stay unstarted),
+then forks one child per ``start``. Each child is the process ``python SCRIPT ARGS`` (or
+``python -m MODULE ARGS``) would be: its own pid, environment, ``sys.argv``, stdout and
+stderr (files or FIFOs the test reads), signals and exit status; an uncaught exception
+prints its traceback and exits 1, and the interpreter then finalizes as after any
+script (``atexit`` handlers, JAX's included, run). What a module reads when it is
+imported (``JAX_PLATFORMS``) comes from the server's environment.
+
+The protocol, one line each way: the test writes ``{"script" or "module", "args",
+"env", "stdout", "stderr"}`` as JSON; the server answers ``STARTED <pid>``, and
+``EXITED <pid> <code>`` when the child ends (``code`` as ``subprocess`` gives it: ``-N``
+for signal N). When its stdin closes, the server kills the children still running and
+exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent
+# How often the server looks for children that ended.
+_POLL_S = 0.02
+
+
+class ForkServer:
+    """The server process, started with ``env`` and the ``modules`` its workers import."""
+
+    def __init__(self, env: dict[str, str], modules: tuple[str, ...]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, *modules], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self._folder = tempfile.TemporaryDirectory(prefix="fork-server-")
+        self._exited: dict[int, int] = {}
+        self._started = 0  # names each child's stderr file
+        self._buffer = ""
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.process.stdout, selectors.EVENT_READ)
+
+    def start(self, script: str, *args: str, env: dict[str, str]) -> Forked:
+        """Fork ``python SCRIPTS/script ARGS`` with exactly ``env``; stdout is dropped and
+        stderr kept for ``Forked.communicate``."""
+        self._started += 1
+        err = Path(self._folder.name) / f"{self._started}.err"
+        request = {"script": str(SCRIPTS / script), "stdout": os.devnull, "stderr": str(err)}
+        return self._fork(request, args, env, err)
+
+    def start_module(
+        self, module: str, *args: str, env: dict[str, str], stdout: Path, stderr: Path
+    ) -> Forked:
+        """Fork ``python -m module ARGS`` with exactly ``env``, writing to ``stdout`` and
+        ``stderr`` (FIFOs the caller opened for reading, or files)."""
+        request = {"module": module, "stdout": str(stdout), "stderr": str(stderr)}
+        return self._fork(request, args, env, None)
+
+    def _fork(
+        self, request: dict[str, Any], args: tuple[str, ...], env: dict[str, str], err: Path | None
+    ) -> Forked:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({**request, "args": list(args), "env": env}) + "\n")
+        self.process.stdin.flush()
+        line = self._line(time.monotonic() + 120)  # the server's own imports, under load
+        assert line.startswith("STARTED "), line
+        return Forked(self, int(line.split()[1]), err)
+
+    def exit_code(self, pid: int, timeout: float) -> int | None:
+        """Child ``pid``'s exit code, once it ended within ``timeout``; else ``None``."""
+        deadline = time.monotonic() + timeout
+        while pid not in self._exited:
+            line = self._line(deadline)
+            if not line:
+                return None
+            _, child, code = line.split()
+            self._exited[int(child)] = int(code)
+        return self._exited[pid]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._selector.close()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        self._folder.cleanup()
+
+    def _line(self, deadline: float) -> str:
+        """The server's next line; ``""`` past ``deadline``."""
+        while "\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if not self._selector.select(max(left, 0)):
+                if left <= 0:
+                    return ""
+                continue
+            assert self.process.stdout is not None
+            chunk = self.process.stdout.read()
+            if chunk == "":
+                raise AssertionError(f"the fork server exited ({self.process.poll()})")
+            self._buffer += chunk or ""
+        line, self._buffer = self._buffer.split("\n", 1)
+        return line
+
+
+class Forked:
+    """One forked process, signalled and waited for as a ``subprocess.Popen`` is."""
+
+    def __init__(self, server: ForkServer, pid: int, err: Path | None) -> None:
+        self.server, self.pid, self._err = server, pid, err
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.wait(0) if self.returncode is None else self.returncode
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code once the process ended within ``timeout``, else ``None``."""
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid, timeout)
+        return self.returncode
+
+    def communicate(self, timeout: float = 30) -> tuple[str, str]:
+        """``("", stderr)`` once the process ended; ``TimeoutExpired`` past ``timeout``."""
+        if self.wait(timeout) is None:
+            raise subprocess.TimeoutExpired(f"forked pid {self.pid}", timeout)
+        return "", self._err.read_text() if self._err is not None else ""
+
+    def send_signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _serve(modules: list[str]) -> None:
+    """Import ``modules``, then fork a child per request until stdin closes."""
+    sys.path[0] = str(SCRIPTS)
+    for module in modules:
+        importlib.import_module(module)
+    children: set[int] = set()
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ)
+    pending = b""
+    while True:
+        if selector.select(_POLL_S):
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            pid = os.fork()
+            if pid == 0:
+                selector.close()
+                _child(json.loads(line))  # raises SystemExit: the child ends as a script does
+            children.add(pid)
+            print(f"STARTED {pid}", flush=True)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            children.discard(pid)
+            print(f"EXITED {pid} {os.waitstatus_to_exitcode(status)}", flush=True)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _child(request: dict[str, Any]) -> None:
+    """Become ``python SCRIPT ARGS`` with the request's environment and output files."""
+    for fd, path, flags in (
+        (0, os.devnull, os.O_RDONLY),
+        (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+    ):
+        opened = os.open(path, flags, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    try:
+        if "module" in request:  # python -m MODULE: argv[0] is set by run_module
+            sys.argv = ["-m", *request["args"]]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [request["script"], *request["args"]]
+            sys.path[0] = os.path.dirname(request["script"])
+            runpy.run_path(request["script"], run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException:  # reported as the interpreter reports an uncaught exception
+        traceback.print_exc()
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1:])
