@@ -22,8 +22,8 @@ import jax
 import numpy as np
 import pytest
 
-from tests.support.distributed.forking import Forked, ForkServer
 from tests.support.distributed.launch import (
+    SCRIPTS,
     SHORT_TIMEOUT_S,
     free_port,
     launch,
@@ -32,6 +32,7 @@ from tests.support.distributed.launch import (
     worker_env,
 )
 from tests.support.distributed.shared_jobs import torch_first_job
+from tests.support.forking import Forked, ForkServer
 from torch2jax_device import DeviceUnavailableError, EmptyTreeError, InvalidDeviceError
 from torch2jax_device import distributed as dist
 from torch2jax_device._src.distributed.rendezvous import Rendezvous, local_device_ids, parse
@@ -389,7 +390,7 @@ def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
 @pytest.fixture(scope="module")
 def forks() -> Iterator[ForkServer]:
     """Starts ranks by hand (no launcher): each a process forked after scenario.py's imports."""
-    server = ForkServer(worker_env(), ("scenario",))
+    server = ForkServer(worker_env(), ("scenario",), SCRIPTS)
     yield server
     server.close()
 

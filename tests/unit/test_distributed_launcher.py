@@ -27,8 +27,8 @@ from typing import IO
 
 import pytest
 
-from tests.support.distributed.forking import Forked, ForkServer
-from tests.support.distributed.launch import TORCHRUN, free_port, launch, worker_env
+from tests.support.distributed.launch import SCRIPTS, TORCHRUN, free_port, launch, worker_env
+from tests.support.forking import Forked, ForkServer
 from torch2jax_device.cli import run as _run
 
 WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
@@ -42,7 +42,7 @@ START_LIMIT_S = 90
 def launchers() -> Iterator[ForkServer]:
     """Starts ``python -m torch2jax_device run`` processes, forked after the imports the
     launcher makes (torch2jax_device, and torch for the store it hosts)."""
-    server = ForkServer(worker_env(), ("torch2jax_device.cli", "torch.distributed"))
+    server = ForkServer(worker_env(), ("torch2jax_device.cli", "torch.distributed"), SCRIPTS)
     yield server
     server.close()
 

@@ -1,17 +1,19 @@
-"""Start worker scripts without paying their imports each time: fork them from a server.
+"""Start scripts without paying their imports each time: fork them from a server.
 
-Tests that start many short-lived processes (ranks started by hand, launchers) spend
-most of each one's CPU importing JAX, torch2jax_device or torch. ``ForkServer`` starts
-this file as a process that imports those modules once (JAX's backends stay unstarted),
-then forks one child per ``start``. Each child is the process ``python SCRIPT ARGS`` (or
-``python -m MODULE ARGS``) would be: its own pid, environment, ``sys.argv``, stdout and
+Tests that start many short-lived processes (ranks started by hand, launchers, ported
+scripts) spend most of each one's CPU importing JAX, torch2jax_device or torch.
+``ForkServer`` starts this file as a process that imports those modules once (JAX's
+backends stay unstarted; nothing may start threads), then forks one child per
+``start``. Each child is the process ``python SCRIPT ARGS`` (or ``python -m MODULE
+ARGS``) would be: its own pid, working directory, environment, ``sys.argv``, stdout and
 stderr (files or FIFOs the test reads), signals and exit status; an uncaught exception
 prints its traceback and exits 1, and the interpreter then finalizes as after any
 script (``atexit`` handlers, JAX's included, run). What a module reads when it is
-imported (``JAX_PLATFORMS``) comes from the server's environment.
+imported (``JAX_PLATFORMS``, ``OMP_NUM_THREADS`` for torch) comes from the server's
+environment.
 
 The protocol, one line each way: the test writes ``{"script" or "module", "args",
-"env", "stdout", "stderr"}`` as JSON; the server answers ``STARTED <pid>``, and
+"env", "cwd", "stdout", "stderr"}`` as JSON; the server answers ``STARTED <pid>``, and
 ``EXITED <pid> <code>`` when the child ends (``code`` as ``subprocess`` gives it: ``-N``
 for signal N). When its stdin closes, the server kills the children still running and
 exits.
@@ -34,17 +36,18 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-SCRIPTS = Path(__file__).resolve().parent
 # How often the server looks for children that ended.
 _POLL_S = 0.02
 
 
 class ForkServer:
-    """The server process, started with ``env`` and the ``modules`` its workers import."""
+    """The server process, started with ``env``; it imports ``modules`` (found in
+    ``folder`` as well as on its path), and scripts named relative to ``folder`` run."""
 
-    def __init__(self, env: dict[str, str], modules: tuple[str, ...]) -> None:
+    def __init__(self, env: dict[str, str], modules: tuple[str, ...], folder: Path) -> None:
+        self.folder = folder
         self.process = subprocess.Popen(
-            [sys.executable, __file__, *modules], env=env,
+            [sys.executable, __file__, str(folder), *modules], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         self._folder = tempfile.TemporaryDirectory(prefix="fork-server-")
@@ -56,20 +59,35 @@ class ForkServer:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
 
-    def start(self, script: str, *args: str, env: dict[str, str]) -> Forked:
-        """Fork ``python SCRIPTS/script ARGS`` with exactly ``env``; stdout is dropped and
-        stderr kept for ``Forked.communicate``."""
-        self._started += 1
-        err = Path(self._folder.name) / f"{self._started}.err"
-        request = {"script": str(SCRIPTS / script), "stdout": os.devnull, "stderr": str(err)}
-        return self._fork(request, args, env, err)
+    def start(
+        self,
+        script: str,
+        *args: str,
+        env: dict[str, str],
+        cwd: Path | None = None,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+    ) -> Forked:
+        """Fork ``python SCRIPT ARGS`` with exactly ``env``, in ``cwd`` (``SCRIPT``
+        relative to it, else to ``folder``), writing to ``stdout`` (dropped if ``None``)
+        and ``stderr`` (kept for ``Forked.communicate`` if ``None``)."""
+        path = script if cwd is not None else str(self.folder / script)
+        err = stderr
+        if err is None:
+            self._started += 1
+            err = Path(self._folder.name) / f"{self._started}.err"
+        request = {
+            "script": path, "cwd": str(cwd) if cwd is not None else None,
+            "stdout": str(stdout) if stdout is not None else os.devnull, "stderr": str(err),
+        }  # fmt: skip
+        return self._fork(request, args, env, err if stderr is None else None)
 
     def start_module(
         self, module: str, *args: str, env: dict[str, str], stdout: Path, stderr: Path
     ) -> Forked:
         """Fork ``python -m module ARGS`` with exactly ``env``, writing to ``stdout`` and
         ``stderr`` (FIFOs the caller opened for reading, or files)."""
-        request = {"module": module, "stdout": str(stdout), "stderr": str(stderr)}
+        request = {"module": module, "cwd": None, "stdout": str(stdout), "stderr": str(stderr)}
         return self._fork(request, args, env, None)
 
     def _fork(
@@ -153,9 +171,10 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
 
-def _serve(modules: list[str]) -> None:
-    """Import ``modules``, then fork a child per request until stdin closes."""
-    sys.path[0] = str(SCRIPTS)
+def _serve(folder: str, modules: list[str]) -> None:
+    """Import ``modules`` (from ``folder`` too), then fork a child per request until
+    stdin closes."""
+    sys.path[0] = folder
     for module in modules:
         importlib.import_module(module)
     children: set[int] = set()
@@ -198,6 +217,8 @@ def _child(request: dict[str, Any]) -> None:
         opened = os.open(path, flags, 0o644)
         os.dup2(opened, fd)
         os.close(opened)
+    if request["cwd"] is not None:
+        os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     try:
@@ -207,7 +228,7 @@ def _child(request: dict[str, Any]) -> None:
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         else:
             sys.argv = [request["script"], *request["args"]]
-            sys.path[0] = os.path.dirname(request["script"])
+            sys.path[0] = os.path.dirname(os.path.abspath(request["script"]))
             runpy.run_path(request["script"], run_name="__main__")
     except SystemExit:
         raise
@@ -218,4 +239,4 @@ def _child(request: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1:])
+    _serve(sys.argv[1], sys.argv[2:])
