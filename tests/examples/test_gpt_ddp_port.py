@@ -3,10 +3,12 @@
 Four runs share one toy configuration (with gradient accumulation):
 
 * the PyTorch original under torchrun, 2 processes (gloo), saving its initial weights;
+* the port in one process on one device with the whole global batch, starting from
+  the original's ``torch.save`` file;
 * the port under ``torch2jax-device run``, 2 processes x 2 simulated CPU devices,
-  starting from those weights, 4 iterations, rank 0 saving a checkpoint;
-* the port resumed from that checkpoint to iteration 6 (same 2 x 2 job);
-* the port in one process on one device with the whole global batch.
+  starting from the same weights (as safetensors), 4 iterations, rank 0 saving a
+  checkpoint;
+* the port resumed from that checkpoint to iteration 6 (same 2 x 2 job).
 
 The PyTorch run is the oracle: every loss the port prints must match it.
 """
@@ -20,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
+from safetensors.numpy import save_file
 
 from tests.support.distributed.launch import TORCHRUN, launch, results, run_bounded, worker_env
 from tests.support.examples import EXAMPLES, example_env, example_environment
@@ -54,6 +58,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )  # fmt: skip
     assert status == 0, err[-3000:]
     torch_job = _summaries(out, 2)
+    # The one-process run reads the original's torch.save file; the 2 x 2 job the same
+    # tensors as safetensors, which its 4 processes read without importing torch.
+    initial = {name: tensor.numpy() for name, tensor in torch.load(root / "init.pt").items()}
+    save_file(initial, root / "init.safetensors")
 
     # The port's runs share a compilation cache: the one-process run compiles the model's
     # initializers once for all of them, and the resumed 2 x 2 job reads every program
@@ -73,7 +81,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     common = ("--nproc-per-node", "2", "--cpu-devices", "2", str(PORT), "--out-dir", str(ddp_dir))
     with example_environment(**cache):
         status, out, err = launch(
-            *common, "--torch-weights", str(root / "init.pt"), "--max-iters", str(SAVED_AT),
+            *common, "--torch-weights", str(root / "init.safetensors"),
+            "--max-iters", str(SAVED_AT),
             "--batch-size", str(BATCH_PER_PROCESS), *CONFIG, limit_s=240,
         )  # fmt: skip
         assert status == 0, err[-3000:]
