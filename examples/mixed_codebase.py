@@ -75,6 +75,9 @@ def main() -> None:
     model = tj.to_device(Classifier(nnx.Rngs(0)), device)
     print(f"model on {next(tj.parameters(model)).device}")  # next(model.parameters()).device
     optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+    # Its state lives where the parameters are, as in torch; placed now (the step counter
+    # too), the training step compiles once instead of again after the first update.
+    nnx.update(optimizer, tj.to_device(nnx.state(optimizer), device))
     loader = DataLoader(Points(2048), batch_size=64, shuffle=True)
     encoder = frozen_encoder(device)
 

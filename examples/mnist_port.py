@@ -3,10 +3,13 @@
 The data is synthesized (no downloads): 28x28 "digits" whose label is decided by which
 of ten fixed stroke patterns they are closest to, so the model has something to learn.
 Each ported line keeps its PyTorch original in a comment. Runs on CPU in seconds:
-``.venv/bin/python examples/mnist_port.py``.
+``.venv/bin/python examples/mnist_port.py`` (``--epochs``, ``--train-size`` and
+``--batch-size`` make the run shorter or longer).
 """
 
 from __future__ import annotations
+
+import argparse
 
 import jax
 import numpy as np
@@ -61,20 +64,30 @@ def accuracy(model: Net, batch: dict[str, jax.Array]) -> jax.Array:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--train-size", type=int, default=4096, help="training images")
+    parser.add_argument("--batch-size", type=int, default=128)
+    args = parser.parse_args()
     # device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
     # model = Net().to(device)
     model = tj.to_device(Net(nnx.Rngs(0)), device)
     # optimizer = optim.Adam(model.parameters(), lr=1e-3)
     optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+    # Its state lives where the parameters are, as in torch; placed now (the step counter
+    # too), the training step compiles once instead of again after the first update.
+    nnx.update(optimizer, tj.to_device(nnx.state(optimizer), device))
     print(f"model on {tj.device_of(model)}; parameters: "
           f"{sum(p.size for p in tj.parameters(model))}")  # fmt: skip
 
     # The dataset stays in host memory, as torchvision's does.
-    train_images, train_labels = synthetic_mnist(4096, seed=1)
+    train_images, train_labels = synthetic_mnist(args.train_size, seed=1)
     test_images, test_labels = synthetic_mnist(512, seed=2)
-    for epoch in range(2):
-        for step, batch in enumerate(batches(train_images, train_labels, 128, seed=epoch)):
+    for epoch in range(args.epochs):
+        for step, batch in enumerate(
+            batches(train_images, train_labels, args.batch_size, seed=epoch)
+        ):
             # data, target = data.to(device), target.to(device)
             batch = tj.to_device(batch, device)
             loss = train_step(model, optimizer, batch)

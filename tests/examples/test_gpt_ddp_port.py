@@ -3,17 +3,18 @@
 Four runs share one toy configuration (with gradient accumulation):
 
 * the PyTorch original under torchrun, 2 processes (gloo), saving its initial weights;
+* the port in one process on one device with the whole global batch, starting from
+  the original's ``torch.save`` file;
 * the port under ``torch2jax-device run``, 2 processes x 2 simulated CPU devices,
-  starting from those weights, 4 iterations, rank 0 saving a checkpoint;
-* the port resumed from that checkpoint to iteration 6 (same 2 x 2 job);
-* the port in one process on one device with the whole global batch.
+  starting from the same weights (as safetensors), 4 iterations, rank 0 saving a
+  checkpoint;
+* the port resumed from that checkpoint to iteration 6 (same 2 x 2 job).
 
 The PyTorch run is the oracle: every loss the port prints must match it.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
+from safetensors.numpy import save_file
 
 from tests.support.distributed.launch import TORCHRUN, launch, results, run_bounded, worker_env
-from tests.support.examples import EXAMPLES
+from tests.support.examples import EXAMPLES, example_env, example_environment
 
 ORIGINAL, PORT = EXAMPLES / "gpt_ddp_torch.py", EXAMPLES / "gpt_ddp_port.py"
 EXIT_AFTER_SCRIPT = Path(__file__).parents[1] / "support" / "distributed" / "exit_after_script.py"
@@ -44,9 +47,6 @@ def _summaries(output: str, processes: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("gpt")
-    # The 2 x 2 runs compile the same programs: the second one reads them from the cache.
-    cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax-cache"),
-             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
     status, out, err = run_bounded(
         # torch's gloo threads can abort a finished DDP script at interpreter exit
         # (tests/support/distributed/exit_after_script.py says why): exit right after it.
@@ -58,13 +58,31 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )  # fmt: skip
     assert status == 0, err[-3000:]
     torch_job = _summaries(out, 2)
+    # The one-process run reads the original's torch.save file; the 2 x 2 job the same
+    # tensors as safetensors, which its 4 processes read without importing torch.
+    initial = {name: tensor.numpy() for name, tensor in torch.load(root / "init.pt").items()}
+    save_file(initial, root / "init.safetensors")
+
+    # The port's runs share a compilation cache: the one-process run compiles the model's
+    # initializers once for all of them, and the resumed 2 x 2 job reads every program
+    # the first 2 x 2 job compiled.
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax-cache"),
+             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
+    single = subprocess.run(
+        [sys.executable, str(PORT), "--out-dir", str(root / "single"),
+         "--torch-weights", str(root / "init.pt"), "--max-iters", str(ITERS),
+         "--batch-size", str(2 * BATCH_PER_PROCESS), *CONFIG],
+        env=example_env(worker_env(JAX_NUM_CPU_DEVICES="1", **cache)),
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert single.returncode == 0, single.stderr[-3000:]
 
     ddp_dir = root / "ddp"
     common = ("--nproc-per-node", "2", "--cpu-devices", "2", str(PORT), "--out-dir", str(ddp_dir))
-    os.environ.update(cache)
-    try:
+    with example_environment(**cache):
         status, out, err = launch(
-            *common, "--torch-weights", str(root / "init.pt"), "--max-iters", str(SAVED_AT),
+            *common, "--torch-weights", str(root / "init.safetensors"),
+            "--max-iters", str(SAVED_AT),
             "--batch-size", str(BATCH_PER_PROCESS), *CONFIG, limit_s=240,
         )  # fmt: skip
         assert status == 0, err[-3000:]
@@ -76,17 +94,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         )  # fmt: skip
         assert status == 0, err[-3000:]
         resumed_job = _summaries(out, 2)
-    finally:
-        for name in cache:
-            del os.environ[name]
-
-    single = subprocess.run(
-        [sys.executable, str(PORT), "--out-dir", str(root / "single"),
-         "--torch-weights", str(root / "init.pt"), "--max-iters", str(ITERS),
-         "--batch-size", str(2 * BATCH_PER_PROCESS), *CONFIG],
-        env=worker_env(JAX_NUM_CPU_DEVICES="1"), capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert single.returncode == 0, single.stderr[-3000:]
     return {
         "torch": torch_job,
         "ddp": ddp_job,

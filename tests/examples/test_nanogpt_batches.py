@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from tests.support.examples import EXAMPLES
+from tests.support.examples import EXAMPLES, example_env
 
 EXAMPLE = EXAMPLES / "nanogpt_batches.py"
 
@@ -14,7 +14,7 @@ EXAMPLE = EXAMPLES / "nanogpt_batches.py"
 def test_nanogpt_batches_runs_and_reports_placement() -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLE)],
-        capture_output=True, text=True, timeout=300, check=True,
+        capture_output=True, text=True, timeout=300, check=True, env=example_env(),
     )  # fmt: skip
     out = result.stdout
     assert "device:       cpu" in out

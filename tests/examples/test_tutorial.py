@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.support.examples import EXAMPLES
+from tests.support.examples import EXAMPLES, example_env
 from torch2jax_device.cli import main
 
 _LOSS = re.compile(r"^epoch (\d+) (step \d+|eval) loss (\S+)", re.MULTILINE)
@@ -30,7 +30,9 @@ def _losses(output: str) -> dict[str, float]:
     return found
 
 
-def test_the_port_prints_the_losses_of_the_original(tmp_path: Path) -> None:
+def test_the_port_prints_the_losses_of_the_original(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     start, torch_model, jax_model = (tmp_path / name for name in ("start.pt", "torch.pt", "jax.pt"))
     spec = importlib.util.spec_from_file_location("tutorial_torch", EXAMPLES / "tutorial_torch.py")
     assert spec is not None and spec.loader is not None
@@ -38,21 +40,28 @@ def test_the_port_prints_the_losses_of_the_original(tmp_path: Path) -> None:
     spec.loader.exec_module(original_script)
     torch.manual_seed(0)  # as the script seeds before it builds the model
     torch.save(original_script.Classifier().state_dict(), start)
-    # The two runs are independent: run them side by side.
-    runs = {}
-    for name, saved in (("tutorial_torch.py", torch_model), ("tutorial_port.py", jax_model)):
-        command = [sys.executable, str(EXAMPLES / name), "--epochs", "1",
-                   "--resume", str(start), "--save", str(saved)]  # fmt: skip
-        runs[name] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    outputs = {}
-    for name, process in runs.items():
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err.decode()[-3000:]
-        outputs[name] = out.decode()
-    original, port = _losses(outputs["tutorial_torch.py"]), _losses(outputs["tutorial_port.py"])
-    assert original.keys() == port.keys()
+    # The port runs in its own interpreter, as a user runs it; the original (torch only,
+    # already imported here) runs in this one meanwhile, through its own main().
+    port = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "tutorial_port.py"), "--epochs", "1",
+         "--resume", str(start), "--save", str(jax_model)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=example_env(),
+    )  # fmt: skip
+    try:
+        argv = ["tutorial_torch.py", "--epochs", "1", "--resume", str(start), "--save"]
+        monkeypatch.setattr(sys, "argv", [*argv, str(torch_model)])
+        original_script.main()
+    finally:
+        out, err = port.communicate(timeout=300)
+    assert port.returncode == 0, err.decode()[-3000:]
+    outputs = {"tutorial_torch.py": capsys.readouterr().out, "tutorial_port.py": out.decode()}
+    original, port_losses = (
+        _losses(outputs["tutorial_torch.py"]),
+        _losses(outputs["tutorial_port.py"]),
+    )
+    assert original.keys() == port_losses.keys()
     assert len(original) == 33  # 32 training steps and the evaluation
-    np.testing.assert_allclose(list(port.values()), list(original.values()), rtol=1e-4)
+    np.testing.assert_allclose(list(port_losses.values()), list(original.values()), rtol=1e-4)
     assert "trained on cpu" in outputs["tutorial_port.py"]
 
     expected, got = torch.load(torch_model), torch.load(jax_model)
