@@ -74,10 +74,8 @@ def main() -> None:
     device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
     model = tj.to_device(Classifier(nnx.Rngs(0)), device)
     print(f"model on {next(tj.parameters(model)).device}")  # next(model.parameters()).device
-    optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
-    # Its state lives where the parameters are, as in torch; placed now (the step counter
-    # too), the training step compiles once instead of again after the first update.
-    nnx.update(optimizer, tj.to_device(nnx.state(optimizer), device))
+    # Placed with the model (its step counter too), the training step compiles once.
+    optimizer = tj.to_device(nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param), device)
     loader = DataLoader(Points(2048), batch_size=64, shuffle=True)
     encoder = frozen_encoder(device)
 

@@ -74,10 +74,8 @@ def main() -> None:
     # model = Net().to(device)
     model = tj.to_device(Net(nnx.Rngs(0)), device)
     # optimizer = optim.Adam(model.parameters(), lr=1e-3)
-    optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
-    # Its state lives where the parameters are, as in torch; placed now (the step counter
-    # too), the training step compiles once instead of again after the first update.
-    nnx.update(optimizer, tj.to_device(nnx.state(optimizer), device))
+    # Placed with the model (its step counter too), the training step compiles once.
+    optimizer = tj.to_device(nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param), device)
     print(f"model on {tj.device_of(model)}; parameters: "
           f"{sum(p.size for p in tj.parameters(model))}")  # fmt: skip
 

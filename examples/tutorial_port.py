@@ -78,7 +78,10 @@ def main() -> None:
     model = tj.to_device(Classifier(nnx.Rngs(0)), device)  # Classifier().to(device)
     if args.resume:  # model.load_state_dict(torch.load(args.resume, map_location=device))
         model = tj.load_state(model, args.resume)
-    optimizer = nnx.Optimizer(model, optax.sgd(0.05, momentum=0.9), wrt=nnx.Param)
+    # Placed with the model (its step counter too), the training step compiles once.
+    optimizer = tj.to_device(
+        nnx.Optimizer(model, optax.sgd(0.05, momentum=0.9), wrt=nnx.Param), device
+    )
 
     shuffle = torch.Generator().manual_seed(0)  # the same batches as the original
     train = DataLoader(make_dataset(2048, seed=1), batch_size=64, shuffle=True,

@@ -179,6 +179,38 @@ def test_nnx_module_moves_in_place() -> None:
     assert np.asarray(model.kernel[...]).tolist() == np.asarray(kernel_before).tolist()
 
 
+@pytest.mark.idiom("optimizer-parameters")
+def test_an_optimizer_placed_with_its_model_compiles_the_step_once() -> None:
+    import optax
+
+    compiles: list[str] = []
+
+    def count(event: str, duration: float, **_: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    model = tj.to_device(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), "cpu")
+    optimizer = tj.to_device(nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param), "cpu")
+    assert isinstance(optimizer, nnx.Optimizer)
+    assert all(_is_placed(leaf) for leaf in jax.tree_util.tree_leaves(nnx.state(optimizer)))
+
+    @nnx.jit
+    def step(model: nnx.Linear, optimizer: nnx.Optimizer, x: jax.Array) -> jax.Array:
+        loss, grads = nnx.value_and_grad(lambda m: (m(x) ** 2).mean())(model)
+        optimizer.update(model, grads)
+        return loss
+
+    x = tj.to_device(jnp.ones((4, 2)), "cpu")
+    losses = [float(step(model, optimizer, x))]
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        losses += [float(step(model, optimizer, x)) for _ in range(3)]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert compiles == []  # the first update committed nothing new: no second compile
+    assert losses == sorted(losses, reverse=True) and int(optimizer.step[...]) == 4
+
+
 def test_parameters_of_every_model_kind() -> None:
     model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     assert len(list(tj.parameters(model))) == 2

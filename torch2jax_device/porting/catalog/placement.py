@@ -298,15 +298,25 @@ ROWS: tuple[Idiom, ...] = (
         title="Hand a model's parameters to an optimizer",
         torch="optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)",
         jax="optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)",
-        tj="optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)",
+        tj=(
+            "optimizer = tj.to_device(\n"
+            "    nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param), device\n"
+            ")"
+        ),
         notes=(
             "An NNX model has no `.parameters()` iterator to hand over: the optimizer takes "
             "the model and a filter (`nnx.Param`), and `optimizer.update(model, grads)` "
             "steps it. Parameter groups become `optax.multi_transform` over labels. The "
-            "optimizer's state lives where the parameters are."
+            "moment estimates are made from the parameters, so they are where the "
+            "parameters are, but the step counter is a new array on the default device, "
+            "not committed: the first update commits it, and the training step compiles a "
+            "second time. Placed with the model (`tj.to_device`, which returns the placed "
+            "optimizer), the step compiles once, as torch's optimizer, whose state is made "
+            "on the parameters' device, never moves."
         ),
         runs=False,
         torch_api=("Module.parameters",),
+        tj_api=("tj.to_device",),
         rewrite="advice",
     ),
     Idiom(
