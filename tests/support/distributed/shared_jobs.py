@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import torch2jax_device as tj
-
-from .launch import SCRIPTS, launch
+from tests.support.distributed.launch import SCRIPTS, launch
 
 # The sharded checkpoint's big tensor: 16 MiB of float32, split by rows over 4 devices.
 BIG_ROWS, BIG_COLUMNS = 2048, 2048
