@@ -24,6 +24,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
+from tests.support.arrays import patterned
 from torch2jax_device._src import host_staging
 
 CPUS = jax.devices("cpu")[:4]
@@ -56,20 +57,12 @@ def fetches(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetches]:
     yield Fetches(monkeypatch)
 
 
-def _values(shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
-    count = int(np.prod(shape))
-    if np.dtype(dtype).itemsize == 1:
-        raw = (np.arange(count, dtype=np.uint64) * 2654435761 % 251).astype(np.uint8)
-        return raw.view(dtype).reshape(shape)
-    return (np.arange(count) % 97 - 40).astype(np.float32).astype(dtype).reshape(shape)
-
-
 TENSORS = {
-    "embed": _values((37, 77), ml_dtypes.bfloat16),
-    "fp8": _values((129,), ml_dtypes.float8_e4m3fn),
-    "fp8b": _values((5, 3), ml_dtypes.float8_e5m2),
-    "ids": _values((1001,), np.int32),
-    "half": _values((3, 7, 11), np.float16),
+    "embed": patterned((37, 77), ml_dtypes.bfloat16),
+    "fp8": patterned((129,), ml_dtypes.float8_e4m3fn),
+    "fp8b": patterned((5, 3), ml_dtypes.float8_e5m2),
+    "ids": patterned((1001,), np.int32),
+    "half": patterned((3, 7, 11), np.float16),
     "scalar": np.array(2.5, np.float32),
     "empty": np.zeros((0, 3), np.float32),
     "mask": np.arange(17) % 3 == 0,
@@ -99,7 +92,7 @@ def test_arrays_on_an_accelerator_are_saved_through_pinned_memory(
 
 
 def test_a_sharded_array_is_saved_shard_by_shard(tmp_path: Path, fetches: Fetches) -> None:
-    values = _values((8, 301), ml_dtypes.bfloat16)
+    values = patterned((8, 301), ml_dtypes.bfloat16)
     mesh = Mesh(np.array(CPUS), ("x",))
     sharded = jax.device_put(values, NamedSharding(mesh, P("x", None)))
     replicated = jax.device_put(values[:3], NamedSharding(mesh, P()))

@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
+from tests.support.arrays import patterned
 from torch2jax_device._src import host_staging
 from torch2jax_device._src.checkpoints.progress import Progress
 from torch2jax_device._src.checkpoints.reader import Reader
@@ -85,21 +86,13 @@ def route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     host_staging.POOL.clear()
 
 
-def _values(shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
-    count = int(np.prod(shape))
-    if np.dtype(dtype).itemsize == 1:
-        raw = (np.arange(count, dtype=np.uint64) * 2654435761 % 251).astype(np.uint8)
-        return raw.view(dtype).reshape(shape)
-    return (np.arange(count) % 97 - 40).astype(np.float32).astype(dtype).reshape(shape)
-
-
 # name: (values, spec over LINE). Sizes are not multiples of the 1 KiB piece.
 TENSORS = {
-    "embed": (_values((4 * 37, 77), ml_dtypes.bfloat16), P("x", None)),  # rows: 5.6 kB parts
-    "proj": (_values((65, 4 * 33), np.float32), P(None, "x")),  # columns: strided parts
-    "fp8": (_values((8, 129), ml_dtypes.float8_e4m3fn), P("x")),
-    "ids": (_values((7001,), np.int32), P()),  # replicated: one part for every device
-    "cube": (_values((4, 3, 101), np.float16), P("x")),
+    "embed": (patterned((4 * 37, 77), ml_dtypes.bfloat16), P("x", None)),  # rows: 5.6 kB parts
+    "proj": (patterned((65, 4 * 33), np.float32), P(None, "x")),  # columns: strided parts
+    "fp8": (patterned((8, 129), ml_dtypes.float8_e4m3fn), P("x")),
+    "ids": (patterned((7001,), np.int32), P()),  # replicated: one part for every device
+    "cube": (patterned((4, 3, 101), np.float16), P("x")),
     "scalar": (np.array(2.5, np.float32), P()),
 }
 
@@ -176,7 +169,7 @@ def test_the_progress_bar_counts_each_part_once(
 
 
 def test_a_replicated_part_is_read_once_for_every_accelerator(tmp_path: Path, route: Route) -> None:
-    values = _values((3001,), ml_dtypes.bfloat16)
+    values = patterned((3001,), ml_dtypes.bfloat16)
     path = tmp_path / "model.safetensors"
     safetensors.numpy.save_file({"w": values}, str(path))
     mesh = Mesh(np.array(CPUS[1:]), ("x",))  # accelerators only, in both settings
@@ -188,7 +181,7 @@ def test_a_replicated_part_is_read_once_for_every_accelerator(tmp_path: Path, ro
 
 
 def test_a_two_axis_mesh_and_safe_open_take_the_same_route(tmp_path: Path, route: Route) -> None:
-    values = _values((12, 10), np.uint16)
+    values = patterned((12, 10), np.uint16)
     path = tmp_path / "grid.safetensors"
     safetensors.numpy.save_file({"grid": values}, str(path))
     sharding = NamedSharding(SQUARE, P("a", "b"))
@@ -273,7 +266,7 @@ def test_a_full_pinned_allocator_midway_sends_the_remaining_pieces_from_pageable
         return allocate(device, nbytes)
 
     monkeypatch.setattr(host_staging, "_pinned_empty", two_then_full)
-    values = _values((4 * 64, 33), ml_dtypes.bfloat16)  # five pieces a part
+    values = patterned((4 * 64, 33), ml_dtypes.bfloat16)  # five pieces a part
     path = tmp_path / "model.safetensors"
     safetensors.numpy.save_file({"w": values}, str(path))
     loaded = tj.load_file(path, device=NamedSharding(LINE, P("x")))

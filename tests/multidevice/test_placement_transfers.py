@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.arrays import patterned
 from torch2jax_device._src import host_staging
 
 HOST, ACCELERATOR = jax.devices("cpu")[:2]
@@ -86,20 +87,12 @@ DTYPES = [
 SHAPES = [(1000,), (3, 7, 101), (2, 1000), (513, 3), (), (0,), (4, 0, 5), (1,)]
 
 
-def _values(shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
-    count = int(np.prod(shape))
-    raw = (np.arange(count, dtype=np.uint64) * 2654435761 % 251).astype(np.uint8)
-    if np.dtype(dtype).itemsize == 1:
-        return raw.view(dtype).reshape(shape)
-    return (np.arange(count) % 97 - 40).astype(np.float32).astype(dtype).reshape(shape)
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_pageable_host_data_reaches_the_device_in_pinned_pieces(
     routes: Routes, dtype: Any, shape: tuple[int, ...]
 ) -> None:
-    values = _values(shape, dtype)
+    values = patterned(shape, dtype)
     moved = tj.to_device(values, "cpu:1")
     assert routes.pieces == (1 if values.size else 0)  # nothing to send: the plain route
     assert moved.devices() == {ACCELERATOR} and moved.committed
@@ -189,7 +182,7 @@ def test_a_full_pinned_allocator_falls_back_to_the_plain_copy(
 def test_device_arrays_come_back_to_the_host_through_pinned_memory(
     routes: Routes, dtype: Any, shape: tuple[int, ...]
 ) -> None:
-    values = _values(shape, dtype) if dtype not in (np.bool_, np.complex64) else None
+    values = patterned(shape, dtype) if dtype not in (np.bool_, np.complex64) else None
     if values is None:
         values = (np.arange(int(np.prod(shape))) % 3).astype(dtype).reshape(shape)
     on_device = jax.device_put(values, ACCELERATOR)
@@ -237,7 +230,7 @@ def test_pin_memory_of_scalars_and_empty_arrays(routes: Routes, shape: tuple[int
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_to_torch_onto_the_cpu_copies_through_pinned_memory(routes: Routes, dtype: Any) -> None:
-    values = _values((3, 50), dtype)
+    values = patterned((3, 50), dtype)
     on_device = jax.device_put(values, ACCELERATOR)
     tensor = tj.to_torch(on_device, "cpu")
     assert routes.to_host == 1
