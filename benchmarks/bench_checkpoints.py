@@ -47,6 +47,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from process_memory import kib, reset_peak
+
 GIB = 2**30
 MIB = 2**20
 BATCHES = 1000
@@ -73,19 +75,6 @@ FILE_KINDS = ("aligned", "safetensors")
 
 
 # --------------------------------------------------------------------- in the children
-
-
-def kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as file:
-        file.write("5")
 
 
 def loader(framework: str) -> Callable[[str], dict[str, Any]]:

@@ -44,6 +44,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from process_memory import kib, reset_peak
+
 GIB = 2**30
 MIB = 2**20
 REPEATS = 5
@@ -57,19 +59,6 @@ SEED_FRACTION = "0.12"  # 16.7 GiB of an H200's 139.8 GiB: less than the 19.09 G
 
 
 # --------------------------------------------------------------------- in the children
-
-
-def kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as file:
-        file.write("5")
 
 
 def setup(cpu: bool) -> tuple[Any, Any]:
