@@ -207,19 +207,29 @@ def _cuda_ordinal(device: jax.Device) -> int | None:
     return platforms.device_index(device)
 
 
+def _cuda_device(device: jax.Device) -> tuple[ctypes.CDLL, ctypes.c_int] | None:
+    """(the driver library, its handle of ``device``), or ``None`` for a device that is
+    not a CUDA GPU, without the driver library, or one the driver does not know."""
+    ordinal = _cuda_ordinal(device)
+    driver = _cuda_driver() if ordinal is not None else None
+    if driver is None or ordinal is None:
+        return None
+    handle = ctypes.c_int()
+    if driver.cuDeviceGet(ctypes.byref(handle), ordinal) != 0:
+        return None
+    return driver, handle
+
+
 def card_total(device: jax.Device) -> int | None:
     """The card's memory in bytes as the driver reports it (``cuDeviceTotalMem``), or ``None``.
 
     ``None`` for a device that is not a CUDA GPU, or without the driver library.
     """
-    ordinal, driver = _cuda_ordinal(device), None
-    if ordinal is not None:
-        driver = _cuda_driver()
-    if driver is None or ordinal is None:
+    found = _cuda_device(device)
+    if found is None:
         return None
-    handle, total = ctypes.c_int(), ctypes.c_size_t()
-    if driver.cuDeviceGet(ctypes.byref(handle), ordinal) != 0:
-        return None
+    driver, handle = found
+    total = ctypes.c_size_t()
     if driver.cuDeviceTotalMem_v2(ctypes.byref(total), handle) != 0:
         return None
     return int(total.value)
@@ -232,14 +242,11 @@ def card_memory(device: jax.Device) -> tuple[int, int] | None:
     exists as soon as JAX has started the device, so asking creates nothing). ``None`` for
     a device that is not a CUDA GPU, or without the driver library.
     """
-    ordinal, driver = _cuda_ordinal(device), None
-    if ordinal is not None:
-        driver = _cuda_driver()
-    if driver is None or ordinal is None:
+    found = _cuda_device(device)
+    if found is None:
         return None
-    handle, context = ctypes.c_int(), ctypes.c_void_p()
-    if driver.cuDeviceGet(ctypes.byref(handle), ordinal) != 0:
-        return None
+    driver, handle = found
+    context = ctypes.c_void_p()
     if driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle) != 0:
         return None
     try:
