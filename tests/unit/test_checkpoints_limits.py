@@ -28,30 +28,39 @@ def mesh() -> jax.sharding.Mesh:
     return jax.sharding.Mesh(np.array(jax.devices("cpu")[:1]), ("data",))
 
 
-@pytest.fixture
-def index(tmp_path: Path) -> Path:
-    """An index of 4 shards of 6 one-byte tensors each: 24 tensors in all."""
+def _sharded(
+    folder: Path, index_name: str, shard_name: str, save: Callable[[list[str], Path], None]
+) -> Path:
+    """An index of SHARDS shards of PER_SHARD one-element tensors each, each shard written
+    by ``save(tensors, path)`` as ``folder/shard_name.format(shard)``."""
     weight_map = {}
     for shard in range(SHARDS):
         names = [f"s{shard}.t{i}" for i in range(PER_SHARD)]
-        save_file({name: np.ones(1, np.uint8) for name in names}, tmp_path / f"{shard}.safetensors")
-        weight_map.update(dict.fromkeys(names, f"{shard}.safetensors"))
-    path = tmp_path / "model.safetensors.index.json"
+        save(names, folder / shard_name.format(shard))
+        weight_map.update(dict.fromkeys(names, shard_name.format(shard)))
+    path = folder / index_name
     path.write_text(json.dumps({"weight_map": weight_map}))
     return path
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Path:
+    """An index of 4 shards of 6 one-byte tensors each: 24 tensors in all."""
+
+    def save(names: list[str], path: Path) -> None:
+        save_file({name: np.ones(1, np.uint8) for name in names}, path)
+
+    return _sharded(tmp_path, "model.safetensors.index.json", "{}.safetensors", save)
 
 
 @pytest.fixture
 def torch_index(tmp_path: Path) -> Path:
     """The same 24 tensors as PyTorch shards."""
-    weight_map = {}
-    for shard in range(SHARDS):
-        names = [f"s{shard}.t{i}" for i in range(PER_SHARD)]
-        torch.save({name: torch.ones(1) for name in names}, tmp_path / f"{shard}.bin")
-        weight_map.update(dict.fromkeys(names, f"{shard}.bin"))
-    path = tmp_path / "pytorch_model.bin.index.json"
-    path.write_text(json.dumps({"weight_map": weight_map}))
-    return path
+
+    def save(names: list[str], path: Path) -> None:
+        torch.save({name: torch.ones(1) for name in names}, path)
+
+    return _sharded(tmp_path, "pytorch_model.bin.index.json", "{}.bin", save)
 
 
 @pytest.fixture
