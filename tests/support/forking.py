@@ -50,7 +50,7 @@ class ForkServer:
             [sys.executable, __file__, str(folder), *modules], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        self._folder = tempfile.TemporaryDirectory(prefix="fork-server-")
+        self._stderr_files = tempfile.TemporaryDirectory(prefix="fork-server-")
         self._exited: dict[int, int] = {}
         self._started = 0  # names each child's stderr file
         self._buffer = ""
@@ -75,7 +75,7 @@ class ForkServer:
         err = stderr
         if err is None:
             self._started += 1
-            err = Path(self._folder.name) / f"{self._started}.err"
+            err = Path(self._stderr_files.name) / f"{self._started}.err"
         request = {
             "script": path, "cwd": str(cwd) if cwd is not None else None,
             "stdout": str(stdout) if stdout is not None else os.devnull, "stderr": str(err),
@@ -96,7 +96,9 @@ class ForkServer:
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({**request, "args": list(args), "env": env}) + "\n")
         self.process.stdin.flush()
-        line = self._line(time.monotonic() + 120)  # the server's own imports, under load
+        deadline = time.monotonic() + 120  # the server's own imports, under load
+        while (line := self._line(deadline)).startswith("EXITED "):
+            self._record(line)  # an earlier child ended before this one started
         assert line.startswith("STARTED "), line
         return Forked(self, int(line.split()[1]), err)
 
@@ -107,9 +109,13 @@ class ForkServer:
             line = self._line(deadline)
             if not line:
                 return None
-            _, child, code = line.split()
-            self._exited[int(child)] = int(code)
+            self._record(line)
         return self._exited[pid]
+
+    def _record(self, line: str) -> None:
+        """Keep the exit code of an ``EXITED <pid> <code>`` line."""
+        _, child, code = line.split()
+        self._exited[int(child)] = int(code)
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -122,7 +128,7 @@ class ForkServer:
         self._selector.close()
         assert self.process.stdout is not None
         self.process.stdout.close()
-        self._folder.cleanup()
+        self._stderr_files.cleanup()
 
     def _line(self, deadline: float) -> str:
         """The server's next line; ``""`` past ``deadline``."""
