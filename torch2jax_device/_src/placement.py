@@ -366,9 +366,12 @@ def _move(
     # copy=True where nothing moves: arrays that may share the source's memory.
     in_place_copies: list[int] = []
     placing = target is not _KEEP
-    # NumPy leaves join the batched transfer directly, except into host memory kinds,
-    # where JAX could alias their buffers (pin_memory promises a copy).
-    host_direct = placing and not _into_host_memory(target)
+    # NumPy leaves join the batched transfer directly, except into host memory kinds
+    # where JAX could alias their buffers (pin_memory promises a copy); host_staging
+    # copies them into one device's pinned memory itself, at memory bandwidth.
+    host_direct = placing and (
+        not _into_host_memory(target) or host_staging.copies_host_data(target)
+    )
     # JAX aliases aligned NumPy buffers on CPU devices even with may_alias=False.
     host_copy = copy and placing and _on_cpu(target)
     array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
