@@ -150,11 +150,13 @@ class device_index(_runtime.CurrentDeviceContext):  # torch's name
     """Equivalent to `torch.accelerator.device_index`.
 
     Context manager that makes an accelerator device the current one for a block, then
-    restores the previous one. `None` changes nothing, as in torch; any index, a negative
-    one included, needs an accelerator.
+    restores the previous one. `None` changes nothing, as in torch; any index needs an
+    accelerator, and a negative one is refused there, as torch's runtime refuses it
+    (`tj.cuda.device(-1)` is the context that changes nothing, as `torch.cuda.device(-1)`).
 
     Raises:
         DeviceUnavailableError: on entering, when there is no accelerator (`None` aside).
+        InvalidDeviceError: on entering, for a negative index on an accelerator.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -164,6 +166,7 @@ class device_index(_runtime.CurrentDeviceContext):  # torch's name
     """
 
     _what = "accelerator"
+    _negative_is_invalid = True
 
     def _platform(self) -> str:
         return _require()

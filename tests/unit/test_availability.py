@@ -61,6 +61,23 @@ def test_accelerator_index_calls_without_one_raise_torch_message() -> None:
         pass
 
 
+@pytest.mark.parametrize("index", [-1, -2])
+def test_accelerator_device_index_refuses_a_negative_index_on_an_accelerator(
+    monkeypatch: pytest.MonkeyPatch, index: int
+) -> None:
+    # torch 2.11 on an H200: torch.accelerator.device_index(-1) raises "CUDA error: invalid
+    # device ordinal" on entering (tests/parity/test_availability.py checks it against
+    # torch on a GPU); torch.cuda.device(-1) changes nothing. The CPU stands in here.
+    monkeypatch.setattr(tj.accelerator, "_platform", lambda: "cpu")
+    before = tj.accelerator.current_device_index()
+    with pytest.raises(tj.InvalidDeviceError, match=r"invalid device ordinal.*Fix: pass None"):
+        with tj.accelerator.device_index(index):
+            pass
+    assert tj.accelerator.current_device_index() == before
+    with tj.accelerator.device_index(0):  # a valid index still enters
+        assert tj.accelerator.current_device_index() == 0
+
+
 def test_backend_init_error_explains_jax_platforms() -> None:
     import subprocess
     import sys

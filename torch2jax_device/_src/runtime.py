@@ -241,10 +241,13 @@ class CurrentDeviceContext:
 
     The shared half of ``tj.cuda.device`` and ``tj.accelerator.device_index``:
     subclasses say which platform (``_platform``) and how to name it in errors.
-    ``None`` and negative indices change nothing, as in torch.
+    ``None`` changes nothing, as in torch; so does a negative index unless
+    ``_negative_is_invalid`` (torch's accelerator context passes it to the runtime, which
+    refuses it: "invalid device ordinal", seen with torch 2.11 on an H200).
     """
 
     _what = "device"
+    _negative_is_invalid = False
 
     def __init__(self, device: DeviceLike | None) -> None:
         self._device = device
@@ -258,6 +261,13 @@ class CurrentDeviceContext:
             return
         platform = self._platform()  # may raise: torch checks for an accelerator first
         if changes_nothing(self._device):
+            if self._negative_is_invalid:
+                raise InvalidDeviceError(
+                    f"{self._what}.device_index({self._device!r}): invalid device ordinal "
+                    f"(this machine's {platform} devices are numbered from 0), as "
+                    "torch.accelerator.device_index refuses it. Fix: pass None to keep the "
+                    "current device, or an index from 0 to device_count() - 1"
+                )
             return
         self._restore = (platform, set_current(self._device, platform, self._what))
 
