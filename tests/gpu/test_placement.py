@@ -59,6 +59,8 @@ def test_a_0_dim_cpu_tensor_meets_a_gpu_array_as_in_torch() -> None:
     assert (torch.ones(3, device="cuda") * scalar).device.type == "cuda"  # torch allows it
     gpu = tj.to_device(jnp.ones(3), "cuda")
     assert tj.check_same_device(gpu, scalar) == tj.device("cuda:0")
-    assert float(_step(gpu, scalar)) == 6.0
+    # JAX cannot compute with a torch tensor: a port passes its value (0-d host data,
+    # which meets every device, as the 0-dim CPU tensor does in torch).
+    assert float(_step(gpu, scalar.numpy())) == 6.0
     with pytest.raises(tj.MixedDeviceError, match="cuda:0 and cpu!"):
         tj.check_same_device(gpu, torch.ones(3))  # a 1-d CPU tensor does not, in torch either

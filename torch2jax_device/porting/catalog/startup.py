@@ -90,8 +90,10 @@ ROWS: tuple[Idiom, ...] = (
         jax='os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # before JAX starts',
         tj='os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # before JAX starts',
         notes=(
-            "JAX reads it once, when it starts (at the first device query or array), as "
-            "torch reads it at its first CUDA call; later changes are ignored by both."
+            "JAX reads it once, when it starts: at the first device query "
+            "(`tj.cuda.device_count()` included) or array. torch reads it when CUDA starts "
+            "(the first CUDA tensor; `torch.cuda.device_count()` does not start CUDA and "
+            "re-reads it until then). Once started, both ignore later changes."
         ),
         runs=False,
         torch_api=("os.environ",),
