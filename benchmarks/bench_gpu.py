@@ -1,6 +1,6 @@
 """Transfers and device loads on a GPU: tj against the other routes, in one table.
 
-Run: ``python benchmarks/bench_gpu.py [--sizes small|full] [--cpu]``
+Run: ``python benchmarks/bench_gpu.py [--sizes small|full] [--cpu] [--transfers-only]``
 
 On a GPU (JAX sees one), every row is measured on it; ``--sizes full`` (the default
 there) uses the sizes of ``docs/benchmarks.md``'s GPU section: 1 GiB transfers, a 12 GiB
@@ -53,7 +53,13 @@ STEPS = 50
 SIZES = {
     # name: (transfer bytes, H2D sweep, model tensors x bytes, seed elements, batch elements)
     "small": (16 * MIB, (1 * MIB, 16 * MIB), (48, MIB), 8 * MIB + 17, 64 * 2**10),
-    "full": (GIB, (1 * MIB, 8 * MIB, 64 * MIB, GIB), (48, 256 * MIB), 10_248_871_837, 4 * MIB),
+    "full": (
+        GIB,
+        (1 * MIB, 8 * MIB, 16 * MIB, 64 * MIB, GIB),
+        (48, 256 * MIB),
+        10_248_871_837,
+        4 * MIB,
+    ),
 }
 SEED_FRACTION = "0.12"  # 16.7 GiB of an H200's 139.8 GiB: less than the 19.09 GiB file
 
@@ -186,11 +192,23 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
         ts = [torch.from_numpy(x) for x in xs]
         row(group, "torch .pin_memory()", nbytes, lambda i: ts[i].pin_memory(), False)
     group = f"D2H, {nbytes // MIB} MiB"
-    ds = [jax.device_put(x, device) for x in xs]
     xs.clear()
+
+    def on_device() -> list[Any]:
+        # Fresh arrays for each row: a JAX array keeps its host value once fetched (the
+        # anchor's device_put to the CPU fetches it), and a later row would read that.
+        return [
+            jax.numpy.full(nbytes // 4, float(i), np.float32, device=device)
+            for i in range(REPEATS + 1)
+        ]
+
+    ds = on_device()
     row(group, "jax.device_put(x, cpu)", nbytes, lambda i: ready(jax.device_put(ds[i], host)), True)
+    ds = on_device()
     row(group, "np.asarray", nbytes, lambda i: np.asarray(ds[i]), False)
+    ds = on_device()
     row(group, "tj.to_device(x, 'cpu')", nbytes, lambda i: ready(tj.to_device(ds[i], "cpu")), False)
+    ds = on_device()
     row(
         group,
         "jax.device_put(x, pinned_host)",
@@ -198,7 +216,8 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
         lambda i: ready(jax.device_put(ds[i], pinned_kind)),
         False,
     )
-    save_from_device(row, ds, nbytes)
+    save_from_device(row, on_device, nbytes)
+    ds.clear()
     if torch is not None:
         cs = [torch.full((nbytes // 4,), float(i), device="cuda") for i in range(REPEATS + 1)]
         row(group, "torch .cpu()", nbytes, lambda i: cs[i].cpu(), False)
@@ -213,7 +232,9 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
     return rows
 
 
-def save_from_device(row: Callable[..., None], arrays: list[Any], nbytes: int) -> None:
+def save_from_device(
+    row: Callable[..., None], on_device: Callable[[], list[Any]], nbytes: int
+) -> None:
     """A checkpoint of one device array written to a file: anchor ``np.asarray`` then
     ``safetensors.numpy.save_file``; ``tj.save_file`` also flushes the file to disk."""
     import numpy as np
@@ -224,6 +245,7 @@ def save_from_device(row: Callable[..., None], arrays: list[Any], nbytes: int) -
     group = f"save from the device, {nbytes // MIB} MiB"
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         path = os.path.join(folder, "saved.safetensors")
+        arrays = on_device()
         row(
             group,
             "np.asarray, safetensors.numpy.save_file",
@@ -231,7 +253,9 @@ def save_from_device(row: Callable[..., None], arrays: list[Any], nbytes: int) -
             lambda i: safetensors.numpy.save_file({"w": np.asarray(arrays[i])}, path),
             True,
         )
+        arrays = on_device()
         row(group, "tj.save_file", nbytes, lambda i: tj.save_file({"w": arrays[i]}, path), False)
+        arrays.clear()
 
 
 def torch_cuda() -> Any:
@@ -375,6 +399,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", choices=sorted(SIZES), default=None)
     parser.add_argument("--cpu", action="store_true", help="CPU simulation even with a GPU")
+    parser.add_argument(
+        "--transfers-only", action="store_true", help="only the transfers section (no files)"
+    )
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
@@ -406,6 +433,9 @@ def main() -> None:
             f"| {row['group']} | {row['route']}{label} | {row['bytes'] / MIB:.0f} MiB | "
             f"{row['gbps']:.2f} GB/s | {ratio:.2f}x | |"
         )
+    if args.transfers_only:
+        print(f"\n{time.perf_counter() - started:.0f} s in all")
+        return
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         paths = write_files(folder, model, seed_count)
         loaders = ["tj", "safetensors.flax"] + (
