@@ -100,6 +100,20 @@ def test_dtype_only_keeps_each_array_on_its_device() -> None:
     assert tj.to_device(x, jnp.float16).devices() == {CPUS[3]}
 
 
+@pytest.mark.parametrize(
+    "memory_format", [torch.contiguous_format, torch.preserve_format, None], ids=str
+)
+def test_memory_format_only_keeps_each_array_on_its_device(memory_format: Any) -> None:
+    # x.to(memory_format=...) keeps the device in torch; the GPU run found the port moving
+    # a CPU array to the default device (the GPU) instead. cpu:3 stands in for the CPU.
+    x = jax.device_put(jnp.arange(6.0).reshape(2, 3), CPUS[3])
+    tensor = torch.arange(6.0).reshape(2, 3)
+    assert tensor.to(memory_format=memory_format) is tensor
+    assert tj.to_device(x, memory_format=memory_format) is x
+    assert tj.to_device({"x": x}, memory_format=memory_format)["x"] is x
+    assert tj.to_device(x).devices() == {CPUS[0]}  # no argument at all: the default device
+
+
 def test_nnx_module_moves_in_place_between_devices() -> None:
     model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     assert tj.to_device(model, "cpu:2") is model

@@ -105,7 +105,9 @@ POOL_BUFFERS = 3
 IDLE_SECONDS = 10.0
 #: Copies into pinned memory are split over threads from this size (memcpy releases the GIL).
 _PARALLEL_FROM = 16 * 2**20
-_COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: Threads per copy. 1 GiB into pinned memory on the H200 machine's 16 cores (median of
+#: 5): 4 threads 31 GB/s, 8 34, 12 44, 16 39.
+_COPY_THREADS = max(1, min(12, os.cpu_count() or 1))
 # Offsets along one axis beyond this need 64-bit indices on the device.
 _INT32_LIMIT = 2**31
 

@@ -52,6 +52,16 @@ class _Keep:
 _KEEP = _Keep()
 
 
+class _NotGiven:
+    """No ``memory_format=`` argument (``memory_format=None`` is torch's keep-everything form)."""
+
+    def __repr__(self) -> str:
+        return "not given"
+
+
+_NOT_GIVEN = _NotGiven()
+
+
 def to_device(
     obj: Any,
     device: Any = None,
@@ -59,7 +69,7 @@ def to_device(
     non_blocking: bool = False,
     copy: bool = False,
     *,
-    memory_format: Any = None,
+    memory_format: Any = _NOT_GIVEN,
 ) -> Any:
     """Equivalent to `Tensor.to`.
 
@@ -100,8 +110,9 @@ def to_device(
         device: Anything [`tj.device`][torch2jax_device.Device] accepts, a
             ``jax.sharding.Sharding`` (to split arrays over devices), a dtype (the ``.to(dtype)``
             form) or an array (the ``.to(other)`` form). ``None`` means the current default device
-            ([`tj.get_default_device`][torch2jax_device.get_default_device]), unless only ``dtype``
-            is given.
+            ([`tj.get_default_device`][torch2jax_device.get_default_device]), unless ``dtype``
+            or ``memory_format`` is given (``x.to(dtype)``, ``x.to(memory_format=...)``: arrays
+            stay where they are).
         dtype: A JAX/NumPy dtype, its name or a ``torch.dtype``. A single array is
             cast whatever its dtype; in a container or module only floating-point and
             complex leaves are cast, as ``Module.to`` does.
@@ -157,8 +168,11 @@ def to_device(
         # torch's positional .to(dtype, non_blocking, copy) and .to(other, non_blocking, copy)
         dtype, non_blocking, copy = None, dtype, non_blocking or copy
     device, dtype = _torch_overloads(device, dtype)
-    if memory_format is not None:
-        _check_memory_format(obj, memory_format)
+    if memory_format is not _NOT_GIVEN:
+        if device is None:  # torch's .to(memory_format=...): the device stays
+            device = _KEEP
+        if memory_format is not None:
+            _check_memory_format(obj, memory_format)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))

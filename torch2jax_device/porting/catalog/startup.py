@@ -91,9 +91,11 @@ ROWS: tuple[Idiom, ...] = (
         tj='os.environ["CUDA_VISIBLE_DEVICES"] = "0"  # before JAX starts',
         notes=(
             "JAX reads it once, when it starts: at the first device query "
-            "(`tj.cuda.device_count()` included) or array. torch reads it when CUDA starts "
-            "(the first CUDA tensor; `torch.cuda.device_count()` does not start CUDA and "
-            "re-reads it until then). Once started, both ignore later changes."
+            "(`tj.cuda.device_count()` included) or array; torch when CUDA starts (the "
+            "first CUDA tensor). Once started, both keep the GPUs they had; "
+            "`torch.cuda.device_count()` alone asks NVML, which reads the variable again "
+            "(torch 2.11 counted 0 GPUs after it was emptied), `tj.cuda.device_count()` "
+            "does not."
         ),
         runs=False,
         torch_api=("os.environ",),
