@@ -150,7 +150,8 @@ ROWS: tuple[Idiom, ...] = (
             "faster). The values are the same, as in torch; `x.stride()` and "
             "`x.is_contiguous(memory_format=...)` have nothing to report. As in torch, "
             "`channels_last` needs a 4-d array (`channels_last_3d`: 5-d), and "
-            "`model.to(memory_format=...)` any module."
+            "`model.to(memory_format=...)` any module. Without a device, "
+            "`x.to(memory_format=...)` keeps each array where it is, in both."
         ),
         runs=False,
     ),
