@@ -338,19 +338,21 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
 def _host_alias(pinned: jax.Array, target: jax.Device) -> jax.Array:
     """The ``pinned_host`` array ``pinned`` as an ordinary array on the CPU device ``target``.
 
-    ``jax.device_put(pinned, target)`` shares the pinned bytes too, but jax 0.11 types
-    the result as host memory (``float32<host>[3]``), which jitted code refuses to mix
+    ``jax.device_put(pinned, target)`` shares the pinned bytes too, but JAX (0.10 and
+    0.11) types the result as host memory (``float32<host>[3]``), which jitted code refuses to mix
     with other CPU arrays ("memory_space of all inputs ... must be the same", seen on an
     H200); through a sharding it copies at 1.3 GB/s. A NumPy view of the bytes enters
     as an ordinary CPU array, shared where aligned (pinned buffers are); it keeps
     ``pinned`` alive. Sub-byte dtypes (int4), whose bytes JAX may pack, are copied.
     """
     dtype = np.dtype(pinned.dtype)
+    result: jax.Array
     if not _byte_sized(dtype):
-        return jax.device_put(pinned, jax.sharding.SingleDeviceSharding(target))
-    view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
-    alias: jax.Array = jax.device_put(view, target, may_alias=True)
-    return alias
+        result = jax.device_put(pinned, jax.sharding.SingleDeviceSharding(target))
+    else:
+        view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
+        result = jax.device_put(view, target, may_alias=True)
+    return result
 
 
 def _byte_sized(dtype: np.dtype[Any]) -> bool:
