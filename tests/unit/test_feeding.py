@@ -38,6 +38,7 @@ import torch2jax_device as tj
 from tests.support.datasets import Squares, WorkerProbe
 from torch2jax_device import DeviceLoader, ForkAfterJaxWarning, pin_memory, prefetch_to_device
 from torch2jax_device._src import feeding as data
+from torch2jax_device._src import host_staging
 from torch2jax_device._src import placement as _placement
 from torch2jax_device._src import run_ahead as _prefetch
 
@@ -994,7 +995,7 @@ def test_cpu_devices_have_pinned_host_memory() -> None:
         "unpinned_host",
     }
     assert cpu.default_memory().kind == "device"
-    assert data._has_pinned_host(cpu)
+    assert host_staging.has_pinned_host(cpu)
 
 
 def test_pin_memory_copies_every_array_into_pinned_host_memory() -> None:
@@ -1019,9 +1020,15 @@ def test_pinned_arrays_are_returned_as_they_are() -> None:
 
 def test_pinned_arrays_move_to_the_device_and_compute() -> None:
     pinned = pin_memory({"x": np.arange(3.0, dtype=np.float32)})
+    other = jnp.ones(3, jnp.float32)
+    # What pin_memory's note says: a pinned array is for sending. torch computes on a
+    # pinned tensor; JAX refuses to mix host memory with other arrays in a computation.
+    with pytest.raises(ValueError, match="memory_space of all inputs"):
+        pinned["x"] + other
     moved = tj.to_device(pinned, "cpu", non_blocking=True)
     assert moved["x"].sharding.memory_kind == "device" and moved["x"].committed
     assert jax.jit(lambda x: x * 2)(moved["x"]).tolist() == [0.0, 2.0, 4.0]
+    assert (moved["x"] + other).tolist() == [1.0, 2.0, 3.0]
 
 
 class NoMemorySpaces:
@@ -1032,7 +1039,7 @@ class NoMemorySpaces:
 
 
 def test_devices_without_pinned_host_memory_are_recognized() -> None:
-    assert not data._has_pinned_host(NoMemorySpaces())
+    assert not host_staging.has_pinned_host(NoMemorySpaces())
 
 
 def test_pin_memory_loader_stages_each_batch_in_pinned_host_memory(

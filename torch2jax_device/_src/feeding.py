@@ -37,14 +37,14 @@ from .detect import is_torch_tensor
 from .device import Device, DeviceLike, is_index
 from .dtypes import caller_stacklevel
 from .errors import DeviceTypeError
+from .host_staging import PINNED, has_pinned_host
 from .placement import as_sharding, to_device
 from .platforms import backends_initialized
 from .run_ahead import run_ahead
 
 __all__ = ["DeviceLoader", "ForkAfterJaxWarning", "pin_memory", "prefetch_to_device"]
 
-_PINNED_HOST = "pinned_host"
-_HOST_MEMORY_KINDS = frozenset({_PINNED_HOST, "unpinned_host"})
+_HOST_MEMORY_KINDS = frozenset({PINNED, "unpinned_host"})
 
 
 class ForkAfterJaxWarning(UserWarning):
@@ -336,6 +336,11 @@ def pin_memory(tree: Any, device: DeviceLike | None = None) -> Any:
         On CUDA, pinned host memory comes from XLA's host allocator, capped at 64 GB by
         default (``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``); pin batches, not datasets.
 
+        A pinned array is for sending. Torch computes on a pinned tensor as on any CPU
+        tensor; JAX refuses to mix an array in host memory with other arrays in one
+        computation ("memory_space of all inputs ... must be the same"), so compute on
+        ``tj.to_device(pinned, device)``.
+
     Examples:
         >>> import numpy as np
         >>> import torch2jax_device as tj
@@ -440,14 +445,9 @@ def _pinned_staging(target: jax.sharding.Sharding) -> jax.sharding.Sharding | No
     """
     if target.memory_kind in _HOST_MEMORY_KINDS:
         return None
-    if not all(_has_pinned_host(device) for device in target.device_set):
+    if not all(has_pinned_host(device) for device in target.device_set):
         return None
-    return target.with_memory_kind(_PINNED_HOST)
-
-
-def _has_pinned_host(device: Any) -> bool:
-    """Whether ``device`` has a ``pinned_host`` memory kind (JAX's pinned host memory)."""
-    return any(memory.kind == _PINNED_HOST for memory in device.addressable_memories())
+    return target.with_memory_kind(PINNED)
 
 
 _fork_warned = False

@@ -93,7 +93,10 @@ ROWS: tuple[Idiom, ...] = (
             "pinned arrays come back as they are. Works on JAX's CPU backend, where a "
             "CPU-only torch raises. The array reports the device owning that memory "
             "(`cuda:0`), where torch says `cpu`. Without pinned host memory on the backend, "
-            "the tree comes back unchanged."
+            "the tree comes back unchanged. A pinned array is for sending: torch computes "
+            "on pinned tensors as on any CPU tensor, JAX refuses to mix them with other "
+            'arrays ("memory_space of all inputs ... must be the same"), so compute on '
+            "`tj.to_device(pinned, device)`."
         ),
         runs=False,
         torch_api=("Tensor.pin_memory",),
