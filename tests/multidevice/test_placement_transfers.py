@@ -220,6 +220,19 @@ def test_arrays_come_back_as_ordinary_cpu_arrays(routes: Routes, source: str) ->
     np.testing.assert_array_equal(np.asarray(product), values * 2)
 
 
+def test_a_pinned_array_of_the_callers_is_copied_not_shared(routes: Routes) -> None:
+    # Deleting or donating the caller's pinned array frees its bytes, whoever points at
+    # them; only the route's own staging buffers may back the CPU array.
+    values = np.arange(1000, dtype=np.float32)
+    pinned = tj.pin_memory(values, "cpu:1")
+    back = tj.to_device(pinned, "cpu")
+    assert back.unsafe_buffer_pointer() != pinned.unsafe_buffer_pointer()
+    pinned.delete()
+    np.testing.assert_array_equal(np.asarray(back), values)
+    staged_back = tj.to_device(jax.device_put(values, ACCELERATOR), "cpu")
+    np.testing.assert_array_equal(np.asarray(staged_back), values)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.int4], ids=lambda d: np.dtype(d).name)
 def test_pin_memory_copies_numpy_data_once(
     routes: Routes, monkeypatch: pytest.MonkeyPatch, dtype: Any

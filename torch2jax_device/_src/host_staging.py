@@ -311,8 +311,10 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
 
     The copy into the source's ``pinned_host`` memory is the fast DMA (52 GB/s on an
     H200, where ``jax.device_put`` to the CPU device runs at 0.9-1.3 GB/s); arrays already
-    there skip it. The CPU array is then made over the pinned bytes (``_host_alias``). Where
-    the pinned allocator is full, the plain copy is used.
+    there skip it. The CPU array is then made over the pinned bytes (``_host_alias``), or
+    over a copy of them where they are the caller's: a caller's array can be deleted or
+    donated, which frees its bytes whoever still points at them. Where the pinned
+    allocator is full, the plain copy is used.
     """
     staged = list(arrays)
     moving = [i for i, array in enumerate(arrays) if array.sharding.memory_kind != PINNED]
@@ -332,10 +334,11 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
         return list(jax.device_put(arrays, jax.sharding.SingleDeviceSharding(target)))
-    return [_host_alias(array, target) for array in staged]
+    ours = set(moving)
+    return [_host_alias(array, target, i not in ours) for i, array in enumerate(staged)]
 
 
-def _host_alias(pinned: jax.Array, target: jax.Device) -> jax.Array:
+def _host_alias(pinned: jax.Array, target: jax.Device, copy: bool) -> jax.Array:
     """The ``pinned_host`` array ``pinned`` as an ordinary array on the CPU device ``target``.
 
     ``jax.device_put(pinned, target)`` shares the pinned bytes too, but JAX (0.10 and
@@ -343,7 +346,8 @@ def _host_alias(pinned: jax.Array, target: jax.Device) -> jax.Array:
     with other CPU arrays ("memory_space of all inputs ... must be the same", seen on an
     H200); through a sharding it copies at 1.3 GB/s. A NumPy view of the bytes enters
     as an ordinary CPU array, shared where aligned (pinned buffers are); it keeps
-    ``pinned`` alive. Sub-byte dtypes (int4), whose bytes JAX may pack, are copied.
+    ``pinned`` alive. With ``copy`` the view is copied first (a memcpy). Sub-byte dtypes
+    (int4), whose bytes JAX may pack, are copied.
     """
     dtype = np.dtype(pinned.dtype)
     result: jax.Array
@@ -351,7 +355,7 @@ def _host_alias(pinned: jax.Array, target: jax.Device) -> jax.Array:
         result = jax.device_put(pinned, jax.sharding.SingleDeviceSharding(target))
     else:
         view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
-        result = jax.device_put(view, target, may_alias=True)
+        result = jax.device_put(view.copy() if copy else view, target, may_alias=True)
     return result
 
 
