@@ -10,9 +10,9 @@
 * ``--version``: the installed version.
 
 Each command lives in its own module, which registers itself with ``add_parser``.
-``devices`` and ``doctor`` import JAX, so their modules load only when the command line
-names one of them, or names none (``--help``, ``--version``, a misspelt command): ``scan``
-and ``run`` start without importing JAX.
+A process loads only the module of the command its line names when that command imports
+no JAX (``scan``, ``run``: they start without it); ``devices``, ``doctor`` and a line
+that names no command (``--help``, ``--version``, a misspelt one) load every command.
 """
 
 from __future__ import annotations
@@ -26,22 +26,25 @@ from types import ModuleType
 
 from .. import __version__
 from .._src import prepare_jax
-from . import run, scan
 
 __all__ = ["main"]
 
-# The commands whose modules import no JAX.
-_WITHOUT_JAX = {"scan": scan, "run": run}
-
 
 def _commands(argv: Sequence[str]) -> list[ModuleType]:
-    """The modules of the commands to register: the one ``argv`` names if it needs no
-    JAX, else every command, in the order ``--help`` lists them (JAX imported first, with
-    the environment checked)."""
-    if argv and argv[0] in _WITHOUT_JAX:
-        return [_WITHOUT_JAX[argv[0]]]
+    """The modules of the commands to register: only the one ``argv`` names when it
+    imports no JAX (``scan``, ``run``), else every command, in the order ``--help`` lists
+    them, JAX imported first with the environment checked."""
+    named = argv[0] if argv else ""
+    if named == "scan":
+        from . import scan
+
+        return [scan]
+    if named == "run":
+        from . import run
+
+        return [run]
     prepare_jax()
-    from . import devices, doctor
+    from . import devices, doctor, run, scan
 
     return [devices, doctor, scan, run]
 
