@@ -22,50 +22,59 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import _src as _src  # first: it imports JAX with the environment checked
-from . import accelerator as accelerator
-from . import backends as backends
-from . import cuda as cuda
-from ._src.defaults import get_default_device as get_default_device
-from ._src.defaults import set_default_device as set_default_device
-from ._src.device import Device as Device
-from ._src.device import DeviceLike as DeviceLike
-from ._src.device import resolve as resolve
-from ._src.dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
-from ._src.errors import AlreadyInitializedError as AlreadyInitializedError
-from ._src.errors import BackendInitError as BackendInitError
-from ._src.errors import CheckpointError as CheckpointError
-from ._src.errors import ConfigError as ConfigError
-from ._src.errors import ConversionError as ConversionError
-from ._src.errors import DeviceTypeError as DeviceTypeError
-from ._src.errors import DeviceUnavailableError as DeviceUnavailableError
-from ._src.errors import DistributedError as DistributedError
-from ._src.errors import DTypeError as DTypeError
-from ._src.errors import EmptyTreeError as EmptyTreeError
-from ._src.errors import InvalidDeviceError as InvalidDeviceError
-from ._src.errors import InvalidIndexError as InvalidIndexError
-from ._src.errors import MemoryFormatError as MemoryFormatError
-from ._src.errors import MissingFrameworkError as MissingFrameworkError
-from ._src.errors import MixedDeviceError as MixedDeviceError
-from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
-from ._src.errors import OutOfMemoryError as OutOfMemoryError
-from ._src.errors import SeedError as SeedError
-from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
-from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
-from ._src.interop import to_jax as to_jax
-from ._src.interop import to_torch as to_torch
-from ._src.location import Parameter as Parameter
-from ._src.location import check_same_device as check_same_device
-from ._src.location import device_of as device_of
-from ._src.location import get_device as get_device
-from ._src.location import parameters as parameters
-from ._src.memory import ArrayReport as ArrayReport
-from ._src.memory import live_arrays as live_arrays
-from ._src.memory import track_arrays as track_arrays
-from ._src.placement import to_device as to_device
-from ._src.runtime import available_backends as available_backends
-from ._src.runtime import list_devices as list_devices
-from ._src.startup import configure as configure
+from ._src import preflight as _preflight  # first: in a program, _src imports JAX, checked
+
+# In a program: the public names now, with JAX imported and its environment checked (a
+# value JAX refuses raises tj.ConfigError here). The torch2jax-device command line's own
+# process binds none of them, so that `scan` and `run` start without importing JAX.
+if TYPE_CHECKING or not _preflight.started_as_command_line():
+    from . import accelerator as accelerator
+    from . import backends as backends
+    from . import cuda as cuda
+    from ._src.defaults import get_default_device as get_default_device
+    from ._src.defaults import set_default_device as set_default_device
+    from ._src.device import Device as Device
+    from ._src.device import DeviceLike as DeviceLike
+    from ._src.device import resolve as resolve
+    from ._src.dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
+    from ._src.errors import AlreadyInitializedError as AlreadyInitializedError
+    from ._src.errors import BackendInitError as BackendInitError
+    from ._src.errors import CheckpointError as CheckpointError
+    from ._src.errors import ConfigError as ConfigError
+    from ._src.errors import ConversionError as ConversionError
+    from ._src.errors import DeviceTypeError as DeviceTypeError
+    from ._src.errors import DeviceUnavailableError as DeviceUnavailableError
+    from ._src.errors import DistributedError as DistributedError
+    from ._src.errors import DTypeError as DTypeError
+    from ._src.errors import EmptyTreeError as EmptyTreeError
+    from ._src.errors import InvalidDeviceError as InvalidDeviceError
+    from ._src.errors import InvalidIndexError as InvalidIndexError
+    from ._src.errors import MemoryFormatError as MemoryFormatError
+    from ._src.errors import MissingFrameworkError as MissingFrameworkError
+    from ._src.errors import MixedDeviceError as MixedDeviceError
+    from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
+    from ._src.errors import OutOfMemoryError as OutOfMemoryError
+    from ._src.errors import SeedError as SeedError
+    from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
+    from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
+    from ._src.interop import to_jax as to_jax
+    from ._src.interop import to_torch as to_torch
+    from ._src.location import Parameter as Parameter
+    from ._src.location import check_same_device as check_same_device
+    from ._src.location import device_of as device_of
+    from ._src.location import get_device as get_device
+    from ._src.location import parameters as parameters
+    from ._src.memory import ArrayReport as ArrayReport
+    from ._src.memory import live_arrays as live_arrays
+    from ._src.memory import track_arrays as track_arrays
+    from ._src.placement import to_device as to_device
+    from ._src.runtime import available_backends as available_backends
+    from ._src.runtime import list_devices as list_devices
+    from ._src.startup import configure as configure
+
+    #: ``tj.device`` is the [`Device`][torch2jax_device.Device] class, as ``torch.device``
+    #: is a class.
+    device = Device
 
 if TYPE_CHECKING:
     from . import distributed as distributed
@@ -86,10 +95,6 @@ if TYPE_CHECKING:
     from ._src.strict import StrictPlacement as StrictPlacement
     from ._src.strict import set_strict_placement as set_strict_placement
     from ._src.strict import strict_placement as strict_placement
-
-#: ``tj.device`` is the [`Device`][torch2jax_device.Device] class, as ``torch.device``
-#: is a class.
-device = Device
 
 __version__ = "0.1.0"
 
@@ -185,6 +190,12 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Load the lazily imported public names on first access."""
+    if name in __all__ and name != "porting" and _preflight.started_as_command_line():
+        raise AttributeError(
+            f"torch2jax_device.{name} is not loaded in the {_preflight.COMMAND} command "
+            "line's own process, which imports JAX only for the commands that use it; "
+            "a program that imports torch2jax_device has every public name"
+        )
     try:
         module_name, attribute = _LAZY[name]
     except KeyError:

@@ -8,6 +8,7 @@ the clean steps run first, the steps that cause each effect after them.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import subprocess
@@ -123,15 +124,75 @@ def test_the_dotted_import_check_can_fail() -> None:
     assert _dotted_imports_in_functions(source) == ["line 2: import jax.extend.backend"]
 
 
-def test_the_command_line_imports_where_jax_refuses_its_environment(tmp_path: Path) -> None:
-    """A program gets tj.ConfigError from ``import torch2jax_device`` (tests/unit/
-    test_startup.py); the command line must still run, to diagnose that environment."""
-    script = tmp_path / "empty.py"
-    script.write_text("")
+def imported_modules(importtime_report: str) -> set[str]:
+    """The modules ``python -X importtime`` reports importing, from its stderr."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in importtime_report.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    } - {"imported package"}  # the header: "import time: self [us] | cumulative | imported package"
+
+
+@pytest.fixture(scope="module")
+def command_line_scan(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """``python -X importtime -m torch2jax_device scan`` on a small PyTorch file, in an
+    environment JAX refuses at import."""
+    script = tmp_path_factory.mktemp("scan") / "train.py"
+    script.write_text("import torch\nx = torch.zeros(3, device='cuda')\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch2jax_device", "scan", str(script)],
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "torch2jax_device", "scan", str(script)],
         capture_output=True, text=True, timeout=120, check=False,
         env={**env, "JAX_ENABLE_X64": "maybe", "JAX_NUM_CPU_DEVICES": "abc"},
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+
+
+def test_the_command_line_imports_where_jax_refuses_its_environment(
+    command_line_scan: subprocess.CompletedProcess[str],
+) -> None:
+    """A program gets tj.ConfigError from ``import torch2jax_device`` (tests/unit/
+    test_startup.py); the command line must still run, to diagnose that environment."""
+    assert command_line_scan.returncode == 1, command_line_scan.stderr  # 1: an idiom found
+    assert "train.py:2:20: factory-device" in command_line_scan.stdout
+
+
+def test_scan_imports_no_jax(command_line_scan: subprocess.CompletedProcess[str]) -> None:
+    """``scan`` reads files: its process never imports JAX (nor torch), so it starts in a
+    fraction of a second; ``devices`` and ``doctor`` import JAX when they are named."""
+    imported = imported_modules(command_line_scan.stderr)
+    assert {"torch2jax_device.cli.scan", "torch2jax_device.porting.scanner"} <= imported
+    assert sorted(name for name in imported if name.split(".")[0] in ("jax", "jaxlib")) == []
+    assert "torch" not in imported and "numpy" not in imported
+
+
+def test_the_imported_modules_are_read_from_importtime() -> None:
+    """The check above reads every module, nested ones included, so it cannot pass
+    vacuously."""
+    report = (
+        "import time: self [us] | cumulative | imported package\n"
+        "import time:       120 |        120 |   jaxlib.version\n"
+        "import time:      1757 |       1877 | jax\n"
+        "torch2jax-device: a line of the command's own\n"
+    )
+    assert imported_modules(report) == {"jaxlib.version", "jax"}
+
+
+def test_the_command_line_process_is_told_why_a_library_name_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command line's own process binds no library name (that would import JAX); one
+    asked for there says why, and ``porting``, which needs no JAX, still loads."""
+    import torch2jax_device as tj
+    from torch2jax_device._src import preflight
+
+    monkeypatch.setattr(preflight, "started_as_command_line", lambda argv=None: True)
+    for name in ("to_device", "load_file"):  # bound at import, and loaded on first use
+        with pytest.raises(
+            AttributeError,
+            match=rf"torch2jax_device\.{name} is not loaded in the torch2jax-device command "
+            "line's own process, which imports JAX only for the commands that use it",
+        ):
+            tj.__getattr__(name)
+    assert tj.__getattr__("porting") is importlib.import_module("torch2jax_device.porting")
+    with pytest.raises(AttributeError, match="has no attribute 'nonsense'"):
+        tj.__getattr__("nonsense")

@@ -5,10 +5,24 @@
 
 from . import preflight as _preflight
 
-# Before any module here imports JAX: a value JAX refuses becomes tj.ConfigError, and the
-# command line survives it to diagnose it.
-_preflight.import_jax()
 
-# A launched job joins its group before tj starts JAX's backends: the distributed layer
-# registers that with the platform table, which never imports it.
-from . import distributed as distributed  # noqa: E402
+def prepare_jax() -> None:
+    """Import JAX with the environment checked, then have the platform table join a
+    launched job before tj starts JAX's backends: what every module here that uses JAX
+    needs done first. Does nothing the second time.
+
+    A program has it done when it imports the package. The command line's own process
+    calls it only for the commands that use JAX (``devices``, ``doctor``), so that
+    ``scan`` and ``run`` start without importing JAX.
+
+    Raises:
+        ConfigError: in a program, ``import jax`` refused a variable of the environment.
+    """
+    _preflight.import_jax()
+    # The distributed layer registers the join with the platform table, which never
+    # imports it.
+    from . import distributed  # noqa: F401
+
+
+if not _preflight.started_as_command_line():
+    prepare_jax()

@@ -1,15 +1,19 @@
 """Importing JAX, before anything else of the package does: an environment JAX refuses.
 
 ``import jax`` parses its ``JAX_*`` variables at once and raises a bare ``ValueError``
-for a value it refuses (``JAX_ENABLE_X64=maybe``, ``JAX_NUM_CPU_DEVICES=abc``). The
-package's ``__init__`` calls [`import_jax`][torch2jax_device._src.preflight.import_jax]
-first, so that
+for a value it refuses (``JAX_ENABLE_X64=maybe``, ``JAX_NUM_CPU_DEVICES=abc``). Every
+module of the package that uses JAX is imported after
+[`import_jax`][torch2jax_device._src.preflight.import_jax] (``_src.prepare_jax`` calls it
+first), so that
 
-* a program gets [`tj.ConfigError`][torch2jax_device.ConfigError] (a ``ValueError``)
-  naming the variable and the fix;
+* a program, which has it called when it imports the package, gets
+  [`tj.ConfigError`][torch2jax_device.ConfigError] (a ``ValueError``) naming the
+  variable and the fix;
 * the ``torch2jax-device`` command line, whose own process never starts JAX (``doctor``
   and ``devices`` start it in a probe process), still runs in such an environment and
-  reports every variable JAX refuses.
+  reports every variable JAX refuses. That process
+  ([`started_as_command_line`][torch2jax_device._src.preflight.started_as_command_line])
+  imports JAX only for the commands that use it: ``scan`` and ``run`` never do.
 
 This module imports nothing of JAX at module level and nothing of the package but
 its errors.

@@ -10,6 +10,9 @@
 * ``--version``: the installed version.
 
 Each command lives in its own module, which registers itself with ``add_parser``.
+A process loads only the module of the command its line names when that command imports
+no JAX (``scan``, ``run``: they start without it); ``devices``, ``doctor`` and a line
+that names no command (``--help``, ``--version``, a misspelt one) load every command.
 """
 
 from __future__ import annotations
@@ -19,14 +22,34 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from .. import __version__
-from . import devices, doctor, run, scan
+from .._src import prepare_jax
 
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _commands(argv: Sequence[str]) -> list[ModuleType]:
+    """The modules of the commands to register: only the one ``argv`` names when it
+    imports no JAX (``scan``, ``run``), else every command, in the order ``--help`` lists
+    them, JAX imported first with the environment checked."""
+    named = argv[0] if argv else ""
+    if named == "scan":
+        from . import scan
+
+        return [scan]
+    if named == "run":
+        from . import run
+
+        return [run]
+    prepare_jax()
+    from . import devices, doctor, run, scan
+
+    return [devices, doctor, scan, run]
+
+
+def _parser(commands_to_register: list[ModuleType]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torch2jax-device",
         description=(
@@ -36,14 +59,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (devices, doctor, scan, run):
+    for command in commands_to_register:
         command.add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    args = _parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(_commands(words)).parse_args(words)
     try:
         status: int = args.run(args, sys.stdout, sys.stderr)
         sys.stdout.flush()
