@@ -43,6 +43,33 @@ def test_device_to_host_through_pinned_memory(dtype: Any) -> None:
     assert np.asarray(back).tobytes() == values.tobytes()
 
 
+@pytest.mark.parametrize("source", ["device memory", "pinned_host memory"])
+def test_results_on_the_cpu_compute_with_other_cpu_arrays(source: str) -> None:
+    # jax.device_put(pinned, cpu) types its result as host memory, which jit refuses to
+    # mix with other CPU arrays: 3 tests of the 2026-11-26 H200 run failed so.
+    values = _values(MIB, np.float32)
+    if source == "device memory":
+        on_gpu = jax.device_put(values, tj.resolve("cuda"))
+    else:
+        on_gpu = tj.pin_memory(values, "cuda")
+    back = tj.to_device(on_gpu, "cpu")
+    weights = tj.to_device(np.full(MIB, 2, np.float32), "cpu")
+    assert jax.typeof(back) == jax.typeof(weights)
+    product = jax.jit(lambda a, b: a * b)(back, weights)
+    np.testing.assert_array_equal(np.asarray(product), values * 2)
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.int4, ml_dtypes.float4_e2m1fn])
+def test_sub_byte_dtypes_arrive_whole(dtype: Any) -> None:
+    # JAX packs them on the GPU: the byte routes (pieces, pin by memcpy) must not carry them.
+    values = _values(host_staging.PINNED_PIECES_FROM + 13, np.float32).clip(-6, 6)
+    values = values.astype(dtype)
+    moved = tj.to_device(values, "cuda")
+    np.testing.assert_array_equal(np.asarray(moved).astype(np.float32), values.astype(np.float32))
+    pinned = tj.pin_memory(values, "cuda")
+    np.testing.assert_array_equal(np.asarray(pinned).astype(np.float32), values.astype(np.float32))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e5m2])
 def test_large_pageable_host_data_in_pinned_pieces(dtype: Any) -> None:
     values = _values(3 * host_staging.PIECE_BYTES // 2 + 13, dtype)  # two pieces, odd size
