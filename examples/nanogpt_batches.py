@@ -20,11 +20,13 @@ of a millisecond or more), and in the loop's own thread, with no hand-off, when 
 evaluation pass shows the DataLoader form: ``DeviceLoader`` over a torch DataLoader
 with spawned worker processes and pinned staging. Runs on a CPU in a few seconds.
 
-Run: ``.venv/bin/python examples/nanogpt_batches.py``
+Run: ``.venv/bin/python examples/nanogpt_batches.py`` (``--steps N``: N training steps, 300
+unless given).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import itertools
 import tempfile
@@ -43,7 +45,6 @@ from torch2jax_device import DeviceLoader, prefetch_to_device
 VOCAB = 65  # nanoGPT's shakespeare_char vocabulary size
 BLOCK_SIZE = 64
 BATCH_SIZE = 32
-STEPS = 300
 LEARNING_RATE = 20.0
 
 
@@ -95,6 +96,9 @@ def train_step(table: jax.Array, x: jax.Array, y: jax.Array) -> tuple[jax.Array,
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--steps", type=int, default=300, help="training steps")
+    steps = parser.parse_args().steps
     device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory() as data_dir:
         train_bin, val_bin = Path(data_dir, "train.bin"), Path(data_dir, "val.bin")
@@ -108,15 +112,15 @@ def main() -> None:
         batches = prefetch_to_device(host_batches(train_bin, seed=0), device, size=2)
         with contextlib.closing(batches):
             start = time.perf_counter()
-            for step, (x, y) in enumerate(itertools.islice(batches, STEPS)):
+            for step, (x, y) in enumerate(itertools.islice(batches, steps)):
                 if step == 0:
                     placed = f"on {tj.device_of(x)}, committed={x.committed}"
                     print(f"train batch:  x {x.shape} {x.dtype} {placed}")
                 table, loss = train_step(table, x, y)
-                if step % 100 == 0 or step == STEPS - 1:
+                if step % 100 == 0 or step == steps - 1:
                     print(f"step {step:3d}:     loss {float(loss):.4f}")
             elapsed = time.perf_counter() - start
-        print(f"train:        {STEPS} steps in {elapsed:.2f} s, batches prefetched 2 ahead")
+        print(f"train:        {steps} steps in {elapsed:.2f} s, batches prefetched 2 ahead")
 
         # PyTorch: for x, y in DataLoader(val, batch_size, num_workers=2, pin_memory=True):
         #              x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)

@@ -63,20 +63,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     initial = {name: tensor.numpy() for name, tensor in torch.load(root / "init.pt").items()}
     save_file(initial, root / "init.safetensors")
 
-    # The port's runs share a compilation cache: the one-process run compiles the model's
-    # initializers once for all of them, and the resumed 2 x 2 job reads every program
-    # the first 2 x 2 job compiled.
-    cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax-cache"),
-             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
     single = subprocess.run(
         [sys.executable, str(PORT), "--out-dir", str(root / "single"),
          "--torch-weights", str(root / "init.pt"), "--max-iters", str(ITERS),
          "--batch-size", str(2 * BATCH_PER_PROCESS), *CONFIG],
-        env=example_env(worker_env(JAX_NUM_CPU_DEVICES="1", **cache)),
+        env=example_env(worker_env(JAX_NUM_CPU_DEVICES="1")),
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert single.returncode == 0, single.stderr[-3000:]
 
+    # The 2 x 2 jobs share a compilation cache: the resumed job's rank 0 reads every
+    # program the first job's rank 0 compiled. Only JAX's process 0 writes it, and a
+    # program's key hashes the devices as the compiling process sees them, so rank 1
+    # compiles again and the one-process run (one device) would only write unread entries.
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax-cache"),
+             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
     ddp_dir = root / "ddp"
     common = ("--nproc-per-node", "2", "--cpu-devices", "2", str(PORT), "--out-dir", str(ddp_dir))
     with example_environment(**cache):
