@@ -46,7 +46,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.xla import quick_compile_flags
+
 REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
+
+# XLA's quickest CPU compilation (tests/support/xla.py), before JAX starts; every child
+# process inherits it. Not on a GPU run (``cuda`` required), which tests the GPU as users
+# run it.
+if "cuda" not in os.environ.get(REQUIRE_ENV, "").split(","):
+    os.environ["XLA_FLAGS"] = quick_compile_flags(os.environ.get("XLA_FLAGS", ""))
 
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]

@@ -1,15 +1,7 @@
 """Run the scripts of ``examples/`` as a user would, in a fresh interpreter.
 
-The children compile with XLA's CPU backend at optimization level 0 and with its
-classic fusion emitters instead of the MLIR ones (``QUICK_COMPILE``): their programs are
-small and run a few steps, so LLVM's optimization passes and the MLIR pipeline cost most
-of their time and buy nothing (the one-process GPT port run: 22 s of CPU at the default
-settings, 13 s at level 0, 10 s with the classic emitters too; the MNIST port, whose
-convolutions run longest, 14.5 s, 10.7 s and 10.1 s; the GPT losses agree to float32
-rounding, and are the same bits at level 0 with either emitters).
-An XLA that no longer knows a flag stops the child at once ("Unknown flag in
-XLA_FLAGS"), so a JAX upgrade that drops one shows here. The examples' defaults are
-untouched: only the tests' children get the flags.
+The children compile quickly (``tests/support/xla.py``); the examples' own defaults are
+untouched.
 """
 
 from __future__ import annotations
@@ -21,14 +13,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.xla import quick_compile_flags
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-QUICK_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def example_env(base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
     """``base`` (default: this environment) plus ``extra``, compiling quickly (above)."""
     env = dict(os.environ if base is None else base, **extra)
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {QUICK_COMPILE}".strip()
+    env["XLA_FLAGS"] = quick_compile_flags(env.get("XLA_FLAGS", ""))
     return env
 
 
