@@ -342,12 +342,12 @@ def _host_alias(pinned: jax.Array, target: jax.Device, copy: bool) -> jax.Array:
     """The ``pinned_host`` array ``pinned`` as an ordinary array on the CPU device ``target``.
 
     ``jax.device_put(pinned, target)`` shares the pinned bytes too, but JAX (0.10 and
-    0.11) types the result as host memory (``float32<host>[3]``), which jitted code refuses to mix
-    with other CPU arrays ("memory_space of all inputs ... must be the same", seen on an
-    H200); through a sharding it copies at 1.3 GB/s. A NumPy view of the bytes enters
-    as an ordinary CPU array, shared where aligned (pinned buffers are); it keeps
-    ``pinned`` alive. With ``copy`` the view is copied first (a memcpy). Sub-byte dtypes
-    (int4), whose bytes JAX may pack, are copied.
+    0.11) types the result as host memory (``float32<host>[3]``), which jitted code
+    refuses to mix with other CPU arrays ("memory_space of all inputs ... must be the
+    same", seen on an H200); through a sharding it copies at 1.3 GB/s. A NumPy view of
+    the bytes enters as an ordinary CPU array, shared where aligned (pinned buffers are);
+    it keeps ``pinned`` alive. With ``copy`` the view is copied first (a memcpy).
+    Sub-byte dtypes (int4), whose bytes JAX may pack, are copied.
     """
     dtype = np.dtype(pinned.dtype)
     result: jax.Array
