@@ -100,6 +100,7 @@ def test_dtype_only_keeps_each_array_on_its_device() -> None:
     assert tj.to_device(x, jnp.float16).devices() == {CPUS[3]}
 
 
+@pytest.mark.idiom("tensor-to-memory-format")
 @pytest.mark.parametrize(
     "memory_format", [torch.contiguous_format, torch.preserve_format, None], ids=str
 )
