@@ -1,6 +1,6 @@
 """Host <-> device copies at the speed of pinned memory, and arrays assembled in pieces.
 
-Measured on an H200 (``docs/benchmarks.md``): a device->host ``jax.device_put`` to a CPU
+Measured on an H200 (``docs/benchmarks-gpu.md``): a device->host ``jax.device_put`` to a CPU
 device runs at 0.8 GB/s, the same copy into the source device's ``pinned_host`` memory
 at 52 GB/s, and the pinned result becomes a CPU array without another copy. A
 host->device ``device_put`` from pageable NumPy runs at 7 GB/s, a copy into a reused
