@@ -15,9 +15,9 @@
 #   gpu-check    scripts/gpu-check.sh --cpu (bench_gpu.py's CPU mode, so it cannot rot)
 #   multidevice  tests/multidevice with 4 simulated CPU devices (JAX reads the device
 #                count only when it starts, so these tests need their own process)
-#   slow-*       the tests that start processes, in four groups: jobs (launchers and
+#   slow-*       the tests that start processes, in five groups: jobs (launchers and
 #                multi-process runs), examples (real training scripts), cli (the
-#                commands) and the rest
+#                commands), project (packaging, imports, docs) and the rest
 #   in-process   every other test and the package's doctests
 # The groups together are the whole suite; the script fails if any group fails. Each
 # pytest process keeps its own cache (.pytest_cache/<group>), so --lf works per group.
@@ -28,6 +28,10 @@ scripts/bootstrap.sh
 # Frameworks that must import: a broken torch install fails the run instead of
 # silently skipping the side-by-side tests.
 export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax,equinox,hypothesis}
+# pytest keeps each test module with its assertions rewritten in __pycache__, but only
+# where Python may write bytecode: with PYTHONDONTWRITEBYTECODE set (as on the project's
+# machines) every pytest process rewrote every module again, about 6 s of CPU each.
+unset PYTHONDONTWRITEBYTECODE
 python=.venv/bin/python
 in_process=(--doctest-modules torch2jax_device tests --ignore=tests/multidevice)
 
@@ -67,15 +71,17 @@ checks() {
   "$python" scripts/check_site.py "$logs/site"
 }
 
-# The tests that start processes, in four groups: jobs (launchers and multi-process
+# The tests that start processes, in five groups: jobs (launchers and multi-process
 # runs, mostly waiting on their processes' deadlines, so they overlap the others well),
-# examples (real training scripts, the heaviest on the CPU), the commands, and the rest.
+# examples (real training scripts, the heaviest on the CPU), the commands, the project's
+# own checks, and the rest.
 jobs=(tests/unit/test_distributed*.py tests/unit/test_checkpoints_agreement.py
   tests/parity/test_distributed*.py)
 not_jobs=()
 for file in "${jobs[@]}"; do not_jobs+=(--ignore="$file"); done
 
-groups=(checks gpu-check multidevice slow-jobs slow-examples slow-cli slow-rest in-process)
+groups=(checks gpu-check multidevice slow-jobs slow-examples slow-cli slow-project slow-rest
+  in-process)
 checks >"$logs/checks.log" 2>&1 &
 pids+=($!)
 PYTHON=$python scripts/gpu-check.sh --cpu >"$logs/gpu-check.log" 2>&1 &
@@ -92,8 +98,12 @@ pids+=($!)
 "$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-cli tests/cli "$@" \
   >"$logs/slow-cli.log" 2>&1 &
 pids+=($!)
+"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-project tests/project "$@" \
+  >"$logs/slow-project.log" 2>&1 &
+pids+=($!)
 "$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-rest tests --ignore=tests/multidevice \
-  --ignore=tests/examples --ignore=tests/cli "${not_jobs[@]}" "$@" >"$logs/slow-rest.log" 2>&1 &
+  --ignore=tests/examples --ignore=tests/cli --ignore=tests/project "${not_jobs[@]}" "$@" \
+  >"$logs/slow-rest.log" 2>&1 &
 pids+=($!)
 "$python" -m pytest -m "not slow" "${in_process[@]}" "$@" >"$logs/in-process.log" 2>&1 &
 pids+=($!)

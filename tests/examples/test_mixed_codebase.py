@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tests.support.examples import run_example
+from tests.support.examples import ExampleRunner
 
 
-def test_mixed_codebase_moves_torch_batches_and_warns_once() -> None:
-    out = run_example("mixed_codebase.py")
+def test_mixed_codebase_moves_torch_batches_and_warns_once(examples: ExampleRunner) -> None:
+    out = examples.run("mixed_codebase.py")
     assert out.count("warned once: int64 data becomes int32") == 1
     assert "labels int32" in out
     assert float(out.rsplit("accuracy ", 1)[1].split(";")[0]) > 0.9

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from tests.support.examples import run_example
+from tests.support.examples import ExampleRunner
 
 
-def test_mnist_port_learns_on_the_compute_device() -> None:
+def test_mnist_port_learns_on_the_compute_device(examples: ExampleRunner) -> None:
     # One epoch of 64 steps of 16 on 1,024 images (the default: 2 epochs of 32 steps of
     # 128) takes a model from chance (0.1) to ~0.97, with half the convolution work of
     # 64 steps of 32 on 2,048 images.
-    out = run_example(
+    out = examples.run(
         "mnist_port.py", "--epochs", "1", "--train-size", "1024", "--batch-size", "16"
     )
     assert "model on " in out

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
-from tests.support.examples import EXAMPLES, example_env
-
-EXAMPLE = EXAMPLES / "nanogpt_batches.py"
+from tests.support.examples import ExampleRunner
 
 
-def test_nanogpt_batches_runs_and_reports_placement() -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", "100"],  # 300 by default
-        capture_output=True, text=True, timeout=300, check=True, env=example_env(),
-    )  # fmt: skip
-    out = result.stdout
+def test_nanogpt_batches_runs_and_reports_placement(examples: ExampleRunner) -> None:
+    out = examples.run("nanogpt_batches.py", "--steps", "100")  # 300 by default
     assert "device:       cpu" in out
     assert "tokens:       200000 uint16 tokens, np.memmap on the host" in out
     assert "train batch:  x (32, 64) int32 on cpu, committed=True" in out

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from tests.support.examples import run_example
+from tests.support.examples import ExampleRunner
 
 
 @pytest.fixture(scope="module")
-def out() -> str:
-    return run_example("quickstart.py")
+def out(examples: ExampleRunner) -> str:
+    return examples.run("quickstart.py", fresh=True)  # the README's demo: a first run
 
 
 def test_quickstart_runs_and_reports_placement(out: str) -> None:

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
-from tests.support.examples import EXAMPLES, example_env
-
-EXAMPLE = EXAMPLES / "seed_story.py"
+from tests.support.examples import ExampleRunner
 
 
-def test_seed_story_keeps_data_on_the_cpu_and_trains_on_the_compute_device() -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLE)],
-        capture_output=True, text=True, timeout=120, check=True, env=example_env(),
-    )  # fmt: skip
-    out = result.stdout
+def test_seed_story_keeps_data_on_the_cpu_and_trains_on_the_compute_device(
+    examples: ExampleRunner,
+) -> None:
+    out = examples.run("seed_story.py")
     compute = re.search(r"compute device:    (\S+) \(the default device: (\S+)\)", out)
     assert compute is not None, out
     device, default = compute.groups()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.support.examples import EXAMPLES, example_env
+from tests.support.examples import EXAMPLES, ExampleRunner
 from torch2jax_device.cli import main
 
 _LOSS = re.compile(r"^epoch (\d+) (step \d+|eval) loss (\S+)", re.MULTILINE)
@@ -31,7 +30,10 @@ def _losses(output: str) -> dict[str, float]:
 
 
 def test_the_port_prints_the_losses_of_the_original(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    examples: ExampleRunner,
 ) -> None:
     start, torch_model, jax_model = (tmp_path / name for name in ("start.pt", "torch.pt", "jax.pt"))
     spec = importlib.util.spec_from_file_location("tutorial_torch", EXAMPLES / "tutorial_torch.py")
@@ -40,21 +42,18 @@ def test_the_port_prints_the_losses_of_the_original(
     spec.loader.exec_module(original_script)
     torch.manual_seed(0)  # as the script seeds before it builds the model
     torch.save(original_script.Classifier().state_dict(), start)
-    # The port runs in its own interpreter, as a user runs it; the original (torch only,
+    # The port runs in its own process, as a user runs it; the original (torch only,
     # already imported here) runs in this one meanwhile, through its own main().
-    port = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "tutorial_port.py"), "--epochs", "1",
-         "--resume", str(start), "--save", str(jax_model)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=example_env(),
-    )  # fmt: skip
+    port = examples.start(
+        "tutorial_port.py", "--epochs", "1", "--resume", str(start), "--save", str(jax_model)
+    )
     try:
         argv = ["tutorial_torch.py", "--epochs", "1", "--resume", str(start), "--save"]
         monkeypatch.setattr(sys, "argv", [*argv, str(torch_model)])
         original_script.main()
     finally:
-        out, err = port.communicate(timeout=300)
-    assert port.returncode == 0, err.decode()[-3000:]
-    outputs = {"tutorial_torch.py": capsys.readouterr().out, "tutorial_port.py": out.decode()}
+        out = port.output()
+    outputs = {"tutorial_torch.py": capsys.readouterr().out, "tutorial_port.py": out}
     original, port_losses = (
         _losses(outputs["tutorial_torch.py"]),
         _losses(outputs["tutorial_port.py"]),
