@@ -440,7 +440,7 @@ def _check(args: argparse.Namespace) -> str | None:
 
 def _host_store(args: argparse.Namespace, port: int) -> object:
     """torch's rendezvous store, as torchrun's agent hosts it for its workers."""
-    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+    from torch.distributed import TCPStore
 
     try:
         return TCPStore(
