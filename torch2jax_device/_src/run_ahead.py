@@ -113,14 +113,6 @@ def _processed(process: Callable[[_T], _R], item: _T) -> _R | _Failure:
         return _Failure(error)
 
 
-def _next_processed(source: Iterator[_T], process: Callable[[_T], _R]) -> _R | _End | _Failure:
-    """The next item, processed; ``_END`` at the end; an exception as a ``_Failure``."""
-    item = _pull(source)
-    if isinstance(item, (_End, _Failure)):
-        return item
-    return _processed(process, item)
-
-
 class _Channel(Generic[_R]):
     """A bounded hand-over from one producer thread to one consumer, closed by the consumer."""
 
@@ -155,6 +147,11 @@ class _Channel(Generic[_R]):
             self._condition.notify()
             return item
 
+    @property
+    def closed(self) -> bool:
+        """Whether the consumer has gone."""
+        return self._closed
+
     def close(self) -> None:
         with self._condition:
             self._closed = True
@@ -163,10 +160,19 @@ class _Channel(Generic[_R]):
 
 
 def _produce(source: Iterator[_T], process: Callable[[_T], _R], channel: _Channel[_R]) -> None:
-    """The producer thread: pull, process, hand over, until the end, an error or close."""
+    """The producer thread: pull, process, hand over, until the end, an error or close.
+
+    An item pulled after the consumer closed the channel is dropped unprocessed: at
+    interpreter exit the consumer waits ``EXIT_JOIN_S`` only, and ``process`` (a copy
+    to a device) running while the interpreter finalizes can abort the process.
+    """
     try:
         while channel.wait_for_room():
-            message = _next_processed(source, process)
+            message = _pull(source)
+            if channel.closed:
+                return
+            if not isinstance(message, (_End, _Failure)):
+                message = _processed(process, message)
             channel.put(message)
             if isinstance(message, (_End, _Failure)):
                 return
