@@ -168,11 +168,10 @@ def _produce(source: Iterator[_T], process: Callable[[_T], _R], channel: _Channe
     """
     try:
         while channel.wait_for_room():
-            message = _pull(source)
+            item = _pull(source)
             if channel.closed:
                 return
-            if not isinstance(message, (_End, _Failure)):
-                message = _processed(process, message)
+            message = item if isinstance(item, (_End, _Failure)) else _processed(process, item)
             channel.put(message)
             if isinstance(message, (_End, _Failure)):
                 return
