@@ -332,6 +332,45 @@ def test_doctor_agrees_with_torchs_collect_env() -> None:
     assert ours["torch"]["cuda_available"] == cuda
 
 
+def test_torchs_answer_is_torchs_and_a_build_for_no_gpu_is_not_imported() -> None:
+    """Side by side with torch: the doctor's torch section is what torch answers; a build
+    for no GPU (torch.version.cuda and .hip None) gives it from its version file, so the
+    doctor does not import torch there (3.5 s of CPU of its 8.4 s on the 2-core machine)."""
+    import torch
+
+    assert _doctor._torch_cuda() == {
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_version": torch.version.cuda,
+        "device_count": torch.cuda.device_count(),
+    }
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys; from torch2jax_device.cli import doctor; "
+         "doctor._torch_cuda(); print('torch' in sys.modules)"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    built_for_gpu = torch.version.cuda is not None or torch.version.hip is not None
+    assert imported.stdout.strip() == str(built_for_gpu)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("cuda: Optional[str] = None\nhip: Optional[str] = None\n", False),
+        ("cuda = '12.8'\nhip = None\n", True),
+        ("cuda = None\nhip = '6.2'\n", True),
+        ("cuda = None\n", None),  # hip not said: ask torch
+        ("cuda = detect()\nhip = None\n", None),  # not a literal: ask torch
+        ("cuda = (\n", None),  # unreadable: ask torch
+    ],
+)
+def test_torchs_version_file_is_read_only_where_it_is_plain(
+    tmp_path: Path, text: str, answer: bool | None
+) -> None:
+    (tmp_path / "version.py").write_text(text)
+    assert _doctor._built_for_gpu(tmp_path / "version.py") is answer
+    assert _doctor._built_for_gpu(tmp_path / "missing.py") is None
+
+
 # What the probe reports from a GPU machine: an H200 with JAX's default pool.
 GPU_PROBE = {
     "stage": "started",
