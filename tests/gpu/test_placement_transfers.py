@@ -115,6 +115,24 @@ def test_a_load_onto_the_gpu_through_pinned_staging(tmp_path: Path) -> None:
         assert np.asarray(loaded[name]).tobytes() == expected.tobytes(), name
 
 
+@pytest.mark.parametrize(
+    "values",
+    [np.arange(3 * MIB) % 3 == 0, (np.arange(MIB) + 0.5j).astype(np.complex64)],
+    ids=["bool", "complex64"],
+)
+def test_a_load_of_tensors_without_a_bit_carrier_in_pinned_pieces(
+    tmp_path: Path, values: np.ndarray[Any, Any]
+) -> None:
+    # Larger than one staging buffer (a third of staging_bytes): pieces from pinned
+    # buffers, as typed views, since JAX cannot bitcast bytes into bool or complex.
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"t": values}, str(path))
+    array = tj.load_file(path, device="cuda", staging_bytes=3 * MIB)["t"]
+    assert array.devices() == {tj.resolve("cuda")}
+    assert array.dtype == values.dtype and array.shape == values.shape
+    assert np.asarray(array).tobytes() == values.tobytes()
+
+
 def test_a_load_bigger_than_the_free_pool_is_refused(tmp_path: Path) -> None:
     stats = tj.resolve("cuda").memory_stats() or {}
     free = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
