@@ -307,3 +307,11 @@ def test_to_torch_of_a_cpu_array_still_shares_its_memory(routes: Routes) -> None
     tensor = tj.to_torch(array, "cpu")
     assert routes.to_host == 0
     assert tensor.data_ptr() == array.unsafe_buffer_pointer()
+
+
+def test_to_torch_of_a_deleted_accelerator_array_names_it(routes: Routes) -> None:
+    array = jax.device_put(np.arange(8, dtype=np.float32), ACCELERATOR)
+    array.delete()
+    with pytest.raises(tj.ConversionError, match=r"deleted or donated jax\.Array"):
+        tj.to_torch(array, "cpu")  # before the fix: JAX's RuntimeError from the pinned route
+    assert routes.to_host == 0

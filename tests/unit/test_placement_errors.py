@@ -192,6 +192,14 @@ def test_parameters_and_device_of_accept_a_torch_module() -> None:
         tj.device_of(torch.nn.ReLU())
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_to_torch_of_a_deleted_array_names_it(device: str | None) -> None:
+    array = jnp.arange(3.0)
+    array.delete()  # as a donating call does
+    with pytest.raises(tj.ConversionError, match=r"deleted or donated jax.Array \(float32\[3\]\)"):
+        tj.to_torch(array, device)
+
+
 def test_to_torch_without_torch_is_a_clear_error() -> None:
     script = textwrap.dedent(
         """

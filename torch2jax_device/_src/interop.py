@@ -266,8 +266,8 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             whatever ``jax_enable_x64`` says.
 
     Raises:
-        ConversionError: ``array`` is sharded over several devices, is a tracer, or is
-            not an array torch can take.
+        ConversionError: ``array`` is sharded over several devices, is a tracer, was
+            deleted or donated, or is not an array torch can take.
         DTypeError: torch has no such dtype.
         MissingFrameworkError: torch is not installed.
 
@@ -294,6 +294,11 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             "through jax.pure_callback"
         )
     elif isinstance(array, jax.Array):
+        if array.is_deleted():
+            raise ConversionError(
+                f"to_torch() got a deleted or donated jax.Array ({array.dtype}"
+                f"{list(array.shape)}); convert the array the donating call returned"
+            )
         if len(array.devices()) != 1:
             raise ConversionError(
                 f"to_torch() needs a single-device array; this one is sharded over "
