@@ -85,6 +85,25 @@ def test_non_contiguous_torch_tensor_to_the_gpu() -> None:
     np.testing.assert_array_equal(np.asarray(moved), tensor.numpy())
 
 
+@pytest.mark.parametrize("count", [1000, host_staging.PINNED_PIECES_FROM // 4 + 13])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_the_source_may_change_once_a_non_blocking_transfer_returns(kind: str, count: int) -> None:
+    """torch's ``.to("cuda", non_blocking=True)`` from pageable memory has read the source
+    when it returns; the oracle checks that, then tj is held to it on both routes (plain,
+    and pinned pieces from ``PINNED_PIECES_FROM``). The CPU suite checks the pieces route
+    only: JAX aliases NumPy data on a CPU device, so there a later write shows anyway."""
+    expected = _values(count, np.float32)
+    oracle_source = torch.from_numpy(expected.copy())
+    oracle = oracle_source.to("cuda", non_blocking=True)
+    oracle_source.fill_(-1)
+    np.testing.assert_array_equal(oracle.cpu().numpy(), expected)
+    for _ in range(20):  # a late read of the source is a race: give it chances
+        source: Any = expected.copy() if kind == "numpy" else torch.from_numpy(expected.copy())
+        moved = tj.to_device(source, "cuda", non_blocking=True)
+        source[:] = -1
+        np.testing.assert_array_equal(np.asarray(moved), expected)
+
+
 def test_pin_memory_then_to_the_gpu() -> None:
     values = _values(16 * MIB, np.float32)
     pinned = tj.pin_memory(values, "cuda")

@@ -315,3 +315,18 @@ def test_to_torch_of_a_deleted_accelerator_array_names_it(routes: Routes) -> Non
     with pytest.raises(tj.ConversionError, match=r"deleted or donated jax\.Array"):
         tj.to_torch(array, "cpu")  # before the fix: JAX's RuntimeError from the pinned route
     assert routes.to_host == 0
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_the_source_may_change_once_the_pieces_route_returns(
+    routes: Routes, kind: str, non_blocking: bool
+) -> None:
+    # The pieces are copied out of the source before to_device returns, non_blocking or
+    # not: the caller may refill its buffer at once (the GPU twin checks the plain route).
+    expected = np.arange(3000, dtype=np.float32)
+    source: Any = expected.copy() if kind == "numpy" else torch.from_numpy(expected.copy())
+    moved = tj.to_device(source, "cpu:1", non_blocking=non_blocking)
+    source[:] = -1
+    assert routes.pieces == 1
+    np.testing.assert_array_equal(np.asarray(moved), expected)
