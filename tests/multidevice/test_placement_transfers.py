@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -330,3 +331,23 @@ def test_the_source_may_change_once_the_pieces_route_returns(
     source[:] = -1
     assert routes.pieces == 1
     np.testing.assert_array_equal(np.asarray(moved), expected)
+
+
+def test_threads_sending_at_once_share_the_pool_without_mixing_pieces(routes: Routes) -> None:
+    # Every thread's pieces go through the one pool of pinned buffers: a buffer handed to
+    # two transfers at once would put one thread's bytes into the other's array.
+    def send(seed: int) -> bool:
+        same = True
+        for step in range(8):
+            values = np.full(1000 + 7 * step, seed * 100 + step, np.int32)  # 4 pieces each
+            if step % 2:
+                moved = tj.to_device(values, "cpu:1")
+            else:
+                moved = tj.to_device(tj.to_device(values, "cpu:2"), "cpu")  # pieces, then D2H
+            same &= np.asarray(moved).tobytes() == values.tobytes()
+        return same
+
+    with ThreadPoolExecutor(4) as threads:
+        assert all(threads.map(send, range(4)))
+    assert routes.pieces and routes.to_host  # (counted without a lock: not exact)
+    assert host_staging.POOL.held() <= 2 * host_staging.POOL_BUFFERS  # cpu:1 and cpu:2
