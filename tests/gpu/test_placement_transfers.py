@@ -32,7 +32,16 @@ def test_the_gpu_takes_the_pinned_routes() -> None:
 
 
 @pytest.mark.parametrize(
-    "dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.int8, np.bool_]
+    "dtype",
+    [
+        np.float32,
+        ml_dtypes.bfloat16,
+        ml_dtypes.float8_e4m3fn,
+        np.int8,
+        np.bool_,
+        np.complex64,
+        ml_dtypes.int4,  # packed on the GPU: copied out of pinned memory by JAX
+    ],
 )
 def test_device_to_host_through_pinned_memory(dtype: Any) -> None:
     values = _values(3 * MIB + 7, dtype)

@@ -184,12 +184,15 @@ def test_a_full_pinned_allocator_falls_back_to_the_plain_copy(
     assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
 
 
-@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+UNPATTERNED = (np.bool_, np.complex64, ml_dtypes.int4)
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, *UNPATTERNED], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", [(1000,), (3, 7, 11), (), (0, 4)], ids=str)
 def test_device_arrays_come_back_to_the_host_through_pinned_memory(
     routes: Routes, dtype: Any, shape: tuple[int, ...]
 ) -> None:
-    values = patterned(shape, dtype) if dtype not in (np.bool_, np.complex64) else None
+    values = patterned(shape, dtype) if dtype not in UNPATTERNED else None
     if values is None:
         values = (np.arange(int(np.prod(shape))) % 3).astype(dtype).reshape(shape)
     on_device = jax.device_put(values, ACCELERATOR)
