@@ -172,9 +172,15 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         try:
             shared = jax.dlpack.from_dlpack(tensor.contiguous())
         except (BufferError, ValueError, RuntimeError, TypeError) as retry_err:
+            if tensor.device.type == "cpu":  # the dtype, then (complex32: DLPack has none)
+                fix = "convert it in torch to a dtype JAX has (tensor.to(torch.complex64))"
+                if not tensor.is_complex():
+                    fix = "convert it in torch to a dtype JAX has (tensor.to(torch.float32))"
+            else:
+                fix = "move it to the CPU in torch first (tensor.cpu())"
             raise ConversionError(
                 f"JAX cannot import a {tensor.dtype} tensor on {tensor.device} through DLPack "
-                f"({retry_err}). Fix: move it to the CPU in torch first (tensor.cpu())"
+                f"({retry_err}). Fix: {fix}"
             ) from retry_err
     return shared
 
