@@ -32,7 +32,16 @@ def test_the_gpu_takes_the_pinned_routes() -> None:
 
 
 @pytest.mark.parametrize(
-    "dtype", [np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.int8, np.bool_]
+    "dtype",
+    [
+        np.float32,
+        ml_dtypes.bfloat16,
+        ml_dtypes.float8_e4m3fn,
+        np.int8,
+        np.bool_,
+        np.complex64,
+        ml_dtypes.int4,  # packed on the GPU: copied out of pinned memory by JAX
+    ],
 )
 def test_device_to_host_through_pinned_memory(dtype: Any) -> None:
     values = _values(3 * MIB + 7, dtype)
@@ -85,6 +94,25 @@ def test_non_contiguous_torch_tensor_to_the_gpu() -> None:
     np.testing.assert_array_equal(np.asarray(moved), tensor.numpy())
 
 
+@pytest.mark.parametrize("count", [1000, host_staging.PINNED_PIECES_FROM // 4 + 13])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_the_source_may_change_once_a_non_blocking_transfer_returns(kind: str, count: int) -> None:
+    """torch's ``.to("cuda", non_blocking=True)`` from pageable memory has read the source
+    when it returns; the oracle checks that, then tj is held to it on both routes (plain,
+    and pinned pieces from ``PINNED_PIECES_FROM``). The CPU suite checks the pieces route
+    only: JAX aliases NumPy data on a CPU device, so there a later write shows anyway."""
+    expected = _values(count, np.float32)
+    oracle_source = torch.from_numpy(expected.copy())
+    oracle = oracle_source.to("cuda", non_blocking=True)
+    oracle_source.fill_(-1)
+    np.testing.assert_array_equal(oracle.cpu().numpy(), expected)
+    for _ in range(20):  # a late read of the source is a race: give it chances
+        source: Any = expected.copy() if kind == "numpy" else torch.from_numpy(expected.copy())
+        moved = tj.to_device(source, "cuda", non_blocking=True)
+        source[:] = -1
+        np.testing.assert_array_equal(np.asarray(moved), expected)
+
+
 def test_pin_memory_then_to_the_gpu() -> None:
     values = _values(16 * MIB, np.float32)
     pinned = tj.pin_memory(values, "cuda")
@@ -113,6 +141,24 @@ def test_a_load_onto_the_gpu_through_pinned_staging(tmp_path: Path) -> None:
     for name, expected in tensors.items():
         assert loaded[name].devices() == {tj.resolve("cuda")}, name
         assert np.asarray(loaded[name]).tobytes() == expected.tobytes(), name
+
+
+@pytest.mark.parametrize(
+    "values",
+    [np.arange(3 * MIB) % 3 == 0, (np.arange(MIB) + 0.5j).astype(np.complex64)],
+    ids=["bool", "complex64"],
+)
+def test_a_load_of_tensors_without_a_bit_carrier_in_pinned_pieces(
+    tmp_path: Path, values: np.ndarray[Any, Any]
+) -> None:
+    # Larger than one staging buffer (a third of staging_bytes): pieces from pinned
+    # buffers, as typed views, since JAX cannot bitcast bytes into bool or complex.
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"t": values}, str(path))
+    array = tj.load_file(path, device="cuda", staging_bytes=3 * MIB)["t"]
+    assert array.devices() == {tj.resolve("cuda")}
+    assert array.dtype == values.dtype and array.shape == values.shape
+    assert np.asarray(array).tobytes() == values.tobytes()
 
 
 def test_a_load_bigger_than_the_free_pool_is_refused(tmp_path: Path) -> None:

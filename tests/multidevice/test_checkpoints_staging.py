@@ -115,6 +115,26 @@ def test_device_loads_stage_through_pooled_pinned_buffers(
     assert pinned_device and all(size == budget // 3 for size in pinned_device)
 
 
+@pytest.mark.parametrize(
+    "values",
+    [np.arange(20000) % 3 == 0, (np.arange(3000) + 0.5j).astype(np.complex64)],
+    ids=["bool", "complex64"],
+)
+def test_tensors_without_a_bit_carrier_larger_than_a_staging_buffer(
+    tmp_path: Path, pinned_device: list[int], values: np.ndarray[Any, Any]
+) -> None:
+    # In pieces through pinned buffers, but not as raw bytes: JAX cannot bitcast bytes
+    # into bool or complex (a raw TypeError before the fix).
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file({"t": values}, str(path))
+    budget = 3 * 8192  # buffers of 8 KiB: the tensor goes in 3 or 4 pieces
+    array = tj.load_file(path, device="cpu:1", staging_bytes=budget)["t"]
+    assert array.devices() == {jax.devices("cpu")[1]}
+    assert array.dtype == values.dtype and array.shape == values.shape
+    assert np.asarray(array).tobytes() == values.tobytes()
+    assert pinned_device  # the pieces went through pinned buffers
+
+
 def test_pinned_staging_buffers_are_reused_across_tensors_and_loads(
     tmp_path: Path, pinned_device: list[int]
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -183,12 +184,15 @@ def test_a_full_pinned_allocator_falls_back_to_the_plain_copy(
     assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
 
 
-@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_, np.complex64], ids=lambda d: np.dtype(d).name)
+UNPATTERNED = (np.bool_, np.complex64, ml_dtypes.int4)
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, *UNPATTERNED], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", [(1000,), (3, 7, 11), (), (0, 4)], ids=str)
 def test_device_arrays_come_back_to_the_host_through_pinned_memory(
     routes: Routes, dtype: Any, shape: tuple[int, ...]
 ) -> None:
-    values = patterned(shape, dtype) if dtype not in (np.bool_, np.complex64) else None
+    values = patterned(shape, dtype) if dtype not in UNPATTERNED else None
     if values is None:
         values = (np.arange(int(np.prod(shape))) % 3).astype(dtype).reshape(shape)
     on_device = jax.device_put(values, ACCELERATOR)
@@ -307,3 +311,46 @@ def test_to_torch_of_a_cpu_array_still_shares_its_memory(routes: Routes) -> None
     tensor = tj.to_torch(array, "cpu")
     assert routes.to_host == 0
     assert tensor.data_ptr() == array.unsafe_buffer_pointer()
+
+
+def test_to_torch_of_a_deleted_accelerator_array_names_it(routes: Routes) -> None:
+    array = jax.device_put(np.arange(8, dtype=np.float32), ACCELERATOR)
+    array.delete()
+    with pytest.raises(tj.ConversionError, match=r"deleted or donated jax\.Array"):
+        tj.to_torch(array, "cpu")  # before the fix: JAX's RuntimeError from the pinned route
+    assert routes.to_host == 0
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_the_source_may_change_once_the_pieces_route_returns(
+    routes: Routes, kind: str, non_blocking: bool
+) -> None:
+    # The pieces are copied out of the source before to_device returns, non_blocking or
+    # not: the caller may refill its buffer at once (the GPU twin checks the plain route).
+    expected = np.arange(3000, dtype=np.float32)
+    source: Any = expected.copy() if kind == "numpy" else torch.from_numpy(expected.copy())
+    moved = tj.to_device(source, "cpu:1", non_blocking=non_blocking)
+    source[:] = -1
+    assert routes.pieces == 1
+    np.testing.assert_array_equal(np.asarray(moved), expected)
+
+
+def test_threads_sending_at_once_share_the_pool_without_mixing_pieces(routes: Routes) -> None:
+    # Every thread's pieces go through the one pool of pinned buffers: a buffer handed to
+    # two transfers at once would put one thread's bytes into the other's array.
+    def send(seed: int) -> bool:
+        same = True
+        for step in range(8):
+            values = np.full(1000 + 7 * step, seed * 100 + step, np.int32)  # 4 pieces each
+            if step % 2:
+                moved = tj.to_device(values, "cpu:1")
+            else:
+                moved = tj.to_device(tj.to_device(values, "cpu:2"), "cpu")  # pieces, then D2H
+            same &= np.asarray(moved).tobytes() == values.tobytes()
+        return same
+
+    with ThreadPoolExecutor(4) as threads:
+        assert all(threads.map(send, range(4)))
+    assert routes.pieces and routes.to_host  # (counted without a lock: not exact)
+    assert host_staging.POOL.held() <= 2 * host_staging.POOL_BUFFERS  # cpu:1 and cpu:2

@@ -192,6 +192,24 @@ def test_parameters_and_device_of_accept_a_torch_module() -> None:
         tj.device_of(torch.nn.ReLU())
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_to_torch_of_a_deleted_array_names_it(device: str | None) -> None:
+    array = jnp.arange(3.0)
+    array.delete()  # as a donating call does
+    with pytest.raises(tj.ConversionError, match=r"deleted or donated jax.Array \(float32\[3\]\)"):
+        tj.to_torch(array, device)
+
+
+def test_a_cpu_tensor_dlpack_refuses_is_told_to_change_its_dtype() -> None:
+    with warnings.catch_warnings():  # torch: "ComplexHalf support is experimental"
+        warnings.simplefilter("ignore", UserWarning)
+        tensor = torch.zeros(4, dtype=torch.complex32)  # DLPack has no 32-bit complex
+    with pytest.raises(
+        tj.ConversionError, match=r"torch\.complex32 .*tensor\.to\(torch\.complex64\)"
+    ):
+        tj.to_device(tensor, "cpu")
+
+
 def test_to_torch_without_torch_is_a_clear_error() -> None:
     script = textwrap.dedent(
         """

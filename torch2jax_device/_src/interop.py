@@ -172,9 +172,15 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         try:
             shared = jax.dlpack.from_dlpack(tensor.contiguous())
         except (BufferError, ValueError, RuntimeError, TypeError) as retry_err:
+            if tensor.device.type == "cpu":  # the dtype, then (complex32: DLPack has none)
+                fix = "convert it in torch to a dtype JAX has (tensor.to(torch.complex64))"
+                if not tensor.is_complex():
+                    fix = "convert it in torch to a dtype JAX has (tensor.to(torch.float32))"
+            else:
+                fix = "move it to the CPU in torch first (tensor.cpu())"
             raise ConversionError(
                 f"JAX cannot import a {tensor.dtype} tensor on {tensor.device} through DLPack "
-                f"({retry_err}). Fix: move it to the CPU in torch first (tensor.cpu())"
+                f"({retry_err}). Fix: {fix}"
             ) from retry_err
     return shared
 
@@ -266,8 +272,8 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             whatever ``jax_enable_x64`` says.
 
     Raises:
-        ConversionError: ``array`` is sharded over several devices, is a tracer, or is
-            not an array torch can take.
+        ConversionError: ``array`` is sharded over several devices, is a tracer, was
+            deleted or donated, or is not an array torch can take.
         DTypeError: torch has no such dtype.
         MissingFrameworkError: torch is not installed.
 
@@ -294,6 +300,11 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             "through jax.pure_callback"
         )
     elif isinstance(array, jax.Array):
+        if array.is_deleted():
+            raise ConversionError(
+                f"to_torch() got a deleted or donated jax.Array ({array.dtype}"
+                f"{list(array.shape)}); convert the array the donating call returned"
+            )
         if len(array.devices()) != 1:
             raise ConversionError(
                 f"to_torch() needs a single-device array; this one is sharded over "

@@ -47,6 +47,7 @@ from ..host_staging import (
     Buffer,
     Piece,
     carrier,
+    carries,
     from_bits,
     pieces,
     unpack,
@@ -213,9 +214,7 @@ class _Staging:
                 yield _Batch(batch, size)
                 batch, size = [], 0
             pinned_piece = (
-                self._pins
-                and nbytes >= host_staging.PINNED_PIECES_FROM
-                and host_staging.carries(dtype)
+                self._pins and nbytes >= host_staging.PINNED_PIECES_FROM and carries(dtype)
             )
             if (nbytes > self._chunk or pinned_piece) and not self._in_place:
                 for block in pieces(info.shape, dtype.itemsize, self._chunk // dtype.itemsize):
@@ -275,7 +274,9 @@ class _Staging:
             return placed
         name = item.info.name
         bits = carrier(item.dtype)
-        pinned = self._pinned.get(buffer.ctypes.data)
+        # Raw bytes are unpacked on the device only into a dtype that ``carries`` them (not
+        # bool or complex): a piece of any other dtype travels as its typed view.
+        pinned = self._pinned.get(buffer.ctypes.data) if carries(item.dtype) else None
         if pinned is not None:  # the whole buffer travels, as bytes, at the bus's speed
             part: jax.Array = jax.device_put(
                 pinned.array, jax.sharding.SingleDeviceSharding(self._target)
