@@ -47,6 +47,12 @@ _MUTATORS = frozenset("append extend insert add update".split())
 _JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
 # Of those, code that only reads values on the host (it takes torch tensors too).
 _HOST_CODE = ("numpy", "math")
+# Conversions that put a host value (a CPU torch tensor, a NumPy array) on JAX's default
+# device when not told a device, and leave a JAX array where it is: given what a rewrite
+# placed (committed to the CPU by ``tj.load``, ``tj.to_jax``, ``.cpu()``), they would no
+# longer move it, and the JAX code after them would run there.
+_TO_DEFAULT_DEVICE = frozenset({"jax.numpy.asarray", "jax.numpy.array", "jax.device_put"})
+_TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map"})
 # What ``escape`` follows: at most this many uses of one value, and over one file at
 # most this many uses per node of the file.
 _USES_PER_VALUE = 5000
@@ -158,6 +164,8 @@ class Flow:
             return self._attribute(parent, policy, rewritten, work)
         if isinstance(parent, ast.Subscript):
             if parent.value is node and policy == "array":
+                if isinstance(parent.ctx, ast.Store) and self._fresh_container(node):
+                    return None  # d[k] = ... into a dict or list the code made
                 if isinstance(parent.ctx, ast.Store):
                     return (
                         f"{where}: {self._text(parent)} = ... writes into it (arrays are immutable)"
@@ -201,11 +209,8 @@ class Flow:
             return None
         if isinstance(parent, ast.Return):
             return self._returned(parent, work)
-        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
-            reason = self._bind(parent.target, work)
-            return f"{where}: {reason}" if reason else None
-        if isinstance(parent, ast.comprehension) and parent.iter is node:
-            reason = self._bind(parent.target, work)
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+            reason = self._bind(_values_of(node, parent.target), work)
             return f"{where}: {reason}" if reason else None
         if isinstance(parent, ast.withitem):
             return f"{where}: used as a context manager"
@@ -234,13 +239,19 @@ class Flow:
                 if reason:
                     return reason
             return None
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            bindings = self.names.bindings(target.value)
-            if bindings and all(_is_fresh_container(b) for b in bindings):
-                for binding in bindings:
-                    self._extend(work, self._visible_loads(binding))
-                return None
+        if isinstance(target, ast.Subscript) and self._fresh_container(target.value):
+            assert isinstance(target.value, ast.Name)
+            for binding in self.names.bindings(target.value):
+                self._extend(work, self._visible_loads(binding))
+            return None
         return f"stored in {self._text(target)}, whose uses the scanner cannot follow"
+
+    def _fresh_container(self, node: ast.AST) -> bool:
+        """``node`` names only lists, dicts or sets the code itself made."""
+        if not isinstance(node, ast.Name):
+            return False
+        bindings = self.names.bindings(node)
+        return bool(bindings) and all(_is_fresh_container(b) for b in bindings)
 
     def _visible_loads(self, binding: Binding) -> Iterator[ast.Name]:
         """Reads that may see ``binding``: not those that only run before it."""
@@ -275,6 +286,12 @@ class Flow:
             self._read_by_jax = True
             return None
         name = self.qualname(call.func)
+        if policy == "array" and self._to_default_device(call, name):
+            return (
+                f"line {call.lineno}: {self._text(call)} puts a torch tensor on JAX's default "
+                "device, but would leave the JAX array where the rewrite puts it (give it "
+                "device= first)"
+            )
         if name is not None:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, _JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
@@ -312,6 +329,16 @@ class Flow:
                 self._read_by_jax = True
                 return None
         return self._passed(call)
+
+    def _to_default_device(self, call: ast.Call, name: str | None) -> bool:
+        """``call`` is ``jnp.asarray(x)`` (or ``jax.tree.map(jnp.asarray, x)``) with no device."""
+        if name in _TREE_MAPS and call.args:
+            return self.qualname(call.args[0]) in _TO_DEFAULT_DEVICE
+        if name not in _TO_DEFAULT_DEVICE:
+            return False
+        if any(k.arg in ("device", "sharding") for k in call.keywords):
+            return False
+        return not (name == "jax.device_put" and len(call.args) > 1)
 
     def _local_argument(self, call: ast.Call, node: ast.AST, work: deque[ast.AST]) -> str | None:
         assert isinstance(call.func, ast.Name)
@@ -391,6 +418,20 @@ class Flow:
             work.append(attribute)
             return None
         return f"{where}: reads {self._text(attribute)}, which differs on a JAX array"
+
+
+def _values_of(iterated: ast.AST, target: ast.expr) -> ast.expr:
+    """What of ``target`` receives the value followed: for ``k, v in d.items()``, ``v``
+    (the keys of a checkpoint are names, not arrays)."""
+    if (
+        isinstance(iterated, ast.Call)
+        and isinstance(iterated.func, ast.Attribute)
+        and iterated.func.attr == "items"
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+    ):
+        return target.elts[1]
+    return target
 
 
 def _is_fresh_container(binding: Binding) -> bool:
