@@ -169,3 +169,38 @@ def test_the_keys_of_a_loaded_checkpoint_are_names_not_arrays() -> None:
         print(load_pytorch_checkpoint_in_flax_state_dict("model.pt"))
         """
     assert '    pt_state_dict = tj.load(pt_path, map_location="cpu")' in _port(source).splitlines()
+
+
+def test_a_value_reassigned_from_itself_is_not_read_by_its_own_rewrite() -> None:
+    # pytorch/examples word_language_model/main.py (the 2017 version): ``data =
+    # data.cuda()`` reads the old ``data``, not the new one; nothing JAX reads the new.
+    source = """\
+        import torch
+
+        def batchify(data, bsz):
+            nbatch = data.size(0) // bsz
+            data = data.narrow(0, 0, nbatch * bsz)
+            data = data.view(bsz, -1).t().contiguous()
+            if torch.cuda.is_available():
+                data = data.cuda()
+            return data
+
+        print(batchify(torch.arange(8.0), 2))
+        """
+    assert _port(source) == textwrap.dedent(source)
+    reasons = {f.rule: f.reason for f in _scan(source)}
+    assert reasons["tensor-cuda"].startswith("no JAX code reads the result")
+
+
+def test_a_value_reassigned_from_itself_in_a_loop_is_read_by_the_next_iteration() -> None:
+    source = """\
+        import jax.numpy as jnp
+        import torch
+        import torch2jax_device as tj
+
+        x = torch.ones(3)
+        for _ in range(2):
+            print(jnp.tanh(tj.to_jax(x)))
+            x = x.to("cpu")
+        """
+    assert '    x = tj.to_device(x, "cpu")' in _port(source).splitlines()
