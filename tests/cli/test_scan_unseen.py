@@ -204,3 +204,96 @@ def test_a_value_reassigned_from_itself_in_a_loop_is_read_by_the_next_iteration(
             x = x.to("cpu")
         """
     assert '    x = tj.to_device(x, "cpu")' in _port(source).splitlines()
+
+
+def test_from_numpy_of_an_array_written_later_is_not_rewritten() -> None:
+    import torch
+
+    # The oracle: torch.from_numpy always shares the array; tj.to_jax copies one that is
+    # not 64-byte aligned, so a later write shows through torch's tensor only.
+    array = np.zeros(17, np.float32)[1:]
+    tensor, converted = torch.from_numpy(array), tj.to_jax(array)
+    array[0] = 5.0
+    assert float(tensor[0]) == 5.0 and float(converted[0]) == 0.0
+
+    source = """\
+        import numpy as np
+        import torch
+        import torch2jax_device as tj
+
+        window = np.zeros((16, 63), np.float32)
+        for frame in range(3):
+            window[:-1] = window[1:]
+            window[-1] = frame
+            print(tj.to_device(torch.from_numpy(window), "cpu").sum())
+        """
+    assert _port(source) == textwrap.dedent(source)
+    (finding,) = _scan(source)
+    assert finding.reason.startswith("line 7: window[:-1] = ... writes into it")
+
+
+# Shaped after a public sliding-window gesture classifier (SlidingWindowGestureBuffer:
+# the window is an attribute shifted in place on every frame).
+WINDOW = """\
+    import numpy as np
+    import torch
+    import torch2jax_device as tj
+
+    class SlidingWindow:
+        def __init__(self):
+            self.buffer = np.zeros((16, 63), dtype=np.float32)
+
+        def push(self, kp):
+            self.buffer[:-1] = self.buffer[1:]
+            self.buffer[-1] = kp
+            tensor_in = torch.from_numpy(self.buffer)
+            return tj.to_device(tensor_in, "cpu")
+    """
+
+
+@pytest.mark.parametrize(
+    ("held", "why"),
+    [
+        (WINDOW, "the scanner cannot tell what else holds self.buffer"),
+        (
+            "import numpy as np\nimport torch\nimport torch2jax_device as tj\n"
+            "a = np.ones(3)\nt = tj.to_device(torch.from_numpy(a), 'cpu')\na += 1\n",
+            "line 6: a += 1 writes into it",
+        ),
+        (
+            "import numpy as np\nimport torch\nimport torch2jax_device as tj\n"
+            "a = np.ones(3)\nt = tj.to_device(torch.from_numpy(a), 'cpu')\nnp.copyto(a, 2)\n",
+            "passed to np.copyto(a, 2), which may write into it",
+        ),
+        (
+            "import numpy as np\nimport torch\nimport torch2jax_device as tj\n"
+            "a = np.ones(3)\nt = tj.to_device(torch.from_numpy(a), 'cpu')\nrefill(a)\n",
+            "passed to refill(a), which may write into it",
+        ),
+        (
+            "import numpy as np\nimport torch\nimport torch2jax_device as tj\n"
+            "a = np.ones(3)\nt = tj.to_device(torch.from_numpy(a), 'cpu')\na[1:].fill(0)\n",
+            "a[1:].fill(...) writes into it",
+        ),
+    ],
+)
+def test_every_write_into_a_shared_array_holds_from_numpy_back(held: str, why: str) -> None:
+    (finding,) = _scan(held)
+    assert finding.rule == "from-numpy" and why in finding.reason
+
+
+@pytest.mark.parametrize(
+    "argument", ["a", "np.ones(3)", "a.astype(np.float32)", "np.load('a.npy')"]
+)
+def test_from_numpy_of_an_array_nothing_writes_is_rewritten(argument: str) -> None:
+    source = f"""\
+        import numpy as np
+        import torch
+        import torch2jax_device as tj
+
+        a = np.ones(3)
+        print(np.mean(a), len(a))
+        t = tj.to_device(torch.from_numpy({argument}), "cpu")
+        print(np.mean(a))
+        """
+    assert f't = tj.to_device(tj.to_jax({argument}), "cpu")' in _port(source).splitlines()

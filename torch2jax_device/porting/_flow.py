@@ -53,6 +53,19 @@ _HOST_CODE = ("numpy", "math")
 # longer move it, and the JAX code after them would run there.
 _TO_DEFAULT_DEVICE = frozenset({"jax.numpy.asarray", "jax.numpy.array", "jax.device_put"})
 _TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map"})
+# What writes into a NumPy array in place: its methods, and NumPy's functions given it
+# first (``out=`` anywhere counts too).
+_NDARRAY_WRITERS = frozenset("fill sort resize put itemset partition setfield byteswap".split())
+_NUMPY_WRITERS = frozenset(
+    "numpy.copyto numpy.put numpy.place numpy.putmask numpy.put_along_axis "
+    "numpy.fill_diagonal numpy.random.shuffle".split()
+)
+# NumPy functions that may return their argument, or a view of it.
+_NUMPY_VIEWS = frozenset(
+    "asarray asanyarray ascontiguousarray asfortranarray require frombuffer reshape ravel "
+    "transpose squeeze expand_dims moveaxis swapaxes atleast_1d atleast_2d atleast_3d "
+    "broadcast_to".split()
+)
 # What ``escape`` follows: at most this many uses of one value, and over one file at
 # most this many uses per node of the file.
 _USES_PER_VALUE = 5000
@@ -215,6 +228,60 @@ class Flow:
         if isinstance(parent, ast.withitem):
             return f"{where}: used as a context manager"
         return f"{where}: used in {self._text(parent)}"
+
+    def written_after(self, array: ast.expr, call: ast.AST) -> str | None:
+        """Where code that may run after ``call`` writes into the NumPy array ``array``
+        (``a[0] = 1``, ``a += 1``, ``a.fill(0)``, ``np.copyto(a, b)``, or ``a`` handed to
+        a call that could), or ``None``. A name is followed; a new array (``np.load(p)``,
+        ``a.astype(t)``) has no other holder; anything else (``self.buffer``, ``a[i]``,
+        ``a.reshape(s)``, ``load(p)``) may be held elsewhere, and counts as written."""
+        if _new_array(array, self.qualname):
+            return None
+        if not isinstance(array, ast.Name):
+            return (
+                f"line {array.lineno}: the scanner cannot tell what else holds "
+                f"{self._text(array)} and may write into it"
+            )
+        statement = self.names.statement(call)
+        for binding in self.names.bindings(array):
+            site = self.names.parents.get(binding.node)
+            if isinstance(site, ast.AugAssign) and not self._before(site, statement):
+                return f"line {site.lineno}: {self._text(site)} writes into it"
+            for load in self.names.loads(binding):
+                if load is array or self._before(load, statement):
+                    continue
+                reason = self._writes(load)
+                if reason is not None:
+                    return f"line {load.lineno}: {reason}"
+        return None
+
+    def _before(self, node: ast.AST, statement: ast.stmt | None) -> bool:
+        return (
+            statement is not None and node is not statement and self._only_before(node, statement)
+        )
+
+    def _writes(self, load: ast.Name) -> str | None:
+        """What writes into the array ``load`` reads, through its views (``a[1:]``)."""
+        node: ast.AST = load
+        parent = self.names.parents.get(node)
+        while isinstance(parent, ast.Subscript) and parent.value is node:
+            if isinstance(parent.ctx, ast.Store):
+                return f"{self._text(parent)} = ... writes into it"
+            node, parent = parent, self.names.parents.get(parent)
+        if isinstance(parent, ast.Attribute) and parent.attr in _NDARRAY_WRITERS:
+            return f"{self._text(parent)}(...) writes into it"
+        if isinstance(parent, ast.keyword):
+            parent = self.names.parents.get(parent)
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            name = self.qualname(parent.func)
+            if any(k.arg == "out" and k.value is node for k in parent.keywords):
+                return f"{self._text(parent)} writes into it"
+            if name in _NUMPY_WRITERS or not (
+                (name is not None and prefixed(name, (*_JAX_CODE, "torch.from_numpy")))
+                or self.values.builtin(parent.func) in _HOST_BUILTINS
+            ):
+                return f"passed to {self._text(parent)}, which may write into it"
+        return None
 
     def _tuple_target(self, value: ast.Tuple | ast.List, element: ast.AST) -> ast.AST | None:
         """For ``a, b = x, y``: the target that receives ``element``."""
@@ -432,6 +499,20 @@ class Flow:
             work.append(attribute)
             return None
         return f"{where}: reads {self._text(attribute)}, which differs on a JAX array"
+
+
+def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> bool:
+    """``node`` makes a NumPy array nothing else holds: ``np.load(p)``, ``a.astype(t)``."""
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("astype", "copy"):
+        return not any(k.arg == "copy" for k in node.keywords)  # astype(t, copy=False)
+    name = qualname(node.func)
+    return (
+        name is not None
+        and prefixed(name, ("numpy",))
+        and name.rsplit(".", 1)[-1] not in _NUMPY_VIEWS
+    )
 
 
 def _values_of(iterated: ast.AST, target: ast.expr) -> ast.expr:

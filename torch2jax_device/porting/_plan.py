@@ -117,6 +117,14 @@ def _problem(
                 "no JAX code reads the result, so it stays torch's (a JAX array would only "
                 "change its dtype rules: 64-bit data becomes 32-bit)"
             )
+    if candidate.tj_name == "tj.to_jax" and isinstance(candidate.call, ast.Call):
+        array = candidate.call.args[0] if candidate.call.args else None
+        written = array is not None and candidate.file.flow.written_after(array, candidate.call)
+        if written:
+            return (
+                f"{written}: torch.from_numpy shares the array's memory, tj.to_jax only "
+                "when it is 64-byte aligned (JAX arrays must not change)"
+            )
     if candidate.effect in ("runtime", "default") and places:
         first = places[0]
         return (
