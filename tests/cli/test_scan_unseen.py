@@ -297,3 +297,27 @@ def test_from_numpy_of_an_array_nothing_writes_is_rewritten(argument: str) -> No
         print(np.mean(a))
         """
     assert f't = tj.to_device(tj.to_jax({argument}), "cpu")' in _port(source).splitlines()
+
+
+def test_a_move_of_a_tensor_written_later_is_not_rewritten() -> None:
+    import torch
+
+    # The oracle: x.cpu() of a CPU tensor is x itself; tj.to_device copies a buffer that
+    # is not 64-byte aligned, so a later write shows through torch's result only.
+    x = torch.zeros(1025)[1:]
+    kept, moved = x.cpu(), tj.to_device(x, "cpu")
+    x[0] = 5.0
+    assert float(kept[0]) == 5.0 and float(moved[0]) == 0.0
+
+    source = """\
+        import torch
+        import torch2jax_device as tj
+
+        x = torch.zeros(4)
+        y = x.cpu()
+        x.add_(1)
+        print(tj.to_jax(y))
+        """
+    assert _port(source) == textwrap.dedent(source)
+    (finding,) = _scan(source)
+    assert finding.reason.startswith("line 6: x.add_(...) writes into it: x.cpu() is the tensor")

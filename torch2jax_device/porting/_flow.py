@@ -229,30 +229,38 @@ class Flow:
             return f"{where}: used as a context manager"
         return f"{where}: used in {self._text(parent)}"
 
-    def written_after(self, array: ast.expr, call: ast.AST) -> str | None:
-        """Where code that may run after ``call`` writes into the NumPy array ``array``
-        (``a[0] = 1``, ``a += 1``, ``a.fill(0)``, ``np.copyto(a, b)``, or ``a`` handed to
-        a call that could), or ``None``. A name is followed; a new array (``np.load(p)``,
-        ``a.astype(t)``) has no other holder; anything else (``self.buffer``, ``a[i]``,
-        ``a.reshape(s)``, ``load(p)``) may be held elsewhere, and counts as written."""
+    def written_after(self, array: ast.expr, call: ast.AST, *, unknown_holders: bool) -> str | None:
+        """Where code that may run after ``call`` writes into the array or tensor
+        ``array`` (``a[0] = 1``, ``a += 1``, ``a.fill(0)``, ``x.add_(1)``, ``np.copyto(a,
+        b)``, or ``a`` handed to a call that could), or ``None``. A name is followed; a new
+        array (``np.load(p)``, ``a.astype(t)``) has no other holder; anything else
+        (``self.buffer``, ``a[i]``, ``a.reshape(s)``, ``load(p)``) may be held elsewhere,
+        and counts as written if ``unknown_holders``."""
         if _new_array(array, self.qualname):
             return None
         if not isinstance(array, ast.Name):
+            if not unknown_holders:
+                return None
             return (
                 f"line {array.lineno}: the scanner cannot tell what else holds "
                 f"{self._text(array)} and may write into it"
             )
         statement = self.names.statement(call)
-        for binding in self.names.bindings(array):
+        bindings = self.names.bindings(array)
+        loads = self.names.loads(bindings[0]) if bindings else []  # the same for each
+        self._budget -= len(bindings) + len(loads)
+        if self._budget <= 0:
+            return "the file has too many uses to follow"
+        for binding in bindings:
             site = self.names.parents.get(binding.node)
             if isinstance(site, ast.AugAssign) and not self._before(site, statement):
                 return f"line {site.lineno}: {self._text(site)} writes into it"
-            for load in self.names.loads(binding):
-                if load is array or self._before(load, statement):
-                    continue
-                reason = self._writes(load)
-                if reason is not None:
-                    return f"line {load.lineno}: {reason}"
+        for load in loads:
+            if load is array or self._before(load, statement):
+                continue
+            reason = self._writes(load)
+            if reason is not None:
+                return f"line {load.lineno}: {reason}"
         return None
 
     def _before(self, node: ast.AST, statement: ast.stmt | None) -> bool:
@@ -268,7 +276,9 @@ class Flow:
             if isinstance(parent.ctx, ast.Store):
                 return f"{self._text(parent)} = ... writes into it"
             node, parent = parent, self.names.parents.get(parent)
-        if isinstance(parent, ast.Attribute) and parent.attr in _NDARRAY_WRITERS:
+        if isinstance(parent, ast.Attribute) and (
+            parent.attr in _NDARRAY_WRITERS or _in_place(parent.attr)
+        ):
             return f"{self._text(parent)}(...) writes into it"
         if isinstance(parent, ast.keyword):
             parent = self.names.parents.get(parent)
@@ -499,6 +509,11 @@ class Flow:
             work.append(attribute)
             return None
         return f"{where}: reads {self._text(attribute)}, which differs on a JAX array"
+
+
+def _in_place(method: str) -> bool:
+    """torch's in-place methods end with one underscore: ``add_``, ``copy_``, ``zero_``."""
+    return method.endswith("_") and not method.startswith("_")
 
 
 def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> bool:
