@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import torch2jax_device as tj
+from tests.support.cli import run_cli
 from torch2jax_device.porting import scanner
 
 
@@ -321,3 +322,18 @@ def test_a_move_of_a_tensor_written_later_is_not_rewritten() -> None:
     assert _port(source) == textwrap.dedent(source)
     (finding,) = _scan(source)
     assert finding.reason.startswith("line 6: x.add_(...) writes into it: x.cpu() is the tensor")
+
+
+def test_a_script_python_no_longer_parses_is_left_out_with_the_line(tmp_path: Path) -> None:
+    # pytorch/examples imagenet/main.py (2017): ``async`` is a keyword since Python 3.7.
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import torch\n\n"
+        "def train(train_loader):\n"
+        "    for i, (input, target) in enumerate(train_loader):\n"
+        "        target = target.cuda(async=True)\n"
+    )
+    status, _, err = run_cli("scan", str(script))
+    assert status == 2
+    assert f"cannot scan {script}: it is not valid Python 3." in err
+    assert "line 5, column 30: target = target.cuda(async=True))" in err
