@@ -241,10 +241,12 @@ def test_the_rewritten_program_prints_what_the_original_prints(source: str) -> N
 
 
 def test_the_runnable_programs_do_get_rewritten() -> None:
-    """The property above is not vacuous: the JAX-safe uses are rewritten."""
+    """The property above is not vacuous: the JAX-safe uses are rewritten (not
+    ``jnp.asarray(y)``: it put the tensor on JAX's default device, and would leave the
+    array on the CPU)."""
     source = (
-        "import jax.numpy as jnp\nimport torch\ndevice = 'cpu'\nx = torch.arange(4.0)\n"
-        "y = x.to(device)\nprint(float(jnp.asarray(y).sum()))\n"
+        "import torch\nimport torch2jax_device as tj\ndevice = 'cpu'\nx = torch.arange(4.0)\n"
+        "y = x.to(device)\nprint(tj.to_jax(y).tolist())\n"
     )
     assert "y = tj.to_device(x, device)" in scanner.apply_edits(source, scanner.scan_source(source))
 

@@ -13,6 +13,7 @@ import argparse
 import difflib
 import json
 import os
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,12 +138,24 @@ def _limit(error: BaseException) -> str:
     return "the scanner ran out of memory on it; it is skipped"
 
 
+def _not_python(error: SyntaxError) -> str:
+    """Where the file stops being Python, and the line: ``x.cuda(async=True)`` (a
+    keyword since Python 3.7, still in old scripts) names the call, not just a line."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    where = f"line {error.lineno}" + (f", column {error.offset}" if error.offset else "")
+    line = (error.text or "").strip()
+    shown = f": {line[:120]}" if line else ""
+    return f"it is not valid Python {version} ({error.msg}, {where}{shown})"
+
+
 def _read_one(path: Path, max_bytes: int, err: TextIO) -> _Read | None:
     """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be."""
     try:
         read = read_python(str(path), max_bytes)
         return read, SourceFile(str(path), read.text)
-    except (OSError, SyntaxError, ValueError) as error:  # UnscannableFileError included
+    except SyntaxError as error:
+        _cannot(path, _not_python(error), err)
+    except (OSError, ValueError) as error:  # UnscannableFileError included
         _cannot(path, error, err)
     except (RecursionError, MemoryError) as error:
         _cannot(path, _limit(error), err)

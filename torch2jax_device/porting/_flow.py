@@ -47,6 +47,25 @@ _MUTATORS = frozenset("append extend insert add update".split())
 _JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
 # Of those, code that only reads values on the host (it takes torch tensors too).
 _HOST_CODE = ("numpy", "math")
+# Conversions that put a host value (a CPU torch tensor, a NumPy array) on JAX's default
+# device when not told a device, and leave a JAX array where it is: given what a rewrite
+# placed (committed to the CPU by ``tj.load``, ``tj.to_jax``, ``.cpu()``), they would no
+# longer move it, and the JAX code after them would run there.
+_TO_DEFAULT_DEVICE = frozenset({"jax.numpy.asarray", "jax.numpy.array", "jax.device_put"})
+_TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map"})
+# What writes into a NumPy array in place: its methods, and NumPy's functions given it
+# first (``out=`` anywhere counts too).
+_NDARRAY_WRITERS = frozenset("fill sort resize put itemset partition setfield byteswap".split())
+_NUMPY_WRITERS = frozenset(
+    "numpy.copyto numpy.put numpy.place numpy.putmask numpy.put_along_axis "
+    "numpy.fill_diagonal numpy.random.shuffle".split()
+)
+# NumPy functions that may return their argument, or a view of it.
+_NUMPY_VIEWS = frozenset(
+    "asarray asanyarray ascontiguousarray asfortranarray require frombuffer reshape ravel "
+    "transpose squeeze expand_dims moveaxis swapaxes atleast_1d atleast_2d atleast_3d "
+    "broadcast_to".split()
+)
 # What ``escape`` follows: at most this many uses of one value, and over one file at
 # most this many uses per node of the file.
 _USES_PER_VALUE = 5000
@@ -158,6 +177,8 @@ class Flow:
             return self._attribute(parent, policy, rewritten, work)
         if isinstance(parent, ast.Subscript):
             if parent.value is node and policy == "array":
+                if isinstance(parent.ctx, ast.Store) and self._fresh_container(node):
+                    return None  # d[k] = ... into a dict or list the code made
                 if isinstance(parent.ctx, ast.Store):
                     return (
                         f"{where}: {self._text(parent)} = ... writes into it (arrays are immutable)"
@@ -201,15 +222,76 @@ class Flow:
             return None
         if isinstance(parent, ast.Return):
             return self._returned(parent, work)
-        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
-            reason = self._bind(parent.target, work)
-            return f"{where}: {reason}" if reason else None
-        if isinstance(parent, ast.comprehension) and parent.iter is node:
-            reason = self._bind(parent.target, work)
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+            reason = self._bind(_values_of(node, parent.target), work)
             return f"{where}: {reason}" if reason else None
         if isinstance(parent, ast.withitem):
             return f"{where}: used as a context manager"
         return f"{where}: used in {self._text(parent)}"
+
+    def written_after(self, array: ast.expr, call: ast.AST, *, unknown_holders: bool) -> str | None:
+        """Where code that may run after ``call`` writes into the array or tensor
+        ``array`` (``a[0] = 1``, ``a += 1``, ``a.fill(0)``, ``x.add_(1)``, ``np.copyto(a,
+        b)``, or ``a`` handed to a call that could), or ``None``. A name is followed; a new
+        array (``np.load(p)``, ``a.astype(t)``) has no other holder; anything else
+        (``self.buffer``, ``a[i]``, ``a.reshape(s)``, ``load(p)``) may be held elsewhere,
+        and counts as written if ``unknown_holders``."""
+        if _new_array(array, self.qualname):
+            return None
+        if not isinstance(array, ast.Name):
+            if not unknown_holders:
+                return None
+            return (
+                f"line {array.lineno}: the scanner cannot tell what else holds "
+                f"{self._text(array)} and may write into it"
+            )
+        statement = self.names.statement(call)
+        bindings = self.names.bindings(array)
+        loads = self.names.loads(bindings[0]) if bindings else []  # the same for each
+        self._budget -= len(bindings) + len(loads)
+        if self._budget <= 0:
+            return "the file has too many uses to follow"
+        for binding in bindings:
+            site = self.names.parents.get(binding.node)
+            if isinstance(site, ast.AugAssign) and not self._before(site, statement):
+                return f"line {site.lineno}: {self._text(site)} writes into it"
+        for load in loads:
+            if load is array or self._before(load, statement):
+                continue
+            reason = self._writes(load)
+            if reason is not None:
+                return f"line {load.lineno}: {reason}"
+        return None
+
+    def _before(self, node: ast.AST, statement: ast.stmt | None) -> bool:
+        return (
+            statement is not None and node is not statement and self._only_before(node, statement)
+        )
+
+    def _writes(self, load: ast.Name) -> str | None:
+        """What writes into the array ``load`` reads, through its views (``a[1:]``)."""
+        node: ast.AST = load
+        parent = self.names.parents.get(node)
+        while isinstance(parent, ast.Subscript) and parent.value is node:
+            if isinstance(parent.ctx, ast.Store):
+                return f"{self._text(parent)} = ... writes into it"
+            node, parent = parent, self.names.parents.get(parent)
+        if isinstance(parent, ast.Attribute) and (
+            parent.attr in _NDARRAY_WRITERS or _in_place(parent.attr)
+        ):
+            return f"{self._text(parent)}(...) writes into it"
+        if isinstance(parent, ast.keyword):
+            parent = self.names.parents.get(parent)
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            name = self.qualname(parent.func)
+            if any(k.arg == "out" and k.value is node for k in parent.keywords):
+                return f"{self._text(parent)} writes into it"
+            if name in _NUMPY_WRITERS or not (
+                (name is not None and prefixed(name, (*_JAX_CODE, "torch.from_numpy")))
+                or self.values.builtin(parent.func) in _HOST_BUILTINS
+            ):
+                return f"passed to {self._text(parent)}, which may write into it"
+        return None
 
     def _tuple_target(self, value: ast.Tuple | ast.List, element: ast.AST) -> ast.AST | None:
         """For ``a, b = x, y``: the target that receives ``element``."""
@@ -234,13 +316,19 @@ class Flow:
                 if reason:
                     return reason
             return None
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            bindings = self.names.bindings(target.value)
-            if bindings and all(_is_fresh_container(b) for b in bindings):
-                for binding in bindings:
-                    self._extend(work, self._visible_loads(binding))
-                return None
+        if isinstance(target, ast.Subscript) and self._fresh_container(target.value):
+            assert isinstance(target.value, ast.Name)
+            for binding in self.names.bindings(target.value):
+                self._extend(work, self._visible_loads(binding))
+            return None
         return f"stored in {self._text(target)}, whose uses the scanner cannot follow"
+
+    def _fresh_container(self, node: ast.AST) -> bool:
+        """``node`` names only lists, dicts or sets the code itself made."""
+        if not isinstance(node, ast.Name):
+            return False
+        bindings = self.names.bindings(node)
+        return bool(bindings) and all(_is_fresh_container(b) for b in bindings)
 
     def _visible_loads(self, binding: Binding) -> Iterator[ast.Name]:
         """Reads that may see ``binding``: not those that only run before it."""
@@ -251,10 +339,13 @@ class Flow:
             yield load
 
     def _only_before(self, load: ast.AST, statement: ast.stmt) -> bool:
-        """``load`` is in the same body as ``statement``, earlier, outside any loop around both."""
+        """``load`` is in the same body as ``statement``, earlier (or in the value it
+        assigns: ``x`` of ``x = x.cuda()`` reads the old ``x``), outside any loop around
+        both."""
         if self.names.scope_of.get(load) is not self.names.scope_of.get(statement):
             return False
-        if (load.lineno, load.col_offset) >= (statement.lineno, statement.col_offset):  # type: ignore[attr-defined]
+        earlier = (load.lineno, load.col_offset) < (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]
+        if not (earlier or self._in_value_of(load, statement)):
             return False
         node: ast.AST | None = statement
         while node is not None:
@@ -262,6 +353,17 @@ class Flow:
                 return False
             node = self.names.parents.get(node)
         return True
+
+    def _in_value_of(self, load: ast.AST, statement: ast.stmt) -> bool:
+        """``load`` is in the value ``statement`` assigns, which runs before it binds."""
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            return False
+        node: ast.AST | None = load
+        while node is not None and node is not statement:
+            if node is statement.value:
+                return True
+            node = self.names.parents.get(node)
+        return False
 
     def _argument(
         self,
@@ -275,6 +377,12 @@ class Flow:
             self._read_by_jax = True
             return None
         name = self.qualname(call.func)
+        if policy == "array" and self._to_default_device(call, name):
+            return (
+                f"line {call.lineno}: {self._text(call)} puts a torch tensor on JAX's default "
+                "device, but would leave the JAX array where the rewrite puts it (give it "
+                "device= first)"
+            )
         if name is not None:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, _JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
@@ -312,6 +420,16 @@ class Flow:
                 self._read_by_jax = True
                 return None
         return self._passed(call)
+
+    def _to_default_device(self, call: ast.Call, name: str | None) -> bool:
+        """``call`` is ``jnp.asarray(x)`` (or ``jax.tree.map(jnp.asarray, x)``) with no device."""
+        if name in _TREE_MAPS and call.args:
+            return self.qualname(call.args[0]) in _TO_DEFAULT_DEVICE
+        if name not in _TO_DEFAULT_DEVICE:
+            return False
+        if any(k.arg in ("device", "sharding") for k in call.keywords):
+            return False
+        return not (name == "jax.device_put" and len(call.args) > 1)
 
     def _local_argument(self, call: ast.Call, node: ast.AST, work: deque[ast.AST]) -> str | None:
         assert isinstance(call.func, ast.Name)
@@ -391,6 +509,39 @@ class Flow:
             work.append(attribute)
             return None
         return f"{where}: reads {self._text(attribute)}, which differs on a JAX array"
+
+
+def _in_place(method: str) -> bool:
+    """torch's in-place methods end with one underscore: ``add_``, ``copy_``, ``zero_``."""
+    return method.endswith("_") and not method.startswith("_")
+
+
+def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> bool:
+    """``node`` makes a NumPy array nothing else holds: ``np.load(p)``, ``a.astype(t)``."""
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("astype", "copy"):
+        return not any(k.arg == "copy" for k in node.keywords)  # astype(t, copy=False)
+    name = qualname(node.func)
+    return (
+        name is not None
+        and prefixed(name, ("numpy",))
+        and name.rsplit(".", 1)[-1] not in _NUMPY_VIEWS
+    )
+
+
+def _values_of(iterated: ast.AST, target: ast.expr) -> ast.expr:
+    """What of ``target`` receives the value followed: for ``k, v in d.items()``, ``v``
+    (the keys of a checkpoint are names, not arrays)."""
+    if (
+        isinstance(iterated, ast.Call)
+        and isinstance(iterated.func, ast.Attribute)
+        and iterated.func.attr == "items"
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+    ):
+        return target.elts[1]
+    return target
 
 
 def _is_fresh_container(binding: Binding) -> bool:

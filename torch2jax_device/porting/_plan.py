@@ -117,6 +117,9 @@ def _problem(
                 "no JAX code reads the result, so it stays torch's (a JAX array would only "
                 "change its dtype rules: 64-bit data becomes 32-bit)"
             )
+    shared = _shared_with(candidate)
+    if shared:
+        return shared
     if candidate.effect in ("runtime", "default") and places:
         first = places[0]
         return (
@@ -149,6 +152,37 @@ def _problem(
             f"{dist_blocker.position[0]}: {dist_blocker.rule}): the process group stays torch's "
             "until every call is ported"
         )
+    return ""
+
+
+def _shared_with(candidate: Candidate) -> str:
+    """Why the new value may not share memory as the old one did: ``torch.from_numpy(a)``
+    always shares ``a``, and ``x.cpu()``/``x.to(d)`` return ``x`` itself when it is there
+    already; ``tj.to_jax``/``tj.to_device`` share only a 64-byte-aligned buffer, so a
+    later write into ``a`` or ``x`` would show through one and not the other."""
+    call = candidate.call
+    if not isinstance(call, ast.Call):
+        return ""
+    flow = candidate.file.flow
+    if candidate.tj_name == "tj.to_jax" and call.args:
+        written = flow.written_after(call.args[0], call, unknown_holders=True)
+        if written:
+            return (
+                f"{written}: torch.from_numpy shares the array's memory, tj.to_jax only "
+                "when it is 64-byte aligned (JAX arrays must not change)"
+            )
+    if (
+        candidate.tj_name == "tj.to_device"
+        and isinstance(call.func, ast.Attribute)
+        and not _already_jax(candidate)
+    ):
+        written = flow.written_after(call.func.value, call, unknown_holders=False)
+        if written:
+            return (
+                f"{written}: {ast.unparse(call)} is the tensor itself when it is there "
+                "already, tj.to_device shares it only when it is 64-byte aligned (JAX arrays "
+                "must not change)"
+            )
     return ""
 
 

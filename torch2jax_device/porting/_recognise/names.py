@@ -16,6 +16,19 @@ _ARRAY_RESULTS = frozenset(
     {"tj.load_file", "tj.load", "tj.to_jax", "tj.to_device", "tj.pin_memory"}
 )
 
+# Renamed loads whose arrays land elsewhere than ``tj.load_file(path)``'s (committed to the
+# CPU), with why: held back, for the porter to say where.
+_LANDS_ELSEWHERE = {
+    "safetensors.flax.load_file": (
+        "safetensors.flax loads onto JAX's default device, tj.load_file onto the CPU: "
+        "give tj.load_file the device= you mean"
+    ),
+    "safetensors.numpy.load_file": (
+        "safetensors.numpy gives NumPy arrays, which JAX code puts on its default device; "
+        "tj.load_file's stay on the CPU: give tj.load_file the device= you mean"
+    ),
+}
+
 
 def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
     """A ``rename`` row: ``torch.cuda.is_available()`` -> ``tj.cuda.is_available()``."""
@@ -24,6 +37,9 @@ def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     row, new_name = RENAMES[name]
     if call is None:
         r.add(node, row.id, new_name, reason="a reference, not a call: rename it by hand")
+        return True
+    if name in _LANDS_ELSEWHERE:
+        r.add(call, row.id, f"{new_name}({r.arguments(call)})", reason=_LANDS_ELSEWHERE[name])
         return True
     r.add(
         call,
