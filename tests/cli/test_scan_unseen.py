@@ -324,6 +324,29 @@ def test_a_move_of_a_tensor_written_later_is_not_rewritten() -> None:
     assert finding.reason.startswith("line 6: x.add_(...) writes into it: x.cpu() is the tensor")
 
 
+def test_a_move_into_its_own_name_is_rewritten_whatever_reads_the_name_later() -> None:
+    """``x = x.to(device)`` rebinds ``x``: a later call that may write into ``x`` writes
+    into the result, never into the tensor moved (docs/tutorial.md's halfway port)."""
+    source = """\
+        import torch
+        from flax import nnx
+        import torch2jax_device as tj
+
+        @nnx.jit
+        def step(model, x, y):
+            return model(x) - y
+
+        def train(model, loader, device):
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                step(model, x, y)
+        """
+    assert (
+        "        x, y = tj.to_device(x, device), tj.to_device(y, device)"
+        in _port(source).splitlines()
+    )
+
+
 def test_a_script_python_no_longer_parses_is_left_out_with_the_line(tmp_path: Path) -> None:
     # pytorch/examples imagenet/main.py (2017): ``async`` is a keyword since Python 3.7.
     script = tmp_path / "main.py"

@@ -175,6 +175,7 @@ def _shared_with(candidate: Candidate) -> str:
         candidate.tj_name == "tj.to_device"
         and isinstance(call.func, ast.Attribute)
         and not _already_jax(candidate)
+        and not _rebinds(flow.names.statement(call), call.func.value)
     ):
         written = flow.written_after(call.func.value, call, unknown_holders=False)
         if written:
@@ -184,6 +185,19 @@ def _shared_with(candidate: Candidate) -> str:
                 "must not change)"
             )
     return ""
+
+
+def _rebinds(statement: ast.stmt | None, receiver: ast.expr) -> bool:
+    """Whether ``statement`` assigns the receiver's own name (``x = x.to(d)``, ``x, y =
+    x.to(d), y.to(d)``): what the name reads afterwards is the result, not the tensor
+    moved, so no later write through it reaches that tensor."""
+    if not (isinstance(receiver, ast.Name) and isinstance(statement, ast.Assign)):
+        return False
+    return any(
+        isinstance(node, ast.Name) and node.id == receiver.id
+        for target in statement.targets
+        for node in ast.walk(target)
+    )
 
 
 def _already_jax(candidate: Candidate) -> bool:
