@@ -115,7 +115,7 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
 
     device, host = setup(cpu)
     pinned_kind = jax.sharding.SingleDeviceSharding(device, memory_kind="pinned_host")
-    torch = torch_cuda()
+    torch = torch_cuda(cpu)
     # What the imports made stays: the collection before each repeat then walks only what
     # the rows make (with torch imported, a full collection takes ~0.4 s of CPU, and the
     # rows make 70 of them).
@@ -280,7 +280,11 @@ def save_from_device(
         arrays.clear()
 
 
-def torch_cuda() -> Any:
+def torch_cuda(cpu: bool = False) -> Any:
+    """torch where it sees a GPU that the rows run on; ``None`` in the CPU simulation,
+    which has no torch rows (and skips the 3.5 s of CPU that importing torch costs)."""
+    if cpu:
+        return None
     try:
         import torch
     except ImportError:
