@@ -50,7 +50,7 @@ def example_environment(**extra: str) -> Iterator[None]:
 
 
 # What every example imports before its first line of its own runs.
-_WARM_IMPORTS = ("numpy", "torch", "jax", "jax.numpy", "flax.nnx", "optax")
+_WARM_IMPORTS = ("numpy", "torch", "jax", "flax.nnx", "optax")
 
 
 class RunningExample:

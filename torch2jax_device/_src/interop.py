@@ -172,12 +172,11 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         try:
             shared = jax.dlpack.from_dlpack(tensor.contiguous())
         except (BufferError, ValueError, RuntimeError, TypeError) as retry_err:
-            if tensor.device.type == "cpu":  # the dtype, then (complex32: DLPack has none)
-                fix = "convert it in torch to a dtype JAX has (tensor.to(torch.complex64))"
-                if not tensor.is_complex():
-                    fix = "convert it in torch to a dtype JAX has (tensor.to(torch.float32))"
-            else:
+            if tensor.device.type != "cpu":
                 fix = "move it to the CPU in torch first (tensor.cpu())"
+            else:  # on the CPU it is the dtype (complex32: DLPack has none)
+                like = "torch.complex64" if tensor.is_complex() else "torch.float32"
+                fix = f"convert it in torch to a dtype JAX has (tensor.to({like}))"
             raise ConversionError(
                 f"JAX cannot import a {tensor.dtype} tensor on {tensor.device} through DLPack "
                 f"({retry_err}). Fix: {fix}"

@@ -115,14 +115,14 @@ def _built_for_gpu(version_file: Path) -> bool | None:
     except (OSError, SyntaxError, ValueError):
         return None
     found: dict[str, object] = {}
+    value: ast.expr | None
     for node in tree.body:
-        target, value = (
-            (node.targets[0], node.value)
-            if isinstance(node, ast.Assign) and len(node.targets) == 1
-            else (node.target, node.value)
-            if isinstance(node, ast.AnnAssign)
-            else (None, None)
-        )
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        else:
+            continue
         if isinstance(target, ast.Name) and target.id in ("cuda", "hip"):
             if not isinstance(value, ast.Constant):
                 return None
