@@ -6,6 +6,7 @@ cut down to the lines a finding depends on.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -345,6 +346,27 @@ def test_a_move_into_its_own_name_is_rewritten_whatever_reads_the_name_later() -
         "        x, y = tj.to_device(x, device), tj.to_device(y, device)"
         in _port(source).splitlines()
     )
+
+
+@pytest.mark.parametrize(
+    ("statement", "rebinds"),
+    [
+        ("x = x.to(d)", True),
+        ("x, y = x.to(d), y.to(d)", True),
+        ("[x, y] = y.to(d), x.to(d)", True),
+        ("y = x.to(d)", False),
+        ("x[0] = x.to(d)", False),  # a write into x, not a new x
+        ("self.x = x.to(d)", False),
+    ],
+)
+def test_only_a_new_binding_of_the_name_moved_counts_as_rebinding_it(
+    statement: str, rebinds: bool
+) -> None:
+    from torch2jax_device.porting._plan import _rebinds
+
+    node = ast.parse(statement).body[0]
+    receiver = ast.Name("x", ast.Load())
+    assert _rebinds(node, receiver) is rebinds
 
 
 def test_a_script_python_no_longer_parses_is_left_out_with_the_line(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def _rebinds(statement: ast.stmt | None, receiver: ast.expr) -> bool:
     if not (isinstance(receiver, ast.Name) and isinstance(statement, ast.Assign)):
         return False
     return any(
-        isinstance(node, ast.Name) and node.id == receiver.id
+        isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == receiver.id
         for target in statement.targets
         for node in ast.walk(target)
     )
