@@ -13,18 +13,20 @@ is read through a bounded staging area while earlier chunks transfer (``transfer
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any, Protocol
 
 import jax
 
-from .. import dtypes
+from .. import dtypes, host_staging
 from ..device import DeviceLike
 from ..interop import ALIGNMENT
 from .format import TensorBudget, TensorInfo
 from .options import checked_staging, maps_file, resolve_target
 from .reader import Reader
 from .source import PathLike
-from .transfer import STAGING_BYTES, place, uses_host_memory
+from .transfer import STAGING_BYTES, place, room_for, uses_host_memory
 
 __all__ = ["OnDevice", "Placement", "TensorSlice", "load_file"]
 
@@ -93,14 +95,21 @@ class OnDevice:
         return placed[info.name]
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
-        mapped = self._mapped and dtypes.canonical(info.dtype) == info.dtype
+        dtype = dtypes.canonical(info.dtype)
+        mapped = self._mapped and dtype == info.dtype
         view = reader.mapped_selection(info, index) if mapped else None
         if view is not None and view.flags.c_contiguous and view.ctypes.data % ALIGNMENT == 0:
-            host = view
-        else:
-            host = reader.read_selection(info, index)
-        array: jax.Array = jax.device_put(dtypes.as_canonical(host), self.device)
-        return array
+            array: jax.Array = jax.device_put(view, self.device)  # in place: nothing to fit
+            return array
+        shape = reader.selection_shape(info, index)
+        what = (
+            f"a slice of shape {list(shape)} of tensor {info.name!r} of "
+            f"{os.path.basename(reader.path)!r}"
+        )
+        with room_for(self.device, math.prod(shape) * dtype.itemsize, what):
+            host = dtypes.as_canonical(reader.read_selection(info, index))
+            (placed,) = host_staging.device_put([host], self.device)
+        return placed
 
 
 class TensorSlice:
@@ -144,5 +153,7 @@ class TensorSlice:
         Raises:
             InvalidIndexError: out of range or a zero step (an ``IndexError`` /
                 ``ValueError``, as NumPy and torch raise), or not a basic index.
+            OutOfMemoryError: the selection cannot fit the device's free memory (checked
+                before reading, as ``tj.load_file`` checks), or the device ran out.
         """
         return self._placement.selection(self._reader, self._info, index)

@@ -142,6 +142,15 @@ class Reader:
         whole = self.mapped(info)
         return None if whole is None else _select(whole, basic, index, info)
 
+    def selection_shape(self, info: TensorInfo, index: Any) -> tuple[int, ...]:
+        """The shape of ``tensor[index]`` for a basic NumPy index, reading nothing.
+
+        Raises:
+            InvalidIndexError: as ``read_selection``.
+        """
+        view, _ = self._selected(info, index)
+        return view.shape
+
     def read_tensor(self, info: TensorInfo, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         """The whole tensor in ``dtype`` (see ``read_into``), in a fresh aligned array."""
         out = aligned_empty(math.prod(info.shape) * dtype.itemsize)

@@ -150,7 +150,9 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
     ``device`` (the CPU unless you say otherwise, whatever the default device). On a CPU
     device, tensors and contiguous slices that start 64-byte aligned are arrays over a
     memory map of the file, as in [`tj.load_file`][torch2jax_device.load_file]; other
-    reads copy only the bytes they select.
+    reads copy only the bytes they select. Onto a device that copies (a GPU), each tensor
+    or slice is checked against the device's free memory before it is read, as
+    ``tj.load_file`` checks a load, and refused with ``tj.OutOfMemoryError`` and the fix.
 
     Args:
         path: The ``.safetensors`` file.
@@ -231,6 +233,8 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         Raises:
             CheckpointError: the file has no tensor ``name`` (the message lists some
                 that it has), or it was closed.
+            OutOfMemoryError: the tensor cannot fit the device's free memory (checked
+                before reading, as ``tj.load_file`` checks), or the device ran out.
         """
         return self._placement.tensor(self._reader, self._reader.info(name))
 

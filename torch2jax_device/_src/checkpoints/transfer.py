@@ -20,7 +20,8 @@ Each tensor takes one of two routes:
 
 Before reading, a load onto a device that copies is checked against the device's free
 memory (``capacity.check_fits``) and refused with ``OutOfMemoryError`` if it cannot fit;
-an allocation failure midway becomes the same error.
+an allocation failure midway becomes the same error. ``room_for`` is that rule for the
+loads that read their bytes themselves (``tj.safe_open``'s slices, ``send``).
 
 Narrowing (64-bit tensors without ``jax_enable_x64``) happens while reading, chunk by
 chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffers.
@@ -29,6 +30,7 @@ chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffer
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import math
 import os
@@ -61,7 +63,7 @@ from .format import TensorInfo
 from .progress import Progress
 from .reader import Reader
 
-__all__ = ["STAGING_BYTES", "place", "send", "uses_host_memory"]
+__all__ = ["STAGING_BYTES", "place", "room_for", "send", "uses_host_memory"]
 
 #: Host memory for staging transfers to devices that copy, unless a load says otherwise.
 STAGING_BYTES = 256 * 2**20
@@ -129,10 +131,21 @@ def send(arrays: list[jax.Array], target: jax.Device, what: str) -> list[jax.Arr
     free memory, and a device allocation failure midway becomes that error too; ``what``
     names the load in the message.
     """
-    nbytes = sum(array.nbytes for array in arrays)
+    with room_for(target, sum(array.nbytes for array in arrays), what):
+        return host_staging.device_put(arrays, target)
+
+
+@contextlib.contextmanager
+def room_for(target: jax.Device, nbytes: int, what: str) -> Iterator[None]:
+    """A load of ``nbytes`` onto ``target``, checked before the block reads or sends a byte.
+
+    Refused with ``OutOfMemoryError`` if they cannot fit the device's free memory
+    (``capacity.check_fits``); a device allocation failure inside the block becomes the
+    same error. ``what`` names the load in the message.
+    """
     check_fits(target, nbytes, what)
     with explained_oom(target, nbytes, what):
-        return host_staging.device_put(arrays, target)
+        yield
 
 
 class _Batch(NamedTuple):
