@@ -86,6 +86,11 @@ ROWS: tuple[Idiom, ...] = (
         tj="x = tj.to_device(x, device, non_blocking=True)",
         notes=(
             "`non_blocking=False` (the default) returns once the data is on the device. "
+            "Either way host data (NumPy, CPU tensors) has been read when the call returns, "
+            "as torch's copies from pageable memory have, so writing to the source "
+            "afterwards is safe (`jax.device_put` onto a CPU device may still read it, "
+            "jax#37830); on the CPU an aligned NumPy array is shared, as "
+            "`torch.as_tensor` shares it. "
             "torch's positional forms read the same: `tj.to_device(x, device, dtype, True)`, "
             "`tj.to_device(x, dtype, False, True)` (non_blocking, copy), "
             "`tj.to_device(x, other, True)`."
