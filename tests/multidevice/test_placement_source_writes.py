@@ -123,6 +123,27 @@ def test_a_sharding_with_a_misaligned_piece_shares_no_piece(non_blocking: bool) 
     assert np.asarray(result).min() == 1.0
 
 
+def test_a_strided_source_with_dense_misaligned_pieces_is_read_before_returning() -> None:
+    # Each device's piece is one row: dense, 4 MiB, starting 4 bytes past a boundary.
+    source = _aligned(len(DEVICES) * (ROWS + 1)).reshape(len(DEVICES), ROWS + 1)[:, 1:]
+    assert not source.flags.c_contiguous
+    result = tj.to_device(source, TARGETS["rows"], non_blocking=True)
+    assert result.is_ready()
+    source[:] = -1.0
+    assert np.asarray(result).min() == 1.0
+
+
+def test_small_misaligned_sources_are_left_to_jax_which_copies_them_during_the_call(
+    handed_to_jax: list[Any],
+) -> None:
+    source = _filled(misaligned_empty(100 * 1024 - 4))  # under XLA's 100 KiB: copied in the call
+    result = tj.to_device(source, DEVICES[1], non_blocking=True)
+    assert handed_to_jax[0] is source  # no copy of ours: JAX's own is as cheap and as safe
+    assert result.is_ready()
+    source[:] = -1.0
+    assert np.asarray(result).min() == 1.0
+
+
 def test_a_strided_source_is_copied_before_returning() -> None:
     source = _aligned(2 * ROWS)[::2]
     result = tj.to_device(source, DEVICES[1], non_blocking=True)

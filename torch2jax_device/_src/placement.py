@@ -99,8 +99,9 @@ def to_device(
     JAX keeps a dense NumPy array that starts 64-byte aligned in place (under a sharding,
     when every device's piece of it starts aligned), as ``torch.from_numpy`` and
     ``torch.as_tensor`` share memory, and a CPU tensor placed on ``cpu:0`` shares its
-    memory, as ``t.to("cpu") is t``. A dense array that starts elsewhere is copied here
-    before returning (JAX would copy it after returning); ``copy=True`` never shares.
+    memory, as ``t.to("cpu") is t``. Other arrays are copied before returning (from
+    100 KiB on, a dense one that starts misaligned is copied here: JAX would copy it
+    after returning); ``copy=True`` never shares.
 
     Gradients of integer inputs (``jax.grad(..., allow_int=True)``) are NumPy arrays of
     dtype ``float0``: they hold no values and no device can hold them, so such a leaf
@@ -289,29 +290,40 @@ def _transfer(
 
 
 def _copied_after_return(array: Any, target: jax.sharding.Sharding) -> bool:
-    """Whether JAX's CPU backend would copy the NumPy ``array`` after ``device_put`` returns.
+    """Whether JAX's CPU backend would copy the NumPy ``array`` late, or share it in part.
 
-    A CPU device keeps a dense NumPy buffer that starts ``ALIGNMENT``-aligned in place
-    (the array shares it), and copies a strided one before returning; a dense one that
-    does not start aligned it copies *after* returning (jax#37830), so a write to the
-    source right after ``to_device(..., non_blocking=True)`` could reach the result.
-    Under a sharding each device's piece counts: one misaligned dense piece is enough.
+    A CPU device keeps a dense NumPy buffer that starts ``ALIGNMENT``-aligned in place (the
+    array shares it); it copies a strided one, or one under ``_COPIED_DURING_CALL_BELOW``
+    bytes, before returning, and any other one *after* returning, in a worker thread
+    (jax#37830), so a write to the source right after ``to_device(..., non_blocking=True)``
+    could reach the result. Under a sharding the devices' pieces of a dense array start
+    at different offsets: where one of them is misaligned the array is copied too, so the
+    result shares all of the source or none of it.
     """
     if type(array) is not np.ndarray or not array.size:
         return False
     if len(target.device_set) == 1:
-        pieces = [array]
-    else:
-        indices = target.addressable_devices_indices_map(array.shape).values()
-        pieces = [array[index] for index in indices]
+        return (
+            array.nbytes >= _COPIED_DURING_CALL_BELOW
+            and array.flags.c_contiguous
+            and bool(array.ctypes.data % ALIGNMENT)
+        )
+    indices = target.addressable_devices_indices_map(array.shape).values()
+    pieces = [array[index] for index in indices]
     return any(piece.flags.c_contiguous and piece.ctypes.data % ALIGNMENT for piece in pieces)
+
+
+#: Host buffers of fewer bytes JAX's CPU backend copies during ``device_put`` (XLA's
+#: ``kSmallDataTransferByteSize`` in ``xla/pjrt/cpu``: 100 KiB).
+_COPIED_DURING_CALL_BELOW = 102_400
 
 
 def _aligned_copy(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A copy of ``host`` in fresh ``ALIGNMENT``-aligned memory, which a CPU device keeps in place.
 
-    One memcpy, made before ``to_device`` returns: 64 MiB misaligned onto ``cpu:1`` is
-    ready in 24-26 ms this way, and in 90-150 ms through JAX's own copy (2-core CPU).
+    One memcpy, made before ``to_device`` returns: 64 MiB misaligned onto a CPU device is
+    ready in 20-40 ms this way, and in 55-150 ms through JAX's own copy (medians and
+    minimums of several runs on a loaded 2-core CPU).
     """
     copy = aligned_empty(host.nbytes).view(host.dtype).reshape(host.shape)
     np.copyto(copy, host)
