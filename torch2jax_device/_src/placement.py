@@ -325,7 +325,7 @@ def _aligned_copy(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     ready in 20-40 ms this way, and in 55-150 ms through JAX's own copy (medians and
     minimums of several runs on a loaded 2-core CPU).
     """
-    copy = aligned_empty(host.nbytes).view(host.dtype).reshape(host.shape)
+    copy: np.ndarray[Any, Any] = aligned_empty(host.nbytes).view(host.dtype).reshape(host.shape)
     np.copyto(copy, host)
     return copy
 
@@ -557,7 +557,8 @@ def _float0(
             f"cannot become {dtype}. Fix: use np.zeros(x.shape, {dtype}) where zeros are meant, "
             "or pass the whole tree: a dtype casts only a tree's floating-point leaves"
         )
-    return leaf.copy() if copy else leaf
+    kept: np.ndarray[Any, Any] | np.generic = leaf.copy() if copy else leaf
+    return kept
 
 
 def _on_cpu(target: jax.sharding.Sharding) -> bool:

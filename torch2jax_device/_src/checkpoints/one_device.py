@@ -108,8 +108,8 @@ class OnDevice:
         )
         with room_for(self.device, math.prod(shape) * dtype.itemsize, what):
             host = dtypes.as_canonical(reader.read_selection(info, index))
-            (placed,) = host_staging.device_put([host], self.device)
-        return placed
+            placed: list[jax.Array] = host_staging.device_put([host], self.device)
+        return placed[0]
 
 
 class TensorSlice:

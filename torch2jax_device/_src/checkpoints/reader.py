@@ -149,7 +149,8 @@ class Reader:
             InvalidIndexError: as ``read_selection``.
         """
         view, _ = self._selected(info, index)
-        return view.shape
+        shape: tuple[int, ...] = view.shape
+        return shape
 
     def read_tensor(self, info: TensorInfo, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
         """The whole tensor in ``dtype`` (see ``read_into``), in a fresh aligned array."""
