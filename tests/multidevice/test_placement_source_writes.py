@@ -23,11 +23,13 @@ from jax.sharding import PartitionSpec as P
 import torch2jax_device as tj
 from tests.support.checkpoints import misaligned_empty
 from torch2jax_device._src import host_staging
+from torch2jax_device._src import placement as _placement
 from torch2jax_device._src.interop import ALIGNMENT, aligned_empty
 
 DEVICES = jax.devices("cpu")
 MESH = jax.make_mesh((len(DEVICES),), ("data",), devices=DEVICES)
 ROWS = 4 * 2**18  # float32 elements: 4 MiB, long enough for JAX's copy to lag behind
+LATE = 8 * ROWS  # 32 MiB: JAX's copy of it is still running when a call that did not wait returns
 
 TARGETS: dict[str, Any] = {
     "cpu:0": DEVICES[0],
@@ -51,8 +53,8 @@ def _filled(buffer: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return values
 
 
-def _misaligned() -> np.ndarray[Any, Any]:
-    values = _filled(misaligned_empty(4 * ROWS))
+def _misaligned(count: int = ROWS) -> np.ndarray[Any, Any]:
+    values = _filled(misaligned_empty(4 * count))
     assert values.ctypes.data % ALIGNMENT and values.flags.c_contiguous
     return values
 
@@ -156,7 +158,7 @@ def test_a_cpu_tensor_moved_to_another_device_is_read_before_returning(
     non_blocking: bool,
 ) -> None:
     torch = pytest.importorskip("torch")
-    tensor = torch.ones(4 * ROWS)  # 16 MiB
+    tensor = torch.ones(LATE)
     result = tj.to_device(tensor, "cpu:1", non_blocking=non_blocking)
     assert result.is_ready()  # torch's pageable copy has read the source when it returns
     tensor.fill_(-1.0)
@@ -170,3 +172,28 @@ def test_a_cpu_tensor_placed_where_it_is_shares_its_memory_as_in_torch() -> None
     result = tj.to_device(tensor, "cpu", non_blocking=True)
     tensor.fill_(-1.0)
     assert np.asarray(result).max() == -1.0
+
+
+# --- off the CPU (a GPU): JAX may read the source late; to_device waits for it ----------
+
+
+@pytest.fixture
+def cpu1_off_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``to_device`` takes cpu:1 for a device off the CPU, as a GPU: it makes no copy of
+    its own, and JAX's copy of a misaligned source runs after ``device_put`` returns."""
+    on_cpu = _placement._on_cpu
+    monkeypatch.setattr(
+        _placement, "_on_cpu", lambda target: on_cpu(target) and DEVICES[1] not in target.device_set
+    )
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_off_the_cpu_a_non_blocking_move_returns_once_jax_read_the_source(
+    form: str, cpu1_off_the_cpu: None, handed_to_jax: list[Any]
+) -> None:
+    source = _misaligned(LATE)
+    result = FORMS[form](source, DEVICES[1], True)
+    assert handed_to_jax[0] is source  # JAX reads the caller's buffer itself...
+    assert result.is_ready()  # ...and has read it when to_device returns
+    source[:] = -1.0
+    assert np.asarray(result).min() == 1.0

@@ -484,9 +484,9 @@ def _move(
             # Host data joins the one batched transfer directly, cast on the host.
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
             cast = _host_cast(host, dtype, cast_all)
-            private = host_copy and np.may_share_memory(cast, leaf)
-            moved[index] = _aligned_copy(cast) if private else cast
-            if host_read_later:
+            shares = np.may_share_memory(cast, leaf)
+            moved[index] = _aligned_copy(cast) if host_copy and shares else cast
+            if host_read_later and shares:
                 reads_caller.add(index)
             pending.append(index)
             continue
