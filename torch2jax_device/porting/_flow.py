@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
-from ._names import Binding
+from ._names import Binding, Names
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
 
 __all__ = ["Flow", "is_jitted"]
@@ -225,6 +225,14 @@ class Flow:
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
             reason = self._bind(_values_of(node, parent.target), work)
             return f"{where}: {reason}" if reason else None
+        if isinstance(parent, ast.Lambda) and node is parent.body:
+            calls = self._tree_map_calls(parent)
+            if calls is None:
+                return (
+                    f"{where}: returned by {self._text(parent)} to callers the scanner cannot see"
+                )
+            self._extend(work, calls)
+            return None
         if isinstance(parent, ast.withitem):
             return f"{where}: used as a context manager"
         return f"{where}: used in {self._text(parent)}"
@@ -239,8 +247,11 @@ class Flow:
         if _new_array(array, self.qualname):
             return None
         if not isinstance(array, ast.Name):
+            path = None if unknown_holders else _access_path(array)
+            if path is not None:
+                return self._path_written_after(array, path, call)
             if not unknown_holders:
-                return None
+                return None  # a call's result: no holder the scanner can see
             return (
                 f"line {array.lineno}: the scanner cannot tell what else holds "
                 f"{self._text(array)} and may write into it"
@@ -263,12 +274,124 @@ class Flow:
                 return f"line {load.lineno}: {reason}"
         return None
 
+    def _path_written_after(
+        self, array: ast.expr, path: tuple[ast.Name, list[ast.expr]], call: ast.AST
+    ) -> str | None:
+        """``written_after`` for a tensor reached through its holders (``batch["x"]``,
+        ``self.buf``, ``outputs[0]``): every later read of the root name that reaches
+        the same place, or hands a holder on, counts. Through ``self``, every method of
+        the class may run afterwards."""
+        root, steps = path
+        statement = self.names.statement(call)
+        method = self._method_of(root)
+        if method is not None:
+            loads = self._self_loads(method)
+        else:
+            bindings = self.names.bindings(root)
+            loads = self.names.loads(bindings[0]) if bindings else []
+        self._budget -= len(loads)
+        if self._budget <= 0:
+            return "the file has too many uses to follow"
+        shown = self._text(array)
+        for load in loads:
+            if load is root or self._before(load, statement):
+                continue
+            reason = self._reaches(load, steps, shown, through_self=method is not None)
+            if reason is not None:
+                return f"line {load.lineno}: {reason}"
+        return None
+
+    def _method_of(self, root: ast.Name) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The method whose first parameter ``root`` is (``self``), if it is one."""
+        bindings = self.names.bindings(root)
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return None
+        function = bindings[0].scope.node
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        positional = [*function.args.posonlyargs, *function.args.args]
+        klass = self.names.parents.get(function)
+        if not (
+            isinstance(klass, ast.ClassDef) and positional and positional[0] is bindings[0].node
+        ):
+            return None
+        if any(_decorator_name(d) == "staticmethod" for d in function.decorator_list):
+            return None
+        return function
+
+    def _self_loads(self, method: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Name]:
+        """Reads of the first parameter of every method of ``method``'s class."""
+        klass = self.names.parents.get(method)
+        assert isinstance(klass, ast.ClassDef)
+        loads: list[ast.Name] = []
+        for function in klass.body:
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            positional = [*function.args.posonlyargs, *function.args.args]
+            if not positional or any(
+                _decorator_name(d) in ("staticmethod", "classmethod")
+                for d in function.decorator_list
+            ):
+                continue
+            binding = self.names.binding_of.get(positional[0])
+            if binding is not None:
+                loads.extend(self.names.loads(binding))
+        return loads
+
+    def _reaches(
+        self, load: ast.Name, steps: list[ast.expr], shown: str, *, through_self: bool
+    ) -> str | None:
+        """What ``load`` does to the tensor at ``steps`` from it: writes into it, hands
+        one of its holders to code that may, or ``None``."""
+        node: ast.AST = load
+        for position, step in enumerate(steps):
+            parent = self.names.parents.get(node)
+            if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node:
+                if isinstance(parent.ctx, (ast.Store, ast.Del)):
+                    if isinstance(self.names.parents.get(parent), ast.AugAssign):
+                        return f"{self._text(self.names.parents[parent])} writes into {shown}"
+                    if position == len(steps) - 1 or not _same_step(parent, step):
+                        return None  # a new value in the holder's place, not a write
+                if not _same_step(parent, step):
+                    if through_self or not _called(parent, self.names.parents):
+                        return None  # another field or key
+                    return (
+                        f"{self._text(parent)} may reach {shown} through "
+                        f"{self._text(node)}, and the scanner cannot follow it there"
+                    )
+                node = parent
+                continue
+            return self._holder_use(node, parent, shown)
+        reason = self._writes(node)
+        return None if reason is None else _naming(reason, shown)
+
+    def _holder_use(self, holder: ast.AST, parent: ast.AST | None, shown: str) -> str | None:
+        """A holder of the tensor used as a whole: read, or handed on."""
+        reason = self._writes(holder)
+        if reason is not None:
+            return f"{_naming(reason, shown)} through {self._text(holder)}"
+        call = self.names.parents.get(parent) if isinstance(parent, ast.keyword) else parent
+        if isinstance(call, ast.Call) and holder is not call.func:
+            return None  # host or JAX code, which writes into nothing
+        if isinstance(
+            parent, (ast.Compare, ast.Expr, ast.If, ast.While, ast.Assert, ast.FormattedValue)
+        ):
+            return None
+        if isinstance(parent, ast.stmt):
+            what = f"the {type(parent).__name__.lower().removeprefix('async')} statement"
+        else:
+            what = self._text(parent) if parent is not None else "its use"
+        return (
+            f"{what} takes {self._text(holder)}, which holds {shown}, somewhere the scanner "
+            "cannot follow"
+        )
+
     def _before(self, node: ast.AST, statement: ast.stmt | None) -> bool:
         return (
             statement is not None and node is not statement and self._only_before(node, statement)
         )
 
-    def _writes(self, load: ast.Name) -> str | None:
+    def _writes(self, load: ast.AST) -> str | None:
         """What writes into the array ``load`` reads, through its views (``a[1:]``)."""
         node: ast.AST = load
         parent = self.names.parents.get(node)
@@ -383,6 +506,8 @@ class Flow:
                 "device, but would leave the JAX array where the rewrite puts it (give it "
                 "device= first)"
             )
+        if policy == "array" and name in _TREE_MAPS and call.args and node is not call.args[0]:
+            return self._tree_mapped(call, node, work)
         if name is not None:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, _JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
@@ -420,6 +545,70 @@ class Flow:
                 self._read_by_jax = True
                 return None
         return self._passed(call)
+
+    def _tree_mapped(self, call: ast.Call, node: ast.AST, work: deque[ast.AST]) -> str | None:
+        """``jax.tree.map(f, x)``: each leaf of ``x`` goes to ``f`` (followed when it is
+        the file's own function or a lambda), and what ``f`` returns makes the result."""
+        where = f"line {call.lineno}"
+        function = call.args[0]
+        if any(k.arg == "is_leaf" for k in call.keywords):
+            return f"{where}: {self._text(call)} hands its subtrees to is_leaf"
+        self._read_by_jax = True  # JAX's own code walks the tree
+        name = self.qualname(function)
+        if name is not None and prefixed(name, (TJ, *_JAX_CODE)):
+            return None
+        if self.values.builtin(function) in _HOST_BUILTINS:
+            return None
+        definitions = _tree_functions(function, self.names)
+        position = next((i for i, a in enumerate(call.args) if a is node), 0) - 1
+        if definitions is None or position < 0:
+            return f"{where}: {self._text(call)} hands its leaves to {self._text(function)}"
+        for definition in definitions:
+            if not isinstance(definition, ast.Lambda) and is_jitted(definition, self.qualname):
+                self._read_by_jax = True
+                continue
+            positional = [*definition.args.posonlyargs, *definition.args.args]
+            binding = (
+                self.names.binding_of.get(positional[position])
+                if position < len(positional)
+                else None
+            )
+            if binding is None:
+                return f"{where}: {self._text(call)} hands its leaves to {self._text(function)}"
+            self._extend(work, self.names.loads(binding))
+        return None
+
+    def _tree_map_calls(self, function: ast.AST) -> list[ast.Call] | None:
+        """The tree maps ``function`` is handed to, when that is all the file does with
+        it: what it returns makes their results."""
+        if isinstance(function, ast.Lambda):
+            parent = self.names.parents.get(function)
+            if isinstance(parent, ast.Call) and parent.args and parent.args[0] is function:
+                if self.qualname(parent.func) in _TREE_MAPS:
+                    return [parent]
+            return None
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        scope = self.names.scope_of.get(function)
+        if scope is None or scope.kind == "class":
+            return None
+        binding = next(
+            (b for b in scope.bindings.get(function.name, []) if b.node is function), None
+        )
+        if binding is None:
+            return None
+        calls: list[ast.Call] = []
+        for load in self.names.loads(binding):
+            parent = self.names.parents.get(load)
+            if not (
+                isinstance(parent, ast.Call)
+                and parent.args
+                and parent.args[0] is load
+                and self.qualname(parent.func) in _TREE_MAPS
+            ):
+                return None
+            calls.append(parent)
+        return calls
 
     def _to_default_device(self, call: ast.Call, name: str | None) -> bool:
         """``call`` is ``jnp.asarray(x)`` (or ``jax.tree.map(jnp.asarray, x)``) with no device."""
@@ -470,6 +659,8 @@ class Flow:
         if function is None:
             return where
         calls = self.values.calls_of(function)
+        if calls is None:
+            calls = self._tree_map_calls(function)
         if not calls:
             return f"{where} to callers the scanner cannot see"
         self._extend(work, calls)
@@ -587,3 +778,55 @@ def _parameter_for(
         if keyword.value is node:
             return keyword.arg
     return None
+
+
+def _access_path(node: ast.expr) -> tuple[ast.Name, list[ast.expr]] | None:
+    """``batch["x"]``, ``self.buf``, ``outputs[0].logits``: the root name and the steps
+    from it outwards; ``None`` for anything else (a call's result)."""
+    steps: list[ast.expr] = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        steps.append(node)
+        node = node.value
+    if not (steps and isinstance(node, ast.Name)):
+        return None
+    return node, steps[::-1]
+
+
+def _same_step(node: ast.Attribute | ast.Subscript, step: ast.expr) -> bool:
+    """``node`` may reach what ``step`` reaches: the same attribute, or a key that is not
+    a different constant (``batch[k]`` may be ``batch["x"]``)."""
+    if isinstance(step, ast.Attribute):
+        return isinstance(node, ast.Attribute) and node.attr == step.attr
+    if not (isinstance(node, ast.Subscript) and isinstance(step, ast.Subscript)):
+        return False
+    if isinstance(node.slice, ast.Constant) and isinstance(step.slice, ast.Constant):
+        return bool(node.slice.value == step.slice.value)
+    return True
+
+
+def _tree_functions(
+    function: ast.expr, names: Names
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] | None:
+    """The lambda, or the file's own functions, a tree map calls on each leaf."""
+    if isinstance(function, ast.Lambda):
+        return [function]
+    if not isinstance(function, ast.Name):
+        return None
+    bindings = names.bindings(function)
+    if not bindings or any(b.kind != "def" for b in bindings):
+        return None
+    return [b.node for b in bindings]  # type: ignore[misc]
+
+
+def _naming(reason: str, shown: str) -> str:
+    """``_writes``'s reason (it ends "... into it") naming the tensor written."""
+    return reason.removesuffix("it") + shown
+
+
+def _called(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    parent = parents.get(node)
+    return isinstance(parent, ast.Call) and parent.func is node
+
+
+def _decorator_name(decorator: ast.expr) -> str | None:
+    return decorator.id if isinstance(decorator, ast.Name) else None

@@ -1,0 +1,237 @@
+"""``scan --diff`` on excerpts of public libraries and scripts the scanner was not
+written against (a second round after ``test_scan_unseen.py``).
+
+Each input is a small excerpt of a real file (its repository and path in a comment), cut
+down to the lines a finding depends on, or a case shaped after one.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import jax
+import pytest
+
+import torch2jax_device as tj
+from torch2jax_device.porting import scanner
+
+
+def _scan(source: str) -> list[scanner.Finding]:
+    return scanner.scan_source(textwrap.dedent(source))
+
+
+def _port(source: str) -> str:
+    source = textwrap.dedent(source)
+    return scanner.apply_edits(source, scanner.scan_source(source))
+
+
+# nshepperd/jaxtorch jaxtorch/pt.py, load: a checkpoint's tensors turned into JAX arrays
+# by a function of the file's own, handed to a tree map.
+JAXTORCH_LOAD = """\
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    @torch.no_grad()
+    def load(f):
+        \"\"\"Converts torch.Tensor back to jax arrays after loading.\"\"\"
+        def from_torch(x):
+            if isinstance(x, torch.Tensor):
+                return jnp.asarray(x)
+            return x
+        torch_dict = torch.load(f, map_location='cpu')
+        return jax.tree_util.tree_map(from_torch, torch_dict)
+    """
+
+
+def test_a_tree_map_hands_each_leaf_to_its_function(tmp_path: Path) -> None:
+    import torch
+
+    # What the rewrite would change: from_torch converts torch tensors onto JAX's
+    # default device, uncommitted; given tj.load's arrays (committed to the CPU) its
+    # isinstance test is False and they stay where tj.load put them.
+    torch.save({"w": torch.ones(3)}, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", map_location="cpu")
+    assert not jax.numpy.asarray(loaded["w"]).committed
+    ported = tj.load(tmp_path / "model.pt", map_location="cpu")
+    assert not isinstance(ported["w"], torch.Tensor) and ported["w"].committed
+
+    assert _port(JAXTORCH_LOAD) == textwrap.dedent(JAXTORCH_LOAD)
+    (finding,) = _scan(JAXTORCH_LOAD)
+    assert finding.rule == "torch-load-map-location"
+    assert "line 9: passed to isinstance(x, torch.Tensor)" in finding.reason
+
+
+@pytest.mark.parametrize(
+    ("mapped", "why"),
+    [
+        ("jax.tree.map(lambda t: t.numpy(), state)", "t.numpy() calls a torch method on it"),
+        ("jax.tree.map(lambda t: jnp.asarray(t), state)", "puts a torch tensor on JAX's default"),
+        ("jax.tree.map(convert, state)", "hands its leaves to convert"),
+        ("jax.tree.map(jnp.tanh, state, is_leaf=is_tensor)", "hands its subtrees to is_leaf"),
+        ("jax.tree.map(lambda a, b: a + b, other, state)", "combines it with a value that may"),
+    ],
+)
+def test_a_tree_map_whose_function_needs_torch_holds_the_load_back(mapped: str, why: str) -> None:
+    source = f"""\
+        import jax
+        import jax.numpy as jnp
+        import torch
+        from helpers import convert, is_tensor, other
+
+        state = torch.load("model.pt", map_location="cpu")
+        print({mapped})
+        """
+    (finding,) = _scan(source)
+    assert finding.rule == "torch-load-map-location" and why in finding.reason
+
+
+@pytest.mark.parametrize(
+    "mapped",
+    [
+        "jnp.sum(jax.tree.map(lambda t: t * 2, state)['w'])",
+        "jnp.sum(jax.tree.map(double, state)['w'])",
+        "jax.tree.map(jnp.tanh, state)",
+        "jax.tree.map(print, state)",
+    ],
+)
+def test_a_tree_map_whose_function_takes_jax_arrays_keeps_the_rewrite(mapped: str) -> None:
+    source = f"""\
+        import jax
+        import jax.numpy as jnp
+        import torch
+
+        def double(x):
+            return x * 2
+
+        state = torch.load("model.pt", map_location="cpu")
+        print({mapped})
+        """
+    assert 'state = tj.load("model.pt", map_location="cpu")' in _port(source).splitlines()
+
+
+def test_a_tensor_moved_from_its_holder_is_the_holders_tensor() -> None:
+    import torch
+
+    # The oracle: x.cpu() of a CPU tensor is the tensor itself, whoever holds it; a
+    # later write through the holder shows through torch's result only.
+    batch = {"x": torch.zeros(1025)[1:]}
+    kept, moved = batch["x"].cpu(), tj.to_device(batch["x"], "cpu")
+    batch["x"][0] = 5.0
+    assert float(kept[0]) == 5.0 and float(moved[0]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        (
+            """\
+            def step(batch, device):
+                x = batch["x"].to(device)
+                print(jnp.tanh(x))
+                batch["x"].add_(1)
+            """,
+            "line 7: batch['x'].add_(...) writes into batch['x']",
+        ),
+        (
+            """\
+            def last(outputs):
+                y = outputs[0].cpu()
+                print(jnp.sum(y))
+                outputs[0][1:] = 0
+            """,
+            "line 7: outputs[0][1:] = ... writes into outputs[0]",
+        ),
+        (
+            """\
+            def step(batch, device):
+                x = batch["x"].to(device)
+                print(jnp.tanh(x))
+                batch["x"] += 1
+            """,
+            "line 7: batch['x'] += 1 writes into batch['x']",
+        ),
+        (
+            """\
+            def step(batch, device, model):
+                x = batch["x"].to(device)
+                print(jnp.tanh(x))
+                model(**batch)
+            """,
+            "line 7: passed to model(**batch), which may write into batch['x'] through batch",
+        ),
+        (
+            """\
+            def step(batch, keys, device):
+                for key in keys:
+                    x = batch[key].to(device)
+                    print(jnp.tanh(x))
+                    batch["x"].zero_()
+            """,
+            "line 8: batch['x'].zero_(...) writes into batch[key]",
+        ),
+        (
+            """\
+            def step(batch, device):
+                x = batch["x"].to(device)
+                print(jnp.tanh(x))
+                for value in batch.values():
+                    value.zero_()
+            """,
+            "batch.values may reach batch['x'] through batch",
+        ),
+        (
+            # Shaped after facebookresearch/segment-anything segment_anything/predictor.py:
+            # the features a method reads are set and reset by the class's other methods.
+            """\
+            class SamPredictor:
+                def get_feature(self):
+                    return jnp.asarray(self.features.cpu(), device=jax.devices()[0])
+
+                def reset_image(self):
+                    self.features.zero_()
+            """,
+            "line 9: self.features.zero_(...) writes into self.features",
+        ),
+    ],
+)
+def test_a_move_through_a_holder_written_later_is_not_rewritten(source: str, why: str) -> None:
+    header = "import jax\nimport jax.numpy as jnp\nimport torch\n"
+    source = header + textwrap.dedent(source)
+    moves = [f for f in scanner.scan_source(source) if f.rule in ("tensor-to-device", "tensor-cpu")]
+    assert len(moves) == 1, moves
+    assert moves[0].reason is not None and why in moves[0].reason
+
+
+def test_a_move_through_a_holder_nothing_writes_is_rewritten() -> None:
+    source = """\
+        import jax
+        import jax.numpy as jnp
+        import torch
+
+        def step(batch, device):
+            x = batch["x"].to(device)
+            y = batch["y"].to(device)
+            print(jnp.tanh(x), jnp.tanh(y), len(batch), batch["z"])
+            batch["y"] = None
+
+        class Cache:
+            def __init__(self):
+                self.features = torch.zeros(3)
+                self.model = None
+
+            def read(self):
+                return jnp.asarray(self.features.cpu(), device=jax.devices()[0])
+
+            def reset(self):
+                self.model(3)
+                self.features = torch.ones(3)
+        """
+    lines = _port(source).splitlines()
+    assert '    x = tj.to_device(batch["x"], device)' in lines
+    assert '    y = tj.to_device(batch["y"], device)' in lines
+    assert (
+        '        return jnp.asarray(tj.to_device(self.features, "cpu"), device=jax.devices()[0])'
+        in lines
+    )
