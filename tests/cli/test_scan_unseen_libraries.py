@@ -235,3 +235,43 @@ def test_a_move_through_a_holder_nothing_writes_is_rewritten() -> None:
         '        return jnp.asarray(tj.to_device(self.features, "cpu"), device=jax.devices()[0])'
         in lines
     )
+
+
+@pytest.mark.parametrize(
+    ("imports", "made"),
+    [
+        ("import paddle", "paddle.to_tensor([1.0, 2.0])"),
+        ("import tensorflow as tf", "tf.ones([2])"),
+        ("import cupy as cp", "cp.ones(2)"),
+        ("import oneflow as flow", "flow.ones(2)"),
+    ],
+)
+def test_another_frameworks_moves_are_not_torch_idioms(imports: str, made: str) -> None:
+    # Paddle (PaddlePaddle/PaddleNLP's scripts call .cuda() and .cpu() on paddle
+    # tensors), TensorFlow and OneFlow tensors have .cpu()/.cuda()/.to() of their own:
+    # rewritten into tj.to_device they would be handed to a function that takes torch
+    # tensors and JAX arrays.
+    source = f"""\
+        import jax
+        import jax.numpy as jnp
+        {imports}
+
+        @jax.jit
+        def f(x):
+            return jnp.tanh(x)
+
+        x = {made}
+        print(f(x.cpu()), f(x.cuda()), f(x.to("gpu")), x.device, x.cpu().device)
+        """
+    assert _scan(source) == []
+    assert _port(source) == textwrap.dedent(source)
+
+
+def test_a_torch_tensor_made_from_another_frameworks_array_is_still_torchs() -> None:
+    source = """\
+        import cupy as cp
+        import torch
+
+        t = torch.from_numpy(cp.asnumpy(cp.ones(3))).cuda()
+        """
+    assert [f.rule for f in _scan(source)] == ["from-numpy", "tensor-cuda"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._tables import NEW_FACTORIES, wildcard
+from .._values import FOREIGN
 from . import (
     checkpoints,
     creation,
@@ -122,6 +123,8 @@ class Detector(Recogniser):
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
         what the scanner knows ``x`` is."""
         receiver = method.value
+        if self.file.values.kinds(receiver) == {FOREIGN}:
+            return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
         name = method.attr
         bare = not call.args and not call.keywords
         where = self.file.method_position(method)
