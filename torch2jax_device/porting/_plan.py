@@ -165,7 +165,7 @@ def _shared_with(candidate: Candidate) -> str:
         return ""
     flow = candidate.file.flow
     if candidate.tj_name == "tj.to_jax" and call.args:
-        written = flow.written_after(call.args[0], call, unknown_holders=True)
+        written = flow.writes.written_after(call.args[0], call, unknown_holders=True)
         if written:
             return (
                 f"{written}: torch.from_numpy shares the array's memory, tj.to_jax only "
@@ -177,7 +177,7 @@ def _shared_with(candidate: Candidate) -> str:
         and not _already_jax(candidate)
         and not _rebinds(flow.names.statement(call), call.func.value)
     ):
-        written = flow.written_after(call.func.value, call, unknown_holders=False)
+        written = flow.writes.written_after(call.func.value, call, unknown_holders=False)
         if written:
             return (
                 f"{written}: {ast.unparse(call)} is the tensor itself when it is there "
