@@ -194,6 +194,16 @@ def test_a_tensor_moved_from_its_holder_is_the_holders_tensor() -> None:
             """,
             "line 9: self.features.zero_(...) writes into self.features",
         ),
+        (
+            # The same method's earlier line runs again on its next call.
+            """\
+            class Window:
+                def push(self, frame):
+                    self.buf[:-1] = self.buf[1:].clone()
+                    return jnp.asarray(self.buf.cpu(), device=jax.devices()[0])
+            """,
+            "line 6: self.buf[:-1] = ... writes into self.buf",
+        ),
     ],
 )
 def test_a_move_through_a_holder_written_later_is_not_rewritten(source: str, why: str) -> None:

@@ -107,8 +107,8 @@ class WriteCheck:
             return "the file has too many uses to follow"
         shown = short_text(array)
         for load in loads:
-            if load is root or self._before(load, statement):
-                continue
+            if load is root or (method is None and self._before(load, statement)):
+                continue  # through self, a method's earlier lines run again on its next call
             reason = self._reaches(load, steps, shown, through_self=method is not None)
             if reason is not None:
                 return f"line {load.lineno}: {reason}"
