@@ -71,6 +71,8 @@ def test_a_tree_map_hands_each_leaf_to_its_function(tmp_path: Path) -> None:
         ("jax.tree.map(convert, state)", "hands its leaves to convert"),
         ("jax.tree.map(jnp.tanh, state, is_leaf=is_tensor)", "hands its subtrees to is_leaf"),
         ("jax.tree.map(lambda a, b: a + b, other, state)", "combines it with a value that may"),
+        ("jax.tree.map(lambda a, b: a, *[state, state])", "hands its leaves to lambda a, b: a"),
+        ("jax.tree.map(lambda a: a, tree=state)", "hands its leaves to lambda a: a"),
     ],
 )
 def test_a_tree_map_whose_function_needs_torch_holds_the_load_back(mapped: str, why: str) -> None:

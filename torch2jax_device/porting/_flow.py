@@ -338,7 +338,8 @@ class Flow:
             return None
         definitions = _tree_functions(function, self.names)
         position = next((i for i, a in enumerate(call.args) if a is node), 0) - 1
-        if definitions is None or position < 0:
+        starred = any(isinstance(a, ast.Starred) for a in call.args)
+        if definitions is None or position < 0 or starred:
             return f"{where}: {short_text(call)} hands its leaves to {short_text(function)}"
         for definition in definitions:
             if not isinstance(definition, ast.Lambda) and is_jitted(definition, self.qualname):
