@@ -197,6 +197,16 @@ def test_a_tensor_moved_from_its_holder_is_the_holders_tensor() -> None:
             "line 9: self.features.zero_(...) writes into self.features",
         ),
         (
+            # transformers' ModelOutput: outputs.logits is outputs[0].
+            """\
+            def last(outputs):
+                y = outputs[0].cpu()
+                print(jnp.sum(y))
+                outputs.logits.zero_()
+            """,
+            "line 7: outputs.logits.zero_(...) writes into outputs[0]",
+        ),
+        (
             # The same method's earlier line runs again on its next call.
             """\
             class Window:
@@ -226,6 +236,7 @@ def test_a_move_through_a_holder_nothing_writes_is_rewritten() -> None:
             x = batch["x"].to(device)
             y = batch["y"].to(device)
             print(jnp.tanh(x), jnp.tanh(y), len(batch), batch["z"])
+            batch["z"] += 1
             batch["y"] = None
 
         class Cache:

@@ -157,21 +157,24 @@ class WriteCheck:
         """What ``load`` does to the tensor at ``steps`` from it: writes into it, hands
         one of its holders to code that may, or ``None``."""
         node: ast.AST = load
-        for position, step in enumerate(steps):
+        for step in steps:
             parent = self.names.parents.get(node)
             if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node:
-                if isinstance(parent.ctx, (ast.Store, ast.Del)):
-                    if isinstance(self.names.parents.get(parent), ast.AugAssign):
-                        return f"{short_text(self.names.parents[parent])} writes into {shown}"
-                    if position == len(steps) - 1 or not _same_step(parent, step):
-                        return None  # a new value in the holder's place, not a write
-                if not _same_step(parent, step):
-                    if through_self or not _called(parent, self.names.parents):
+                called = _called(parent, self.names.parents)
+                # outputs.logits may be outputs[0] (a ModelOutput, a namedtuple)
+                same = _same_step(parent, step) or (type(parent) is not type(step) and not called)
+                if not same:
+                    if through_self or not called:
                         return None  # another field or key
                     return (
                         f"{short_text(parent)} may reach {shown} through "
                         f"{short_text(node)}, and the scanner cannot follow it there"
                     )
+                if isinstance(parent.ctx, (ast.Store, ast.Del)):
+                    statement = self.names.parents.get(parent)
+                    if isinstance(statement, ast.AugAssign):
+                        return f"{short_text(statement)} writes into {shown}"
+                    return None  # a new value in the holder's place, not a write
                 node = parent
                 continue
             return self._holder_use(node, parent, shown)
