@@ -69,6 +69,7 @@ def test_a_tree_map_hands_each_leaf_to_its_function(tmp_path: Path) -> None:
         ("jax.tree.map(lambda t: t.numpy(), state)", "t.numpy() calls a torch method on it"),
         ("jax.tree.map(lambda t: jnp.asarray(t), state)", "puts a torch tensor on JAX's default"),
         ("jax.tree.map(convert, state)", "hands its leaves to convert"),
+        ("jax.tree.map(torch.as_tensor, state)", "hands its leaves to torch.as_tensor"),
         ("jax.tree.map(jnp.tanh, state, is_leaf=is_tensor)", "hands its subtrees to is_leaf"),
         ("jax.tree.map(lambda a, b: a + b, other, state)", "combines it with a value that may"),
         ("jax.tree.map(lambda a, b: a, *[state, state])", "hands its leaves to lambda a, b: a"),
