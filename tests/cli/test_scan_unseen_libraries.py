@@ -185,6 +185,16 @@ def test_a_tensor_moved_from_its_holder_is_the_holders_tensor() -> None:
             "batch.values may reach batch['x'] through batch",
         ),
         (
+            """\
+            def step(batch, device):
+                x = batch[0].to(device)
+                print(jnp.tanh(x))
+                for t in batch:
+                    t.zero_()
+            """,
+            "line 7: iterating over batch hands on what it holds, batch[0] among them",
+        ),
+        (
             # Shaped after facebookresearch/segment-anything segment_anything/predictor.py:
             # the features a method reads are set and reset by the class's other methods.
             """\

@@ -193,6 +193,11 @@ class WriteCheck:
             parent, (ast.Compare, ast.Expr, ast.If, ast.While, ast.Assert, ast.FormattedValue)
         ):
             return None
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is holder:
+            return (
+                f"iterating over {short_text(holder)} hands on what it holds, {shown} among "
+                "them, where the scanner cannot follow it"
+            )
         if isinstance(parent, ast.stmt):
             what = f"the {type(parent).__name__.lower().removeprefix('async')} statement"
         else:
