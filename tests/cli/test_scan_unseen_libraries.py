@@ -70,6 +70,16 @@ def test_a_tree_map_hands_each_leaf_to_its_function(tmp_path: Path) -> None:
         ("jax.tree.map(lambda t: jnp.asarray(t), state)", "puts a torch tensor on JAX's default"),
         ("jax.tree.map(convert, state)", "hands its leaves to convert"),
         ("jax.tree.map(torch.as_tensor, state)", "hands its leaves to torch.as_tensor"),
+        # jax.tree_map: the name older code (jaxtorch's first versions) calls
+        ("jax.tree_map(lambda t: t.numpy(), state)", "t.numpy() calls a torch method on it"),
+        (
+            "jax.tree_util.tree_map_with_path(lambda p, t: t.numpy(), state)",
+            "t.numpy() calls a torch method on it",
+        ),
+        # Functions that hand back the leaves they were given: what follows reads them.
+        ("sum(x.numel() for x in jax.tree_util.tree_leaves(state))", "x.numel() calls a torch"),
+        ("flatten_dict(state)['w'].numpy()", "calls a torch method on it"),
+        ("jax.block_until_ready(state)['w'].numpy()", "calls a torch method on it"),
         ("jax.tree.map(jnp.tanh, state, is_leaf=is_tensor)", "hands its subtrees to is_leaf"),
         ("jax.tree.map(lambda a, b: a + b, other, state)", "combines it with a value that may"),
         ("jax.tree.map(lambda a, b: a, *[state, state])", "hands its leaves to lambda a, b: a"),
@@ -81,6 +91,7 @@ def test_a_tree_map_whose_function_needs_torch_holds_the_load_back(mapped: str, 
         import jax
         import jax.numpy as jnp
         import torch
+        from flax.traverse_util import flatten_dict
         from helpers import convert, is_tensor, other
 
         state = torch.load("model.pt", map_location="cpu")
@@ -97,6 +108,8 @@ def test_a_tree_map_whose_function_needs_torch_holds_the_load_back(mapped: str, 
         "jnp.sum(jax.tree.map(double, state)['w'])",
         "jax.tree.map(jnp.tanh, state)",
         "jax.tree.map(print, state)",
+        "jax.tree.map_with_path(lambda path, t: jnp.tanh(t), state)",
+        "jnp.sum(jax.tree_util.tree_leaves(state)[0])",
     ],
 )
 def test_a_tree_map_whose_function_takes_jax_arrays_keeps_the_rewrite(mapped: str) -> None:

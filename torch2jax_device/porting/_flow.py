@@ -47,7 +47,23 @@ _HOST_CODE = ("numpy", "math")
 # placed (committed to the CPU by ``tj.load``, ``tj.to_jax``, ``.cpu()``), they would no
 # longer move it, and the JAX code after them would run there.
 _TO_DEFAULT_DEVICE = frozenset({"jax.numpy.asarray", "jax.numpy.array", "jax.device_put"})
-_TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map"})
+# Tree maps, and where a leaf goes among their function's parameters (after the path).
+_TREE_MAPS = {
+    "jax.tree_util.tree_map": 0,
+    "jax.tree.map": 0,
+    "jax.tree_map": 0,
+    "jax.tree_util.tree_map_with_path": 1,
+    "jax.tree.map_with_path": 1,
+}
+# JAX and Flax functions whose result holds their argument's own leaves.
+_PASS_THROUGH = frozenset(
+    "jax.tree_util.tree_leaves jax.tree.leaves jax.tree_leaves jax.tree_util.tree_flatten "
+    "jax.tree.flatten jax.tree_flatten jax.tree_util.tree_unflatten jax.tree.unflatten "
+    "jax.tree_unflatten jax.block_until_ready flax.traverse_util.flatten_dict "
+    "flax.traverse_util.unflatten_dict flax.core.freeze flax.core.unfreeze "
+    "flax.core.frozen_dict.freeze flax.core.frozen_dict.unfreeze flax.core.FrozenDict "
+    "flax.core.frozen_dict.FrozenDict".split()
+)
 # What ``escape`` follows: at most this many uses of one value, and over one file at
 # most this many uses per node of the file.
 _USES_PER_VALUE = 5000
@@ -285,6 +301,9 @@ class Flow:
             )
         if policy == "array" and name in _TREE_MAPS and call.args and node is not call.args[0]:
             return self._tree_mapped(call, node, work)
+        if policy == "array" and name in _PASS_THROUGH:
+            work.append(call)  # jax.tree.leaves(x): what it returns is x's own arrays
+            return None
         if name is not None:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
@@ -338,6 +357,7 @@ class Flow:
             return None
         definitions = _tree_functions(function, self.names)
         position = next((i for i, a in enumerate(call.args) if a is node), 0) - 1
+        position += _TREE_MAPS[self.qualname(call.func) or ""] if position >= 0 else 0
         starred = any(isinstance(a, ast.Starred) for a in call.args)
         if definitions is None or position < 0 or starred:
             return f"{where}: {short_text(call)} hands its leaves to {short_text(function)}"
