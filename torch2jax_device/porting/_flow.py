@@ -302,6 +302,7 @@ class Flow:
         if policy == "array" and name in _TREE_MAPS and call.args and node is not call.args[0]:
             return self._tree_mapped(call, node, work)
         if policy == "array" and name in _PASS_THROUGH:
+            self._read_by_jax = True  # JAX's or Flax's own code takes the tree
             work.append(call)  # jax.tree.leaves(x): what it returns is x's own arrays
             return None
         if name is not None:
