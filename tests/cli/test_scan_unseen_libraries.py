@@ -322,3 +322,29 @@ def test_a_torch_tensor_made_from_another_frameworks_array_is_still_torchs() -> 
         t = torch.from_numpy(cp.asnumpy(cp.ones(3))).cuda()
         """
     assert [f.rule for f in _scan(source)] == ["from-numpy", "tensor-cuda"]
+
+
+def test_a_numpy_view_of_the_result_is_followed() -> None:
+    import numpy as np
+    import torch
+
+    # The oracle: NumPy's view of a CPU tensor is writable (it writes into the tensor);
+    # its view of a JAX array is read-only.
+    assert np.asarray(torch.zeros(3).cpu()).flags.writeable
+    assert not np.asarray(tj.to_device(torch.zeros(3), "cpu")).flags.writeable
+
+    source = """\
+        import jax
+        import numpy as np
+        import torch
+
+        def export(x, device):
+            y = x.cpu()
+            print(jax.device_put(y, device))
+            a = np.asarray(y)
+            a[0] = 1.0
+            return a
+        """
+    (finding,) = _scan(source)
+    assert finding.rule == "tensor-cpu"
+    assert "line 9: a[0] = ... writes into it (arrays are immutable)" in finding.reason

@@ -17,7 +17,7 @@ from itertools import islice
 
 from ._names import Binding, Names
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
-from ._written import HOST_BUILTINS, JAX_CODE, WriteCheck, short_text
+from ._written import HOST_BUILTINS, JAX_CODE, NUMPY_VIEWS, WriteCheck, short_text
 
 __all__ = ["Flow", "is_jitted"]
 # Builtins that return (or iterate) what they were given.
@@ -301,6 +301,9 @@ class Flow:
             )
         if policy == "array" and name in _TREE_MAPS and call.args and node is not call.args[0]:
             return self._tree_mapped(call, node, work)
+        if policy == "array" and name is not None and _numpy_view(name):
+            work.append(call)  # np.asarray(x): a view, read-only on a JAX array
+            return None
         if policy == "array" and name in _PASS_THROUGH:
             self._read_by_jax = True  # JAX's or Flax's own code takes the tree
             work.append(call)  # jax.tree.leaves(x): what it returns is x's own arrays
@@ -558,6 +561,12 @@ def _parameter_for(
         if keyword.value is node:
             return keyword.arg
     return None
+
+
+def _numpy_view(name: str) -> bool:
+    """``np.asarray(x)``, ``np.reshape(x, s)``: NumPy may hand back a view of ``x``."""
+    module, _, function = name.rpartition(".")
+    return module == "numpy" and function in NUMPY_VIEWS
 
 
 def _tree_functions(

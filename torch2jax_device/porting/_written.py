@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ._values import Values, prefixed
 
-__all__ = ["HOST_BUILTINS", "JAX_CODE", "WriteCheck", "short_text"]
+__all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "short_text"]
 
 # Builtins whose result is a plain Python value whatever the argument.
 HOST_BUILTINS = frozenset(
@@ -31,7 +31,7 @@ _NUMPY_WRITERS = frozenset(
     "numpy.fill_diagonal numpy.random.shuffle".split()
 )
 # NumPy functions that may return their argument, or a view of it.
-_NUMPY_VIEWS = frozenset(
+NUMPY_VIEWS = frozenset(
     "asarray asanyarray ascontiguousarray asfortranarray require frombuffer reshape ravel "
     "transpose squeeze expand_dims moveaxis swapaxes atleast_1d atleast_2d atleast_3d "
     "broadcast_to".split()
@@ -284,7 +284,7 @@ def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> boo
     return (
         name is not None
         and prefixed(name, ("numpy",))
-        and name.rsplit(".", 1)[-1] not in _NUMPY_VIEWS
+        and name.rsplit(".", 1)[-1] not in NUMPY_VIEWS
     )
 
 
