@@ -348,3 +348,66 @@ def test_a_numpy_view_of_the_result_is_followed() -> None:
     (finding,) = _scan(source)
     assert finding.rule == "tensor-cpu"
     assert "line 9: a[0] = ... writes into it (arrays are immutable)" in finding.reason
+
+
+def test_a_move_of_a_view_is_a_move_of_the_tensor_viewed() -> None:
+    import torch
+
+    # The oracle: x.detach().cpu() of a CPU tensor shares x's memory (a training loop's
+    # snapshot of a weight sees the optimizer's in-place update); tj.to_device copies a
+    # buffer that is not 64-byte aligned.
+    w = torch.zeros(1025)[1:]
+    kept, moved = w.detach().cpu(), tj.to_device(w.detach(), "cpu")
+    w.add_(1.0)
+    assert float(kept[0]) == 1.0 and float(moved[0]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("moved", "why"),
+    [
+        ("w.detach().cpu()", "line 10: w.add_(...) writes into it"),
+        ("w.T.cpu()", "line 10: w.add_(...) writes into it"),
+        ("w.float().to(device)", "line 10: w.add_(...) writes into it"),
+        ("w.view(-1)[0].cpu()", "line 10: w.add_(...) writes into it"),
+        ("self.w.detach().cpu()", "line 13: self.w.mul_(...) writes into self.w"),
+        ("self.w.data.cpu()", "line 13: self.w.mul_(...) writes into self.w"),
+    ],
+)
+def test_a_view_moved_then_written_through_the_tensor_is_not_rewritten(
+    moved: str, why: str
+) -> None:
+    source = f"""\
+        import jax
+        import jax.numpy as jnp
+        import torch
+
+        class Snapshot:
+            def take(self, w, device):
+                snapshot = {moved}
+                print(jax.device_put(snapshot, jax.devices()[0]))
+                if w is not None:
+                    w.add_(1.0)
+
+            def step(self):
+                self.w.mul_(0.5)
+        """
+    moves = [f for f in _scan(source) if f.rule.startswith("tensor-") and f.line == 7]
+    assert moves and all(f.reason is not None for f in moves)
+    assert any(why in str(f.reason) for f in moves), [f.reason for f in moves]
+
+
+def test_a_view_moved_into_its_own_name_is_rewritten() -> None:
+    # x = x.detach().to(device) rebinds x: later reads of x are the result's.
+    source = """\
+        import jax
+        import torch
+
+        @jax.jit
+        def step(x):
+            return x * 2
+
+        def evaluate(x, device):
+            x = x.detach().to(device)
+            return step(x)
+        """
+    assert "    x = tj.to_device(x.detach(), device)" in _port(source).splitlines()

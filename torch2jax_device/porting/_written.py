@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ._values import Values, prefixed
 
-__all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "short_text"]
+__all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "moved_name", "short_text"]
 
 # Builtins whose result is a plain Python value whatever the argument.
 HOST_BUILTINS = frozenset(
@@ -36,6 +36,17 @@ NUMPY_VIEWS = frozenset(
     "transpose squeeze expand_dims moveaxis swapaxes atleast_1d atleast_2d atleast_3d "
     "broadcast_to".split()
 )
+
+
+# Tensor methods whose result may share the tensor's memory: views, and casts and moves
+# that hand back the tensor itself when there is nothing to do.
+_VIEW_METHODS = frozenset(
+    "detach detach_ view view_as reshape reshape_as t transpose permute squeeze unsqueeze "
+    "flatten unflatten expand expand_as narrow select as_strided unfold diagonal movedim "
+    "moveaxis swapaxes swapdims contiguous float double half bfloat16 int long short bool "
+    "byte char type type_as to cpu cuda requires_grad_ numpy".split()
+)
+_VIEW_ATTRIBUTES = frozenset("data T mT H mH real imag".split())
 
 
 class WriteCheck:
@@ -63,14 +74,16 @@ class WriteCheck:
             return None
         if not isinstance(array, ast.Name):
             path = None if unknown_holders else _access_path(array)
-            if path is not None:
+            if path is not None and path[1]:
                 return self._path_written_after(array, path, call)
-            if not unknown_holders:
+            if path is None and not unknown_holders:
                 return None  # a call's result: no holder the scanner can see
-            return (
-                f"line {array.lineno}: the scanner cannot tell what else holds "
-                f"{short_text(array)} and may write into it"
-            )
+            if path is None:
+                return (
+                    f"line {array.lineno}: the scanner cannot tell what else holds "
+                    f"{short_text(array)} and may write into it"
+                )
+            array = path[0]  # x.detach(), x.T, x.float(): x's memory, or x itself
         statement = self.names.statement(call)
         bindings = self.names.bindings(array)
         loads = self.names.loads(bindings[0]) if bindings else []  # the same for each
@@ -290,14 +303,43 @@ def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> boo
 
 def _access_path(node: ast.expr) -> tuple[ast.Name, list[ast.expr]] | None:
     """``batch["x"]``, ``self.buf``, ``outputs[0].logits``: the root name and the steps
-    from it outwards; ``None`` for anything else (a call's result)."""
+    from it outwards; ``None`` for anything else (a call's result). A view or a cast
+    that may return the tensor itself (``x.detach()``, ``x.T``, ``x.float()``) stands
+    for the whole of what it is taken of: ``self.w.detach()[0]`` is ``self.w``."""
     steps: list[ast.expr] = []
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        steps.append(node)
-        node = node.value
-    if not (steps and isinstance(node, ast.Name)):
+    while True:
+        if isinstance(node, ast.Call) and _view_call(node):
+            assert isinstance(node.func, ast.Attribute)
+            steps, node = [], node.func.value
+        elif isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRIBUTES:
+            steps, node = [], node.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            steps.append(node)
+            node = node.value
+        else:
+            break
+    if not isinstance(node, ast.Name):
         return None
     return node, steps[::-1]
+
+
+def moved_name(receiver: ast.expr) -> ast.Name | None:
+    """The name whose tensor (or a view of it) ``receiver`` is: ``x``, ``x.detach()``,
+    ``x.T``, ``x.float()``; ``None`` for anything else."""
+    while True:
+        if isinstance(receiver, ast.Name):
+            return receiver
+        if isinstance(receiver, ast.Call) and _view_call(receiver):
+            assert isinstance(receiver.func, ast.Attribute)
+            receiver = receiver.func.value
+        elif isinstance(receiver, ast.Attribute) and receiver.attr in _VIEW_ATTRIBUTES:
+            receiver = receiver.value
+        else:
+            return None
+
+
+def _view_call(node: ast.Call) -> bool:
+    return isinstance(node.func, ast.Attribute) and node.func.attr in _VIEW_METHODS
 
 
 def _same_step(node: ast.Attribute | ast.Subscript, step: ast.expr) -> bool:
