@@ -277,7 +277,7 @@ class Flow:
         """Reads that may see ``binding``: not those that only run before it."""
         statement = self.names.statement(binding.node)
         for load in self.names.loads(binding):
-            if statement is not None and self.writes.only_before(load, statement):
+            if statement is not None and self.names.only_before(load, statement):
                 continue
             yield load
 
