@@ -112,7 +112,11 @@ def test_a_tree_map_whose_function_needs_torch_holds_the_load_back(mapped: str, 
         "jnp.sum(jax.tree_util.tree_leaves(state)[0])",
     ],
 )
-def test_a_tree_map_whose_function_takes_jax_arrays_keeps_the_rewrite(mapped: str) -> None:
+def test_a_tree_map_whose_function_takes_jax_arrays_keeps_the_rewrite(
+    mapped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
     source = f"""\
         import jax
         import jax.numpy as jnp
@@ -124,7 +128,12 @@ def test_a_tree_map_whose_function_takes_jax_arrays_keeps_the_rewrite(mapped: st
         state = torch.load("model.pt", map_location="cpu")
         print({mapped})
         """
-    assert 'state = tj.load("model.pt", map_location="cpu")' in _port(source).splitlines()
+    ported = _port(source)
+    assert 'state = tj.load("model.pt", map_location="cpu")' in ported.splitlines()
+    # The ported program runs: the patch compiles, and the JAX code takes tj.load's arrays.
+    torch.save({"w": torch.ones(3)}, tmp_path / "model.pt")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(ported, "ported.py", "exec"), {"__name__": "ported"})
 
 
 def test_a_tensor_moved_from_its_holder_is_the_holders_tensor() -> None:
