@@ -283,6 +283,7 @@ def test_a_move_through_a_holder_nothing_writes_is_rewritten() -> None:
             def reset(self):
                 self.model(3)
                 self.features = torch.ones(3)
+                return self
         """
     lines = _port(source).splitlines()
     assert '    x = tj.to_device(batch["x"], device)' in lines

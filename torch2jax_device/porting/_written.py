@@ -190,6 +190,8 @@ class WriteCheck:
                     return None  # a new value in the holder's place, not a write
                 node = parent
                 continue
+            if through_self and node is load and isinstance(parent, ast.Return):
+                return None  # return self: its callers hold the object already
             return self._holder_use(node, parent, shown)
         reason = self._writes(node)
         return None if reason is None else _naming(reason, shown)
