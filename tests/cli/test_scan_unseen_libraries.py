@@ -421,3 +421,46 @@ def test_a_view_moved_into_its_own_name_is_rewritten() -> None:
             return step(x)
         """
     assert "    x = tj.to_device(x.detach(), device)" in _port(source).splitlines()
+
+
+# A Flax MNIST trainer fed by torch's DataLoader (main.py of a public JAX project; the
+# index names no repository), the JAX documentation's way of loading data: the torch
+# generator orders the samples, and nothing of it moves to JAX.
+FLAX_TRAINER_LOADER = """\
+    import torch
+    from torch.utils.data import DataLoader, random_split
+    from torchvision import datasets, transforms
+
+    def make_dataloaders(batch_size=128, num_workers=2, drop_last=True, seed=0):
+        g = torch.Generator()
+        g.manual_seed(seed)
+        tfm = transforms.ToTensor()
+        train_ds = datasets.MNIST(root="./data", train=True, download=True, transform=tfm)
+        seeded = torch.Generator().manual_seed(42)
+        train_ds, val_ds = random_split(train_ds, [50000, 10000], generator=seeded)
+        train_loader = DataLoader(
+            train_ds, batch_size=batch_size, shuffle=True, generator=g, drop_last=drop_last
+        )
+        return train_loader
+    """
+
+
+def test_a_generator_that_only_orders_torchs_data_is_kept() -> None:
+    generators = [f for f in _scan(FLAX_TRAINER_LOADER) if f.rule == "generator-device"]
+    assert [f.line for f in generators] == [6, 7, 10]  # g, g.manual_seed, the seeded one
+    for finding in generators:
+        assert finding.reason is not None
+        assert finding.reason.startswith("it seeds torch's data loading")
+
+
+def test_a_generator_that_draws_numbers_keeps_the_advice() -> None:
+    source = """\
+        import torch
+
+        g = torch.Generator()
+        g.manual_seed(0)
+        order = torch.randperm(10, generator=g)
+        """
+    generators = [f for f in _scan(source) if f.rule == "generator-device"]
+    assert len(generators) == 2
+    assert all(not (f.reason or "").startswith("it seeds") for f in generators)

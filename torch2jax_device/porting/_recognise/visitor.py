@@ -156,7 +156,9 @@ class Detector(Recogniser):
             kinds = self.file.values.kinds(receiver)
             rule = next((rule for kind, rule in _KIND_METHODS.items() if kind in kinds), None)
             if rule is not None:
-                self.add(call, rule, position=where)
+                candidate = self.add(call, rule, position=where)
+                if rule == "generator-device":
+                    candidate.reason = feeding.data_generator(self, receiver)
 
     # -- statements and expressions of other sections ---------------------------------------
     def visit_With(self, node: ast.With) -> None:
