@@ -15,14 +15,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
-from ._names import Binding
+from ._names import Binding, Names
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
+from ._written import HOST_BUILTINS, JAX_CODE, NUMPY_VIEWS, WriteCheck, short_text
 
 __all__ = ["Flow", "is_jitted"]
-# Builtins whose result is a plain Python value whatever the argument.
-_HOST_BUILTINS = frozenset(
-    "print len str repr format id hash bool float int callable vars dir getattr hasattr".split()
-)
 # Builtins that return (or iterate) what they were given.
 _CONTAINER_BUILTINS = frozenset(
     "list tuple sorted reversed zip enumerate iter next dict set".split()
@@ -43,8 +40,6 @@ _ARRAY_METHODS = {
 _DICT_METHODS = frozenset("items keys values get pop copy setdefault".split())
 _ARRAY_ATTRIBUTES = {"shape": "host", "ndim": "host", "T": "array"}
 _MUTATORS = frozenset("append extend insert add update".split())
-# Qualified-name prefixes of code that takes JAX arrays (and, for the first, tj devices).
-_JAX_CODE = ("torch2jax_device", "jax", "flax", "optax", "numpy", "math", "safetensors.flax")
 # Of those, code that only reads values on the host (it takes torch tensors too).
 _HOST_CODE = ("numpy", "math")
 # Conversions that put a host value (a CPU torch tensor, a NumPy array) on JAX's default
@@ -52,19 +47,22 @@ _HOST_CODE = ("numpy", "math")
 # placed (committed to the CPU by ``tj.load``, ``tj.to_jax``, ``.cpu()``), they would no
 # longer move it, and the JAX code after them would run there.
 _TO_DEFAULT_DEVICE = frozenset({"jax.numpy.asarray", "jax.numpy.array", "jax.device_put"})
-_TREE_MAPS = frozenset({"jax.tree_util.tree_map", "jax.tree.map"})
-# What writes into a NumPy array in place: its methods, and NumPy's functions given it
-# first (``out=`` anywhere counts too).
-_NDARRAY_WRITERS = frozenset("fill sort resize put itemset partition setfield byteswap".split())
-_NUMPY_WRITERS = frozenset(
-    "numpy.copyto numpy.put numpy.place numpy.putmask numpy.put_along_axis "
-    "numpy.fill_diagonal numpy.random.shuffle".split()
-)
-# NumPy functions that may return their argument, or a view of it.
-_NUMPY_VIEWS = frozenset(
-    "asarray asanyarray ascontiguousarray asfortranarray require frombuffer reshape ravel "
-    "transpose squeeze expand_dims moveaxis swapaxes atleast_1d atleast_2d atleast_3d "
-    "broadcast_to".split()
+# Tree maps, and where a leaf goes among their function's parameters (after the path).
+_TREE_MAPS = {
+    "jax.tree_util.tree_map": 0,
+    "jax.tree.map": 0,
+    "jax.tree_map": 0,
+    "jax.tree_util.tree_map_with_path": 1,
+    "jax.tree.map_with_path": 1,
+}
+# JAX and Flax functions whose result holds their argument's own leaves.
+_PASS_THROUGH = frozenset(
+    "jax.tree_util.tree_leaves jax.tree.leaves jax.tree_leaves jax.tree_util.tree_flatten "
+    "jax.tree.flatten jax.tree_flatten jax.tree_util.tree_unflatten jax.tree.unflatten "
+    "jax.tree_unflatten jax.block_until_ready flax.traverse_util.flatten_dict "
+    "flax.traverse_util.unflatten_dict flax.core.freeze flax.core.unfreeze "
+    "flax.core.frozen_dict.freeze flax.core.frozen_dict.unfreeze flax.core.FrozenDict "
+    "flax.core.frozen_dict.FrozenDict".split()
 )
 # What ``escape`` follows: at most this many uses of one value, and over one file at
 # most this many uses per node of the file.
@@ -86,6 +84,11 @@ class Flow:
         # reach many uses each (a name bound and read thousands of times) would
         # otherwise cost the square of its size.
         self._budget = _USES_PER_NODE * len(values.names.parents) + _USES_AT_LEAST
+        self.writes = WriteCheck(values, self._spend)
+
+    def _spend(self, uses: int) -> bool:
+        self._budget -= uses
+        return self._budget > 0
 
     def escape(
         self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool]
@@ -130,10 +133,6 @@ class Flow:
         """Queue ``uses``, no more of them than can still be followed."""
         work.extend(islice(uses, max(0, min(self._budget, _USES_PER_VALUE + 1))))
 
-    def _text(self, node: ast.AST) -> str:
-        text = ast.unparse(node)
-        return text if len(text) <= 60 else text[:57] + "..."
-
     def _use(
         self, node: ast.AST, policy: str, rewritten: Callable[[ast.AST], bool], work: deque[ast.AST]
     ) -> str | None:
@@ -171,7 +170,7 @@ class Flow:
             return self._argument(call, node, policy, rewritten, work)
         if isinstance(parent, ast.Call):
             if node is parent.func:
-                return f"{where}: {self._text(parent)} calls it"
+                return f"{where}: {short_text(parent)} calls it"
             return self._argument(parent, node, policy, rewritten, work)
         if isinstance(parent, ast.Attribute):
             return self._attribute(parent, policy, rewritten, work)
@@ -181,24 +180,24 @@ class Flow:
                     return None  # d[k] = ... into a dict or list the code made
                 if isinstance(parent.ctx, ast.Store):
                     return (
-                        f"{where}: {self._text(parent)} = ... writes into it (arrays are immutable)"
+                        f"{where}: {short_text(parent)} = ... writes into it (arrays are immutable)"
                     )
                 work.append(parent)
                 return None
-            return f"{where}: used as an index in {self._text(parent)}"
+            return f"{where}: used as an index in {short_text(parent)}"
         if isinstance(parent, ast.BinOp):
             if policy != "array":
-                return f"{where}: {self._text(parent)}"
+                return f"{where}: {short_text(parent)}"
             other = parent.right if parent.left is node else parent.left
             if self.kinds(other) <= {NUMBER, JAX_ARRAY}:
                 work.append(parent)
                 return None
             return (
-                f"{where}: {self._text(parent)} combines it with a value that may be a torch tensor"
+                f"{where}: {short_text(parent)} combines it with a value that may be a torch tensor"
             )
         if isinstance(parent, ast.UnaryOp):
             if policy != "array":
-                return f"{where}: {self._text(parent)}"
+                return f"{where}: {short_text(parent)}"
             work.append(parent)
             return None
         if isinstance(parent, ast.Compare):
@@ -206,11 +205,11 @@ class Flow:
             if policy == "device":
                 if all(isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) for op in parent.ops):
                     return None
-                return f"{where}: {self._text(parent)}"
+                return f"{where}: {short_text(parent)}"
             if all(self.kinds(o) <= {NUMBER, JAX_ARRAY} for o in others):
                 work.append(parent)
                 return None
-            return f"{where}: {self._text(parent)} compares it with a value that may be torch's"
+            return f"{where}: {short_text(parent)} compares it with a value that may be torch's"
         if isinstance(parent, ast.IfExp):
             if parent.test is not node:
                 work.append(parent)
@@ -225,73 +224,17 @@ class Flow:
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
             reason = self._bind(_values_of(node, parent.target), work)
             return f"{where}: {reason}" if reason else None
+        if isinstance(parent, ast.Lambda) and node is parent.body:
+            calls = self._tree_map_calls(parent)
+            if calls is None:
+                return (
+                    f"{where}: returned by {short_text(parent)} to callers the scanner cannot see"
+                )
+            self._extend(work, calls)
+            return None
         if isinstance(parent, ast.withitem):
             return f"{where}: used as a context manager"
-        return f"{where}: used in {self._text(parent)}"
-
-    def written_after(self, array: ast.expr, call: ast.AST, *, unknown_holders: bool) -> str | None:
-        """Where code that may run after ``call`` writes into the array or tensor
-        ``array`` (``a[0] = 1``, ``a += 1``, ``a.fill(0)``, ``x.add_(1)``, ``np.copyto(a,
-        b)``, or ``a`` handed to a call that could), or ``None``. A name is followed; a new
-        array (``np.load(p)``, ``a.astype(t)``) has no other holder; anything else
-        (``self.buffer``, ``a[i]``, ``a.reshape(s)``, ``load(p)``) may be held elsewhere,
-        and counts as written if ``unknown_holders``."""
-        if _new_array(array, self.qualname):
-            return None
-        if not isinstance(array, ast.Name):
-            if not unknown_holders:
-                return None
-            return (
-                f"line {array.lineno}: the scanner cannot tell what else holds "
-                f"{self._text(array)} and may write into it"
-            )
-        statement = self.names.statement(call)
-        bindings = self.names.bindings(array)
-        loads = self.names.loads(bindings[0]) if bindings else []  # the same for each
-        self._budget -= len(bindings) + len(loads)
-        if self._budget <= 0:
-            return "the file has too many uses to follow"
-        for binding in bindings:
-            site = self.names.parents.get(binding.node)
-            if isinstance(site, ast.AugAssign) and not self._before(site, statement):
-                return f"line {site.lineno}: {self._text(site)} writes into it"
-        for load in loads:
-            if load is array or self._before(load, statement):
-                continue
-            reason = self._writes(load)
-            if reason is not None:
-                return f"line {load.lineno}: {reason}"
-        return None
-
-    def _before(self, node: ast.AST, statement: ast.stmt | None) -> bool:
-        return (
-            statement is not None and node is not statement and self._only_before(node, statement)
-        )
-
-    def _writes(self, load: ast.Name) -> str | None:
-        """What writes into the array ``load`` reads, through its views (``a[1:]``)."""
-        node: ast.AST = load
-        parent = self.names.parents.get(node)
-        while isinstance(parent, ast.Subscript) and parent.value is node:
-            if isinstance(parent.ctx, ast.Store):
-                return f"{self._text(parent)} = ... writes into it"
-            node, parent = parent, self.names.parents.get(parent)
-        if isinstance(parent, ast.Attribute) and (
-            parent.attr in _NDARRAY_WRITERS or _in_place(parent.attr)
-        ):
-            return f"{self._text(parent)}(...) writes into it"
-        if isinstance(parent, ast.keyword):
-            parent = self.names.parents.get(parent)
-        if isinstance(parent, ast.Call) and node is not parent.func:
-            name = self.qualname(parent.func)
-            if any(k.arg == "out" and k.value is node for k in parent.keywords):
-                return f"{self._text(parent)} writes into it"
-            if name in _NUMPY_WRITERS or not (
-                (name is not None and prefixed(name, (*_JAX_CODE, "torch.from_numpy")))
-                or self.values.builtin(parent.func) in _HOST_BUILTINS
-            ):
-                return f"passed to {self._text(parent)}, which may write into it"
-        return None
+        return f"{where}: used in {short_text(parent)}"
 
     def _tuple_target(self, value: ast.Tuple | ast.List, element: ast.AST) -> ast.AST | None:
         """For ``a, b = x, y``: the target that receives ``element``."""
@@ -321,7 +264,7 @@ class Flow:
             for binding in self.names.bindings(target.value):
                 self._extend(work, self._visible_loads(binding))
             return None
-        return f"stored in {self._text(target)}, whose uses the scanner cannot follow"
+        return f"stored in {short_text(target)}, whose uses the scanner cannot follow"
 
     def _fresh_container(self, node: ast.AST) -> bool:
         """``node`` names only lists, dicts or sets the code itself made."""
@@ -334,36 +277,9 @@ class Flow:
         """Reads that may see ``binding``: not those that only run before it."""
         statement = self.names.statement(binding.node)
         for load in self.names.loads(binding):
-            if statement is not None and self._only_before(load, statement):
+            if statement is not None and self.names.only_before(load, statement):
                 continue
             yield load
-
-    def _only_before(self, load: ast.AST, statement: ast.stmt) -> bool:
-        """``load`` is in the same body as ``statement``, earlier (or in the value it
-        assigns: ``x`` of ``x = x.cuda()`` reads the old ``x``), outside any loop around
-        both."""
-        if self.names.scope_of.get(load) is not self.names.scope_of.get(statement):
-            return False
-        earlier = (load.lineno, load.col_offset) < (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]
-        if not (earlier or self._in_value_of(load, statement)):
-            return False
-        node: ast.AST | None = statement
-        while node is not None:
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                return False
-            node = self.names.parents.get(node)
-        return True
-
-    def _in_value_of(self, load: ast.AST, statement: ast.stmt) -> bool:
-        """``load`` is in the value ``statement`` assigns, which runs before it binds."""
-        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
-            return False
-        node: ast.AST | None = load
-        while node is not None and node is not statement:
-            if node is statement.value:
-                return True
-            node = self.names.parents.get(node)
-        return False
 
     def _argument(
         self,
@@ -379,17 +295,26 @@ class Flow:
         name = self.qualname(call.func)
         if policy == "array" and self._to_default_device(call, name):
             return (
-                f"line {call.lineno}: {self._text(call)} puts a torch tensor on JAX's default "
+                f"line {call.lineno}: {short_text(call)} puts a torch tensor on JAX's default "
                 "device, but would leave the JAX array where the rewrite puts it (give it "
                 "device= first)"
             )
+        if policy == "array" and name in _TREE_MAPS and call.args and node is not call.args[0]:
+            return self._tree_mapped(call, node, work)
+        if policy == "array" and name is not None and _numpy_view(name):
+            work.append(call)  # np.asarray(x): a view, read-only on a JAX array
+            return None
+        if policy == "array" and name in _PASS_THROUGH:
+            self._read_by_jax = True  # JAX's or Flax's own code takes the tree
+            work.append(call)  # jax.tree.leaves(x): what it returns is x's own arrays
+            return None
         if name is not None:
-            if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, _JAX_CODE)):
+            if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
                 return None
             return self._passed(call)
         builtin = self.values.builtin(call.func)
-        if builtin in _HOST_BUILTINS:
+        if builtin in HOST_BUILTINS:
             return None
         if builtin == "isinstance" and not any(
             (self.qualname(c) or "").startswith("torch") for c in ast.walk(call) if c is not node
@@ -420,6 +345,72 @@ class Flow:
                 self._read_by_jax = True
                 return None
         return self._passed(call)
+
+    def _tree_mapped(self, call: ast.Call, node: ast.AST, work: deque[ast.AST]) -> str | None:
+        """``jax.tree.map(f, x)``: each leaf of ``x`` goes to ``f`` (followed when it is
+        the file's own function or a lambda), and what ``f`` returns makes the result."""
+        where = f"line {call.lineno}"
+        function = call.args[0]
+        if any(k.arg == "is_leaf" for k in call.keywords):
+            return f"{where}: {short_text(call)} hands its subtrees to is_leaf"
+        self._read_by_jax = True  # JAX's own code walks the tree
+        name = self.qualname(function)
+        if name is not None and prefixed(name, (TJ, *JAX_CODE)):
+            return None
+        if self.values.builtin(function) in HOST_BUILTINS:
+            return None
+        definitions = _tree_functions(function, self.names)
+        position = next((i for i, a in enumerate(call.args) if a is node), 0) - 1
+        position += _TREE_MAPS[self.qualname(call.func) or ""] if position >= 0 else 0
+        starred = any(isinstance(a, ast.Starred) for a in call.args)
+        if definitions is None or position < 0 or starred:
+            return f"{where}: {short_text(call)} hands its leaves to {short_text(function)}"
+        for definition in definitions:
+            if not isinstance(definition, ast.Lambda) and is_jitted(definition, self.qualname):
+                self._read_by_jax = True
+                continue
+            positional = [*definition.args.posonlyargs, *definition.args.args]
+            binding = (
+                self.names.binding_of.get(positional[position])
+                if position < len(positional)
+                else None
+            )
+            if binding is None:
+                return f"{where}: {short_text(call)} hands its leaves to {short_text(function)}"
+            self._extend(work, self.names.loads(binding))
+        return None
+
+    def _tree_map_calls(self, function: ast.AST) -> list[ast.Call] | None:
+        """The tree maps ``function`` is handed to, when that is all the file does with
+        it: what it returns makes their results."""
+        if isinstance(function, ast.Lambda):
+            parent = self.names.parents.get(function)
+            if isinstance(parent, ast.Call) and parent.args and parent.args[0] is function:
+                if self.qualname(parent.func) in _TREE_MAPS:
+                    return [parent]
+            return None
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        scope = self.names.scope_of.get(function)
+        if scope is None or scope.kind == "class":
+            return None
+        binding = next(
+            (b for b in scope.bindings.get(function.name, []) if b.node is function), None
+        )
+        if binding is None:
+            return None
+        calls: list[ast.Call] = []
+        for load in self.names.loads(binding):
+            parent = self.names.parents.get(load)
+            if not (
+                isinstance(parent, ast.Call)
+                and parent.args
+                and parent.args[0] is load
+                and self.qualname(parent.func) in _TREE_MAPS
+            ):
+                return None
+            calls.append(parent)
+        return calls
 
     def _to_default_device(self, call: ast.Call, name: str | None) -> bool:
         """``call`` is ``jnp.asarray(x)`` (or ``jax.tree.map(jnp.asarray, x)``) with no device."""
@@ -460,7 +451,7 @@ class Flow:
         return None
 
     def _passed(self, call: ast.Call) -> str:
-        return f"line {call.lineno}: passed to {self._text(call)}"
+        return f"line {call.lineno}: passed to {short_text(call)}"
 
     def _returned(self, statement: ast.Return, work: deque[ast.AST]) -> str | None:
         function = self.names.enclosing(
@@ -470,6 +461,8 @@ class Flow:
         if function is None:
             return where
         calls = self.values.calls_of(function)
+        if calls is None:
+            calls = self._tree_map_calls(function)
         if not calls:
             return f"{where} to callers the scanner cannot see"
         self._extend(work, calls)
@@ -495,9 +488,9 @@ class Flow:
                     return None
                 if result == "host":
                     return None
-            return f"{where}: {self._text(parent)} calls a torch method on it"
+            return f"{where}: {short_text(parent)} calls a torch method on it"
         if isinstance(attribute.ctx, ast.Store):
-            return f"{where}: {self._text(attribute)} is assigned to"
+            return f"{where}: {short_text(attribute)} is assigned to"
         if policy == "device":
             return (
                 None if attribute.attr in ("type", "index") else f"{where}: reads .{attribute.attr}"
@@ -508,26 +501,7 @@ class Flow:
         if result == "array":
             work.append(attribute)
             return None
-        return f"{where}: reads {self._text(attribute)}, which differs on a JAX array"
-
-
-def _in_place(method: str) -> bool:
-    """torch's in-place methods end with one underscore: ``add_``, ``copy_``, ``zero_``."""
-    return method.endswith("_") and not method.startswith("_")
-
-
-def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> bool:
-    """``node`` makes a NumPy array nothing else holds: ``np.load(p)``, ``a.astype(t)``."""
-    if not isinstance(node, ast.Call):
-        return False
-    if isinstance(node.func, ast.Attribute) and node.func.attr in ("astype", "copy"):
-        return not any(k.arg == "copy" for k in node.keywords)  # astype(t, copy=False)
-    name = qualname(node.func)
-    return (
-        name is not None
-        and prefixed(name, ("numpy",))
-        and name.rsplit(".", 1)[-1] not in _NUMPY_VIEWS
-    )
+        return f"{where}: reads {short_text(attribute)}, which differs on a JAX array"
 
 
 def _values_of(iterated: ast.AST, target: ast.expr) -> ast.expr:
@@ -587,3 +561,23 @@ def _parameter_for(
         if keyword.value is node:
             return keyword.arg
     return None
+
+
+def _numpy_view(name: str) -> bool:
+    """``np.asarray(x)``, ``np.reshape(x, s)``: NumPy may hand back a view of ``x``."""
+    module, _, function = name.rpartition(".")
+    return module == "numpy" and function in NUMPY_VIEWS
+
+
+def _tree_functions(
+    function: ast.expr, names: Names
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] | None:
+    """The lambda, or the file's own functions, a tree map calls on each leaf."""
+    if isinstance(function, ast.Lambda):
+        return [function]
+    if not isinstance(function, ast.Name):
+        return None
+    bindings = names.bindings(function)
+    if not bindings or any(b.kind != "def" for b in bindings):
+        return None
+    return [b.node for b in bindings]  # type: ignore[misc]

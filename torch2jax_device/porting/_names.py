@@ -192,6 +192,33 @@ class Names:
             node = self.parents.get(node)  # type: ignore[assignment]
         return node
 
+    def only_before(self, load: ast.AST, statement: ast.stmt) -> bool:
+        """``load`` is in the same body as ``statement``, earlier (or in the value it
+        assigns: ``x`` of ``x = x.cuda()`` reads the old ``x``), outside any loop around
+        both."""
+        if self.scope_of.get(load) is not self.scope_of.get(statement):
+            return False
+        earlier = (load.lineno, load.col_offset) < (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]
+        if not (earlier or self._in_value_of(load, statement)):
+            return False
+        node: ast.AST | None = statement
+        while node is not None:
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                return False
+            node = self.parents.get(node)
+        return True
+
+    def _in_value_of(self, load: ast.AST, statement: ast.stmt) -> bool:
+        """``load`` is in the value ``statement`` assigns, which runs before it binds."""
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            return False
+        node: ast.AST | None = load
+        while node is not None and node is not statement:
+            if node is statement.value:
+                return True
+            node = self.parents.get(node)
+        return False
+
     def definitions(self) -> Iterator[Binding]:
         """Every ``def``/``class`` binding of the file, scope by scope in creation order."""
         for scope in self.scopes:

@@ -19,6 +19,7 @@ from ._source import SourceFile
 from ._startup import StartupOrder
 from ._tables import FACTORIES, TENSOR_FACTORIES
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ
+from ._written import moved_name
 
 __all__ = ["plan"]
 
@@ -165,7 +166,7 @@ def _shared_with(candidate: Candidate) -> str:
         return ""
     flow = candidate.file.flow
     if candidate.tj_name == "tj.to_jax" and call.args:
-        written = flow.written_after(call.args[0], call, unknown_holders=True)
+        written = flow.writes.written_after(call.args[0], call, unknown_holders=True)
         if written:
             return (
                 f"{written}: torch.from_numpy shares the array's memory, tj.to_jax only "
@@ -175,9 +176,9 @@ def _shared_with(candidate: Candidate) -> str:
         candidate.tj_name == "tj.to_device"
         and isinstance(call.func, ast.Attribute)
         and not _already_jax(candidate)
-        and not _rebinds(flow.names.statement(call), call.func.value)
+        and not _rebinds(flow.names.statement(call), moved_name(call.func.value))
     ):
-        written = flow.written_after(call.func.value, call, unknown_holders=False)
+        written = flow.writes.written_after(call.func.value, call, unknown_holders=False)
         if written:
             return (
                 f"{written}: {ast.unparse(call)} is the tensor itself when it is there "
@@ -187,7 +188,7 @@ def _shared_with(candidate: Candidate) -> str:
     return ""
 
 
-def _rebinds(statement: ast.stmt | None, receiver: ast.expr) -> bool:
+def _rebinds(statement: ast.stmt | None, receiver: ast.expr | None) -> bool:
     """Whether ``statement`` assigns the receiver's own name (``x = x.to(d)``, ``x, y =
     x.to(d), y.to(d)``): what the name reads afterwards is the result, not the tensor
     moved, so no later write through it reaches that tensor."""

@@ -37,6 +37,20 @@ LOADER = "loader"
 NUMBER = "number"
 CLASS = "class"
 FUNCTION = "function"
+#: A value of another array framework (Paddle, TensorFlow, CuPy...), whose ``.to``,
+#: ``.cuda()``, ``.cpu()`` and ``.device`` are its own, not torch's.
+FOREIGN = "other-framework"
+_FOREIGN_FRAMEWORKS = (
+    "paddle",
+    "tensorflow",
+    "cupy",
+    "mindspore",
+    "oneflow",
+    "jittor",
+    "mxnet",
+    "tinygrad",
+    "mlx",
+)
 
 # Names the scanner treats as what they are called: a qualified name -> a kind.
 _CONSTRUCTORS = {
@@ -346,6 +360,8 @@ class Values:
         if isinstance(node.func, ast.Attribute):
             receiver = self.kinds(node.func.value)
             method = node.func.attr
+            if receiver == {FOREIGN}:
+                return {FOREIGN}  # another framework's methods give its own values
             if method in _SELF_METHODS and (
                 not receiver or receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR}
             ):
@@ -363,6 +379,8 @@ class Values:
             return set(_CONSTRUCTORS[name])
         if name in _LIBRARY_CONSTRUCTORS:
             return {LIBRARY_OBJECT}
+        if prefixed(name, _FOREIGN_FRAMEWORKS):
+            return {FOREIGN}
         last = name.rsplit(".", 1)[-1]
         if name.startswith("torch.nn.functional.") or name == "torch.from_numpy":
             return {TORCH_TENSOR}

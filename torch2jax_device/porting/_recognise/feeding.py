@@ -9,7 +9,14 @@ from .._rewrites import Rewrite
 from .._values import TJ
 from .base import Recogniser
 
-__all__ = ["pin_memory_call", "pin_memory_keys", "pin_memory_keywords", "pinned_query", "workers"]
+__all__ = [
+    "data_generator",
+    "pin_memory_call",
+    "pin_memory_keys",
+    "pin_memory_keywords",
+    "pinned_query",
+    "workers",
+]
 
 _KEYWORDS = ("pin_memory", "pin_memory_device")
 
@@ -84,3 +91,44 @@ def workers(r: Recogniser, call: ast.Call) -> None:
             'tj.ForkAfterJaxWarning says so): give the DataLoader multiprocessing_context="spawn"'
         ),
     )
+
+
+def data_generator(r: Recogniser, node: ast.expr) -> str:
+    """Why a ``torch.Generator`` (its call, or a name bound to it) stays torch's: every use
+    seeds torch's data loading (``DataLoader(generator=g)``, ``random_split``, samplers),
+    which JAX code does not replace. ``""`` when it may draw numbers elsewhere."""
+    made: ast.AST | None = node
+    if isinstance(node, ast.Name):
+        bindings = r.file.names.bindings(node)
+        made = bindings[0].value if len(bindings) == 1 else None
+    if not (isinstance(made, ast.Call) and r.qualname(made.func) == "torch.Generator"):
+        return ""
+    value: ast.AST = made
+    parent = r.parent(value)
+    while isinstance(parent, ast.Attribute) and parent.attr == "manual_seed":  # chained
+        call = r.parent(parent)
+        if not (isinstance(call, ast.Call) and call.func is parent):
+            return ""
+        value, parent = call, r.parent(call)
+    uses: list[ast.AST] = [value]
+    if isinstance(parent, ast.Assign) and [type(t) for t in parent.targets] == [ast.Name]:
+        binding = r.file.names.binding_of.get(parent.targets[0])
+        uses = list(r.file.names.loads(binding)) if binding is not None else []
+    if not uses or not all(_seeds_data(r, use) for use in uses):
+        return ""
+    return (
+        "it seeds torch's data loading (the DataLoader's order of samples), which stays "
+        "torch's: keep it; JAX code draws its own numbers from a jax.random.key"
+    )
+
+
+def _seeds_data(r: Recogniser, use: ast.AST) -> bool:
+    parent = r.parent(use)
+    if isinstance(parent, ast.Attribute) and parent.attr == "manual_seed":
+        return isinstance(r.parent(parent), ast.Call)
+    if isinstance(parent, ast.keyword) and parent.arg == "generator":
+        call = r.parent(parent)
+        return isinstance(call, ast.Call) and (r.qualname(call.func) or "").startswith(
+            "torch.utils.data."
+        )
+    return False

@@ -8,6 +8,7 @@ import ast
 
 from .._tables import ADVICE, RENAMES
 from .base import Recogniser
+from .feeding import data_generator
 
 __all__ = ["advice", "rename"]
 
@@ -59,7 +60,9 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     """An ``advice`` row's name: reported with the row's advice, never rewritten."""
     if name not in ADVICE:
         return False
-    r.add(call or node, ADVICE[name].id)
+    candidate = r.add(call or node, ADVICE[name].id)
+    if call is not None and name == "torch.Generator":
+        candidate.reason = data_generator(r, call)
     return True
 
 

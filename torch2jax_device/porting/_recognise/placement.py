@@ -8,7 +8,7 @@ import ast
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
-from .._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
+from .._values import FOREIGN, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
 from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
@@ -300,7 +300,7 @@ def _has_array_device(r: Recogniser, receiver: ast.AST) -> bool:
     kinds = r.file.values.kinds(receiver)
     if kinds & {TORCH_TENSOR, JAX_ARRAY, "torch-module", NNX_MODULE}:
         return True
-    if kinds & {"args", "args-value", PATH, NUMBER, "torch-device"}:
+    if kinds & {"args", "args-value", PATH, NUMBER, "torch-device", FOREIGN}:
         return False
     name = receiver.id if isinstance(receiver, ast.Name) else None
     if isinstance(receiver, ast.Attribute):

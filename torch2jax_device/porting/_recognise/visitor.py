@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._tables import NEW_FACTORIES, wildcard
+from .._values import FOREIGN
 from . import (
     checkpoints,
     creation,
@@ -122,6 +123,8 @@ class Detector(Recogniser):
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
         what the scanner knows ``x`` is."""
         receiver = method.value
+        if self.file.values.kinds(receiver) == {FOREIGN}:
+            return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
         name = method.attr
         bare = not call.args and not call.keywords
         where = self.file.method_position(method)
@@ -153,7 +156,9 @@ class Detector(Recogniser):
             kinds = self.file.values.kinds(receiver)
             rule = next((rule for kind, rule in _KIND_METHODS.items() if kind in kinds), None)
             if rule is not None:
-                self.add(call, rule, position=where)
+                candidate = self.add(call, rule, position=where)
+                if rule == "generator-device":
+                    candidate.reason = feeding.data_generator(self, receiver)
 
     # -- statements and expressions of other sections ---------------------------------------
     def visit_With(self, node: ast.With) -> None:
