@@ -7,15 +7,20 @@ already started JAX with another count, these tests skip with that reason.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import pytest
 
+from tests.support.xla import optimized_loop_flags
 from torch2jax_device._src import platforms as _platforms
 
 DEVICE_COUNT = 4
 
 if not _platforms.backends_initialized():
     jax.config.update("jax_num_cpu_devices", DEVICE_COUNT)
+    # Gigabyte staging tests here: vectorized loops (tests/support/xla.py says why).
+    os.environ["XLA_FLAGS"] = optimized_loop_flags(os.environ.get("XLA_FLAGS", ""))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
