@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn
 
 import jax
@@ -33,6 +33,7 @@ __all__ = [
     "check_same_device",
     "device_of",
     "get_device",
+    "in_torch_order",
     "is_array",
     "leaf_path",
     "parameters",
@@ -291,8 +292,10 @@ def parameters(model: Any) -> Iterator[Any]:
         return iter(model.parameters())
     if is_nnx_module(model):
         nnx = sys.modules["flax.nnx"]
-        tree = nnx.state(model, nnx.Param)
-    elif isinstance(model, Mapping) and "params" in model:
+        pairs = in_torch_order(model, nnx.to_flat_state(nnx.state(model, nnx.Param)))
+        values = (variable.get_value() for _, variable in pairs)
+        return (Parameter(value) for value in values if is_array(value))
+    if isinstance(model, Mapping) and "params" in model:
         tree = model["params"]
     else:
         tree = model
@@ -301,6 +304,59 @@ def parameters(model: Any) -> Iterator[Any]:
         for leaf in flatten(tree).leaves  # arrays: a Parameter is a pytree of its array
         if is_array(leaf)
     )
+
+
+def in_torch_order(module: Any, pairs: Iterable[tuple[tuple[Any, ...], Any]]) -> list[Any]:
+    """An NNX module's ``(path, variable)`` pairs in the order torch lists its twin's.
+
+    ``nnx.state`` sorts names (``bias`` before ``kernel``, ``alpha`` before ``zeta``,
+    a module's own variables among its layers). A torch module lists, module by module,
+    its parameters, then its buffers, then its submodules, each kind in the order it
+    was assigned (``weight`` before ``bias``): ``model.parameters()`` and
+    ``model.state_dict()`` both follow it. Here ``nnx.Param`` variables are parameters
+    and other variables buffers; a name whose place cannot be found keeps its
+    ``nnx.state`` place after the others.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> class Net(nnx.Module):
+        ...     def __init__(self):
+        ...         self.zeta = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        ...         self.scale = nnx.Param(jnp.ones(2))
+        >>> [path for path, _ in nnx.to_flat_state(nnx.state(Net()))]
+        [('scale',), ('zeta', 'bias'), ('zeta', 'kernel')]
+        >>> from torch2jax_device._src.location import in_torch_order
+        >>> [path for path, _ in in_torch_order(Net(), nnx.to_flat_state(nnx.state(Net())))]
+        [('scale',), ('zeta', 'kernel'), ('zeta', 'bias')]
+    """
+    nnx = sys.modules["flax.nnx"]
+    nodes = dict(nnx.iter_graph(module))
+
+    def torch_place(pair: tuple[tuple[Any, ...], Any]) -> list[tuple[int, int]]:
+        path, variable = pair
+        place = []
+        for depth, name in enumerate(path):
+            child = variable if depth == len(path) - 1 else nodes.get(path[: depth + 1])
+            kind = 2  # a layer, after the module's own parameters (0) and buffers (1)
+            if isinstance(child, nnx.Variable):
+                kind = 0 if isinstance(child, nnx.Param) else 1
+            place.append((kind, _assignment_position(nodes.get(path[:depth]), name)))
+        return place
+
+    return sorted(pairs, key=torch_place)  # stable: unplaced names keep nnx's order
+
+
+def _assignment_position(parent: Any, name: Any) -> int:
+    """Where ``name`` was assigned in ``parent`` (a module, list or dict); last if unknown."""
+    if isinstance(parent, (list, tuple)) and isinstance(name, int):
+        return name
+    names = list(parent) if isinstance(parent, Mapping) else list(getattr(parent, "__dict__", ()))
+    for candidate in (name, str(name)):
+        if candidate in names:
+            return names.index(candidate)
+    return sys.maxsize
 
 
 def _array_device(array: Any) -> Device | None:

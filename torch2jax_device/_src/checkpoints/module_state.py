@@ -24,6 +24,7 @@ from .. import host_staging
 from ..detect import import_torch, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError
 from ..interop import to_jax, to_torch
+from ..location import in_torch_order
 from .messages import shown
 from .torch_load import load
 
@@ -116,7 +117,11 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         which torch's state dict has no counterpart for) and sown ``Intermediate``
         values; a variable shared by several modules appears once, under its first
         name (as ``nnx.state`` lists it), where torch lists a tied parameter under
-        every name. An ``nnx.State`` gives the same, in the ``"jax"`` layout only. For
+        every name. Both layouts list an NNX module's arrays in the order its twin's
+        ``state_dict()`` does (module by module: parameters, then other variables,
+        then layers, each as assigned; ``kernel`` before ``bias``), where
+        ``nnx.state`` sorts the names. An ``nnx.State`` gives the same arrays in its
+        own order, in the ``"jax"`` layout only. For
         an Equinox module, every array leaf (``eqx.is_array``). The ``"jax"`` layout
         holds the model's own arrays; the ``"torch"`` one copies.
 
@@ -139,7 +144,7 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         >>> import torch2jax_device as tj
         >>> model = nnx.Sequential(nnx.Linear(3, 4, rngs=nnx.Rngs(0)), nnx.relu)
         >>> {name: array.shape for name, array in tj.state_dict(model).items()}
-        {'layers.0.bias': (4,), 'layers.0.kernel': (3, 4)}
+        {'layers.0.kernel': (3, 4), 'layers.0.bias': (4,)}
         >>> twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
         >>> twin.load_state_dict(tj.state_dict(model, layout="torch"))
         <All keys matched successfully>
@@ -359,7 +364,10 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
         if torch_layout
         else {}
     )
-    for path, variable in nnx.to_flat_state(state):
+    pairs = nnx.to_flat_state(state)
+    if not _is_nnx_state(model):  # a module: its twin's order (a State's is its own)
+        pairs = in_torch_order(model, pairs)
+    for path, variable in pairs:
         if isinstance(variable, (nnx.RngState, nnx.Intermediate)):
             continue
         value = variable.get_value()
@@ -428,9 +436,12 @@ def _nnx_layer(nnx: Any, module: Any) -> str | None:
 def _equinox_entries(model: Any) -> Iterator[_Entry]:
     eqx = sys.modules["equinox"]
     pairs = jax.tree_util.tree_flatten_with_path(model)[0]
-    for index, (path, leaf) in enumerate(pairs):
-        if not isinstance(leaf, (jax.Array, np.ndarray)):
-            continue
+    arrays = [
+        (index, path, leaf)
+        for index, (path, leaf) in enumerate(pairs)
+        if isinstance(leaf, (jax.Array, np.ndarray))
+    ]
+    for index, path, leaf in _own_arrays_first(arrays):
         keys = [_key_name(key) for key in path]
         entry = _Entry(".".join(keys), leaf, leaf_index=index)
         owners = list(_equinox_owners(model, path))
@@ -454,6 +465,21 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
         if isinstance(owners[-1], eqx.nn.Conv) and keys[-1] == "bias":
             entry.reshape = (leaf.shape[0],)  # torch's bias is (out,), Equinox's (out, 1, ...)
         yield entry
+
+
+def _own_arrays_first(arrays: list[tuple[int, Any, Any]]) -> list[tuple[int, Any, Any]]:
+    """Equinox leaves (in field order) in torch's order: each module's own arrays, then
+    its inner modules', as a twin's ``state_dict()`` lists parameters before submodules."""
+    first_seen: dict[tuple[Any, ...], int] = {}
+    for _, path, _ in arrays:
+        for depth in range(1, len(path) + 1):
+            first_seen.setdefault(tuple(path[:depth]), len(first_seen))
+
+    def torch_place(item: tuple[int, Any, Any]) -> list[tuple[bool, int]]:
+        path = tuple(item[1])
+        return [(depth < len(path), first_seen[path[:depth]]) for depth in range(1, len(path) + 1)]
+
+    return sorted(arrays, key=torch_place)
 
 
 def _equinox_owners(model: Any, path: tuple[Any, ...]) -> Iterator[Any]:
