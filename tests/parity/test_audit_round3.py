@@ -5,6 +5,8 @@ on the library as it was before the audit's fix:
 
 - a model's arrays in the order its torch twin lists them (``state_dict()``,
   ``parameters()``), where ``nnx.state`` sorts names (``bias`` before ``kernel``);
+- a bare Python int beyond int32 (``x.to(d)`` of ``2**40``): JAX's raw ``OverflowError``
+  even where a dtype that holds it was asked for;
 - ...
 """
 
@@ -19,6 +21,7 @@ import torch
 from flax import nnx
 
 import torch2jax_device as tj
+from tests.parity.harness import assert_same_outcome, run
 from tests.support.models import NnxNet, TorchTwin
 
 # --- a model's arrays in its twin's order ------------------------------------------------
@@ -103,3 +106,35 @@ def test_an_equinox_model_lists_its_own_arrays_before_its_layers() -> None:
     assert list(tj.state_dict(Model())) == list(Twin().state_dict())
     restored = tj.load_state(Model(), Twin().state_dict())
     assert restored.scale.tolist() == [1.0, 1.0, 1.0]
+
+
+# --- a bare Python int beyond int32 --------------------------------------------------------
+
+TORCH_TO_JAX = {torch.float32: jnp.float32, torch.int8: jnp.int8, torch.int32: jnp.int32}
+
+
+@pytest.mark.parametrize("number", [2**40, -(2**40), 2**63 - 1, 2**63, 2**70])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.int32])
+def test_a_big_python_int_cast_like_torch(number: int, dtype: Any) -> None:
+    theirs = run(lambda: torch.tensor(number).to("cpu", dtype))
+    ours = run(lambda: tj.to_device(number, "cpu", TORCH_TO_JAX[dtype]))
+    assert_same_outcome(theirs, ours)
+    assert_same_outcome(
+        run(lambda: torch.tensor(number).to(dtype)),
+        run(lambda: tj.to_device(number, TORCH_TO_JAX[dtype])),
+    )
+
+
+def test_a_big_python_int_without_a_dtype_names_the_fix() -> None:
+    assert torch.tensor(2**40).to("cpu").item() == 2**40  # torch: int64
+    if jax.config.read("jax_enable_x64"):
+        pytest.skip("with x64, JAX holds it as torch does")
+    with pytest.raises(tj.ConversionError, match=r"1099511627776 needs int64.*jax_enable_x64"):
+        tj.to_device(2**40, "cpu")
+    assert_same_outcome(run(lambda: torch.tensor(2**70)), run(lambda: tj.to_device(2**70)))
+
+
+def test_small_python_numbers_stay_weak_typed_as_torch_0_d_tensors_promote() -> None:
+    half = torch.ones(2, dtype=torch.float16)
+    assert (half + torch.tensor(2.5)).dtype == torch.float16  # a 0-d tensor does not promote
+    assert (jnp.ones(2, jnp.float16) + tj.to_device(2.5, "cpu")).dtype == jnp.float16

@@ -416,7 +416,7 @@ def _move(
         elif isinstance(leaf, _PYTHON_SCALARS):
             if not convert_scalars:
                 continue
-            array = _cast(jax.numpy.asarray(leaf), dtype, cast_all)
+            array = _cast(_number_array(tree, index, leaf, dtype), dtype, cast_all)
         elif any(hasattr(leaf, protocol) for protocol in _ARRAY_PROTOCOLS):
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
         elif is_torch_module(leaf):
@@ -521,6 +521,35 @@ def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.
     if not cast_all and not dtypes.is_inexact(np.dtype(array.dtype)):
         return array
     return array.astype(dtype)
+
+
+def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | None) -> jax.Array:
+    """A bare Python number as ``torch.tensor(number).to(dtype)`` makes it.
+
+    JAX's own 0-d array where the number fits (weak-typed, so it promotes as torch's 0-d
+    tensors do); an int that needs int64 is cast from int64 to ``dtype`` as torch casts
+    it, and without a ``dtype`` it needs x64, which the error says.
+    """
+    try:
+        return jax.numpy.asarray(number)
+    except OverflowError:
+        pass
+    try:
+        host = np.asarray(number, np.int64)  # torch's dtype for a Python int
+    except OverflowError:
+        raise ConversionError(
+            f"leaf {leaf_path(tree, index)}: the Python int {number} does not fit int64 "
+            "(torch raises ValueError: Overflow when unpacking long long). Fix: pass it as "
+            "a float, or keep it out of the arrays"
+        ) from None
+    if dtype is None:
+        raise ConversionError(
+            f"leaf {leaf_path(tree, index)}: the Python int {number} needs int64 (torch's "
+            "dtype for it), which JAX has only with jax_enable_x64. Fix: call "
+            "jax.config.update('jax_enable_x64', True) before creating arrays, or pass the "
+            "dtype it should have (to_device(number, device, jnp.float32))"
+        )
+    return jax.numpy.asarray(host.astype(dtype))
 
 
 def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
