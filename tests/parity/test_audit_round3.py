@@ -7,6 +7,11 @@ on the library as it was before the audit's fix:
   ``parameters()``), where ``nnx.state`` sorts names (``bias`` before ``kernel``);
 - a bare Python int beyond int32 (``x.to(d)`` of ``2**40``): JAX's raw ``OverflowError``
   even where a dtype that holds it was asked for;
+- ``tj.to_torch`` of a NumPy array of an ml_dtypes kind (``np.asarray`` of a bfloat16 or
+  float8 JAX array): torch's raw ``TypeError`` where ``torch.from_numpy`` semantics (a
+  tensor sharing the memory) were promised; of a reversed NumPy view, torch's raw
+  ``ValueError``; of a JAX int4 / float4 / float8_e3m4 array, JAX's raw errors or an
+  ``AttributeError``;
 - ...
 """
 
@@ -16,6 +21,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
 import pytest
 import torch
 from flax import nnx
@@ -138,3 +145,66 @@ def test_small_python_numbers_stay_weak_typed_as_torch_0_d_tensors_promote() -> 
     half = torch.ones(2, dtype=torch.float16)
     assert (half + torch.tensor(2.5)).dtype == torch.float16  # a 0-d tensor does not promote
     assert (jnp.ones(2, jnp.float16) + tj.to_device(2.5, "cpu")).dtype == jnp.float16
+
+
+# --- to_torch of the dtypes ml_dtypes adds, and of reversed NumPy views -----------------
+
+ML_DTYPES = [
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float4_e2m1fn",
+    "int4",
+    "uint4",
+    "int2",
+    "uint2",
+]
+
+
+def torch_computes(name: str) -> Any:
+    """torch's dtype of that name if torch can make tensors of it (the oracle), else None."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        return None
+    try:
+        torch.zeros(1).to(dtype)
+    except (NotImplementedError, RuntimeError):
+        return None  # a placeholder dtype (torch.int4): no operations
+    return dtype
+
+
+@pytest.mark.parametrize("name", ML_DTYPES)
+@pytest.mark.parametrize("source", ["numpy", "jax"])
+def test_to_torch_of_ml_dtypes_gives_torchs_dtype_or_says_torch_has_none(
+    name: str, source: str
+) -> None:
+    values = [0, 1, 2] if "int" in name else [1.0, 2.0, 0.5]
+    host = np.asarray(values, getattr(ml_dtypes, name))
+    array = host if source == "numpy" else jnp.asarray(host)
+    dtype = torch_computes(name)
+    if dtype is None:
+        with pytest.raises(tj.ConversionError, match=rf"torch has no {name} tensors.*Fix: cast"):
+            tj.to_torch(array)
+        return
+    theirs = torch.tensor(values).to(dtype)
+    ours = tj.to_torch(array)
+    assert (ours.dtype, ours.float().tolist()) == (theirs.dtype, theirs.float().tolist())
+    if source == "numpy":  # torch.from_numpy's promise: the tensor shares the memory
+        assert ours.data_ptr() == host.ctypes.data
+        host[0] = host[1]
+        assert ours.float().tolist()[0] == values[1]
+
+
+def test_to_torch_of_a_reversed_numpy_view_raises_like_torch_from_numpy() -> None:
+    reversed_view = np.arange(4.0)[::-1]
+    assert_same_outcome(
+        run(lambda: torch.from_numpy(reversed_view)), run(lambda: tj.to_torch(reversed_view))
+    )
+    with pytest.raises(tj.ConversionError, match=r"negative strides.*np.ascontiguousarray"):
+        tj.to_torch(reversed_view)
