@@ -12,11 +12,15 @@ on the library as it was before the audit's fix:
   tensor sharing the memory) were promised; of a reversed NumPy view, torch's raw
   ``ValueError``; of a JAX int4 / float4 / float8_e3m4 array, JAX's raw errors or an
   ``AttributeError``;
-- ...
+- containers JAX takes for leaves (dict and list subclasses, ``UserDict`` such as Hugging
+  Face's ``BatchEncoding``, tuple subclasses) came back unchanged inside a batch, their
+  tensors never moved, where a batch move (Accelerate's ``send_to_device``) moves them.
 """
 
 from __future__ import annotations
 
+import collections
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -208,3 +212,83 @@ def test_to_torch_of_a_reversed_numpy_view_raises_like_torch_from_numpy() -> Non
     )
     with pytest.raises(tj.ConversionError, match=r"negative strides.*np.ascontiguousarray"):
         tj.to_torch(reversed_view)
+
+
+# --- containers JAX takes for leaves --------------------------------------------------------
+
+
+class Batch(dict):  # type: ignore[type-arg]
+    """A dict subclass, as many loaders' batch types are."""
+
+
+class Encoding(collections.UserDict):  # type: ignore[type-arg]
+    """A UserDict with an attribute of its own, as Hugging Face's BatchEncoding."""
+
+    def __init__(self, data: Any = None, n_sequences: int = 0) -> None:
+        super().__init__(data)
+        self.n_sequences = n_sequences
+
+
+class Items(list):  # type: ignore[type-arg]
+    pass
+
+
+class Pair(tuple):  # type: ignore[type-arg]
+    pass
+
+
+def torch_send_to_device(obj: Any, device: str) -> Any:
+    """A batch moved in torch as Accelerate's send_to_device does: containers by type."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, Mapping):
+        moved = {key: torch_send_to_device(value, device) for key, value in obj.items()}
+        if isinstance(obj, Encoding):
+            return Encoding(moved, obj.n_sequences)
+        return type(obj)(moved)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(torch_send_to_device(item, device) for item in obj)
+    return obj
+
+
+def described(obj: Any) -> Any:
+    """Types, key order, attributes and leaves (placement, dtype, values) of a batch."""
+    if isinstance(obj, Mapping):
+        extra = getattr(obj, "n_sequences", None)
+        return (type(obj).__name__, extra, [(k, described(v)) for k, v in obj.items()])
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, [described(item) for item in obj])
+    if isinstance(obj, torch.Tensor):
+        return ("tensor", str(obj.device), str(obj.dtype).removeprefix("torch."), obj.tolist())
+    if isinstance(obj, jax.Array):
+        (device,) = obj.devices()
+        return ("tensor", str(tj.device(device)), str(obj.dtype), obj.tolist())
+    return ("unmoved", type(obj).__name__)
+
+
+def batch_of(make: Any) -> Any:
+    return {
+        "z": Batch(ids=make([3, 1]), mask=make([1.0, 0.0])),
+        "a": [Encoding({"input_ids": make([5, 6]), "labels": make([0.5])}, n_sequences=2)],
+        "m": Items([make([1.5]), Pair((make([2.0]), make([3.0])))]),
+    }
+
+
+@pytest.mark.parametrize("root", ["nested", "root"])
+def test_containers_jax_takes_for_leaves_are_moved_like_a_torch_batch(root: str) -> None:
+    def tensors(values: list[Any]) -> Any:
+        return torch.tensor(values, dtype=torch.int32 if isinstance(values[0], int) else None)
+
+    theirs = batch_of(tensors)
+    ours = batch_of(lambda values: np.asarray(values, np.asarray(tensors(values)).dtype))
+    if root == "root":
+        theirs, ours = theirs["z"], ours["z"]
+    assert described(tj.to_device(ours, "cpu")) == described(torch_send_to_device(theirs, "cpu"))
+
+
+def test_a_moved_user_dict_is_a_new_one_and_keeps_its_attributes() -> None:
+    encoding = Encoding({"b": np.ones(2, np.float32), "a": np.zeros(1, np.float32)}, 3)
+    moved = tj.to_device([encoding], "cpu", jnp.float16)[0]
+    assert moved is not encoding and type(moved) is Encoding and moved.n_sequences == 3
+    assert list(moved) == ["b", "a"] and moved["b"].dtype == jnp.float16
+    assert isinstance(encoding["b"], np.ndarray)  # the input is never mutated

@@ -19,6 +19,8 @@ and rebuilt with ``dataclasses.replace`` so the input is never mutated.
 from __future__ import annotations
 
 import collections
+import collections.abc
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -139,6 +141,9 @@ def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path
     if len(children) == 1 and children[0] is node:  # a leaf to JAX
         if _is_plain_dataclass(node):
             return _walk_dataclass(node, leaves, paths, path)
+        foreign = _walk_foreign_container(node, leaves, paths, path)
+        if foreign is not None:
+            return foreign
         leaves.append(node)
         if paths is not None:
             paths.append(path)
@@ -150,6 +155,51 @@ def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path
     return lambda new_leaves: jax.tree_util.tree_unflatten(
         treedef, [part(new_leaves) for part in parts]
     )
+
+
+def _walk_foreign_container(
+    node: Any, leaves: list[Any], paths: list[str] | None, path: str
+) -> _Builder | None:
+    """A container JAX takes for a leaf: subclasses of dict and list (``UserDict``,
+    ``UserList``, any mutable mapping), and of tuple when the type rebuilds from its items.
+
+    Its items are walked and it is rebuilt as a shallow copy of itself holding the new
+    items (attributes kept, as Hugging Face's ``BatchEncoding`` needs); ``None`` for
+    anything else (it stays a leaf).
+    """
+    if isinstance(node, (dict, collections.abc.MutableMapping)):
+        keys = list(node)
+        parts = [_walk(node[key], leaves, paths, f"{path}[{key!r}]") for key in keys]
+
+        def rebuild_mapping(new_leaves: Iterator[Any]) -> Any:
+            new = copy.copy(node)
+            for key, part in zip(keys, parts, strict=True):
+                new[key] = part(new_leaves)
+            return new
+
+        return rebuild_mapping
+    if isinstance(node, (list, collections.UserList)):
+        parts = [_walk(item, leaves, paths, f"{path}[{i}]") for i, item in enumerate(node)]
+
+        def rebuild_list(new_leaves: Iterator[Any]) -> Any:
+            new = copy.copy(node)
+            new[:] = [part(new_leaves) for part in parts]
+            return new
+
+        return rebuild_list
+    if isinstance(node, tuple) and _rebuilds_from_items(node):
+        kind = type(node)
+        parts = [_walk(item, leaves, paths, f"{path}[{i}]") for i, item in enumerate(node)]
+        return lambda new_leaves: kind([part(new_leaves) for part in parts])
+    return None
+
+
+def _rebuilds_from_items(node: tuple[Any, ...]) -> bool:
+    """Whether ``type(node)(items)`` makes an equal tuple (not for structseq-like types)."""
+    try:
+        return bool(type(node)(list(node)) == node)
+    except Exception:  # any constructor of any class: then it is not a plain container
+        return False
 
 
 def _is_plain_dataclass(obj: object) -> bool:
