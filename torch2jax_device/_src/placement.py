@@ -80,7 +80,9 @@ def to_device(
     JAX array **committed** to the device, so jitted code runs there, as torch code
     runs where its tensors are. Containers keep their types (dict, ``OrderedDict``,
     ``defaultdict`` with its factory, list, tuple, namedtuple, dataclass,
-    ``FrozenDict``, optax states, any registered pytree), and dicts keep their key
+    ``FrozenDict``, optax states, any registered pytree; subclasses of dict, list
+    and tuple and ``UserDict`` such as ``BatchEncoding`` come back as shallow copies of
+    their own type), and dicts keep their key
     order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
     dict keys); other leaves (strings,
     ``None``, Python numbers used as configuration) pass through unchanged. A bare

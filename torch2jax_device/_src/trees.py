@@ -13,7 +13,10 @@ Everything else comes from JAX's registry: namedtuple (optax states), ``None`` (
 leaves), Flax ``FrozenDict``, NNX ``State`` and every registered class. Plain
 ``@dataclass`` instances are leaves to JAX; here their ``init`` fields are flattened
 too (Accelerate's ``send_to_device`` handles neither dataclasses nor ``defaultdict``),
-and rebuilt with ``dataclasses.replace`` so the input is never mutated.
+and rebuilt with ``dataclasses.replace`` so the input is never mutated. Containers JAX
+takes for leaves (subclasses of dict and list, ``UserDict``, other mutable mappings,
+tuple subclasses that rebuild from their items) are walked too and rebuilt as shallow
+copies of themselves, as Accelerate's ``send_to_device`` moves them.
 """
 
 from __future__ import annotations
