@@ -14,7 +14,9 @@ on the library as it was before the audit's fix:
   ``AttributeError``;
 - containers JAX takes for leaves (dict and list subclasses, ``UserDict`` such as Hugging
   Face's ``BatchEncoding``, tuple subclasses) came back unchanged inside a batch, their
-  tensors never moved, where a batch move (Accelerate's ``send_to_device``) moves them.
+  tensors never moved, where a batch move (Accelerate's ``send_to_device``) moves them;
+- an NNX module inside a batch was copied, the model the caller holds left as it was
+  (and one module held twice became two), where ``Module.to`` moves it in place.
 """
 
 from __future__ import annotations
@@ -292,3 +294,31 @@ def test_a_moved_user_dict_is_a_new_one_and_keeps_its_attributes() -> None:
     assert moved is not encoding and type(moved) is Encoding and moved.n_sequences == 3
     assert list(moved) == ["b", "a"] and moved["b"].dtype == jnp.float16
     assert isinstance(encoding["b"], np.ndarray)  # the input is never mutated
+
+
+# --- an NNX module inside a batch moves in place, as Module.to ------------------------------
+
+
+def torch_batch_to(batch: dict[str, Any], *args: Any) -> dict[str, Any]:
+    """The torch idiom: ``{k: v.to(...)}``; a module's ``.to`` moves it in place."""
+    return {key: value.to(*args) for key, value in batch.items()}
+
+
+def test_a_module_inside_a_batch_is_cast_in_place_and_kept() -> None:
+    torch_model = torch.nn.Linear(2, 2)
+    theirs = torch_batch_to({"model": torch_model, "x": torch.ones(2)}, torch.bfloat16)
+    model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+    ours = tj.to_device({"model": model, "x": np.ones(2, np.float32)}, jnp.bfloat16)
+    assert (ours["model"] is model) == (theirs["model"] is torch_model) == True  # noqa: E712
+    assert [str(p.dtype) for p in tj.parameters(model)] == [
+        str(p.dtype).removeprefix("torch.") for p in torch_model.parameters()
+    ]
+    assert str(ours["x"].dtype) == str(theirs["x"].dtype).removeprefix("torch.")
+
+
+def test_a_module_held_twice_in_a_batch_stays_one_module() -> None:
+    torch_model = torch.nn.Linear(2, 2)
+    theirs = torch_batch_to({"a": torch_model, "b": torch_model}, torch.float16)
+    model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+    ours = tj.to_device([model, {"again": model}], jnp.float16)
+    assert (ours[0] is ours[1]["again"] is model) == (theirs["a"] is theirs["b"])

@@ -47,9 +47,10 @@ def is_array(value: Any) -> bool:
     )
 
 
-def leaf_path(tree: Any, index: int) -> str:
-    """The path of the ``index``-th leaf of ``tree`` (``<root>`` for the tree itself)."""
-    path = flatten(tree, with_paths=True).paths[index]
+def leaf_path(tree: Any, index: int, *, whole: Callable[[Any], bool] | None = None) -> str:
+    """The path of the ``index``-th leaf of ``tree`` (``<root>`` for the tree itself),
+    counting leaves as ``flatten(tree, whole=whole)`` does."""
+    path = flatten(tree, with_paths=True, whole=whole).paths[index]
     return path or "<root>"
 
 
