@@ -16,7 +16,9 @@ on the library as it was before the audit's fix:
   Face's ``BatchEncoding``, tuple subclasses) came back unchanged inside a batch, their
   tensors never moved, where a batch move (Accelerate's ``send_to_device``) moves them;
 - an NNX module inside a batch was copied, the model the caller holds left as it was
-  (and one module held twice became two), where ``Module.to`` moves it in place.
+  (and one module held twice became two), where ``Module.to`` moves it in place;
+- ``tj.load_state``'s mismatches (missing, unexpected, mis-shaped names, a whole
+  checkpoint) raised a ``ValueError`` where ``load_state_dict`` raises ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -322,3 +324,28 @@ def test_a_module_held_twice_in_a_batch_stays_one_module() -> None:
     model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
     ours = tj.to_device([model, {"again": model}], jnp.float16)
     assert (ours[0] is ours[1]["again"] is model) == (theirs["a"] is theirs["b"])
+
+
+# --- load_state's mismatches raise what load_state_dict raises ---------------------------
+
+
+def twin_state(change: str) -> dict[str, Any]:
+    state = dict(TorchTwin().state_dict())
+    if change == "missing":
+        del state["head.0.bias"]
+    elif change == "unexpected":
+        state["extra.weight"] = torch.ones(1)
+    elif change == "shape":
+        state["head.0.bias"] = torch.ones(4)
+    elif change == "whole-checkpoint":
+        state = {"model": state, "step": 3}
+    return state
+
+
+@pytest.mark.parametrize("change", ["missing", "unexpected", "shape", "whole-checkpoint"])
+def test_load_state_mismatches_raise_what_load_state_dict_raises(change: str) -> None:
+    theirs = run(lambda: TorchTwin().load_state_dict(twin_state(change)))
+    ours = run(lambda: tj.load_state(NnxNet(seed=0), twin_state(change)))
+    assert isinstance(theirs.error, RuntimeError)
+    assert_same_outcome(theirs, ours)
+    assert isinstance(ours.error, tj.CheckpointError)  # and still the library's class

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import host_staging
 from ..detect import import_torch, is_nnx_module, is_torch_tensor, is_tracer
-from ..errors import CheckpointError, ConversionError
+from ..errors import CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order
 from .messages import shown
@@ -192,8 +192,8 @@ def load_state(model: Any, source: Any) -> Any:
         The model is returned: an NNX module is updated in place, as
         ``load_state_dict`` updates a torch module, but an Equinox module cannot
         change, so a new one comes back. Write ``model = tj.load_state(model, path)``
-        for both. There is no ``strict=False``: a mismatch raises ``tj.CheckpointError``
-        (torch: ``RuntimeError``) and changes nothing. A twin's BatchNorm
+        for both. There is no ``strict=False``: a mismatch raises a ``RuntimeError``
+        (a `tj.CheckpointError` too), as torch does, and changes nothing. A twin's BatchNorm
         ``num_batches_tracked`` is accepted and ignored.
 
     Args:
@@ -204,10 +204,12 @@ def load_state(model: Any, source: Any) -> Any:
         The model with the loaded state.
 
     Raises:
-        CheckpointError: names are missing or unexpected (both listed, as torch's
+        StateDictError: names are missing or unexpected (both listed, as torch's
             ``Missing key(s)`` / ``Unexpected key(s)``), a shape differs, or ``source``
             holds a whole training checkpoint rather than a state dict (the message
-            names the entry to pass). torch raises ``RuntimeError`` for these.
+            names the entry to pass). A ``RuntimeError``, as torch raises, and a
+            `tj.CheckpointError`.
+        CheckpointError: ``source`` is not a state dict or cannot be read.
         ConversionError: ``model`` is not a model, or a value is not an array.
 
     Examples:
@@ -279,7 +281,7 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
             if value.shape == entry.value.shape[::-1] and layout == "jax"
             else ""
         )
-        raise CheckpointError(
+        raise StateDictError(
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the model "
             f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
         )
@@ -298,7 +300,7 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model
         return "torch"
     nested = [key for key, value in saved.items() if isinstance(value, Mapping)]
     if nested:
-        raise CheckpointError(
+        raise StateDictError(
             f"{what} holds a whole checkpoint ({', '.join(map(shown, list(saved)[:6]))}), "
             f"not a state dict: pass the state dict in it, e.g. "
             f"tj.load_state(model, tj.load(path)[{shown(nested[0])}])"
@@ -307,7 +309,7 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model
     missing = sorted(closer - names)
     unexpected = sorted(str(name) for name in names - closer - extras)
     problems = [_listed("Missing key(s)", missing), _listed("Unexpected key(s)", unexpected)]
-    raise CheckpointError(
+    raise StateDictError(
         f"Error(s) in loading {what} into {type(model).__name__}: "
         + "; ".join(problem for problem in problems if problem)
         + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
