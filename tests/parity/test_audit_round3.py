@@ -118,6 +118,8 @@ def test_an_equinox_model_lists_its_own_arrays_before_its_layers() -> None:
             self.norm = torch.nn.LayerNorm(3)
 
     assert list(tj.state_dict(Model(), layout="torch")) == list(Twin().state_dict())
+    ours = [parameter.size for parameter in tj.parameters(Model())]
+    assert ours == [parameter.numel() for parameter in Twin().parameters()]
     assert list(tj.state_dict(Model())) == list(Twin().state_dict())
     restored = tj.load_state(Model(), Twin().state_dict())
     assert restored.scale.tolist() == [1.0, 1.0, 1.0]

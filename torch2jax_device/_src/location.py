@@ -12,12 +12,18 @@ import itertools
 import operator
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import jax
 import numpy as np
 
-from .detect import is_nnx_module, is_torch_module, is_torch_tensor, is_tracer
+from .detect import (
+    is_equinox_module,
+    is_nnx_module,
+    is_torch_module,
+    is_torch_tensor,
+    is_tracer,
+)
 from .device import Device
 from .errors import (
     EmptyTreeError,
@@ -26,6 +32,8 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .trees import flatten
+
+_Item = TypeVar("_Item")
 
 __all__ = [
     "Parameter",
@@ -36,6 +44,7 @@ __all__ = [
     "in_torch_order",
     "is_array",
     "leaf_path",
+    "own_leaves_first",
     "parameters",
 ]
 
@@ -296,6 +305,11 @@ def parameters(model: Any) -> Iterator[Any]:
         pairs = in_torch_order(model, nnx.to_flat_state(nnx.state(model, nnx.Param)))
         values = (variable.get_value() for _, variable in pairs)
         return (Parameter(value) for value in values if is_array(value))
+    if is_equinox_module(model):
+        pairs = own_leaves_first(
+            jax.tree_util.tree_flatten_with_path(model)[0], path=operator.itemgetter(0)
+        )
+        return (Parameter(leaf) for _, leaf in pairs if is_array(leaf))
     if isinstance(model, Mapping) and "params" in model:
         tree = model["params"]
     else:
@@ -347,6 +361,25 @@ def in_torch_order(module: Any, pairs: Iterable[tuple[tuple[Any, ...], Any]]) ->
         return place
 
     return sorted(pairs, key=torch_place)  # stable: unplaced names keep nnx's order
+
+
+def own_leaves_first(items: list[_Item], *, path: Callable[[_Item], Any]) -> list[_Item]:
+    """Pytree leaves (in field order) in torch's order: each module's own arrays, then its
+    inner modules', as a torch twin lists parameters before submodules (Equinox).
+
+    ``path(item)`` is the item's key path (``jax.tree_util.tree_flatten_with_path``).
+    """
+    first_seen: dict[tuple[Any, ...], int] = {}
+    for item in items:
+        keys = tuple(path(item))
+        for depth in range(1, len(keys) + 1):
+            first_seen.setdefault(keys[:depth], len(first_seen))
+
+    def torch_place(item: _Item) -> list[tuple[bool, int]]:
+        keys = tuple(path(item))
+        return [(depth < len(keys), first_seen[keys[:depth]]) for depth in range(1, len(keys) + 1)]
+
+    return sorted(items, key=torch_place)
 
 
 def _assignment_position(parent: Any, name: Any) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import operator
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -21,10 +22,10 @@ import jax
 import numpy as np
 
 from .. import host_staging
-from ..detect import import_torch, is_nnx_module, is_torch_tensor, is_tracer
+from ..detect import import_torch, is_equinox_module, is_nnx_module, is_torch_tensor, is_tracer
 from ..errors import CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
-from ..location import in_torch_order
+from ..location import in_torch_order, own_leaves_first
 from .messages import shown
 from .torch_load import load
 
@@ -340,7 +341,7 @@ def _entries(model: Any) -> list[_Entry]:
         entries = list(_nnx_entries(model, torch_layout=True))
     elif _is_nnx_state(model):
         entries = list(_nnx_entries(model, torch_layout=False))
-    elif _is_equinox_module(model):
+    elif is_equinox_module(model):
         entries = list(_equinox_entries(model))
     else:
         raise ConversionError(
@@ -443,7 +444,7 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
         for index, (path, leaf) in enumerate(pairs)
         if isinstance(leaf, (jax.Array, np.ndarray))
     ]
-    for index, path, leaf in _own_arrays_first(arrays):
+    for index, path, leaf in own_leaves_first(arrays, path=operator.itemgetter(1)):
         keys = [_key_name(key) for key in path]
         entry = _Entry(".".join(keys), leaf, leaf_index=index)
         owners = list(_equinox_owners(model, path))
@@ -469,21 +470,6 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
         yield entry
 
 
-def _own_arrays_first(arrays: list[tuple[int, Any, Any]]) -> list[tuple[int, Any, Any]]:
-    """Equinox leaves (in field order) in torch's order: each module's own arrays, then
-    its inner modules', as a twin's ``state_dict()`` lists parameters before submodules."""
-    first_seen: dict[tuple[Any, ...], int] = {}
-    for _, path, _ in arrays:
-        for depth in range(1, len(path) + 1):
-            first_seen.setdefault(tuple(path[:depth]), len(first_seen))
-
-    def torch_place(item: tuple[int, Any, Any]) -> list[tuple[bool, int]]:
-        path = tuple(item[1])
-        return [(depth < len(path), first_seen[path[:depth]]) for depth in range(1, len(path) + 1)]
-
-    return sorted(arrays, key=torch_place)
-
-
 def _equinox_owners(model: Any, path: tuple[Any, ...]) -> Iterator[Any]:
     """The object each key of ``path`` is looked up in: the model, then inner ones."""
     node = model
@@ -507,15 +493,11 @@ def _key_name(key: Any) -> str:
 
 
 def _is_model(obj: Any) -> bool:
-    return is_nnx_module(obj) or _is_equinox_module(obj)
+    return is_nnx_module(obj) or is_equinox_module(obj)
 
 
 def _is_nnx_state(obj: Any) -> bool:
     return _is_instance_of_loaded(obj, "flax.nnx", "State")
-
-
-def _is_equinox_module(obj: Any) -> bool:
-    return _is_instance_of_loaded(obj, "equinox", "Module")
 
 
 def _is_instance_of_loaded(obj: Any, module: str, name: str) -> bool:
