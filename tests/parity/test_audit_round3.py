@@ -11,7 +11,7 @@ on the library as it was before the audit's fix:
   float8 JAX array): torch's raw ``TypeError`` where ``torch.from_numpy`` semantics (a
   tensor sharing the memory) were promised; of a reversed NumPy view, torch's raw
   ``ValueError``; of a JAX int4 / float4 / float8_e3m4 array, JAX's raw errors or an
-  ``AttributeError``;
+  ``AttributeError``; onto a device torch lacks, torch's bare error;
 - containers JAX takes for leaves (dict and list subclasses, ``UserDict`` such as Hugging
   Face's ``BatchEncoding``, tuple subclasses) came back unchanged inside a batch, their
   tensors never moved, where a batch move (Accelerate's ``send_to_device``) moves them;
@@ -351,3 +351,20 @@ def test_load_state_mismatches_raise_what_load_state_dict_raises(change: str) ->
     assert isinstance(theirs.error, RuntimeError)
     assert_same_outcome(theirs, ours)
     assert isinstance(ours.error, tj.CheckpointError)  # and still the library's class
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "mps"])
+def test_to_torch_onto_a_device_torch_lacks_raises_the_librarys_error(device: str) -> None:
+    theirs = run(lambda: torch.ones(2).to(device))
+    ours = run(lambda: tj.to_torch(jnp.ones(2), device))
+    assert_same_outcome(theirs, ours)  # both succeed where torch has the device
+    if theirs.error is not None:
+        assert isinstance(ours.error, tj.DeviceUnavailableError)
+        assert f"on {device}" in str(ours.error) and "Fix:" in str(ours.error)
+
+
+def test_to_torch_onto_the_cpu_still_shares_memory() -> None:
+    array = jnp.arange(4.0)
+    tensor = tj.to_torch(array, "cpu")
+    assert tensor.data_ptr() == array.unsafe_buffer_pointer()
+    assert tj.to_torch(array, "cpu", dtype=torch.float16).dtype == torch.float16

@@ -322,9 +322,21 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             "it takes a jax.Array, a NumPy array or a torch.Tensor"
         )
     target = None if device is None else Device(device).torch_device
-    if dtype is None:
-        return tensor if target is None else tensor.to(target)
-    return tensor.to(target, _torch_dtype(torch, dtype))
+    if dtype is None and target is None:
+        return tensor
+    wanted = None if dtype is None else _torch_dtype(torch, dtype)
+    try:
+        return tensor.to(target, wanted)
+    except (AssertionError, RuntimeError) as err:
+        here = tensor.device
+        if target is None or (target.type == here.type and target.index in (None, here.index)):
+            raise  # not about the device
+        raise DeviceUnavailableError(
+            f"to_torch(): torch cannot place the tensor on {target} in this process "
+            f"({type(err).__name__}: {str(err).splitlines()[0]}). Fix: pass a device torch "
+            "has here (torch.cuda.is_available(), torch.backends.mps.is_available()), e.g. "
+            "'cpu'; torch and JAX are installed separately, each with its own GPU support"
+        ) from err
 
 
 def _torch_dtype(torch: Any, dtype: Any) -> Any:
