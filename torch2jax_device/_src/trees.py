@@ -215,7 +215,8 @@ def _walk_foreign_container(
 
 
 def _rebuilds_from_items(node: tuple[Any, ...]) -> bool:
-    """Whether ``type(node)(items)`` makes an equal tuple (not for structseq-like types)."""
+    """Whether ``type(node)(items)`` makes an equal tuple; a tuple subclass whose
+    constructor takes other arguments stays a leaf."""
     try:
         return bool(type(node)(list(node)) == node)
     except Exception:  # any constructor of any class: then it is not a plain container
