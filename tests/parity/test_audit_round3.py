@@ -17,6 +17,8 @@ on the library as it was before the audit's fix:
   tensors never moved, where a batch move (Accelerate's ``send_to_device``) moves them;
 - an NNX module inside a batch was copied, the model the caller holds left as it was
   (and one module held twice became two), where ``Module.to`` moves it in place;
+- a torch state dict moved by ``tj.to_device`` lost its ``_metadata`` (the versions
+  ``load_state_dict`` reads), which ``torch.load(..., map_location=device)`` keeps;
 - ``tj.load_state``'s mismatches (missing, unexpected, mis-shaped names, a whole
   checkpoint) raised a ``ValueError`` where ``load_state_dict`` raises ``RuntimeError``.
 """
@@ -368,3 +370,20 @@ def test_to_torch_onto_the_cpu_still_shares_memory() -> None:
     tensor = tj.to_torch(array, "cpu")
     assert tensor.data_ptr() == array.unsafe_buffer_pointer()
     assert tj.to_torch(array, "cpu", dtype=torch.float16).dtype == torch.float16
+
+
+# --- a state dict keeps its _metadata through to_device -------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::torch2jax_device.DtypeNarrowingWarning")  # int64 count
+def test_a_moved_state_dict_keeps_its_metadata_as_torch_load_map_location_does() -> None:
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(torch.nn.Sequential(torch.nn.BatchNorm1d(2)).state_dict(), buffer)
+    buffer.seek(0)
+    theirs = torch.load(buffer, map_location="cpu")
+    buffer.seek(0)
+    ours = tj.to_device(tj.load(buffer), "cpu")
+    assert type(ours) is type(theirs) and list(ours) == list(theirs)
+    assert ours._metadata == theirs._metadata

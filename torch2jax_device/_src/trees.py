@@ -134,7 +134,19 @@ def _walk_mapping(
             factory, zip(keys, [part(new_leaves) for part in parts], strict=True)
         )
     kind = type(mapping)
+    attributes = getattr(mapping, "__dict__", None)  # a state dict's _metadata
+    if attributes:
+        return lambda new_leaves: _with_attributes(
+            kind(zip(keys, [part(new_leaves) for part in parts], strict=True)), attributes
+        )
     return lambda new_leaves: kind(zip(keys, [part(new_leaves) for part in parts], strict=True))
+
+
+def _with_attributes(mapping: Any, attributes: dict[str, Any]) -> Any:
+    """``mapping`` with the instance attributes of the one it replaces (``_metadata``:
+    the versions ``load_state_dict`` reads from a torch state dict)."""
+    mapping.__dict__.update(attributes)
+    return mapping
 
 
 def _is_mapping(value: Any) -> bool:
