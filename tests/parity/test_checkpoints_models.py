@@ -88,8 +88,8 @@ def test_a_live_twin_state_dict_loads_without_a_file() -> None:
 
 @pytest.mark.idiom("load-model-state")
 def test_missing_and_unexpected_names_are_refused_like_load_state_dict(tmp_path: Path) -> None:
-    """Both refuse and list the names; torch raises RuntimeError, tj CheckpointError
-    (a ValueError): a documented difference."""
+    """Both refuse and list the names; tj's StateDictError is a RuntimeError, as torch's,
+    and a CheckpointError."""
     state = TorchTwin().state_dict()
     del state["head.0.bias"]
     state["extra.weight"] = torch.ones(1)

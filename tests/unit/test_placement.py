@@ -491,7 +491,7 @@ def test_everything_else_takes_the_general_path(batch: Any) -> None:
 
 def test_parameter_device_is_torch_style_and_it_stays_an_array() -> None:
     model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
-    bias, kernel = tj.parameters(tj.to_device(model, "cpu"))  # sorted by name, as nnx.state
+    kernel, bias = tj.parameters(tj.to_device(model, "cpu"))  # torch's order: weight, bias
     assert bias.data is model.bias[...]
     device = kernel.device
     assert isinstance(device, tj.Device) and not isinstance(device, jax.Device)

@@ -18,6 +18,7 @@ from .errors import MissingFrameworkError
 
 __all__ = [
     "import_torch",
+    "is_equinox_module",
     "is_nnx_module",
     "is_torch_device",
     "is_torch_dtype",
@@ -56,6 +57,11 @@ def is_torch_module(obj: object) -> TypeGuard[Any]:
 def is_nnx_module(obj: object) -> TypeGuard[Any]:
     """Whether ``obj`` is a Flax NNX module, without importing flax."""
     return _instance_of(obj, "flax.nnx", "Module")
+
+
+def is_equinox_module(obj: object) -> TypeGuard[Any]:
+    """Whether ``obj`` is an Equinox module, without importing equinox."""
+    return _instance_of(obj, "equinox", "Module")
 
 
 def is_tracer(obj: object) -> bool:

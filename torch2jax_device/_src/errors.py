@@ -29,6 +29,7 @@ __all__ = [
     "NoSuchAttributeError",
     "OutOfMemoryError",
     "SeedError",
+    "StateDictError",
     "Torch2JaxDeviceError",
     "UnscannableFileError",
     "UnsupportedOperationError",
@@ -398,4 +399,23 @@ class UnscannableFileError(Torch2JaxDeviceError, ValueError):
         ... except UnscannableFileError as error:
         ...     print(str(error).split(";")[0])
         nested 2003 levels deep
+    """
+
+
+class StateDictError(CheckpointError, RuntimeError):
+    """A state does not fit the model: ``tj.load_state``'s ``load_state_dict`` errors.
+
+    Missing or unexpected names, a shape that differs, or a whole training checkpoint
+    where a state dict belongs. ``Module.load_state_dict`` raises ``RuntimeError`` for
+    these, so this class is one (and a `tj.CheckpointError`): ported ``except
+    RuntimeError:`` clauses keep catching it.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.load_state(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), {"kernel": nnx.Rngs(0)})
+        ... except RuntimeError as error:
+        ...     print(type(error).__name__, str(error).split(":")[0])
+        StateDictError Error(s) in loading the state into Linear
     """

@@ -7,6 +7,7 @@ copy is visible: ``tj.to_jax`` with ``strict=True`` raises instead of copying.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -291,7 +292,7 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
     if is_torch_tensor(array):
         tensor = array
     elif isinstance(array, (np.ndarray, np.generic)):
-        tensor = torch.from_numpy(host_array(np.asarray(array)))
+        tensor = _torch_from_numpy(torch, host_array(np.asarray(array)))
     elif is_tracer(array):
         raise ConversionError(
             "to_torch() got a tracer: inside jax.jit arrays have no data yet. Fix: return "
@@ -321,9 +322,21 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             "it takes a jax.Array, a NumPy array or a torch.Tensor"
         )
     target = None if device is None else Device(device).torch_device
-    if dtype is None:
-        return tensor if target is None else tensor.to(target)
-    return tensor.to(target, _torch_dtype(torch, dtype))
+    if dtype is None and target is None:
+        return tensor
+    wanted = None if dtype is None else _torch_dtype(torch, dtype)
+    try:
+        return tensor.to(target, wanted)
+    except (AssertionError, RuntimeError) as err:
+        here = tensor.device
+        if target is None or (target.type == here.type and target.index in (None, here.index)):
+            raise  # not about the device
+        raise DeviceUnavailableError(
+            f"to_torch(): torch cannot place the tensor on {target} in this process "
+            f"({type(err).__name__}: {str(err).splitlines()[0]}). Fix: pass a device torch "
+            "has here (torch.cuda.is_available(), torch.backends.mps.is_available()), e.g. "
+            "'cpu'; torch and JAX are installed separately, each with its own GPU support"
+        ) from err
 
 
 def _torch_dtype(torch: Any, dtype: Any) -> Any:
@@ -337,12 +350,62 @@ def _torch_dtype(torch: Any, dtype: Any) -> Any:
     return found
 
 
+def _torch_from_numpy(torch: Any, array: np.ndarray[Any, Any]) -> Any:
+    """``torch.from_numpy``, sharing the memory, for the dtypes ml_dtypes adds too."""
+    if any(stride < 0 for stride in array.strides):
+        raise ConversionError(
+            f"to_torch() got a NumPy array with negative strides {array.strides} (a reversed "
+            "view), which a torch tensor cannot share (torch.from_numpy raises ValueError "
+            "too). Fix: pass np.ascontiguousarray(array), a copy"
+        )
+    if not _from_ml_dtypes(array.dtype):  # NumPy's own dtypes
+        return torch.from_numpy(array)
+    # bfloat16 and the float8 kinds (ml_dtypes): torch.from_numpy refuses them, so
+    # share the bytes as unsigned integers of the same width and view them as the dtype.
+    twin = _torch_twin(torch, array.dtype)
+    bits = array.view(np.dtype(f"u{array.dtype.itemsize}"))
+    return torch.from_numpy(bits).view(twin)
+
+
+def _torch_twin(torch: Any, dtype: np.dtype[Any]) -> Any:
+    """torch's dtype of ``dtype``'s name, or the error that torch has none that computes.
+
+    torch's sub-byte dtypes (``torch.int4``, ``torch.uint2``) are placeholders without
+    operations, and some of ml_dtypes' float8 kinds have no torch counterpart.
+    """
+    found = getattr(torch, dtype.name, None)
+    if isinstance(found, torch.dtype) and _computes(torch, found):
+        return found
+    wider = "jnp.float32" if "float" in dtype.name else f"jnp.{dtype.name.rstrip('0123456789')}8"
+    raise ConversionError(
+        f"to_torch(): torch has no {dtype.name} tensors that compute "
+        f"({'a placeholder dtype without operations' if found is not None else 'no such dtype'}"
+        f" in torch {torch.__version__}). Fix: cast first, e.g. array.astype({wider})"
+    )
+
+
+def _from_ml_dtypes(dtype: np.dtype[Any]) -> bool:
+    """bfloat16, the float8 kinds, int4...: NumPy dtypes that ml_dtypes adds."""
+    return dtype.type.__module__ == "ml_dtypes"
+
+
+@functools.cache
+def _computes(torch: Any, dtype: Any) -> bool:
+    """Whether torch can make a tensor of ``dtype`` (asked of torch once per dtype)."""
+    try:
+        torch.zeros(1).to(dtype)
+    except (NotImplementedError, RuntimeError, TypeError):
+        return False
+    return True
+
+
 def _torch_from_jax(array: jax.Array) -> Any:
     torch = sys.modules["torch"]
     from torch.utils.dlpack import from_dlpack
 
     dtype = np.dtype(array.dtype)
-    if dtype.name.startswith("float8"):
-        bits = jax.lax.bitcast_convert_type(array, np.uint8)
-        return from_dlpack(bits).view(getattr(torch, dtype.name))
+    if _from_ml_dtypes(dtype) and dtype.name != "bfloat16":  # DLPack: no float8, no int4
+        twin = _torch_twin(torch, dtype)
+        bits = jax.lax.bitcast_convert_type(array, np.dtype(f"u{dtype.itemsize}"))
+        return from_dlpack(bits).view(twin)
     return from_dlpack(array)

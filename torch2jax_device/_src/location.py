@@ -11,13 +11,19 @@ from __future__ import annotations
 import itertools
 import operator
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NoReturn, TypeVar
 
 import jax
 import numpy as np
 
-from .detect import is_nnx_module, is_torch_module, is_torch_tensor, is_tracer
+from .detect import (
+    is_equinox_module,
+    is_nnx_module,
+    is_torch_module,
+    is_torch_tensor,
+    is_tracer,
+)
 from .device import Device
 from .errors import (
     EmptyTreeError,
@@ -27,14 +33,18 @@ from .errors import (
 )
 from .trees import flatten
 
+_Item = TypeVar("_Item")
+
 __all__ = [
     "Parameter",
     "Placements",
     "check_same_device",
     "device_of",
     "get_device",
+    "in_torch_order",
     "is_array",
     "leaf_path",
+    "own_leaves_first",
     "parameters",
 ]
 
@@ -46,9 +56,10 @@ def is_array(value: Any) -> bool:
     )
 
 
-def leaf_path(tree: Any, index: int) -> str:
-    """The path of the ``index``-th leaf of ``tree`` (``<root>`` for the tree itself)."""
-    path = flatten(tree, with_paths=True).paths[index]
+def leaf_path(tree: Any, index: int, *, whole: Callable[[Any], bool] | None = None) -> str:
+    """The path of the ``index``-th leaf of ``tree`` (``<root>`` for the tree itself),
+    counting leaves as ``flatten(tree, whole=whole)`` does."""
+    path = flatten(tree, with_paths=True, whole=whole).paths[index]
     return path or "<root>"
 
 
@@ -291,8 +302,15 @@ def parameters(model: Any) -> Iterator[Any]:
         return iter(model.parameters())
     if is_nnx_module(model):
         nnx = sys.modules["flax.nnx"]
-        tree = nnx.state(model, nnx.Param)
-    elif isinstance(model, Mapping) and "params" in model:
+        pairs = in_torch_order(model, nnx.to_flat_state(nnx.state(model, nnx.Param)))
+        values = (variable.get_value() for _, variable in pairs)
+        return (Parameter(value) for value in values if is_array(value))
+    if is_equinox_module(model):
+        pairs = own_leaves_first(
+            jax.tree_util.tree_flatten_with_path(model)[0], path=operator.itemgetter(0)
+        )
+        return (Parameter(leaf) for _, leaf in pairs if is_array(leaf))
+    if isinstance(model, Mapping) and "params" in model:
         tree = model["params"]
     else:
         tree = model
@@ -301,6 +319,78 @@ def parameters(model: Any) -> Iterator[Any]:
         for leaf in flatten(tree).leaves  # arrays: a Parameter is a pytree of its array
         if is_array(leaf)
     )
+
+
+def in_torch_order(module: Any, pairs: Iterable[tuple[tuple[Any, ...], Any]]) -> list[Any]:
+    """An NNX module's ``(path, variable)`` pairs in the order torch lists its twin's.
+
+    ``nnx.state`` sorts names (``bias`` before ``kernel``, ``alpha`` before ``zeta``,
+    a module's own variables among its layers). A torch module lists, module by module,
+    its parameters, then its buffers, then its submodules, each kind in the order it
+    was assigned (``weight`` before ``bias``): ``model.parameters()`` and
+    ``model.state_dict()`` both follow it. Here ``nnx.Param`` variables are parameters
+    and other variables buffers; a name whose place cannot be found keeps its
+    ``nnx.state`` place after the others.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> class Net(nnx.Module):
+        ...     def __init__(self):
+        ...         self.zeta = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        ...         self.scale = nnx.Param(jnp.ones(2))
+        >>> [path for path, _ in nnx.to_flat_state(nnx.state(Net()))]
+        [('scale',), ('zeta', 'bias'), ('zeta', 'kernel')]
+        >>> from torch2jax_device._src.location import in_torch_order
+        >>> [path for path, _ in in_torch_order(Net(), nnx.to_flat_state(nnx.state(Net())))]
+        [('scale',), ('zeta', 'kernel'), ('zeta', 'bias')]
+    """
+    nnx = sys.modules["flax.nnx"]
+    nodes = dict(nnx.iter_graph(module))
+
+    def torch_place(pair: tuple[tuple[Any, ...], Any]) -> list[tuple[int, int]]:
+        path, variable = pair
+        place = []
+        for depth, name in enumerate(path):
+            child = variable if depth == len(path) - 1 else nodes.get(path[: depth + 1])
+            kind = 2  # a layer, after the module's own parameters (0) and buffers (1)
+            if isinstance(child, nnx.Variable):
+                kind = 0 if isinstance(child, nnx.Param) else 1
+            place.append((kind, _assignment_position(nodes.get(path[:depth]), name)))
+        return place
+
+    return sorted(pairs, key=torch_place)  # stable: unplaced names keep nnx's order
+
+
+def own_leaves_first(items: list[_Item], *, path: Callable[[_Item], Any]) -> list[_Item]:
+    """Pytree leaves (in field order) in torch's order: each module's own arrays, then its
+    inner modules', as a torch twin lists parameters before submodules (Equinox).
+
+    ``path(item)`` is the item's key path (``jax.tree_util.tree_flatten_with_path``).
+    """
+    first_seen: dict[tuple[Any, ...], int] = {}
+    for item in items:
+        keys = tuple(path(item))
+        for depth in range(1, len(keys) + 1):
+            first_seen.setdefault(keys[:depth], len(first_seen))
+
+    def torch_place(item: _Item) -> list[tuple[bool, int]]:
+        keys = tuple(path(item))
+        return [(depth < len(keys), first_seen[keys[:depth]]) for depth in range(1, len(keys) + 1)]
+
+    return sorted(items, key=torch_place)
+
+
+def _assignment_position(parent: Any, name: Any) -> int:
+    """Where ``name`` was assigned in ``parent`` (a module, list or dict); last if unknown."""
+    if isinstance(parent, (list, tuple)) and isinstance(name, int):
+        return name
+    names = list(parent) if isinstance(parent, Mapping) else list(getattr(parent, "__dict__", ()))
+    for candidate in (name, str(name)):
+        if candidate in names:
+            return names.index(candidate)
+    return sys.maxsize
 
 
 def _array_device(array: Any) -> Device | None:

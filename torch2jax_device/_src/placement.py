@@ -80,9 +80,12 @@ def to_device(
     JAX array **committed** to the device, so jitted code runs there, as torch code
     runs where its tensors are. Containers keep their types (dict, ``OrderedDict``,
     ``defaultdict`` with its factory, list, tuple, namedtuple, dataclass,
-    ``FrozenDict``, optax states, any registered pytree), and dicts keep their key
+    ``FrozenDict``, optax states, any registered pytree; subclasses of dict, list
+    and tuple and ``UserDict`` such as ``BatchEncoding`` come back as shallow copies of
+    their own type), and dicts keep their key
     order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
-    dict keys); other leaves (strings,
+    dict keys); NNX modules inside move in place and come back as the same objects,
+    as ``Module.to`` moves a torch module inside a batch; other leaves (strings,
     ``None``, Python numbers used as configuration) pass through unchanged. A bare
     Python number becomes a 0-d array. All transfers happen in one batched
     ``jax.device_put``. The input is never mutated, except a Flax NNX module, which
@@ -197,7 +200,7 @@ def to_device(
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
-    flat = flatten(obj)
+    flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
     if (
         not single
         and len(flat.leaves) == 1
@@ -215,7 +218,7 @@ def to_device(
     ):
         # The feeding lane: host batches, nothing to cast or keep, one transfer.
         fresh = moved = _transfer(
-            flat.leaves, target, copy=False, path=lambda index: leaf_path(obj, index)
+            flat.leaves, target, copy=False, path=lambda index: _leaf_path(obj, index)
         )
         reading = [] if _on_cpu(target) else moved
     else:
@@ -233,6 +236,11 @@ def to_device(
     elif reading:  # the caller's memory is read before returning, as torch's pageable copies
         jax.block_until_ready(reading)
     return flat.rebuild(moved)
+
+
+def _leaf_path(tree: Any, index: int) -> str:
+    """The path of ``to_device``'s leaf ``index`` (NNX modules are leaves there)."""
+    return leaf_path(tree, index, whole=is_nnx_module)
 
 
 def _plain_host_data(leaves: list[Any]) -> bool:
@@ -472,7 +480,7 @@ def _move(
                 continue
             if leaf.is_deleted():
                 raise ConversionError(
-                    f"leaf {leaf_path(tree, index)} is a deleted or donated jax.Array; "
+                    f"leaf {_leaf_path(tree, index)} is a deleted or donated jax.Array; "
                     "use the array the donating call returned"
                 )
             array = leaf if dtype is None else _cast(leaf, dtype, cast_all)
@@ -494,15 +502,18 @@ def _move(
             converted = _leaf_conversion(tree, index, to_jax, leaf)
             array = _cast(converted, dtype, cast_all)
             shared = array is converted
+        elif is_nnx_module(leaf):  # moved in place and kept, as Module.to inside a batch
+            _move_module(leaf, target, dtype, non_blocking=False, copy=copy)
+            continue
         elif isinstance(leaf, _PYTHON_SCALARS):
             if not convert_scalars:
                 continue
-            array = _cast(jax.numpy.asarray(leaf), dtype, cast_all)
+            array = _cast(_number_array(tree, index, leaf, dtype), dtype, cast_all)
         elif any(hasattr(leaf, protocol) for protocol in _ARRAY_PROTOCOLS):
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
         elif is_torch_module(leaf):
             raise ConversionError(
-                f"leaf {leaf_path(tree, index)} is a torch module "
+                f"leaf {_leaf_path(tree, index)} is a torch module "
                 f"({type_name(leaf)}): JAX cannot hold torch "
                 "modules. Fix: move it within torch (module.to(device.torch_device)) or put "
                 "its state_dict() in the tree instead"
@@ -523,7 +534,7 @@ def _move(
             [moved[index] for index in pending],
             target,
             copy=copy,
-            path=lambda position: leaf_path(tree, pending[position]),
+            path=lambda position: _leaf_path(tree, pending[position]),
         )
         for index, array in zip(pending, placed, strict=True):
             moved[index] = array
@@ -571,7 +582,7 @@ def _leaf_conversion(tree: Any, index: int, convert: Callable[[Any], Any], leaf:
     try:
         return convert(leaf)
     except Torch2JaxDeviceError as err:
-        raise type(err)(f"leaf {leaf_path(tree, index)}: {err}") from err
+        raise type(err)(f"leaf {_leaf_path(tree, index)}: {err}") from err
 
 
 def _destination(target: Any, arrays: list[Any]) -> Any:
@@ -630,12 +641,41 @@ def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.
     return array.astype(dtype)
 
 
+def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | None) -> jax.Array:
+    """A bare Python number as ``torch.tensor(number).to(dtype)`` makes it.
+
+    JAX's own 0-d array where the number fits (weak-typed, so it promotes as torch's 0-d
+    tensors do); an int that needs int64 is cast from int64 to ``dtype`` as torch casts
+    it, and without a ``dtype`` it needs x64, which the error says.
+    """
+    try:
+        return jax.numpy.asarray(number)
+    except OverflowError:
+        pass
+    try:
+        host = np.asarray(number, np.int64)  # torch's dtype for a Python int
+    except OverflowError:
+        raise ConversionError(
+            f"leaf {_leaf_path(tree, index)}: the Python int {number} does not fit int64 "
+            "(torch raises ValueError: Overflow when unpacking long long). Fix: pass it as "
+            "a float, or keep it out of the arrays"
+        ) from None
+    if dtype is None:
+        raise ConversionError(
+            f"leaf {_leaf_path(tree, index)}: the Python int {number} needs int64 (torch's "
+            "dtype for it), which JAX has only with jax_enable_x64. Fix: call "
+            "jax.config.update('jax_enable_x64', True) before creating arrays, or pass the "
+            "dtype it should have (to_device(number, device, jnp.float32))"
+        )
+    return jax.numpy.asarray(host.astype(dtype))
+
+
 def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
     try:
         return jax.numpy.asarray(leaf)
     except Exception as err:
         raise ConversionError(
-            f"leaf {leaf_path(tree, index)} of type {type_name(leaf)} looks like an array but "
+            f"leaf {_leaf_path(tree, index)} of type {type_name(leaf)} looks like an array but "
             f"JAX cannot convert it ({err}); convert it to a NumPy array first"
         ) from err
 

@@ -13,12 +13,17 @@ Everything else comes from JAX's registry: namedtuple (optax states), ``None`` (
 leaves), Flax ``FrozenDict``, NNX ``State`` and every registered class. Plain
 ``@dataclass`` instances are leaves to JAX; here their ``init`` fields are flattened
 too (Accelerate's ``send_to_device`` handles neither dataclasses nor ``defaultdict``),
-and rebuilt with ``dataclasses.replace`` so the input is never mutated.
+and rebuilt with ``dataclasses.replace`` so the input is never mutated. Containers JAX
+takes for leaves (subclasses of dict and list, ``UserDict``, other mutable mappings,
+tuple subclasses that rebuild from their items) are walked too and rebuilt as shallow
+copies of themselves, as Accelerate's ``send_to_device`` moves them.
 """
 
 from __future__ import annotations
 
 import collections
+import collections.abc
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,12 +52,14 @@ class Flat:
     rebuild: Callable[[list[Any]], Any]
 
 
-def flatten(tree: Any, *, with_paths: bool = False, prefix: str = "") -> Flat:
+def flatten(tree: Any, *, with_paths: bool = False, prefix: str = "", whole: _Whole = None) -> Flat:
     """Flatten ``tree``; ``Flat.rebuild(new_leaves)`` makes a tree of the same structure.
 
     Leaves come in the tree's own order (a dict's insertion order). Paths
     (``"['layer']['w']"``, ``".weight"``) are computed only with ``with_paths``, which
-    error messages use; the hot path skips them.
+    error messages use; the hot path skips them. Nodes ``whole`` is true for are leaves
+    themselves, never opened (``to_device`` moves NNX modules in place, as
+    ``Module.to``); the same ``whole`` gives the same leaves and paths.
     """
     if not with_paths and type(tree) is dict:  # a batch of arrays: the hot path
         flat = _flat_dict(tree)
@@ -60,7 +67,7 @@ def flatten(tree: Any, *, with_paths: bool = False, prefix: str = "") -> Flat:
             return flat
     leaves: list[Any] = []
     paths: list[str] | None = [] if with_paths else None
-    build = _walk(tree, leaves, paths, prefix)
+    build = _walk(tree, leaves, paths, whole, prefix)
     return Flat(leaves, paths or [], lambda new_leaves: build(iter(new_leaves)))
 
 
@@ -74,6 +81,9 @@ def _flat_dict(tree: dict[Any, Any]) -> Flat | None:
     return Flat(values, [], lambda new_leaves: dict(zip(keys, new_leaves, strict=True)))
 
 
+#: Which nodes stay whole (leaves, their insides never walked); ``None``: none.
+_Whole = Callable[[Any], bool] | None
+
 #: A leaf's builder: the next new leaf.
 _leaf: _Builder = next
 
@@ -82,14 +92,16 @@ def _none(new_leaves: Iterator[Any]) -> None:
     return None
 
 
-def _walk(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
+def _walk(
+    node: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
+) -> _Builder:
     """Append ``node``'s leaves (and paths) in order; return how to rebuild it."""
     kind = type(node)
     if kind in _MAPPINGS:
-        return _walk_mapping(node, leaves, paths, path)
+        return _walk_mapping(node, leaves, paths, whole, path)
     if kind is list or kind is tuple:
         parts = [
-            _walk(item, leaves, paths, f"{path}[{index}]" if paths is not None else "")
+            _walk(item, leaves, paths, whole, f"{path}[{index}]" if paths is not None else "")
             for index, item in enumerate(node)
         ]
         return lambda new_leaves: kind([part(new_leaves) for part in parts])
@@ -100,10 +112,12 @@ def _walk(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _
         if paths is not None:
             paths.append(path)
         return _leaf
-    return _walk_registered(node, leaves, paths, path)
+    return _walk_registered(node, leaves, paths, whole, path)
 
 
-def _walk_mapping(mapping: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
+def _walk_mapping(
+    mapping: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
+) -> _Builder:
     keys = list(mapping)
     parts: list[_Builder] = []
     for key, value in mapping.items():
@@ -112,7 +126,7 @@ def _walk_mapping(mapping: Any, leaves: list[Any], paths: list[str] | None, path
             parts.append(_leaf)
         else:
             parts.append(
-                _walk(value, leaves, paths, f"{path}[{key!r}]" if paths is not None else "")
+                _walk(value, leaves, paths, whole, f"{path}[{key!r}]" if paths is not None else "")
             )
     if type(mapping) is collections.defaultdict:
         factory = mapping.default_factory
@@ -120,31 +134,54 @@ def _walk_mapping(mapping: Any, leaves: list[Any], paths: list[str] | None, path
             factory, zip(keys, [part(new_leaves) for part in parts], strict=True)
         )
     kind = type(mapping)
+    attributes = getattr(mapping, "__dict__", None)  # a state dict's _metadata
+    if attributes:
+        return lambda new_leaves: _with_attributes(
+            kind(zip(keys, [part(new_leaves) for part in parts], strict=True)), attributes
+        )
     return lambda new_leaves: kind(zip(keys, [part(new_leaves) for part in parts], strict=True))
+
+
+def _with_attributes(mapping: Any, attributes: dict[str, Any]) -> Any:
+    """``mapping`` with the instance attributes of the one it replaces (``_metadata``:
+    the versions ``load_state_dict`` reads from a torch state dict)."""
+    mapping.__dict__.update(attributes)
+    return mapping
 
 
 def _is_mapping(value: Any) -> bool:
     return type(value) in _MAPPINGS
 
 
-def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path: str) -> _Builder:
+def _walk_registered(
+    node: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
+) -> _Builder:
     """A node JAX's registry knows (or a leaf): its children walked here, mappings included."""
+    if whole is not None and whole(node):
+        leaves.append(node)
+        if paths is not None:
+            paths.append(path)
+        return _leaf
+    is_leaf = _is_mapping if whole is None else lambda child: _is_mapping(child) or whole(child)
     if paths is None:
-        children, treedef = jax.tree_util.tree_flatten(node, is_leaf=_is_mapping)
+        children, treedef = jax.tree_util.tree_flatten(node, is_leaf=is_leaf)
         child_paths = [""] * len(children)
     else:
-        pairs, treedef = jax.tree_util.tree_flatten_with_path(node, is_leaf=_is_mapping)
+        pairs, treedef = jax.tree_util.tree_flatten_with_path(node, is_leaf=is_leaf)
         children = [child for _, child in pairs]
         child_paths = [path + jax.tree_util.keystr(key) for key, _ in pairs]
     if len(children) == 1 and children[0] is node:  # a leaf to JAX
         if _is_plain_dataclass(node):
-            return _walk_dataclass(node, leaves, paths, path)
+            return _walk_dataclass(node, leaves, paths, whole, path)
+        foreign = _walk_foreign_container(node, leaves, paths, whole, path)
+        if foreign is not None:
+            return foreign
         leaves.append(node)
         if paths is not None:
             paths.append(path)
         return _leaf
     parts = [
-        _walk(child, leaves, paths, child_path)
+        _walk(child, leaves, paths, whole, child_path)
         for child, child_path in zip(children, child_paths, strict=True)
     ]
     return lambda new_leaves: jax.tree_util.tree_unflatten(
@@ -152,15 +189,63 @@ def _walk_registered(node: Any, leaves: list[Any], paths: list[str] | None, path
     )
 
 
+def _walk_foreign_container(
+    node: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
+) -> _Builder | None:
+    """A container JAX takes for a leaf: subclasses of dict and list (``UserDict``,
+    ``UserList``, any mutable mapping), and of tuple when the type rebuilds from its items.
+
+    Its items are walked and it is rebuilt as a shallow copy of itself holding the new
+    items (attributes kept, as Hugging Face's ``BatchEncoding`` needs); ``None`` for
+    anything else (it stays a leaf).
+    """
+    if isinstance(node, (dict, collections.abc.MutableMapping)):
+        keys = list(node)
+        parts = [_walk(node[key], leaves, paths, whole, f"{path}[{key!r}]") for key in keys]
+
+        def rebuild_mapping(new_leaves: Iterator[Any]) -> Any:
+            new = copy.copy(node)
+            for key, part in zip(keys, parts, strict=True):
+                new[key] = part(new_leaves)
+            return new
+
+        return rebuild_mapping
+    if isinstance(node, (list, collections.UserList)):
+        parts = [_walk(item, leaves, paths, whole, f"{path}[{i}]") for i, item in enumerate(node)]
+
+        def rebuild_list(new_leaves: Iterator[Any]) -> Any:
+            new = copy.copy(node)
+            new[:] = [part(new_leaves) for part in parts]
+            return new
+
+        return rebuild_list
+    if isinstance(node, tuple) and _rebuilds_from_items(node):
+        kind = type(node)
+        parts = [_walk(item, leaves, paths, whole, f"{path}[{i}]") for i, item in enumerate(node)]
+        return lambda new_leaves: kind([part(new_leaves) for part in parts])
+    return None
+
+
+def _rebuilds_from_items(node: tuple[Any, ...]) -> bool:
+    """Whether ``type(node)(items)`` makes an equal tuple; a tuple subclass whose
+    constructor takes other arguments stays a leaf."""
+    try:
+        return bool(type(node)(list(node)) == node)
+    except Exception:  # any constructor of any class: then it is not a plain container
+        return False
+
+
 def _is_plain_dataclass(obj: object) -> bool:
     return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
 
 
 def _walk_dataclass(
-    instance: Any, leaves: list[Any], paths: list[str] | None, path: str
+    instance: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
 ) -> _Builder:
     names = [field.name for field in dataclasses.fields(instance) if field.init]
-    parts = [_walk(getattr(instance, name), leaves, paths, f"{path}.{name}") for name in names]
+    parts = [
+        _walk(getattr(instance, name), leaves, paths, whole, f"{path}.{name}") for name in names
+    ]
 
     def rebuild(new_leaves: Iterator[Any]) -> Any:
         values = {name: part(new_leaves) for name, part in zip(names, parts, strict=True)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import operator
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -21,9 +22,10 @@ import jax
 import numpy as np
 
 from .. import host_staging
-from ..detect import import_torch, is_nnx_module, is_torch_tensor, is_tracer
-from ..errors import CheckpointError, ConversionError
+from ..detect import import_torch, is_equinox_module, is_nnx_module, is_torch_tensor, is_tracer
+from ..errors import CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
+from ..location import in_torch_order, own_leaves_first
 from .messages import shown
 from .torch_load import load
 
@@ -116,7 +118,11 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         which torch's state dict has no counterpart for) and sown ``Intermediate``
         values; a variable shared by several modules appears once, under its first
         name (as ``nnx.state`` lists it), where torch lists a tied parameter under
-        every name. An ``nnx.State`` gives the same, in the ``"jax"`` layout only. For
+        every name. Both layouts list an NNX module's arrays in the order its twin's
+        ``state_dict()`` does (module by module: parameters, then other variables,
+        then layers, each as assigned; ``kernel`` before ``bias``), where
+        ``nnx.state`` sorts the names. An ``nnx.State`` gives the same arrays in its
+        own order, in the ``"jax"`` layout only. For
         an Equinox module, every array leaf (``eqx.is_array``). The ``"jax"`` layout
         holds the model's own arrays; the ``"torch"`` one copies.
 
@@ -139,7 +145,7 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         >>> import torch2jax_device as tj
         >>> model = nnx.Sequential(nnx.Linear(3, 4, rngs=nnx.Rngs(0)), nnx.relu)
         >>> {name: array.shape for name, array in tj.state_dict(model).items()}
-        {'layers.0.bias': (4,), 'layers.0.kernel': (3, 4)}
+        {'layers.0.kernel': (3, 4), 'layers.0.bias': (4,)}
         >>> twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
         >>> twin.load_state_dict(tj.state_dict(model, layout="torch"))
         <All keys matched successfully>
@@ -187,8 +193,8 @@ def load_state(model: Any, source: Any) -> Any:
         The model is returned: an NNX module is updated in place, as
         ``load_state_dict`` updates a torch module, but an Equinox module cannot
         change, so a new one comes back. Write ``model = tj.load_state(model, path)``
-        for both. There is no ``strict=False``: a mismatch raises ``tj.CheckpointError``
-        (torch: ``RuntimeError``) and changes nothing. A twin's BatchNorm
+        for both. There is no ``strict=False``: a mismatch raises a ``RuntimeError``
+        (a `tj.CheckpointError` too), as torch does, and changes nothing. A twin's BatchNorm
         ``num_batches_tracked`` is accepted and ignored.
 
     Args:
@@ -199,10 +205,12 @@ def load_state(model: Any, source: Any) -> Any:
         The model with the loaded state.
 
     Raises:
-        CheckpointError: names are missing or unexpected (both listed, as torch's
+        StateDictError: names are missing or unexpected (both listed, as torch's
             ``Missing key(s)`` / ``Unexpected key(s)``), a shape differs, or ``source``
             holds a whole training checkpoint rather than a state dict (the message
-            names the entry to pass). torch raises ``RuntimeError`` for these.
+            names the entry to pass). A ``RuntimeError``, as torch raises, and a
+            `tj.CheckpointError`.
+        CheckpointError: ``source`` is not a state dict or cannot be read.
         ConversionError: ``model`` is not a model, or a value is not an array.
 
     Examples:
@@ -274,7 +282,7 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
             if value.shape == entry.value.shape[::-1] and layout == "jax"
             else ""
         )
-        raise CheckpointError(
+        raise StateDictError(
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the model "
             f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
         )
@@ -293,7 +301,7 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model
         return "torch"
     nested = [key for key, value in saved.items() if isinstance(value, Mapping)]
     if nested:
-        raise CheckpointError(
+        raise StateDictError(
             f"{what} holds a whole checkpoint ({', '.join(map(shown, list(saved)[:6]))}), "
             f"not a state dict: pass the state dict in it, e.g. "
             f"tj.load_state(model, tj.load(path)[{shown(nested[0])}])"
@@ -302,7 +310,7 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model
     missing = sorted(closer - names)
     unexpected = sorted(str(name) for name in names - closer - extras)
     problems = [_listed("Missing key(s)", missing), _listed("Unexpected key(s)", unexpected)]
-    raise CheckpointError(
+    raise StateDictError(
         f"Error(s) in loading {what} into {type(model).__name__}: "
         + "; ".join(problem for problem in problems if problem)
         + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
@@ -333,7 +341,7 @@ def _entries(model: Any) -> list[_Entry]:
         entries = list(_nnx_entries(model, torch_layout=True))
     elif _is_nnx_state(model):
         entries = list(_nnx_entries(model, torch_layout=False))
-    elif _is_equinox_module(model):
+    elif is_equinox_module(model):
         entries = list(_equinox_entries(model))
     else:
         raise ConversionError(
@@ -359,7 +367,10 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
         if torch_layout
         else {}
     )
-    for path, variable in nnx.to_flat_state(state):
+    pairs = nnx.to_flat_state(state)
+    if not _is_nnx_state(model):  # a module: its twin's order (a State's is its own)
+        pairs = in_torch_order(model, pairs)
+    for path, variable in pairs:
         if isinstance(variable, (nnx.RngState, nnx.Intermediate)):
             continue
         value = variable.get_value()
@@ -428,9 +439,12 @@ def _nnx_layer(nnx: Any, module: Any) -> str | None:
 def _equinox_entries(model: Any) -> Iterator[_Entry]:
     eqx = sys.modules["equinox"]
     pairs = jax.tree_util.tree_flatten_with_path(model)[0]
-    for index, (path, leaf) in enumerate(pairs):
-        if not isinstance(leaf, (jax.Array, np.ndarray)):
-            continue
+    arrays = [
+        (index, path, leaf)
+        for index, (path, leaf) in enumerate(pairs)
+        if isinstance(leaf, (jax.Array, np.ndarray))
+    ]
+    for index, path, leaf in own_leaves_first(arrays, path=operator.itemgetter(1)):
         keys = [_key_name(key) for key in path]
         entry = _Entry(".".join(keys), leaf, leaf_index=index)
         owners = list(_equinox_owners(model, path))
@@ -479,15 +493,11 @@ def _key_name(key: Any) -> str:
 
 
 def _is_model(obj: Any) -> bool:
-    return is_nnx_module(obj) or _is_equinox_module(obj)
+    return is_nnx_module(obj) or is_equinox_module(obj)
 
 
 def _is_nnx_state(obj: Any) -> bool:
     return _is_instance_of_loaded(obj, "flax.nnx", "State")
-
-
-def _is_equinox_module(obj: Any) -> bool:
-    return _is_instance_of_loaded(obj, "equinox", "Module")
 
 
 def _is_instance_of_loaded(obj: Any, module: str, name: str) -> bool:
