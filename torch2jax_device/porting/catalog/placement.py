@@ -137,7 +137,8 @@ ROWS: tuple[Idiom, ...] = (
             "(`x, y = batch.values()` unpacks the same), and keys of mixed types work; "
             "`jax.device_put` and every JAX tree function sort dict keys, and raise for "
             "keys that cannot be sorted (`{1: a, 'a': b}`). Containers keep their types "
-            "(`defaultdict` with its factory, namedtuples, dataclasses); strings and Python "
+            "(`defaultdict` with its factory, namedtuples, dataclasses, subclasses of dict, "
+            "list and tuple, `UserDict` such as `BatchEncoding`); strings and Python "
             "numbers pass through, where `jax.device_put` turns every number into an array."
         ),
         runs=False,
