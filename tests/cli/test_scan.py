@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
+from tests.support.cli import found_rules, port_text, run_cli, scan_text
 from torch2jax_device.cli import main
 from torch2jax_device.porting import catalog
 from torch2jax_device.porting import scanner as _scanner
@@ -42,19 +42,6 @@ STARTS_JAX = {10, 13, 14, 15, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 28, 29
               34, 35, 36, 37, 45, 46, 47, 48, 49}  # fmt: skip
 
 
-def _scan(source: str) -> list[_scanner.Finding]:
-    return _scanner.scan_source(textwrap.dedent(source))
-
-
-def _rules(source: str) -> list[tuple[int, str]]:
-    return [(f.line, f.rule) for f in _scan(source) if f.rule != "startup-order"]
-
-
-def _port(source: str) -> str:
-    source = textwrap.dedent(source)
-    return _scanner.apply_edits(source, _scanner.scan_source(source))
-
-
 # -- what is found ------------------------------------------------------------------------
 def test_every_idiom_is_found_by_rule_and_line() -> None:
     found = _scanner.scan_source(FIXTURE.read_text(), str(FIXTURE))
@@ -71,12 +58,12 @@ def test_aliased_imports_are_followed() -> None:
     source = (
         "import torch as T\nfrom torch.cuda import is_available\nd = T.device(0)\nis_available()\n"
     )
-    assert _rules(source) == [(3, "device-accelerator-index"), (4, "cuda-is-available")]
+    assert found_rules(source) == [(3, "device-accelerator-index"), (4, "cuda-is-available")]
 
 
 def test_names_that_are_not_torch_are_left_alone() -> None:
     source = "import mylib as torch2\ndevice = torch2.device('cuda')\ncuda = object()\n"
-    assert _scan(source) == []
+    assert scan_text(source) == []
 
 
 def test_a_parameter_shadows_an_import_of_the_same_name() -> None:
@@ -91,7 +78,7 @@ def test_a_parameter_shadows_an_import_of_the_same_name() -> None:
             def batch(self, torch):
                 return torch.cuda.is_available()
         """
-    assert _rules(source) == [(5, "tensor-to-device")]
+    assert found_rules(source) == [(5, "tensor-to-device")]
 
 
 def test_comments_strings_and_help_text_are_not_idioms() -> None:
@@ -106,7 +93,7 @@ def test_comments_strings_and_help_text_are_not_idioms() -> None:
         message = f"moving to cuda: {parser.prog} .to(device)"
         print("torch.cuda.synchronize()", message)
         '''
-    assert _scan(source) == []
+    assert scan_text(source) == []
 
 
 @pytest.mark.parametrize(
@@ -133,12 +120,12 @@ def test_comments_strings_and_help_text_are_not_idioms() -> None:
     ],
 )
 def test_rule_labels(line: str, rule: str) -> None:
-    found = _rules(f"import os\nimport torch\n{line}\n")
+    found = found_rules(f"import os\nimport torch\n{line}\n")
     assert (3, rule) in found, found
 
 
 def test_a_setting_named_device_is_not_an_array_device() -> None:
-    assert _rules("import torch\nx = torch.zeros(2).to(args.device)\nd = cfg.device\n") == [
+    assert found_rules("import torch\nx = torch.zeros(2).to(args.device)\nd = cfg.device\n") == [
         (2, "tensor-to-device")
     ]
 
@@ -155,7 +142,7 @@ def test_a_setting_named_device_is_not_an_array_device() -> None:
 def test_model_to_is_module_to_when_the_receiver_is_a_module(evidence: str) -> None:
     source = f"import torch\n{evidence}\nnet = net.to(device)\n"
     last = len(source.splitlines())
-    assert (last, "module-to") in _rules(source)
+    assert (last, "module-to") in found_rules(source)
 
 
 @pytest.mark.parametrize(
@@ -201,7 +188,7 @@ def test_model_to_is_module_to_when_the_receiver_is_a_module(evidence: str) -> N
     ],
 )
 def test_call_idioms(call: str, rule: str) -> None:
-    assert (2, rule) in _rules(f"import torch\nresult = {call}\n")
+    assert (2, rule) in found_rules(f"import torch\nresult = {call}\n")
 
 
 @pytest.mark.parametrize(
@@ -221,7 +208,7 @@ def test_call_idioms(call: str, rule: str) -> None:
 def test_statement_idioms(statement: str, rule: str) -> None:
     source = f"import torch\nimport torch.backends.cudnn as cudnn\n{statement}\n"
     last = len(source.splitlines())
-    assert (last, rule) in _rules(source) or (3, rule) in _rules(source)
+    assert (last, rule) in found_rules(source) or (3, rule) in found_rules(source)
 
 
 def test_multi_line_calls_are_reported_where_the_idiom_is() -> None:
@@ -241,7 +228,7 @@ def test_multi_line_calls_are_reported_where_the_idiom_is() -> None:
             .to(device)
         )
         """
-    assert _rules(source) == [
+    assert found_rules(source) == [
         (5, "dataloader-pin-memory"),
         (9, "factory-device"),
         (13, "tensor-to-device"),
@@ -384,7 +371,7 @@ def test_diff_output_is_a_unified_diff() -> None:
     ],
 )
 def test_nested_and_keyword_forms_compose(line: str, ported: str) -> None:
-    rewritten = _port(f"import torch\nimport jax.numpy as jnp\n{line}\nprint(jnp.sum(y[0]))\n")
+    rewritten = port_text(f"import torch\nimport jax.numpy as jnp\n{line}\nprint(jnp.sum(y[0]))\n")
     assert ported in rewritten.splitlines()
 
 
@@ -397,8 +384,8 @@ def test_rewrites_never_reach_torch_code() -> None:
         y = model(x)
         z = torch.zeros(2, device=device)
         """
-    assert _port(source) == textwrap.dedent(source)
-    reasons = {f.rule: f.reason for f in _scan(source)}
+    assert port_text(source) == textwrap.dedent(source)
+    reasons = {f.rule: f.reason for f in scan_text(source)}
     assert "line 5: passed to model(x)" in reasons["tensor-to-device"]
     assert "line 6: passed to torch.zeros(2, device=device)" in reasons["device-type"]
 
@@ -415,7 +402,7 @@ def test_a_value_used_by_jax_code_is_rewritten() -> None:
 
         print(features(torch.from_numpy(np.ones(3, np.float32)), torch.device("cpu")))
         """
-    rewritten = _port(source)
+    rewritten = port_text(source)
     assert "    batch = tj.to_device(batch, device, non_blocking=True)" in rewritten
     assert 'tj.to_jax(np.ones(3, np.float32)), tj.device("cpu")' in rewritten
 
@@ -434,9 +421,9 @@ def test_torch_load_rewrites_only_what_tj_load_does_the_same() -> None:
         e = torch.load(path_from_somewhere)
         print(a, b, c, d, e)
         """
-    rewritten = _port(source).splitlines()
+    rewritten = port_text(source).splitlines()
     assert 'a = tj.load("model.pt", map_location="cpu")' in rewritten
-    reasons = {f.line: f.reason for f in _scan(source) if f.rule.startswith("torch-load")}
+    reasons = {f.line: f.reason for f in scan_text(source) if f.rule.startswith("torch-load")}
     # tj.load reads file objects and paths alike (issue 24): only what reads the result
     # decides, and here torch's print does
     assert reasons[7].startswith("no JAX code reads the result")
@@ -461,35 +448,35 @@ def test_modules_move_only_when_they_are_flax_nnx_modules() -> None:
         unknown = build()
         unknown.to(device)
         """
-    rewritten = _port(source).splitlines()
+    rewritten = port_text(source).splitlines()
     assert "tj.to_device(model, device)" in rewritten
     assert "torch_model.to(device)" in rewritten and "unknown.to(device)" in rewritten
-    reasons = {f.line: f.reason for f in _scan(source) if f.rule == "module-to"}
+    reasons = {f.line: f.reason for f in scan_text(source) if f.rule == "module-to"}
     assert "torch_model is a torch.nn.Module" in reasons[11]
     assert "the result is dropped, so this moves a module in place" in reasons[13]
 
 
 def test_the_name_tj_taken_stops_every_rewrite() -> None:
     source = "import torch\ntj = 3\nd = torch.device('cpu')\n"
-    (finding,) = _scan(source)
+    (finding,) = scan_text(source)
     assert not finding.fixable and finding.reason == "the name tj is already used at line 2"
 
 
 def test_runtime_calls_wait_for_torch_to_leave_the_device() -> None:
     torch_left = "import torch\nn = torch.cuda.device_count()\nprint(n)\n"
-    assert "n = tj.cuda.device_count()" in _port(torch_left)
+    assert "n = tj.cuda.device_count()" in port_text(torch_left)
     torch_stays = torch_left + "x = torch.ones(2).cuda()\nprint(x.sum().item() + 1, torch.sum(x))\n"
-    assert "n = torch.cuda.device_count()" in _port(torch_stays)
+    assert "n = torch.cuda.device_count()" in port_text(torch_stays)
 
 
 def test_the_process_group_is_ported_all_at_once() -> None:
     alone = "import torch.distributed as dist\ndist.init_process_group('gloo')\ndist.barrier()\n"
-    assert _port(alone).splitlines()[-2:] == [
+    assert port_text(alone).splitlines()[-2:] == [
         "tj.distributed.init_process_group('gloo')",
         "tj.distributed.barrier()",
     ]
     with_ddp = alone + "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m)\n"
-    assert _port(with_ddp) == with_ddp
+    assert port_text(with_ddp) == with_ddp
 
 
 # -- start-up order ------------------------------------------------------------------------------
@@ -508,11 +495,11 @@ def test_jax_starting_calls_before_init_process_group_are_reported() -> None:
         if __name__ == "__main__":
             main()
         """
-    found = _scan(source)
+    found = scan_text(source)
     (order,) = [f for f in found if f.rule == "startup-order"]
     assert order.line == 7
     assert "would start JAX before init_process_group (line 8)" in order.reason
-    rewritten = _port(source)
+    rewritten = port_text(source)
     assert "            torch.cuda.set_device(local_rank)" not in rewritten  # dedented source
     assert "    torch.cuda.set_device(local_rank)" in rewritten
     assert '    tj.distributed.init_process_group("nccl")' in rewritten
@@ -526,7 +513,7 @@ def test_jax_code_already_before_init_process_group_keeps_the_group_torchs() -> 
         print(jax.devices())
         dist.init_process_group("gloo")
         """
-    found = {f.rule: f for f in _scan(source)}
+    found = {f.rule: f for f in scan_text(source)}
     assert (
         "jax.devices(...) starts JAX before init_process_group (line 4)"
         in found["startup-order"].reason
@@ -548,7 +535,7 @@ def test_spawned_workers_are_followed() -> None:
             print(torch.cuda.device_count())
             mp.spawn(worker, nprocs=2)
         """
-    order = [f.line for f in _scan(source) if f.rule == "startup-order"]
+    order = [f.line for f in scan_text(source) if f.rule == "startup-order"]
     assert order == [6]  # the parent's device_count runs in another process
 
 
@@ -601,9 +588,9 @@ def test_unusual_calls_are_not_rewritten(snippet: str, reason: str) -> None:
     """In a line that JAX code reads, where ``x.cuda()`` and ``x.to(d)`` are rewritten,
     the unusual argument forms alone keep the call a finding."""
     source = "import torch\nimport jax.numpy as jnp\ny = {}\nz = jnp.sum(y)\n"
-    assert [f.fixable for f in _scan(source.format("x.cuda()"))] == [True]
-    assert [f.fixable for f in _scan(source.format("x.to(d)"))] == [True]
-    findings = _scan(source.format(snippet))
+    assert [f.fixable for f in scan_text(source.format("x.cuda()"))] == [True]
+    assert [f.fixable for f in scan_text(source.format("x.to(d)"))] == [True]
+    findings = scan_text(source.format(snippet))
     assert len(findings) == 1 and not findings[0].fixable
     assert reason in findings[0].reason
 
@@ -615,7 +602,7 @@ def test_unusual_calls_are_not_rewritten(snippet: str, reason: str) -> None:
 def test_every_tensor_to_form_tj_takes_is_rewritten(snippet: str) -> None:
     """torch's positional non_blocking/copy and memory_format= are tj.to_device's too."""
     source = f"import torch\nimport jax.numpy as jnp\ny = {snippet}\nz = jnp.sum(y)\n"
-    (finding,) = _scan(source)
+    (finding,) = scan_text(source)
     assert finding.fixable, finding.reason
     assert finding.replacement.startswith("tj.to_device(x, d")
 
@@ -635,7 +622,7 @@ def test_methods_called_on_self_are_followed() -> None:
 
         Trainer()
         """
-    assert [f.line for f in _scan(source) if f.rule == "startup-order"] == [6]
+    assert [f.line for f in scan_text(source) if f.rule == "startup-order"] == [6]
 
 
 def test_a_reader_that_stops_early_ends_the_scan_quietly() -> None:
@@ -658,6 +645,6 @@ def test_a_reader_that_stops_early_ends_the_scan_quietly() -> None:
 
 @pytest.mark.parametrize("spec", ['"cuda:{}".format(rank)', '"cuda:%d" % rank', 'f"cuda:{rank}"'])
 def test_a_formatted_device_string_in_torch_device_is_one_finding(spec: str) -> None:
-    findings = _scan(f"import torch\nd = torch.device({spec})\n")
+    findings = scan_text(f"import torch\nd = torch.device({spec})\n")
     assert [(f.line, f.rule, f.column) for f in findings] == [(2, "device-indexed", 5)]
     assert findings[0].replacement == f"tj.device({spec})"

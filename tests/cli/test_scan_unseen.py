@@ -15,18 +15,7 @@ import numpy as np
 import pytest
 
 import torch2jax_device as tj
-from tests.support.cli import run_cli
-from torch2jax_device.porting import scanner
-
-
-def _scan(source: str) -> list[scanner.Finding]:
-    return scanner.scan_source(textwrap.dedent(source))
-
-
-def _port(source: str) -> str:
-    source = textwrap.dedent(source)
-    return scanner.apply_edits(source, scanner.scan_source(source))
-
+from tests.support.cli import port_text, run_cli, scan_text
 
 # huggingface/transformers src/transformers/modeling_flax_pytorch_utils.py,
 # load_flax_checkpoint_in_pytorch_model (and the same call in the Flax model loaders).
@@ -60,8 +49,8 @@ def test_a_safetensors_flax_load_is_not_renamed_to_a_load_onto_the_cpu(
     assert tj.load_file(path)["w"].committed
     assert tj.load_file(path)["w"].devices() == {jax.local_devices(backend="cpu")[0]}
 
-    assert _port(FLAX_LOAD) == textwrap.dedent(FLAX_LOAD)
-    (finding,) = _scan(FLAX_LOAD)
+    assert port_text(FLAX_LOAD) == textwrap.dedent(FLAX_LOAD)
+    (finding,) = scan_text(FLAX_LOAD)
     assert finding.rule == "load-safetensors"
     assert finding.reason.startswith("safetensors.flax loads onto JAX's default device")
 
@@ -74,8 +63,8 @@ def test_a_safetensors_numpy_load_is_not_renamed_to_a_load_onto_the_cpu() -> Non
         arrays = safetensors.numpy.load_file("model.safetensors")
         total = jnp.sum(arrays["w"])  # NumPy in, JAX's default device out
         """
-    assert _port(source) == textwrap.dedent(source)
-    (finding,) = _scan(source)
+    assert port_text(source) == textwrap.dedent(source)
+    (finding,) = scan_text(source)
     assert finding.reason.startswith("safetensors.numpy gives NumPy arrays")
 
 
@@ -109,8 +98,8 @@ def test_a_torch_tensor_jnp_asarray_places_is_not_committed_to_the_cpu_first(
     assert not jax.numpy.asarray(torch.load(tmp_path / "model.pt")["w"]).committed
     assert jax.numpy.asarray(tj.load(tmp_path / "model.pt")["w"]).committed
 
-    assert _port(TORCH_TO_FLAX) == textwrap.dedent(TORCH_TO_FLAX)
-    (finding,) = _scan(TORCH_TO_FLAX)
+    assert port_text(TORCH_TO_FLAX) == textwrap.dedent(TORCH_TO_FLAX)
+    (finding,) = scan_text(TORCH_TO_FLAX)
     assert finding.rule == "torch-load-map-location"
     assert "jnp.asarray(pt_tensor) puts a torch tensor on JAX's default device" in finding.reason
 
@@ -131,7 +120,7 @@ def test_every_conversion_onto_the_default_device_holds_a_cpu_rewrite_back(
         x = torch.from_numpy(np.ones(3, np.float32))
         print(jnp.tanh({conversion}))
         """
-    (finding,) = _scan(source)
+    (finding,) = scan_text(source)
     assert finding.rule == "from-numpy"
     assert "puts a torch tensor on JAX's default device" in finding.reason
 
@@ -151,7 +140,7 @@ def test_a_conversion_told_its_device_still_takes_the_rewrite(conversion: str) -
         x = torch.from_numpy(np.ones(3, np.float32))
         print(jnp.tanh({conversion}))
         """
-    assert "x = tj.to_jax(np.ones(3, np.float32))" in _port(source).splitlines()
+    assert "x = tj.to_jax(np.ones(3, np.float32))" in port_text(source).splitlines()
 
 
 def test_the_keys_of_a_loaded_checkpoint_are_names_not_arrays() -> None:
@@ -170,7 +159,9 @@ def test_the_keys_of_a_loaded_checkpoint_are_names_not_arrays() -> None:
 
         print(load_pytorch_checkpoint_in_flax_state_dict("model.pt"))
         """
-    assert '    pt_state_dict = tj.load(pt_path, map_location="cpu")' in _port(source).splitlines()
+    assert (
+        '    pt_state_dict = tj.load(pt_path, map_location="cpu")' in port_text(source).splitlines()
+    )
 
 
 def test_a_value_reassigned_from_itself_is_not_read_by_its_own_rewrite() -> None:
@@ -189,8 +180,8 @@ def test_a_value_reassigned_from_itself_is_not_read_by_its_own_rewrite() -> None
 
         print(batchify(torch.arange(8.0), 2))
         """
-    assert _port(source) == textwrap.dedent(source)
-    reasons = {f.rule: f.reason for f in _scan(source)}
+    assert port_text(source) == textwrap.dedent(source)
+    reasons = {f.rule: f.reason for f in scan_text(source)}
     assert reasons["tensor-cuda"].startswith("no JAX code reads the result")
 
 
@@ -205,7 +196,7 @@ def test_a_value_reassigned_from_itself_in_a_loop_is_read_by_the_next_iteration(
             print(jnp.tanh(tj.to_jax(x)))
             x = x.to("cpu")
         """
-    assert '    x = tj.to_device(x, "cpu")' in _port(source).splitlines()
+    assert '    x = tj.to_device(x, "cpu")' in port_text(source).splitlines()
 
 
 def test_from_numpy_of_an_array_written_later_is_not_rewritten() -> None:
@@ -229,8 +220,8 @@ def test_from_numpy_of_an_array_written_later_is_not_rewritten() -> None:
             window[-1] = frame
             print(tj.to_device(torch.from_numpy(window), "cpu").sum())
         """
-    assert _port(source) == textwrap.dedent(source)
-    (finding,) = _scan(source)
+    assert port_text(source) == textwrap.dedent(source)
+    (finding,) = scan_text(source)
     assert finding.reason.startswith("line 7: window[:-1] = ... writes into it")
 
 
@@ -280,7 +271,7 @@ WINDOW = """\
     ],
 )
 def test_every_write_into_a_shared_array_holds_from_numpy_back(held: str, why: str) -> None:
-    (finding,) = _scan(held)
+    (finding,) = scan_text(held)
     assert finding.rule == "from-numpy" and why in finding.reason
 
 
@@ -298,7 +289,7 @@ def test_from_numpy_of_an_array_nothing_writes_is_rewritten(argument: str) -> No
         t = tj.to_device(torch.from_numpy({argument}), "cpu")
         print(np.mean(a))
         """
-    assert f't = tj.to_device(tj.to_jax({argument}), "cpu")' in _port(source).splitlines()
+    assert f't = tj.to_device(tj.to_jax({argument}), "cpu")' in port_text(source).splitlines()
 
 
 def test_a_move_of_a_tensor_written_later_is_not_rewritten() -> None:
@@ -320,8 +311,8 @@ def test_a_move_of_a_tensor_written_later_is_not_rewritten() -> None:
         x.add_(1)
         print(tj.to_jax(y))
         """
-    assert _port(source) == textwrap.dedent(source)
-    (finding,) = _scan(source)
+    assert port_text(source) == textwrap.dedent(source)
+    (finding,) = scan_text(source)
     assert finding.reason.startswith("line 6: x.add_(...) writes into it: x.cpu() is the tensor")
 
 
@@ -344,7 +335,7 @@ def test_a_move_into_its_own_name_is_rewritten_whatever_reads_the_name_later() -
         """
     assert (
         "        x, y = tj.to_device(x, device), tj.to_device(y, device)"
-        in _port(source).splitlines()
+        in port_text(source).splitlines()
     )
 
 

@@ -14,17 +14,8 @@ import jax
 import pytest
 
 import torch2jax_device as tj
+from tests.support.cli import port_text, scan_text
 from torch2jax_device.porting import scanner
-
-
-def _scan(source: str) -> list[scanner.Finding]:
-    return scanner.scan_source(textwrap.dedent(source))
-
-
-def _port(source: str) -> str:
-    source = textwrap.dedent(source)
-    return scanner.apply_edits(source, scanner.scan_source(source))
-
 
 # nshepperd/jaxtorch jaxtorch/pt.py, load: a checkpoint's tensors turned into JAX arrays
 # by a function of the file's own, handed to a tree map.
@@ -57,8 +48,8 @@ def test_a_tree_map_hands_each_leaf_to_its_function(tmp_path: Path) -> None:
     ported = tj.load(tmp_path / "model.pt", map_location="cpu")
     assert not isinstance(ported["w"], torch.Tensor) and ported["w"].committed
 
-    assert _port(JAXTORCH_LOAD) == textwrap.dedent(JAXTORCH_LOAD)
-    (finding,) = _scan(JAXTORCH_LOAD)
+    assert port_text(JAXTORCH_LOAD) == textwrap.dedent(JAXTORCH_LOAD)
+    (finding,) = scan_text(JAXTORCH_LOAD)
     assert finding.rule == "torch-load-map-location"
     assert "line 9: passed to isinstance(x, torch.Tensor)" in finding.reason
 
@@ -97,7 +88,7 @@ def test_a_tree_map_whose_function_needs_torch_holds_the_load_back(mapped: str, 
         state = torch.load("model.pt", map_location="cpu")
         print({mapped})
         """
-    (finding,) = _scan(source)
+    (finding,) = scan_text(source)
     assert finding.rule == "torch-load-map-location" and why in finding.reason
 
 
@@ -128,7 +119,7 @@ def test_a_tree_map_whose_function_takes_jax_arrays_keeps_the_rewrite(
         state = torch.load("model.pt", map_location="cpu")
         print({mapped})
         """
-    ported = _port(source)
+    ported = port_text(source)
     assert 'state = tj.load("model.pt", map_location="cpu")' in ported.splitlines()
     # The ported program runs: the patch compiles, and the JAX code takes tj.load's arrays.
     torch.save({"w": torch.ones(3)}, tmp_path / "model.pt")
@@ -285,7 +276,7 @@ def test_a_move_through_a_holder_nothing_writes_is_rewritten() -> None:
                 self.features = torch.ones(3)
                 return self
         """
-    lines = _port(source).splitlines()
+    lines = port_text(source).splitlines()
     assert '    x = tj.to_device(batch["x"], device)' in lines
     assert '    y = tj.to_device(batch["y"], device)' in lines
     assert (
@@ -320,8 +311,8 @@ def test_another_frameworks_moves_are_not_torch_idioms(imports: str, made: str) 
         x = {made}
         print(f(x.cpu()), f(x.cuda()), f(x.to("gpu")), x.device, x.cpu().device)
         """
-    assert _scan(source) == []
-    assert _port(source) == textwrap.dedent(source)
+    assert scan_text(source) == []
+    assert port_text(source) == textwrap.dedent(source)
 
 
 def test_a_torch_tensor_made_from_another_frameworks_array_is_still_torchs() -> None:
@@ -331,7 +322,7 @@ def test_a_torch_tensor_made_from_another_frameworks_array_is_still_torchs() -> 
 
         t = torch.from_numpy(cp.asnumpy(cp.ones(3))).cuda()
         """
-    assert [f.rule for f in _scan(source)] == ["from-numpy", "tensor-cuda"]
+    assert [f.rule for f in scan_text(source)] == ["from-numpy", "tensor-cuda"]
 
 
 def test_a_numpy_view_of_the_result_is_followed() -> None:
@@ -355,7 +346,7 @@ def test_a_numpy_view_of_the_result_is_followed() -> None:
             a[0] = 1.0
             return a
         """
-    (finding,) = _scan(source)
+    (finding,) = scan_text(source)
     assert finding.rule == "tensor-cpu"
     assert "line 9: a[0] = ... writes into it (arrays are immutable)" in finding.reason
 
@@ -401,7 +392,7 @@ def test_a_view_moved_then_written_through_the_tensor_is_not_rewritten(
             def step(self):
                 self.w.mul_(0.5)
         """
-    moves = [f for f in _scan(source) if f.rule.startswith("tensor-") and f.line == 7]
+    moves = [f for f in scan_text(source) if f.rule.startswith("tensor-") and f.line == 7]
     assert moves and all(f.reason is not None for f in moves)
     assert any(why in str(f.reason) for f in moves), [f.reason for f in moves]
 
@@ -420,7 +411,7 @@ def test_a_view_moved_into_its_own_name_is_rewritten() -> None:
             x = x.detach().to(device)
             return step(x)
         """
-    assert "    x = tj.to_device(x.detach(), device)" in _port(source).splitlines()
+    assert "    x = tj.to_device(x.detach(), device)" in port_text(source).splitlines()
 
 
 # A Flax MNIST trainer fed by torch's DataLoader (main.py of a public JAX project; the
@@ -446,7 +437,7 @@ FLAX_TRAINER_LOADER = """\
 
 
 def test_a_generator_that_only_orders_torchs_data_is_kept() -> None:
-    generators = [f for f in _scan(FLAX_TRAINER_LOADER) if f.rule == "generator-device"]
+    generators = [f for f in scan_text(FLAX_TRAINER_LOADER) if f.rule == "generator-device"]
     assert [f.line for f in generators] == [6, 7, 10]  # g, g.manual_seed, the seeded one
     for finding in generators:
         assert finding.reason is not None
@@ -461,6 +452,6 @@ def test_a_generator_that_draws_numbers_keeps_the_advice() -> None:
         g.manual_seed(0)
         order = torch.randperm(10, generator=g)
         """
-    generators = [f for f in _scan(source) if f.rule == "generator-device"]
+    generators = [f for f in scan_text(source) if f.rule == "generator-device"]
     assert len(generators) == 2
     assert all(not (f.reason or "").startswith("it seeds") for f in generators)

@@ -8,23 +8,11 @@ import textwrap
 
 import pytest
 
+from tests.support.cli import found_rules, port_text, scan_text
 from torch2jax_device.porting import scanner
 
 ACCELERATE = "from accelerate import Accelerator\n"
 FABRIC = "from lightning.fabric import Fabric\n"
-
-
-def _scan(source: str) -> list[scanner.Finding]:
-    return scanner.scan_source(textwrap.dedent(source))
-
-
-def _rules(source: str) -> list[tuple[int, str]]:
-    return [(f.line, f.rule) for f in _scan(source) if f.rule != "startup-order"]
-
-
-def _port(source: str) -> str:
-    source = textwrap.dedent(source)
-    return scanner.apply_edits(source, scanner.scan_source(source))
 
 
 # -- libraries built on torch ---------------------------------------------------------------
@@ -56,7 +44,7 @@ def test_accelerate_lines_are_reported_and_never_rewritten() -> None:
             accelerator.log({"loss": 1.0})
         """
     )
-    found = _rules(source)
+    found = found_rules(source)
     assert (5, "library-launcher") in found and (6, "library-seed") in found
     assert (7, "library-prepare") in found and (9, "library-device") in found
     assert (10, "library-backward") in found and (11, "library-collective") in found
@@ -68,7 +56,7 @@ def test_accelerate_lines_are_reported_and_never_rewritten() -> None:
 
 @pytest.mark.idiom("library-to-device")
 def test_fabric_lines_are_reported_for_a_fabric_passed_in() -> None:
-    found = _rules(
+    found = found_rules(
         FABRIC
         + textwrap.dedent(
             """\
@@ -95,7 +83,7 @@ def test_fabric_lines_are_reported_for_a_fabric_passed_in() -> None:
 
 def test_library_names_on_other_objects_are_not_reported() -> None:
     assert (
-        _rules(
+        found_rules(
             """\
         import numpy as np
         def gather(values):
@@ -115,7 +103,7 @@ def test_library_names_on_other_objects_are_not_reported() -> None:
 @pytest.mark.idiom("device-string-logic")
 @pytest.mark.idiom("device-string")
 def test_device_strings_tested_and_assigned_are_reported() -> None:
-    found = _rules(
+    found = found_rules(
         """\
         import torch
         def pick(device, args):
@@ -135,7 +123,7 @@ def test_device_strings_tested_and_assigned_are_reported() -> None:
 
 
 def test_device_string_advice_points_at_the_lines_that_test_it() -> None:
-    findings = _scan(
+    findings = scan_text(
         """\
         import torch
         device = "cuda"
@@ -149,7 +137,7 @@ def test_device_string_advice_points_at_the_lines_that_test_it() -> None:
 
 # -- devices held by objects ---------------------------------------------------------------------
 def test_devices_held_by_objects_are_reported() -> None:
-    found = _rules(
+    found = found_rules(
         """\
         import torch
         import torch.nn as nn
@@ -174,7 +162,7 @@ def test_devices_held_by_objects_are_reported() -> None:
 def test_a_device_read_inside_jitted_code_is_deleted_not_ported() -> None:
     finding = next(
         f
-        for f in _scan(
+        for f in scan_text(
             """\
             import jax
             @jax.jit
@@ -191,7 +179,7 @@ def test_a_device_read_inside_jitted_code_is_deleted_not_ported() -> None:
 # -- imports behind a guard, aliases, generators, the launcher's environment, DTensor -------------
 @pytest.mark.idiom("dtensor-full-tensor")
 def test_guarded_imports_aliases_generators_environment_and_dtensor() -> None:
-    found = _rules(
+    found = found_rules(
         """\
         import os
         import torch
@@ -225,14 +213,14 @@ def test_load_state_dict_of_torch_load_is_reported_and_not_half_rewritten() -> N
         model = Net()
         model.load_state_dict(torch.load(path))
         """
-    assert _rules(source) == [(3, "load-model-state")]
-    assert "tj.load(" not in _port(source), "model.load_state_dict(tj.load(p)) fails on NNX"
-    finding = _scan(source)[0]
+    assert found_rules(source) == [(3, "load-model-state")]
+    assert "tj.load(" not in port_text(source), "model.load_state_dict(tj.load(p)) fails on NNX"
+    finding = scan_text(source)[0]
     assert finding.replacement == "model = tj.load_state(model, path)"
 
 
 def test_load_state_dict_of_an_nnx_model_becomes_tj_load_state() -> None:
-    ported = _port(
+    ported = port_text(
         """\
         import torch
         from flax import nnx
@@ -249,7 +237,7 @@ def test_load_state_dict_of_an_nnx_model_becomes_tj_load_state() -> None:
 @pytest.mark.idiom("optimizer-parameters")
 @pytest.mark.idiom("dataloader-workers")
 def test_model_level_lines_every_trainer_has() -> None:
-    findings = _scan(
+    findings = scan_text(
         """\
         import torch
         from torch.utils.data import DataLoader
@@ -278,7 +266,7 @@ def test_model_level_lines_every_trainer_has() -> None:
 # -- false findings gone ---------------------------------------------------------------------------
 def test_look_alikes_get_no_finding() -> None:
     assert (
-        _rules(
+        found_rules(
             """\
         import torch
         version = torch.version.__version__
@@ -293,7 +281,7 @@ def test_look_alikes_get_no_finding() -> None:
 
 
 def test_tj_load_takes_file_objects_and_mmap() -> None:
-    findings = _scan(
+    findings = scan_text(
         """\
         import torch
         with open(path, "rb") as f:
@@ -351,7 +339,7 @@ def test_set_device_stays_torchs_while_torch_uses_the_device() -> None:
 
 
 def test_trainers_built_on_the_libraries_and_inherited_model_devices() -> None:
-    found = _rules(
+    found = found_rules(
         """\
         import lightning as L
         import torch.nn as nn
@@ -380,7 +368,7 @@ def test_trainers_built_on_the_libraries_and_inherited_model_devices() -> None:
 
 def test_a_device_name_handed_to_a_call_is_no_finding_of_its_own() -> None:
     assert (
-        _rules(
+        found_rules(
             """\
         import torch2jax_device as tj
         device = tj.device("cuda" if tj.cuda.is_available() else "cpu")
@@ -391,7 +379,7 @@ def test_a_device_name_handed_to_a_call_is_no_finding_of_its_own() -> None:
 
 
 def test_device_maps_pipelines_and_deepspeed_engines() -> None:
-    found = _rules(
+    found = found_rules(
         """\
         import deepspeed
         from accelerate import init_empty_weights
@@ -420,7 +408,7 @@ def test_device_maps_pipelines_and_deepspeed_engines() -> None:
 
 
 def test_the_runtimes_debug_variables_are_reported() -> None:
-    findings = _scan(
+    findings = scan_text(
         """\
         import os
         os.environ["CUDA_LAUNCH_BLOCKING"] = "1"

@@ -13,12 +13,14 @@ import copy
 import io
 import os
 import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from torch2jax_device.cli import devices, main
+from torch2jax_device.porting import scanner
 
 # The variables JAX and XLA read: run_cli_in starts from an environment without them.
 JAX_PREFIXES = ("JAX_", "XLA_")
@@ -71,3 +73,19 @@ def one_probe_per_environment() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(devices, "probe", probe)
         yield
+
+
+def scan_text(source: str) -> list[scanner.Finding]:
+    """``scan`` of the Python ``source`` (dedented), as the command reads a file."""
+    return scanner.scan_source(textwrap.dedent(source))
+
+
+def port_text(source: str) -> str:
+    """``source`` (dedented) with every rewrite ``scan --diff`` makes applied."""
+    source = textwrap.dedent(source)
+    return scanner.apply_edits(source, scanner.scan_source(source))
+
+
+def found_rules(source: str) -> list[tuple[int, str]]:
+    """``(line, rule)`` of each finding of ``scan_text(source)`` but the start-up order."""
+    return [(f.line, f.rule) for f in scan_text(source) if f.rule != "startup-order"]
