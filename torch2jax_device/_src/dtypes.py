@@ -8,6 +8,7 @@ module makes that visible once per dtype, with the fix.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -23,6 +24,7 @@ from .errors import DTypeError
 
 __all__ = [
     "DtypeNarrowingWarning",
+    "array_dtype",
     "caller_stacklevel",
     "canonical",
     "holds",
@@ -67,6 +69,29 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
             f"unknown dtype {dtype!r}: JAX dtypes are NumPy dtypes plus bfloat16 and the "
             "float8 kinds; pass e.g. jnp.float32, 'bfloat16' or torch.float16"
         ) from err
+
+
+def array_dtype(dtype: Any) -> np.dtype[Any]:
+    """`to_numpy_dtype` for a dtype JAX arrays must take (``to_device(..., dtype=)``).
+
+    Raises:
+        DTypeError: JAX does not know the dtype, or knows it but cannot hold data of it
+            (`holds`); the message names it and the fix.
+    """
+    result = to_numpy_dtype(dtype)
+    if not holds(result):
+        raise DTypeError(f"dtype {result.name!r} {cannot_hold(result)}")
+    return result
+
+
+def cannot_hold(dtype: np.dtype[Any]) -> str:
+    """Why JAX arrays cannot hold ``dtype`` data, and the fix (after "dtype X ...")."""
+    return (
+        f"cannot be held by JAX {jax.__version__} arrays: JAX names it, but its runtime "
+        "cannot transfer its data (ml_dtypes' float6 and complex kinds, for example). Fix: "
+        "cast it on the host first (array.astype(np.float32), or ml_dtypes.float8_e4m3fn / "
+        "float4_e2m1fn for a small float), or keep it out of the data you move"
+    )
 
 
 def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -141,11 +166,33 @@ def _warn_narrowing(dtype: np.dtype[Any], result: np.dtype[Any], consequence: st
 def holds(dtype: np.dtype[Any]) -> bool:
     """Whether JAX arrays can hold this NumPy dtype: numbers and booleans, ml_dtypes' kinds.
 
-    Strings, bytes, objects, dates and structured records cannot become JAX arrays.
+    Strings, bytes, objects, dates and structured records cannot become JAX arrays, nor
+    can the ml_dtypes kinds this JAX's runtime does not transfer (`transfers`).
     """
     if dtype.kind in "biufc":
         return True
-    return dtype.kind == "V" and dtype.fields is None and dtype.type.__module__ == "ml_dtypes"
+    return (
+        dtype.kind == "V"
+        and dtype.fields is None
+        and dtype.type.__module__ == "ml_dtypes"
+        and transfers(dtype)
+    )
+
+
+@functools.cache
+def transfers(dtype: np.dtype[Any]) -> bool:
+    """Whether this JAX moves NumPy data of the ml_dtypes kind ``dtype`` onto a device.
+
+    JAX names every ml_dtypes kind (``jnp.dtype`` and ``jnp.float6_e2m3fn`` exist), but
+    its runtime refuses some (jax 0.10: ``Unknown NumPy dtype`` for float6, ``TypeError``
+    for complex32), and which ones changes between versions; so one element is moved once
+    per dtype and the answer kept.
+    """
+    try:
+        jax.block_until_ready(jax.device_put(np.zeros(1, dtype)))
+    except Exception:  # whatever JAX raises, the answer is "no"
+        return False
+    return True
 
 
 def is_inexact(dtype: np.dtype[Any]) -> bool:

@@ -117,6 +117,10 @@ def host_array(array: np.ndarray[Any, Any], strict: bool = False) -> np.ndarray[
         ConversionError: the dtype holds no numbers (strings, objects, records...), or
             the bytes are big-endian and ``strict`` forbids the converting copy.
     """
+    if not dtypes.holds(array.dtype) and array.dtype.type.__module__ == "ml_dtypes":
+        raise ConversionError(
+            f"a NumPy array of dtype {array.dtype} {dtypes.cannot_hold(array.dtype)}"
+        )
     if not dtypes.holds(array.dtype):
         raise ConversionError(
             f"a NumPy array of dtype {array.dtype} ({_KIND_NAMES.get(array.dtype.kind, 'records')})"

@@ -226,7 +226,7 @@ def to_device(
             obj,
             flat.leaves,
             target,
-            None if dtype is None else dtypes.canonical(dtypes.to_numpy_dtype(dtype)),
+            None if dtype is None else dtypes.canonical(dtypes.array_dtype(dtype)),
             cast_all=single,
             convert_scalars=single,
             copy=copy,
