@@ -120,6 +120,20 @@ def test_ml_dtypes_move_or_raise_the_librarys_error(name: str) -> None:
         tj.to_device(np.zeros(2, np.float32), "cpu", dtype=dtype)
 
 
+@pytest.mark.parametrize("name", ["float6_e2m3fn", "float6_e3m2fn"])
+@pytest.mark.parametrize("device", ["cpu", None])
+def test_a_dtype_casts_float6_data_on_the_host_as_before(name: str, device: Any) -> None:
+    """Asking for a dtype JAX holds still works: the cast happens before the transfer."""
+    host = np.arange(-3, 4).astype(getattr(ml_dtypes, name))
+    expected = host.astype(np.float32)
+    for moved in (
+        tj.to_device({"w": host}, device, dtype=jnp.float32)["w"],
+        tj.to_device(host, device, dtype=jnp.float32),
+        tj.to_device(host, device, jnp.bfloat16),
+    ):
+        np.testing.assert_array_equal(np.asarray(moved, np.float32), expected)
+
+
 def test_float6_is_among_the_kinds_this_jax_refuses_or_moves() -> None:
     """The oracle really refuses float6 in this JAX, so the test above checks the errors."""
     if jax_runtime_takes(np.dtype(ml_dtypes.float6_e2m3fn)):

@@ -26,11 +26,13 @@ __all__ = [
     "DtypeNarrowingWarning",
     "array_dtype",
     "caller_stacklevel",
+    "cannot_hold",
     "canonical",
     "holds",
     "is_inexact",
     "narrow_host",
     "to_numpy_dtype",
+    "transfers",
 ]
 
 
@@ -76,10 +78,10 @@ def array_dtype(dtype: Any) -> np.dtype[Any]:
 
     Raises:
         DTypeError: JAX does not know the dtype, or knows it but cannot hold data of it
-            (`holds`); the message names it and the fix.
+            (`transfers`); the message names it and the fix.
     """
     result = to_numpy_dtype(dtype)
-    if not holds(result):
+    if not transfers(result):
         raise DTypeError(f"dtype {result.name!r} {cannot_hold(result)}")
     return result
 
@@ -90,7 +92,8 @@ def cannot_hold(dtype: np.dtype[Any]) -> str:
         f"cannot be held by JAX {jax.__version__} arrays: JAX names it, but its runtime "
         "cannot transfer its data (ml_dtypes' float6 and complex kinds, for example). Fix: "
         "cast it on the host first (array.astype(np.float32), or ml_dtypes.float8_e4m3fn / "
-        "float4_e2m1fn for a small float), or keep it out of the data you move"
+        "float4_e2m1fn for a small float; tj.to_device(x, device, dtype) casts it there), "
+        "or keep it out of the data you move"
     )
 
 
@@ -166,28 +169,27 @@ def _warn_narrowing(dtype: np.dtype[Any], result: np.dtype[Any], consequence: st
 def holds(dtype: np.dtype[Any]) -> bool:
     """Whether JAX arrays can hold this NumPy dtype: numbers and booleans, ml_dtypes' kinds.
 
-    Strings, bytes, objects, dates and structured records cannot become JAX arrays, nor
-    can the ml_dtypes kinds this JAX's runtime does not transfer (`transfers`).
+    Strings, bytes, objects, dates and structured records cannot become JAX arrays. Of
+    ml_dtypes' kinds, some cannot be transferred as they are (`transfers`).
     """
     if dtype.kind in "biufc":
         return True
-    return (
-        dtype.kind == "V"
-        and dtype.fields is None
-        and dtype.type.__module__ == "ml_dtypes"
-        and transfers(dtype)
-    )
+    return dtype.kind == "V" and dtype.fields is None and dtype.type.__module__ == "ml_dtypes"
 
 
-@functools.cache
 def transfers(dtype: np.dtype[Any]) -> bool:
-    """Whether this JAX moves NumPy data of the ml_dtypes kind ``dtype`` onto a device.
+    """Whether this JAX moves NumPy data of ``dtype`` onto a device as it is.
 
     JAX names every ml_dtypes kind (``jnp.dtype`` and ``jnp.float6_e2m3fn`` exist), but
     its runtime refuses some (jax 0.10: ``Unknown NumPy dtype`` for float6, ``TypeError``
-    for complex32), and which ones changes between versions; so one element is moved once
-    per dtype and the answer kept.
+    for complex32), and which ones changes between versions; so for those kinds one
+    element is moved once per dtype and the answer kept.
     """
+    return dtype.kind in "biufc" or _moves_one_element(dtype)
+
+
+@functools.cache
+def _moves_one_element(dtype: np.dtype[Any]) -> bool:
     try:
         jax.block_until_ready(jax.device_put(np.zeros(1, dtype)))
     except Exception:  # whatever JAX raises, the answer is "no"
