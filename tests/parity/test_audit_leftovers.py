@@ -20,6 +20,7 @@ import os
 import pathlib
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -132,6 +133,28 @@ def test_a_dtype_casts_float6_data_on_the_host_as_before(name: str, device: Any)
         tj.to_device(host, device, jnp.bfloat16),
     ):
         np.testing.assert_array_equal(np.asarray(moved, np.float32), expected)
+
+
+def pinned_host() -> jax.sharding.Sharding:
+    return jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0], memory_kind="pinned_host")
+
+
+MOVES = {
+    "pinned": lambda batch: tj.to_device(batch, pinned_host()),
+    "pin_memory": tj.pin_memory,
+    "prefetch": lambda batch: list(tj.prefetch_to_device([batch], "cpu")),
+    "non_blocking": lambda batch: tj.to_device(batch, "cpu", non_blocking=True),
+    "copy": lambda batch: tj.to_device(batch, "cpu", copy=True),
+}
+
+
+@pytest.mark.parametrize("move", list(MOVES))
+def test_every_host_to_device_path_names_a_kind_jax_cannot_transfer(move: str) -> None:
+    dtype = np.dtype(ml_dtypes.float6_e2m3fn)
+    if jax_runtime_takes(dtype):
+        pytest.skip("this JAX transfers float6")
+    with pytest.raises(tj.ConversionError, match=r"leaf \['w'\]: .*float6_e2m3fn cannot be held"):
+        MOVES[move]({"w": np.zeros(4, dtype)})
 
 
 def test_float6_is_among_the_kinds_this_jax_refuses_or_moves() -> None:
