@@ -38,6 +38,7 @@ if TYPE_CHECKING or not _preflight.started_as_command_line():
     from ._src.device import resolve as resolve
     from ._src.dtypes import DtypeNarrowingWarning as DtypeNarrowingWarning
     from ._src.errors import AlreadyInitializedError as AlreadyInitializedError
+    from ._src.errors import ArgumentTypeError as ArgumentTypeError
     from ._src.errors import BackendInitError as BackendInitError
     from ._src.errors import CheckpointError as CheckpointError
     from ._src.errors import ConfigError as ConfigError
@@ -123,6 +124,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [
     "AlreadyInitializedError",
+    "ArgumentTypeError",
     "ArrayReport",
     "BackendInitError",
     "CheckpointError",

@@ -490,9 +490,9 @@ def test_a_write_that_fails_midway_keeps_the_old_file(tmp_path: Path) -> None:
     [
         ([np.ones(2)], None, tj.ConversionError, "mapping of names to arrays, not list"),
         ({"w": [1.0, 2.0]}, None, tj.ConversionError, "tensor 'w' is a list"),
-        ({1: np.ones(2)}, None, tj.ConversionError, "names must be strings"),
+        ({1: np.ones(2)}, None, tj.ArgumentTypeError, "names must be strings"),
         ({"__metadata__": np.ones(2)}, None, tj.ConversionError, "other than '__metadata__'"),
-        ({"w": np.ones(2)}, {"step": 10}, tj.ConversionError, "metadata must map str to str"),
+        ({"w": np.ones(2)}, {"step": 10}, tj.ArgumentTypeError, "metadata must map str to str"),
         ({"w": np.array(["a"])}, None, tj.DTypeError, "tensor 'w' has dtype <U1"),
         ({"w": np.ones(2, ml_dtypes.int4)}, None, tj.DTypeError, "dtype int4, which"),
         (

@@ -8,6 +8,7 @@ module makes that visible once per dtype, with the fix.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -23,12 +24,15 @@ from .errors import DTypeError
 
 __all__ = [
     "DtypeNarrowingWarning",
+    "array_dtype",
     "caller_stacklevel",
+    "cannot_hold",
     "canonical",
     "holds",
     "is_inexact",
     "narrow_host",
     "to_numpy_dtype",
+    "transfers",
 ]
 
 
@@ -67,6 +71,30 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
             f"unknown dtype {dtype!r}: JAX dtypes are NumPy dtypes plus bfloat16 and the "
             "float8 kinds; pass e.g. jnp.float32, 'bfloat16' or torch.float16"
         ) from err
+
+
+def array_dtype(dtype: Any) -> np.dtype[Any]:
+    """`to_numpy_dtype` for a dtype JAX arrays must take (``to_device(..., dtype=)``).
+
+    Raises:
+        DTypeError: JAX does not know the dtype, or knows it but cannot hold data of it
+            (`transfers`); the message names it and the fix.
+    """
+    result = to_numpy_dtype(dtype)
+    if not transfers(result):
+        raise DTypeError(f"dtype {result.name!r} {cannot_hold(result)}")
+    return result
+
+
+def cannot_hold(dtype: np.dtype[Any]) -> str:
+    """Why JAX arrays cannot hold ``dtype`` data, and the fix (after "dtype X ...")."""
+    return (
+        f"cannot be held by JAX {jax.__version__} arrays: JAX names it, but its runtime "
+        "cannot transfer its data (ml_dtypes' float6 and complex kinds, for example). Fix: "
+        "cast it on the host first (array.astype(np.float32), or ml_dtypes.float8_e4m3fn / "
+        "float4_e2m1fn for a small float; tj.to_device(x, device, dtype) casts it there), "
+        "or keep it out of the data you move"
+    )
 
 
 def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -141,11 +169,32 @@ def _warn_narrowing(dtype: np.dtype[Any], result: np.dtype[Any], consequence: st
 def holds(dtype: np.dtype[Any]) -> bool:
     """Whether JAX arrays can hold this NumPy dtype: numbers and booleans, ml_dtypes' kinds.
 
-    Strings, bytes, objects, dates and structured records cannot become JAX arrays.
+    Strings, bytes, objects, dates and structured records cannot become JAX arrays. Of
+    ml_dtypes' kinds, some cannot be transferred as they are (`transfers`).
     """
     if dtype.kind in "biufc":
         return True
     return dtype.kind == "V" and dtype.fields is None and dtype.type.__module__ == "ml_dtypes"
+
+
+def transfers(dtype: np.dtype[Any]) -> bool:
+    """Whether this JAX moves NumPy data of ``dtype`` onto a device as it is.
+
+    JAX names every ml_dtypes kind (``jnp.dtype`` and ``jnp.float6_e2m3fn`` exist), but
+    its runtime refuses some (jax 0.10: ``Unknown NumPy dtype`` for float6, ``TypeError``
+    for complex32), and which ones changes between versions; so for those kinds one
+    element is moved once per dtype and the answer kept.
+    """
+    return dtype.kind in "biufc" or _moves_one_element(dtype)
+
+
+@functools.cache
+def _moves_one_element(dtype: np.dtype[Any]) -> bool:
+    try:
+        jax.block_until_ready(jax.device_put(np.zeros(1, dtype)))
+    except Exception:  # whatever JAX raises, the answer is "no"
+        return False
+    return True
 
 
 def is_inexact(dtype: np.dtype[Any]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyInitializedError",
+    "ArgumentTypeError",
     "BackendInitError",
     "CheckpointError",
     "ConfigError",
@@ -418,4 +419,21 @@ class StateDictError(CheckpointError, RuntimeError):
         ... except RuntimeError as error:
         ...     print(type(error).__name__, str(error).split(":")[0])
         StateDictError Error(s) in loading the state into Linear
+    """
+
+
+class ArgumentTypeError(Torch2JaxDeviceError, TypeError):
+    """An argument of a type the torch or safetensors call it mirrors refuses with ``TypeError``.
+
+    A dimension that is not an int (``p.size(1.0)``), a tensor name or ``metadata`` entry
+    of `tj.save_file` that is not a string. The message names the value and the fix.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.Parameter(jnp.ones((2, 3))).size(1.0)
+        ... except TypeError as error:  # torch raises TypeError too
+        ...     print(str(error).split(";")[0])
+        size(): argument 'dim' must be int, not float
     """

@@ -100,6 +100,10 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
 def _from_numpy(array: np.ndarray[Any, Any], strict: bool) -> jax.Array:
     cpu = jax.local_devices(backend="cpu")[0]
     array = host_array(array, strict)
+    if not dtypes.transfers(array.dtype):
+        raise ConversionError(
+            f"a NumPy array of dtype {array.dtype} {dtypes.cannot_hold(array.dtype)}"
+        )
     if strict:
         _require_zero_copy(array.dtype, array.ctypes.data, array.flags.c_contiguous, "array")
         result: jax.Array = jax.device_put(array, cpu)
@@ -117,6 +121,10 @@ def host_array(array: np.ndarray[Any, Any], strict: bool = False) -> np.ndarray[
         ConversionError: the dtype holds no numbers (strings, objects, records...), or
             the bytes are big-endian and ``strict`` forbids the converting copy.
     """
+    if not dtypes.holds(array.dtype) and array.dtype.type.__module__ == "ml_dtypes":
+        raise ConversionError(  # complex32, bcomplex32: ml_dtypes' pairs of halves
+            f"a NumPy array of dtype {array.dtype} {dtypes.cannot_hold(array.dtype)}"
+        )
     if not dtypes.holds(array.dtype):
         raise ConversionError(
             f"a NumPy array of dtype {array.dtype} ({_KIND_NAMES.get(array.dtype.kind, 'records')})"

@@ -26,7 +26,9 @@ from .detect import (
 )
 from .device import Device
 from .errors import (
+    ArgumentTypeError,
     EmptyTreeError,
+    InvalidIndexError,
     MixedDeviceError,
     NoSuchAttributeError,
     UnsupportedOperationError,
@@ -416,7 +418,12 @@ class Parameter:
     the parts ported code reads: ``.device`` is a torch-style
     [`tj.device`][torch2jax_device.Device] (``.type``, ``.index``, ``str(...) == "cpu"``,
     ``==`` with ``torch.device`` and ``tj.device``), never a bare ``jax.Device``; ``.data``
-    is the array; ``numel()`` counts elements (``sum(p.numel() for p in ...)``). Everything
+    is the array; ``numel()`` counts elements (``sum(p.numel() for p in ...)``). ``size``
+    answers both languages: read as a value it is JAX's ``Array.size``, the element count
+    (an ``int``); called, it is torch's ``Tensor.size``: ``p.size()`` is the shape (a
+    tuple, equal to the ``torch.Size`` torch gives), ``p.size(dim)`` one length, negative
+    ``dim`` counting from the end, and a ``dim`` out of range raises ``IndexError``
+    ([`tj.InvalidIndexError`][torch2jax_device.InvalidIndexError]) as in torch. Everything
     else is the array's own: ``shape``, ``dtype``, ``sharding``, methods, operators.
 
     It stays an array in JAX code: ``jnp`` functions, ``jax.jit`` / ``jax.grad``
@@ -438,6 +445,8 @@ class Parameter:
         >>> p = tj.Parameter(tj.to_device(jnp.ones((2, 3)), "cpu"))
         >>> p.device == torch.device("cpu"), p.device.index, p.numel()
         (True, None, 6)
+        >>> p.size, p.size(), p.size(-1)  # JAX's element count; torch's shape and length
+        (6, (2, 3), 3)
         >>> jax.jit(lambda w: w.sum())(p)
         Array(6., dtype=float32)
     """
@@ -465,6 +474,11 @@ class Parameter:
     def numel(self) -> int:
         """The number of elements (``Tensor.numel``)."""
         return int(np.prod(self._array.shape, dtype=np.int64))
+
+    @property
+    def size(self) -> ParameterSize:
+        """The element count (``Array.size``), callable as torch's ``Tensor.size([dim])``."""
+        return ParameterSize(tuple(self._array.shape))
 
     def tree_flatten_with_keys(self) -> tuple[tuple[tuple[Any, Any]], None]:
         return ((jax.tree_util.GetAttrKey("data"), self._array),), None
@@ -545,6 +559,58 @@ class Parameter:
 
     def __format__(self, spec: str) -> str:
         return format(self._array, spec)
+
+
+class ParameterSize(int):
+    """``Parameter.size``: JAX's element count, an ``int``, and torch's ``size()`` when called.
+
+    JAX code reads ``p.size`` as ``Array.size`` (``sum(p.size for p in ...)``) and torch
+    code calls ``p.size()`` / ``p.size(dim)``; both work on the same value.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> size = tj.Parameter(jnp.ones((2, 3))).size
+        >>> size + 0, size(), size(0)
+        (6, (2, 3), 2)
+    """
+
+    _shape: tuple[int, ...]
+
+    def __new__(cls, shape: tuple[int, ...]) -> ParameterSize:
+        count = super().__new__(cls, int(np.prod(shape, dtype=np.int64)))
+        count._shape = shape
+        return count
+
+    def __call__(self, dim: int | None = None) -> Any:
+        """``Tensor.size(dim)``: the shape without ``dim``, else the length along it.
+
+        Raises:
+            ArgumentTypeError: ``dim`` is not an int (torch raises ``TypeError``).
+            InvalidIndexError: ``dim`` is out of range (torch raises ``IndexError``).
+        """
+        if dim is None:
+            return self._shape
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise ArgumentTypeError(
+                f"size(): argument 'dim' must be int, not {type(dim).__name__}; pass an axis "
+                "number (negative counts from the end), or nothing for the whole shape"
+            )
+        rank = len(self._shape)
+        if rank == 0:
+            raise InvalidIndexError(
+                f"Dimension specified as {dim} but tensor has no dimensions; a 0-d array's "
+                "size() is ()"
+            )
+        if not -rank <= dim < rank:
+            raise InvalidIndexError(
+                f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], "
+                f"but got {dim})"
+            )
+        return self._shape[dim]
+
+    def __reduce__(self) -> tuple[type[ParameterSize], tuple[tuple[int, ...]]]:
+        return (ParameterSize, (self._shape,))
 
 
 #: torch's placement methods of a Parameter, and what ported code calls instead.

@@ -226,7 +226,7 @@ def to_device(
             obj,
             flat.leaves,
             target,
-            None if dtype is None else dtypes.canonical(dtypes.to_numpy_dtype(dtype)),
+            None if dtype is None else dtypes.canonical(dtypes.array_dtype(dtype)),
             cast_all=single,
             convert_scalars=single,
             copy=copy,
@@ -261,6 +261,7 @@ def _plain_host_data(leaves: list[Any]) -> bool:
             if not (
                 dtype.isnative
                 and dtypes.holds(dtype)
+                and dtypes.transfers(dtype)
                 and jax.dtypes.canonicalize_dtype(dtype) == dtype
             ):
                 return False
@@ -492,6 +493,11 @@ def _move(
             # Host data joins the one batched transfer directly, cast on the host.
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
             cast = _host_cast(host, dtype, cast_all)
+            if not dtypes.transfers(cast.dtype):
+                raise ConversionError(
+                    f"leaf {_leaf_path(tree, index)}: a NumPy array of dtype {cast.dtype} "
+                    f"{dtypes.cannot_hold(cast.dtype)}"
+                )
             shares = np.may_share_memory(cast, leaf)
             moved[index] = _aligned_copy(cast) if host_copy and shares else cast
             if host_read_later and shares:
@@ -499,6 +505,8 @@ def _move(
             pending.append(index)
             continue
         elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
+            if dtype is not None and not is_torch_tensor(leaf) and not dtypes.transfers(leaf.dtype):
+                leaf = _host_cast(np.asarray(leaf), dtype, cast_all)  # JAX cannot take it as is
             converted = _leaf_conversion(tree, index, to_jax, leaf)
             array = _cast(converted, dtype, cast_all)
             shared = array is converted

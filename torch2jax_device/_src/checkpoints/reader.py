@@ -348,8 +348,12 @@ def _basic_index(index: Any, name: str) -> tuple[Any, ...]:
     """``index`` as a tuple that makes NumPy return a view: basic, ending in ``...``.
 
     Advanced indexing, and a scalar result (all dimensions indexed by ints), would make
-    NumPy read the memory the view points at; a trailing ``...`` keeps a 0-d view.
+    NumPy read the memory the view points at; a trailing ``...`` keeps a 0-d view. A bare
+    empty list selects nothing along the first axis, as safetensors' ``get_slice`` reads
+    it (``[0:0]``); other lists are refused, as safetensors refuses them.
     """
+    if isinstance(index, list) and not index:
+        index = slice(0, 0)
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
         if item is Ellipsis or item is None or _is_integer(item):

@@ -17,7 +17,7 @@ from .. import dtypes
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
 from ..distributed.transfer import to_numpy
-from ..errors import ConversionError, DTypeError
+from ..errors import ArgumentTypeError, ConversionError, DTypeError
 from . import sharded
 from .format import DTYPES, code_of
 from .one_device import OnDevice, Placement, TensorSlice
@@ -287,9 +287,11 @@ def save_file(
         metadata: Strings to store in the header's ``__metadata__``.
 
     Raises:
+        ArgumentTypeError: a name is not a string, or ``metadata`` does not map strings
+            to strings (a ``TypeError``, as ``safetensors.torch.save_file`` raises);
+            nothing is written.
         ConversionError: a value is not an array (or is a tracer, or deleted, or sharded
-            over processes and only partly here), a name is not a string, or
-            ``metadata`` does not map strings to strings.
+            over processes and only partly here), or a name is ``'__metadata__'``.
         DTypeError: an array has a dtype safetensors cannot store (names the tensor).
         CheckpointError: ``path`` is a device, a FIFO or a socket (``safetensors`` and
             ``torch.save`` write into them; a rename would replace the node), or goes
@@ -326,14 +328,21 @@ def save_file(
         isinstance(metadata, Mapping)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())
     ):
-        raise ConversionError(
-            f"metadata must map str to str, got {metadata!r}; convert values with str()"
+        raise ArgumentTypeError(
+            f"metadata must map str to str, got {metadata!r}; convert keys and values with "
+            "str() (safetensors raises TypeError too); nothing was written"
         )
     sources = {}
     for name, value in tensors.items():
-        if not isinstance(name, str) or name == "__metadata__":
+        if not isinstance(name, str):
+            raise ArgumentTypeError(
+                f"tensor names must be strings, got {name!r} ({type(name).__name__}); "
+                "convert it with str() (safetensors raises TypeError too); nothing was written"
+            )
+        if name == "__metadata__":
             raise ConversionError(
-                f"tensor names must be strings other than '__metadata__', got {name!r}"
+                "tensor names must be strings other than '__metadata__', the header's "
+                "metadata entry; rename the tensor"
             )
         sources[name] = _source(name, value)
     write_file(path, sources, metadata)
