@@ -56,6 +56,7 @@ if TYPE_CHECKING or not _preflight.started_as_command_line():
     from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
     from ._src.errors import OutOfMemoryError as OutOfMemoryError
     from ._src.errors import SeedError as SeedError
+    from ._src.errors import StateDictError as StateDictError
     from ._src.errors import Torch2JaxDeviceError as Torch2JaxDeviceError
     from ._src.errors import UnsupportedOperationError as UnsupportedOperationError
     from ._src.interop import to_jax as to_jax
@@ -151,6 +152,7 @@ __all__ = [
     "Parameter",
     "SeedError",
     "ShardingRule",
+    "StateDictError",
     "StrictPlacement",
     "TensorSlice",
     "Torch2JaxDeviceError",
