@@ -86,8 +86,8 @@ def test_to_jax_places_and_shares_as_dlpack_does(exchange: str, case: str) -> No
 
 @pytest.mark.idiom("tensor-to-jax")
 def test_a_negative_bit_is_resolved_where_dlpack_drops_it() -> None:
-    """A lazy negated view (``z.conj().imag``; here a dense one, as torch's own tests make
-    it): DLPack shares its memory without the sign."""
+    """A dense lazy negated view (made as torch's own tests make it): DLPack shares its
+    memory without the sign."""
     view = torch._neg_view(torch.arange(1.0, 65.0))
     assert view.is_neg()
     expected = view.tolist()  # [-1.0, -2.0, ...]

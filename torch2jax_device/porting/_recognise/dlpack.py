@@ -41,6 +41,10 @@ _TO_TORCH_REASON = (
     "torch.from_dlpack also takes capsules and other DLPack exporters, which tj.to_torch "
     "refuses; rename it by hand where the argument is a JAX array"
 )
+_OPTIONS_REASON = (
+    "given more than the array (device=, copy=, stream=, take_ownership=...), which the "
+    "tj call does not take alike: port it by hand"
+)
 _CAPSULE_REASONS = {
     "torch.utils.dlpack.to_dlpack": (
         "a DLPack capsule, which jax.dlpack.from_dlpack no longer takes (JAX 0.10): hand "
@@ -76,17 +80,17 @@ def _import_call(r: Recogniser, call: ast.Call, name: str) -> None:
     row, tj_name = (
         ("tensor-to-jax", "tj.to_jax") if name in _TO_JAX else ("jax-to-tensor", "tj.to_torch")
     )
-    source = call.args[0] if len(call.args) == 1 and not call.keywords else None
+    options = _has_options(call)
+    source = call.args[0] if call.args else None
     capsule = _capsule(r, source)
     if capsule is not None:
         r.reported.add(id(capsule.func))  # one finding for the exchange
-        source = capsule.args[0] if len(capsule.args) == 1 and not capsule.keywords else None
+        options = options or _has_options(capsule)
+        source = capsule.args[0] if capsule.args else None
     shown = r.arguments(call) if source is None else r.text(source)
     replacement = f"{tj_name}({shown})"
-    if source is None:
-        r.add(
-            call, row, replacement, reason="keyword arguments or a capsule's options: port by hand"
-        )
+    if options or source is None:
+        r.add(call, row, replacement, reason=_OPTIONS_REASON)
         return
     if name in _TO_JAX:
         r.add(call, row, replacement, reason=_TO_JAX_REASON)
@@ -105,6 +109,11 @@ def _import_call(r: Recogniser, call: ast.Call, name: str) -> None:
         tj_name=tj_name,
         subject=call,
     )
+
+
+def _has_options(call: ast.Call) -> bool:
+    """More than the one array: ``device=``, ``copy=``, ``take_ownership=``..."""
+    return len(call.args) != 1 or bool(call.keywords) or isinstance(call.args[0], ast.Starred)
 
 
 def _capsule(r: Recogniser, node: ast.expr | None) -> ast.Call | None:
