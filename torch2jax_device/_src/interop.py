@@ -412,8 +412,13 @@ def _torch_from_jax(array: jax.Array) -> Any:
     from torch.utils.dlpack import from_dlpack
 
     dtype = np.dtype(array.dtype)
-    if _from_ml_dtypes(dtype) and dtype.name != "bfloat16":  # DLPack: no float8, no int4
-        twin = _torch_twin(torch, dtype)
+    if _from_ml_dtypes(dtype) and dtype.name != "bfloat16":
+        # float8 crosses DLPack (shared) where both sides know it (torch 2.13 with
+        # JAX 0.10 do); where one does not, carry the bits (a copy). int4 never does.
+        try:
+            return from_dlpack(array)
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            twin = _torch_twin(torch, dtype)
         bits = jax.lax.bitcast_convert_type(array, np.dtype(f"u{dtype.itemsize}"))
         return from_dlpack(bits).view(twin)
     return from_dlpack(array)

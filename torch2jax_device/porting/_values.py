@@ -396,7 +396,13 @@ class Values:
             return {NNX_MODULE}
         if prefixed(name, ("jax.numpy", "jax.random", "jax.nn", "jax.lax")):
             return {JAX_ARRAY}
-        if name in ("jax.device_put", f"{TJ}.to_device", f"{TJ}.to_jax", f"{TJ}.pin_memory"):
+        if name in (
+            "jax.device_put",
+            "jax.dlpack.from_dlpack",
+            f"{TJ}.to_device",
+            f"{TJ}.to_jax",
+            f"{TJ}.pin_memory",
+        ):
             return {JAX_ARRAY}
         if name in (f"{TJ}.load", f"{TJ}.load_file"):
             return {CHECKPOINT, JAX_ARRAY}

@@ -12,6 +12,7 @@ from . import (
     device_strings,
     devices,
     distributed,
+    dlpack,
     environment,
     feeding,
     libraries,
@@ -70,6 +71,8 @@ class Detector(Recogniser):
         if call is None and isinstance(node, ast.Name) and _tests_presence(parent):
             return False  # `if xm is not None:` tests a guarded import, uses nothing
         if call is not None and self.custom_call(call, name):
+            return True
+        if dlpack.exchange(self, node, name, call):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
             return True

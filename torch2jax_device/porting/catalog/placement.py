@@ -250,26 +250,51 @@ ROWS: tuple[Idiom, ...] = (
         id="tensor-to-jax",
         section=SECTION,
         title="Hand a torch tensor to JAX",
-        torch="a = t.numpy()",
+        torch="x = jax.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(t))",
         jax="x = jax.dlpack.from_dlpack(t.detach())",
         tj="x = tj.to_jax(t)",
-        notes="Zero-copy through DLPack where possible; int64 becomes int32 without x64 (warned).",
+        notes=(
+            "Zero-copy through DLPack where possible; int64 becomes int32 without x64 "
+            "(warned). JAX 0.10 takes no DLPack capsules (`torch.utils.dlpack.to_dlpack`), "
+            "only objects with `__dlpack__`. Where `jax.dlpack.from_dlpack(t)` (or "
+            "`jnp.from_dlpack`) succeeds on a tensor, `tj.to_jax(t)` gives the same "
+            "device, dtype and sharing, except for a dense tensor with its negative bit set "
+            "(a lazy negated view): DLPack drops the bit and shares wrong signs, `tj.to_jax` "
+            "copies the right values. Where DLPack refuses, `tj.to_jax` copies: a tensor "
+            "that requires grad (detached), strided or conjugate ones. It takes no other "
+            "DLPack exporters (CuPy, TensorFlow), so `scan --diff` leaves these calls to you."
+        ),
         runs=False,
+        torch_api=(
+            "torch.utils.dlpack.to_dlpack",
+            "jax.dlpack.from_dlpack",
+            "jax.numpy.from_dlpack",
+        ),
+        tj_api=("tj.to_jax",),
+        rewrite="custom",
     ),
     Idiom(
         id="jax-to-tensor",
         section=SECTION,
         title="Hand a JAX array to torch",
-        torch="t = torch.from_numpy(a)",
+        torch="t = torch.from_dlpack(x)",
         jax="t = torch.from_dlpack(x)",
         tj="t = tj.to_torch(x)",
         notes=(
             "Shares the memory, dtype included: without `jax_enable_x64` (JAX's default) "
             "int64 labels come back from a JAX step as int32, which torch's losses refuse "
             "(`expected target dtype to be Long`). Ask for torch's dtype: "
-            "`tj.to_torch(x, dtype=torch.int64)` (a copy), or `.long()`."
+            "`tj.to_torch(x, dtype=torch.int64)` (a copy), or `.long()`. For a JAX array, "
+            "`tj.to_torch(x)` is `torch.from_dlpack(x)` (`torch.utils.dlpack.from_dlpack`): "
+            "same device, dtype and shared memory; `scan --diff` renames the call where "
+            "the argument is known to be one (`jax.dlpack.to_dlpack(x)`, gone from JAX "
+            "0.10, included). torch's also takes capsules and other DLPack exporters, "
+            "which `tj.to_torch` refuses."
         ),
         runs=False,
+        torch_api=("torch.from_dlpack", "torch.utils.dlpack.from_dlpack", "jax.dlpack.to_dlpack"),
+        tj_api=("tj.to_torch",),
+        rewrite="custom",
     ),
     Idiom(
         id="parameters-device-type",
