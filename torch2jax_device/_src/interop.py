@@ -259,7 +259,9 @@ def _require_zero_copy(dtype: np.dtype[Any], pointer: int, dense: bool, what: st
 
 
 def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None) -> Any:
-    """A JAX array as a ``torch.Tensor`` sharing its memory (``torch.from_dlpack``).
+    """Equivalent to `torch.from_dlpack` or `torch.utils.dlpack.from_dlpack`.
+
+    A JAX array as a ``torch.Tensor`` sharing its memory, through DLPack.
 
     Needs torch. NumPy arrays go through ``torch.from_numpy`` and tensors pass through.
 
