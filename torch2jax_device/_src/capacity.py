@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
 
 from .errors import OutOfMemoryError
 
-__all__ = ["check_fits", "explained_oom", "memory_stats"]
+__all__ = ["check_fits", "explained_oom", "explained_oom_on", "memory_stats"]
 
 _GIB = 2**30
 
@@ -62,17 +62,40 @@ def explained_oom(device: jax.Device, nbytes: int, what: str) -> Iterator[None]:
 
     The library's message (sizes, limit, its source, the fix) is chained from JAX's.
     """
+    with explained_oom_on({device: nbytes}, what):
+        yield
+
+
+@contextlib.contextmanager
+def explained_oom_on(needs: Mapping[jax.Device, int], what: str) -> Iterator[None]:
+    """``explained_oom`` for a load spread over devices, ``needs[device]`` bytes on each.
+
+    JAX's error does not say reliably which device ran out, so the message names the one
+    with the least room left for its share (free bytes minus the bytes it needs).
+    """
     try:
         yield
     except jax.errors.JaxRuntimeError as err:
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
-        stats = memory_stats(device)
-        limit = stats.get("bytes_limit")
-        free = None
-        if isinstance(limit, int):
-            free = max(limit - int(stats.get("bytes_in_use", 0)), 0)
-        raise OutOfMemoryError(_message(device, what, nbytes, free, limit)) from err
+        rooms = {device: _room(device) for device in needs}
+
+        def spare(device: jax.Device) -> float:
+            free = rooms[device][0]
+            return float("inf") if free is None else free - needs[device]
+
+        device = min(needs, key=spare)
+        free, limit = rooms[device]
+        raise OutOfMemoryError(_message(device, what, needs[device], free, limit)) from err
+
+
+def _room(device: jax.Device) -> tuple[int | None, Any]:
+    """``device``'s free bytes (``None`` where it reports no pool) and its pool's limit."""
+    stats = memory_stats(device)
+    limit = stats.get("bytes_limit")
+    if not isinstance(limit, int):
+        return None, limit
+    return max(limit - int(stats.get("bytes_in_use", 0)), 0), limit
 
 
 def limit_source() -> str:

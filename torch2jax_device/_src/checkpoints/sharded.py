@@ -19,17 +19,21 @@ memory (GPUs) is read piece by piece straight into pooled pinned staging buffers
 (``host_staging.send_in_pieces``), so the host holds a few pieces, never the part. With
 several processes, each one loads its own parts and the arrays are global: every
 process must make the same call, and before reading any part the processes check that
-they agree on each tensor's global shape and dtype (``agreement``). PyTorch
+they agree on each tensor's global shape and dtype (``agreement``). Before reading,
+each device's shards of the load are checked against its free memory
+(``transfer.room_on_each``): the first device that cannot hold them refuses the load
+with ``OutOfMemoryError``, and an allocation failure midway becomes the same error. PyTorch
 checkpoints are read the same way through ``torch.load(mmap=True)``, which touches only
 the pages of the parts it is asked for.
 """
 
 from __future__ import annotations
 
+import collections
 import fnmatch
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 import jax
@@ -54,6 +58,7 @@ from .pickled import load_pickled, settle
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
+from .transfer import room_on_each
 
 __all__ = [
     "OnMesh",
@@ -225,9 +230,12 @@ def load_file(
             f"tj.load_file({shown(os.fspath(path))})",
         )
         total = sum(plan.local_bytes for _, plans in readers for plan in plans)
+        needs = _summed(plan.device_bytes for _, plans in readers for plan in plans)
+        count = sum(len(plans) for _, plans in readers)
+        what = f"loading {count} tensor(s) of {os.path.basename(os.fspath(path))!r}"
         arrays: dict[str, jax.Array] = {}
         label = f"Loading {os.path.basename(os.fspath(path))}"
-        with Progress(label, total, progress) as bar:
+        with room_on_each(needs, what), Progress(label, total, progress) as bar:
             try:
                 for reader, plans in readers:
                     for plan in sorted(plans, key=lambda plan: plan.info.start):
@@ -257,7 +265,9 @@ class OnMesh:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
         described = [(info.name, info.shape, info.dtype, plan.sharding)]
         agree(described, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
-        return plan.load(reader, lambda count: None)
+        what = f"loading 1 tensor(s) of {os.path.basename(reader.path)!r}"
+        with room_on_each(plan.device_bytes, what):
+            return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
         host = dtypes.as_canonical(reader.read_selection(info, index))
@@ -331,6 +341,7 @@ class _Plan:
         parts = {part_key(index, info.shape): index for index in indices.values()}
         itemsize = dtypes.canonical(info.dtype).itemsize
         self.local_bytes = sum(_part_size(index, info.shape) * itemsize for index in parts.values())
+        self.device_bytes = _device_bytes(info.shape, info.dtype, sharding, indices)
 
     def load(self, reader: Reader, advance: Callable[[int], None]) -> jax.Array:
         """The global array, each of this process's parts read once (see ``part``)."""
@@ -472,6 +483,12 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
         ),
         f"tj.load({source.name})",
     )
+    needs = _summed(
+        _device_bytes(tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
+        for _, tensor, sharding in plans.values()
+    )
+    named = repr(os.path.basename(source.path)) if source.path is not None else source.name
+    what = f"loading {len(plans)} tensor(s) of {named}"
     placed: dict[int, jax.Array] = {}
 
     def place(name: str, tensor: Any) -> jax.Array:
@@ -484,12 +501,13 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
             )
         return placed[id(tensor)]
 
-    try:
-        result = _map_named(checkpoint, "", place)
-        jax.block_until_ready(list(placed.values()))
-    except BaseException:
-        settle(list(placed.values()))  # nothing dropped while in flight
-        raise
+    with room_on_each(needs, what):
+        try:
+            result = _map_named(checkpoint, "", place)
+            jax.block_until_ready(list(placed.values()))
+        except BaseException:
+            settle(list(placed.values()))  # nothing dropped while in flight
+            raise
     return result
 
 
@@ -507,6 +525,30 @@ def _map_named(obj: Any, name: str, place: Callable[[str, Any], jax.Array]) -> A
         items = [_map_named(item, f"{prefix}{i}", place) for i, item in enumerate(obj)]
         return items if isinstance(obj, list) else tuple(items)
     return obj
+
+
+def _device_bytes(
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    sharding: Sharding,
+    indices: Mapping[jax.Device, Index] | None = None,
+) -> dict[jax.Device, int]:
+    """The bytes each of this process's devices holds of a tensor placed on ``sharding``.
+
+    ``indices``: ``sharding.addressable_devices_indices_map(shape)``, where known already.
+    """
+    itemsize = dtypes.canonical(dtype).itemsize
+    if indices is None:
+        indices = sharding.addressable_devices_indices_map(shape)
+    return {device: _part_size(index, shape) * itemsize for device, index in indices.items()}
+
+
+def _summed(needs: Iterable[Mapping[jax.Device, int]]) -> dict[jax.Device, int]:
+    """Per device, the bytes of all the tensors, in the order the devices first appear."""
+    total: collections.Counter[jax.Device] = collections.Counter()
+    for tensor in needs:
+        total.update(tensor)
+    return dict(total)
 
 
 def _part_size(index: Index, shape: tuple[int, ...]) -> int:

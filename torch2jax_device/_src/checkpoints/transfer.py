@@ -21,7 +21,8 @@ Each tensor takes one of two routes:
 Before reading, a load onto a device that copies is checked against the device's free
 memory (``capacity.check_fits``) and refused with ``OutOfMemoryError`` if it cannot fit;
 an allocation failure midway becomes the same error. ``room_for`` is that rule for the
-loads that read their bytes themselves (``tj.safe_open``'s slices, ``send``).
+loads that read their bytes themselves (``tj.safe_open``'s slices, ``send``), and
+``room_on_each`` for loads spread over several devices (a mesh: each device's shards).
 
 Narrowing (64-bit tensors without ``jax_enable_x64``) happens while reading, chunk by
 chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffers.
@@ -35,14 +36,14 @@ import functools
 import math
 import os
 import queue
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from .. import dtypes, host_staging
-from ..capacity import check_fits, explained_oom
+from ..capacity import check_fits, explained_oom, explained_oom_on
 from ..errors import OutOfMemoryError
 from ..host_staging import (
     POOL,
@@ -63,7 +64,7 @@ from .format import TensorInfo
 from .progress import Progress
 from .reader import Reader
 
-__all__ = ["STAGING_BYTES", "place", "room_for", "send", "uses_host_memory"]
+__all__ = ["STAGING_BYTES", "place", "room_for", "room_on_each", "send", "uses_host_memory"]
 
 #: Host memory for staging transfers to devices that copy, unless a load says otherwise.
 STAGING_BYTES = 256 * 2**20
@@ -143,8 +144,20 @@ def room_for(target: jax.Device, nbytes: int, what: str) -> Iterator[None]:
     (``capacity.check_fits``); a device allocation failure inside the block becomes the
     same error. ``what`` names the load in the message.
     """
-    check_fits(target, nbytes, what)
-    with explained_oom(target, nbytes, what):
+    with room_on_each({target: nbytes}, what):
+        yield
+
+
+@contextlib.contextmanager
+def room_on_each(needs: Mapping[jax.Device, int], what: str) -> Iterator[None]:
+    """``room_for`` a load spread over devices: ``needs[device]`` bytes onto each.
+
+    Every device is checked before the block starts, in order; the first that cannot
+    fit its share refuses the load, named in the message.
+    """
+    for device, nbytes in needs.items():
+        check_fits(device, nbytes, what)
+    with explained_oom_on(needs, what):
         yield
 
 

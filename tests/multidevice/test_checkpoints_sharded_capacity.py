@@ -1,0 +1,189 @@
+"""Loads onto a mesh checked against each device's free memory, as single-device loads are.
+
+``capacity.memory_stats`` gives cpu:0..3 a JAX memory pool each (the CPU backend reports
+none); one device's pool is made too small. Before reading a byte, the load must be
+refused with ``tj.OutOfMemoryError`` naming that device, the bytes its shards need, the
+free bytes, the pool and the fix; an allocation failure midway becomes the same error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+import safetensors.numpy
+import safetensors.torch
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import torch2jax_device as tj
+from tests.support.arrays import patterned
+from torch2jax_device._src import capacity
+from torch2jax_device._src.checkpoints import sharded
+from torch2jax_device._src.checkpoints.reader import Reader
+
+CPUS = jax.devices("cpu")[:4]
+LINE = Mesh(np.array(CPUS), ("x",))
+ROWS = NamedSharding(LINE, P("x"))
+# Per device, w (400 x 64 float32) and b (64 float32) split by rows: 25,600 + 64 bytes.
+ROWS_PER_DEVICE = 25_600 + 64
+# Per device, w split by rows and b replicated (a ShardingRule for w): 25,600 + 256 bytes.
+RULE = tj.ShardingRule(LINE, {"w": P("x", None)})
+RULE_PER_DEVICE = 25_600 + 256
+
+
+def _weights(tmp_path: Path) -> Path:
+    path = tmp_path / "model.safetensors"
+    tensors = {
+        "w": patterned((400, 64), np.float32),
+        "b": patterned((64,), np.float32),
+    }
+    safetensors.numpy.save_file(tensors, str(path))
+    return path
+
+
+def _pools(monkeypatch: pytest.MonkeyPatch, free: dict[jax.Device, int]) -> list[jax.Device]:
+    """Each device reports a 1 MiB pool with ``free[device]`` bytes left (default: all);
+    returns the devices whose pool was asked for, in order."""
+    limit = 2**20
+    asked: list[jax.Device] = []
+
+    def stats(device: jax.Device) -> dict[str, Any]:
+        asked.append(device)
+        return {"bytes_limit": limit, "bytes_in_use": limit - free.get(device, limit)}
+
+    monkeypatch.setattr(capacity, "memory_stats", stats)
+    return asked
+
+
+class Activity:
+    """Counts every read from a file and every part sent to the mesh."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads: list[str] = []
+        self.parts = 0
+        for method in ("read_tensor", "read_selection", "read_selection_into", "read_into"):
+            original = getattr(Reader, method)
+
+            def counting(*args: Any, _original: Any = original, _name: str = method) -> Any:
+                self.reads.append(_name)
+                return _original(*args)
+
+            monkeypatch.setattr(Reader, method, counting)
+        assemble = sharded.assemble
+
+        def counting_assemble(*args: Any, **kwargs: Any) -> Any:
+            self.parts += 1
+            return assemble(*args, **kwargs)
+
+        monkeypatch.setattr(sharded, "assemble", counting_assemble)
+
+
+@pytest.fixture
+def activity(monkeypatch: pytest.MonkeyPatch) -> Activity:
+    return Activity(monkeypatch)
+
+
+def _check_refusal(error: tj.OutOfMemoryError, device: jax.Device, name: str, needed: int) -> None:
+    """The single-device message: the device, the load, the bytes, the pool, the fix."""
+    message = str(error)
+    assert message.startswith(f"{device} is out of memory: ")
+    assert name in message
+    assert f"needs 0.00 GiB ({needed:,} bytes)" in message  # its shards' bytes
+    assert "(20,000 bytes) free of a 0.00 GiB (1,048,576 bytes) pool" in message
+    assert "XLA_CLIENT_MEM_FRACTION=0.12" in message
+    assert "device='cpu'" in message and "tj.to_device" in message and "sharding" in message
+    assert isinstance(error, RuntimeError)  # torch.OutOfMemoryError is one
+
+
+def test_a_sharded_load_whose_shards_fit_goes_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
+) -> None:
+    path = _weights(tmp_path)
+    asked = _pools(monkeypatch, dict.fromkeys(CPUS, ROWS_PER_DEVICE))  # exactly enough
+    loaded = tj.load_file(path, device=ROWS)
+    assert asked == CPUS  # each device checked once, for its own shards
+    expected = safetensors.numpy.load_file(str(path))
+    for name, values in expected.items():
+        np.testing.assert_array_equal(np.asarray(loaded[name]), values)
+        assert loaded[name].sharding == ROWS
+    assert activity.parts == 2
+
+
+def test_a_sharded_load_that_one_device_cannot_hold_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, {CPUS[2]: 20_000})  # cpu:2 has 20,000 bytes free, needs 25,856
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        tj.load_file(path, device=ROWS)
+    _check_refusal(info.value, CPUS[2], "'model.safetensors'", ROWS_PER_DEVICE)
+    assert "cpu:0" not in str(info.value) and "cpu:1" not in str(info.value)
+    assert activity.reads == [] and activity.parts == 0  # refused before reading a byte
+
+
+def test_a_sharding_rule_load_is_refused_on_the_device_that_cannot_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, {CPUS[3]: 20_000})
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        tj.load(path, map_location=RULE)
+    _check_refusal(info.value, CPUS[3], "'model.safetensors'", RULE_PER_DEVICE)
+    assert activity.reads == [] and activity.parts == 0
+
+
+def test_a_torch_checkpoint_onto_a_mesh_is_refused_before_any_part_is_placed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
+) -> None:
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model.pt"
+    torch.save({"w": torch.from_numpy(patterned((400, 64), np.float32)), "b": torch.ones(64)}, path)
+    _pools(monkeypatch, {CPUS[1]: 20_000})
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        tj.load(path, map_location=RULE)
+    _check_refusal(info.value, CPUS[1], "'model.pt'", RULE_PER_DEVICE)
+    assert activity.parts == 0
+
+
+def test_an_allocation_failure_midway_becomes_the_library_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, {CPUS[2]: 30_000})  # the check passes; then a device fails
+
+    def exhausted(*args: Any, **kwargs: Any) -> Any:
+        raise jax.errors.JaxRuntimeError(
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 25.0KiB"
+        )
+
+    monkeypatch.setattr(sharded, "assemble", exhausted)
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        tj.load_file(path, device=ROWS)
+    # Named: the device with the least room to spare for its shards.
+    assert str(info.value).startswith("cpu:2 is out of memory: loading 2 tensor(s) of")
+    assert "needs 0.00 GiB (25,664 bytes)" in str(info.value)
+    assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
+
+
+def test_a_tensor_of_a_file_opened_onto_a_mesh_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, {CPUS[0]: 20_000})
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    with tj.safe_open(path, "flax", device=RULE) as f:
+        with pytest.raises(tj.OutOfMemoryError) as info:
+            f.get_tensor("w")
+        assert activity.reads == [] and activity.parts == 0
+        bias = f.get_tensor("b")  # 256 bytes a device: fits
+    message = str(info.value)
+    assert message.startswith("cpu:0 is out of memory: loading 1 tensor(s) of 'model.safetensors'")
+    assert "needs 0.00 GiB (25,600 bytes)" in message and "(20,000 bytes) free" in message
+    np.testing.assert_array_equal(np.asarray(bias), safetensors.numpy.load_file(str(path))["b"])
