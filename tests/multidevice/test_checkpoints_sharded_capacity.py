@@ -187,3 +187,17 @@ def test_a_tensor_of_a_file_opened_onto_a_mesh_is_refused_before_reading(
     assert message.startswith("cpu:0 is out of memory: loading 1 tensor(s) of 'model.safetensors'")
     assert "needs 0.00 GiB (25,600 bytes)" in message and "(20,000 bytes) free" in message
     np.testing.assert_array_equal(np.asarray(bias), safetensors.numpy.load_file(str(path))["b"])
+
+
+def test_shards_in_pinned_host_memory_are_not_counted_against_the_device_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _weights(tmp_path)
+    asked = _pools(monkeypatch, dict.fromkeys(CPUS, 0))  # no device memory free at all
+    host_rows = NamedSharding(LINE, P("x"), memory_kind="pinned_host")
+    loaded = tj.load_file(path, device=host_rows)
+    assert asked == []
+    np.testing.assert_array_equal(
+        np.asarray(loaded["w"]), safetensors.numpy.load_file(str(path))["w"]
+    )
+    assert loaded["w"].sharding.memory_kind == "pinned_host"

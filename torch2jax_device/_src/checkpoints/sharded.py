@@ -536,10 +536,17 @@ def _device_bytes(
     """The bytes each of this process's devices holds of a tensor placed on ``sharding``.
 
     ``indices``: ``sharding.addressable_devices_indices_map(shape)``, where known already.
+    Nothing where the shards live in host memory (a ``pinned_host`` memory kind), or where
+    the sharding cannot split ``shape`` (``assemble`` explains that when placing it).
     """
+    if sharding.memory_kind not in (None, "device"):
+        return {}
     itemsize = dtypes.canonical(dtype).itemsize
     if indices is None:
-        indices = sharding.addressable_devices_indices_map(shape)
+        try:
+            indices = sharding.addressable_devices_indices_map(shape)
+        except ValueError:
+            return {}
     return {device: _part_size(index, shape) * itemsize for device, index in indices.items()}
 
 
