@@ -201,3 +201,21 @@ def test_shards_in_pinned_host_memory_are_not_counted_against_the_device_pool(
         np.asarray(loaded["w"]), safetensors.numpy.load_file(str(path))["w"]
     )
     assert loaded["w"].sharding.memory_kind == "pinned_host"
+
+
+def test_a_slice_of_a_file_opened_onto_a_mesh_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, {CPUS[3]: 10_000})
+    with tj.safe_open(path, "flax", device=RULE) as f:
+        with pytest.raises(tj.OutOfMemoryError) as info:
+            f.get_slice("w")[::2, :]  # 200 x 64 float32: 12,800 bytes a device
+        assert activity.reads == [] and activity.parts == 0
+        half = f.get_slice("w")[:100]  # 6,400 bytes a device: fits
+    message = str(info.value)
+    assert message.startswith("cpu:3 is out of memory: a slice of shape [200, 64] of tensor 'w'")
+    assert "needs 0.00 GiB (12,800 bytes)" in message and "(10,000 bytes) free" in message
+    assert activity.reads == ["read_selection"] and activity.parts == 1
+    expected = safetensors.numpy.load_file(str(path))["w"][:100]
+    np.testing.assert_array_equal(np.asarray(half), expected)

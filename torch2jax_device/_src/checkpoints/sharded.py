@@ -270,14 +270,20 @@ class OnMesh:
             return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
-        host = dtypes.as_canonical(reader.read_selection(info, index))
+        shape, dtype = reader.selection_shape(info, index), dtypes.canonical(info.dtype)
         name = f"{shown(info.name)}[{index!r}]"
-        sharding = _checked(self._rule, info.name, host.shape, host.dtype)
-        described = [(name, host.shape, host.dtype, sharding)]
+        sharding = _checked(self._rule, info.name, shape, dtype)
+        described = [(name, shape, dtype, sharding)]
         agree(described, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
-        return assemble(
-            host.shape, sharding, lambda part: host if part is None else host[part], where=name
+        what = (
+            f"a slice of shape {list(shape)} of tensor {info.name!r} of "
+            f"{os.path.basename(reader.path)!r}"
         )
+        with room_on_each(_device_bytes(shape, dtype, sharding), what):
+            host = dtypes.as_canonical(reader.read_selection(info, index))
+            return assemble(
+                shape, sharding, lambda part: host if part is None else host[part], where=name
+            )
 
 
 def load(
