@@ -16,19 +16,14 @@ import jax.numpy as jnp
 import pytest
 import torch
 
+from tests.support.cli import port_text, scan_text
 from torch2jax_device.porting import scanner
 
 _EXCHANGE_RULES = ("tensor-to-jax", "jax-to-tensor")
 
 
-def _scan(source: str) -> list[scanner.Finding]:
-    found = scanner.scan_source(textwrap.dedent(source))
-    return [f for f in found if f.rule in _EXCHANGE_RULES]
-
-
-def _port(source: str) -> str:
-    source = textwrap.dedent(source)
-    return scanner.apply_edits(source, scanner.scan_source(source))
+def _exchanges(source: str) -> list[scanner.Finding]:
+    return [f for f in scan_text(source) if f.rule in _EXCHANGE_RULES]
 
 
 def _run(source: str) -> dict[str, Any]:
@@ -58,7 +53,7 @@ JAX2TORCH = """\
 
 
 def test_jax2torch_one_finding_per_exchange() -> None:
-    j2t, t2j = _scan(JAX2TORCH)  # the capsule is part of its exchange, not a second finding
+    j2t, t2j = _exchanges(JAX2TORCH)  # the capsule is part of its exchange, not a second finding
     assert (j2t.rule, j2t.line, j2t.replacement, j2t.fixable) == (
         "jax-to-tensor",
         9,
@@ -77,7 +72,7 @@ def test_jax2torch_one_finding_per_exchange() -> None:
 def test_jax2torch_j2t_port_runs_where_the_original_no_longer_does() -> None:
     """``jax.dlpack.to_dlpack`` is gone from JAX 0.10; the port is torch's DLPack import."""
     original = _run(textwrap.dedent(JAX2TORCH))
-    ported_source = _port(JAX2TORCH)
+    ported_source = port_text(JAX2TORCH)
     assert "x_torch = tj.to_torch(x_jax)\n" in ported_source
     assert "jax_dlpack.from_dlpack(torch_dlpack.to_dlpack(x_torch))" in ported_source  # kept
     array = jnp.arange(6.0).reshape(2, 3)
@@ -110,7 +105,7 @@ ALGORITHMIC_EFFICIENCY = """\
 
 
 def test_algorithmic_efficiency_capsule_options_hold_the_rewrite_back() -> None:
-    to_torch, to_jax = _scan(ALGORITHMIC_EFFICIENCY)
+    to_torch, to_jax = _exchanges(ALGORITHMIC_EFFICIENCY)
     assert (to_torch.rule, to_torch.replacement, to_torch.fixable) == (
         "jax-to-tensor",
         "tj.to_torch(x)",
@@ -122,7 +117,7 @@ def test_algorithmic_efficiency_capsule_options_hold_the_rewrite_back() -> None:
         "tj.to_jax(x)",
         False,
     )
-    assert _port(ALGORITHMIC_EFFICIENCY) == textwrap.dedent(ALGORITHMIC_EFFICIENCY)
+    assert port_text(ALGORITHMIC_EFFICIENCY) == textwrap.dedent(ALGORITHMIC_EFFICIENCY)
 
 
 # NiklasKappel/nnx-lightning try_pydlpack.py: pydlpack's asdlpack wraps either side.
@@ -139,7 +134,7 @@ NNX_LIGHTNING = """\
 
 
 def test_nnx_lightning_other_exporters_are_findings_without_rewrite() -> None:
-    to_torch, to_jax = _scan(NNX_LIGHTNING)
+    to_torch, to_jax = _exchanges(NNX_LIGHTNING)
     assert (to_torch.rule, to_torch.replacement, to_torch.fixable) == (
         "jax-to-tensor",
         "tj.to_torch(asdlpack(jax_array))",
@@ -172,7 +167,7 @@ DIRECT = """\
 
 
 def test_direct_imports_rename_only_a_known_jax_array() -> None:
-    to_jax, unknown, known = _scan(DIRECT)
+    to_jax, unknown, known = _exchanges(DIRECT)
     assert (to_jax.rule, to_jax.replacement, to_jax.fixable) == (
         "tensor-to-jax",
         "tj.to_jax(x.contiguous())",
@@ -180,7 +175,7 @@ def test_direct_imports_rename_only_a_known_jax_array() -> None:
     )
     assert (unknown.replacement, unknown.fixable) == ("tj.to_torch(x)", False)
     assert (known.line, known.replacement, known.fixable) == (12, "tj.to_torch(logits)", True)
-    ported = _port(DIRECT)
+    ported = port_text(DIRECT)
     assert "scores = tj.to_torch(logits)\n" in ported
     assert "return torch_from_dlpack(x)\n" in ported
     namespace = _run(ported)
@@ -190,7 +185,7 @@ def test_direct_imports_rename_only_a_known_jax_array() -> None:
 
 
 def test_a_standalone_capsule_and_a_reference_are_reported() -> None:
-    found = _scan(
+    found = _exchanges(
         """\
         import jax
         import torch
