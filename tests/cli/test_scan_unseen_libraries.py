@@ -455,3 +455,22 @@ def test_a_generator_that_draws_numbers_keeps_the_advice() -> None:
     generators = [f for f in scan_text(source) if f.rule == "generator-device"]
     assert len(generators) == 2
     assert all(not (f.reason or "").startswith("it seeds") for f in generators)
+
+
+def test_a_class_of_many_methods_keeps_every_rewrite_of_its_holders() -> None:
+    """The reads of ``self`` over a class are listed once, not once per ``self.x.cpu()``:
+    60 moves in a class whose other 100 methods read ``self`` 10 times each are all
+    rewritten (charged per move, they spent the file's budget and were held back)."""
+    lines = ["import jax", "import jax.numpy as jnp", "import torch", "", "class Big:"]
+    for i in range(60):
+        lines += [
+            f"    def read{i}(self):",
+            f"        return jnp.asarray(self.f{i}.cpu(), device=jax.devices()[0])",
+        ]
+    for i in range(100):
+        lines += [
+            f"    def other{i}(self):",
+            "        " + "; ".join(f"a{j} = self.g{j}" for j in range(10)),
+        ]
+    moves = [f for f in scan_text("\n".join(lines) + "\n") if f.rule == "tensor-cpu"]
+    assert len(moves) == 60 and all(f.fixable for f in moves), {f.reason for f in moves}

@@ -58,6 +58,8 @@ class WriteCheck:
         self.names = values.names
         self.qualname = values.qualname
         self._spend = spend
+        # Per class: the reads of ``self`` in all its methods (``None``: over the budget).
+        self._self_loads_of: dict[ast.ClassDef, list[ast.Name] | None] = {}
 
     def written_after(self, array: ast.expr, call: ast.AST, *, unknown_holders: bool) -> str | None:
         """Where code that may run after ``call`` writes into the array or tensor
@@ -116,7 +118,9 @@ class WriteCheck:
         else:
             bindings = self.names.bindings(root)
             loads = self.names.loads(bindings[0]) if bindings else []
-        if not self._spend(len(loads)):
+            if not self._spend(len(loads)):
+                loads = None
+        if loads is None:
             return "the file has too many uses to follow"
         shown = short_text(array)
         for load in loads:
@@ -135,34 +139,26 @@ class WriteCheck:
         function = bindings[0].scope.node
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
-        positional = [*function.args.posonlyargs, *function.args.args]
-        klass = self.names.parents.get(function)
-        if not (
-            isinstance(klass, ast.ClassDef) and positional and positional[0] is bindings[0].node
-        ):
+        if not isinstance(self.names.parents.get(function), ast.ClassDef):
             return None
-        if any(_decorator_name(d) == "staticmethod" for d in function.decorator_list):
-            return None
-        return function
+        return function if _self_parameter(function) is bindings[0].node else None
 
-    def _self_loads(self, method: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Name]:
-        """Reads of the first parameter of every method of ``method``'s class."""
+    def _self_loads(self, method: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Name] | None:
+        """Reads of ``self`` in every method of ``method``'s class, listed (and taken from
+        the file's budget) once per class; ``None`` once the budget is spent."""
         klass = self.names.parents.get(method)
         assert isinstance(klass, ast.ClassDef)
-        loads: list[ast.Name] = []
-        for function in klass.body:
-            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            positional = [*function.args.posonlyargs, *function.args.args]
-            if not positional or any(
-                _decorator_name(d) in ("staticmethod", "classmethod")
-                for d in function.decorator_list
-            ):
-                continue
-            binding = self.names.binding_of.get(positional[0])
-            if binding is not None:
-                loads.extend(self.names.loads(binding))
-        return loads
+        if klass not in self._self_loads_of:
+            loads: list[ast.Name] = []
+            for function in klass.body:
+                if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                parameter = _self_parameter(function)
+                binding = None if parameter is None else self.names.binding_of.get(parameter)
+                if binding is not None:
+                    loads.extend(self.names.loads(binding))
+            self._self_loads_of[klass] = loads if self._spend(len(loads)) else None
+        return self._self_loads_of[klass]
 
     def _reaches(
         self, load: ast.Name, steps: list[ast.expr], shown: str, *, through_self: bool
@@ -304,17 +300,20 @@ def _access_path(node: ast.expr) -> tuple[ast.Name, list[ast.expr]] | None:
 
 def moved_name(receiver: ast.expr) -> ast.Name | None:
     """The name whose tensor (or a view of it) ``receiver`` is: ``x``, ``x.detach()``,
-    ``x.T``, ``x.float()``; ``None`` for anything else."""
-    while True:
-        if isinstance(receiver, ast.Name):
-            return receiver
-        if isinstance(receiver, ast.Call) and _view_call(receiver):
-            assert isinstance(receiver.func, ast.Attribute)
-            receiver = receiver.func.value
-        elif isinstance(receiver, ast.Attribute) and receiver.attr in _VIEW_ATTRIBUTES:
-            receiver = receiver.value
-        else:
-            return None
+    ``x.T``, ``x.float()``; ``None`` for anything else (``batch["x"]``, a call's result)."""
+    path = _access_path(receiver)
+    return path[0] if path is not None and not path[1] else None
+
+
+def _self_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.arg | None:
+    """A method's ``self``: its first positional parameter, unless it is a static or
+    class method."""
+    positional = [*function.args.posonlyargs, *function.args.args]
+    if not positional or any(
+        _decorator_name(d) in ("staticmethod", "classmethod") for d in function.decorator_list
+    ):
+        return None
+    return positional[0]
 
 
 def _view_call(node: ast.Call) -> bool:
