@@ -31,6 +31,7 @@ import safetensors.torch
 import torch
 
 import torch2jax_device as tj
+from torch2jax_device._src import dtypes as _dtypes
 
 # --- Parameter.size -----------------------------------------------------------------------
 
@@ -157,12 +158,25 @@ def test_every_host_to_device_path_names_a_kind_jax_cannot_transfer(move: str) -
         MOVES[move]({"w": np.zeros(4, dtype)})
 
 
-def test_float6_is_among_the_kinds_this_jax_refuses_or_moves() -> None:
-    """The oracle really refuses float6 in this JAX, so the test above checks the errors."""
-    if jax_runtime_takes(np.dtype(ml_dtypes.float6_e2m3fn)):
-        pytest.skip("this JAX transfers float6")
-    with pytest.raises(tj.ConversionError, match="float6_e2m3fn"):
-        tj.to_device(np.zeros(2, ml_dtypes.float6_e2m3fn), "cpu")
+def test_the_question_of_a_kind_is_asked_of_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether JAX takes a kind is asked once, of the CPU device: on a GPU machine a first
+    bfloat16 batch bound for the CPU must not start the GPU to find out."""
+    asked: list[Any] = []
+    put = jax.device_put
+
+    def recording(value: Any, device: Any = None, **kwargs: Any) -> Any:
+        asked.append(device)
+        return put(value, device, **kwargs)
+
+    monkeypatch.setattr(jax, "device_put", recording)
+    _dtypes._moves_one_element.cache_clear()
+    try:
+        dtype = np.dtype(ml_dtypes.float6_e2m3fn)
+        assert _dtypes.transfers(dtype) == jax_runtime_takes(dtype)
+        assert _dtypes.transfers(dtype) == jax_runtime_takes(dtype)  # kept: asked once
+    finally:
+        _dtypes._moves_one_element.cache_clear()
+    assert asked == [jax.devices("cpu")[0]]
 
 
 # --- save_file's names and metadata ------------------------------------------------------

@@ -183,7 +183,9 @@ def transfers(dtype: np.dtype[Any]) -> bool:
     JAX names every ml_dtypes kind (``jnp.dtype`` and ``jnp.float6_e2m3fn`` exist), but
     its runtime refuses some (jax 0.10: ``Unknown NumPy dtype`` for float6, ``TypeError``
     for complex32), and which ones changes between versions; so for those kinds one
-    element is moved once per dtype and the answer kept.
+    element is moved to the CPU once per dtype and the answer kept. The refusal comes
+    while JAX reads the host array, so the CPU answers for every device, and a move to
+    the CPU never starts a GPU for the question.
     """
     return dtype.kind in "biufc" or _moves_one_element(dtype)
 
@@ -191,8 +193,12 @@ def transfers(dtype: np.dtype[Any]) -> bool:
 @functools.cache
 def _moves_one_element(dtype: np.dtype[Any]) -> bool:
     try:
-        jax.block_until_ready(jax.device_put(np.zeros(1, dtype)))
-    except Exception:  # whatever JAX raises, the answer is "no"
+        host: jax.Device | None = jax.local_devices(backend="cpu")[0]
+    except RuntimeError:  # no CPU backend (JAX_PLATFORMS without cpu): the default device
+        host = None
+    try:
+        jax.block_until_ready(jax.device_put(np.zeros(1, dtype), host))
+    except (TypeError, jax.errors.JaxRuntimeError):  # "Unknown NumPy dtype", complex32
         return False
     return True
 

@@ -220,7 +220,7 @@ def to_device(
         fresh = moved = _transfer(
             flat.leaves, target, copy=False, path=lambda index: _leaf_path(obj, index)
         )
-        reading = [] if _on_cpu(target) else moved
+        reading = moved if _reads_caller_late(target) else []
     else:
         moved, fresh, reading = _move(
             obj,
@@ -230,6 +230,7 @@ def to_device(
             cast_all=single,
             convert_scalars=single,
             copy=copy,
+            non_blocking=non_blocking,
         )
     if not non_blocking:
         jax.block_until_ready(fresh)
@@ -451,6 +452,7 @@ def _move(
     cast_all: bool,
     convert_scalars: bool,
     copy: bool,
+    non_blocking: bool,
 ) -> tuple[list[Any], list[jax.Array], list[jax.Array]]:
     """The new leaves, the arrays made here (to wait for unless non_blocking), and those
     whose transfer may still read the caller's memory (to wait for in any case)."""
@@ -469,9 +471,7 @@ def _move(
     )
     # JAX aliases aligned NumPy buffers on CPU devices even with may_alias=False.
     host_copy = copy and placing and _on_cpu(target)
-    # Off the CPU, JAX may read NumPy data after device_put returned (pinned memory
-    # targets excepted: host_staging copies into them before returning).
-    host_read_later = placing and not _on_cpu(target) and not host_staging.copies_host_data(target)
+    host_read_later = placing and _reads_caller_late(target)
     array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
     for index, leaf in enumerate(leaves):
         shared = False  # the array may share the input's memory
@@ -511,7 +511,7 @@ def _move(
             array = _cast(converted, dtype, cast_all)
             shared = array is converted
         elif is_nnx_module(leaf):  # moved in place and kept, as Module.to inside a batch
-            _move_module(leaf, target, dtype, non_blocking=False, copy=copy)
+            _move_module(leaf, target, dtype, non_blocking=non_blocking, copy=copy)
             continue
         elif isinstance(leaf, _PYTHON_SCALARS):
             if not convert_scalars:
@@ -571,13 +571,20 @@ def _float0(
     """
     if dtype is not None and dtype != _FLOAT0:
         raise DTypeError(
-            f"leaf {leaf_path(tree, index)} is a float0 array (the gradient "
+            f"leaf {_leaf_path(tree, index)} is a float0 array (the gradient "
             "jax.grad(..., allow_int=True) gives an integer input): it holds no values, so it "
             f"cannot become {dtype}. Fix: use np.zeros(x.shape, {dtype}) where zeros are meant, "
             "or pass the whole tree: a dtype casts only a tree's floating-point leaves"
         )
     kept: np.ndarray[Any, Any] | np.generic = leaf.copy() if copy else leaf
     return kept
+
+
+def _reads_caller_late(target: jax.sharding.Sharding) -> bool:
+    """Whether a transfer to ``target`` may read the caller's host memory after
+    ``device_put`` returned: off the CPU, except into pinned memory, which host_staging
+    copies into before returning."""
+    return not _on_cpu(target) and not host_staging.copies_host_data(target)
 
 
 def _on_cpu(target: jax.sharding.Sharding) -> bool:

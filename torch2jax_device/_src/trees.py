@@ -101,7 +101,7 @@ def _walk(
         return _walk_mapping(node, leaves, paths, whole, path)
     if kind is list or kind is tuple:
         parts = [
-            _walk(item, leaves, paths, whole, f"{path}[{index}]" if paths is not None else "")
+            _walk(item, leaves, paths, whole, _item_path(paths, path, index))
             for index, item in enumerate(node)
         ]
         return lambda new_leaves: kind([part(new_leaves) for part in parts])
@@ -125,9 +125,7 @@ def _walk_mapping(
             leaves.append(value)
             parts.append(_leaf)
         else:
-            parts.append(
-                _walk(value, leaves, paths, whole, f"{path}[{key!r}]" if paths is not None else "")
-            )
+            parts.append(_walk(value, leaves, paths, whole, _item_path(paths, path, key)))
     if type(mapping) is collections.defaultdict:
         factory = mapping.default_factory
         return lambda new_leaves: collections.defaultdict(
@@ -147,6 +145,11 @@ def _with_attributes(mapping: Any, attributes: dict[str, Any]) -> Any:
     the versions ``load_state_dict`` reads from a torch state dict)."""
     mapping.__dict__.update(attributes)
     return mapping
+
+
+def _item_path(paths: list[str] | None, path: str, key: Any) -> str:
+    """``path[key]``, computed only where paths are asked for (errors; not the hot path)."""
+    return f"{path}[{key!r}]" if paths is not None else ""
 
 
 def _is_mapping(value: Any) -> bool:
@@ -201,7 +204,9 @@ def _walk_foreign_container(
     """
     if isinstance(node, (dict, collections.abc.MutableMapping)):
         keys = list(node)
-        parts = [_walk(node[key], leaves, paths, whole, f"{path}[{key!r}]") for key in keys]
+        parts = [
+            _walk(node[key], leaves, paths, whole, _item_path(paths, path, key)) for key in keys
+        ]
 
         def rebuild_mapping(new_leaves: Iterator[Any]) -> Any:
             new = copy.copy(node)
@@ -211,7 +216,10 @@ def _walk_foreign_container(
 
         return rebuild_mapping
     if isinstance(node, (list, collections.UserList)):
-        parts = [_walk(item, leaves, paths, whole, f"{path}[{i}]") for i, item in enumerate(node)]
+        parts = [
+            _walk(item, leaves, paths, whole, _item_path(paths, path, i))
+            for i, item in enumerate(node)
+        ]
 
         def rebuild_list(new_leaves: Iterator[Any]) -> Any:
             new = copy.copy(node)
@@ -221,7 +229,10 @@ def _walk_foreign_container(
         return rebuild_list
     if isinstance(node, tuple) and _rebuilds_from_items(node):
         kind = type(node)
-        parts = [_walk(item, leaves, paths, whole, f"{path}[{i}]") for i, item in enumerate(node)]
+        parts = [
+            _walk(item, leaves, paths, whole, _item_path(paths, path, i))
+            for i, item in enumerate(node)
+        ]
         return lambda new_leaves: kind([part(new_leaves) for part in parts])
     return None
 
