@@ -40,7 +40,8 @@ _ARRAY_METHODS = {
 _DICT_METHODS = frozenset("items keys values get pop copy setdefault".split())
 _ARRAY_ATTRIBUTES = {"shape": "host", "ndim": "host", "T": "array"}
 _MUTATORS = frozenset("append extend insert add update".split())
-# Of those, code that only reads values on the host (it takes torch tensors too).
+# Of JAX_CODE (``_written``), the code that only reads values on the host (it takes
+# torch tensors too).
 _HOST_CODE = ("numpy", "math")
 # Conversions that put a host value (a CPU torch tensor, a NumPy array) on JAX's default
 # device when not told a device, and leave a JAX array where it is: given what a rewrite
@@ -300,7 +301,7 @@ class Flow:
                 "device= first)"
             )
         if policy == "array" and name in _TREE_MAPS and call.args and node is not call.args[0]:
-            return self._tree_mapped(call, node, work)
+            return self._tree_mapped(call, name, node, work)
         if policy == "array" and name is not None and _numpy_view(name):
             work.append(call)  # np.asarray(x): a view, read-only on a JAX array
             return None
@@ -346,7 +347,9 @@ class Flow:
                 return None
         return self._passed(call)
 
-    def _tree_mapped(self, call: ast.Call, node: ast.AST, work: deque[ast.AST]) -> str | None:
+    def _tree_mapped(
+        self, call: ast.Call, map_name: str, node: ast.AST, work: deque[ast.AST]
+    ) -> str | None:
         """``jax.tree.map(f, x)``: each leaf of ``x`` goes to ``f`` (followed when it is
         the file's own function or a lambda), and what ``f`` returns makes the result."""
         where = f"line {call.lineno}"
@@ -361,7 +364,7 @@ class Flow:
             return None
         definitions = _tree_functions(function, self.names)
         position = next((i for i, a in enumerate(call.args) if a is node), 0) - 1
-        position += _TREE_MAPS[self.qualname(call.func) or ""] if position >= 0 else 0
+        position += _TREE_MAPS[map_name] if position >= 0 else 0
         starred = any(isinstance(a, ast.Starred) for a in call.args)
         if definitions is None or position < 0 or starred:
             return f"{where}: {short_text(call)} hands its leaves to {short_text(function)}"

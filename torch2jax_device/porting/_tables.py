@@ -12,6 +12,7 @@ from .idiom import Idiom
 
 __all__ = [
     "ADVICE",
+    "DLPACK",
     "FACTORIES",
     "NEW_FACTORIES",
     "RENAMES",
@@ -57,6 +58,13 @@ TENSOR_FACTORIES = frozenset(catalog.get("factory-tensor-device").torch_api)
 NEW_FACTORIES = frozenset(
     name.split(".")[-1] for name in catalog.get("tensor-new-factory").torch_api
 )
+
+#: DLPack exchanges by name: the row that reports each and the tj call it stands for.
+DLPACK = {
+    name: (row.id, row.tj_api[0])
+    for row in (catalog.get("tensor-to-jax"), catalog.get("jax-to-tensor"))
+    for name in row.torch_api
+}
 
 #: Every rule id the scanner can report; each is a row of the idiom catalog.
 RULES: frozenset[str] = frozenset(row.id for row in catalog.CATALOG if row.rewrite)

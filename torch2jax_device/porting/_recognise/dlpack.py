@@ -16,20 +16,11 @@ from __future__ import annotations
 import ast
 
 from .._rewrites import Rewrite
+from .._tables import DLPACK
 from .._values import JAX_ARRAY
 from .base import Recogniser
 
-__all__ = ["EXCHANGES", "exchange"]
-
-_TO_JAX = ("jax.dlpack.from_dlpack", "jax.numpy.from_dlpack")
-_TO_TORCH = ("torch.from_dlpack", "torch.utils.dlpack.from_dlpack")
-# Capsule makers -> (the row, the tj call replacing the exchange they start).
-_CAPSULES = {
-    "torch.utils.dlpack.to_dlpack": ("tensor-to-jax", "tj.to_jax"),
-    "jax.dlpack.to_dlpack": ("jax-to-tensor", "tj.to_torch"),
-}
-#: Every qualified name this module reports.
-EXCHANGES = frozenset({*_TO_JAX, *_TO_TORCH, *_CAPSULES})
+__all__ = ["exchange"]
 
 _TO_JAX_REASON = (
     "tj.to_jax takes torch tensors, NumPy and JAX arrays, not other DLPack exporters "
@@ -45,7 +36,8 @@ _OPTIONS_REASON = (
     "given more than the array (device=, copy=, stream=, take_ownership=...), which the "
     "tj call does not take alike: port it by hand"
 )
-_CAPSULE_REASONS = {
+# The capsule makers (the rest of DLPACK imports), and why their exchange is not renamed.
+_CAPSULES = {
     "torch.utils.dlpack.to_dlpack": (
         "a DLPack capsule, which jax.dlpack.from_dlpack no longer takes (JAX 0.10): hand "
         "the tensor itself to tj.to_jax"
@@ -58,17 +50,13 @@ _CAPSULE_REASONS = {
 
 def exchange(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
     """Report a DLPack exchange named ``name``; ``True`` if ``name`` is one."""
-    if name not in EXCHANGES:
+    if name not in DLPACK:
         return False
+    row, tj_name = DLPACK[name]
     if call is None:
-        to_jax = name in _TO_JAX or name == "torch.utils.dlpack.to_dlpack"
-        row, tj_name = (
-            ("tensor-to-jax", "tj.to_jax") if to_jax else ("jax-to-tensor", "tj.to_torch")
-        )
         r.add(node, row, tj_name, reason="a reference, not a call: port it by hand")
     elif name in _CAPSULES:
-        row, tj_name = _CAPSULES[name]
-        r.add(call, row, f"{tj_name}({r.arguments(call)})", reason=_CAPSULE_REASONS[name])
+        r.add(call, row, f"{tj_name}({r.arguments(call)})", reason=_CAPSULES[name])
     else:
         _import_call(r, call, name)
     return True
@@ -77,9 +65,7 @@ def exchange(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) ->
 def _import_call(r: Recogniser, call: ast.Call, name: str) -> None:
     """``jax.dlpack.from_dlpack(...)`` / ``torch.from_dlpack(...)``, with the capsule its
     argument makes (``from_dlpack(to_dlpack(t))``) as part of the one finding."""
-    row, tj_name = (
-        ("tensor-to-jax", "tj.to_jax") if name in _TO_JAX else ("jax-to-tensor", "tj.to_torch")
-    )
+    row, tj_name = DLPACK[name]
     options = _has_options(call)
     source = call.args[0] if call.args else None
     capsule = _capsule(r, source)
@@ -92,7 +78,7 @@ def _import_call(r: Recogniser, call: ast.Call, name: str) -> None:
     if options or source is None:
         r.add(call, row, replacement, reason=_OPTIONS_REASON)
         return
-    if name in _TO_JAX:
+    if row == "tensor-to-jax":
         r.add(call, row, replacement, reason=_TO_JAX_REASON)
         return
     from_jax = capsule is not None and r.qualname(capsule.func) == "jax.dlpack.to_dlpack"
