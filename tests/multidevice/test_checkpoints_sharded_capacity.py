@@ -87,6 +87,13 @@ def activity(monkeypatch: pytest.MonkeyPatch) -> Activity:
     return Activity(monkeypatch)
 
 
+def _short_of(monkeypatch: pytest.MonkeyPatch, device: jax.Device) -> None:
+    """``device`` has 20,000 bytes free of a pool XLA_CLIENT_MEM_FRACTION=0.12 set, the
+    figures ``_check_refusal`` reads back; the other devices have their 1 MiB pool free."""
+    _pools(monkeypatch, {device: 20_000})
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+
+
 def _check_refusal(error: tj.OutOfMemoryError, device: jax.Device, name: str, needed: int) -> None:
     """The single-device message: the device, the load, the bytes, the pool, the fix."""
     message = str(error)
@@ -117,8 +124,7 @@ def test_a_sharded_load_that_one_device_cannot_hold_is_refused_before_reading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
 ) -> None:
     path = _weights(tmp_path)
-    _pools(monkeypatch, {CPUS[2]: 20_000})  # cpu:2 has 20,000 bytes free, needs 25,856
-    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    _short_of(monkeypatch, CPUS[2])  # cpu:2 has 20,000 bytes free, needs 25,856
     with pytest.raises(tj.OutOfMemoryError) as info:
         tj.load_file(path, device=ROWS)
     _check_refusal(info.value, CPUS[2], "'model.safetensors'", ROWS_PER_DEVICE)
@@ -130,8 +136,7 @@ def test_a_sharding_rule_load_is_refused_on_the_device_that_cannot_hold_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
 ) -> None:
     path = _weights(tmp_path)
-    _pools(monkeypatch, {CPUS[3]: 20_000})
-    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    _short_of(monkeypatch, CPUS[3])
     with pytest.raises(tj.OutOfMemoryError) as info:
         tj.load(path, map_location=RULE)
     _check_refusal(info.value, CPUS[3], "'model.safetensors'", RULE_PER_DEVICE)
@@ -144,8 +149,7 @@ def test_a_torch_checkpoint_onto_a_mesh_is_refused_before_any_part_is_placed(
     torch = pytest.importorskip("torch")
     path = tmp_path / "model.pt"
     torch.save({"w": torch.from_numpy(patterned((400, 64), np.float32)), "b": torch.ones(64)}, path)
-    _pools(monkeypatch, {CPUS[1]: 20_000})
-    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    _short_of(monkeypatch, CPUS[1])
     with pytest.raises(tj.OutOfMemoryError) as info:
         tj.load(path, map_location=RULE)
     _check_refusal(info.value, CPUS[1], "'model.pt'", RULE_PER_DEVICE)
@@ -176,8 +180,7 @@ def test_a_tensor_of_a_file_opened_onto_a_mesh_is_refused_before_reading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, activity: Activity
 ) -> None:
     path = _weights(tmp_path)
-    _pools(monkeypatch, {CPUS[0]: 20_000})
-    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.12")
+    _short_of(monkeypatch, CPUS[0])
     with tj.safe_open(path, "flax", device=RULE) as f:
         with pytest.raises(tj.OutOfMemoryError) as info:
             f.get_tensor("w")
