@@ -20,6 +20,7 @@ __all__ = [
     "import_torch",
     "is_equinox_module",
     "is_nnx_module",
+    "is_nnx_state",
     "is_torch_device",
     "is_torch_dtype",
     "is_torch_module",
@@ -57,6 +58,11 @@ def is_torch_module(obj: object) -> TypeGuard[Any]:
 def is_nnx_module(obj: object) -> TypeGuard[Any]:
     """Whether ``obj`` is a Flax NNX module, without importing flax."""
     return _instance_of(obj, "flax.nnx", "Module")
+
+
+def is_nnx_state(obj: object) -> TypeGuard[Any]:
+    """Whether ``obj`` is a Flax NNX ``State``, without importing flax."""
+    return _instance_of(obj, "flax.nnx", "State")
 
 
 def is_equinox_module(obj: object) -> TypeGuard[Any]:

@@ -22,7 +22,14 @@ import jax
 import numpy as np
 
 from .. import host_staging
-from ..detect import import_torch, is_equinox_module, is_nnx_module, is_torch_tensor, is_tracer
+from ..detect import (
+    import_torch,
+    is_equinox_module,
+    is_nnx_module,
+    is_nnx_state,
+    is_torch_tensor,
+    is_tracer,
+)
 from ..errors import CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order, own_leaves_first
@@ -87,7 +94,7 @@ def named_arrays(obj: Any) -> Any:
 
     What [`tj.save_file`][torch2jax_device.save_file] writes when given a model.
     """
-    if _is_model(obj) or _is_nnx_state(obj):
+    if _is_model(obj) or is_nnx_state(obj):
         return state_dict(obj)
     return obj
 
@@ -339,7 +346,7 @@ def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:
 def _entries(model: Any) -> list[_Entry]:
     if is_nnx_module(model):
         entries = list(_nnx_entries(model, torch_layout=True))
-    elif _is_nnx_state(model):
+    elif is_nnx_state(model):
         entries = list(_nnx_entries(model, torch_layout=False))
     elif is_equinox_module(model):
         entries = list(_equinox_entries(model))
@@ -361,14 +368,14 @@ def _entries(model: Any) -> list[_Entry]:
 
 def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
     nnx = sys.modules["flax.nnx"]
-    state = model if _is_nnx_state(model) else nnx.state(model)
+    state = model if is_nnx_state(model) else nnx.state(model)
     modules = (
         {path: node for path, node in nnx.iter_graph(model) if isinstance(node, nnx.Module)}
         if torch_layout
         else {}
     )
     pairs = nnx.to_flat_state(state)
-    if not _is_nnx_state(model):  # a module: its twin's order (a State's is its own)
+    if not is_nnx_state(model):  # a module: its twin's order (a State's is its own)
         pairs = in_torch_order(model, pairs)
     for path, variable in pairs:
         if isinstance(variable, (nnx.RngState, nnx.Intermediate)):
@@ -494,14 +501,3 @@ def _key_name(key: Any) -> str:
 
 def _is_model(obj: Any) -> bool:
     return is_nnx_module(obj) or is_equinox_module(obj)
-
-
-def _is_nnx_state(obj: Any) -> bool:
-    return _is_instance_of_loaded(obj, "flax.nnx", "State")
-
-
-def _is_instance_of_loaded(obj: Any, module: str, name: str) -> bool:
-    """Whether ``obj`` is a ``module.name``, without importing ``module``: an object of
-    a framework can only exist once the framework is loaded."""
-    cls = getattr(sys.modules.get(module), name, None)
-    return isinstance(cls, type) and isinstance(obj, cls)
