@@ -33,6 +33,7 @@ __all__ = [
     "narrow_host",
     "to_numpy_dtype",
     "transfers",
+    "untransferable",
 ]
 
 
@@ -84,6 +85,11 @@ def array_dtype(dtype: Any) -> np.dtype[Any]:
     if not transfers(result):
         raise DTypeError(f"dtype {result.name!r} {cannot_hold(result)}")
     return result
+
+
+def untransferable(dtype: np.dtype[Any]) -> str:
+    """The message for NumPy data of a ``dtype`` JAX cannot hold (see `cannot_hold`)."""
+    return f"a NumPy array of dtype {dtype} {cannot_hold(dtype)}"
 
 
 def cannot_hold(dtype: np.dtype[Any]) -> str:

@@ -101,9 +101,7 @@ def _from_numpy(array: np.ndarray[Any, Any], strict: bool) -> jax.Array:
     cpu = jax.local_devices(backend="cpu")[0]
     array = host_array(array, strict)
     if not dtypes.transfers(array.dtype):
-        raise ConversionError(
-            f"a NumPy array of dtype {array.dtype} {dtypes.cannot_hold(array.dtype)}"
-        )
+        raise ConversionError(dtypes.untransferable(array.dtype))
     if strict:
         _require_zero_copy(array.dtype, array.ctypes.data, array.flags.c_contiguous, "array")
         result: jax.Array = jax.device_put(array, cpu)
@@ -121,11 +119,9 @@ def host_array(array: np.ndarray[Any, Any], strict: bool = False) -> np.ndarray[
         ConversionError: the dtype holds no numbers (strings, objects, records...), or
             the bytes are big-endian and ``strict`` forbids the converting copy.
     """
-    if not dtypes.holds(array.dtype) and array.dtype.type.__module__ == "ml_dtypes":
-        raise ConversionError(  # complex32, bcomplex32: ml_dtypes' pairs of halves
-            f"a NumPy array of dtype {array.dtype} {dtypes.cannot_hold(array.dtype)}"
-        )
     if not dtypes.holds(array.dtype):
+        if _from_ml_dtypes(array.dtype):  # complex32, bcomplex32: pairs of halves
+            raise ConversionError(dtypes.untransferable(array.dtype))
         raise ConversionError(
             f"a NumPy array of dtype {array.dtype} ({_KIND_NAMES.get(array.dtype.kind, 'records')})"
             " cannot become a JAX array: JAX arrays hold numbers and booleans only. Fix: "

@@ -495,8 +495,7 @@ def _move(
             cast = _host_cast(host, dtype, cast_all)
             if not dtypes.transfers(cast.dtype):
                 raise ConversionError(
-                    f"leaf {_leaf_path(tree, index)}: a NumPy array of dtype {cast.dtype} "
-                    f"{dtypes.cannot_hold(cast.dtype)}"
+                    f"leaf {_leaf_path(tree, index)}: {dtypes.untransferable(cast.dtype)}"
                 )
             shares = np.may_share_memory(cast, leaf)
             moved[index] = _aligned_copy(cast) if host_copy and shares else cast
