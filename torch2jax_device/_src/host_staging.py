@@ -72,6 +72,7 @@ __all__ = [
     "device_put",
     "from_bits",
     "has_pinned_host",
+    "parallel_copy",
     "pieces",
     "pin",
     "put_on_each",
@@ -496,7 +497,7 @@ def _writable_bytes(array: jax.Array) -> np.ndarray[Any, np.dtype[np.uint8]]:
     return np.ctypeslib.as_array(raw)
 
 
-def _parallel_copy(destination: np.ndarray[Any, Any], source: np.ndarray[Any, Any]) -> None:
+def parallel_copy(destination: np.ndarray[Any, Any], source: np.ndarray[Any, Any]) -> None:
     """``np.copyto(destination, source)`` split over threads (NumPy releases the GIL)."""
     if destination.nbytes < _PARALLEL_FROM or _COPY_THREADS == 1 or destination.ndim == 0:
         np.copyto(destination, source)
@@ -538,7 +539,7 @@ def pin(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
     array = _pinned_array(device, host.shape, np.dtype(host.dtype))
     if host.size:
         target = _writable_bytes(array).view(host.dtype).reshape(host.shape)
-        _parallel_copy(target, host)
+        parallel_copy(target, host)
     return array
 
 
@@ -561,7 +562,7 @@ def _streamed(host: np.ndarray[Any, Any]) -> Streamed:
 
     def fill(piece: Piece, out: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
         start = piece.first * itemsize
-        _parallel_copy(out, flat[start : start + piece.nbytes])
+        parallel_copy(out, flat[start : start + piece.nbytes])
 
     return Streamed(host.shape, np.dtype(host.dtype), fill, lambda: host)
 
@@ -612,7 +613,7 @@ def send_in_pieces(
                     first = sent.buffers[0].view[: piece.nbytes]
                     fill(piece, first)
                     for buffer in sent.buffers[1:]:
-                        _parallel_copy(buffer.view[: piece.nbytes], first)
+                        parallel_copy(buffer.view[: piece.nbytes], first)
                     raws: list[Any] = [buffer.array for buffer in sent.buffers]
                 else:
                     pageable = np.empty(piece.nbytes, np.uint8)  # JAX may keep it: a fresh one
