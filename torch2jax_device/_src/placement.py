@@ -87,9 +87,10 @@ def to_device(
     dict keys); NNX modules inside move in place and come back as the same objects,
     as ``Module.to`` moves a torch module inside a batch; other leaves (strings,
     ``None``, Python numbers used as configuration) pass through unchanged. A bare
-    Python number becomes a 0-d array. All transfers happen in one batched
-    ``jax.device_put``. The input is never mutated, except a Flax NNX module, which
-    moves in place and is returned, like ``Module.to``.
+    Python number becomes a 0-d array. The tree's arrays move in one batched
+    ``jax.device_put`` (an NNX module inside moves its state in its own). The input is
+    never mutated, except a Flax NNX module, which moves in place and is returned, like
+    ``Module.to``.
 
     As in torch, when nothing needs to change the very same object is returned and
     nothing is transferred; ``copy=True`` always gives fresh buffers, whatever the input
