@@ -4,6 +4,7 @@ files that change while they are scanned, and what ``--diff`` says when it holds
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from torch2jax_device.porting import _values
+from torch2jax_device.porting import _values, _written
 from torch2jax_device.porting.scanner import scan_source
 
 
@@ -102,6 +103,23 @@ def test_a_deeply_nested_file_is_skipped_and_the_others_are_printed(tmp_path: Pa
 def test_a_file_nested_as_deep_as_the_limit_is_scanned() -> None:
     findings = scan_source("import torch\nx = torch.zeros(1)" + ".cuda()" * 300 + "\n")
     assert {f.rule for f in findings} == {"tensor-cuda"}
+
+
+def test_a_long_chain_of_moves_is_walked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``.cuda()`` of a chain asks what the tensor moved is, and each answer walks
+    down the chain: kept per node, the walk costs the chain's length once, not once per
+    call and per planning pass (a chain of 300 took 7 s, and 2.7 million steps at 200)."""
+    steps = []
+    real = _written._view_call
+
+    def counting(node: ast.Call) -> bool:
+        steps.append(node)
+        return real(node)
+
+    monkeypatch.setattr(_written, "_view_call", counting)
+    findings = scan_source("import torch\nx = torch.zeros(1)" + ".cuda()" * 200 + "\n")
+    assert [f.rule for f in findings] == ["tensor-cuda"] * 200
+    assert len(steps) <= 2 * 200
 
 
 def test_running_out_of_stack_on_one_file_skips_it(

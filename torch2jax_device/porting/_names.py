@@ -70,6 +70,7 @@ class Names:
         self._loads: dict[tuple[int, str], list[ast.Name]] = {}
         # (id of a scope's binding list, alias depth) -> origin
         self._origins: dict[tuple[int, int], str | None] = {}
+        self._statements: dict[ast.AST, ast.stmt | None] = {}  # node -> its statement
         self._builder(self.module).visit_body(tree)
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -187,10 +188,20 @@ class Names:
         return parent
 
     def statement(self, node: ast.AST) -> ast.stmt | None:
-        """The statement containing ``node`` (itself, for a statement)."""
-        while node is not None and not isinstance(node, ast.stmt):
-            node = self.parents.get(node)  # type: ignore[assignment]
-        return node
+        """The statement containing ``node`` (itself, for a statement); each node's is
+        kept, so a node nested ``n`` deep costs ``n`` steps once."""
+        walked: list[ast.AST] = []
+        found: ast.AST | None = node
+        while found is not None and found not in self._statements:
+            if isinstance(found, ast.stmt):
+                self._statements[found] = found
+                break
+            walked.append(found)
+            found = self.parents.get(found)
+        statement = None if found is None else self._statements[found]
+        for inner in walked:
+            self._statements[inner] = statement
+        return statement
 
     def only_before(self, load: ast.AST, statement: ast.stmt) -> bool:
         """``load`` is in the same body as ``statement``, earlier (or in the value it

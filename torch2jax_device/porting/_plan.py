@@ -19,7 +19,6 @@ from ._source import SourceFile
 from ._startup import StartupOrder
 from ._tables import FACTORIES, TENSOR_FACTORIES
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ
-from ._written import moved_name
 
 __all__ = ["plan"]
 
@@ -176,7 +175,7 @@ def _shared_with(candidate: Candidate) -> str:
         candidate.tj_name == "tj.to_device"
         and isinstance(call.func, ast.Attribute)
         and not _already_jax(candidate)
-        and not _rebinds(flow.names.statement(call), moved_name(call.func.value))
+        and not _rebinds(flow.names.statement(call), flow.writes.moved_name(call.func.value))
     ):
         written = flow.writes.written_after(call.func.value, call, unknown_holders=False)
         if written:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ._values import Values, prefixed
 
-__all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "moved_name", "short_text"]
+__all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "short_text"]
 
 # Builtins whose result is a plain Python value whatever the argument.
 HOST_BUILTINS = frozenset(
@@ -47,6 +47,8 @@ _VIEW_METHODS = frozenset(
     "byte char type type_as to cpu cuda requires_grad_ numpy".split()
 )
 _VIEW_ATTRIBUTES = frozenset("data T mT H mH real imag".split())
+# A tensor reached through its holders: the root name, and the steps from it outwards.
+_Path = tuple[ast.Name, list[ast.expr]]
 
 
 class WriteCheck:
@@ -60,6 +62,9 @@ class WriteCheck:
         self._spend = spend
         # Per class: the reads of ``self`` in all its methods (``None``: over the budget).
         self._self_loads_of: dict[ast.ClassDef, list[ast.Name] | None] = {}
+        # Per expression: its access path (``access_path``), and whether a view or a cast
+        # lies on the way to it; each node is walked once.
+        self._paths: dict[ast.expr, tuple[_Path | None, bool]] = {}
 
     def written_after(self, array: ast.expr, call: ast.AST, *, unknown_holders: bool) -> str | None:
         """Where code that may run after ``call`` writes into the array or tensor
@@ -75,7 +80,7 @@ class WriteCheck:
         if _new_array(array, self.qualname):
             return None
         if not isinstance(array, ast.Name):
-            path = None if unknown_holders else _access_path(array)
+            path = None if unknown_holders else self.access_path(array)
             if path is not None and path[1]:
                 return self._path_written_after(array, path, call)
             if path is None and not unknown_holders:
@@ -103,9 +108,38 @@ class WriteCheck:
                 return f"line {load.lineno}: {reason}"
         return None
 
-    def _path_written_after(
-        self, array: ast.expr, path: tuple[ast.Name, list[ast.expr]], call: ast.AST
-    ) -> str | None:
+    def access_path(self, node: ast.expr) -> _Path | None:
+        """``batch["x"]``, ``self.buf``, ``outputs[0].logits``: the root name and the steps
+        from it outwards; ``None`` for anything else (a call's result). A view or a cast
+        that may return the tensor itself (``x.detach()``, ``x.T``, ``x.float()``) stands
+        for the whole of what it is taken of: ``self.w.detach()[0]`` is ``self.w``. Each
+        node's path is kept, so a chain of ``n`` calls costs ``n`` steps once, not ``n``
+        steps per question (``x.cuda().cuda()...`` asks once per call in it)."""
+        walked: list[tuple[ast.expr, bool]] = []
+        while node not in self._paths:
+            step = _path_step(node)
+            if step is None:
+                self._paths[node] = ((node, []) if isinstance(node, ast.Name) else None, False)
+                break
+            walked.append((node, step[1]))
+            node = step[0]
+        path, viewed = self._paths[node]
+        for outer, is_step in reversed(walked):
+            if not is_step:
+                viewed = True  # the steps outside a view are the whole's, not the path's
+            elif path is not None and not viewed:
+                path = (path[0], [*path[1], outer])
+            self._paths[outer] = (path, viewed)
+        return path
+
+    def moved_name(self, receiver: ast.expr) -> ast.Name | None:
+        """The name whose tensor (or a view of it) ``receiver`` is: ``x``, ``x.detach()``,
+        ``x.T``, ``x.float()``; ``None`` for anything else (``batch["x"]``, a call's
+        result)."""
+        path = self.access_path(receiver)
+        return path[0] if path is not None and not path[1] else None
+
+    def _path_written_after(self, array: ast.expr, path: _Path, call: ast.AST) -> str | None:
         """``written_after`` for a tensor reached through its holders (``batch["x"]``,
         ``self.buf``, ``outputs[0]``): every later read of the root name that reaches
         the same place, or hands a holder on, counts. Through ``self``, every method of
@@ -276,33 +310,17 @@ def _new_array(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> boo
     )
 
 
-def _access_path(node: ast.expr) -> tuple[ast.Name, list[ast.expr]] | None:
-    """``batch["x"]``, ``self.buf``, ``outputs[0].logits``: the root name and the steps
-    from it outwards; ``None`` for anything else (a call's result). A view or a cast
-    that may return the tensor itself (``x.detach()``, ``x.T``, ``x.float()``) stands
-    for the whole of what it is taken of: ``self.w.detach()[0]`` is ``self.w``."""
-    steps: list[ast.expr] = []
-    while True:
-        if isinstance(node, ast.Call) and _view_call(node):
-            assert isinstance(node.func, ast.Attribute)
-            steps, node = [], node.func.value
-        elif isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRIBUTES:
-            steps, node = [], node.value
-        elif isinstance(node, (ast.Attribute, ast.Subscript)):
-            steps.append(node)
-            node = node.value
-        else:
-            break
-    if not isinstance(node, ast.Name):
-        return None
-    return node, steps[::-1]
-
-
-def moved_name(receiver: ast.expr) -> ast.Name | None:
-    """The name whose tensor (or a view of it) ``receiver`` is: ``x``, ``x.detach()``,
-    ``x.T``, ``x.float()``; ``None`` for anything else (``batch["x"]``, a call's result)."""
-    path = _access_path(receiver)
-    return path[0] if path is not None and not path[1] else None
+def _path_step(node: ast.expr) -> tuple[ast.expr, bool] | None:
+    """What ``node`` is taken of, and whether it is a step of the path (an attribute or a
+    key) rather than a view or cast of the whole; ``None`` where the walk ends."""
+    if isinstance(node, ast.Call) and _view_call(node):
+        assert isinstance(node.func, ast.Attribute)
+        return node.func.value, False
+    if isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRIBUTES:
+        return node.value, False
+    if isinstance(node, (ast.Attribute, ast.Subscript)):
+        return node.value, True
+    return None
 
 
 def _self_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.arg | None:
