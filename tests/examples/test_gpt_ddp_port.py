@@ -15,8 +15,6 @@ The PyTorch run is the oracle: every loss the port prints must match it.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ import torch
 from safetensors.numpy import save_file
 
 from tests.support.distributed.launch import TORCHRUN, launch, results, run_bounded, worker_env
-from tests.support.examples import EXAMPLES, example_env, example_environment
+from tests.support.examples import EXAMPLES, ExampleRunner, example_environment
 
 ORIGINAL, PORT = EXAMPLES / "gpt_ddp_torch.py", EXAMPLES / "gpt_ddp_port.py"
 EXIT_AFTER_SCRIPT = Path(__file__).parents[1] / "support" / "distributed" / "exit_after_script.py"
@@ -45,7 +43,7 @@ def _summaries(output: str, processes: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def runs(tmp_path_factory: pytest.TempPathFactory, examples: ExampleRunner) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("gpt")
     status, out, err = run_bounded(
         # torch's gloo threads can abort a finished DDP script at interpreter exit
@@ -63,14 +61,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     initial = {name: tensor.numpy() for name, tensor in torch.load(root / "init.pt").items()}
     save_file(initial, root / "init.safetensors")
 
-    single = subprocess.run(
-        [sys.executable, str(PORT), "--out-dir", str(root / "single"),
-         "--torch-weights", str(root / "init.pt"), "--max-iters", str(ITERS),
-         "--batch-size", str(2 * BATCH_PER_PROCESS), *CONFIG],
-        env=example_env(worker_env(JAX_NUM_CPU_DEVICES="1")),
-        capture_output=True, text=True, timeout=240,
+    # One process, one CPU device (forked from the examples' server, which imported
+    # torch, JAX and flax once), beside the torch job's output.
+    single = examples.start(
+        PORT.name, "--out-dir", str(root / "single"), "--torch-weights", str(root / "init.pt"),
+        "--max-iters", str(ITERS), "--batch-size", str(2 * BATCH_PER_PROCESS), *CONFIG,
     )  # fmt: skip
-    assert single.returncode == 0, single.stderr[-3000:]
 
     # The 2 x 2 jobs share a compilation cache: the resumed job's rank 0 reads every
     # program the first job's rank 0 compiled. Only JAX's process 0 writes it, and a
@@ -100,7 +96,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "ddp": ddp_job,
         "saved": saved,
         "resumed": resumed_job,
-        "single": _summaries(single.stdout, 1),
+        "single": _summaries(single.output(timeout=240), 1),
         "ddp_dir": ddp_dir,
     }
 
