@@ -15,9 +15,9 @@
 #   gpu-check    scripts/gpu-check.sh --cpu (bench_gpu.py's CPU mode, so it cannot rot)
 #   multidevice  tests/multidevice with 4 simulated CPU devices (JAX reads the device
 #                count only when it starts, so these tests need their own process)
-#   slow-*       the tests that start processes, in five groups: jobs (launchers and
+#   slow-*       the tests that start processes, in six groups: jobs (launchers and
 #                multi-process runs), examples (real training scripts), cli (the
-#                commands), project (packaging, imports, docs) and the rest
+#                commands), project (packaging, imports, docs), unit and the rest
 #   in-process   every other test and the package's doctests
 # The groups together are the whole suite; the script fails if any group fails. Each
 # pytest process keeps its own cache (.pytest_cache/<group>), so --lf works per group.
@@ -71,17 +71,18 @@ checks() {
   "$python" scripts/check_site.py "$logs/site"
 }
 
-# The tests that start processes, in five groups: jobs (launchers and multi-process
+# The tests that start processes, in six groups: jobs (launchers and multi-process
 # runs, mostly waiting on their processes' deadlines, so they overlap the others well),
 # examples (real training scripts, the heaviest on the CPU), the commands, the project's
-# own checks, and the rest.
+# own checks, tests/unit's, and the rest (tests/parity's). The groups share two cores
+# evenly, so the largest ends last: no group may cost much more CPU than the others.
 jobs=(tests/unit/test_distributed*.py tests/unit/test_checkpoints_agreement.py
   tests/parity/test_distributed*.py)
 not_jobs=()
 for file in "${jobs[@]}"; do not_jobs+=(--ignore="$file"); done
 
-groups=(checks gpu-check multidevice slow-jobs slow-examples slow-cli slow-project slow-rest
-  in-process)
+groups=(checks gpu-check multidevice slow-jobs slow-examples slow-cli slow-project slow-unit
+  slow-parity in-process)
 checks >"$logs/checks.log" 2>&1 &
 pids+=($!)
 PYTHON=$python scripts/gpu-check.sh --cpu >"$logs/gpu-check.log" 2>&1 &
@@ -101,9 +102,12 @@ pids+=($!)
 "$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-project tests/project "$@" \
   >"$logs/slow-project.log" 2>&1 &
 pids+=($!)
-"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-rest tests --ignore=tests/multidevice \
-  --ignore=tests/examples --ignore=tests/cli --ignore=tests/project "${not_jobs[@]}" "$@" \
-  >"$logs/slow-rest.log" 2>&1 &
+"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-unit tests/unit "${not_jobs[@]}" "$@" \
+  >"$logs/slow-unit.log" 2>&1 &
+pids+=($!)
+"$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-parity tests --ignore=tests/unit \
+  --ignore=tests/multidevice --ignore=tests/examples --ignore=tests/cli --ignore=tests/project \
+  "${not_jobs[@]}" "$@" >"$logs/slow-parity.log" 2>&1 &
 pids+=($!)
 "$python" -m pytest -m "not slow" "${in_process[@]}" "$@" >"$logs/in-process.log" 2>&1 &
 pids+=($!)
