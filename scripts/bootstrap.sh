@@ -21,7 +21,25 @@ if [ "${1:-}" = "--demo" ]; then
   extras="[flax]"
 fi
 
-python=${PYTHON:-python3}
+# The interpreter a new .venv is made from: $PYTHON if set; else the first Python 3.11+
+# whose libpython is linked into the interpreter rather than loaded as a shared library
+# (as Debian and Ubuntu build their python3, optimised with profile-guided and link-time
+# optimisation); else python3. pyenv's default build loads a shared libpython built
+# without those optimisations, and the test suite costs about a sixth more CPU under it
+# (CONTRIBUTING.md, "Keeping the loop fast"). An existing .venv keeps its interpreter:
+# remove .venv to change it.
+static_python() {
+  local candidate
+  for candidate in $(type -ap python3 python3.11) /usr/bin/python3; do
+    if "$candidate" -c 'import sys
+sys.exit(sys.version_info < (3, 11) or "/libpython" in open("/proc/self/maps").read())' \
+      2>/dev/null; then
+      echo "$candidate"
+      return
+    fi
+  done
+  echo python3
+}
 venv=.venv
 want=$(cat pyproject.toml constraints-cpu.txt | sha256sum | cut -d' ' -f1)
 # The dev install holds everything the demo needs.
@@ -32,7 +50,7 @@ for installed in "$venv/.installed-$profile" "$venv/.installed-dev"; do
 done
 
 if [ ! -x "$venv/bin/python" ]; then
-  "$python" -m venv "$venv"
+  "${PYTHON:-$(static_python)}" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 mapfile -t torch_source < <("$venv/bin/python" scripts/torch_cpu_source.py)
