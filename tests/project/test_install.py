@@ -139,3 +139,38 @@ def test_the_readme_cpu_install_resolves_without_cuda() -> None:
     report, output = dry_run(*options)
     assert report is not None, output
     assert cuda_wheels(report) == []
+
+
+def _links_libpython(python: str) -> bool | None:
+    """Whether ``python`` (3.11 or newer) loads libpython as a shared library; ``None``
+    where it is absent, older, or cannot tell."""
+    probe = subprocess.run(
+        [python, "-c", "import sys; assert sys.version_info >= (3, 11)\n"
+         "print('/libpython' in open('/proc/self/maps').read())"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return {"True": True, "False": False}.get(probe.stdout.strip())
+
+
+def test_bootstrap_makes_the_venv_from_a_python_with_libpython_linked_in() -> None:
+    """``static_python`` in ``scripts/bootstrap.sh``: a Python 3.11+ whose libpython is
+    part of the interpreter, when one is on PATH or at /usr/bin/python3, else python3."""
+    source = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    found = re.search(r"^static_python\(\) \{$.*?^\}$", source, re.DOTALL | re.MULTILINE)
+    assert found is not None
+    chosen = subprocess.run(
+        ["bash", "-c", f"{found.group(0)}\nstatic_python"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.strip()  # fmt: skip
+    if chosen != "python3":
+        assert _links_libpython(chosen) is False, chosen
+        return
+    candidates = [
+        os.path.join(folder, name)
+        for folder in os.environ["PATH"].split(os.pathsep)
+        for name in ("python3", "python3.11")
+        if os.access(os.path.join(folder, name), os.X_OK)
+    ]
+    assert all(
+        _links_libpython(python) is not False for python in [*candidates, "/usr/bin/python3"]
+    )
