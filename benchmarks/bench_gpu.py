@@ -14,7 +14,7 @@ running in CI in well under a minute; its figures say nothing about a GPU.
 Sections, each in fresh processes:
 
 * **transfers**: host->device from pageable NumPy (``jax.device_put`` is the anchor;
-  tj, torch pageable and pinned where torch sees the GPU; below tj's pieces threshold
+  tj, with ``non_blocking=True`` too, torch pageable and pinned where torch sees the GPU; below tj's pieces threshold
   also a memcpy into a reused pinned buffer and its copy, the route tj does not take
   there) at several sizes, from pinned
   memory, ``pin_memory`` itself, device->host (anchor ``jax.device_put`` to the CPU
@@ -151,6 +151,15 @@ def transfers_child(cpu: bool, nbytes: int, sweep: list[int]) -> list[dict[str, 
             True,
         )
         row(group, "tj.to_device", size, lambda i, xs=xs: ready(tj.to_device(xs[i], device)), False)
+        # non_blocking=True from NumPy returns once the source has been read (torch's
+        # pageable copy does the same), which on a GPU may cost a wait of its own.
+        row(
+            group,
+            "tj.to_device(non_blocking=True)",
+            size,
+            lambda i, xs=xs: ready(tj.to_device(xs[i], device, non_blocking=True)),
+            False,
+        )
         if size < host_staging.PINNED_PIECES_FROM:
             # The route tj does not take below the threshold, timed so the threshold
             # stays a measurement: a memcpy into a reused pinned buffer, then its DMA.
