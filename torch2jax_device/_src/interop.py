@@ -311,6 +311,13 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
                 f"to_torch() got a deleted or donated jax.Array ({array.dtype}"
                 f"{list(array.shape)}); convert the array the donating call returned"
             )
+        if dtypes.is_prng_key(array.dtype):
+            raise ConversionError(
+                f"to_torch() got a JAX PRNG key array ({array.dtype}{list(array.shape)}): it "
+                "holds no numbers and torch has no key tensors. Fix: convert its bits, "
+                "tj.to_torch(jax.random.key_data(key)), and rebuild it in JAX with "
+                "jax.random.wrap_key_data"
+            )
         if len(array.devices()) != 1:
             raise ConversionError(
                 f"to_torch() needs a single-device array; this one is sharded over "

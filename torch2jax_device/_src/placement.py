@@ -202,12 +202,7 @@ def to_device(
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
     flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
-    if (
-        not single
-        and len(flat.leaves) == 1
-        and flat.leaves[0] is obj
-        and not any(hasattr(obj, protocol) for protocol in _ARRAY_PROTOCOLS)
-    ):
+    if not single and len(flat.leaves) == 1 and flat.leaves[0] is obj and not _array_like(obj):
         _refuse_root(obj)
     target = _target(device)
     if (
@@ -376,7 +371,9 @@ def _check_memory_format(obj: Any, memory_format: Any) -> None:
 
 def _refuse_root(obj: Any) -> NoReturn:
     """``to_device`` of something that is neither an array, a number nor a container."""
-    kind = type_name(obj)
+    kind = (
+        f"class ({obj.__module__}.{obj.__qualname__})" if isinstance(obj, type) else type_name(obj)
+    )
     if is_torch_module(obj):
         raise ConversionError(
             f"to_device() got a torch module ({kind}): JAX cannot hold torch modules. Fix: "
@@ -517,7 +514,7 @@ def _move(
             if not convert_scalars:
                 continue
             array = _cast(_number_array(tree, index, leaf, dtype), dtype, cast_all)
-        elif any(hasattr(leaf, protocol) for protocol in _ARRAY_PROTOCOLS):
+        elif _array_like(leaf):
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
         elif is_torch_module(leaf):
             raise ConversionError(
@@ -651,8 +648,14 @@ def _host_cast(
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:
     if dtype is None or array.dtype == dtype:
         return array
-    if not cast_all and not dtypes.is_inexact(np.dtype(array.dtype)):
+    if not cast_all and not dtypes.is_inexact(array.dtype):  # PRNG keys are not inexact
         return array
+    if dtypes.is_prng_key(array.dtype):
+        raise DTypeError(
+            f"a JAX PRNG key array ({array.dtype}) holds no numbers, so it cannot become "
+            f"{dtype}. Fix: cast its bits, jax.random.key_data(key).astype(...), or pass the "
+            "whole tree: a dtype casts only a tree's floating-point leaves, and keys stay keys"
+        )
     return array.astype(dtype)
 
 
@@ -683,6 +686,18 @@ def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | Non
             "dtype it should have (to_device(number, device, jnp.float32))"
         )
     return jax.numpy.asarray(host.astype(dtype))
+
+
+def _array_like(value: Any) -> bool:
+    """An object offering an array protocol (``__array__``, DLPack...), which JAX converts.
+
+    A class is never one, though its instances are: ``np.float32``, ``ml_dtypes.bfloat16``
+    or ``torch.Tensor`` held in a batch as configuration (``{"x": x, "dtype": np.float32}``)
+    is passed through, as a torch batch move passes it.
+    """
+    return not isinstance(value, type) and any(
+        hasattr(value, protocol) for protocol in _ARRAY_PROTOCOLS
+    )
 
 
 def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:

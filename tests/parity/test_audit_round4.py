@@ -1,0 +1,136 @@
+"""The fourth side-by-side audit, torch as the oracle (1 device): the mismatches it found.
+
+Each test runs the PyTorch idiom as the oracle and the torch2jax_device port, and fails
+on the library as it was before the audit's fix:
+
+- a class held in a batch as configuration (``{"x": x, "dtype": np.float32}``; also
+  ``ml_dtypes.bfloat16``, ``np.ndarray``, ``torch.Tensor``) was taken for an array (the
+  class has ``__array__``) and raised ``tj.ConversionError``, where a torch batch move
+  passes it through as it passes ``torch.float32``;
+- ``tj.to_device(model, jnp.bfloat16)`` of an NNX model holding dropout RNG state (JAX
+  PRNG key arrays) raised NumPy's raw ``TypeError``, where ``model.to(torch.bfloat16)``
+  of its torch twin casts the parameters; a tree with a key and a dtype raised the same;
+  a lone key cast to a dtype raised JAX's raw ``NotImplementedError``;
+- ``tj.to_torch`` of a key array raised NumPy's raw ``TypeError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+import torch2jax_device as tj
+from tests.parity.harness import assert_same_outcome, run
+
+# --- classes held in a batch as configuration --------------------------------------------
+
+
+def torch_send_to_device(obj: Any, *args: Any) -> Any:
+    """A torch batch moved as Accelerate's send_to_device does: what has ``.to`` moves."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(*args)
+    if isinstance(obj, Mapping):
+        return type(obj)({key: torch_send_to_device(value, *args) for key, value in obj.items()})
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(torch_send_to_device(item, *args) for item in obj)
+    return obj
+
+
+CLASSES = [np.float32, ml_dtypes.bfloat16, np.ndarray, torch.Tensor, np.int64, jnp.float16]
+FORMS = {
+    "device": ("cpu",),
+    "device-and-dtype": ("cpu", torch.float16),
+    "dtype": (torch.float16,),
+}
+
+
+@pytest.mark.parametrize("held", CLASSES, ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_class_in_a_batch_passes_through_as_in_a_torch_batch(held: type, form: str) -> None:
+    args = FORMS[form]
+    theirs = torch_send_to_device({"x": torch.ones(2), "dtype": held}, *args)
+    ours = tj.to_device({"x": np.ones(2, np.float32), "dtype": held}, *args)
+    assert (ours["dtype"] is held) == (theirs["dtype"] is held)
+    assert str(ours["x"].dtype) == str(theirs["x"].dtype).removeprefix("torch.")
+    assert tj.to_device([held], "cpu", copy=True)[0] is held
+
+
+@pytest.mark.parametrize("held", CLASSES, ids=lambda cls: cls.__name__)
+def test_a_class_in_a_batch_passes_every_feeding_path(held: type) -> None:
+    batch = {"x": np.ones(2, np.float32), "dtype": held}
+    assert tj.pin_memory(batch)["dtype"] is held
+    assert next(iter(tj.prefetch_to_device([batch], "cpu")))["dtype"] is held
+
+
+def test_a_class_as_the_whole_argument_is_refused_by_name() -> None:
+    with pytest.raises(AttributeError):
+        np.float32.to("cpu")  # type: ignore[attr-defined]  # what torch-style code would do
+    with pytest.raises(tj.ConversionError, match=r"cannot move a class \(numpy\.float32\)"):
+        tj.to_device(np.float32, "cpu")
+
+
+# --- JAX PRNG key arrays (an NNX model's dropout state) -------------------------------------
+
+
+class Dropped(nnx.Module):
+    def __init__(self) -> None:
+        self.fc = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        self.drop = nnx.Dropout(0.1, rngs=nnx.Rngs(1))
+
+
+class DroppedTwin(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 3)
+        self.drop = torch.nn.Dropout(0.1)
+
+
+def key_leaves(model: nnx.Module) -> list[Any]:
+    return [leaf for leaf in jax.tree.leaves(nnx.state(model)) if tj_is_key(leaf)]
+
+
+def tj_is_key(leaf: Any) -> bool:
+    return bool(jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key))
+
+
+@pytest.mark.parametrize("args", [(torch.bfloat16,), ("cpu", torch.float16)], ids=str)
+def test_a_model_with_dropout_rng_state_casts_like_its_torch_twin(args: tuple[Any, ...]) -> None:
+    twin, model = DroppedTwin(), Dropped()
+    keys_before = key_leaves(model)
+    theirs = run(lambda: [str(p.dtype).removeprefix("torch.") for p in twin.to(*args).parameters()])
+    ours = run(lambda: [str(p.dtype) for p in tj.parameters(tj.to_device(model, *args))])
+    assert_same_outcome(theirs, ours)
+    assert [key.dtype for key in key_leaves(model)] == [key.dtype for key in keys_before]
+
+
+def test_a_key_in_a_tree_stays_a_key_as_integer_state_stays_in_module_to() -> None:
+    norm = torch.nn.BatchNorm1d(2).to(torch.float16)  # the oracle: non-float state is kept
+    key = jax.random.key(0)
+    moved = tj.to_device({"key": key, "w": np.ones(2, np.float32)}, "cpu", jnp.float16)
+    assert str(moved["w"].dtype) == str(norm.weight.dtype).removeprefix("torch.")
+    assert norm.num_batches_tracked.dtype == torch.int64
+    assert moved["key"].dtype == key.dtype
+    np.testing.assert_array_equal(jax.random.key_data(moved["key"]), jax.random.key_data(key))
+
+
+@pytest.mark.parametrize("args", [(jnp.float16,), ("cpu", jnp.float16)], ids=str)
+def test_a_lone_key_cast_to_a_dtype_names_the_fix(args: tuple[Any, ...]) -> None:
+    with pytest.raises(tj.DTypeError, match=r"PRNG key array \(key<fry>\).*Fix: .*key_data"):
+        tj.to_device(jax.random.key(0), *args)
+    with pytest.raises(tj.DTypeError, match="PRNG key array"):
+        jax.jit(lambda key: tj.to_device(key, jnp.float16))(jax.random.key(0))
+
+
+def test_to_torch_of_a_key_array_names_the_fix() -> None:
+    with pytest.raises(tj.ConversionError, match=r"PRNG key array.*Fix: .*key_data\(key\)"):
+        tj.to_torch(jax.random.key(0))
+    bits = tj.to_torch(jax.random.key_data(jax.random.key(0)))  # the fix works
+    assert bits.tolist() == np.asarray(jax.random.key_data(jax.random.key(0))).tolist()
