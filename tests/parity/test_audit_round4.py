@@ -11,7 +11,10 @@ on the library as it was before the audit's fix:
   PRNG key arrays) raised NumPy's raw ``TypeError``, where ``model.to(torch.bfloat16)``
   of its torch twin casts the parameters; a tree with a key and a dtype raised the same;
   a lone key cast to a dtype raised JAX's raw ``NotImplementedError``;
-- ``tj.to_torch`` of a key array raised NumPy's raw ``TypeError``.
+- ``tj.to_torch`` of a key array raised NumPy's raw ``TypeError``;
+- ``tj.to_device(equinox_model, torch.int32)`` cast the weights to int32, where
+  ``Module.to`` (and ``tj.to_device`` of an NNX model) refuses a dtype that is not
+  floating-point or complex.
 """
 
 from __future__ import annotations
@@ -134,3 +137,22 @@ def test_to_torch_of_a_key_array_names_the_fix() -> None:
         tj.to_torch(jax.random.key(0))
     bits = tj.to_torch(jax.random.key_data(jax.random.key(0)))  # the fix works
     assert bits.tolist() == np.asarray(jax.random.key_data(jax.random.key(0))).tolist()
+
+
+# --- an Equinox model given an integer dtype refuses it, as Module.to does -------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(torch.int32,), ("cpu", torch.bool), (torch.zeros(1, dtype=torch.int32),), (torch.float16,)],
+    ids=str,
+)
+def test_an_equinox_model_takes_the_dtypes_module_to_takes(args: tuple[Any, ...]) -> None:
+    eqx = pytest.importorskip("equinox")
+    theirs = run(lambda: [str(p.dtype) for p in torch.nn.Linear(2, 3).to(*args).parameters()])
+    model = eqx.nn.Linear(2, 3, key=jax.random.key(0))
+    ours = run(lambda: [f"torch.{p.dtype}" for p in tj.parameters(tj.to_device(model, *args))])
+    assert_same_outcome(theirs, ours)
+    if ours.error is not None:
+        assert isinstance(ours.error, tj.DTypeError)
+        assert "only accepts floating point or complex dtypes" in str(ours.error)

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import dtypes, host_staging
 from .detect import (
+    is_equinox_module,
     is_nnx_module,
     is_torch_dtype,
     is_torch_module,
@@ -151,7 +152,9 @@ def to_device(
     Raises:
         DeviceUnavailableError: the device does not exist here, or a leaf is a ``meta``
             tensor (it has no data).
-        DTypeError: JAX does not know ``dtype``, or it would cast a lone ``float0`` array.
+        DTypeError: JAX does not know ``dtype``; it would cast a lone ``float0`` or PRNG
+            key array; or a model (NNX, Equinox) is given a dtype that is not
+            floating-point or complex (``Module.to`` refuses those).
         MemoryFormatError: ``memory_format`` is not a ``torch.memory_format`` or ``None``,
             or is ``torch.channels_last`` and a single array is not 4-d
             (``channels_last_3d``: 5-d), as torch refuses them.
@@ -200,6 +203,8 @@ def to_device(
             _check_memory_format(obj, memory_format)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
+    if is_equinox_module(obj):
+        _check_model_dtype(dtype)
     single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
     flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
     if not single and len(flat.leaves) == 1 and flat.leaves[0] is obj and not _array_like(obj):
@@ -712,11 +717,17 @@ def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
 
 def _move_module(module: Any, device: Any, dtype: Any, *, non_blocking: bool, copy: bool) -> Any:
     nnx = sys.modules["flax.nnx"]
+    _check_model_dtype(dtype)
+    state = nnx.state(module)
+    nnx.update(module, to_device(state, device, dtype, non_blocking=non_blocking, copy=copy))
+    return module
+
+
+def _check_model_dtype(dtype: Any) -> None:
+    """A model (NNX or Equinox) is cast to floating-point or complex dtypes only, as torch's
+    ``Module.to`` refuses others."""
     if dtype is not None and not dtypes.is_inexact(dtypes.to_numpy_dtype(dtype)):
         raise DTypeError(
             f"Module.to only accepts floating point or complex dtypes, but got desired "
             f"dtype={dtype}; cast integer state explicitly with jax.tree.map"
         )
-    state = nnx.state(module)
-    nnx.update(module, to_device(state, device, dtype, non_blocking=non_blocking, copy=copy))
-    return module
