@@ -156,3 +156,42 @@ def test_an_equinox_model_takes_the_dtypes_module_to_takes(args: tuple[Any, ...]
     if ours.error is not None:
         assert isinstance(ours.error, tj.DTypeError)
         assert "only accepts floating point or complex dtypes" in str(ours.error)
+
+
+# --- an indexed CPU default reads back as written, as torch.get_default_device -------------
+
+
+def read_back(module: Any, spec: Any, form: str) -> Any:
+    if form == "context":
+        with module.device(spec):
+            return module.get_default_device()
+    module.set_default_device(spec)
+    try:
+        return module.get_default_device()
+    finally:
+        module.set_default_device(None)
+
+
+SPECS = ["cpu", "cpu:0", "cpu:1", torch.device("cpu", 0), torch.device("cpu")]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=str)
+@pytest.mark.parametrize("form", ["context", "setter"])
+def test_a_cpu_default_reads_back_as_torch_reads_it(spec: Any, form: str) -> None:
+    if len(jax.devices("cpu")) != 1:
+        pytest.skip("one CPU device: simulated ones are cpu:N whatever was written")
+    assert_same_outcome(
+        run(lambda: read_back(torch, spec, form)), run(lambda: read_back(tj, spec, form))
+    )
+
+
+def test_nested_cpu_defaults_read_back_as_torch_reads_them() -> None:
+    def nested(module: Any) -> Any:
+        with module.device("cpu"):
+            with module.device("cpu:0"):
+                inner = module.get_default_device()
+            return inner, module.get_default_device()
+
+    assert_same_outcome(run(lambda: nested(torch)), run(lambda: nested(tj)))
+    with tj.device("cpu:0"):
+        assert jnp.zeros(1).device == jax.devices("cpu")[0]  # still placed on the CPU
