@@ -195,3 +195,40 @@ def test_nested_cpu_defaults_read_back_as_torch_reads_them() -> None:
     assert_same_outcome(run(lambda: nested(torch)), run(lambda: nested(tj)))
     with tj.device("cpu:0"):
         assert jnp.zeros(1).device == jax.devices("cpu")[0]  # still placed on the CPU
+
+
+# --- feeding's argument errors belong to the library's hierarchy ----------------------------
+
+
+def torch_loader(source: Any, prefetch: Any) -> Any:
+    """torch's DataLoader checks, without starting a worker: a negative prefetch_factor is
+    refused when the loader is built, a source that is not a dataset when it is read."""
+    if prefetch < 0:
+        return torch.utils.data.DataLoader(source, num_workers=1, prefetch_factor=prefetch)
+    return list(torch.utils.data.DataLoader(source))
+
+
+BAD_FEEDING = [
+    pytest.param([1.0, 2.0], -1, id="negative-prefetch"),
+    pytest.param(3, 2, id="not-iterable"),
+]
+
+
+@pytest.mark.parametrize(("source", "prefetch"), BAD_FEEDING)
+def test_feeding_argument_errors_are_the_librarys_and_torchs_class(
+    source: Any, prefetch: Any
+) -> None:
+    theirs = run(lambda: torch_loader(source, prefetch))
+    assert theirs.error is not None
+    assert_same_outcome(theirs, run(lambda: list(tj.DeviceLoader(source, "cpu", prefetch))))
+    assert_same_outcome(
+        theirs, run(lambda: list(tj.prefetch_to_device(source, "cpu", size=prefetch)))
+    )
+
+
+@pytest.mark.parametrize("prefetch", [1.5, True, "2"])
+def test_a_prefetch_that_is_not_an_int_is_the_librarys_type_error(prefetch: Any) -> None:
+    with pytest.raises(tj.ArgumentTypeError, match="must be an int"):
+        tj.DeviceLoader([np.ones(2)], "cpu", prefetch)
+    with pytest.raises(tj.ArgumentTypeError, match="must be an int"):
+        next(tj.prefetch_to_device([np.ones(2)], "cpu", size=prefetch))
