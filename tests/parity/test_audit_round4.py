@@ -232,3 +232,20 @@ def test_a_prefetch_that_is_not_an_int_is_the_librarys_type_error(prefetch: Any)
         tj.DeviceLoader([np.ones(2)], "cpu", prefetch)
     with pytest.raises(tj.ArgumentTypeError, match="must be an int"):
         next(tj.prefetch_to_device([np.ones(2)], "cpu", size=prefetch))
+
+
+class Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    def __iter__(self) -> Any:
+        return iter([torch.ones(1)])
+
+
+def test_len_and_missing_attributes_of_a_device_loader_are_the_librarys_errors() -> None:
+    theirs = run(lambda: len(torch.utils.data.DataLoader(Stream())))
+    loader = tj.DeviceLoader((batch for batch in [np.ones(1)]), "cpu")
+    assert_same_outcome(theirs, run(lambda: len(loader)))
+    assert_same_outcome(
+        run(lambda: torch.utils.data.DataLoader(Stream()).no_such_setting),
+        run(lambda: loader.no_such_setting),
+    )
+    assert not hasattr(loader, "no_such_setting")
+    assert len(list(loader)) == 1  # list() still works without a length

@@ -36,7 +36,7 @@ import numpy as np
 from .detect import is_torch_tensor
 from .device import Device, DeviceLike, is_index
 from .dtypes import caller_stacklevel
-from .errors import ArgumentTypeError, ConfigError, DeviceTypeError
+from .errors import ArgumentTypeError, ConfigError, DeviceTypeError, NoSuchAttributeError
 from .host_staging import PINNED, has_pinned_host
 from .placement import as_sharding, to_device
 from .platforms import backends_initialized
@@ -263,7 +263,15 @@ class DeviceLoader:
         )
 
     def __len__(self) -> int:
-        return len(self.loader)  # type: ignore[arg-type]  # TypeError, as len() gives
+        try:
+            return len(self.loader)  # type: ignore[arg-type]
+        except TypeError as error:  # a TypeError still, as len() raises
+            kind = type(self.loader).__name__
+            raise ArgumentTypeError(
+                f"len() of a DeviceLoader is the length of the {kind} it wraps, which has "
+                f"none ({error}); count the batches as you iterate, or wrap a loader with a "
+                "length (a DataLoader over a map-style dataset, a list)"
+            ) from None
 
     def __getattr__(self, name: str) -> Any:
         """The wrapped loader's attribute (called only for names the DeviceLoader lacks)."""
@@ -275,7 +283,7 @@ class DeviceLoader:
             return getattr(loader, name)
         except AttributeError:
             kind = type(loader).__name__
-            raise AttributeError(
+            raise NoSuchAttributeError(
                 f"'DeviceLoader' object has no attribute '{name}', nor has the {kind} it "
                 f"wraps (device_loader.loader, {_short_repr(loader)}); a DeviceLoader "
                 f"reads attributes through to its loader, so wrap the DataLoader (or the "
