@@ -12,6 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import torch
 from flax import nnx
 
@@ -46,3 +47,39 @@ def test_a_batch_with_a_key_and_a_class_moves_onto_another_device() -> None:
     assert str(ours["x"].dtype) == str(theirs["x"].dtype).removeprefix("torch.")
     assert where(ours["x"]) == where(ours["key"]) == ("cpu", 2)
     assert ours["key"].dtype == key.dtype
+
+
+# --- a sharding that does not fit a leaf: the library's error, naming the leaf --------------
+
+
+def mesh_sharding(*spec: Any) -> jax.sharding.NamedSharding:
+    mesh = jax.sharding.Mesh(np.array(jax.devices("cpu")), ("batch",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
+
+
+def test_a_batch_split_over_the_mesh_holds_torchs_chunks() -> None:
+    batch = np.arange(16, dtype=np.float32).reshape(8, 2)
+    theirs = [chunk.tolist() for chunk in torch.from_numpy(batch).chunk(4)]
+    placed = tj.to_device({"x": batch}, mesh_sharding("batch"))["x"]
+    ours = [np.asarray(shard.data).tolist() for shard in placed.addressable_shards]
+    assert ours == theirs
+
+
+MISFITS = [
+    pytest.param({"x": np.ones(8, np.float32), "y": [np.ones(3, np.float32)]}, ("batch",),
+                 r"leaf \['y'\]\[0\] of shape \(3,\).*evenly divide", id="indivisible"),
+    pytest.param({"n": np.float32(1)}, ("batch",), r"leaf \['n'\] of shape \(\).*rank",
+                 id="0-d"),
+    pytest.param([torch.ones(4)], ("batch", None), r"leaf \[0\] of shape \(4,\).*rank",
+                 id="rank"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("batch", "spec", "match"), MISFITS)
+def test_a_sharding_that_does_not_fit_a_leaf_names_the_leaf(
+    batch: Any, spec: tuple[Any, ...], match: str
+) -> None:
+    with pytest.raises(tj.ConversionError, match=match + r".*Fix: "):
+        tj.to_device(batch, mesh_sharding(*spec))
+    with pytest.raises(tj.ConversionError, match=match):
+        next(tj.prefetch_to_device([batch], mesh_sharding(*spec)))

@@ -288,6 +288,44 @@ def _transfer(
     ``arrays`` are NumPy or JAX arrays; ``path(i)`` names the leaf ``arrays[i]`` came
     from, for messages.
     """
+    try:
+        return _put(arrays, target, copy=copy, path=path)
+    except (ValueError, IndexError) as error:
+        if not isinstance(error, Torch2JaxDeviceError):
+            _refuse_misfit(arrays, target, path, error)
+        raise
+
+
+def _refuse_misfit(
+    arrays: list[Any], target: Any, path: Callable[[int], str], error: Exception
+) -> None:
+    """JAX refused a transfer: name the first leaf ``target`` cannot lay out, if one is why.
+
+    A sharding splits axes its partition spec names, so a leaf of another rank (a 0-d
+    one JAX answers with a bare ``IndexError``), or whose axis the mesh does not divide,
+    cannot take it; JAX's own message names only the sharding.
+    """
+    for index, array in enumerate(arrays):
+        shape = tuple(np.shape(array))
+        try:
+            target.check_compatible_aval(shape)
+            target.shard_shape(shape)
+        except (ValueError, IndexError) as misfit:
+            reason = (
+                str(misfit).rstrip(".")
+                if isinstance(misfit, ValueError)
+                else f"{target} splits an axis a {len(shape)}-d array lacks"
+            )
+            raise ConversionError(
+                f"leaf {path(index)} of shape {shape} cannot be placed with this sharding "
+                f"({reason}). Fix: give this leaf a sharding that fits it (PartitionSpec() "
+                "replicates it), or pad the batch to a multiple of the mesh axis"
+            ) from error
+
+
+def _put(
+    arrays: list[Any], target: Any, *, copy: bool, path: Callable[[int], str]
+) -> list[jax.Array]:
     if transfer.crosses_processes(arrays, target):  # a mesh over several processes
         return transfer.device_put(arrays, target, copy=copy, path=path)
     if _on_cpu(target) and not _into_host_memory(target):
