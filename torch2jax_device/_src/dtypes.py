@@ -220,7 +220,7 @@ def is_inexact(dtype: Any) -> bool:
 
 def is_prng_key(dtype: Any) -> bool:
     """A typed PRNG key array's dtype (``jax.random.key``): no numbers, no NumPy dtype."""
-    return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
+    return bool(jnp.issubdtype(dtype, jax.dtypes.prng_key))
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
