@@ -249,3 +249,15 @@ def test_len_and_missing_attributes_of_a_device_loader_are_the_librarys_errors()
     )
     assert not hasattr(loader, "no_such_setting")
     assert len(list(loader)) == 1  # list() still works without a length
+
+
+# --- a float0 gradient handed to to_torch / to_jax is named as what it is -------------------
+
+
+@pytest.mark.parametrize("convert", [tj.to_torch, tj.to_jax], ids=["to_torch", "to_jax"])
+def test_a_float0_gradient_is_named_not_called_records(convert: Any) -> None:
+    grads = jax.grad(lambda p: p["w"] @ p["ids"], allow_int=True)(
+        {"w": jnp.ones(2), "ids": jnp.arange(2)}
+    )
+    with pytest.raises(tj.ConversionError, match=r"a float0 array \(shape \(2,\).*Fix: "):
+        convert(grads["ids"])
