@@ -87,7 +87,8 @@ def to_device(
     order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
     dict keys); NNX modules inside move in place and come back as the same objects,
     as ``Module.to`` moves a torch module inside a batch; other leaves (strings,
-    ``None``, Python numbers used as configuration) pass through unchanged. A bare
+    ``None``, Python numbers used as configuration, classes such as ``np.float32``)
+    pass through unchanged. A bare
     Python number becomes a 0-d array. The tree's arrays move in one batched
     ``jax.device_put`` (an NNX module inside moves its state in its own). The input is
     never mutated, except a Flax NNX module, which moves in place and is returned, like
