@@ -14,7 +14,17 @@ on the library as it was before the audit's fix:
 - ``tj.to_torch`` of a key array raised NumPy's raw ``TypeError``;
 - ``tj.to_device(equinox_model, torch.int32)`` cast the weights to int32, where
   ``Module.to`` (and ``tj.to_device`` of an NNX model) refuses a dtype that is not
-  floating-point or complex.
+  floating-point or complex;
+- ``tj.get_default_device()`` after ``set_default_device("cpu:0")`` (or in
+  ``with tj.device("cpu:1")``) said ``cpu``, where ``torch.get_default_device()`` keeps
+  an indexed CPU default as written;
+- ``tj.DeviceLoader`` / ``tj.prefetch_to_device`` raised builtin ``TypeError`` /
+  ``ValueError`` (and ``len()`` / a missing attribute Python's own errors), outside the
+  library's hierarchy, where torch's ``DataLoader`` raises those builtin classes;
+- ``tj.to_torch`` / ``tj.to_jax`` of a ``float0`` gradient called it an array of records.
+
+The multi-device half (a model with RNG state onto ``cpu:N``, a sharding that does not fit
+a leaf) is ``tests/multidevice/test_audit_round4.py``.
 """
 
 from __future__ import annotations
