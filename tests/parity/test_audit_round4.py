@@ -271,3 +271,62 @@ def test_a_float0_gradient_is_named_not_called_records(convert: Any) -> None:
     )
     with pytest.raises(tj.ConversionError, match=r"a float0 array \(shape \(2,\).*Fix: "):
         convert(grads["ids"])
+
+
+# --- jax.ShapeDtypeStruct (eval_shape) is JAX's meta tensor ----------------------------------
+
+
+def abstract(value: Any) -> Any:
+    """Shape and dtype of a meta tensor or a ShapeDtypeStruct, comparable across frameworks."""
+    if isinstance(value, (torch.Tensor, jax.ShapeDtypeStruct)):
+        return (tuple(value.shape), str(value.dtype).removeprefix("torch."))
+    return {key: abstract(item) for key, item in value.items()}
+
+
+META_FORMS = [
+    ((torch.float16,), {}),
+    ((), {"dtype": torch.bfloat16}),
+    ((torch.int32,), {}),
+    ((), {"memory_format": torch.preserve_format}),
+    (("cpu",), {}),
+    (("cpu", torch.float16), {}),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), META_FORMS, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_an_abstract_array_moves_and_casts_as_a_meta_tensor(
+    args: tuple[Any, ...], kwargs: dict[str, Any], dtype: str
+) -> None:
+    theirs = run(lambda: abstract(torch.empty(2, 3, device="meta", dtype=getattr(torch, dtype))
+                                  .to(*args, **kwargs)))  # fmt: skip
+    struct = jax.ShapeDtypeStruct((2, 3), np.dtype(dtype))
+    ours = run(lambda: abstract(tj.to_device(struct, *args, **kwargs)))
+    assert_same_outcome(theirs, ours)
+    if dtype == "float32":  # in a batch only floating-point leaves cast ("dtype in containers")
+        batch = run(lambda: abstract(tj.to_device({"w": struct}, *args, **kwargs)))
+        if theirs.error is None:
+            theirs.value = {"w": theirs.value}
+        assert_same_outcome(theirs, batch)
+
+
+@pytest.mark.parametrize(("args", "kwargs"), META_FORMS, ids=str)
+def test_an_abstract_model_moves_and_casts_as_a_meta_module(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    def theirs() -> list[str]:
+        model = torch.nn.Linear(2, 3, device="meta").to(*args, **kwargs)
+        return sorted({str(p.dtype) for p in model.parameters()})
+
+    def ours() -> list[str]:
+        model = nnx.eval_shape(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+        moved = tj.to_device(model, *args, **kwargs)
+        return sorted({f"torch.{leaf.dtype}" for leaf in jax.tree.leaves(nnx.state(moved))})
+
+    assert_same_outcome(run(theirs), run(ours))
+
+
+def test_moving_an_abstract_model_names_the_leaf_and_the_fix() -> None:
+    model = nnx.eval_shape(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    with pytest.raises(tj.DeviceUnavailableError, match=r"leaf .*ShapeDtypeStruct.*Fix: build"):
+        tj.to_device(model, "cpu")

@@ -30,6 +30,7 @@ from .device import Device, DeviceLike, resolve
 from .distributed import transfer
 from .errors import (
     ConversionError,
+    DeviceUnavailableError,
     DTypeError,
     InvalidDeviceError,
     MemoryFormatError,
@@ -42,6 +43,8 @@ from .trees import flatten
 __all__ = ["as_sharding", "to_device"]
 
 _PYTHON_SCALARS = (bool, int, float, complex)
+#: Besides arrays, what ``to_device`` takes alone as ``Tensor.to`` (every dtype cast).
+_SINGLES = (*_PYTHON_SCALARS, jax.ShapeDtypeStruct)
 _CONTAINERS = (dict, list, tuple)
 _ARRAY_PROTOCOLS = ("__jax_array__", "__array__", "__dlpack__", "__cuda_array_interface__")
 
@@ -152,7 +155,7 @@ def to_device(
 
     Raises:
         DeviceUnavailableError: the device does not exist here, or a leaf is a ``meta``
-            tensor (it has no data).
+            tensor or a ``jax.ShapeDtypeStruct`` (``jax.eval_shape``): it has no data.
         DTypeError: JAX does not know ``dtype``; it would cast a lone ``float0`` or PRNG
             key array; or a model (NNX, Equinox) is given a dtype that is not
             floating-point or complex (``Module.to`` refuses those).
@@ -206,7 +209,7 @@ def to_device(
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     if is_equinox_module(obj):
         _check_model_dtype(dtype)
-    single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
+    single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _SINGLES))
     flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
     if not single and len(flat.leaves) == 1 and flat.leaves[0] is obj and not _array_like(obj):
         _refuse_root(obj)
@@ -413,6 +416,27 @@ def _check_memory_format(obj: Any, memory_format: Any) -> None:
         )
 
 
+def _abstract(path: str, leaf: jax.ShapeDtypeStruct) -> DeviceUnavailableError:
+    """The error for a shape without data (``jax.eval_shape``, ``nnx.eval_shape``): JAX's
+    meta tensor, which ``Module.to`` refuses to move as torch refuses a meta module."""
+    return DeviceUnavailableError(
+        f"leaf {path} is a jax.ShapeDtypeStruct (shape {leaf.shape}, {leaf.dtype}): a shape "
+        "without data, as a meta tensor is, so it cannot be moved (torch: 'Cannot copy out "
+        "of meta tensor'). Fix: build the model or arrays for real on the device (with "
+        "tj.device(device): model = Model(rngs=nnx.Rngs(0)), or jnp.zeros(leaf.shape, "
+        "leaf.dtype)), then load the weights, as module.to_empty() does in torch"
+    )
+
+
+def _cast_abstract(
+    leaf: jax.ShapeDtypeStruct, dtype: np.dtype[Any] | None, cast_all: bool
+) -> jax.ShapeDtypeStruct:
+    """``meta_tensor.to(dtype)``: the same shape with the dtype ``_cast`` would give it."""
+    if dtype is None or leaf.dtype == dtype or not (cast_all or dtypes.is_inexact(leaf.dtype)):
+        return leaf
+    return jax.ShapeDtypeStruct(leaf.shape, dtype, sharding=leaf.sharding)
+
+
 def _refuse_root(obj: Any) -> NoReturn:
     """``to_device`` of something that is neither an array, a number nor a container."""
     kind = (
@@ -560,6 +584,11 @@ def _move(
             array = _cast(_number_array(tree, index, leaf, dtype), dtype, cast_all)
         elif _array_like(leaf):
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
+        elif isinstance(leaf, jax.ShapeDtypeStruct):  # JAX's meta tensor: a dtype, no data
+            if placing:
+                raise _abstract(_leaf_path(tree, index), leaf)
+            moved[index] = _cast_abstract(leaf, dtype, cast_all)
+            continue
         elif is_torch_module(leaf):
             raise ConversionError(
                 f"leaf {_leaf_path(tree, index)} is a torch module "
