@@ -330,3 +330,19 @@ def test_moving_an_abstract_model_names_the_leaf_and_the_fix() -> None:
     model = nnx.eval_shape(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
     with pytest.raises(tj.DeviceUnavailableError, match=r"leaf .*ShapeDtypeStruct.*Fix: build"):
         tj.to_device(model, "cpu")
+
+
+def test_an_abstract_models_parameters_are_listed_as_a_meta_models() -> None:
+    def described(params: Any) -> tuple[Any, ...]:
+        params = list(params)
+        devices = {str(p.device) for p in params}
+        dtypes = {str(p.dtype).removeprefix("torch.") for p in params}
+        return len(params), sum(p.numel() for p in params), devices, dtypes
+
+    theirs = described(torch.nn.Linear(2, 3, device="meta").parameters())
+    model = nnx.eval_shape(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    assert described(tj.parameters(model)) == theirs
+    assert next(tj.parameters(model)).device == torch.device("meta")
+    eqx = pytest.importorskip("equinox")
+    built = eqx.filter_eval_shape(eqx.nn.Linear, 2, 3, key=jax.random.key(0))
+    assert described(tj.parameters(built)) == theirs
