@@ -11,8 +11,9 @@ a new thread starts with no current index and JAX's process default.
   change, applied through JAX's own thread-local ``jax.default_device`` so that every
   JAX array created without a placement lands there.
 
-This module holds ``jax.Device`` objects and ints only and imports nothing else of the
-package: the device model builds on it, never the other way round.
+This module holds ``jax.Device`` objects and ints (and, opaque to it, the spec each
+default was named by) and imports nothing else of the package: the device model builds
+on it, never the other way round.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import jax
 
 __all__ = [
     "current_index",
+    "default_name",
     "default_target",
     "pop_default",
     "push_default",
@@ -35,10 +37,11 @@ __all__ = [
 class _Frame:
     """One default device in effect, with the JAX context that applies it."""
 
-    __slots__ = ("jax_context", "target")
+    __slots__ = ("jax_context", "named", "target")
 
-    def __init__(self, target: jax.Device) -> None:
+    def __init__(self, target: jax.Device, named: object) -> None:
         self.target = target
+        self.named = named  # the spec as the caller wrote it (get_default_device reads it)
         self.jax_context: Any = jax.default_device(target)
         self.jax_context.__enter__()
 
@@ -54,9 +57,9 @@ class _ThreadState(threading.local):
         self.indices: dict[str, int] = {}
         self.base: _Frame | None = None
         self.stack: list[_Frame] = []
-        # What set_base_default asked for while a context was open (a device, or None
-        # for "unset"): applied when the last context exits.
-        self.pending: jax.Device | None = _NOTHING_PENDING
+        # What set_base_default asked for while a context was open (a device and its
+        # spec, or None for "unset"): applied when the last context exits.
+        self.pending: tuple[jax.Device | None, object] = _NOTHING_PENDING
 
 
 _state = _ThreadState()
@@ -80,9 +83,10 @@ def set_current_index(platform: str, index: int | None) -> int | None:
     return previous
 
 
-def push_default(target: jax.Device) -> None:
-    """Make ``target`` the default until ``pop_default`` (``with tj.device(...)``)."""
-    _state.stack.append(_Frame(target))
+def push_default(target: jax.Device, named: object = None) -> None:
+    """Make ``target`` (named ``named``) the default until ``pop_default`` (``with
+    tj.device(...)``)."""
+    _state.stack.append(_Frame(target, named))
 
 
 def pop_default() -> None:
@@ -90,18 +94,18 @@ def pop_default() -> None:
     _state.stack.pop().close()
     if not _state.stack and _state.pending is not _NOTHING_PENDING:
         pending, _state.pending = _state.pending, _NOTHING_PENDING
-        _replace_base(pending)
+        _replace_base(*pending)
 
 
-def set_base_default(target: jax.Device | None) -> None:
-    """The default outside any ``with`` block (``None``: JAX's own).
+def set_base_default(target: jax.Device | None, named: object = None) -> None:
+    """The default outside any ``with`` block (``None``: JAX's own), named ``named``.
 
     Inside a block it takes effect when the last block exits, as in torch.
     """
     if _state.stack:
-        _state.pending = target
+        _state.pending = (target, named)
     else:
-        _replace_base(target)
+        _replace_base(target, named)
 
 
 def default_target() -> jax.Device | None:
@@ -110,7 +114,13 @@ def default_target() -> jax.Device | None:
     return None if frame is None else frame.target
 
 
-def _replace_base(target: jax.Device | None) -> None:
+def default_name() -> object:
+    """The spec the default in effect was named by (``None`` when none is set)."""
+    frame = _state.stack[-1] if _state.stack else _state.base
+    return None if frame is None else frame.named
+
+
+def _replace_base(target: jax.Device | None, named: object) -> None:
     if _state.base is not None:
         _state.base.close()
-    _state.base = None if target is None else _Frame(target)
+    _state.base = None if target is None else _Frame(target, named)

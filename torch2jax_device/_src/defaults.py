@@ -60,7 +60,11 @@ def set_default_device(device: DeviceLike | None) -> None:
         True
         >>> tj.set_default_device(None)
     """
-    context.set_base_default(None if device is None else Device(device).jax_device)
+    if device is None:
+        context.set_base_default(None)
+        return
+    named = Device(device)
+    context.set_base_default(named.jax_device, named)
 
 
 def get_default_device() -> Device:
@@ -71,7 +75,9 @@ def get_default_device() -> Device:
     Note:
         Like torch, it names the device arrays actually land on: an unindexed `"cuda"`
         default reports `cuda:<current>`, the CPU reports `cpu` (`cpu:N` when several
-        CPU devices are simulated). With no default set it is JAX's own default device,
+        CPU devices are simulated), and an indexed CPU default reads back as it was
+        written (`"cpu:0"` gives `cpu:0`, as `torch.get_default_device()` does, though
+        CPU arrays report `cpu`). With no default set it is JAX's own default device,
         which is the accelerator when there is one, where torch would say `cpu`.
 
     Examples:
@@ -79,6 +85,16 @@ def get_default_device() -> Device:
         >>> with tj.device("cpu"):
         ...     tj.get_default_device()
         device(type='cpu')
+        >>> with tj.device("cpu:0"):
+        ...     tj.get_default_device()
+        device(type='cpu', index=0)
     """
     target = context.default_target()
-    return Device(target if target is not None else platforms.jax_default_device())
+    if target is None:
+        return Device(platforms.jax_default_device())
+    landed = Device(target)
+    named = context.default_name()
+    if landed.index is None and isinstance(named, Device) and named.index is not None:
+        # One CPU device reports as `cpu`; torch keeps an indexed CPU default as written.
+        return Device(landed.type, named.index)
+    return landed

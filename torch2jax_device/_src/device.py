@@ -257,7 +257,7 @@ class Device:
         return (Device, (self._type, self._index))
 
     def __enter__(self) -> Device:
-        context.push_default(self._resolve())
+        context.push_default(self._resolve(), self)
         return self
 
     def __exit__(

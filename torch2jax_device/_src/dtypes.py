@@ -30,6 +30,7 @@ __all__ = [
     "canonical",
     "holds",
     "is_inexact",
+    "is_prng_key",
     "narrow_host",
     "to_numpy_dtype",
     "transfers",
@@ -209,9 +210,17 @@ def _moves_one_element(dtype: np.dtype[Any]) -> bool:
     return True
 
 
-def is_inexact(dtype: np.dtype[Any]) -> bool:
-    """Floating point or complex, including bfloat16 and float8 (what ``Module.to`` casts)."""
+def is_inexact(dtype: Any) -> bool:
+    """Floating point or complex, including bfloat16 and float8 (what ``Module.to`` casts).
+
+    A PRNG key dtype (``key<fry>``, which NumPy cannot interpret) is not.
+    """
     return bool(jnp.issubdtype(dtype, jnp.inexact))
+
+
+def is_prng_key(dtype: Any) -> bool:
+    """A typed PRNG key array's dtype (``jax.random.key``): no numbers, no NumPy dtype."""
+    return bool(jnp.issubdtype(dtype, jax.dtypes.prng_key))
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

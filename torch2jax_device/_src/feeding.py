@@ -36,7 +36,7 @@ import numpy as np
 from .detect import is_torch_tensor
 from .device import Device, DeviceLike, is_index
 from .dtypes import caller_stacklevel
-from .errors import DeviceTypeError
+from .errors import ArgumentTypeError, ConfigError, DeviceTypeError, NoSuchAttributeError
 from .host_staging import PINNED, has_pinned_host
 from .placement import as_sharding, to_device
 from .platforms import backends_initialized
@@ -126,9 +126,10 @@ def prefetch_to_device(
             means ``cuda:2``; write ``size=2`` or ``tj.device(2)``.
         InvalidDeviceError: ``device`` is a malformed device string.
         DeviceUnavailableError: the device does not exist here.
-        TypeError: ``iterable`` is not iterable, ``size`` is not an int or
-            ``background`` is not a bool or ``None``.
-        ValueError: ``size`` is negative, or ``0`` with ``background=True``.
+        ArgumentTypeError: ``iterable`` is not iterable, ``size`` is not an int or
+            ``background`` is not a bool or ``None`` (a ``TypeError``).
+        ConfigError: ``size`` is negative, or ``0`` with ``background=True`` (a
+            ``ValueError``, as torch's ``DataLoader`` raises for ``prefetch_factor``).
 
     Warns:
         ForkAfterJaxWarning: once, when ``iterable`` is a torch DataLoader that will
@@ -201,9 +202,10 @@ class DeviceLoader:
             epoch; ``True`` from the first batch; ``False`` never.
 
     Raises:
-        TypeError: ``loader`` is not iterable, ``prefetch`` is not an int, or
-            ``background`` is not a bool or ``None``.
-        ValueError: ``prefetch`` is negative, or ``0`` with ``background=True``.
+        ArgumentTypeError: ``loader`` is not iterable, ``prefetch`` is not an int, or
+            ``background`` is not a bool or ``None`` (a ``TypeError``).
+        ConfigError: ``prefetch`` is negative, or ``0`` with ``background=True`` (a
+            ``ValueError``, as torch's ``DataLoader`` raises for ``prefetch_factor``).
         InvalidDeviceError: ``device`` is a malformed device string.
 
     Warns:
@@ -235,7 +237,7 @@ class DeviceLoader:
         background: bool | None = None,
     ) -> None:
         if not _is_iterable(loader):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"DeviceLoader wraps an iterable of batches (a torch DataLoader, a list, a "
                 f"generator), not a {type(loader).__name__} object"
             )
@@ -261,7 +263,15 @@ class DeviceLoader:
         )
 
     def __len__(self) -> int:
-        return len(self.loader)  # type: ignore[arg-type]  # TypeError, as len() gives
+        try:
+            return len(self.loader)  # type: ignore[arg-type]
+        except TypeError as error:  # a TypeError still, as len() raises
+            kind = type(self.loader).__name__
+            raise ArgumentTypeError(
+                f"len() of a DeviceLoader is the length of the {kind} it wraps, which has "
+                f"none ({error}); count the batches as you iterate, or wrap a loader with a "
+                "length (a DataLoader over a map-style dataset, a list)"
+            ) from None
 
     def __getattr__(self, name: str) -> Any:
         """The wrapped loader's attribute (called only for names the DeviceLoader lacks)."""
@@ -273,7 +283,7 @@ class DeviceLoader:
             return getattr(loader, name)
         except AttributeError:
             kind = type(loader).__name__
-            raise AttributeError(
+            raise NoSuchAttributeError(
                 f"'DeviceLoader' object has no attribute '{name}', nor has the {kind} it "
                 f"wraps (device_loader.loader, {_short_repr(loader)}); a DeviceLoader "
                 f"reads attributes through to its loader, so wrap the DataLoader (or the "
@@ -367,7 +377,11 @@ def _prefetch(
 ) -> Generator[Any, None, None]:
     """Check the arguments and resolve the target in the calling thread; nothing runs yet."""
     if not _is_iterable(iterable):
-        raise TypeError(f"'{type(iterable).__name__}' object is not iterable")
+        raise ArgumentTypeError(
+            f"prefetch_to_device() takes an iterable of batches (a torch DataLoader, a list, a "
+            f"generator), not a {type(iterable).__name__} object: "
+            f"'{type(iterable).__name__}' object is not iterable"
+        )
     _check_size(size, size_name)
     _check_background(background, size, size_name)
     target = as_sharding(device)
@@ -412,12 +426,12 @@ def _is_iterable(value: object) -> bool:
 
 def _check_size(size: object, name: str) -> None:
     if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be an int (how many batches to transfer ahead), not "
             f"{type(size).__name__} {size!r}"
         )
     if size < 0:
-        raise ValueError(
+        raise ConfigError(
             f"{name} must be >= 0 (how many batches to transfer ahead; 0 transfers each "
             f"batch when it is asked for), got {size}"
         )
@@ -425,12 +439,12 @@ def _check_size(size: object, name: str) -> None:
 
 def _check_background(background: object, size: int, size_name: str) -> None:
     if not (background is None or isinstance(background, bool)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"background must be None (a background thread when it pays), True or False, "
             f"not {type(background).__name__} {background!r}"
         )
     if background and size == 0:
-        raise ValueError(
+        raise ConfigError(
             f"background=True runs the source ahead of the loop in a thread, and "
             f"{size_name}=0 allows nothing ahead; use {size_name} >= 1 (e.g. 2), or leave "
             f"background unset"

@@ -120,6 +120,13 @@ def host_array(array: np.ndarray[Any, Any], strict: bool = False) -> np.ndarray[
             the bytes are big-endian and ``strict`` forbids the converting copy.
     """
     if not dtypes.holds(array.dtype):
+        if array.dtype == jax.dtypes.float0:  # a structured dtype, but not records
+            raise ConversionError(
+                f"a float0 array (shape {array.shape}: the gradient jax.grad(..., "
+                "allow_int=True) gives an integer input) holds no values, so neither JAX "
+                "nor torch can hold it. Fix: use np.zeros(x.shape, np.int32) where zeros "
+                "are meant, or leave it out (tj.to_device keeps it as it is in a tree)"
+            )
         if _from_ml_dtypes(array.dtype):  # complex32, bcomplex32: pairs of halves
             raise ConversionError(dtypes.untransferable(array.dtype))
         raise ConversionError(
@@ -310,6 +317,13 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             raise ConversionError(
                 f"to_torch() got a deleted or donated jax.Array ({array.dtype}"
                 f"{list(array.shape)}); convert the array the donating call returned"
+            )
+        if dtypes.is_prng_key(array.dtype):
+            raise ConversionError(
+                f"to_torch() got a JAX PRNG key array ({array.dtype}{list(array.shape)}): it "
+                "holds no numbers and torch has no key tensors. Fix: convert its bits, "
+                "tj.to_torch(jax.random.key_data(key)), and rebuild it in JAX with "
+                "jax.random.wrap_key_data"
             )
         if len(array.devices()) != 1:
             raise ConversionError(

@@ -306,12 +306,12 @@ def parameters(model: Any) -> Iterator[Any]:
         nnx = sys.modules["flax.nnx"]
         pairs = in_torch_order(model, nnx.to_flat_state(nnx.state(model, nnx.Param)))
         values = (variable.get_value() for _, variable in pairs)
-        return (Parameter(value) for value in values if is_array(value))
+        return (Parameter(value) for value in values if _parameter_like(value))
     if is_equinox_module(model):
         pairs = own_leaves_first(
             jax.tree_util.tree_flatten_with_path(model)[0], path=operator.itemgetter(0)
         )
-        return (Parameter(leaf) for _, leaf in pairs if is_array(leaf))
+        return (Parameter(leaf) for _, leaf in pairs if _parameter_like(leaf))
     if isinstance(model, Mapping) and "params" in model:
         tree = model["params"]
     else:
@@ -319,8 +319,14 @@ def parameters(model: Any) -> Iterator[Any]:
     return (
         Parameter(leaf)
         for leaf in flatten(tree).leaves  # arrays: a Parameter is a pytree of its array
-        if is_array(leaf)
+        if _parameter_like(leaf)
     )
+
+
+def _parameter_like(value: Any) -> bool:
+    """An array, or a ``jax.ShapeDtypeStruct`` (``nnx.eval_shape``): JAX's meta tensor, a
+    parameter of a model not yet built, as torch lists a meta model's parameters."""
+    return is_array(value) or isinstance(value, jax.ShapeDtypeStruct)
 
 
 def in_torch_order(module: Any, pairs: Iterable[tuple[tuple[Any, ...], Any]]) -> list[Any]:
@@ -403,6 +409,8 @@ def _array_device(array: Any) -> Device | None:
         return Device(_single_device(array, array, 0))
     if is_torch_tensor(array):
         return Device(array.device)
+    if isinstance(array, jax.ShapeDtypeStruct):  # a shape without data: torch's meta tensor
+        return Device("meta")
     return Device("cpu")  # NumPy: host data
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import dtypes, host_staging
 from .detect import (
+    is_equinox_module,
     is_nnx_module,
     is_torch_dtype,
     is_torch_module,
@@ -29,6 +30,7 @@ from .device import Device, DeviceLike, resolve
 from .distributed import transfer
 from .errors import (
     ConversionError,
+    DeviceUnavailableError,
     DTypeError,
     InvalidDeviceError,
     MemoryFormatError,
@@ -41,6 +43,8 @@ from .trees import flatten
 __all__ = ["as_sharding", "to_device"]
 
 _PYTHON_SCALARS = (bool, int, float, complex)
+#: Besides arrays, what ``to_device`` takes alone as ``Tensor.to`` (every dtype cast).
+_SINGLES = (*_PYTHON_SCALARS, jax.ShapeDtypeStruct)
 _CONTAINERS = (dict, list, tuple)
 _ARRAY_PROTOCOLS = ("__jax_array__", "__array__", "__dlpack__", "__cuda_array_interface__")
 
@@ -86,7 +90,8 @@ def to_device(
     order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
     dict keys); NNX modules inside move in place and come back as the same objects,
     as ``Module.to`` moves a torch module inside a batch; other leaves (strings,
-    ``None``, Python numbers used as configuration) pass through unchanged. A bare
+    ``None``, Python numbers used as configuration, classes such as ``np.float32``)
+    pass through unchanged. A bare
     Python number becomes a 0-d array. The tree's arrays move in one batched
     ``jax.device_put`` (an NNX module inside moves its state in its own). The input is
     never mutated, except a Flax NNX module, which moves in place and is returned, like
@@ -150,8 +155,10 @@ def to_device(
 
     Raises:
         DeviceUnavailableError: the device does not exist here, or a leaf is a ``meta``
-            tensor (it has no data).
-        DTypeError: JAX does not know ``dtype``, or it would cast a lone ``float0`` array.
+            tensor or a ``jax.ShapeDtypeStruct`` (``jax.eval_shape``): it has no data.
+        DTypeError: JAX does not know ``dtype``; it would cast a lone ``float0`` or PRNG
+            key array; or a model (NNX, Equinox) is given a dtype that is not
+            floating-point or complex (``Module.to`` refuses those).
         MemoryFormatError: ``memory_format`` is not a ``torch.memory_format`` or ``None``,
             or is ``torch.channels_last`` and a single array is not 4-d
             (``channels_last_3d``: 5-d), as torch refuses them.
@@ -200,14 +207,11 @@ def to_device(
             _check_memory_format(obj, memory_format)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
-    single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _PYTHON_SCALARS))
+    if is_equinox_module(obj):
+        _check_model_dtype(dtype)
+    single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _SINGLES))
     flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
-    if (
-        not single
-        and len(flat.leaves) == 1
-        and flat.leaves[0] is obj
-        and not any(hasattr(obj, protocol) for protocol in _ARRAY_PROTOCOLS)
-    ):
+    if not single and len(flat.leaves) == 1 and flat.leaves[0] is obj and not _array_like(obj):
         _refuse_root(obj)
     target = _target(device)
     if (
@@ -288,6 +292,44 @@ def _transfer(
     ``arrays`` are NumPy or JAX arrays; ``path(i)`` names the leaf ``arrays[i]`` came
     from, for messages.
     """
+    try:
+        return _put(arrays, target, copy=copy, path=path)
+    except (ValueError, IndexError) as error:
+        if not isinstance(error, Torch2JaxDeviceError):
+            _refuse_misfit(arrays, target, path, error)
+        raise
+
+
+def _refuse_misfit(
+    arrays: list[Any], target: Any, path: Callable[[int], str], error: Exception
+) -> None:
+    """JAX refused a transfer: name the first leaf ``target`` cannot lay out, if one is why.
+
+    A sharding splits axes its partition spec names, so a leaf of another rank (a 0-d
+    one JAX answers with a bare ``IndexError``), or whose axis the mesh does not divide,
+    cannot take it; JAX's own message names only the sharding.
+    """
+    for index, array in enumerate(arrays):
+        shape = tuple(np.shape(array))
+        try:
+            target.check_compatible_aval(shape)
+            target.shard_shape(shape)
+        except (ValueError, IndexError) as misfit:
+            reason = (
+                str(misfit).rstrip(".")
+                if isinstance(misfit, ValueError)
+                else f"{target} splits an axis a {len(shape)}-d array lacks"
+            )
+            raise ConversionError(
+                f"leaf {path(index)} of shape {shape} cannot be placed with this sharding "
+                f"({reason}). Fix: give this leaf a sharding that fits it (PartitionSpec() "
+                "replicates it), or pad the batch to a multiple of the mesh axis"
+            ) from error
+
+
+def _put(
+    arrays: list[Any], target: Any, *, copy: bool, path: Callable[[int], str]
+) -> list[jax.Array]:
     if transfer.crosses_processes(arrays, target):  # a mesh over several processes
         return transfer.device_put(arrays, target, copy=copy, path=path)
     if _on_cpu(target) and not _into_host_memory(target):
@@ -374,9 +416,32 @@ def _check_memory_format(obj: Any, memory_format: Any) -> None:
         )
 
 
+def _abstract(path: str, leaf: jax.ShapeDtypeStruct) -> DeviceUnavailableError:
+    """The error for a shape without data (``jax.eval_shape``, ``nnx.eval_shape``): JAX's
+    meta tensor, which ``Module.to`` refuses to move as torch refuses a meta module."""
+    return DeviceUnavailableError(
+        f"leaf {path} is a jax.ShapeDtypeStruct (shape {leaf.shape}, {leaf.dtype}): a shape "
+        "without data, as a meta tensor is, so it cannot be moved (torch: 'Cannot copy out "
+        "of meta tensor'). Fix: build the model or arrays for real on the device (with "
+        "tj.device(device): model = Model(rngs=nnx.Rngs(0)), or jnp.zeros(leaf.shape, "
+        "leaf.dtype)), then load the weights, as module.to_empty() does in torch"
+    )
+
+
+def _cast_abstract(
+    leaf: jax.ShapeDtypeStruct, dtype: np.dtype[Any] | None, cast_all: bool
+) -> jax.ShapeDtypeStruct:
+    """``meta_tensor.to(dtype)``: the same shape with the dtype ``_cast`` would give it."""
+    if dtype is None or leaf.dtype == dtype or not (cast_all or dtypes.is_inexact(leaf.dtype)):
+        return leaf
+    return jax.ShapeDtypeStruct(leaf.shape, dtype, sharding=leaf.sharding)
+
+
 def _refuse_root(obj: Any) -> NoReturn:
     """``to_device`` of something that is neither an array, a number nor a container."""
-    kind = type_name(obj)
+    kind = (
+        f"class ({obj.__module__}.{obj.__qualname__})" if isinstance(obj, type) else type_name(obj)
+    )
     if is_torch_module(obj):
         raise ConversionError(
             f"to_device() got a torch module ({kind}): JAX cannot hold torch modules. Fix: "
@@ -517,8 +582,13 @@ def _move(
             if not convert_scalars:
                 continue
             array = _cast(_number_array(tree, index, leaf, dtype), dtype, cast_all)
-        elif any(hasattr(leaf, protocol) for protocol in _ARRAY_PROTOCOLS):
+        elif _array_like(leaf):
             array = _cast(_convert_array_like(tree, index, leaf), dtype, cast_all)
+        elif isinstance(leaf, jax.ShapeDtypeStruct):  # JAX's meta tensor: a dtype, no data
+            if placing:
+                raise _abstract(_leaf_path(tree, index), leaf)
+            moved[index] = _cast_abstract(leaf, dtype, cast_all)
+            continue
         elif is_torch_module(leaf):
             raise ConversionError(
                 f"leaf {_leaf_path(tree, index)} is a torch module "
@@ -651,8 +721,14 @@ def _host_cast(
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:
     if dtype is None or array.dtype == dtype:
         return array
-    if not cast_all and not dtypes.is_inexact(np.dtype(array.dtype)):
+    if not cast_all and not dtypes.is_inexact(array.dtype):  # PRNG keys are not inexact
         return array
+    if dtypes.is_prng_key(array.dtype):
+        raise DTypeError(
+            f"a JAX PRNG key array ({array.dtype}) holds no numbers, so it cannot become "
+            f"{dtype}. Fix: cast its bits, jax.random.key_data(key).astype(...), or pass the "
+            "whole tree: a dtype casts only a tree's floating-point leaves, and keys stay keys"
+        )
     return array.astype(dtype)
 
 
@@ -685,6 +761,18 @@ def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | Non
     return jax.numpy.asarray(host.astype(dtype))
 
 
+def _array_like(value: Any) -> bool:
+    """An object offering an array protocol (``__array__``, DLPack...), which JAX converts.
+
+    A class is never one, though its instances are: ``np.float32``, ``ml_dtypes.bfloat16``
+    or ``torch.Tensor`` held in a batch as configuration (``{"x": x, "dtype": np.float32}``)
+    is passed through, as a torch batch move passes it.
+    """
+    return not isinstance(value, type) and any(
+        hasattr(value, protocol) for protocol in _ARRAY_PROTOCOLS
+    )
+
+
 def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
     try:
         return jax.numpy.asarray(leaf)
@@ -697,11 +785,17 @@ def _convert_array_like(tree: Any, index: int, leaf: Any) -> jax.Array:
 
 def _move_module(module: Any, device: Any, dtype: Any, *, non_blocking: bool, copy: bool) -> Any:
     nnx = sys.modules["flax.nnx"]
+    _check_model_dtype(dtype)
+    state = nnx.state(module)
+    nnx.update(module, to_device(state, device, dtype, non_blocking=non_blocking, copy=copy))
+    return module
+
+
+def _check_model_dtype(dtype: Any) -> None:
+    """A model (NNX or Equinox) is cast to floating-point or complex dtypes only, as torch's
+    ``Module.to`` refuses others."""
     if dtype is not None and not dtypes.is_inexact(dtypes.to_numpy_dtype(dtype)):
         raise DTypeError(
             f"Module.to only accepts floating point or complex dtypes, but got desired "
             f"dtype={dtype}; cast integer state explicitly with jax.tree.map"
         )
-    state = nnx.state(module)
-    nnx.update(module, to_device(state, device, dtype, non_blocking=non_blocking, copy=copy))
-    return module
