@@ -541,7 +541,8 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
 
     Raises:
         AlreadyInitializedError: JAX's backends are already running.
-        ConfigError: `fraction` outside (0, 1], or a device other than the first.
+        ConfigError: `fraction` outside (0, 1], a device other than the first GPU, or
+            one that is not a GPU (`"cpu"`).
 
     Examples:
         >>> import torch2jax_device as tj
@@ -554,6 +555,11 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
     """
     if device is not None and not (isinstance(device, int) and device == 0):
         named = Device(device)
+        if named.type != "cuda":
+            raise ConfigError(
+                f"set_per_process_memory_fraction caps a GPU's memory, got {named} (torch "
+                "raises 'Expected a cuda device'). Fix: pass a cuda device, or none"
+            )
         if named.index not in (None, 0):
             raise ConfigError(
                 f"JAX applies one memory fraction to every GPU; cannot set it for {named} alone"

@@ -23,6 +23,25 @@ def test_list_devices_of_an_absent_backend_is_empty() -> None:
     assert tj.list_devices("tpu") == [] or "tpu" in tj.available_backends()
 
 
+def test_list_devices_of_a_device_type_lists_the_platforms_serving_it() -> None:
+    gpus = [tj.device(d) for b in ("cuda", "rocm") if b in tj.available_backends()
+            for d in jax.local_devices(backend=b)]  # fmt: skip
+    assert tj.list_devices("gpu") == gpus
+    assert tj.list_devices("cpu") == [tj.device(d) for d in jax.local_devices(backend="cpu")]
+
+
+@pytest.mark.parametrize("name", ["bogus", "CPU", "meta", "cuda:0", ""])
+def test_list_devices_of_a_name_no_platform_has_is_refused(name: str) -> None:
+    """It gave ``[]``, as for a platform this machine lacks, so a typo read as no GPU."""
+    with pytest.raises(tj.InvalidDeviceError, match=f"no backend is named '{name}'.*Fix: "):
+        tj.list_devices(name)
+
+
+def test_list_devices_of_a_non_string_is_refused() -> None:
+    with pytest.raises(tj.ArgumentTypeError, match="backend must be a str.*got int 0"):
+        tj.list_devices(0)  # type: ignore[arg-type]
+
+
 def test_predicates_agree_with_jax() -> None:
     assert tj.cuda.is_available() == HAS_CUDA
     assert tj.cuda.device_count() == (len(jax.local_devices(backend="cuda")) if HAS_CUDA else 0)

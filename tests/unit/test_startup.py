@@ -248,6 +248,12 @@ def test_no_form_starts_jax_and_later_calls_still_apply() -> None:
 def test_set_per_process_memory_fraction_is_configure(written_before_start: Any) -> None:
     with pytest.raises(tj.ConfigError, match="cannot set it for cuda:1 alone"):
         tj.cuda.set_per_process_memory_fraction(0.5, "cuda:1")
+    # torch (with CUDA) raises ValueError "Expected a cuda device, but got: cpu"; before,
+    # the GPU's fraction was set although the call named the CPU.
+    for not_a_gpu in ("cpu", tj.device("cpu"), "meta"):
+        with pytest.raises(tj.ConfigError, match="caps a GPU's memory") as refused:
+            tj.cuda.set_per_process_memory_fraction(0.5, not_a_gpu)
+        assert isinstance(refused.value, ValueError)
     with pytest.raises(tj.ConfigError, match=r"must be in \(0, 1\]"):
         tj.cuda.set_per_process_memory_fraction(2.0)
     jax.devices()  # JAX has started in this process (earlier tests need not have started it)

@@ -17,7 +17,7 @@ import jax
 from . import context, memory, platforms
 from .detect import is_torch_device
 from .device import Device, DeviceLike, for_platform, is_index
-from .errors import BackendInitError, DeviceUnavailableError, InvalidDeviceError
+from .errors import ArgumentTypeError, BackendInitError, DeviceUnavailableError, InvalidDeviceError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -306,10 +306,14 @@ def list_devices(backend: str | None = None) -> list[Device]:
     """Every device of this process, on every backend or on one, default backend first.
 
     Args:
-        backend: A JAX platform name (``"cuda"``, ``"cpu"``, ...) to list only its
-            devices; an absent backend gives ``[]``.
+        backend: A JAX platform name (``"cuda"``, ``"rocm"``, ``"tpu"``, ``"METAL"``,
+            ``"cpu"``) or a device type that names platforms (``"gpu"``: CUDA's and
+            ROCm's) to list only their devices; a backend this machine lacks gives
+            ``[]``.
 
     Raises:
+        InvalidDeviceError: ``backend`` names no platform (``"bogus"``, ``"CPU"``).
+        ArgumentTypeError: ``backend`` is not a string.
         BackendInitError: JAX could not start (see
             [`tj.available_backends`][torch2jax_device.available_backends]).
 
@@ -317,6 +321,35 @@ def list_devices(backend: str | None = None) -> list[Device]:
         >>> import torch2jax_device as tj
         >>> tj.device("cpu") in tj.list_devices("cpu")
         True
+        >>> try:
+        ...     tj.list_devices("CPU")
+        ... except tj.InvalidDeviceError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        list_devices: no backend is named 'CPU'. Fix: pass a JAX platform name (cuda, ...
     """
-    names = [backend] if backend is not None else platforms.available_platforms()
+    names = platforms.available_platforms() if backend is None else _platforms_named(backend)
     return [Device(device) for name in names for device in platforms.local_devices(name)]
+
+
+def _platforms_named(backend: str) -> tuple[str, ...]:
+    """The JAX platforms ``list_devices(backend)`` lists: the one named (in the platform
+    table, or started by JAX from a plugin), or those that serve the device type named."""
+    if not isinstance(backend, str):
+        raise ArgumentTypeError(
+            f"list_devices: backend must be a str (a JAX platform name), got "
+            f"{type(backend).__name__} {backend!r}. Fix: tj.list_devices('cuda'), or "
+            "tj.list_devices() for every backend"
+        )
+    names = tuple(platform.name for platform in platforms.PLATFORMS)
+    if backend in names:
+        return (backend,)
+    serving = platforms.platforms_for_type(backend)
+    if serving:
+        return serving
+    if backend in platforms.jax_backends():  # a plugin's platform the table lacks
+        return (backend,)
+    raise InvalidDeviceError(
+        f"list_devices: no backend is named {backend!r}. Fix: pass a JAX platform name "
+        f"({', '.join(names)}) or a device type that names them ('gpu'); "
+        f"tj.available_backends() lists this machine's: {platforms.available_platforms()}"
+    )
