@@ -346,3 +346,13 @@ def test_an_abstract_models_parameters_are_listed_as_a_meta_models() -> None:
     eqx = pytest.importorskip("equinox")
     built = eqx.filter_eval_shape(eqx.nn.Linear, 2, 3, key=jax.random.key(0))
     assert described(tj.parameters(built)) == theirs
+
+
+def test_an_abstract_models_device_is_meta_as_a_meta_models() -> None:
+    """``next(model.parameters()).device`` of a model built on the meta device; tj's
+    ``device_of`` raised EmptyTreeError ("found no arrays") for ``nnx.eval_shape``'s."""
+    theirs = next(torch.nn.Linear(2, 3, device="meta").parameters()).device
+    model = nnx.eval_shape(lambda: nnx.Linear(2, 3, rngs=nnx.Rngs(0)))
+    assert tj.device_of(model) == theirs
+    assert tj.device_of(jax.ShapeDtypeStruct((2,), np.float32)) == theirs
+    assert tj.device_of(model) == next(tj.parameters(model)).device

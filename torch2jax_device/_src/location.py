@@ -185,7 +185,9 @@ def device_of(obj: Any) -> Device | None:
         The device (``cuda:1``; ``cpu`` for the CPU, as torch says, or ``cpu:N`` when
         several CPU devices are simulated), indexed as torch indexes it (never JAX's
         global ``Device.id``). ``None`` under ``jax.jit`` (tracers have no device), so
-        ``jnp.zeros(3, device=tj.device_of(x))`` works traced and untraced.
+        ``jnp.zeros(3, device=tj.device_of(x))`` works traced and untraced. ``meta``
+        for a model of ``jax.ShapeDtypeStruct`` leaves only (``nnx.eval_shape``), as
+        torch answers for a model built on the meta device.
 
     Raises:
         MixedDeviceError: arrays on several devices (every device is named with a
@@ -211,6 +213,8 @@ def device_of(obj: Any) -> Device | None:
         return next(iter(placements.devices))
     if placements.host:
         return Device("cpu")
+    if any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in flatten(obj).leaves):
+        return Device("meta")  # a model not yet built (nnx.eval_shape): torch's meta model
     raise EmptyTreeError(
         f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
         "from (torch: StopIteration from next(model.parameters()))"
