@@ -14,9 +14,9 @@ running in CI in well under a minute; its figures say nothing about a GPU.
 Sections, each in fresh processes:
 
 * **transfers**: host->device from pageable NumPy (``jax.device_put`` is the anchor;
-  tj, with ``non_blocking=True`` too, torch pageable and pinned where torch sees the GPU; below tj's pieces threshold
-  also a memcpy into a reused pinned buffer and its copy, the route tj does not take
-  there) at several sizes, from pinned
+  tj, with ``non_blocking=True`` too, torch pageable and pinned where torch sees the
+  GPU; below tj's pieces threshold also a memcpy into a reused pinned buffer and its
+  copy, the route tj does not take there) at several sizes, from pinned
   memory, ``pin_memory`` itself, device->host (anchor ``jax.device_put`` to the CPU
   device), a save of one device array to a safetensors file (anchor ``np.asarray`` then
   ``safetensors.numpy.save_file``; ``tj.save_file`` copies through pinned memory and

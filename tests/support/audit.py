@@ -18,7 +18,8 @@ from typing import Any
 from tests.parity.harness import assert_same_outcome, run
 
 # The known-differences pages: this one and its children (placement, checkpoints, ...).
-KNOWN_DIFFERENCES = sorted((Path(__file__).resolve().parents[2] / "docs").glob("known-differences*.md"))
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+KNOWN_DIFFERENCES = sorted(DOCS.glob("known-differences*.md"))
 
 
 @dataclasses.dataclass(frozen=True)
