@@ -25,7 +25,7 @@ from ..interop import ALIGNMENT, to_jax
 from . import transfer
 from .format import TensorBudget
 from .map_location import LocationHook, MapLocationRule
-from .messages import shown
+from .messages import loading, shown
 from .object_graph import PLAIN, Graph, TooManyTensorsError, fields, has_fields
 from .progress import Progress
 from .source import Source, import_torch, unreadable
@@ -77,7 +77,7 @@ def load_pickled(
             if isinstance(err, OSError) and source.file is None:
                 raise  # the file system's own error about a path, as torch raises it
             raise unreadable(source.name, err) from err
-        return _Conversion(source.name, hook, torch, budget).run(checkpoint)
+        return _Conversion(source, hook, torch, budget).run(checkpoint)
 
 
 class _CountingReader(io.RawIOBase):
@@ -110,9 +110,12 @@ class _CountingReader(io.RawIOBase):
 class _Conversion:
     """Tensors of an unpickled checkpoint -> committed JAX arrays, in place."""
 
-    def __init__(self, name: str, hook: LocationHook, torch: Any, budget: TensorBudget) -> None:
+    def __init__(
+        self, source: Source, hook: LocationHook, torch: Any, budget: TensorBudget
+    ) -> None:
         self._budget = budget
-        self._name = name
+        self._name = source.name
+        self._path = source.path
         self._hook = hook
         self._torch = torch
         self._devices: dict[Any, jax.Device] = {}
@@ -158,7 +161,7 @@ class _Conversion:
             new: dict[int, Any] = {}
             for target, pairs in by_target.items():
                 arrays = [array for _, array in pairs]
-                what = f"loading {self._name}"
+                what = loading(len(pairs), self._path, self._name)
                 moved = arrays if target == cpu else transfer.send(arrays, target, what)
                 started.extend(moved)
                 new.update(

@@ -20,8 +20,9 @@ memory (GPUs) is read piece by piece straight into pooled pinned staging buffers
 several processes, each one loads its own parts and the arrays are global: every
 process must make the same call, and before reading any part the processes check that
 they agree on each tensor's global shape and dtype (``agreement``). Before reading,
-each device's shards of the load are checked against its free memory
-(``transfer.room_on_each``): the first device that cannot hold them refuses the load
+each device's shards of the load, with the pieces of a part in flight to it, are checked
+against its free memory (``transfer.room_on_each``, the rule of one-device loads): the
+first device that cannot hold them refuses the load
 with ``OutOfMemoryError``, and an allocation failure midway becomes the same error. PyTorch
 checkpoints are read the same way through ``torch.load(mmap=True)``, which touches only
 the pages of the parts it is asked for.
@@ -29,7 +30,6 @@ the pages of the parts it is asked for.
 
 from __future__ import annotations
 
-import collections
 import fnmatch
 import math
 import os
@@ -51,14 +51,14 @@ from .agreement import agree
 from .format import TensorBudget, TensorInfo
 from .index import is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
-from .messages import shown
+from .messages import loading, shown, slice_load
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
 from .pickled import load_pickled, settle
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
-from .transfer import room_on_each
+from .transfer import Arrival, room_on_each, sent
 
 __all__ = [
     "OnMesh",
@@ -230,12 +230,11 @@ def load_file(
             f"tj.load_file({shown(os.fspath(path))})",
         )
         total = sum(plan.local_bytes for _, plans in readers for plan in plans)
-        needs = _summed(plan.device_bytes for _, plans in readers for plan in plans)
-        count = sum(len(plans) for _, plans in readers)
-        what = f"loading {count} tensor(s) of {os.path.basename(os.fspath(path))!r}"
+        arrivals = _gathered(plan.arrivals for _, plans in readers for plan in plans)
+        what = loading(sum(len(plans) for _, plans in readers), path)
         arrays: dict[str, jax.Array] = {}
         label = f"Loading {os.path.basename(os.fspath(path))}"
-        with room_on_each(needs, what), Progress(label, total, progress) as bar:
+        with room_on_each(arrivals, what), Progress(label, total, progress) as bar:
             try:
                 for reader, plans in readers:
                     for plan in sorted(plans, key=lambda plan: plan.info.start):
@@ -265,8 +264,7 @@ class OnMesh:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
         described = [(info.name, info.shape, info.dtype, plan.sharding)]
         agree(described, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
-        what = f"loading 1 tensor(s) of {os.path.basename(reader.path)!r}"
-        with room_on_each(plan.device_bytes, what):
+        with room_on_each(_gathered([plan.arrivals]), loading(1, reader.path)):
             return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
@@ -275,11 +273,8 @@ class OnMesh:
         sharding = _checked(self._rule, info.name, shape, dtype)
         described = [(name, shape, dtype, sharding)]
         agree(described, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
-        what = (
-            f"a slice of shape {list(shape)} of tensor {info.name!r} of "
-            f"{os.path.basename(reader.path)!r}"
-        )
-        with room_on_each(_device_bytes(shape, dtype, sharding), what):
+        what = slice_load(shape, info.name, reader.path)
+        with room_on_each(_gathered([_arrivals(shape, dtype, sharding)]), what):
             host = dtypes.as_canonical(reader.read_selection(info, index))
             return assemble(
                 shape, sharding, lambda part: host if part is None else host[part], where=name
@@ -346,8 +341,10 @@ class _Plan:
         indices = sharding.addressable_devices_indices_map(info.shape)
         parts = {part_key(index, info.shape): index for index in indices.values()}
         itemsize = dtypes.canonical(info.dtype).itemsize
-        self.local_bytes = sum(_part_size(index, info.shape) * itemsize for index in parts.values())
-        self.device_bytes = _device_bytes(info.shape, info.dtype, sharding, indices)
+        self.local_bytes = sum(
+            math.prod(_part_shape(index, info.shape)) * itemsize for index in parts.values()
+        )
+        self.arrivals = _arrivals(info.shape, info.dtype, sharding, indices)
 
     def load(self, reader: Reader, advance: Callable[[int], None]) -> jax.Array:
         """The global array, each of this process's parts read once (see ``part``)."""
@@ -489,12 +486,11 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
         ),
         f"tj.load({source.name})",
     )
-    needs = _summed(
-        _device_bytes(tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
+    arrivals = _gathered(
+        _arrivals(tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
         for _, tensor, sharding in plans.values()
     )
-    named = repr(os.path.basename(source.path)) if source.path is not None else source.name
-    what = f"loading {len(plans)} tensor(s) of {named}"
+    what = loading(len(plans), source.path, source.name)
     placed: dict[int, jax.Array] = {}
 
     def place(name: str, tensor: Any) -> jax.Array:
@@ -507,7 +503,7 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
             )
         return placed[id(tensor)]
 
-    with room_on_each(needs, what):
+    with room_on_each(arrivals, what):
         try:
             result = _map_named(checkpoint, "", place)
             jax.block_until_ready(list(placed.values()))
@@ -533,13 +529,14 @@ def _map_named(obj: Any, name: str, place: Callable[[str, Any], jax.Array]) -> A
     return obj
 
 
-def _device_bytes(
+def _arrivals(
     shape: tuple[int, ...],
     dtype: np.dtype[Any],
     sharding: Sharding,
     indices: Mapping[jax.Device, Index] | None = None,
-) -> dict[jax.Device, int]:
-    """The bytes each of this process's devices holds of a tensor placed on ``sharding``.
+) -> dict[jax.Device, Arrival]:
+    """What each of this process's devices receives of a tensor placed on ``sharding``:
+    its part, sent from the host (``transfer.sent``: with its pieces in flight).
 
     ``indices``: ``sharding.addressable_devices_indices_map(shape)``, where known already.
     Nothing where the shards live in host memory (a ``pinned_host`` memory kind), or where
@@ -547,22 +544,26 @@ def _device_bytes(
     """
     if sharding.memory_kind not in (None, "device"):
         return {}
-    itemsize = dtypes.canonical(dtype).itemsize
+    canonical = dtypes.canonical(dtype)
     if indices is None:
         try:
             indices = sharding.addressable_devices_indices_map(shape)
         except ValueError:
             return {}
-    return {device: _part_size(index, shape) * itemsize for device, index in indices.items()}
+    return {
+        device: sent(device, _part_shape(index, shape), canonical)
+        for device, index in indices.items()
+    }
 
 
-def _summed(needs: Iterable[Mapping[jax.Device, int]]) -> dict[jax.Device, int]:
-    """Per device, the bytes of all the tensors, in the order the devices first appear."""
-    total: collections.Counter[jax.Device] = collections.Counter()
-    for tensor in needs:
-        total.update(tensor)
-    return dict(total)
+def _gathered(tensors: Iterable[Mapping[jax.Device, Arrival]]) -> dict[jax.Device, list[Arrival]]:
+    """Per device, what it receives of all the tensors, in the order the devices first appear."""
+    arrivals: dict[jax.Device, list[Arrival]] = {}
+    for tensor in tensors:
+        for device, arrival in tensor.items():
+            arrivals.setdefault(device, []).append(arrival)
+    return arrivals
 
 
-def _part_size(index: Index, shape: tuple[int, ...]) -> int:
-    return math.prod(stop - start for start, stop in part_key(index, shape))
+def _part_shape(index: Index, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(stop - start for start, stop in part_key(index, shape))
