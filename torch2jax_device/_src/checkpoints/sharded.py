@@ -31,6 +31,7 @@ the pages of the parts it is asked for.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -41,7 +42,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from .. import dtypes
-from ..detect import is_torch_device, is_torch_tensor
+from ..detect import is_torch_device
 from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
@@ -52,9 +53,10 @@ from .format import TensorBudget, TensorInfo
 from .index import is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
 from .messages import loading, shown, slice_load
+from .object_graph import Graph
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
-from .pickled import load_pickled, settle
+from .pickled import HostTensors, load_pickled, numpy_dtype, rebuilt, settle, tensor_error
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
@@ -314,7 +316,7 @@ def load(
             else MapLocationRule(map_location).safetensors_device(repr(path))
         )
         return load_file(path, device, progress=progress, max_tensors=budget)
-    checkpoint: dict[str, Any] = {}
+    parts = []
     for file, source in zip(files, sources, strict=True):
         if sharded:
             part = _load_torch(source, _rule(map_location, callables=False), budget)
@@ -324,11 +326,16 @@ def load(
         else:
             rule = MapLocationRule(map_location)
             part = load_pickled(source, rule, False, progress, {}, budget)
-        if not isinstance(part, dict):
+        if shards.names is not None and not isinstance(part, dict):
             raise CheckpointError(
                 f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
                 "dict of tensors; an index can only join dicts"
             )
+        parts.append(part)
+    if shards.names is None:  # one file: its checkpoint, as torch.load returns it
+        return parts[0]
+    checkpoint: dict[str, Any] = {}
+    for part in parts:
         checkpoint.update(part)
     return checkpoint
 
@@ -456,77 +463,71 @@ def _is_sharded_target(target: Any, *, callables: bool) -> bool:
 
 
 def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any:
-    """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says."""
+    """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says.
+
+    Its containers come back as ``torch.load`` gives them (``pickled.rebuilt``: types,
+    attributes, sharing, cycles, any depth), its tensors as a load onto one device makes
+    them (``pickled.HostTensors``: sparse ones dense, quantized ones dequantized, copies
+    bounded, the library's error for one JAX cannot hold); each is named for the rule by its
+    dotted path (``model.transformer.wte.weight``; a tensor held in several places takes
+    the first one found, for one dict its first key).
+    """
     torch = import_torch(source.name)
+    path = source.path
+    assert path is not None  # a mesh load reads a path (tj.load routes file objects elsewhere)
     mmap = source.kind == "zip"  # the legacy (pre-zip) format cannot be mapped
     try:
-        checkpoint = torch.load(source.path, map_location="cpu", mmap=mmap, weights_only=True)
-    except OSError:
-        raise
+        checkpoint = torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
+    except (OSError, Warning):
+        raise  # the file system's error, or a warning the caller's filters made one
     except Exception as err:
         raise unreadable(source.name, err) from err
-    # First every distinct tensor's name and sharding, counted and agreed on; then the parts.
-    plans: dict[int, tuple[str, Any, Sharding]] = {}
 
-    def plan(name: str, tensor: Any) -> Any:
-        if id(tensor) not in plans:
-            if len(plans) >= budget.left:
-                raise budget.refusal(source.name, f"more than {budget.left:,}")
-            dtype = dtypes.canonical(dtypes.to_numpy_dtype(tensor.dtype))
-            sharding = _checked(rule, name, tuple(tensor.shape), dtype)
-            plans[id(tensor)] = (name, tensor, sharding)
-        return tensor
+    def arrays(graph: Graph) -> dict[int, Any]:
+        # First every tensor's name and sharding, agreed on and checked; then the parts.
+        hosts = HostTensors(torch, os.path.getsize(path))
+        plans = []
+        for tensor in graph.tensors:
+            try:  # dense, of a JAX dtype: as a load onto one device makes it
+                host = hosts(tensor)
+                dtype = numpy_dtype(host.dtype)
+            except CheckpointError as err:
+                raise tensor_error(source.name, graph, tensor, err) from None
+            name, shape = graph.name(tensor), tuple(host.shape)
+            sharding = _checked(rule, name, shape, dtypes.canonical(dtype))
+            plans.append((name, tensor, host, dtype, sharding))
+        agree(
+            (
+                (name, tuple(host.shape), dtype, sharding)
+                for name, _, host, dtype, sharding in plans
+            ),
+            f"tj.load({source.name})",
+        )
+        arrivals = _gathered(
+            _arrivals(tuple(host.shape), dtype, sharding) for _, _, host, dtype, sharding in plans
+        )
+        placed: dict[int, Any] = {}
+        with room_on_each(arrivals, loading(len(plans), source.path, source.name)):
+            try:
+                for name, tensor, host, _, sharding in plans:
+                    placed[id(tensor)] = assemble(
+                        tuple(host.shape),
+                        sharding,
+                        functools.partial(_torch_part, host),
+                        where=f"tensor {shown(name)}",
+                    )
+                jax.block_until_ready(list(placed.values()))
+            except BaseException:
+                settle(list(placed.values()))  # nothing dropped while in flight
+                raise
+        return placed
 
-    _map_named(checkpoint, "", plan)
-    budget.spend(len(plans), source.name)
-    agree(
-        (
-            (name, tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
-            for name, tensor, sharding in plans.values()
-        ),
-        f"tj.load({source.name})",
-    )
-    arrivals = _gathered(
-        _arrivals(tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
-        for _, tensor, sharding in plans.values()
-    )
-    what = loading(len(plans), source.path, source.name)
-    placed: dict[int, jax.Array] = {}
-
-    def place(name: str, tensor: Any) -> jax.Array:
-        if id(tensor) not in placed:
-            placed[id(tensor)] = assemble(
-                tuple(tensor.shape),
-                plans[id(tensor)][2],
-                lambda index: to_jax(tensor if index is None else tensor[index].contiguous()),
-                where=f"tensor {shown(name)}",
-            )
-        return placed[id(tensor)]
-
-    with room_on_each(arrivals, what):
-        try:
-            result = _map_named(checkpoint, "", place)
-            jax.block_until_ready(list(placed.values()))
-        except BaseException:
-            settle(list(placed.values()))  # nothing dropped while in flight
-            raise
-    return result
+    return rebuilt(source.name, checkpoint, torch, budget, arrays)
 
 
-def _map_named(obj: Any, name: str, place: Callable[[str, Any], jax.Array]) -> Any:
-    """``obj`` with each tensor in dicts, lists and tuples placed; names are dotted paths."""
-    if is_torch_tensor(obj):
-        return place(name, obj)
-    prefix = f"{name}." if name else ""
-    if isinstance(obj, dict):
-        copied = obj.copy()
-        for key, value in copied.items():
-            copied[key] = _map_named(value, f"{prefix}{key}", place)
-        return copied
-    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
-        items = [_map_named(item, f"{prefix}{i}", place) for i, item in enumerate(obj)]
-        return items if isinstance(obj, list) else tuple(items)
-    return obj
+def _torch_part(tensor: Any, index: Index | None) -> jax.Array:
+    """The part ``index`` of a torch tensor (``None``: all of it), as an array on the CPU."""
+    return to_jax(tensor if index is None else tensor[index].contiguous())
 
 
 def _arrivals(
