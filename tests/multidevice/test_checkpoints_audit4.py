@@ -10,6 +10,7 @@ tensor JAX cannot hold is the library's error naming the file and its place.
 
 from __future__ import annotations
 
+import io
 import sys
 import warnings
 from pathlib import Path
@@ -165,3 +166,25 @@ def test_a_warning_made_an_error_passes_through_as_onto_one_device(
         for target in ("cpu", LINE):  # the caller's filters decide, on one device or many
             with pytest.raises(UserWarning, match=r"a warning of torch\.load's"):
                 tj.load(path, map_location=target)
+
+
+def test_a_file_object_loads_onto_a_mesh_as_torch_reads_it(tmp_path: Path) -> None:
+    path = _saved(tmp_path, {"w": torch.arange(8.0), "step": 3})
+    with open(path, "rb") as file:
+        theirs = torch.load(file, weights_only=True)
+    with open(path, "rb") as file:  # a mesh is callable (a context manager), not torch's
+        ours = tj.load(file, map_location=tj.ShardingRule(LINE, {"w": P("x")}))
+    _check_like(ours, theirs)
+    assert ours["w"].sharding.spec == P("x")
+    buffer = io.BytesIO(b"junk" + path.read_bytes())
+    buffer.seek(4)  # read from where it is, as torch.load reads it
+    _check_like(tj.load(buffer, map_location=LINE), theirs)
+
+
+def test_encoding_reaches_torchs_unpickler_onto_a_mesh(tmp_path: Path) -> None:
+    path = _saved(tmp_path, {"w": torch.ones(4), "step": 3})
+    with pytest.warns(UserWarning, match="pickle_load_args only works"):  # torch's own
+        assert torch.load(path, weights_only=True, encoding="latin1")["step"] == 3
+    for target in ("cpu", LINE):
+        with pytest.warns(UserWarning, match="pickle_load_args only works"):
+            assert tj.load(path, map_location=target, encoding="latin1")["step"] == 3

@@ -212,6 +212,24 @@ def test_unusual_names_metadata_and_zero_size_tensors_as_safetensors(tmp_path: P
         np.testing.assert_array_equal(values, expected[name], err_msg=name)
 
 
+@pytest.mark.parametrize("name", [0, None, b"w", ("w",)])
+def test_a_tensor_name_that_is_not_a_string_is_a_type_error_as_in_safetensors(
+    tmp_path: Path, name: Any
+) -> None:
+    path = tmp_path / "w.safetensors"
+    safetensors.numpy.save_file({"w": np.ones(2, np.float32)}, str(path))
+    with safetensors.safe_open(str(path), "numpy") as theirs:
+        with pytest.raises(TypeError):
+            theirs.get_tensor(name)
+        with pytest.raises(TypeError):
+            theirs.get_slice(name)
+    with tj.safe_open(path, "flax") as ours:
+        with pytest.raises(tj.ArgumentTypeError, match=r"tensor names are strings.*keys"):
+            ours.get_tensor(name)
+        with pytest.raises(TypeError, match="tensor names are strings"):
+            ours.get_slice(name)
+
+
 @pytest.mark.parametrize(
     "index",
     [(), Ellipsis, slice(None), slice(0, 0), (slice(None), 1), (Ellipsis, slice(1, 3))],

@@ -231,6 +231,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         """The whole tensor ``name`` on the device.
 
         Raises:
+            ArgumentTypeError: ``name`` is not a string (safetensors raises ``TypeError``).
             CheckpointError: the file has no tensor ``name`` (the message lists some
                 that it has), or it was closed.
             OutOfMemoryError: the tensor cannot fit the device's free memory (checked
@@ -246,6 +247,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         """A lazy view of tensor ``name``; index it to read part of it.
 
         Raises:
+            ArgumentTypeError: ``name`` is not a string (safetensors raises ``TypeError``).
             CheckpointError: the file has no tensor ``name``.
         """
         return TensorSlice(self._reader, self._reader.info(name), self._placement)

@@ -70,6 +70,7 @@ __all__ = [
     "handles_open",
     "load",
     "load_file",
+    "load_object",
 ]
 
 #: What a per-tensor rule is called with and returns.
@@ -186,9 +187,12 @@ def handles_open(device: Any) -> bool:
     return _is_sharded_target(device, callables=True)
 
 
-def handles_checkpoint(path: PathLike, map_location: Any) -> bool:
-    """Whether ``load(path, map_location)`` is for this module (a callable is torch's)."""
-    return is_index(path) or _is_sharded_target(map_location, callables=False)
+def handles_checkpoint(path: PathLike | None, map_location: Any) -> bool:
+    """Whether ``load(path, map_location)`` is for this module (a callable is torch's);
+    ``path`` is ``None`` for a file object, which ``load_object`` loads."""
+    return (path is not None and is_index(path)) or _is_sharded_target(
+        map_location, callables=False
+    )
 
 
 def load_file(
@@ -289,6 +293,7 @@ def load(
     *,
     progress: bool | None = None,
     max_tensors: int | None = None,
+    pickle_load_args: Mapping[str, Any] | None = None,
 ) -> Any:
     """``tj.load`` onto a sharding, a mesh or a ``ShardingRule``, or of an index of files.
 
@@ -297,7 +302,8 @@ def load(
     checkpoint (``model.transformer.wte.weight``) for the rule, and each process
     slicing out only its parts. Everything that is not a tensor is kept as it is. An
     index of shards onto anything else ``tj.load`` takes loads each shard as
-    ``tj.load`` does. ``max_tensors`` caps the tensors of all the files together.
+    ``tj.load`` does. ``max_tensors`` caps the tensors of all the files together;
+    ``pickle_load_args`` (``encoding=``) go to torch's unpickler.
 
     Raises:
         CheckpointError: unreadable file or index, a rule that does not fit a tensor,
@@ -319,13 +325,14 @@ def load(
     parts = []
     for file, source in zip(files, sources, strict=True):
         if sharded:
-            part = _load_torch(source, _rule(map_location, callables=False), budget)
+            rule_function = _rule(map_location, callables=False)
+            part = _load_torch(source, rule_function, budget, dict(pickle_load_args or {}))
         elif source.kind == "safetensors":
             device = MapLocationRule(map_location).safetensors_device(source.name)
             part = load_file_on_device(file, device, progress=progress, max_tensors=budget)
         else:
             rule = MapLocationRule(map_location)
-            part = load_pickled(source, rule, False, progress, {}, budget)
+            part = load_pickled(source, rule, False, progress, dict(pickle_load_args or {}), budget)
         if shards.names is not None and not isinstance(part, dict):
             raise CheckpointError(
                 f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
@@ -338,6 +345,29 @@ def load(
     for part in parts:
         checkpoint.update(part)
     return checkpoint
+
+
+def load_object(
+    source: Source,
+    map_location: Any,
+    *,
+    max_tensors: int | None = None,
+    pickle_load_args: Mapping[str, Any] | None = None,
+) -> Any:
+    """``tj.load`` of a PyTorch checkpoint in a file object onto a sharding, a mesh or a
+    ``ShardingRule``: as ``load`` loads one from a path, without a memory map.
+
+    Raises:
+        CheckpointError: as ``load``; a safetensors file, which is read from a path only.
+    """
+    if source.kind == "safetensors":
+        raise CheckpointError(
+            f"{source.name} holds a safetensors file, which tj.load reads from a path only: "
+            "pass the path (tj.load(path, map_location=...) or tj.load_file(path, device=...))"
+        )
+    budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
+    rule = _rule(map_location, callables=False)
+    return _load_torch(source, rule, budget, dict(pickle_load_args or {}))
 
 
 class _Plan:
@@ -462,7 +492,9 @@ def _is_sharded_target(target: Any, *, callables: bool) -> bool:
     return callables and callable(target) and not device_like
 
 
-def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any:
+def _load_torch(
+    source: Source, rule: RuleFunction, budget: TensorBudget, pickle_load_args: dict[str, Any]
+) -> Any:
     """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says.
 
     Its containers come back as ``torch.load`` gives them (``pickled.rebuilt``: types,
@@ -473,11 +505,14 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
     the first one found, for one dict its first key).
     """
     torch = import_torch(source.name)
-    path = source.path
-    assert path is not None  # a mesh load reads a path (tj.load routes file objects elsewhere)
-    mmap = source.kind == "zip"  # the legacy (pre-zip) format cannot be mapped
+    data_bytes = source.size()  # a file object: from where it is read
+    # The legacy (pre-zip) format and file objects cannot be mapped.
+    mmap = source.kind == "zip" and source.path is not None
+    opened: Any = source.path if source.path is not None else source.file
     try:
-        checkpoint = torch.load(path, map_location="cpu", mmap=mmap, weights_only=True)
+        checkpoint = torch.load(
+            opened, map_location="cpu", mmap=mmap, weights_only=True, **pickle_load_args
+        )
     except (OSError, Warning):
         raise  # the file system's error, or a warning the caller's filters made one
     except Exception as err:
@@ -485,7 +520,7 @@ def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any
 
     def arrays(graph: Graph) -> dict[int, Any]:
         # First every tensor's name and sharding, agreed on and checked; then the parts.
-        hosts = HostTensors(torch, os.path.getsize(path))
+        hosts = HostTensors(torch, data_bytes)
         plans = []
         for tensor in graph.tensors:
             try:  # dense, of a JAX dtype: as a load onto one device makes it

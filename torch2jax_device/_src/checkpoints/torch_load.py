@@ -139,8 +139,18 @@ def load(
     """
     source = Source(f)
     _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
-    if source.path is not None and sharded.handles_checkpoint(source.path, map_location):
-        return sharded.load(source.path, map_location, progress=progress, max_tensors=max_tensors)
+    if sharded.handles_checkpoint(source.path, map_location):
+        if source.path is None:
+            return sharded.load_object(
+                source, map_location, max_tensors=max_tensors, pickle_load_args=pickle_load_args
+            )
+        return sharded.load(
+            source.path,
+            map_location,
+            progress=progress,
+            max_tensors=max_tensors,
+            pickle_load_args=pickle_load_args,
+        )
     budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
     rule = MapLocationRule(map_location)
     if source.kind == "safetensors":
