@@ -24,12 +24,13 @@ from torch2jax_device._src import capacity, host_staging
 from torch2jax_device._src.checkpoints.reader import Reader
 
 MIB = 2**20
-TOKENS = 12 * MIB  # int32: 48 MiB, two pinned pieces and more
+GPUS = [device for device in jax.devices() if device.platform == "gpu"]
+# int32 rows: 48 MiB on each GPU, two pinned pieces of 32 MiB each.
+TOKENS = 12 * MIB * max(len(GPUS), 1)
 
 
 def _mesh_rows() -> NamedSharding:
-    gpus = [device for device in jax.devices() if device.platform == "gpu"]
-    return NamedSharding(Mesh(np.array(gpus), ("x",)), P("x"))
+    return NamedSharding(Mesh(np.array(GPUS), ("x",)), P("x"))
 
 
 def _tokens(tmp_path: Path) -> Path:
