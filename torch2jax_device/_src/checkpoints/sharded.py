@@ -322,17 +322,17 @@ def load(
             else MapLocationRule(map_location).safetensors_device(repr(path))
         )
         return load_file(path, device, progress=progress, max_tensors=budget)
+    arguments = dict(pickle_load_args or {})
     parts = []
     for file, source in zip(files, sources, strict=True):
         if sharded:
-            rule_function = _rule(map_location, callables=False)
-            part = _load_torch(source, rule_function, budget, dict(pickle_load_args or {}))
+            part = _load_torch(source, _rule(map_location, callables=False), budget, arguments)
         elif source.kind == "safetensors":
             device = MapLocationRule(map_location).safetensors_device(source.name)
             part = load_file_on_device(file, device, progress=progress, max_tensors=budget)
         else:
             rule = MapLocationRule(map_location)
-            part = load_pickled(source, rule, False, progress, dict(pickle_load_args or {}), budget)
+            part = load_pickled(source, rule, False, progress, arguments, budget)
         if shards.names is not None and not isinstance(part, dict):
             raise CheckpointError(
                 f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
