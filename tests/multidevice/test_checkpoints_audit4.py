@@ -188,3 +188,18 @@ def test_encoding_reaches_torchs_unpickler_onto_a_mesh(tmp_path: Path) -> None:
     for target in ("cpu", LINE):
         with pytest.warns(UserWarning, match="pickle_load_args only works"):
             assert tj.load(path, map_location=target, encoding="latin1")["step"] == 3
+
+
+def test_mmap_that_torch_refuses_is_refused_onto_a_mesh_too(tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"w": torch.ones(4)}, legacy, _use_new_zipfile_serialization=False)
+    with pytest.raises(RuntimeError, match="mmap"):
+        torch.load(legacy, mmap=True, weights_only=True)
+    zipped = _saved(tmp_path, {"w": torch.ones(4)})
+    with open(zipped, "rb") as file, pytest.raises(ValueError, match="mmap"):
+        torch.load(file, mmap=True, weights_only=True)
+    for target in ("cpu", LINE):  # the same refusals, on one device or many
+        with pytest.raises(tj.UnsupportedOperationError, match=r"legacy .*cannot be memory-mapped"):
+            tj.load(legacy, map_location=target, mmap=True)
+        with open(zipped, "rb") as file, pytest.raises(tj.CheckpointError, match="mmap=True"):
+            tj.load(file, map_location=target, mmap=True)

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import CheckpointError, UnsupportedOperationError
 from . import sharded
 from .format import TensorBudget
+from .index import is_index
 from .map_location import MapLocation, MapLocationRule
 from .one_device import load_file
 from .pickled import load_pickled
@@ -139,6 +140,8 @@ def load(
     """
     source = Source(f)
     _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
+    if mmap and source.kind != "safetensors" and not (source.path and is_index(source.path)):
+        _check_mappable(source)
     if sharded.handles_checkpoint(source.path, map_location):
         if source.path is None:
             return sharded.load_object(
@@ -161,17 +164,6 @@ def load(
             )
         device = rule.safetensors_device(source.name)
         return load_file(source.path, device, progress=progress, max_tensors=budget)
-    if mmap and source.path is None:
-        raise CheckpointError(
-            f"mmap=True maps a file by its path, and {source.name} is a file object (torch "
-            "raises ValueError here too). Fix: tj.load(path, mmap=True)"
-        )
-    if mmap and source.kind == "legacy":
-        raise UnsupportedOperationError(
-            f"{source.name} is in torch's legacy (pre-zip) format, which cannot be "
-            "memory-mapped (torch raises RuntimeError here too). Fix: load it without "
-            "mmap=True, or re-save it once with torch.save(torch.load(path), path)"
-        )
     return load_pickled(source, rule, bool(mmap), progress, pickle_load_args, budget)
 
 
@@ -199,4 +191,19 @@ def _check_arguments(
             f"tj.load({name}) got {', '.join(f'{key}=' for key in unknown)}: torch's "
             "weights-only unpickler takes only encoding= (torch raises TypeError for the "
             "others). Drop them"
+        )
+
+
+def _check_mappable(source: Source) -> None:
+    """Refuse ``mmap=True`` for a checkpoint torch cannot map, as torch refuses it."""
+    if source.path is None:
+        raise CheckpointError(
+            f"mmap=True maps a file by its path, and {source.name} is a file object (torch "
+            "raises ValueError here too). Fix: tj.load(path, mmap=True)"
+        )
+    if source.kind == "legacy":
+        raise UnsupportedOperationError(
+            f"{source.name} is in torch's legacy (pre-zip) format, which cannot be "
+            "memory-mapped (torch raises RuntimeError here too). Fix: load it without "
+            "mmap=True, or re-save it once with torch.save(torch.load(path), path)"
         )
