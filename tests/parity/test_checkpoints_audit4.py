@@ -295,3 +295,16 @@ def test_tensors_sharing_memory_are_written_in_full_a_documented_difference(
     read = safetensors_torch.load_file(str(path))
     for name, tensor in tensors.items():
         assert torch.equal(read[name], tensor), name
+
+
+def test_a_packed_float4_tensor_safetensors_writes_is_refused_without_blaming_safetensors(
+    tmp_path: Path,
+) -> None:
+    packed = torch.tensor([0x12, 0x34], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    safetensors_torch.save_file({"w": packed}, str(tmp_path / "theirs.safetensors"))  # as F4
+    with pytest.raises(tj.DTypeError) as caught:
+        tj.save_file({"w": packed}, tmp_path / "ours.safetensors")
+    message = str(caught.value)
+    assert "tensor 'w' has dtype torch.float4_e2m1fn_x2, which save_file cannot write" in message
+    assert "F4" in message and "cast it first" in message
+    assert "safetensors cannot store" not in message  # it can: safetensors.torch wrote it
