@@ -59,7 +59,12 @@ def load(
       it does not list stay where they were saved;
     * a callable ``(storage, location) -> storage | None``, called with each CPU storage
       and its saved location: the tensor goes where the returned storage is, or to the
-      saved location if it returns ``None`` (PyTorch checkpoints only).
+      saved location if it returns ``None`` (PyTorch checkpoints only);
+    * a ``jax.sharding.Sharding``, a ``jax.sharding.Mesh`` (replicated over it) or a
+      [`tj.ShardingRule`][torch2jax_device.ShardingRule]: every tensor a global array,
+      each process reading only the parts its devices hold; the checkpoint comes back
+      as onto one device (containers, sharing and all), each tensor named for the
+      rule by its dotted path (``model.transformer.wte.weight``).
 
     Note:
         Sparse tensors (COO, CSR, CSC, BSR, BSC) load **dense**, and quantized tensors
