@@ -4,6 +4,8 @@
 none); one device's pool is made too small. Before reading a byte, the load must be
 refused with ``tj.OutOfMemoryError`` naming that device, the bytes its shards need, the
 free bytes, the pool and the fix; an allocation failure midway becomes the same error.
+Where parts travel in pinned pieces (every device made to act as a GPU), the pieces in
+flight to a device count too, as they do for a load onto one device (``transfer.need``).
 """
 
 from __future__ import annotations
