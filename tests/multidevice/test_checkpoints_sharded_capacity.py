@@ -329,3 +329,42 @@ def test_the_pieces_counted_are_the_pieces_the_route_keeps_in_flight(
         assert loaded[name].sharding == ROWS
     # The most pinned buffers out at once, per device: the pieces the check counted.
     assert pinned.most == dict.fromkeys(CPUS, IN_FLIGHT // PIECE)
+
+
+def _torch_file(path: Path) -> Path:
+    import torch
+
+    pt = path.with_suffix(".pt")
+    tensors = safetensors.numpy.load_file(str(path))
+    torch.save({name: torch.from_numpy(values) for name, values in tensors.items()}, pt)
+    return pt
+
+
+def _rows(path: Path, target: Any) -> Any:
+    with tj.safe_open(path, "flax", device=target) as f:
+        return f.get_slice("w")[:200]
+
+
+FILE = "loading 2 tensor(s) of 'model.safetensors'"
+TORCH = "loading 2 tensor(s) of 'model.pt'"
+SLICE = "a slice of shape [200, 64] of tensor 'w' of 'model.safetensors'"
+# Every load names itself one way in a capacity error, onto one device or a mesh.
+NAMED = {
+    "load_file onto a device": (lambda path: tj.load_file(path, device="cpu:1"), FILE),
+    "load_file onto a mesh": (lambda path: tj.load_file(path, device=ROWS), FILE),
+    "tj.load(.pt) onto a device": (lambda path: tj.load(_torch_file(path), "cpu:1"), TORCH),
+    "tj.load(.pt) onto a mesh": (lambda path: tj.load(_torch_file(path), ROWS), TORCH),
+    "a slice onto a device": (lambda path: _rows(path, "cpu:1"), SLICE),
+    "a slice onto a mesh": (lambda path: _rows(path, ROWS), SLICE),
+}
+
+
+@pytest.mark.parametrize(("load", "named"), NAMED.values(), ids=NAMED.keys())
+def test_every_capacity_error_names_its_load_in_one_wording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: Any, named: str
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, dict.fromkeys(CPUS, 100))  # no device can hold any of it
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        load(path)
+    assert str(info.value).split(" is out of memory: ")[1].startswith(f"{named} needs ")
