@@ -4,10 +4,13 @@
 none); one device's pool is made too small. Before reading a byte, the load must be
 refused with ``tj.OutOfMemoryError`` naming that device, the bytes its shards need, the
 free bytes, the pool and the fix; an allocation failure midway becomes the same error.
+Where parts travel in pinned pieces (every device made to act as a GPU), the pieces in
+flight to a device count too, as they do for a load onto one device (``transfer.need``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
 from tests.support.arrays import patterned
-from torch2jax_device._src import capacity
+from torch2jax_device._src import capacity, host_staging
 from torch2jax_device._src.checkpoints import sharded
 from torch2jax_device._src.checkpoints.reader import Reader
 
@@ -222,3 +225,146 @@ def test_a_slice_of_a_file_opened_onto_a_mesh_is_refused_before_reading(
     assert activity.reads == ["read_selection"] and activity.parts == 1
     expected = safetensors.numpy.load_file(str(path))["w"][:100]
     np.testing.assert_array_equal(np.asarray(half), expected)
+
+
+# Pieces in flight (issue: the mesh check counted only the shards). With pinned pieces
+# of 1 KiB, each device's part of w (100 rows x 64 float32 = 25,600 bytes) goes in 25
+# pieces, 3 of them on the device at once; its part of b (64 bytes) in one.
+PIECE = 1024
+IN_FLIGHT = 3 * PIECE
+ROWS_WITH_PIECES = ROWS_PER_DEVICE + IN_FLIGHT  # 28,736
+
+
+class Pinned:
+    """Every CPU device copies host data through pinned pieces of 1 KiB, as a GPU; counts,
+    per device, the most pinned buffers taken and not yet given back (pieces in flight)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(host_staging, "routes_through_pinned", lambda device: True)
+        monkeypatch.setattr(host_staging, "PIECE_BYTES", PIECE)
+        monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 1)
+        self.out: dict[jax.Device, int] = {}
+        self.most: dict[jax.Device, int] = {}
+        take, give = host_staging.POOL.take, host_staging.POOL.give
+
+        def counting_take(device: jax.Device, nbytes: int = 0) -> Any:
+            buffer = take(device, nbytes)
+            self.out[device] = self.out.get(device, 0) + 1
+            self.most[device] = max(self.most.get(device, 0), self.out[device])
+            return buffer
+
+        def counting_give(device: jax.Device, buffer: Any) -> None:
+            self.out[device] -= 1
+            give(device, buffer)
+
+        monkeypatch.setattr(host_staging.POOL, "take", counting_take)
+        monkeypatch.setattr(host_staging.POOL, "give", counting_give)
+
+
+@pytest.fixture
+def pinned(monkeypatch: pytest.MonkeyPatch) -> Iterator[Pinned]:
+    host_staging.POOL.clear()  # buffers of another piece size must not be reused
+    yield Pinned(monkeypatch)
+    host_staging.POOL.clear()
+
+
+def _load_file(path: Path) -> Any:
+    return tj.load_file(path, device=ROWS)
+
+
+def _load_torch(path: Path) -> Any:
+    import torch
+
+    pt = path.with_suffix(".pt")
+    tensors = safetensors.numpy.load_file(str(path))
+    torch.save({name: torch.from_numpy(values) for name, values in tensors.items()}, pt)
+    return tj.load(pt, map_location=ROWS)
+
+
+def _open_tensors(path: Path) -> Any:
+    with tj.safe_open(path, "flax", device=ROWS) as f:
+        return {name: f.get_tensor(name) for name in ("w", "b")}
+
+
+# Each load, and what it needs on cpu:2: load_file and tj.load check the whole load at
+# once (w's and b's parts, and w's pieces in flight); safe_open checks each tensor as it
+# is read, w first (its part and its pieces).
+LOADS = {
+    "load_file": (_load_file, ROWS_WITH_PIECES),
+    "tj.load(.pt)": (_load_torch, ROWS_WITH_PIECES),
+    "safe_open": (_open_tensors, 25_600 + IN_FLIGHT),
+}
+
+
+@pytest.mark.parametrize(("load", "needed"), LOADS.values(), ids=LOADS.keys())
+def test_a_mesh_load_counts_the_pieces_in_flight_to_each_device(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    activity: Activity,
+    pinned: Pinned,
+    load: Any,
+    needed: int,
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, {CPUS[2]: ROWS_PER_DEVICE})  # its shards fit; their pieces do not
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith("cpu:2 is out of memory: loading ")
+    assert "tensor(s) of 'model." in message
+    assert f"needs 0.00 GiB ({needed:,} bytes)" in message
+    assert "(25,664 bytes) free" in message
+    assert activity.reads == [] and activity.parts == 0  # refused before reading a byte
+
+
+@pytest.mark.parametrize(("load", "needed"), LOADS.values(), ids=LOADS.keys())
+def test_the_pieces_counted_are_the_pieces_the_route_keeps_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned: Pinned, load: Any, needed: int
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, dict.fromkeys(CPUS, needed))  # exactly enough
+    loaded = load(path)
+    for name, values in safetensors.numpy.load_file(str(path)).items():
+        np.testing.assert_array_equal(np.asarray(loaded[name]), values)
+        assert loaded[name].sharding == ROWS
+    # The most pinned buffers out at once, per device: the pieces the check counted.
+    assert pinned.most == dict.fromkeys(CPUS, IN_FLIGHT // PIECE)
+
+
+def _torch_file(path: Path) -> Path:
+    import torch
+
+    pt = path.with_suffix(".pt")
+    tensors = safetensors.numpy.load_file(str(path))
+    torch.save({name: torch.from_numpy(values) for name, values in tensors.items()}, pt)
+    return pt
+
+
+def _rows(path: Path, target: Any) -> Any:
+    with tj.safe_open(path, "flax", device=target) as f:
+        return f.get_slice("w")[:200]
+
+
+FILE = "loading 2 tensor(s) of 'model.safetensors'"
+TORCH = "loading 2 tensor(s) of 'model.pt'"
+SLICE = "a slice of shape [200, 64] of tensor 'w' of 'model.safetensors'"
+# Every load names itself one way in a capacity error, onto one device or a mesh.
+NAMED = {
+    "load_file onto a device": (lambda path: tj.load_file(path, device="cpu:1"), FILE),
+    "load_file onto a mesh": (lambda path: tj.load_file(path, device=ROWS), FILE),
+    "tj.load(.pt) onto a device": (lambda path: tj.load(_torch_file(path), "cpu:1"), TORCH),
+    "tj.load(.pt) onto a mesh": (lambda path: tj.load(_torch_file(path), ROWS), TORCH),
+    "a slice onto a device": (lambda path: _rows(path, "cpu:1"), SLICE),
+    "a slice onto a mesh": (lambda path: _rows(path, ROWS), SLICE),
+}
+
+
+@pytest.mark.parametrize(("load", "named"), NAMED.values(), ids=NAMED.keys())
+def test_every_capacity_error_names_its_load_in_one_wording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: Any, named: str
+) -> None:
+    path = _weights(tmp_path)
+    _pools(monkeypatch, dict.fromkeys(CPUS, 100))  # no device can hold any of it
+    with pytest.raises(tj.OutOfMemoryError) as info:
+        load(path)
+    assert str(info.value).split(" is out of memory: ")[1].startswith(f"{named} needs ")

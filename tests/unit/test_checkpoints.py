@@ -499,7 +499,7 @@ def test_a_write_that_fails_midway_keeps_the_old_file(tmp_path: Path) -> None:
             {"w": torch.ones(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)},
             None,
             tj.DTypeError,
-            "tensor 'w' has dtype torch.float4_e2m1fn_x2, which safetensors",
+            "tensor 'w' has dtype torch.float4_e2m1fn_x2, which save_file cannot write",
         ),
         ({"w": torch.ones(2).to_sparse()}, None, tj.ConversionError, "torch.sparse_coo"),
         ({"w": torch.ones(2, device="meta")}, None, tj.ConversionError, "on meta"),

@@ -261,7 +261,8 @@ def test_a_device_allocation_failure_midway_becomes_the_library_error(
     with pytest.raises(tj.OutOfMemoryError, match=r"model\.safetensors") as info:
         load_file(path, staging_bytes=3 * 65536)
     assert isinstance(info.value.__cause__, jax.errors.JaxRuntimeError)
-    assert "1,200,000" in str(info.value) and "device='cpu'" in str(info.value)
+    # What the check before reading counted: the tensor and one 65,536-byte piece.
+    assert "(1,265,536 bytes)" in str(info.value) and "device='cpu'" in str(info.value)
     assert _reader_threads() == []
 
 

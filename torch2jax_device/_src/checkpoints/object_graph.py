@@ -70,6 +70,16 @@ class Graph:
                 self._found_in[id(child)] = (parent, kind, key)
                 stack.append(child)
 
+    def name(self, obj: Any) -> str:
+        """Where ``obj`` is as a dotted name, e.g. ``model.0.weight`` (its first slot's keys
+        and attribute names, joined by dots): what a rule per tensor name matches."""
+        parts = []
+        current = id(obj)
+        while current in self._found_in:
+            current, _, key = self._found_in[current]
+            parts.append(key if isinstance(key, str) else shown(key, 80))
+        return ".".join(reversed(parts))
+
     def path(self, obj: Any) -> str:
         """Where ``obj`` is, e.g. ``['model']['0.weight']``."""
         parts = []

@@ -13,8 +13,6 @@ is read through a bounded staging area while earlier chunks transfer (``transfer
 
 from __future__ import annotations
 
-import math
-import os
 from typing import Any, Protocol
 
 import jax
@@ -23,10 +21,11 @@ from .. import dtypes, host_staging
 from ..device import DeviceLike
 from ..interop import ALIGNMENT
 from .format import TensorBudget, TensorInfo
+from .messages import slice_load
 from .options import checked_staging, maps_file, resolve_target
 from .reader import Reader
 from .source import PathLike
-from .transfer import STAGING_BYTES, place, room_for, uses_host_memory
+from .transfer import STAGING_BYTES, place, room_for, sent, uses_host_memory
 
 __all__ = ["OnDevice", "Placement", "TensorSlice", "load_file"]
 
@@ -102,11 +101,8 @@ class OnDevice:
             array: jax.Array = jax.device_put(view, self.device)  # in place: nothing to fit
             return array
         shape = reader.selection_shape(info, index)
-        what = (
-            f"a slice of shape {list(shape)} of tensor {info.name!r} of "
-            f"{os.path.basename(reader.path)!r}"
-        )
-        with room_for(self.device, math.prod(shape) * dtype.itemsize, what):
+        what = slice_load(shape, info.name, reader.path)
+        with room_for(self.device, [sent(self.device, shape, dtype)], what):
             host = dtypes.as_canonical(reader.read_selection(info, index))
             placed: list[jax.Array] = host_staging.device_put([host], self.device)
         return placed[0]

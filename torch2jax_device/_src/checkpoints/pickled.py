@@ -17,20 +17,21 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import jax
+import numpy as np
 
 from .. import dtypes
 from ..device import resolve
-from ..errors import CheckpointError, DeviceUnavailableError, Torch2JaxDeviceError
+from ..errors import CheckpointError, DeviceUnavailableError, DTypeError, Torch2JaxDeviceError
 from ..interop import ALIGNMENT, to_jax
 from . import transfer
 from .format import TensorBudget
 from .map_location import LocationHook, MapLocationRule
-from .messages import shown
+from .messages import loading, shown
 from .object_graph import PLAIN, Graph, TooManyTensorsError, fields, has_fields
 from .progress import Progress
 from .source import Source, import_torch, unreadable
 
-__all__ = ["load_pickled", "settle"]
+__all__ = ["HostTensors", "load_pickled", "numpy_dtype", "rebuilt", "settle", "tensor_error"]
 
 # Copies a load may make beyond the tensor data the file holds: this much, plus
 # _COPY_FACTOR times that data. Views repeating their storage (stride 0), sparse tensors
@@ -38,6 +39,12 @@ __all__ = ["load_pickled", "settle"]
 # file crafted to exhaust memory that way is refused before anything is allocated.
 _COPY_ALLOWANCE_BYTES = 2**30
 _COPY_FACTOR = 4
+# What to do with a tensor JAX cannot hold.
+_CONVERT_FIX = (
+    "Fix: load it with torch.load(path, weights_only=True) and convert it to a dtype and "
+    "layout JAX has (tensor.to(torch.complex64), tensor.to(torch.float32), ...) before "
+    "tj.to_jax"
+)
 
 
 def load_pickled(
@@ -77,7 +84,7 @@ def load_pickled(
             if isinstance(err, OSError) and source.file is None:
                 raise  # the file system's own error about a path, as torch raises it
             raise unreadable(source.name, err) from err
-        return _Conversion(source.name, hook, torch, budget).run(checkpoint)
+        return rebuilt(source.name, checkpoint, torch, budget, _Conversion(source, hook, torch))
 
 
 class _CountingReader(io.RawIOBase):
@@ -107,33 +114,47 @@ class _CountingReader(io.RawIOBase):
         return self._file.tell()
 
 
-class _Conversion:
-    """Tensors of an unpickled checkpoint -> committed JAX arrays, in place."""
+def rebuilt(
+    name: str,
+    root: Any,
+    torch: Any,
+    budget: TensorBudget,
+    arrays: Callable[[Graph], dict[int, Any]],
+) -> Any:
+    """The checkpoint ``root`` (unpickled from ``name``) with every tensor an array.
 
-    def __init__(self, name: str, hook: LocationHook, torch: Any, budget: TensorBudget) -> None:
-        self._budget = budget
-        self._name = name
+    Its distinct tensors are found (``Graph``: without recursion, each once) and counted
+    against ``budget``; ``arrays(graph)`` gives each one's array by ``id``. They are put
+    back in place: containers keep their identity, type and attributes, tuples holding
+    them are rebuilt with their type.
+
+    Raises:
+        CheckpointError: more tensors than ``budget`` allows, a tensor as a dict key or
+            set element, or a tuple subclass that cannot be rebuilt (the message names
+            the file and the place).
+    """
+    try:
+        graph = Graph(root, torch, budget.left)
+    except TooManyTensorsError:
+        raise budget.refusal(name, f"more than {budget.left:,}") from None
+    budget.spend(len(graph.tensors), name)
+    new = arrays(graph)
+    _Rebuild(name, graph, new).run()
+    return new.get(id(root), root)
+
+
+class _Conversion:
+    """Tensors of an unpickled checkpoint -> committed JAX arrays where its hook says."""
+
+    def __init__(self, source: Source, hook: LocationHook, torch: Any) -> None:
+        self._name = source.name
+        self._path = source.path
         self._hook = hook
         self._torch = torch
         self._devices: dict[Any, jax.Device] = {}
-        self._dtypes: dict[Any, tuple[int, bool]] = {}
-        self._copied = 0
-        self._allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * hook.data_bytes
+        self._hosts = HostTensors(torch, hook.data_bytes)
 
-    def run(self, root: Any) -> Any:
-        try:
-            graph = Graph(root, self._torch, self._budget.left)
-        except TooManyTensorsError:
-            raise self._budget.refusal(self._name, f"more than {self._budget.left:,}") from None
-        self._budget.spend(len(graph.tensors), self._name)
-        new = self._arrays(graph)
-        self._rebuild_tuples(graph, new)
-        for container in graph.containers:
-            if not isinstance(container, tuple):
-                self._substitute(graph, container, new)
-        return new.get(id(root), root)
-
-    def _arrays(self, graph: Graph) -> dict[int, Any]:
+    def __call__(self, graph: Graph) -> dict[int, Any]:
         """``id(tensor) -> array`` for every tensor, moved in one transfer per device.
 
         On any failure the conversions and transfers already started are waited for
@@ -146,7 +167,8 @@ class _Conversion:
         try:
             for tensor in graph.tensors:
                 try:
-                    host, location, target = self._host_tensor(tensor)
+                    host = self._hosts(tensor)
+                    location, target = self._where(tensor)
                     array = to_jax(host)
                     started.append(array)
                     placed = self._device(location, target)
@@ -158,7 +180,7 @@ class _Conversion:
             new: dict[int, Any] = {}
             for target, pairs in by_target.items():
                 arrays = [array for _, array in pairs]
-                what = f"loading {self._name}"
+                what = loading(len(pairs), self._path, self._name)
                 moved = arrays if target == cpu else transfer.send(arrays, target, what)
                 started.extend(moved)
                 new.update(
@@ -170,64 +192,17 @@ class _Conversion:
             raise
         return new
 
-    def _host_tensor(self, tensor: Any) -> tuple[Any, str, Any]:
-        """A dense tensor of a JAX dtype holding ``tensor``'s values, and where it goes."""
+    def _where(self, tensor: Any) -> tuple[str, Any]:
+        """The location ``tensor`` was saved at, and where the hook says it goes."""
         torch = self._torch
-        if tensor.is_nested:
-            raise CheckpointError(
-                "it is a nested (jagged) tensor, which JAX cannot hold. Fix: load it with "
-                "torch.load and convert its parts (tensor.unbind()) or a padded copy "
-                "(tensor.to_padded_tensor(0.0)) with tj.to_jax"
-            )
-        if tensor.is_meta:
-            raise CheckpointError(
-                f"it is a meta tensor (shape {tuple(tensor.shape)}, {tensor.dtype}) with no "
-                "data, and JAX has no meta device. Fix: describe it with "
-                "jax.ShapeDtypeStruct(shape, dtype), or save real data"
-            )
         if tensor.layout == torch.strided:
             values = tensor
         else:
             values = tensor._values() if tensor.layout == torch.sparse_coo else tensor.values()
-        location, target = self._hook.targets.get(
+        found: tuple[str, Any] = self._hook.targets.get(
             values.untyped_storage()._cdata, (str(tensor.device), tensor.device)
         )
-        if tensor.is_quantized:
-            self._charge(tensor.numel() * 4, "dequantized to float32")
-            return tensor.dequantize(), location, target
-        itemsize, kept = self._dtype(tensor.dtype)
-        size = tensor.numel() * itemsize
-        if tensor.layout != torch.strided:
-            self._charge(size, f"a {tensor.layout} tensor made dense")
-            return tensor.to_dense(), location, target
-        if tensor.is_conj() or tensor.is_neg():
-            self._charge(size, "its conjugate or negative bit resolved")
-            return tensor.resolve_conj().resolve_neg(), location, target
-        if not (kept and tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0):
-            self._charge(size, "copied")
-        return tensor, location, target
-
-    def _dtype(self, dtype: Any) -> tuple[int, bool]:
-        """The item size a torch dtype has in JAX, and whether JAX keeps it (no narrowing)."""
-        if dtype not in self._dtypes:
-            source = dtypes.to_numpy_dtype(dtype)
-            target = dtypes.canonical(source)
-            self._dtypes[dtype] = (target.itemsize, target == source)
-        return self._dtypes[dtype]
-
-    def _charge(self, nbytes: int, how: str) -> None:
-        self._copied += nbytes
-        if self._copied > self._allowed:
-            raise CheckpointError(
-                f"it would be {how}, bringing the memory this load allocates beyond the "
-                f"file's tensor data to {self._copied:,} bytes, over the "
-                f"{self._allowed:,} allowed (1 GiB plus {_COPY_FACTOR}x the "
-                f"{self._hook.data_bytes:,} bytes of data in the file). Views that repeat "
-                "their data (stride 0), sparse tensors made dense and many copies of one "
-                "storage cost memory the file does not hold, as a file crafted to exhaust "
-                "memory asks. If you trust the file: torch.load(path, weights_only=True), "
-                "then convert what you need with tj.to_device"
-            )
+        return found
 
     def _device(self, location: str, target: Any) -> jax.Device:
         if target not in self._devices:
@@ -241,39 +216,145 @@ class _Conversion:
         return self._devices[target]
 
     def _tensor_error(self, graph: Graph, tensor: Any, error: Exception) -> CheckpointError:
-        if isinstance(error, CheckpointError):
-            reason = str(error)
-        else:
-            happened = (
-                str(error)
-                if isinstance(error, Torch2JaxDeviceError)
-                else (f"converting it raised {type(error).__name__}: {error}")
-            )
-            reason = (
-                f"{happened}. Fix: load it with torch.load(path, weights_only=True) and "
-                "convert it to a dtype and layout JAX has (tensor.to(torch.complex64), "
-                "tensor.to(torch.float32), ...) before tj.to_jax"
-            )
-        return CheckpointError(
-            f"{self._name}: the tensor at {graph.path(tensor)} cannot be loaded: {reason}"
-        )
+        return tensor_error(self._name, graph, tensor, error)
 
-    def _rebuild_tuples(self, graph: Graph, new: dict[int, Any]) -> None:
+
+class HostTensors:
+    """Tensors of a checkpoint as dense tensors of JAX dtypes, their copies bounded.
+
+    ``data_bytes`` is the tensor data the file holds: the copies made (dense sparse
+    tensors, views that repeat their data, dequantized tensors) may total 1 GiB plus
+    ``_COPY_FACTOR`` times that, as a file crafted to exhaust memory would ask for more.
+    """
+
+    def __init__(self, torch: Any, data_bytes: int) -> None:
+        self._torch = torch
+        self._data_bytes = data_bytes
+        self._dtypes: dict[Any, tuple[int, bool]] = {}
+        self._copied = 0
+        self._allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * data_bytes
+
+    def __call__(self, tensor: Any) -> Any:
+        """A dense tensor of a JAX dtype holding ``tensor``'s values.
+
+        Raises:
+            CheckpointError: JAX cannot hold it, or the copies would pass the bound (the
+                reason, for ``tensor_error``).
+        """
+        torch = self._torch
+        if tensor.is_nested:
+            raise CheckpointError(
+                "it is a nested (jagged) tensor, which JAX cannot hold. Fix: load it with "
+                "torch.load and convert its parts (tensor.unbind()) or a padded copy "
+                "(tensor.to_padded_tensor(0.0)) with tj.to_jax"
+            )
+        if tensor.is_meta:
+            raise CheckpointError(
+                f"it is a meta tensor (shape {tuple(tensor.shape)}, {tensor.dtype}) with no "
+                "data, and JAX has no meta device. Fix: describe it with "
+                "jax.ShapeDtypeStruct(shape, dtype), or save real data"
+            )
+        if tensor.is_quantized:
+            self._charge(tensor.numel() * 4, "dequantized to float32")
+            return tensor.dequantize()
+        itemsize, kept = self._dtype(tensor.dtype)
+        size = tensor.numel() * itemsize
+        if tensor.layout != torch.strided:
+            self._charge(size, f"a {tensor.layout} tensor made dense")
+            return tensor.to_dense()
+        if tensor.is_conj() or tensor.is_neg():
+            self._charge(size, "its conjugate or negative bit resolved")
+            return tensor.resolve_conj().resolve_neg()
+        if not (kept and tensor.is_contiguous() and tensor.data_ptr() % ALIGNMENT == 0):
+            self._charge(size, "copied")
+        return tensor
+
+    def _dtype(self, dtype: Any) -> tuple[int, bool]:
+        """The item size a torch dtype has in JAX, and whether JAX keeps it (no narrowing)."""
+        if dtype not in self._dtypes:
+            source = numpy_dtype(dtype)
+            target = dtypes.canonical(source)
+            self._dtypes[dtype] = (target.itemsize, target == source)
+        return self._dtypes[dtype]
+
+    def _charge(self, nbytes: int, how: str) -> None:
+        self._copied += nbytes
+        if self._copied > self._allowed:
+            raise CheckpointError(
+                f"it would be {how}, bringing the memory this load allocates beyond the "
+                f"file's tensor data to {self._copied:,} bytes, over the "
+                f"{self._allowed:,} allowed (1 GiB plus {_COPY_FACTOR}x the "
+                f"{self._data_bytes:,} bytes of data in the file). Views that repeat "
+                "their data (stride 0), sparse tensors made dense and many copies of one "
+                "storage cost memory the file does not hold, as a file crafted to exhaust "
+                "memory asks. If you trust the file: torch.load(path, weights_only=True), "
+                "then convert what you need with tj.to_device"
+            )
+
+
+def tensor_error(name: str, graph: Graph, tensor: Any, error: Exception) -> CheckpointError:
+    """Why ``tensor`` of the checkpoint ``name`` cannot become an array: its place in the
+    graph, the reason (``error``'s, without its own fix, which is for another context)
+    and the fix for a checkpoint."""
+    if isinstance(error, CheckpointError):
+        reason = str(error)
+    else:
+        happened = (
+            str(error).partition(" Fix:")[0]
+            if isinstance(error, Torch2JaxDeviceError)
+            else (f"converting it raised {type(error).__name__}: {error}")
+        )
+        reason = f"{happened.rstrip('. ')}. {_CONVERT_FIX}"
+    return CheckpointError(f"{name}: the tensor at {graph.path(tensor)} cannot be loaded: {reason}")
+
+
+def numpy_dtype(dtype: Any) -> np.dtype[Any]:
+    """The NumPy dtype of the torch dtype of a checkpoint's tensor, as it is in the file.
+
+    Raises:
+        CheckpointError: JAX has no such dtype (``torch.bits8``, packed float4, ...); the
+            message is the reason ``tensor_error`` gives, with the fix.
+    """
+    try:
+        found = dtypes.to_numpy_dtype(dtype)
+    except DTypeError:
+        found = None
+    if found is None or not dtypes.transfers(found):
+        raise CheckpointError(
+            f"its dtype, {dtype}, has no JAX dtype whose data JAX {jax.__version__} can hold "
+            f"(NumPy's, bfloat16 and the float8 kinds). {_CONVERT_FIX}"
+        )
+    return found
+
+
+class _Rebuild:
+    """Arrays put in place of the tensors of a checkpoint's object graph."""
+
+    def __init__(self, name: str, graph: Graph, new: dict[int, Any]) -> None:
+        self._name, self._graph, self._new = name, graph, new
+
+    def run(self) -> None:
+        self._rebuild_tuples()
+        for container in self._graph.containers:
+            if not isinstance(container, tuple):
+                self._substitute(container)
+
+    def _rebuild_tuples(self) -> None:
         """Rebuild the tuples holding converted objects, inner ones first.
 
         Tuples cannot form a cycle among themselves (only through a mutable container,
         which keeps its identity), so each needs only its child tuples rebuilt first.
         """
-        tuples = {id(obj): obj for obj in graph.containers if isinstance(obj, tuple)}
+        tuples = {id(obj): obj for obj in self._graph.containers if isinstance(obj, tuple)}
         done: set[int] = set()
         for start in tuples.values():
             stack: list[tuple[tuple[Any, ...], bool]] = [(start, False)]
             while stack:
                 node, children_done = stack.pop()
                 if children_done:
-                    items = [new.get(id(item), item) for item in node]
+                    items = [self._new.get(id(item), item) for item in node]
                     if any(item is not old for item, old in zip(items, node, strict=True)):
-                        new[id(node)] = self._tuple_like(graph, node, items)
+                        self._new[id(node)] = self._tuple_like(node, items)
                     continue
                 if id(node) in done:
                     continue
@@ -281,45 +362,45 @@ class _Conversion:
                 stack.append((node, True))
                 stack.extend((item, False) for item in node if id(item) in tuples)
 
-    def _tuple_like(self, graph: Graph, old: tuple[Any, ...], items: list[Any]) -> Any:
+    def _tuple_like(self, old: tuple[Any, ...], items: list[Any]) -> Any:
         cls = type(old)
         if cls is tuple:
             return tuple(items)
         if hasattr(cls, "_make"):  # namedtuple
             return cls._make(items)
         raise CheckpointError(
-            f"{self._name}: the {cls.__name__} at {graph.path(old)} holds tensors, and a "
+            f"{self._name}: the {cls.__name__} at {self._graph.path(old)} holds tensors, and a "
             "tuple subclass cannot be rebuilt with JAX arrays in it. Load it with torch.load"
         )
 
-    def _substitute(self, graph: Graph, obj: Any, new: dict[int, Any]) -> None:
+    def _substitute(self, obj: Any) -> None:
         """Put the converted objects into the mutable container ``obj``."""
         if isinstance(obj, dict):
             for key, value in list(obj.items()):
-                if id(key) in new:
-                    raise self._unhashable(graph, obj, "dict key")
-                if id(value) in new:
-                    obj[key] = new[id(value)]
+                if id(key) in self._new:
+                    raise self._unhashable(obj, "dict key")
+                if id(value) in self._new:
+                    obj[key] = self._new[id(value)]
         elif isinstance(obj, list):
             for index, item in enumerate(obj):
-                if id(item) in new:
-                    obj[index] = new[id(item)]
+                if id(item) in self._new:
+                    obj[index] = self._new[id(item)]
         elif isinstance(obj, (set, frozenset)):
-            if any(id(element) in new for element in obj):
-                raise self._unhashable(graph, obj, "set element")
+            if any(id(element) in self._new for element in obj):
+                raise self._unhashable(obj, "set element")
         if type(obj) in PLAIN or not has_fields(obj):
             return
         attributes = getattr(obj, "__dict__", None)
         for name, value in list(fields(obj)):
-            if id(value) in new:
+            if id(value) in self._new:
                 if attributes is not None and name in attributes:
-                    attributes[name] = new[id(value)]
+                    attributes[name] = self._new[id(value)]
                 else:
-                    object.__setattr__(obj, name, new[id(value)])
+                    object.__setattr__(obj, name, self._new[id(value)])
 
-    def _unhashable(self, graph: Graph, obj: Any, role: str) -> CheckpointError:
+    def _unhashable(self, obj: Any, role: str) -> CheckpointError:
         return CheckpointError(
-            f"{self._name}: a {role} in {graph.path(obj)} is a tensor (or holds one), and "
+            f"{self._name}: a {role} in {self._graph.path(obj)} is a tensor (or holds one), and "
             "JAX arrays cannot be hashed, so it cannot become one. Load it with torch.load "
             "and keep it a torch tensor"
         )

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError, InvalidIndexError
+from ..errors import ArgumentTypeError, CheckpointError, InvalidIndexError
 from ..interop import aligned_empty
+from . import messages
 from .format import TensorBudget, TensorInfo, read_header
 
 __all__ = ["CHUNK_BYTES", "Reader"]
@@ -92,7 +93,18 @@ class Reader:
                 self._mapping = None
 
     def info(self, name: str) -> TensorInfo:
-        """The tensor called ``name``."""
+        """The tensor called ``name``.
+
+        Raises:
+            ArgumentTypeError: ``name`` is not a string (a ``TypeError``, as safetensors
+                raises).
+            CheckpointError: the file has no such tensor.
+        """
+        if not isinstance(name, str):
+            raise ArgumentTypeError(
+                f"tensor names are strings, not {type(name).__name__} ({messages.shown(name)}): "
+                f"ask {self.path!r} for one of its keys() (safetensors raises TypeError too)"
+            )
         try:
             return self.tensors[name]
         except KeyError:

@@ -20,6 +20,7 @@ from ..distributed.transfer import to_numpy
 from ..errors import ArgumentTypeError, ConversionError, DTypeError
 from . import sharded
 from .format import DTYPES, code_of
+from .messages import shown
 from .one_device import OnDevice, Placement, TensorSlice
 from .one_device import load_file as load_file_on_device
 from .options import check_framework, checked_staging, maps_file
@@ -231,6 +232,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         """The whole tensor ``name`` on the device.
 
         Raises:
+            ArgumentTypeError: ``name`` is not a string (safetensors raises ``TypeError``).
             CheckpointError: the file has no tensor ``name`` (the message lists some
                 that it has), or it was closed.
             OutOfMemoryError: the tensor cannot fit the device's free memory (checked
@@ -246,6 +248,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         """A lazy view of tensor ``name``; index it to read part of it.
 
         Raises:
+            ArgumentTypeError: ``name`` is not a string (safetensors raises ``TypeError``).
             CheckpointError: the file has no tensor ``name``.
         """
         return TensorSlice(self._reader, self._reader.info(name), self._placement)
@@ -292,7 +295,7 @@ def save_file(
             nothing is written.
         ConversionError: a value is not an array (or is a tracer, or deleted, or sharded
             over processes and only partly here), or a name is ``'__metadata__'``.
-        DTypeError: an array has a dtype safetensors cannot store (names the tensor).
+        DTypeError: an array has a dtype save_file cannot write (names the tensor).
         CheckpointError: ``path`` is a device, a FIFO or a socket (``safetensors`` and
             ``torch.save`` write into them; a rename would replace the node), or goes
             through another user's link in a sticky, world-writable directory.
@@ -397,8 +400,9 @@ def _checked_dtype(name: str, dtype: Any) -> np.dtype[Any]:
     if native is None or code_of(native) is None:
         stored = ", ".join(str(d) for d in DTYPES.values())
         raise DTypeError(
-            f"tensor {name!r} has dtype {dtype}, which safetensors cannot store (it stores "
-            f"{stored}); cast it first"
+            f"tensor {shown(name)} has dtype {dtype}, which save_file cannot write (it writes "
+            f"{stored}; safetensors' packed sub-byte F4/F6 kinds are neither written nor read "
+            "yet); cast it first, e.g. to float8_e4m3fn or bfloat16"
         )
     return native
 

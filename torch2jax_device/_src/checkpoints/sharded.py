@@ -20,8 +20,9 @@ memory (GPUs) is read piece by piece straight into pooled pinned staging buffers
 several processes, each one loads its own parts and the arrays are global: every
 process must make the same call, and before reading any part the processes check that
 they agree on each tensor's global shape and dtype (``agreement``). Before reading,
-each device's shards of the load are checked against its free memory
-(``transfer.room_on_each``): the first device that cannot hold them refuses the load
+each device's shards of the load, with the pieces of a part in flight to it, are checked
+against its free memory (``transfer.room_on_each``, the rule of one-device loads): the
+first device that cannot hold them refuses the load
 with ``OutOfMemoryError``, and an allocation failure midway becomes the same error. PyTorch
 checkpoints are read the same way through ``torch.load(mmap=True)``, which touches only
 the pages of the parts it is asked for.
@@ -29,8 +30,8 @@ the pages of the parts it is asked for.
 
 from __future__ import annotations
 
-import collections
 import fnmatch
+import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -41,7 +42,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from .. import dtypes
-from ..detect import is_torch_device, is_torch_tensor
+from ..detect import is_torch_device
 from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
@@ -51,14 +52,15 @@ from .agreement import agree
 from .format import TensorBudget, TensorInfo
 from .index import is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
-from .messages import shown
+from .messages import loading, shown, slice_load
+from .object_graph import Graph
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
-from .pickled import load_pickled, settle
+from .pickled import HostTensors, load_pickled, numpy_dtype, rebuilt, settle, tensor_error
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
-from .transfer import room_on_each
+from .transfer import Arrival, room_on_each, sent
 
 __all__ = [
     "OnMesh",
@@ -68,6 +70,7 @@ __all__ = [
     "handles_open",
     "load",
     "load_file",
+    "load_object",
 ]
 
 #: What a per-tensor rule is called with and returns.
@@ -184,9 +187,12 @@ def handles_open(device: Any) -> bool:
     return _is_sharded_target(device, callables=True)
 
 
-def handles_checkpoint(path: PathLike, map_location: Any) -> bool:
-    """Whether ``load(path, map_location)`` is for this module (a callable is torch's)."""
-    return is_index(path) or _is_sharded_target(map_location, callables=False)
+def handles_checkpoint(path: PathLike | None, map_location: Any) -> bool:
+    """Whether ``load(path, map_location)`` is for this module (a callable is torch's);
+    ``path`` is ``None`` for a file object, which ``load_object`` loads."""
+    return (path is not None and is_index(path)) or _is_sharded_target(
+        map_location, callables=False
+    )
 
 
 def load_file(
@@ -230,12 +236,11 @@ def load_file(
             f"tj.load_file({shown(os.fspath(path))})",
         )
         total = sum(plan.local_bytes for _, plans in readers for plan in plans)
-        needs = _summed(plan.device_bytes for _, plans in readers for plan in plans)
-        count = sum(len(plans) for _, plans in readers)
-        what = f"loading {count} tensor(s) of {os.path.basename(os.fspath(path))!r}"
+        arrivals = _gathered(plan.arrivals for _, plans in readers for plan in plans)
+        what = loading(sum(len(plans) for _, plans in readers), path)
         arrays: dict[str, jax.Array] = {}
         label = f"Loading {os.path.basename(os.fspath(path))}"
-        with room_on_each(needs, what), Progress(label, total, progress) as bar:
+        with room_on_each(arrivals, what), Progress(label, total, progress) as bar:
             try:
                 for reader, plans in readers:
                     for plan in sorted(plans, key=lambda plan: plan.info.start):
@@ -265,8 +270,7 @@ class OnMesh:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
         described = [(info.name, info.shape, info.dtype, plan.sharding)]
         agree(described, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
-        what = f"loading 1 tensor(s) of {os.path.basename(reader.path)!r}"
-        with room_on_each(plan.device_bytes, what):
+        with room_on_each(_gathered([plan.arrivals]), loading(1, reader.path)):
             return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
@@ -275,11 +279,8 @@ class OnMesh:
         sharding = _checked(self._rule, info.name, shape, dtype)
         described = [(name, shape, dtype, sharding)]
         agree(described, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
-        what = (
-            f"a slice of shape {list(shape)} of tensor {info.name!r} of "
-            f"{os.path.basename(reader.path)!r}"
-        )
-        with room_on_each(_device_bytes(shape, dtype, sharding), what):
+        what = slice_load(shape, info.name, reader.path)
+        with room_on_each(_gathered([_arrivals(shape, dtype, sharding)]), what):
             host = dtypes.as_canonical(reader.read_selection(info, index))
             return assemble(
                 shape, sharding, lambda part: host if part is None else host[part], where=name
@@ -292,6 +293,7 @@ def load(
     *,
     progress: bool | None = None,
     max_tensors: int | None = None,
+    pickle_load_args: Mapping[str, Any] | None = None,
 ) -> Any:
     """``tj.load`` onto a sharding, a mesh or a ``ShardingRule``, or of an index of files.
 
@@ -300,7 +302,8 @@ def load(
     checkpoint (``model.transformer.wte.weight``) for the rule, and each process
     slicing out only its parts. Everything that is not a tensor is kept as it is. An
     index of shards onto anything else ``tj.load`` takes loads each shard as
-    ``tj.load`` does. ``max_tensors`` caps the tensors of all the files together.
+    ``tj.load`` does. ``max_tensors`` caps the tensors of all the files together;
+    ``pickle_load_args`` (``encoding=``) go to torch's unpickler.
 
     Raises:
         CheckpointError: unreadable file or index, a rule that does not fit a tensor,
@@ -319,23 +322,52 @@ def load(
             else MapLocationRule(map_location).safetensors_device(repr(path))
         )
         return load_file(path, device, progress=progress, max_tensors=budget)
-    checkpoint: dict[str, Any] = {}
+    arguments = dict(pickle_load_args or {})
+    parts = []
     for file, source in zip(files, sources, strict=True):
         if sharded:
-            part = _load_torch(source, _rule(map_location, callables=False), budget)
+            part = _load_torch(source, _rule(map_location, callables=False), budget, arguments)
         elif source.kind == "safetensors":
             device = MapLocationRule(map_location).safetensors_device(source.name)
             part = load_file_on_device(file, device, progress=progress, max_tensors=budget)
         else:
             rule = MapLocationRule(map_location)
-            part = load_pickled(source, rule, False, progress, {}, budget)
-        if not isinstance(part, dict):
+            part = load_pickled(source, rule, False, progress, arguments, budget)
+        if shards.names is not None and not isinstance(part, dict):
             raise CheckpointError(
                 f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
                 "dict of tensors; an index can only join dicts"
             )
+        parts.append(part)
+    if shards.names is None:  # one file: its checkpoint, as torch.load returns it
+        return parts[0]
+    checkpoint: dict[str, Any] = {}
+    for part in parts:
         checkpoint.update(part)
     return checkpoint
+
+
+def load_object(
+    source: Source,
+    map_location: Any,
+    *,
+    max_tensors: int | None = None,
+    pickle_load_args: Mapping[str, Any] | None = None,
+) -> Any:
+    """``tj.load`` of a PyTorch checkpoint in a file object onto a sharding, a mesh or a
+    ``ShardingRule``: as ``load`` loads one from a path, without a memory map.
+
+    Raises:
+        CheckpointError: as ``load``; a safetensors file, which is read from a path only.
+    """
+    if source.kind == "safetensors":
+        raise CheckpointError(
+            f"{source.name} holds a safetensors file, which tj.load reads from a path only: "
+            "pass the path (tj.load(path, map_location=...) or tj.load_file(path, device=...))"
+        )
+    budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
+    rule = _rule(map_location, callables=False)
+    return _load_torch(source, rule, budget, dict(pickle_load_args or {}))
 
 
 class _Plan:
@@ -346,8 +378,10 @@ class _Plan:
         indices = sharding.addressable_devices_indices_map(info.shape)
         parts = {part_key(index, info.shape): index for index in indices.values()}
         itemsize = dtypes.canonical(info.dtype).itemsize
-        self.local_bytes = sum(_part_size(index, info.shape) * itemsize for index in parts.values())
-        self.device_bytes = _device_bytes(info.shape, info.dtype, sharding, indices)
+        self.local_bytes = sum(
+            math.prod(_part_shape(index, info.shape)) * itemsize for index in parts.values()
+        )
+        self.arrivals = _arrivals(info.shape, info.dtype, sharding, indices)
 
     def load(self, reader: Reader, advance: Callable[[int], None]) -> jax.Array:
         """The global array, each of this process's parts read once (see ``part``)."""
@@ -458,88 +492,87 @@ def _is_sharded_target(target: Any, *, callables: bool) -> bool:
     return callables and callable(target) and not device_like
 
 
-def _load_torch(source: Source, rule: RuleFunction, budget: TensorBudget) -> Any:
-    """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says."""
+def _load_torch(
+    source: Source, rule: RuleFunction, budget: TensorBudget, pickle_load_args: dict[str, Any]
+) -> Any:
+    """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says.
+
+    Its containers come back as ``torch.load`` gives them (``pickled.rebuilt``: types,
+    attributes, sharing, cycles, any depth), its tensors as a load onto one device makes
+    them (``pickled.HostTensors``: sparse ones dense, quantized ones dequantized, copies
+    bounded, the library's error for one JAX cannot hold); each is named for the rule by its
+    dotted path (``model.transformer.wte.weight``; a tensor held in several places takes
+    the first one found, for one dict its first key).
+    """
     torch = import_torch(source.name)
-    mmap = source.kind == "zip"  # the legacy (pre-zip) format cannot be mapped
+    data_bytes = source.size()  # a file object: from where it is read
+    # The legacy (pre-zip) format and file objects cannot be mapped.
+    mmap = source.kind == "zip" and source.path is not None
+    opened: Any = source.path if source.path is not None else source.file
     try:
-        checkpoint = torch.load(source.path, map_location="cpu", mmap=mmap, weights_only=True)
-    except OSError:
-        raise
+        checkpoint = torch.load(
+            opened, map_location="cpu", mmap=mmap, weights_only=True, **pickle_load_args
+        )
+    except (OSError, Warning):
+        raise  # the file system's error, or a warning the caller's filters made one
     except Exception as err:
         raise unreadable(source.name, err) from err
-    # First every distinct tensor's name and sharding, counted and agreed on; then the parts.
-    plans: dict[int, tuple[str, Any, Sharding]] = {}
 
-    def plan(name: str, tensor: Any) -> Any:
-        if id(tensor) not in plans:
-            if len(plans) >= budget.left:
-                raise budget.refusal(source.name, f"more than {budget.left:,}")
-            dtype = dtypes.canonical(dtypes.to_numpy_dtype(tensor.dtype))
-            sharding = _checked(rule, name, tuple(tensor.shape), dtype)
-            plans[id(tensor)] = (name, tensor, sharding)
-        return tensor
+    def arrays(graph: Graph) -> dict[int, Any]:
+        # First every tensor's name and sharding, agreed on and checked; then the parts.
+        hosts = HostTensors(torch, data_bytes)
+        plans = []
+        for tensor in graph.tensors:
+            try:  # dense, of a JAX dtype: as a load onto one device makes it
+                host = hosts(tensor)
+                dtype = numpy_dtype(host.dtype)
+            except CheckpointError as err:
+                raise tensor_error(source.name, graph, tensor, err) from None
+            name, shape = graph.name(tensor), tuple(host.shape)
+            sharding = _checked(rule, name, shape, dtypes.canonical(dtype))
+            plans.append((name, tensor, host, dtype, sharding))
+        agree(
+            (
+                (name, tuple(host.shape), dtype, sharding)
+                for name, _, host, dtype, sharding in plans
+            ),
+            f"tj.load({source.name})",
+        )
+        arrivals = _gathered(
+            _arrivals(tuple(host.shape), dtype, sharding) for _, _, host, dtype, sharding in plans
+        )
+        placed: dict[int, Any] = {}
+        with room_on_each(arrivals, loading(len(plans), source.path, source.name)):
+            try:
+                for name, tensor, host, _, sharding in plans:
+                    placed[id(tensor)] = assemble(
+                        tuple(host.shape),
+                        sharding,
+                        functools.partial(_torch_part, host),
+                        where=f"tensor {shown(name)}",
+                    )
+                jax.block_until_ready(list(placed.values()))
+            except BaseException:
+                settle(list(placed.values()))  # nothing dropped while in flight
+                raise
+        return placed
 
-    _map_named(checkpoint, "", plan)
-    budget.spend(len(plans), source.name)
-    agree(
-        (
-            (name, tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
-            for name, tensor, sharding in plans.values()
-        ),
-        f"tj.load({source.name})",
-    )
-    needs = _summed(
-        _device_bytes(tuple(tensor.shape), dtypes.to_numpy_dtype(tensor.dtype), sharding)
-        for _, tensor, sharding in plans.values()
-    )
-    named = repr(os.path.basename(source.path)) if source.path is not None else source.name
-    what = f"loading {len(plans)} tensor(s) of {named}"
-    placed: dict[int, jax.Array] = {}
-
-    def place(name: str, tensor: Any) -> jax.Array:
-        if id(tensor) not in placed:
-            placed[id(tensor)] = assemble(
-                tuple(tensor.shape),
-                plans[id(tensor)][2],
-                lambda index: to_jax(tensor if index is None else tensor[index].contiguous()),
-                where=f"tensor {shown(name)}",
-            )
-        return placed[id(tensor)]
-
-    with room_on_each(needs, what):
-        try:
-            result = _map_named(checkpoint, "", place)
-            jax.block_until_ready(list(placed.values()))
-        except BaseException:
-            settle(list(placed.values()))  # nothing dropped while in flight
-            raise
-    return result
+    return rebuilt(source.name, checkpoint, torch, budget, arrays)
 
 
-def _map_named(obj: Any, name: str, place: Callable[[str, Any], jax.Array]) -> Any:
-    """``obj`` with each tensor in dicts, lists and tuples placed; names are dotted paths."""
-    if is_torch_tensor(obj):
-        return place(name, obj)
-    prefix = f"{name}." if name else ""
-    if isinstance(obj, dict):
-        copied = obj.copy()
-        for key, value in copied.items():
-            copied[key] = _map_named(value, f"{prefix}{key}", place)
-        return copied
-    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
-        items = [_map_named(item, f"{prefix}{i}", place) for i, item in enumerate(obj)]
-        return items if isinstance(obj, list) else tuple(items)
-    return obj
+def _torch_part(tensor: Any, index: Index | None) -> jax.Array:
+    """The part ``index`` of a torch tensor (``None``: all of it), as an array on the CPU."""
+    return to_jax(tensor if index is None else tensor[index].contiguous())
 
 
-def _device_bytes(
+def _arrivals(
     shape: tuple[int, ...],
     dtype: np.dtype[Any],
     sharding: Sharding,
     indices: Mapping[jax.Device, Index] | None = None,
-) -> dict[jax.Device, int]:
-    """The bytes each of this process's devices holds of a tensor placed on ``sharding``.
+) -> dict[jax.Device, Arrival]:
+    """What each of this process's devices receives of a tensor placed on ``sharding``:
+    its part, sent from the host (``transfer.sent``: with its pieces in flight).
 
     ``indices``: ``sharding.addressable_devices_indices_map(shape)``, where known already.
     Nothing where the shards live in host memory (a ``pinned_host`` memory kind), or where
@@ -547,22 +580,26 @@ def _device_bytes(
     """
     if sharding.memory_kind not in (None, "device"):
         return {}
-    itemsize = dtypes.canonical(dtype).itemsize
+    canonical = dtypes.canonical(dtype)
     if indices is None:
         try:
             indices = sharding.addressable_devices_indices_map(shape)
         except ValueError:
             return {}
-    return {device: _part_size(index, shape) * itemsize for device, index in indices.items()}
+    return {
+        device: sent(device, _part_shape(index, shape), canonical)
+        for device, index in indices.items()
+    }
 
 
-def _summed(needs: Iterable[Mapping[jax.Device, int]]) -> dict[jax.Device, int]:
-    """Per device, the bytes of all the tensors, in the order the devices first appear."""
-    total: collections.Counter[jax.Device] = collections.Counter()
-    for tensor in needs:
-        total.update(tensor)
-    return dict(total)
+def _gathered(tensors: Iterable[Mapping[jax.Device, Arrival]]) -> dict[jax.Device, list[Arrival]]:
+    """Per device, what it receives of all the tensors, in the order the devices first appear."""
+    arrivals: dict[jax.Device, list[Arrival]] = {}
+    for tensor in tensors:
+        for device, arrival in tensor.items():
+            arrivals.setdefault(device, []).append(arrival)
+    return arrivals
 
 
-def _part_size(index: Index, shape: tuple[int, ...]) -> int:
-    return math.prod(stop - start for start, stop in part_key(index, shape))
+def _part_shape(index: Index, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(stop - start for start, stop in part_key(index, shape))

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import CheckpointError, UnsupportedOperationError
 from . import sharded
 from .format import TensorBudget
+from .index import is_index
 from .map_location import MapLocation, MapLocationRule
 from .one_device import load_file
 from .pickled import load_pickled
@@ -58,7 +59,12 @@ def load(
       it does not list stay where they were saved;
     * a callable ``(storage, location) -> storage | None``, called with each CPU storage
       and its saved location: the tensor goes where the returned storage is, or to the
-      saved location if it returns ``None`` (PyTorch checkpoints only).
+      saved location if it returns ``None`` (PyTorch checkpoints only);
+    * a ``jax.sharding.Sharding``, a ``jax.sharding.Mesh`` (replicated over it) or a
+      [`tj.ShardingRule`][torch2jax_device.ShardingRule]: every tensor a global array,
+      each process reading only the parts its devices hold; the checkpoint comes back
+      as onto one device (containers, sharing and all), each tensor named for the
+      rule by its dotted path (``model.transformer.wte.weight``).
 
     Note:
         Sparse tensors (COO, CSR, CSC, BSR, BSC) load **dense**, and quantized tensors
@@ -139,8 +145,20 @@ def load(
     """
     source = Source(f)
     _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
-    if source.path is not None and sharded.handles_checkpoint(source.path, map_location):
-        return sharded.load(source.path, map_location, progress=progress, max_tensors=max_tensors)
+    if mmap and source.kind != "safetensors" and not (source.path and is_index(source.path)):
+        _check_mappable(source)
+    if sharded.handles_checkpoint(source.path, map_location):
+        if source.path is None:
+            return sharded.load_object(
+                source, map_location, max_tensors=max_tensors, pickle_load_args=pickle_load_args
+            )
+        return sharded.load(
+            source.path,
+            map_location,
+            progress=progress,
+            max_tensors=max_tensors,
+            pickle_load_args=pickle_load_args,
+        )
     budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
     rule = MapLocationRule(map_location)
     if source.kind == "safetensors":
@@ -151,17 +169,6 @@ def load(
             )
         device = rule.safetensors_device(source.name)
         return load_file(source.path, device, progress=progress, max_tensors=budget)
-    if mmap and source.path is None:
-        raise CheckpointError(
-            f"mmap=True maps a file by its path, and {source.name} is a file object (torch "
-            "raises ValueError here too). Fix: tj.load(path, mmap=True)"
-        )
-    if mmap and source.kind == "legacy":
-        raise UnsupportedOperationError(
-            f"{source.name} is in torch's legacy (pre-zip) format, which cannot be "
-            "memory-mapped (torch raises RuntimeError here too). Fix: load it without "
-            "mmap=True, or re-save it once with torch.save(torch.load(path), path)"
-        )
     return load_pickled(source, rule, bool(mmap), progress, pickle_load_args, budget)
 
 
@@ -189,4 +196,19 @@ def _check_arguments(
             f"tj.load({name}) got {', '.join(f'{key}=' for key in unknown)}: torch's "
             "weights-only unpickler takes only encoding= (torch raises TypeError for the "
             "others). Drop them"
+        )
+
+
+def _check_mappable(source: Source) -> None:
+    """Refuse ``mmap=True`` for a checkpoint torch cannot map, as torch refuses it."""
+    if source.path is None:
+        raise CheckpointError(
+            f"mmap=True maps a file by its path, and {source.name} is a file object (torch "
+            "raises ValueError here too). Fix: tj.load(path, mmap=True)"
+        )
+    if source.kind == "legacy":
+        raise UnsupportedOperationError(
+            f"{source.name} is in torch's legacy (pre-zip) format, which cannot be "
+            "memory-mapped (torch raises RuntimeError here too). Fix: load it without "
+            "mmap=True, or re-save it once with torch.save(torch.load(path), path)"
         )

@@ -20,9 +20,12 @@ Each tensor takes one of two routes:
 
 Before reading, a load onto a device that copies is checked against the device's free
 memory (``capacity.check_fits``) and refused with ``OutOfMemoryError`` if it cannot fit;
-an allocation failure midway becomes the same error. ``room_for`` is that rule for the
-loads that read their bytes themselves (``tj.safe_open``'s slices, ``send``), and
-``room_on_each`` for loads spread over several devices (a mesh: each device's shards).
+an allocation failure midway becomes the same error. What a device must have free is
+``need``: every array it receives, plus the largest staging one of them keeps on it while
+it arrives (its pieces in flight, each ``Arrival``'s ``staging``). ``room_for`` is that
+rule for the loads that read their bytes themselves (``tj.safe_open``'s slices, ``send``),
+and ``room_on_each`` for loads spread over several devices (a mesh: each device's
+shards); ``sent`` says what an array sent over ``host_staging``'s routes keeps in flight.
 
 Narrowing (64-bit tensors without ``jax_enable_x64``) happens while reading, chunk by
 chunk, with one ``reader.CHUNK_BYTES`` scratch buffer besides the staging buffers.
@@ -33,17 +36,18 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import itertools
 import math
 import os
 import queue
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from .. import dtypes, host_staging
-from ..capacity import check_fits, explained_oom, explained_oom_on
+from ..capacity import check_fits, explained_oom_on
 from ..errors import OutOfMemoryError
 from ..host_staging import (
     POOL,
@@ -61,10 +65,21 @@ from ..host_staging import (
 from ..interop import ALIGNMENT, aligned_empty
 from ..run_ahead import run_ahead
 from .format import TensorInfo
+from .messages import loading
 from .progress import Progress
 from .reader import Reader
 
-__all__ = ["STAGING_BYTES", "place", "room_for", "room_on_each", "send", "uses_host_memory"]
+__all__ = [
+    "STAGING_BYTES",
+    "Arrival",
+    "need",
+    "place",
+    "room_for",
+    "room_on_each",
+    "send",
+    "sent",
+    "uses_host_memory",
+]
 
 #: Host memory for staging transfers to devices that copy, unless a load says otherwise.
 STAGING_BYTES = 256 * 2**20
@@ -111,17 +126,12 @@ def place(
     arrays = dict(zip(views, jax.device_put(list(views.values()), target), strict=True))
     if not staged:
         return arrays
+    staging = _Staging(reader, target, in_place, staging_bytes, staged)
+    what = loading(len(staged), reader.path)
     total = sum(info.nbytes for info, _ in staged)
-    what = f"loading {len(staged)} tensor(s) of {os.path.basename(reader.path)!r}"
-    if not in_place:
-        # The arrays, plus one piece on its way where a tensor is sent in pieces.
-        sizes = [math.prod(info.shape) * dtype.itemsize for info, dtype in staged]
-        piece = _round_up(staging_bytes // _BUFFERS)
-        check_fits(target, sum(sizes) + (piece if max(sizes) > piece else 0), what)
-    with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
-        staging = _Staging(reader, target, in_place, staging_bytes, bar.advance)
-        with explained_oom(target, total, what):
-            arrays.update(staging.run(staged))
+    with room_for(target, staging.arrivals(), what):
+        with Progress(f"Loading {os.path.basename(reader.path)}", total, progress) as bar:
+            arrays.update(staging.run(bar.advance))
     return arrays
 
 
@@ -132,29 +142,75 @@ def send(arrays: list[jax.Array], target: jax.Device, what: str) -> list[jax.Arr
     free memory, and a device allocation failure midway becomes that error too; ``what``
     names the load in the message.
     """
-    with room_for(target, sum(array.nbytes for array in arrays), what):
+    arrivals = [sent(target, array.shape, array.dtype) for array in arrays]
+    with room_for(target, arrivals, what):
         return host_staging.device_put(arrays, target)
 
 
-@contextlib.contextmanager
-def room_for(target: jax.Device, nbytes: int, what: str) -> Iterator[None]:
-    """A load of ``nbytes`` onto ``target``, checked before the block reads or sends a byte.
+class Arrival(NamedTuple):
+    """One array arriving on a device: its bytes, and the staging bytes that are on the
+    device too while it arrives (its pieces in flight, before they are written into it)."""
 
-    Refused with ``OutOfMemoryError`` if they cannot fit the device's free memory
-    (``capacity.check_fits``); a device allocation failure inside the block becomes the
-    same error. ``what`` names the load in the message.
+    nbytes: int
+    staging: int = 0
+
+
+def need(arrivals: Iterable[Arrival]) -> int:
+    """The device memory arrays arriving one after another take at their peak.
+
+    All of them, plus the largest staging any one keeps on the device while it arrives:
+    the one rule every capacity check of a load applies, on one device or on a mesh.
+
+    Examples:
+        >>> from torch2jax_device._src.checkpoints.transfer import Arrival, need
+        >>> need([Arrival(100, staging=64), Arrival(30), Arrival(200, staging=96)])
+        426
     """
-    with room_on_each({target: nbytes}, what):
+    arrivals = list(arrivals)
+    return sum(arrival.nbytes for arrival in arrivals) + max(
+        (arrival.staging for arrival in arrivals), default=0
+    )
+
+
+def sent(device: jax.Device, shape: tuple[int, ...], dtype: Any) -> Arrival:
+    """Host data of ``shape`` and ``dtype`` arriving on ``device`` over ``host_staging``'s
+    routes (``device_put``, ``put_on_each``).
+
+    Sent in pinned pieces (``host_staging.sends_in_pieces``), it has up to
+    ``host_staging.POOL_BUFFERS`` pieces on the device at once, each a whole
+    ``PIECE_BYTES`` buffer (fewer if it has fewer pieces; fewer still when several devices
+    share them, which this bound does not count); sent whole, nothing but itself.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if not host_staging.sends_in_pieces(device, dtype, nbytes):
+        return Arrival(nbytes)
+    per_piece = max(1, host_staging.PIECE_BYTES // dtype.itemsize)
+    blocks = pieces(tuple(shape), dtype.itemsize, per_piece)
+    in_flight = sum(1 for _ in itertools.islice(blocks, host_staging.POOL_BUFFERS))
+    return Arrival(nbytes, in_flight * host_staging.PIECE_BYTES)
+
+
+@contextlib.contextmanager
+def room_for(target: jax.Device, arrivals: Sequence[Arrival], what: str) -> Iterator[None]:
+    """A load of ``arrivals`` onto ``target``, checked before the block reads or sends a byte.
+
+    Refused with ``OutOfMemoryError`` if their ``need`` cannot fit the device's free
+    memory (``capacity.check_fits``); a device allocation failure inside the block becomes
+    the same error. ``what`` names the load in the message.
+    """
+    with room_on_each({target: arrivals}, what):
         yield
 
 
 @contextlib.contextmanager
-def room_on_each(needs: Mapping[jax.Device, int], what: str) -> Iterator[None]:
-    """``room_for`` a load spread over devices: ``needs[device]`` bytes onto each.
+def room_on_each(arrivals: Mapping[jax.Device, Sequence[Arrival]], what: str) -> Iterator[None]:
+    """``room_for`` a load spread over devices: ``arrivals[device]`` onto each.
 
     Every device is checked before the block starts, in order; the first that cannot
-    fit its share refuses the load, named in the message.
+    fit its ``need`` refuses the load, named in the message.
     """
+    needs = {device: need(each) for device, each in arrivals.items()}
     for device, nbytes in needs.items():
         check_fits(device, nbytes, what)
     with explained_oom_on(needs, what):
@@ -189,13 +245,15 @@ class _Staging:
         target: jax.Device,
         in_place: bool,
         staging_bytes: int,
-        advance: Callable[[int], None],
+        staged: Sequence[tuple[TensorInfo, np.dtype[Any]]],
     ) -> None:
         self._reader = reader
         self._target = target
         self._in_place = in_place
-        self._advance = advance
-        self._chunk = max(ALIGNMENT, _round_up(staging_bytes // _BUFFERS))
+        self._staged = staged
+        needed = sum(_round_up(math.prod(info.shape) * dtype.itemsize) for info, dtype in staged)
+        chunk = max(ALIGNMENT, _round_up(staging_bytes // _BUFFERS))
+        self._chunk = min(chunk, max(ALIGNMENT, needed))  # no bigger than the load
         # Where the device has pinned host memory, staging buffers are pinned (the DMA
         # then runs at the bus's speed); by their address, the pinned buffer of a view.
         self._pins = not in_place and host_staging.routes_through_pinned(target)
@@ -205,15 +263,26 @@ class _Staging:
         self._free = queue.SimpleQueue()
         for _ in range(_BUFFERS):
             self._free.put(None)
+        self._advance: Callable[[int], None] = lambda count: None
 
-    def run(self, staged: Sequence[tuple[TensorInfo, np.dtype[Any]]]) -> dict[str, jax.Array]:
-        needed = sum(_round_up(math.prod(info.shape) * dtype.itemsize) for info, dtype in staged)
-        self._chunk = min(self._chunk, max(ALIGNMENT, needed))  # no bigger than the load
+    def arrivals(self) -> list[Arrival]:
+        """Each staged tensor on the device: one sent in pieces has one buffer's worth of
+        bytes there at a time besides itself (``_send`` waits for each piece's write)."""
+        return [
+            Arrival(size, self._chunk if self._in_pieces(size, dtype) else 0)
+            for size, dtype in (
+                (math.prod(info.shape) * dtype.itemsize, dtype) for info, dtype in self._staged
+            )
+        ]
+
+    def run(self, advance: Callable[[int], None]) -> dict[str, jax.Array]:
+        """Every staged tensor on the device; ``advance(count)`` after each read."""
+        self._advance = advance
         arrays: dict[str, jax.Array] = {}
         assembling: dict[str, jax.Array] = {}
         in_flight: collections.deque[tuple[np.ndarray[Any, Any], list[jax.Array]]]
         in_flight = collections.deque()
-        reads = run_ahead(self._items(staged), self._read, 1)
+        reads = run_ahead(self._items(), self._read, 1)
         try:
             for item, buffer in reads:
                 in_flight.append((buffer, self._send(item, buffer, arrays, assembling)))
@@ -229,20 +298,23 @@ class _Staging:
             reads.close()
         return arrays
 
-    def _items(
-        self, staged: Sequence[tuple[TensorInfo, np.dtype[Any]]]
-    ) -> Iterator[_Batch | _Piece]:
+    def _in_pieces(self, nbytes: int, dtype: np.dtype[Any]) -> bool:
+        """Whether a tensor of ``nbytes`` goes in pieces: larger than a buffer, or large
+        enough for pinned pieces where the buffers are pinned (``PINNED_PIECES_FROM``)."""
+        if self._in_place:
+            return False
+        pinned = self._pins and nbytes >= host_staging.PINNED_PIECES_FROM and carries(dtype)
+        return nbytes > self._chunk or pinned
+
+    def _items(self) -> Iterator[_Batch | _Piece]:
         batch: list[tuple[TensorInfo, np.dtype[Any], int]] = []
         size = 0
-        for info, dtype in staged:
+        for info, dtype in self._staged:
             nbytes = math.prod(info.shape) * dtype.itemsize
             if batch and (size + nbytes > self._chunk or nbytes > self._chunk):
                 yield _Batch(batch, size)
                 batch, size = [], 0
-            pinned_piece = (
-                self._pins and nbytes >= host_staging.PINNED_PIECES_FROM and carries(dtype)
-            )
-            if (nbytes > self._chunk or pinned_piece) and not self._in_place:
+            if self._in_pieces(nbytes, dtype):
                 for block in pieces(info.shape, dtype.itemsize, self._chunk // dtype.itemsize):
                     yield _Piece(info, dtype, block)
                 continue
