@@ -127,3 +127,11 @@ def test_any_cpu_index_names_the_only_cpu_device() -> None:
     assert tj.resolve(tj.device("cpu", 5)) == only
     with tj.device("cpu:3"):
         assert jnp.zeros(1).device == only
+
+
+@pytest.mark.parametrize("spec", ["", "cuda:", ":0", "cuda:0:1"])
+def test_an_unreadable_device_string_is_torchs_message_and_the_fix(spec: str) -> None:
+    """torch's words ("Device string must not be empty", "Invalid device string: ..."),
+    then how to write one: ``map_location=""`` and the like said nothing more."""
+    with pytest.raises(tj.InvalidDeviceError, match=r"(empty|string: '.*')\. Fix: write a dev"):
+        tj.device(spec)

@@ -364,13 +364,17 @@ def for_platform(platform: str, spec: DeviceLike | None, what: str) -> Device:
     return named
 
 
+# torch's messages for a device string it cannot read, then how to write one.
+_SPELLING_FIX = "Fix: write a device type and an optional index, as 'cpu', 'cuda' or 'cuda:0'"
+
+
 def _parse(spec: str | bytes) -> Device:
     text = _decoded(spec)
     if not text:
-        raise InvalidDeviceError("Device string must not be empty")
+        raise InvalidDeviceError(f"Device string must not be empty. {_SPELLING_FIX}")
     match = _DEVICE_STRING.fullmatch(text)
     if match is None:
-        raise InvalidDeviceError(f"Invalid device string: '{_shortened(text)}'")
+        raise InvalidDeviceError(f"Invalid device string: '{_shortened(text)}'. {_SPELLING_FIX}")
     device_type, index_text = match.groups()
     # Digits are counted before int() reads them: Python refuses over 4300 digits.
     if index_text is not None and (
