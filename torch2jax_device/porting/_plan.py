@@ -175,9 +175,11 @@ def _shared_with(candidate: Candidate) -> str:
         candidate.tj_name == "tj.to_device"
         and isinstance(call.func, ast.Attribute)
         and not _already_jax(candidate)
-        and not _rebinds(flow.names.statement(call), flow.writes.moved_name(call.func.value))
     ):
-        written = flow.writes.written_after(call.func.value, call, unknown_holders=False)
+        rebound = _rebinds(flow.names.statement(call), flow.writes.moved_name(call.func.value))
+        written = flow.writes.written_after(
+            call.func.value, call, unknown_holders=False, rebound=rebound
+        )
         if written:
             return (
                 f"{written}: {ast.unparse(call)} is the tensor itself when it is there "
@@ -190,7 +192,8 @@ def _shared_with(candidate: Candidate) -> str:
 def _rebinds(statement: ast.stmt | None, receiver: ast.expr | None) -> bool:
     """Whether ``statement`` assigns the receiver's own name (``x = x.to(d)``, ``x, y =
     x.to(d), y.to(d)``): what the name reads afterwards is the result, not the tensor
-    moved, so no later write through it reaches that tensor."""
+    moved, so no later write through it reaches that tensor (through another name given
+    it before, ``b = x``, one may)."""
     if not (isinstance(receiver, ast.Name) and isinstance(statement, ast.Assign)):
         return False
     return any(
