@@ -216,3 +216,119 @@ def test_another_name_only_read_leaves_the_move_rewritten(source: str) -> None:
     source = _MOVE + textwrap.dedent(source)
     assert port_text(source) != source
     assert all(not f.reason for f in scan_text(source) if f.rule in ("from-numpy", "tensor-cpu"))
+
+
+# -- A Hugging Face batch moved (known hole B) --------------------------------------------
+
+
+def _batch_encoding_class() -> type:
+    """A stand-in for transformers' ``BatchEncoding`` (transformers is not installed
+    here): a ``UserDict`` whose ``to`` is transformers' own, from
+    huggingface/transformers src/transformers/tokenization_utils_base.py: it moves the
+    tensors in place and returns the batch itself."""
+    import collections
+
+    import torch
+
+    class BatchEncoding(collections.UserDict):  # type: ignore[type-arg]
+        def to(self, device: object, *, non_blocking: bool = False) -> BatchEncoding:
+            self.data = {
+                k: v.to(device=device, non_blocking=non_blocking)
+                if isinstance(v, torch.Tensor)
+                else v
+                for k, v in self.data.items()
+            }
+            return self
+
+    return BatchEncoding
+
+
+@pytest.mark.idiom("batch-encoding-to-device")
+def test_a_tokenizers_batch_moves_as_a_batch() -> None:
+    import jax
+    import torch
+
+    batch_encoding = _batch_encoding_class()
+    ids = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    mask = torch.ones(2, 3, dtype=torch.int32)
+    theirs = batch_encoding({"input_ids": ids, "attention_mask": mask, "length": 3}).to("cpu")
+    ours = tj.to_device(
+        batch_encoding({"input_ids": ids, "attention_mask": mask, "length": 3}), "cpu"
+    )
+    assert type(ours) is batch_encoding and ours.keys() == theirs.keys()
+    assert ours["length"] == theirs["length"] == 3
+    for key in ("input_ids", "attention_mask"):
+        assert isinstance(ours[key], jax.Array) and ours[key].committed
+        np.testing.assert_array_equal(np.asarray(ours[key]), theirs[key].numpy())
+
+    # What the rewrite must not hide: torch's .to moves the batch itself, tj's leaves it.
+    encoded = batch_encoding({"input_ids": ids})
+    assert encoded.to("cpu") is encoded
+    kept = batch_encoding({"input_ids": ids})
+    assert tj.to_device(kept, "cpu") is not kept and isinstance(kept["input_ids"], torch.Tensor)
+
+
+# Shaped after huggingface/transformers examples/pytorch/text-generation/run_generation.py
+# and the model cards' snippets: a tokenizer's or processor's output moved.
+_HF = """\
+    import torch
+    import torch2jax_device as tj
+    from transformers import AutoProcessor, AutoTokenizer
+
+    device = tj.device("cpu")
+    tokenizer = AutoTokenizer.from_pretrained("gpt2")
+    processor = AutoProcessor.from_pretrained("openai/clip-vit-base-patch32")
+    """
+
+
+@pytest.mark.parametrize(
+    ("code", "rewritten"),
+    [
+        (
+            'inputs = tokenizer(["hi"], return_tensors="pt").to(device)\n'
+            'print(tj.to_jax(inputs["input_ids"]))\n',
+            'inputs = tj.to_device(tokenizer(["hi"], return_tensors="pt"), device)',
+        ),
+        (
+            'inputs = processor(text=["a cat"], return_tensors="pt").to(device, torch.float16)\n'
+            'print(tj.to_jax(inputs["input_ids"]))\n',
+            'inputs = tj.to_device(processor(text=["a cat"], return_tensors="pt"), device, '
+            "torch.float16)",
+        ),
+        (
+            'inputs = tokenizer(["hi"], return_tensors="pt")\n'
+            "inputs = inputs.to(device)\n"
+            'print(tj.to_jax(inputs["input_ids"]))\n',
+            "inputs = tj.to_device(inputs, device)",
+        ),
+    ],
+)
+def test_a_tokenizers_batch_moved_is_reported_as_a_batch(code: str, rewritten: str) -> None:
+    source = textwrap.dedent(_HF) + code
+    (finding,) = [f for f in scan_text(source) if "to-device" in f.rule]
+    assert finding.rule == "batch-encoding-to-device" and not finding.reason
+    assert rewritten in port_text(source).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        (
+            'encoded = tokenizer(["hi"], return_tensors="pt")\n'
+            "moved = encoded.to(device)\n"
+            'print(tj.to_jax(moved["input_ids"]), tj.to_jax(encoded["input_ids"]))\n',
+            "line 10 reads encoded again: encoded.to(...) moves the BatchEncoding in place",
+        ),
+        (
+            'encoded = tokenizer(["hi"], return_tensors="pt")\n'
+            "encoded.to(device)\n"
+            'print(tj.to_jax(encoded["input_ids"]))\n',
+            "the result is dropped: encoded.to(...) moves the BatchEncoding in place",
+        ),
+    ],
+)
+def test_a_batch_moved_in_place_and_read_again_is_not_rewritten(code: str, why: str) -> None:
+    source = textwrap.dedent(_HF) + code
+    assert port_text(source) == source
+    (finding,) = [f for f in scan_text(source) if "-to" in f.rule]
+    assert finding.rule == "batch-encoding-to-device" and why in finding.reason

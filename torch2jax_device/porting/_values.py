@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from . import catalog
 from ._names import Binding, Names
 
-__all__ = ["LIBRARY_OBJECT", "TJ", "Values", "prefixed"]
+__all__ = ["HF_BATCH", "LIBRARY_OBJECT", "TJ", "Values", "prefixed"]
 
 UNKNOWN = "?"
 #: An object of a library built on torch that owns the device work (``Accelerator``).
@@ -37,6 +37,9 @@ LOADER = "loader"
 NUMBER = "number"
 CLASS = "class"
 FUNCTION = "function"
+#: What a Hugging Face tokenizer or processor returns (``BatchEncoding``,
+#: ``BatchFeature``): a dict of tensors whose ``.to(device)`` moves it in place.
+HF_BATCH = "hf-batch"
 #: A value of another array framework (Paddle, TensorFlow, CuPy...), whose ``.to``,
 #: ``.cuda()``, ``.cpu()`` and ``.device`` are its own, not torch's.
 FOREIGN = "other-framework"
@@ -112,6 +115,21 @@ _MODULE_METHODS = frozenset(
     "parameters named_parameters buffers named_buffers modules named_modules children "
     "named_children train eval state_dict load_state_dict register_buffer "
     "register_parameter zero_grad apply requires_grad_".split()
+)
+# Calls whose result is a Hugging Face batch: a tokenizer or processor called
+# (``tokenizer(texts, return_tensors="pt")``, ``self.processor(images=...)``), or its
+# methods that build one.
+_HF_BATCH_MAKERS = re.compile(
+    r"^(.*_)?(tokenizer|processor|feature_extractor)$|^tok$", re.IGNORECASE
+)
+_HF_BATCH_METHODS = frozenset({"encode_plus", "batch_encode_plus", "pad", "__call__"})
+_HF_BATCH_CLASSES = frozenset(
+    {
+        "transformers.BatchEncoding",
+        "transformers.BatchFeature",
+        "transformers.tokenization_utils_base.BatchEncoding",
+        "transformers.feature_extraction_utils.BatchFeature",
+    }
 )
 _MODULE_NAMES = re.compile(
     r"(^|_)(model|net|module|network|encoder|decoder|backbone|head|classifier|unet|vae|"
@@ -353,6 +371,8 @@ class Values:
                 # An NNX module moves in place and comes back; nothing yet, inside a
                 # cycle (model = tj.to_device(model, ...)): nothing more.
                 return set(moved)
+        if _makes_hf_batch(node.func, name):
+            return {HF_BATCH}
         if name is not None:
             return self._qualified_call_kinds(name)
         if isinstance(node.func, ast.Name):
@@ -363,7 +383,7 @@ class Values:
             if receiver == {FOREIGN}:
                 return {FOREIGN}  # another framework's methods give its own values
             if method in _SELF_METHODS and (
-                not receiver or receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR}
+                not receiver or receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR, HF_BATCH}
             ):
                 return set(receiver)  # nothing yet, inside a cycle: nothing more
             if PARSER in receiver and method in ("parse_args", "parse_known_args"):
@@ -553,6 +573,18 @@ class Values:
             self._method_uses = used
         bindings = self.names.bindings(node)
         return bool(bindings) and id(bindings) in self._method_uses
+
+
+def _makes_hf_batch(func: ast.expr, name: str | None) -> bool:
+    """A call of ``func`` (qualified ``name``) returns a Hugging Face batch:
+    ``tokenizer(...)``, ``self.processor(...)``, ``tokenizer.pad(...)``,
+    ``BatchEncoding(...)``."""
+    if name is not None:
+        return name in _HF_BATCH_CLASSES
+    if isinstance(func, ast.Attribute) and func.attr in _HF_BATCH_METHODS:
+        func = func.value
+    called = _last_name(func)
+    return called is not None and _HF_BATCH_MAKERS.match(called) is not None
 
 
 def _last_name(node: ast.AST) -> str | None:
