@@ -332,3 +332,64 @@ def test_a_batch_moved_in_place_and_read_again_is_not_rewritten(code: str, why: 
     assert port_text(source) == source
     (finding,) = [f for f in scan_text(source) if "-to" in f.rule]
     assert finding.rule == "batch-encoding-to-device" and why in finding.reason
+
+
+# -- torch's runtime calls while torch still works in the file -----------------------------
+
+
+def test_a_query_that_picks_a_torch_device_is_not_rewritten() -> None:
+    """A device helper shaped after mali8800/pong-project utils.py: the torch.device it
+    returns stays torch's (its callers place torch data with it), so the query choosing
+    it must stay torch's too; JAX's answer (a JAX GPU beside a CPU-only torch) would
+    hand torch a device it cannot use."""
+    source = """\
+        import torch
+
+
+        def get_device():
+            if torch.cuda.is_available():
+                return torch.device("cuda")
+            elif torch.backends.mps.is_available():
+                return torch.device("mps")
+            else:
+                return torch.device("cpu")
+        """
+    assert port_text(source) == textwrap.dedent(source)
+    reasons = {f.rule: f.reason for f in scan_text(source)}
+    assert "(<string>:6: device-type)" in reasons["cuda-is-available"]
+    assert "(<string>:6: device-type)" in reasons["mps-is-available"]
+
+
+def test_runtime_calls_beside_torch_compute_are_not_rewritten() -> None:
+    """A benchmark helper (a public one, shaped after many: synchronize, reset the peak,
+    run ``fn`` under ``torch.no_grad()``, read the peak): ``fn`` computes with torch, so
+    ``tj.cuda.synchronize()`` would not wait for its kernels and
+    ``tj.cuda.max_memory_allocated()`` would measure JAX's memory, not torch's."""
+    source = """\
+        import gc
+        import time
+
+        import torch
+
+
+        def bench(name, fn, t_warmup):
+            torch.cuda.synchronize()
+            gc.collect()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            start_mem = torch.cuda.max_memory_allocated()
+            t = time.time()
+            while True:
+                with torch.no_grad():
+                    fn()
+                if time.time() - t > t_warmup:
+                    break
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - start_mem
+            print(f"[{name}] peak {peak / 2**20:.1f} MiB")
+        """
+    assert port_text(source) == textwrap.dedent(source)
+    findings = scan_text(source)
+    assert {f.rule for f in findings} >= {"cuda-synchronize", "cuda-max-memory-allocated"}
+    for finding in findings:
+        assert "torch still computes (<string>:15: torch.no_grad)" in finding.reason

@@ -53,6 +53,26 @@ _PLACES_DATA = frozenset(
         "generator-device",
         "cuda-stream",
         "cuda-event-timing",
+        # A torch.device kept (handed to torch code, or to callers the scanner cannot
+        # see): torch places data with it, on the device a query chose.
+        "device-select",
+        "device-indexed",
+        "device-type-index",
+        "device-accelerator-index",
+        "device-type",
+        "device-from-spec",
+    }
+)
+# torch's autograd modes: where they are entered, torch computes (on whatever device its
+# tensors are, which a runtime call of the same file waits for or measures).
+_TORCH_COMPUTES = frozenset(
+    {
+        "torch.no_grad",
+        "torch.enable_grad",
+        "torch.inference_mode",
+        "torch.set_grad_enabled",
+        "torch.autograd.no_grad",
+        "torch.autograd.grad_mode.no_grad",
     }
 )
 # Renames that set torch's current device, which torch's own code keeps reading.
@@ -68,12 +88,16 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
         if candidate.rewrite is not None and candidate.file.tj_taken:
             candidate.disable(candidate.file.tj_taken)
     order = StartupOrder(files, candidates)
+    computes = _torch_computes(files)
     creations: list[ast.Call] | None = None  # walked once, on first need
     while True:
         changed = False
         rewritten = {id(c.call) for c in candidates if c.enabled and c.call is not None}
         is_rewritten = _member(rewritten)
-        places = [c for c in candidates if c.rule in _PLACES_DATA and not c.enabled]
+        places: list[Candidate | tuple[SourceFile, ast.expr]] = [
+            c for c in candidates if c.rule in _PLACES_DATA and not c.enabled
+        ]
+        places.extend(computes)
         creates: list[ast.Call] = []
         if any(
             c.enabled and (c.effect == "default" or c.tj_name in _SETS_CURRENT_DEVICE)
@@ -102,7 +126,7 @@ def _member(ids: set[int]) -> Callable[[ast.AST], bool]:
 def _problem(
     candidate: Candidate,
     is_rewritten: Callable[[ast.AST], bool],
-    places: list[Candidate],
+    places: list[Candidate | tuple[SourceFile, ast.expr]],
     creates: list[ast.Call],
     dist_blocker: Candidate | None,
 ) -> str:
@@ -122,9 +146,16 @@ def _problem(
         return shared
     if candidate.effect in ("runtime", "default") and places:
         first = places[0]
+        if isinstance(first, Candidate):
+            return (
+                f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
+                f"{first.rule}); this call changes torch's runtime state, so port that first"
+            )
+        file, node = first
         return (
-            f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
-            f"{first.rule}); this call changes torch's runtime state, so port that first"
+            f"torch still computes ({file.path}:{node.lineno}: {ast.unparse(node)}), on "
+            "devices whose work and memory this call waits for, measures or changes in "
+            "torch; port that code first"
         )
     if candidate.tj_name in _SETS_CURRENT_DEVICE and creates:
         return (
@@ -219,6 +250,23 @@ def _is_dist(candidate: Candidate) -> bool:
     ):
         return True
     return candidate.rule in ("sync-batchnorm", "ddp-module", "ddp-no-sync", "mp-spawn")
+
+
+def _torch_computes(files: list[SourceFile]) -> list[tuple[SourceFile, ast.expr]]:
+    """The first use of one of torch's autograd modes (``with torch.no_grad():``) in each
+    file: torch computes there."""
+    found: list[tuple[SourceFile, ast.expr]] = []
+    for file in files:
+        uses = [
+            node
+            for node in ast.walk(file.tree)
+            if isinstance(node, (ast.Attribute, ast.Name))
+            and isinstance(node.ctx, ast.Load)
+            and file.qualname(node) in _TORCH_COMPUTES
+        ]
+        if uses:
+            found.append((file, min(uses, key=lambda n: (n.lineno, n.col_offset))))
+    return found
 
 
 def _torch_creations(files: list[SourceFile]) -> list[ast.Call]:
