@@ -278,6 +278,10 @@ class Values:
                 return self._element_kinds(iterable.args[0], None) if position == 1 else {UNKNOWN}
             if name in ("tqdm.tqdm", "tqdm.auto.tqdm", "iter") and iterable.args:
                 return self._element_kinds(iterable.args[0], position)
+            if name == "zip" and position is not None and position < len(iterable.args):
+                return self._element_kinds(iterable.args[position], None)
+            if _module_tensors(iterable, position):
+                return {TORCH_TENSOR}
         if LOADER in self.kinds(iterable):
             return {TORCH_TENSOR}
         return {UNKNOWN}
@@ -548,6 +552,8 @@ class Values:
             return "torch"
         if NNX_MODULE in kinds:
             return "nnx" if kinds == {NNX_MODULE} else "module"
+        if TORCH_TENSOR in kinds:
+            return None  # model_v of a model's state_dict(): a tensor, whatever its name
         if self._used_as_module(node):
             return "module"
         name = _last_name(node)
@@ -573,6 +579,28 @@ class Values:
             self._method_uses = used
         bindings = self.names.bindings(node)
         return bool(bindings) and id(bindings) in self._method_uses
+
+
+def _module_tensors(iterable: ast.Call, position: int | None) -> bool:
+    """``for x in iterable`` binds a module's tensors: ``m.parameters()``,
+    ``m.buffers()``, ``m.state_dict().values()``, the second of ``m.named_parameters()``
+    and ``m.state_dict().items()``."""
+    func = iterable.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in ("parameters", "buffers"):
+        return position is None
+    if func.attr in ("named_parameters", "named_buffers"):
+        return position == 1
+    state = func.value
+    is_state = (
+        isinstance(state, ast.Call)
+        and isinstance(state.func, ast.Attribute)
+        and state.func.attr == "state_dict"
+    )
+    if func.attr == "values":
+        return is_state and position is None
+    return func.attr == "items" and is_state and position == 1
 
 
 def _makes_hf_batch(func: ast.expr, name: str | None) -> bool:
