@@ -393,3 +393,79 @@ def test_runtime_calls_beside_torch_compute_are_not_rewritten() -> None:
     assert {f.rule for f in findings} >= {"cuda-synchronize", "cuda-max-memory-allocated"}
     for finding in findings:
         assert "torch still computes (<string>:15: torch.no_grad)" in finding.reason
+
+
+# -- What a loop over a model's tensors binds ----------------------------------------------
+
+# huggingface/pytorch-image-models timm/utils/model_ema.py, ModelEmaV2._update and
+# ModelEmaV3.set: model_v is a tensor of model.state_dict(), not a module (its name
+# starts with "model").
+TIMM_EMA = """\
+    from copy import deepcopy
+
+    import torch
+    import torch.nn as nn
+
+
+    class ModelEmaV3(nn.Module):
+        def __init__(self, model, decay=0.9999, device=None):
+            super().__init__()
+            self.module = deepcopy(model)
+            self.decay = decay
+            self.device = device  # perform ema on different device from model if set
+
+        def _update(self, model, update_fn):
+            with torch.no_grad():
+                for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):
+                    if self.device is not None:
+                        model_v = model_v.to(device=self.device)
+                    ema_v.copy_(update_fn(ema_v, model_v))
+
+        @torch.no_grad()
+        def set(self, model):
+            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):
+                ema_v.copy_(model_v.to(device=self.device))
+
+        def count(self, model):
+            for name, param in model.named_parameters():
+                param.data = param.data.to(self.device)
+            return sum(model_p.cpu().numel() for model_p in model.parameters())
+    """
+
+
+def test_a_models_tensors_in_a_loop_move_as_tensors() -> None:
+    findings = [f for f in scan_text(TIMM_EMA) if f.rule != "startup-order"]
+    assert [(f.line, f.rule) for f in findings if "-to" in f.rule or "-cpu" in f.rule] == [
+        (18, "tensor-to-device"),
+        (24, "tensor-to-device"),
+        (28, "tensor-to-device"),
+        (29, "tensor-cpu"),
+    ]
+    assert all("looks like a module" not in f.reason for f in findings)
+    assert port_text(TIMM_EMA) == textwrap.dedent(TIMM_EMA)
+
+
+def test_the_default_device_stays_torchs_before_code_the_scanner_does_not_follow() -> None:
+    """A NeRF entry point (a public nerf-pytorch fork's main.py, "Use new API instead of
+    deprecated set_default_tensor_type"): train() comes from the project's own module,
+    which creates torch tensors on the default device; tj.set_default_device would leave
+    them on the CPU."""
+    source = """\
+        import torch
+        import numpy as np
+
+        from train import train
+
+        if __name__=='__main__':
+            np.random.seed(0)
+            if torch.cuda.is_available():
+                torch.set_default_device('cuda')
+                print("Using CUDA")
+            torch.set_default_dtype(torch.float32)
+            train()
+        """
+    assert port_text(source) == textwrap.dedent(source)
+    reasons = {f.rule: f.reason for f in scan_text(source)}
+    assert reasons["default-device-set"].startswith(
+        "line 12: train(...) runs code the scanner does not follow"
+    )

@@ -11,6 +11,7 @@ rewrite can make another unsafe, so the checks repeat until nothing changes.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 
 from ._candidate import Candidate
@@ -18,7 +19,7 @@ from ._rewrites import Rewrite, compose, with_tj_import
 from ._source import SourceFile
 from ._startup import StartupOrder
 from ._tables import FACTORIES, TENSOR_FACTORIES
-from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ
+from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ, prefixed
 
 __all__ = ["plan"]
 
@@ -75,6 +76,9 @@ _TORCH_COMPUTES = frozenset(
         "torch.autograd.grad_mode.no_grad",
     }
 )
+# Libraries whose calls the scanner knows: torch's (its creations are found by name),
+# JAX's, NumPy's, and torch2jax_device.
+_SEEN_LIBRARIES = ("torch", TJ, "jax", "flax", "optax", "numpy", "math", "safetensors")
 # Renames that set torch's current device, which torch's own code keeps reading.
 _SETS_CURRENT_DEVICE = frozenset({"tj.cuda.set_device", "tj.accelerator.set_device_index"})
 # torch calls that create tensors without being told where (the default device decides).
@@ -176,6 +180,14 @@ def _problem(
                 return (
                     f"line {unknown.lineno}: {ast.unparse(unknown.func)}(...) may create torch "
                     "tensors, which would stop following the block's device"
+                )
+        else:
+            unseen = _unseen_code_call(candidate.file)
+            if unseen is not None:
+                return (
+                    f"line {unseen.lineno}: {ast.unparse(unseen.func)}(...) runs code the "
+                    "scanner does not follow, which may create torch tensors: they would "
+                    "stop following the default device"
                 )
     if candidate.effect == "dist" and dist_blocker is not None and dist_blocker is not candidate:
         return (
@@ -303,6 +315,26 @@ def _unknown_call(file: SourceFile, block: list[ast.stmt]) -> ast.Call | None:
                     continue
             return node
     return None
+
+
+def _unseen_code_call(file: SourceFile) -> ast.Call | None:
+    """The first call in ``file`` of a function imported from a module the scanner cannot
+    see (``from train import train``; not the standard library's, torch's, NumPy's or
+    JAX's): once torch's default device is set, code there may create torch tensors."""
+    known = (*_SEEN_LIBRARIES, *sys.stdlib_module_names)
+    found: list[ast.Call] = []
+    for node in ast.walk(file.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        root = node.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or file.names.origin(root) is None:
+            continue  # not an imported name
+        name = file.qualname(node.func)
+        if name is not None and not prefixed(name, known):
+            found.append(node)
+    return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
 
 
 def _compose_check(files: list[SourceFile], candidates: list[Candidate]) -> bool:
