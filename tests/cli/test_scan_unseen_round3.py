@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import torch2jax_device as tj
-from tests.support.cli import port_text, scan_text
+from tests.support.cli import found_rules, port_text, scan_text
 
 # -- Another name for the moved memory (the write-after check follows aliases) ------------
 
@@ -416,14 +416,18 @@ TIMM_EMA = """\
 
         def _update(self, model, update_fn):
             with torch.no_grad():
-                for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):
+                for ema_v, model_v in zip(
+                    self.module.state_dict().values(), model.state_dict().values()
+                ):
                     if self.device is not None:
                         model_v = model_v.to(device=self.device)
                     ema_v.copy_(update_fn(ema_v, model_v))
 
         @torch.no_grad()
         def set(self, model):
-            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):
+            for ema_v, model_v in zip(
+                self.module.state_dict().values(), model.state_dict().values()
+            ):
                 ema_v.copy_(model_v.to(device=self.device))
 
         def count(self, model):
@@ -436,10 +440,10 @@ TIMM_EMA = """\
 def test_a_models_tensors_in_a_loop_move_as_tensors() -> None:
     findings = [f for f in scan_text(TIMM_EMA) if f.rule != "startup-order"]
     assert [(f.line, f.rule) for f in findings if "-to" in f.rule or "-cpu" in f.rule] == [
-        (18, "tensor-to-device"),
-        (24, "tensor-to-device"),
+        (20, "tensor-to-device"),
         (28, "tensor-to-device"),
-        (29, "tensor-cpu"),
+        (32, "tensor-to-device"),
+        (33, "tensor-cpu"),
     ]
     assert all("looks like a module" not in f.reason for f in findings)
     assert port_text(TIMM_EMA) == textwrap.dedent(TIMM_EMA)
@@ -469,3 +473,20 @@ def test_the_default_device_stays_torchs_before_code_the_scanner_does_not_follow
     assert reasons["default-device-set"].startswith(
         "line 12: train(...) runs code the scanner does not follow"
     )
+
+
+def test_a_name_rebound_to_its_own_attribute_is_worked_out_once() -> None:
+    """pytorch/pytorch torch/optim/_muon.py, _zeropower_via_newtonschulz: ``ortho_grad =
+    ortho_grad.T`` sent the question of which class ``ortho_grad`` is an instance of
+    round the binding for ever (a RecursionError on the whole file)."""
+    source = """\
+        import torch
+
+
+        def orthogonalize(grad, device):
+            ortho_grad = grad.bfloat16()
+            if grad.size(0) > grad.size(1):
+                ortho_grad = ortho_grad.T
+            return ortho_grad.to(device)
+        """
+    assert found_rules(source) == [(8, "tensor-to-device")]

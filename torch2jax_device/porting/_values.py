@@ -490,15 +490,19 @@ class Values:
             return set().union(*(self.kinds(value) for value in stored))
         return {UNKNOWN}
 
-    def stored_attributes(self, node: ast.Attribute) -> list[ast.expr]:
+    def stored_attributes(
+        self, node: ast.Attribute, seen: set[int] | None = None
+    ) -> list[ast.expr]:
         """What ``self.x = value`` stores, for ``self.x`` read in a method of the class, or
-        ``obj.x`` where ``obj`` is an instance of a class of the file."""
+        ``obj.x`` where ``obj`` is an instance of a class of the file (``seen``: the nodes
+        ``instance_classes`` has asked about on the way here, so a class whose attribute
+        holds its own instances, ``self.next = Node(self.next)``, ends)."""
         owners: list[ast.AST]
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             owner = self.names.enclosing(node, ast.ClassDef)
             owners = [owner] if owner is not None else []
         else:
-            owners = list(self.instance_classes(node.value, set()))
+            owners = list(self.instance_classes(node.value, set() if seen is None else seen))
         if self._attributes is None:
             self._attributes = {}
             for target in ast.walk(self.names.tree):
@@ -540,7 +544,8 @@ class Values:
                     found += self.instance_classes(binding.value, seen)
             return found
         if isinstance(node, ast.Attribute):
-            return [c for v in self.stored_attributes(node) for c in self.instance_classes(v, seen)]
+            stored = self.stored_attributes(node, seen)
+            return [c for v in stored for c in self.instance_classes(v, seen)]
         return []
 
     # -- modules ------------------------------------------------------------------------
