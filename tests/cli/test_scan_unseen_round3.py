@@ -179,6 +179,20 @@ _MOVE = "import numpy as np\nimport torch\nimport torch2jax_device as tj\n\n"
             """,
             "line 10: self.w.add_(...) writes into w (self holds w: line 7)",
         ),
+        (
+            # A module keeping the tensor as a buffer, shifted in place later.
+            """\
+            class Window(torch.nn.Module):
+                def __init__(self, w):
+                    super().__init__()
+                    self.register_buffer("buf", w)
+                    self.first = tj.to_jax(w.cpu())
+
+                def push(self, frame):
+                    self.buf[:-1] = self.buf[1:].clone()
+            """,
+            "line 12: self.buf[:-1] = ... writes into w (self holds w: line 8)",
+        ),
     ],
 )
 def test_a_write_through_another_name_holds_the_move_back(source: str, why: str) -> None:

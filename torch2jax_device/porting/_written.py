@@ -489,6 +489,20 @@ class _Aliases:
                 )
             self._add(path[0], [*path[1], _ANY_ELEMENT, *rest], statement)
             return True, None
+        kept = _kept_as_attribute(call, node)
+        if kept is not None:  # self.register_buffer("buf", w), setattr(self, "w", w)
+            owner, attribute = kept
+            path = self.check.access_path(owner)
+            statement = self.names.statement(call)
+            assert statement is not None
+            if path is None:
+                return True, (
+                    f"line {call.lineno}: {short_text(call)} stores {self.shown} where the "
+                    "scanner cannot follow it"
+                )
+            step = ast.Attribute(value=owner, attr=attribute, ctx=ast.Load())
+            self._add(path[0], [*path[1], step, *rest], statement)
+            return True, None
         name = self.check.qualname(func)
         if self.check.values.builtin(func) in _CONTAINER_BUILTINS or _constructs(func, name):
             return self._hand_off(call, [_ANY_ELEMENT, *rest], before=before, whole=True)
@@ -598,6 +612,32 @@ def _step_key(step: ast.expr) -> tuple[str, object]:
     if isinstance(step, ast.Subscript) and isinstance(step.slice, ast.Constant):
         return ("key", repr(step.slice.value))
     return ("any", None)
+
+
+def _kept_as_attribute(call: ast.Call, node: ast.AST) -> tuple[ast.expr, str] | None:
+    """``m.register_buffer("buf", w)``, ``m.register_parameter("w", w)``,
+    ``setattr(m, "w", w)`` with ``node`` the value: the object and the attribute it is
+    kept as."""
+    func, args = call.func, call.args
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("register_buffer", "register_parameter")
+        and len(args) >= 2
+        and args[1] is node
+        and isinstance(args[0], ast.Constant)
+        and isinstance(args[0].value, str)
+    ):
+        return func.value, args[0].value
+    if (
+        isinstance(func, ast.Name)
+        and func.id == "setattr"
+        and len(args) == 3
+        and args[2] is node
+        and isinstance(args[1], ast.Constant)
+        and isinstance(args[1].value, str)
+    ):
+        return args[0], args[1].value
+    return None
 
 
 def _unpacks(target: ast.expr, display: ast.Tuple | ast.List) -> bool:
