@@ -280,6 +280,10 @@ def test_a_tokenizers_batch_moves_as_a_batch() -> None:
     assert encoded.to("cpu") is encoded
     kept = batch_encoding({"input_ids": ids})
     assert tj.to_device(kept, "cpu") is not kept and isinstance(kept["input_ids"], torch.Tensor)
+    # NumPy entries (return_tensors="np"): torch's .to leaves them, tj's makes JAX arrays.
+    arrays = batch_encoding({"input_ids": ids.numpy()})
+    assert isinstance(arrays.to("cpu")["input_ids"], np.ndarray)
+    assert isinstance(tj.to_device(arrays, "cpu")["input_ids"], jax.Array)
 
 
 # Shaped after huggingface/transformers examples/pytorch/text-generation/run_generation.py
@@ -338,6 +342,12 @@ def test_a_tokenizers_batch_moved_is_reported_as_a_batch(code: str, rewritten: s
             "encoded.to(device)\n"
             'print(tj.to_jax(encoded["input_ids"]))\n',
             "the result is dropped: encoded.to(...) moves the BatchEncoding in place",
+        ),
+        (
+            # NumPy arrays: BatchEncoding.to moves torch tensors only.
+            'inputs = tokenizer(["hi"], return_tensors="np").to(device)\n'
+            'print(tj.to_jax(inputs["input_ids"]))\n',
+            'return_tensors="np": BatchEncoding.to moves torch tensors only',
         ),
     ],
 )

@@ -186,6 +186,13 @@ def _batch_moved_in_place(r: Recogniser, call: ast.Call, receiver: ast.expr) -> 
     )
     if isinstance(r.parent(call), ast.Expr):
         return f"the result is dropped: {fix}"
+    tensors = _returned_tensors(r, receiver)
+    if tensors is not None and tensors != "pt":
+        return (
+            f'return_tensors="{tensors}": BatchEncoding.to moves torch tensors only, so '
+            f"{shown}.to(...) leaves these arrays as they are; tj.to_device would make "
+            "JAX arrays of them"
+        )
     if isinstance(receiver, ast.Call):
         return ""  # a new batch: nothing else holds it
     if not isinstance(receiver, ast.Name) or statement is None:
@@ -201,6 +208,23 @@ def _batch_moved_in_place(r: Recogniser, call: ast.Call, receiver: ast.expr) -> 
             continue  # x = x.to(d): later reads are of the result
         return f"line {load.lineno} reads {shown} again: {fix}"
     return ""
+
+
+def _returned_tensors(r: Recogniser, batch: ast.expr) -> str | None:
+    """The constant ``return_tensors=`` of the tokenizer call that made ``batch`` (the
+    call itself, or a name's one assignment), if the scanner can see one."""
+    if isinstance(batch, ast.Name):
+        bindings = r.file.names.bindings(batch)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].element is not None:
+            return None
+        value = bindings[0].value
+        batch = value if value is not None else batch
+    if not isinstance(batch, ast.Call):
+        return None
+    for keyword in batch.keywords:
+        if keyword.arg == "return_tensors" and isinstance(keyword.value, ast.Constant):
+            return str(keyword.value.value)
+    return None
 
 
 def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[int, int]) -> None:

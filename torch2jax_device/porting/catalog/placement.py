@@ -157,7 +157,9 @@ ROWS: tuple[Idiom, ...] = (
             "returns it; `tj.to_device` returns a moved copy and leaves its input as it "
             "was, so assign the result (`inputs = tj.to_device(inputs, device)`): `scan "
             "--diff` holds back a move whose input is read again, or whose result is "
-            "dropped. With a dtype (`BatchFeature.to(device, dtype)`) only floating-point "
+            "dropped. `BatchEncoding.to` moves torch tensors only: NumPy arrays "
+            '(`return_tensors="np"`) stay, where `tj.to_device` makes JAX arrays of them. '
+            "With a dtype (`BatchFeature.to(device, dtype)`) only floating-point "
             "entries are cast, in both."
         ),
         runs=False,
