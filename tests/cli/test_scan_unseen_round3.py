@@ -514,3 +514,26 @@ def test_a_name_rebound_to_its_own_attribute_is_worked_out_once() -> None:
             return ortho_grad.to(device)
         """
     assert found_rules(source) == [(8, "tensor-to-device")]
+
+
+def test_a_diffusers_pipeline_moved_is_named_as_a_pipeline() -> None:
+    """huggingface/diffusers examples/text_to_image/train_text_to_image.py,
+    log_validation: a pipeline is no torch.nn.Module, though its .to moves its modules."""
+    source = """\
+        import torch
+        from diffusers import StableDiffusionPipeline
+
+
+        def log_validation(args, accelerator, weight_dtype):
+            pipeline = StableDiffusionPipeline.from_pretrained(
+                args.pretrained_model_name_or_path,
+                safety_checker=None,
+                revision=args.revision,
+                torch_dtype=weight_dtype,
+            )
+            pipeline = pipeline.to(accelerator.device)
+            pipeline.set_progress_bar_config(disable=True)
+        """
+    (finding,) = [f for f in scan_text(source) if f.rule == "module-to"]
+    assert finding.reason.startswith("pipeline is a Diffusers pipeline, whose .to moves")
+    assert port_text(source) == textwrap.dedent(source)

@@ -153,6 +153,11 @@ def move(
         candidate.reason = problem
     elif rule == "batch-encoding-to-device":
         candidate.reason = _batch_moved_in_place(r, call, receiver)
+    elif framework == "torch" and _is_pipeline(r, receiver):
+        candidate.reason = (
+            f"{r.text(receiver)} is a Diffusers pipeline, whose .to moves its torch modules "
+            "in place: tj.to_device moves arrays and Flax NNX modules, so port them first"
+        )
     elif framework == "torch":
         candidate.reason = (
             f"{r.text(receiver)} is a torch.nn.Module: tj.to_device moves arrays and "
@@ -208,6 +213,23 @@ def _batch_moved_in_place(r: Recogniser, call: ast.Call, receiver: ast.expr) -> 
             continue  # x = x.to(d): later reads are of the result
         return f"line {load.lineno} reads {shown} again: {fix}"
     return ""
+
+
+def _is_pipeline(r: Recogniser, receiver: ast.expr) -> bool:
+    """``receiver`` was made by a Diffusers pipeline class
+    (``StableDiffusionPipeline.from_pretrained(...)``), which is not an ``nn.Module``."""
+    made: list[ast.expr | None] = [receiver]
+    if isinstance(receiver, ast.Name):
+        made = [b.value for b in r.file.names.bindings(receiver)]
+    for value in made:
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            if value.func.attr == "from_pretrained":
+                name = r.qualname(value.func.value)
+                if name is not None and name.startswith("diffusers.") and "Pipeline" in name:
+                    return True
+                break
+            value = value.func.value  # pipeline.to(device) of one
+    return False
 
 
 def _returned_tensors(r: Recogniser, batch: ast.expr) -> str | None:
