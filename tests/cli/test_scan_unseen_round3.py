@@ -537,3 +537,30 @@ def test_a_diffusers_pipeline_moved_is_named_as_a_pipeline() -> None:
     (finding,) = [f for f in scan_text(source) if f.rule == "module-to"]
     assert finding.reason.startswith("pipeline is a Diffusers pipeline, whose .to moves")
     assert port_text(source) == textwrap.dedent(source)
+
+
+def test_stable_baselines3_get_device_keeps_torchs_answer() -> None:
+    """DLR-RM/stable-baselines3 stable_baselines3/common/utils.py, get_device: the
+    torch.device it returns goes to torch code (policies, buffers), so whether CUDA is
+    there must stay torch's question; the comparison of device types may become tj's."""
+    source = """\
+        from typing import Union
+
+        import torch as th
+
+
+        def get_device(device: Union[th.device, str] = "auto") -> th.device:
+            if device == "auto":
+                device = "cuda"
+            device = th.device(device)
+
+            if device.type == th.device("cuda").type and not th.cuda.is_available():
+                return th.device("cpu")
+
+            return device
+        """
+    assert port_text(source).splitlines()[11] == (
+        '    if device.type == tj.device("cuda").type and not th.cuda.is_available():'
+    )
+    (query,) = [f for f in scan_text(source) if f.rule == "cuda-is-available"]
+    assert "(<string>:9: device-from-spec)" in query.reason
