@@ -564,3 +564,22 @@ def test_stable_baselines3_get_device_keeps_torchs_answer() -> None:
     )
     (query,) = [f for f in scan_text(source) if f.rule == "cuda-is-available"]
     assert "(<string>:9: device-from-spec)" in query.reason
+
+
+def test_a_query_kept_in_an_exported_name_stays_torchs() -> None:
+    """A public settings module (pixelock's cuda.py): DEVICE and NUM_GPU are there for
+    the modules that import them, which hand them to torch."""
+    source = """\
+        # coding: utf-8
+
+        import torch
+
+        __all__ = ['DEVICE', 'NUM_GPU']
+
+        DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'
+        NUM_GPU = torch.cuda.device_count() if DEVICE == 'cuda' else 0
+        """
+    assert port_text(source) == textwrap.dedent(source)
+    reasons = {f.rule: f.reason for f in scan_text(source)}
+    assert reasons["cuda-is-available"].startswith("its answer is kept in DEVICE, which this")
+    assert reasons["cuda-device-count"].startswith("its answer is kept in NUM_GPU, which this")

@@ -148,6 +148,14 @@ def _problem(
     shared = _shared_with(candidate)
     if shared:
         return shared
+    if candidate.effect == "runtime":
+        exported = _exported_name(candidate)
+        if exported is not None:
+            return (
+                f"its answer is kept in {exported}, which this module exports (__all__): "
+                "the modules that import it may hand it to torch, for which torch's answer "
+                "holds"
+            )
     if candidate.effect in ("runtime", "default") and places:
         first = places[0]
         if isinstance(first, Candidate):
@@ -262,6 +270,43 @@ def _is_dist(candidate: Candidate) -> bool:
     ):
         return True
     return candidate.rule in ("sync-batchnorm", "ddp-module", "ddp-no-sync", "mp-spawn")
+
+
+def _exported_name(candidate: Candidate) -> str | None:
+    """The name of the file's ``__all__`` that the module-level statement holding the
+    candidate's node assigns (``DEVICE = "cuda" if torch.cuda.is_available() else
+    "cpu"``), if any."""
+    names = candidate.file.names
+    statement = names.statement(candidate.node)
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)):
+        return None
+    scope = names.scope_of.get(statement)
+    if scope is None or scope.kind != "module":
+        return None
+    exported = _all_names(candidate.file.tree)
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and node.id in exported:
+                return node.id
+    return None
+
+
+def _all_names(tree: ast.Module) -> set[str]:
+    """The constant names of a module's ``__all__ = [...]``."""
+    found: set[str] = set()
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in statement.targets)
+            and isinstance(statement.value, (ast.List, ast.Tuple))
+        ):
+            found |= {
+                e.value
+                for e in statement.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
+    return found
 
 
 def _torch_computes(files: list[SourceFile]) -> list[tuple[SourceFile, ast.expr]]:
