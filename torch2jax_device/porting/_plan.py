@@ -11,6 +11,7 @@ rewrite can make another unsafe, so the checks repeat until nothing changes.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 
 from ._candidate import Candidate
@@ -18,7 +19,7 @@ from ._rewrites import Rewrite, compose, with_tj_import
 from ._source import SourceFile
 from ._startup import StartupOrder
 from ._tables import FACTORIES, TENSOR_FACTORIES
-from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ
+from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ, prefixed
 
 __all__ = ["plan"]
 
@@ -53,8 +54,31 @@ _PLACES_DATA = frozenset(
         "generator-device",
         "cuda-stream",
         "cuda-event-timing",
+        # A torch.device kept (handed to torch code, or to callers the scanner cannot
+        # see): torch places data with it, on the device a query chose.
+        "device-select",
+        "device-indexed",
+        "device-type-index",
+        "device-accelerator-index",
+        "device-type",
+        "device-from-spec",
     }
 )
+# torch's autograd modes: where they are entered, torch computes (on whatever device its
+# tensors are, which a runtime call of the same file waits for or measures).
+_TORCH_COMPUTES = frozenset(
+    {
+        "torch.no_grad",
+        "torch.enable_grad",
+        "torch.inference_mode",
+        "torch.set_grad_enabled",
+        "torch.autograd.no_grad",
+        "torch.autograd.grad_mode.no_grad",
+    }
+)
+# Libraries whose calls the scanner knows: torch's (its creations are found by name),
+# JAX's, NumPy's, and torch2jax_device.
+_SEEN_LIBRARIES = ("torch", TJ, "jax", "flax", "optax", "numpy", "math", "safetensors")
 # Renames that set torch's current device, which torch's own code keeps reading.
 _SETS_CURRENT_DEVICE = frozenset({"tj.cuda.set_device", "tj.accelerator.set_device_index"})
 # torch calls that create tensors without being told where (the default device decides).
@@ -68,12 +92,16 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
         if candidate.rewrite is not None and candidate.file.tj_taken:
             candidate.disable(candidate.file.tj_taken)
     order = StartupOrder(files, candidates)
+    computes = _torch_computes(files)
     creations: list[ast.Call] | None = None  # walked once, on first need
     while True:
         changed = False
         rewritten = {id(c.call) for c in candidates if c.enabled and c.call is not None}
         is_rewritten = _member(rewritten)
-        places = [c for c in candidates if c.rule in _PLACES_DATA and not c.enabled]
+        places: list[Candidate | tuple[SourceFile, ast.expr]] = [
+            c for c in candidates if c.rule in _PLACES_DATA and not c.enabled
+        ]
+        places.extend(computes)
         creates: list[ast.Call] = []
         if any(
             c.enabled and (c.effect == "default" or c.tj_name in _SETS_CURRENT_DEVICE)
@@ -102,7 +130,7 @@ def _member(ids: set[int]) -> Callable[[ast.AST], bool]:
 def _problem(
     candidate: Candidate,
     is_rewritten: Callable[[ast.AST], bool],
-    places: list[Candidate],
+    places: list[Candidate | tuple[SourceFile, ast.expr]],
     creates: list[ast.Call],
     dist_blocker: Candidate | None,
 ) -> str:
@@ -120,11 +148,26 @@ def _problem(
     shared = _shared_with(candidate)
     if shared:
         return shared
+    if candidate.effect == "runtime":
+        exported = _exported_name(candidate)
+        if exported is not None:
+            return (
+                f"its answer is kept in {exported}, which this module exports (__all__): "
+                "the modules that import it may hand it to torch, for which torch's answer "
+                "holds"
+            )
     if candidate.effect in ("runtime", "default") and places:
         first = places[0]
+        if isinstance(first, Candidate):
+            return (
+                f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
+                f"{first.rule}); this call changes torch's runtime state, so port that first"
+            )
+        file, node = first
         return (
-            f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
-            f"{first.rule}); this call changes torch's runtime state, so port that first"
+            f"torch still computes ({file.path}:{node.lineno}: {ast.unparse(node)}), on "
+            "devices whose work and memory this call waits for, measures or changes in "
+            "torch; port that code first"
         )
     if candidate.tj_name in _SETS_CURRENT_DEVICE and creates:
         return (
@@ -145,6 +188,14 @@ def _problem(
                 return (
                     f"line {unknown.lineno}: {ast.unparse(unknown.func)}(...) may create torch "
                     "tensors, which would stop following the block's device"
+                )
+        else:
+            unseen = _unseen_code_call(candidate.file)
+            if unseen is not None:
+                return (
+                    f"line {unseen.lineno}: {ast.unparse(unseen.func)}(...) runs code the "
+                    "scanner does not follow, which may create torch tensors: they would "
+                    "stop following the default device"
                 )
     if candidate.effect == "dist" and dist_blocker is not None and dist_blocker is not candidate:
         return (
@@ -175,9 +226,11 @@ def _shared_with(candidate: Candidate) -> str:
         candidate.tj_name == "tj.to_device"
         and isinstance(call.func, ast.Attribute)
         and not _already_jax(candidate)
-        and not _rebinds(flow.names.statement(call), flow.writes.moved_name(call.func.value))
     ):
-        written = flow.writes.written_after(call.func.value, call, unknown_holders=False)
+        rebound = _rebinds(flow.names.statement(call), flow.writes.moved_name(call.func.value))
+        written = flow.writes.written_after(
+            call.func.value, call, unknown_holders=False, rebound=rebound
+        )
         if written:
             return (
                 f"{written}: {ast.unparse(call)} is the tensor itself when it is there "
@@ -190,7 +243,8 @@ def _shared_with(candidate: Candidate) -> str:
 def _rebinds(statement: ast.stmt | None, receiver: ast.expr | None) -> bool:
     """Whether ``statement`` assigns the receiver's own name (``x = x.to(d)``, ``x, y =
     x.to(d), y.to(d)``): what the name reads afterwards is the result, not the tensor
-    moved, so no later write through it reaches that tensor."""
+    moved, so no later write through it reaches that tensor (through another name given
+    it before, ``b = x``, one may)."""
     if not (isinstance(receiver, ast.Name) and isinstance(statement, ast.Assign)):
         return False
     return any(
@@ -216,6 +270,60 @@ def _is_dist(candidate: Candidate) -> bool:
     ):
         return True
     return candidate.rule in ("sync-batchnorm", "ddp-module", "ddp-no-sync", "mp-spawn")
+
+
+def _exported_name(candidate: Candidate) -> str | None:
+    """The name of the file's ``__all__`` that the module-level statement holding the
+    candidate's node assigns (``DEVICE = "cuda" if torch.cuda.is_available() else
+    "cpu"``), if any."""
+    names = candidate.file.names
+    statement = names.statement(candidate.node)
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)):
+        return None
+    scope = names.scope_of.get(statement)
+    if scope is None or scope.kind != "module":
+        return None
+    exported = _all_names(candidate.file.tree)
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name) and node.id in exported:
+                return node.id
+    return None
+
+
+def _all_names(tree: ast.Module) -> set[str]:
+    """The constant names of a module's ``__all__ = [...]``."""
+    found: set[str] = set()
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in statement.targets)
+            and isinstance(statement.value, (ast.List, ast.Tuple))
+        ):
+            found |= {
+                e.value
+                for e in statement.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
+    return found
+
+
+def _torch_computes(files: list[SourceFile]) -> list[tuple[SourceFile, ast.expr]]:
+    """The first use of one of torch's autograd modes (``with torch.no_grad():``) in each
+    file: torch computes there."""
+    found: list[tuple[SourceFile, ast.expr]] = []
+    for file in files:
+        uses = [
+            node
+            for node in ast.walk(file.tree)
+            if isinstance(node, (ast.Attribute, ast.Name))
+            and isinstance(node.ctx, ast.Load)
+            and file.qualname(node) in _TORCH_COMPUTES
+        ]
+        if uses:
+            found.append((file, min(uses, key=lambda n: (n.lineno, n.col_offset))))
+    return found
 
 
 def _torch_creations(files: list[SourceFile]) -> list[ast.Call]:
@@ -252,6 +360,26 @@ def _unknown_call(file: SourceFile, block: list[ast.stmt]) -> ast.Call | None:
                     continue
             return node
     return None
+
+
+def _unseen_code_call(file: SourceFile) -> ast.Call | None:
+    """The first call in ``file`` of a function imported from a module the scanner cannot
+    see (``from train import train``; not the standard library's, torch's, NumPy's or
+    JAX's): once torch's default device is set, code there may create torch tensors."""
+    known = (*_SEEN_LIBRARIES, *sys.stdlib_module_names)
+    found: list[ast.Call] = []
+    for node in ast.walk(file.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        root = node.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or file.names.origin(root) is None:
+            continue  # not an imported name
+        name = file.qualname(node.func)
+        if name is not None and not prefixed(name, known):
+            found.append(node)
+    return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
 
 
 def _compose_check(files: list[SourceFile], candidates: list[Candidate]) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from . import catalog
 from ._names import Binding, Names
 
-__all__ = ["LIBRARY_OBJECT", "TJ", "Values", "prefixed"]
+__all__ = ["HF_BATCH", "LIBRARY_OBJECT", "TJ", "Values", "prefixed"]
 
 UNKNOWN = "?"
 #: An object of a library built on torch that owns the device work (``Accelerator``).
@@ -37,6 +37,9 @@ LOADER = "loader"
 NUMBER = "number"
 CLASS = "class"
 FUNCTION = "function"
+#: What a Hugging Face tokenizer or processor returns (``BatchEncoding``,
+#: ``BatchFeature``): a dict of tensors whose ``.to(device)`` moves it in place.
+HF_BATCH = "hf-batch"
 #: A value of another array framework (Paddle, TensorFlow, CuPy...), whose ``.to``,
 #: ``.cuda()``, ``.cpu()`` and ``.device`` are its own, not torch's.
 FOREIGN = "other-framework"
@@ -112,6 +115,21 @@ _MODULE_METHODS = frozenset(
     "parameters named_parameters buffers named_buffers modules named_modules children "
     "named_children train eval state_dict load_state_dict register_buffer "
     "register_parameter zero_grad apply requires_grad_".split()
+)
+# Calls whose result is a Hugging Face batch: a tokenizer or processor called
+# (``tokenizer(texts, return_tensors="pt")``, ``self.processor(images=...)``), or its
+# methods that build one.
+_HF_BATCH_MAKERS = re.compile(
+    r"^(.*_)?(tokenizer|processor|feature_extractor)$|^tok$", re.IGNORECASE
+)
+_HF_BATCH_METHODS = frozenset({"encode_plus", "batch_encode_plus", "pad", "__call__"})
+_HF_BATCH_CLASSES = frozenset(
+    {
+        "transformers.BatchEncoding",
+        "transformers.BatchFeature",
+        "transformers.tokenization_utils_base.BatchEncoding",
+        "transformers.feature_extraction_utils.BatchFeature",
+    }
 )
 _MODULE_NAMES = re.compile(
     r"(^|_)(model|net|module|network|encoder|decoder|backbone|head|classifier|unet|vae|"
@@ -260,6 +278,10 @@ class Values:
                 return self._element_kinds(iterable.args[0], None) if position == 1 else {UNKNOWN}
             if name in ("tqdm.tqdm", "tqdm.auto.tqdm", "iter") and iterable.args:
                 return self._element_kinds(iterable.args[0], position)
+            if name == "zip" and position is not None and position < len(iterable.args):
+                return self._element_kinds(iterable.args[position], None)
+            if _module_tensors(iterable, position):
+                return {TORCH_TENSOR}
         if LOADER in self.kinds(iterable):
             return {TORCH_TENSOR}
         return {UNKNOWN}
@@ -353,6 +375,8 @@ class Values:
                 # An NNX module moves in place and comes back; nothing yet, inside a
                 # cycle (model = tj.to_device(model, ...)): nothing more.
                 return set(moved)
+        if _makes_hf_batch(node.func, name):
+            return {HF_BATCH}
         if name is not None:
             return self._qualified_call_kinds(name)
         if isinstance(node.func, ast.Name):
@@ -363,7 +387,7 @@ class Values:
             if receiver == {FOREIGN}:
                 return {FOREIGN}  # another framework's methods give its own values
             if method in _SELF_METHODS and (
-                not receiver or receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR}
+                not receiver or receiver & {TORCH_MODULE, NNX_MODULE, TORCH_TENSOR, HF_BATCH}
             ):
                 return set(receiver)  # nothing yet, inside a cycle: nothing more
             if PARSER in receiver and method in ("parse_args", "parse_known_args"):
@@ -466,15 +490,19 @@ class Values:
             return set().union(*(self.kinds(value) for value in stored))
         return {UNKNOWN}
 
-    def stored_attributes(self, node: ast.Attribute) -> list[ast.expr]:
+    def stored_attributes(
+        self, node: ast.Attribute, seen: set[int] | None = None
+    ) -> list[ast.expr]:
         """What ``self.x = value`` stores, for ``self.x`` read in a method of the class, or
-        ``obj.x`` where ``obj`` is an instance of a class of the file."""
+        ``obj.x`` where ``obj`` is an instance of a class of the file (``seen``: the nodes
+        ``instance_classes`` has asked about on the way here, so a class whose attribute
+        holds its own instances, ``self.next = Node(self.next)``, ends)."""
         owners: list[ast.AST]
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             owner = self.names.enclosing(node, ast.ClassDef)
             owners = [owner] if owner is not None else []
         else:
-            owners = list(self.instance_classes(node.value, set()))
+            owners = list(self.instance_classes(node.value, set() if seen is None else seen))
         if self._attributes is None:
             self._attributes = {}
             for target in ast.walk(self.names.tree):
@@ -516,7 +544,8 @@ class Values:
                     found += self.instance_classes(binding.value, seen)
             return found
         if isinstance(node, ast.Attribute):
-            return [c for v in self.stored_attributes(node) for c in self.instance_classes(v, seen)]
+            stored = self.stored_attributes(node, seen)
+            return [c for v in stored for c in self.instance_classes(v, seen)]
         return []
 
     # -- modules ------------------------------------------------------------------------
@@ -528,6 +557,8 @@ class Values:
             return "torch"
         if NNX_MODULE in kinds:
             return "nnx" if kinds == {NNX_MODULE} else "module"
+        if TORCH_TENSOR in kinds:
+            return None  # model_v of a model's state_dict(): a tensor, whatever its name
         if self._used_as_module(node):
             return "module"
         name = _last_name(node)
@@ -553,6 +584,40 @@ class Values:
             self._method_uses = used
         bindings = self.names.bindings(node)
         return bool(bindings) and id(bindings) in self._method_uses
+
+
+def _module_tensors(iterable: ast.Call, position: int | None) -> bool:
+    """``for x in iterable`` binds a module's tensors: ``m.parameters()``,
+    ``m.buffers()``, ``m.state_dict().values()``, the second of ``m.named_parameters()``
+    and ``m.state_dict().items()``."""
+    func = iterable.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in ("parameters", "buffers"):
+        return position is None
+    if func.attr in ("named_parameters", "named_buffers"):
+        return position == 1
+    state = func.value
+    is_state = (
+        isinstance(state, ast.Call)
+        and isinstance(state.func, ast.Attribute)
+        and state.func.attr == "state_dict"
+    )
+    if func.attr == "values":
+        return is_state and position is None
+    return func.attr == "items" and is_state and position == 1
+
+
+def _makes_hf_batch(func: ast.expr, name: str | None) -> bool:
+    """A call of ``func`` (qualified ``name``) returns a Hugging Face batch:
+    ``tokenizer(...)``, ``self.processor(...)``, ``tokenizer.pad(...)``,
+    ``BatchEncoding(...)``."""
+    if name is not None:
+        return name in _HF_BATCH_CLASSES
+    if isinstance(func, ast.Attribute) and func.attr in _HF_BATCH_METHODS:
+        func = func.value
+    called = _last_name(func)
+    return called is not None and _HF_BATCH_MAKERS.match(called) is not None
 
 
 def _last_name(node: ast.AST) -> str | None:

@@ -4,15 +4,19 @@
 ``x`` itself when it is there already; ``tj.to_jax``/``tj.to_device`` share only a
 64-byte-aligned buffer. So a rewrite of one is correct only where nothing that may run
 afterwards writes into ``a`` or ``x``: ``WriteCheck.written_after`` finds such a write,
-through the name, through a holder (``batch["x"]``, ``self.buf``, ``outputs[0]``), or
-through a call that may write (anything but JAX, NumPy's readers and Python's builtins).
+through the name, through a holder (``batch["x"]``, ``self.buf``, ``outputs[0]``),
+through another name or holder it was given to (``b = a``, ``ws = [w]``, ``opt =
+SGD([w])``: ``_Aliases``), or through a call that may write (anything but JAX, NumPy's
+readers and Python's builtins).
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ._names import Binding
 from ._values import Values, prefixed
 
 __all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "short_text"]
@@ -49,6 +53,30 @@ _VIEW_METHODS = frozenset(
 _VIEW_ATTRIBUTES = frozenset("data T mT H mH real imag".split())
 # A tensor reached through its holders: the root name, and the steps from it outwards.
 _Path = tuple[ast.Name, list[ast.expr]]
+# The step to any element of a container the value was put in (``ws = [w]``: ``ws[i]``).
+_ANY_ELEMENT = ast.Subscript(
+    value=ast.Name("_", ast.Load()), slice=ast.Name("_", ast.Load()), ctx=ast.Load()
+)
+# Builtins that build a container of their argument's elements (the same objects).
+_CONTAINER_BUILTINS = frozenset(
+    "list tuple dict set frozenset sorted reversed iter zip enumerate map filter".split()
+)
+# Container methods that keep their argument: ``ws.append(w)``.
+_STORING_METHODS = frozenset(
+    "append extend insert add update setdefault appendleft extendleft".split()
+)
+# How many names and holders of one value are followed before the scanner gives up.
+_MOST_PLACES = 64
+
+
+@dataclass
+class _Place:
+    """A name (with the steps from it) the value lives under; ``via``: the statement that
+    put it there (``None`` for the moved value's own name)."""
+
+    root: ast.Name
+    steps: list[ast.expr]
+    via: ast.stmt | None
 
 
 class WriteCheck:
@@ -66,7 +94,9 @@ class WriteCheck:
         # lies on the way to it; each node is walked once.
         self._paths: dict[ast.expr, tuple[_Path | None, bool]] = {}
 
-    def written_after(self, array: ast.expr, call: ast.AST, *, unknown_holders: bool) -> str | None:
+    def written_after(
+        self, array: ast.expr, call: ast.AST, *, unknown_holders: bool, rebound: bool = False
+    ) -> str | None:
         """Where code that may run after ``call`` writes into the array or tensor
         ``array`` (``a[0] = 1``, ``a += 1``, ``a.fill(0)``, ``x.add_(1)``, ``np.copyto(a,
         b)``, or ``a`` handed to a call that could), or ``None``. A name is followed; a new
@@ -76,13 +106,20 @@ class WriteCheck:
         (a tensor moved), a tensor reached through its holders (``batch["x"]``,
         ``self.buf``, ``outputs[0]``) is followed through the root name, and through
         every method of the class for ``self``, and a call's result has no other holder
-        the scanner can see."""
+        the scanner can see.
+
+        Other names for the same memory are followed too (``aliases``): a name it was
+        assigned from or to (``b = a``, ``a, b = w, v``, ``v = w.T``), a container it was
+        put in (``ws = [w]``, ``d = {"w": w}``, ``ws.append(w)``, ``self.w = w``), and an
+        object built from it (``opt = SGD([w])``), where any use that may reach it counts.
+        With ``rebound`` (``x = x.to(d)``: later reads of ``x`` read the result) only those
+        other names are followed."""
         if _new_array(array, self.qualname):
             return None
-        if not isinstance(array, ast.Name):
+        if isinstance(array, ast.Name):
+            start: _Path = (array, [])
+        else:
             path = None if unknown_holders else self.access_path(array)
-            if path is not None and path[1]:
-                return self._path_written_after(array, path, call)
             if path is None and not unknown_holders:
                 return None  # a call's result: no holder the scanner can see
             if path is None:
@@ -90,23 +127,8 @@ class WriteCheck:
                     f"line {array.lineno}: the scanner cannot tell what else holds "
                     f"{short_text(array)} and may write into it"
                 )
-            array = path[0]  # x.detach(), x.T, x.float(): x's memory, or x itself
-        statement = self.names.statement(call)
-        bindings = self.names.bindings(array)
-        loads = self.names.loads(bindings[0]) if bindings else []  # the same for each
-        if not self._spend(len(bindings) + len(loads)):
-            return "the file has too many uses to follow"
-        for binding in bindings:
-            site = self.names.parents.get(binding.node)
-            if isinstance(site, ast.AugAssign) and not self._before(site, statement):
-                return f"line {site.lineno}: {short_text(site)} writes into it"
-        for load in loads:
-            if load is array or self._before(load, statement):
-                continue
-            reason = self._writes(load)
-            if reason is not None:
-                return f"line {load.lineno}: {reason}"
-        return None
+            start = path  # x.detach(), x.T, x.float(): x's memory, or x itself
+        return _Aliases(self, array, call, unknown_holders).written(start, rebound=rebound)
 
     def access_path(self, node: ast.expr) -> _Path | None:
         """``batch["x"]``, ``self.buf``, ``outputs[0].logits``: the root name and the steps
@@ -139,32 +161,6 @@ class WriteCheck:
         path = self.access_path(receiver)
         return path[0] if path is not None and not path[1] else None
 
-    def _path_written_after(self, array: ast.expr, path: _Path, call: ast.AST) -> str | None:
-        """``written_after`` for a tensor reached through its holders (``batch["x"]``,
-        ``self.buf``, ``outputs[0]``): every later read of the root name that reaches
-        the same place, or hands a holder on, counts. Through ``self``, every method of
-        the class may run afterwards."""
-        root, steps = path
-        statement = self.names.statement(call)
-        method = self._method_of(root)
-        if method is not None:
-            loads = self._self_loads(method)
-        else:
-            bindings = self.names.bindings(root)
-            loads = self.names.loads(bindings[0]) if bindings else []
-            if not self._spend(len(loads)):
-                loads = None
-        if loads is None:
-            return "the file has too many uses to follow"
-        shown = short_text(array)
-        for load in loads:
-            if load is root or (method is None and self._before(load, statement)):
-                continue  # through self, a method's earlier lines run again on its next call
-            reason = self._reaches(load, steps, shown, through_self=method is not None)
-            if reason is not None:
-                return f"line {load.lineno}: {reason}"
-        return None
-
     def _method_of(self, root: ast.Name) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The method whose first parameter ``root`` is (``self``), if it is one."""
         bindings = self.names.bindings(root)
@@ -193,38 +189,6 @@ class WriteCheck:
                     loads.extend(self.names.loads(binding))
             self._self_loads_of[klass] = loads if self._spend(len(loads)) else None
         return self._self_loads_of[klass]
-
-    def _reaches(
-        self, load: ast.Name, steps: list[ast.expr], shown: str, *, through_self: bool
-    ) -> str | None:
-        """What ``load`` does to the tensor at ``steps`` from it: writes into it, hands
-        one of its holders to code that may, or ``None``."""
-        node: ast.AST = load
-        for step in steps:
-            parent = self.names.parents.get(node)
-            if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node:
-                called = _called(parent, self.names.parents)
-                # outputs.logits may be outputs[0] (a ModelOutput, a namedtuple)
-                same = _same_step(parent, step) or (type(parent) is not type(step) and not called)
-                if not same:
-                    if through_self or not called:
-                        return None  # another field or key
-                    return (
-                        f"{short_text(parent)} may reach {shown} through "
-                        f"{short_text(node)}, and the scanner cannot follow it there"
-                    )
-                if isinstance(parent.ctx, (ast.Store, ast.Del)):
-                    statement = self.names.parents.get(parent)
-                    if isinstance(statement, ast.AugAssign):
-                        return f"{short_text(statement)} writes into {shown}"
-                    return None  # a new value in the holder's place, not a write
-                node = parent
-                continue
-            if through_self and node is load and isinstance(parent, ast.Return):
-                return None  # return self: its callers hold the object already
-            return self._holder_use(node, parent, shown)
-        reason = self._writes(node)
-        return None if reason is None else _naming(reason, shown)
 
     def _holder_use(self, holder: ast.AST, parent: ast.AST | None, shown: str) -> str | None:
         """A holder of the tensor used as a whole: read, or handed on."""
@@ -283,6 +247,291 @@ class WriteCheck:
             and node is not statement
             and self.names.only_before(node, statement)
         )
+
+
+class _Aliases:
+    """The places one array or tensor lives in: its own name (or holder), and every other
+    name, container or object the scanner sees it go to; what writes into it through any
+    of them, after a move of it."""
+
+    def __init__(
+        self, check: WriteCheck, array: ast.expr, call: ast.AST, unknown_holders: bool
+    ) -> None:
+        self.check = check
+        self.names = check.names
+        self.call = call
+        self.statement = check.names.statement(call)
+        self.shown = short_text(array)
+        self.unknown_holders = unknown_holders
+        self.queue: list[_Place] = []
+        self.seen: set[tuple[int, tuple[tuple[str, object], ...]]] = set()
+        self.start: ast.Name | None = None
+
+    def written(self, start: _Path, *, rebound: bool) -> str | None:
+        """``WriteCheck.written_after`` from ``start``, the moved value's own path."""
+        self.start = start[0]
+        self._add(start[0], start[1], None)
+        while self.queue:
+            if len(self.seen) > _MOST_PLACES:
+                return f"{self.shown} goes to more names than the scanner follows"
+            place = self.queue.pop(0)
+            reason = self._place_written(place, only_before=rebound and place.via is None)
+            if reason is not None:
+                if place.via is None:
+                    return reason
+                return (
+                    f"{reason} ({short_text(place.root)} holds {self.shown}: line "
+                    f"{place.via.lineno})"
+                )
+        return None
+
+    def _add(self, root: ast.Name, steps: list[ast.expr], via: ast.stmt | None) -> None:
+        bindings = self.names.bindings(root)
+        if not bindings:
+            return  # a builtin or undefined name: nothing the file binds
+        key = (id(bindings), tuple(_step_key(step) for step in steps))
+        if key not in self.seen:
+            self.seen.add(key)
+            self.queue.append(_Place(root, steps, via))
+
+    def _place_written(self, place: _Place, *, only_before: bool) -> str | None:
+        """What writes into the value at ``place``, or hands it on to another place."""
+        check = self.check
+        method = check._method_of(place.root)
+        bindings = [] if method is not None else self.names.bindings(place.root)
+        if method is not None:
+            loads = check._self_loads(method)
+        else:
+            loads = self.names.loads(bindings[0]) if bindings else []
+            if not check._spend(len(bindings) + len(loads)):
+                loads = None
+        if loads is None:
+            return "the file has too many uses to follow"
+        for binding in bindings:
+            site = self.names.parents.get(binding.node)
+            if (
+                not place.steps
+                and not only_before
+                and isinstance(site, ast.AugAssign)
+                and not check._before(site, self.statement)
+            ):
+                return f"line {site.lineno}: {short_text(site)} writes into it"
+            reason = self._origin(binding, place)
+            if reason is not None:
+                return reason
+        for load in loads:
+            if load is self.start:
+                continue
+            before = method is None and check._before(load, self.statement)
+            if only_before and not before:
+                continue
+            through_self = method is not None
+            reason = self._reaches(load, place.steps, through_self=through_self, before=before)
+            if reason is not None:
+                return f"line {load.lineno}: {reason}"
+        return None
+
+    def _origin(self, binding: Binding, place: _Place) -> str | None:
+        """Follow what the name was assigned (``b = a``, ``x = batch["x"]``, ``v = w.T``):
+        the same memory under the other name."""
+        value = binding.value
+        if binding.kind not in ("assign", "walrus") or value is None or binding.element is not None:
+            return None
+        if _new_array(value, self.check.qualname):
+            return None
+        path = self.check.access_path(value)
+        if path is None:
+            return None  # a call's result: no holder the scanner can see
+        root, steps = path
+        if steps and self.unknown_holders:
+            return (
+                f"line {value.lineno}: {binding.name} is {short_text(value)}, and the scanner "
+                "cannot tell what else holds it and may write into it"
+            )
+        statement = self.names.statement(value)
+        self._add(root, [*steps, *place.steps], statement)
+        return None
+
+    def _reaches(
+        self, load: ast.Name, steps: list[ast.expr], *, through_self: bool, before: bool
+    ) -> str | None:
+        """What ``load`` does to the value at ``steps`` from it: writes into it, hands one
+        of its holders to code that may, or ``None``; another name it gets is followed.
+        A load ``before`` the move can only hand it on."""
+        shown = self.shown
+        check = self.check
+        node: ast.AST = load
+        for position, step in enumerate(steps):
+            parent = self.names.parents.get(node)
+            if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node:
+                called = _called(parent, self.names.parents)
+                # outputs.logits may be outputs[0] (a ModelOutput, a namedtuple)
+                same = _same_step(parent, step) or (type(parent) is not type(step) and not called)
+                if not same:
+                    if through_self or not called or before:
+                        return None  # another field or key
+                    return (
+                        f"{short_text(parent)} may reach {shown} through "
+                        f"{short_text(node)}, and the scanner cannot follow it there"
+                    )
+                if isinstance(parent.ctx, (ast.Store, ast.Del)):
+                    statement = self.names.parents.get(parent)
+                    if isinstance(statement, ast.AugAssign) and not before:
+                        return f"{short_text(statement)} writes into {shown}"
+                    return None  # a new value in the holder's place, not a write
+                node = parent
+                continue
+            if through_self and node is load and isinstance(parent, ast.Return):
+                return None  # return self: its callers hold the object already
+            handed, reason = self._hand_off(node, steps[position:], before=before, whole=False)
+            if handed or before:
+                return reason
+            return check._holder_use(node, parent, shown)
+        while True:  # the value itself, and its views (w.T, w.view(-1), w.float())
+            if not before:
+                reason = check._writes(node)
+                if reason is not None:
+                    return _naming(reason, shown) if steps else reason
+            parent = self.names.parents.get(node)
+            if isinstance(parent, ast.NamedExpr) and parent.value is node:
+                statement = self.names.statement(parent)
+                assert statement is not None
+                self._add(parent.target, [], statement)  # (v := w).add_(1): both
+                node = parent
+                continue
+            if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                break
+            if parent.attr in _VIEW_ATTRIBUTES:
+                node = parent
+            elif parent.attr in _VIEW_METHODS and _called(parent, self.names.parents):
+                node = self.names.parents[parent]
+                if node is self.call:
+                    return None  # the move itself
+            else:
+                break
+        return self._hand_off(node, [], before=before, whole=True)[1]
+
+    def _hand_off(
+        self, node: ast.AST, rest: list[ast.expr], *, before: bool, whole: bool
+    ) -> tuple[bool, str | None]:
+        """Where ``node`` (the value, or with ``rest`` one of its holders) goes: to another
+        name or holder, followed (``True``), or somewhere the scanner cannot follow (a
+        reason). ``whole``: ``node`` is the value itself, not a holder."""
+        parent = self.names.parents.get(node)
+        if isinstance(parent, ast.Starred):
+            return self._hand_off(parent, rest, before=before, whole=False)
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            statement = self.names.statement(parent)
+            assert statement is not None
+            for target in targets:
+                reason = self._store(target, rest, statement)
+                if reason is not None:
+                    return True, reason
+            return True, None
+        if not (whole or before):
+            return False, None  # a holder used later: WriteCheck._holder_use's question
+        if isinstance(parent, (ast.Tuple, ast.List, ast.Set)) or (
+            isinstance(parent, ast.Dict) and node in parent.values
+        ):
+            return self._element(node, parent, rest, before=before)
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+            statement = self.names.statement(parent)
+            assert statement is not None
+            return True, self._store(parent.target, rest[1:], statement)
+        if isinstance(parent, ast.keyword):
+            parent = self.names.parents.get(parent)
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            return self._taken_by(parent, node, rest, before=before)
+        return False, None
+
+    def _element(
+        self, node: ast.AST, display: ast.expr, rest: list[ast.expr], *, before: bool
+    ) -> tuple[bool, str | None]:
+        """``node`` put in a tuple, list, set or dict display."""
+        outer = self.names.parents.get(display)
+        if (
+            isinstance(display, (ast.Tuple, ast.List))
+            and isinstance(outer, ast.Assign)
+            and outer.value is display
+            and all(_unpacks(target, display) for target in outer.targets)
+        ):  # a, b = w, v: the names of the same position
+            position = display.elts.index(node)  # type: ignore[arg-type]
+            for target in outer.targets:
+                assert isinstance(target, (ast.Tuple, ast.List))
+                reason = self._store(target.elts[position], rest, outer)
+                if reason is not None:
+                    return True, reason
+            return True, None
+        step: ast.expr = _ANY_ELEMENT
+        if isinstance(display, ast.Dict):
+            key = display.keys[display.values.index(node)]  # type: ignore[arg-type]
+            if isinstance(key, ast.Constant):
+                step = ast.Subscript(value=_ANY_ELEMENT.value, slice=key, ctx=ast.Load())
+        # a container made here: what it holds is the value's, whoever uses it
+        return self._hand_off(display, [step, *rest], before=before, whole=True)
+
+    def _taken_by(
+        self, call: ast.Call, node: ast.AST, rest: list[ast.expr], *, before: bool
+    ) -> tuple[bool, str | None]:
+        """``node`` handed to ``call``: kept by a container's method (``ws.append(w)``),
+        by a container or object built from it (``list(ws)``, ``SGD([w])``), written by
+        code that may (after the move), or nothing the scanner sees."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS:
+            path = self.check.access_path(func.value)
+            statement = self.names.statement(call)
+            assert statement is not None
+            if path is None:
+                return True, (
+                    f"line {call.lineno}: {short_text(call)} stores {self.shown} where the "
+                    "scanner cannot follow it"
+                )
+            self._add(path[0], [*path[1], _ANY_ELEMENT, *rest], statement)
+            return True, None
+        kept = _kept_as_attribute(call, node)
+        if kept is not None:  # self.register_buffer("buf", w), setattr(self, "w", w)
+            owner, attribute = kept
+            path = self.check.access_path(owner)
+            statement = self.names.statement(call)
+            assert statement is not None
+            if path is None:
+                return True, (
+                    f"line {call.lineno}: {short_text(call)} stores {self.shown} where the "
+                    "scanner cannot follow it"
+                )
+            step = ast.Attribute(value=owner, attr=attribute, ctx=ast.Load())
+            self._add(path[0], [*path[1], step, *rest], statement)
+            return True, None
+        name = self.check.qualname(func)
+        if self.check.values.builtin(func) in _CONTAINER_BUILTINS or _constructs(func, name):
+            return self._hand_off(call, [_ANY_ELEMENT, *rest], before=before, whole=True)
+        if before:
+            return False, None
+        reason = self.check._writes(node)
+        return (True, _naming(reason, self.shown)) if reason is not None else (False, None)
+
+    def _store(self, target: ast.expr, rest: list[ast.expr], statement: ast.stmt) -> str | None:
+        """The value (or, with ``rest``, a holder of it) assigned to ``target``."""
+        if isinstance(target, ast.Starred):
+            target = target.value
+        if isinstance(target, ast.Name):
+            self._add(target, rest, statement)
+            return None
+        if isinstance(target, (ast.Tuple, ast.List)):  # unpacked: its elements (rows)
+            for element in target.elts:
+                reason = self._store(element, rest[1:], statement)
+                if reason is not None:
+                    return reason
+            return None
+        path = self.check.access_path(target)  # self.w = w, d["w"] = w
+        if path is None:
+            return (
+                f"line {statement.lineno}: {short_text(target)} = ... stores {self.shown} "
+                "where the scanner cannot follow it"
+            )
+        self._add(path[0], [*path[1], *rest], statement)
+        return None
 
 
 def short_text(node: ast.AST) -> str:
@@ -353,6 +602,69 @@ def _same_step(node: ast.Attribute | ast.Subscript, step: ast.expr) -> bool:
 def _naming(reason: str, shown: str) -> str:
     """``_writes``'s reason (it ends "... into it") naming the tensor written."""
     return reason.removesuffix("it") + shown
+
+
+def _step_key(step: ast.expr) -> tuple[str, object]:
+    """What ``_same_step`` compares of a step: an attribute's name, a constant key, or
+    any key."""
+    if isinstance(step, ast.Attribute):
+        return ("attribute", step.attr)
+    if isinstance(step, ast.Subscript) and isinstance(step.slice, ast.Constant):
+        return ("key", repr(step.slice.value))
+    return ("any", None)
+
+
+def _kept_as_attribute(call: ast.Call, node: ast.AST) -> tuple[ast.expr, str] | None:
+    """``m.register_buffer("buf", w)``, ``m.register_parameter("w", w)``,
+    ``setattr(m, "w", w)`` with ``node`` the value: the object and the attribute it is
+    kept as."""
+    func, args = call.func, call.args
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("register_buffer", "register_parameter")
+        and len(args) >= 2
+        and args[1] is node
+        and isinstance(args[0], ast.Constant)
+        and isinstance(args[0].value, str)
+    ):
+        return func.value, args[0].value
+    if (
+        isinstance(func, ast.Name)
+        and func.id == "setattr"
+        and len(args) == 3
+        and args[2] is node
+        and isinstance(args[1], ast.Constant)
+        and isinstance(args[1].value, str)
+    ):
+        return args[0], args[1].value
+    return None
+
+
+def _unpacks(target: ast.expr, display: ast.Tuple | ast.List) -> bool:
+    """``target`` unpacks ``display`` element by element (``a, b = w, v``)."""
+    return (
+        isinstance(target, (ast.Tuple, ast.List))
+        and len(target.elts) == len(display.elts)
+        and not any(isinstance(e, ast.Starred) for e in [*target.elts, *display.elts])
+    )
+
+
+def _constructs(func: ast.expr, name: str | None) -> bool:
+    """A call of a class, which may keep what it is given (``SGD([w])``,
+    ``nn.Parameter(w)``, ``TensorDataset(x, y)``): a name that starts with a capital, or
+    anything of ``torch.optim``; not JAX's or NumPy's."""
+    if name is not None and prefixed(name, JAX_CODE):
+        return False
+    if name is not None and prefixed(name, ("torch.optim",)):
+        return True
+    last = name.rsplit(".", 1)[-1] if name is not None else _last_name(func)
+    return last is not None and last[:1].isupper()
+
+
+def _last_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _called(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:

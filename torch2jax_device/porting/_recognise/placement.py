@@ -8,7 +8,7 @@ import ast
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
-from .._values import FOREIGN, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
+from .._values import FOREIGN, HF_BATCH, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
 from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
@@ -45,6 +45,8 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
     )
     if framework is not None:
         rule = "module-to-dtype" if dtype_only else "module-to"
+    elif HF_BATCH in r.file.values.kinds(receiver):
+        rule = "batch-encoding-to-device"
     elif "non_blocking" in keywords:
         rule = "tensor-non-blocking"
     elif "copy" in keywords:
@@ -115,7 +117,7 @@ def move(
         framework = r.file.values.module_framework(receiver)
         if framework is not None:
             rule = "module-to"
-    if framework is None and isinstance(parent, ast.Expr):
+    if framework is None and isinstance(parent, ast.Expr) and rule != "batch-encoding-to-device":
         rule = "module-to"  # the result is dropped: only a module moves in place
     start, end = r.file.span(call)
     receiver_span = r.file.receiver_span(method)
@@ -149,6 +151,13 @@ def move(
     )
     if problem:
         candidate.reason = problem
+    elif rule == "batch-encoding-to-device":
+        candidate.reason = _batch_moved_in_place(r, call, receiver)
+    elif framework == "torch" and _is_pipeline(r, receiver):
+        candidate.reason = (
+            f"{r.text(receiver)} is a Diffusers pipeline, whose .to moves its torch modules "
+            "in place: tj.to_device moves arrays and Flax NNX modules, so port them first"
+        )
     elif framework == "torch":
         candidate.reason = (
             f"{r.text(receiver)} is a torch.nn.Module: tj.to_device moves arrays and "
@@ -166,6 +175,78 @@ def move(
         )
     elif framework == "nnx":
         candidate.effect = "module"
+
+
+def _batch_moved_in_place(r: Recogniser, call: ast.Call, receiver: ast.expr) -> str:
+    """Why ``tj.to_device(batch, ...)`` would not do what ``batch.to(...)`` does to a
+    Hugging Face batch, which it moves in place: the batch is read again afterwards (or
+    kept where the scanner cannot follow it), or the result is dropped; ``""`` when
+    nothing can tell the two apart."""
+    names = r.file.names
+    statement = names.statement(call)
+    shown = r.text(receiver)
+    fix = (
+        f"{shown}.to(...) moves the BatchEncoding in place, tj.to_device returns a moved "
+        f"copy (assign it: {shown} = tj.to_device({shown}, ...))"
+    )
+    if isinstance(r.parent(call), ast.Expr):
+        return f"the result is dropped: {fix}"
+    tensors = _returned_tensors(r, receiver)
+    if tensors is not None and tensors != "pt":
+        return (
+            f'return_tensors="{tensors}": BatchEncoding.to moves torch tensors only, so '
+            f"{shown}.to(...) leaves these arrays as they are; tj.to_device would make "
+            "JAX arrays of them"
+        )
+    if isinstance(receiver, ast.Call):
+        return ""  # a new batch: nothing else holds it
+    if not isinstance(receiver, ast.Name) or statement is None:
+        return f"the scanner cannot follow what else holds {shown}: {fix}"
+    rebound = isinstance(statement, ast.Assign) and any(
+        isinstance(target, ast.Name) and target.id == receiver.id for target in statement.targets
+    )
+    bindings = names.bindings(receiver)
+    for load in names.loads(bindings[0]) if bindings else []:
+        if load is receiver or names.only_before(load, statement):
+            continue
+        if rebound and names.statement(load) is not statement:
+            continue  # x = x.to(d): later reads are of the result
+        return f"line {load.lineno} reads {shown} again: {fix}"
+    return ""
+
+
+def _is_pipeline(r: Recogniser, receiver: ast.expr) -> bool:
+    """``receiver`` was made by a Diffusers pipeline class
+    (``StableDiffusionPipeline.from_pretrained(...)``), which is not an ``nn.Module``."""
+    made: list[ast.expr | None] = [receiver]
+    if isinstance(receiver, ast.Name):
+        made = [b.value for b in r.file.names.bindings(receiver)]
+    for value in made:
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            if value.func.attr == "from_pretrained":
+                name = r.qualname(value.func.value)
+                if name is not None and name.startswith("diffusers.") and "Pipeline" in name:
+                    return True
+                break
+            value = value.func.value  # pipeline.to(device) of one
+    return False
+
+
+def _returned_tensors(r: Recogniser, batch: ast.expr) -> str | None:
+    """The constant ``return_tensors=`` of the tokenizer call that made ``batch`` (the
+    call itself, or a name's one assignment), if the scanner can see one."""
+    if isinstance(batch, ast.Name):
+        bindings = r.file.names.bindings(batch)
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].element is not None:
+            return None
+        value = bindings[0].value
+        batch = value if value is not None else batch
+    if not isinstance(batch, ast.Call):
+        return None
+    for keyword in batch.keywords:
+        if keyword.arg == "return_tensors" and isinstance(keyword.value, ast.Constant):
+            return str(keyword.value.value)
+    return None
 
 
 def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[int, int]) -> None:

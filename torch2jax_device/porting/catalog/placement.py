@@ -144,6 +144,30 @@ ROWS: tuple[Idiom, ...] = (
         runs=False,
     ),
     Idiom(
+        id="batch-encoding-to-device",
+        section=SECTION,
+        title="Move a tokenizer's or processor's output (`BatchEncoding`, `BatchFeature`)",
+        torch='inputs = tokenizer(texts, return_tensors="pt").to(device)',
+        jax='inputs = jax.device_put(dict(tokenizer(texts, return_tensors="np")), device)',
+        tj='inputs = tj.to_device(tokenizer(texts, return_tensors="pt"), device)',
+        notes=(
+            "A Hugging Face batch is a dict of tensors, not a tensor: its tensors become JAX "
+            "arrays committed to the device, other entries pass through, and the result is "
+            "a `BatchEncoding` again. `BatchEncoding.to` moves the batch *in place* and "
+            "returns it; `tj.to_device` returns a moved copy and leaves its input as it "
+            "was, so assign the result (`inputs = tj.to_device(inputs, device)`): `scan "
+            "--diff` holds back a move whose input is read again, or whose result is "
+            "dropped. `BatchEncoding.to` moves torch tensors only: NumPy arrays "
+            '(`return_tensors="np"`) stay, where `tj.to_device` makes JAX arrays of them. '
+            "With a dtype (`BatchFeature.to(device, dtype)`) only floating-point "
+            "entries are cast, in both."
+        ),
+        runs=False,
+        torch_api=("transformers.BatchEncoding.to", "transformers.BatchFeature.to"),
+        tj_api=("tj.to_device",),
+        rewrite="custom",
+    ),
+    Idiom(
         id="tensor-to-memory-format",
         section=SECTION,
         title="Channels-last layout (`memory_format=`)",
