@@ -552,7 +552,7 @@ def test_clean_file_and_broken_file(tmp_path: Path) -> None:
 
 def test_one_broken_file_does_not_stop_the_diff_of_the_others(tmp_path: Path) -> None:
     (tmp_path / "a_broken.py").write_text("def f(:\n")
-    (tmp_path / "b_good.py").write_text("import torch\nd = torch.device('cpu')\n")
+    (tmp_path / "b_good.py").write_text("import torch\nd = torch.device('cpu')\nprint(d)\n")
     status, out, err = run_cli("scan", "--diff", str(tmp_path))
     assert status == 2 and "cannot scan" in err
     assert "+d = tj.device('cpu')" in out
@@ -561,8 +561,8 @@ def test_one_broken_file_does_not_stop_the_diff_of_the_others(tmp_path: Path) ->
 def test_an_internal_error_in_one_file_is_reported_and_the_others_go_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "a.py").write_text("import torch\nd = torch.device('cpu')\n")
-    (tmp_path / "b.py").write_text("import torch\ne = torch.device('cpu')\n")
+    (tmp_path / "a.py").write_text("import torch\nd = torch.device('cpu')\nprint(d)\n")
+    (tmp_path / "b.py").write_text("import torch\ne = torch.device('cpu')\nprint(e)\n")
     real = _scanner.detect
 
     def detect(file: _scanner.SourceFile) -> list[object]:

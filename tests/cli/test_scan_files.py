@@ -52,7 +52,9 @@ def _scan_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     )
 
 
-GOOD = "import torch\nd = torch.device('cpu')\n"
+# A script whose device the diff rewrites (a module that only binds it, read nowhere,
+# keeps torch's: the modules importing it may hand it to torch).
+GOOD = "import torch\nd = torch.device('cpu')\nprint(d)\n"
 
 
 # -- only regular files, at most --max-bytes, nested at most MAX_DEPTH ---------------------
@@ -74,7 +76,7 @@ def test_a_file_over_max_bytes_is_skipped_with_the_limit_named(tmp_path: Path) -
     (tmp_path / "b_good.py").write_text(GOOD)
     status, out, err = run_cli("scan", "--max-bytes", "100", str(tmp_path))
     assert status == 2
-    assert "a_big.py: 157 bytes, larger than the 100-byte limit (--max-bytes raises it)" in err
+    assert "a_big.py: 166 bytes, larger than the 100-byte limit (--max-bytes raises it)" in err
     assert "b_good.py:2:5: device-type" in out and "a_big.py:" not in out
     with pytest.raises(SystemExit) as refused:  # argparse's usage error
         run_cli("scan", "--max-bytes", "0", str(tmp_path))
@@ -147,23 +149,25 @@ def test_running_out_of_stack_on_one_file_skips_it(
 ENCODED = [
     pytest.param(
         GOOD.replace("\n", "\r\n").encode(),
-        b"import torch\r\nimport torch2jax_device as tj\r\nd = tj.device('cpu')\r\n",
+        b"import torch\r\nimport torch2jax_device as tj\r\nd = tj.device('cpu')\r\nprint(d)\r\n",
         id="crlf",
     ),
     pytest.param(
         b"\xef\xbb\xbf" + GOOD.encode(),
-        b"\xef\xbb\xbfimport torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\n",
+        b"\xef\xbb\xbfimport torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\n"
+        b"print(d)\n",
         id="utf-8-bom",
     ),
     pytest.param(
-        b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9t\xe9'\nd = torch.device('cpu')\n",
+        b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9t\xe9'\nd = torch.device('cpu')\n"
+        b"print(d)\n",
         b"# -*- coding: latin-1 -*-\nimport torch\nimport torch2jax_device as tj\n"
-        b"name = '\xe9t\xe9'\nd = tj.device('cpu')\n",
+        b"name = '\xe9t\xe9'\nd = tj.device('cpu')\nprint(d)\n",
         id="latin-1-cookie",
     ),
     pytest.param(
         GOOD.rstrip("\n").encode(),
-        b"import torch\nimport torch2jax_device as tj\nd = tj.device('cpu')",
+        b"import torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\nprint(d)",
         id="no-newline-at-end",
     ),
 ]

@@ -583,3 +583,35 @@ def test_a_query_kept_in_an_exported_name_stays_torchs() -> None:
     reasons = {f.rule: f.reason for f in scan_text(source)}
     assert reasons["cuda-is-available"].startswith("its answer is kept in DEVICE, which this")
     assert reasons["cuda-device-count"].startswith("its answer is kept in NUM_GPU, which this")
+
+
+# -- A module that only binds names: its readers are the modules importing it -------------
+
+
+def test_a_settings_modules_unread_device_stays_torchs() -> None:
+    """A ``settings.py`` (shaped after BTP-public's) binds the device the training
+    modules import and hand to torch (``model.to(settings.device)``); torch's ``.to``
+    and factories refuse a ``tj.device``, so rewriting it would break them."""
+    import torch
+
+    with pytest.raises(TypeError):
+        torch.zeros(1, device=tj.device("cpu"))  # what an importer would then do
+    settings = """\
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        """
+    findings = scan_text(settings)
+    held = [f for f in findings if f.rule == "device-select"]
+    assert len(held) == 1 and "read nowhere in this file" in str(held[0].reason)
+    assert "tj.device" not in port_text(settings)
+
+
+def test_a_script_that_reads_its_device_is_still_rewritten() -> None:
+    script = """\
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        print(device)
+        """
+    assert "device = tj.device(" in port_text(script)

@@ -86,6 +86,7 @@ class Flow:
         # otherwise cost the square of its size.
         self._budget = _USES_PER_NODE * len(values.names.parents) + _USES_AT_LEAST
         self.writes = WriteCheck(values, self._spend)
+        self._imported_only = _imported_only(values.names.tree)
 
     def _spend(self, uses: int) -> bool:
         self._budget -= uses
@@ -251,8 +252,20 @@ class Flow:
     def _bind(self, target: ast.AST, work: deque[ast.AST]) -> str | None:
         if isinstance(target, ast.Name):
             binding = self.names.binding_of.get(target)
-            if binding is not None:
-                self._extend(work, self._visible_loads(binding))
+            if binding is None:
+                return None
+            if (
+                self._imported_only
+                and binding.scope.kind == "module"
+                and not self.names.loads(binding)
+            ):
+                # A settings module's `device = torch.device(...)`: read only by the
+                # modules importing it, which may hand it to torch.
+                return (
+                    f"bound at module level as {target.id} and read nowhere in this file: "
+                    "modules that import it may hand it to torch"
+                )
+            self._extend(work, self._visible_loads(binding))
             return None
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
@@ -584,3 +597,18 @@ def _tree_functions(
     if not bindings or any(b.kind != "def" for b in bindings):
         return None
     return [b.node for b in bindings]  # type: ignore[misc]
+
+
+def _imported_only(tree: ast.Module) -> bool:
+    """A module that only defines names (imports, assignments, functions, classes, no
+    ``if __name__ == "__main__":`` and no call at its top level): a settings or library
+    module, whose names other modules import, not a script run for its effects."""
+    definitions = (
+        ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign,
+        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass,
+    )  # fmt: skip
+    return all(
+        isinstance(statement, definitions)
+        or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+        for statement in tree.body
+    )
