@@ -62,8 +62,8 @@ class InvalidDeviceError(Torch2JaxDeviceError, RuntimeError, ValueError):
         >>> try:
         ...     tj.device("cuda:01")
         ... except RuntimeError as error:  # the clause ported from PyTorch
-        ...     print(error)
-        Invalid device string: 'cuda:01'
+        ...     print(error)  # doctest: +ELLIPSIS
+        Invalid device string: 'cuda:01'. Fix: write a device type and an optional index, ...
     """
 
 
