@@ -615,3 +615,23 @@ def test_a_script_that_reads_its_device_is_still_rewritten() -> None:
         print(device)
         """
     assert "device = tj.device(" in port_text(script)
+
+
+def test_a_settings_module_with_guarded_imports_is_still_a_module() -> None:
+    settings = """\
+        from typing import TYPE_CHECKING
+
+        import torch
+
+        try:
+            import wandb
+        except ImportError:
+            wandb = None
+        if TYPE_CHECKING:
+            from collections.abc import Iterator
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        """
+    assert "tj.device" not in port_text(settings)
+    script = textwrap.dedent(settings) + 'if __name__ == "__main__":\n    print(device)\n'
+    assert "tj.device" in port_text(script)

@@ -600,15 +600,32 @@ def _tree_functions(
 
 
 def _imported_only(tree: ast.Module) -> bool:
-    """A module that only defines names (imports, assignments, functions, classes, no
-    ``if __name__ == "__main__":`` and no call at its top level): a settings or library
+    """A module that only defines names (imports, assignments, functions, classes, also
+    inside ``if``/``try`` blocks such as ``if TYPE_CHECKING:`` or ``try: import ...``, but
+    no ``if __name__ == "__main__":`` and no call at its top level): a settings or library
     module, whose names other modules import, not a script run for its effects."""
+    return _only_definitions(tree.body)
+
+
+def _only_definitions(body: list[ast.stmt]) -> bool:
     definitions = (
         ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign,
         ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass,
     )  # fmt: skip
-    return all(
-        isinstance(statement, definitions)
-        or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
-        for statement in tree.body
-    )
+    for statement in body:
+        if isinstance(statement, ast.If):
+            if "__name__" in ast.unparse(statement.test) or not (
+                _only_definitions(statement.body) and _only_definitions(statement.orelse)
+            ):
+                return False
+        elif isinstance(statement, ast.Try):
+            blocks = [statement.body, statement.orelse, statement.finalbody]
+            blocks += [handler.body for handler in statement.handlers]
+            if not all(_only_definitions(block) for block in blocks):
+                return False
+        elif not (
+            isinstance(statement, definitions)
+            or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+        ):
+            return False
+    return True
