@@ -42,7 +42,7 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -151,6 +151,50 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def required_frameworks() -> list[str]:
     return [name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()]
+
+
+# The frameworks a test may need that the library does not (``scripts/test.sh`` requires
+# them); where one is not installed and not required, its tests skip.
+OPTIONAL_FRAMEWORKS = ("torch", "flax", "equinox", "hypothesis", "optax")
+MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def skipped_for_missing(module: str | None) -> str | None:
+    """The skip reason when ``module`` belongs to an optional framework that is not
+    required; ``None`` otherwise (the missing module then fails the test)."""
+    framework = (module or "").split(".")[0]
+    if framework not in OPTIONAL_FRAMEWORKS or framework in required_frameworks():
+        return None
+    return f"{framework} is not installed (and {REQUIRE_ENV} does not require it)"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A test module that imports a missing optional framework skips, with the reason."""
+    report = yield
+    missing = MISSING_MODULE.search(str(report.longrepr)) if report.failed else None
+    reason = skipped_for_missing(missing.group(1)) if missing else None
+    if reason is not None and isinstance(collector, pytest.Module):
+        report.outcome = "skipped"
+        report.longrepr = (str(collector.path), 0, f"Skipped: {reason}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test that imports a missing optional framework as it runs skips, with the reason."""
+    report = yield
+    error = call.excinfo.value if call.excinfo is not None else None
+    reason = skipped_for_missing(error.name) if isinstance(error, ModuleNotFoundError) else None
+    if reason is not None and report.failed:
+        path, line, _ = item.location
+        report.outcome = "skipped"
+        report.longrepr = (path, (line or 0) + 1, f"Skipped: {reason}")
+    return report
 
 
 @pytest.fixture(autouse=True)
