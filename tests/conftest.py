@@ -42,14 +42,13 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.optional_frameworks import REQUIRE_ENV
 from tests.support.xla import quick_compile_flags
-
-REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 
 # Python's cycle collector: a full pass walks every tracked object, and with torch, JAX
 # and flax imported that is about 270,000 of them (their imports alone run ~600 young
@@ -69,7 +68,8 @@ if "cuda" not in os.environ.get(REQUIRE_ENV, "").split(","):
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]
 # --cpu-durations=N: the tests that cost the machine the most CPU, subprocesses included.
-pytest_plugins = ["tests.support.cpu_durations"]
+# Tests of a framework that is not installed skip (tests/support/optional_frameworks.py).
+pytest_plugins = ["tests.support.cpu_durations", "tests.support.optional_frameworks"]
 
 
 # Directories whose tests all start processes (a command, an example, an install, four
@@ -147,54 +147,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or (function is not None and {function, *getattr(item, "fixturenames", ())} & starters)
         ):
             item.add_marker(pytest.mark.slow)
-
-
-def required_frameworks() -> list[str]:
-    return [name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()]
-
-
-# The frameworks a test may need that the library does not (``scripts/test.sh`` requires
-# them); where one is not installed and not required, its tests skip.
-OPTIONAL_FRAMEWORKS = ("torch", "flax", "equinox", "hypothesis", "optax")
-MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
-
-
-def skipped_for_missing(module: str | None) -> str | None:
-    """The skip reason when ``module`` belongs to an optional framework that is not
-    required; ``None`` otherwise (the missing module then fails the test)."""
-    framework = (module or "").split(".")[0]
-    if framework not in OPTIONAL_FRAMEWORKS or framework in required_frameworks():
-        return None
-    return f"{framework} is not installed (and {REQUIRE_ENV} does not require it)"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(
-    collector: pytest.Collector,
-) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-    """A test module that imports a missing optional framework skips, with the reason."""
-    report = yield
-    missing = MISSING_MODULE.search(str(report.longrepr)) if report.failed else None
-    reason = skipped_for_missing(missing.group(1)) if missing else None
-    if reason is not None and isinstance(collector, pytest.Module):
-        report.outcome = "skipped"
-        report.longrepr = (str(collector.path), 0, f"Skipped: {reason}")
-    return report
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A test that imports a missing optional framework as it runs skips, with the reason."""
-    report = yield
-    error = call.excinfo.value if call.excinfo is not None else None
-    reason = skipped_for_missing(error.name) if isinstance(error, ModuleNotFoundError) else None
-    if reason is not None and report.failed:
-        path, line, _ = item.location
-        report.outcome = "skipped"
-        report.longrepr = (path, (line or 0) + 1, f"Skipped: {reason}")
-    return report
 
 
 @pytest.fixture(autouse=True)
