@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import optional_frameworks
 from tests.support.optional_frameworks import REQUIRE_ENV
 from tests.support.xla import quick_compile_flags
 
@@ -68,8 +69,7 @@ if "cuda" not in os.environ.get(REQUIRE_ENV, "").split(","):
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]
 # --cpu-durations=N: the tests that cost the machine the most CPU, subprocesses included.
-# Tests of a framework that is not installed skip (tests/support/optional_frameworks.py).
-pytest_plugins = ["tests.support.cpu_durations", "tests.support.optional_frameworks"]
+pytest_plugins = ["tests.support.cpu_durations"]
 
 
 # Directories whose tests all start processes (a command, an example, an install, four
@@ -159,6 +159,14 @@ def _restore_default_devices() -> Iterator[None]:
     torch = sys.modules.get("torch")  # a test that set torch's default imported torch
     if torch is not None:
         torch.set_default_device(None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests of a framework that is not installed skip (tests/support/optional_frameworks.py),
+    # the package's doctests too: a plugin's hooks reach beyond this directory. (Listed in
+    # pytest_plugins, the module this file imported would warn that it is not rewritten.)
+    if not config.pluginmanager.is_registered(optional_frameworks):
+        config.pluginmanager.register(optional_frameworks)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
