@@ -12,6 +12,7 @@ run of the package's doctests alone loads it with ``-p tests.support.optional_fr
 from __future__ import annotations
 
 import doctest
+import importlib.util
 import os
 import re
 from collections.abc import Generator
@@ -26,6 +27,14 @@ MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 def required_frameworks() -> list[str]:
     return [name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()]
+
+
+def needs(framework: str) -> None:
+    """For a test whose child processes import ``framework``: raises
+    ``ModuleNotFoundError`` (the test skips, or fails where it is required) when it is not
+    installed, without importing it here."""
+    if importlib.util.find_spec(framework) is None:
+        raise ModuleNotFoundError(f"No module named {framework!r}", name=framework)
 
 
 def skipped_for_missing(module: str | None) -> str | None:

@@ -29,6 +29,7 @@ import pytest
 
 from tests.support.distributed.launch import SCRIPTS, TORCHRUN, free_port, launch, worker_env
 from tests.support.forking import Forked, ForkServer
+from tests.support.optional_frameworks import needs
 from torch2jax_device.cli import run as _run
 
 WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
@@ -199,6 +200,7 @@ def test_sigterm_to_torchrun_stops_both_workers_too() -> None:
 
     ``benchmarks/bench_distributed.py stop`` times both launchers.
     """
+    needs("torch")  # torchrun is torch's command
     port = f"--master_port={free_port()}"  # torchrun's default, 29500, may be taken
     job = _Launched.started(*TORCHRUN_COMMAND, port, WORKER, "sleep")
     pids = job.pids(2)
