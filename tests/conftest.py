@@ -47,9 +47,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import optional_frameworks
+from tests.support.optional_frameworks import REQUIRE_ENV
 from tests.support.xla import quick_compile_flags
-
-REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 
 # Python's cycle collector: a full pass walks every tracked object, and with torch, JAX
 # and flax imported that is about 270,000 of them (their imports alone run ~600 young
@@ -149,10 +149,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-def required_frameworks() -> list[str]:
-    return [name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()]
-
-
 @pytest.fixture(autouse=True)
 def _restore_default_devices() -> Iterator[None]:
     """Every test starts and ends with no default device set, in torch and in tj."""
@@ -163,6 +159,14 @@ def _restore_default_devices() -> Iterator[None]:
     torch = sys.modules.get("torch")  # a test that set torch's default imported torch
     if torch is not None:
         torch.set_default_device(None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests of a framework that is not installed skip (tests/support/optional_frameworks.py),
+    # the package's doctests too: a plugin's hooks reach beyond this directory. (Listed in
+    # pytest_plugins, the module this file imported would warn that it is not rewritten.)
+    if not config.pluginmanager.is_registered(optional_frameworks):
+        config.pluginmanager.register(optional_frameworks)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

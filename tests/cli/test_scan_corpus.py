@@ -24,6 +24,7 @@ import pytest
 from tests.support import corpus
 from tests.support.corpus import ScriptRunner
 from tests.support.distributed.launch import launch, worker_env
+from tests.support.optional_frameworks import needs
 from torch2jax_device.cli import main
 from torch2jax_device.porting import scanner
 
@@ -181,6 +182,7 @@ def test_the_ported_script_runs(name: str, in_tmp: Path, scripts: ScriptRunner) 
 def test_the_ported_ddp_script_runs_on_one_and_two_processes(
     name: str, in_tmp: Path, scripts: ScriptRunner
 ) -> None:
+    needs("torch")  # the ported script still imports torch (torch.distributed)
     script = _ported(name, in_tmp)
     arguments, marker = RUNS[name]
     command = [script.name, *arguments]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.corpus import ScriptRunner
+from tests.support.optional_frameworks import needs
 from torch2jax_device.porting import scanner
 
 from .test_scan_corpus import CORPUS, _launched, _ported, _script
@@ -168,6 +169,7 @@ if __name__ == "__main__":
 def test_the_ported_job_joins_before_it_starts_jax(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs("torch")  # the ported tutorial still imports torch (torch.distributed)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "source").mkdir()
     (tmp_path / "source" / "tutorial.py").write_text(TUTORIAL)

@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.support.distributed.launch import TORCHRUN, launch, results, run_bounded, worker_env
 from tests.support.examples import EXAMPLES, example_env, example_environment
+from tests.support.optional_frameworks import needs
 
 EXAMPLE = EXAMPLES / "ddp_port.py"
 EPOCHS = 4  # the script's default is 10; 4 already take the loss below a quarter
@@ -28,6 +29,7 @@ def _check_training(summaries: list[dict[str, Any]], output: str) -> None:
 
 
 def test_example_trains_under_torchrun_and_the_own_launcher_identically(tmp_path: Path) -> None:
+    needs("torch")  # torchrun is torch's command
     # Both jobs compile the same programs: the second reads them from this cache.
     cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"),
              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from tests.conftest import required_frameworks
+from tests.support.optional_frameworks import required_frameworks
 
 
 @pytest.mark.parametrize("name", required_frameworks() or ["(none required)"])

@@ -16,7 +16,9 @@ The protocol, one line each way: the test writes ``{"script" or "module", "args"
 "env", "cwd", "stdout", "stderr"}`` as JSON; the server answers ``STARTED <pid>``, and
 ``EXITED <pid> <code>`` when the child ends (``code`` as ``subprocess`` gives it: ``-N``
 for signal N). When its stdin closes, the server kills the children still running and
-exits.
+exits. A server that cannot import a module answers ``MISSING <name>`` and ends, and
+``start`` raises ``ModuleNotFoundError`` (a test of a framework that is not installed
+then skips: ``tests/support/optional_frameworks.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class ForkServer:
         self._stderr_files = tempfile.TemporaryDirectory(prefix="fork-server-")
         self._exited: dict[int, int] = {}
         self._started = 0  # names each child's stderr file
+        self._missing: str | None = None  # the module the server could not import
         self._buffer = ""
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)
@@ -95,11 +98,19 @@ class ForkServer:
         self, request: dict[str, Any], args: tuple[str, ...], env: dict[str, str], err: Path | None
     ) -> Forked:
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({**request, "args": list(args), "env": env}) + "\n")
-        self.process.stdin.flush()
-        deadline = time.monotonic() + 120  # the server's own imports, under load
-        while (line := self._line(deadline)).startswith("EXITED "):
-            self._record(line)  # an earlier child ended before this one started
+        if self._missing is None:
+            with contextlib.suppress(BrokenPipeError):  # a server that ended said why (below)
+                line = json.dumps({**request, "args": list(args), "env": env})
+                self.process.stdin.write(line + "\n")
+                self.process.stdin.flush()
+            deadline = time.monotonic() + 120  # the server's own imports, under load
+            while (line := self._line(deadline)).startswith("EXITED "):
+                self._record(line)  # an earlier child ended before this one started
+            if line.startswith("MISSING "):  # a framework the test needs is not installed
+                self._missing = line.split()[1]
+        if self._missing is not None:
+            name = self._missing
+            raise ModuleNotFoundError(f"the fork server could not import {name}", name=name)
         assert line.startswith("STARTED "), line
         return Forked(self, int(line.split()[1]), err)
 
@@ -120,7 +131,8 @@ class ForkServer:
 
     def close(self) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.close()
+        with contextlib.suppress(BrokenPipeError):  # the server ended early (MISSING)
+            self.process.stdin.close()
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -182,8 +194,12 @@ def _serve(folder: str, modules: list[str]) -> None:
     """Import ``modules`` (from ``folder`` too), then fork a child per request until
     stdin closes."""
     sys.path[0] = folder
-    for module in modules:
-        importlib.import_module(module)
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ModuleNotFoundError as error:  # ForkServer raises it in the test
+        print(f"MISSING {error.name}", flush=True)
+        return
     # What the imports made lives as long as each child: out of every child's collector
     # passes (a full pass over torch's objects alone costs ~0.4 s of CPU).
     gc.freeze()

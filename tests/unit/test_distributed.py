@@ -33,6 +33,7 @@ from tests.support.distributed.launch import (
 )
 from tests.support.distributed.shared_jobs import torch_first_job
 from tests.support.forking import Forked, ForkServer
+from tests.support.optional_frameworks import needs
 from torch2jax_device import DeviceUnavailableError, EmptyTreeError, InvalidDeviceError
 from torch2jax_device import distributed as dist
 from torch2jax_device._src.distributed.rendezvous import Rendezvous, local_device_ids, parse
@@ -379,6 +380,7 @@ def test_availability_queries_before_init_process_group_join_the_job() -> None:
 
 
 def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
+    needs("torch")  # the ranks import torch.distributed
     status, out, err = torch_first_job()  # startup_order.py torch-first, 2 processes
     assert status == 0, err[-3000:]
     for result in results(out, count=2):

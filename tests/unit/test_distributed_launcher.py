@@ -12,6 +12,7 @@ from a server that made the launcher's imports once (``forking.py``).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -29,6 +30,7 @@ import pytest
 
 from tests.support.distributed.launch import SCRIPTS, TORCHRUN, free_port, launch, worker_env
 from tests.support.forking import Forked, ForkServer
+from tests.support.optional_frameworks import needs
 from torch2jax_device.cli import run as _run
 
 WORKER = str(Path(__file__).resolve().parents[1] / "support/distributed/signal_worker.py")
@@ -41,8 +43,10 @@ START_LIMIT_S = 90
 @pytest.fixture(scope="module")
 def launchers() -> Iterator[ForkServer]:
     """Starts ``python -m torch2jax_device run`` processes, forked after the imports the
-    launcher makes (torch2jax_device, and torch for the store it hosts)."""
-    server = ForkServer(worker_env(), ("torch2jax_device.cli", "torch.distributed"), SCRIPTS)
+    launcher makes (torch2jax_device, and torch for the store it hosts where torch is
+    installed: the launcher needs no torch)."""
+    torch = ("torch.distributed",) if importlib.util.find_spec("torch") is not None else ()
+    server = ForkServer(worker_env(), ("torch2jax_device.cli", *torch), SCRIPTS)
     yield server
     server.close()
 
@@ -199,6 +203,7 @@ def test_sigterm_to_torchrun_stops_both_workers_too() -> None:
 
     ``benchmarks/bench_distributed.py stop`` times both launchers.
     """
+    needs("torch")  # torchrun is torch's command
     port = f"--master_port={free_port()}"  # torchrun's default, 29500, may be taken
     job = _Launched.started(*TORCHRUN_COMMAND, port, WORKER, "sleep")
     pids = job.pids(2)

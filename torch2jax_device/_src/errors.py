@@ -305,7 +305,7 @@ class MissingFrameworkError(Torch2JaxDeviceError, ModuleNotFoundError):
         >>> try:
         ...     tensor = tj.to_torch([1.0])  # without torch: MissingFrameworkError
         ... except tj.MissingFrameworkError as error:
-        ...     print(error)  # names the call and `pip install torch`
+        ...     message = str(error)  # names the call and `pip install torch`
         ... except tj.ConversionError:
         ...     pass  # with torch installed, a list is simply not an array
     """

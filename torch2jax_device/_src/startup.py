@@ -13,10 +13,11 @@ changes. This module owns the rules for them, in one place for both of their use
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
+import functools
 import numbers
 import os
 import re
+import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,13 +135,51 @@ def fraction_problem(text: str, setting: str) -> str | None:
 
 def allocator_problem(text: str, setting: str) -> str | None:
     """Why ``text`` is not an ``XLA_PYTHON_CLIENT_ALLOCATOR`` this JAX accepts, or ``None``."""
-    allowed = _ALLOCATORS + (("address",) if _jaxlib_newer_than((0, 10, 2)) else ())
+    allowed = accepted_allocators()
     if text in allowed:
         return None
     return (
         f"{setting}: unknown allocator {text!r}; JAX accepts {', '.join(allowed)} "
         "('platform' is the one that returns memory to the driver)"
     )
+
+
+@functools.cache
+def accepted_allocators() -> tuple[str, ...]:
+    """The ``XLA_PYTHON_CLIENT_ALLOCATOR`` values this jaxlib accepts (jaxlib 0.11 added
+    ``'address'``), as jaxlib's GPU plugin options name them when asked for one they do not
+    know; ``_ALLOCATORS``, the ones every jaxlib accepts, where they cannot be asked.
+
+    Asked without a GPU and without touching ``os.environ``: the options builder runs with
+    a stand-in ``os`` whose only variable is an unknown allocator.
+
+    Examples:
+        >>> from torch2jax_device._src.startup import accepted_allocators
+        >>> accepted_allocators()[:3]
+        ('default', 'platform', 'bfc')
+    """
+    from jaxlib import xla_client
+
+    build = getattr(xla_client, "generate_pjrt_gpu_plugin_options", None)
+    code = getattr(build, "__code__", None)
+    if build is None or code is None:
+        return _ALLOCATORS
+    unknown = "tj-unknown-allocator"
+    variables = {"XLA_PYTHON_CLIENT_ALLOCATOR": unknown}
+    stand_in_os = types.SimpleNamespace(
+        getenv=lambda name, default=None: variables.get(name, default)
+    )
+    asked = types.FunctionType(code, {**build.__globals__, "os": stand_in_os})
+    try:
+        asked()
+    except ValueError as error:  # "... must be one of "default", ..., got "tj-unknown..."
+        listed, _, got = str(error).partition(", got")
+        names = tuple(re.findall(r"[\"']([\w-]+)[\"']", listed))
+        if unknown in got and set(_ALLOCATORS) <= set(names):
+            return names
+    except (AttributeError, KeyError, TypeError):  # a builder that reads more than getenv
+        pass
+    return _ALLOCATORS
 
 
 def _platforms_rule(env: Mapping[str, str]) -> list[Problem]:
@@ -775,9 +814,3 @@ def _described(value: object) -> str:
         return f"<an integer of {value.bit_length()} bits>"
     text = repr(value)
     return text if len(text) <= 80 else f"{text[:40]}...{text[-40:]}"
-
-
-def _jaxlib_newer_than(version: tuple[int, ...]) -> bool:
-    text = importlib.metadata.version("jaxlib")
-    parts = tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
-    return parts > version
