@@ -34,6 +34,11 @@ export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax
 unset PYTHONDONTWRITEBYTECODE
 python=.venv/bin/python
 in_process=(--doctest-modules torch2jax_device tests --ignore=tests/multidevice)
+# Which of the tests' quick-compile XLA flags this jaxlib knows (tests/support/xla.py),
+# asked once here rather than by each pytest process.
+TORCH2JAX_DEVICE_TEST_UNKNOWN_XLA_FLAGS=$("$python" -c \
+  'import os; from tests.support import xla; xla.known_flags(); print(os.environ[xla.UNKNOWN_ENV])')
+export TORCH2JAX_DEVICE_TEST_UNKNOWN_XLA_FLAGS
 
 logs=$(mktemp -d)
 pids=()
