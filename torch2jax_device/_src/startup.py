@@ -158,7 +158,7 @@ def accepted_allocators() -> tuple[str, ...]:
         >>> accepted_allocators()[:3]
         ('default', 'platform', 'bfc')
     """
-    from jax._src.lib import xla_client  # jaxlib's, as JAX loads it
+    from jax._src.lib import xla_client  # type: ignore[attr-defined]  # jaxlib's, as JAX loads it
 
     build = getattr(xla_client, "generate_pjrt_gpu_plugin_options", None)
     code = getattr(build, "__code__", None)
