@@ -23,6 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
+from tests.support.checkpoints import check_like
 
 torch = pytest.importorskip("torch")
 
@@ -42,24 +43,15 @@ def _saved(tmp_path: Path, obj: Any, name: str = "model.pt") -> Path:
     return path
 
 
-def _check_like(ours: Any, theirs: Any, path: str = "") -> None:
-    """``ours`` is ``theirs`` with every tensor a global array of its values on the mesh."""
-    if isinstance(theirs, torch.Tensor):
-        assert isinstance(ours, jax.Array), path
-        assert ours.sharding.mesh == LINE, path
-        np.testing.assert_array_equal(np.asarray(ours), theirs.numpy(), err_msg=path)
-        return
-    assert type(ours) is type(theirs), path
-    if isinstance(theirs, dict):
-        assert list(ours) == list(theirs), path
-        for key in theirs:
-            _check_like(ours[key], theirs[key], f"{path}[{key!r}]")
-    elif isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), path
-        for index, (mine, other) in enumerate(zip(ours, theirs, strict=True)):
-            _check_like(mine, other, f"{path}[{index}]")
-    else:
-        assert ours == theirs, path
+def _on_the_mesh(ours: Any, theirs: Any, path: str) -> None:
+    """A global array of the tensor's values on the mesh."""
+    assert isinstance(ours, jax.Array), path
+    assert ours.sharding.mesh == LINE, path
+    np.testing.assert_array_equal(np.asarray(ours), theirs.numpy(), err_msg=path)
+
+
+def _check_like(ours: Any, theirs: Any) -> None:
+    check_like(ours, theirs, _on_the_mesh)
 
 
 def test_a_state_dict_keeps_its_type_and_metadata(tmp_path: Path) -> None:

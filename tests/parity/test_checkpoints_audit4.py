@@ -22,6 +22,7 @@ import safetensors
 import safetensors.numpy
 
 import torch2jax_device as tj
+from tests.support.checkpoints import check_like
 
 torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
@@ -35,24 +36,15 @@ def _bytes(tensor: Any) -> bytes:
     return bytes(flat.view(torch.uint8).numpy().tobytes())
 
 
-def _check_like(ours: Any, theirs: Any, path: str = "") -> None:
-    """``ours`` is ``theirs`` with every tensor an array of its values on the CPU."""
-    if isinstance(theirs, torch.Tensor):
-        assert isinstance(ours, jax.Array) and ours.devices() == {CPU}, path
-        assert ours.shape == tuple(theirs.shape), path
-        assert np.asarray(ours).tobytes() == _bytes(theirs), path
-        return
-    assert type(ours) is type(theirs), path
-    if isinstance(theirs, dict):
-        assert list(ours) == list(theirs), path
-        for key in theirs:
-            _check_like(ours[key], theirs[key], f"{path}[{key!r}]")
-    elif isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), path
-        for index, (mine, other) in enumerate(zip(ours, theirs, strict=True)):
-            _check_like(mine, other, f"{path}[{index}]")
-    else:
-        assert ours == theirs, path
+def _on_the_cpu(ours: Any, theirs: Any, path: str) -> None:
+    """An array of the tensor's values (its bytes) on the CPU."""
+    assert isinstance(ours, jax.Array) and ours.devices() == {CPU}, path
+    assert ours.shape == tuple(theirs.shape), path
+    assert np.asarray(ours).tobytes() == _bytes(theirs), path
+
+
+def _check_like(ours: Any, theirs: Any) -> None:
+    check_like(ours, theirs, _on_the_cpu)
 
 
 # ------------------------------------------------------------------ tj.load of .pt files

@@ -11,6 +11,7 @@ import contextlib
 import io
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,26 @@ def misaligned_empty(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
     raw = np.empty(nbytes + 128, np.uint8)
     start = -raw.ctypes.data % 64 + 8
     return raw[start : start + nbytes]
+
+
+def check_like(
+    ours: Any, theirs: Any, same_tensor: Callable[[Any, Any, str], None], path: str = ""
+) -> None:
+    """``ours`` has ``theirs``'s containers (type, keys in order, length) and non-tensor
+    values; ``same_tensor(our_leaf, their_tensor, path)`` checks each tensor's place."""
+    import torch
+
+    if isinstance(theirs, torch.Tensor):
+        same_tensor(ours, theirs, path)
+        return
+    assert type(ours) is type(theirs), path
+    if isinstance(theirs, dict):
+        assert list(ours) == list(theirs), path
+        for key in theirs:
+            check_like(ours[key], theirs[key], same_tensor, f"{path}[{key!r}]")
+    elif isinstance(theirs, (list, tuple)):
+        assert len(ours) == len(theirs), path
+        for index, (mine, other) in enumerate(zip(ours, theirs, strict=True)):
+            check_like(mine, other, same_tensor, f"{path}[{index}]")
+    else:
+        assert ours == theirs, path

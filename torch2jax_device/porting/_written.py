@@ -479,30 +479,12 @@ class _Aliases:
         code that may (after the move), or nothing the scanner sees."""
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS:
-            path = self.check.access_path(func.value)
-            statement = self.names.statement(call)
-            assert statement is not None
-            if path is None:
-                return True, (
-                    f"line {call.lineno}: {short_text(call)} stores {self.shown} where the "
-                    "scanner cannot follow it"
-                )
-            self._add(path[0], [*path[1], _ANY_ELEMENT, *rest], statement)
-            return True, None
+            return True, self._stored(call, func.value, [_ANY_ELEMENT, *rest])
         kept = _kept_as_attribute(call, node)
         if kept is not None:  # self.register_buffer("buf", w), setattr(self, "w", w)
             owner, attribute = kept
-            path = self.check.access_path(owner)
-            statement = self.names.statement(call)
-            assert statement is not None
-            if path is None:
-                return True, (
-                    f"line {call.lineno}: {short_text(call)} stores {self.shown} where the "
-                    "scanner cannot follow it"
-                )
             step = ast.Attribute(value=owner, attr=attribute, ctx=ast.Load())
-            self._add(path[0], [*path[1], step, *rest], statement)
-            return True, None
+            return True, self._stored(call, owner, [step, *rest])
         name = self.check.qualname(func)
         if self.check.values.builtin(func) in _CONTAINER_BUILTINS or _constructs(func, name):
             return self._hand_off(call, [_ANY_ELEMENT, *rest], before=before, whole=True)
@@ -510,6 +492,20 @@ class _Aliases:
             return False, None
         reason = self.check._writes(node)
         return (True, _naming(reason, self.shown)) if reason is not None else (False, None)
+
+    def _stored(self, call: ast.Call, holder: ast.expr, steps: list[ast.expr]) -> str | None:
+        """``call`` keeps the value in ``holder`` at ``steps`` from it: another place to
+        follow, or why the scanner cannot."""
+        path = self.check.access_path(holder)
+        statement = self.names.statement(call)
+        assert statement is not None
+        if path is None:
+            return (
+                f"line {call.lineno}: {short_text(call)} stores {self.shown} where the "
+                "scanner cannot follow it"
+            )
+        self._add(path[0], [*path[1], *steps], statement)
+        return None
 
     def _store(self, target: ast.expr, rest: list[ast.expr], statement: ast.stmt) -> str | None:
         """The value (or, with ``rest``, a holder of it) assigned to ``target``."""
