@@ -12,7 +12,7 @@ import os
 import pytest
 from jaxlib import xla_client
 
-from torch2jax_device._src.startup import accepted_allocators, allocator_problem
+from torch2jax_device._src.allocators import accepted_allocators, allocator_problem
 
 CANDIDATES = ("default", "platform", "bfc", "cuda_async", "vmm", "address", "cuda-async", "BFC")
 

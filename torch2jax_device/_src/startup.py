@@ -13,11 +13,9 @@ changes. This module owns the rules for them, in one place for both of their use
 from __future__ import annotations
 
 import dataclasses
-import functools
 import numbers
 import os
 import re
-import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from typing import Any
 import jax
 from jax._src import config as jax_config
 
+from .allocators import allocator_problem
 from .device import Device, is_index
 from .errors import AlreadyInitializedError, ConfigError, Torch2JaxDeviceError
 from .platforms import PLATFORMS, backends_initialized, jax_backends, platforms_for_type
@@ -34,7 +33,6 @@ __all__ = [
     "CRASHES_AT_START",
     "MAX_CPU_DEVICES",
     "Problem",
-    "allocator_problem",
     "check_environment",
     "configure",
     "cpu_count_problem",
@@ -42,7 +40,6 @@ __all__ = [
     "xla_failure_problems",
 ]
 
-_ALLOCATORS = ("default", "platform", "bfc", "cuda_async", "vmm")
 #: The two names of the memory fraction JAX reads; it refuses to start with both set.
 FRACTION_VARIABLES = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 #: What JAX's XLA_PYTHON_CLIENT_PREALLOCATE parser reads as "off"; anything else is on.
@@ -131,55 +128,6 @@ def fraction_problem(text: str, setting: str) -> str | None:
             "JAX may use (e.g. 0.5)"
         )
     return None
-
-
-def allocator_problem(text: str, setting: str) -> str | None:
-    """Why ``text`` is not an ``XLA_PYTHON_CLIENT_ALLOCATOR`` this JAX accepts, or ``None``."""
-    allowed = accepted_allocators()
-    if text in allowed:
-        return None
-    return (
-        f"{setting}: unknown allocator {text!r}; JAX accepts {', '.join(allowed)} "
-        "('platform' is the one that returns memory to the driver)"
-    )
-
-
-@functools.cache
-def accepted_allocators() -> tuple[str, ...]:
-    """The ``XLA_PYTHON_CLIENT_ALLOCATOR`` values this jaxlib accepts (jaxlib 0.11 added
-    ``'address'``), as jaxlib's GPU plugin options name them when asked for one they do not
-    know; ``_ALLOCATORS``, the ones every jaxlib accepts, where they cannot be asked.
-
-    Asked without a GPU and without touching ``os.environ``: the options builder runs with
-    a stand-in ``os`` whose only variable is an unknown allocator.
-
-    Examples:
-        >>> from torch2jax_device._src.startup import accepted_allocators
-        >>> accepted_allocators()[:3]
-        ('default', 'platform', 'bfc')
-    """
-    from jax._src.lib import xla_client  # type: ignore[attr-defined]  # jaxlib's, as JAX loads it
-
-    build = getattr(xla_client, "generate_pjrt_gpu_plugin_options", None)
-    code = getattr(build, "__code__", None)
-    if build is None or code is None:
-        return _ALLOCATORS
-    unknown = "tj-unknown-allocator"
-    variables = {"XLA_PYTHON_CLIENT_ALLOCATOR": unknown}
-    stand_in_os = types.SimpleNamespace(
-        getenv=lambda name, default=None: variables.get(name, default)
-    )
-    asked = types.FunctionType(code, {**build.__globals__, "os": stand_in_os})
-    try:
-        asked()
-    except ValueError as error:  # "... must be one of "default", ..., got "tj-unknown..."
-        listed, _, got = str(error).partition(", got")
-        names = tuple(re.findall(r"[\"']([\w-]+)[\"']", listed))
-        if unknown in got and set(_ALLOCATORS) <= set(names):
-            return names
-    except (AttributeError, KeyError, TypeError):  # a builder that reads more than getenv
-        pass
-    return _ALLOCATORS
 
 
 def _platforms_rule(env: Mapping[str, str]) -> list[Problem]:
