@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ._src import platforms as _platforms
 from ._src import runtime as _runtime
 from ._src.device import Device
-from ._src.errors import DeviceUnavailableError
+from ._src.errors import DeviceUnavailableError, NoSuchAttributeError
 
 if TYPE_CHECKING:
     from ._src.device import DeviceLike
@@ -192,3 +192,9 @@ def synchronize(device: DeviceLike | None = None) -> None:
     """
     platform = _require()
     _runtime.synchronize(_runtime.device_for(device, platform, "accelerator"))
+
+
+def __getattr__(name: str) -> object:
+    """``tj.accelerator.<name>`` for a ``torch.accelerator`` name this module does not map: the
+    library's error, naming the torch name and the fix, instead of Python's."""
+    raise NoSuchAttributeError.unmapped("accelerator", name)

@@ -160,3 +160,9 @@ class _MpsBackend:
 
 cuda = _CudaBackend()
 mps = _MpsBackend()
+
+
+def __getattr__(name: str) -> object:
+    """``tj.backends.<name>`` for a ``torch.backends`` name this module does not map: the
+    library's error, naming the torch name and the fix, instead of Python's."""
+    raise NoSuchAttributeError.unmapped("backends", name)

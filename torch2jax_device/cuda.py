@@ -34,6 +34,7 @@ from ._src.device import Device
 from ._src.errors import (
     ConfigError,
     DeviceUnavailableError,
+    NoSuchAttributeError,
     SeedError,
     UnsupportedOperationError,
 )
@@ -662,3 +663,9 @@ def is_initialized() -> bool:
         exactly when JAX has a CUDA GPU (``tj.cuda.is_available()``).
     """
     return _platforms.backends_initialized() and _PLATFORM in _platforms.jax_backends()
+
+
+def __getattr__(name: str) -> object:
+    """``tj.cuda.<name>`` for a ``torch.cuda`` name this module does not map: the
+    library's error, naming the torch name and the fix, instead of Python's."""
+    raise NoSuchAttributeError.unmapped("cuda", name)

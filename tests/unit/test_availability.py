@@ -124,3 +124,25 @@ def test_backend_init_error_explains_jax_platforms() -> None:
     assert "ERR JAX could not initialize its backends" in out
     assert "JAX_PLATFORMS='tpu'" in out and "'cuda,cpu'" in out
     assert "avail False" in out
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("cuda", "Stream"),
+        ("cuda", "graphs"),
+        ("backends", "cudnn"),
+        ("accelerator", "current_stream"),
+    ],
+)
+def test_a_torch_name_the_module_does_not_map_is_the_librarys_error(module: str, name: str) -> None:
+    """``torch.cuda.Stream`` ported as ``tj.cuda.Stream``: Python's bare "module has no
+    attribute" said nothing about the torch name or what to do."""
+    torch = pytest.importorskip("torch")
+    assert hasattr(getattr(torch, module), name)  # a real torch name
+    with pytest.raises(tj.NoSuchAttributeError, match=rf"tj\.{module} has no '{name}' .*Fix: "):
+        getattr(getattr(tj, module), name)
+    assert not hasattr(getattr(tj, module), name)
+    with pytest.raises(AttributeError) as dunder:  # what tools probe stays Python's
+        getattr(tj, module).__wrapped__  # noqa: B018
+    assert type(dunder.value) is AttributeError

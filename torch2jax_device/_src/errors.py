@@ -329,7 +329,28 @@ class NoSuchAttributeError(Torch2JaxDeviceError, AttributeError):
         tj.device('cpu') has no attribute 'platform'
         >>> device.jax_device.platform  # the JAX object has it
         'cpu'
+        >>> try:
+        ...     tj.cuda.Stream  # a torch.cuda name with no counterpart here
+        ... except tj.NoSuchAttributeError as error:
+        ...     print(str(error).split(":")[0])
+        tj.cuda has no 'Stream' (torch.cuda.Stream)
     """
+
+    @classmethod
+    def unmapped(cls, namespace: str, name: str) -> AttributeError:
+        """The error for ``tj.<namespace>.<name>`` where ``torch.<namespace>.<name>``
+        has no counterpart in the module (a plain ``AttributeError`` for a dunder name,
+        as Python raises, which tools probe)."""
+        if name.startswith("__") and name.endswith("__"):
+            return AttributeError(
+                f"module 'torch2jax_device.{namespace}' has no attribute {name!r}"
+            )
+        return cls(
+            f"tj.{namespace} has no {name!r} (torch.{namespace}.{name}): it maps only the "
+            f"torch.{namespace} names that have a JAX meaning (the API reference lists them). Fix: "
+            "run `torch2jax-device scan` on the file, which says what to write instead, or "
+            "keep this line torch's"
+        )
 
 
 class SeedError(Torch2JaxDeviceError, TypeError, ValueError):
