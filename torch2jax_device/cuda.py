@@ -30,7 +30,7 @@ from ._src import memory as _memory
 from ._src import platforms as _platforms
 from ._src import runtime as _runtime
 from ._src import startup as _startup
-from ._src.device import Device
+from ._src.device import Device, for_platform
 from ._src.errors import (
     ConfigError,
     DeviceUnavailableError,
@@ -542,8 +542,8 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
 
     Raises:
         AlreadyInitializedError: JAX's backends are already running.
-        ConfigError: `fraction` outside (0, 1], a device other than the first GPU, or
-            one that is not a GPU (`"cpu"`).
+        ConfigError: `fraction` outside (0, 1], or a device other than the first GPU.
+        InvalidDeviceError: a device that is not a GPU (`"cpu"`), as torch's ValueError.
 
     Examples:
         >>> import torch2jax_device as tj
@@ -554,13 +554,8 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
         ...     print(error)  # doctest: +ELLIPSIS
         memory_fraction must be in (0, 1], got 1.5: it is the share of the GPU's memory ...
     """
-    if device is not None and not (isinstance(device, int) and device == 0):
-        named = Device(device)
-        if named.type != "cuda":
-            raise ConfigError(
-                f"set_per_process_memory_fraction caps a GPU's memory, got {named} (torch "
-                "raises 'Expected a cuda device'). Fix: pass a cuda device, or none"
-            )
+    if device is not None:
+        named = for_platform(_PLATFORM, device, _WHAT)  # torch's "Expected a cuda device"
         if named.index not in (None, 0):
             raise ConfigError(
                 f"JAX applies one memory fraction to every GPU; cannot set it for {named} alone"

@@ -101,6 +101,7 @@ def test_a_sharded_load_stays_within_what_the_check_counted(tmp_path: Path) -> N
     after = capacity.memory_stats(device)
     np.testing.assert_array_equal(np.asarray(loaded["tokens"]), np.arange(TOKENS, dtype=np.int32))
     # Only a load that set the process's peak says what it took (1 MiB: XLA's own scratch).
-    if after.get("peak_bytes_in_use", 0) > before.get("peak_bytes_in_use", 0):
-        taken = after["peak_bytes_in_use"] - before["bytes_in_use"]
-        assert taken <= _share(rows) + in_flight + MIB
+    if after.get("peak_bytes_in_use", 0) <= before.get("peak_bytes_in_use", 0):
+        pytest.skip("an earlier test set a higher peak in this process: this load's is unread")
+    taken = after["peak_bytes_in_use"] - before["bytes_in_use"]
+    assert taken <= _share(rows) + in_flight + MIB

@@ -195,3 +195,23 @@ def test_mmap_that_torch_refuses_is_refused_onto_a_mesh_too(tmp_path: Path) -> N
             tj.load(legacy, map_location=target, mmap=True)
         with open(zipped, "rb") as file, pytest.raises(tj.CheckpointError, match="mmap=True"):
             tj.load(file, map_location=target, mmap=True)
+
+
+def test_torchs_own_error_on_a_tensor_is_the_librarys_onto_a_mesh_as_onto_one_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tensor torch itself fails to make dense (``to_dense()``, ``dequantize()``
+    raising): onto one device the error named the file and the tensor, onto a mesh
+    torch's raw ``RuntimeError`` escaped."""
+    from torch2jax_device._src.checkpoints import pickled
+
+    def failing(self: Any, tensor: Any) -> Any:
+        raise RuntimeError("to_dense(): invalid sparse tensor")
+
+    monkeypatch.setattr(pickled.HostTensors, "__call__", failing)
+    path = _saved(tmp_path, {"w": torch.ones(8)})
+    for target in (LINE, "cpu"):
+        with pytest.raises(
+            tj.CheckpointError, match=r"\['w'\] cannot be loaded: .*RuntimeError: to_dense"
+        ):
+            tj.load(path, map_location=target)

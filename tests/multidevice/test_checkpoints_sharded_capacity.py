@@ -18,7 +18,6 @@ import jax
 import numpy as np
 import pytest
 import safetensors.numpy
-import safetensors.torch
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -272,13 +271,18 @@ def _load_file(path: Path) -> Any:
     return tj.load_file(path, device=ROWS)
 
 
-def _load_torch(path: Path) -> Any:
+def _torch_file(path: Path) -> Path:
+    """The safetensors file at ``path`` as a ``torch.save`` checkpoint beside it."""
     import torch
 
     pt = path.with_suffix(".pt")
     tensors = safetensors.numpy.load_file(str(path))
     torch.save({name: torch.from_numpy(values) for name, values in tensors.items()}, pt)
-    return tj.load(pt, map_location=ROWS)
+    return pt
+
+
+def _load_torch(path: Path) -> Any:
+    return tj.load(_torch_file(path), map_location=ROWS)
 
 
 def _open_tensors(path: Path) -> Any:
@@ -329,15 +333,6 @@ def test_the_pieces_counted_are_the_pieces_the_route_keeps_in_flight(
         assert loaded[name].sharding == ROWS
     # The most pinned buffers out at once, per device: the pieces the check counted.
     assert pinned.most == dict.fromkeys(CPUS, IN_FLIGHT // PIECE)
-
-
-def _torch_file(path: Path) -> Path:
-    import torch
-
-    pt = path.with_suffix(".pt")
-    tensors = safetensors.numpy.load_file(str(path))
-    torch.save({name: torch.from_numpy(values) for name, values in tensors.items()}, pt)
-    return pt
 
 
 def _rows(path: Path, target: Any) -> Any:

@@ -175,7 +175,7 @@ class _Conversion:
                 except (DeviceUnavailableError, Warning):
                     raise  # a warning the caller's filters made an error stays what it is
                 except Exception as err:
-                    raise self._tensor_error(graph, tensor, err) from err
+                    raise tensor_error(self._name, graph, tensor, err) from err
                 by_target.setdefault(placed, []).append((tensor, array))
             new: dict[int, Any] = {}
             for target, pairs in by_target.items():
@@ -214,9 +214,6 @@ class _Conversion:
                     f"load them onto the CPU: map_location='cpu' (or {{{shown(location)}: 'cpu'}})."
                 ) from err
         return self._devices[target]
-
-    def _tensor_error(self, graph: Graph, tensor: Any, error: Exception) -> CheckpointError:
-        return tensor_error(self._name, graph, tensor, error)
 
 
 class HostTensors:
@@ -316,15 +313,12 @@ def numpy_dtype(dtype: Any) -> np.dtype[Any]:
             message is the reason ``tensor_error`` gives, with the fix.
     """
     try:
-        found = dtypes.to_numpy_dtype(dtype)
+        return dtypes.array_dtype(dtype)
     except DTypeError:
-        found = None
-    if found is None or not dtypes.transfers(found):
         raise CheckpointError(
             f"its dtype, {dtype}, has no JAX dtype whose data JAX {jax.__version__} can hold "
             f"(NumPy's, bfloat16 and the float8 kinds). {_CONVERT_FIX}"
-        )
-    return found
+        ) from None
 
 
 class _Rebuild:

@@ -526,8 +526,10 @@ def _load_torch(
             try:  # dense, of a JAX dtype: as a load onto one device makes it
                 host = hosts(tensor)
                 dtype = numpy_dtype(host.dtype)
-            except CheckpointError as err:
-                raise tensor_error(source.name, graph, tensor, err) from None
+            except Warning:
+                raise  # a warning the caller's filters made an error stays what it is
+            except Exception as err:  # torch's own (to_dense, dequantize) too, as there
+                raise tensor_error(source.name, graph, tensor, err) from err
             name, shape = graph.name(tensor), tuple(host.shape)
             sharding = _checked(rule, name, shape, dtypes.canonical(dtype))
             plans.append((name, tensor, host, dtype, sharding))

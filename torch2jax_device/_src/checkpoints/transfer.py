@@ -18,9 +18,10 @@ Each tensor takes one of two routes:
   every tensor of ``host_staging.PINNED_PIECES_FROM`` bytes or more travels as raw bytes
   from them (the DMA at the bus's speed), unpacked into its dtype on the device.
 
-Before reading, a load onto a device that copies is checked against the device's free
-memory (``capacity.check_fits``) and refused with ``OutOfMemoryError`` if it cannot fit;
-an allocation failure midway becomes the same error. What a device must have free is
+Before reading, a load is checked against the device's free memory where the device
+reports a limit (``capacity.check_fits``: a GPU; the CPU reports none) and refused with
+``OutOfMemoryError`` if it cannot fit; an allocation failure midway becomes the same
+error. What a device must have free is
 ``need``: every array it receives, plus the largest staging one of them keeps on it while
 it arrives (its pieces in flight, each ``Arrival``'s ``staging``). ``room_for`` is that
 rule for the loads that read their bytes themselves (``tj.safe_open``'s slices, ``send``),
