@@ -261,3 +261,25 @@ def test_a_diff_that_rewrites_everything_says_nothing_more(tmp_path: Path) -> No
     (tmp_path / "a.py").write_text(GOOD)
     status, out, err = run_cli("scan", "--diff", str(tmp_path / "a.py"))
     assert status == 0 and "+d = tj.device('cpu')" in out and err == ""
+
+
+def test_the_files_unseen_calls_are_looked_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every default-device candidate asks, in every planning pass, whether the file calls
+    code the scanner does not follow: the whole file was walked per question (3,000
+    calls of an unknown library and 20 set_default_device lines took 10 s)."""
+    from torch2jax_device.porting import _plan
+
+    walks = []
+    real = _plan._first_unseen_code_call
+
+    def counting(file: object) -> object:
+        walks.append(file)
+        return real(file)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_plan, "_first_unseen_code_call", counting)
+    calls = "".join(f"mylib.f{i}()\n" for i in range(50))
+    source = "import torch\nimport mylib\n" + calls + 'torch.set_default_device("cuda")\n' * 20
+    findings = scan_source(source)
+    assert [f.rule for f in findings] == ["default-device-set"] * 20
+    assert all("runs code the scanner does not follow" in str(f.reason) for f in findings)
+    assert len(walks) == 1

@@ -632,6 +632,25 @@ def test_a_settings_module_with_guarded_imports_is_still_a_module() -> None:
 
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         """
+    held = [f for f in scan_text(settings) if f.rule == "device-select"]
+    assert len(held) == 1 and "read nowhere in this file" in str(held[0].reason)
     assert "tj.device" not in port_text(settings)
     script = textwrap.dedent(settings) + 'if __name__ == "__main__":\n    print(device)\n'
     assert "tj.device" in port_text(script)
+
+
+def test_a_device_a_module_exports_stays_torchs_though_the_module_runs_code() -> None:
+    """``__all__ = ["DEVICE"]`` beside a top-level ``logging.basicConfig()``: the module
+    is not only definitions, but its importers still read DEVICE (a runtime query kept in
+    an exported name was held back already; the device itself was rewritten)."""
+    module = """        import logging
+
+        import torch
+
+        __all__ = ["DEVICE"]
+        logging.basicConfig()
+        DEVICE = torch.device("cuda")
+        """
+    held = [f for f in scan_text(module) if f.rule.startswith("device")]
+    assert held and all("read nowhere in this file" in str(f.reason) for f in held)
+    assert "tj.device" not in port_text(module)

@@ -339,9 +339,9 @@ class NoSuchAttributeError(Torch2JaxDeviceError, AttributeError):
     @classmethod
     def unmapped(cls, namespace: str, name: str) -> AttributeError:
         """The error for ``tj.<namespace>.<name>`` where ``torch.<namespace>.<name>``
-        has no counterpart in the module (a plain ``AttributeError`` for a dunder name,
-        as Python raises, which tools probe)."""
-        if name.startswith("__") and name.endswith("__"):
+        has no counterpart in the module (a plain ``AttributeError`` for a private or
+        dunder name, as Python raises: tools probe those)."""
+        if name.startswith("_"):  # dunders and tools' probes (_repr_html_)
             return AttributeError(
                 f"module 'torch2jax_device.{namespace}' has no attribute {name!r}"
             )

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
-from ._names import Binding, Names
+from ._names import Binding, Names, all_names, is_main_guard
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
 from ._written import HOST_BUILTINS, JAX_CODE, NUMPY_VIEWS, WriteCheck, short_text
 
@@ -86,7 +86,10 @@ class Flow:
         # otherwise cost the square of its size.
         self._budget = _USES_PER_NODE * len(values.names.parents) + _USES_AT_LEAST
         self.writes = WriteCheck(values, self._spend)
-        self._imported_only = _imported_only(values.names.tree)
+        # Module-level names other modules import: __all__'s, and, in a module that only
+        # defines names, every one (``_bind`` holds back those it never reads itself).
+        self._exported = all_names(values.names.tree)
+        self._imported_only = _only_definitions(values.names.tree.body)
 
     def _spend(self, uses: int) -> bool:
         self._budget -= uses
@@ -255,8 +258,8 @@ class Flow:
             if binding is None:
                 return None
             if (
-                self._imported_only
-                and binding.scope.kind == "module"
+                binding.scope.kind == "module"
+                and (self._imported_only or target.id in self._exported)
                 and not self.names.loads(binding)
             ):
                 # A settings module's `device = torch.device(...)`: read only by the
@@ -383,8 +386,7 @@ class Flow:
             return f"{where}: {short_text(call)} hands its leaves to {short_text(function)}"
         for definition in definitions:
             if not isinstance(definition, ast.Lambda) and is_jitted(definition, self.qualname):
-                self._read_by_jax = True
-                continue
+                continue  # JAX reads it (set above)
             positional = [*definition.args.posonlyargs, *definition.args.args]
             binding = (
                 self.names.binding_of.get(positional[position])
@@ -599,22 +601,18 @@ def _tree_functions(
     return [b.node for b in bindings]  # type: ignore[misc]
 
 
-def _imported_only(tree: ast.Module) -> bool:
-    """A module that only defines names (imports, assignments, functions, classes, also
-    inside ``if``/``try`` blocks such as ``if TYPE_CHECKING:`` or ``try: import ...``, but
-    no ``if __name__ == "__main__":`` and no call at its top level): a settings or library
-    module, whose names other modules import, not a script run for its effects."""
-    return _only_definitions(tree.body)
-
-
 def _only_definitions(body: list[ast.stmt]) -> bool:
+    """A module body that only defines names (imports, assignments, functions, classes,
+    also inside ``if``/``try`` blocks such as ``if TYPE_CHECKING:`` or ``try: import ...``,
+    but no ``if __name__ == "__main__":`` and no call): a settings or library module,
+    whose names other modules import, not a script run for its effects."""
     definitions = (
         ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign,
         ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass,
     )  # fmt: skip
     for statement in body:
         if isinstance(statement, ast.If):
-            if "__name__" in ast.unparse(statement.test) or not (
+            if is_main_guard(statement) or not (
                 _only_definitions(statement.body) and _only_definitions(statement.orelse)
             ):
                 return False

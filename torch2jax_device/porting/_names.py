@@ -13,7 +13,7 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-__all__ = ["Binding", "Names", "Scope"]
+__all__ = ["Binding", "Names", "Scope", "all_names", "is_main_guard"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -492,3 +492,31 @@ class _Builder:
             self.names.scope_of[target] = self.scope
             if not isinstance(target, ast.Name):
                 self.visit(target)
+
+
+def all_names(tree: ast.Module) -> set[str]:
+    """The constant names of a module's ``__all__ = [...]``."""
+    found: set[str] = set()
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in statement.targets)
+            and isinstance(statement.value, (ast.List, ast.Tuple))
+        ):
+            found |= {
+                e.value
+                for e in statement.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
+    return found
+
+
+def is_main_guard(statement: ast.stmt) -> bool:
+    """``if __name__ == "__main__":``."""
+    test = statement.test if isinstance(statement, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ast
 import sys
+import weakref
 from collections.abc import Callable
 
 from ._candidate import Candidate
+from ._names import all_names
 from ._rewrites import Rewrite, compose, with_tj_import
 from ._source import SourceFile
 from ._startup import StartupOrder
@@ -283,30 +285,13 @@ def _exported_name(candidate: Candidate) -> str | None:
     scope = names.scope_of.get(statement)
     if scope is None or scope.kind != "module":
         return None
-    exported = _all_names(candidate.file.tree)
+    exported = all_names(candidate.file.tree)
     targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
     for target in targets:
         for node in ast.walk(target):
             if isinstance(node, ast.Name) and node.id in exported:
                 return node.id
     return None
-
-
-def _all_names(tree: ast.Module) -> set[str]:
-    """The constant names of a module's ``__all__ = [...]``."""
-    found: set[str] = set()
-    for statement in tree.body:
-        if (
-            isinstance(statement, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in statement.targets)
-            and isinstance(statement.value, (ast.List, ast.Tuple))
-        ):
-            found |= {
-                e.value
-                for e in statement.value.elts
-                if isinstance(e, ast.Constant) and isinstance(e.value, str)
-            }
-    return found
 
 
 def _torch_computes(files: list[SourceFile]) -> list[tuple[SourceFile, ast.expr]]:
@@ -365,8 +350,18 @@ def _unknown_call(file: SourceFile, block: list[ast.stmt]) -> ast.Call | None:
 def _unseen_code_call(file: SourceFile) -> ast.Call | None:
     """The first call in ``file`` of a function imported from a module the scanner cannot
     see (``from train import train``; not the standard library's, torch's, NumPy's or
-    JAX's): once torch's default device is set, code there may create torch tensors."""
-    known = (*_SEEN_LIBRARIES, *sys.stdlib_module_names)
+    JAX's): once torch's default device is set, code there may create torch tensors.
+    Asked per candidate and planning pass, worked out once per file."""
+    if file not in _UNSEEN_CALLS:
+        _UNSEEN_CALLS[file] = _first_unseen_code_call(file)
+    return _UNSEEN_CALLS[file]
+
+
+# Each file's answer to _unseen_code_call, for as long as the file is scanned.
+_UNSEEN_CALLS: weakref.WeakKeyDictionary[SourceFile, ast.Call | None] = weakref.WeakKeyDictionary()
+
+
+def _first_unseen_code_call(file: SourceFile) -> ast.Call | None:
     found: list[ast.Call] = []
     for node in ast.walk(file.tree):
         if not isinstance(node, ast.Call):
@@ -377,7 +372,9 @@ def _unseen_code_call(file: SourceFile) -> ast.Call | None:
         if not isinstance(root, ast.Name) or file.names.origin(root) is None:
             continue  # not an imported name
         name = file.qualname(node.func)
-        if name is not None and not prefixed(name, known):
+        if name is None or name.partition(".")[0] in sys.stdlib_module_names:
+            continue
+        if not prefixed(name, _SEEN_LIBRARIES):
             found.append(node)
     return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
 

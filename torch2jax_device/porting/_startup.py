@@ -20,6 +20,7 @@ import ast
 
 from . import catalog
 from ._candidate import Candidate
+from ._names import is_main_guard
 from ._source import SourceFile
 from ._values import TJ
 
@@ -246,7 +247,7 @@ class _Traces:
         main_block: bool,
     ) -> None:
         for statement in statements:
-            if not main_block and _is_main_guard(statement):
+            if not main_block and is_main_guard(statement):
                 continue
             self._node(statement, out, stack)
 
@@ -328,13 +329,3 @@ class _Traces:
             if isinstance(argument, ast.Name):
                 found += [b.node for b in self.file.names.bindings(argument) if b.kind == "def"]
         return found
-
-
-def _is_main_guard(statement: ast.stmt) -> bool:
-    test = statement.test if isinstance(statement, ast.If) else None
-    return (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and test.left.id == "__name__"
-        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
-    )

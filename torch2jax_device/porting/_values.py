@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from . import catalog
 from ._names import Binding, Names
 
-__all__ = ["HF_BATCH", "LIBRARY_OBJECT", "TJ", "Values", "prefixed"]
+__all__ = ["HF_BATCH", "LIBRARY_OBJECT", "TJ", "Values", "last_name", "prefixed"]
 
 UNKNOWN = "?"
 #: An object of a library built on torch that owns the device work (``Accelerator``).
@@ -561,7 +561,7 @@ class Values:
             return None  # model_v of a model's state_dict(): a tensor, whatever its name
         if self._used_as_module(node):
             return "module"
-        name = _last_name(node)
+        name = last_name(node)
         if name is not None and _MODULE_NAMES.search(name):
             return "module"
         return None
@@ -616,11 +616,12 @@ def _makes_hf_batch(func: ast.expr, name: str | None) -> bool:
         return name in _HF_BATCH_CLASSES
     if isinstance(func, ast.Attribute) and func.attr in _HF_BATCH_METHODS:
         func = func.value
-    called = _last_name(func)
+    called = last_name(func)
     return called is not None and _HF_BATCH_MAKERS.match(called) is not None
 
 
-def _last_name(node: ast.AST) -> str | None:
+def last_name(node: ast.AST) -> str | None:
+    """``x`` of ``x`` or of ``a.b.x``; ``None`` for anything else."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):

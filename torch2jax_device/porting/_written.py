@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._names import Binding
-from ._values import Values, prefixed
+from ._values import Values, last_name, prefixed
 
 __all__ = ["HOST_BUILTINS", "JAX_CODE", "NUMPY_VIEWS", "WriteCheck", "short_text"]
 
@@ -653,14 +653,8 @@ def _constructs(func: ast.expr, name: str | None) -> bool:
         return False
     if name is not None and prefixed(name, ("torch.optim",)):
         return True
-    last = name.rsplit(".", 1)[-1] if name is not None else _last_name(func)
+    last = name.rsplit(".", 1)[-1] if name is not None else last_name(func)
     return last is not None and last[:1].isupper()
-
-
-def _last_name(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _called(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
