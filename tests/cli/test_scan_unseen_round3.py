@@ -319,6 +319,12 @@ _HF = """\
             'print(tj.to_jax(inputs["input_ids"]))\n',
             "inputs = tj.to_device(inputs, device)",
         ),
+        (
+            'inputs, labels = tokenizer(["hi"], return_tensors="pt"), 3\n'
+            "inputs, labels = inputs.to(device), labels\n"
+            'print(tj.to_jax(inputs["input_ids"]), labels)\n',
+            "inputs, labels = tj.to_device(inputs, device), labels",
+        ),
     ],
 )
 def test_a_tokenizers_batch_moved_is_reported_as_a_batch(code: str, rewritten: str) -> None:
@@ -348,6 +354,14 @@ def test_a_tokenizers_batch_moved_is_reported_as_a_batch(code: str, rewritten: s
             'inputs = tokenizer(["hi"], return_tensors="np").to(device)\n'
             'print(tj.to_jax(inputs["input_ids"]))\n',
             'return_tensors="np": BatchEncoding.to moves torch tensors only',
+        ),
+        (
+            # torch's in-place move reaches the batch b holds too; tj.to_device's copy not.
+            'inputs = tokenizer(["hi"], return_tensors="pt")\n'
+            "b = inputs\n"
+            "inputs = inputs.to(device)\n"
+            'print(tj.to_jax(b["input_ids"]))\n',
+            "line 9 gives inputs another holder: inputs.to(...) moves the BatchEncoding",
         ),
     ],
 )

@@ -202,17 +202,31 @@ def _batch_moved_in_place(r: Recogniser, call: ast.Call, receiver: ast.expr) -> 
         return ""  # a new batch: nothing else holds it
     if not isinstance(receiver, ast.Name) or statement is None:
         return f"the scanner cannot follow what else holds {shown}: {fix}"
-    rebound = isinstance(statement, ast.Assign) and any(
-        isinstance(target, ast.Name) and target.id == receiver.id for target in statement.targets
+    rebound = isinstance(statement, ast.Assign) and any(  # x = ..., or x, y = ...
+        isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == receiver.id
+        for target in statement.targets
+        for node in ast.walk(target)
     )
     bindings = names.bindings(receiver)
     for load in names.loads(bindings[0]) if bindings else []:
-        if load is receiver or names.only_before(load, statement):
+        if load is receiver:
+            continue
+        if names.only_before(load, statement):
+            if _gives_another_holder(names.parents.get(load), load):
+                # b = x before x = x.to(d): torch moved b's batch too, tj.to_device not
+                return f"line {load.lineno} gives {shown} another holder: {fix}"
             continue
         if rebound and names.statement(load) is not statement:
             continue  # x = x.to(d): later reads are of the result
         return f"line {load.lineno} reads {shown} again: {fix}"
     return ""
+
+
+def _gives_another_holder(parent: ast.AST | None, load: ast.Name) -> bool:
+    """``load`` is bound to another name or put in a container (``b = x``, ``[x]``)."""
+    if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+        return parent.value is load
+    return isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict))
 
 
 def _is_pipeline(r: Recogniser, receiver: ast.expr) -> bool:
