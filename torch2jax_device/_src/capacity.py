@@ -46,13 +46,8 @@ def check_fits(device: jax.Device, nbytes: int, what: str) -> None:
         >>> from torch2jax_device._src.capacity import check_fits
         >>> check_fits(jax.devices("cpu")[0], 2**40, "a test")  # the CPU reports no limit
     """
-    stats = memory_stats(device)
-    limit = stats.get("bytes_limit")
-    if not isinstance(limit, int) or limit <= 0:
-        return
-    in_use = int(stats.get("bytes_in_use", 0))
-    free = max(limit - in_use, 0)
-    if nbytes > free:
+    free, limit = _room(device)
+    if free is not None and nbytes > free:
         raise OutOfMemoryError(_message(device, what, nbytes, free, limit))
 
 
@@ -90,10 +85,11 @@ def explained_oom_on(needs: Mapping[jax.Device, int], what: str) -> Iterator[Non
 
 
 def _room(device: jax.Device) -> tuple[int | None, Any]:
-    """``device``'s free bytes (``None`` where it reports no pool) and its pool's limit."""
+    """``device``'s free bytes (``None`` where it reports no pool, or no positive limit)
+    and its pool's limit."""
     stats = memory_stats(device)
     limit = stats.get("bytes_limit")
-    if not isinstance(limit, int):
+    if not isinstance(limit, int) or limit <= 0:
         return None, limit
     return max(limit - int(stats.get("bytes_in_use", 0)), 0), limit
 
