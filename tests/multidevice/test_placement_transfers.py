@@ -9,7 +9,6 @@ test checks the route was taken as well as the values, dtype, device and memory 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 
 import torch2jax_device as tj
 from tests.support.arrays import patterned
+from tests.support.clocks import ManualClock
 from torch2jax_device._src import host_staging
 
 HOST, ACCELERATOR = jax.devices("cpu")[:2]
@@ -104,12 +104,9 @@ def test_pageable_host_data_reaches_the_device_in_pinned_pieces(
 
 
 def test_buffers_are_reused_and_released_when_idle(
-    routes: Routes, monkeypatch: pytest.MonkeyPatch
+    routes: Routes, pool_clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     values = np.arange(20 * PIECE, dtype=np.uint8)  # 20 pieces, twice
-    tj.to_device(values, "cpu:1")  # gives buffers back: a timer of the default idle time
-    host_staging.POOL.clear()  # ... which clear() cancels with the buffers
-    monkeypatch.setattr(host_staging, "IDLE_SECONDS", 0.2)
     allocated = []
     original = host_staging._pinned_empty
 
@@ -120,12 +117,14 @@ def test_buffers_are_reused_and_released_when_idle(
     monkeypatch.setattr(host_staging, "_pinned_empty", counting)
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(tj.to_device(values, "cpu:1")), values)
+        pool_clock.advance(host_staging.IDLE_SECONDS / 2)  # busy again before it expires
     assert len(allocated) == host_staging.POOL_BUFFERS  # 40 pieces through 3 buffers
     assert host_staging.POOL.held() == host_staging.POOL_BUFFERS
-    deadline = time.monotonic() + 5
-    while host_staging.POOL.held() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    pool_clock.advance(host_staging.IDLE_SECONDS / 2 - 0.01)  # idle just short of the limit
+    assert host_staging.POOL.held() == host_staging.POOL_BUFFERS
+    pool_clock.advance(0.01)
     assert host_staging.POOL.held() == 0
+    assert pool_clock.pending() == 0  # no timer left behind
 
 
 def test_non_contiguous_torch_tensors_arrive_whole(routes: Routes) -> None:

@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -388,14 +388,43 @@ class Buffer(NamedTuple):
     view: np.ndarray[Any, np.dtype[np.uint8]]
 
 
-class _Pool:
-    """Pinned buffers per device and size, reused, dropped when idle."""
+class Cancellable(Protocol):
+    """What a ``Schedule`` returns: a pending call that can be called off."""
 
-    def __init__(self) -> None:
+    def cancel(self) -> None: ...
+
+
+#: Runs a callback once after a delay in seconds, and returns its handle.
+Schedule = Callable[[float, Callable[[], None]], Cancellable]
+
+
+def _daemon_timer(delay: float, callback: Callable[[], None]) -> Cancellable:
+    """``callback`` on a daemon thread after ``delay`` seconds: the pool's real schedule."""
+    timer = threading.Timer(delay, callback)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+class _Pool:
+    """Pinned buffers per device and size, reused, dropped when idle.
+
+    ``clock`` (seconds) and ``schedule`` measure the idle time; tests give a pool a
+    manual clock instead of the wall clock and a real timer, so that no test depends on
+    when a timer fires.
+    """
+
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, schedule: Schedule = _daemon_timer
+    ) -> None:
+        self._clock = clock
+        self._schedule = schedule
         self._lock = threading.Lock()
         self._free: dict[tuple[jax.Device, int], list[Buffer]] = {}
         self._last_use = 0.0
-        self._timer: threading.Timer | None = None
+        self._timer: Cancellable | None = None
+        self._timers = itertools.count()  # which timer is the current one
+        self._current = -1
 
     def take(self, device: jax.Device, nbytes: int = 0) -> Buffer:
         """A pinned buffer of ``nbytes`` (``PIECE_BYTES`` by default) on ``device``.
@@ -416,7 +445,7 @@ class _Pool:
             free = self._free.setdefault((device, buffer.view.nbytes), [])
             if len(free) < POOL_BUFFERS:
                 free.append(buffer)
-            self._last_use = time.monotonic()
+            self._last_use = self._clock()
             if self._timer is None:
                 self._start_timer(IDLE_SECONDS)
 
@@ -428,6 +457,7 @@ class _Pool:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+                self._current = -1
 
     def held(self) -> int:
         """How many buffers the pool holds."""
@@ -435,18 +465,18 @@ class _Pool:
             return sum(len(free) for free in self._free.values())
 
     def _start_timer(self, delay: float) -> None:
-        self._timer = threading.Timer(delay, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+        number = self._current = next(self._timers)
+        self._timer = self._schedule(delay, lambda: self._expire(number))
 
-    def _expire(self) -> None:
+    def _expire(self, number: int) -> None:
         with self._lock:
-            if self._timer is not threading.current_thread():
+            if number != self._current:
                 return  # cancelled by clear() while it waited for the lock
-            idle = time.monotonic() - self._last_use
+            idle = self._clock() - self._last_use
             if idle >= IDLE_SECONDS:
                 self._free.clear()
                 self._timer = None
+                self._current = -1
             else:
                 self._start_timer(IDLE_SECONDS - idle)
 
