@@ -1,6 +1,7 @@
 """Import cost: what ``import torch2jax_device`` adds on top of ``import jax``, in one run.
 
-Run: ``.venv/bin/python benchmarks/bench_import.py [runs]`` (default 15 runs).
+Run: ``.venv/bin/python benchmarks/bench_import.py [runs]`` (default 15 runs), or
+``benchmarks/bench_import.py --check [runs]``, which ``scripts/test.sh`` runs in CI.
 
 Each run is a fresh interpreter with ``-X importtime``, which imports jax and then the
 package; the figure is the package's cumulative import time there, i.e. what it adds
@@ -12,16 +13,25 @@ Bytecode is cached, as after ``pip install`` (which compiles every module): the 
 write and read ``.pyc`` files under a temporary ``PYTHONPYCACHEPREFIX``, whatever
 ``PYTHONDONTWRITEBYTECODE`` says, and the warm-up run fills that cache. Without it the
 figure would be the time to compile the package's sources, paid on every start.
+
+``--check`` measures what a busy machine cannot blur: the CPU time (user + system) of a
+fresh ``python -c "import jax"`` and of a fresh ``python -c "import jax,
+torch2jax_device"``, run in alternation, and fails (exit 1) when the median difference
+exceeds ``BUDGET_MS``. Wall time under load grows with the neighbours; CPU time does not.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+
+#: What ``import torch2jax_device`` may add to ``import jax``, in CPU milliseconds.
+BUDGET_MS = 50.0
 
 PROBE = (
     "import jax, torch2jax_device, sys\n"
@@ -46,7 +56,35 @@ def cumulative_ms(module: str, env: dict[str, str]) -> tuple[float, float]:
     return times["jax"], times[module]
 
 
+def cpu_ms(code: str, env: dict[str, str]) -> float:
+    """The CPU time, user and system, of a fresh ``python -c CODE``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return used * 1000
+
+
+def check(runs: int) -> int:
+    """Exit status 1 when the median CPU ``import torch2jax_device`` adds is over budget."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        cpu_ms(PROBE, env)  # bytecode written, files cached
+        added = [cpu_ms(PROBE, env) - cpu_ms("import jax", env) for _ in range(runs)]
+    median = statistics.median(added)
+    verdict = "within" if median <= BUDGET_MS else "OVER"
+    print(
+        f"import torch2jax_device adds {median:.0f} ms of CPU to import jax (median of {runs};"
+        f" min {min(added):.0f}, max {max(added):.0f}): {verdict} the budget of"
+        f" {BUDGET_MS:.0f} ms"
+    )
+    return 0 if median <= BUDGET_MS else 1
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--check"]:
+        sys.exit(check(int(sys.argv[2]) if len(sys.argv) > 2 else 7))
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -11,7 +11,8 @@
 #
 # The full run starts independent groups side by side and prints each group's output
 # when it ends, the in-process tests last, so the closing line is their pytest summary:
-#   checks       ruff, ruff format, mypy, mkdocs build --strict and scripts/check_site.py
+#   checks       ruff, ruff format, mypy, mkdocs build --strict, scripts/check_site.py and
+#                the import's CPU budget (benchmarks/bench_import.py --check)
 #   gpu-check    scripts/gpu-check.sh --cpu (bench_gpu.py's CPU mode, so it cannot rot)
 #   multidevice  tests/multidevice with 4 simulated CPU devices (JAX reads the device
 #                count only when it starts, so these tests need their own process)
@@ -68,12 +69,40 @@ if [ "${1:-}" = "--fast" ]; then
   exit 0
 fi
 
+# What failed, with the deadlines hit (tests/support/deadlines.py marks them) apart from
+# the other failures: a deadline is a hang or a machine too busy for it, and says how to
+# re-run with more time.
+summarize_failures() {
+  local group hits others
+  echo "test.sh: failed: $* (each group's output is above)"
+  for group in "$@"; do
+    hits=$(sed -n 's/^DEADLINE HIT: //p' "$logs/$group.log" | sort -u)
+    others=$(sed -n 's/^\(FAILED\|ERROR\) \([^ ]*\).*/\2/p' "$logs/$group.log" | sort -u |
+      grep -vxF -f <(printf '%s\n' "$hits") || true)
+    echo "  $group:"
+    if [ -n "$hits" ]; then
+      echo "    deadlines hit (a hang, or a machine too busy: re-run with" \
+        "TORCH2JAX_DEVICE_TEST_DEADLINE_SCALE=4 ./scripts/test.sh NODEID):"
+      printf '      %s\n' $hits
+    fi
+    if [ -n "$others" ]; then
+      echo "    failures:"
+      printf '      %s\n' $others
+    fi
+    if [ -z "$hits$others" ]; then
+      echo "    no test failed: the group's own command did (its output is above)"
+    fi
+  done
+}
+
 checks() {
   "$python" -m ruff check .
   "$python" -m ruff format --check .
   "$python" -m mypy
   NO_MKDOCS_2_WARNING=1 "$python" -m mkdocs build --strict --site-dir "$logs/site"
   "$python" scripts/check_site.py "$logs/site"
+  # What the import adds to import jax, in CPU time (which load does not blur).
+  "$python" benchmarks/bench_import.py --check 5
 }
 
 # The tests that start processes, in six groups: jobs (launchers and multi-process
@@ -129,6 +158,6 @@ for i in "${!groups[@]}"; do
 done
 pids=()
 if [ "${#failed[@]}" -gt 0 ]; then
-  echo "test.sh: failed: ${failed[*]} (each group's output is above)"
+  summarize_failures "${failed[@]}"
   exit 1
 fi

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import optional_frameworks
+from tests.support import deadlines, optional_frameworks
 from tests.support.optional_frameworks import REQUIRE_ENV
 from tests.support.xla import quick_compile_flags
 
@@ -167,6 +167,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytest_plugins, the module this file imported would warn that it is not rewritten.)
     if not config.pluginmanager.is_registered(optional_frameworks):
         config.pluginmanager.register(optional_frameworks)
+    # A deadline hit is named as one in the summary (tests/support/deadlines.py).
+    if not config.pluginmanager.is_registered(deadlines):
+        config.pluginmanager.register(deadlines)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

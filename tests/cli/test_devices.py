@@ -18,6 +18,7 @@ import pytest
 
 import torch2jax_device as tj
 from tests.support.cli import clean_environment, one_probe_per_environment, run_cli, run_cli_in
+from tests.support.deadlines import deadline
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -119,7 +120,7 @@ def test_the_command_survives_a_variable_jax_refuses_at_import(command: list[str
     env = {"JAX_ENABLE_X64": "maybe", "XLA_FLAGS": "--nonsense_flag"}
     result = subprocess.run(
         [*command, "devices"], env={**clean_environment(), **env},
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True, text=True, timeout=deadline(300), check=False,
     )  # fmt: skip
     said = ["JAX_ENABLE_X64='maybe' is not a truth value"]
     _assert_reported_with_the_fix(result.returncode, result.stdout, result.stderr, said)

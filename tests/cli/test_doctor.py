@@ -15,6 +15,7 @@ import pytest
 from jax._src import config as jax_config
 
 from tests.support.cli import clean_environment, one_probe_per_environment, run_cli_in
+from tests.support.deadlines import deadline
 from torch2jax_device._src.startup import VARIABLES, check_environment, xla_failure_problems
 from torch2jax_device.cli import doctor as _doctor
 
@@ -116,7 +117,7 @@ def test_the_jax_variables_rule_agrees_with_jax(name: str, value: str) -> None:
     """Side by side with JAX itself: refused by the rule exactly when ``import jax`` fails."""
     result = subprocess.run(
         [sys.executable, "-c", "import jax"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=deadline(120), check=False,
         env={**clean_environment(), name: value},
     )  # fmt: skip
     assert (result.returncode != 0) == (_codes({name: value}) == ["jax-variable-invalid"])
@@ -136,7 +137,7 @@ def test_xla_output_is_read_as_problems(flags: str, codes: list[str]) -> None:
     """XLA's own words when it ends the process, turned into problems with a fix."""
     result = subprocess.run(
         [sys.executable, "-c", "import jax; jax.devices()"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=deadline(120), check=False,
         env={**clean_environment(), "XLA_FLAGS": flags},
     )  # fmt: skip
     assert result.returncode == 1  # XLA ends the process: no Python exception to catch
@@ -308,7 +309,7 @@ def test_the_console_script_survives_too() -> None:
     script = Path(sys.executable).with_name("torch2jax-device")
     result = subprocess.run(
         [str(script), "doctor", "--json"],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True, text=True, timeout=deadline(300), check=False,
         env={**clean_environment(), "JAX_ENABLE_X64": "maybe"},
     )  # fmt: skip
     assert "Traceback" not in result.stderr and result.returncode == 1
@@ -320,7 +321,7 @@ def test_the_console_script_survives_too() -> None:
 
 def test_a_hung_start_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "4096")  # seconds to start
-    document = _doctor.report(timeout=0.5)
+    document = _doctor.report(timeout=deadline(0.5))
     assert [c["code"] for c in document["checks"]] == ["jax-start-timeout"]
     assert "JAX did not start within 0.5 s" in document["checks"][0]["message"]
 
@@ -355,7 +356,7 @@ def test_torchs_answer_is_torchs_and_a_build_for_no_gpu_is_not_imported() -> Non
     imported = subprocess.run(
         [sys.executable, "-c", "import sys; from torch2jax_device.cli import doctor; "
          "doctor._torch_cuda(); print('torch' in sys.modules)"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True, text=True, timeout=deadline(120), check=True,
     )  # fmt: skip
     built_for_gpu = torch.version.cuda is not None or torch.version.hip is not None
     assert imported.stdout.strip() == str(built_for_gpu)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import found_rules, port_text, run_cli, scan_text
+from tests.support.deadlines import deadline
 from torch2jax_device.cli import main
 from torch2jax_device.porting import catalog
 from torch2jax_device.porting import scanner as _scanner
@@ -638,7 +639,7 @@ def test_a_reader_that_stops_early_ends_the_scan_quietly() -> None:
     process.stdout.close()  # more than a pipe's buffer is still to come
     with process.stderr:
         error = process.stderr.read()
-    assert process.wait(timeout=60) == 128 + signal.SIGPIPE
+    assert process.wait(timeout=deadline(60)) == 128 + signal.SIGPIPE
     assert b"cnn_example.py" in first
     assert error == b""
 

@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device.porting import scanner
 from torch2jax_device.porting._recognise.base import Recogniser
 from torch2jax_device.porting._rewrites import Rewrite, compose
@@ -266,7 +267,7 @@ def test_the_diff_applies_and_is_the_same_under_every_hash_seed(tmp_path: Path) 
         done = subprocess.run(
             [sys.executable, "-m", "torch2jax_device", "scan", "--diff", "src"],
             cwd=tmp_path, env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True, text=True, timeout=300,
+            capture_output=True, text=True, timeout=deadline(300),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         diffs.add(done.stdout)

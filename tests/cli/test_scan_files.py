@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.deadlines import deadline
 from torch2jax_device.porting import _values, _written
 from torch2jax_device.porting.scanner import scan_source
 
@@ -48,7 +49,7 @@ def _scan_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
         [sys.executable, "-m", "torch2jax_device", "scan", *argv],
         cwd=cwd,
         capture_output=True,
-        timeout=120,
+        timeout=deadline(120),
     )
 
 
@@ -194,7 +195,9 @@ def applied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, 
         ("patch", ["patch", "-p1", "-i", "change.diff"]),
     ):
         (root / tool / "change.diff").write_bytes(done.stdout)
-        applied = subprocess.run(command, cwd=root / tool, capture_output=True, timeout=60)
+        applied = subprocess.run(
+            command, cwd=root / tool, capture_output=True, timeout=deadline(60)
+        )
         assert applied.returncode == 0, applied.stdout.decode() + applied.stderr.decode()
     return {
         str(case.id): ((root / "git" / name).read_bytes(), (root / "patch" / name).read_bytes())

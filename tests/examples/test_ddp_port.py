@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.support.deadlines import deadline
 from tests.support.distributed.launch import TORCHRUN, launch, results, run_bounded, worker_env
 from tests.support.examples import EXAMPLES, example_env, example_environment
 from tests.support.optional_frameworks import needs
@@ -35,7 +36,7 @@ def test_example_trains_under_torchrun_and_the_own_launcher_identically(tmp_path
              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
     status, out, err = run_bounded(
         [str(TORCHRUN), "--nproc_per_node=2", str(EXAMPLE), "--epochs", str(EPOCHS)],
-        env=example_env(worker_env(OMP_NUM_THREADS="1", **cache)), timeout=180,
+        env=example_env(worker_env(OMP_NUM_THREADS="1", **cache)), timeout=deadline(180),
     )  # fmt: skip
     assert status == 0, err[-3000:]
     under_torchrun = results(out, "summary: ")

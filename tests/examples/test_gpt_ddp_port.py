@@ -23,6 +23,7 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
+from tests.support.deadlines import deadline
 from tests.support.distributed.launch import TORCHRUN, launch, results, run_bounded, worker_env
 from tests.support.examples import EXAMPLES, ExampleRunner, example_environment
 
@@ -52,7 +53,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, examples: ExampleRunner) -> d
          "--out-dir", str(root / "torch"),
          "--save-init", str(root / "init.pt"), "--max-iters", str(ITERS),
          "--batch-size", str(BATCH_PER_PROCESS), *CONFIG],
-        env=worker_env(OMP_NUM_THREADS="1"), timeout=240,
+        env=worker_env(OMP_NUM_THREADS="1"), timeout=deadline(240),
     )  # fmt: skip
     assert status == 0, err[-3000:]
     torch_job = _summaries(out, 2)
@@ -96,7 +97,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, examples: ExampleRunner) -> d
         "ddp": ddp_job,
         "saved": saved,
         "resumed": resumed_job,
-        "single": _summaries(single.output(timeout=240), 1),
+        "single": _summaries(single.output(limit_s=240), 1),
         "ddp_dir": ddp_dir,
     }
 

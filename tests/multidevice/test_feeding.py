@@ -14,10 +14,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from torch.utils.data import DataLoader, TensorDataset
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device import DeviceLoader, prefetch_to_device
 
 CPUS = jax.local_devices(backend="cpu")
-DEADLINE = 10.0
+DEADLINE = deadline(10.0)
 
 
 def batches(count: int, rows: int = 8) -> list[dict[str, Any]]:

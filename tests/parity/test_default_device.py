@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 
 from .harness import assert_same_outcome, normalize, run
 
@@ -144,7 +145,7 @@ def test_torchs_setter_inside_a_block_is_what_the_docs_say() -> None:
     setting to the block's end, is tested in tests/multidevice/test_devices.py)."""
     result = subprocess.run(
         [sys.executable, "-c", _INSIDE_A_BLOCK],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True, text=True, timeout=deadline(120), check=True,
     )  # fmt: skip
     outcomes = json.loads(result.stdout.splitlines()[-1])
     assert len(outcomes) == 18

@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device._src import platforms as _platforms
 
 from .harness import assert_same_outcome, run
@@ -329,7 +330,11 @@ def test_mkldnn_warns_as_torch_does() -> None:
         "print(repr([(w.category.__name__, str(w.message)) for w in caught]))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+        check=True,
     )
     theirs = ast.literal_eval(result.stdout.strip().splitlines()[-1])
     with pytest.warns(UserWarning) as ours:

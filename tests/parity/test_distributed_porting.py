@@ -23,6 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from tests.support.distributed.launch import free_port, launch, results, worker_env
 
 FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures"
@@ -30,7 +31,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures"
 
 def _job(*command: str) -> list[dict[str, Any]]:
     done = subprocess.run(
-        [sys.executable, *command], capture_output=True, text=True, timeout=240,
+        [sys.executable, *command], capture_output=True, text=True, timeout=deadline(240),
         env=worker_env(OMP_NUM_THREADS="1"),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

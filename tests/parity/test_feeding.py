@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device import DeviceLoader, pin_memory, prefetch_to_device
 
 from .harness import Outcome, assert_same_outcome, run
@@ -117,7 +118,7 @@ def test_worker_processes() -> None:
         num_workers=2,
         multiprocessing_context="spawn",
         persistent_workers=True,  # every epoch below uses the same two workers
-        timeout=60,
+        timeout=deadline(60),
     )
     for background in BACKGROUNDS:  # one set of workers for all: spawning them is slow
         assert_same_batches(

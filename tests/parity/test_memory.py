@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 
 from .harness import assert_same_outcome, run
 
@@ -69,8 +70,8 @@ def test_hiding_the_gpu_from_both() -> None:
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-        check=True,
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env,
+        timeout=deadline(120), check=True,
     )  # fmt: skip
     torch_sees_cuda, tj_sees_cuda, backends, default = json.loads(result.stdout.splitlines()[-1])
     assert torch_sees_cuda == tj_sees_cuda is False

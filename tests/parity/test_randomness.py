@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 
 from .harness import normalize
 
@@ -104,7 +105,7 @@ def test_the_determinism_flag_starts_jax_and_runs_repeat_bit_for_bit(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     result = subprocess.run(
         [sys.executable, "-c", _DETERMINISTIC], capture_output=True, text=True, env=env,
-        timeout=180, check=True,
+        timeout=deadline(180), check=True,
     )  # fmt: skip
     jax_runs = [bytes.fromhex(run) for run in json.loads(result.stdout.splitlines()[-1])]
     data = np.random.default_rng(0).standard_normal((512, 64)).astype(np.float32)

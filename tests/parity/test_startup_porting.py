@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.deadlines import deadline
 from tests.support.distributed.launch import free_port
 
 _TJ_ORDER = textwrap.dedent(
@@ -45,7 +46,7 @@ def _python(code: str, *args: str, cpu_only: bool = True) -> dict[str, Any]:
         environment["JAX_PLATFORMS"] = "cpu"
     result = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environment,
-        timeout=180,
+        timeout=deadline(180),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.deadlines import deadline
 from tests.support.forking import ForkServer
 
 SCRIPT = """
@@ -36,15 +37,17 @@ def test_a_child_has_its_own_status_environment_directory_and_output(
     child = server.start(
         str(tmp_path / "script.py"), "3", env={"MARK": "m"}, cwd=work, stdout=out, stderr=err
     )
-    assert child.wait(60) == 3
+    assert child.wait(deadline(60)) == 3
     assert out.read_text() == f"out {work} m ['3']\n"
     assert err.read_text() == "err\n"
 
 
 def test_a_child_that_ended_before_the_next_start_is_not_its_answer(server: ForkServer) -> None:
     first = server.start("script.py", "0", env={})
-    time.sleep(0.5)  # the server reports the first child's end before the next request
+    # wall-clock: the first child's end is likely reported before the next request; the
+    # answer must be right either way
+    time.sleep(0.5)
     second = server.start("script.py", "5", env={})
-    assert (first.wait(60), second.wait(60)) == (0, 5)
+    assert (first.wait(deadline(60)), second.wait(deadline(60))) == (0, 5)
     assert first.pid != second.pid
     assert second.communicate() == ("", "err\n")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.deadlines import deadline
+
 # One fresh interpreter runs the steps in order and records the side effects after each:
 # the clean steps first (nothing may have happened yet), then the steps that must be
 # caught. Side effects cannot be undone (a module stays imported, a backend started), so
@@ -58,7 +60,7 @@ def side_effects_after() -> dict[str, list[str]]:
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
+        timeout=deadline(120),
     )
     records: dict[str, list[str]] = json.loads(result.stdout.strip().splitlines()[-1])
     assert list(records) == list(_STEPS)
@@ -142,7 +144,7 @@ def command_line_scan(tmp_path_factory: pytest.TempPathFactory) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     return subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "torch2jax_device", "scan", str(script)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=deadline(120), check=False,
         env={**env, "JAX_ENABLE_X64": "maybe", "JAX_NUM_CPU_DEVICES": "abc"},
     )  # fmt: skip
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.deadlines import deadline
 from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +55,7 @@ def dry_run(*options: str) -> tuple[dict[str, Any] | None, str]:
         result = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
              "--report", str(report_path), *options, "torch"],
-            env=env, capture_output=True, text=True, timeout=600,
+            env=env, capture_output=True, text=True, timeout=deadline(600),
         )  # fmt: skip
         report = json.loads(report_path.read_text()) if result.returncode == 0 else None
     return report, result.stdout + result.stderr
@@ -113,7 +114,9 @@ def test_the_check_sees_cuda_wheels() -> None:
 
 
 def test_the_index_probe_answers_false_for_an_unreachable_index() -> None:
-    assert torch_cpu_source.index_reachable("http://127.0.0.1:9/whl/cpu", timeout=2) is False
+    assert (
+        torch_cpu_source.index_reachable("http://127.0.0.1:9/whl/cpu", timeout=deadline(2)) is False
+    )
 
 
 def readme_cpu_install() -> list[list[str]]:
@@ -147,7 +150,7 @@ def _links_libpython(python: str) -> bool | None:
     probe = subprocess.run(
         [python, "-c", "import sys; assert sys.version_info >= (3, 11)\n"
          "print('/libpython' in open('/proc/self/maps').read())"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=deadline(60),
     )  # fmt: skip
     return {"True": True, "False": False}.get(probe.stdout.strip())
 
@@ -160,7 +163,7 @@ def test_bootstrap_makes_the_venv_from_a_python_with_libpython_linked_in() -> No
     assert found is not None
     chosen = subprocess.run(
         ["bash", "-c", f"{found.group(0)}\nstatic_python"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True, text=True, timeout=deadline(120), check=True,
     ).stdout.strip()  # fmt: skip
     if chosen != "python3":
         assert _links_libpython(chosen) is False, chosen

@@ -30,6 +30,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "torch2jax_device"
@@ -47,7 +48,7 @@ def run(
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=deadline(300),
     )
     if check and result.returncode != 0:
         pytest.fail(f"{command} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")

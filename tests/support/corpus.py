@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
+from tests.support.deadlines import deadline
 from tests.support.forking import ForkServer
 from torch2jax_device.porting import scanner
 
@@ -47,7 +48,7 @@ class ScriptRunner:
         self.runs = 0
         self.server = ForkServer(env, ("torch", "torch._dynamo"), scratch)
 
-    def run(self, *argv: str, cwd: Path, timeout: float = 300) -> tuple[int, str, str]:
+    def run(self, *argv: str, cwd: Path, limit_s: float = 300) -> tuple[int, str, str]:
         """``python ARGV...`` in ``cwd``: (exit status, stdout, stderr)."""
         self.runs += 1
         out, err = self.scratch / f"{self.runs}.out", self.scratch / f"{self.runs}.err"
@@ -55,11 +56,11 @@ class ScriptRunner:
         process = self.server.start(
             script, *arguments, env=self.env, cwd=cwd, stdout=out, stderr=err
         )
-        status = process.wait(timeout)
+        status = process.wait(limit := deadline(limit_s))
         if status is None:
             process.kill()
-            process.wait(60)
-            raise TimeoutError(f"{script} ran past {timeout:g} s")
+            process.wait(deadline(60))
+            raise TimeoutError(f"{script} ran past {limit:g} s")
         return status, out.read_text(), err.read_text()
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.deadlines import deadline
 from tests.support.forking import Forked, ForkServer
 from tests.support.xla import quick_compile_flags
 
@@ -59,13 +60,13 @@ class RunningExample:
     def __init__(self, name: str, process: Forked, folder: Path) -> None:
         self.name, self._process, self._folder = name, process, folder
 
-    def output(self, timeout: float = 300) -> str:
+    def output(self, limit_s: float = 300) -> str:
         """What the script printed; fails, with its stderr, if it failed or ran past
-        ``timeout`` seconds."""
-        code = self._process.wait(timeout)
+        ``deadline(limit_s)`` seconds."""
+        code = self._process.wait(deadline(limit_s))
         if code is None:
             self._process.kill()
-            self._process.wait(30)
+            self._process.wait(deadline(30))
         err = (self._folder / "err").read_text()
         assert code == 0, f"{self.name} exited {code}:\n{err[-3000:]}"
         return (self._folder / "out").read_text()
@@ -100,7 +101,7 @@ class ExampleRunner:
             return self.start(name, *args).output()
         result = subprocess.run(
             [sys.executable, str(EXAMPLES / name), *args],
-            capture_output=True, text=True, timeout=300, env=example_env(),
+            capture_output=True, text=True, timeout=deadline(300), env=example_env(),
         )  # fmt: skip
         status, err = result.returncode, result.stderr[-3000:]
         assert status == 0, f"{name} exited {status}:\n{err}"

@@ -39,6 +39,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from tests.support.deadlines import deadline
+
 # How often the server looks for children that ended.
 _POLL_S = 0.02
 
@@ -103,8 +105,8 @@ class ForkServer:
                 line = json.dumps({**request, "args": list(args), "env": env})
                 self.process.stdin.write(line + "\n")
                 self.process.stdin.flush()
-            deadline = time.monotonic() + 120  # the server's own imports, under load
-            while (line := self._line(deadline)).startswith("EXITED "):
+            until = time.monotonic() + deadline(120)  # the server's own imports, under load
+            while (line := self._line(until)).startswith("EXITED "):
                 self._record(line)  # an earlier child ended before this one started
             if line.startswith("MISSING "):  # a framework the test needs is not installed
                 self._missing = line.split()[1]
@@ -116,9 +118,9 @@ class ForkServer:
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
         """Child ``pid``'s exit code, once it ended within ``timeout``; else ``None``."""
-        deadline = time.monotonic() + timeout
+        until = time.monotonic() + timeout
         while pid not in self._exited:
-            line = self._line(deadline)
+            line = self._line(until)
             if not line:
                 return None
             self._record(line)
@@ -134,7 +136,7 @@ class ForkServer:
         with contextlib.suppress(BrokenPipeError):  # the server ended early (MISSING)
             self.process.stdin.close()
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=deadline(30))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -143,10 +145,10 @@ class ForkServer:
         self.process.stdout.close()
         self._stderr_files.cleanup()
 
-    def _line(self, deadline: float) -> str:
-        """The server's next line; ``""`` past ``deadline``."""
+    def _line(self, until: float) -> str:
+        """The server's next line; ``""`` past ``until`` (a ``time.monotonic()``)."""
         while "\n" not in self._buffer:
-            left = deadline - time.monotonic()
+            left = until - time.monotonic()
             if not self._selector.select(max(left, 0)):
                 if left <= 0:
                     return ""
@@ -176,8 +178,10 @@ class Forked:
             self.returncode = self.server.exit_code(self.pid, timeout)
         return self.returncode
 
-    def communicate(self, timeout: float = 30) -> tuple[str, str]:
-        """``("", stderr)`` once the process ended; ``TimeoutExpired`` past ``timeout``."""
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """``("", stderr)`` once the process ended; ``TimeoutExpired`` past ``timeout``
+        (``deadline(30)`` by default)."""
+        timeout = deadline(30) if timeout is None else timeout
         if self.wait(timeout) is None:
             raise subprocess.TimeoutExpired(f"forked pid {self.pid}", timeout)
         return "", self._err.read_text() if self._err is not None else ""

@@ -32,6 +32,8 @@ import re
 import subprocess
 import sys
 
+from tests.support.deadlines import deadline
+
 UNOPTIMIZED = "--xla_backend_optimization_level=0"
 QUICK_COMPILE = (UNOPTIMIZED, "--xla_cpu_use_fusion_emitters=false")
 # The flags of QUICK_COMPILE this XLA does not know (space-separated; empty: none), as
@@ -76,7 +78,7 @@ def _unknown_flags(flags: tuple[str, ...]) -> list[str]:
         env = dict(os.environ, XLA_FLAGS=" ".join(remaining), JAX_PLATFORMS="cpu")
         child = subprocess.run(
             [sys.executable, "-c", _START_XLA], env=env, capture_output=True, text=True,
-            timeout=300, check=False,
+            timeout=deadline(300), check=False,
         )  # fmt: skip
         named = re.search(r"Unknown flags? in XLA_FLAGS: (.*)", child.stderr)
         if child.returncode == 0 or named is None:

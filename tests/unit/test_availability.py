@@ -8,6 +8,7 @@ import jax
 import pytest
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 
 HAS_CUDA = "cuda" in tj.available_backends()
 
@@ -118,7 +119,7 @@ def test_backend_init_error_explains_jax_platforms() -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=deadline(120),
         check=True,
     ).stdout
     assert "ERR JAX could not initialize its backends" in out

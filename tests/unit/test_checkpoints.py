@@ -30,6 +30,7 @@ from hypothesis.extra import numpy as hnp
 
 import torch2jax_device as tj
 from tests.support.checkpoints import nanogpt_checkpoint
+from tests.support.deadlines import deadline
 from torch2jax_device import (
     CheckpointError,
     InvalidIndexError,
@@ -295,7 +296,11 @@ def test_bf16_and_fp8_need_no_import_order_in_a_fresh_process(tmp_path: Path) ->
         print(loaded["a"].dtype, loaded["b"].dtype, "torch" in sys.modules)
     """)
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+        check=True,
     )
     assert result.stdout.split() == ["bfloat16", "float8_e4m3fn", "False"]
 
@@ -478,7 +483,11 @@ def test_a_write_that_fails_midway_keeps_the_old_file(tmp_path: Path) -> None:
             print("failed:", error.errno)
     """)
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+        check=True,
     )
     assert result.stdout.startswith("failed: 27"), result.stdout + result.stderr  # EFBIG
     assert path.read_bytes() == original
@@ -624,7 +633,11 @@ def test_load_without_torch_names_what_to_install(tmp_path: Path) -> None:
             print(error)
     """)
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+        check=True,
     )
     assert "reading one needs torch, which is not installed" in result.stdout
     assert "pip install torch" in result.stdout

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device import CheckpointError, load, load_file, safe_open, save_file
 from torch2jax_device._src.checkpoints import format
 
@@ -411,5 +412,7 @@ def test_a_failed_load_leaves_the_interpreter_able_to_exit(tmp_path: Path) -> No
         "    except tj.CheckpointError:\n"
         "        pass\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=deadline(120)
+    )
     assert result.returncode == 0, result.stderr.decode()[-2000:]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.support.deadlines import deadline
 from torch2jax_device import save_file
 from torch2jax_device._src.checkpoints.format import tensor_limit
 
@@ -131,7 +132,7 @@ def figures(tokens: Path, bomb: Path) -> dict[str, dict[str, Any]]:
         cwd=Path(__file__).resolve().parents[2],  # where `tests` imports from
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=deadline(300),
         # Blocks of 1 MiB and more come from mmap and go back when freed: glibc otherwise
         # raises its mmap threshold after the first free and keeps freed staging buffers
         # in per-thread arenas, which added up to 24 MiB of reuse misses to the peak (152

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.support.deadlines import MARK, DeadlineHit, deadline
 from torch2jax_device import CheckpointError, load_file, save_file
 from torch2jax_device._src.checkpoints import writer
 
@@ -293,10 +294,13 @@ def test_a_killed_save_leaves_nothing_after_the_next_save(tmp_path: Path) -> Non
     save_file(W, path)
     child = subprocess.Popen([sys.executable, "-c", PAUSED_SAVE, str(tmp_path), str(path)])
     try:
-        deadline = time.monotonic() + 120
+        limit = deadline(120)
+        until = time.monotonic() + limit
         while not any(os.path.getsize(tmp_path / t) > 2**24 for t in temporaries(tmp_path)):
-            assert child.poll() is None and time.monotonic() < deadline, "the save never started"
-            time.sleep(0.05)
+            assert child.poll() is None, "the save ended before its pause"
+            if time.monotonic() > until:
+                raise DeadlineHit(f"{MARK}: the save did not start within {limit:.0f} s")
+            time.sleep(0.05)  # wall-clock: how often it looks; the limit is deadline()
         (partial,) = temporaries(tmp_path)
         save_file({"w": np.zeros(2, np.float32)}, path)  # the other save is alive: kept
         assert temporaries(tmp_path) == [partial]

@@ -14,6 +14,8 @@ import textwrap
 
 import pytest
 
+from tests.support.deadlines import deadline
+
 _RACE = textwrap.dedent(
     """
     import importlib, os, tempfile, threading, traceback
@@ -102,6 +104,10 @@ _RACE = textwrap.dedent(
 def test_sixteen_threads_make_their_first_calls_at_once(attempt: int) -> None:
     """A fresh process each time: only the first use can race."""
     result = subprocess.run(
-        [sys.executable, "-c", _RACE], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, "-c", _RACE],
+        capture_output=True,
+        text=True,
+        timeout=deadline(300),
+        check=True,
     )
     assert result.stdout.strip() == "ok", result.stdout

@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader
 
 import torch2jax_device as tj
 from tests.support.datasets import Squares, WorkerProbe
+from tests.support.deadlines import MARK, DeadlineHit, deadline
 from torch2jax_device import DeviceLoader, ForkAfterJaxWarning, pin_memory, prefetch_to_device
 from torch2jax_device._src import feeding as data
 from torch2jax_device._src import host_staging
@@ -43,7 +44,7 @@ from torch2jax_device._src import placement as _placement
 from torch2jax_device._src import run_ahead as _prefetch
 
 ROOT = Path(__file__).resolve().parents[2]
-DEADLINE = 10.0  # seconds; generous for a loaded 2-core machine, never reached when correct
+DEADLINE = deadline(10.0)  # seconds, grown with the load; never reached when correct
 
 
 def finishes(fn: Callable[[], Any], timeout: float = DEADLINE) -> Any:
@@ -66,9 +67,10 @@ def finishes(fn: Callable[[], Any], timeout: float = DEADLINE) -> Any:
 
 
 def eventually(condition: Callable[[], bool], timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
+    until = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"condition not met within {timeout} s"
+        if time.monotonic() > until:
+            raise DeadlineHit(f"{MARK}: condition not met within {timeout:.0f} s")
         time.sleep(0.005)
 
 
@@ -201,7 +203,9 @@ def test_at_most_size_batches_are_transferred_ahead(
         finishes(lambda: next(stream))
         if background:
             eventually(lambda c=consumed: source.pulled == c + size)
-        time.sleep(0.02)  # the producer would go further now if it were unbounded
+        # wall-clock: a pause in which an unbounded producer would run ahead: load can
+        # only hide a failure here, never make one
+        time.sleep(0.02)
         ahead.append(source.pulled - consumed)
     # In a thread, the producer refills every slot; in the calling thread, a group is
     # pulled when half the lookahead is used up. Never more than size, never none.
@@ -254,7 +258,7 @@ def test_size_zero_transfers_on_demand_in_the_calling_thread() -> None:
 def test_nothing_runs_before_the_first_batch_is_asked_for(background: bool | None) -> None:
     loader = Epochs(3)
     stream = prefetch_to_device(loader, "cpu", background=background)
-    time.sleep(0.05)
+    time.sleep(0.05)  # wall-clock: a pause for a wrong early start; load can only hide it
     assert loader.epochs == 0 and prefetch_threads() == []  # not even iter(loader)
     stream.close()
     assert loader.epochs == 0
@@ -322,7 +326,7 @@ def test_the_automatic_rule_forgets_old_samples() -> None:
 def test_a_slow_source_and_a_slow_step_move_the_source_to_a_background_thread() -> None:
     def slow_batches() -> Iterator[dict[str, Any]]:
         for batch in _take(16):
-            time.sleep(0.005)  # 20 times the threshold: a loaded machine only adds to it
+            time.sleep(0.005)  # wall-clock: slow work, 20 times the threshold; load only adds
             yield batch
 
     pulled_in: list[str] = []
@@ -330,11 +334,11 @@ def test_a_slow_source_and_a_slow_step_move_the_source_to_a_background_thread() 
     def slow_loop() -> list[int]:
         seen = []
         for batch in prefetch_to_device(_recording(slow_batches(), pulled_in), "cpu"):
-            time.sleep(0.005)
+            time.sleep(0.005)  # wall-clock: a slow training step, as above
             seen.append(int(batch["x"][0]))
         return seen
 
-    assert finishes(slow_loop, timeout=30) == list(range(16))
+    assert finishes(slow_loop, timeout=deadline(30)) == list(range(16))
     assert pulled_in[0] != _prefetch.THREAD_NAME and pulled_in[-1] == _prefetch.THREAD_NAME
 
 
@@ -412,12 +416,12 @@ def test_an_error_after_the_move_surfaces_at_its_position(overlap_always_pays: N
 def test_a_source_that_never_pays_stays_in_the_calling_thread(overlap_never_pays: None) -> None:
     def slow_batches() -> Iterator[dict[str, Any]]:
         for batch in _take(8):
-            time.sleep(0.002)
+            time.sleep(0.002)  # wall-clock: a slow source the pacer measures
             yield batch
 
     pulled_in: list[str] = []
     for _ in prefetch_to_device(_recording(slow_batches(), pulled_in), "cpu"):
-        time.sleep(0.002)
+        time.sleep(0.002)  # wall-clock: a slow step the pacer measures
     assert set(pulled_in) == {threading.current_thread().name}
 
 
@@ -503,7 +507,7 @@ def test_close_stops_the_thread_and_closes_the_source(background: bool | None) -
     finishes(stream.close)
     assert source.closed and prefetch_threads() == []
     pulled = source.pulled
-    time.sleep(0.05)
+    time.sleep(0.05)  # wall-clock: a pause in which a live thread would pull; load only hides
     assert source.pulled == pulled
 
 
@@ -571,7 +575,7 @@ def test_close_waits_for_a_next_already_running_in_the_source() -> None:
     assert entered.wait(DEADLINE)
     closer = threading.Thread(target=stream.close, daemon=True)
     closer.start()
-    closer.join(0.1)
+    closer.join(0.1)  # wall-clock: close() must still be waiting; load only lengthens it
     assert closer.is_alive() and not source.closed  # close() waits for that next()
     release.set()
     closer.join(DEADLINE)
@@ -675,11 +679,11 @@ def test_an_item_pulled_after_the_consumer_left_is_never_processed(
     stream = _prefetch.run_ahead(source(), lambda x: processed.append(x) or x, 1, True)
     assert next(stream) == 0
     (producer,) = prefetch_threads()
-    assert inside.wait(10)
+    assert inside.wait(deadline(10))
     stream.close()  # waits EXIT_JOIN_S, then leaves the producer in the source
     assert producer.is_alive()
     release.set()
-    producer.join(10)
+    producer.join(deadline(10))
     assert not producer.is_alive()
     assert processed == [0]
 
@@ -691,7 +695,7 @@ def test_a_stream_left_open_exits_quietly(way: str, request: pytest.FixtureReque
     else:
         result = subprocess.run(
             [sys.executable, "-c", _EXIT_SETUP + _EXIT_WAYS[way]],
-            capture_output=True, text=True, timeout=180, cwd=ROOT,
+            capture_output=True, text=True, timeout=deadline(180), cwd=ROOT,
         )  # fmt: skip
     if way == "exception":  # the script's own error, and nothing after it
         assert result.returncode == 1
@@ -914,9 +918,9 @@ def test_dataloader_workers_build_batches_without_jax_and_main_places_them() -> 
         batch_size=2,
         num_workers=2,
         multiprocessing_context="spawn",
-        timeout=60,  # a stuck worker raises instead of hanging the test
+        timeout=deadline(60),  # a stuck worker raises instead of hanging the test
     )
-    batches = finishes(lambda: list(DeviceLoader(workers, "cpu")), timeout=120)
+    batches = finishes(lambda: list(DeviceLoader(workers, "cpu")), timeout=deadline(120))
     assert [b["index"].tolist() for b in batches] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     pids = {pid for b in batches for pid in b["pid"].tolist()}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -1003,7 +1007,11 @@ def workers_script() -> subprocess.CompletedProcess[str]:
     """The fork check, then a stream over DataLoader workers left open at exit."""
     script = _BEFORE_AND_AFTER_JAX + _EXIT_SETUP + _EXIT_WAYS["dataloader-workers"]
     return subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=ROOT
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=deadline(180),
+        cwd=ROOT,
     )
 
 

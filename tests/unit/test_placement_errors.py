@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device._src import dtypes as _dtypes
 
 
@@ -226,7 +227,7 @@ def test_to_torch_without_torch_is_a_clear_error() -> None:
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=deadline(120)
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

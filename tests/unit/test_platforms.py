@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device._src import platforms as _platforms
 from torch2jax_device._src import startup
 from torch2jax_device._src.distributed import rendezvous
@@ -127,7 +128,7 @@ def test_a_platform_that_cannot_start_says_why_and_what_was_attempted(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     result = subprocess.run(
         [sys.executable, "-c", _START],
-        capture_output=True, text=True, timeout=300, check=True,
+        capture_output=True, text=True, timeout=deadline(300), check=True,
         env={**env, "JAX_PLATFORMS": row.environment_name},
     )  # fmt: skip
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
@@ -164,7 +165,8 @@ def test_a_platform_named_twice_is_accepted_as_jax_accepts_it(started_by: str) -
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     result = subprocess.run(
         [sys.executable, "-c", _REPEATED, started_by],
-        capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu,cpu"},
+        capture_output=True, text=True, timeout=deadline(300),
+        env={**env, "JAX_PLATFORMS": "cpu,cpu"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
@@ -177,7 +179,8 @@ def test_a_platform_named_twice_starts_in_the_devices_command() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     result = subprocess.run(
         [sys.executable, "-m", "torch2jax_device", "devices"],
-        capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu,cpu"},
+        capture_output=True, text=True, timeout=deadline(300),
+        env={**env, "JAX_PLATFORMS": "cpu,cpu"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "default backend: cpu" in result.stdout

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 from torch2jax_device._src import preflight
 
 _FRACTIONS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
@@ -29,7 +30,7 @@ def run_fresh(code: str, **env: str) -> Any:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=deadline(120), check=False,
         env={**environment, **env},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support.deadlines import deadline
 from torch2jax_device.cli import run as _run
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -93,7 +94,7 @@ def run_bounded(command: list[str], env: dict[str, str], timeout: float) -> tupl
     except subprocess.TimeoutExpired:
         process.terminate()  # torchrun stops its workers on SIGTERM (30 s grace)
         try:
-            out, err = process.communicate(timeout=45)
+            out, err = process.communicate(timeout=deadline(45))
         except subprocess.TimeoutExpired:
             process.kill()
             out, err = process.communicate()
@@ -102,7 +103,7 @@ def run_bounded(command: list[str], env: dict[str, str], timeout: float) -> tupl
     return process.returncode, out, err
 
 
-def torchrun(script: str, *args: str, nproc: int = 2, timeout: float = 120) -> str:
+def torchrun(script: str, *args: str, nproc: int = 2, limit_s: float = 120) -> str:
     """Run a worker script under the real torchrun; what its workers printed.
 
     The port is a free one (torchrun's default, 29500, may be another job's), with the
@@ -111,7 +112,7 @@ def torchrun(script: str, *args: str, nproc: int = 2, timeout: float = 120) -> s
     status, out, err = run_bounded(
         [str(TORCHRUN), f"--nproc_per_node={nproc}", f"--master_port={free_port_pair()}",
          str(SCRIPTS / script), *args],
-        env=worker_env(OMP_NUM_THREADS="1"), timeout=timeout,
+        env=worker_env(OMP_NUM_THREADS="1"), timeout=deadline(limit_s),
     )  # fmt: skip
     assert status == 0, out[-4000:] + err[-4000:]
     return out
@@ -122,7 +123,7 @@ def launch(
 ) -> tuple[int, str, str]:
     """``torch2jax-device run ARGV``, called in this process: exit status, stdout, stderr.
 
-    Past ``limit_s`` a watchdog interrupts it as Ctrl-C would: the launcher stops its
+    Past ``deadline(limit_s)`` a watchdog interrupts it as Ctrl-C would: the launcher stops its
     workers and returns 130. ``out``: where stdout goes as it is relayed (another thread
     may read it meanwhile).
     """
@@ -130,7 +131,8 @@ def launch(
     _run.add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["run", *argv])
     out, err = out if out is not None else io.StringIO(), io.StringIO()
-    watchdog = threading.Timer(limit_s, _thread.interrupt_main)
+    # wall-clock: a watchdog against a hang, its limit scaled by deadline()
+    watchdog = threading.Timer(deadline(limit_s), _thread.interrupt_main)
     watchdog.start()
     try:
         status: int = args.run(args, out, err)

@@ -7,7 +7,7 @@ Every mode prints ``PID <rank> <pid>`` on its own line (after ignoring signals, 
 * ``one-stubborn``: sleep 60 s; rank 1 ignores SIGINT, SIGTERM and SIGHUP (only SIGKILL
   ends it).
 * ``stubborn``: every rank ignores them, then sleeps 60 s.
-* ``grandchild``: start a process that sleeps 30 s holding this one's stdout and stderr,
+* ``grandchild``: start a process that sleeps an hour holding this one's stdout and stderr,
   print ``GRANDCHILD <pid>``, and exit 0 at once.
 * ``progress``: write ``\\rprogress 50%`` with no newline, wait (at most 60 s) until
   FLAG_FILE exists, then write ``\\rprogress 100%`` and a newline.
@@ -24,6 +24,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from tests.support.deadlines import deadline
 
 
 def _ignore_stop_signals() -> None:
@@ -47,7 +49,7 @@ def _wait_for_store() -> None:
 
 def _answers(address: tuple[str, int]) -> bool:
     try:
-        socket.create_connection(address, timeout=1).close()
+        socket.create_connection(address, timeout=deadline(1)).close()
     except OSError:
         return False
     return True
@@ -62,7 +64,7 @@ def main() -> None:
     if mode in ("sleep", "one-stubborn", "stubborn"):
         time.sleep(60)
     elif mode == "grandchild":
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         print(f"GRANDCHILD {child.pid}", flush=True)
     elif mode == "progress":
         sys.stdout.write("\rprogress 50%")
