@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from ._src.feeding import ForkAfterJaxWarning as ForkAfterJaxWarning
     from ._src.feeding import pin_memory as pin_memory
     from ._src.feeding import prefetch_to_device as prefetch_to_device
+    from ._src.host_staging import PinnedMemoryWarning as PinnedMemoryWarning
     from ._src.strict import CpuComputationWarning as CpuComputationWarning
     from ._src.strict import StrictPlacement as StrictPlacement
     from ._src.strict import set_strict_placement as set_strict_placement
@@ -118,6 +119,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "pin_memory": ("._src.feeding", "pin_memory"),
     "prefetch_to_device": ("._src.feeding", "prefetch_to_device"),
     "CpuComputationWarning": ("._src.strict", "CpuComputationWarning"),
+    "PinnedMemoryWarning": ("._src.host_staging", "PinnedMemoryWarning"),
     "StrictPlacement": ("._src.strict", "StrictPlacement"),
     "set_strict_placement": ("._src.strict", "set_strict_placement"),
     "strict_placement": ("._src.strict", "strict_placement"),
@@ -150,6 +152,7 @@ __all__ = [
     "NoSuchAttributeError",
     "OutOfMemoryError",
     "Parameter",
+    "PinnedMemoryWarning",
     "SeedError",
     "ShardingRule",
     "StateDictError",

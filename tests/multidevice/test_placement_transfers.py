@@ -9,6 +9,7 @@ test checks the route was taken as well as the values, dtype, device and memory 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -260,6 +261,50 @@ def test_pin_memory_copies_numpy_data_once(
     assert pinned.sharding.memory_kind == "pinned_host" and pinned.dtype == values.dtype
     values[:] = 0  # a copy: the source may be reused
     np.testing.assert_array_equal(np.asarray(pinned), (np.arange(3000) % 7).astype(dtype))
+
+
+def test_results_keep_pinned_memory_only_within_the_alias_budget(
+    routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each result shares its pinned staging bytes while the live ones stay within
+    ``ALIAS_BUDGET_BYTES``; past it results are copied out, so live results never fill
+    XLA's pinned allocator (a GPU would then copy at 1 GB/s). Freed results give their
+    share back."""
+    values = np.arange(1024, dtype=np.float32)  # 4 KiB each
+    monkeypatch.setattr(host_staging, "ALIAS_BUDGET_BYTES", 3 * values.nbytes)
+    held = host_staging.ALIASES.held()
+    on_device = [jax.device_put(values + i, ACCELERATOR) for i in range(5)]
+    backs = [tj.to_device(array, "cpu") for array in on_device]
+    for i, back in enumerate(backs):
+        np.testing.assert_array_equal(np.asarray(back), values + i)
+    assert host_staging.ALIASES.held() - held == 3 * values.nbytes  # 2 of 5 were copied
+    assert routes.to_host == 5
+    del backs[:2]
+    gc.collect()
+    assert host_staging.ALIASES.held() - held == values.nbytes
+    again = tj.to_device(on_device[0], "cpu")  # room again: shared
+    assert host_staging.ALIASES.held() - held == 2 * values.nbytes
+    np.testing.assert_array_equal(np.asarray(again), values)
+
+
+def test_a_full_pinned_allocator_sends_results_the_slow_way_and_says_so(
+    routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = np.arange(1024, dtype=np.float32)
+    on_device = jax.device_put(values, ACCELERATOR)
+    put = jax.device_put
+
+    def exhausted(arrays: Any, destination: Any, **kwargs: Any) -> Any:
+        kinds = destination if isinstance(destination, list) else [destination]
+        if any(getattr(kind, "memory_kind", None) == "pinned_host" for kind in kinds):
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: out of pinned host memory")
+        return put(arrays, destination, **kwargs)
+
+    monkeypatch.setattr(jax, "device_put", exhausted)
+    with pytest.warns(tj.PinnedMemoryWarning, match=r"copying 4,096 bytes to .* the slow way"):
+        back = tj.to_device(on_device, "cpu")
+    assert back.devices() == {HOST}
+    np.testing.assert_array_equal(np.asarray(back), values)
 
 
 def test_a_tree_mixes_the_routes_in_order(routes: Routes) -> None:

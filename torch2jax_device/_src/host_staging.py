@@ -43,6 +43,8 @@ import math
 import os
 import threading
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
@@ -55,6 +57,7 @@ from .capacity import explained_oom
 from .errors import OutOfMemoryError
 
 __all__ = [
+    "ALIAS_BUDGET_BYTES",
     "IDLE_SECONDS",
     "PIECE_BYTES",
     "PINNED",
@@ -65,6 +68,7 @@ __all__ = [
     "Buffer",
     "Fill",
     "Piece",
+    "PinnedMemoryWarning",
     "Streamed",
     "carrier",
     "carries",
@@ -104,6 +108,11 @@ PIN_BY_MEMCPY_FROM = 256 * 2**10
 POOL_BUFFERS = 3
 #: Pooled buffers unused this long are returned to XLA's pinned allocator.
 IDLE_SECONDS = 10.0
+#: Pinned bytes that device->host results may keep as their own memory. Past it, a result
+#: is copied out of its pinned staging array into pageable memory (a memcpy, about 10
+#: GB/s) and the staging array freed, so live results never fill XLA's pinned allocator
+#: (64 GB by default) and push later copies onto the 1 GB/s route.
+ALIAS_BUDGET_BYTES = 16 * 2**30
 #: Copies into pinned memory are split over threads from this size (memcpy releases the GIL).
 _PARALLEL_FROM = 16 * 2**20
 #: Threads per copy. 1 GiB into pinned memory on the H200 machine's 16 cores (median of
@@ -111,6 +120,28 @@ _PARALLEL_FROM = 16 * 2**20
 _COPY_THREADS = max(1, min(12, os.cpu_count() or 1))
 # Offsets along one axis beyond this need 64-bit indices on the device.
 _INT32_LIMIT = 2**31
+
+
+class PinnedMemoryWarning(UserWarning):
+    """XLA's pinned host allocator was full: a device->host copy took JAX's slow route.
+
+    The copy is right, at about a fiftieth of the pinned route's speed. Pinned memory is
+    held by pinned arrays you keep (``tj.pin_memory``, ``memory_kind="pinned_host"``) and
+    by other frameworks in the process; ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB`` raises
+    XLA's cap (64 GB by default), set before JAX starts.
+
+    Examples:
+        >>> import warnings
+        >>> import numpy as np
+        >>> import torch2jax_device as tj
+        >>> issubclass(tj.PinnedMemoryWarning, UserWarning)
+        True
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", tj.PinnedMemoryWarning)  # slow copies fail
+        ...     back = tj.to_device(np.arange(3.0, dtype=np.float32), "cpu")
+        >>> back.tolist()
+        [0.0, 1.0, 2.0]
+    """
 
 
 # ------------------------------------------------------------------ which route
@@ -312,10 +343,11 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
 
     The copy into the source's ``pinned_host`` memory is the fast DMA (52 GB/s on an
     H200, where ``jax.device_put`` to the CPU device runs at 0.9-1.3 GB/s); arrays already
-    there skip it. The CPU array is then made over the pinned bytes (``_host_alias``), or
-    over a copy of them where they are the caller's: a caller's array can be deleted or
+    there skip it. The CPU array is then made over the pinned bytes (``_host_alias``)
+    while the pinned memory results hold stays within ``ALIAS_BUDGET_BYTES``, else over a
+    copy of them, as where they are the caller's: a caller's array can be deleted or
     donated, which frees its bytes whoever still points at them. Where the pinned
-    allocator is full, the plain copy is used.
+    allocator is full, the plain copy is used, with a ``PinnedMemoryWarning``.
     """
     staged = list(arrays)
     moving = [i for i, array in enumerate(arrays) if array.sharding.memory_kind != PINNED]
@@ -334,12 +366,49 @@ def _to_host(arrays: list[jax.Array], target: jax.Device) -> list[jax.Array]:
     except jax.errors.JaxRuntimeError as err:
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
+        nbytes = sum(arrays[i].nbytes for i in moving)
+        warnings.warn(
+            f"copying {nbytes:,} bytes to {target} the slow way: XLA's pinned host memory is "
+            "full. Drop pinned arrays you no longer need, or raise "
+            "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB before JAX starts.",
+            PinnedMemoryWarning,
+            stacklevel=2,
+        )
         return list(jax.device_put(arrays, jax.sharding.SingleDeviceSharding(target)))
     ours = set(moving)
-    return [_host_alias(array, target, i not in ours) for i, array in enumerate(staged)]
+    return [_host_alias(array, target, share=i in ours) for i, array in enumerate(staged)]
 
 
-def _host_alias(pinned: jax.Array, target: jax.Device, copy: bool) -> jax.Array:
+class _Aliases:
+    """The pinned bytes that device->host results keep as their memory, within budget."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = 0
+
+    def hold(self, nbytes: int) -> bool:
+        """Whether a result of ``nbytes`` may keep its pinned bytes (then counted until
+        ``release``); ``False`` past ``ALIAS_BUDGET_BYTES``."""
+        with self._lock:
+            if self._held + nbytes > ALIAS_BUDGET_BYTES:
+                return False
+            self._held += nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self._held -= nbytes
+
+    def held(self) -> int:
+        """Pinned bytes that live results keep."""
+        with self._lock:
+            return self._held
+
+
+ALIASES = _Aliases()
+
+
+def _host_alias(pinned: jax.Array, target: jax.Device, share: bool) -> jax.Array:
     """The ``pinned_host`` array ``pinned`` as an ordinary array on the CPU device ``target``.
 
     ``jax.device_put(pinned, target)`` shares the pinned bytes too, but JAX (0.10 and
@@ -347,16 +416,21 @@ def _host_alias(pinned: jax.Array, target: jax.Device, copy: bool) -> jax.Array:
     refuses to mix with other CPU arrays ("memory_space of all inputs ... must be the
     same", seen on an H200); through a sharding it copies at 1.3 GB/s. A NumPy view of
     the bytes enters as an ordinary CPU array, shared where aligned (pinned buffers are);
-    it keeps ``pinned`` alive. With ``copy`` the view is copied first (a memcpy).
+    it keeps ``pinned`` alive, and its bytes count in ``ALIASES`` while it lives. Without
+    ``share``, or past ``ALIAS_BUDGET_BYTES``, the view is copied first (a memcpy).
     Sub-byte dtypes (int4), whose bytes JAX may pack, are copied.
     """
     dtype = np.dtype(pinned.dtype)
     result: jax.Array
     if not _byte_sized(dtype):
         result = jax.device_put(pinned, jax.sharding.SingleDeviceSharding(target))
+    elif share and ALIASES.hold(pinned.nbytes):
+        view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
+        result = jax.device_put(view, target, may_alias=True)
+        weakref.finalize(result, ALIASES.release, pinned.nbytes)
     else:
         view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
-        result = jax.device_put(view.copy() if copy else view, target, may_alias=True)
+        result = jax.device_put(view.copy(), target, may_alias=True)
     return result
 
 
