@@ -135,7 +135,7 @@ def draw(name: str) -> Path:
     figure = plt.figure(figsize=(9, 4.8), layout="constrained")
     painter(run, figure.subplots() if on_axes else figure)
     figure.get_layout_engine().set(h_pad=0.15)
-    figure.supxlabel(_caption(run), fontsize=7, color="dimgray", wrap=True)
+    figure.supxlabel(_caption(run), fontsize=8, color="dimgray", wrap=True)
     path = figure_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="svg", metadata={"Date": None, "Creator": None})
