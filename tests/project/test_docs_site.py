@@ -270,3 +270,28 @@ def test_the_tutorial_exercise_starts_from_the_diff_and_its_answer_is_the_port(
         assert line in after_diff, line
     port = (ROOT / "examples" / "tutorial_port.py").read_text()
     assert answer.strip() in port
+
+
+def test_the_faq_quotes_the_messages_the_library_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FAQ answers a message by quoting it: each quote is what the library says now."""
+    import jax
+    import torch
+
+    import torch2jax_device as tj
+    from torch2jax_device._src import dtypes
+
+    faq = (ROOT / "docs" / "faq.md").read_text()
+    quoted = dict(re.findall(r"```text\ntj\.(\w+): (.*?)\n```", faq, re.DOTALL))
+    assert sorted(quoted) == ["AlreadyInitializedError", "DtypeNarrowingWarning"]
+    monkeypatch.setattr(dtypes, "_warned", set())  # the warning comes once per dtype
+    with pytest.warns(tj.DtypeNarrowingWarning) as warned:
+        tj.to_jax(torch.arange(3))
+    assert str(warned[0].message) == quoted["DtypeNarrowingWarning"]
+    jax.devices()  # JAX has started, as in the notebook
+    with pytest.raises(tj.AlreadyInitializedError) as error:
+        tj.configure(preallocate=False)
+    started = re.search(r"\(started: [^)]*\)", str(error.value))
+    assert started is not None
+    assert str(error.value) == quoted["AlreadyInitializedError"].replace(
+        "(started: cpu)", started.group(0)
+    )
