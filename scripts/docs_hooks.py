@@ -7,11 +7,16 @@ a page under ``source/`` (its code, with line numbers and an anchor named after 
 idiom at the test that proves it) and points the link there, so that ``mkdocs build
 --strict`` checks these links and anchors like every other one.
 
-The site has no ``site_url`` (it is not deployed to a known address), so mkdocs writes
-the links of ``404.html`` from the server's root (``/assets/...``), which breaks under a
-sub-path and from ``file://``. ``on_post_build`` makes them relative to the site's root,
-where ``404.html`` lies: right for a missing page at the top level of the site, wherever
-the site is served.
+The guide's pages stack each idiom's PyTorch, plain JAX and torch2jax_device code
+blocks (``title="PyTorch"`` ...); ``on_page_markdown`` turns each such run into content
+tabs (``pymdownx.tabbed``), so a reader sees one at a time and the page scrolls a third
+as far. The Markdown in the repository stays plain blocks, readable without the site.
+
+mkdocs writes the links of ``404.html`` from the site's root path (``/assets/...``, or
+``/path/assets/...`` under a ``site_url``), which breaks under another sub-path and
+from ``file://``. ``on_post_build`` makes them relative to the site's root, where
+``404.html`` lies: right for a missing page at the top level of the site, wherever the
+site is served.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mkdocs.structure.files import File, Files
 
@@ -34,8 +40,12 @@ from tests.support.idiom_marks import marks_by_statement, proofs  # noqa: E402
 SOURCE_DIR = "source"
 # An inline Markdown link whose target has no scheme: [text](target#fragment).
 _LINK = re.compile(r"(\[[^\]\n]*\]\()([^)\s#:]+)(#[^)\s]*)?(\))")
-# A root-absolute href/src: "/" then anything but a second "/" (that would name a host).
-_ROOT_ABSOLUTE = re.compile(r'((?:href|src)=")/(?!/)')
+# A code block titled with one of the guide's three columns, and a run of two or more.
+_TABS = ("PyTorch", "plain JAX", "torch2jax_device")
+_TITLES = "|".join(map(re.escape, _TABS))
+_TITLED = rf'(`{{3,}})python title="(?:{_TITLES})"\n.*?\n\1\n'
+_TAB_RUN = re.compile(rf"^{_TITLED}(?:\n{_TITLED})+", re.MULTILINE | re.DOTALL)
+_TAB_BLOCK = re.compile(r'^(`{3,})python title="([^"]+)"\n(.*?)\n\1\n', re.MULTILINE | re.DOTALL)
 _LANGUAGES = {".py": "python", ".sh": "bash", ".toml": "toml", ".yml": "yaml", ".txt": "text"}
 
 _linked: dict[str, str] = {}  # repository path -> generated page, per build
@@ -119,8 +129,39 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
+def as_tabs(markdown: str) -> str:
+    """``markdown`` with each run of PyTorch / plain JAX / torch2jax_device blocks as tabs.
+
+    Examples:
+        >>> print(as_tabs('```python title="PyTorch"\\nx.cuda()\\n```\\n\\n'
+        ...               '```python title="torch2jax_device"\\ntj.to_device(x)\\n```\\n'))
+        === "PyTorch"
+        <BLANKLINE>
+            ```python
+            x.cuda()
+            ```
+        <BLANKLINE>
+        === "torch2jax_device"
+        <BLANKLINE>
+            ```python
+            tj.to_device(x)
+            ```
+        <BLANKLINE>
+    """
+
+    def tabs(run: re.Match[str]) -> str:
+        parts = []
+        for fence, title, code in _TAB_BLOCK.findall(run.group(0)):
+            block = f"{fence}python\n{code}\n{fence}"
+            body = "\n".join(f"    {line}" if line else "" for line in block.split("\n"))
+            parts.append(f'=== "{title}"\n\n{body}\n')
+        return "\n".join(parts)
+
+    return _TAB_RUN.sub(tabs, markdown)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Point links to repository files at their source pages."""
+    """Point links to repository files at their source pages; the guide's blocks as tabs."""
     docs_dir = Path(config["docs_dir"]).resolve()
     here = posixpath.dirname(page.file.src_uri)
 
@@ -131,24 +172,30 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         target = posixpath.relpath(_linked[found], here or ".")
         return f"{match.group(1)}{target}{match.group(3) or ''}{match.group(4)}"
 
-    return _LINK.sub(relink, markdown)
+    return as_tabs(_LINK.sub(relink, markdown))
 
 
-def relative_404(html: str) -> str:
-    """``404.html`` with its root-absolute links made relative to the site's root.
+def relative_404(html: str, root: str = "/") -> str:
+    """``404.html`` with its links from the site's root path ``root`` made relative.
 
     Examples:
         >>> relative_404('<a href="/tutorial.html">x</a><a href="//cdn.example/x.js">')
         '<a href="tutorial.html">x</a><a href="//cdn.example/x.js">'
         >>> relative_404('<a href="/">home</a>')
         '<a href="./">home</a>'
+        >>> relative_404('<a href="/docs/">home</a><link href="/docs/assets/x.css">', "/docs/")
+        '<a href="./">home</a><link href="assets/x.css">'
     """
-    html = html.replace('href="/"', 'href="./"')
-    return _ROOT_ABSOLUTE.sub(r"\1", html)
+    root = "/" + root.strip("/") + "/" if root.strip("/") else "/"
+    html = html.replace(f'href="{root}"', 'href="./"')
+    # The root path, then anything but a second "/" (that would name a host).
+    return re.sub(rf'((?:href|src)="){re.escape(root)}(?!/)', r"\1", html)
 
 
 def on_post_build(config: Any) -> None:
-    """Make the 404 page's links work under a sub-path and from ``file://``."""
+    """Make the 404 page's links work under any sub-path and from ``file://``."""
     page = Path(config["site_dir"]) / "404.html"
+    root = urlsplit(config.get("site_url") or "").path or "/"
     if page.is_file():
-        page.write_text(relative_404(page.read_text(encoding="utf-8")), encoding="utf-8")
+        html = page.read_text(encoding="utf-8")
+        page.write_text(relative_404(html, root), encoding="utf-8")

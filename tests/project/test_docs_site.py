@@ -7,7 +7,10 @@ problem and that the guide's proof links have pages and anchors to land on.
 
 from __future__ import annotations
 
+import datetime
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 check_site = load_script("check_site")
 docs_hooks = load_script("docs_hooks")
+plot_benchmarks = load_script("plot_benchmarks")
 
 _PAGE = """<html><body>
 <a id="top"></a>
@@ -135,6 +139,10 @@ def test_the_404_page_links_from_the_site_root() -> None:
     assert docs_hooks.relative_404(html) == (
         '<link href="assets/x.css"><a href="./">home</a><a href="tutorial.html#a">t</a>'
     )
+    # Under a site_url with a path (SITE_URL=https://host/docs/), mkdocs writes /docs/...
+    under = html.replace('"/', '"/docs/')
+    for root in ("/docs/", "/docs"):
+        assert docs_hooks.relative_404(under, root) == docs_hooks.relative_404(html)
     assert docs_hooks.relative_404('<script src="//cdn.example/x.js">') == (
         '<script src="//cdn.example/x.js">'
     )
@@ -167,3 +175,123 @@ def test_no_page_is_too_long_to_read() -> None:
         p.relative_to(ROOT).as_posix(): n for p in pages if (n := len(p.read_text().split())) > 5000
     }
     assert too_long == {}
+
+
+def _nav() -> str:
+    return (
+        (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1].split("\nmarkdown_extensions:")[0]
+    )
+
+
+def test_every_page_is_in_the_nav_once_under_a_label_of_its_own() -> None:
+    """A page left out of the menu is found by nobody; two entries called "Memory" (a
+    concept page and a reference page) left readers guessing which was which, in the
+    menu and in the previous/next links."""
+    entries = re.findall(r"^\s*- (?:(.+?): )?([\w/.-]+\.md)$", _nav(), re.MULTILINE)
+    pages = [page for _, page in entries]
+    labels = [label.strip('"') for label, _ in entries if label]
+    on_disk = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    assert sorted(set(pages)) == on_disk
+    assert len(pages) == len(set(pages))
+    assert sorted(label for label in labels if labels.count(label) > 1) == []
+
+
+def test_the_guide_code_blocks_become_tabs_and_nothing_else_changes() -> None:
+    """Each idiom's PyTorch / plain JAX / torch2jax_device blocks become one tab set, with
+    the code unchanged; the rest of the page stays as generated."""
+    from torch2jax_device.porting.guide import to_markdown
+
+    for section in catalog.SECTIONS:
+        page = to_markdown(section)
+        tabbed = docs_hooks.as_tabs(page)
+        titled = re.findall(r'^```python title="([^"]+)"$', page, re.MULTILINE)
+        assert re.findall(r'^=== "([^"]+)"$', tabbed, re.MULTILINE) == titled, section
+        assert 'python title="' not in tabbed, section
+        code = re.findall(r'```python title="[^"]+"\n(.*?)\n```', page, re.DOTALL)
+        for block in code:
+            indented = "\n".join(f"    {line}" if line else "" for line in block.split("\n"))
+            assert indented in tabbed, (section, block)
+        outside = re.sub(r"```.*?```", "", page, flags=re.DOTALL).split()
+        assert [w for w in outside if w not in tabbed] == [], section
+
+
+def test_every_benchmark_result_names_its_machine_date_and_command() -> None:
+    results = sorted(plot_benchmarks.RESULTS.glob("*.json"))
+    assert results
+    drawn = {name for name, *_ in plot_benchmarks.FIGURES.values()}
+    for path in results:
+        run = json.loads(path.read_text())
+        assert run["machine"] and run["software"] and run["command"], path.name
+        assert datetime.date.fromisoformat(run["date"]).isoformat() in path.name, path.name
+        assert path.name in drawn, f"{path.name} is drawn in no figure"
+
+
+def test_the_benchmark_figures_are_drawn_from_the_current_results() -> None:
+    """Each committed SVG records the SHA-256 of the results file it was drawn from."""
+    assert plot_benchmarks.stale() == [], "run scripts/plot_benchmarks.py (pip install matplotlib)"
+    pages = (ROOT / "docs" / "benchmarks.md").read_text() + (
+        ROOT / "docs" / "benchmarks-gpu.md"
+    ).read_text()
+    for name in plot_benchmarks.FIGURES:
+        assert f"](assets/benchmarks/{name}.svg)" in pages, name
+
+
+def test_a_changed_result_makes_the_figures_drawn_from_it_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    shutil.copytree(plot_benchmarks.RESULTS, results)
+    shutil.copytree(plot_benchmarks.FIGURES_DIR, figures)
+    monkeypatch.setattr(plot_benchmarks, "RESULTS", results)
+    monkeypatch.setattr(plot_benchmarks, "FIGURES_DIR", figures)
+    assert plot_benchmarks.stale() == []
+    changed = "gpu-h200-2026-11-26.json"
+    (results / changed).write_text((results / changed).read_text().replace("15.9", "16.9"))
+    expected = [n for n, (r, *_) in plot_benchmarks.FIGURES.items() if r == changed]
+    assert plot_benchmarks.stale() == expected
+    assert plot_benchmarks.main(["--check"]) == 1
+    (figures / "cpu-load.svg").unlink()
+    assert plot_benchmarks.stale() == [*expected, "cpu-load"]
+
+
+def test_the_tutorial_exercise_starts_from_the_diff_and_its_answer_is_the_port(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reader's one line: the two lines it replaces are what `scan --diff` leaves in
+    the halfway file, and the hidden answer is the line of the port CI runs."""
+    from torch2jax_device.cli import main
+
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text()
+    exercise = tutorial.split("### Your turn", 1)[1].split("The result is", 1)[0]
+    before, answer = re.findall(r"```python\n(.*?)\n\s*```", exercise, re.DOTALL)
+    main(["scan", "--diff", str(ROOT / "examples" / "tutorial_halfway.py")])
+    after_diff = [line[1:] for line in capsys.readouterr().out.splitlines() if line[:1] in " +"]
+    for line in before.splitlines():
+        assert line in after_diff, line
+    port = (ROOT / "examples" / "tutorial_port.py").read_text()
+    assert answer.strip() in port
+
+
+def test_the_faq_quotes_the_messages_the_library_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FAQ answers a message by quoting it: each quote is what the library says now."""
+    import jax
+    import torch
+
+    import torch2jax_device as tj
+    from torch2jax_device._src import dtypes
+
+    faq = (ROOT / "docs" / "faq.md").read_text()
+    quoted = dict(re.findall(r"```text\ntj\.(\w+): (.*?)\n```", faq, re.DOTALL))
+    assert sorted(quoted) == ["AlreadyInitializedError", "DtypeNarrowingWarning"]
+    monkeypatch.setattr(dtypes, "_warned", set())  # the warning comes once per dtype
+    with pytest.warns(tj.DtypeNarrowingWarning) as warned:
+        tj.to_jax(torch.arange(3))
+    assert str(warned[0].message) == quoted["DtypeNarrowingWarning"]
+    jax.devices()  # JAX has started, as in the notebook
+    with pytest.raises(tj.AlreadyInitializedError) as error:
+        tj.configure(preallocate=False)
+    started = re.search(r"\(started: [^)]*\)", str(error.value))
+    assert started is not None
+    assert str(error.value) == quoted["AlreadyInitializedError"].replace(
+        "(started: cpu)", started.group(0)
+    )
