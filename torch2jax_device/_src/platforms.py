@@ -113,8 +113,9 @@ PLATFORMS: tuple[Platform, ...] = (
             "jax-cuda11-plugin",
         ),
         install_hint=(
-            "install a CUDA build of JAX (pip install 'torch2jax-device[cuda12]', or "
-            "'jax[cuda12]' / 'jax[cuda13]'), check that nvidia-smi sees the GPU and that "
+            "install a CUDA build of JAX (pip install 'jax[cuda12]', or 'jax[cuda13]' for a "
+            "driver whose nvidia-smi says CUDA Version 13; in a torch2jax_device checkout, "
+            "pip install '.[cuda12]'), check that nvidia-smi sees the GPU and that "
             "CUDA_VISIBLE_DEVICES does not hide it"
         ),
     ),

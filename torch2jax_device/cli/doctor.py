@@ -186,7 +186,8 @@ def _hardware_checks(backends: list[str], torch_cuda: dict[str, Any] | None) -> 
                 "warning",
                 "nvidia-gpu-jax-cpu",
                 "an NVIDIA GPU is present but JAX has no cuda backend",
-                "pip install 'torch2jax-device[cuda12]' (or [cuda13])",
+                "pip install 'jax[cuda12]' (or 'jax[cuda13]'); in the checkout: "
+                "pip install '.[cuda12]'",
             )
         )
     if backends and backends[0] != "cpu":
