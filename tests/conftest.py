@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import optional_frameworks
+from tests.support import gpu_proxy, optional_frameworks
 from tests.support.optional_frameworks import REQUIRE_ENV
 from tests.support.xla import quick_compile_flags
 
@@ -65,6 +65,11 @@ gc.set_threshold(10_000, 10, 10)
 # run it.
 if "cuda" not in os.environ.get(REQUIRE_ENV, "").split(","):
     os.environ["XLA_FLAGS"] = quick_compile_flags(os.environ.get("XLA_FLAGS", ""))
+
+# The GPU machine's placement on a CPU (tests/support/gpu_proxy.py): JAX's default device
+# moved off the CPU torch uses, before any test module places an array.
+if gpu_proxy.requested():
+    gpu_proxy.start()
 
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]
