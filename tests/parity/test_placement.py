@@ -451,7 +451,8 @@ def test_equinox_module_to_returns_the_moved_module() -> None:
     assert type(moved) is type(model) and moved.activation is model.activation
     assert all(p.dtype == jnp.bfloat16 and p.data.committed for p in tj.parameters(moved))
     assert all(p.dtype == jnp.float32 for p in tj.parameters(model))  # input unchanged
-    assert_same_outcome(Outcome(next(theirs.parameters()).device), Outcome(tj.device_of(moved)))
+    theirs_device = torch_named_here(next(theirs.parameters()).device)
+    assert_same_outcome(Outcome(theirs_device), Outcome(tj.device_of(moved)))
     assert float(moved(jnp.ones(3, jnp.bfloat16)).sum()) == pytest.approx(
         float(model(jnp.ones(3)).sum()), rel=0.05
     )
