@@ -222,7 +222,7 @@ def test_parameters_of_every_model_kind() -> None:
 def test_device_of_trees_and_edge_cases() -> None:
     assert tj.device_of(np.ones(2)) == tj.device("cpu")
     assert tj.device_of(torch.ones(2)) == torch.device("cpu")
-    assert tj.device_of({"a": jnp.ones(1), "b": np.ones(1)}) == tj.device(CPU)
+    assert tj.device_of({"a": tj.to_device(jnp.ones(1), "cpu"), "b": np.ones(1)}) == tj.device(CPU)
     with pytest.raises(tj.EmptyTreeError, match="found no arrays in list"):
         tj.device_of(["no", "arrays"])
 

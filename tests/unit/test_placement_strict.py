@@ -26,7 +26,9 @@ def test_one_device_and_host_data_is_torchs_cpu_world() -> None:
         warnings.simplefilter("error")  # nothing to warn about on a CPU-only machine
         assert float(step(params, np.ones(3, np.float32))) == 3.0
         assert float(step(params, torch.ones(3))) == 3.0
-        assert float(step(params, batch=jnp.ones(3))) == 3.0
+        with tj.device("cpu"):  # made where params are: JAX's default device may be a GPU
+            batch = jnp.ones(3)
+        assert float(step(params, batch=batch)) == 3.0
     assert step.__name__ == "step" and step.__wrapped__ is not None  # functools.wraps
 
 
