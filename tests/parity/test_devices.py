@@ -18,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
-from tests.support.gpu_proxy import host_cpu
+from tests.support.gpu_proxy import several_cpu_devices
 from torch2jax_device._src import platforms as _platforms
 
 from .harness import assert_same_outcome, run
@@ -285,7 +285,7 @@ def test_any_cpu_index_is_the_cpu_as_in_torch(spec: str) -> None:
     """torch has one CPU device and ignores the index; a process with one CPU device too
     (CPU and GPU machines). Among simulated CPU devices (the proxy mode) an index names
     one of them, and one beyond them is refused, as the catalog row's notes say."""
-    if host_cpu().index is not None:
+    if several_cpu_devices():
         index = int(spec.split(":")[1])
         cpus = jax.local_devices(backend="cpu")
         if index >= len(cpus):

@@ -73,12 +73,20 @@ def jax_default_is_torch_cpu() -> bool:
     return platforms.jax_default_device() == jax.local_devices(backend="cpu")[0]
 
 
+def several_cpu_devices() -> bool:
+    """Whether JAX has several CPU devices here (the proxy mode, ``JAX_NUM_CPU_DEVICES``):
+    asked of JAX, so the names below do not follow tj's naming of them."""
+    return len(jax.local_devices(backend="cpu")) > 1
+
+
 def host_cpu() -> Any:
-    """The host's CPU as tj names it in this process: ``cpu`` where it is JAX's only CPU
-    device (CPU and GPU machines), ``cpu:0`` among simulated ones (the proxy mode)."""
+    """The name tj documents for the host's CPU in this process: ``cpu`` where it is
+    JAX's only CPU device (CPU and GPU machines), ``cpu:0`` among simulated ones (the
+    proxy mode). Built from that rule, not read from tj, so a test comparing with it still
+    catches tj naming the CPU otherwise."""
     import torch2jax_device as tj
 
-    return tj.device(jax.local_devices(backend="cpu")[0])
+    return tj.device("cpu", 0) if several_cpu_devices() else tj.device("cpu")
 
 
 def torch_named_here(device: Any) -> Any:
@@ -92,7 +100,7 @@ def torch_named_here(device: Any) -> Any:
     """
     import torch
 
-    if device.type != "cpu" or device.index is not None or host_cpu().index is None:
+    if device.type != "cpu" or device.index is not None or not several_cpu_devices():
         return device
     return torch.device("cpu", 0)
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import host_cpu
 from torch2jax_device._src import strict as _strict
 from torch2jax_device._src.strict import pins_to_cpu
 
@@ -126,4 +127,4 @@ def test_a_device_of_another_process_is_named_by_its_id_and_platform() -> None:
         _GPU_INCOMPATIBLE.replace("ids [0] on platform GPU", "ids [9] on platform GPU")
     )
     translated = _strict._torch_style(error)
-    assert translated is not None and "JAX device id 9 (gpu) and cpu!" in str(translated)
+    assert translated is not None and f"JAX device id 9 (gpu) and {host_cpu()}!" in str(translated)
