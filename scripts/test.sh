@@ -16,6 +16,9 @@
 #   gpu-check    scripts/gpu-check.sh --cpu (bench_gpu.py's CPU mode, so it cannot rot)
 #   multidevice  tests/multidevice with 4 simulated CPU devices (JAX reads the device
 #                count only when it starts, so these tests need their own process)
+#   proxy        tests/unit, tests/parity and tests/gpu (not slow) with JAX's default
+#                device moved off the CPU torch uses, as on a GPU machine
+#                (TORCH2JAX_DEVICE_TEST_PROXY=1, tests/support/gpu_proxy.py; its own process)
 #   slow-*       the tests that start processes, in six groups: jobs (launchers and
 #                multi-process runs), examples (real training scripts), cli (the
 #                commands), project (packaging, imports, docs), unit and the rest
@@ -115,7 +118,7 @@ jobs=(tests/unit/test_distributed*.py tests/unit/test_checkpoints_agreement.py
 not_jobs=()
 for file in "${jobs[@]}"; do not_jobs+=(--ignore="$file"); done
 
-groups=(checks gpu-check multidevice slow-jobs slow-examples slow-cli slow-project slow-unit
+groups=(checks gpu-check multidevice proxy slow-jobs slow-examples slow-cli slow-project slow-unit
   slow-parity in-process)
 checks >"$logs/checks.log" 2>&1 &
 pids+=($!)
@@ -123,6 +126,9 @@ PYTHON=$python scripts/gpu-check.sh --cpu >"$logs/gpu-check.log" 2>&1 &
 pids+=($!)
 JAX_NUM_CPU_DEVICES=4 "$python" -m pytest -o cache_dir=.pytest_cache/multidevice \
   tests/multidevice "$@" >"$logs/multidevice.log" 2>&1 &
+pids+=($!)
+TORCH2JAX_DEVICE_TEST_PROXY=1 "$python" -m pytest -m "not slow" -o cache_dir=.pytest_cache/proxy \
+  tests/unit tests/parity tests/gpu "$@" >"$logs/proxy.log" 2>&1 &
 pids+=($!)
 "$python" -m pytest -m slow -o cache_dir=.pytest_cache/slow-jobs "${jobs[@]}" "$@" \
   >"$logs/slow-jobs.log" 2>&1 &

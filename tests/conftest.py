@@ -28,6 +28,12 @@ and ``tests/support/examples``). Mark an in-process test
 ``@pytest.mark.slow`` by hand when it alone takes seconds (``SLOW_IN_PROCESS`` below
 lists those measured so far).
 
+``TORCH2JAX_DEVICE_TEST_PROXY=1`` runs the tests as on a GPU machine, on a CPU: JAX's
+default device is a second CPU device standing in for the GPU, while torch's tensors
+and ``tj.device("cpu")`` stay on the host's first (``tests/support/gpu_proxy.py``). A
+test that compares placements with torch's asks ``gpu_proxy`` where JAX's default is,
+and pins the CPU where it means the CPU.
+
 ``TORCH2JAX_DEVICE_TEST_REQUIRE`` (comma-separated) names frameworks that must be
 importable; ``scripts/test.sh`` sets it so a broken torch install fails the run
 instead of skipping every side-by-side test. ``cuda`` in the list requires a CUDA GPU
@@ -47,7 +53,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import deadlines, optional_frameworks
+from tests.support import deadlines, gpu_proxy, optional_frameworks
 from tests.support.optional_frameworks import REQUIRE_ENV
 from tests.support.xla import quick_compile_flags
 
@@ -65,6 +71,11 @@ gc.set_threshold(10_000, 10, 10)
 # run it.
 if "cuda" not in os.environ.get(REQUIRE_ENV, "").split(","):
     os.environ["XLA_FLAGS"] = quick_compile_flags(os.environ.get("XLA_FLAGS", ""))
+
+# The GPU machine's placement on a CPU (tests/support/gpu_proxy.py): JAX's default device
+# moved off the CPU torch uses, before any test module places an array.
+if gpu_proxy.requested():
+    gpu_proxy.start()
 
 # PyTorch scripts the scanner reads as text; importing them is not the point.
 collect_ignore = ["support/fixtures"]

@@ -21,6 +21,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.support.audit import Case, assert_clean, audit, summary
+from tests.support.gpu_proxy import host_cpu, torch_named_here
 from torch2jax_device._src.interop import aligned_empty
 
 # --- the same model in both frameworks -------------------------------------------------
@@ -35,7 +36,12 @@ def tj_parameter() -> tj.Parameter:
 
 
 def reads(device: Any) -> dict[str, Any]:
-    """What ported code does with a device it was handed."""
+    """What ported code does with a device it was handed.
+
+    Where tj's answer is a JAX array's place on the host CPU, torch's is read as
+    ``torch_named_here`` names it: ``cpu:0`` among simulated CPU devices (the proxy mode),
+    ``cpu`` on CPU and GPU machines, as tj names it.
+    """
     return {
         "type": device.type,
         "index": device.index,
@@ -51,13 +57,15 @@ def device_cases() -> list[Case]:
     return [
         Case(
             "parameter-device",
-            lambda: reads(torch_parameter().device),
+            lambda: reads(torch_named_here(torch_parameter().device)),
             lambda: reads(tj_parameter().device),
         ),
         Case(
             "parameter-device-equals-own-kind",
-            lambda: torch_parameter().device == torch.device("cpu"),
-            lambda: tj_parameter().device == tj.device("cpu"),
+            lambda: (
+                torch_named_here(torch_parameter().device) == torch_named_here(torch.device("cpu"))
+            ),
+            lambda: tj_parameter().device == host_cpu(),
         ),
         Case(
             "parameter-is-an-array",
@@ -76,7 +84,7 @@ def device_cases() -> list[Case]:
         ),
         Case(
             "device-of",
-            lambda: reads(torch.ones(2).device),
+            lambda: reads(torch_named_here(torch.ones(2).device)),
             lambda: reads(tj.device_of(tj.to_device(jnp.ones(2), "cpu"))),
         ),
         Case(
@@ -86,19 +94,21 @@ def device_cases() -> list[Case]:
         ),
         Case(
             "default-device-in-context",
-            lambda: _in(torch.device("cpu"), lambda: reads(torch.get_default_device())),
+            lambda: _in(
+                torch.device("cpu"), lambda: reads(torch_named_here(torch.get_default_device()))
+            ),
             lambda: _in(tj.device("cpu"), lambda: reads(tj.get_default_device())),
         ),
         Case(
             "list-devices",
-            lambda: reads(torch.device("cpu")),
+            lambda: reads(torch_named_here(torch.device("cpu"))),
             lambda: reads(tj.list_devices("cpu")[0]),
         ),
         # New arrays are made on the CPU on both sides: on a GPU machine JAX's default
         # device is the GPU, where torch's is the CPU (a documented difference).
         Case(
             "check-same-device",
-            lambda: reads((torch.ones(1) + torch.ones(1)).device),
+            lambda: reads(torch_named_here((torch.ones(1) + torch.ones(1)).device)),
             lambda: reads(
                 tj.check_same_device(
                     _in(tj.device("cpu"), lambda: jnp.ones(1)), tj.to_device(jnp.ones(1), "cpu")
@@ -107,7 +117,7 @@ def device_cases() -> list[Case]:
         ),
         Case(
             "check-same-device-0-dim-cpu-tensor",
-            lambda: reads((torch.ones(1) + torch.tensor(1.0)).device),
+            lambda: reads(torch_named_here((torch.ones(1) + torch.tensor(1.0)).device)),
             lambda: reads(
                 tj.check_same_device(tj.to_device(jnp.ones(1), "cpu"), torch.tensor(1.0))
             ),

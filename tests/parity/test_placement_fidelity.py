@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import host_cpu, torch_named_here
 from torch2jax_device import DeviceLoader, prefetch_to_device
 
 from .harness import Outcome, assert_same_outcome, run
@@ -150,8 +151,8 @@ def test_numpy_batches_keep_their_order_through_the_loader() -> None:
 
 def test_device_of_and_check_same_device_take_unsortable_keys() -> None:
     tree = {1: tj.to_device(jnp.ones(1), "cpu"), "a": np.zeros(1)}
-    assert tj.device_of(tree) == torch.tensor(1.0).device
-    assert tj.check_same_device(tree) == tj.device("cpu")
+    assert tj.device_of(tree) == torch_named_here(torch.tensor(1.0).device)
+    assert tj.check_same_device(tree) == host_cpu()
     assert [next(iter(tj.parameters(tree))).tolist()] == [[1.0]]
 
 
@@ -300,7 +301,7 @@ def test_a_0_dim_cpu_tensor_meets_any_device_as_in_torch() -> None:
     scalar, vector = torch.tensor(2.0), torch.ones(3)
     assert (vector * scalar).device == vector.device
     array = tj.to_device(jnp.ones(3), "cpu")
-    assert tj.check_same_device(array, scalar) == tj.device("cpu")
+    assert tj.check_same_device(array, scalar) == host_cpu()  # cpu:0 among simulated CPUs
     assert tj.check_same_device(scalar) == scalar.device
 
 
@@ -351,4 +352,4 @@ def test_an_optimizer_is_on_its_models_device_before_the_first_update() -> None:
     torch_model = torch.nn.Linear(2, 2)
     torch_optimizer = torch.optim.Adam(torch_model.parameters())
     assert not torch_optimizer.state  # torch's state appears at the first step, on the device
-    assert tj.device_of(optimizer) == next(torch_model.parameters()).device
+    assert tj.device_of(optimizer) == torch_named_here(next(torch_model.parameters()).device)

@@ -22,8 +22,10 @@ def test_is_it_on_the_gpu(where: str) -> None:
     assert (tj.device_of(array).type == "cuda") == tensor.is_cuda
     assert tj.device_of(array).type == tensor.device.type
     assert tj.device_of(tensor).type == tensor.device.type  # torch tensors answer too
-    index = tj.device_of(array).index
-    assert tensor.get_device() == (-1 if index is None else index)
+    # torch's index of where the tensor is: -1 on the CPU (tj's cpu:0 among simulated CPU
+    # devices included), the ordinal on a GPU.
+    ours = tj.device_of(array)
+    assert tensor.get_device() == (-1 if ours.type == "cpu" else ours.index)
     assert tj.get_device(array) == tensor.get_device()  # -1 on the CPU, never None
     assert tj.get_device(tensor) == tensor.get_device()
 

@@ -34,6 +34,7 @@ from tests.support.distributed.launch import (
 )
 from tests.support.distributed.shared_jobs import torch_first_job
 from tests.support.forking import Forked, ForkServer
+from tests.support.gpu_proxy import several_cpu_devices
 from tests.support.optional_frameworks import needs
 from torch2jax_device import DeviceUnavailableError, EmptyTreeError, InvalidDeviceError
 from torch2jax_device import distributed as dist
@@ -253,6 +254,8 @@ def test_device_mesh_on_a_missing_platform_says_how_to_get_it() -> None:
 
 
 def test_global_batch_in_one_process_is_the_local_batch_sharded_over_the_mesh() -> None:
+    if several_cpu_devices():
+        pytest.skip("one CPU device: a mesh holds every device of the job")
     mesh = dist.init_device_mesh("cpu", (1,), mesh_dim_names=("data",))
     local = {"x": np.arange(6, dtype=np.int64).reshape(3, 2), "step": 4}
     batch = dist.make_global_batch(local, mesh)
@@ -266,6 +269,8 @@ def test_global_batch_in_one_process_is_the_local_batch_sharded_over_the_mesh() 
 
 
 def test_global_batch_errors() -> None:
+    if several_cpu_devices():
+        pytest.skip("one CPU device: a mesh holds every device of the job")
     mesh = dist.init_device_mesh("cpu", (1,), mesh_dim_names=("data",))
     with pytest.raises(EmptyTreeError, match="the local batch holds no arrays"):
         dist.make_global_batch({}, mesh)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import host_cpu
 from torch2jax_device._src import memory as _memory
 
 HAS_CUDA = tj.cuda.is_available()
@@ -269,7 +270,7 @@ def test_empty_cache_keeps_referenced_arrays() -> None:
 
 
 def test_live_arrays_cover_every_backend() -> None:
-    x = jnp.ones(3)
+    x = tj.to_device(jnp.ones(3), "cpu")  # JAX's default device may be a GPU
     assert any(a is x for a in tj.live_arrays())
     assert any(a is x for a in tj.live_arrays("cpu"))
     with pytest.raises(tj.DeviceUnavailableError):
@@ -298,6 +299,6 @@ def test_track_arrays_reports_what_a_block_left_alive() -> None:
 def test_track_arrays_on_a_device() -> None:
     keep = []
     with tj.track_arrays("cpu") as report:
-        keep.append(jnp.zeros(10))
-    assert report.device == tj.device("cpu") and report.nbytes == 40
+        keep.append(jnp.zeros(10, device=tj.resolve("cpu")))  # JAX's default may be a GPU
+    assert report.device == host_cpu() and report.nbytes == 40
     assert "left on cpu" in str(report)

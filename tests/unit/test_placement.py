@@ -19,6 +19,7 @@ from flax import nnx
 from flax.core import FrozenDict
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import host_cpu, torch_named_here
 from torch2jax_device._src import dtypes as _dtypes
 from torch2jax_device._src import placement as _placement
 from torch2jax_device._src import trees as _trees
@@ -222,7 +223,7 @@ def test_parameters_of_every_model_kind() -> None:
 def test_device_of_trees_and_edge_cases() -> None:
     assert tj.device_of(np.ones(2)) == tj.device("cpu")
     assert tj.device_of(torch.ones(2)) == torch.device("cpu")
-    assert tj.device_of({"a": jnp.ones(1), "b": np.ones(1)}) == tj.device(CPU)
+    assert tj.device_of({"a": tj.to_device(jnp.ones(1), "cpu"), "b": np.ones(1)}) == tj.device(CPU)
     with pytest.raises(tj.EmptyTreeError, match="found no arrays in list"):
         tj.device_of(["no", "arrays"])
 
@@ -495,8 +496,9 @@ def test_parameter_device_is_torch_style_and_it_stays_an_array() -> None:
     assert bias.data is model.bias[...]
     device = kernel.device
     assert isinstance(device, tj.Device) and not isinstance(device, jax.Device)
-    assert (device.type, device.index, str(device)) == ("cpu", None, "cpu")
-    assert device == torch.device("cpu") and device == tj.device("cpu") and device == CPU
+    host = host_cpu()  # cpu: "cpu:0" only among simulated CPU devices (the proxy mode)
+    assert (device.type, device.index, str(device)) == (host.type, host.index, str(host))
+    assert device == torch_named_here(torch.device("cpu")) and device == host and device == CPU
     assert kernel.data is model.kernel[...]
     assert (kernel.shape, kernel.dtype, kernel.numel()) == ((2, 3), jnp.float32, 6)
     # It is still an array in JAX code.

@@ -176,11 +176,12 @@ def test_tracers_in_every_entry_point() -> None:
 
 
 def test_numpy_scalars_are_host_data_everywhere() -> None:
+    array = tj.to_device(jnp.ones(1), "cpu")  # JAX's default device may be a GPU
     for scalar in (np.float32(1.5), np.int32(2), np.bool_(True)):
         assert tj.device_of(scalar) == tj.device("cpu")
         assert tj.device_of({"s": scalar}) == tj.device("cpu")
         assert tj.to_device(scalar, "cpu").devices() == {tj.resolve("cpu")}
-        assert tj.check_same_device(scalar, jnp.ones(1)) == tj.device("cpu")
+        assert tj.check_same_device(scalar, array) == tj.device_of(array)
         assert tj.to_torch(scalar).item() == scalar.item()
         assert [p.numel() for p in tj.parameters([scalar])] == [1]
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import host_cpu
 from torch2jax_device._src import strict as _strict
 from torch2jax_device._src.strict import pins_to_cpu
 
@@ -26,7 +27,9 @@ def test_one_device_and_host_data_is_torchs_cpu_world() -> None:
         warnings.simplefilter("error")  # nothing to warn about on a CPU-only machine
         assert float(step(params, np.ones(3, np.float32))) == 3.0
         assert float(step(params, torch.ones(3))) == 3.0
-        assert float(step(params, batch=jnp.ones(3))) == 3.0
+        with tj.device("cpu"):  # made where params are: JAX's default device may be a GPU
+            batch = jnp.ones(3)
+        assert float(step(params, batch=batch)) == 3.0
     assert step.__name__ == "step" and step.__wrapped__ is not None  # functools.wraps
 
 
@@ -124,4 +127,4 @@ def test_a_device_of_another_process_is_named_by_its_id_and_platform() -> None:
         _GPU_INCOMPATIBLE.replace("ids [0] on platform GPU", "ids [9] on platform GPU")
     )
     translated = _strict._torch_style(error)
-    assert translated is not None and "JAX device id 9 (gpu) and cpu!" in str(translated)
+    assert translated is not None and f"JAX device id 9 (gpu) and {host_cpu()}!" in str(translated)
