@@ -160,6 +160,8 @@ class _Net:
         return nnx.eval_shape(lambda: Net(nnx.Rngs(seed))), lambda: Net(nnx.Rngs(seed))
 
 
+@pytest.mark.idiom("library-load-checkpoint-and-dispatch")
+@pytest.mark.idiom("library-cpu-offload")
 @pytest.mark.parametrize("layout", ["jax", "torch"])
 def test_an_abstract_model_loads_past_the_budget_and_its_jitted_forward_matches(
     tmp_path: Path, layout: str
@@ -211,6 +213,43 @@ def test_an_abstract_model_loads_past_the_budget_and_its_jitted_forward_matches(
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-6, atol=1e-6)
     # The offloaded parameters stayed where they were: the copy lived inside the program.
     assert {_tier(a) for a in jax.tree.leaves(state)} == {0, 1}
+
+
+@pytest.mark.idiom("library-dispatch-model")
+def test_an_explicit_map_dispatches_a_models_own_arrays() -> None:
+    """``dispatch_model(model, device_map)``: the model's arrays placed as the map says,
+    the values unchanged, and a jitted forward over them the same as on one device."""
+    nnx = pytest.importorskip("flax.nnx")
+    _, build = _Net.make(0)
+    model, reference = build(), build()
+    device_map = {
+        "embed": "cpu:1",
+        "layers.0": "cpu:1",
+        "layers.1*": "cpu:0",
+        "": ("cpu:1", PINNED),
+    }
+    model = tj.load_state(model, tj.state_dict(model), device_map=device_map)
+    for name, array in tj.state_dict(model).items():
+        expected = (
+            (1, "device")
+            if name.startswith(("embed.", "layers.0."))
+            else (0, "device")
+            if name.startswith("layers.1")
+            else (1, PINNED)
+        )
+        assert (next(iter(array.devices())).id, array.sharding.memory_kind) == expected, name
+        np.testing.assert_array_equal(
+            np.asarray(jax.device_put(array, jax.devices()[0])),
+            np.asarray(tj.state_dict(reference)[name]),
+        )
+    plan = tj.DeviceMap.plan(tj.state_dict(model), device_map=device_map)
+    assert plan.execution_device == jax.devices()[1]
+    graphdef, state = nnx.split(model)
+    state = jax.tree.map(lambda a: plan.to_execution_device(a) if _tier(a) == 2 else a, state)
+    x = jax.device_put(jnp.ones((2, 16)), jax.devices()[1])
+    got = jax.jit(lambda s, x: nnx.merge(graphdef, plan.to_execution_device(s))(x))(state, x)
+    expected_out = jax.jit(lambda m, x: m(x))(tj.to_device(reference, "cpu:1"), x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected_out), rtol=1e-6, atol=1e-6)
 
 
 MEASURE = """

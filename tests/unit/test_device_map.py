@@ -141,6 +141,7 @@ def test_bad_maps_are_the_librarys_errors_before_a_byte_is_read(
         tj.load_file(path, **arguments)
 
 
+@pytest.mark.idiom("library-device-map-auto")
 def test_auto_on_a_machine_without_accelerators_loads_onto_the_host(checkpoint: Any) -> None:
     path, tensors = checkpoint
     loaded = tj.load_file(path, device="auto", max_memory={"cpu": "1MiB"})
@@ -192,6 +193,7 @@ def test_plan_sizes_count_the_dtype_jax_will_hold() -> None:
     assert plan.bytes_per_device() == {CPU: expected}
 
 
+@pytest.mark.idiom("library-init-empty-weights")
 def test_an_abstract_model_is_filled_with_no_device_given(tmp_path: Path) -> None:
     """Before issue 39, ``tj.state_dict`` of an abstract model was empty and
     ``tj.load_state`` filled nothing: its variables hold ``jax.ShapeDtypeStruct``."""
