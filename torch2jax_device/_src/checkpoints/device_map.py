@@ -141,7 +141,7 @@ class DeviceMap:
     """Which device and memory kind each tensor of a model goes to: ``device_map="auto"``.
 
     Accelerate's ``infer_auto_device_map`` for JAX arrays.
-    [`DeviceMap.plan`][torch2jax_device.DeviceMap.plan] makes one from a safetensors
+    `DeviceMap.plan` makes one from a safetensors
     header (nothing else is read) or a model's arrays;
     [`tj.load_file`][torch2jax_device.load_file] and
     [`tj.load_state`][torch2jax_device.load_state] make one themselves when given
@@ -330,12 +330,14 @@ class DeviceMap:
     def __repr__(self) -> str:
         total = sum(self._sizes.values())
         groups = self._groups()
-        width = max([len(prefix or "''") for prefix, _ in groups] + [6])
+        width = max((len(prefix or "''") for prefix, _ in groups), default=2)
         lines = [f"DeviceMap({len(self._placements)} tensors, {_human(total)}):"]
         lines += [f"  {prefix or repr(''):<{width}}  {place}" for prefix, place in groups]
         lines.append("bytes per device:")
         budgets = {str(place): budget for place, budget in self._budgets.items()}
-        for place, nbytes in self.bytes_per_device().items():
+        totals = self.bytes_per_device()
+        width = max((len(place) for place in totals), default=2)
+        for place, nbytes in totals.items():
             budget = budgets.get(place)
             limit = "no limit" if budget is None else f"of {_human(budget)}"
             lines.append(f"  {place:<{width}}  {_human(nbytes)} ({nbytes:,} bytes) {limit}")

@@ -221,7 +221,7 @@ def load_state(
         model: A Flax NNX module (concrete or abstract) or an Equinox module.
         source: A path (``str`` / ``os.PathLike``) or ``{name: array}``.
         device: Where the arrays go instead of where the model's are: a device, or
-            ``"auto"`` for a plan (a [`tj.DeviceMap`][torch2jax_device.DeviceMap] in the
+            ``"auto"`` for a plan (a `tj.DeviceMap` in the
             model's order, within ``max_memory``); from a safetensors file, each tensor
             goes straight to its place.
         max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.

@@ -93,12 +93,12 @@ def load_file(
             everywhere.
         device_map: Where each tensor goes, as Accelerate's ``device_map``: ``"auto"``
             (the same as ``device="auto"``), an explicit ``{pattern: device}``, or a
-            [`tj.DeviceMap`][torch2jax_device.DeviceMap]. ``device="auto"`` fills the
+            `tj.DeviceMap`. ``device="auto"`` fills the
             accelerators in the file's order up to their budgets, then the first one's
             ``pinned_host`` memory, then the CPU; each tensor goes straight to its
             place. The plan is made from the header and checked (devices, budgets,
             every tensor placed) before a tensor byte is read; see
-            [A model bigger than the GPU](../how-to/big-models.md).
+            [A model bigger than the GPU](how-to/big-models.md).
         max_memory: The budgets of ``device="auto"``: ``{"cuda:0": "20GiB", "cpu":
             "100GiB"}`` as in Accelerate (see ``tj.DeviceMap.plan``).
 
