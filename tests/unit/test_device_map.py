@@ -186,6 +186,12 @@ def test_a_plan_refuses_a_tensor_it_was_not_made_for(checkpoint: Any) -> None:
         tj.load_file(path, device=plan)
 
 
+def test_a_model_itself_is_refused_with_the_call_that_plans_it() -> None:
+    nnx = pytest.importorskip("flax.nnx")
+    with pytest.raises(tj.ArgumentTypeError, match=r"not Linear; for a model, pass tj.state_dict"):
+        tj.DeviceMap.plan(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))  # type: ignore[arg-type]
+
+
 def test_plan_sizes_count_the_dtype_jax_will_hold() -> None:
     # int64 becomes int32 without jax_enable_x64: the budget counts the narrowed bytes.
     plan = tj.DeviceMap.plan({"ids": jax.ShapeDtypeStruct((10,), np.int64)}, device_map={"": "cpu"})
@@ -222,3 +228,19 @@ def test_load_state_onto_one_device_is_a_plan_too(tmp_path: Path) -> None:
     assert {a.sharding.memory_kind for a in tj.state_dict(model).values()} == {"device"}
     with pytest.raises(tj.DeviceUnavailableError, match=r"names 'cuda'"):
         tj.load_state(abstract, path, device="cuda")
+
+
+def test_a_pytorch_checkpoint_loads_by_a_plan_through_the_host(tmp_path: Path) -> None:
+    """A ``.pt`` has no header to plan from: torch.load reads it, then the plan places it
+    (before, the planned path read it as safetensors and refused it as corrupt)."""
+    nnx = pytest.importorskip("flax.nnx")
+    torch = pytest.importorskip("torch")
+    twin = torch.nn.Linear(3, 4)
+    path = tmp_path / "twin.pt"
+    torch.save(twin.state_dict(), path)
+    model = tj.load_state(
+        nnx.eval_shape(lambda: nnx.Linear(3, 4, rngs=nnx.Rngs(0))), path, device="auto"
+    )
+    np.testing.assert_array_equal(model.kernel[...], twin.weight.detach().numpy().T)
+    np.testing.assert_array_equal(model.bias[...], twin.bias.detach().numpy())
+    assert model.kernel[...].devices() == {jax.devices("cpu")[0]}

@@ -34,6 +34,7 @@ from .. import dtypes, platforms, runtime
 from ..capacity import free_bytes
 from ..device import Device, resolve
 from ..errors import (
+    ArgumentTypeError,
     CheckpointError,
     ConfigError,
     DeviceUnavailableError,
@@ -44,7 +45,7 @@ from .index import shard_files
 from .messages import shown
 from .reader import Reader
 from .sharded import load_file as load_file_by_rule
-from .source import PathLike
+from .source import PathLike, Source
 
 __all__ = [
     "AUTO",
@@ -55,6 +56,7 @@ __all__ = [
     "model_plan",
     "parse_size",
     "planned_target",
+    "reads_straight",
 ]
 
 #: The ``device=`` / ``device_map=`` value that asks for a plan, as Accelerate spells it.
@@ -219,6 +221,8 @@ class DeviceMap:
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
                 explicit map overfills a budget (the message has the numbers).
             CheckpointError: a file that cannot be read as safetensors.
+            ArgumentTypeError: ``tensors`` is neither a path nor a mapping (a model:
+                pass ``tj.state_dict(model)``).
         """
         sizes = _sizes(tensors)
         budgets = _Budgets(max_memory)
@@ -568,7 +572,7 @@ def _sizes(tensors: PathLike | Mapping[str, Any]) -> dict[str, int]:
             name: _nbytes(shape, dtype) for name, (shape, dtype) in file_tensors(tensors).items()
         }
     if not isinstance(tensors, Mapping):
-        raise CheckpointError(
+        raise ArgumentTypeError(
             f"DeviceMap.plan takes a safetensors path or {{name: array}}, not "
             f"{type(tensors).__name__}; for a model, pass tj.state_dict(model)"
         )
@@ -600,6 +604,15 @@ def file_tensors(path: PathLike) -> dict[str, tuple[tuple[int, ...], np.dtype[An
     if shards.names is not None:
         found = {name: found[name] for name in shards.names}
     return found
+
+
+def reads_straight(source: Any) -> bool:
+    """Whether a load can place each tensor of ``source`` as it reads it: a path to a
+    safetensors file, or to an index of them. A PyTorch checkpoint is unpickled whole
+    first, and a file object has no header to plan from."""
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    return all(Source(file).kind == "safetensors" for file in shard_files(source).files)
 
 
 def _nbytes(shape: Sequence[int], dtype: Any) -> int:

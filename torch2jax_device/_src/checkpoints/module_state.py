@@ -33,7 +33,7 @@ from ..detect import (
 from ..errors import CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order, own_leaves_first
-from .device_map import DeviceMap, file_tensors, load_for_model, model_plan
+from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
 from .torch_load import load
 
@@ -223,7 +223,8 @@ def load_state(
         device: Where the arrays go instead of where the model's are: a device, or
             ``"auto"`` for a plan (a `tj.DeviceMap` in the
             model's order, within ``max_memory``); from a safetensors file, each tensor
-            goes straight to its place.
+            goes straight to its place (a PyTorch checkpoint is read to the host
+            first, as ``torch.load`` reads it, then placed).
         max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
         device_map: An explicit map (``{pattern: device}``) or a ``tj.DeviceMap``.
 
@@ -261,7 +262,7 @@ def load_state(
         what, saved = "the state", source
     else:
         what = repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "the file"
-        if plan is None:
+        if plan is None or not reads_straight(source):  # a .pt: to the host, then placed
             saved = load(source, map_location="cpu")
         else:  # each tensor straight to its place, the model's layout or a twin's
             layout = _layout_of(what, file_tensors(source), entries, model)
