@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -244,3 +245,38 @@ def test_a_pytorch_checkpoint_loads_by_a_plan_through_the_host(tmp_path: Path) -
     np.testing.assert_array_equal(model.kernel[...], twin.weight.detach().numpy().T)
     np.testing.assert_array_equal(model.bias[...], twin.bias.detach().numpy())
     assert model.kernel[...].devices() == {jax.devices("cpu")[0]}
+
+
+@pytest.mark.idiom("library-init-empty-weights")
+def test_an_abstract_models_torch_state_dict_is_the_meta_twins() -> None:
+    """Side by side with torch: a twin built on the meta device (what
+    ``init_empty_weights`` makes) lists the same names, shapes and dtypes, on ``meta``.
+    Before, the torch layout of an abstract model raised JAX's own InvalidInputException."""
+    nnx = pytest.importorskip("flax.nnx")
+    torch = pytest.importorskip("torch")
+
+    class Net(nnx.Module):
+        def __init__(self, rngs: Any) -> None:
+            self.embed = nnx.Embed(10, 6, rngs=rngs)
+            self.conv = nnx.Conv(6, 4, (3,), rngs=rngs)
+            self.norm = nnx.LayerNorm(4, rngs=rngs)
+            self.head = nnx.Linear(4, 2, param_dtype=jnp.bfloat16, rngs=rngs)
+
+    with torch.device("meta"):
+        twin = torch.nn.ModuleDict(
+            {
+                "embed": torch.nn.Embedding(10, 6),
+                "conv": torch.nn.Conv1d(6, 4, 3),
+                "norm": torch.nn.LayerNorm(4),
+                "head": torch.nn.Linear(4, 2, dtype=torch.bfloat16),
+            }
+        )
+    ours = tj.state_dict(nnx.eval_shape(lambda: Net(nnx.Rngs(0))), layout="torch")
+    theirs = twin.state_dict()
+    assert sorted(ours) == sorted(theirs)
+    for name, tensor in theirs.items():
+        assert (ours[name].shape, ours[name].dtype, ours[name].device) == (
+            tensor.shape,
+            tensor.dtype,
+            tensor.device,
+        ), name

@@ -174,8 +174,12 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
                 f"two arrays of the model would both be named {entry.torch_name!r} in the "
                 "torch layout; rename an attribute so that no dotted path repeats another"
             )
-        (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
-        tensor = to_torch(on_host)
+        if isinstance(entry.value, jax.ShapeDtypeStruct):  # abstract: torch's meta tensors
+            dtype = to_torch(np.empty(0, entry.value.dtype)).dtype
+            tensor = torch.empty(entry.value.shape, dtype=dtype, device="meta")
+        else:
+            (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
+            tensor = to_torch(on_host)
         if entry.permutation is not None:
             tensor = tensor.permute(entry.permutation)
         if entry.reshape is not None:
