@@ -299,8 +299,11 @@ class DeviceMap:
         already in device memory stays where it is), so a jitted forward pass can take
         parameters that live in ``pinned_host`` memory and use them as if on the device;
         the device holds them only while the program runs. An array on the CPU device
-        (the plan's last tier) cannot enter a program compiled for an accelerator: move
-        it outside ``jit`` with this same call.
+        (the plan's last tier, when ``max_memory["pinned_host"]`` caps the pinned one)
+        cannot enter a program compiled for an accelerator: put it in the execution
+        device's ``pinned_host`` memory first, outside ``jit`` (``jax.device_put(array,
+        SingleDeviceSharding(plan.execution_device, memory_kind="pinned_host"))``), or
+        on the device itself with this same call.
 
         Examples:
             >>> import jax, jax.numpy as jnp

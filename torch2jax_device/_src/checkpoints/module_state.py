@@ -130,7 +130,10 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         ``state_dict()`` does (module by module: parameters, then other variables,
         then layers, each as assigned; ``kernel`` before ``bias``), where
         ``nnx.state`` sorts the names. An ``nnx.State`` gives the same arrays in its
-        own order, in the ``"jax"`` layout only. For
+        own order, in the ``"jax"`` layout only. An abstract model
+        (``nnx.eval_shape``) gives ``jax.ShapeDtypeStruct`` values, and in the
+        ``"torch"`` layout tensors on torch's ``meta`` device, as a twin built there
+        does. For
         an Equinox module, every array leaf (``eqx.is_array``). The ``"jax"`` layout
         holds the model's own arrays; the ``"torch"`` one copies.
 
