@@ -138,6 +138,12 @@ def test_an_explicit_map_overfilling_the_accelerator_is_refused_with_the_numbers
     assert [a.sharding.memory_kind for a in loaded.values()] == ["device", PINNED]
 
 
+def _pinned(plan: tj.DeviceMap, array: jax.Array) -> jax.Array:
+    """``array`` in the execution device's pinned host memory."""
+    sharding = jax.sharding.SingleDeviceSharding(plan.execution_device, memory_kind=PINNED)
+    return jax.device_put(array, sharding)
+
+
 class _Net:
     """An NNX MLP (the class is made on first use: flax is optional)."""
 
@@ -197,9 +203,9 @@ def test_an_abstract_model_loads_past_the_budget_and_its_jitted_forward_matches(
     assert {n: _tier(a) for n, a in arrays.items()} == {
         n: _tier(p) for n, p in plan.placements().items()
     }
-    # The host tier cannot enter a program compiled for cpu:1: move it first, outside jit.
+    # The host tier cannot enter a program compiled for cpu:1: into its pinned memory first.
     graphdef, state = nnx.split(model)
-    state = jax.tree.map(lambda a: plan.to_execution_device(a) if _tier(a) == 2 else a, state)
+    state = jax.tree.map(lambda a: _pinned(plan, a) if _tier(a) == 2 else a, state)
 
     @jax.jit
     def forward(state: Any, x: Any) -> Any:
@@ -245,7 +251,7 @@ def test_an_explicit_map_dispatches_a_models_own_arrays() -> None:
     plan = tj.DeviceMap.plan(tj.state_dict(model), device_map=device_map)
     assert plan.execution_device == jax.devices()[1]
     graphdef, state = nnx.split(model)
-    state = jax.tree.map(lambda a: plan.to_execution_device(a) if _tier(a) == 2 else a, state)
+    state = jax.tree.map(lambda a: _pinned(plan, a) if _tier(a) == 2 else a, state)
     x = jax.device_put(jnp.ones((2, 16)), jax.devices()[1])
     got = jax.jit(lambda s, x: nnx.merge(graphdef, plan.to_execution_device(s))(x))(state, x)
     expected_out = jax.jit(lambda m, x: m(x))(tj.to_device(reference, "cpu:1"), x)
