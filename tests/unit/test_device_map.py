@@ -39,6 +39,11 @@ def _checkpoint(path: Path) -> dict[str, np.ndarray[Any, Any]]:
     return tensors
 
 
+#: Stands for a plan made earlier (made in the test: JAX starts at the first test, not
+#: at collection). Given with max_memory=, the budgets would go unused.
+PLAN = "a DeviceMap"
+
+
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray[Any, Any]]]:
     path = tmp_path / "model.safetensors"
@@ -132,12 +137,19 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
         ),
         ({"device": "cpu:0", "device_map": "auto"}, tj.InvalidDeviceError, r"both say where"),
         ({"device_map": 3}, tj.InvalidDeviceError, r"give 'auto' or a dict"),
+        (
+            {"device_map": PLAN, "max_memory": {"cpu": "1GiB"}},
+            tj.InvalidDeviceError,
+            r"the plan was made within its budgets already",
+        ),
     ],
 )
 def test_bad_maps_are_the_librarys_errors_before_a_byte_is_read(
     checkpoint: Any, no_reads: None, arguments: dict[str, Any], error: type, message: str
 ) -> None:
     path, _ = checkpoint
+    if arguments.get("device_map") == PLAN:
+        arguments = {**arguments, "device_map": tj.DeviceMap.plan(path, device_map="auto")}
     with pytest.raises(error, match=message):
         tj.load_file(path, **arguments)
 
@@ -225,8 +237,14 @@ def test_load_state_onto_one_device_is_a_plan_too(tmp_path: Path) -> None:
     path = tmp_path / "linear.safetensors"
     tj.save_file(nnx.Linear(3, 4, rngs=nnx.Rngs(0)), path)
     abstract = nnx.eval_shape(lambda: nnx.Linear(3, 4, rngs=nnx.Rngs(1)))
-    model = tj.load_state(abstract, path, device=("cpu"))
+    model = tj.load_state(abstract, path, device="cpu")
     assert {a.sharding.memory_kind for a in tj.state_dict(model).values()} == {"device"}
+    plan = tj.DeviceMap.plan(
+        tj.state_dict(abstract), device_map={"bias": ("cpu", "pinned_host"), "": "cpu"}
+    )
+    model = tj.load_state(abstract, path, device=plan)  # a plan made earlier, as device=
+    kinds = {name: a.sharding.memory_kind for name, a in tj.state_dict(model).items()}
+    assert kinds == {"kernel": "device", "bias": "pinned_host"}
     with pytest.raises(tj.DeviceUnavailableError, match=r"names 'cuda'"):
         tj.load_state(abstract, path, device="cuda")
 

@@ -639,8 +639,8 @@ def planned_target(
         InvalidDeviceError: ``device_map`` together with a device, or ``max_memory``
             without a plan to apply it to.
     """
-    if isinstance(device_map, DeviceMap):
-        return device_map
+    if isinstance(device, DeviceMap) and device_map is None:  # a plan made earlier
+        device, device_map = AUTO, device
     auto = isinstance(device, str) and device == AUTO
     if device_map is None and not auto:
         if max_memory is not None:
@@ -654,6 +654,13 @@ def planned_target(
             f"device={shown(device)} and device_map= both say where tensors go. Fix: pass "
             "only device_map= (or device='auto' with max_memory=)"
         )
+    if isinstance(device_map, DeviceMap):
+        if max_memory is not None:
+            raise InvalidDeviceError(
+                "max_memory= with a DeviceMap: the plan was made within its budgets "
+                "already. Fix: pass max_memory to tj.DeviceMap.plan, or drop it here"
+            )
+        return device_map
     return DeviceMap.plan(tensors, max_memory=max_memory, device_map=device_map)
 
 
