@@ -298,3 +298,17 @@ def test_an_abstract_models_torch_state_dict_is_the_meta_twins() -> None:
             tensor.dtype,
             tensor.device,
         ), name
+
+
+def test_an_abstract_equinox_model_is_filled_too(tmp_path: Path) -> None:
+    """``eqx.filter_eval_shape`` leaves are ``jax.ShapeDtypeStruct``: before, they were
+    skipped, so nothing was filled and the model stayed abstract."""
+    eqx = pytest.importorskip("equinox")
+    reference = eqx.nn.MLP(4, 2, 8, 2, key=jax.random.key(0))
+    path = tmp_path / "mlp.safetensors"
+    tj.save_file(reference, path)
+    abstract = eqx.filter_eval_shape(eqx.nn.MLP, 4, 2, 8, 2, key=jax.random.key(1))
+    model = tj.load_state(abstract, path, device="auto", max_memory={"cpu": "1MiB"})
+    x = jnp.linspace(-1, 1, 4)
+    np.testing.assert_array_equal(model(x), reference(x))
+    assert set(tj.state_dict(model)) == set(tj.state_dict(reference))

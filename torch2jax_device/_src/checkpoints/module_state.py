@@ -501,7 +501,7 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
     arrays = [
         (index, path, leaf)
         for index, (path, leaf) in enumerate(pairs)
-        if isinstance(leaf, (jax.Array, np.ndarray))
+        if isinstance(leaf, (jax.Array, np.ndarray, jax.ShapeDtypeStruct))  # abstract too
     ]
     for index, path, leaf in own_leaves_first(arrays, path=operator.itemgetter(1)):
         keys = [_key_name(key) for key in path]

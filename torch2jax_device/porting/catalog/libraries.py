@@ -424,8 +424,8 @@ ROWS: tuple[Idiom, ...] = (
             "The plan follows the model's order (an abstract model lists its arrays by "
             "name: `nnx.eval_shape` rebuilds it). A checkpoint in a PyTorch twin's layout "
             "(`weight` as `(out, in)`) loads too: tensors that need a transpose or a cast "
-            "are read to the host, adapted and moved. Equinox models load with a device "
-            "but not abstractly yet."
+            "are read to the host, adapted and moved. Equinox models from "
+            "`eqx.filter_eval_shape` load the same way."
         ),
         runs=False,
     ),
