@@ -222,7 +222,9 @@ def load_state(
     An abstract NNX model (``nnx.eval_shape(lambda: Model(...))``, the
     ``init_empty_weights`` / ``torch.device("meta")`` idiom) holds no arrays: its state
     takes the loaded arrays where they are (torch's ``assign=True``), or where
-    ``device`` says, and no full copy of the model is ever made.
+    ``device`` says, and no full copy of the model is ever made. Its RNG state (a
+    ``Dropout``'s keys), which no state dict holds, stays abstract: seed it after
+    loading (``nnx.reseed(model, dropout=0)``).
 
     Args:
         model: A Flax NNX module (concrete or abstract) or an Equinox module.
