@@ -312,3 +312,52 @@ def test_an_abstract_equinox_model_is_filled_too(tmp_path: Path) -> None:
     x = jnp.linspace(-1, 1, 4)
     np.testing.assert_array_equal(model(x), reference(x))
     assert set(tj.state_dict(model)) == set(tj.state_dict(reference))
+
+
+def _layers(nnx: Any) -> dict[str, Any]:
+    """One of each flax layer the torch layout knows (module_state's table), and a model
+    of several: each made by a function of its Rngs, so it can be made abstract."""
+    return {
+        "Linear": lambda rngs: nnx.Linear(3, 5, rngs=rngs),
+        "Conv": lambda rngs: nnx.Conv(2, 4, (3, 3), rngs=rngs),
+        "Embed": lambda rngs: nnx.Embed(7, 3, rngs=rngs),
+        "LayerNorm": lambda rngs: nnx.LayerNorm(6, rngs=rngs),
+        "RMSNorm": lambda rngs: nnx.RMSNorm(6, rngs=rngs),
+        "GroupNorm": lambda rngs: nnx.GroupNorm(6, num_groups=2, rngs=rngs),
+        "BatchNorm": lambda rngs: nnx.BatchNorm(6, rngs=rngs),
+        "Sequential": lambda rngs: nnx.Sequential(
+            nnx.Linear(3, 4, rngs=rngs), nnx.LayerNorm(4, rngs=rngs)
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "layer",
+    ["Linear", "Conv", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Sequential"],
+)
+@pytest.mark.parametrize("layout", ["jax", "torch"])
+def test_every_layer_made_abstract_lists_and_loads_as_the_concrete_one(
+    tmp_path: Path, layer: str, layout: str
+) -> None:
+    """The concrete layer is the oracle for its abstract twin: the same names, shapes and
+    dtypes in both layouts, and loading a checkpoint of it fills the abstract one with
+    the concrete one's values."""
+    nnx = pytest.importorskip("flax.nnx")
+    if layout == "torch":
+        pytest.importorskip("torch")
+    make = _layers(nnx)[layer]
+    concrete = make(nnx.Rngs(0))
+    abstract = nnx.eval_shape(lambda: make(nnx.Rngs(1)))
+    theirs = tj.state_dict(concrete, layout=layout)
+    ours = tj.state_dict(abstract, layout=layout)
+    assert sorted(ours) == sorted(theirs)
+    for name, value in theirs.items():
+        assert (tuple(ours[name].shape), str(ours[name].dtype)) == (
+            tuple(value.shape),
+            str(value.dtype),
+        ), name
+    path = tmp_path / "layer.safetensors"
+    tj.save_file(dict(tj.state_dict(concrete, layout=layout)), path)
+    filled = tj.load_state(abstract, path, device="auto", max_memory={"cpu": "1MiB"})
+    for name, value in tj.state_dict(filled).items():
+        np.testing.assert_array_equal(value, tj.state_dict(concrete)[name])
