@@ -121,7 +121,11 @@ def test_the_plan_prints_as_accelerates_map_with_the_bytes_per_device(tmp_path: 
     }
     assert plan.bytes_per_device() == {"cpu:1": 8192, "cpu:1 pinned_host": 4096, "cpu:0": 4096}
     printed = repr(plan)
-    assert "layers.2  cpu:1 pinned_host" in printed and "8,192 bytes) of 8.00 KiB" in printed
+    assert "layers.2  cpu:1 pinned_host" in printed
+    assert "(8,192 bytes) of 8.00 KiB, max_memory['cpu:1']" in printed
+    assert "(4,096 bytes) of 4.00 KiB, max_memory['pinned_host'], within max_memory['cpu']" in (
+        printed
+    )
     assert plan.execution_device == jax.devices()[1]
 
 

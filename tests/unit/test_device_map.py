@@ -86,7 +86,7 @@ def test_the_plan_is_made_from_the_header_alone(checkpoint: Any, no_reads: None)
     plan = tj.DeviceMap.plan(path, max_memory={"cpu": "1MiB"})
     assert plan.modules() == {"": CPU}
     assert plan.bytes_per_device() == {CPU: sum(t.nbytes for t in tensors.values())}
-    assert CPU in repr(plan) and "of 1.00 MiB" in repr(plan)
+    assert CPU in repr(plan) and "of 1.00 MiB, max_memory['cpu']" in repr(plan)
 
 
 def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(

@@ -170,12 +170,12 @@ class DeviceMap:
         self,
         placements: Mapping[str, Destination],
         sizes: Mapping[str, int],
-        budgets: Mapping[Destination, int | None],
+        budgets: Mapping[Destination, tuple[int | None, str]],
         execution_device: jax.Device,
     ) -> None:
         self._placements = dict(placements)
         self._sizes = dict(sizes)
-        self._budgets = dict(budgets)
+        self._budgets = dict(budgets)  # each place's budget, and where it comes from
         self._execution_device = execution_device
 
     @classmethod
@@ -235,7 +235,7 @@ class DeviceMap:
                 f"device_map={shown(device_map)}: give 'auto' or a dict of name patterns to "
                 "devices, e.g. {'layers.0.*': 'cuda:0', '*': 'cpu'}"
             )
-        used = {destination: budgets.of(destination) for destination in placements.values()}
+        used = {place: (budgets.of(place), budgets.source(place)) for place in placements.values()}
         computing = [place for place in placements.values() if not budgets.in_host(place)]
         first = computing[0] if computing else next(iter(placements.values()), None)
         execution = budgets.tiers()[0].device if first is None else first.device
@@ -341,12 +341,12 @@ class DeviceMap:
         lines = [f"DeviceMap({len(self._placements)} tensors, {_human(total)}):"]
         lines += [f"  {prefix or repr(''):<{width}}  {place}" for prefix, place in groups]
         lines.append("bytes per device:")
-        budgets = {str(place): budget for place, budget in self._budgets.items()}
+        budgets = {str(place): figures for place, figures in self._budgets.items()}
         totals = self.bytes_per_device()
         width = max((len(place) for place in totals), default=2)
         for place, nbytes in totals.items():
-            budget = budgets.get(place)
-            limit = "no limit" if budget is None else f"of {_human(budget)}"
+            budget, source = budgets[place]
+            limit = "no limit" if budget is None else f"of {_human(budget)}, {source}"
             lines.append(f"  {place:<{width}}  {_human(nbytes)} ({nbytes:,} bytes) {limit}")
         return "\n".join(lines)
 
@@ -428,6 +428,17 @@ class _Budgets:
         free = free_bytes(destination.device)
         return None if free is None else int(free * (1 - RESERVE))
 
+    def source(self, place: Destination) -> str:
+        """Where the budget of ``place`` comes from, as a message says it."""
+        host = "max_memory['cpu']" if self.host is not None else "the host's available RAM"
+        if place.memory_kind == PINNED:
+            return f"max_memory['pinned_host'], within {host}" if self.pinned is not None else host
+        if place.device in self.accelerators:
+            return f"max_memory[{shown(str(Device(place.device)))}]"
+        if place.device.platform == "cpu":
+            return host
+        return f"{round((1 - RESERVE) * 100)} % of its free memory"
+
     def host_total(self) -> int | None:
         """The host RAM every host place together may take."""
         return self.host if self.host is not None else _host_available()
@@ -486,7 +497,7 @@ def _explicit(
         if budget is not None and nbytes > budget:
             raise OutOfMemoryError(
                 f"device_map puts {_human(nbytes)} ({nbytes:,} bytes) on {place}, which has a "
-                f"budget of {_human(budget)} ({budget:,} bytes; {_budget_source(place, budgets)}). "
+                f"budget of {_human(budget)} ({budget:,} bytes; {budgets.source(place)}). "
                 "Fix: move some modules elsewhere in device_map, raise max_memory for it, or "
                 "use device_map='auto' to spill the rest to host memory"
             )
@@ -731,16 +742,6 @@ def _no_room(
         f"no room left ({room}). Fix: raise max_memory (its 'cpu' entry is the host's "
         "share), free host memory, or load the model in a smaller dtype"
     )
-
-
-def _budget_source(place: Destination, budgets: _Budgets) -> str:
-    if place.memory_kind == PINNED:
-        return "max_memory['pinned_host'], within the host's" if budgets.pinned else "the host's"
-    if place.device in budgets.accelerators:
-        return f"max_memory[{shown(str(Device(place.device)))}]"
-    if place.device.platform == "cpu":
-        return "max_memory['cpu']" if budgets.host is not None else "the host's available RAM"
-    return f"{round((1 - RESERVE) * 100)} % of its free memory"
 
 
 def _human(nbytes: int) -> str:
