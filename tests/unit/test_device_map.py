@@ -138,6 +138,11 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
         ({"device": "cpu:0", "device_map": "auto"}, tj.InvalidDeviceError, r"both say where"),
         ({"device_map": 3}, tj.InvalidDeviceError, r"give 'auto' or a dict"),
         (
+            {"device": "auto", "max_memory": {"cpu:0": 100, "cpu": 1000}},
+            tj.InvalidDeviceError,
+            r"the host's own device, as an accelerator.*max_memory\['cpu'\]",
+        ),
+        (
             {"device_map": PLAN, "max_memory": {"cpu": "1GiB"}},
             tj.InvalidDeviceError,
             r"the plan was made within its budgets already",

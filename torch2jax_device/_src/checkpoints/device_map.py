@@ -397,6 +397,13 @@ class _Budgets:
             else:
                 self.accelerators[_device(key, "max_memory")] = size
         self.host_device = resolve("cpu")
+        if self.host_device in self.accelerators:
+            raise InvalidDeviceError(
+                f"max_memory names {Device(self.host_device)}, the host's own device, as an "
+                "accelerator to fill. Fix: give the host's share as max_memory['cpu'], and "
+                "let another device stand in for an accelerator (e.g. 'cpu:1' with "
+                "jax_num_cpu_devices=2)"
+            )
 
     def in_host(self, place: Destination) -> bool:
         """Whether ``place`` is one of the host's: pinned memory, or a CPU device that is
