@@ -129,6 +129,31 @@ def test_the_plan_prints_as_accelerates_map_with_the_bytes_per_device(tmp_path: 
     assert plan.execution_device == jax.devices()[1]
 
 
+def test_an_index_of_shards_is_planned_in_its_weight_maps_order(tmp_path: Path) -> None:
+    shards = {
+        "model-1.safetensors": {f"layers.{i}.w": np.full(64, i, np.float32) for i in range(2)},
+        "model-2.safetensors": {"head.w": np.full(64, 9, np.float32)},
+    }
+    weight_map = {}
+    for file, tensors in shards.items():
+        safetensors.numpy.save_file(tensors, str(tmp_path / file))
+        weight_map |= dict.fromkeys(tensors, file)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": weight_map}))
+    max_memory = {"cpu:1": 300, "cpu": 2**20}
+    assert tj.DeviceMap.plan(index, max_memory=max_memory).modules() == {
+        "layers.0": "cpu:1",
+        "layers.1": ("cpu:1", PINNED),
+        "head": ("cpu:1", PINNED),
+    }
+    loaded = tj.load_file(index, device="auto", max_memory=max_memory)
+    assert list(loaded) == list(weight_map)
+    for file in shards:
+        for name, expected in safetensors.numpy.load_file(str(tmp_path / file)).items():
+            host = jax.device_put(loaded[name], jax.devices()[0])
+            np.testing.assert_array_equal(np.asarray(host), expected)
+
+
 def test_an_explicit_map_overfilling_the_accelerator_is_refused_with_the_numbers(
     tmp_path: Path,
 ) -> None:
