@@ -81,6 +81,7 @@ if TYPE_CHECKING or not _preflight.started_as_command_line():
 if TYPE_CHECKING:
     from . import distributed as distributed
     from . import porting as porting
+    from ._src.checkpoints.device_map import DeviceMap as DeviceMap
     from ._src.checkpoints.module_state import load_state as load_state
     from ._src.checkpoints.module_state import state_dict as state_dict
     from ._src.checkpoints.one_device import TensorSlice as TensorSlice
@@ -107,6 +108,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "distributed": (".distributed", None),
     "porting": (".porting", None),
     "ShardingRule": ("._src.checkpoints.sharded", "ShardingRule"),
+    "DeviceMap": ("._src.checkpoints.device_map", "DeviceMap"),
     "TensorSlice": ("._src.checkpoints.one_device", "TensorSlice"),
     "load_file": ("._src.checkpoints.safetensors", "load_file"),
     "safe_open": ("._src.checkpoints.safetensors", "safe_open"),
@@ -138,6 +140,7 @@ __all__ = [
     "Device",
     "DeviceLike",
     "DeviceLoader",
+    "DeviceMap",
     "DeviceTypeError",
     "DeviceUnavailableError",
     "DistributedError",

@@ -22,7 +22,7 @@ import jax
 
 from .errors import OutOfMemoryError
 
-__all__ = ["check_fits", "explained_oom", "explained_oom_on", "memory_stats"]
+__all__ = ["check_fits", "explained_oom", "explained_oom_on", "free_bytes", "memory_stats"]
 
 _GIB = 2**30
 
@@ -49,6 +49,12 @@ def check_fits(device: jax.Device, nbytes: int, what: str) -> None:
     free, limit = _room(device)
     if free is not None and nbytes > free:
         raise OutOfMemoryError(_message(device, what, nbytes, free, limit))
+
+
+def free_bytes(device: jax.Device) -> int | None:
+    """The bytes ``check_fits`` would let a transfer to ``device`` take now, or ``None``
+    where the device reports no limit (JAX's CPU backend)."""
+    return _room(device)[0]
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from ..detect import (
 from ..errors import CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order, own_leaves_first
+from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
 from .torch_load import load
 
@@ -129,7 +130,10 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         ``state_dict()`` does (module by module: parameters, then other variables,
         then layers, each as assigned; ``kernel`` before ``bias``), where
         ``nnx.state`` sorts the names. An ``nnx.State`` gives the same arrays in its
-        own order, in the ``"jax"`` layout only. For
+        own order, in the ``"jax"`` layout only. An abstract model
+        (``nnx.eval_shape``) gives ``jax.ShapeDtypeStruct`` values, and in the
+        ``"torch"`` layout tensors on torch's ``meta`` device, as a twin built there
+        does. For
         an Equinox module, every array leaf (``eqx.is_array``). The ``"jax"`` layout
         holds the model's own arrays; the ``"torch"`` one copies.
 
@@ -173,8 +177,12 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
                 f"two arrays of the model would both be named {entry.torch_name!r} in the "
                 "torch layout; rename an attribute so that no dotted path repeats another"
             )
-        (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
-        tensor = to_torch(on_host)
+        if isinstance(entry.value, jax.ShapeDtypeStruct):  # abstract: torch's meta tensors
+            dtype = to_torch(np.empty(0, entry.value.dtype)).dtype
+            tensor = torch.empty(entry.value.shape, dtype=dtype, device="meta")
+        else:
+            (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
+            tensor = to_torch(on_host)
         if entry.permutation is not None:
             tensor = tensor.permute(entry.permutation)
         if entry.reshape is not None:
@@ -184,7 +192,14 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     return result
 
 
-def load_state(model: Any, source: Any) -> Any:
+def load_state(
+    model: Any,
+    source: Any,
+    device: Any = None,
+    *,
+    max_memory: Mapping[Any, Any] | None = None,
+    device_map: Mapping[str, Any] | str | DeviceMap | None = None,
+) -> Any:
     """Equivalent to `torch.nn.Module.load_state_dict`.
 
     Puts a saved state back into a model, as ``model.load_state_dict(torch.load(path))``
@@ -204,9 +219,23 @@ def load_state(model: Any, source: Any) -> Any:
         (a `tj.CheckpointError` too), as torch does, and changes nothing. A twin's BatchNorm
         ``num_batches_tracked`` is accepted and ignored.
 
+    An abstract NNX model (``nnx.eval_shape(lambda: Model(...))``, the
+    ``init_empty_weights`` / ``torch.device("meta")`` idiom) holds no arrays: its state
+    takes the loaded arrays where they are (torch's ``assign=True``), or where
+    ``device`` says, and no full copy of the model is ever made. Its RNG state (a
+    ``Dropout``'s keys), which no state dict holds, stays abstract: seed it after
+    loading (``nnx.reseed(model, dropout=0)``).
+
     Args:
-        model: A Flax NNX module or an Equinox module.
+        model: A Flax NNX module (concrete or abstract) or an Equinox module.
         source: A path (``str`` / ``os.PathLike``) or ``{name: array}``.
+        device: Where the arrays go instead of where the model's are: a device, or
+            ``"auto"`` for a plan (a `tj.DeviceMap` in the
+            model's order, within ``max_memory``); from a safetensors file, each tensor
+            goes straight to its place (a PyTorch checkpoint is read to the host
+            first, as ``torch.load`` reads it, then placed).
+        max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
+        device_map: An explicit map (``{pattern: device}``) or a ``tj.DeviceMap``.
 
     Returns:
         The model with the loaded state.
@@ -235,36 +264,61 @@ def load_state(model: Any, source: Any) -> Any:
             f"load_state() puts a state into a Flax NNX or Equinox module, not "
             f"{type(model).__name__}"
         )
+    entries = _entries(model)
+    arrays = {entry.name: entry.value for entry in entries}
+    plan = model_plan(arrays, device, device_map=device_map, max_memory=max_memory)
     if isinstance(source, Mapping):
         what, saved = "the state", source
     else:
         what = repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "the file"
-        saved = load(source, map_location="cpu")
+        if plan is None or not reads_straight(source):  # a .pt: to the host, then placed
+            saved = load(source, map_location="cpu")
+        else:  # each tensor straight to its place, the model's layout or a twin's
+            layout = _layout_of(what, file_tensors(source), entries, model)
+            named = [(e.name if layout == "jax" else e.torch_name, e.name) for e in entries]
+            names = {file_name: name for file_name, name in named if file_name is not None}
+            wanted = {entry.name: (entry.value.shape, entry.value.dtype) for entry in entries}
+            saved = load_for_model(source, plan, names, wanted)
     if not isinstance(saved, Mapping):
         raise CheckpointError(
             f"{what} holds a {type(saved).__name__}, not a state dict ({{name: array}})"
         )
-    entries = _entries(model)
     layout = _layout_of(what, saved, entries, model)
     values = []
     for entry in entries:
         name = entry.name if layout == "jax" else entry.torch_name
         assert name is not None
         values.append(_loaded(what, name, saved[name], entry, layout))
-    return _replace(model, entries, _placed(entries, values))
+    return _replace(model, entries, _placed(entries, values, plan))
 
 
-def _placed(entries: list[_Entry], values: list[Any]) -> list[Any]:
-    """Each value where the array it replaces is (its sharding), in one transfer.
+def _placed(entries: list[_Entry], values: list[Any], plan: DeviceMap | None) -> list[Any]:
+    """Each value where the array it replaces is (its sharding), in one transfer; where
+    ``plan`` says, if there is one (a value already there stays as it is).
 
-    A model's NumPy values stay NumPy arrays on the host.
+    A model's NumPy values stay NumPy arrays on the host; an abstract model's values
+    are taken as they are (torch's ``assign=True``), NumPy ones as CPU arrays.
     """
+    if plan is not None:
+        shardings = [plan.destination(entry.name).sharding for entry in entries]
+        return list(jax.device_put(values, shardings))
+    abstract = [
+        i for i, entry in enumerate(entries) if isinstance(entry.value, jax.ShapeDtypeStruct)
+    ]
+    if abstract:
+        cpu = jax.local_devices(backend="cpu")[0]
+        for i in abstract:
+            if not isinstance(values[i], jax.Array):
+                values[i] = jax.device_put(values[i], cpu)
     on_device = [i for i, entry in enumerate(entries) if isinstance(entry.value, jax.Array)]
     moved = jax.device_put(
         [values[i] for i in on_device], [entries[i].value.sharding for i in on_device]
     )
     placed = dict(zip(on_device, moved, strict=True))
-    return [placed[i] if i in placed else np.asarray(value) for i, value in enumerate(values)]
+    return [
+        placed.get(i, value if i in abstract else np.asarray(value))
+        for i, value in enumerate(values)
+    ]
 
 
 def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> Any:
@@ -381,7 +435,7 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
         if isinstance(variable, (nnx.RngState, nnx.Intermediate)):
             continue
         value = variable.get_value()
-        if not isinstance(value, (jax.Array, np.ndarray)):
+        if not isinstance(value, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)):  # abstract too
             continue
         entry = _Entry(".".join(map(str, path)), value, variable=variable)
         if torch_layout:
@@ -449,7 +503,7 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
     arrays = [
         (index, path, leaf)
         for index, (path, leaf) in enumerate(pairs)
-        if isinstance(leaf, (jax.Array, np.ndarray))
+        if isinstance(leaf, (jax.Array, np.ndarray, jax.ShapeDtypeStruct))  # abstract too
     ]
     for index, path, leaf in own_leaves_first(arrays, path=operator.itemgetter(1)):
         keys = [_key_name(key) for key in path]

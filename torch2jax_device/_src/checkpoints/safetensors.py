@@ -19,6 +19,7 @@ from ..device import DeviceLike
 from ..distributed.transfer import to_numpy
 from ..errors import ArgumentTypeError, ConversionError, DTypeError
 from . import sharded
+from .device_map import planned_target
 from .format import DTYPES, code_of
 from .messages import shown
 from .one_device import OnDevice, Placement, TensorSlice
@@ -40,6 +41,8 @@ def load_file(
     staging_bytes: int = STAGING_BYTES,
     max_tensors: int | None = None,
     progress: bool | None = None,
+    device_map: Mapping[str, Any] | str | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
 ) -> dict[str, jax.Array]:
     """Equivalent to `safetensors.torch.load_file`.
 
@@ -88,6 +91,16 @@ def load_file(
             none). By default one is drawn for reads of 256 MiB or more when stderr is a
             terminal; ``TORCH2JAX_DEVICE_PROGRESS=0`` turns that off and ``=1`` on
             everywhere.
+        device_map: Where each tensor goes, as Accelerate's ``device_map``: ``"auto"``
+            (the same as ``device="auto"``), an explicit ``{pattern: device}``, or a
+            `tj.DeviceMap`. ``device="auto"`` fills the
+            accelerators in the file's order up to their budgets, then the first one's
+            ``pinned_host`` memory, then the CPU; each tensor goes straight to its
+            place. The plan is made from the header and checked (devices, budgets,
+            every tensor placed) before a tensor byte is read; see
+            [A model bigger than the GPU](how-to/big-models.md).
+        max_memory: The budgets of ``device="auto"``: ``{"cuda:0": "20GiB", "cpu":
+            "100GiB"}`` as in Accelerate (see ``tj.DeviceMap.plan``).
 
     Returns:
         ``{name: array}`` in the file's order (by data offset), as
@@ -103,7 +116,9 @@ def load_file(
             when processes loading onto one mesh together read different shapes or
             dtypes for a tensor (all of them raise it, naming the tensor).
         DeviceUnavailableError: ``device`` does not exist here (checked before reading).
-        InvalidDeviceError: ``backend`` is not ``"mmap"`` or ``"pread"``.
+        InvalidDeviceError: ``backend`` is not ``"mmap"`` or ``"pread"``; or a
+            ``device_map`` that leaves a tensor unplaced (see ``tj.DeviceMap.plan`` for
+            its other errors: a size that does not parse, a plan that cannot fit).
 
     Warns:
         DtypeNarrowingWarning: I64, U64 and F64 tensors become 32-bit unless
@@ -127,6 +142,7 @@ def load_file(
         >>> tensors["w"].shape, tensors["w"].device
         ((2, 3), CpuDevice(id=0))
     """
+    device = planned_target(path, device, device_map=device_map, max_memory=max_memory)
     if sharded.handles_file(path, device):
         # Checked only: each process reads the parts its devices hold, mapped or not.
         maps_file(backend)

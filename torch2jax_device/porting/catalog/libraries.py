@@ -337,4 +337,153 @@ ROWS: tuple[Idiom, ...] = (
         ),
         rewrite="advice",
     ),
+    # A model bigger than the GPU (issue 39): the rows of docs/how-to/big-models.md. Their
+    # torch names are still scanned under library-device and library-prepare.
+    Idiom(
+        id="library-device-map-auto",
+        section=SECTION,
+        title="Load a model bigger than the GPU: device_map='auto' and max_memory",
+        torch=(
+            "model = AutoModelForCausalLM.from_pretrained(\n"
+            '    name, device_map="auto", max_memory={0: "20GiB", "cpu": "100GiB"}\n'
+            ")"
+        ),
+        jax=(
+            "gpu = jax.devices()[0]\n"
+            "kinds = {n: 'device' if i < fits else 'pinned_host' for i, n in enumerate(names)}\n"
+            "params = {n: jax.device_put(a, SingleDeviceSharding(gpu, memory_kind=kinds[n]))\n"
+            "          for n, a in safetensors.numpy.load_file(path).items()}"
+        ),
+        tj=(
+            "params = tj.load_file(\n"
+            '    path, device="auto", max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}\n'
+            ")\n"
+            'print(tj.DeviceMap.plan(path, max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}))'
+        ),
+        notes=(
+            "`tj.DeviceMap` plans from the safetensors header alone: tensors in the file's "
+            "order fill each accelerator up to its budget (`max_memory`, else 90 % of its "
+            "free memory), then the first accelerator's `pinned_host` memory (host RAM "
+            "jitted code can read), then the CPU device; each tensor is read straight to "
+            'its place. Accelerate\'s `max_memory` keys (`0`, `"cpu"`) and sizes '
+            '(`"20GiB"`, `"20GB"`) mean the same; `"pinned_host"` caps the pinned '
+            'part of the host\'s share. There is no `"disk"` tier (a safetensors file is '
+            "memory-mapped already). See the how-to `big-models.md`."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="library-init-empty-weights",
+        section=SECTION,
+        title="A model with no memory yet: init_empty_weights, the meta device",
+        torch=(
+            "with accelerate.init_empty_weights():\n"
+            "    model = Model(config)\n"
+            'model = model.to_empty(device="cuda")'
+        ),
+        jax="model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))",
+        tj=(
+            "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))\n"
+            "tj.device_of(model)  # device(type='meta')\n"
+            'model = tj.load_state(model, path, device="auto")'
+        ),
+        notes=(
+            "`nnx.eval_shape` builds the model abstractly: every variable holds a "
+            "`jax.ShapeDtypeStruct` and no memory (torch's `meta` tensors, as "
+            "`tj.device_of` calls it). `tj.state_dict` of it gives the shapes, which "
+            "`tj.DeviceMap.plan` takes. Fill it with `tj.load_state(model, path, device=)`: "
+            "no full copy is made on any device. `to_empty` (memory without values) has "
+            "no use in JAX, where arrays are made with their values."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="library-load-checkpoint-and-dispatch",
+        section=SECTION,
+        title="Fill an empty model from a checkpoint, spread over devices",
+        torch=(
+            "with init_empty_weights():\n"
+            "    model = Model(config)\n"
+            "model = load_checkpoint_and_dispatch(\n"
+            '    model, path, device_map="auto", max_memory={0: "20GiB", "cpu": "100GiB"}\n'
+            ")"
+        ),
+        jax=(
+            "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))\n"
+            "arrays = safetensors.flax.load_file(path)  # all of it on the default device\n"
+            "flat = {tuple(name.split('.')): array for name, array in arrays.items()}\n"
+            "nnx.update(model, nnx.State.from_flat_path(flat))"
+        ),
+        tj=(
+            "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))\n"
+            "model = tj.load_state(\n"
+            '    model, path, device="auto", max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}\n'
+            ")"
+        ),
+        notes=(
+            "The plan follows the model's order (an abstract model lists its arrays by "
+            "name: `nnx.eval_shape` rebuilds it). A checkpoint in a PyTorch twin's layout "
+            "(`weight` as `(out, in)`) loads too: tensors that need a transpose or a cast "
+            "are read to the host, adapted and moved. Equinox models from "
+            "`eqx.filter_eval_shape` load the same way."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="library-cpu-offload",
+        section=SECTION,
+        title="Compute with weights kept in host memory: cpu_offload",
+        torch=('accelerate.cpu_offload(model, execution_device="cuda:0")\nlogits = model(x)'),
+        jax=(
+            "gpu = jax.devices()[0]\n"
+            'host = SingleDeviceSharding(gpu, memory_kind="pinned_host")\n'
+            "params = jax.device_put(params, host)\n"
+            "@jax.jit\n"
+            "def forward(params, x):\n"
+            '    params = jax.device_put(params, SingleDeviceSharding(gpu, memory_kind="device"))\n'
+            "    return apply(params, x)\n"
+            "logits = forward(params, x)"
+        ),
+        tj=(
+            'plan = tj.DeviceMap.plan(path, device_map={"": ("cuda:0", "pinned_host")})\n'
+            "params = tj.load_file(path, device_map=plan)\n"
+            "logits = jax.jit(lambda p, x: apply(plan.to_execution_device(p), x))(params, x)"
+        ),
+        notes=(
+            "Accelerate moves each layer's weights to the GPU in a hook before it runs. In "
+            "JAX the weights stay in `pinned_host` memory and the jitted function brings "
+            "them into device memory (`plan.to_execution_device`, a `jax.device_put` to "
+            "the device's memory kind inside `jit`): XLA schedules the copies with the "
+            "computation, and the device holds them only while the program runs. Weights "
+            "on the CPU device (the plan's last tier) must be moved before the call."
+        ),
+        runs=False,
+    ),
+    Idiom(
+        id="library-dispatch-model",
+        section=SECTION,
+        title="Place a model's layers by an explicit device map: dispatch_model",
+        torch=('model = dispatch_model(model, device_map={"layers.0": 0, "layers.1": "cpu"})'),
+        jax=(
+            "state = nnx.state(model)\n"
+            "state['layers'][0] = jax.device_put(state['layers'][0], jax.devices()[0])\n"
+            "nnx.update(model, state)"
+        ),
+        tj=(
+            "model = tj.load_state(\n"
+            "    model,\n"
+            "    tj.state_dict(model),\n"
+            '    device_map={"layers.0": "cuda:0", "layers.1": ("cuda:0", "pinned_host")},\n'
+            ")"
+        ),
+        notes=(
+            'A key is a module prefix as Accelerate writes them (`""` covers '
+            'everything) or a wildcard (`"layers.1*"`); the first key that matches wins. '
+            'Values are devices (`"cuda:0"`, `0`, `"cpu"`) or `(device, '
+            '"pinned_host")`. A map that leaves a tensor unplaced, names a device '
+            "that is not here or overfills a budget is refused before anything moves. "
+            "`tj.DeviceMap.modules()` prints a plan in this form."
+        ),
+        runs=False,
+    ),
 )
