@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
+from tests.support.deadlines import deadline
 
 PINNED = "pinned_host"
 
@@ -330,7 +331,7 @@ def test_host_memory_stays_within_the_plan(tmp_path: Path) -> None:
         cwd=Path(__file__).resolve().parents[2],  # where torch2jax_device imports from
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=deadline(300),
         # Blocks of 1 MiB and more from mmap, given back when freed (as
         # tests/unit/test_checkpoints_memory.py does: glibc's arenas otherwise keep freed
         # buffers and add reuse misses to the peak).
