@@ -170,7 +170,7 @@ class Forked:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        return self.wait(deadline(0)) if self.returncode is None else self.returncode
+        return self.wait(0) if self.returncode is None else self.returncode
 
     def wait(self, timeout: float) -> int | None:
         """The exit code once the process ended within ``timeout``, else ``None``."""

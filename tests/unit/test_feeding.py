@@ -575,7 +575,7 @@ def test_close_waits_for_a_next_already_running_in_the_source() -> None:
     assert entered.wait(DEADLINE)
     closer = threading.Thread(target=stream.close, daemon=True)
     closer.start()
-    closer.join(deadline(0.1))  # wall-clock: close() must still be waiting; load only lengthens it
+    closer.join(0.1)  # wall-clock: close() must still be waiting; load only lengthens it
     assert closer.is_alive() and not source.closed  # close() waits for that next()
     release.set()
     closer.join(DEADLINE)
