@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import dtypes, host_staging
+from . import casting, dtypes, host_staging
 from .detect import (
     is_equinox_module,
     is_nnx_module,
@@ -231,7 +231,7 @@ def to_device(
             obj,
             flat.leaves,
             target,
-            None if dtype is None else dtypes.canonical(dtypes.array_dtype(dtype)),
+            _requested(dtype),
             cast_all=single,
             convert_scalars=single,
             copy=copy,
@@ -242,6 +242,19 @@ def to_device(
     elif reading:  # the caller's memory is read before returning, as torch's pageable copies
         jax.block_until_ready(reading)
     return flat.rebuild(moved)
+
+
+def _requested(dtype: Any) -> np.dtype[Any] | None:
+    """The dtype asked for, as NumPy's; warns (once per dtype) where JAX will narrow it.
+
+    Casts are made to this dtype before narrowing (`casting`), so int64 data cast to
+    float32 never wraps through int32.
+    """
+    if dtype is None:
+        return None
+    requested = dtypes.array_dtype(dtype)
+    dtypes.canonical(requested)  # the narrowing warning, said where the dtype was asked for
+    return requested
 
 
 def _leaf_path(tree: Any, index: int) -> str:
@@ -432,9 +445,12 @@ def _cast_abstract(
     leaf: jax.ShapeDtypeStruct, dtype: np.dtype[Any] | None, cast_all: bool
 ) -> jax.ShapeDtypeStruct:
     """``meta_tensor.to(dtype)``: the same shape with the dtype ``_cast`` would give it."""
-    if dtype is None or leaf.dtype == dtype or not (cast_all or dtypes.is_inexact(leaf.dtype)):
+    if dtype is None or not (cast_all or dtypes.is_inexact(leaf.dtype)):
         return leaf
-    return jax.ShapeDtypeStruct(leaf.shape, dtype, sharding=leaf.sharding)
+    narrowed = dtypes.canonical(dtype)
+    if leaf.dtype == narrowed:
+        return leaf
+    return jax.ShapeDtypeStruct(leaf.shape, narrowed, sharding=leaf.sharding)
 
 
 def _refuse_root(obj: Any) -> NoReturn:
@@ -555,26 +571,29 @@ def _move(
         elif isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype == _FLOAT0:
             moved[index] = _float0(tree, index, leaf, dtype if cast_all else None, copy)
             continue
-        elif isinstance(leaf, (np.ndarray, np.generic)) and host_direct:
-            # Host data joins the one batched transfer directly, cast on the host.
+        elif isinstance(leaf, (np.ndarray, np.generic)):
+            # Host data is cast on the host, before JAX narrows it (one path for every form).
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
             cast = _host_cast(host, dtype, cast_all)
             if not dtypes.transfers(cast.dtype):
                 raise ConversionError(
                     f"leaf {_leaf_path(tree, index)}: {dtypes.untransferable(cast.dtype)}"
                 )
-            shares = np.may_share_memory(cast, leaf)
-            moved[index] = _aligned_copy(cast) if host_copy and shares else cast
-            if host_read_later and shares:
-                reads_caller.add(index)
-            pending.append(index)
-            continue
-        elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
-            if dtype is not None and not is_torch_tensor(leaf) and not dtypes.transfers(leaf.dtype):
-                leaf = _host_cast(np.asarray(leaf), dtype, cast_all)  # JAX cannot take it as is
-            converted = _leaf_conversion(tree, index, to_jax, leaf)
+            shared = np.may_share_memory(cast, leaf)
+            if host_direct:  # joins the one batched transfer directly
+                moved[index] = _aligned_copy(cast) if host_copy and shared else cast
+                if host_read_later and shared:
+                    reads_caller.add(index)
+                pending.append(index)
+                continue
+            array = _leaf_conversion(tree, index, to_jax, cast)  # on the CPU device
+        elif is_torch_tensor(leaf):
+            source = leaf
+            if dtype is not None and (cast_all or leaf.is_floating_point() or leaf.is_complex()):
+                source = casting.cast_tensor(leaf, dtype)  # torch's own cast, before narrowing
+            converted = _leaf_conversion(tree, index, to_jax, source)
             array = _cast(converted, dtype, cast_all)
-            shared = array is converted
+            shared = array is converted and source is leaf
         elif is_nnx_module(leaf):  # moved in place and kept, as Module.to inside a batch
             _move_module(leaf, target, dtype, non_blocking=non_blocking, copy=copy)
             continue
@@ -712,14 +731,15 @@ _last_plain: tuple[Any, jax.Device | None] = (None, None)
 def _host_cast(
     host: np.ndarray[Any, Any], dtype: np.dtype[Any] | None, cast_all: bool
 ) -> np.ndarray[Any, Any]:
-    """``host`` in the dtype it will have in JAX: requested, or narrowed without x64."""
+    """``host`` in the dtype it will have in JAX: cast as torch casts it, then narrowed
+    without x64."""
     if dtype is not None and (cast_all or dtypes.is_inexact(host.dtype)):
-        return host if host.dtype == dtype else host.astype(dtype)  # explicit: no warning
+        return casting.cast_host(host, dtype)
     return dtypes.narrow_host(host)
 
 
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:
-    if dtype is None or array.dtype == dtype:
+    if dtype is None:
         return array
     if not cast_all and not dtypes.is_inexact(array.dtype):  # PRNG keys are not inexact
         return array
@@ -729,7 +749,7 @@ def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.
             f"{dtype}. Fix: cast its bits, jax.random.key_data(key).astype(...), or pass the "
             "whole tree: a dtype casts only a tree's floating-point leaves, and keys stay keys"
         )
-    return array.astype(dtype)
+    return casting.cast_array(array, dtype)
 
 
 def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | None) -> jax.Array:
@@ -758,7 +778,7 @@ def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | Non
             "jax.config.update('jax_enable_x64', True) before creating arrays, or pass the "
             "dtype it should have (to_device(number, device, jnp.float32))"
         )
-    return jax.numpy.asarray(host.astype(dtype))
+    return jax.numpy.asarray(casting.cast_host(host, dtype))
 
 
 def _array_like(value: Any) -> bool:
