@@ -319,3 +319,39 @@ def test_non_numeric_numpy_is_refused_in_every_form(kind: str, form: str) -> Non
         torch.as_tensor(array)
     with pytest.raises(tj.ConversionError, match="cannot become a JAX array"):
         REFUSING_FORMS[form](array)
+
+
+# --- 5. a parameter's dtype compares with torch's -----------------------------------------
+
+TORCH_FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]
+
+
+@pytest.mark.parametrize("dtype", TORCH_FLOATS, ids=str)
+def test_a_comparable_dtype_equals_torchs_dtype_of_its_name(dtype: torch.dtype) -> None:
+    from torch2jax_device._src.dtypes import ComparableDtype
+
+    theirs = torch.zeros(1, dtype=dtype).dtype
+    ours = ComparableDtype(numpy_dtype(str(dtype).removeprefix("torch.")))
+    for other in TORCH_FLOATS:
+        assert (ours == other) == (theirs == other)
+        assert (other == ours) == (other == theirs)
+        assert (ours != other) == (theirs != other)
+    assert ours == np.dtype(ours.name) and hash(ours) == hash(np.dtype(ours.name))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs location.py's Parameter.dtype = dtypes.comparable(...) "
+    "(/work/notes/casts-requests.md)",
+)
+def test_a_parameters_dtype_equals_torchs_as_its_device_does() -> None:
+    from flax import nnx
+
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    theirs = next(iter(torch.nn.Linear(2, 3).parameters()))
+    ours = next(tj.parameters(model))
+    assert (ours.device == torch.device("cpu")) == (theirs.device == torch.device("cpu"))
+    assert (ours.dtype == torch.float32) == (theirs.dtype == torch.float32)
+    assert (ours.dtype == torch.float16) == (theirs.dtype == torch.float16)
+    assert ours.element_size() == theirs.element_size()
+    assert ours.is_floating_point() == theirs.is_floating_point()
