@@ -97,7 +97,7 @@ class ComparableDtype:
         if is_torch_dtype(other):
             return str(other).removeprefix("torch.") == self._dtype.name
         if isinstance(other, ComparableDtype):
-            return self._dtype == other._dtype
+            return bool(self._dtype == other._dtype)
         try:
             return bool(self._dtype == other)
         except TypeError:
