@@ -95,7 +95,7 @@ class ComparableDtype:
 
     def __eq__(self, other: object) -> bool:
         if is_torch_dtype(other):
-            return str(other).removeprefix("torch.") == self._dtype.name
+            return bool(str(other).removeprefix("torch.") == self._dtype.name)
         if isinstance(other, ComparableDtype):
             return bool(self._dtype == other._dtype)
         try:
