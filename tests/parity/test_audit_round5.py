@@ -9,7 +9,11 @@ on the library as it was before the fix:
   ``float8_e8m0fnu`` of 0 or a negative number became NaN where torch keeps ``|x|``'s
   power of two (``2**-127`` for 0); a float32 subnormal became ``False`` as a bool;
 - the dtype-only form took datetime64 (days since 1970) and object arrays as numbers;
-- complex to real said nothing (torch warns).
+- complex to real said nothing (torch warns);
+- a tuple subclass built as ``Pair(a, b)`` stayed a leaf: unmoved inside a batch (its torch
+  tensors stayed torch tensors) and refused at the top level;
+- ``tj.Parameter.dtype`` never equalled a ``torch.dtype`` (its ``.device`` equals a
+  ``torch.device``).
 
 The generators here are the oracle: every dtype pair torch casts, at the edge values of
 the source dtype, in every call form and from every source kind (torch tensor, NumPy
@@ -355,3 +359,56 @@ def test_a_parameters_dtype_equals_torchs_as_its_device_does() -> None:
     assert (ours.dtype == torch.float16) == (theirs.dtype == torch.float16)
     assert ours.element_size() == theirs.element_size()
     assert ours.is_floating_point() == theirs.is_floating_point()
+
+
+# --- 3. a tuple subclass whose constructor takes its items as separate arguments ----------
+
+
+class Pair(tuple):  # type: ignore[type-arg]
+    """A tuple subclass built as ``Pair(a, b)``: ``Pair([a, b])`` raises TypeError."""
+
+    def __new__(cls, first: Any, second: Any) -> Pair:
+        return super().__new__(cls, (first, second))
+
+
+def torch_moved_pair(pair: Pair, *args: Any) -> Pair:
+    """The pair with each tensor moved by torch, rebuilt by its own constructor."""
+    moved = Pair(*(item.to(*args) for item in pair))
+    moved.__dict__.update(pair.__dict__)
+    return moved
+
+
+def pair_description(pair: Any) -> Any:
+    """Type, attribute, and each item's dtype and values."""
+    items = [(str(item.dtype).removeprefix("torch."), np.asarray(item).tolist()) for item in pair]
+    return type(pair).__name__, getattr(pair, "label", None), items
+
+
+@pytest.mark.parametrize("where", ["root", "in a dict", "in a list"])
+@pytest.mark.parametrize("args", [("cpu",), ("cpu", torch.float16), (torch.float16,)], ids=str)
+def test_a_tuple_subclass_built_from_separate_arguments_moves(where: str, args: Any) -> None:
+    def make(kind: Callable[[list[float]], Any]) -> Pair:
+        pair = Pair(kind([1.0, 2.0]), kind([3.0]))
+        pair.label = "train"  # type: ignore[attr-defined]
+        return pair
+
+    theirs = torch_moved_pair(make(torch.tensor), *args)
+    wrap: dict[str, Callable[[Any], Any]] = {
+        "root": lambda x: x,
+        "in a dict": lambda x: {"pair": x},
+        "in a list": lambda x: [x],
+    }
+    unwrap: dict[str, Callable[[Any], Any]] = {
+        "root": lambda x: x,
+        "in a dict": lambda x: x["pair"],
+        "in a list": lambda x: x[0],
+    }
+    for source in (torch.tensor, lambda values: np.asarray(values, np.float32)):
+        ours = unwrap[where](tj.to_device(wrap[where](make(source)), *args))
+        assert pair_description(ours) == pair_description(theirs)
+        assert all(isinstance(item, jax.Array) for item in ours)
+
+
+def test_a_tuple_subclass_without_arrays_comes_back_as_it_is() -> None:
+    pair = Pair("train", 3)
+    assert tj.to_device({"pair": pair}, "cpu")["pair"] is pair
