@@ -22,6 +22,7 @@ array, JAX array), against ``torch.Tensor.to``.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,7 @@ import pytest
 import torch
 
 import torch2jax_device as tj
+from tests.parity.harness import assert_same_outcome, run
 from torch2jax_device._src.casting import ComplexCastWarning
 
 # --- the dtype table and its edge values --------------------------------------------------
@@ -412,3 +414,75 @@ def test_a_tuple_subclass_built_from_separate_arguments_moves(where: str, args: 
 def test_a_tuple_subclass_without_arrays_comes_back_as_it_is() -> None:
     pair = Pair("train", 3)
     assert tj.to_device({"pair": pair}, "cpu")["pair"] is pair
+
+
+# --- 9. calls torch's .to refuses are refused, with the library's errors -------------------
+
+OTHER = {"torch": torch.zeros(1, dtype=torch.float16), "tj": jnp.zeros(1, jnp.float16)}
+REFUSED_CALLS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "to(other, dtype)": (
+        lambda t: t.to(OTHER["torch"], torch.float16),
+        lambda x: tj.to_device(x, OTHER["tj"], torch.float16),
+    ),
+    "to(dtype, 1)": (lambda t: t.to(torch.float16, 1), lambda x: tj.to_device(x, jnp.float16, 1)),
+    'copy="yes"': (lambda t: t.to("cpu", copy="yes"), lambda x: tj.to_device(x, "cpu", copy="yes")),
+    "copy=1": (lambda t: t.to("cpu", copy=1), lambda x: tj.to_device(x, "cpu", copy=1)),
+    "copy=np.bool_": (
+        lambda t: t.to("cpu", copy=np.bool_(True)),
+        lambda x: tj.to_device(x, "cpu", copy=np.bool_(True)),
+    ),
+    "non_blocking=None": (
+        lambda t: t.to("cpu", non_blocking=None),
+        lambda x: tj.to_device(x, "cpu", non_blocking=None),
+    ),
+    "non_blocking=1 (dtype form)": (
+        lambda t: t.to(torch.float16, non_blocking=1),
+        lambda x: tj.to_device(x, torch.float16, non_blocking=1),
+    ),
+}
+
+
+@pytest.mark.parametrize("call", list(REFUSED_CALLS))
+def test_calls_torch_refuses_are_refused_with_the_librarys_error(call: str) -> None:
+    theirs, ours = REFUSED_CALLS[call]
+    torch_outcome = run(lambda: theirs(torch.ones(2)))
+    assert torch_outcome.error is not None  # torch refuses it
+    for source in (torch.ones(2), np.ones(2, np.float32), jnp.ones(2)):
+        outcome = run(lambda source=source: ours(source))
+        assert_same_outcome(torch_outcome, outcome)
+        assert "Fix:" in str(outcome.error)
+
+
+def test_the_forms_torch_takes_still_work() -> None:
+    x = np.ones(2, np.float32)
+    assert tj.to_device(x, OTHER["tj"]).dtype == np.float16  # .to(other)
+    assert tj.to_device(x, OTHER["tj"], False, True).dtype == np.float16  # + flags
+    assert tj.to_device(x, jnp.float16, False, True).dtype == np.float16  # .to(dtype, nb, copy)
+    assert tj.to_device(x, "cpu", "bfloat16").dtype == jnp.bfloat16  # a name as the dtype
+    assert tj.to_device(x, dtype="float16").dtype == np.float16
+
+
+def test_a_model_refuses_copy_as_module_to_does() -> None:
+    from flax import nnx
+
+    torch_outcome = run(lambda: torch.nn.Linear(2, 3).to("cpu", copy=True))
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    outcome = run(lambda: tj.to_device(model, "cpu", copy=True))
+    assert_same_outcome(torch_outcome, outcome)
+    assert "nnx.clone(model)" in str(outcome.error)
+    batch = tj.to_device({"model": model}, "cpu", copy=True)  # inside a batch: moved in place
+    assert batch["model"] is model
+
+
+def test_load_file_takes_a_bytes_path_as_safe_open_does(tmp_path: Any) -> None:
+    """safetensors' own load_file refuses bytes (TypeError); tj.safe_open and tj.load take
+    them, so tj.load_file does too (it raised Python's raw 'endswith' TypeError)."""
+    import safetensors.torch
+
+    path = str(tmp_path / "w.safetensors")
+    safetensors.torch.save_file({"w": torch.arange(3.0)}, path)
+    theirs = safetensors.torch.load_file(path)
+    ours = tj.load_file(os.fsencode(path))
+    with tj.safe_open(os.fsencode(path), framework="flax") as opened:
+        lazily = opened.get_tensor("w")
+    assert np.asarray(ours["w"]).tolist() == theirs["w"].tolist() == lazily.tolist()
