@@ -416,6 +416,28 @@ def test_a_tuple_subclass_without_arrays_comes_back_as_it_is() -> None:
     assert tj.to_device({"pair": pair}, "cpu")["pair"] is pair
 
 
+# --- NumPy scalars in a batch stay as they are, as torch's batch moves leave them ----------
+
+
+def torch_batch_move(batch: dict[str, Any], *args: Any) -> dict[str, Any]:
+    """How torch code moves a batch: ``.to`` what is a tensor, keep the rest."""
+    return {k: v.to(*args) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+@pytest.mark.parametrize("scalar", [np.float32(0.5), np.int64(7), np.bool_(True)], ids=repr)
+@pytest.mark.parametrize("args", [("cpu",), ("cpu", torch.float16), (torch.float16,)], ids=str)
+def test_a_numpy_scalar_in_a_batch_is_left_as_torch_leaves_it(scalar: Any, args: Any) -> None:
+    theirs = torch_batch_move({"x": torch.ones(2), "lr": scalar}, *args)
+    ours = tj.to_device({"x": np.ones(2, np.float32), "lr": scalar}, *args)
+    assert ours["lr"] is theirs["lr"] is scalar
+    assert isinstance(ours["x"], jax.Array)
+    assert str(ours["x"].dtype) == str(theirs["x"].dtype).removeprefix("torch.")
+    with warnings.catch_warnings():  # np.int64 narrows (warned once per process)
+        warnings.simplefilter("ignore", tj.DtypeNarrowingWarning)
+        alone = tj.to_device(scalar, "cpu")  # a lone number is the array asked for
+    assert isinstance(alone, jax.Array) and alone.shape == ()
+
+
 # --- 9. calls torch's .to refuses are refused, with the library's errors -------------------
 
 OTHER = {"torch": torch.zeros(1, dtype=torch.float16), "tj": jnp.zeros(1, jnp.float16)}

@@ -74,8 +74,9 @@ def to_device(
     order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
     dict keys); NNX modules inside move in place and come back as the same objects,
     as ``Module.to`` moves a torch module inside a batch; other leaves (strings,
-    ``None``, Python numbers used as configuration, classes such as ``np.float32``)
-    pass through unchanged. A bare Python number becomes a 0-d array. The tree's arrays move in
+    ``None``, Python and NumPy numbers used as configuration, classes such as
+    ``np.float32``) pass through unchanged, as a torch batch move leaves what has no
+    ``.to``. A bare Python or NumPy number becomes a 0-d array. The tree's arrays move in
     one batched ``jax.device_put`` (an NNX module inside moves its state in its own). The input is
     never mutated, except a Flax NNX module, which moves in place and is returned, like
     ``Module.to``.
@@ -502,6 +503,8 @@ def _move(
         elif isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype == _FLOAT0:
             moved[index] = _float0(tree, index, leaf, dtype if cast_all else None, copy)
             continue
+        elif isinstance(leaf, np.generic) and not convert_scalars:
+            continue  # a number in a batch, as a Python number is (torch's moves leave both)
         elif isinstance(leaf, (np.ndarray, np.generic)):
             # Host data is cast on the host, before JAX narrows it (one path for every form).
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
