@@ -461,6 +461,10 @@ REFUSED_CALLS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
         lambda t: t.to(torch.float16, non_blocking=1),
         lambda x: tj.to_device(x, torch.float16, non_blocking=1),
     ),
+    "to(other=)": (
+        lambda t: t.to(other=OTHER["torch"]),
+        lambda x: tj.to_device(x, other=OTHER["tj"]),
+    ),
 }
 
 
@@ -508,3 +512,11 @@ def test_load_file_takes_a_bytes_path_as_safe_open_does(tmp_path: Any) -> None:
     with tj.safe_open(os.fsencode(path), framework="flax") as opened:
         lazily = opened.get_tensor("w")
     assert np.asarray(ours["w"]).tolist() == theirs["w"].tolist() == lazily.tolist()
+
+
+@pytest.mark.parametrize("number", [True, 3, 1.5, 2 + 1j], ids=repr)
+def test_channels_last_refuses_a_bare_number_as_a_0d_tensor(number: Any) -> None:
+    for memory_format in (torch.channels_last, torch.channels_last_3d):
+        theirs = run(lambda fmt=memory_format: torch.tensor(number).to(memory_format=fmt))
+        ours = run(lambda fmt=memory_format: tj.to_device(number, memory_format=fmt))
+        assert_same_outcome(theirs, ours)

@@ -58,6 +58,7 @@ def to_device(
     copy: bool = False,
     *,
     memory_format: Any = _NOT_GIVEN,
+    other: Any = _NOT_GIVEN,
 ) -> Any:
     """Equivalent to `Tensor.to`.
 
@@ -142,6 +143,7 @@ def to_device(
             channels-last order for GPU convolutions where that is faster), and the
             values are the same in every format, as in torch. ``torch.channels_last``
             (``channels_last_3d``) on a single array needs 4 (5) dimensions, as in torch.
+        other: Refused, as torch refuses ``x.to(other=y)``: pass ``other`` positionally.
 
     Returns:
         The same structure with array leaves on the device (the module itself for NNX).
@@ -153,7 +155,7 @@ def to_device(
             key array; or a model (NNX, Equinox) is given a dtype that is not
             floating-point or complex (``Module.to`` refuses those).
         MemoryFormatError: ``memory_format`` is not a ``torch.memory_format`` or ``None``,
-            or is ``torch.channels_last`` and a single array is not 4-d
+            or is ``torch.channels_last`` and a single array (or number) is not 4-d
             (``channels_last_3d``: 5-d), as torch refuses them.
         ConversionError: a leaf cannot become a JAX array (a NumPy array of strings or
             objects; a sparse, quantized or nested tensor; an array-like JAX rejects), was
@@ -161,7 +163,7 @@ def to_device(
             to move. The message names the leaf path and the fix.
         ArgumentTypeError: a call torch's ``.to`` refuses with ``TypeError``:
             ``non_blocking`` or ``copy`` not a bool (``None``, ``1``, ``"yes"``), or a dtype
-            after ``other`` (``to_device(x, other, dtype)``).
+            after ``other`` (``to_device(x, other, dtype)``), or ``other=`` as a keyword.
         UnsupportedOperationError: ``copy=True`` for an NNX or Equinox model (torch's
             ``Module.to`` raises ``RuntimeError``: it takes no ``copy``).
 
@@ -196,7 +198,7 @@ def to_device(
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
     """
-    device, dtype, non_blocking, copy = to_forms.read_call(device, dtype, non_blocking, copy)
+    device, dtype, non_blocking, copy = to_forms.read_call(device, dtype, non_blocking, copy, other)
     if memory_format is not _NOT_GIVEN:
         if device is None:  # torch's .to(memory_format=...): the device stays
             device = _KEEP

@@ -43,13 +43,23 @@ NOT_GIVEN = _NotGiven()
 _PLACES = (jax.sharding.Sharding, jax.Device, Device)
 
 
-def read_call(device: Any, dtype: Any, non_blocking: Any, copy: Any) -> tuple[Any, Any, bool, bool]:
+def read_call(
+    device: Any, dtype: Any, non_blocking: Any, copy: Any, other: Any = NOT_GIVEN
+) -> tuple[Any, Any, bool, bool]:
     """``to_device``'s arguments as (device or ``KEEP``, dtype, non_blocking, copy).
+
+    ``other`` is the ``other=`` keyword, which torch refuses (``other`` is positional).
 
     Raises:
         ArgumentTypeError: a call torch's ``.to`` refuses with ``TypeError``: ``non_blocking``
-            or ``copy`` not a bool, or a dtype after ``other`` (``x.to(other, dtype)``).
+            or ``copy`` not a bool, a dtype after ``other`` (``x.to(other, dtype)``), or
+            ``other=`` as a keyword.
     """
+    if other is not NOT_GIVEN:
+        raise ArgumentTypeError(
+            "to_device(x, other=...): torch's .to() takes other only as its first argument "
+            "(x.to(other=y) raises TypeError). Fix: tj.to_device(x, other)"
+        )
     if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
         _check_flags(non_blocking, copy)
         return device, dtype, non_blocking, copy
@@ -117,6 +127,9 @@ def _is_dtype(value: Any) -> bool:
     return False
 
 
+#: Python numbers, which ``to_device`` takes alone as 0-d arrays.
+_NUMBERS = (bool, int, float, complex)
+
 #: torch's memory formats: a rank they need (``None``: any), none of them an effect here.
 _MEMORY_FORMATS = {
     "torch.preserve_format": None,
@@ -141,10 +154,11 @@ def check_memory_format(obj: Any, memory_format: Any) -> None:
             f"{type_name(memory_format)} {memory_format!r}"
         )
     rank = _MEMORY_FORMATS[name]
-    if rank is not None and is_array(obj) and len(obj.shape) != rank:
+    single = is_array(obj) or type(obj) in _NUMBERS  # a bare number is a 0-d array
+    if rank is not None and single and np.ndim(obj) != rank:
         raise MemoryFormatError(
             f"required rank {rank} tensor to use {name.removeprefix('torch.')} format, got a "
-            f"{len(obj.shape)}-d array (torch raises the same RuntimeError). Fix: pass "
+            f"{np.ndim(obj)}-d array (torch raises the same RuntimeError). Fix: pass "
             f"memory_format only for {rank}-d arrays (images), or drop it: JAX arrays have no "
             "strides, and XLA lays out every array itself"
         )
