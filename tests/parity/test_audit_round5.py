@@ -465,6 +465,11 @@ REFUSED_CALLS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
         lambda t: t.to(other=OTHER["torch"]),
         lambda x: tj.to_device(x, other=OTHER["tj"]),
     ),
+    'to("float16")': (lambda t: t.to("float16"), lambda x: tj.to_device(x, "float16")),
+    'to("bfloat16", copy=True)': (
+        lambda t: t.to("bfloat16", copy=True),
+        lambda x: tj.to_device(x, "bfloat16", copy=True),
+    ),
 }
 
 

@@ -114,7 +114,8 @@ def to_device(
     ``to_device(x, "cuda", torch.float16, True)``, ``to_device(x, torch.float16, False,
     True)`` and ``to_device(x, other, True)`` read ``non_blocking`` and ``copy`` where
     torch reads them. Calls torch's ``.to`` refuses are refused too: flags that are not
-    bools, a dtype after ``other``, and ``copy=True`` for a model.
+    bools, a dtype after ``other``, a dtype's name as the device (``to_device(x,
+    "float16")``: pass ``dtype="float16"``), and ``copy=True`` for a model.
 
     Casts give torch's values whatever holds the data (the rules are in
     ``_src/casting.py``): made before JAX narrows 64-bit data (int64 ``2**40`` to float32
@@ -126,8 +127,9 @@ def to_device(
     Args:
         obj: An array, tensor, Python number, container of them, or NNX module.
         device: Anything [`tj.device`][torch2jax_device.Device] accepts, a
-            ``jax.sharding.Sharding`` (to split arrays over devices), a dtype (the ``.to(dtype)``
-            form) or an array (the ``.to(other)`` form). ``None`` means the current default device
+            ``jax.sharding.Sharding`` (to split arrays over devices), a dtype (the
+            ``.to(dtype)`` form; a dtype object, not its name, as in torch) or an array (the
+            ``.to(other)`` form). ``None`` means the current default device
             ([`tj.get_default_device`][torch2jax_device.get_default_device]), unless ``dtype``
             or ``memory_format`` is given (``x.to(dtype)``, ``x.to(memory_format=...)``: arrays
             stay where they are).
@@ -164,6 +166,8 @@ def to_device(
         ArgumentTypeError: a call torch's ``.to`` refuses with ``TypeError``:
             ``non_blocking`` or ``copy`` not a bool (``None``, ``1``, ``"yes"``), or a dtype
             after ``other`` (``to_device(x, other, dtype)``), or ``other=`` as a keyword.
+        InvalidDeviceError: ``device`` is a dtype's name (``"float16"``), which torch's
+            ``.to`` refuses as an invalid device string.
         UnsupportedOperationError: ``copy=True`` for an NNX or Equinox model (torch's
             ``Module.to`` raises ``RuntimeError``: it takes no ``copy``).
 

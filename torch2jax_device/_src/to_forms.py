@@ -2,9 +2,9 @@
 
 ``x.to(device, dtype, non_blocking, copy)``, ``x.to(dtype, non_blocking, copy)``,
 ``x.to(other, non_blocking, copy)`` and ``memory_format=``: what each argument means in
-each form. Calls torch refuses (a flag that is not a bool, a dtype after ``other``) are
-refused here too, with the library's errors, so that ported code torch would stop is not
-silently taken.
+each form. Calls torch refuses (a flag that is not a bool, a dtype after ``other``, a
+dtype's name where the device goes) are refused here too, with the library's errors, so
+that ported code torch would stop is not silently taken.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def read_call(
         ArgumentTypeError: a call torch's ``.to`` refuses with ``TypeError``: ``non_blocking``
             or ``copy`` not a bool, a dtype after ``other`` (``x.to(other, dtype)``), or
             ``other=`` as a keyword.
+        InvalidDeviceError: a dtype name where the device goes (``x.to("float16")``), which
+            torch refuses as an invalid device string.
     """
     if other is not NOT_GIVEN:
         raise ArgumentTypeError(
@@ -63,6 +65,8 @@ def read_call(
     if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
         _check_flags(non_blocking, copy)
         return device, dtype, non_blocking, copy
+    if isinstance(device, str):
+        _refuse_dtype_name(device)
     positional = is_array(device) or _is_dtype(device)
     if positional and isinstance(dtype, bool):
         # torch's positional .to(dtype, non_blocking, copy) and .to(other, non_blocking, copy)
@@ -106,19 +110,31 @@ def _check_flags(non_blocking: Any, copy: Any) -> None:
             )
 
 
+def _refuse_dtype_name(device: str) -> None:
+    """A dtype's name in the device's place (``x.to("float16")``), which torch refuses."""
+    try:
+        Device(device)
+    except InvalidDeviceError:
+        pass
+    else:
+        return
+    try:
+        dtypes.to_numpy_dtype(device)
+    except DTypeError:
+        return  # neither: Device() says what is wrong with the device string
+    raise InvalidDeviceError(
+        f"Invalid device string: {device!r} is a dtype's name, not a device (torch's "
+        f".to({device!r}) raises the same RuntimeError). Fix: tj.to_device(x, "
+        f"dtype={device!r}), or pass the dtype itself (jnp.{device}, torch.{device})"
+    )
+
+
 def _is_dtype(value: Any) -> bool:
-    """A dtype where the device goes (``x.to(torch.float16)``); a string only where it is
-    not a device."""
+    """A dtype object or class where the device goes (``x.to(torch.float16)``); names
+    are never dtypes there (torch reads a string as a device)."""
     if is_torch_dtype(value) or isinstance(value, np.dtype):
         return True
-    if isinstance(value, str):
-        try:
-            Device(value)
-        except InvalidDeviceError:
-            pass
-        else:
-            return False
-    if isinstance(value, (str, type)):
+    if isinstance(value, type):
         try:
             dtypes.to_numpy_dtype(value)
         except DTypeError:
