@@ -13,7 +13,11 @@ on the library as it was before the fix:
 - a tuple subclass built as ``Pair(a, b)`` stayed a leaf: unmoved inside a batch (its torch
   tensors stayed torch tensors) and refused at the top level;
 - ``tj.Parameter.dtype`` never equalled a ``torch.dtype`` (its ``.device`` equals a
-  ``torch.device``).
+  ``torch.device``);
+- NumPy scalars inside a batch became 0-d arrays (torch's batch move leaves them);
+- calls torch's ``.to`` refuses were taken: flags that are not bools, ``(other, dtype)``,
+  ``other=``, a dtype's name as the device, ``copy=True`` for a model, ``channels_last`` on a
+  bare number; ``tj.load_file(b"path")`` raised Python's raw ``endswith`` error.
 
 The generators here are the oracle: every dtype pair torch casts, at the edge values of
 the source dtype, in every call form and from every source kind (torch tensor, NumPy
