@@ -23,11 +23,13 @@ from .detect import is_torch_dtype
 from .errors import DTypeError
 
 __all__ = [
+    "ComparableDtype",
     "DtypeNarrowingWarning",
     "array_dtype",
     "caller_stacklevel",
     "cannot_hold",
     "canonical",
+    "comparable",
     "holds",
     "is_inexact",
     "is_prng_key",
@@ -57,6 +59,79 @@ class DtypeNarrowingWarning(UserWarning):
 
 
 _warned: set[str] = set()
+
+
+class ComparableDtype:
+    """A NumPy dtype that also equals the ``torch.dtype`` of its name: ``tj.Parameter.dtype``.
+
+    Ported code compares a parameter's dtype with torch's (``if p.dtype ==
+    torch.float16:``), as ``p.device == torch.device("cpu")`` compares devices; a NumPy
+    dtype never equals a ``torch.dtype``, so such a branch would flip silently. It is
+    the array's dtype otherwise: it equals NumPy and JAX dtypes and their names, hashes
+    as the dtype, has its attributes (``itemsize``, ``kind``, ``name``), and NumPy and
+    JAX take it wherever they take a dtype (``jnp.zeros(3, p.dtype)``, ``x.astype(p.dtype)``).
+    ``.dtype`` is the plain ``np.dtype``. torch is never imported.
+
+    Examples:
+        >>> import jax.numpy as jnp, numpy as np, torch
+        >>> from torch2jax_device._src.dtypes import ComparableDtype
+        >>> dtype = ComparableDtype(jnp.float32)
+        >>> dtype == torch.float32, torch.float16 == dtype, dtype == jnp.float32, dtype == "float32"
+        (True, False, True, True)
+        >>> jnp.zeros(2, dtype).dtype, dtype.itemsize
+        (dtype('float32'), 4)
+    """
+
+    __slots__ = ("_dtype",)
+    _dtype: np.dtype[Any]
+
+    def __init__(self, dtype: Any) -> None:
+        object.__setattr__(self, "_dtype", np.dtype(dtype))
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The NumPy dtype itself (what ``np.dtype(...)`` and JAX read)."""
+        return self._dtype
+
+    def __eq__(self, other: object) -> bool:
+        if is_torch_dtype(other):
+            return bool(str(other).removeprefix("torch.") == self._dtype.name)
+        if isinstance(other, ComparableDtype):
+            return bool(self._dtype == other._dtype)
+        try:
+            return bool(self._dtype == other)
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self._dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._dtype, name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a dtype is immutable: cannot set {name!r}")
+
+    def __repr__(self) -> str:
+        return repr(self._dtype)
+
+    def __str__(self) -> str:
+        return str(self._dtype)
+
+    def __reduce__(self) -> tuple[type[ComparableDtype], tuple[np.dtype[Any]]]:
+        return (ComparableDtype, (self._dtype,))
+
+
+def comparable(dtype: Any) -> Any:
+    """``dtype`` as a `ComparableDtype` (equal to torch's dtype of its name); a dtype
+    NumPy does not know (a PRNG key's) as it is."""
+    return dtype if is_prng_key(dtype) else ComparableDtype(dtype)
 
 
 def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:

@@ -7,14 +7,13 @@ copy is visible: ``tj.to_jax`` with ``strict=True`` raises instead of copying.
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any
 
 import jax
 import numpy as np
 
-from . import dtypes, host_staging
+from . import casting, dtypes, host_staging
 from .detect import import_torch, is_torch_tensor, is_tracer, type_name
 from .device import Device, DeviceLike, resolve
 from .errors import ConversionError, DeviceUnavailableError, DTypeError
@@ -394,7 +393,7 @@ def _torch_twin(torch: Any, dtype: np.dtype[Any]) -> Any:
     operations, and some of ml_dtypes' float8 kinds have no torch counterpart.
     """
     found = getattr(torch, dtype.name, None)
-    if isinstance(found, torch.dtype) and _computes(torch, found):
+    if isinstance(found, torch.dtype) and casting.computes(torch, found):
         return found
     wider = "jnp.float32" if "float" in dtype.name else f"jnp.{dtype.name.rstrip('0123456789')}8"
     raise ConversionError(
@@ -407,16 +406,6 @@ def _torch_twin(torch: Any, dtype: np.dtype[Any]) -> Any:
 def _from_ml_dtypes(dtype: np.dtype[Any]) -> bool:
     """bfloat16, the float8 kinds, int4...: NumPy dtypes that ml_dtypes adds."""
     return dtype.type.__module__ == "ml_dtypes"
-
-
-@functools.cache
-def _computes(torch: Any, dtype: Any) -> bool:
-    """Whether torch can make a tensor of ``dtype`` (asked of torch once per dtype)."""
-    try:
-        torch.zeros(1).to(dtype)
-    except (NotImplementedError, RuntimeError, TypeError):
-        return False
-    return True
 
 
 def _torch_from_jax(array: jax.Array) -> Any:

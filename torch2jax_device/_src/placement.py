@@ -17,27 +17,25 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import dtypes, host_staging
+from . import casting, dtypes, host_staging, to_forms
 from .detect import (
     is_equinox_module,
     is_nnx_module,
-    is_torch_dtype,
     is_torch_module,
     is_torch_tensor,
     type_name,
 )
-from .device import Device, DeviceLike, resolve
+from .device import DeviceLike, resolve
 from .distributed import transfer
 from .errors import (
     ConversionError,
     DeviceUnavailableError,
     DTypeError,
-    InvalidDeviceError,
-    MemoryFormatError,
     Torch2JaxDeviceError,
+    UnsupportedOperationError,
 )
 from .interop import ALIGNMENT, aligned_empty, host_array, to_jax
-from .location import device_of, is_array, leaf_path
+from .location import is_array, leaf_path
 from .trees import flatten
 
 __all__ = ["as_sharding", "to_device"]
@@ -49,21 +47,7 @@ _CONTAINERS = (dict, list, tuple)
 _ARRAY_PROTOCOLS = ("__jax_array__", "__array__", "__dlpack__", "__cuda_array_interface__")
 
 
-class _Keep:
-    """The ``.to(dtype)`` form: every array stays where it is."""
-
-
-_KEEP = _Keep()
-
-
-class _NotGiven:
-    """No ``memory_format=`` argument (``memory_format=None`` is torch's keep-everything form)."""
-
-    def __repr__(self) -> str:
-        return "not given"
-
-
-_NOT_GIVEN = _NotGiven()
+_KEEP, _NOT_GIVEN = to_forms.KEEP, to_forms.NOT_GIVEN
 
 
 def to_device(
@@ -74,6 +58,7 @@ def to_device(
     copy: bool = False,
     *,
     memory_format: Any = _NOT_GIVEN,
+    other: Any = _NOT_GIVEN,
 ) -> Any:
     """Equivalent to `Tensor.to`.
 
@@ -90,10 +75,10 @@ def to_device(
     order (``x, y = batch.values()`` unpacks as in torch; JAX's own functions sort
     dict keys); NNX modules inside move in place and come back as the same objects,
     as ``Module.to`` moves a torch module inside a batch; other leaves (strings,
-    ``None``, Python numbers used as configuration, classes such as ``np.float32``)
-    pass through unchanged. A bare
-    Python number becomes a 0-d array. The tree's arrays move in one batched
-    ``jax.device_put`` (an NNX module inside moves its state in its own). The input is
+    ``None``, Python and NumPy numbers used as configuration, classes such as
+    ``np.float32``) pass through unchanged, as a torch batch move leaves what has no
+    ``.to``. A bare Python or NumPy number becomes a 0-d array. The tree's arrays move in
+    one batched ``jax.device_put`` (an NNX module inside moves its state in its own). The input is
     never mutated, except a Flax NNX module, which moves in place and is returned, like
     ``Module.to``.
 
@@ -128,13 +113,23 @@ def to_device(
     ``to_device(x, other)`` is ``x.to(other)`` (other's device and dtype), and
     ``to_device(x, "cuda", torch.float16, True)``, ``to_device(x, torch.float16, False,
     True)`` and ``to_device(x, other, True)`` read ``non_blocking`` and ``copy`` where
-    torch reads them.
+    torch reads them. Calls torch's ``.to`` refuses are refused too: flags that are not
+    bools, a dtype after ``other``, a dtype's name as the device (``to_device(x,
+    "float16")``: pass ``dtype="float16"``), and ``copy=True`` for a model.
+
+    Casts give torch's values whatever holds the data (the rules are in
+    ``_src/casting.py``): made before JAX narrows 64-bit data (int64 ``2**40`` to float32
+    is ``1.0995e12``, not the ``0.0`` of wrapping through int32), ``float8_e4m3fn``
+    saturating at ±448, subnormals ``True`` as bools, complex to real warning
+    ``ComplexCastWarning``. A float outside an integer dtype's range cast to it is
+    undefined in torch, and may differ.
 
     Args:
         obj: An array, tensor, Python number, container of them, or NNX module.
         device: Anything [`tj.device`][torch2jax_device.Device] accepts, a
-            ``jax.sharding.Sharding`` (to split arrays over devices), a dtype (the ``.to(dtype)``
-            form) or an array (the ``.to(other)`` form). ``None`` means the current default device
+            ``jax.sharding.Sharding`` (to split arrays over devices), a dtype (the
+            ``.to(dtype)`` form; a dtype object, not its name, as in torch) or an array (the
+            ``.to(other)`` form). ``None`` means the current default device
             ([`tj.get_default_device`][torch2jax_device.get_default_device]), unless ``dtype``
             or ``memory_format`` is given (``x.to(dtype)``, ``x.to(memory_format=...)``: arrays
             stay where they are).
@@ -144,11 +139,13 @@ def to_device(
         non_blocking: Return at once, while transfers run (JAX transfers are
             asynchronous); ``False`` returns once the data is on the device.
         copy: Always copy, even when nothing else changes (``Tensor.to(copy=True)``).
+            Not for a model (``Module.to`` takes none).
         memory_format: A ``torch.memory_format``, taken for ported code and without
             effect: JAX arrays have no strides (XLA lays out each buffer itself, in
             channels-last order for GPU convolutions where that is faster), and the
             values are the same in every format, as in torch. ``torch.channels_last``
             (``channels_last_3d``) on a single array needs 4 (5) dimensions, as in torch.
+        other: Refused, as torch refuses ``x.to(other=y)``: pass ``other`` positionally.
 
     Returns:
         The same structure with array leaves on the device (the module itself for NNX).
@@ -160,17 +157,26 @@ def to_device(
             key array; or a model (NNX, Equinox) is given a dtype that is not
             floating-point or complex (``Module.to`` refuses those).
         MemoryFormatError: ``memory_format`` is not a ``torch.memory_format`` or ``None``,
-            or is ``torch.channels_last`` and a single array is not 4-d
+            or is ``torch.channels_last`` and a single array (or number) is not 4-d
             (``channels_last_3d``: 5-d), as torch refuses them.
         ConversionError: a leaf cannot become a JAX array (a NumPy array of strings or
             objects; a sparse, quantized or nested tensor; an array-like JAX rejects), was
             deleted or donated, or is a torch module; or ``obj`` itself is not something
             to move. The message names the leaf path and the fix.
+        ArgumentTypeError: a call torch's ``.to`` refuses with ``TypeError``:
+            ``non_blocking`` or ``copy`` not a bool (``None``, ``1``, ``"yes"``), or a dtype
+            after ``other`` (``to_device(x, other, dtype)``), or ``other=`` as a keyword.
+        InvalidDeviceError: ``device`` is a dtype's name (``"float16"``), which torch's
+            ``.to`` refuses as an invalid device string.
+        UnsupportedOperationError: ``copy=True`` for an NNX or Equinox model (torch's
+            ``Module.to`` raises ``RuntimeError``: it takes no ``copy``).
 
     Warns:
         DtypeNarrowingWarning: once per dtype, when int64 data, float64 tensors or an
             explicit float64 ``dtype`` become 32-bit; for NumPy float64 (NumPy's default)
             only when values overflow float32.
+        ComplexCastWarning: complex data cast to a real dtype (the imaginary part is
+            dropped), as torch warns.
 
     Note:
         Under ``jax.jit`` arrays are tracers without a device: ``to_device`` applies
@@ -196,15 +202,19 @@ def to_device(
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
     """
-    if isinstance(dtype, bool) and (is_array(device) or _is_dtype(device)):
-        # torch's positional .to(dtype, non_blocking, copy) and .to(other, non_blocking, copy)
-        dtype, non_blocking, copy = None, dtype, non_blocking or copy
-    device, dtype = _torch_overloads(device, dtype)
+    device, dtype, non_blocking, copy = to_forms.read_call(device, dtype, non_blocking, copy, other)
     if memory_format is not _NOT_GIVEN:
         if device is None:  # torch's .to(memory_format=...): the device stays
             device = _KEEP
         if memory_format is not None:
-            _check_memory_format(obj, memory_format)
+            to_forms.check_memory_format(obj, memory_format)
+    if copy and (is_nnx_module(obj) or is_equinox_module(obj)):
+        raise UnsupportedOperationError(
+            f"to_device({type_name(obj)}, copy=True): Module.to does not accept copy (torch "
+            "raises RuntimeError: .to() does not accept copy argument), and an NNX model "
+            "moves in place. Fix: drop copy=True; to move a copy, copy the model first "
+            "(nnx.clone(model); for Equinox, jax.tree.map(jnp.copy, model))"
+        )
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     if is_equinox_module(obj):
@@ -231,7 +241,7 @@ def to_device(
             obj,
             flat.leaves,
             target,
-            None if dtype is None else dtypes.canonical(dtypes.array_dtype(dtype)),
+            _requested(dtype),
             cast_all=single,
             convert_scalars=single,
             copy=copy,
@@ -242,6 +252,19 @@ def to_device(
     elif reading:  # the caller's memory is read before returning, as torch's pageable copies
         jax.block_until_ready(reading)
     return flat.rebuild(moved)
+
+
+def _requested(dtype: Any) -> np.dtype[Any] | None:
+    """The dtype asked for, as NumPy's; warns (once per dtype) where JAX will narrow it.
+
+    Casts are made to this dtype before narrowing (`casting`), so int64 data cast to
+    float32 never wraps through int32.
+    """
+    if dtype is None:
+        return None
+    requested = dtypes.array_dtype(dtype)
+    dtypes.canonical(requested)  # the narrowing warning, said where the dtype was asked for
+    return requested
 
 
 def _leaf_path(tree: Any, index: int) -> str:
@@ -383,39 +406,6 @@ def _aligned_copy(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return copy
 
 
-#: torch's memory formats: a rank they need (``None``: any), none of them an effect here.
-_MEMORY_FORMATS = {
-    "torch.preserve_format": None,
-    "torch.contiguous_format": None,
-    "torch.channels_last": 4,
-    "torch.channels_last_3d": 5,
-}
-
-
-def _check_memory_format(obj: Any, memory_format: Any) -> None:
-    """torch's checks of ``memory_format=``, which changes nothing here.
-
-    JAX arrays have no strides: XLA chooses each buffer's layout itself (on GPUs,
-    channels-last for convolutions where that is faster), so every format gives the same
-    arrays, as torch gives the same values.
-    """
-    name = str(memory_format)
-    if type(memory_format).__name__ != "memory_format" or name not in _MEMORY_FORMATS:
-        raise MemoryFormatError(
-            f"to_device(): memory_format must be a torch.memory_format (torch.channels_last, "
-            f"torch.contiguous_format, torch.preserve_format) or None, not "
-            f"{type_name(memory_format)} {memory_format!r}"
-        )
-    rank = _MEMORY_FORMATS[name]
-    if rank is not None and is_array(obj) and len(obj.shape) != rank:
-        raise MemoryFormatError(
-            f"required rank {rank} tensor to use {name.removeprefix('torch.')} format, got a "
-            f"{len(obj.shape)}-d array (torch raises the same RuntimeError). Fix: pass "
-            f"memory_format only for {rank}-d arrays (images), or drop it: JAX arrays have no "
-            "strides, and XLA lays out every array itself"
-        )
-
-
 def _abstract(path: str, leaf: jax.ShapeDtypeStruct) -> DeviceUnavailableError:
     """The error for a shape without data (``jax.eval_shape``, ``nnx.eval_shape``): JAX's
     meta tensor, which ``Module.to`` refuses to move as torch refuses a meta module."""
@@ -432,9 +422,12 @@ def _cast_abstract(
     leaf: jax.ShapeDtypeStruct, dtype: np.dtype[Any] | None, cast_all: bool
 ) -> jax.ShapeDtypeStruct:
     """``meta_tensor.to(dtype)``: the same shape with the dtype ``_cast`` would give it."""
-    if dtype is None or leaf.dtype == dtype or not (cast_all or dtypes.is_inexact(leaf.dtype)):
+    if dtype is None or not (cast_all or dtypes.is_inexact(leaf.dtype)):
         return leaf
-    return jax.ShapeDtypeStruct(leaf.shape, dtype, sharding=leaf.sharding)
+    narrowed = dtypes.canonical(dtype)
+    if leaf.dtype == narrowed:
+        return leaf
+    return jax.ShapeDtypeStruct(leaf.shape, narrowed, sharding=leaf.sharding)
 
 
 def _refuse_root(obj: Any) -> NoReturn:
@@ -453,45 +446,6 @@ def _refuse_root(obj: Any) -> NoReturn:
         "container of them, Flax NNX module or registered pytree. Fix: pass the arrays "
         "it holds, or register the class as a pytree (jax.tree_util.register_dataclass)"
     )
-
-
-def _torch_overloads(device: Any, dtype: Any) -> tuple[Any, Any]:
-    """Map ``.to(dtype)`` and ``.to(other)`` onto (device, dtype)."""
-    if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
-        return device, dtype
-    if is_array(device):
-        other = device
-        if dtype is None:
-            dtype = other.dtype
-        return (device_of(other) or _KEEP), dtype
-    if dtype is None and device is not None and _is_dtype(device):
-        return _KEEP, device
-    if device is None and dtype is not None:
-        return _KEEP, dtype
-    return device, dtype
-
-
-#: Devices and shardings: never a dtype or an array.
-_PLACES = (jax.sharding.Sharding, jax.Device, Device)
-
-
-def _is_dtype(value: Any) -> bool:
-    if is_torch_dtype(value) or isinstance(value, np.dtype):
-        return True
-    if isinstance(value, str):
-        try:
-            Device(value)
-        except InvalidDeviceError:
-            pass
-        else:
-            return False
-    if isinstance(value, (str, type)):
-        try:
-            dtypes.to_numpy_dtype(value)
-        except DTypeError:
-            return False
-        return True
-    return False
 
 
 def as_sharding(target: DeviceLike | jax.sharding.Sharding | None) -> jax.sharding.Sharding:
@@ -555,26 +509,31 @@ def _move(
         elif isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype == _FLOAT0:
             moved[index] = _float0(tree, index, leaf, dtype if cast_all else None, copy)
             continue
-        elif isinstance(leaf, (np.ndarray, np.generic)) and host_direct:
-            # Host data joins the one batched transfer directly, cast on the host.
+        elif isinstance(leaf, np.generic) and not convert_scalars:
+            continue  # a number in a batch, as a Python number is (torch's moves leave both)
+        elif isinstance(leaf, (np.ndarray, np.generic)):
+            # Host data is cast on the host, before JAX narrows it (one path for every form).
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
             cast = _host_cast(host, dtype, cast_all)
             if not dtypes.transfers(cast.dtype):
                 raise ConversionError(
                     f"leaf {_leaf_path(tree, index)}: {dtypes.untransferable(cast.dtype)}"
                 )
-            shares = np.may_share_memory(cast, leaf)
-            moved[index] = _aligned_copy(cast) if host_copy and shares else cast
-            if host_read_later and shares:
-                reads_caller.add(index)
-            pending.append(index)
-            continue
-        elif isinstance(leaf, (np.ndarray, np.generic)) or is_torch_tensor(leaf):
-            if dtype is not None and not is_torch_tensor(leaf) and not dtypes.transfers(leaf.dtype):
-                leaf = _host_cast(np.asarray(leaf), dtype, cast_all)  # JAX cannot take it as is
-            converted = _leaf_conversion(tree, index, to_jax, leaf)
+            shared = np.may_share_memory(cast, leaf)
+            if host_direct:  # joins the one batched transfer directly
+                moved[index] = _aligned_copy(cast) if host_copy and shared else cast
+                if host_read_later and shared:
+                    reads_caller.add(index)
+                pending.append(index)
+                continue
+            array = _leaf_conversion(tree, index, to_jax, cast)  # on the CPU device
+        elif is_torch_tensor(leaf):
+            source = leaf
+            if dtype is not None and (cast_all or leaf.is_floating_point() or leaf.is_complex()):
+                source = casting.cast_tensor(leaf, dtype)  # torch's own cast, before narrowing
+            converted = _leaf_conversion(tree, index, to_jax, source)
             array = _cast(converted, dtype, cast_all)
-            shared = array is converted
+            shared = array is converted and source is leaf
         elif is_nnx_module(leaf):  # moved in place and kept, as Module.to inside a batch
             _move_module(leaf, target, dtype, non_blocking=non_blocking, copy=copy)
             continue
@@ -712,14 +671,15 @@ _last_plain: tuple[Any, jax.Device | None] = (None, None)
 def _host_cast(
     host: np.ndarray[Any, Any], dtype: np.dtype[Any] | None, cast_all: bool
 ) -> np.ndarray[Any, Any]:
-    """``host`` in the dtype it will have in JAX: requested, or narrowed without x64."""
+    """``host`` in the dtype it will have in JAX: cast as torch casts it, then narrowed
+    without x64."""
     if dtype is not None and (cast_all or dtypes.is_inexact(host.dtype)):
-        return host if host.dtype == dtype else host.astype(dtype)  # explicit: no warning
+        return casting.cast_host(host, dtype)
     return dtypes.narrow_host(host)
 
 
 def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.Array:
-    if dtype is None or array.dtype == dtype:
+    if dtype is None:
         return array
     if not cast_all and not dtypes.is_inexact(array.dtype):  # PRNG keys are not inexact
         return array
@@ -729,7 +689,7 @@ def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.
             f"{dtype}. Fix: cast its bits, jax.random.key_data(key).astype(...), or pass the "
             "whole tree: a dtype casts only a tree's floating-point leaves, and keys stay keys"
         )
-    return array.astype(dtype)
+    return casting.cast_array(array, dtype)
 
 
 def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | None) -> jax.Array:
@@ -758,7 +718,7 @@ def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | Non
             "jax.config.update('jax_enable_x64', True) before creating arrays, or pass the "
             "dtype it should have (to_device(number, device, jnp.float32))"
         )
-    return jax.numpy.asarray(host.astype(dtype))
+    return jax.numpy.asarray(casting.cast_host(host, dtype))
 
 
 def _array_like(value: Any) -> bool:

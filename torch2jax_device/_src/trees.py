@@ -15,8 +15,8 @@ leaves), Flax ``FrozenDict``, NNX ``State`` and every registered class. Plain
 too (Accelerate's ``send_to_device`` handles neither dataclasses nor ``defaultdict``),
 and rebuilt with ``dataclasses.replace`` so the input is never mutated. Containers JAX
 takes for leaves (subclasses of dict and list, ``UserDict``, other mutable mappings,
-tuple subclasses that rebuild from their items) are walked too and rebuilt as shallow
-copies of themselves, as Accelerate's ``send_to_device`` moves them.
+tuple subclasses, whatever arguments their constructors take) are walked too and rebuilt
+as shallow copies of themselves, as Accelerate's ``send_to_device`` moves them.
 """
 
 from __future__ import annotations
@@ -227,23 +227,38 @@ def _walk_foreign_container(
             return new
 
         return rebuild_list
-    if isinstance(node, tuple) and _rebuilds_from_items(node):
+    if isinstance(node, tuple):
         kind = type(node)
         parts = [
             _walk(item, leaves, paths, whole, _item_path(paths, path, i))
             for i, item in enumerate(node)
         ]
-        return lambda new_leaves: kind([part(new_leaves) for part in parts])
+        if _rebuilds_from_items(node):
+            return lambda new_leaves: kind([part(new_leaves) for part in parts])
+        return lambda new_leaves: _tuple_holding(node, [part(new_leaves) for part in parts])
     return None
 
 
 def _rebuilds_from_items(node: tuple[Any, ...]) -> bool:
-    """Whether ``type(node)(items)`` makes an equal tuple; a tuple subclass whose
-    constructor takes other arguments stays a leaf."""
+    """Whether ``type(node)(items)`` makes an equal tuple (``torch.Size``, a plain
+    subclass); not for one whose constructor takes its items as separate arguments."""
     try:
         return bool(type(node)(list(node)) == node)
-    except Exception:  # any constructor of any class: then it is not a plain container
+    except Exception:  # any constructor of any class: then it is rebuilt by _tuple_holding
         return False
+
+
+def _tuple_holding(node: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
+    """A tuple subclass whose constructor takes other arguments (``Pair(a, b)``), holding
+    ``items``: made as ``tuple`` makes it, with the original's attributes, since its own
+    constructor cannot take the items; ``node`` itself where no item changed."""
+    if all(new is old for new, old in zip(items, node, strict=True)):
+        return node
+    rebuilt: tuple[Any, ...] = tuple.__new__(type(node), items)
+    attributes = getattr(node, "__dict__", None)
+    if attributes:
+        rebuilt.__dict__.update(attributes)
+    return rebuilt
 
 
 def _is_plain_dataclass(obj: object) -> bool:

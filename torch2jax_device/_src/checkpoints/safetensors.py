@@ -7,6 +7,7 @@ mesh, a per-tensor rule or an index of shards to ``sharded``; saving goes to ``w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -142,6 +143,7 @@ def load_file(
         >>> tensors["w"].shape, tensors["w"].device
         ((2, 3), CpuDevice(id=0))
     """
+    path = os.fsdecode(path)  # a bytes path too, as tj.safe_open and tj.load take it
     device = planned_target(path, device, device_map=device_map, max_memory=max_memory)
     if sharded.handles_file(path, device):
         # Checked only: each process reads the parts its devices hold, mapped or not.
