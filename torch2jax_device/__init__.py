@@ -31,6 +31,7 @@ if TYPE_CHECKING or not _preflight.started_as_command_line():
     from . import accelerator as accelerator
     from . import backends as backends
     from . import cuda as cuda
+    from ._src.casting import ComplexCastWarning as ComplexCastWarning
     from ._src.defaults import get_default_device as get_default_device
     from ._src.defaults import set_default_device as set_default_device
     from ._src.device import Device as Device
@@ -121,6 +122,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "pin_memory": ("._src.feeding", "pin_memory"),
     "prefetch_to_device": ("._src.feeding", "prefetch_to_device"),
     "CpuComputationWarning": ("._src.strict", "CpuComputationWarning"),
+    "ComplexCastWarning": ("._src.casting", "ComplexCastWarning"),
     "PinnedMemoryWarning": ("._src.host_staging", "PinnedMemoryWarning"),
     "StrictPlacement": ("._src.strict", "StrictPlacement"),
     "set_strict_placement": ("._src.strict", "set_strict_placement"),
@@ -133,6 +135,7 @@ __all__ = [
     "ArrayReport",
     "BackendInitError",
     "CheckpointError",
+    "ComplexCastWarning",
     "ConfigError",
     "ConversionError",
     "CpuComputationWarning",

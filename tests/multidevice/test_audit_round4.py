@@ -68,7 +68,7 @@ def test_a_batch_split_over_the_mesh_holds_torchs_chunks() -> None:
 MISFITS = [
     pytest.param({"x": np.ones(8, np.float32), "y": [np.ones(3, np.float32)]}, ("batch",),
                  r"leaf \['y'\]\[0\] of shape \(3,\).*evenly divide", id="indivisible"),
-    pytest.param({"n": np.float32(1)}, ("batch",), r"leaf \['n'\] of shape \(\).*rank",
+    pytest.param({"n": np.array(1, np.float32)}, ("batch",), r"leaf \['n'\] of shape \(\).*rank",
                  id="0-d"),
     pytest.param([torch.ones(4)], ("batch", None), r"leaf \[0\] of shape \(4,\).*rank",
                  id="rank"),

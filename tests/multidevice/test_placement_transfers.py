@@ -309,7 +309,7 @@ def test_a_full_pinned_allocator_sends_results_the_slow_way_and_says_so(
 
 def test_a_tree_mixes_the_routes_in_order(routes: Routes) -> None:
     big = np.arange(3000, dtype=np.int32)
-    tree = {"a": jax.device_put(big, ACCELERATOR), "b": big + 1, "c": np.float32(2.5)}
+    tree = {"a": jax.device_put(big, ACCELERATOR), "b": big + 1, "c": np.array(2.5, np.float32)}
     moved = tj.to_device(tree, "cpu")
     assert routes.to_host == 1
     for name in tree:

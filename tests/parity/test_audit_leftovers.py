@@ -60,19 +60,12 @@ def test_parameter_size_called_is_torchs_size(shape: tuple[int, ...]) -> None:
 
 
 #: A ``str`` dim is a dimension name to torch: 2.13 refuses it with ``TypeError`` on an
-#: unnamed tensor, 2.11 with ``RuntimeError`` (its named-dimension lookup). tj refuses it
-#: with ``ArgumentTypeError``, a ``TypeError``; asked of the installed torch, not its version.
-NAMED_DIM_IS_RUNTIME_ERROR = (
-    "library: torch (2.11) raises RuntimeError for Parameter.size('0'), a dimension name; "
-    "tj.ArgumentTypeError is a TypeError only, so `except RuntimeError` code ported from "
-    "this torch misses it; fix asked for in proxy-requests.md, 'a str dim'"
-)
+#: unnamed tensor, 2.11 with ``RuntimeError`` (its named-dimension lookup); tj's error is
+#: both (``DimensionNameError``), asked of the installed torch, not its version.
 
 
 @pytest.mark.parametrize("dim", [1.0, "0", True])
-def test_parameter_size_of_a_non_int_dim_raises_torchs_type_error(
-    dim: Any, request: pytest.FixtureRequest
-) -> None:
+def test_parameter_size_of_a_non_int_dim_raises_torchs_type_error(dim: Any) -> None:
     try:
         torch.nn.Parameter(torch.ones(2, 3)).size(dim)
     except (TypeError, RuntimeError) as error:
@@ -81,8 +74,8 @@ def test_parameter_size_of_a_non_int_dim_raises_torchs_type_error(
         pytest.fail(f"torch {torch.__version__} took size({dim!r})")
     with pytest.raises(tj.ArgumentTypeError, match="argument 'dim' must be int") as ours:
         tj.Parameter(jnp.ones((2, 3))).size(dim)
-    if isinstance(dim, str) and not isinstance(theirs, TypeError):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NAMED_DIM_IS_RUNTIME_ERROR))
+    if isinstance(dim, str):  # either torch's class: 2.11's RuntimeError, 2.13's TypeError
+        assert isinstance(ours.value, TypeError) and isinstance(ours.value, RuntimeError)
     assert isinstance(ours.value, type(theirs)), f"torch raised {type(theirs).__name__}"
 
 

@@ -39,7 +39,6 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.parity.harness import assert_same_outcome, placement, run
-from tests.support.gpu_proxy import xfail_off_torch_cpu
 from tests.support.models import NnxNet, TorchTwin
 
 # --- a model's arrays in its twin's order ------------------------------------------------
@@ -134,14 +133,6 @@ TORCH_TO_JAX = {torch.float32: jnp.float32, torch.int8: jnp.int8, torch.int32: j
 
 
 BIG_INTS = [2**40, -(2**40), 2**63 - 1, 2**63, 2**70]
-#: A Python number in the ``.to(dtype)`` form lands on JAX's default device, where torch
-#: keeps it on the CPU (and tj keeps NumPy arrays): seen where the two differ (a GPU).
-NUMBER_LANDS_ON_JAX_DEFAULT = (
-    "library: tj.to_device(number, dtype) places a Python number on JAX's default device; "
-    "torch.tensor(number).to(dtype) is on the CPU, as tj puts NumPy data there "
-    "(host data goes to the CPU device, to_device's docstring); fix asked for in "
-    "proxy-requests.md, 'a Python number in the .to(dtype) form'"
-)
 
 
 @pytest.mark.parametrize("number", BIG_INTS)
@@ -155,13 +146,11 @@ def test_a_big_python_int_cast_like_torch(number: int, dtype: Any) -> None:
 @pytest.mark.parametrize("number", [2.5, 7, *BIG_INTS])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.int32])
 def test_a_python_number_cast_to_a_dtype_stays_on_the_cpu_like_torch(
-    number: float, dtype: Any, request: pytest.FixtureRequest
+    number: float, dtype: Any
 ) -> None:
     """``x.to(dtype)`` of a number: torch's tensor of it is on the CPU whatever the
     machine has, so the port's must be too, also where JAX's default is a GPU."""
     theirs = run(lambda: torch.tensor(number).to(dtype))
-    if theirs.error is None:
-        xfail_off_torch_cpu(request, NUMBER_LANDS_ON_JAX_DEFAULT)
     assert_same_outcome(theirs, run(lambda: tj.to_device(number, TORCH_TO_JAX[dtype])))
 
 

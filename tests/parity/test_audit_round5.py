@@ -40,6 +40,7 @@ import torch
 
 import torch2jax_device as tj
 from tests.parity.harness import assert_same_outcome, run
+from tests.support.gpu_proxy import torch_named_here
 from torch2jax_device._src.casting import ComplexCastWarning
 
 # --- the dtype table and its edge values --------------------------------------------------
@@ -349,18 +350,15 @@ def test_a_comparable_dtype_equals_torchs_dtype_of_its_name(dtype: torch.dtype) 
     assert ours == np.dtype(ours.name) and hash(ours) == hash(np.dtype(ours.name))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs location.py's Parameter.dtype = dtypes.comparable(...) "
-    "(/work/notes/casts-requests.md)",
-)
 def test_a_parameters_dtype_equals_torchs_as_its_device_does() -> None:
     from flax import nnx
 
-    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    with tj.device("cpu"):  # where torch's twin is, also where JAX's default is a GPU
+        model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     theirs = next(iter(torch.nn.Linear(2, 3).parameters()))
     ours = next(tj.parameters(model))
-    assert (ours.device == torch.device("cpu")) == (theirs.device == torch.device("cpu"))
+    cpu = torch_named_here(torch.device("cpu"))  # cpu:0 where JAX has two CPU devices
+    assert (ours.device == cpu) == (theirs.device == torch.device("cpu"))
     assert (ours.dtype == torch.float32) == (theirs.dtype == torch.float32)
     assert (ours.dtype == torch.float16) == (theirs.dtype == torch.float16)
     assert ours.element_size() == theirs.element_size()

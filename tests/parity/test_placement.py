@@ -19,7 +19,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.support.distributed.launch import launch, results
-from tests.support.gpu_proxy import host_cpu, torch_named_here, xfail_off_torch_cpu
+from tests.support.gpu_proxy import host_cpu, torch_named_here
 
 from .harness import Outcome, assert_same_outcome, run
 
@@ -186,23 +186,10 @@ def test_module_to(device: str) -> None:
     assert all(p.committed for p in tj.parameters(tj_model))
 
 
-#: An array made under ``with tj.device("cpu")`` is uncommitted, and JAX runs ``astype``
-#: of an uncommitted array on its default device: the cast moves it there (a GPU).
-CAST_MOVES_UNCOMMITTED = (
-    "library: tj.to_device(x, dtype) casts with x.astype(dtype), which JAX runs on its "
-    "default device when x is uncommitted (made under `with tj.device('cpu')`), so the "
-    "result leaves the CPU; torch's .to(dtype) keeps the device; fix asked for in "
-    "proxy-requests.md, 'the .to(dtype) form moves uncommitted arrays'"
-)
-
-
 @pytest.mark.idiom("tensor-to-dtype")
 @pytest.mark.parametrize("kind", ["array", "module"])
-def test_to_dtype_keeps_what_a_cpu_context_made_on_the_cpu(
-    kind: str, request: pytest.FixtureRequest
-) -> None:
+def test_to_dtype_keeps_what_a_cpu_context_made_on_the_cpu(kind: str) -> None:
     """``x.to(dtype)`` keeps the device, for data made where the default device said."""
-    xfail_off_torch_cpu(request, CAST_MOVES_UNCOMMITTED)
     with torch.device("cpu"):
         torch_model, torch_x = TorchModel(), torch.ones(2)
     with tj.device("cpu"):
@@ -210,7 +197,7 @@ def test_to_dtype_keeps_what_a_cpu_context_made_on_the_cpu(
     if kind == "array":
         theirs, ours = (
             torch_x.to(torch.bfloat16).device,
-            tj.device_of(tj.to_device(tj_x, "bfloat16")),
+            tj.device_of(tj.to_device(tj_x, jnp.bfloat16)),
         )
     else:
         theirs = next(torch_model.to(torch.bfloat16).parameters()).device
@@ -233,7 +220,7 @@ def test_module_to_dtype_casts_floating_state_only() -> None:
 @pytest.mark.idiom("module-to-dtype")
 def test_module_to_integer_dtype_raises_like_torch() -> None:
     assert_same_outcome(
-        run(lambda: TorchModel().to(torch.int32)), run(lambda: tj.to_device(NnxModel(), "int32"))
+        run(lambda: TorchModel().to(torch.int32)), run(lambda: tj.to_device(NnxModel(), jnp.int32))
     )
 
 

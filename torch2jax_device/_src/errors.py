@@ -20,6 +20,7 @@ __all__ = [
     "DTypeError",
     "DeviceTypeError",
     "DeviceUnavailableError",
+    "DimensionNameError",
     "DistributedError",
     "EmptyTreeError",
     "InvalidDeviceError",
@@ -457,4 +458,20 @@ class ArgumentTypeError(Torch2JaxDeviceError, TypeError):
         ... except TypeError as error:  # torch raises TypeError too
         ...     print(str(error).split(";")[0])
         size(): argument 'dim' must be int, not float
+    """
+
+
+class DimensionNameError(ArgumentTypeError, RuntimeError):
+    """A ``str`` dimension (``p.size("0")``): a dimension *name* to torch, which 2.13 refuses
+    with ``TypeError`` and 2.11 with ``RuntimeError`` (its named-dimension lookup). It is
+    both, so ``except`` clauses ported from either torch catch it.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.Parameter(jnp.ones((2, 3))).size("0")
+        ... except RuntimeError as error:  # torch 2.11's class; TypeError catches it too
+        ...     print(isinstance(error, TypeError))
+        True
     """

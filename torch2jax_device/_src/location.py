@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import jax
 import numpy as np
 
+from . import dtypes
 from .detect import (
     is_equinox_module,
     is_nnx_module,
@@ -27,6 +28,7 @@ from .detect import (
 from .device import Device
 from .errors import (
     ArgumentTypeError,
+    DimensionNameError,
     EmptyTreeError,
     InvalidIndexError,
     MixedDeviceError,
@@ -436,7 +438,8 @@ class Parameter:
     tuple, equal to the ``torch.Size`` torch gives), ``p.size(dim)`` one length, negative
     ``dim`` counting from the end, and a ``dim`` out of range raises ``IndexError``
     ([`tj.InvalidIndexError`][torch2jax_device.InvalidIndexError]) as in torch. Everything
-    else is the array's own: ``shape``, ``dtype``, ``sharding``, methods, operators.
+    else is the array's own: ``shape``, ``dtype`` (equal to torch's dtype of the same name
+    too), ``sharding``, methods, operators.
 
     It stays an array in JAX code: ``jnp`` functions, ``jax.jit`` / ``jax.grad``
     arguments, ``jax.device_put`` and ``jax.tree.map`` take it (it is a pytree holding the
@@ -486,6 +489,25 @@ class Parameter:
     def numel(self) -> int:
         """The number of elements (``Tensor.numel``)."""
         return int(np.prod(self._array.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> Any:
+        """The array's dtype, which also equals torch's dtype of its name
+        (``p.dtype == torch.float16``), as ``.device`` equals a ``torch.device``."""
+        return dtypes.comparable(self._array.dtype)
+
+    def element_size(self) -> int:
+        """Bytes per element (``Tensor.element_size``)."""
+        return int(np.dtype(self._array.dtype).itemsize)
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating-point one (``Tensor.is_floating_point``;
+        complex is not)."""
+        return bool(jax.numpy.issubdtype(self._array.dtype, jax.numpy.floating))
+
+    def is_complex(self) -> bool:
+        """Whether the dtype is complex (``Tensor.is_complex``)."""
+        return bool(jax.numpy.issubdtype(self._array.dtype, jax.numpy.complexfloating))
 
     @property
     def size(self) -> ParameterSize:
@@ -598,11 +620,18 @@ class ParameterSize(int):
         """``Tensor.size(dim)``: the shape without ``dim``, else the length along it.
 
         Raises:
-            ArgumentTypeError: ``dim`` is not an int (torch raises ``TypeError``).
+            ArgumentTypeError: ``dim`` is not an int (torch raises ``TypeError``);
+                ``DimensionNameError``, also a ``RuntimeError``, for a ``str`` (a name).
             InvalidIndexError: ``dim`` is out of range (torch raises ``IndexError``).
         """
         if dim is None:
             return self._shape
+        if isinstance(dim, str):
+            raise DimensionNameError(
+                f"size(): argument 'dim' must be int, not str; {dim!r} is a dimension name in "
+                "torch, and tj.Parameter has no named dimensions: pass an axis number "
+                "(negative counts from the end), or nothing for the whole shape"
+            )
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
             raise ArgumentTypeError(
                 f"size(): argument 'dim' must be int, not {type(dim).__name__}; pass an axis "

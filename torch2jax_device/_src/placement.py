@@ -689,18 +689,28 @@ def _cast(array: jax.Array, dtype: np.dtype[Any] | None, cast_all: bool) -> jax.
             f"{dtype}. Fix: cast its bits, jax.random.key_data(key).astype(...), or pass the "
             "whole tree: a dtype casts only a tree's floating-point leaves, and keys stay keys"
         )
-    return casting.cast_array(array, dtype)
+    if isinstance(array, jax.core.Tracer) or array.committed:
+        return casting.cast_array(array, dtype)
+    # An uncommitted array (made under `with tj.device(...)`) is cast where it is: JAX
+    # would run the cast on its default device (the GPU) and the result would land there,
+    # where torch's x.to(dtype) keeps the device.
+    with jax.default_device(next(iter(array.devices()))):
+        return casting.cast_array(array, dtype)
 
 
 def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | None) -> jax.Array:
-    """A bare Python number as ``torch.tensor(number).to(dtype)`` makes it.
+    """A bare Python number as ``torch.tensor(number).to(dtype)`` makes it: on the host CPU
+    (torch's tensor is a CPU tensor, and tj's host data goes to the CPU device), whatever
+    JAX's default device is.
 
     JAX's own 0-d array where the number fits (weak-typed, so it promotes as torch's 0-d
     tensors do); an int that needs int64 is cast from int64 to ``dtype`` as torch casts
     it, and without a ``dtype`` it needs x64, which the error says.
     """
+    host_cpu = jax.local_devices(backend="cpu")[0]
     try:
-        return jax.numpy.asarray(number)
+        with jax.default_device(host_cpu):
+            return jax.numpy.asarray(number)
     except OverflowError:
         pass
     try:
@@ -718,7 +728,7 @@ def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | Non
             "jax.config.update('jax_enable_x64', True) before creating arrays, or pass the "
             "dtype it should have (to_device(number, device, jnp.float32))"
         )
-    return jax.numpy.asarray(casting.cast_host(host, dtype))
+    return jax.device_put(casting.cast_host(host, dtype), host_cpu)
 
 
 def _array_like(value: Any) -> bool:

@@ -33,8 +33,20 @@ ROWS: tuple[Idiom, ...] = (
         jax="x = x.astype(jnp.float16)",
         tj="x = tj.to_device(x, torch.float16)",
         notes=(
-            "Stays on its device. Any dtype spelling works: `jnp.float16`, `'float16'`, "
-            "`torch.float16`."
+            "Stays on its device. Any dtype object works: `jnp.float16`, "
+            "`np.dtype('float16')`, `torch.float16`; a name only as the keyword "
+            "(`tj.to_device(x, dtype='float16')`), since torch reads a string there as a device "
+            "(`x.to('float16')` raises `Invalid device string`, and so does "
+            "`tj.to_device(x, 'float16')`). The values are torch's whatever holds the data, for "
+            "every pair of dtypes torch has: the cast comes before JAX's 64-bit narrowing (int64 "
+            "`2**40` to float32 is `1.0995e12`, not the `0.0` of wrapping through int32); "
+            "`float8_e4m3fn` saturates at ±448 and `float8_e8m0fnu` of 0 is `2**-127`, as in "
+            "torch (ml_dtypes and XLA give NaN); a subnormal float is `True` as a bool; complex "
+            "to real warns `ComplexCastWarning`, as torch warns. A float outside an integer "
+            "dtype's range (or NaN, or infinite) cast to it is undefined behaviour in torch: "
+            "torch's CPU wraps, XLA saturates. Calls torch refuses are refused too: a flag that "
+            "is not a bool (`copy=1`, `non_blocking=None`), a dtype after another tensor "
+            "(`tj.to_device(x, other, dtype)`), `other=` as a keyword, `copy=True` for a model."
         ),
         runs=False,
         torch_api=("Tensor.to",),
@@ -138,8 +150,10 @@ ROWS: tuple[Idiom, ...] = (
             "`jax.device_put` and every JAX tree function sort dict keys, and raise for "
             "keys that cannot be sorted (`{1: a, 'a': b}`). Containers keep their types "
             "(`defaultdict` with its factory, namedtuples, dataclasses, subclasses of dict, "
-            "list and tuple, `UserDict` such as `BatchEncoding`); strings and Python "
-            "numbers pass through, where `jax.device_put` turns every number into an array."
+            "list and tuple whatever arguments a tuple subclass's constructor takes, `UserDict` "
+            "such as `BatchEncoding`); strings, Python numbers and NumPy scalars "
+            "(`np.float32(0.5)`) pass through, as the comprehension leaves what has no `.to`, "
+            "where `jax.device_put` turns every number into an array."
         ),
         runs=False,
     ),
