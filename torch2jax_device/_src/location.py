@@ -616,7 +616,7 @@ class ParameterSize(int):
         count._shape = shape
         return count
 
-    def __call__(self, dim: int | None = None) -> Any:
+    def __call__(self, dim: Any = None) -> Any:
         """``Tensor.size(dim)``: the shape without ``dim``, else the length along it.
 
         Raises:

@@ -728,7 +728,8 @@ def _number_array(tree: Any, index: int, number: Any, dtype: np.dtype[Any] | Non
             "jax.config.update('jax_enable_x64', True) before creating arrays, or pass the "
             "dtype it should have (to_device(number, device, jnp.float32))"
         )
-    return jax.device_put(casting.cast_host(host, dtype), host_cpu)
+    placed: jax.Array = jax.device_put(casting.cast_host(host, dtype), host_cpu)
+    return placed
 
 
 def _array_like(value: Any) -> bool:
