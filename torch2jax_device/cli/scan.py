@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,13 +36,62 @@ _LABEL = 22  # width of the labels of the text report
 _Read = tuple[PythonFile, SourceFile]  # a file's bytes and text, and its parse
 
 
-def _python_files(paths: list[str]) -> Iterator[Path]:
+def _python_files(paths: list[str], err: TextIO) -> tuple[list[tuple[Path, bool]], bool]:
+    """The files to read, each with whether it was named (``True``: read as named, a
+    link followed) or met in a folder (``False``: a link is not followed), and whether a
+    folder could not be listed."""
+    files: list[tuple[Path, bool]] = []
+    failed = False
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.py") if ".venv" not in p.parts)
+            found, unlisted = _walk(path, err)
+            files.extend((file, False) for file in found)
+            failed = failed or unlisted
         else:
-            yield path
+            files.append((path, True))
+    return files, failed
+
+
+def _walk(root: Path, err: TextIO) -> tuple[list[Path], bool]:
+    """The ``*.py`` files under ``root`` (sorted, ``.venv`` folders left out), and whether
+    a folder could not be listed. Links to folders are not entered (``scan`` does not
+    leave the tree it was given; a ``*.py`` link is refused when it is opened) and the
+    walk keeps its own stack, so no depth of folders exhausts Python's."""
+    found: list[Path] = []
+    failed = False
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as error:
+            _cannot(folder, f"the folder cannot be listed: {error.strerror or error}", err)
+            failed = True
+            continue
+        for entry in entries:
+            path = folder / entry.name
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            if is_folder:
+                if entry.name != ".venv":
+                    folders.append(path)
+            elif entry.name.endswith(".py"):
+                found.append(path)
+            elif entry.is_symlink() and _links_to_folder(path):
+                _cannot(path, "a symbolic link to a folder; scan does not follow it", err)
+                failed = True
+    return sorted(found), failed
+
+
+def _links_to_folder(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _explain_command(rule: str) -> str:
@@ -148,10 +196,11 @@ def _not_python(error: SyntaxError) -> str:
     return f"it is not valid Python {version} ({error.msg}, {where}{shown})"
 
 
-def _read_one(path: Path, max_bytes: int, err: TextIO) -> _Read | None:
-    """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be."""
+def _read_one(path: Path, named: bool, max_bytes: int, err: TextIO) -> _Read | None:
+    """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be;
+    one met in a folder (not ``named``) only if it is no symbolic link."""
     try:
-        read = read_python(str(path), max_bytes)
+        read = read_python(str(path), max_bytes, follow_links=named)
         return read, SourceFile(str(path), read.text)
     except SyntaxError as error:
         _cannot(path, _not_python(error), err)
@@ -164,9 +213,10 @@ def _read_one(path: Path, max_bytes: int, err: TextIO) -> _Read | None:
 
 def _read(paths: list[str], max_bytes: int, err: TextIO) -> tuple[list[_Read], bool]:
     """The files read and parsed (each once), and whether one could not be."""
-    read = [_read_one(path, max_bytes, err) for path in _python_files(paths)]
+    listed, unlisted = _python_files(paths, err)
+    read = [_read_one(path, named, max_bytes, err) for path, named in listed]
     files = [file for file in read if file is not None]
-    return files, len(files) < len(read)
+    return files, unlisted or len(files) < len(read)
 
 
 def _scan_one(path: str, text: str, err: TextIO) -> dict[str, list[Finding]]:
@@ -194,16 +244,49 @@ def _scan(files: list[_Read], err: TextIO) -> tuple[dict[str, list[Finding]], bo
         return found, len(found) < len(files)
 
 
+# Bytes of a file name that a patch header cannot carry as they are, and their escapes
+# in git's C-style quoting (any other one is written in octal, ``\303``).
+_ESCAPES = {
+    0x07: b"\\a",
+    0x08: b"\\b",
+    0x09: b"\\t",
+    0x0A: b"\\n",
+    0x0B: b"\\v",
+    0x0C: b"\\f",
+    0x0D: b"\\r",
+    0x22: b'\\"',
+    0x5C: b"\\\\",
+}
+
+
+def _header_name(prefix: bytes, name: bytes) -> bytes:
+    """``prefix`` + ``name`` as ``git diff`` writes it in ``---``/``+++`` lines, which
+    ``git apply`` and GNU ``patch -p1`` both read back as that name: quoted in C style
+    when it holds a control character, a quote or a backslash (a newline in a folder's
+    name must never start a header of its own), and followed by a tab when it holds a
+    space (where the name ends)."""
+    path = prefix + name
+    if any(byte < 0x20 or byte == 0x7F or byte in (0x22, 0x5C) for byte in path):
+        quoted = b"".join(
+            _ESCAPES.get(byte)
+            or (b"\\%03o" % byte if byte < 0x20 or byte == 0x7F else bytes((byte,)))
+            for byte in path
+        )
+        return b'"' + quoted + b'"'
+    return path + b"\t" if b" " in path else path
+
+
 def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
     """A unified diff of two versions of a file's bytes, line ends kept as they are
-    (``\r\n`` stays ``\r\n``) and a last line without one marked as ``diff`` marks it."""
+    (``\r\n`` stays ``\r\n``) and a last line without one marked as ``diff`` marks it;
+    the file's name quoted as git quotes it (``_header_name``)."""
     name = os.fsencode(path)
     lines = difflib.diff_bytes(
         difflib.unified_diff,
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),
-        fromfile=b"a/" + name,
-        tofile=b"b/" + name,
+        fromfile=_header_name(b"a/", name),
+        tofile=_header_name(b"b/", name),
     )
     out = []
     for line in lines:
