@@ -103,6 +103,33 @@ def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str
     return sorted(out.splitlines())
 
 
+# Every script the tests hold, as written and, for an oracle case with a port, ported.
+SCRIPTS = sorted(
+    [
+        *(ROOT / "examples").glob("*.py"),
+        *(ROOT / "tests" / "support" / "fixtures").rglob("*.py"),
+    ]
+)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[str(p.relative_to(ROOT)) for p in SCRIPTS])
+def test_one_diff_reaches_the_fixed_point_and_its_output_is_never_reported(path: Path) -> None:
+    """``scan --diff`` twice is ``scan --diff`` once (no "run again"), and scanning its
+    result reports nothing ``--diff`` wrote, on every script the tests hold."""
+    sources = [path.read_text()]
+    port = path.with_suffix(".port")
+    if port.exists():
+        sources.append(_PORT.sub(lambda _: port.read_text(), sources[0], count=1))
+    for source in sources:
+        ported = scanner.apply_edits(source, scanner.scan_source(source, str(path)))
+        again = scanner.scan_source(ported, str(path))
+        assert scanner.apply_edits(ported, again) == ported
+        written = set(ported.splitlines()) - set(source.splitlines())
+        lines = ported.splitlines()
+        reported = [f for f in again if lines[f.line - 1] in written and "tj." in f.original]
+        assert not reported, [(f.line, f.rule, f.original) for f in reported]
+
+
 def test_every_case_says_how_it_runs() -> None:
     assert CASES, f"no oracle scripts in {ORACLE}"
     for name in CASES:

@@ -102,7 +102,6 @@ model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
 """
 
 
-@pytest.mark.idiom("save-model-torch-twin")
 def test_saving_an_nnx_model_keeps_the_file_the_torch_script_wrote() -> None:
     ported = port_text(NNX + "torch.save(model.state_dict(), path)\n")
     assert ported.endswith('torch.save(tj.state_dict(model, layout="torch"), path)\n')
@@ -139,3 +138,21 @@ def test_one_spelling_for_the_models_device() -> None:
     """What --diff writes is the README's and the catalog's spelling."""
     ported = port_text(NNX + "print(next(model.parameters()).device.type)\n")
     assert "next(tj.parameters(model)).device.type" in ported
+
+
+def test_a_value_whose_only_torch_use_a_rewrite_removes_is_rewritten_in_the_same_call() -> None:
+    """The tutorial's halfway file needed a second ``--diff`` for its device: its one
+    torch use was ``torch.load(..., map_location=device)``, which ``tj.load_state``
+    replaces."""
+    source = """\
+        import torch
+        from flax import nnx
+        device = torch.device("cpu")
+        model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        model = model.to(device)
+        model.load_state_dict(torch.load(path, map_location=device))
+        print(model(x))
+        """
+    ported = port_text(source)
+    assert 'device = tj.device("cpu")' in ported and "tj.load_state(model, path)" in ported
+    assert port_text(ported) == ported

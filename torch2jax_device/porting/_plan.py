@@ -120,6 +120,7 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
     while True:
         changed = False
         rewritten = {id(c.call) for c in candidates if c.enabled and c.call is not None}
+        rewritten.update(_dropped_calls(candidates))
         is_rewritten = _member(rewritten)
         places: list[Candidate | tuple[SourceFile, ast.expr]] = [
             c for c in candidates if c.rule in _PLACES_DATA and not c.enabled
@@ -189,6 +190,27 @@ def _ownership(candidate: Candidate, library: _Owner | None, dist: Candidate | N
         "the tj call would answer for JAX, starting it (under a launcher, joining a JAX "
         "job) in a process that torch initialises; keep torch's call while that code stays"
     )
+
+
+def _dropped_calls(candidates: list[Candidate]) -> set[int]:
+    """The calls an enabled rewrite removes with what it replaces (``torch.load(p,
+    map_location=device)`` in ``model.load_state_dict(torch.load(...))``, which becomes
+    ``tj.load_state(model, p)``): a value handed to them is not used any more, so it
+    holds no other rewrite back (else a second ``--diff`` would rewrite it)."""
+    dropped: set[int] = set()
+    for candidate in candidates:
+        rewrite, call = candidate.rewrite, candidate.call
+        if not (candidate.enabled and rewrite is not None and isinstance(call, ast.Call)):
+            continue
+        kept = rewrite.holes()
+        for node in ast.walk(call):
+            if node is call or not isinstance(node, ast.Call):
+                continue
+            start, end = candidate.file.span(node)
+            inside = rewrite.start <= start and end <= rewrite.end
+            if inside and not any(low <= start and end <= high for low, high in kept):
+                dropped.add(id(node))
+    return dropped
 
 
 def _member(ids: set[int]) -> Callable[[ast.AST], bool]:
