@@ -192,6 +192,11 @@ ENCODED = [
         b"name = '\xe9t\xe9'\nd = tj.device('cpu')\nprint(d)\n",
         id="latin-1-cookie",
     ),
+    pytest.param(  # issue 36: old Mac line ends; patch and git cut lines at \n only
+        GOOD.replace("\n", "\r").encode(),
+        b"import torch\rimport torch2jax_device as tj\rd = tj.device('cpu')\rprint(d)\r",
+        id="cr-only",
+    ),
     pytest.param(
         GOOD.rstrip("\n").encode(),
         b"import torch\nimport torch2jax_device as tj\nd = tj.device('cpu')\nprint(d)",
@@ -414,3 +419,23 @@ def test_many_idioms_on_one_line_cost_what_as_many_lines_cost() -> None:
     """The work grows with the line, not with its square (counted, not timed)."""
     small, large = _work_on_one_line(500), _work_on_one_line(2000)
     assert large <= 4.5 * small, (small, large)
+
+
+def test_a_name_that_is_not_utf8_is_printed_escaped_on_a_strict_utf8_stream(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: ``caf\\xe9.py`` with ``PYTHONIOENCODING=utf-8:strict`` ended ``scan`` in a
+    UnicodeEncodeError traceback."""
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text(GOOD)
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    printed = {}
+    for argv in ([], ["--diff"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "torch2jax_device", "scan", *argv, "."],
+            cwd=tmp_path, capture_output=True, timeout=120, env=env, check=False,
+        )  # fmt: skip
+        assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+        assert done.returncode == (0 if argv else 1)
+        printed[bool(argv)] = done.stdout
+    assert b"caf\\udce9.py:2:5: device-type" in printed[False]
+    assert b"--- a/caf\xe9.py\n" in printed[True]  # the diff names the file's own bytes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import json
 import os
 import sys
@@ -283,8 +284,8 @@ def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
     name = os.fsencode(path)
     lines = difflib.diff_bytes(
         difflib.unified_diff,
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
+        _patch_lines(old),
+        _patch_lines(new),
         fromfile=_header_name(b"a/", name),
         tofile=_header_name(b"b/", name),
     )
@@ -294,6 +295,13 @@ def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
         if not line.endswith(b"\n"):
             out.append(b"\n\\ No newline at end of file\n")
     return b"".join(out)
+
+
+def _patch_lines(data: bytes) -> list[bytes]:
+    """``data`` cut after each ``\n``, as ``patch`` and ``git apply`` cut it: a ``\r``
+    alone (old Mac line ends) is part of its line, so a file of them is one line."""
+    lines = data.split(b"\n")
+    return [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 def _write_bytes(out: TextIO, data: bytes) -> None:
@@ -356,6 +364,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.paths:
         err.write("torch2jax-device scan: give files or directories to scan (or --explain RULE)\n")
         return 2
+    for stream in (out, err):
+        _tolerate_any_name(stream)
     files, failed = _read(args.paths, args.max_bytes, err)
     found, internal = _scan(files, err)
     failed = failed or internal
@@ -372,6 +382,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if failed:
         return 2
     return 1 if findings else 0
+
+
+def _tolerate_any_name(stream: TextIO) -> None:
+    """File names are bytes: one that is not UTF-8 (``caf\\xe9.py``) reaches Python as
+    lone surrogates, which a strict UTF-8 stream refuses (``PYTHONIOENCODING=utf-8:strict``,
+    a UTF-8 locale's stderr): such a stream writes them backslash-escaped instead."""
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
 
 
 def _positive(text: str) -> int:
