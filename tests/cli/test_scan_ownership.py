@@ -12,9 +12,13 @@ scripts these snippets come from, before and after ``--diff``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.support.cli import port_text, scan_text
+from tests.support.cli import port_text, run_cli, scan_text
+from torch2jax_device.cli import scan
+from torch2jax_device.porting import _plan
 
 # The shape of a Megatron/DeepSpeed initialize: every torch line in it is a query the
 # library reads afterwards.
@@ -156,3 +160,45 @@ def test_a_value_whose_only_torch_use_a_rewrite_removes_is_rewritten_in_the_same
     ported = port_text(source)
     assert 'device = tj.device("cpu")' in ported and "tj.load_state(model, path)" in ported
     assert port_text(ported) == ported
+
+
+TWO_ROUNDS = """\
+import torch
+from flax import nnx
+device = torch.device("cpu")
+model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+model = model.to(device)
+model.load_state_dict(torch.load(path, map_location=device))
+print(model(x))
+"""
+
+
+def _without_dropped_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning as before the fix above: a rewrite that needs a second round."""
+    monkeypatch.setattr(_plan, "_dropped_calls", lambda candidates: set())
+
+
+def test_the_command_settles_what_planning_alone_would_leave_for_a_second_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command's own guarantee, whatever planning misses: it scans its result again
+    and prints the fixed point."""
+    _without_dropped_uses(monkeypatch)
+    assert 'tj.device("cpu")' not in port_text(TWO_ROUNDS), "the case would be vacuous"
+    (tmp_path / "a.py").write_text(TWO_ROUNDS)
+    monkeypatch.chdir(tmp_path)
+    status, diff, err = run_cli("scan", "--diff", "a.py")
+    assert status == 0 and "run again" not in err
+    assert '+device = tj.device("cpu")' in diff and "+tj.load_state(model, path)" in diff
+
+
+def test_the_command_says_run_again_when_it_cannot_settle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_dropped_uses(monkeypatch)
+    monkeypatch.setattr(scan, "_ROUNDS", 1)
+    (tmp_path / "a.py").write_text(TWO_ROUNDS)
+    monkeypatch.chdir(tmp_path)
+    status, diff, err = run_cli("scan", "--diff", "a.py")
+    assert status == 0 and "+tj.load_state(model, path)" in diff
+    assert "run again: 1 more rewrite(s) become possible once this diff is applied" in err

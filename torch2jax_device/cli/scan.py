@@ -314,16 +314,41 @@ def _write_bytes(out: TextIO, data: bytes) -> None:
     buffer.write(data)
 
 
+# How many times --diff scans its own result for rewrites it made possible (a value
+# whose last torch use another rewrite removed) before it says "run again".
+_ROUNDS = 3
+
+
+def _settle(
+    files: list[_Read], found: dict[str, list[Finding]]
+) -> tuple[dict[str, str], dict[str, list[Finding]], int]:
+    """Each file's text with every rewrite applied, scanning the result again until no
+    rewrite is left (at most ``_ROUNDS`` times); the last round's findings, and how many
+    rewrites a further ``--diff`` would still make (0 once settled)."""
+    texts = {read.path: read.text for read, _ in files if read.path in found}
+    for _ in range(_ROUNDS):
+        rewritten = {path: apply_edits(texts[path], found[path]) for path in texts}
+        if rewritten == texts:
+            return texts, found, 0
+        try:
+            again = scan_sources(rewritten)
+        except (Exception, RecursionError, MemoryError):
+            return rewritten, found, 0  # the first round's rewrites were checked alone
+        texts, found = rewritten, again
+    pending = sum(f.fixable for findings in found.values() for f in findings)
+    return texts, found, pending
+
+
 def _diff(
     files: list[_Read], found: dict[str, list[Finding]], max_bytes: int, out: TextIO, err: TextIO
 ) -> bool:
-    """Print the diff of every file; ``True`` if one had to be left out."""
+    """Print the diff of every file; ``True`` if one had to be left out. The diff is the
+    fixed point: applying it and running ``--diff`` again prints nothing."""
     failed = False
+    total = sum(len(findings) for findings in found.values())
+    texts, left, pending = _settle(files, found)
     for read, _ in files:
-        findings = found.get(read.path)
-        if findings is None:
-            continue
-        rewritten = apply_edits(read.text, findings)
+        rewritten = texts.get(read.path, read.text)
         if rewritten == read.text:
             continue
         if read.changed_since(max_bytes):
@@ -331,14 +356,18 @@ def _diff(
             failed = True
             continue
         _write_bytes(out, _unified_diff(read.path, read.data, read.encode(rewritten)))
-    held = [f for path in found for f in found[path] if not f.fixable]
+    held = [f for path in left for f in left[path] if not f.fixable]
     if held:
-        total = sum(len(findings) for findings in found.values())
         err.write(
             f"torch2jax-device scan: {len(held)} of {total} finding(s) not rewritten: "
             "each needs the code around it ported first. `torch2jax-device scan PATH` "
             "lists them with the reason; `torch2jax-device scan --explain RULE` explains "
             "a rule.\n"
+        )
+    if pending:
+        err.write(
+            f"torch2jax-device scan: run again: {pending} more rewrite(s) become possible "
+            "once this diff is applied.\n"
         )
     return failed
 
