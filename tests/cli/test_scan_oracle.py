@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # (tests/support/distributed/exit_after_script.py explains): ranks exit when it returns.
 EXIT_AFTER_SCRIPT = ROOT / "tests" / "support" / "distributed" / "exit_after_script.py"
 _RANKS = re.compile(r"# oracle: ranks=(\d+)")
+_RANK_LINE = re.compile(r"\[rank(\d+)\]: (.*)")
 _PORT = re.compile(r"^# port: begin\n.*?^# port: end\n", re.DOTALL | re.MULTILINE)
 
 
@@ -83,7 +84,7 @@ def _apply(folder: Path, diff: str) -> None:
 
 
 def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str]:
-    """What the script prints, line by line (sorted: ranks interleave)."""
+    """What the script prints, line by line (on ranks: by rank, ``_by_rank``)."""
     if ranks == 1:
         status, out, err = scripts.run(f"{name}.py", str(folder), cwd=folder)
     else:
@@ -100,7 +101,22 @@ def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str
                 limit_s=240,
             )  # fmt: skip
     assert status == 0, out[-3000:] + err[-3000:]
-    return sorted(out.splitlines())
+    return _by_rank(out) if ranks > 1 else out.splitlines()
+
+
+def _by_rank(out: str) -> list[str]:
+    """Each rank's output, its relayed pieces joined in order (the launcher may relay a
+    line in pieces, each prefixed ``[rankN]: ``: issue 36, item 5), then the lines of no
+    rank, sorted."""
+    pieces: dict[str, list[str]] = {}
+    others = []
+    for line in out.splitlines():
+        found = _RANK_LINE.match(line)
+        if found:
+            pieces.setdefault(found.group(1), []).append(found.group(2))
+        else:
+            others.append(line)
+    return [f"rank {rank}: {''.join(pieces[rank])}" for rank in sorted(pieces)] + sorted(others)
 
 
 # Every script the tests hold, as written and, for an oracle case with a port, ported.
