@@ -87,7 +87,7 @@ _SETS_CURRENT_DEVICE = frozenset({"tj.cuda.set_device", "tj.accelerator.set_devi
 _TORCH_CREATES = frozenset({"torch.load", "torch.from_numpy", *FACTORIES, *TENSOR_FACTORIES})
 # Libraries that own torch's process group, current device or CUDA state once imported:
 # they join the job (or read torch's answers) themselves, and never ask JAX.
-OWNER_LIBRARIES = frozenset(
+_OWNER_LIBRARIES = frozenset(
     {
         "accelerate",
         "apex",
@@ -154,20 +154,27 @@ def _library_owner(files: list[SourceFile], candidates: list[Candidate]) -> _Own
     (``import deepspeed``, ``from megatron.core import mpu``), or the first use of one
     that the catalog names (``library-launcher``: ``transformers.Trainer``...)."""
     for file in files:
-        for node in ast.walk(file.tree):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                modules = [node.module]
-            else:
-                continue
-            for module in modules:
-                if module.partition(".")[0] in OWNER_LIBRARIES:
-                    return file, node.lineno, f"import {module}"
+        found = [
+            (node.lineno, module)
+            for node in ast.walk(file.tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for module in _imported_modules(node)
+            if module.partition(".")[0] in _OWNER_LIBRARIES
+        ]
+        if found:
+            line, module = min(found)
+            return file, line, f"import {module}"
     launcher = next((c for c in candidates if c.rule == "library-launcher"), None)
     if launcher is not None:
         return launcher.file, launcher.position[0], launcher.file.text(launcher.node)
     return None
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute modules an import statement imports from."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return [node.module] if node.module and not node.level else []
 
 
 def _ownership(candidate: Candidate, library: _Owner | None, dist: Candidate | None) -> str:
