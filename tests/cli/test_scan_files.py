@@ -16,7 +16,7 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.deadlines import deadline
 from torch2jax_device.porting import _values, _written
-from torch2jax_device.porting.scanner import scan_source
+from torch2jax_device.porting.scanner import SourceFile, scan_files, scan_source
 
 
 # -- names bound many times ---------------------------------------------------------------
@@ -64,12 +64,39 @@ def test_a_fifo_and_a_device_named_py_are_skipped_not_read(tmp_path: Path) -> No
     os.mkfifo(tmp_path / "a_pipe.py")  # opening it for reading would wait for a writer
     (tmp_path / "b_zero.py").symlink_to("/dev/zero")  # reading it never ends
     (tmp_path / "c_good.py").write_text(GOOD)
-    done = _scan_process(str(tmp_path), cwd=tmp_path)
+    (tmp_path / "named").mkdir()
+    (tmp_path / "named" / "zero.py").symlink_to("/dev/zero")  # named: the link is followed
+    done = _scan_process(str(tmp_path), str(tmp_path / "named" / "zero.py"), cwd=tmp_path)
     err = done.stderr.decode()
     assert done.returncode == 2, err
     assert f"cannot scan {tmp_path / 'a_pipe.py'}: not a regular file (a FIFO)" in err
-    assert f"cannot scan {tmp_path / 'b_zero.py'}: not a regular file (a character device)" in err
+    assert f"cannot scan {tmp_path / 'b_zero.py'}: a symbolic link to '/dev/zero'" in err
+    zero = tmp_path / "named" / "zero.py"
+    assert f"cannot scan {zero}: not a regular file (a character device)" in err
     assert b"c_good.py:2:5: device-type" in done.stdout  # the other file is still scanned
+
+
+def test_scan_never_leaves_the_folder_it_was_given_through_a_link(tmp_path: Path) -> None:
+    """Issue 36: a ``*.py`` link to a file outside the tree was read, and its first line
+    printed; a link to a folder outside it is not entered either."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("import torch\nTOKEN = torch.device('cuda:7')\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a_good.py").write_text(GOOD)
+    (tree / "b_secret.py").symlink_to(outside / "secret.py")
+    (tree / "c_folder").symlink_to(outside)
+    status, out, err = run_cli("scan", str(tree))
+    assert status == 2
+    assert (
+        f"cannot scan {tree / 'b_secret.py'}: a symbolic link to '{outside / 'secret.py'}'" in err
+    )
+    assert f"cannot scan {tree / 'c_folder'}: a symbolic link to a folder" in err
+    assert "a_good.py:2:5: device-type" in out
+    assert "TOKEN" not in out + err and "cuda:7" not in out + err
+    status, out, err = run_cli("scan", "--diff", str(tree))
+    assert status == 2 and "secret" not in out and "cuda:7" not in out + err
 
 
 def test_a_file_over_max_bytes_is_skipped_with_the_limit_named(tmp_path: Path) -> None:
@@ -165,6 +192,11 @@ ENCODED = [
         b"# -*- coding: latin-1 -*-\nimport torch\nimport torch2jax_device as tj\n"
         b"name = '\xe9t\xe9'\nd = tj.device('cpu')\nprint(d)\n",
         id="latin-1-cookie",
+    ),
+    pytest.param(  # issue 36: old Mac line ends; patch and git cut lines at \n only
+        GOOD.replace("\n", "\r").encode(),
+        b"import torch\rimport torch2jax_device as tj\rd = tj.device('cpu')\rprint(d)\r",
+        id="cr-only",
     ),
     pytest.param(
         GOOD.rstrip("\n").encode(),
@@ -286,3 +318,127 @@ def test_the_files_unseen_calls_are_looked_for_once(monkeypatch: pytest.MonkeyPa
     assert [f.rule for f in findings] == ["default-device-set"] * 20
     assert all("runs code the scanner does not follow" in str(f.reason) for f in findings)
     assert len(walks) == 1
+
+
+# -- names are data: a patch header carries any file name -----------------------------------
+# A folder name for every byte a patch header cannot carry as it is (each control
+# character, a quote, a backslash, a space), one that forges a header of its own if
+# written raw (issue 36: `patch -p1` then created `pwned.py`), and non-ASCII.
+HOSTILE_NAMES = [
+    *(f"c{byte:02x}{chr(byte)}end" for byte in [*range(1, 0x20), 0x7F]),
+    'quote"d',
+    "back\\slash",
+    "with space",
+    " leading and trailing ",
+    "x\n+++ b/pwned.py\n@@ -0,0 +1 @@\n+import os\n",
+    "\u00e9t\u00e9",
+]
+
+
+@pytest.mark.parametrize("tool", ["git", "patch"])
+def test_the_diff_names_any_file_so_that_applying_it_touches_only_that_file(
+    tool: str, tmp_path: Path
+) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    names = [os.path.join(folder, "a.py") for folder in HOSTILE_NAMES]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True)
+        (tmp_path / name).write_text(GOOD)
+    done = _scan_process("--diff", *names, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    (tmp_path / "change.diff").write_bytes(done.stdout)
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    command = ["git", "apply"] if tool == "git" else ["patch", "-p1", "--batch", "-i"]
+    applied = subprocess.run([*command, "change.diff"], cwd=tmp_path, capture_output=True)
+    assert applied.returncode == 0, applied.stdout.decode() + applied.stderr.decode()
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    for name in names:
+        assert "tj.device('cpu')" in (tmp_path / name).read_text(), repr(name)
+
+
+def test_a_folder_tree_deeper_than_pythons_stack_is_walked(tmp_path: Path) -> None:
+    """Issue 36: a tree 1,100 folders deep ended ``scan`` in a RecursionError traceback
+    (Python 3.11's directory walks recurse)."""
+    folders = [tmp_path / "d"]
+    for _ in range(1099):
+        folders.append(folders[-1] / "d")
+    for folder in folders:
+        folder.mkdir()
+    (folders[-1] / "a.py").write_text(GOOD)
+    try:
+        status, out, err = run_cli("scan", str(tmp_path))
+    finally:  # bottom up: pytest's own clean-up recurses, and would not get this deep
+        (folders[-1] / "a.py").unlink()
+        for folder in reversed(folders):
+            folder.rmdir()
+    assert (status, err) == (1, "")
+    assert "a.py:2:5: device-type" in out
+
+
+class _CountedBytes(bytes):
+    """A file's bytes that count how many of them slices copy out."""
+
+    copied = 0
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        part = super().__getitem__(key)
+        if isinstance(key, slice):
+            _CountedBytes.copied += len(part)
+        return part
+
+
+class _CountedList(list):  # type: ignore[type-arg]
+    """A display's elements that count how many of them searches walk past."""
+
+    searched = 0
+
+    def index(self, item, *bounds):  # type: ignore[no-untyped-def]
+        position = super().index(item, *bounds)
+        _CountedList.searched += position + 1
+        return position
+
+
+def _work_on_one_line(idioms: int) -> int:
+    """Bytes sliced and elements searched scanning ``idioms`` idioms on one line, in a
+    display and as statements (issue 36: 90,000 of them on one 1.9 MB line took 10
+    minutes: each column decoded the line up to it, each element searched its display)."""
+    source = (
+        "import torch\nfrom flax import nnx\nm = nnx.Linear(1, 1, rngs=nnx.Rngs(0))\n"
+        f"a = [{'x.cuda(), ' * idioms}]\n" + "m.to('cpu'); " * idioms + "\n"
+    )
+    file = SourceFile("long.py", source)
+    file.data = _CountedBytes(file.data)
+    for node in ast.walk(file.tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            node.elts = _CountedList(node.elts)
+    _CountedBytes.copied = _CountedList.searched = 0
+    found = scan_files([file])["long.py"]
+    assert len(found) == 2 * idioms
+    return _CountedBytes.copied + _CountedList.searched
+
+
+def test_many_idioms_on_one_line_cost_what_as_many_lines_cost() -> None:
+    """The work grows with the line, not with its square (counted, not timed)."""
+    small, large = _work_on_one_line(500), _work_on_one_line(2000)
+    assert large <= 4.5 * small, (small, large)
+
+
+def test_a_name_that_is_not_utf8_is_printed_escaped_on_a_strict_utf8_stream(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: ``caf\\xe9.py`` with ``PYTHONIOENCODING=utf-8:strict`` ended ``scan`` in a
+    UnicodeEncodeError traceback."""
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text(GOOD)
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    printed = {}
+    for argv in ([], ["--diff"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "torch2jax_device", "scan", *argv, "."],
+            cwd=tmp_path, capture_output=True, timeout=120, env=env, check=False,
+        )  # fmt: skip
+        assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+        assert done.returncode == (0 if argv else 1)
+        printed[bool(argv)] = done.stdout
+    assert b"caf\\udce9.py:2:5: device-type" in printed[False]
+    assert b"--- a/caf\xe9.py\n" in printed[True]  # the diff names the file's own bytes

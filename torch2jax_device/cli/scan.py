@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import json
 import os
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,13 +37,62 @@ _LABEL = 22  # width of the labels of the text report
 _Read = tuple[PythonFile, SourceFile]  # a file's bytes and text, and its parse
 
 
-def _python_files(paths: list[str]) -> Iterator[Path]:
+def _python_files(paths: list[str], err: TextIO) -> tuple[list[tuple[Path, bool]], bool]:
+    """The files to read, each with whether it was named (``True``: read as named, a
+    link followed) or met in a folder (``False``: a link is not followed), and whether a
+    folder could not be listed."""
+    files: list[tuple[Path, bool]] = []
+    failed = False
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.py") if ".venv" not in p.parts)
+            found, unlisted = _walk(path, err)
+            files.extend((file, False) for file in found)
+            failed = failed or unlisted
         else:
-            yield path
+            files.append((path, True))
+    return files, failed
+
+
+def _walk(root: Path, err: TextIO) -> tuple[list[Path], bool]:
+    """The ``*.py`` files under ``root`` (sorted, ``.venv`` folders left out), and whether
+    a folder could not be listed. Links to folders are not entered (``scan`` does not
+    leave the tree it was given; a ``*.py`` link is refused when it is opened) and the
+    walk keeps its own stack, so no depth of folders exhausts Python's."""
+    found: list[Path] = []
+    failed = False
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as error:
+            _cannot(folder, f"the folder cannot be listed: {error.strerror or error}", err)
+            failed = True
+            continue
+        for entry in entries:
+            path = folder / entry.name
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            if is_folder:
+                if entry.name != ".venv":
+                    folders.append(path)
+            elif entry.name.endswith(".py"):
+                found.append(path)
+            elif entry.is_symlink() and _links_to_folder(path):
+                _cannot(path, "a symbolic link to a folder; scan does not follow it", err)
+                failed = True
+    return sorted(found), failed
+
+
+def _links_to_folder(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _explain_command(rule: str) -> str:
@@ -148,10 +197,11 @@ def _not_python(error: SyntaxError) -> str:
     return f"it is not valid Python {version} ({error.msg}, {where}{shown})"
 
 
-def _read_one(path: Path, max_bytes: int, err: TextIO) -> _Read | None:
-    """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be."""
+def _read_one(path: Path, named: bool, max_bytes: int, err: TextIO) -> _Read | None:
+    """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be;
+    one met in a folder (not ``named``) only if it is no symbolic link."""
     try:
-        read = read_python(str(path), max_bytes)
+        read = read_python(str(path), max_bytes, follow_links=named)
         return read, SourceFile(str(path), read.text)
     except SyntaxError as error:
         _cannot(path, _not_python(error), err)
@@ -164,9 +214,10 @@ def _read_one(path: Path, max_bytes: int, err: TextIO) -> _Read | None:
 
 def _read(paths: list[str], max_bytes: int, err: TextIO) -> tuple[list[_Read], bool]:
     """The files read and parsed (each once), and whether one could not be."""
-    read = [_read_one(path, max_bytes, err) for path in _python_files(paths)]
+    listed, unlisted = _python_files(paths, err)
+    read = [_read_one(path, named, max_bytes, err) for path, named in listed]
     files = [file for file in read if file is not None]
-    return files, len(files) < len(read)
+    return files, unlisted or len(files) < len(read)
 
 
 def _scan_one(path: str, text: str, err: TextIO) -> dict[str, list[Finding]]:
@@ -194,16 +245,49 @@ def _scan(files: list[_Read], err: TextIO) -> tuple[dict[str, list[Finding]], bo
         return found, len(found) < len(files)
 
 
+# Bytes of a file name that a patch header cannot carry as they are, and their escapes
+# in git's C-style quoting (any other one is written in octal, ``\303``).
+_ESCAPES = {
+    0x07: b"\\a",
+    0x08: b"\\b",
+    0x09: b"\\t",
+    0x0A: b"\\n",
+    0x0B: b"\\v",
+    0x0C: b"\\f",
+    0x0D: b"\\r",
+    0x22: b'\\"',
+    0x5C: b"\\\\",
+}
+
+
+def _header_name(prefix: bytes, name: bytes) -> bytes:
+    """``prefix`` + ``name`` as ``git diff`` writes it in ``---``/``+++`` lines, which
+    ``git apply`` and GNU ``patch -p1`` both read back as that name: quoted in C style
+    when it holds a control character, a quote or a backslash (a newline in a folder's
+    name must never start a header of its own), and followed by a tab when it holds a
+    space (where the name ends)."""
+    path = prefix + name
+    if any(byte < 0x20 or byte == 0x7F or byte in (0x22, 0x5C) for byte in path):
+        quoted = b"".join(
+            _ESCAPES.get(byte)
+            or (b"\\%03o" % byte if byte < 0x20 or byte == 0x7F else bytes((byte,)))
+            for byte in path
+        )
+        return b'"' + quoted + b'"'
+    return path + b"\t" if b" " in path else path
+
+
 def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
     """A unified diff of two versions of a file's bytes, line ends kept as they are
-    (``\r\n`` stays ``\r\n``) and a last line without one marked as ``diff`` marks it."""
+    (``\r\n`` stays ``\r\n``) and a last line without one marked as ``diff`` marks it;
+    the file's name quoted as git quotes it (``_header_name``)."""
     name = os.fsencode(path)
     lines = difflib.diff_bytes(
         difflib.unified_diff,
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile=b"a/" + name,
-        tofile=b"b/" + name,
+        _patch_lines(old),
+        _patch_lines(new),
+        fromfile=_header_name(b"a/", name),
+        tofile=_header_name(b"b/", name),
     )
     out = []
     for line in lines:
@@ -211,6 +295,13 @@ def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
         if not line.endswith(b"\n"):
             out.append(b"\n\\ No newline at end of file\n")
     return b"".join(out)
+
+
+def _patch_lines(data: bytes) -> list[bytes]:
+    """``data`` cut after each ``\n``, as ``patch`` and ``git apply`` cut it: a ``\r``
+    alone (old Mac line ends) is part of its line, so a file of them is one line."""
+    lines = data.split(b"\n")
+    return [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 def _write_bytes(out: TextIO, data: bytes) -> None:
@@ -223,16 +314,41 @@ def _write_bytes(out: TextIO, data: bytes) -> None:
     buffer.write(data)
 
 
+# How many times --diff scans its own result for rewrites it made possible (a value
+# whose last torch use another rewrite removed) before it says "run again".
+_ROUNDS = 3
+
+
+def _settle(
+    files: list[_Read], found: dict[str, list[Finding]]
+) -> tuple[dict[str, str], dict[str, list[Finding]], int]:
+    """Each file's text with every rewrite applied, scanning the result again until no
+    rewrite is left (at most ``_ROUNDS`` times); the last round's findings, and how many
+    rewrites a further ``--diff`` would still make (0 once settled)."""
+    texts = {read.path: read.text for read, _ in files if read.path in found}
+    for _ in range(_ROUNDS):
+        rewritten = {path: apply_edits(texts[path], found[path]) for path in texts}
+        if rewritten == texts:
+            return texts, found, 0
+        try:
+            again = scan_sources(rewritten)
+        except (Exception, RecursionError, MemoryError):
+            return rewritten, found, 0  # the first round's rewrites were checked alone
+        texts, found = rewritten, again
+    pending = sum(f.fixable for findings in found.values() for f in findings)
+    return texts, found, pending
+
+
 def _diff(
     files: list[_Read], found: dict[str, list[Finding]], max_bytes: int, out: TextIO, err: TextIO
 ) -> bool:
-    """Print the diff of every file; ``True`` if one had to be left out."""
+    """Print the diff of every file; ``True`` if one had to be left out. The diff is the
+    fixed point: applying it and running ``--diff`` again prints nothing."""
     failed = False
+    total = sum(len(findings) for findings in found.values())
+    texts, left, pending = _settle(files, found)
     for read, _ in files:
-        findings = found.get(read.path)
-        if findings is None:
-            continue
-        rewritten = apply_edits(read.text, findings)
+        rewritten = texts.get(read.path, read.text)
         if rewritten == read.text:
             continue
         if read.changed_since(max_bytes):
@@ -240,14 +356,18 @@ def _diff(
             failed = True
             continue
         _write_bytes(out, _unified_diff(read.path, read.data, read.encode(rewritten)))
-    held = [f for path in found for f in found[path] if not f.fixable]
+    held = [f for path in left for f in left[path] if not f.fixable]
     if held:
-        total = sum(len(findings) for findings in found.values())
         err.write(
             f"torch2jax-device scan: {len(held)} of {total} finding(s) not rewritten: "
             "each needs the code around it ported first. `torch2jax-device scan PATH` "
             "lists them with the reason; `torch2jax-device scan --explain RULE` explains "
             "a rule.\n"
+        )
+    if pending:
+        err.write(
+            f"torch2jax-device scan: run again: {pending} more rewrite(s) become possible "
+            "once this diff is applied.\n"
         )
     return failed
 
@@ -273,6 +393,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.paths:
         err.write("torch2jax-device scan: give files or directories to scan (or --explain RULE)\n")
         return 2
+    for stream in (out, err):
+        _tolerate_any_name(stream)
     files, failed = _read(args.paths, args.max_bytes, err)
     found, internal = _scan(files, err)
     failed = failed or internal
@@ -289,6 +411,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if failed:
         return 2
     return 1 if findings else 0
+
+
+def _tolerate_any_name(stream: TextIO) -> None:
+    """File names are bytes: one that is not UTF-8 (``caf\\xe9.py``) reaches Python as
+    lone surrogates, which a strict UTF-8 stream refuses (``PYTHONIOENCODING=utf-8:strict``,
+    a UTF-8 locale's stderr): such a stream writes them backslash-escaped instead."""
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
 
 
 def _positive(text: str) -> int:

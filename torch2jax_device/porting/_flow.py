@@ -246,7 +246,7 @@ class Flow:
         assign = self.names.parents.get(value)
         if not (isinstance(assign, ast.Assign) and assign.value is value):
             return None
-        position = value.elts.index(element)  # type: ignore[arg-type]
+        position = self.names.slots[element]
         for target in assign.targets:
             if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(value.elts):
                 return target.elts[position]

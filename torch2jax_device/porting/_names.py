@@ -72,9 +72,19 @@ class Names:
         self._origins: dict[tuple[int, int], str | None] = {}
         self._statements: dict[ast.AST, ast.stmt | None] = {}  # node -> its statement
         self._builder(self.module).visit_body(tree)
+        # node -> its index in the list field of its parent that holds it (the elements
+        # of a display, the values of a dict): looked up, never searched, so a display
+        # of 90,000 elements costs no more than 90,000 displays.
+        self.slots: dict[ast.AST, int] = {}
         for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
+            for _, value in ast.iter_fields(node):
+                if isinstance(value, ast.AST):
+                    self.parents[value] = node
+                elif isinstance(value, list):
+                    for index, item in enumerate(value):
+                        if isinstance(item, ast.AST):
+                            self.parents[item] = node
+                            self.slots[item] = index
         for node, scope in self.scope_of.items():
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 home = self.home(node.id, scope)

@@ -85,6 +85,26 @@ _SEEN_LIBRARIES = ("torch", TJ, "jax", "flax", "optax", "numpy", "math", "safete
 _SETS_CURRENT_DEVICE = frozenset({"tj.cuda.set_device", "tj.accelerator.set_device_index"})
 # torch calls that create tensors without being told where (the default device decides).
 _TORCH_CREATES = frozenset({"torch.load", "torch.from_numpy", *FACTORIES, *TENSOR_FACTORIES})
+# Libraries that own torch's process group, current device or CUDA state once imported:
+# they join the job (or read torch's answers) themselves, and never ask JAX.
+_OWNER_LIBRARIES = frozenset(
+    {
+        "accelerate",
+        "apex",
+        "colossalai",
+        "deepspeed",
+        "fairscale",
+        "lightning",
+        "lightning_fabric",
+        "megatron",
+        "pytorch_lightning",
+        "torch_xla",
+        "torchtitan",
+        "torchtune",
+    }
+)
+# A torch owner: (the file, the line, what owns torch's state there).
+_Owner = tuple[SourceFile, int, str]
 
 
 def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
@@ -95,10 +115,12 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
             candidate.disable(candidate.file.tj_taken)
     order = StartupOrder(files, candidates)
     computes = _torch_computes(files)
+    owner = _library_owner(files, candidates)
     creations: list[ast.Call] | None = None  # walked once, on first need
     while True:
         changed = False
         rewritten = {id(c.call) for c in candidates if c.enabled and c.call is not None}
+        rewritten.update(_dropped_calls(candidates))
         is_rewritten = _member(rewritten)
         places: list[Candidate | tuple[SourceFile, ast.expr]] = [
             c for c in candidates if c.rule in _PLACES_DATA and not c.enabled
@@ -115,7 +137,9 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
         dist_blocker = next((c for c in candidates if _is_dist(c) and not c.enabled), None)
         for candidate in candidates:
             if candidate.enabled:
-                reason = _problem(candidate, is_rewritten, places, creates, dist_blocker)
+                reason = _ownership(candidate, owner, dist_blocker) or _problem(
+                    candidate, is_rewritten, places, creates, dist_blocker
+                )
                 if reason:
                     candidate.disable(reason)
                     changed = True
@@ -123,6 +147,77 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
         if not changed:
             break
     candidates.extend(order.findings())
+
+
+def _library_owner(files: list[SourceFile], candidates: list[Candidate]) -> _Owner | None:
+    """The first import of a library that owns torch's process group and devices
+    (``import deepspeed``, ``from megatron.core import mpu``), or the first use of one
+    that the catalog names (``library-launcher``: ``transformers.Trainer``...)."""
+    for file in files:
+        found = [
+            (node.lineno, module)
+            for node in ast.walk(file.tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for module in _imported_modules(node)
+            if module.partition(".")[0] in _OWNER_LIBRARIES
+        ]
+        if found:
+            line, module = min(found)
+            return file, line, f"import {module}"
+    launcher = next((c for c in candidates if c.rule == "library-launcher"), None)
+    if launcher is not None:
+        return launcher.file, launcher.position[0], launcher.file.text(launcher.node)
+    return None
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute modules an import statement imports from."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return [node.module] if node.module and not node.level else []
+
+
+def _ownership(candidate: Candidate, library: _Owner | None, dist: Candidate | None) -> str:
+    """Why a call on torch's runtime state or process group stays torch's: a library
+    built on torch owns them in this program (both), or torch.distributed does, a call of
+    it staying torch's (the runtime state; the process group's own calls say why
+    themselves: ``_problem``). Code built on torch reads the call's answer or effect
+    (NCCL and the library read torch's current device and process group), and the
+    ``tj`` call answers for JAX, starting JAX's backends (under a launcher, joining a JAX
+    job) in a process that torch initialises."""
+    owner = library
+    if owner is None and dist is not None and candidate.effect == "runtime":
+        owner = dist.file, dist.position[0], dist.file.text(dist.node)
+    if owner is None or candidate.effect not in ("runtime", "dist"):
+        return ""
+    file, line, what = owner
+    return (
+        f"torch's process group and devices are owned by {what.splitlines()[0][:80]} "
+        f"({file.path}:{line}): code built on torch reads this call's answer or effect, and "
+        "the tj call would answer for JAX, starting it (under a launcher, joining a JAX "
+        "job) in a process that torch initialises; keep torch's call while that code stays"
+    )
+
+
+def _dropped_calls(candidates: list[Candidate]) -> set[int]:
+    """The calls an enabled rewrite removes with what it replaces (``torch.load(p,
+    map_location=device)`` in ``model.load_state_dict(torch.load(...))``, which becomes
+    ``tj.load_state(model, p)``): a value handed to them is not used any more, so it
+    holds no other rewrite back (else a second ``--diff`` would rewrite it)."""
+    dropped: set[int] = set()
+    for candidate in candidates:
+        rewrite, call = candidate.rewrite, candidate.call
+        if not (candidate.enabled and rewrite is not None and isinstance(call, ast.Call)):
+            continue
+        kept = rewrite.holes()
+        for node in ast.walk(call):
+            if node is call or not isinstance(node, ast.Call):
+                continue
+            start, end = candidate.file.span(node)
+            inside = rewrite.start <= start and end <= rewrite.end
+            if inside and not any(low <= start and end <= high for low, high in kept):
+                dropped.add(id(node))
+    return dropped
 
 
 def _member(ids: set[int]) -> Callable[[ast.AST], bool]:

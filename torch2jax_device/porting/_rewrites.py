@@ -125,7 +125,8 @@ def with_tj_import(source: str) -> str:
     if after == 0:  # keep a shebang, an encoding line and leading comments first
         while after < len(lines) and lines[after].lstrip().startswith("#"):
             after += 1
-    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    first = lines[0] if lines else ""
+    newline = "\r\n" if first.endswith("\r\n") else "\r" if first.endswith("\r") else "\n"
     if after and not lines[after - 1].endswith(("\n", "\r")):
         lines[after - 1] += newline
     return "".join(lines[:after]) + IMPORT + newline + "".join(lines[after:])

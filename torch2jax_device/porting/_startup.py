@@ -51,6 +51,23 @@ _FIRST = {
     "torch.cuda.set_per_process_memory_fraction": "set_per_process_memory_fraction",
     f"{TJ}.cuda.set_per_process_memory_fraction": "set_per_process_memory_fraction",
     f"{TJ}.configure": "tj.configure",
+    # Libraries that create torch's process group (under a launcher, a tj call that
+    # starts JAX joins a JAX job: that belongs after the library's own join).
+    **{
+        name: name
+        for name in (
+            "deepspeed.init_distributed",
+            "deepspeed.initialize",
+            "accelerate.Accelerator",
+            "accelerate.PartialState",
+            "accelerate.state.PartialState",
+            "lightning.Fabric",
+            "lightning.fabric.Fabric",
+            "lightning_fabric.Fabric",
+            "torchtune.training.init_distributed",
+            "megatron.core.parallel_state.initialize_model_parallel",
+        )
+    },
 }
 # Advice rows whose port creates arrays (and so starts JAX).
 _ADVICE_STARTS = frozenset(

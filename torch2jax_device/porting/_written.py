@@ -456,7 +456,7 @@ class _Aliases:
             and outer.value is display
             and all(_unpacks(target, display) for target in outer.targets)
         ):  # a, b = w, v: the names of the same position
-            position = display.elts.index(node)  # type: ignore[arg-type]
+            position = self.names.slots[node]
             for target in outer.targets:
                 assert isinstance(target, (ast.Tuple, ast.List))
                 reason = self._store(target.elts[position], rest, outer)
@@ -465,7 +465,7 @@ class _Aliases:
             return True, None
         step: ast.expr = _ANY_ELEMENT
         if isinstance(display, ast.Dict):
-            key = display.keys[display.values.index(node)]  # type: ignore[arg-type]
+            key = display.keys[self.names.slots[node]]
             if isinstance(key, ast.Constant):
                 step = ast.Subscript(value=_ANY_ELEMENT.value, slice=key, ctx=ast.Load())
         # a container made here: what it holds is the value's, whoever uses it

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from .._rewrites import Rewrite
+from .._values import TJ
 from .base import Recogniser
 
 __all__ = ["load_call", "load_state_call", "save_call"]
@@ -75,6 +76,8 @@ def save_call(r: Recogniser, call: ast.Call) -> bool:
     """``save-model-torch-twin``: ``torch.save(model.state_dict(), path)``; ``True`` if it
     is one."""
     state = call.args[0] if call.args else None
+    if isinstance(state, ast.Call) and r.qualname(state.func) == f"{TJ}.state_dict":
+        return True  # what --diff writes for an NNX model: the torch original's file
     if not (
         len(call.args) == 2
         and isinstance(state, ast.Call)
@@ -84,12 +87,27 @@ def save_call(r: Recogniser, call: ast.Call) -> bool:
         and not state.keywords
     ):
         return False
-    model, path = r.text(state.func.value), r.text(call.args[1])
+    receiver = state.func.value
+    model, path = r.text(receiver), r.text(call.args[1])
+    if r.file.values.module_framework(receiver) != "nnx":
+        r.add(
+            call,
+            "save-model-torch-twin",
+            f"tj.save_file({model}, {path})  # for a PyTorch twin: "
+            f'torch.save(tj.state_dict({model}, layout="torch"), {path})',
+        )
+        return True
+    # A Flax NNX model has no state_dict(): tj.state_dict's "torch" layout is what the
+    # torch original's state_dict() gave, so the file stays the one the torch script
+    # wrote (its twin loads it), and tj.load_state reads it back.
+    start, end = r.file.span(state)
     r.add(
         call,
         "save-model-torch-twin",
-        f"tj.save_file({model}, {path})  # for a PyTorch twin: "
         f'torch.save(tj.state_dict({model}, layout="torch"), {path})',
+        rewrite=Rewrite(start, end, ("tj.state_dict(", r.file.span(receiver), ', layout="torch")')),
+        call=state,
+        tj_name="tj.state_dict",
     )
     return True
 

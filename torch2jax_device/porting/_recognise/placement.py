@@ -8,7 +8,7 @@ import ast
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
-from .._values import FOREIGN, HF_BATCH, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TORCH_TENSOR
+from .._values import FOREIGN, HF_BATCH, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ, TORCH_TENSOR
 from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
@@ -315,6 +315,8 @@ def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         and isinstance(receiver, ast.Attribute)
         and receiver.attr == "device"
         and r.qualname(receiver) is None
+        and not _is_next_parameters(r, receiver.value)  # parameters-device, below
+        and not _made_by_tj(r, receiver.value)
     ):
         owner = receiver.value
         r.add(
@@ -330,6 +332,7 @@ def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         and isinstance(node.ctx, ast.Load)
         and not _in_factory_device(r, node)
         and r.qualname(receiver) is None
+        and not _made_by_tj(r, receiver)
         and (_has_array_device(r, receiver) or _device_property(r, receiver))
     ):
         function = r.file.names.enclosing(node, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -437,6 +440,24 @@ def _device_property(r: Recogniser, receiver: ast.AST) -> bool:
         for t in ast.walk(klass)
     )
     return not stored and "torch-module" in r.file.values.class_kinds(klass)
+
+
+def _made_by_tj(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is a torch2jax_device call's result, or its first item
+    (``next(tj.parameters(model))``): its ``.device`` is torch2jax_device's, which is
+    what ``--diff`` writes, not a torch idiom left to port."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "next"
+        and r.file.names.is_builtin(node.func)
+        and len(node.args) == 1
+    ):
+        node = node.args[0]
+    if not isinstance(node, ast.Call):
+        return False
+    name = r.qualname(node.func)
+    return name is not None and name.startswith(TJ + ".")
 
 
 def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:

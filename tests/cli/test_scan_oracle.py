@@ -1,0 +1,191 @@
+"""The execution oracle of ``scan --diff``: a script prints the same before and after.
+
+Every ``*.py`` of ``tests/support/fixtures/oracle`` is a case (a new script is a new
+case): real-shaped mixed scripts, torch and JAX in one process, torch's process group
+owned by torch or by a library (``lib/deepspeed``, a stand-in installed beside the
+script, never scanned with it, as a library is not), CUDA-state queries read later by
+torch code, a model saved and resumed. Its first line says how it runs:
+``# oracle: ranks=N`` (2: two CPU ranks under ``torch2jax-device run``, gloo on
+127.0.0.1). A ``NAME.port`` beside it is a newcomer's hand port of the code between the
+script's ``# port: begin`` / ``# port: end`` marks (the model, to Flax NNX): the port is
+made, then ``scan --diff`` is applied as the documented workflow says (``patch -p1``),
+and the result must print what the torch original printed, running to the end. Then
+the result is scanned again: the rewrite reached its fixed point (a second ``--diff``
+is empty) and nothing ``--diff`` wrote is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.corpus import ScriptRunner
+from tests.support.distributed.launch import launch, worker_env
+from tests.support.optional_frameworks import needs
+from torch2jax_device.cli import main
+from torch2jax_device.porting import scanner
+
+ORACLE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "oracle"
+CASES = sorted(path.stem for path in ORACLE.glob("*.py"))
+ROOT = Path(__file__).resolve().parents[2]
+# torch's gloo threads can abort a rank at interpreter exit after the script has finished
+# (tests/support/distributed/exit_after_script.py explains): ranks exit when it returns.
+EXIT_AFTER_SCRIPT = ROOT / "tests" / "support" / "distributed" / "exit_after_script.py"
+_RANKS = re.compile(r"# oracle: ranks=(\d+)")
+_RANK_LINE = re.compile(r"\[rank(\d+)\]: (.*)")
+_PORT = re.compile(r"^# port: begin\n.*?^# port: end\n", re.DOTALL | re.MULTILINE)
+
+
+def _ranks(source: str) -> int:
+    found = _RANKS.match(source)
+    assert found, "an oracle script starts with '# oracle: ranks=N'"
+    return int(found.group(1))
+
+
+def _workdir(tmp: Path, name: str) -> Path:
+    """A folder with the script and the libraries it imports (``lib/*``) beside it."""
+    folder = tmp / name
+    shutil.copytree(ORACLE / "lib", folder)
+    shutil.copy(ORACLE / f"{name}.py", folder)
+    return folder
+
+
+def _hand_port(script: Path, port: Path) -> None:
+    """The newcomer's manual step: the marked region replaced by its port."""
+    source = script.read_text()
+    assert _PORT.search(source), f"{script.name} has a {port.name} but no '# port:' marks"
+    script.write_text(_PORT.sub(lambda _: port.read_text(), source, count=1))
+
+
+def _diff(folder: Path, name: str) -> str:
+    """``torch2jax-device scan --diff NAME.py`` in ``folder`` (the script alone)."""
+    out = io.StringIO()
+    with contextlib.chdir(folder), contextlib.redirect_stdout(out):
+        status = main(["scan", "--diff", f"{name}.py"])
+    assert status == 0
+    return out.getvalue()
+
+
+def _apply(folder: Path, diff: str) -> None:
+    """The documented workflow: ``scan --diff ... | patch -p1``."""
+    patch = shutil.which("patch") or pytest.fail("patch is needed to apply the diff")
+    done = subprocess.run(
+        [patch, "-p1", "--forward", "--batch"], cwd=folder, input=diff, text=True,
+        capture_output=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str]:
+    """What the script prints, line by line (on ranks: by rank, ``_by_rank``)."""
+    if ranks == 1:
+        status, out, err = scripts.run(f"{name}.py", str(folder), cwd=folder)
+    else:
+        env = worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(folder)
+            for variable in set(os.environ) - set(env):
+                patch.delenv(variable)
+            for variable, value in env.items():
+                patch.setenv(variable, value)
+            status, out, err = launch(
+                "--nproc-per-node", str(ranks), "--cpu-devices", "1", str(EXIT_AFTER_SCRIPT),
+                f"{name}.py", str(folder),
+                limit_s=240,
+            )  # fmt: skip
+    assert status == 0, out[-3000:] + err[-3000:]
+    return _by_rank(out) if ranks > 1 else out.splitlines()
+
+
+def _by_rank(out: str) -> list[str]:
+    """Each rank's output, its relayed pieces joined in order (the launcher may relay a
+    line in pieces, each prefixed ``[rankN]: ``: issue 36, item 5), then the lines of no
+    rank, sorted."""
+    pieces: dict[str, list[str]] = {}
+    others = []
+    for line in out.splitlines():
+        found = _RANK_LINE.match(line)
+        if found:
+            pieces.setdefault(found.group(1), []).append(found.group(2))
+        else:
+            others.append(line)
+    return [f"rank {rank}: {''.join(pieces[rank])}" for rank in sorted(pieces)] + sorted(others)
+
+
+# Every script the tests hold, as written and, for an oracle case with a port, ported.
+SCRIPTS = sorted(
+    [
+        *(ROOT / "examples").glob("*.py"),
+        *(ROOT / "tests" / "support" / "fixtures").rglob("*.py"),
+    ]
+)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[str(p.relative_to(ROOT)) for p in SCRIPTS])
+def test_one_diff_reaches_the_fixed_point_and_its_output_is_never_reported(path: Path) -> None:
+    """``scan --diff`` twice is ``scan --diff`` once (no "run again"), and scanning its
+    result reports nothing ``--diff`` wrote, on every script the tests hold."""
+    sources = [path.read_text()]
+    port = path.with_suffix(".port")
+    if port.exists():
+        sources.append(_PORT.sub(lambda _: port.read_text(), sources[0], count=1))
+    for source in sources:
+        ported = scanner.apply_edits(source, scanner.scan_source(source, str(path)))
+        again = scanner.scan_source(ported, str(path))
+        assert scanner.apply_edits(ported, again) == ported
+        written = set(ported.splitlines()) - set(source.splitlines())
+        lines = ported.splitlines()
+        reported = [f for f in again if lines[f.line - 1] in written and "tj." in f.original]
+        assert not reported, [(f.line, f.rule, f.original) for f in reported]
+
+
+def test_every_case_says_how_it_runs() -> None:
+    assert CASES, f"no oracle scripts in {ORACLE}"
+    for name in CASES:
+        _ranks((ORACLE / f"{name}.py").read_text())
+    for port in ORACLE.glob("*.port"):
+        assert port.stem in CASES, f"{port.name} ports no script"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_script_prints_the_same_after_scan_diff(
+    name: str, tmp_path: Path, scripts: ScriptRunner
+) -> None:
+    needs("torch")
+    needs("flax")
+    ranks = _ranks((ORACLE / f"{name}.py").read_text())
+    original = _workdir(tmp_path / "before", name)
+    before = _run(scripts, original, name, ranks)
+    assert before, f"{name}.py printed nothing"
+
+    ported = _workdir(tmp_path / "after", name)
+    port = ORACLE / f"{name}.port"
+    if port.exists():
+        _hand_port(ported / f"{name}.py", port)
+    diff = _diff(ported, name)
+    if diff:
+        _apply(ported, diff)
+    after = _run(scripts, ported, name, ranks)
+    assert after == before, (diff, ported.joinpath(f"{name}.py").read_text())
+
+    # One call reaches the fixed point, and nothing --diff wrote is reported again.
+    assert _diff(ported, name) == ""
+    if diff:
+        written = {
+            line[1:].strip() for line in diff.splitlines() if line.startswith("+") and
+            not line.startswith("+++")
+        }  # fmt: skip
+        script = ported / f"{name}.py"
+        reported = [
+            f
+            for f in scanner.scan_source(script.read_text(), str(script))
+            if script.read_text().splitlines()[f.line - 1].strip() in written
+        ]
+        assert not reported, [(f.line, f.rule, f.original) for f in reported]
