@@ -435,7 +435,7 @@ def test_a_name_that_is_not_utf8_is_printed_escaped_on_a_strict_utf8_stream(
     for argv in ([], ["--diff"]):
         done = subprocess.run(
             [sys.executable, "-m", "torch2jax_device", "scan", *argv, "."],
-            cwd=tmp_path, capture_output=True, timeout=120, env=env, check=False,
+            cwd=tmp_path, capture_output=True, timeout=deadline(120), env=env, check=False,
         )  # fmt: skip
         assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
         assert done.returncode == (0 if argv else 1)

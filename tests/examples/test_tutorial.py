@@ -92,11 +92,11 @@ def test_scan_diff_rewrites_the_halfway_port_as_the_tutorial_shows(
     diff the tutorial prints is in the real one."""
     halfway = str(EXAMPLES / "tutorial_halfway.py")
     assert main(["scan", halfway]) == 1
-    assert capsys.readouterr().out.rstrip().endswith("12 idiom(s) found, 6 rewritable with --diff")
+    assert capsys.readouterr().out.rstrip().endswith("12 idiom(s) found, 8 rewritable with --diff")
     main(["scan", "--diff", halfway])
     diff = capsys.readouterr().out.splitlines()
     page = (EXAMPLES.parent / "docs" / "tutorial.md").read_text()
     shown = page.split("$ torch2jax-device scan --diff", 1)[1].split("```", 1)[0].splitlines()[1:]
     changed = [line for line in shown if line.startswith(("-", "+"))]
-    assert len(changed) == 6
+    assert len(changed) == 10
     assert [line for line in changed if line not in diff] == []
