@@ -7,8 +7,8 @@ that prove it (the documentation site serves those files as pages, see
 ``scripts/docs_hooks.py``). The text around the markers is written by hand; a section
 without a page gets one with its title only. The table of pages in
 ``docs/migration-guide.md`` (between ``<!-- sections:start -->`` and
-``<!-- sections:end -->``) comes from ``section_table()``: one row per page, with its
-first idioms linked. tests/unit/test_catalog.py
+``<!-- sections:end -->``) comes from ``guide.section_index()``: one row per page,
+with its first idioms linked. tests/unit/test_catalog.py
 fails when any of them is stale. Run: ``.venv/bin/python scripts/update_guide.py``.
 """
 
@@ -21,41 +21,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.idiom_marks import proofs  # noqa: E402
-from torch2jax_device.porting.catalog import CATALOG, SECTIONS  # noqa: E402
-from torch2jax_device.porting.guide import GUIDE_PAGE, section_page, to_markdown  # noqa: E402
+from torch2jax_device.porting.catalog import SECTIONS  # noqa: E402
+from torch2jax_device.porting.guide import (  # noqa: E402
+    GUIDE_PAGE,
+    section_index,
+    section_page,
+    to_markdown,
+)
 
 DOCS = ROOT / "docs"
 IDIOMS = ("<!-- idioms:start -->", "<!-- idioms:end -->")
 INDEX = ("<!-- sections:start -->", "<!-- sections:end -->")
-SHOWN = 3  # idioms linked in each row of the guide's table; the page lists the rest
-
-
-def _cell(text: str) -> str:
-    """``text`` safe in a Markdown table cell."""
-    return text.replace("|", "\\|")
-
-
-def section_table() -> str:
-    """The guide's table of pages: each page, its idiom count and its first idioms linked.
-
-    Examples:
-        >>> section_table().splitlines()[2].startswith("| [Devices](reference/devices.md) | 12 |")
-        True
-    """
-    rows = ["| Page | Idioms | Among them |", "|---|---|---|"]
-    for section in SECTIONS:
-        page = section_page(section)
-        idioms = [i for i in CATALOG if i.section == section]
-        shown = ", ".join(f"[{_cell(i.title)}]({page}#{i.id})" for i in idioms[:SHOWN])
-        more = f", and {len(idioms) - SHOWN} more" if len(idioms) > SHOWN else ""
-        rows.append(f"| [{section}]({page}) | {len(idioms)} | {shown}{more} |")
-    return "\n".join(rows)
 
 
 def generated_pages() -> dict[Path, tuple[tuple[str, str], str]]:
     """Each generated page: its markers and what belongs between them."""
     anchors = proofs()
-    pages = {DOCS / GUIDE_PAGE: (INDEX, section_table())}
+    pages = {DOCS / GUIDE_PAGE: (INDEX, section_index())}
     for section in SECTIONS:
         pages[DOCS / section_page(section)] = (IDIOMS, to_markdown(section, anchors))
     return pages

@@ -110,17 +110,28 @@ def to_markdown(section: str, proofs: Mapping[str, Sequence[str]] | None = None)
     return "\n".join(parts)
 
 
+#: Idioms linked in each row of the guide's table of pages; each page lists the rest.
+SHOWN = 3
+
+
+def _cell(text: str) -> str:
+    """``text`` safe in a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
 def section_index() -> str:
-    """The guide's list of sections, each linked to its page with its idioms' titles.
+    """The guide's table of pages: each page, its idiom count and its first idioms linked.
 
     Examples:
         >>> from torch2jax_device.porting.guide import section_index
-        >>> section_index().splitlines()[0].startswith("- **[Devices](reference/devices.md)**")
+        >>> section_index().splitlines()[2].startswith("| [Devices](reference/devices.md) | ")
         True
     """
-    lines = []
+    rows = ["| Page | Idioms | Among them |", "|---|---|---|"]
     for section in SECTIONS:
         page = section_page(section)
-        titles = [f"[{i.title}]({page}#{i.id})" for i in CATALOG if i.section == section]
-        lines.append(f"- **[{section}]({page})** ({len(titles)}): {'; '.join(titles)}.")
-    return "\n".join(lines)
+        idioms = [i for i in CATALOG if i.section == section]
+        shown = ", ".join(f"[{_cell(i.title)}]({page}#{i.id})" for i in idioms[:SHOWN])
+        more = f", and {len(idioms) - SHOWN} more" if len(idioms) > SHOWN else ""
+        rows.append(f"| [{section}]({page}) | {len(idioms)} | {shown}{more} |")
+    return "\n".join(rows)
