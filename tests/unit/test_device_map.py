@@ -21,13 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
+from tests.support.gpu_proxy import host_cpu
 from torch2jax_device._src.checkpoints import reader as reader_module
 from torch2jax_device._src.checkpoints.device_map import parse_size
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-#: How the one CPU device of this process prints: torch's ``cpu``, with no index.
-CPU = "cpu"
+#: How the host CPU prints: torch's ``cpu``, with no index, where it is JAX's one CPU
+#: device; ``cpu:0`` among simulated ones (the GPU-proxy mode).
+CPU = str(host_cpu())
 
 
 def _checkpoint(path: Path) -> dict[str, np.ndarray[Any, Any]]:
@@ -128,7 +130,7 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
         (
             {"device_map": {"": "cpu"}, "max_memory": {"cpu": 100}},
             tj.OutOfMemoryError,
-            r"puts .* on cpu, which has a budget of 100 B.*max_memory\['cpu'\]",
+            r"puts .* on cpu(:0)?, which has a budget of 100 B.*max_memory\['cpu'\]",
         ),
         (
             {"max_memory": {"cpu": "1GiB"}},
