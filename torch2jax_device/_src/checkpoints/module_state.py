@@ -30,7 +30,8 @@ from ..detect import (
     is_torch_tensor,
     is_tracer,
 )
-from ..errors import CheckpointError, ConversionError, StateDictError
+from ..distributed import transfer
+from ..errors import ArgumentTypeError, CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order, own_leaves_first
 from .messages import shown
@@ -184,7 +185,7 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     return result
 
 
-def load_state(model: Any, source: Any) -> Any:
+def load_state(model: Any, source: Any, *, copy: bool = True) -> Any:
     """Equivalent to `torch.nn.Module.load_state_dict`.
 
     Puts a saved state back into a model, as ``model.load_state_dict(torch.load(path))``
@@ -194,7 +195,17 @@ def load_state(model: Any, source: Any) -> Any:
     the model's own names ([`tj.state_dict`][torch2jax_device.state_dict]), or a PyTorch
     twin's (``twin.state_dict()``), transposed back; the names tell which. As in torch,
     each array must have the shape of the one it replaces, takes its dtype (cast if
-    needed) and goes where it is (its device or sharding), in one transfer.
+    needed) and goes where it is (its device or sharding), in one transfer. On a mesh
+    that spans processes (a DDP model), each process passes the whole state, as
+    ``tj.load(path, map_location="cpu")`` gives it on every rank, and its devices take
+    their parts of it.
+
+    Like ``load_state_dict``, it copies: what the source's owner changes later (torch's
+    ``optimizer.step()`` or BatchNorm's running statistics, in place) never reaches the
+    model, and donating the model's buffers in a train step never deletes the source's
+    arrays. ``copy=False`` shares where it can instead (a CPU tensor or NumPy array
+    through DLPack, a JAX array already in place): the model then changes when the
+    source does.
 
     Note:
         The model is returned: an NNX module is updated in place, as
@@ -207,6 +218,9 @@ def load_state(model: Any, source: Any) -> Any:
     Args:
         model: A Flax NNX module or an Equinox module.
         source: A path (``str`` / ``os.PathLike``) or ``{name: array}``.
+        copy: ``True`` (the default, as torch): the model's arrays are its own.
+            ``False``: share the source's memory where no transpose, cast or transfer
+            stands between them.
 
     Returns:
         The model with the loaded state.
@@ -219,6 +233,7 @@ def load_state(model: Any, source: Any) -> Any:
             `tj.CheckpointError`.
         CheckpointError: ``source`` is not a state dict or cannot be read.
         ConversionError: ``model`` is not a model, or a value is not an array.
+        ArgumentTypeError: ``copy`` is not a bool (a ``TypeError``).
 
     Examples:
         >>> import os, tempfile
@@ -234,6 +249,12 @@ def load_state(model: Any, source: Any) -> Any:
         raise ConversionError(
             f"load_state() puts a state into a Flax NNX or Equinox module, not "
             f"{type(model).__name__}"
+        )
+    if not isinstance(copy, bool):
+        raise ArgumentTypeError(
+            f"copy must be True (the model's arrays are its own, as torch's "
+            f"load_state_dict copies) or False (share the source's memory), not "
+            f"{type(copy).__name__} {copy!r}"
         )
     if isinstance(source, Mapping):
         what, saved = "the state", source
@@ -251,20 +272,40 @@ def load_state(model: Any, source: Any) -> Any:
         name = entry.name if layout == "jax" else entry.torch_name
         assert name is not None
         values.append(_loaded(what, name, saved[name], entry, layout))
-    return _replace(model, entries, _placed(entries, values))
+    return _replace(model, entries, _placed(entries, values, copy=copy))
 
 
-def _placed(entries: list[_Entry], values: list[Any]) -> list[Any]:
+def _placed(entries: list[_Entry], values: list[Any], *, copy: bool) -> list[Any]:
     """Each value where the array it replaces is (its sharding), in one transfer.
 
-    A model's NumPy values stay NumPy arrays on the host.
+    ``copy``: never alias the value's buffer (a torch tensor's, through DLPack). A
+    model's NumPy values stay NumPy arrays on the host. A sharding over several
+    processes takes each process's whole value and keeps this process's parts.
     """
-    on_device = [i for i, entry in enumerate(entries) if isinstance(entry.value, jax.Array)]
+    placed: dict[int, Any] = {}
+    local = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry.value, jax.Array):
+            placed[i] = np.array(values[i], copy=copy or None)
+        elif transfer.crosses_processes([values[i]], entry.value.sharding):
+            (placed[i],) = transfer.device_put(
+                [values[i]], entry.value.sharding, copy=copy, path=lambda _, at=entry: at.name
+            )
+        else:
+            local.append(i)
+            if copy and isinstance(values[i], np.ndarray) and _on_cpu(entry.value):
+                values[i] = np.array(values[i])  # JAX's CPU client takes NumPy memory as it is
     moved = jax.device_put(
-        [values[i] for i in on_device], [entries[i].value.sharding for i in on_device]
+        [values[i] for i in local],
+        [entries[i].value.sharding for i in local],
+        may_alias=False if copy else None,
     )
-    placed = dict(zip(on_device, moved, strict=True))
-    return [placed[i] if i in placed else np.asarray(value) for i, value in enumerate(values)]
+    placed.update(zip(local, moved, strict=True))
+    return [placed[i] for i in range(len(entries))]
+
+
+def _on_cpu(array: jax.Array) -> bool:
+    return any(device.platform == "cpu" for device in array.sharding.device_set)
 
 
 def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> Any:
