@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import jax
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from .. import host_staging
 from ..detect import (
@@ -118,7 +119,10 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     ``running_mean``/``running_var``); variables of your own modules keep their names
     and layouts. [`tj.save_file`][torch2jax_device.save_file] writes the ``"jax"``
     layout when given a model. Arrays on a GPU come to the CPU through the GPU's pinned
-    host memory, at the bus's speed.
+    host memory, at the bus's speed. A model over the devices of several processes
+    gives every process the whole state: a replicated array (``DDP(model)``'s) is read
+    from this process's devices, a split one is gathered from every process, so that
+    every process must call it then (as FSDP's full state dict needs every rank).
 
     Note:
         What is in it: for an NNX module, every ``nnx.Variable`` holding an array
@@ -174,7 +178,12 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
                 f"two arrays of the model would both be named {entry.torch_name!r} in the "
                 "torch layout; rename an attribute so that no dotted path repeats another"
             )
-        (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
+        value = entry.value
+        if isinstance(value, jax.Array) and not value.is_fully_addressable:
+            (value,) = transfer.device_put(  # read here if whole here, else gathered
+                [value], SingleDeviceSharding(cpu), copy=False, path=lambda _, at=entry: at.name
+            )
+        (on_host,) = host_staging.device_put([value], cpu)  # at pinned speed
         tensor = to_torch(on_host)
         if entry.permutation is not None:
             tensor = tensor.permute(entry.permutation)
