@@ -15,7 +15,7 @@ import dataclasses
 import operator
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import jax
@@ -35,6 +35,7 @@ from ..distributed import transfer
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order, own_leaves_first
+from ..platforms import platform_of
 from .messages import shown
 from .torch_load import load
 
@@ -73,7 +74,7 @@ _EQUINOX_REFUSED = {
 
 
 @dataclasses.dataclass
-class _Entry:
+class Entry:
     """One array of a model: its names in both layouts, and where it is held.
 
     An NNX array is held by ``variable``; an Equinox one is leaf ``leaf_index`` of the
@@ -89,6 +90,13 @@ class _Entry:
     permutation: tuple[int, ...] | None = None  # how the torch layout orders the axes
     reshape: tuple[int, ...] | None = None  # the torch layout's shape, when it differs
     torch_extras: tuple[str, ...] = ()  # what the twin's layer also holds (num_batches_tracked)
+
+    def torch_shape(self) -> tuple[int, ...]:
+        """The shape of this array in the torch twin's layout."""
+        if self.reshape is not None:
+            return self.reshape
+        shape = tuple(self.value.shape)
+        return shape if self.permutation is None else tuple(shape[i] for i in self.permutation)
 
 
 def named_arrays(obj: Any) -> Any:
@@ -167,7 +175,7 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     entries = _entries(model)
     if layout == "jax":
         return {entry.name: entry.value for entry in entries}
-    torch = import_torch("tj.state_dict(model, layout='torch')")
+    import_torch("tj.state_dict(model, layout='torch')")
     cpu = jax.local_devices(backend="cpu")[0]
     result: collections.OrderedDict[str, Any] = collections.OrderedDict()
     for entry in entries:
@@ -181,17 +189,46 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         value = entry.value
         if isinstance(value, jax.Array) and not value.is_fully_addressable:
             (value,) = transfer.device_put(  # read here if whole here, else gathered
-                [value], SingleDeviceSharding(cpu), copy=False, path=lambda _, at=entry: at.name
+                [value], SingleDeviceSharding(cpu), copy=False, path=_named(entry.name)
             )
-        (on_host,) = host_staging.device_put([value], cpu)  # at pinned speed
-        tensor = to_torch(on_host)
-        if entry.permutation is not None:
-            tensor = tensor.permute(entry.permutation)
-        if entry.reshape is not None:
-            tensor = tensor.reshape(entry.reshape)
-        # A copy: torch code may change it in place, and JAX arrays must not change.
-        result[entry.torch_name] = tensor.clone(memory_format=torch.contiguous_format)
+        result[entry.torch_name] = in_torch_layout(entry, value)
     return result
+
+
+def in_torch_layout(entry: Entry, value: Any) -> Any:
+    """``value`` (an array shaped like ``entry``'s) as the twin's CPU tensor, a copy."""
+    torch = import_torch("the torch layout")
+    cpu = jax.local_devices(backend="cpu")[0]
+    (on_host,) = host_staging.device_put([value], cpu)  # at pinned speed
+    tensor = to_torch(on_host)
+    if entry.permutation is not None:
+        tensor = tensor.permute(entry.permutation)
+    if entry.reshape is not None:
+        tensor = tensor.reshape(entry.reshape)
+    # A copy: torch code may change it in place, and JAX arrays must not change.
+    return tensor.clone(memory_format=torch.contiguous_format)
+
+
+def parameter_entries(model: Any) -> list[Entry]:
+    """An NNX module's ``nnx.Param`` arrays in its twin's ``parameters()`` order.
+
+    Torch keys optimizer state by this order (``optimizer.state_dict()["state"][i]``).
+    """
+    if not is_nnx_module(model):
+        raise ConversionError(
+            f"the parameters of a Flax NNX module are needed here, not of a {type(model).__name__}"
+        )
+    nnx = sys.modules["flax.nnx"]
+    return [entry for entry in _entries(model) if isinstance(entry.variable, nnx.Param)]
+
+
+def from_torch_layout(what: str, name: str, value: Any, entry: Entry) -> Any:
+    """``value`` in the twin's layout (torch, NumPy or JAX) as ``entry``'s array.
+
+    Raises:
+        StateDictError: the shape is not the one the twin's layout gives ``entry``.
+    """
+    return _loaded(what, name, value, entry, "torch")
 
 
 def load_state(model: Any, source: Any, *, copy: bool = True) -> Any:
@@ -284,7 +321,7 @@ def load_state(model: Any, source: Any, *, copy: bool = True) -> Any:
     return _replace(model, entries, _placed(entries, values, copy=copy))
 
 
-def _placed(entries: list[_Entry], values: list[Any], *, copy: bool) -> list[Any]:
+def _placed(entries: list[Entry], values: list[Any], *, copy: bool) -> list[Any]:
     """Each value where the array it replaces is (its sharding), in one transfer.
 
     ``copy``: never alias the value's buffer (a torch tensor's, through DLPack). A
@@ -298,7 +335,7 @@ def _placed(entries: list[_Entry], values: list[Any], *, copy: bool) -> list[Any
             placed[i] = np.array(values[i], copy=copy or None)
         elif transfer.crosses_processes([values[i]], entry.value.sharding):
             (placed[i],) = transfer.device_put(
-                [values[i]], entry.value.sharding, copy=copy, path=lambda _, at=entry: at.name
+                [values[i]], entry.value.sharding, copy=copy, path=_named(entry.name)
             )
         else:
             local.append(i)
@@ -314,10 +351,19 @@ def _placed(entries: list[_Entry], values: list[Any], *, copy: bool) -> list[Any
 
 
 def _on_cpu(array: jax.Array) -> bool:
-    return any(device.platform == "cpu" for device in array.sharding.device_set)
+    return any(platform_of(device) == "cpu" for device in array.sharding.device_set)
 
 
-def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> Any:
+def _named(name: str) -> Callable[[int], str]:
+    """The leaf path for ``transfer.device_put``'s messages: one array, named ``name``."""
+
+    def path(_: int) -> str:
+        return name
+
+    return path
+
+
+def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
         # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
@@ -328,6 +374,12 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
         raise ConversionError(
             f"{what}: {shown(name)} is a {type(value).__name__}, not an array; a state dict maps "
             "names to arrays"
+        )
+    if layout == "torch" and value.shape != entry.torch_shape():
+        raise StateDictError(
+            f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the "
+            f"model's torch twin {entry.torch_shape()} (torch raises RuntimeError: size "
+            "mismatch)"
         )
     if layout == "torch" and entry.reshape is not None:
         value = value.reshape(entry.value.shape)
@@ -346,7 +398,7 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
     return value if value.dtype == entry.value.dtype else value.astype(entry.value.dtype)
 
 
-def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model: Any) -> Layout:
+def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model: Any) -> Layout:
     """Which layout ``saved``'s names are in, or the torch-style error listing the mismatch."""
     names = set(saved)
     jax_names = {entry.name for entry in entries}
@@ -382,7 +434,7 @@ def _listed(title: str, names: list[str]) -> str:
     return f"{title}: {quoted}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
 
 
-def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:
+def _replace(model: Any, entries: list[Entry], values: list[Any]) -> Any:
     if is_nnx_module(model):
         for entry, value in zip(entries, values, strict=True):
             entry.variable.set_value(value)
@@ -393,7 +445,7 @@ def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def _entries(model: Any) -> list[_Entry]:
+def _entries(model: Any) -> list[Entry]:
     if is_nnx_module(model):
         entries = list(_nnx_entries(model, torch_layout=True))
     elif is_nnx_state(model):
@@ -416,7 +468,7 @@ def _entries(model: Any) -> list[_Entry]:
     return entries
 
 
-def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
+def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[Entry]:
     nnx = sys.modules["flax.nnx"]
     state = model if is_nnx_state(model) else nnx.state(model)
     modules = (
@@ -433,7 +485,7 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
         value = variable.get_value()
         if not isinstance(value, (jax.Array, np.ndarray)):
             continue
-        entry = _Entry(".".join(map(str, path)), value, variable=variable)
+        entry = Entry(".".join(map(str, path)), value, variable=variable)
         if torch_layout:
             _nnx_torch_names(nnx, entry, path, modules)
         else:
@@ -445,7 +497,7 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
 
 
 def _nnx_torch_names(
-    nnx: Any, entry: _Entry, path: tuple[Any, ...], modules: dict[tuple[Any, ...], Any]
+    nnx: Any, entry: Entry, path: tuple[Any, ...], modules: dict[tuple[Any, ...], Any]
 ) -> None:
     """Fill in the torch twin's name and layout of one NNX variable."""
     parts = []
@@ -493,7 +545,7 @@ def _nnx_layer(nnx: Any, module: Any) -> str | None:
     return None
 
 
-def _equinox_entries(model: Any) -> Iterator[_Entry]:
+def _equinox_entries(model: Any) -> Iterator[Entry]:
     eqx = sys.modules["equinox"]
     pairs = jax.tree_util.tree_flatten_with_path(model)[0]
     arrays = [
@@ -503,7 +555,7 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
     ]
     for index, path, leaf in own_leaves_first(arrays, path=operator.itemgetter(1)):
         keys = [_key_name(key) for key in path]
-        entry = _Entry(".".join(keys), leaf, leaf_index=index)
+        entry = Entry(".".join(keys), leaf, leaf_index=index)
         owners = list(_equinox_owners(model, path))
         refused = [
             reason
