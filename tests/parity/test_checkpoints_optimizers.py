@@ -134,6 +134,7 @@ def _assert_same_optimizer_state(ours: dict[str, Any], theirs: dict[str, Any]) -
             np.testing.assert_allclose(mine.numpy(), tensor.numpy(), **TOLERANCE, err_msg=key)
 
 
+@pytest.mark.idiom("optimizer-torch-rules")
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_each_step_matches_torch(name: str) -> None:
     theirs = TorchRun(name)
@@ -148,6 +149,7 @@ def test_each_step_matches_torch(name: str) -> None:
         )
 
 
+@pytest.mark.idiom("optimizer-state-dict")
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_a_torch_checkpoint_resumes_here(name: str, tmp_path: Path) -> None:
     theirs = TorchRun(name)
@@ -171,6 +173,7 @@ def test_a_torch_checkpoint_resumes_here(name: str, tmp_path: Path) -> None:
         _assert_same_parameters(ours, theirs)
 
 
+@pytest.mark.idiom("optimizer-state-dict")
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_a_checkpoint_written_here_resumes_in_torch(name: str, tmp_path: Path) -> None:
     reference = TorchRun(name)
@@ -335,6 +338,7 @@ def _assert_same_scheduler_state(ours: dict[str, Any], theirs: dict[str, Any]) -
             assert ours[key] == pytest.approx(value, rel=1e-12), key
 
 
+@pytest.mark.idiom("lr-scheduler")
 @pytest.mark.parametrize("kind", list(SCHEDULERS))
 def test_each_epochs_rate_matches_torch(kind: str) -> None:
     theirs, ours, run = _schedulers(kind)
@@ -347,6 +351,7 @@ def test_each_epochs_rate_matches_torch(kind: str) -> None:
         _epoch_ends(ours)
 
 
+@pytest.mark.idiom("lr-scheduler")
 @pytest.mark.parametrize("kind", list(SCHEDULERS))
 def test_a_scheduler_resumes_across_frameworks(kind: str) -> None:
     theirs, ours, run = _schedulers(kind)
