@@ -16,9 +16,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
+from .checkpoints.module_state import placed_like
 from .errors import ArgumentTypeError, ConfigError, StateDictError
 from .optimizers import hyperparameter
 
@@ -62,8 +62,7 @@ class LRScheduler:
         self.last_epoch += 1
         self._last_lr = [float(self.lr_at(self.last_epoch, base)) for base in self.base_lrs]
         current = self._variable.get_value()
-        value = jnp.asarray(self._last_lr[0], current.dtype)
-        self._variable.set_value(jax.device_put(value, current.sharding))
+        self._variable.set_value(placed_like(self._last_lr[0], current, "the learning rate"))
 
     def get_last_lr(self) -> list[float]:
         """Equivalent to ``scheduler.get_last_lr()``."""

@@ -25,10 +25,16 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from .checkpoints.messages import shown
-from .checkpoints.module_state import from_torch_layout, in_torch_layout, parameter_entries
-from .detect import import_torch, is_torch_tensor
+from .checkpoints.module_state import (
+    from_torch_layout,
+    in_torch_layout,
+    parameter_entries,
+    placed_like,
+)
+from .detect import import_torch, is_torch_tensor, is_tracer
 from .errors import (
     ArgumentTypeError,
     ConfigError,
@@ -110,7 +116,7 @@ def SGD(  # torch's name
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ConfigError("Nesterov momentum requires a momentum and zero dampening (as torch)")
     optax = _optax()
-    return optax.inject_hyperparams(_sgd)(
+    return _with_params(optax.inject_hyperparams(_sgd))(
         learning_rate=lr,
         momentum=momentum,
         dampening=dampening,
@@ -161,7 +167,7 @@ def Adam(  # torch's name
         if not 0.0 <= beta < 1.0:
             raise ConfigError(f"Invalid beta parameter at index {index}: {beta} (torch's message)")
     optax = _optax()
-    return optax.inject_hyperparams(_adam)(
+    return _with_params(optax.inject_hyperparams(_adam))(
         learning_rate=lr,
         beta1=betas[0],
         beta2=betas[1],
@@ -190,6 +196,47 @@ def AdamW(  # torch's name
     """
     _no_parameters("AdamW", params)
     return Adam(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, decoupled_weight_decay=True)
+
+
+def _with_params(factory: Any) -> Any:
+    """``factory``'s transformations, whose state's scalars (the step count, the
+    hyperparameters) are placed where the parameters are.
+
+    optax makes them on the default device: beside parameters replicated over a mesh
+    (``DDP(model)``), a jitted step would refuse the mix of devices. Torch keeps an
+    optimizer's state with its parameters; so does this.
+    """
+    optax = _optax()
+
+    def build(**hyperparameters: Any) -> Any:
+        transformation = factory(**hyperparameters)
+
+        def init(params: Any) -> Any:
+            return _beside(transformation.init(params), params)
+
+        return optax.GradientTransformationExtraArgs(init, transformation.update)
+
+    return build
+
+
+def _beside(state: Any, params: Any) -> Any:
+    """``state``'s 0-d arrays replicated over the mesh of ``params``' first array."""
+    arrays = [leaf for leaf in jax.tree.leaves(params) if isinstance(leaf, jax.Array)]
+    if not arrays or is_tracer(arrays[0]) or not isinstance(arrays[0].sharding, NamedSharding):
+        return state
+    sharding = arrays[0].sharding
+    replicated = NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
+
+    def place(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and leaf.ndim == 0 and not is_tracer(leaf):
+            return placed_like(
+                leaf,
+                jax.ShapeDtypeStruct((), leaf.dtype, sharding=replicated),
+                "a scalar of the optimizer state",
+            )
+        return leaf
+
+    return jax.tree.map(place, state)
 
 
 def _sgd(
@@ -332,7 +379,7 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
                         f"the optimizer's state has no {key} for {entry.name!r}: build "
                         "nnx.Optimizer(model, tx, wrt=nnx.Param) over this model"
                     )
-                state[index][key] = in_torch_layout(entry, flat[entry.name])
+                state[index][key] = in_torch_layout(entry, _value(flat[entry.name]))
     return {"state": state, "param_groups": [group]}
 
 
@@ -550,10 +597,7 @@ def _set(variable: Any, value: Any) -> None:
             "the optimizer's state cannot be changed in place: pass the nnx.Optimizer "
             "itself (its state is held in variables)"
         )
-    current = variable.get_value()
-    value = _host(value)
-    array = jnp.asarray(value, dtype=current.dtype)
-    variable.set_value(jax.device_put(array, current.sharding, may_alias=False))
+    variable.set_value(placed_like(_host(value), variable.get_value(), "the optimizer state"))
 
 
 def _no_parameters(function: str, params: tuple[Any, ...]) -> None:

@@ -176,7 +176,6 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     if layout == "jax":
         return {entry.name: entry.value for entry in entries}
     import_torch("tj.state_dict(model, layout='torch')")
-    cpu = jax.local_devices(backend="cpu")[0]
     result: collections.OrderedDict[str, Any] = collections.OrderedDict()
     for entry in entries:
         if entry.torch_name is None:
@@ -186,19 +185,22 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
                 f"two arrays of the model would both be named {entry.torch_name!r} in the "
                 "torch layout; rename an attribute so that no dotted path repeats another"
             )
-        value = entry.value
-        if isinstance(value, jax.Array) and not value.is_fully_addressable:
-            (value,) = transfer.device_put(  # read here if whole here, else gathered
-                [value], SingleDeviceSharding(cpu), copy=False, path=_named(entry.name)
-            )
-        result[entry.torch_name] = in_torch_layout(entry, value)
+        result[entry.torch_name] = in_torch_layout(entry, entry.value)
     return result
 
 
 def in_torch_layout(entry: Entry, value: Any) -> Any:
-    """``value`` (an array shaped like ``entry``'s) as the twin's CPU tensor, a copy."""
+    """``value`` (an array shaped like ``entry``'s) as the twin's CPU tensor, a copy.
+
+    An array over several processes is read from this process's devices if they hold
+    it whole (replicated), else gathered from every process, which all must call this.
+    """
     torch = import_torch("the torch layout")
     cpu = jax.local_devices(backend="cpu")[0]
+    if isinstance(value, jax.Array) and not value.is_fully_addressable:
+        (value,) = transfer.device_put(
+            [value], SingleDeviceSharding(cpu), copy=False, path=_named(entry.name)
+        )
     (on_host,) = host_staging.device_put([value], cpu)  # at pinned speed
     tensor = to_torch(on_host)
     if entry.permutation is not None:
@@ -348,6 +350,22 @@ def _placed(entries: list[Entry], values: list[Any], *, copy: bool) -> list[Any]
     )
     placed.update(zip(local, moved, strict=True))
     return [placed[i] for i in range(len(entries))]
+
+
+def placed_like(value: Any, current: jax.Array | jax.ShapeDtypeStruct, name: str) -> jax.Array:
+    """``value`` (host or device data) as a copy where ``current`` is, in its dtype.
+
+    On a sharding over several processes, each process gives the whole value and
+    keeps its devices' parts.
+    """
+    value = np.asarray(value, dtype=current.dtype) if not isinstance(value, jax.Array) else value
+    if value.dtype != current.dtype:
+        value = value.astype(current.dtype)
+    if transfer.crosses_processes([value], current.sharding):
+        (placed,) = transfer.device_put([value], current.sharding, copy=True, path=_named(name))
+        return placed
+    moved: jax.Array = jax.device_put(value, current.sharding, may_alias=False)
+    return moved
 
 
 def _on_cpu(array: jax.Array) -> bool:
