@@ -34,6 +34,8 @@ from ._src.optimizers import SGD as SGD
 from ._src.optimizers import Adam as Adam
 from ._src.optimizers import AdamState as AdamState
 from ._src.optimizers import AdamW as AdamW
+from ._src.optimizers import RMSprop as RMSprop
+from ._src.optimizers import RMSpropState as RMSpropState
 from ._src.optimizers import SGDState as SGDState
 from ._src.optimizers import hyperparameter as hyperparameter
 from ._src.optimizers import load_state_dict as load_state_dict
@@ -44,6 +46,8 @@ __all__ = [
     "Adam",
     "AdamState",
     "AdamW",
+    "RMSprop",
+    "RMSpropState",
     "SGDState",
     "hyperparameter",
     "load_state_dict",

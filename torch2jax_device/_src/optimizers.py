@@ -1,8 +1,8 @@
 """Torch's optimizers as optax transformations, and their state across frameworks.
 
-``tj.optim.SGD`` / ``Adam`` / ``AdamW`` update parameters by torch's formulas (weight
-decay, dampening, Nesterov, bias correction, decoupled decay as ``torch.optim`` does
-them) and keep their hyperparameters in the optax state
+``tj.optim.SGD`` / ``Adam`` / ``AdamW`` / ``RMSprop`` update parameters by torch's
+formulas (weight decay, dampening, Nesterov, bias correction, decoupled decay, centered
+averages as ``torch.optim`` does them) and keep their hyperparameters in the optax state
 (``optax.inject_hyperparams``), where a scheduler sets the learning rate as torch's
 schedulers set ``param_groups[0]["lr"]``. ``tj.optim.state_dict(optimizer, model)``
 gives what ``torch_optimizer.state_dict()`` gives for the model's torch twin, and
@@ -48,6 +48,8 @@ __all__ = [
     "Adam",
     "AdamState",
     "AdamW",
+    "RMSprop",
+    "RMSpropState",
     "SGDState",
     "hyperparameter",
     "load_state_dict",
@@ -68,6 +70,16 @@ class AdamState(NamedTuple):
     step: jax.Array  # float32, as torch keeps it
     exp_avg: Any
     exp_avg_sq: Any
+
+
+class RMSpropState(NamedTuple):
+    """``torch.optim.RMSprop``'s state: step, the squares' average and, as asked, the
+    momentum buffer and the gradients' average (``centered``)."""
+
+    step: jax.Array  # float32, as torch keeps it
+    square_avg: Any
+    momentum_buffer: Any
+    grad_avg: Any
 
 
 def SGD(  # torch's name
@@ -198,6 +210,51 @@ def AdamW(  # torch's name
     return Adam(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, decoupled_weight_decay=True)
 
 
+def RMSprop(  # torch's name
+    *params: Any,
+    lr: float = 1e-2,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+) -> Any:
+    """Equivalent to `torch.optim.RMSprop`, as an optax transformation.
+
+    Torch's update rule: ``eps`` added outside the square root, the gradients' average
+    subtracted when ``centered``, and a momentum buffer of ``g / avg`` (not of the
+    step, as optax's ``rmsprop`` keeps it). Use it as [`SGD`][torch2jax_device.optim.SGD]
+    is used.
+
+    Raises:
+        ConfigError: a negative value (torch's ``ValueError``).
+        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``) or
+            a hyperparameter that is not a number.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> tx = optim.RMSprop(lr=0.01)
+        >>> params = {"w": jnp.ones(2)}
+        >>> updates, state = tx.update({"w": jnp.ones(2)}, tx.init(params), params)
+        >>> [round(value, 4) for value in updates["w"].tolist()]
+        [-0.1, -0.1]
+    """
+    _no_parameters("RMSprop", params)
+    _check_numbers(
+        "RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum
+    )
+    optax = _optax()
+    return _with_params(optax.inject_hyperparams(_rmsprop))(
+        learning_rate=lr,
+        alpha=alpha,
+        eps=eps,
+        weight_decay=weight_decay,
+        momentum=momentum,
+        centered=float(centered),
+    )
+
+
 def _with_params(factory: Any) -> Any:
     """``factory``'s transformations, whose state's scalars (the step count, the
     hyperparameters) are placed where the parameters are.
@@ -308,6 +365,40 @@ def _adam(
     return optax.GradientTransformation(init, update)
 
 
+def _rmsprop(
+    learning_rate: Any, alpha: Any, eps: Any, weight_decay: Any, momentum: Any, centered: Any
+) -> Any:
+    optax = _optax()
+
+    def init(params: Any) -> RMSpropState:
+        zeros = functools.partial(jax.tree.map, jnp.zeros_like)
+        return RMSpropState(jnp.zeros([], jnp.float32), zeros(params), zeros(params), zeros(params))
+
+    def update(grads: Any, state: RMSpropState, params: Any = None) -> tuple[Any, RMSpropState]:
+        if params is None:
+            raise ConfigError(
+                "tj.optim.RMSprop needs the parameters: call update(grads, state, params)"
+            )
+
+        def one(grad: Any, square: Any, buffer: Any, mean: Any, param: Any) -> tuple[Any, ...]:
+            grad = grad + weight_decay * param
+            square = alpha * square + (1 - alpha) * grad * grad
+            mean = jnp.where(centered > 0, mean + (1 - alpha) * (grad - mean), mean)
+            average = jnp.sqrt(jnp.where(centered > 0, square - mean * mean, square)) + eps
+            with_momentum = momentum > 0
+            buffer = jnp.where(with_momentum, momentum * buffer + grad / average, buffer)
+            step = jnp.where(with_momentum, buffer, grad / average)
+            return -learning_rate * step, square, buffer, mean
+
+        parts = jax.tree.map(
+            one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params
+        )
+        updates, squares, buffers, means = _unzip(parts, grads, 4)
+        return updates, RMSpropState(state.step + 1, squares, buffers, means)
+
+    return optax.GradientTransformation(init, update)
+
+
 def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
     """A tree of tuples (one where ``like`` has a leaf) as a tuple of trees like ``like``."""
     return tuple(
@@ -317,8 +408,18 @@ def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
 
 # --- state across frameworks ---------------------------------------------------------------
 
-# What each state holds per parameter, by torch's key.
-_BUFFERS = {SGDState: ("momentum_buffer",), AdamState: ("exp_avg", "exp_avg_sq")}
+# The torch optimizer each state is, and what it holds per parameter, by torch's key.
+_KINDS = {SGDState: "SGD", AdamState: "Adam", RMSpropState: "RMSprop"}
+
+
+def _torch_keys(kind: type, hyper: dict[str, float]) -> tuple[str, ...]:
+    """The buffers torch's optimizer keeps per parameter, with these hyperparameters."""
+    if kind is SGDState:
+        return ("momentum_buffer",) if hyper["momentum"] != 0 else ()
+    if kind is AdamState:
+        return ("exp_avg", "exp_avg_sq")
+    optional = (("momentum_buffer", hyper["momentum"] > 0), ("grad_avg", hyper["centered"] > 0))
+    return ("square_avg", *(key for key, kept in optional if kept))
 
 
 def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
@@ -334,7 +435,7 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     original resumes from.
 
     Args:
-        optimizer: An ``nnx.Optimizer`` over ``tj.optim.SGD``, ``Adam`` or ``AdamW``
+        optimizer: An ``nnx.Optimizer`` over ``tj.optim.SGD``, ``Adam``, ``AdamW`` or ``RMSprop``
             (``wrt=nnx.Param``).
         model: The Flax NNX model it optimizes (its twin's order and layouts).
 
@@ -366,12 +467,12 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     group["params"] = list(range(len(entries)))
     state: dict[int, dict[str, Any]] = {}
     started = float(_value(inner[0])) > 0
-    with_buffers = not (isinstance(inner, SGDState) and hyper["momentum"] == 0)
-    if started and with_buffers:
-        buffers = {key: _flat(getattr(inner, key)) for key in _BUFFERS[type(inner)]}
+    keys = _torch_keys(type(inner), hyper)
+    if started and keys:
+        buffers = {key: _flat(getattr(inner, key)) for key in keys}
         for index, entry in enumerate(entries):
             state[index] = {}
-            if isinstance(inner, AdamState):
+            if not isinstance(inner, SGDState):
                 state[index]["step"] = torch.tensor(float(_value(inner.step)))
             for key, flat in buffers.items():
                 if entry.name not in flat:
@@ -388,7 +489,7 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
 
     Puts a torch optimizer's state dict (``torch.load(path)["optimizer"]``, or one
     [`state_dict`][torch2jax_device.optim.state_dict] wrote) into an ``nnx.Optimizer``
-    over ``tj.optim.SGD``, ``Adam`` or ``AdamW``, in place. Buffers go to the
+    over ``tj.optim.SGD``, ``Adam``, ``AdamW`` or ``RMSprop``, in place. Buffers go to the
     parameter at the same index of the model's twin (``twin.parameters()`` order),
     transposed from the twin's layout and placed where the optimizer's state is; the
     parameter group's hyperparameters (the learning rate included) replace the
@@ -429,17 +530,16 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     _, inner = _states(optimizer)
     entries = parameter_entries(model)
     group, per_parameter = _checked(saved, type(inner), len(entries))
-    for name, value in _hyperparameters(type(inner), group).items():
+    hyper = _hyperparameters(type(inner), group)
+    for name, value in hyper.items():
         _set(optimizer.opt_state.hyperparams[name], value)
     started = [index for index in range(len(entries)) if per_parameter.get(index)]
-    keys = _BUFFERS[type(inner)]
+    keys = _torch_keys(type(inner), hyper)
     flats = {key: _flat(getattr(inner, key)) for key in keys}
     for index in started:
         entry, values = entries[index], per_parameter[index]
         for key in keys:
-            if key not in values:
-                if key == "momentum_buffer" and values.get(key, None) is None:
-                    continue  # torch keeps None until a momentum step
+            if values.get(key) is None:
                 raise StateDictError(f"optimizer state of parameter {index} has no {key!r}")
             where = f"the optimizer state's {key} of parameter {index}"
             value = from_torch_layout(where, entry.torch_name or entry.name, values[key], entry)
@@ -449,12 +549,12 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
         for i in started
         if "step" in per_parameter[i]
     }
-    if isinstance(inner, AdamState):
-        step = max(steps) if steps else 0.0
-        _set(inner.step, step)
-    else:
+    if isinstance(inner, SGDState):
         _set(inner.steps, 1 if started else 0)
         step = 0.0
+    else:
+        step = max(steps) if steps else 0.0
+        _set(inner.step, step)
     if step:  # the updates made so far, which optax and nnx count too
         _set(optimizer.opt_state.count, int(step))
         if hasattr(optimizer, "step"):
@@ -465,10 +565,10 @@ def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
     """The hyperparameters (as floats) and the inner state of a ``tj.optim`` optimizer."""
     opt_state = getattr(optimizer, "opt_state", None)
     inner = getattr(opt_state, "inner_state", None)
-    if opt_state is None or type(inner) not in _BUFFERS:
+    if opt_state is None or type(inner) not in _KINDS:
         held = type(opt_state if inner is None else inner).__name__
         raise ConversionError(
-            f"expected an nnx.Optimizer over tj.optim.SGD, Adam or AdamW, not a "
+            f"expected an nnx.Optimizer over tj.optim.SGD, Adam, AdamW or RMSprop, not a "
             f"{type(optimizer).__name__} holding {held}: build it as nnx.Optimizer(model, "
             "tj.optim.SGD(lr=..., momentum=...), wrt=nnx.Param), whose state holds "
             "torch's buffers and hyperparameters"
@@ -486,11 +586,17 @@ def _torch_group(kind: type, hyper: dict[str, float]) -> dict[str, Any]:
             [torch.zeros(1)], lr=lr, momentum=hyper["momentum"], dampening=hyper["dampening"],
             weight_decay=hyper["weight_decay"], nesterov=bool(hyper["nesterov"]),
         )  # fmt: skip
-    else:
+    elif kind is AdamState:
         optimizer = torch.optim.Adam(
             [torch.zeros(1)], lr=lr, betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
             weight_decay=hyper["weight_decay"],
             decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]),
+        )  # fmt: skip
+    else:
+        optimizer = torch.optim.RMSprop(
+            [torch.zeros(1)], lr=lr, alpha=hyper["alpha"], eps=hyper["eps"],
+            weight_decay=hyper["weight_decay"], momentum=hyper["momentum"],
+            centered=bool(hyper["centered"]),
         )  # fmt: skip
     group: dict[str, Any] = optimizer.state_dict()["param_groups"][0]
     return group
@@ -526,13 +632,12 @@ def _checked(
             raise UnsupportedOperationError(
                 f"the saved optimizer has {flag}=True, which tj.optim does not implement"
             )
-    adam_keys = "betas" in group
-    if adam_keys != (kind is AdamState):
-        saved_kind = "Adam/AdamW" if adam_keys else "SGD"
+    saved_kind = "Adam" if "betas" in group else "RMSprop" if "alpha" in group else "SGD"
+    if saved_kind != _KINDS[kind]:
         raise StateDictError(
-            f"this is a torch {saved_kind} state dict and the optimizer is "
-            f"tj.optim.{'SGD' if kind is SGDState else 'Adam/AdamW'}: build the optimizer "
-            f"the checkpoint was written by (tj.optim.{saved_kind.split('/')[0]})"
+            f"this is a torch {saved_kind} state dict and the optimizer is tj.optim."
+            f"{_KINDS[kind]}: build the optimizer the checkpoint was written by "
+            f"(tj.optim.{saved_kind})"
         )
     order = {torch_index: position for position, torch_index in enumerate(group["params"])}
     state = saved["state"]
@@ -545,6 +650,12 @@ def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
             "learning_rate": group["lr"], "momentum": group["momentum"],
             "dampening": group["dampening"], "weight_decay": group["weight_decay"],
             "nesterov": float(group["nesterov"]),
+        }  # fmt: skip
+    if kind is RMSpropState:
+        return {
+            "learning_rate": group["lr"], "alpha": group["alpha"], "eps": group["eps"],
+            "weight_decay": group["weight_decay"], "momentum": group["momentum"],
+            "centered": float(group["centered"]),
         }  # fmt: skip
     return {
         "learning_rate": group["lr"], "beta1": group["betas"][0], "beta2": group["betas"][1],

@@ -424,7 +424,7 @@ ROWS: tuple[Idiom, ...] = (
         jax="optimizer = nnx.Optimizer(model, optax.sgd(0.1, momentum=0.9), wrt=nnx.Param)",
         tj="optimizer = nnx.Optimizer(model, tj.optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)",
         notes=(
-            "`tj.optim.SGD`, `Adam` and `AdamW` are optax transformations with torch's "
+            "`tj.optim.SGD`, `Adam`, `AdamW` and `RMSprop` are optax transformations with torch's "
             "update rules (weight decay added to the gradient, dampening, a momentum "
             "buffer that starts at the first gradient, Adam's `eps` outside the square "
             "root, AdamW's decay before the step) and keep their hyperparameters in the "
@@ -433,8 +433,13 @@ ROWS: tuple[Idiom, ...] = (
             "parameter groups are not offered."
         ),
         runs=False,
-        torch_api=("torch.optim.SGD", "torch.optim.Adam", "torch.optim.AdamW"),
-        tj_api=("tj.optim.SGD", "tj.optim.Adam", "tj.optim.AdamW"),
+        torch_api=(
+            "torch.optim.SGD",
+            "torch.optim.Adam",
+            "torch.optim.AdamW",
+            "torch.optim.RMSprop",
+        ),
+        tj_api=("tj.optim.SGD", "tj.optim.Adam", "tj.optim.AdamW", "tj.optim.RMSprop"),
         rewrite="advice",
     ),
     Idiom(
