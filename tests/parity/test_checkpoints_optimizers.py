@@ -304,6 +304,18 @@ def test_nesterov_needs_momentum_as_in_torch() -> None:
 # --- schedulers ------------------------------------------------------------------------------
 
 EPOCHS = 12
+
+
+class InverseDecay:
+    """A callable object: torch's LambdaLR saves its attributes."""
+
+    def __init__(self) -> None:
+        self.rate = 0.5
+
+    def __call__(self, epoch: Any) -> Any:
+        return 1 / (1 + self.rate * epoch)
+
+
 # name -> (torch scheduler, tj scheduler), the same arguments.
 SCHEDULERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "step": (
@@ -317,6 +329,14 @@ SCHEDULERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "cosine": (
         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5, eta_min=1e-3),
         lambda o: optim.lr_scheduler.CosineAnnealingLR(o, T_max=5, eta_min=1e-3),
+    ),
+    "lambda": (
+        lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda epoch: 0.8**epoch),
+        lambda o: optim.lr_scheduler.LambdaLR(o, lambda epoch: 0.8**epoch),
+    ),
+    "lambda_object": (
+        lambda o: torch.optim.lr_scheduler.LambdaLR(o, InverseDecay()),
+        lambda o: optim.lr_scheduler.LambdaLR(o, InverseDecay()),
     ),
     "warmup": (
         lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.1, total_iters=4),
@@ -343,6 +363,8 @@ def _assert_same_scheduler_state(ours: dict[str, Any], theirs: dict[str, Any]) -
     for key, value in theirs.items():
         if isinstance(value, collections.Counter):
             assert ours[key] == value and isinstance(ours[key], collections.Counter), key
+        elif key == "lr_lambdas":  # [None] for a function, [vars(object)] for an object
+            assert ours[key] == value
         else:
             assert ours[key] == pytest.approx(value, rel=1e-12), key
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import collections
 import math
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ from .checkpoints.module_state import placed_like
 from .errors import ArgumentTypeError, ConfigError, StateDictError
 from .optimizers import hyperparameter
 
-__all__ = ["CosineAnnealingLR", "LRScheduler", "LinearLR", "MultiStepLR", "StepLR"]
+__all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "StepLR"]
 
 
 class LRScheduler:
@@ -254,6 +255,54 @@ class LinearLR(LRScheduler):
         )
         factor = self.start_factor + (self.end_factor - self.start_factor) * done / self.total_iters
         return base_lr * factor
+
+
+class LambdaLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.LambdaLR`: ``lr * lr_lambda(epoch)``.
+
+    As torch's, ``state_dict()`` holds a callable object's attributes (``vars``) and
+    nothing of a plain function, which the resumed scheduler must be given again.
+    ``as_schedule()`` calls ``lr_lambda`` with a traced count: write it with
+    arithmetic (``lambda epoch: 0.95 ** epoch``), not Python branches.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5**epoch)
+        >>> scheduler.step()
+        >>> scheduler.get_last_lr(), scheduler.state_dict()["lr_lambdas"]
+        ([0.5], [None])
+    """
+
+    def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != 1:
+                raise ConfigError(
+                    f"Expected 1 lr_lambdas, but got {len(lr_lambda)}: a tj.optim optimizer "
+                    "has one parameter group (torch's ValueError)"
+                )
+            (lr_lambda,) = lr_lambda
+        if not callable(lr_lambda):
+            raise ArgumentTypeError(f"lr_lambda must be callable, not {type(lr_lambda).__name__}")
+        self.lr_lambda = lr_lambda
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * self.lr_lambda(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        function = isinstance(self.lr_lambda, types.FunctionType)
+        state["lr_lambdas"] = [None if function else dict(vars(self.lr_lambda))]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        lambdas = state_dict.get("lr_lambdas") or [None]
+        if lambdas[0] is not None:
+            vars(self.lr_lambda).update(lambdas[0])
 
 
 def _learning_rate(optimizer: Any) -> Any:

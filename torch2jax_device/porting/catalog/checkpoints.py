@@ -485,7 +485,8 @@ ROWS: tuple[Idiom, ...] = (
             'scheduler.load_state_dict(tj.load(path)["scheduler"])'
         ),
         notes=(
-            "`StepLR`, `MultiStepLR`, `CosineAnnealingLR` and `LinearLR` (warm-up) set "
+            "`StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` (warm-up) and "
+            "`LambdaLR` set "
             "the learning rate held in an `nnx.Optimizer`'s state at each `step()`, with "
             "torch's closed forms, and their `state_dict()` is torch's, key for key, so "
             "either framework's scheduler resumes the other's. Torch's schedulers scale "
@@ -499,12 +500,14 @@ ROWS: tuple[Idiom, ...] = (
             "torch.optim.lr_scheduler.MultiStepLR",
             "torch.optim.lr_scheduler.CosineAnnealingLR",
             "torch.optim.lr_scheduler.LinearLR",
+            "torch.optim.lr_scheduler.LambdaLR",
         ),
         tj_api=(
             "tj.optim.lr_scheduler.StepLR",
             "tj.optim.lr_scheduler.MultiStepLR",
             "tj.optim.lr_scheduler.CosineAnnealingLR",
             "tj.optim.lr_scheduler.LinearLR",
+            "tj.optim.lr_scheduler.LambdaLR",
         ),
         rewrite="advice",
     ),
