@@ -435,8 +435,8 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     original resumes from.
 
     Args:
-        optimizer: An ``nnx.Optimizer`` over ``tj.optim.SGD``, ``Adam``, ``AdamW`` or ``RMSprop``
-            (``wrt=nnx.Param``).
+        optimizer: An ``nnx.Optimizer`` over ``tj.optim.SGD``, ``Adam``, ``AdamW`` or
+            ``RMSprop`` (``wrt=nnx.Param``).
         model: The Flax NNX model it optimizes (its twin's order and layouts).
 
     Returns:
