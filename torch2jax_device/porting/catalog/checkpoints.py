@@ -440,7 +440,6 @@ ROWS: tuple[Idiom, ...] = (
             "torch.optim.RMSprop",
         ),
         tj_api=("tj.optim.SGD", "tj.optim.Adam", "tj.optim.AdamW", "tj.optim.RMSprop"),
-        rewrite="advice",
     ),
     Idiom(
         id="optimizer-state-dict",
@@ -509,6 +508,5 @@ ROWS: tuple[Idiom, ...] = (
             "tj.optim.lr_scheduler.LinearLR",
             "tj.optim.lr_scheduler.LambdaLR",
         ),
-        rewrite="advice",
     ),
 )
