@@ -34,7 +34,7 @@ import torch2jax_device as tj
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "torch2jax_device"
 #: Frameworks the package imports only when given their objects: extras, not dependencies.
-OPTIONAL = {"flax", "torch"}
+OPTIONAL = {"flax", "optax", "torch"}
 
 
 def run(
