@@ -48,6 +48,7 @@ def test_a_device_loader_builds_the_global_batch_from_each_process_rows(
         for way in ("loader", "pinned"):
             assert feeding[way] == feeding["oracle"], (way, feeding[way])
             assert feeding[way]["shape"] == [8, 3]
+            assert feeding[way]["name"] == "first"  # not an array: as it was
         assert feeding["prefetch"] == expected
 
 

@@ -68,12 +68,13 @@ def feeding(mesh: Any, rank: int) -> dict[str, Any]:
     sharding = NamedSharding(mesh, PartitionSpec("data"))
     rows = np.arange(2 * ROWS_PER_RANK * 3, dtype=np.float32).reshape(-1, 3)
     mine = rows[rank::2]  # DistributedSampler(shuffle=False): rows rank, rank + 2, ...
-    batches = [{"x": mine, "y": torch.from_numpy(mine[:, 0].copy())}]
+    batches = [{"x": mine, "y": torch.from_numpy(mine[:, 0].copy()), "name": "first"}]
     oracle = dist.make_global_batch(batches[0], mesh)
 
     def loaded(pin_memory: bool) -> dict[str, Any]:
         (batch,) = list(tj.DeviceLoader(batches, sharding, pin_memory=pin_memory))
         return {
+            "name": batch["name"],
             "shape": list(batch["x"].shape),
             "values": gathered(batch["x"]),
             "y": gathered(batch["y"]),
@@ -81,7 +82,8 @@ def feeding(mesh: Any, rank: int) -> dict[str, Any]:
         }
 
     return {
-        "oracle": {"shape": list(oracle["x"].shape), "values": gathered(oracle["x"]),
+        "oracle": {"name": oracle["name"], "shape": list(oracle["x"].shape),
+                   "values": gathered(oracle["x"]),
                    "y": gathered(oracle["y"]), "spec": str(oracle["x"].sharding.spec)},
         "loader": attempt(lambda: loaded(False)),
         "pinned": attempt(lambda: loaded(True)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from .. import platforms, trees
+from ..detect import is_torch_tensor
 from ..device import Device
 from ..errors import ConversionError, DistributedError, EmptyTreeError
 from . import process_group
@@ -150,7 +152,8 @@ def global_batch(local_batch: Any, sharding: jax.sharding.Sharding, function: st
     What [`make_global_batch`][torch2jax_device.distributed.make_global_batch] does for a
     mesh axis, for any sharding (a ``DeviceLoader``'s): a leaf's leading dimension is the
     concatenation of every process's rows, in process order; 0-d leaves are replicated
-    over a ``NamedSharding``'s mesh. ``function`` names the caller in errors.
+    over a ``NamedSharding``'s mesh; other leaves (strings, flags, ``None``) stay as they
+    are. ``function`` names the caller in errors.
     """
     replicated = (
         NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
@@ -162,6 +165,9 @@ def global_batch(local_batch: Any, sharding: jax.sharding.Sharding, function: st
         raise EmptyTreeError(f"{function}: the local batch holds no arrays.")
     leaves = []
     for path, leaf in zip(flat.paths, flat.leaves, strict=True):
+        if not _is_data(leaf):  # a name, a flag: as tj.to_device leaves them
+            leaves.append(leaf)
+            continue
         value = process_group.host_value(leaf, function, path)
         target = replicated if np.ndim(value) == 0 else sharding
         try:
@@ -174,6 +180,15 @@ def global_batch(local_batch: Any, sharding: jax.sharding.Sharding, function: st
                 "along the batch axis."
             ) from err
     return flat.rebuild(leaves)
+
+
+def _is_data(leaf: Any) -> bool:
+    """An array, a tensor or a number: what becomes part of a global batch."""
+    if isinstance(leaf, (str, bytes, bool)) or leaf is None:
+        return False
+    return isinstance(leaf, (numbers.Number, np.ndarray, np.generic, jax.Array)) or (
+        is_torch_tensor(leaf)
+    )
 
 
 def _described(sharding: jax.sharding.Sharding) -> str:
