@@ -107,6 +107,7 @@ __version__ = "0.1.0"
 # attribute None for a submodule.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "distributed": (".distributed", None),
+    "optim": (".optim", None),
     "porting": (".porting", None),
     "ShardingRule": ("._src.checkpoints.sharded", "ShardingRule"),
     "DeviceMap": ("._src.checkpoints.device_map", "DeviceMap"),

@@ -35,7 +35,7 @@ from tests.support.deadlines import deadline
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "torch2jax_device"
 #: Frameworks the package imports only when given their objects: extras, not dependencies.
-OPTIONAL = {"flax", "torch"}
+OPTIONAL = {"flax", "optax", "torch"}
 
 
 def run(

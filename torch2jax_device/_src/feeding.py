@@ -35,6 +35,7 @@ import numpy as np
 
 from .detect import is_torch_tensor
 from .device import Device, DeviceLike, is_index
+from .distributed.mesh import global_batch
 from .dtypes import caller_stacklevel
 from .errors import ArgumentTypeError, ConfigError, DeviceTypeError, NoSuchAttributeError
 from .host_staging import PINNED, has_pinned_host
@@ -109,6 +110,8 @@ def prefetch_to_device(
         device: Anything [`tj.device`][torch2jax_device.Device] accepts except a bare
             ``int``, or a ``jax.sharding.Sharding`` to split every array over several
             devices. ``None`` means the default device of the calling thread, read now.
+            A sharding over devices of several processes builds global batches from
+            each process's own rows, as ``make_global_batch`` does.
         size: How many batches may be pulled and transferred ahead of the consumer.
             ``0`` moves each batch when it is asked for, in the calling thread.
         background: ``None`` (the default) moves the source to a background thread
@@ -161,7 +164,15 @@ def prefetch_to_device(
             f"ahead on the default device, or prefetch_to_device(iterable, "
             f"tj.device({device!r})) for that accelerator"
         )
-    return _prefetch(iterable, device, size, "size", pinned=False, background=background)
+    return _prefetch(
+        iterable,
+        device,
+        size,
+        "size",
+        pinned=False,
+        background=background,
+        caller="prefetch_to_device",
+    )
 
 
 class DeviceLoader:
@@ -192,7 +203,11 @@ class DeviceLoader:
             its dataset must return NumPy arrays or torch tensors, never JAX arrays.
         device: Anything [`tj.device`][torch2jax_device.Device] accepts, or a
             ``jax.sharding.Sharding``. ``None`` means the default device of the thread
-            that starts an epoch, read when it starts.
+            that starts an epoch, read when it starts. A sharding over a mesh that spans
+            processes (DDP under the launcher) takes each process's batches as its rows
+            (its ``DistributedSampler`` shard) and yields the global batch, as
+            [`make_global_batch`][torch2jax_device.distributed.make_global_batch] builds
+            it: 2 processes loading 4 rows each give arrays of 8 rows.
         prefetch: How many batches may be pulled and transferred ahead of the loop
             (``0``: none, each batch moves when it is asked for).
         pin_memory: Stage batches in pinned host memory before the transfer.
@@ -260,6 +275,7 @@ class DeviceLoader:
             "prefetch",
             self.pin_memory,
             background=self.background,
+            caller="DeviceLoader",
         )
 
     def __len__(self) -> int:
@@ -374,8 +390,13 @@ def _prefetch(
     pinned: bool,
     *,
     background: bool | None,
+    caller: str,
 ) -> Generator[Any, None, None]:
-    """Check the arguments and resolve the target in the calling thread; nothing runs yet."""
+    """Check the arguments and resolve the target in the calling thread; nothing runs yet.
+
+    A target whose devices belong to several processes (a multi-process mesh) makes each
+    batch a global one: the batches this process loads are its rows of it.
+    """
     if not _is_iterable(iterable):
         raise ArgumentTypeError(
             f"prefetch_to_device() takes an iterable of batches (a torch DataLoader, a list, a "
@@ -388,7 +409,9 @@ def _prefetch(
     staging = _pinned_staging(target) if pinned else None
     _warn_if_forking(iterable)
     place: Callable[[Any], Any]
-    if staging is not None:
+    if not target.is_fully_addressable:
+        place = functools.partial(_place_global, staging=staging, target=target, caller=caller)
+    elif staging is not None:
         place = functools.partial(_place_staged, staging=staging, target=target)
     else:
         place = functools.partial(to_device, device=target, non_blocking=True)
@@ -399,6 +422,15 @@ def _prefetch(
 
 def _place_staged(batch: Any, staging: jax.sharding.Sharding, target: jax.sharding.Sharding) -> Any:
     return to_device(to_device(batch, staging, non_blocking=True), target, non_blocking=True)
+
+
+def _place_global(
+    batch: Any, staging: jax.sharding.Sharding | None, target: jax.sharding.Sharding, caller: str
+) -> Any:
+    """The global batch of ``target`` whose rows here are ``batch`` (this process's rows)."""
+    if staging is None:
+        return global_batch(batch, target, caller)
+    return to_device(global_batch(batch, staging, caller), target, non_blocking=True)
 
 
 def _place_group(batches: list[Any], place: Callable[[Any], Any]) -> list[Any]:

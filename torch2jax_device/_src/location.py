@@ -397,10 +397,22 @@ def own_leaves_first(items: list[_Item], *, path: Callable[[_Item], Any]) -> lis
 
 
 def _assignment_position(parent: Any, name: Any) -> int:
-    """Where ``name`` was assigned in ``parent`` (a module, list or dict); last if unknown."""
+    """Where ``name`` was assigned in ``parent`` (a module, list or dict); last if unknown.
+
+    An NNX module's ``__dict__`` is in assignment order only as built: ``nnx.clone``,
+    ``nnx.merge``, ``nnx.jit`` and pytree maps rebuild it sorted. Its ``_pytree__nodes``
+    (Flax's record of each attribute it was assigned, in that order, static metadata
+    that every transformation carries over) keeps the order, so it is read first.
+    """
     if isinstance(parent, (list, tuple)) and isinstance(name, int):
         return name
-    names = list(parent) if isinstance(parent, Mapping) else list(getattr(parent, "__dict__", ()))
+    assigned = getattr(parent, "_pytree__nodes", None)
+    if isinstance(assigned, Mapping):
+        names = list(assigned)
+    elif isinstance(parent, Mapping):
+        names = list(parent)
+    else:
+        names = list(getattr(parent, "__dict__", ()))
     for candidate in (name, str(name)):
         if candidate in names:
             return names.index(candidate)

@@ -15,11 +15,12 @@ import dataclasses
 import operator
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import jax
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from .. import host_staging
 from ..detect import (
@@ -30,9 +31,11 @@ from ..detect import (
     is_torch_tensor,
     is_tracer,
 )
-from ..errors import CheckpointError, ConversionError, StateDictError
+from ..distributed import transfer
+from ..errors import ArgumentTypeError, CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
 from ..location import in_torch_order, own_leaves_first
+from ..platforms import platform_of
 from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
 from .torch_load import load
@@ -72,7 +75,7 @@ _EQUINOX_REFUSED = {
 
 
 @dataclasses.dataclass
-class _Entry:
+class Entry:
     """One array of a model: its names in both layouts, and where it is held.
 
     An NNX array is held by ``variable``; an Equinox one is leaf ``leaf_index`` of the
@@ -88,6 +91,13 @@ class _Entry:
     permutation: tuple[int, ...] | None = None  # how the torch layout orders the axes
     reshape: tuple[int, ...] | None = None  # the torch layout's shape, when it differs
     torch_extras: tuple[str, ...] = ()  # what the twin's layer also holds (num_batches_tracked)
+
+    def torch_shape(self) -> tuple[int, ...]:
+        """The shape of this array in the torch twin's layout."""
+        if self.reshape is not None:
+            return self.reshape
+        shape = tuple(self.value.shape)
+        return shape if self.permutation is None else tuple(shape[i] for i in self.permutation)
 
 
 def named_arrays(obj: Any) -> Any:
@@ -118,7 +128,10 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     ``running_mean``/``running_var``); variables of your own modules keep their names
     and layouts. [`tj.save_file`][torch2jax_device.save_file] writes the ``"jax"``
     layout when given a model. Arrays on a GPU come to the CPU through the GPU's pinned
-    host memory, at the bus's speed.
+    host memory, at the bus's speed. A model over the devices of several processes
+    gives every process the whole state: a replicated array (``DDP(model)``'s) is read
+    from this process's devices, a split one is gathered from every process, so that
+    every process must call it then (as FSDP's full state dict needs every rank).
 
     Note:
         What is in it: for an NNX module, every ``nnx.Variable`` holding an array
@@ -166,8 +179,7 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     entries = _entries(model)
     if layout == "jax":
         return {entry.name: entry.value for entry in entries}
-    torch = import_torch("tj.state_dict(model, layout='torch')")
-    cpu = jax.local_devices(backend="cpu")[0]
+    import_torch("tj.state_dict(model, layout='torch')")
     result: collections.OrderedDict[str, Any] = collections.OrderedDict()
     for entry in entries:
         if entry.torch_name is None:
@@ -177,19 +189,56 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
                 f"two arrays of the model would both be named {entry.torch_name!r} in the "
                 "torch layout; rename an attribute so that no dotted path repeats another"
             )
-        if isinstance(entry.value, jax.ShapeDtypeStruct):  # abstract: torch's meta tensors
-            dtype = to_torch(np.empty(0, entry.value.dtype)).dtype
-            tensor = torch.empty(entry.value.shape, dtype=dtype, device="meta")
-        else:
-            (on_host,) = host_staging.device_put([entry.value], cpu)  # at pinned speed
-            tensor = to_torch(on_host)
-        if entry.permutation is not None:
-            tensor = tensor.permute(entry.permutation)
-        if entry.reshape is not None:
-            tensor = tensor.reshape(entry.reshape)
-        # A copy: torch code may change it in place, and JAX arrays must not change.
-        result[entry.torch_name] = tensor.clone(memory_format=torch.contiguous_format)
+        result[entry.torch_name] = in_torch_layout(entry, entry.value)
     return result
+
+
+def in_torch_layout(entry: Entry, value: Any) -> Any:
+    """``value`` (an array shaped like ``entry``'s) as the twin's CPU tensor, a copy.
+
+    An array over several processes is read from this process's devices if they hold
+    it whole (replicated), else gathered from every process, which all must call this.
+    """
+    torch = import_torch("the torch layout")
+    if isinstance(value, jax.ShapeDtypeStruct):  # abstract: torch's meta tensors
+        dtype = to_torch(np.empty(0, value.dtype)).dtype
+        tensor = torch.empty(value.shape, dtype=dtype, device="meta")
+    else:
+        cpu = jax.local_devices(backend="cpu")[0]
+        if isinstance(value, jax.Array) and not value.is_fully_addressable:
+            (value,) = transfer.device_put(
+                [value], SingleDeviceSharding(cpu), copy=False, path=_named(entry.name)
+            )
+        (on_host,) = host_staging.device_put([value], cpu)  # at pinned speed
+        tensor = to_torch(on_host)
+    if entry.permutation is not None:
+        tensor = tensor.permute(entry.permutation)
+    if entry.reshape is not None:
+        tensor = tensor.reshape(entry.reshape)
+    # A copy: torch code may change it in place, and JAX arrays must not change.
+    return tensor.clone(memory_format=torch.contiguous_format)
+
+
+def parameter_entries(model: Any) -> list[Entry]:
+    """An NNX module's ``nnx.Param`` arrays in its twin's ``parameters()`` order.
+
+    Torch keys optimizer state by this order (``optimizer.state_dict()["state"][i]``).
+    """
+    if not is_nnx_module(model):
+        raise ConversionError(
+            f"the parameters of a Flax NNX module are needed here, not of a {type(model).__name__}"
+        )
+    nnx = sys.modules["flax.nnx"]
+    return [entry for entry in _entries(model) if isinstance(entry.variable, nnx.Param)]
+
+
+def from_torch_layout(what: str, name: str, value: Any, entry: Entry) -> Any:
+    """``value`` in the twin's layout (torch, NumPy or JAX) as ``entry``'s array.
+
+    Raises:
+        StateDictError: the shape is not the one the twin's layout gives ``entry``.
+    """
+    return _loaded(what, name, value, entry, "torch")
 
 
 def load_state(
@@ -199,6 +248,7 @@ def load_state(
     *,
     max_memory: Mapping[Any, Any] | None = None,
     device_map: Mapping[str, Any] | str | DeviceMap | None = None,
+    copy: bool = True,
 ) -> Any:
     """Equivalent to `torch.nn.Module.load_state_dict`.
 
@@ -209,7 +259,17 @@ def load_state(
     the model's own names ([`tj.state_dict`][torch2jax_device.state_dict]), or a PyTorch
     twin's (``twin.state_dict()``), transposed back; the names tell which. As in torch,
     each array must have the shape of the one it replaces, takes its dtype (cast if
-    needed) and goes where it is (its device or sharding), in one transfer.
+    needed) and goes where it is (its device or sharding), in one transfer. On a mesh
+    that spans processes (a DDP model), each process passes the whole state, as
+    ``tj.load(path, map_location="cpu")`` gives it on every rank, and its devices take
+    their parts of it.
+
+    Like ``load_state_dict``, it copies: what the source's owner changes later (torch's
+    ``optimizer.step()`` or BatchNorm's running statistics, in place) never reaches the
+    model, and donating the model's buffers in a train step never deletes the source's
+    arrays. ``copy=False`` shares where it can instead (a CPU tensor or NumPy array
+    through DLPack, a JAX array already in place): the model then changes when the
+    source does.
 
     Note:
         The model is returned: an NNX module is updated in place, as
@@ -236,6 +296,9 @@ def load_state(
             first, as ``torch.load`` reads it, then placed).
         max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
         device_map: An explicit map (``{pattern: device}``) or a ``tj.DeviceMap``.
+        copy: ``True`` (the default, as torch): the model's arrays are its own.
+            ``False``: share the source's memory where no transpose, cast or transfer
+            stands between them.
 
     Returns:
         The model with the loaded state.
@@ -248,6 +311,7 @@ def load_state(
             `tj.CheckpointError`.
         CheckpointError: ``source`` is not a state dict or cannot be read.
         ConversionError: ``model`` is not a model, or a value is not an array.
+        ArgumentTypeError: ``copy`` is not a bool (a ``TypeError``).
 
     Examples:
         >>> import os, tempfile
@@ -263,6 +327,12 @@ def load_state(
         raise ConversionError(
             f"load_state() puts a state into a Flax NNX or Equinox module, not "
             f"{type(model).__name__}"
+        )
+    if not isinstance(copy, bool):
+        raise ArgumentTypeError(
+            f"copy must be True (the model's arrays are its own, as torch's "
+            f"load_state_dict copies) or False (share the source's memory), not "
+            f"{type(copy).__name__} {copy!r}"
         )
     entries = _entries(model)
     arrays = {entry.name: entry.value for entry in entries}
@@ -289,39 +359,81 @@ def load_state(
         name = entry.name if layout == "jax" else entry.torch_name
         assert name is not None
         values.append(_loaded(what, name, saved[name], entry, layout))
-    return _replace(model, entries, _placed(entries, values, plan))
+    return _replace(model, entries, _placed(entries, values, plan, copy=copy))
 
 
-def _placed(entries: list[_Entry], values: list[Any], plan: DeviceMap | None) -> list[Any]:
+def _placed(
+    entries: list[Entry], values: list[Any], plan: DeviceMap | None, *, copy: bool
+) -> list[Any]:
     """Each value where the array it replaces is (its sharding), in one transfer; where
-    ``plan`` says, if there is one (a value already there stays as it is).
+    ``plan`` says, if there is one.
 
-    A model's NumPy values stay NumPy arrays on the host; an abstract model's values
-    are taken as they are (torch's ``assign=True``), NumPy ones as CPU arrays.
+    ``copy``: never alias the value's buffer (a torch tensor's, through DLPack). A
+    model's NumPy values stay NumPy arrays on the host; an abstract model's values are
+    taken where they are (torch's ``assign=True``), NumPy ones as CPU arrays. A sharding
+    over several processes takes each process's whole value and keeps this process's
+    parts.
     """
     if plan is not None:
         shardings = [plan.destination(entry.name).sharding for entry in entries]
-        return list(jax.device_put(values, shardings))
-    abstract = [
-        i for i, entry in enumerate(entries) if isinstance(entry.value, jax.ShapeDtypeStruct)
-    ]
-    if abstract:
-        cpu = jax.local_devices(backend="cpu")[0]
-        for i in abstract:
-            if not isinstance(values[i], jax.Array):
-                values[i] = jax.device_put(values[i], cpu)
-    on_device = [i for i, entry in enumerate(entries) if isinstance(entry.value, jax.Array)]
+        return list(jax.device_put(values, shardings, may_alias=False if copy else None))
+    placed: dict[int, Any] = {}
+    local = []
+    cpu = jax.local_devices(backend="cpu")[0]
+    for i, entry in enumerate(entries):
+        if isinstance(entry.value, jax.ShapeDtypeStruct):  # abstract: taken where it is
+            placed[i] = values[i] if isinstance(values[i], jax.Array) else None
+            if placed[i] is None:
+                (placed[i],) = jax.device_put([values[i]], cpu, may_alias=False if copy else None)
+        elif not isinstance(entry.value, jax.Array):
+            placed[i] = np.array(values[i], copy=copy or None)
+        elif transfer.crosses_processes([values[i]], entry.value.sharding):
+            (placed[i],) = transfer.device_put(
+                [values[i]], entry.value.sharding, copy=copy, path=_named(entry.name)
+            )
+        else:
+            local.append(i)
+            if copy and isinstance(values[i], np.ndarray) and _on_cpu(entry.value):
+                values[i] = np.array(values[i])  # JAX's CPU client takes NumPy memory as it is
     moved = jax.device_put(
-        [values[i] for i in on_device], [entries[i].value.sharding for i in on_device]
+        [values[i] for i in local],
+        [entries[i].value.sharding for i in local],
+        may_alias=False if copy else None,
     )
-    placed = dict(zip(on_device, moved, strict=True))
-    return [
-        placed.get(i, value if i in abstract else np.asarray(value))
-        for i, value in enumerate(values)
-    ]
+    placed.update(zip(local, moved, strict=True))
+    return [placed[i] for i in range(len(entries))]
 
 
-def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> Any:
+def placed_like(value: Any, current: jax.Array | jax.ShapeDtypeStruct, name: str) -> jax.Array:
+    """``value`` (host or device data) as a copy where ``current`` is, in its dtype.
+
+    On a sharding over several processes, each process gives the whole value and
+    keeps its devices' parts.
+    """
+    value = np.asarray(value, dtype=current.dtype) if not isinstance(value, jax.Array) else value
+    if value.dtype != current.dtype:
+        value = value.astype(current.dtype)
+    if transfer.crosses_processes([value], current.sharding):
+        (placed,) = transfer.device_put([value], current.sharding, copy=True, path=_named(name))
+        return placed
+    moved: jax.Array = jax.device_put(value, current.sharding, may_alias=False)
+    return moved
+
+
+def _on_cpu(array: jax.Array) -> bool:
+    return any(platform_of(device) == "cpu" for device in array.sharding.device_set)
+
+
+def _named(name: str) -> Callable[[int], str]:
+    """The leaf path for ``transfer.device_put``'s messages: one array, named ``name``."""
+
+    def path(_: int) -> str:
+        return name
+
+    return path
+
+
+def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
         # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
@@ -332,6 +444,12 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
         raise ConversionError(
             f"{what}: {shown(name)} is a {type(value).__name__}, not an array; a state dict maps "
             "names to arrays"
+        )
+    if layout == "torch" and value.shape != entry.torch_shape():
+        raise StateDictError(
+            f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the "
+            f"model's torch twin {entry.torch_shape()} (torch raises RuntimeError: size "
+            "mismatch)"
         )
     if layout == "torch" and entry.reshape is not None:
         value = value.reshape(entry.value.shape)
@@ -350,7 +468,7 @@ def _loaded(what: str, name: str, value: Any, entry: _Entry, layout: Layout) -> 
     return value if value.dtype == entry.value.dtype else value.astype(entry.value.dtype)
 
 
-def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[_Entry], model: Any) -> Layout:
+def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model: Any) -> Layout:
     """Which layout ``saved``'s names are in, or the torch-style error listing the mismatch."""
     names = set(saved)
     jax_names = {entry.name for entry in entries}
@@ -386,7 +504,7 @@ def _listed(title: str, names: list[str]) -> str:
     return f"{title}: {quoted}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
 
 
-def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:
+def _replace(model: Any, entries: list[Entry], values: list[Any]) -> Any:
     if is_nnx_module(model):
         for entry, value in zip(entries, values, strict=True):
             entry.variable.set_value(value)
@@ -397,7 +515,7 @@ def _replace(model: Any, entries: list[_Entry], values: list[Any]) -> Any:
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def _entries(model: Any) -> list[_Entry]:
+def _entries(model: Any) -> list[Entry]:
     if is_nnx_module(model):
         entries = list(_nnx_entries(model, torch_layout=True))
     elif is_nnx_state(model):
@@ -420,7 +538,7 @@ def _entries(model: Any) -> list[_Entry]:
     return entries
 
 
-def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
+def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[Entry]:
     nnx = sys.modules["flax.nnx"]
     state = model if is_nnx_state(model) else nnx.state(model)
     modules = (
@@ -437,7 +555,7 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
         value = variable.get_value()
         if not isinstance(value, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)):  # abstract too
             continue
-        entry = _Entry(".".join(map(str, path)), value, variable=variable)
+        entry = Entry(".".join(map(str, path)), value, variable=variable)
         if torch_layout:
             _nnx_torch_names(nnx, entry, path, modules)
         else:
@@ -449,7 +567,7 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[_Entry]:
 
 
 def _nnx_torch_names(
-    nnx: Any, entry: _Entry, path: tuple[Any, ...], modules: dict[tuple[Any, ...], Any]
+    nnx: Any, entry: Entry, path: tuple[Any, ...], modules: dict[tuple[Any, ...], Any]
 ) -> None:
     """Fill in the torch twin's name and layout of one NNX variable."""
     parts = []
@@ -497,7 +615,7 @@ def _nnx_layer(nnx: Any, module: Any) -> str | None:
     return None
 
 
-def _equinox_entries(model: Any) -> Iterator[_Entry]:
+def _equinox_entries(model: Any) -> Iterator[Entry]:
     eqx = sys.modules["equinox"]
     pairs = jax.tree_util.tree_flatten_with_path(model)[0]
     arrays = [
@@ -507,7 +625,7 @@ def _equinox_entries(model: Any) -> Iterator[_Entry]:
     ]
     for index, path, leaf in own_leaves_first(arrays, path=operator.itemgetter(1)):
         keys = [_key_name(key) for key in path]
-        entry = _Entry(".".join(keys), leaf, leaf_index=index)
+        entry = Entry(".".join(keys), leaf, leaf_index=index)
         owners = list(_equinox_owners(model, path))
         refused = [
             reason

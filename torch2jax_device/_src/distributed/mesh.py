@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -12,11 +13,12 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from .. import platforms, trees
+from ..detect import is_torch_tensor
 from ..device import Device
 from ..errors import ConversionError, DistributedError, EmptyTreeError
 from . import process_group
 
-__all__ = ["init_device_mesh", "make_global_batch"]
+__all__ = ["global_batch", "init_device_mesh", "make_global_batch"]
 
 
 def init_device_mesh(
@@ -141,24 +143,58 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
             f"{mesh.axis_names}."
         )
     spec = PartitionSpec(axes[0] if len(axes) == 1 else axes)
-    sharded, replicated = NamedSharding(mesh, spec), NamedSharding(mesh, PartitionSpec())
+    return global_batch(local_batch, NamedSharding(mesh, spec), "make_global_batch")
+
+
+def global_batch(local_batch: Any, sharding: jax.sharding.Sharding, function: str) -> Any:
+    """``local_batch``'s leaves as global arrays of ``sharding``, each process giving its rows.
+
+    What [`make_global_batch`][torch2jax_device.distributed.make_global_batch] does for a
+    mesh axis, for any sharding (a ``DeviceLoader``'s): a leaf's leading dimension is the
+    concatenation of every process's rows, in process order; 0-d leaves are replicated
+    over a ``NamedSharding``'s mesh; other leaves (strings, flags, ``None``) stay as they
+    are. ``function`` names the caller in errors.
+    """
+    replicated = (
+        NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
+        if isinstance(sharding, NamedSharding)
+        else sharding
+    )
     flat = trees.flatten(local_batch, with_paths=True)  # dicts keep their own order
     if not flat.leaves:
-        raise EmptyTreeError("make_global_batch: the local batch holds no arrays.")
+        raise EmptyTreeError(f"{function}: the local batch holds no arrays.")
     leaves = []
     for path, leaf in zip(flat.paths, flat.leaves, strict=True):
-        value = process_group.host_value(leaf, "make_global_batch", path)
-        sharding = replicated if np.ndim(value) == 0 else sharded
+        if not _is_data(leaf):  # a name, a flag: as tj.to_device leaves them
+            leaves.append(leaf)
+            continue
+        value = process_group.host_value(leaf, function, path)
+        target = replicated if np.ndim(value) == 0 else sharding
         try:
-            leaves.append(jax.make_array_from_process_local_data(sharding, value))
+            leaves.append(jax.make_array_from_process_local_data(target, value))
         except ValueError as err:
             raise ConversionError(
-                f"make_global_batch: leaf {path or '<root>'} of shape "
-                f"{np.shape(value)} cannot be split over this process's devices along mesh "
-                f"axis {axes}: {err}. Fix: make the local batch size a multiple of the "
-                "number of devices this process has along that axis."
+                f"{function}: leaf {path or '<root>'} of shape {np.shape(value)} cannot be "
+                f"split over this process's devices of {_described(target)}: {err}. Fix: make "
+                "the local batch size a multiple of the number of devices this process has "
+                "along the batch axis."
             ) from err
     return flat.rebuild(leaves)
+
+
+def _is_data(leaf: Any) -> bool:
+    """An array, a tensor or a number: what becomes part of a global batch."""
+    if isinstance(leaf, (str, bytes, bool)) or leaf is None:
+        return False
+    return isinstance(leaf, (numbers.Number, np.ndarray, np.generic, jax.Array)) or (
+        is_torch_tensor(leaf)
+    )
+
+
+def _described(sharding: jax.sharding.Sharding) -> str:
+    if isinstance(sharding, NamedSharding):
+        return f"mesh axes {sharding.spec}"
+    return str(sharding)
 
 
 def _mesh_shape(mesh_shape: Sequence[int]) -> tuple[int, ...]:

@@ -416,4 +416,97 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
     ),
+    Idiom(
+        id="optimizer-torch-rules",
+        section=SECTION,
+        title="An optimizer that steps as torch's does",
+        torch="optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)",
+        jax="optimizer = nnx.Optimizer(model, optax.sgd(0.1, momentum=0.9), wrt=nnx.Param)",
+        tj="optimizer = nnx.Optimizer(model, tj.optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)",
+        notes=(
+            "`tj.optim.SGD`, `Adam`, `AdamW` and `RMSprop` are optax transformations with torch's "
+            "update rules (weight decay added to the gradient, dampening, a momentum "
+            "buffer that starts at the first gradient, Adam's `eps` outside the square "
+            "root, AdamW's decay before the step) and keep their hyperparameters in the "
+            "state, where a scheduler and a checkpoint set them. They take no parameters: "
+            "`nnx.Optimizer` pairs them with the model. `amsgrad`, `maximize` and several "
+            "parameter groups are not offered."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.optim.SGD",
+            "torch.optim.Adam",
+            "torch.optim.AdamW",
+            "torch.optim.RMSprop",
+        ),
+        tj_api=("tj.optim.SGD", "tj.optim.Adam", "tj.optim.AdamW", "tj.optim.RMSprop"),
+    ),
+    Idiom(
+        id="optimizer-state-dict",
+        section=SECTION,
+        title="Save and resume an optimizer's state",
+        torch=(
+            'torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, '
+            "path)\n"
+            'optimizer.load_state_dict(torch.load(path)["optimizer"])'
+        ),
+        jax="# map torch's momentum_buffer / exp_avg by parameter index onto optax's state by hand",
+        tj=(
+            'torch.save({"model": tj.state_dict(model, layout="torch"),\n'
+            '            "optimizer": tj.optim.state_dict(optimizer, model)}, path)\n'
+            'tj.optim.load_state_dict(optimizer, model, tj.load(path)["optimizer"])'
+        ),
+        notes=(
+            "Torch's own format, both ways: state keyed by the index of the parameter in "
+            "the twin's `parameters()` (the model's `tj.parameters` order, which survives "
+            "`nnx.clone`, `nnx.jit` and split/merge), buffers in the twin's layouts, one "
+            "parameter group with the current hyperparameters. So a checkpoint the torch "
+            "original wrote resumes the port, and the reverse. Hyperparameters are float32 "
+            "in the optax state and come back as the shortest decimal of that float32."
+        ),
+        runs=False,
+        torch_api=("Optimizer.state_dict", "Optimizer.load_state_dict"),
+        tj_api=("tj.optim.state_dict", "tj.optim.load_state_dict"),
+    ),
+    Idiom(
+        id="lr-scheduler",
+        section=SECTION,
+        title="Schedule the learning rate by epoch",
+        torch=(
+            "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)\n"
+            "scheduler.step()  # each epoch\n"
+            'scheduler.load_state_dict(torch.load(path)["scheduler"])'
+        ),
+        jax="schedule = optax.exponential_decay(0.1, 30 * steps_per_epoch, 0.1, staircase=True)",
+        tj=(
+            "scheduler = tj.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)\n"
+            "scheduler.step()  # each epoch\n"
+            'scheduler.load_state_dict(tj.load(path)["scheduler"])'
+        ),
+        notes=(
+            "`StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` (warm-up) and "
+            "`LambdaLR` set "
+            "the learning rate held in an `nnx.Optimizer`'s state at each `step()`, with "
+            "torch's closed forms, and their `state_dict()` is torch's, key for key, so "
+            "either framework's scheduler resumes the other's. Torch's schedulers scale "
+            "the optimizer's current rate (a rate changed by hand compounds); these "
+            "compute it from `base_lrs`. `scheduler.as_schedule(steps_per_epoch)` gives "
+            "the same rates as an optax schedule."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.optim.lr_scheduler.StepLR",
+            "torch.optim.lr_scheduler.MultiStepLR",
+            "torch.optim.lr_scheduler.CosineAnnealingLR",
+            "torch.optim.lr_scheduler.LinearLR",
+            "torch.optim.lr_scheduler.LambdaLR",
+        ),
+        tj_api=(
+            "tj.optim.lr_scheduler.StepLR",
+            "tj.optim.lr_scheduler.MultiStepLR",
+            "tj.optim.lr_scheduler.CosineAnnealingLR",
+            "tj.optim.lr_scheduler.LinearLR",
+            "tj.optim.lr_scheduler.LambdaLR",
+        ),
+    ),
 )

@@ -1,0 +1,334 @@
+"""Torch's learning-rate schedulers over an ``nnx.Optimizer``: ``tj.optim.lr_scheduler``.
+
+Each scheduler sets the optimizer's learning rate (``opt_state.hyperparams
+["learning_rate"]``, which ``tj.optim``'s optimizers and any
+``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set
+``param_groups[0]["lr"]``; its ``state_dict()`` is torch's, so a torch scheduler
+resumes from it and the reverse. Each rate is torch's closed form at the epoch, in
+double precision, and ``as_schedule()`` gives the same rates as an optax schedule.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import math
+import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jax.numpy as jnp
+
+from .checkpoints.module_state import placed_like
+from .errors import ArgumentTypeError, ConfigError, StateDictError
+from .optimizers import hyperparameter
+
+__all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "StepLR"]
+
+
+class LRScheduler:
+    """Equivalent to `torch.optim.lr_scheduler.LRScheduler`: the base of the schedulers.
+
+    Constructing one steps it once (epoch 0), as torch's do, and ``step()`` moves to the
+    next epoch. ``base_lrs`` is the optimizer's learning rate when the scheduler was
+    made.
+    """
+
+    #: The scheduler's own arguments, in its torch state dict.
+    _arguments: tuple[str, ...] = ()
+
+    def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
+        if last_epoch != -1:
+            raise ConfigError(
+                f"last_epoch={last_epoch}: resume a scheduler with "
+                "scheduler.load_state_dict(checkpoint['scheduler']) after making it with "
+                "the default last_epoch=-1 (torch needs 'initial_lr' in the optimizer "
+                "for last_epoch != -1, which an optax state does not hold)"
+            )
+        self.optimizer = optimizer
+        self._variable = _learning_rate(optimizer)
+        self.base_lrs = [hyperparameter(self._variable)]
+        self.last_epoch = -1
+        self._step_count = 0
+        self._last_lr = list(self.base_lrs)
+        self.step()
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
+        raise NotImplementedError
+
+    def step(self) -> None:
+        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
+        self._step_count += 1
+        self.last_epoch += 1
+        self._last_lr = [float(self.lr_at(self.last_epoch, base)) for base in self.base_lrs]
+        current = self._variable.get_value()
+        self._variable.set_value(placed_like(self._last_lr[0], current, "the learning rate"))
+
+    def get_last_lr(self) -> list[float]:
+        """Equivalent to ``scheduler.get_last_lr()``."""
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Equivalent to ``scheduler.state_dict()``: what torch's holds, key for key."""
+        state = {name: _copied(getattr(self, name)) for name in self._arguments}
+        state.update(
+            base_lrs=list(self.base_lrs), last_epoch=self.last_epoch,
+            _step_count=self._step_count, _is_initial=False,
+            _get_lr_called_within_step=False, _last_lr=list(self._last_lr),
+        )  # fmt: skip
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Equivalent to ``scheduler.load_state_dict(...)``, from torch's or this one's.
+
+        As torch's, it sets the scheduler's position and arguments, not the optimizer's
+        learning rate: that comes back with the optimizer's own state dict
+        ([`tj.optim.load_state_dict`][torch2jax_device.optim.load_state_dict]).
+
+        Raises:
+            StateDictError: ``state_dict`` is another scheduler's (its arguments are
+                missing), or not a scheduler's.
+        """
+        if not isinstance(state_dict, Mapping):
+            raise StateDictError(
+                f"a scheduler state dict is a dict (scheduler.state_dict()), not a "
+                f"{type(state_dict).__name__}"
+            )
+        missing = [
+            name for name in (*self._arguments, "base_lrs", "last_epoch") if name not in state_dict
+        ]
+        if missing:
+            raise StateDictError(
+                f"this is not a {type(self).__name__} state dict: it has no {missing} "
+                f"(it holds {sorted(map(str, state_dict))[:8]}); make the scheduler the "
+                "checkpoint was written with"
+            )
+        for name in self._arguments:
+            setattr(self, name, _copied(state_dict[name]))
+        self.base_lrs = [float(lr) for lr in state_dict["base_lrs"]]
+        self.last_epoch = int(state_dict["last_epoch"])
+        self._step_count = int(state_dict.get("_step_count", self.last_epoch + 1))
+        self._last_lr = [float(lr) for lr in state_dict.get("_last_lr", self.base_lrs)]
+
+    def as_schedule(self, steps_per_epoch: int = 1) -> Callable[[Any], Any]:
+        """This scheduler's rates as an optax schedule: ``count -> lr``.
+
+        The rate for optimizer step ``count`` is the one at epoch
+        ``count // steps_per_epoch`` (a scheduler stepped once per epoch); it works
+        under ``jax.jit``. For ``optax.sgd(learning_rate=scheduler.as_schedule(n))``.
+        """
+        if (
+            isinstance(steps_per_epoch, bool)
+            or not isinstance(steps_per_epoch, int)
+            or steps_per_epoch < 1
+        ):
+            raise ArgumentTypeError(
+                f"steps_per_epoch must be a positive int, not {steps_per_epoch!r}"
+            )
+        base = self.base_lrs[0]
+        return lambda count: self.lr_at(count // steps_per_epoch, base)
+
+
+class StepLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.StepLR`: ``lr * gamma ** (epoch // step_size)``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+        >>> for epoch in range(4):
+        ...     print(epoch, scheduler.get_last_lr())
+        ...     scheduler.step()
+        0 [0.1]
+        1 [0.1]
+        2 [0.05]
+        3 [0.05]
+    """
+
+    _arguments = ("step_size", "gamma")
+
+    def __init__(
+        self, optimizer: Any, step_size: int, gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        self.step_size, self.gamma = _positive_int("step_size", step_size), _number("gamma", gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class MultiStepLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.MultiStepLR`: ``gamma`` once per milestone passed.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.MultiStepLR(optimizer, milestones=[1, 3], gamma=0.5)
+        >>> rates = []
+        >>> for epoch in range(4):
+        ...     rates.append(scheduler.get_last_lr()[0])
+        ...     scheduler.step()
+        >>> rates
+        [1.0, 0.5, 0.5, 0.25]
+    """
+
+    _arguments = ("milestones", "gamma")
+
+    def __init__(
+        self, optimizer: Any, milestones: Iterable[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        self.milestones = collections.Counter(_positive_int("milestones", m) for m in milestones)
+        self.gamma = _number("gamma", gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        passed = sorted(self.milestones.elements())
+        if isinstance(epoch, int):
+            return base_lr * self.gamma ** bisect.bisect_right(passed, epoch)
+        count = jnp.searchsorted(jnp.asarray(passed), epoch, side="right")
+        return base_lr * self.gamma**count
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.CosineAnnealingLR`.
+
+    ``eta_min + (lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2`` (torch's closed
+    form; torch's own steps reach it recursively, which agrees to rounding).
+    """
+
+    _arguments = ("T_max", "eta_min")
+
+    def __init__(
+        self, optimizer: Any, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
+    ) -> None:
+        self.T_max, self.eta_min = _positive_int("T_max", T_max), _number("eta_min", eta_min)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        cosine = (
+            math.cos(math.pi * epoch / self.T_max)
+            if isinstance(epoch, int)
+            else jnp.cos(jnp.pi * epoch / self.T_max)
+        )
+        return self.eta_min + (base_lr - self.eta_min) * (1 + cosine) / 2
+
+
+class LinearLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.LinearLR`: linear warm-up (or decay).
+
+    The factor goes from ``start_factor`` to ``end_factor`` over ``total_iters`` epochs
+    (or steps, if stepped per batch), then stays.
+    """
+
+    _arguments = ("start_factor", "end_factor", "total_iters")
+
+    def __init__(
+        self,
+        optimizer: Any,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if (
+            not 0 < _number("start_factor", start_factor) <= 1
+            or not 0 <= _number("end_factor", end_factor) <= 1
+        ):
+            raise ConfigError(
+                "Starting multiplicative factor expected to be greater than 0 and less or "
+                "equal to 1, and the ending one between 0 and 1 (torch's check)"
+            )
+        self.start_factor, self.end_factor = float(start_factor), float(end_factor)
+        self.total_iters = _positive_int("total_iters", total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        done = (
+            min(epoch, self.total_iters)
+            if isinstance(epoch, int)
+            else jnp.minimum(epoch, self.total_iters)
+        )
+        factor = self.start_factor + (self.end_factor - self.start_factor) * done / self.total_iters
+        return base_lr * factor
+
+
+class LambdaLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.LambdaLR`: ``lr * lr_lambda(epoch)``.
+
+    As torch's, ``state_dict()`` holds a callable object's attributes (``vars``) and
+    nothing of a plain function, which the resumed scheduler must be given again.
+    ``as_schedule()`` calls ``lr_lambda`` with a traced count: write it with
+    arithmetic (``lambda epoch: 0.95 ** epoch``), not Python branches.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5**epoch)
+        >>> scheduler.step()
+        >>> scheduler.get_last_lr(), scheduler.state_dict()["lr_lambdas"]
+        ([0.5], [None])
+    """
+
+    def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != 1:
+                raise ConfigError(
+                    f"Expected 1 lr_lambdas, but got {len(lr_lambda)}: a tj.optim optimizer "
+                    "has one parameter group (torch's ValueError)"
+                )
+            (lr_lambda,) = lr_lambda
+        if not callable(lr_lambda):
+            raise ArgumentTypeError(f"lr_lambda must be callable, not {type(lr_lambda).__name__}")
+        self.lr_lambda = lr_lambda
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * self.lr_lambda(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        function = isinstance(self.lr_lambda, types.FunctionType)
+        state["lr_lambdas"] = [None if function else dict(vars(self.lr_lambda))]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        lambdas = state_dict.get("lr_lambdas") or [None]
+        if lambdas[0] is not None:
+            vars(self.lr_lambda).update(lambdas[0])
+
+
+def _learning_rate(optimizer: Any) -> Any:
+    """The variable holding ``optimizer``'s learning rate, or the error naming the fix."""
+    hyperparams = getattr(getattr(optimizer, "opt_state", None), "hyperparams", None)
+    variable = hyperparams.get("learning_rate") if isinstance(hyperparams, Mapping) else None
+    if variable is None or not hasattr(variable, "set_value"):
+        raise ArgumentTypeError(
+            f"a scheduler sets the learning rate of an nnx.Optimizer whose state holds it "
+            f"(tj.optim.SGD/Adam/AdamW, or optax.inject_hyperparams(optax.sgd)(learning_rate"
+            f"=...)), not of a {type(optimizer).__name__}"
+        )
+    return variable
+
+
+def _copied(value: Any) -> Any:
+    return collections.Counter(value) if isinstance(value, collections.Counter) else value
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ArgumentTypeError(f"{name} must be a non-negative int, not {value!r}")
+    return value

@@ -1,0 +1,737 @@
+"""Torch's optimizers as optax transformations, and their state across frameworks.
+
+``tj.optim.SGD`` / ``Adam`` / ``AdamW`` / ``RMSprop`` update parameters by torch's
+formulas (weight decay, dampening, Nesterov, bias correction, decoupled decay, centered
+averages as ``torch.optim`` does them) and keep their hyperparameters in the optax state
+(``optax.inject_hyperparams``), where a scheduler sets the learning rate as torch's
+schedulers set ``param_groups[0]["lr"]``. ``tj.optim.state_dict(optimizer, model)``
+gives what ``torch_optimizer.state_dict()`` gives for the model's torch twin, and
+``tj.optim.load_state_dict(optimizer, model, saved)`` takes it back: state is keyed
+by the index of the parameter in ``twin.parameters()``, and each buffer has the twin's
+layout (a Linear's ``(out, in)``). So a checkpoint ``{"model": ..., "optimizer": ...}``
+written by either framework resumes on the other.
+
+Neither optax nor flax is imported before a function here is called.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from .checkpoints.messages import shown
+from .checkpoints.module_state import (
+    from_torch_layout,
+    in_torch_layout,
+    parameter_entries,
+    placed_like,
+)
+from .detect import import_torch, is_torch_tensor, is_tracer
+from .errors import (
+    ArgumentTypeError,
+    ConfigError,
+    ConversionError,
+    StateDictError,
+    UnsupportedOperationError,
+)
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamState",
+    "AdamW",
+    "RMSprop",
+    "RMSpropState",
+    "SGDState",
+    "hyperparameter",
+    "load_state_dict",
+    "state_dict",
+]
+
+
+class SGDState(NamedTuple):
+    """``torch.optim.SGD``'s state: a momentum buffer per parameter, once it stepped."""
+
+    steps: jax.Array  # updates so far; the first one starts the buffer at the gradient
+    momentum_buffer: Any
+
+
+class AdamState(NamedTuple):
+    """``torch.optim.Adam``'s (and ``AdamW``'s) state: step, first and second moments."""
+
+    step: jax.Array  # float32, as torch keeps it
+    exp_avg: Any
+    exp_avg_sq: Any
+
+
+class RMSpropState(NamedTuple):
+    """``torch.optim.RMSprop``'s state: step, the squares' average and, as asked, the
+    momentum buffer and the gradients' average (``centered``)."""
+
+    step: jax.Array  # float32, as torch keeps it
+    square_avg: Any
+    momentum_buffer: Any
+    grad_avg: Any
+
+
+def SGD(  # torch's name
+    *params: Any,
+    lr: float = 1e-3,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+) -> Any:
+    """Equivalent to `torch.optim.SGD`, as an optax transformation.
+
+    Torch's update rule: ``g = grad + weight_decay * p``; with momentum, the buffer
+    starts at ``g`` and then becomes ``momentum * buf + (1 - dampening) * g``, and the
+    step is the buffer (or ``g + momentum * buf`` with Nesterov); ``p -= lr * step``.
+    Give it to ``nnx.Optimizer(model, tj.optim.SGD(...), wrt=nnx.Param)``. Unlike
+    torch's, it takes no parameters: ``nnx.Optimizer`` pairs it with the model. The
+    hyperparameters live in the state (``optax.inject_hyperparams``), so a scheduler
+    and [`load_state_dict`][torch2jax_device.optim.load_state_dict] can set them.
+
+    Args:
+        lr: The learning rate.
+        momentum: Momentum factor (0: plain SGD).
+        dampening: Dampening of the momentum.
+        weight_decay: L2 penalty, added to the gradient.
+        nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+
+    Raises:
+        ConfigError: a negative value, or Nesterov without momentum or with
+            dampening (torch's ``ValueError``).
+        ArgumentTypeError: a positional argument (torch's call shape,
+            ``SGD(model.parameters(), lr=...)``: ``nnx.Optimizer`` takes the model
+            instead), or a hyperparameter that is not a number.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> tx = optim.SGD(lr=0.1, momentum=0.9)
+        >>> state = tx.init({"w": jnp.ones(2)})
+        >>> updates, state = tx.update({"w": jnp.ones(2)}, state, {"w": jnp.ones(2)})
+        >>> updates["w"].tolist(), float(state.hyperparams["learning_rate"])
+        ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
+    """
+    _no_parameters("SGD", params)
+    _check_numbers("SGD", lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
+    if nesterov and (momentum <= 0 or dampening != 0):
+        raise ConfigError("Nesterov momentum requires a momentum and zero dampening (as torch)")
+    optax = _optax()
+    return _with_params(optax.inject_hyperparams(_sgd))(
+        learning_rate=lr,
+        momentum=momentum,
+        dampening=dampening,
+        weight_decay=weight_decay,
+        nesterov=float(nesterov),
+    )
+
+
+def Adam(  # torch's name
+    *params: Any,
+    lr: float = 1e-3,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    decoupled_weight_decay: bool = False,
+) -> Any:
+    """Equivalent to `torch.optim.Adam`, as an optax transformation.
+
+    Torch's update rule, bias corrections included (``eps`` added outside the square
+    root); ``weight_decay`` is an L2 penalty added to the gradient, or, with
+    ``decoupled_weight_decay=True``, ``AdamW``'s ``p *= 1 - lr * weight_decay``. Use
+    it as [`SGD`][torch2jax_device.optim.SGD] is used. ``amsgrad``, ``maximize`` and
+    ``capturable`` are not offered.
+
+    Raises:
+        ConfigError: a negative value, or a beta outside ``[0, 1)`` (torch's
+            ``ValueError``).
+        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``) or
+            a hyperparameter that is not a number.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> tx = optim.Adam(lr=0.1)
+        >>> params = {"w": jnp.ones(2)}
+        >>> updates, state = tx.update({"w": jnp.ones(2)}, tx.init(params), params)
+        >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step)
+        ([-0.1, -0.1], 1.0)
+    """
+    _no_parameters("Adam", params)
+    _check_numbers("Adam", lr=lr, eps=eps, weight_decay=weight_decay)
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+        raise ArgumentTypeError(
+            f"betas must be a pair of floats such as (0.9, 0.999), not {betas!r}"
+        )
+    for index, beta in enumerate(betas):
+        _check_numbers("Adam", **{f"betas[{index}]": beta})
+        if not 0.0 <= beta < 1.0:
+            raise ConfigError(f"Invalid beta parameter at index {index}: {beta} (torch's message)")
+    optax = _optax()
+    return _with_params(optax.inject_hyperparams(_adam))(
+        learning_rate=lr,
+        beta1=betas[0],
+        beta2=betas[1],
+        eps=eps,
+        weight_decay=weight_decay,
+        decoupled_weight_decay=float(decoupled_weight_decay),
+    )
+
+
+def AdamW(  # torch's name
+    *params: Any,
+    lr: float = 1e-3,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 1e-2,
+) -> Any:
+    """Equivalent to `torch.optim.AdamW`: ``Adam(..., decoupled_weight_decay=True)``.
+
+    Examples:
+        >>> from torch2jax_device import optim
+        >>> tx = optim.AdamW(lr=0.1)
+        >>> state = tx.init({})
+        >>> hyper = state.hyperparams
+        >>> optim.hyperparameter(hyper["weight_decay"]), float(hyper["decoupled_weight_decay"])
+        (0.01, 1.0)
+    """
+    _no_parameters("AdamW", params)
+    return Adam(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, decoupled_weight_decay=True)
+
+
+def RMSprop(  # torch's name
+    *params: Any,
+    lr: float = 1e-2,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+) -> Any:
+    """Equivalent to `torch.optim.RMSprop`, as an optax transformation.
+
+    Torch's update rule: ``eps`` added outside the square root, the gradients' average
+    subtracted when ``centered``, and a momentum buffer of ``g / avg`` (not of the
+    step, as optax's ``rmsprop`` keeps it). Use it as [`SGD`][torch2jax_device.optim.SGD]
+    is used.
+
+    Raises:
+        ConfigError: a negative value (torch's ``ValueError``).
+        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``) or
+            a hyperparameter that is not a number.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> tx = optim.RMSprop(lr=0.01)
+        >>> params = {"w": jnp.ones(2)}
+        >>> updates, state = tx.update({"w": jnp.ones(2)}, tx.init(params), params)
+        >>> [round(value, 4) for value in updates["w"].tolist()]
+        [-0.1, -0.1]
+    """
+    _no_parameters("RMSprop", params)
+    _check_numbers(
+        "RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum
+    )
+    optax = _optax()
+    return _with_params(optax.inject_hyperparams(_rmsprop))(
+        learning_rate=lr,
+        alpha=alpha,
+        eps=eps,
+        weight_decay=weight_decay,
+        momentum=momentum,
+        centered=float(centered),
+    )
+
+
+def _with_params(factory: Any) -> Any:
+    """``factory``'s transformations, whose state's scalars (the step count, the
+    hyperparameters) are placed where the parameters are.
+
+    optax makes them on the default device: beside parameters replicated over a mesh
+    (``DDP(model)``), a jitted step would refuse the mix of devices. Torch keeps an
+    optimizer's state with its parameters; so does this.
+    """
+    optax = _optax()
+
+    def build(**hyperparameters: Any) -> Any:
+        transformation = factory(**hyperparameters)
+
+        def init(params: Any) -> Any:
+            return _beside(transformation.init(params), params)
+
+        return optax.GradientTransformationExtraArgs(init, transformation.update)
+
+    return build
+
+
+def _beside(state: Any, params: Any) -> Any:
+    """``state``'s 0-d arrays replicated over the mesh of ``params``' first array."""
+    arrays = [leaf for leaf in jax.tree.leaves(params) if isinstance(leaf, jax.Array)]
+    if not arrays or is_tracer(arrays[0]) or not isinstance(arrays[0].sharding, NamedSharding):
+        return state
+    sharding = arrays[0].sharding
+    replicated = NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
+
+    def place(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and leaf.ndim == 0 and not is_tracer(leaf):
+            return placed_like(
+                leaf,
+                jax.ShapeDtypeStruct((), leaf.dtype, sharding=replicated),
+                "a scalar of the optimizer state",
+            )
+        return leaf
+
+    return jax.tree.map(place, state)
+
+
+def _sgd(
+    learning_rate: Any, momentum: Any, dampening: Any, weight_decay: Any, nesterov: Any
+) -> Any:
+    optax = _optax()
+
+    def init(params: Any) -> SGDState:
+        return SGDState(jnp.zeros([], jnp.int32), jax.tree.map(jnp.zeros_like, params))
+
+    def update(grads: Any, state: SGDState, params: Any = None) -> tuple[Any, SGDState]:
+        if params is None:
+            raise ConfigError(
+                "tj.optim.SGD needs the parameters: call update(grads, state, params)"
+            )
+        first = state.steps == 0
+
+        def one(grad: Any, buffer: Any, param: Any) -> tuple[Any, Any]:
+            grad = grad + weight_decay * param
+            started = jnp.where(first, grad, momentum * buffer + (1 - dampening) * grad)
+            step = jnp.where(nesterov > 0, grad + momentum * started, started)
+            with_momentum = momentum != 0
+            step = jnp.where(with_momentum, step, grad)
+            buffer = jnp.where(with_momentum, started, buffer)
+            return -learning_rate * step, buffer
+
+        pairs = jax.tree.map(one, grads, state.momentum_buffer, params)
+        updates, buffers = _unzip(pairs, grads)
+        return updates, SGDState(state.steps + 1, buffers)
+
+    return optax.GradientTransformation(init, update)
+
+
+def _adam(
+    learning_rate: Any,
+    beta1: Any,
+    beta2: Any,
+    eps: Any,
+    weight_decay: Any,
+    decoupled_weight_decay: Any,
+) -> Any:
+    optax = _optax()
+
+    def init(params: Any) -> AdamState:
+        zeros = functools.partial(jax.tree.map, jnp.zeros_like)
+        return AdamState(jnp.zeros([], jnp.float32), zeros(params), zeros(params))
+
+    def update(grads: Any, state: AdamState, params: Any = None) -> tuple[Any, AdamState]:
+        if params is None:
+            raise ConfigError(
+                "tj.optim.Adam needs the parameters: call update(grads, state, params)"
+            )
+        step = state.step + 1
+        step_size = learning_rate / (1 - beta1**step)
+        correction2 = jnp.sqrt(1 - beta2**step)
+
+        def one(grad: Any, mean: Any, square: Any, param: Any) -> tuple[Any, Any, Any]:
+            grad = grad + (1 - decoupled_weight_decay) * weight_decay * param
+            mean = mean + (1 - beta1) * (grad - mean)  # torch's lerp_
+            square = beta2 * square + (1 - beta2) * grad * grad
+            denominator = jnp.sqrt(square) / correction2 + eps
+            decay = decoupled_weight_decay * learning_rate * weight_decay * param
+            return -step_size * mean / denominator - decay, mean, square
+
+        triples = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, params)
+        updates, means, squares = _unzip(triples, grads, 3)
+        return updates, AdamState(step, means, squares)
+
+    return optax.GradientTransformation(init, update)
+
+
+def _rmsprop(
+    learning_rate: Any, alpha: Any, eps: Any, weight_decay: Any, momentum: Any, centered: Any
+) -> Any:
+    optax = _optax()
+
+    def init(params: Any) -> RMSpropState:
+        zeros = functools.partial(jax.tree.map, jnp.zeros_like)
+        return RMSpropState(jnp.zeros([], jnp.float32), zeros(params), zeros(params), zeros(params))
+
+    def update(grads: Any, state: RMSpropState, params: Any = None) -> tuple[Any, RMSpropState]:
+        if params is None:
+            raise ConfigError(
+                "tj.optim.RMSprop needs the parameters: call update(grads, state, params)"
+            )
+
+        def one(grad: Any, square: Any, buffer: Any, mean: Any, param: Any) -> tuple[Any, ...]:
+            grad = grad + weight_decay * param
+            square = alpha * square + (1 - alpha) * grad * grad
+            mean = jnp.where(centered > 0, mean + (1 - alpha) * (grad - mean), mean)
+            average = jnp.sqrt(jnp.where(centered > 0, square - mean * mean, square)) + eps
+            with_momentum = momentum > 0
+            buffer = jnp.where(with_momentum, momentum * buffer + grad / average, buffer)
+            step = jnp.where(with_momentum, buffer, grad / average)
+            return -learning_rate * step, square, buffer, mean
+
+        parts = jax.tree.map(
+            one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params
+        )
+        updates, squares, buffers, means = _unzip(parts, grads, 4)
+        return updates, RMSpropState(state.step + 1, squares, buffers, means)
+
+    return optax.GradientTransformation(init, update)
+
+
+def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
+    """A tree of tuples (one where ``like`` has a leaf) as a tuple of trees like ``like``."""
+    return tuple(
+        jax.tree.map(lambda _, parts_here, i=i: parts_here[i], like, tree) for i in range(parts)
+    )
+
+
+# --- state across frameworks ---------------------------------------------------------------
+
+# The torch optimizer each state is, and what it holds per parameter, by torch's key.
+_KINDS = {SGDState: "SGD", AdamState: "Adam", RMSpropState: "RMSprop"}
+
+
+def _torch_keys(kind: type, hyper: dict[str, float]) -> tuple[str, ...]:
+    """The buffers torch's optimizer keeps per parameter, with these hyperparameters."""
+    if kind is SGDState:
+        return ("momentum_buffer",) if hyper["momentum"] != 0 else ()
+    if kind is AdamState:
+        return ("exp_avg", "exp_avg_sq")
+    optional = (("momentum_buffer", hyper["momentum"] > 0), ("grad_avg", hyper["centered"] > 0))
+    return ("square_avg", *(key for key, kept in optional if kept))
+
+
+def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
+    """Equivalent to `torch.optim.Optimizer.state_dict`.
+
+    What the torch twin's optimizer would return: ``{"state": {index: {...}},
+    "param_groups": [{...}]}``, with CPU tensors in the twin's layouts, keyed by the
+    parameter's index in ``twin.parameters()`` (the model's
+    [`tj.parameters`][torch2jax_device.parameters] order), and one parameter group
+    holding the current hyperparameters (the learning rate a scheduler set). So
+    ``torch.save({"model": tj.state_dict(model, layout="torch"), "optimizer":
+    tj.optim.state_dict(optimizer, model)}, path)`` is a checkpoint the torch
+    original resumes from.
+
+    Args:
+        optimizer: An ``nnx.Optimizer`` over ``tj.optim.SGD``, ``Adam``, ``AdamW`` or
+            ``RMSprop`` (``wrt=nnx.Param``).
+        model: The Flax NNX model it optimizes (its twin's order and layouts).
+
+    Returns:
+        Torch's optimizer state dict, as torch's own ``state_dict()`` lays it out
+        (the parameter group's keys are those of the installed torch's optimizer).
+
+    Raises:
+        ConversionError: ``optimizer`` is not an ``nnx.Optimizer`` over a
+            ``tj.optim`` transformation (the message names the fix), or its state
+            does not cover the model's parameters.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import torch
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)
+        >>> saved = optim.state_dict(optimizer, model)
+        >>> saved["state"], saved["param_groups"][0]["momentum"], saved["param_groups"][0]["params"]
+        ({}, 0.9, [0, 1])
+        >>> twin = torch.nn.Linear(2, 3)
+        >>> torch.optim.SGD(twin.parameters(), lr=0.5, momentum=0.9).load_state_dict(saved)
+    """
+    hyper, inner = _states(optimizer)
+    entries = parameter_entries(model)
+    torch = import_torch("tj.optim.state_dict")
+    group = _torch_group(type(inner), hyper)
+    group["params"] = list(range(len(entries)))
+    state: dict[int, dict[str, Any]] = {}
+    started = float(_value(inner[0])) > 0
+    keys = _torch_keys(type(inner), hyper)
+    if started and keys:
+        buffers = {key: _flat(getattr(inner, key)) for key in keys}
+        for index, entry in enumerate(entries):
+            state[index] = {}
+            if not isinstance(inner, SGDState):
+                state[index]["step"] = torch.tensor(float(_value(inner.step)))
+            for key, flat in buffers.items():
+                if entry.name not in flat:
+                    raise ConversionError(
+                        f"the optimizer's state has no {key} for {entry.name!r}: build "
+                        "nnx.Optimizer(model, tx, wrt=nnx.Param) over this model"
+                    )
+                state[index][key] = in_torch_layout(entry, _value(flat[entry.name]))
+    return {"state": state, "param_groups": [group]}
+
+
+def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> None:
+    """Equivalent to `torch.optim.Optimizer.load_state_dict`.
+
+    Puts a torch optimizer's state dict (``torch.load(path)["optimizer"]``, or one
+    [`state_dict`][torch2jax_device.optim.state_dict] wrote) into an ``nnx.Optimizer``
+    over ``tj.optim.SGD``, ``Adam``, ``AdamW`` or ``RMSprop``, in place. Buffers go to the
+    parameter at the same index of the model's twin (``twin.parameters()`` order),
+    transposed from the twin's layout and placed where the optimizer's state is; the
+    parameter group's hyperparameters (the learning rate included) replace the
+    optimizer's, as torch's ``load_state_dict`` replaces them. Tensors come from
+    torch, NumPy or ``tj.load`` (JAX arrays).
+
+    Args:
+        optimizer: The ``nnx.Optimizer``.
+        model: The NNX model it optimizes.
+        saved: ``{"state": {...}, "param_groups": [...]}``.
+
+    Raises:
+        StateDictError: ``saved`` is not an optimizer state dict, has several
+            parameter groups or another number of parameters than the model (torch's
+            ``ValueError``), is another optimizer's (Adam's into SGD), or a buffer's
+            shape differs from its parameter's (named). A ``RuntimeError`` and a
+            `tj.CheckpointError`.
+        UnsupportedOperationError: ``amsgrad`` or ``maximize`` is set.
+        ConversionError: ``optimizer`` is not an ``nnx.Optimizer`` over a
+            ``tj.optim`` transformation.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import torch
+        >>> from torch2jax_device import optim
+        >>> twin = torch.nn.Linear(2, 3)
+        >>> torch_optimizer = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
+        >>> twin(torch.ones(1, 2)).sum().backward()
+        >>> torch_optimizer.step()
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=0.5, momentum=0.5), wrt=nnx.Param)
+        >>> optim.load_state_dict(optimizer, model, torch_optimizer.state_dict())
+        >>> float(optimizer.opt_state.hyperparams["momentum"][...])
+        0.8999999761581421
+        >>> optimizer.opt_state.inner_state.momentum_buffer["kernel"][...].tolist()
+        [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+    _, inner = _states(optimizer)
+    entries = parameter_entries(model)
+    group, per_parameter = _checked(saved, type(inner), len(entries))
+    hyper = _hyperparameters(type(inner), group)
+    for name, value in hyper.items():
+        _set(optimizer.opt_state.hyperparams[name], value)
+    started = [index for index in range(len(entries)) if per_parameter.get(index)]
+    keys = _torch_keys(type(inner), hyper)
+    flats = {key: _flat(getattr(inner, key)) for key in keys}
+    for index in started:
+        entry, values = entries[index], per_parameter[index]
+        for key in keys:
+            if values.get(key) is None:
+                raise StateDictError(f"optimizer state of parameter {index} has no {key!r}")
+            where = f"the optimizer state's {key} of parameter {index}"
+            value = from_torch_layout(where, entry.torch_name or entry.name, values[key], entry)
+            _set(flats[key][entry.name], value)
+    steps = {
+        float(np.asarray(_host(per_parameter[i]["step"])))
+        for i in started
+        if "step" in per_parameter[i]
+    }
+    if isinstance(inner, SGDState):
+        _set(inner.steps, 1 if started else 0)
+        step = 0.0
+    else:
+        step = max(steps) if steps else 0.0
+        _set(inner.step, step)
+    if step:  # the updates made so far, which optax and nnx count too
+        _set(optimizer.opt_state.count, int(step))
+        if hasattr(optimizer, "step"):
+            _set(optimizer.step, int(step))
+
+
+def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
+    """The hyperparameters (as floats) and the inner state of a ``tj.optim`` optimizer."""
+    opt_state = getattr(optimizer, "opt_state", None)
+    inner = getattr(opt_state, "inner_state", None)
+    if opt_state is None or type(inner) not in _KINDS:
+        held = type(opt_state if inner is None else inner).__name__
+        raise ConversionError(
+            f"expected an nnx.Optimizer over tj.optim.SGD, Adam, AdamW or RMSprop, not a "
+            f"{type(optimizer).__name__} holding {held}: build it as nnx.Optimizer(model, "
+            "tj.optim.SGD(lr=..., momentum=...), wrt=nnx.Param), whose state holds "
+            "torch's buffers and hyperparameters"
+        )
+    hyper = {name: hyperparameter(value) for name, value in opt_state.hyperparams.items()}
+    return hyper, inner
+
+
+def _torch_group(kind: type, hyper: dict[str, float]) -> dict[str, Any]:
+    """The parameter group torch's own optimizer of ``kind`` has with ``hyper``."""
+    torch = import_torch("tj.optim.state_dict")
+    lr = hyper["learning_rate"]
+    if kind is SGDState:
+        optimizer = torch.optim.SGD(
+            [torch.zeros(1)], lr=lr, momentum=hyper["momentum"], dampening=hyper["dampening"],
+            weight_decay=hyper["weight_decay"], nesterov=bool(hyper["nesterov"]),
+        )  # fmt: skip
+    elif kind is AdamState:
+        optimizer = torch.optim.Adam(
+            [torch.zeros(1)], lr=lr, betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
+            weight_decay=hyper["weight_decay"],
+            decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]),
+        )  # fmt: skip
+    else:
+        optimizer = torch.optim.RMSprop(
+            [torch.zeros(1)], lr=lr, alpha=hyper["alpha"], eps=hyper["eps"],
+            weight_decay=hyper["weight_decay"], momentum=hyper["momentum"],
+            centered=bool(hyper["centered"]),
+        )  # fmt: skip
+    group: dict[str, Any] = optimizer.state_dict()["param_groups"][0]
+    return group
+
+
+def _checked(
+    saved: Any, kind: type, count: int
+) -> tuple[Mapping[str, Any], Mapping[int, Mapping[str, Any]]]:
+    """The one parameter group and the per-parameter state of ``saved``, checked."""
+    if not (isinstance(saved, Mapping) and {"state", "param_groups"} <= set(saved)):
+        keys = list(saved)[:6] if isinstance(saved, Mapping) else type(saved).__name__
+        raise StateDictError(
+            f"an optimizer state dict has 'state' and 'param_groups' (torch's "
+            f"optimizer.state_dict()), this holds {shown(keys)}; for a whole checkpoint, "
+            "pass the entry that holds the optimizer's, e.g. checkpoint['optimizer']"
+        )
+    groups = saved["param_groups"]
+    if len(groups) != 1:
+        raise StateDictError(
+            f"the optimizer state dict has {len(groups)} parameter groups; tj.optim "
+            "optimizers hold one. Give each group its own optax transformation "
+            "(optax.multi_transform) and load each group's state into it"
+        )
+    (group,) = groups
+    if len(group["params"]) != count:
+        raise StateDictError(
+            f"loaded state dict contains a parameter group that doesn't match the size of "
+            f"optimizer's group: {len(group['params'])} parameters saved, the model has "
+            f"{count} (torch raises ValueError here)"
+        )
+    for flag in ("amsgrad", "maximize"):
+        if group.get(flag):
+            raise UnsupportedOperationError(
+                f"the saved optimizer has {flag}=True, which tj.optim does not implement"
+            )
+    saved_kind = "Adam" if "betas" in group else "RMSprop" if "alpha" in group else "SGD"
+    if saved_kind != _KINDS[kind]:
+        raise StateDictError(
+            f"this is a torch {saved_kind} state dict and the optimizer is tj.optim."
+            f"{_KINDS[kind]}: build the optimizer the checkpoint was written by "
+            f"(tj.optim.{saved_kind})"
+        )
+    order = {torch_index: position for position, torch_index in enumerate(group["params"])}
+    state = saved["state"]
+    return group, {order[index]: values for index, values in state.items() if index in order}
+
+
+def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
+    if kind is SGDState:
+        return {
+            "learning_rate": group["lr"], "momentum": group["momentum"],
+            "dampening": group["dampening"], "weight_decay": group["weight_decay"],
+            "nesterov": float(group["nesterov"]),
+        }  # fmt: skip
+    if kind is RMSpropState:
+        return {
+            "learning_rate": group["lr"], "alpha": group["alpha"], "eps": group["eps"],
+            "weight_decay": group["weight_decay"], "momentum": group["momentum"],
+            "centered": float(group["centered"]),
+        }  # fmt: skip
+    return {
+        "learning_rate": group["lr"], "beta1": group["betas"][0], "beta2": group["betas"][1],
+        "eps": group["eps"], "weight_decay": group["weight_decay"],
+        "decoupled_weight_decay": float(group.get("decoupled_weight_decay", False)),
+    }  # fmt: skip
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+    """A state tree's variables (or arrays) by dotted path, the names ``Entry`` has."""
+    nnx = sys.modules["flax.nnx"]
+    if isinstance(tree, nnx.State):
+        return {".".join(map(str, path)): leaf for path, leaf in nnx.to_flat_state(tree)}
+    pairs = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_variable)[0]
+    return {".".join(_key(key) for key in path): leaf for path, leaf in pairs}
+
+
+def _key(key: Any) -> str:
+    for attribute in ("name", "key", "idx"):
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _is_variable(value: Any) -> bool:
+    return hasattr(value, "get_value") and hasattr(value, "set_value")
+
+
+def hyperparameter(leaf: Any) -> float:
+    """A hyperparameter of an optax state as the Python float it was set from.
+
+    The state holds float32 (``0.1`` as ``0.10000000149``); torch's param groups hold
+    Python floats. The shortest decimal that is the same float32 is the one given.
+    """
+    return float(str(np.float32(_value(leaf))))
+
+
+def _value(leaf: Any) -> Any:
+    return leaf.get_value() if _is_variable(leaf) else leaf
+
+
+def _host(value: Any) -> Any:
+    return value.detach().cpu().numpy() if is_torch_tensor(value) else value
+
+
+def _set(variable: Any, value: Any) -> None:
+    """``variable``'s value replaced by ``value``, in its dtype and where it is."""
+    if not _is_variable(variable):
+        raise ConversionError(
+            "the optimizer's state cannot be changed in place: pass the nnx.Optimizer "
+            "itself (its state is held in variables)"
+        )
+    variable.set_value(placed_like(_host(value), variable.get_value(), "the optimizer state"))
+
+
+def _no_parameters(function: str, params: tuple[Any, ...]) -> None:
+    """Torch's call shape, ``SGD(model.parameters(), lr=...)``, refused with the fix."""
+    if params:
+        raise ArgumentTypeError(
+            f"tj.optim.{function} takes its hyperparameters by keyword and no parameters: "
+            f"pass the model to nnx.Optimizer(model, tj.optim.{function}(lr=...), "
+            "wrt=nnx.Param), which pairs the two"
+        )
+
+
+def _check_numbers(function: str, **values: Any) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ArgumentTypeError(
+                f"{function}: {name} must be a number, not {type(value).__name__} {value!r}"
+            )
+        if value < 0 or math.isnan(value):
+            raise ConfigError(f"Invalid {name} value: {value} ({function} needs >= 0, as torch)")
+
+
+def _optax() -> Any:
+    import optax  # type: ignore[import-untyped]
+
+    return optax

@@ -1,0 +1,56 @@
+"""`torch.optim` for JAX: torch's optimizers and schedulers, and their checkpoints.
+
+A PyTorch training loop's optimizer, scheduler and their ``state_dict()`` port line
+by line onto optax and ``nnx.Optimizer``, and a checkpoint written by either side
+resumes on the other:
+
+```python
+from torch2jax_device import optim
+
+optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1, momentum=0.9, weight_decay=1e-4),
+                          wrt=nnx.Param)       # torch.optim.SGD(model.parameters(), ...)
+scheduler = optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)
+...
+scheduler.step()                                               # once per epoch, as torch
+torch.save({"model": tj.state_dict(model, layout="torch"),
+            "optimizer": optim.state_dict(optimizer, model),   # optimizer.state_dict()
+            "scheduler": scheduler.state_dict(), "epoch": epoch}, path)
+checkpoint = tj.load(path)
+tj.load_state(model, checkpoint["model"])
+optim.load_state_dict(optimizer, model, checkpoint["optimizer"])  # by parameter index
+scheduler.load_state_dict(checkpoint["scheduler"])
+```
+
+The optimizers are optax transformations with torch's update rules; the model's
+twin order ([`tj.parameters`][torch2jax_device.parameters]) is the parameter index
+torch keys optimizer state by. The [optimizers guide](how-to/optimizers.md) has the
+whole loop and what differs.
+"""
+
+from __future__ import annotations
+
+from ._src import lr_scheduler as lr_scheduler
+from ._src.optimizers import SGD as SGD
+from ._src.optimizers import Adam as Adam
+from ._src.optimizers import AdamState as AdamState
+from ._src.optimizers import AdamW as AdamW
+from ._src.optimizers import RMSprop as RMSprop
+from ._src.optimizers import RMSpropState as RMSpropState
+from ._src.optimizers import SGDState as SGDState
+from ._src.optimizers import hyperparameter as hyperparameter
+from ._src.optimizers import load_state_dict as load_state_dict
+from ._src.optimizers import state_dict as state_dict
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamState",
+    "AdamW",
+    "RMSprop",
+    "RMSpropState",
+    "SGDState",
+    "hyperparameter",
+    "load_state_dict",
+    "lr_scheduler",
+    "state_dict",
+]
