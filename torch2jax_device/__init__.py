@@ -184,6 +184,7 @@ __all__ = [
     "load",
     "load_file",
     "load_state",
+    "optim",
     "parameters",
     "pin_memory",
     "porting",

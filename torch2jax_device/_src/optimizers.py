@@ -58,14 +58,30 @@ __all__ = [
 
 
 class SGDState(NamedTuple):
-    """``torch.optim.SGD``'s state: a momentum buffer per parameter, once it stepped."""
+    """``torch.optim.SGD``'s state: a momentum buffer per parameter, once it stepped.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> state = optim.SGD(lr=0.1, momentum=0.9).init({"w": jnp.ones(2)})
+        >>> type(state.inner_state).__name__, state.inner_state.momentum_buffer["w"].tolist()
+        ('SGDState', [0.0, 0.0])
+    """
 
     steps: jax.Array  # updates so far; the first one starts the buffer at the gradient
     momentum_buffer: Any
 
 
 class AdamState(NamedTuple):
-    """``torch.optim.Adam``'s (and ``AdamW``'s) state: step, first and second moments."""
+    """``torch.optim.Adam``'s (and ``AdamW``'s) state: step, first and second moments.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> state = optim.Adam(lr=1e-3).init({"w": jnp.ones(2)})
+        >>> type(state.inner_state).__name__, float(state.inner_state.step)
+        ('AdamState', 0.0)
+    """
 
     step: jax.Array  # float32, as torch keeps it
     exp_avg: Any
@@ -74,7 +90,15 @@ class AdamState(NamedTuple):
 
 class RMSpropState(NamedTuple):
     """``torch.optim.RMSprop``'s state: step, the squares' average and, as asked, the
-    momentum buffer and the gradients' average (``centered``)."""
+    momentum buffer and the gradients' average (``centered``).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> state = optim.RMSprop(lr=1e-2).init({"w": jnp.ones(2)})
+        >>> type(state.inner_state).__name__, state.inner_state.square_avg["w"].tolist()
+        ('RMSpropState', [0.0, 0.0])
+    """
 
     step: jax.Array  # float32, as torch keeps it
     square_avg: Any
@@ -689,6 +713,12 @@ def hyperparameter(leaf: Any) -> float:
 
     The state holds float32 (``0.1`` as ``0.10000000149``); torch's param groups hold
     Python floats. The shortest decimal that is the same float32 is the one given.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from torch2jax_device import optim
+        >>> float(jnp.float32(0.1)), optim.hyperparameter(jnp.float32(0.1))
+        (0.10000000149011612, 0.1)
     """
     return float(str(np.float32(_value(leaf))))
 
