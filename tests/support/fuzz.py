@@ -143,11 +143,11 @@ LAYOUTS = {
 }
 
 
-def draw_leaf(rng: random.Random, *, in_container: bool) -> Leaf:
+def draw_leaf(rng: random.Random, *, in_container: bool, source: str = "") -> Leaf:
     sources = ["torch", "torch", "numpy", "numpy", "jax", "scalar"]
     if in_container:
         sources.append("numpy-scalar")
-    source = rng.choice(sources)
+    source = source or rng.choice(sources)
     layout = rng.choice(LAYOUTS[source])
     name = rng.choice(DTYPES)
     if source == "jax":  # JAX holds no 64-bit data without x64: such a source cannot exist
@@ -564,6 +564,30 @@ SEQUENCES: dict[str, Callable[[list[Any]], Any]] = {
     "Pair(NamedTuple)": lambda items: Pair(*items),
     "Holder(dataclass)": lambda items: Holder(*items),
 }
+#: A Flax NNX module holding JAX arrays: ``Module.to``'s side (torch: buffers of an ``nn.Module``).
+MODULE = "Variables(nnx.Module)"
+
+
+def nnx_module(arrays: list[Any]) -> Any:
+    """A Flax NNX module whose state is ``arrays``, as ``v0``, ``v1``, ... (``Variables(...)``)."""
+    from flax import nnx
+
+    class Variables(nnx.Module):
+        def __init__(self, arrays: list[Any]) -> None:
+            for index, array in enumerate(arrays):
+                setattr(self, f"v{index}", nnx.Variable(array))
+
+    return Variables(arrays)
+
+
+def torch_module(tensors: list[torch.Tensor]) -> torch.nn.Module:
+    """The torch twin of :func:`nnx_module`: the same tensors as buffers ``v0``, ``v1``, ..."""
+    module = torch.nn.Module()
+    for index, tensor in enumerate(tensors):
+        module.register_buffer(f"v{index}", tensor)
+    return module
+
+
 #: The kinds whose constructor takes exactly two items.
 TWO_ITEMS = ("TwoItems(tuple)", "Pair(NamedTuple)", "Holder(dataclass)")
 KEYS = ("x", "label", "b", "a", 3, 1, (0, "k"), None, 2.5)

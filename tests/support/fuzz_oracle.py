@@ -61,6 +61,12 @@ def draw(rng: random.Random) -> Draw:
     args, kwargs = fuzz.draw_call(rng)
     if rng.random() < 0.55:
         return Draw((fuzz.draw_leaf(rng, in_container=False),), None, args, kwargs)
+    if rng.random() < 0.1:  # Module.to
+        count = rng.randint(1, 3)
+        module = [fuzz.draw_leaf(rng, in_container=True, source="jax") for _ in range(count)]
+        return Draw(
+            tuple(module), (fuzz.MODULE, tuple(("leaf", i) for i in range(count))), args, kwargs
+        )
     leaves: list[Leaf] = []
     tree = _draw_tree(rng, leaves, depth=0)
     if not leaves:
@@ -109,6 +115,8 @@ def build_tree(spec: Any, sources: list[Any]) -> Any:
 
 def _tree_expression(spec: Any, leaves: tuple[Leaf, ...]) -> str:
     tag, body = spec
+    if tag == fuzz.MODULE:
+        return f"nnx_module([{', '.join(_tree_expression(child, leaves) for child in body)}])"
     if tag == "leaf":
         return fuzz.describe_source(leaves[body])
     if tag == "value":
@@ -262,7 +270,10 @@ def judge(draw_: Draw, tally: Tally | None = None) -> list[Finding]:
 def _judge(draw_: Draw, tally: Tally | None) -> list[Finding]:
     sources = [fuzz.build_source(leaf) for leaf in draw_.leaves]
     before = [_snapshot(source) for source in sources]
-    root = build_tree(draw_.tree, sources) if draw_.tree is not None else sources[0]
+    if draw_.tree is not None and draw_.tree[0] == fuzz.MODULE:
+        root = fuzz.nnx_module(sources)
+    else:
+        root = build_tree(draw_.tree, sources) if draw_.tree is not None else sources[0]
     args = [fuzz.instantiate(token, "tj") for token in draw_.args]
     kwargs = {key: fuzz.instantiate(token, "tj") for key, token in draw_.kwargs}
     ours = answer(lambda: tj.to_device(root, *args, **kwargs))
@@ -273,6 +284,9 @@ def _judge(draw_: Draw, tally: Tally | None) -> list[Finding]:
             report("input", f"leaf {index}", "leaves its input as it was", "changed the input")
     if draw_.tree is None:
         _judge_leaf(draw_, 0, sources[0], ours, "<root>", report)
+        return findings
+    if draw_.tree[0] == fuzz.MODULE:
+        _judge_module(draw_, sources, root, ours, report)
         return findings
     refused_form = form_refused(draw_)
     if refused_form.error is not None and isinstance(refused_form.error, TypeError):
@@ -445,6 +459,43 @@ def _compare_arrays(
                 f"shares the source's memory: {torch_shares}",
                 f"shares it: {ours_shares}",
             )
+
+
+def _judge_module(
+    draw_: Draw, sources: list[Any], module: Any, ours: Answer, report: _Reporter
+) -> None:
+    """``Module.to``: torch's on a module with the same tensors as buffers, tj's on NNX."""
+    tensors = [fuzz.torch_twin(np.array(source)) for source in sources]
+    torch_module = fuzz.torch_module(tensors)
+    args = [fuzz.instantiate(token, "torch") for token in draw_.args]
+    kwargs = {key: fuzz.instantiate(token, "torch") for key, token in draw_.kwargs}
+    theirs = answer(lambda: torch_module.to(*args, **kwargs))
+    if theirs.error is not None or ours.error is not None:
+        rows = [
+            row for i in range(len(sources)) for row in known_differences.covering(draw_.call(i))
+        ]
+        if not any("error" in row.differs for row in rows):
+            _compare_errors(draw_, 0, theirs, ours, "<root>", report)
+        return
+    if (ours.value is module) != (theirs.value is torch_module):
+        report("identity", "<root>", "returns the module itself", f"returned {ours.value!r}")
+    for index, source in enumerate(sources):
+        tensor = getattr(torch_module, f"v{index}")
+        name = str(tensor.dtype).removeprefix("torch.")
+        if name in known_differences.NARROWED:  # x64-narrowing: torch's .to(32-bit)
+            tensor = tensor.to(fuzz.torch_dtype(known_differences.NARROWED[name]))
+        path = f"<root>.v{index} (leaf {index})"
+        _compare_arrays(
+            draw_.leaves[index],
+            source,
+            tensor,
+            tensor,
+            getattr(module, f"v{index}")[...],
+            frozenset({"alias", "identity"}),  # a module's arrays are replaced in place
+            path,
+            report,
+            reads_a_copy=False,
+        )
 
 
 def _judge_tree(
