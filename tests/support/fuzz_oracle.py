@@ -161,7 +161,7 @@ def _summary(value: Any) -> str:
         )
     if isinstance(value, jax.Array):
         return f"{np.asarray(value).tolist()} {value.dtype} on {tj.device_of(value)}"
-    return repr(value)[:200]
+    return " ".join(repr(value).split())[:200]
 
 
 def answer(function: Any) -> Answer:
@@ -222,10 +222,14 @@ class Finding:
 
     @property
     def kind(self) -> tuple[str, ...]:
-        """The class of the difference, for grouping: what differs, on what data."""
-        leaf = self.draw.leaves[0] if self.path == "<root>" else self._leaf()
+        """The class of the difference, for grouping: what differs, and on what."""
+        if self.aspect.startswith("error"):
+            return (self.aspect, f"torch {_outcome(self.torch)}", f"tj {_outcome(self.ours)}")
+        leaf = self._leaf()
+        if self.aspect in ("passed through", "type", "container type"):
+            return (self.aspect, leaf.source)
         call = self.draw.call(self.draw.leaves.index(leaf))
-        return (self.aspect, leaf.source, _family(call.dtype or leaf.dtype))
+        return (self.aspect, f"{_family(leaf.dtype)} -> {_family(call.dtype or leaf.dtype)}")
 
     def _leaf(self) -> Leaf:
         found = re.search(r"leaf (\d+)", self.path)
@@ -236,6 +240,11 @@ class Finding:
             f"{self.draw.expression()}  # {self.aspect} differs at {self.path}: "
             f"torch {self.torch}; tj {self.ours}"
         )
+
+
+def _outcome(description: str) -> str:
+    """``"raised TypeError: ..."`` -> ``"TypeError"``; ``"returned ..."`` -> ``"returned"``."""
+    return description.split(":")[0].removeprefix("raised ").split(" ")[0]
 
 
 def _family(dtype: str) -> str:
@@ -505,6 +514,7 @@ def _judge_tree(
     if tag == "value" or (
         tag == "leaf" and draw_.leaves[body].source in ("scalar", "numpy-scalar")
     ):
+        path = f"{path} (leaf {body})" if tag == "leaf" else path
         if ours is not source:
             report("passed through", path, f"leaves {source!r} as it is", f"gave {_summary(ours)}")
         return
