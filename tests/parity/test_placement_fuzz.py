@@ -18,7 +18,10 @@ import random
 
 import pytest
 
-from tests.support.fuzz_oracle import Finding, Tally, draw, judge, shrink
+from tests.support.fuzz import Token
+from tests.support.fuzz_oracle import Draw, Finding, Tally, draw, judge, shrink
+from torch2jax_device.porting import known_differences
+from torch2jax_device.porting.known_differences import Leaf
 
 DEFAULT_EXAMPLES = 300
 DEFAULT_SEED = 20261129
@@ -40,7 +43,8 @@ def fuzz(examples: int, seed: int) -> tuple[dict[tuple[str, ...], list[Finding]]
     return found, tally
 
 
-def report(found: dict[tuple[str, ...], list[Finding]], examples: int, seed: int) -> str:
+def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int) -> str:
+    examples = tally.examples
     lines = [
         f"{sum(map(len, found.values()))} differences from torch that no row of "
         f"torch2jax_device/porting/known_differences.py covers, in {len(found)} kinds "
@@ -55,6 +59,10 @@ def report(found: dict[tuple[str, ...], list[Finding]], examples: int, seed: int
             )
         else:
             lines.append(f"- {' / '.join(kind)} ({len(findings)}x)")
+    rows = ", ".join(
+        f"{row} {tally.explained[row]}/{count}" for row, count in sorted(tally.applied.items())
+    )
+    lines.append(f"Rows (differences explained / calls covered): {rows or 'none'}.")
     return "\n".join(lines)
 
 
@@ -63,4 +71,33 @@ def test_to_device_answers_as_torch_or_as_the_table_says() -> None:
     found, tally = fuzz(EXAMPLES, SEED)
     assert tally.examples == EXAMPLES
     if found:
-        pytest.fail(report(found, EXAMPLES, SEED), pytrace=False)
+        pytest.fail(report(found, tally, SEED), pytrace=False)
+
+
+#: ``tj.to_device(np.array([100000.0, 1.0], dtype=np.float32), torch.int8)``: torch wraps 1e5
+#: to -96, tj saturates to 127 (the row ``float-to-int-saturates``).
+SATURATING = Draw(
+    leaves=(Leaf("numpy", "dense", "float32", (100000.0, 1.0), (2,)),),
+    tree=None,
+    args=(Token("dtype", "int8", "torch.{}"),),
+    kwargs=(),
+)
+
+
+def test_a_difference_the_table_explains_passes() -> None:
+    tally = Tally()
+    assert judge(SATURATING, tally) == []
+    assert tally.explained["float-to-int-saturates"] == 1
+
+
+def test_a_difference_no_row_explains_fails_with_a_one_line_reproduction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = tuple(row for row in known_differences.DIFFERENCES if row.id != "float-to-int-saturates")
+    monkeypatch.setattr(known_differences, "DIFFERENCES", rows)
+    (finding,) = judge(SATURATING)
+    assert finding.aspect == "values"
+    assert shrink(finding).reproduction() == (
+        "tj.to_device(np.array([100000.0], dtype=np.float32), torch.int8)  # values differs at "
+        "<root>: torch [-96] int8 on cpu; tj [127] int8 on cpu"
+    )

@@ -251,8 +251,8 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         id="zero-copy-conditions",
         applies=_shares_only_dense_aligned_buffers,
-        what="torch's .to() of an unchanged tensor (or from_numpy view) shares any buffer; "
-        "tj shares only a dense, 64-byte aligned one and copies the rest",
+        what="torch's .to() of an unchanged tensor (a from_numpy view too) shares its buffer, "
+        "whatever its strides; tj shares only a dense, 64-byte aligned one and copies the rest",
         why="JAX arrays have no strides, and JAX's CPU client adopts only aligned buffers",
         docs="known-differences-placement.md#zero-copy-has-conditions",
         differs=frozenset({"alias"}),
