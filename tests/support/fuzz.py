@@ -128,6 +128,7 @@ def edge_values(name: str) -> list[Any]:
 LAYOUTS = {
     "torch": ("dense", "dense", "strided", "transposed", "offset"),
     "numpy": (
+        "odd-strides",
         "dense",
         "dense",
         "fortran",
@@ -154,7 +155,7 @@ def draw_leaf(rng: random.Random, *, in_container: bool, source: str = "") -> Le
         name = rng.choice([dtype for dtype in DTYPES if dtype not in SIXTY_FOUR_BIT])
     if source == "scalar":
         name = rng.choice(["bool", "int64", "float64", "complex128"])  # Python's four numbers
-    if layout == "big-endian":
+    if layout in ("big-endian", "odd-strides"):
         name = rng.choice(["int16", "int32", "int64", "uint16", "float16", "float32", "float64"])
     count = 1 if source in ("scalar", "numpy-scalar") else rng.choice([1, 2, 3, 4])
     pool = edge_values(name)
@@ -261,7 +262,19 @@ def numpy_layout(array: np.ndarray[Any, Any], layout: str) -> np.ndarray[Any, An
         return mapped
     if layout == "misaligned":
         return misaligned(array)
+    if layout == "odd-strides":
+        return odd_strides(array)
     return array
+
+
+def odd_strides(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A 1-d copy of ``array``'s values whose stride is not a multiple of the item size."""
+    flat = array.reshape(-1)
+    stride = array.dtype.itemsize + 1
+    raw = np.zeros(max(flat.size * stride, 1), np.uint8)
+    view = np.ndarray(flat.shape, array.dtype, buffer=raw, strides=(stride,))
+    view[...] = flat
+    return view
 
 
 def misaligned(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -284,7 +297,12 @@ def torch_source(leaf: Leaf, source: Any) -> Any:
     if isinstance(source, torch.Tensor):
         return source
     if leaf.source == "numpy":
-        if source.dtype.byteorder == ">" or any(stride < 0 for stride in source.strides):
+        itemsize = source.dtype.itemsize
+        if (
+            source.dtype.byteorder == ">"
+            or any(stride < 0 for stride in source.strides)
+            or any(stride % itemsize for stride in source.strides)
+        ):
             bits = (
                 source.view(f"u{source.dtype.itemsize}")
                 if hasattr(ml_dtypes, source.dtype.name)
@@ -328,6 +346,7 @@ def describe_source(leaf: Leaf) -> str:
         "big-endian": f"{numpy}.astype({_numpy_dtype_expression(dtype)}.newbyteorder('>'))",
         "memmap": f"memmapped({numpy})",
         "misaligned": f"misaligned({numpy})",
+        "odd-strides": f"odd_strides({numpy})",
     }[leaf.layout]
 
 

@@ -5,8 +5,8 @@ comprehension over the container, as torch code moves a batch), the whole call r
 through ``tj.to_device``, and the two answers are compared part by part: the error (or
 none), device, dtype, shape, values bit for bit (any NaN matches any NaN; ``-0.0`` is not
 ``0.0``), whether the result shares the source's memory or is the source itself, the
-container's type, keys and their order, the source left unchanged, and torch's warning
-that a complex-to-real cast drops the imaginary part. A part that differs is a
+container's type, keys and their order, and the source left unchanged. A part that
+differs is a
 :class:`Finding`, unless a row of the known-differences table covers it
 (``torch2jax_device.porting.known_differences``). :func:`shrink` makes a finding's draw
 smaller while the same kind of difference remains, and :meth:`Finding.reproduction` is
@@ -90,10 +90,12 @@ def _draw_tree(rng: random.Random, leaves: list[Leaf], depth: int) -> Any:
             children.append(("value", rng.choice(CONFIG_VALUES)))
         elif roll < 0.32 and leaves:
             children.append(("leaf", rng.randrange(len(leaves))))  # the same object again
+        elif roll < 0.36 and children and children[-1][0] not in ("leaf", "value"):
+            children.append(children[-1])  # the same container object again
         else:
             leaves.append(fuzz.draw_leaf(rng, in_container=True))
             children.append(("leaf", len(leaves) - 1))
-    if kind in ("dict", "OrderedDict", "defaultdict", "Record(dict)"):
+    if kind in MAPPINGS:
         keys = rng.sample(fuzz.KEYS, len(children))
         return (kind, tuple(zip(keys, children, strict=True)))
     return (kind, tuple(children))
@@ -102,15 +104,21 @@ def _draw_tree(rng: random.Random, leaves: list[Leaf], depth: int) -> Any:
 MAPPINGS, SEQUENCES = fuzz.MAPPINGS, fuzz.SEQUENCES
 
 
-def build_tree(spec: Any, sources: list[Any]) -> Any:
+def build_tree(spec: Any, sources: list[Any], built: dict[int, Any] | None = None) -> Any:
+    """The container ``spec`` describes; a sub-spec met twice is the same object twice."""
+    built = {} if built is None else built
     tag, body = spec
     if tag == "leaf":
         return sources[body]
     if tag == "value":
         return body
-    if tag in MAPPINGS:
-        return MAPPINGS[tag]([(key, build_tree(child, sources)) for key, child in body])
-    return SEQUENCES[tag]([build_tree(child, sources) for child in body])
+    if id(spec) not in built:
+        if tag in MAPPINGS:
+            items = [(key, build_tree(child, sources, built)) for key, child in body]
+            built[id(spec)] = MAPPINGS[tag](items)
+        else:
+            built[id(spec)] = SEQUENCES[tag]([build_tree(child, sources, built) for child in body])
+    return built[id(spec)]
 
 
 def _tree_expression(spec: Any, leaves: tuple[Leaf, ...]) -> str:

@@ -60,6 +60,7 @@ class Leaf:
             ``"scalar"`` (a Python number) or ``"numpy-scalar"``.
         layout: How it lies in memory: ``"dense"``, ``"fortran"``, ``"strided"``,
             ``"transposed"``, ``"offset"``, ``"negative"`` (negative strides),
+            ``"odd-strides"`` (strides that are not a multiple of the item size),
             ``"big-endian"``, ``"memmap"``, ``"misaligned"`` (not 64-byte aligned);
             ``"committed"``/``"uncommitted"`` for JAX arrays; ``"python"``/``"numpy"``
             for numbers.
@@ -246,6 +247,15 @@ DIFFERENCES: tuple[Difference, ...] = (
         what="torch.from_numpy raises ValueError for negative strides; tj reads a copy",
         why="JAX arrays have no strides, so a copy is made anyway",
         docs="known-differences-placement.md#negative-stride-numpy-views-are-converted",
+        instead=_read_as_a_native_dense_copy,
+    ),
+    Difference(
+        id="numpy-odd-strides-converted",
+        applies=lambda call: call.leaf.source == "numpy" and call.leaf.layout == "odd-strides",
+        what="torch.from_numpy raises ValueError for strides that are not a multiple of the "
+        "item size; tj reads a copy",
+        why="JAX arrays have no strides, so a copy is made anyway",
+        docs="known-differences-placement.md#zero-copy-has-conditions",
         instead=_read_as_a_native_dense_copy,
     ),
     Difference(
