@@ -217,9 +217,6 @@ def torch_twin(array: np.ndarray[Any, Any]) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
-_MAPS: list[mmap.mmap] = []
-
-
 def build_source(leaf: Leaf) -> Any:
     """A fresh source object for ``leaf`` (tj's input; ``torch_source`` gives torch's)."""
     array = _stored(leaf)
@@ -254,12 +251,7 @@ def numpy_layout(array: np.ndarray[Any, Any], layout: str) -> np.ndarray[Any, An
     if layout == "big-endian":
         return array.astype(array.dtype.newbyteorder(">"))
     if layout == "memmap":
-        buffer = mmap.mmap(-1, max(array.nbytes, 1))  # anonymous: no file to clean up
-        _MAPS.append(buffer)
-        del _MAPS[:-64]
-        mapped = np.ndarray(array.shape, array.dtype, buffer=buffer)
-        mapped[...] = array
-        return mapped
+        return memmapped(array)
     if layout == "misaligned":
         return misaligned(array)
     if layout == "odd-strides":
@@ -275,6 +267,13 @@ def odd_strides(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     view = np.ndarray(flat.shape, array.dtype, buffer=raw, strides=(stride,))
     view[...] = flat
     return view
+
+
+def memmapped(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A copy of ``array`` in memory-mapped pages (anonymous: no file to clean up)."""
+    mapped = np.ndarray(array.shape, array.dtype, buffer=mmap.mmap(-1, max(array.nbytes, 1)))
+    mapped[...] = array
+    return mapped
 
 
 def misaligned(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -366,7 +365,7 @@ def _literal(value: Any) -> str:
 
 # --- the call --------------------------------------------------------------------------------
 
-#: Device spellings: (torch's, tj's, the device meant: None if it cannot be resolved here).
+#: Device spellings, as a reproduction writes them: (torch's argument, tj's argument).
 DEVICES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     '"cpu"': (lambda: "cpu", lambda: "cpu"),
     '"cpu:0"': (lambda: "cpu:0", lambda: "cpu:0"),
@@ -414,7 +413,7 @@ class Token:
 
     what: str
     value: Any
-    spelling: str = ""  # tj's spelling of a dtype or device
+    spelling: str = ""  # tj's spelling of a dtype (a key of DTYPE_SPELLINGS)
 
 
 def draw_call(rng: random.Random) -> tuple[tuple[Token, ...], tuple[tuple[str, Token], ...]]:

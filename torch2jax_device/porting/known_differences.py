@@ -5,7 +5,7 @@ Each :class:`Difference` row says which calls it covers (a predicate over a
 differs, why, and the heading of ``docs/known-differences*.md`` that documents it. The
 side-by-side fuzzer (``tests/parity/test_placement_fuzz.py``) reads this table: a
 difference from torch that no row covers fails it with a one-line reproduction, and
-``tests/project/test_known_differences.py`` holds the docs to the same rows, so a
+``tests/unit/test_placement_known_differences.py`` holds the docs to the same rows, so a
 documented difference and a tested one cannot drift apart.
 
 The table is data, not behaviour: nothing in the library consults it, and it imports
