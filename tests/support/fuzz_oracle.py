@@ -310,18 +310,20 @@ def _judge(draw_: Draw, tally: Tally | None) -> list[Finding]:
         _compare_errors(draw_, 0, refused_form, ours, "<root>", report)
         return findings
     leaf_answers = {index: _leaf_answer(draw_, index) for index in range(len(draw_.leaves))}
-    refused = [index for index, answered in leaf_answers.items() if answered[1].error is not None]
+    refused = [index for index, answered in leaf_answers.items() if answered.theirs.error]
     if refused or ours.error is not None:
         if not refused:
             moved_none = all(leaf.source in ("scalar", "numpy-scalar") for leaf in draw_.leaves)
             excused = any(
-                "error" in row.differs for answer in leaf_answers.values() for row in answer[2]
+                "error" in row.differs
+                for answered in leaf_answers.values()
+                for row in answered.rows
             )
             if excused or (moved_none and isinstance(ours.error, tj.Torch2JaxDeviceError)):
                 return findings  # a comprehension that calls no .to never reads the arguments
             report("error", "<root>", "moved every leaf", ours.describe())
             return findings
-        _, theirs, rows, _ = leaf_answers[refused[0]]
+        theirs, rows = leaf_answers[refused[0]].theirs, leaf_answers[refused[0]].rows
         if not any("error" in row.differs for row in rows):
             _compare_errors(draw_, refused[0], theirs, ours, f"<root> (leaf {refused[0]})", report)
         return findings
@@ -341,27 +343,44 @@ class _Reporter:
             self.tally.explained[row.id] += 1
 
 
-#: (the call torch's answer is compared with, that answer, the rows, torch's raw answer)
-LeafAnswer = tuple[Call, Answer, list[known_differences.Difference], Answer]
+@dataclasses.dataclass
+class LeafAnswer:
+    """torch's side for one leaf."""
+
+    #: The call torch's answer is compared with (the drawn one, or a row's ``instead``).
+    call: Call
+    #: torch's answer to it.
+    theirs: Answer
+    #: The rows that apply.
+    rows: list[known_differences.Difference]
+    #: torch's answer to the call as drawn.
+    raw: Answer
+    #: Whether tj may keep the source: torch keeps it for the call whose copy-or-keep tj
+    #: follows (``Difference.copies_as_asked``).
+    keeps: bool = True
 
 
 def _leaf_answer(draw_: Draw, index: int) -> LeafAnswer:
-    """(the call torch's answer is compared with, that answer, the rows, the raw answer)."""
     raw_call = draw_.call(index)
     if draw_.leaves[index].source in ("scalar", "numpy-scalar") and draw_.tree is not None:
-        return raw_call, Answer(), [], Answer()  # a container's numbers pass through
+        return LeafAnswer(raw_call, Answer(), [], Answer())  # a container's numbers pass through
     refused = form_refused(draw_)
-    if isinstance(refused.error, TypeError):
-        return raw_call, refused, [], refused  # torch refuses the arguments themselves
+    if isinstance(refused.error, TypeError):  # torch refuses the arguments themselves
+        return LeafAnswer(raw_call, refused, [], refused)
     raw = torch_answer(raw_call, draw_, index)
     if raw.error is not None and not raw.refused_source:  # torch's .to itself raises
-        return raw_call, raw, known_differences.covering(raw_call), raw
-    call, rows = known_differences.instead(raw_call)
+        return LeafAnswer(raw_call, raw, known_differences.covering(raw_call), raw)
+    call, as_asked, rows = known_differences.instead(raw_call)
     if raw.refused_source and call.leaf != raw_call.leaf:  # does torch take the form at all?
         probe = torch_answer(dataclasses.replace(raw_call, leaf=call.leaf), draw_, index)
         if probe.error is not None:
-            return raw_call, probe, rows, probe
-    return call, (raw if call == raw_call else torch_answer(call, draw_, index)), rows, raw
+            return LeafAnswer(raw_call, probe, rows, probe)
+    theirs = raw if call == raw_call else torch_answer(call, draw_, index)
+    if as_asked == call:
+        return LeafAnswer(call, theirs, rows, raw)
+    reference = raw if as_asked == raw_call else torch_answer(as_asked, draw_, index)
+    keeps = reference.error is None and _keeps(*reference.value)
+    return LeafAnswer(call, theirs, rows, raw, keeps)
 
 
 def _judge_leaf(
@@ -373,7 +392,8 @@ def _judge_leaf(
     report: _Reporter,
     answered: LeafAnswer | None = None,
 ) -> None:
-    call, theirs, rows, raw = answered or _leaf_answer(draw_, index)
+    answered = answered or _leaf_answer(draw_, index)
+    theirs, rows, raw = answered.theirs, answered.rows, answered.raw
     if report.tally is not None:
         report.tally.applied.update(row.id for row in rows)
     excused = frozenset().union(*(row.differs for row in rows))
@@ -393,13 +413,18 @@ def _judge_leaf(
             excused,
             path,
             report,
-            reads_a_copy=call.leaf != draw_.leaves[index],
+            may_keep=answered.keeps,
         )
     if len(report.findings) == before:
         shown = [row for row in rows if row.instead is not None and _differs(raw, theirs)]
         shown += [row for row in rows if row.differs and row not in shown]
         for row in shown:
             report.explained(row)
+
+
+def _keeps(source: torch.Tensor, result: torch.Tensor) -> bool:
+    """Whether torch's ``.to`` gave back its source or a tensor sharing its memory."""
+    return result is source or (result.numel() > 0 and result.data_ptr() == source.data_ptr())
 
 
 def _differs(raw: Answer, adjusted: Answer) -> bool:
@@ -438,7 +463,7 @@ def _compare_arrays(
     path: str,
     report: _Reporter,
     *,
-    reads_a_copy: bool,
+    may_keep: bool,
 ) -> None:
     if not isinstance(ours, jax.Array):
         report("type", path, "a tensor", f"{type(ours).__name__}: {_summary(ours)}")
@@ -456,18 +481,22 @@ def _compare_arrays(
         return
     if "values" not in excused and not _same_bits(_plain(theirs), np.asarray(ours)):
         report("values", path, torch_says, we_say)
+    # tj keeps the source where torch keeps it for the call a row names instead (an int64
+    # source narrowed to int32 is a copy, though .to("cpu") keeps it) and, for
+    # x64-narrowing, for the call as asked (.to(float64) of float32 data copies, though
+    # JAX makes it float32): ``may_keep``.
     if leaf.source == "jax":
-        if "identity" not in excused and (ours is source) != (theirs is torch_source):
+        torch_keeps = theirs is torch_source  # immutable: the same array cannot change
+        if "identity" not in excused and (ours is source) != torch_keeps:
             report(
                 "identity",
                 path,
-                f"is the source: {theirs is torch_source}",
+                f"is the source: {torch_keeps}",
                 f"is the source: {ours is source}",
             )
     elif "alias" not in excused and leaf.source in ("torch", "numpy"):
-        # where a row has torch read a copy of the source, torch shares none of the source
         torch_shares = theirs.data_ptr() == torch_source.data_ptr() and theirs.numel() > 0
-        torch_shares = torch_shares and not reads_a_copy
+        torch_shares = torch_shares and may_keep
         ours_shares = theirs.numel() > 0 and ours.unsafe_buffer_pointer() == _pointer(source)
         if torch_shares != ours_shares:
             report(
@@ -511,7 +540,7 @@ def _judge_module(
             frozenset({"alias", "identity"}),  # a module's arrays are replaced in place
             path,
             report,
-            reads_a_copy=False,
+            may_keep=True,
         )
 
 

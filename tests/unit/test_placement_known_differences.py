@@ -50,6 +50,9 @@ def test_row_ids_are_unique() -> None:
 
 def test_rows_apply_in_order_a_containers_int64_leaf_keeps_its_dtype_then_narrows() -> None:
     leaf = Leaf(source="torch", layout="dense", dtype="int64", values=(1,), shape=(1,))
-    call, rows = instead(Call(leaf=leaf, device='"cpu"', dtype="float16", in_container=True))
+    call, as_asked, rows = instead(
+        Call(leaf=leaf, device='"cpu"', dtype="float16", in_container=True)
+    )
     assert call.dtype == "int32"
+    assert as_asked.dtype is None  # tj copies or keeps the int64 leaf as its .to("cpu") does
     assert [row.id for row in rows] == ["container-casts-floats-only", "x64-narrowing"]

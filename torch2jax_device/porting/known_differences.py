@@ -120,6 +120,10 @@ class Difference:
         differs: The parts of the outcome not compared where the row applies.
         instead: The torch call whose answer tj gives where the row applies: the fuzzer
             compares with it, strictly.
+        copies_as_asked: tj copies a NumPy array's or tensor's memory (rather than sharing
+            it) wherever torch copies for the call as it was before ``instead`` rewrote it:
+            ``.to(torch.float64)`` of float32 data is a copy in both, though JAX makes it
+            float32 (an immutable JAX array may come back as itself).
     """
 
     id: str
@@ -129,6 +133,7 @@ class Difference:
     docs: str
     differs: frozenset[str] = frozenset()
     instead: Callable[[Call], Call] | None = None
+    copies_as_asked: bool = False
 
     def __post_init__(self) -> None:
         if not self.differs <= ASPECTS:
@@ -211,6 +216,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         why="JAX has no 64-bit dtypes unless jax_enable_x64 is on (its default is off)",
         docs="known-differences-placement.md#int64-becomes-int32",
         instead=_narrowed,
+        copies_as_asked=True,
     ),
     Difference(
         id="python-int-needs-64-bits",
@@ -362,15 +368,19 @@ def covering(call: Call) -> list[Difference]:
     return [row for row in DIFFERENCES if row.applies(call)]
 
 
-def instead(call: Call) -> tuple[Call, list[Difference]]:
-    """The torch call whose answer tj gives for ``call``, and the rows that apply.
+def instead(call: Call) -> tuple[Call, Call, list[Difference]]:
+    """The torch call whose answer tj gives for ``call``; the one whose copy-or-keep tj
+    follows too (see ``Difference.copies_as_asked``); and the rows that apply.
 
     Which rows apply is decided on ``call`` itself; their ``instead`` then rewrite it in
     the table's order: a container keeps an int64 leaf's dtype
     (``container-casts-floats-only``), then JAX narrows that dtype (``x64-narrowing``).
     """
     rows = covering(call)
+    as_asked = None
     for row in rows:
         if row.instead is not None:
+            if row.copies_as_asked and as_asked is None:
+                as_asked = call
             call = row.instead(call)
-    return call, rows
+    return call, (call if as_asked is None else as_asked), rows
