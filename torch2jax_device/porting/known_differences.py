@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -146,8 +147,15 @@ def is_inexact(dtype: str) -> bool:
     return dtype.startswith(_INEXACT_PREFIXES)
 
 
-def _number(value: Any) -> float:
-    return float(value.real) if isinstance(value, complex) else float(value)
+def _number(value: Any, *, single: bool = False) -> float:
+    """The real part as a float; ``single``: rounded to float32, as a Python number becomes."""
+    number = float(value.real) if isinstance(value, complex) else float(value)
+    if not single or not math.isfinite(number):
+        return number
+    try:
+        return float(struct.unpack("f", struct.pack("f", number))[0])
+    except OverflowError:
+        return math.copysign(math.inf, number)
 
 
 def _kept_by_a_container(call: Call) -> bool:
@@ -166,7 +174,8 @@ def _out_of_integer_range(call: Call) -> bool:
     if target not in INTEGER_RANGES or not is_inexact(call.leaf.dtype):
         return False
     low, high = INTEGER_RANGES[target]
-    numbers = [_number(value) for value in call.leaf.values]
+    single = call.leaf.source == "scalar"  # torch.tensor(0.1) and JAX make a Python float32
+    numbers = [_number(value, single=single) for value in call.leaf.values]
     return any(not math.isfinite(x) or not low - 1 < x < high + 1 for x in numbers)
 
 
