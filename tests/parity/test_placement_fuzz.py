@@ -74,30 +74,30 @@ def test_to_device_answers_as_torch_or_as_the_table_says() -> None:
         pytest.fail(report(found, tally, SEED), pytrace=False)
 
 
-#: ``tj.to_device(np.array([100000.0, 1.0], dtype=np.float32), torch.int8)``: torch wraps 1e5
-#: to -96, tj saturates to 127 (the row ``float-to-int-saturates``).
-SATURATING = Draw(
-    leaves=(Leaf("numpy", "dense", "float32", (100000.0, 1.0), (2,)),),
+#: ``tj.to_device(np.array([2**40, 1]), "cpu")``: torch keeps int64; JAX without x64 makes
+#: int32, with the values torch's ``.to(torch.int32)`` gives (the row ``x64-narrowing``).
+NARROWING = Draw(
+    leaves=(Leaf("numpy", "dense", "int64", (2**40, 1), (2,)),),
     tree=None,
-    args=(Token("dtype", "int8", "torch.{}"),),
+    args=(Token("device", '"cpu"'),),
     kwargs=(),
 )
 
 
 def test_a_difference_the_table_explains_passes() -> None:
     tally = Tally()
-    assert judge(SATURATING, tally) == []
-    assert tally.explained["float-to-int-saturates"] == 1
+    assert judge(NARROWING, tally) == []
+    assert tally.explained["x64-narrowing"] == 1
 
 
 def test_a_difference_no_row_explains_fails_with_a_one_line_reproduction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rows = tuple(row for row in known_differences.DIFFERENCES if row.id != "float-to-int-saturates")
+    rows = tuple(row for row in known_differences.DIFFERENCES if row.id != "x64-narrowing")
     monkeypatch.setattr(known_differences, "DIFFERENCES", rows)
-    (finding,) = judge(SATURATING)
-    assert finding.aspect == "values"
+    (finding,) = judge(NARROWING)
+    assert finding.aspect == "dtype"
     assert shrink(finding).reproduction() == (
-        "tj.to_device(np.array([100000.0], dtype=np.float32), torch.int8)  # values differs at "
-        "<root>: torch [-96] int8 on cpu; tj [127] int8 on cpu"
+        'tj.to_device(np.array([1099511627776], dtype=np.int64), "cpu")  # dtype differs at '
+        "<root>: torch [1099511627776] int64 on cpu; tj [0] int32 on cpu"
     )
