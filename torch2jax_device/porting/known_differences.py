@@ -195,6 +195,15 @@ def _shares_only_dense_aligned_buffers(call: Call) -> bool:
     return call.leaf.source in ("numpy", "torch") and call.leaf.layout not in ("dense",)
 
 
+def _bare_number_first(call: Call) -> bool:
+    """``x.to(True)``, ``x.to(False, ...)`` or ``x.to(1, True)``: a number where torch's
+    parser looks for a dtype."""
+    parts = call.form.split(", ")
+    if parts[0] in ("True", "False"):
+        return True
+    return parts[0].lstrip("-").isdigit() and len(parts) > 1 and parts[1] in ("True", "False")
+
+
 def _big_python_int(call: Call) -> bool:
     low, high = INTEGER_RANGES["int32"]
     leaf = call.leaf
@@ -313,13 +322,14 @@ DIFFERENCES: tuple[Difference, ...] = (
         differs=frozenset({"error"}),
     ),
     Difference(
-        id="bare-bool-is-no-dtype",
-        applies=lambda call: call.form.split(",")[0] in ("True", "False"),
-        what="x.to(True) and x.to(False) cast to torch.bool (torch's parser takes a Python "
-        "bool where it wants a dtype); tj raises tj.DeviceTypeError",
-        why="a bare flag is almost always a misplaced non_blocking or copy: guessing a cast "
-        "would be silent",
-        docs="known-differences-placement.md#a-bare-true-or-false-is-not-a-dtype",
+        id="bare-number-is-no-dtype",
+        applies=_bare_number_first,
+        what="x.to(True) casts to torch.bool and x.to(1, True) to torch.int64 (torch's parser "
+        "reads a Python bool or int before a flag as its type's dtype); tj reads a bool as "
+        "no device (tj.DeviceTypeError) and an int as a device index, as torch reads x.to(1)",
+        why="a guessed cast would be silent; a lone flag is almost always a misplaced "
+        "non_blocking or copy",
+        docs="known-differences-placement.md#a-bare-true-false-or-integer-is-not-a-dtype",
         differs=frozenset({"error"}),
     ),
     Difference(
