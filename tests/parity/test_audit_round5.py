@@ -495,12 +495,15 @@ def test_the_forms_torch_takes_still_work() -> None:
     assert tj.to_device(x, dtype="float16").dtype == np.float16
 
 
-def test_a_model_refuses_copy_as_module_to_does() -> None:
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_model_refuses_copy_as_module_to_does(copy: bool) -> None:
+    """torch's Module.to refuses a copy argument at all, True or False (found by the
+    fuzzer: copy=False was taken)."""
     from flax import nnx
 
-    torch_outcome = run(lambda: torch.nn.Linear(2, 3).to("cpu", copy=True))
+    torch_outcome = run(lambda: torch.nn.Linear(2, 3).to("cpu", copy=copy))
     model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
-    outcome = run(lambda: tj.to_device(model, "cpu", copy=True))
+    outcome = run(lambda: tj.to_device(model, "cpu", copy=copy))
     assert_same_outcome(torch_outcome, outcome)
     assert "nnx.clone(model)" in str(outcome.error)
     batch = tj.to_device({"model": model}, "cpu", copy=True)  # inside a batch: moved in place

@@ -55,7 +55,7 @@ def to_device(
     device: Any = None,
     dtype: Any = None,
     non_blocking: bool = False,
-    copy: bool = False,
+    copy: Any = _NOT_GIVEN,  # a bool, False unless given (a model refuses it given)
     *,
     memory_format: Any = _NOT_GIVEN,
     other: Any = _NOT_GIVEN,
@@ -139,7 +139,8 @@ def to_device(
         non_blocking: Return at once, while transfers run (JAX transfers are
             asynchronous); ``False`` returns once the data is on the device.
         copy: Always copy, even when nothing else changes (``Tensor.to(copy=True)``).
-            Not for a model (``Module.to`` takes none).
+            ``False`` unless given; not for a model (``Module.to`` takes none, ``True``
+            or ``False``).
         memory_format: A ``torch.memory_format``, taken for ported code and without
             effect: JAX arrays have no strides (XLA lays out each buffer itself, in
             channels-last order for GPU convolutions where that is faster), and the
@@ -168,8 +169,9 @@ def to_device(
             after ``other`` (``to_device(x, other, dtype)``), or ``other=`` as a keyword.
         InvalidDeviceError: ``device`` is a dtype's name (``"float16"``), which torch's
             ``.to`` refuses as an invalid device string.
-        UnsupportedOperationError: ``copy=True`` for an NNX or Equinox model (torch's
-            ``Module.to`` raises ``RuntimeError``: it takes no ``copy``).
+        UnsupportedOperationError: ``copy`` given at all (``True`` or ``False``) for an
+            NNX or Equinox model (torch's ``Module.to`` raises ``RuntimeError``: it takes
+            no ``copy``).
 
     Warns:
         DtypeNarrowingWarning: once per dtype, when int64 data, float64 tensors or an
@@ -202,18 +204,21 @@ def to_device(
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
     """
+    copy_given = copy is not _NOT_GIVEN
+    if not copy_given:
+        copy = False
     device, dtype, non_blocking, copy = to_forms.read_call(device, dtype, non_blocking, copy, other)
     if memory_format is not _NOT_GIVEN:
         if device is None:  # torch's .to(memory_format=...): the device stays
             device = _KEEP
         if memory_format is not None:
             to_forms.check_memory_format(obj, memory_format)
-    if copy and (is_nnx_module(obj) or is_equinox_module(obj)):
+    if copy_given and (is_nnx_module(obj) or is_equinox_module(obj)):
         raise UnsupportedOperationError(
-            f"to_device({type_name(obj)}, copy=True): Module.to does not accept copy (torch "
-            "raises RuntimeError: .to() does not accept copy argument), and an NNX model "
-            "moves in place. Fix: drop copy=True; to move a copy, copy the model first "
-            "(nnx.clone(model); for Equinox, jax.tree.map(jnp.copy, model))"
+            f"to_device({type_name(obj)}, copy={copy}): Module.to does not accept copy, "
+            "True or False (torch raises RuntimeError: .to() does not accept copy argument), "
+            "and an NNX model moves in place. Fix: drop copy; to move a copy, copy the model "
+            "first (nnx.clone(model); for Equinox, jax.tree.map(jnp.copy, model))"
         )
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)

@@ -66,6 +66,7 @@ def read_call(
         _check_flags(non_blocking, copy)
         return device, dtype, non_blocking, copy
     if isinstance(device, str):
+        _check_flags(non_blocking, copy)  # torch's parser refuses bad flags first
         _refuse_dtype_name(device)
     positional = is_array(device) or _is_dtype(device)
     if positional and isinstance(dtype, bool):
@@ -96,7 +97,9 @@ def read_call(
 def _flag_or(non_blocking: Any, copy: Any) -> Any:
     """The third positional argument of ``.to(dtype, non_blocking, copy)``: ``copy``
     (``to_device``'s ``non_blocking`` slot), or the ``copy=`` keyword when it is not given."""
-    if not isinstance(non_blocking, bool) or not isinstance(copy, bool):
+    if type(copy) is not bool:
+        return copy  # refused by _check_flags, named as copy, with the value in its message
+    if type(non_blocking) is not bool:
         return non_blocking  # refused by _check_flags with the value in its message
     return non_blocking or copy
 

@@ -10,4 +10,7 @@ script and for the documentation, loaded when asked for (``tj.porting``).
   proposes findings per catalog section, ``_plan`` and ``_startup`` decide which
   rewrites stand, ``_rewrites`` composes them inside out;
 * ``guide``: renders the catalog as the migration guide's tables.
+* ``known_differences``: where ``tj.to_device`` answers differently from torch's
+  ``Tensor.to``, as one table (which calls, what differs, why, the docs heading), read by
+  the side-by-side fuzzer and held to ``docs/known-differences*.md`` by a test.
 """
