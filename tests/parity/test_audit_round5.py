@@ -530,3 +530,17 @@ def test_channels_last_refuses_a_bare_number_as_a_0d_tensor(number: Any) -> None
         theirs = run(lambda fmt=memory_format: torch.tensor(number).to(memory_format=fmt))
         ours = run(lambda fmt=memory_format: tj.to_device(number, memory_format=fmt))
         assert_same_outcome(theirs, ours)
+
+
+def test_a_complex_tensor_cast_to_real_is_a_copy_as_torchs() -> None:
+    """Found by the fuzzer: the real part of a complex tensor is a view, and the cast
+    shared it, so a later write to the tensor changed the result; torch's cast copies."""
+    theirs_source = torch.tensor([1.5 + 2j])
+    ours_source = torch.tensor([1.5 + 2j])
+    with pytest.warns(UserWarning):
+        theirs = theirs_source.to(torch.float32)
+    with pytest.warns(tj.ComplexCastWarning):
+        ours = tj.to_device(ours_source, torch.float32)
+    theirs_source[0] = 9
+    ours_source[0] = 9
+    assert np.asarray(ours).tolist() == theirs.tolist() == [1.5]

@@ -134,15 +134,16 @@ def cast_tensor(tensor: Any, dtype: np.dtype[Any]) -> Any:
     if tensor.dtype == target or not _plain(torch, tensor):
         return tensor
     tensor = tensor.detach()
-    if tensor.is_complex() and dtype.kind not in "cb":  # torch's bool takes both parts
+    real_part = tensor.is_complex() and dtype.kind not in "cb"  # torch's bool takes both parts
+    if real_part:
         _warn_complex(tensor.dtype, dtype)
-        tensor = tensor.real
+        tensor = tensor.real  # a view: copied below, as torch's cast copies
     if isinstance(target, torch.dtype) and computes(torch, target):
-        return tensor.to(target)
+        return tensor.to(target, copy=real_part)
     wide_integer = not tensor.is_floating_point() and tensor.element_size() == 8
     if wide_integer and dtypes.is_inexact(dtype):
         return tensor.to(torch.float32)
-    return tensor
+    return tensor.clone() if real_part else tensor
 
 
 def _plain(torch: Any, tensor: Any) -> bool:

@@ -53,8 +53,8 @@ _KEEP, _NOT_GIVEN = to_forms.KEEP, to_forms.NOT_GIVEN
 def to_device(
     obj: Any,
     device: Any = None,
-    dtype: Any = None,
-    non_blocking: bool = False,
+    dtype: Any = _NOT_GIVEN,  # None unless given: torch's parser tells the two apart
+    non_blocking: Any = _NOT_GIVEN,  # a bool, False unless given
     copy: Any = _NOT_GIVEN,  # a bool, False unless given (a model refuses it given)
     *,
     memory_format: Any = _NOT_GIVEN,
@@ -204,10 +204,9 @@ def to_device(
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
     """
-    copy_given = copy is not _NOT_GIVEN
-    if not copy_given:
-        copy = False
-    device, dtype, non_blocking, copy = to_forms.read_call(device, dtype, non_blocking, copy, other)
+    device, dtype, non_blocking, copy, copy_given = to_forms.read_call(
+        device, dtype, non_blocking, copy, other
+    )
     if memory_format is not _NOT_GIVEN:
         if device is None:  # torch's .to(memory_format=...): the device stays
             device = _KEEP

@@ -45,15 +45,22 @@ _PLACES = (jax.sharding.Sharding, jax.Device, Device)
 
 def read_call(
     device: Any, dtype: Any, non_blocking: Any, copy: Any, other: Any = NOT_GIVEN
-) -> tuple[Any, Any, bool, bool]:
-    """``to_device``'s arguments as (device or ``KEEP``, dtype, non_blocking, copy).
+) -> tuple[Any, Any, bool, bool, bool]:
+    """``to_device``'s arguments as (device or ``KEEP``, dtype, non_blocking, copy, and
+    whether a ``copy`` was given at all, which a model refuses as torch's ``Module.to``
+    does).
 
-    ``other`` is the ``other=`` keyword, which torch refuses (``other`` is positional).
+    ``dtype``, ``non_blocking`` and ``copy`` are ``NOT_GIVEN`` where the call left them
+    out: torch's parser tells ``x.to(torch.float16, None)`` (refused) from
+    ``x.to(torch.float16)``, and so must this. ``other`` is the ``other=`` keyword, which
+    torch refuses (``other`` is positional).
 
     Raises:
         ArgumentTypeError: a call torch's ``.to`` refuses with ``TypeError``: ``non_blocking``
-            or ``copy`` not a bool, a dtype after ``other`` (``x.to(other, dtype)``), or
-            ``other=`` as a keyword.
+            or ``copy`` not a bool, a dtype after ``other`` (``x.to(other, dtype)``), a bool
+            where a device's dtype goes (``x.to("cpu", False)``), or ``other=`` as a keyword.
+        DTypeError: a ``dtype`` that is no dtype, before the device is read (torch's
+            parser refuses the call first).
         InvalidDeviceError: a dtype name where the device goes (``x.to("float16")``), which
             torch refuses as an invalid device string.
     """
@@ -62,36 +69,51 @@ def read_call(
             "to_device(x, other=...): torch's .to() takes other only as its first argument "
             "(x.to(other=y) raises TypeError). Fix: tj.to_device(x, other)"
         )
-    if isinstance(device, _PLACES):  # the common case, first: a loader asks for every batch
-        _check_flags(non_blocking, copy)
-        return device, dtype, non_blocking, copy
-    if isinstance(device, str):
-        _check_flags(non_blocking, copy)  # torch's parser refuses bad flags first
-        _refuse_dtype_name(device)
-    positional = is_array(device) or _is_dtype(device)
-    if positional and isinstance(dtype, bool):
-        # torch's positional .to(dtype, non_blocking, copy) and .to(other, non_blocking, copy)
-        dtype, non_blocking, copy = None, dtype, _flag_or(non_blocking, copy)
-    _check_flags(non_blocking, copy)
-    if is_array(device):
-        if dtype is not None:
+    copy_given = copy is not NOT_GIVEN
+    copy = False if copy is NOT_GIVEN else copy
+    if is_array(device) or _is_dtype(device):  # .to(dtype, non_blocking, copy), .to(other, ...)
+        # Given, to_device's dtype and non_blocking slots hold torch's positional
+        # non_blocking and copy here; without the dtype slot, non_blocking is the keyword.
+        torch_non_blocking: Any = dtype
+        if dtype is NOT_GIVEN:
+            torch_non_blocking = False if non_blocking is NOT_GIVEN else non_blocking
+        elif dtype is not None and not isinstance(dtype, bool):
+            if is_array(device):
+                raise ArgumentTypeError(
+                    f"to_device(x, other, {dtype!r}): torch's .to(other, ...) takes no dtype "
+                    "(the result has other's dtype and device; its next argument is "
+                    "non_blocking), and raises TypeError. Fix: tj.to_device(x, "
+                    "tj.device_of(other), dtype)"
+                )
             raise ArgumentTypeError(
-                f"to_device(x, other, {dtype!r}): torch's .to(other, ...) takes no dtype (the "
-                "result has other's dtype and device; its next argument is non_blocking), and "
-                "raises TypeError. Fix: tj.to_device(x, tj.device_of(other), dtype)"
+                f"to_device(x, {device!r}, {dtype!r}): after a dtype, torch's .to(dtype, "
+                "non_blocking, copy) takes the flags (bools), and raises TypeError. Fix: "
+                "tj.to_device(x, device, dtype) to place and cast, or tj.to_device(x, dtype)"
             )
-        return (device_of(device) or KEEP), device.dtype, non_blocking, copy
-    if positional and dtype is not None:
+        else:
+            copy_given = copy_given or non_blocking is not NOT_GIVEN
+            copy = _flag_or(False if non_blocking is NOT_GIVEN else non_blocking, copy)
+        _check_flags(torch_non_blocking, copy)  # None as non_blocking is refused here
+        flags = bool(torch_non_blocking), bool(copy), copy_given
+        if is_array(device):
+            return (device_of(device) or KEEP), device.dtype, *flags
+        return KEEP, device, *flags
+    dtype = None if dtype is NOT_GIVEN else dtype
+    non_blocking = False if non_blocking is NOT_GIVEN else non_blocking
+    _check_flags(non_blocking, copy)  # torch's parser refuses bad flags first
+    if isinstance(dtype, bool):
         raise ArgumentTypeError(
-            f"to_device(x, {device!r}, {dtype!r}): after a dtype, torch's .to(dtype, "
-            "non_blocking, copy) takes the flags (bools), and raises TypeError. Fix: "
-            "tj.to_device(x, device, dtype) to place and cast, or tj.to_device(x, dtype)"
+            f"to_device(x, {device!r}, {dtype!r}): a bool where the dtype goes (torch's "
+            f".to(device, dtype, non_blocking, copy) raises TypeError). Fix: "
+            f"tj.to_device(x, {device!r}, non_blocking={dtype!r}) or pass a dtype"
         )
-    if positional:
-        return KEEP, device, non_blocking, copy
+    if dtype is not None:
+        dtypes.to_numpy_dtype(dtype)  # DTypeError for what is no dtype, as torch's parser
+    if isinstance(device, str):
+        _refuse_dtype_name(device)
     if device is None and dtype is not None:
-        return KEEP, dtype, non_blocking, copy
-    return device, dtype, non_blocking, copy
+        return KEEP, dtype, non_blocking, copy, copy_given
+    return device, dtype, non_blocking, copy, copy_given
 
 
 def _flag_or(non_blocking: Any, copy: Any) -> Any:
