@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support.deadlines import deadline
 from tests.support.distributed.launch import launch, results
 from tests.support.examples import EXAMPLES, ExampleRunner, example_environment
 
@@ -52,7 +51,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, examples: ExampleRunner) -> d
     first = ("--epochs", str(RESUMED_AT), "--init", init)
     single = examples.start("trainer_port.py", *first, "--out-dir", str(single_dir))
     job = _port_job(*first, "--out-dir", str(job_dir))
-    single_summary = _summary(single.output(timeout=deadline(240)))
+    single_summary = _summary(single.output(limit_s=240))
     saved = f"checkpoint-{RESUMED_AT}.pt"
     theirs = str(torch_dir / saved)
     resumed = {
@@ -72,7 +71,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, examples: ExampleRunner) -> d
         "single": single_summary,
         "job": job,
         "job_from_torch": job_from_torch,
-        **{name: _summary(run.output(timeout=deadline(240))) for name, run in resumed.items()},
+        **{name: _summary(run.output(limit_s=240)) for name, run in resumed.items()},
     }
 
 

@@ -82,7 +82,8 @@ def test_load_state_copies_what_torch_later_changes_in_place(source: str) -> Non
 
 def test_load_state_shares_only_when_asked() -> None:
     twin = SmallTwin()
-    model = tj.load_state(Small(), twin.state_dict(), copy=False)
+    with tj.device("cpu"):  # where the twin's tensors are, also where JAX's default is a GPU
+        model = tj.load_state(Small(), twin.state_dict(), copy=False)
     with torch.no_grad():
         twin.bn.running_mean.add_(1.0)  # needs no transpose: shared through DLPack
     np.testing.assert_array_equal(np.asarray(model.bn.mean[...]), twin.bn.running_mean.numpy())
