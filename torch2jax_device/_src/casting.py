@@ -194,6 +194,11 @@ def _torch_values(values: Any, dtype: np.dtype[Any], xp: Any) -> Any:
         return _e8m0fnu(values.astype(np.float32), xp)
     if xp is np:
         return _numpy_astype(values, dtype)
+    if source.itemsize == 1 and dtype.itemsize == 1 and dtypes.is_inexact(dtype):
+        # Between 8-bit floats through float32, which holds each exactly: XLA's CPU
+        # compiler, unoptimized, drops the sign of what underflows (fnuz -> e5m2 gave +0
+        # where torch, and optimized XLA, give -0).
+        values = values.astype(np.float32)
     return values.astype(dtype)
 
 

@@ -204,6 +204,8 @@ def to_device(
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
     """
+    if memory_format is not _NOT_GIVEN:
+        to_forms.check_memory_format_kind(memory_format)  # torch's parser, first
     device, dtype, non_blocking, copy, copy_given = to_forms.read_call(
         device, dtype, non_blocking, copy, other
     )

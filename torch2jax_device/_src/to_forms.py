@@ -20,7 +20,7 @@ from .device import Device
 from .errors import ArgumentTypeError, DTypeError, InvalidDeviceError, MemoryFormatError
 from .location import device_of, is_array
 
-__all__ = ["KEEP", "NOT_GIVEN", "check_memory_format", "read_call"]
+__all__ = ["KEEP", "NOT_GIVEN", "check_memory_format", "check_memory_format_kind", "read_call"]
 
 
 class _Keep:
@@ -180,6 +180,19 @@ _MEMORY_FORMATS = {
 }
 
 
+def check_memory_format_kind(memory_format: Any) -> None:
+    """A ``memory_format`` that is none of torch's, refused as torch's parser refuses it:
+    before anything else of the call is read."""
+    if memory_format is None:
+        return
+    if type(memory_format).__name__ != "memory_format" or str(memory_format) not in _MEMORY_FORMATS:
+        raise MemoryFormatError(
+            f"to_device(): memory_format must be a torch.memory_format (torch.channels_last, "
+            f"torch.contiguous_format, torch.preserve_format) or None, not "
+            f"{type_name(memory_format)} {memory_format!r}"
+        )
+
+
 def check_memory_format(obj: Any, memory_format: Any) -> None:
     """torch's checks of ``memory_format=``, which changes nothing here.
 
@@ -187,13 +200,8 @@ def check_memory_format(obj: Any, memory_format: Any) -> None:
     channels-last for convolutions where that is faster), so every format gives the same
     arrays, as torch gives the same values.
     """
+    check_memory_format_kind(memory_format)
     name = str(memory_format)
-    if type(memory_format).__name__ != "memory_format" or name not in _MEMORY_FORMATS:
-        raise MemoryFormatError(
-            f"to_device(): memory_format must be a torch.memory_format (torch.channels_last, "
-            f"torch.contiguous_format, torch.preserve_format) or None, not "
-            f"{type_name(memory_format)} {memory_format!r}"
-        )
     rank = _MEMORY_FORMATS[name]
     single = is_array(obj) or type(obj) in _NUMBERS  # a bare number is a 0-d array
     if rank is not None and single and np.ndim(obj) != rank:
