@@ -17,6 +17,7 @@ from . import (
     feeding,
     libraries,
     names,
+    optimizers,
     placement,
 )
 from .base import Recogniser
@@ -72,6 +73,8 @@ class Detector(Recogniser):
             return False  # `if xm is not None:` tests a guarded import, uses nothing
         if call is not None and self.custom_call(call, name):
             return True
+        if call is not None and optimizers.constructor(self, call, name):
+            return True
         if dlpack.exchange(self, node, name, call):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
@@ -115,6 +118,7 @@ class Detector(Recogniser):
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
+        environment.variables_updated(self, node)
         device_strings.string_test(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
@@ -149,8 +153,14 @@ class Detector(Recogniser):
             self.add(call, "cuda-stream", position=where)
         elif name == "no_sync" and not call.args:
             self.add(call, "ddp-no-sync", position=where)
+        elif optimizers.state_call(self, call, method):
+            pass
         elif name == "load_state_dict":
             checkpoints.load_state_call(self, call, method, where)
+        elif name == "to_empty":
+            self.add(call, "module-to-empty", position=where)
+        elif name in distributed.MESH_METHODS and distributed.mesh_query(self, call, method):
+            pass
         elif name == "parameters" and bare:
             placement.parameters_call(self, call, where)
         elif name == "full_tensor" and not call.args:
