@@ -398,3 +398,15 @@ def test_the_seed_advice_keeps_torch_seeding_the_dataloaders_shuffle() -> None:
     seed = next(f for f in found if f.rule == "manual-seed")
     assert "jax.random.key(0)" in seed.replacement
     assert "DataLoader's shuffle" in seed.replacement
+
+
+def test_launcher_variables_named_as_the_keys_of_a_dict_are_reported() -> None:
+    """``{"NCCL_DEBUG": "WARN"}`` written into ``os.environ`` item by item."""
+    source = """\
+    import os
+    NCCL_SETTINGS = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+    LABELS = {"train": 1, "HOME": 2}
+    for key, value in NCCL_SETTINGS.items():
+        os.environ[key] = value
+    """
+    assert [(f.line, f.rule) for f in scan_text(source)] == [(2, "dist-env")]

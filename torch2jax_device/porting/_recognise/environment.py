@@ -105,10 +105,15 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
     return True
 
 
-def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set) -> None:
-    """The launcher's variables named in data: ``for key in ("RANK", "WORLD_SIZE"):``."""
-    named = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    found = [_ENVIRONMENT[v][0] for v in named if v in _ENVIRONMENT]
+def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set | ast.Dict) -> None:
+    """The launcher's variables named in data: ``for key in ("RANK", "WORLD_SIZE"):``, the
+    keys of ``{"NCCL_DEBUG": "WARN"}`` written into ``os.environ`` in a loop."""
+    parent = r.parent(node)
+    if isinstance(parent, ast.Assign) and isinstance(parent.targets[0], (ast.Tuple, ast.List)):
+        return  # key, value = "NCCL_DEBUG", "INFO": reported where os.environ[key] is written
+    elements = node.keys if isinstance(node, ast.Dict) else node.elts
+    named = [e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    found = [known[0] for known in map(_variable, named) if known is not None]
     if found and set(found) <= {"dist-env", "dist-local-rank"}:
         r.add(node, "dist-env")
 

@@ -245,7 +245,14 @@ class Detector(Recogniser):
 
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
+        if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
+            environment.variable_names(self, node)
         self.generic_visit(node)
+
+
+def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:
+    parent = r.parent(node)
+    return isinstance(parent, ast.Call) and r.qualname(parent.func) == "os.environ.update"
 
 
 def _tests_presence(node: ast.AST | None) -> bool:
