@@ -91,6 +91,35 @@ def test_ascend_and_intel_runtime_lines_get_the_accelerator_advice() -> None:
     _advice_only(DEVICE_HELPER)
 
 
+@pytest.mark.idiom("accelerator-set-device-index")
+@pytest.mark.idiom("accelerator-device-count")
+def test_a_device_module_chosen_by_name_gets_the_accelerator_advice() -> None:
+    """``device_module = getattr(torch, device_type)`` (torchtitan, DeepSpeed's
+    accelerator abstraction): torch.cuda, torch.xpu or torch.npu, known at run time only."""
+    source = """\
+    import torch
+
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    device_module = getattr(torch, device_type)
+    dtype = getattr(torch, "float16")
+
+    def setup(local_rank):
+        device_module.set_device(local_rank)
+        count = device_module.device_count()
+        device_module.empty_cache()
+        return count, dtype.itemsize
+    """
+    found = {f.line: f for f in scan_text(source) if f.line > 4}
+    assert {line: f.rule for line, f in found.items()} == {
+        8: "accelerator-set-device-index",
+        9: "accelerator-device-count",
+        10: "cuda-empty-cache",
+    }
+    assert found[8].replacement == "tj.accelerator.set_device_index(local_rank)"
+    assert not any(f.fixable for f in found.values())
+    assert all("getattr(torch, device_type)" in f.reason for f in found.values())
+
+
 # -- torch_xla --------------------------------------------------------------------------------
 XLA_TRAIN = """\
 import numpy as np
@@ -410,3 +439,38 @@ def test_launcher_variables_named_as_the_keys_of_a_dict_are_reported() -> None:
         os.environ[key] = value
     """
     assert [(f.line, f.rule) for f in scan_text(source)] == [(2, "dist-env")]
+
+
+# -- every name a row covers is reported under that row, whatever the import's form ----------
+_QUALIFIED = [
+    (row.id, name)
+    for row in catalog.CATALOG
+    if row.rewrite == "advice"
+    for name in row.torch_api
+    if not name.endswith(".*") and name.split(".")[0].islower()
+]
+_WILDCARDS = [
+    (row.id, name[: -len(".*")])
+    for row in catalog.CATALOG
+    if row.rewrite == "advice"
+    for name in row.torch_api
+    if name.endswith(".*")
+]
+
+
+@pytest.mark.parametrize(("rule", "name"), _QUALIFIED, ids=[name for _, name in _QUALIFIED])
+def test_every_name_of_an_advice_row_is_reported_under_it(rule: str, name: str) -> None:
+    """The generator of the cases above: a row's name, imported as a module's attribute or
+    from its module, is that row's finding, never a catch-all's that covers its prefix."""
+    module, attribute = name.rsplit(".", 1)
+    for source in (
+        f"import {module}\nresult = {name}(x)\n",
+        f"from {module} import {attribute} as alias\nresult = alias(x)\n",
+    ):
+        assert rule in [f.rule for f in scan_text(source) if f.line == 2], source
+
+
+@pytest.mark.parametrize(("rule", "prefix"), _WILDCARDS, ids=[p for _, p in _WILDCARDS])
+def test_a_name_no_row_names_is_reported_under_its_catch_all(rule: str, prefix: str) -> None:
+    found = scan_text(f"import {prefix}\nresult = {prefix}.not_a_row_of_its_own(x)\n")
+    assert [f.rule for f in found if f.line == 2] == [rule]

@@ -132,6 +132,8 @@ class Detector(Recogniser):
         receiver = method.value
         if self.file.values.kinds(receiver) == {FOREIGN}:
             return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
+        if devices.device_module_call(self, call, method):
+            return
         name = method.attr
         bare = not call.args and not call.keywords
         where = self.file.method_position(method)
