@@ -396,10 +396,29 @@ def test_the_optimizer_advice_is_the_scripts_own_optimizer_and_lr() -> None:
     )
     assert "optax.adagrad(0.05)" in by_rule[(6, "optimizer-parameters")]
     assert (6, "optimizer-torch-rules") not in by_rule  # no tj.optim rule: optax's
-    assert (7, "lr-scheduler") in by_rule
+    assert by_rule[(7, "lr-scheduler")].splitlines()[0] == (
+        "scheduler = tj.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)"
+    )
     assert (8, "optimizer-state-dict") in by_rule and (9, "optimizer-state-dict") in by_rule
     assert (9, "load-model-state") not in by_rule
     assert all(not f.fixable for fs in found.values() for f in fs if "optim" in f.rule)
+
+
+def test_the_scheduler_advice_is_the_scripts_own_scheduler() -> None:
+    """Not the row's StepLR(step_size=30) for a LinearLR warm-up."""
+    found = scan_text(
+        """\
+        import torch
+        from torch.optim.lr_scheduler import LinearLR
+        warmup = LinearLR(optimizer, start_factor=0.1, total_iters=args.warmup)
+        """
+    )
+    assert [(f.line, f.rule) for f in found] == [(3, "lr-scheduler")]
+    assert found[0].replacement.splitlines()[:2] == [
+        "warmup = tj.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, "
+        "total_iters=args.warmup)",
+        "warmup.step()  # each epoch",
+    ]
 
 
 def test_an_nnx_optimizer_is_no_torch_optimizer() -> None:

@@ -1,7 +1,8 @@
 """The optimizer rows of section "Checkpoints": a torch optimizer built
-(``torch.optim.Adam(model.parameters(), lr=1e-2)``) and its state saved or loaded
-(``optimizer.state_dict()``). The advice is the script's own: its optimizer, model and
-hyperparameters, written as ``tj.optim``'s rule for ``nnx.Optimizer``."""
+(``torch.optim.Adam(model.parameters(), lr=1e-2)``), its scheduler, and its state saved or
+loaded (``optimizer.state_dict()``). The advice is the script's own: its optimizer, model
+and hyperparameters, written as ``tj.optim``'s rule for ``nnx.Optimizer``, and its
+scheduler with its arguments."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from .. import catalog
 from .._values import TORCH_OPTIMIZER
 from .base import Recogniser
 
-__all__ = ["RULES", "assigned_name", "constructor", "optimizer_advice", "state_call"]
+__all__ = ["RULES", "assigned_name", "constructor", "optimizer_advice", "scheduler", "state_call"]
 
 #: torch.optim's classes with a tj.optim rule of the same name.
 RULES = frozenset(name.rsplit(".", 1)[1] for name in catalog.get("optimizer-torch-rules").torch_api)
+# torch.optim.lr_scheduler's classes with a tj.optim.lr_scheduler twin.
+_SCHEDULERS = frozenset(catalog.get("lr-scheduler").torch_api)
 # torch's positional parameters after ``params``, per class, so that ``SGD(p, 0.1)`` is
 # written ``tj.optim.SGD(lr=0.1)``.
 _POSITIONAL = {
@@ -77,6 +80,23 @@ def constructor(r: Recogniser, call: ast.Call, name: str) -> bool:
     if advice is None:
         return False
     r.add(call, "optimizer-torch-rules", f"{assigned_name(r, call, 'optimizer')} = {advice}")
+    return True
+
+
+def scheduler(r: Recogniser, call: ast.Call, name: str) -> bool:
+    """``lr-scheduler``: ``scheduler = torch.optim.lr_scheduler.LinearLR(optimizer,
+    total_iters=10)`` is ``tj.optim.lr_scheduler.LinearLR`` with the same arguments, stepped
+    and resumed as torch's; ``True`` if reported."""
+    if name not in _SCHEDULERS:
+        return False
+    target = assigned_name(r, call, "scheduler")
+    r.add(
+        call,
+        "lr-scheduler",
+        f"{target} = tj.optim.lr_scheduler.{name.rsplit('.', 1)[1]}({r.arguments(call)})\n"
+        f"{target}.step()  # each epoch\n"
+        f'{target}.load_state_dict(tj.load(path)["scheduler"])',
+    )
     return True
 
 

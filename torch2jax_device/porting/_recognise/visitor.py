@@ -73,7 +73,9 @@ class Detector(Recogniser):
             return False  # `if xm is not None:` tests a guarded import, uses nothing
         if call is not None and self.custom_call(call, name):
             return True
-        if call is not None and optimizers.constructor(self, call, name):
+        if call is not None and (
+            optimizers.constructor(self, call, name) or optimizers.scheduler(self, call, name)
+        ):
             return True
         if dlpack.exchange(self, node, name, call):
             return True
