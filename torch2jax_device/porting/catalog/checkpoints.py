@@ -472,7 +472,6 @@ ROWS: tuple[Idiom, ...] = (
         ),
         jax="# map torch's momentum_buffer / exp_avg by parameter index onto optax's state by hand",
         tj=(
-            "optimizer = nnx.Optimizer(model, tj.optim.SGD(lr=0.1), wrt=nnx.Param)\n"
             'torch.save({"model": tj.state_dict(model, layout="torch"),\n'
             '            "optimizer": tj.optim.state_dict(optimizer, model)}, path)\n'
             'tj.optim.load_state_dict(optimizer, model, tj.load(path)["optimizer"])'
