@@ -323,6 +323,21 @@ def test_deepspeed_megatron_and_accelerate_helpers_get_their_rows() -> None:
     _advice_only(MEGATRON_INIT)
 
 
+@pytest.mark.parametrize(
+    ("helper", "answer"),
+    [
+        ("accelerate.utils.is_xpu_available", "tj.accelerator.is_available()"),
+        ("accelerate.utils.is_mps_available", "tj.backends.mps.is_available()"),
+        ("accelerate.utils.is_bf16_available", "tj.cuda.is_bf16_supported()"),
+        ("transformers.utils.is_torch_cuda_available", "tj.cuda.is_available()"),
+    ],
+)
+def test_each_availability_helper_gets_the_question_it_asks(helper: str, answer: str) -> None:
+    module, name = helper.rsplit(".", 1)
+    (found,) = scan_text(f"from {module} import {name}\nif {name}():\n    pass\n")
+    assert found.rule == "library-is-available" and answer in found.replacement
+
+
 # -- the launcher's environment written through indirection --------------------------------
 @pytest.mark.idiom("dist-env")
 @pytest.mark.idiom("dist-local-rank")
