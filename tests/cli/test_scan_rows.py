@@ -260,6 +260,37 @@ def test_a_torchtitan_style_trainer_gets_advice_that_fits_each_line() -> None:
     assert all(not f.fixable for f in scan_text(TITAN_TRAIN))
 
 
+@pytest.mark.idiom("dist-fsdp")
+def test_an_fsdp_wrap_gets_the_sharding_advice_not_a_gather() -> None:
+    source = """\
+    import functools
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+    def wrap(model, block):
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={block})
+        precision = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        return FSDP(
+            model,
+            auto_wrap_policy=policy,
+            mixed_precision=precision,
+            sharding_strategy=ShardingStrategy.FULL_SHARD,
+        )
+    """
+    found = [f for f in scan_text(source) if f.rule != "startup-order"]
+    # One finding for the FSDP call covers its arguments (ShardingStrategy.FULL_SHARD).
+    assert [(f.line, f.rule) for f in found] == [
+        (8, "dist-fsdp"),
+        (9, "dist-fsdp"),
+        (10, "dist-fsdp"),
+    ]
+    assert all(f.rule == "dist-fsdp" for f in found)
+    assert all('P("fsdp")' in f.replacement for f in found)
+    assert "process_allgather" not in "".join(f.replacement for f in found)
+
+
 def test_a_mesh_read_by_torch_queries_keeps_torch_init_device_mesh() -> None:
     """``tj.distributed.init_device_mesh`` gives a JAX mesh, which has no
     ``get_local_rank``: renaming the line would break the next one."""

@@ -537,6 +537,58 @@ ROWS: tuple[Idiom, ...] = (
         rewrite="advice",
     ),
     Idiom(
+        id="dist-fsdp",
+        section=SECTION,
+        title="Shard the parameters over the ranks (FSDP)",
+        torch=(
+            "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "model = FSDP(model, use_orig_params=True)"
+        ),
+        jax=(
+            'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        tj=(
+            'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
+            ' mesh_dim_names=("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        notes=(
+            "FSDP (`FullyShardedDataParallel`, FSDP2's `fully_shard`) keeps a shard of each "
+            "parameter per rank and gathers it for the layer that needs it. In JAX a "
+            "parameter sharded over a mesh axis is one global array: under `jax.jit` XLA "
+            "gathers it where the computation needs it and reduces the gradients back to "
+            "their shards. Shard the leaves whose first dimension divides by the axis "
+            "size, replicate the rest; the batch goes over the same axis "
+            "(`make_global_batch`). `MixedPrecision` is the parameters' and inputs' "
+            "dtypes, `CPUOffload` pinned host memory (`tj.DeviceMap`), and the wrap "
+            "policies have no counterpart: XLA schedules the gathers itself."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.distributed.fsdp.FullyShardedDataParallel",
+            "torch.distributed.fsdp.fully_shard",
+            "torch.distributed._composable.fsdp.fully_shard",
+            "torch.distributed.fsdp.ShardingStrategy",
+            "torch.distributed.fsdp.MixedPrecision",
+            "torch.distributed.fsdp.CPUOffload",
+            "torch.distributed.fsdp.BackwardPrefetch",
+            "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
+            "torch.distributed.fsdp.wrap.size_based_auto_wrap_policy",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
         id="dist-elastic-record",
         section=SECTION,
         title="Report a worker's error to the launcher (@record)",
