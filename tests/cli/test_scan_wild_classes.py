@@ -199,7 +199,7 @@ def test_guarded_imports_aliases_generators_environment_and_dtensor() -> None:
         """
     )
     assert (7, "autocast") in found and (8, "dist-env") in found and (9, "dist-env") in found
-    assert (11, "cuda-other") in found and (12, "autocast") in found
+    assert (11, "xla-device") in found and (12, "autocast") in found
     assert (13, "generator-device") in found and (14, "generator-device") in found
     assert (15, "dtensor-full-tensor") in found
     assert [line for line, _ in found if line in (4, 6, 10)] == []
@@ -254,13 +254,16 @@ def test_model_level_lines_every_trainer_has() -> None:
     found = [(f.line, f.rule) for f in findings]
     assert found == [
         (3, "save-model-torch-twin"),
+        (4, "optimizer-torch-rules"),
         (4, "optimizer-parameters"),
         (5, "parameter-count"),
         (6, "dataloader-workers"),
     ]
     save = findings[0]
     assert "tj.save_file(model" in save.replacement and "tj.state_dict(model" in save.replacement
-    assert "ForkAfterJaxWarning" in findings[3].reason
+    assert "ForkAfterJaxWarning" in findings[4].reason
+    # The script's own optimizer and learning rate, in each of the line's two findings.
+    assert all("tj.optim.AdamW(lr=1e-3)" in f.replacement for f in findings[1:3])
 
 
 # -- false findings gone ---------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_scan_lists_the_device_idioms_of_the_original(
     monkeypatch.chdir(EXAMPLES.parent)  # the tutorial scans from the repository's root
     assert main(["scan", "examples/tutorial_torch.py"]) == 1  # 1: idioms found
     out = capsys.readouterr().out
-    assert out.rstrip().endswith("14 idiom(s) found, 0 rewritable with --diff")
+    assert out.rstrip().endswith("15 idiom(s) found, 0 rewritable with --diff")
     page = (EXAMPLES.parent / "docs" / "tutorial.md").read_text()
     shown = page.split("$ torch2jax-device scan examples/", 1)[1].split("```", 1)[0]
     lines = [line for line in shown.splitlines()[1:] if line != "..."]

@@ -16,7 +16,16 @@ from collections.abc import Callable, Iterator
 from . import catalog
 from ._names import Binding, Names
 
-__all__ = ["HF_BATCH", "LIBRARY_OBJECT", "TJ", "Values", "last_name", "prefixed"]
+__all__ = [
+    "DEVICE_MESH",
+    "HF_BATCH",
+    "LIBRARY_OBJECT",
+    "TJ",
+    "TORCH_OPTIMIZER",
+    "Values",
+    "last_name",
+    "prefixed",
+]
 
 UNKNOWN = "?"
 #: An object of a library built on torch that owns the device work (``Accelerator``).
@@ -37,6 +46,8 @@ LOADER = "loader"
 NUMBER = "number"
 CLASS = "class"
 FUNCTION = "function"
+DEVICE_MESH = "device-mesh"  # torch's DeviceMesh
+TORCH_OPTIMIZER = "torch-optimizer"  # torch.optim.SGD(...) and the other tj.optim rules
 #: What a Hugging Face tokenizer or processor returns (``BatchEncoding``,
 #: ``BatchFeature``): a dict of tensors whose ``.to(device)`` moves it in place.
 HF_BATCH = "hf-batch"
@@ -92,6 +103,12 @@ _CONSTRUCTORS = {
     "torch.utils.data.distributed.DistributedSampler": {"dist-sampler"},
     "torch.utils.data.DistributedSampler": {"dist-sampler"},
     "torch.Generator": {"generator"},
+    "torch.distributed.device_mesh.init_device_mesh": {DEVICE_MESH},
+    "torch.distributed.device_mesh.DeviceMesh": {DEVICE_MESH},
+    **{
+        f"torch.optim.{name}": {TORCH_OPTIMIZER}
+        for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam")
+    },
 }
 # The constructors of the libraries' objects: the qualified names of the catalog row.
 _LIBRARY_CONSTRUCTORS = frozenset(

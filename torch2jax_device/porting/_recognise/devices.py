@@ -1,13 +1,29 @@
 """The "Devices" and "Default device" sections: ``torch.device(...)``, strings that name
-an indexed device, and ``with torch.device(...):``."""
+an indexed device, ``with torch.device(...):``, and torch's device module chosen by name
+(``device_module = getattr(torch, device_type)``)."""
 
 from __future__ import annotations
 
 import ast
 
+from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
 
-__all__ = ["default_device_block", "device_call", "indexed_device_string"]
+__all__ = ["default_device_block", "device_call", "device_module_call", "indexed_device_string"]
+
+# A device module's calls that torch.accelerator answers for any device type: the row and
+# the tj.accelerator call.
+_ACCELERATOR = {
+    "is_available": ("accelerator-is-available", "tj.accelerator.is_available"),
+    "device_count": ("accelerator-device-count", "tj.accelerator.device_count"),
+    "current_device": ("accelerator-current-index", "tj.accelerator.current_device_index"),
+    "set_device": ("accelerator-set-device-index", "tj.accelerator.set_device_index"),
+    "synchronize": ("cuda-synchronize", "tj.accelerator.synchronize"),
+}
+_DEVICE_MODULE = (
+    "torch's device module chosen by name (getattr(torch, device_type)): JAX's answer is "
+    "the accelerator it has; port it by hand"
+)
 
 _DEVICE_PREFIXES = ("cuda:", "cpu:", "gpu:", "mps:", "xpu:", "tpu:")
 
@@ -111,4 +127,44 @@ def _formats_a_device(node: ast.AST) -> bool:
         isinstance(template, ast.Constant)
         and isinstance(template.value, str)
         and template.value.startswith(_DEVICE_PREFIXES)
+    )
+
+
+def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
+    """``device_module.set_device(i)`` where ``device_module = getattr(torch, device_type)``
+    (``torch.cuda``, ``torch.xpu``, ``torch.npu``... whichever the script runs on):
+    ``tj.accelerator``'s call where there is one, else the ``torch.cuda`` row of the same
+    name; ``True`` if reported. Advice only: which device type it names is known at run
+    time alone."""
+    receiver = method.value
+    if not isinstance(receiver, ast.Name) or not _is_torch_device_module(r, receiver):
+        return False
+    name = method.attr
+    where = r.file.method_position(method)
+    if name in _ACCELERATOR:
+        rule, tj_name = _ACCELERATOR[name]
+        replacement = f"{tj_name}({r.arguments(call)})"
+    else:
+        cuda = f"torch.cuda.{name}"
+        row = RENAMES[cuda][0] if cuda in RENAMES else ADVICE.get(cuda) or wildcard(cuda)
+        if row is None:
+            return False
+        rule = row.id
+        replacement = f"{RENAMES[cuda][1]}({r.arguments(call)})" if cuda in RENAMES else row.tj
+    r.add(call, rule, replacement, position=where, reason=_DEVICE_MODULE)
+    return True
+
+
+def _is_torch_device_module(r: Recogniser, node: ast.Name) -> bool:
+    """Every binding of ``node`` is ``getattr(torch, <a device type>)``."""
+    bindings = r.file.names.bindings(node)
+    return bool(bindings) and all(
+        binding.kind == "assign"
+        and isinstance(binding.value, ast.Call)
+        and isinstance(binding.value.func, ast.Name)
+        and binding.value.func.id == "getattr"
+        and r.file.names.is_builtin(binding.value.func)
+        and len(binding.value.args) >= 2
+        and r.qualname(binding.value.args[0]) == "torch"
+        for binding in bindings
     )

@@ -1,14 +1,19 @@
-"""The "Distributed" section's attributes: ``ddp.module``, ``ddp.no_sync()``,
-``ddp.require_backward_grad_sync``."""
+"""The "Distributed" section's attributes and methods: ``ddp.module``, ``ddp.no_sync()``,
+``ddp.require_backward_grad_sync``, and a torch ``DeviceMesh``'s queries
+(``mesh.get_local_rank("tp")``)."""
 
 from __future__ import annotations
 
 import ast
 
-from .._values import WRAPPED
+from .._values import DEVICE_MESH, WRAPPED, last_name
 from .base import Recogniser
 
-__all__ = ["wrapper_attribute"]
+__all__ = ["MESH_METHODS", "mesh_query", "wrapper_attribute"]
+
+#: A torch ``DeviceMesh``'s methods that ask where this process is in it; none of them is
+#: a method of JAX's ``Mesh`` (whose ``size`` is a number, not a call).
+MESH_METHODS = frozenset({"get_local_rank", "get_rank", "size", "get_group", "get_coordinate"})
 
 
 def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
@@ -29,3 +34,17 @@ def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         r.visit(receiver)
         return True
     return False
+
+
+def mesh_query(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
+    """``dist-mesh-queries``: ``mesh.get_local_rank("tp")`` on a mesh from
+    ``init_device_mesh``, or on a name that says it is one (``device_mesh.size(0)``, a mesh
+    handed to a function); ``True`` if reported."""
+    receiver = method.value
+    named = last_name(receiver)
+    if DEVICE_MESH not in r.file.values.kinds(receiver) and (
+        named is None or "mesh" not in named.lower()
+    ):
+        return False
+    r.add(call, "dist-mesh-queries", position=r.file.method_position(method))
+    return True

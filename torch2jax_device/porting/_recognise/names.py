@@ -31,6 +31,18 @@ _LANDS_ELSEWHERE = {
 }
 
 
+# Availability helpers (row library-is-available) whose answer is not
+# tj.accelerator.is_available(): the helper's last name -> the tj call that answers it.
+_AVAILABLE = {
+    "is_mps_available": "available = tj.backends.mps.is_available()",
+    "is_torch_mps_available": "available = tj.backends.mps.is_available()",
+    "is_cuda_available": "available = tj.cuda.is_available()",
+    "is_torch_cuda_available": "available = tj.cuda.is_available()",
+    "is_bf16_available": "bf16 = tj.cuda.is_bf16_supported()",
+    "is_torch_bf16_gpu_available": "bf16 = tj.cuda.is_bf16_supported()",
+}
+
+
 def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
     """A ``rename`` row: ``torch.cuda.is_available()`` -> ``tj.cuda.is_available()``."""
     if name not in RENAMES:
@@ -60,7 +72,10 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     """An ``advice`` row's name: reported with the row's advice, never rewritten."""
     if name not in ADVICE:
         return False
-    candidate = r.add(call or node, ADVICE[name].id)
+    row = ADVICE[name]
+    helper = name.rsplit(".", 1)[-1]
+    fitting = _AVAILABLE.get(helper) if row.id == "library-is-available" else None
+    candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)
     return True

@@ -9,6 +9,7 @@ import ast
 from .._flow import is_jitted
 from .._rewrites import Rewrite
 from .._values import FOREIGN, HF_BATCH, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ, TORCH_TENSOR
+from . import optimizers
 from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
@@ -371,7 +372,16 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
         return  # next(...), list(...): not handed to an optimizer
     name = r.qualname(parent.func) or r.text(parent.func)
     if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
-        r.add(call, "optimizer-parameters", position=where)
+        optimizer = optimizers.optimizer_advice(r, parent)
+        r.add(
+            call,
+            "optimizer-parameters",
+            None
+            if optimizer is None
+            else f"{optimizers.assigned_name(r, parent, 'optimizer')} = "
+            f"tj.to_device({optimizer}, device)",
+            position=where,
+        )
 
 
 def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:

@@ -17,6 +17,7 @@ from . import (
     feeding,
     libraries,
     names,
+    optimizers,
     placement,
 )
 from .base import Recogniser
@@ -72,6 +73,10 @@ class Detector(Recogniser):
             return False  # `if xm is not None:` tests a guarded import, uses nothing
         if call is not None and self.custom_call(call, name):
             return True
+        if call is not None and (
+            optimizers.constructor(self, call, name) or optimizers.scheduler(self, call, name)
+        ):
+            return True
         if dlpack.exchange(self, node, name, call):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
@@ -115,6 +120,7 @@ class Detector(Recogniser):
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
+        environment.variables_updated(self, node)
         device_strings.string_test(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
@@ -128,6 +134,8 @@ class Detector(Recogniser):
         receiver = method.value
         if self.file.values.kinds(receiver) == {FOREIGN}:
             return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
+        if devices.device_module_call(self, call, method):
+            return
         name = method.attr
         bare = not call.args and not call.keywords
         where = self.file.method_position(method)
@@ -149,8 +157,14 @@ class Detector(Recogniser):
             self.add(call, "cuda-stream", position=where)
         elif name == "no_sync" and not call.args:
             self.add(call, "ddp-no-sync", position=where)
+        elif optimizers.state_call(self, call, method):
+            pass
         elif name == "load_state_dict":
             checkpoints.load_state_call(self, call, method, where)
+        elif name == "to_empty":
+            self.add(call, "module-to-empty", position=where)
+        elif name in distributed.MESH_METHODS and distributed.mesh_query(self, call, method):
+            pass
         elif name == "parameters" and bare:
             placement.parameters_call(self, call, where)
         elif name == "full_tensor" and not call.args:
@@ -235,7 +249,14 @@ class Detector(Recogniser):
 
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
+        if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
+            environment.variable_names(self, node)
         self.generic_visit(node)
+
+
+def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:
+    parent = r.parent(node)
+    return isinstance(parent, ast.Call) and r.qualname(parent.func) == "os.environ.update"
 
 
 def _tests_presence(node: ast.AST | None) -> bool:

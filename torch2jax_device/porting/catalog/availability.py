@@ -274,6 +274,96 @@ ROWS: tuple[Idiom, ...] = (
         tj_api=("tj.backends.mps.is_built",),
         rewrite="rename",
     ),
+    # Intel GPUs (torch.xpu) and Ascend NPUs (torch.npu, from the torch_npu plugin): torch's
+    # device-neutral twins of the torch.cuda rows, each with torch.accelerator's answer.
+    Idiom(
+        id="xpu-npu-is-available",
+        section=SECTION,
+        title="Is there an Intel GPU (XPU) or an Ascend NPU?",
+        torch="available = torch.xpu.is_available()",
+        jax='available = jax.default_backend() != "cpu"',
+        tj="available = tj.accelerator.is_available()",
+        notes=(
+            "`torch.xpu` and `torch.npu` (the Ascend plugin, `import torch_npu`) mirror "
+            "`torch.cuda`; with JAX the question is whether any accelerator is there. "
+            "JAX runs on Intel GPUs through the `intel-extension-for-openxla` plugin; "
+            "Ascend has no JAX plugin, so the port runs on what JAX has."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.xpu.is_available",
+            "torch.npu.is_available",
+            "torch_npu.npu.is_available",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="xpu-npu-device-count",
+        section=SECTION,
+        title="How many Intel GPUs or Ascend NPUs?",
+        torch="count = torch.xpu.device_count()",
+        jax='count = jax.local_device_count() if jax.default_backend() != "cpu" else 0',
+        tj="count = tj.accelerator.device_count()",
+        runs=False,
+        torch_api=(
+            "torch.xpu.device_count",
+            "torch.npu.device_count",
+            "torch_npu.npu.device_count",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="xpu-npu-current-device",
+        section=SECTION,
+        title="Current Intel GPU or Ascend NPU, and changing it",
+        torch="torch.npu.set_device(local_rank)\nindex = torch.npu.current_device()",
+        jax="# no equivalent: JAX has no current device; pass jax.local_devices()[i] explicitly",
+        tj=(
+            "tj.accelerator.set_device_index(local_rank)\n"
+            "index = tj.accelerator.current_device_index()"
+        ),
+        notes="Per thread, like torch's current device; raises without an accelerator.",
+        runs=False,
+        torch_api=(
+            "torch.xpu.set_device",
+            "torch.xpu.current_device",
+            "torch.xpu.device",
+            "torch.npu.set_device",
+            "torch.npu.current_device",
+            "torch.npu.device",
+            "torch_npu.npu.set_device",
+            "torch_npu.npu.current_device",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="xpu-npu-synchronize",
+        section=SECTION,
+        title="Wait for the Intel GPU or Ascend NPU",
+        torch="torch.xpu.synchronize()",
+        jax="jax.block_until_ready(outputs)",
+        tj="tj.accelerator.synchronize()",
+        runs=False,
+        torch_api=("torch.xpu.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="xpu-npu-other",
+        section=SECTION,
+        title="Other Intel GPU and Ascend NPU runtime calls",
+        torch="torch.npu.empty_cache()",
+        jax="# XLA manages its memory, streams and caches itself",
+        tj="# no counterpart: tj.accelerator answers is_available, device_count and the device",
+        notes=(
+            "`scan` reports every `torch.xpu`, `torch.npu` and `torch_npu` name no other row "
+            "covers (memory, streams, RNG, the plugin's own settings), so none is skipped "
+            "silently; their counterparts are the `torch.cuda` rows' (Memory, Randomness, "
+            "Streams) with the accelerator JAX has."
+        ),
+        runs=False,
+        torch_api=("torch.xpu.*", "torch.npu.*", "torch_npu.*"),
+        rewrite="advice",
+    ),
     Idiom(
         id="cuda-other",
         section=SECTION,
@@ -282,20 +372,19 @@ ROWS: tuple[Idiom, ...] = (
         jax="# jax.print_environment_info() prints jaxlib's CUDA",
         tj="built = tj.backends.cuda.is_built()  # torch2jax-device doctor prints the versions",
         notes=(
-            "`scan` reports every `torch.cuda`, `torch.backends`, `torch.mps`, `torch.xpu`, "
-            "`torch.accelerator`, `torch.version` and `torch_xla` name that no other row "
-            "covers, so none is skipped silently; most have no JAX counterpart (XLA manages "
-            "streams, graphs and caches itself, and JAX runs on TPUs without torch_xla)."
+            "`scan` reports every `torch.cuda`, `torch.backends`, `torch.mps`, "
+            "`torch.accelerator` and `torch.version` name that no other row covers, so "
+            "none is skipped silently; most have no JAX counterpart (XLA manages streams, "
+            "graphs and caches itself). `torch.xpu`, `torch.npu` and `torch_xla` have rows "
+            "of their own."
         ),
         result="built",
         torch_api=(
             "torch.cuda.*",
             "torch.backends.*",
             "torch.mps.*",
-            "torch.xpu.*",
             "torch.accelerator.*",
             "torch.version.*",
-            "torch_xla.*",
         ),
         rewrite="advice",
     ),

@@ -417,11 +417,29 @@ ROWS: tuple[Idiom, ...] = (
         runs=False,
     ),
     Idiom(
+        id="hub-load-state-dict",
+        section=SECTION,
+        title="Weights downloaded from a URL (torch.hub)",
+        torch='state = torch.hub.load_state_dict_from_url(url, map_location="cpu")',
+        jax="# download the file, then read it (safetensors.flax.load_file for .safetensors)",
+        tj=('torch.hub.download_url_to_file(url, path)\nstate = tj.load(path, map_location="cpu")'),
+        notes=(
+            "`load_state_dict_from_url` downloads into torch's hub cache and calls "
+            "`torch.load`: download the file the same way (or with `huggingface_hub`), "
+            "then `tj.load(path, map_location=...)` reads torch's format into JAX arrays "
+            "where `map_location` says. `torch.hub.load(...)` builds a torch model from "
+            "a repository's code: port the model, then load its weights so."
+        ),
+        runs=False,
+        torch_api=("torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"),
+        rewrite="advice",
+    ),
+    Idiom(
         id="optimizer-torch-rules",
         section=SECTION,
         title="An optimizer that steps as torch's does",
         torch="optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)",
-        jax="optimizer = nnx.Optimizer(model, optax.sgd(0.1, momentum=0.9), wrt=nnx.Param)",
+        jax="optimizer = nnx.Optimizer(model, optax.sgd(lr, momentum=momentum), wrt=nnx.Param)",
         tj="optimizer = nnx.Optimizer(model, tj.optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)",
         notes=(
             "`tj.optim.SGD`, `Adam`, `AdamW` and `RMSprop` are optax transformations with torch's "
@@ -440,12 +458,14 @@ ROWS: tuple[Idiom, ...] = (
             "torch.optim.RMSprop",
         ),
         tj_api=("tj.optim.SGD", "tj.optim.Adam", "tj.optim.AdamW", "tj.optim.RMSprop"),
+        rewrite="advice",
     ),
     Idiom(
         id="optimizer-state-dict",
         section=SECTION,
         title="Save and resume an optimizer's state",
         torch=(
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
             'torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, '
             "path)\n"
             'optimizer.load_state_dict(torch.load(path)["optimizer"])'
@@ -467,6 +487,7 @@ ROWS: tuple[Idiom, ...] = (
         runs=False,
         torch_api=("Optimizer.state_dict", "Optimizer.load_state_dict"),
         tj_api=("tj.optim.state_dict", "tj.optim.load_state_dict"),
+        rewrite="advice",
     ),
     Idiom(
         id="lr-scheduler",
@@ -508,5 +529,6 @@ ROWS: tuple[Idiom, ...] = (
             "tj.optim.lr_scheduler.LinearLR",
             "tj.optim.lr_scheduler.LambdaLR",
         ),
+        rewrite="advice",
     ),
 )

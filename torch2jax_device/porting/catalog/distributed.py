@@ -437,7 +437,12 @@ ROWS: tuple[Idiom, ...] = (
             "with a mesh needs no launcher at all."
         ),
         runs=False,
-        torch_api=("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"),
+        torch_api=(
+            "torch.multiprocessing.spawn",
+            "torch.multiprocessing.start_processes",
+            "torch_xla.distributed.xla_multiprocessing.spawn",
+            "torch_xla.launch",
+        ),
         rewrite="advice",
     ),
     Idiom(
@@ -502,6 +507,149 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=("DTensor.full_tensor",),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-mesh-queries",
+        section=SECTION,
+        title="Ranks and sizes along a DeviceMesh's dimensions",
+        torch=(
+            'mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))\n'
+            'tp_rank, tp_size = mesh.get_local_rank("tp"), mesh.size(1)'
+        ),
+        jax='tp_size = mesh.shape["tp"]  # mesh = jax.make_mesh((2, 4), ("dp", "tp"))',
+        tj='tp_size = mesh.shape["tp"]  # tp_rank: jax.lax.axis_index("tp") inside shard_map',
+        notes=(
+            "A `jax.sharding.Mesh` is a grid of devices, not a process's position in one: "
+            "sizes are `mesh.shape[name]` (`mesh.size` is the number of devices), the "
+            "process's rank is `tj.distributed.get_rank()`, and a position along an axis "
+            "is `jax.lax.axis_index(name)` inside `shard_map`, where each device computes "
+            "its part. `get_group(dim)` has no counterpart: collectives name the axis."
+        ),
+        runs=False,
+        torch_api=(
+            "DeviceMesh.get_local_rank",
+            "DeviceMesh.get_rank",
+            "DeviceMesh.size",
+            "DeviceMesh.get_group",
+            "DeviceMesh.get_coordinate",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-fsdp",
+        section=SECTION,
+        title="Shard the parameters over the ranks (FSDP)",
+        torch=(
+            "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "model = FSDP(model, use_orig_params=True)"
+        ),
+        jax=(
+            'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        tj=(
+            'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
+            ' mesh_dim_names=("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        notes=(
+            "FSDP (`FullyShardedDataParallel`, FSDP2's `fully_shard`) keeps a shard of each "
+            "parameter per rank and gathers it for the layer that needs it. In JAX a "
+            "parameter sharded over a mesh axis is one global array: under `jax.jit` XLA "
+            "gathers it where the computation needs it and reduces the gradients back to "
+            "their shards. Shard the leaves whose first dimension divides by the axis "
+            "size, replicate the rest; the batch goes over the same axis "
+            "(`make_global_batch`). `MixedPrecision` is the parameters' and inputs' "
+            "dtypes, `CPUOffload` pinned host memory (`tj.DeviceMap`), and the wrap "
+            "policies have no counterpart: XLA schedules the gathers itself."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.distributed.fsdp.FullyShardedDataParallel",
+            "torch.distributed.fsdp.fully_shard",
+            "torch.distributed._composable.fsdp.fully_shard",
+            "torch.distributed.fsdp.ShardingStrategy",
+            "torch.distributed.fsdp.MixedPrecision",
+            "torch.distributed.fsdp.CPUOffload",
+            "torch.distributed.fsdp.BackwardPrefetch",
+            "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
+            "torch.distributed.fsdp.wrap.size_based_auto_wrap_policy",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-elastic-record",
+        section=SECTION,
+        title="Report a worker's error to the launcher (@record)",
+        torch=(
+            "from torch.distributed.elastic.multiprocessing.errors import record\n"
+            "@record\n"
+            "def main():\n"
+            "    ..."
+        ),
+        jax="def main():  # a failed process ends the job with its traceback\n    ...",
+        tj=(
+            "def main():  # nothing needed: torch2jax-device run prints a failed rank's error\n"
+            "    ..."
+        ),
+        notes=(
+            "`@record` writes the worker's exception to a file torchrun's agent reads. "
+            "Under `torch2jax-device run` a rank that fails ends the job, and its "
+            "traceback is printed with the rank; torchrun keeps doing what it did, so the "
+            "decorator can stay while torch is installed."
+        ),
+        runs=False,
+        torch_api=("torch.distributed.elastic.multiprocessing.errors.record",),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="dist-checkpoint-state",
+        section=SECTION,
+        title="Distributed checkpoint state: Stateful, full state dicts",
+        torch=(
+            "from torch.distributed.fsdp import FullStateDictConfig, StateDictType\n"
+            "config = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\n"
+            "with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):\n"
+            "    state = model.state_dict()"
+        ),
+        jax="# orbax.checkpoint saves sharded arrays as they are; or gather, then save",
+        tj='state = tj.state_dict(tj.to_device(model, "cpu"))  # or orbax for sharded state',
+        notes=(
+            "FSDP's `FullStateDictConfig` / `StateDictType`, DCP's `Stateful` base class "
+            "(`state_dict` / `load_state_dict` for `dcp.save`) and `get_state_dict` "
+            "decide how sharded state becomes a checkpoint. With JAX the model holds "
+            "global arrays: `tj.state_dict(model)` names them as torch does (moved to the "
+            "host first for a full, gathered copy: a collective, every process calls "
+            "it), and orbax.checkpoint saves and restores sharded arrays without "
+            "gathering. An object with state of its own (a step counter, a data "
+            "position) goes in the same dictionary."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.distributed.checkpoint.stateful.Stateful",
+            "torch.distributed.checkpoint.Stateful",
+            "torch.distributed.fsdp.FullStateDictConfig",
+            "torch.distributed.fsdp.FullOptimStateDictConfig",
+            "torch.distributed.fsdp.ShardedStateDictConfig",
+            "torch.distributed.fsdp.StateDictType",
+            "torch.distributed.fsdp.FullyShardedDataParallel.state_dict_type",
+            "torch.distributed.checkpoint.state_dict.get_state_dict",
+            "torch.distributed.checkpoint.state_dict.get_model_state_dict",
+            "torch.distributed.checkpoint.state_dict.set_state_dict",
+            "torch.distributed.checkpoint.save",
+            "torch.distributed.checkpoint.load",
+        ),
         rewrite="advice",
     ),
     Idiom(

@@ -9,10 +9,11 @@ does several jobs at once, and which of them the port keeps is the porter's choi
 from __future__ import annotations
 
 from ..idiom import Idiom
+from . import runtimes
 
 SECTION = "Libraries built on torch"
 
-ROWS: tuple[Idiom, ...] = (
+_OWN_ROWS: tuple[Idiom, ...] = (
     Idiom(
         id="library-launcher",
         section=SECTION,
@@ -175,7 +176,9 @@ ROWS: tuple[Idiom, ...] = (
             "`barrier`). Between processes: `jax.experimental.multihost_utils` "
             "(`process_allgather`, `broadcast_one_to_all`), "
             "`tj.distributed.all_reduce` for host values and `tj.distributed.barrier()`. "
-            "`gather_for_metrics` also drops the samples padded onto the last batch."
+            "`gather_for_metrics` also drops the samples padded onto the last batch. "
+            "torch_xla's `xm.all_reduce`, `xm.all_gather`, `xm.mesh_reduce` and "
+            "`xm.rendezvous` (a barrier) likewise."
         ),
         runs=False,
         torch_api=(
@@ -192,6 +195,10 @@ ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.gather_object",
             "accelerate.utils.broadcast",
             "accelerate.utils.reduce",
+            "torch_xla.core.xla_model.all_reduce",
+            "torch_xla.core.xla_model.all_gather",
+            "torch_xla.core.xla_model.mesh_reduce",
+            "torch_xla.core.xla_model.rendezvous",
         ),
         rewrite="advice",
     ),
@@ -244,7 +251,8 @@ ROWS: tuple[Idiom, ...] = (
         ),
         notes=(
             "`save_state`/`load_state` (model, optimizer, RNG and sampler states), `save`, "
-            "`save_model` (Fabric: `save`, `load`, `load_raw`). `tj.save_file` and "
+            "`save_model` (Fabric: `save`, `load`, `load_raw`; torch_xla: `xm.save`). "
+            "`tj.save_file` and "
             "`tj.load_state` keep the model's arrays; save the optimizer state "
             "(`nnx.state(optimizer)`) and the step the same way or with orbax."
         ),
@@ -263,6 +271,7 @@ ROWS: tuple[Idiom, ...] = (
             "DeepSpeedEngine.load_checkpoint",
             "torchtune.training.load_from_full_model_state_dict",
             "torchtune.training.gather_cpu_state_dict",
+            "torch_xla.core.xla_model.save",
         ),
         rewrite="advice",
     ),
@@ -487,3 +496,6 @@ ROWS: tuple[Idiom, ...] = (
         runs=False,
     ),
 )
+
+#: This section's rows: the libraries' objects above, then their runtimes' (``runtimes``).
+ROWS: tuple[Idiom, ...] = (*_OWN_ROWS, *runtimes.ROWS)

@@ -363,15 +363,43 @@ ROWS: tuple[Idiom, ...] = (
         rewrite="custom",
     ),
     Idiom(
+        id="module-to-empty",
+        section=SECTION,
+        title="Give a meta-initialised model memory: to_empty",
+        torch=(
+            'with torch.device("meta"):\n'
+            "    model = Model(config)\n"
+            'model = model.to_empty(device="cuda")\n'
+            "model.load_state_dict(torch.load(path))"
+        ),
+        jax="model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))",
+        tj=(
+            "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))\n"
+            'model = tj.load_state(model, path, device="cuda")'
+        ),
+        notes=(
+            "`to_empty` gives a model built on the `meta` device memory without values, "
+            "to be filled from a checkpoint. JAX makes arrays with their values: build "
+            "the model abstractly (`nnx.eval_shape`, shapes and dtypes only) and "
+            "`tj.load_state(abstract, path, device=...)` fills it where `device` says, "
+            "with no full copy anywhere (see the how-to `big-models.md`). A model "
+            "initialised after `to_empty` (`reset_parameters()`) is built as it is: "
+            "`Model(config, rngs=nnx.Rngs(0))` under `with tj.device(device):`."
+        ),
+        runs=False,
+        torch_api=("Module.to_empty",),
+        tj_api=("tj.load_state",),
+        rewrite="advice",
+    ),
+    Idiom(
         id="optimizer-parameters",
         section=SECTION,
         title="Hand a model's parameters to an optimizer",
         torch="optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)",
-        jax="optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)",
+        jax="optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)  # tx: optax's rule: adamw(lr)",
         tj=(
-            "optimizer = tj.to_device(\n"
-            "    nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param), device\n"
-            ")"
+            "optimizer = tj.to_device("
+            "nnx.Optimizer(model, tj.optim.AdamW(lr=1e-3), wrt=nnx.Param), device)"
         ),
         notes=(
             "An NNX model has no `.parameters()` iterator to hand over: the optimizer takes "

@@ -13,11 +13,17 @@ ROWS: tuple[Idiom, ...] = (
         title="Seed the global generator",
         torch="torch.manual_seed(0)\nx = torch.rand(3)",
         jax="key = jax.random.key(0)\nx = jax.random.uniform(key, (3,))",
-        tj="key = jax.random.key(0)\nx = jax.random.uniform(key, (3,))",
+        tj=(
+            "key = jax.random.key(0)  # torch.manual_seed(0) still seeds a DataLoader's shuffle\n"
+            "x = jax.random.uniform(key, (3,))"
+        ),
         notes=(
             "JAX has no global generator: a key made from the seed is passed to every "
             "random call (`jax.random.split` for more keys). Creating a key starts JAX, "
-            "so seed after `init_process_group`. The numbers differ from torch's."
+            "so seed after `init_process_group`. The numbers differ from torch's. A torch "
+            "`DataLoader(shuffle=True)` (or a `RandomSampler`) still draws its order from "
+            "torch's global generator: keep `torch.manual_seed` while one feeds the port, "
+            "or give it `generator=torch.Generator().manual_seed(0)`."
         ),
         runs=False,
         torch_api=(

@@ -1,0 +1,541 @@
+"""``scan`` on the namespaces and libraries issue 35 found reported with the wrong advice or
+not at all: Ascend's ``torch.npu`` and Intel's ``torch.xpu``, torch_xla, meta-initialised
+models (``to_empty``), DeviceMesh queries, ``torch.hub`` loaders, elastic ``@record``,
+distributed-checkpoint state, DeepSpeed, Megatron's ``mpu``, Accelerate's availability
+helpers, the launcher's environment written through indirection, and torch optimizers.
+
+Each snippet has the shape of the real files it stands for (a device helper, torch_xla's
+MNIST example, a torchtitan-style trainer, a Megatron/DeepSpeed ``initialize.py``). Every
+finding must carry its own row's advice, never a catch-all's (``cuda-other`` told
+``xm.optimizer_step(optimizer)`` to call ``tj.backends.cuda.is_built()``), and none is
+rewritten: the library owns the line (mixed ownership: ``docs/scan-diff.md``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli import port_text, scan_text
+from torch2jax_device.porting import catalog, scanner
+
+# The catch-all rows whose advice fits none of these lines.
+CATCH_ALLS = {"cuda-other", "dist-other"}
+
+
+def _by_line(source: str) -> dict[int, list[scanner.Finding]]:
+    found: dict[int, list[scanner.Finding]] = {}
+    for finding in scan_text(source):
+        if finding.rule != "startup-order":
+            found.setdefault(finding.line, []).append(finding)
+    return found
+
+
+def _rules(found: dict[int, list[scanner.Finding]]) -> dict[int, set[str]]:
+    return {line: {f.rule for f in findings} for line, findings in found.items()}
+
+
+def _advice_only(source: str) -> None:
+    """No finding of these rows is rewritten: ``--diff`` leaves the source as it was."""
+    assert all(not f.fixable for f in scan_text(source))
+    assert port_text(source) == __import__("textwrap").dedent(source)
+
+
+# -- Ascend and Intel: torch.npu, torch.xpu ------------------------------------------------
+DEVICE_HELPER = """\
+import torch
+try:
+    import torch_npu  # noqa: F401
+except ImportError:
+    torch_npu = None
+
+def setup(local_rank):
+    if torch_npu is not None and torch.npu.is_available():
+        torch.npu.set_device(local_rank)
+        return torch.npu.device_count()
+    if torch.xpu.is_available():
+        torch.xpu.set_device(local_rank)
+        return torch.xpu.device_count()
+    return 0
+
+def cleanup():
+    torch.npu.empty_cache()
+    torch.xpu.synchronize()
+    return torch.xpu.current_device()
+"""
+
+
+@pytest.mark.idiom("xpu-npu-is-available")
+@pytest.mark.idiom("xpu-npu-device-count")
+@pytest.mark.idiom("xpu-npu-current-device")
+@pytest.mark.idiom("xpu-npu-synchronize")
+@pytest.mark.idiom("xpu-npu-other")
+def test_ascend_and_intel_runtime_lines_get_the_accelerator_advice() -> None:
+    found = _by_line(DEVICE_HELPER)
+    assert _rules(found) == {
+        8: {"xpu-npu-is-available"},
+        9: {"xpu-npu-current-device"},
+        10: {"xpu-npu-device-count"},
+        11: {"xpu-npu-is-available"},
+        12: {"xpu-npu-current-device"},
+        13: {"xpu-npu-device-count"},
+        17: {"xpu-npu-other"},
+        18: {"xpu-npu-synchronize"},
+        19: {"xpu-npu-current-device"},
+    }
+    advice = {line: findings[0].replacement for line, findings in found.items()}
+    assert "tj.accelerator.is_available()" in advice[8]
+    assert "tj.accelerator.set_device_index(local_rank)" in advice[9]
+    assert "tj.accelerator.device_count()" in advice[13]
+    assert "tj.accelerator.synchronize()" in advice[18]
+    assert "tj.backends.cuda" not in "".join(advice.values())
+    _advice_only(DEVICE_HELPER)
+
+
+@pytest.mark.idiom("accelerator-set-device-index")
+@pytest.mark.idiom("accelerator-device-count")
+def test_a_device_module_chosen_by_name_gets_the_accelerator_advice() -> None:
+    """``device_module = getattr(torch, device_type)`` (torchtitan, DeepSpeed's
+    accelerator abstraction): torch.cuda, torch.xpu or torch.npu, known at run time only."""
+    source = """\
+    import torch
+
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    device_module = getattr(torch, device_type)
+    dtype = getattr(torch, "float16")
+
+    def setup(local_rank):
+        device_module.set_device(local_rank)
+        count = device_module.device_count()
+        device_module.empty_cache()
+        return count, dtype.itemsize
+    """
+    found = {f.line: f for f in scan_text(source) if f.line > 4}
+    assert {line: f.rule for line, f in found.items()} == {
+        8: "accelerator-set-device-index",
+        9: "accelerator-device-count",
+        10: "cuda-empty-cache",
+    }
+    assert found[8].replacement == "tj.accelerator.set_device_index(local_rank)"
+    assert not any(f.fixable for f in found.values())
+    assert all("getattr(torch, device_type)" in f.reason for f in found.values())
+
+
+# -- torch_xla --------------------------------------------------------------------------------
+XLA_TRAIN = """\
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+import torch_xla.distributed.parallel_loader as pl
+import torch_xla.distributed.xla_multiprocessing as xmp
+import torch_xla.runtime as xr
+
+def train_mnist(index, flags, model, loader):
+    device = xm.xla_device()
+    model = model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=flags.lr, momentum=flags.momentum)
+    world_size = xr.world_size()
+    replicas = xm.xrt_world_size()
+    rank = xm.get_ordinal()
+    train_loader = pl.MpDeviceLoader(loader, device)
+    for data, target in train_loader:
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        xm.optimizer_step(optimizer)
+    xm.mark_step()
+    accuracy = xm.mesh_reduce("accuracy", loss.item(), np.mean)
+    xm.rendezvous("done")
+    if xm.is_master_ordinal():
+        xm.save(model.state_dict(), "mnist.pt")
+    print(met.metrics_report(), world_size, replicas, rank, accuracy)
+
+if __name__ == "__main__":
+    xmp.spawn(train_mnist, args=(None, None, None))
+"""
+
+
+@pytest.mark.idiom("xla-device")
+@pytest.mark.idiom("xla-optimizer-step")
+@pytest.mark.idiom("xla-world-size")
+@pytest.mark.idiom("xla-ordinal")
+@pytest.mark.idiom("xla-device-loader")
+@pytest.mark.idiom("xla-mark-step")
+@pytest.mark.idiom("xla-other")
+def test_torch_xla_lines_get_the_jax_equivalent_of_each() -> None:
+    found = _by_line(XLA_TRAIN)
+    rules = _rules(found)
+    expected = {
+        11: "xla-device",
+        14: "xla-world-size",
+        15: "xla-world-size",
+        16: "xla-ordinal",
+        17: "xla-device-loader",
+        22: "xla-optimizer-step",
+        23: "xla-mark-step",
+        24: "library-collective",
+        25: "library-collective",
+        26: "xla-ordinal",
+        27: "library-checkpoint",
+        28: "xla-other",
+        31: "mp-spawn",
+    }
+    for line, rule in expected.items():
+        assert rule in rules.get(line, set()), (line, rules.get(line))
+    assert not set().union(*rules.values()) & CATCH_ALLS
+    advice = {line: findings[0].replacement for line, findings in found.items()}
+    assert "jax.devices()" in catalog.get("xla-device").jax
+    assert "tj.accelerator.current_accelerator()" in advice[11]
+    assert "optimizer.update(model, grads)" in advice[22]
+    assert "tj.distributed.get_world_size()" in advice[14] == advice[15]
+    assert "tj.distributed.get_rank()" in advice[16]
+    assert "tj.DeviceLoader(loader, device)" in advice[17]
+    assert "jax.jit" in advice[23]
+    assert all(not f.fixable for f in scan_text(XLA_TRAIN) if f.line != 12)
+
+
+# -- meta models, meshes, hub, elastic, distributed checkpoints ---------------------------
+TITAN_TRAIN = """\
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.fsdp import FullStateDictConfig
+
+class TrainState(Stateful):
+    def __init__(self):
+        self.step = 0
+
+    def state_dict(self):
+        return {"step": self.step}
+
+@record
+def main(config, build):
+    mesh = init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp_rank = mesh.get_local_rank("dp")
+    tp_size = mesh.size(1)
+    with torch.device("meta"):
+        model = build(config)
+    model.to_empty(device="cuda")
+    weights = torch.hub.load_state_dict_from_url(config.url, map_location="cpu")
+    full = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+    dcp.save({"train": TrainState()}, checkpoint_id=config.path)
+    return dp_rank, tp_size, weights, full
+"""
+
+
+@pytest.mark.idiom("module-to-empty")
+@pytest.mark.idiom("dist-mesh-queries")
+@pytest.mark.idiom("hub-load-state-dict")
+@pytest.mark.idiom("dist-elastic-record")
+@pytest.mark.idiom("dist-checkpoint-state")
+def test_a_torchtitan_style_trainer_gets_advice_that_fits_each_line() -> None:
+    found = _by_line(TITAN_TRAIN)
+    rules = _rules(found)
+    expected = {
+        8: "dist-checkpoint-state",
+        15: "dist-elastic-record",
+        18: "dist-mesh-queries",
+        19: "dist-mesh-queries",
+        22: "module-to-empty",
+        23: "hub-load-state-dict",
+        24: "dist-checkpoint-state",
+        25: "dist-checkpoint-state",
+    }
+    for line, rule in expected.items():
+        assert rule in rules.get(line, set()), (line, rules.get(line))
+    assert not set().union(*rules.values()) & CATCH_ALLS
+    advice = {
+        line: next(f.replacement for f in found[line] if f.rule == expected[line])
+        for line in expected
+    }
+    assert "process_allgather" not in "".join(advice.values())
+    assert "nnx.eval_shape" in advice[22] and "tj.load_state(model, path" in advice[22]
+    assert 'mesh.shape["tp"]' in advice[18]
+    assert 'tj.load(path, map_location="cpu")' in advice[23]
+    assert "torch2jax-device run" in advice[15]
+    assert "tj.state_dict" in advice[24]
+    assert all(not f.fixable for f in scan_text(TITAN_TRAIN))
+
+
+@pytest.mark.idiom("dist-fsdp")
+def test_an_fsdp_wrap_gets_the_sharding_advice_not_a_gather() -> None:
+    source = """\
+    import functools
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+    def wrap(model, block):
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={block})
+        precision = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        return FSDP(
+            model,
+            auto_wrap_policy=policy,
+            mixed_precision=precision,
+            sharding_strategy=ShardingStrategy.FULL_SHARD,
+        )
+    """
+    found = [f for f in scan_text(source) if f.rule != "startup-order"]
+    # One finding for the FSDP call covers its arguments (ShardingStrategy.FULL_SHARD).
+    assert [(f.line, f.rule) for f in found] == [
+        (8, "dist-fsdp"),
+        (9, "dist-fsdp"),
+        (10, "dist-fsdp"),
+    ]
+    assert all(f.rule == "dist-fsdp" for f in found)
+    assert all('P("fsdp")' in f.replacement for f in found)
+    assert "process_allgather" not in "".join(f.replacement for f in found)
+
+
+def test_a_mesh_read_by_torch_queries_keeps_torch_init_device_mesh() -> None:
+    """``tj.distributed.init_device_mesh`` gives a JAX mesh, which has no
+    ``get_local_rank``: renaming the line would break the next one."""
+    source = """\
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))
+    tp_rank = mesh.get_local_rank("tp")
+    """
+    found = {f.rule: f for f in scan_text(source)}
+    assert not found["dist-device-mesh"].fixable
+    assert "dist-mesh-queries" in found["dist-device-mesh"].reason
+
+
+def test_a_jax_mesh_size_is_no_torch_query() -> None:
+    found = scan_text(
+        """\
+        import jax
+        mesh = jax.make_mesh((2,), ("data",))
+        n = mesh.size
+        shape = tensor.size(0)
+        """
+    )
+    assert [f.rule for f in found if f.rule == "dist-mesh-queries"] == []
+
+
+# -- DeepSpeed, Megatron, Accelerate --------------------------------------------------------
+MEGATRON_INIT = """\
+import deepspeed
+from accelerate.utils import is_npu_available, is_xpu_available
+from megatron.core import mpu
+
+def initialize(args):
+    deepspeed.init_distributed(dist_backend=args.backend)
+    mpu.initialize_model_parallel(args.tensor_model_parallel_size)
+    deepspeed.checkpointing.configure(mpu, partition_activations=True)
+    dp_rank = mpu.get_data_parallel_rank()
+    tp_size = mpu.get_tensor_model_parallel_world_size()
+    if is_npu_available() or is_xpu_available():
+        args.accelerator = True
+    return dp_rank, tp_size
+"""
+
+
+@pytest.mark.idiom("deepspeed-activation-checkpoint")
+@pytest.mark.idiom("megatron-parallel-state")
+@pytest.mark.idiom("library-is-available")
+def test_deepspeed_megatron_and_accelerate_helpers_get_their_rows() -> None:
+    found = _by_line(MEGATRON_INIT)
+    assert _rules(found) == {
+        6: {"library-launcher"},
+        7: {"megatron-parallel-state"},
+        8: {"deepspeed-activation-checkpoint"},
+        9: {"megatron-parallel-state"},
+        10: {"megatron-parallel-state"},
+        11: {"library-is-available"},
+    }
+    assert len(found[11]) == 2
+    assert "init_device_mesh" in found[9][0].replacement
+    assert "nnx.remat" in found[8][0].replacement
+    assert "tj.accelerator.is_available()" in found[11][0].replacement
+    _advice_only(MEGATRON_INIT)
+
+
+@pytest.mark.parametrize(
+    ("helper", "answer"),
+    [
+        ("accelerate.utils.is_xpu_available", "tj.accelerator.is_available()"),
+        ("accelerate.utils.is_mps_available", "tj.backends.mps.is_available()"),
+        ("accelerate.utils.is_bf16_available", "tj.cuda.is_bf16_supported()"),
+        ("transformers.utils.is_torch_cuda_available", "tj.cuda.is_available()"),
+    ],
+)
+def test_each_availability_helper_gets_the_question_it_asks(helper: str, answer: str) -> None:
+    module, name = helper.rsplit(".", 1)
+    (found,) = scan_text(f"from {module} import {name}\nif {name}():\n    pass\n")
+    assert found.rule == "library-is-available" and answer in found.replacement
+
+
+# -- the launcher's environment written through indirection --------------------------------
+@pytest.mark.idiom("dist-env")
+@pytest.mark.idiom("dist-local-rank")
+def test_launcher_variables_written_through_indirection_are_reported() -> None:
+    source = """\
+    import os
+
+    def setup_environment(host, port, rank):
+        os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"})
+        os.environ.update(RANK=str(rank))
+        key, value = "NCCL_DEBUG", "INFO"
+        os.environ[key] = value
+        name = "LOCAL_RANK"
+        local_rank = int(os.environ[name])
+        other = "HOME"
+        return local_rank, os.environ[other]
+    """
+    found = [(f.line, f.rule, f.replacement) for f in scan_text(source)]
+    assert [(line, rule) for line, rule, _ in found] == [
+        (4, "dist-env"),
+        (4, "dist-env"),
+        (5, "dist-env"),
+        (7, "dist-env"),
+        (9, "dist-local-rank"),
+    ]
+    # A write is left as it is (init_process_group reads it), never told to read the rank.
+    assert found[2][2] == "unchanged: init_process_group reads it"
+    assert "NCCL" in found[3][2]
+    assert found[4][2] == "tj.distributed.get_local_rank()"
+
+
+def test_a_name_bound_to_two_variables_is_not_guessed() -> None:
+    source = """\
+    import os
+    key = "MASTER_ADDR"
+    if flag:
+        key = "HOME"
+    os.environ[key] = "x"
+    """
+    assert [f for f in scan_text(source) if f.line == 5] == []
+
+
+# -- torch optimizers, their state and the seed ---------------------------------------------
+@pytest.mark.idiom("optimizer-torch-rules")
+@pytest.mark.idiom("optimizer-parameters")
+@pytest.mark.idiom("optimizer-state-dict")
+@pytest.mark.idiom("lr-scheduler")
+def test_the_optimizer_advice_is_the_scripts_own_optimizer_and_lr() -> None:
+    source = """\
+    import torch
+
+    def build(net, args):
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=args.wd, fused=True)
+        sgd = torch.optim.SGD(net.parameters(), 0.1, 0.9)
+        ada = torch.optim.Adagrad(net.parameters(), lr=0.05)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)
+        torch.save({"optimizer": optimizer.state_dict()}, args.path)
+        optimizer.load_state_dict(torch.load(args.path)["optimizer"])
+        return sgd, ada, scheduler
+    """
+    found = _by_line(source)
+    by_rule = {(f.line, f.rule): f.replacement for fs in found.values() for f in fs}
+    assert by_rule[(4, "optimizer-torch-rules")] == (
+        "optimizer = nnx.Optimizer(net, tj.optim.Adam(lr=1e-2, weight_decay=args.wd), "
+        "wrt=nnx.Param)"
+    )
+    assert "tj.optim.Adam(lr=1e-2, weight_decay=args.wd)" in by_rule[(4, "optimizer-parameters")]
+    assert "optax.adamw(1e-3)" not in "".join(by_rule.values())
+    assert by_rule[(5, "optimizer-torch-rules")] == (
+        "sgd = nnx.Optimizer(net, tj.optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)"
+    )
+    assert "optax.adagrad(0.05)" in by_rule[(6, "optimizer-parameters")]
+    assert (6, "optimizer-torch-rules") not in by_rule  # no tj.optim rule: optax's
+    assert by_rule[(7, "lr-scheduler")].splitlines()[0] == (
+        "scheduler = tj.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.1)"
+    )
+    assert (8, "optimizer-state-dict") in by_rule and (9, "optimizer-state-dict") in by_rule
+    assert (9, "load-model-state") not in by_rule
+    assert all(not f.fixable for fs in found.values() for f in fs if "optim" in f.rule)
+
+
+def test_the_scheduler_advice_is_the_scripts_own_scheduler() -> None:
+    """Not the row's StepLR(step_size=30) for a LinearLR warm-up."""
+    found = scan_text(
+        """\
+        import torch
+        from torch.optim.lr_scheduler import LinearLR
+        warmup = LinearLR(optimizer, start_factor=0.1, total_iters=args.warmup)
+        """
+    )
+    assert [(f.line, f.rule) for f in found] == [(3, "lr-scheduler")]
+    assert found[0].replacement.splitlines()[:2] == [
+        "warmup = tj.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, "
+        "total_iters=args.warmup)",
+        "warmup.step()  # each epoch",
+    ]
+
+
+def test_an_nnx_optimizer_is_no_torch_optimizer() -> None:
+    found = scan_text(
+        """\
+        from flax import nnx
+        import optax
+        optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
+        state = optimizer.state_dict()
+        """
+    )
+    assert [f.rule for f in found if f.rule.startswith("optimizer")] == []
+
+
+@pytest.mark.idiom("manual-seed")
+def test_the_seed_advice_keeps_torch_seeding_the_dataloaders_shuffle() -> None:
+    found = scan_text(
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+        torch.manual_seed(0)
+        loader = DataLoader(data, batch_size=8, shuffle=True)
+        """
+    )
+    seed = next(f for f in found if f.rule == "manual-seed")
+    assert "jax.random.key(0)" in seed.replacement
+    assert "DataLoader's shuffle" in seed.replacement
+
+
+def test_launcher_variables_named_as_the_keys_of_a_dict_are_reported() -> None:
+    """``{"NCCL_DEBUG": "WARN"}`` written into ``os.environ`` item by item."""
+    source = """\
+    import os
+    NCCL_SETTINGS = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+    LABELS = {"train": 1, "HOME": 2}
+    for key, value in NCCL_SETTINGS.items():
+        os.environ[key] = value
+    """
+    assert [(f.line, f.rule) for f in scan_text(source)] == [(2, "dist-env")]
+
+
+# -- every name a row covers is reported under that row, whatever the import's form ----------
+_QUALIFIED = [
+    (row.id, name)
+    for row in catalog.CATALOG
+    if row.rewrite == "advice"
+    for name in row.torch_api
+    if not name.endswith(".*") and name.split(".")[0].islower()
+]
+_WILDCARDS = [
+    (row.id, name[: -len(".*")])
+    for row in catalog.CATALOG
+    if row.rewrite == "advice"
+    for name in row.torch_api
+    if name.endswith(".*")
+]
+
+
+@pytest.mark.parametrize(("rule", "name"), _QUALIFIED, ids=[name for _, name in _QUALIFIED])
+def test_every_name_of_an_advice_row_is_reported_under_it(rule: str, name: str) -> None:
+    """The generator of the cases above: a row's name, imported as a module's attribute or
+    from its module, is that row's finding, never a catch-all's that covers its prefix."""
+    module, attribute = name.rsplit(".", 1)
+    for source in (
+        f"import {module}\nresult = {name}(x)\n",
+        f"from {module} import {attribute} as alias\nresult = alias(x)\n",
+    ):
+        assert rule in [f.rule for f in scan_text(source) if f.line == 2], source
+
+
+@pytest.mark.parametrize(("rule", "prefix"), _WILDCARDS, ids=[p for _, p in _WILDCARDS])
+def test_a_name_no_row_names_is_reported_under_its_catch_all(rule: str, prefix: str) -> None:
+    found = scan_text(f"import {prefix}\nresult = {prefix}.not_a_row_of_its_own(x)\n")
+    assert [f.rule for f in found if f.line == 2] == [rule]
