@@ -69,7 +69,8 @@ def load_pickled(
         bar = stack.enter_context(
             Progress(source.label(), source.size(), False if mmap else progress)
         )
-        opened: Any = source.path if source.file is None else source.file
+        # A path: the file the source opened, by a name that reaches that very file.
+        opened: Any = source.by_name() if source.file is None else source.file
         if bar.enabled:
             if source.file is None:
                 opened = stack.enter_context(open(opened, "rb"))
