@@ -39,7 +39,8 @@ from .messages import shown
 
 __all__ = ["LeavesFolder", "Place", "by_handle", "held", "kind_of", "open_folder", "open_regular"]
 
-_MAX_LINKS = 40  # the links one path may go through, as Linux allows
+#: The links one path may go through, as Linux allows (and the walks one open retries).
+MAX_LINKS = 40
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
@@ -145,7 +146,7 @@ def open_regular(
         OSError: missing, unreadable, a link loop.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC | _NOFOLLOW
-    for _ in range(_MAX_LINKS):
+    for _ in range(MAX_LINKS):
         with held(path, verb, within=within, at=at) as place:
             try:
                 descriptor = os.open(place.name, flags, dir_fd=place.folder)
@@ -240,7 +241,7 @@ def _walk(path: str, within: int | None, at: int | None, verb: str) -> tuple[int
                     continue
             # A link (or a name that changed under the walk): read it, check it, follow it.
             turns += 1
-            if turns > _MAX_LINKS:
+            if turns > MAX_LINKS:
                 raise OSError(errno.ELOOP, "Too many levels of symbolic links")
             if not stat.S_ISLNK(status.st_mode):
                 pending.insert(0, part)  # a directory again: open it again

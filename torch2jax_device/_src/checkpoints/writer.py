@@ -104,30 +104,15 @@ def write_file(
             user,
         )
     try:
-        with paths.held(user, "save_file() refuses to write") as place:
-            existing = _regular_target(user, place)
-            tag = _tag(place.name, _name_max(place))
-            _sweep(place, tag)
-            # Private while written: an existing target's bits are applied once complete.
-            mode = 0o666 if existing is None else 0o600
-            with _temporary(place, tag, mode) as (temporary, file):
-                file.write(len(header).to_bytes(8, "little"))
-                file.write(header)
-                for name in order:
-                    array = tensors[name].fetch()
-                    file.write(array.reshape(-1).view(np.uint8).data)
-                    del array  # gone before the next fetch: one tensor on the host at a time
-                file.flush()
-                if existing is not None:
-                    _keep_mode_and_owner(file.fileno(), existing)
-                os.fsync(file.fileno())
-                os.replace(
-                    temporary,
-                    place.sibling(place.name),
-                    src_dir_fd=place.folder,
-                    dst_dir_fd=place.folder,
-                )
-            _sync_directory(place)
+        for _ in range(paths.MAX_LINKS):
+            with paths.held(user, "save_file() refuses to write") as place:
+                existing = place.status()
+                if existing is not None and stat.S_ISLNK(existing.st_mode):
+                    continue  # a link appeared after the walk: walk again, checking it
+                _check_regular(user, place, existing)
+                _write_at(place, existing, header, order, tensors)
+                return
+        raise OSError(errno.ELOOP, "kept turning into a symbolic link", user)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise CheckpointError(
@@ -137,6 +122,34 @@ def write_file(
         if err.filename not in (None, user):  # the user's path, never a temporary file's
             raise type(err)(err.errno, err.strerror, user) from err
         raise
+
+
+def _write_at(
+    place: paths.Place,
+    existing: os.stat_result | None,
+    header: bytes,
+    order: list[str],
+    tensors: Mapping[str, TensorSource],
+) -> None:
+    """Write the file under a temporary name in ``place``'s folder and rename it over the
+    target there (``os.replace`` never follows a link at the target)."""
+    tag = _tag(place.name, _name_max(place))
+    _sweep(place, tag)
+    # Private while written: an existing target's bits are applied once it is complete.
+    with _temporary(place, tag, 0o666 if existing is None else 0o600) as (temporary, file):
+        file.write(len(header).to_bytes(8, "little"))
+        file.write(header)
+        for name in order:
+            array = tensors[name].fetch()
+            file.write(array.reshape(-1).view(np.uint8).data)
+            del array  # gone before the next fetch: one tensor on the host at a time
+        file.flush()
+        if existing is not None:
+            _keep_mode_and_owner(file.fileno(), existing)
+        os.fsync(file.fileno())
+        target = place.sibling(place.name)
+        os.replace(temporary, target, src_dir_fd=place.folder, dst_dir_fd=place.folder)
+    _sync_directory(place)
 
 
 def _layout(tensors: Mapping[str, TensorSource]) -> list[str]:
@@ -166,11 +179,10 @@ def _header(
     return header + b" " * (-(8 + len(header)) % ALIGNMENT)
 
 
-def _regular_target(path: str, place: paths.Place) -> os.stat_result | None:
-    """What the save replaces, if it is a regular file (``None``: nothing yet)."""
-    status = place.status()
+def _check_regular(path: str, place: paths.Place, status: os.stat_result | None) -> None:
+    """Refuse a target that exists and is not a regular file."""
     if status is None or stat.S_ISREG(status.st_mode):
-        return status
+        return
     if stat.S_ISDIR(status.st_mode):
         raise IsADirectoryError(
             errno.EISDIR, f"save_file() cannot write {path!r}: it is a directory; name a file"
