@@ -228,3 +228,73 @@ def test_errno_of_a_refused_directory_target_matches_open(tmp_path: Path) -> Non
     with pytest.raises(IsADirectoryError) as caught:
         save_file(W, tmp_path)
     assert caught.value.errno == errno.EISDIR
+
+
+# --------------------------------------------------------------- bounds on a header
+
+
+def _raw_safetensors(path: Path, header: str) -> Path:
+    data = header.encode()
+    path.write_bytes(len(data).to_bytes(8, "little") + data)
+    return path
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        '"k{i}":"v"',  # many short strings: about 15 times their text in memory
+        '"k{i}":{i}',  # numbers in the metadata (refused as values only after parsing)
+    ],
+)
+def test_a_header_of_many_metadata_values_is_refused_before_parsing(
+    tmp_path: Path, values: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch2jax_device._src.checkpoints import format as safetensors_format
+
+    parsed: list[str] = []
+    monkeypatch.setattr(
+        safetensors_format.json,
+        "loads",
+        lambda text, **kwargs: parsed.append(text) or json.loads(text, **kwargs),
+    )
+    entries = ",".join(values.format(i=i) for i in range(2_000_000))
+    path = _raw_safetensors(tmp_path / "m.safetensors", f'{{"__metadata__":{{{entries}}}}}')
+    with pytest.raises(CheckpointError, match="JSON strings and numbers, at most 72 per tensor"):
+        load_file(path)
+    assert parsed == []
+
+
+def test_metadata_over_the_caps_is_refused_on_load_and_on_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch2jax_device._src.checkpoints import format as safetensors_format
+
+    monkeypatch.setattr(safetensors_format, "MAX_METADATA_ENTRIES", 4)
+    monkeypatch.setattr(safetensors_format, "MAX_METADATA_BYTES", 64)
+    many = {f"k{i}": "v" for i in range(5)}
+    large = {"k": "v" * 64}
+    for metadata, problem in ((many, "holds 5 entries, more than the 4"), (large, "holds 65 bytes of text")):
+        target = tmp_path / "out.safetensors"
+        with pytest.raises(CheckpointError, match=f"save_file\\(\\): '__metadata__' {problem}"):
+            save_file(W, target, metadata)
+        assert not target.exists()
+        path = _raw_safetensors(tmp_path / "m.safetensors", json.dumps({"__metadata__": metadata}))
+        with pytest.raises(CheckpointError, match=f"'__metadata__' {problem}"):
+            load_file(path)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "metadata", "what"),
+    [
+        ({"w\udc80": W["w"]}, None, "the tensor name"),
+        (W, {"k\udcff": "v"}, "the metadata key"),
+        (W, {"k": "v\udcff"}, "the metadata value of 'k'"),
+    ],
+)
+def test_a_lone_surrogate_in_a_name_is_the_librarys_error(
+    tmp_path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None, what: str
+) -> None:
+    target = tmp_path / "out.safetensors"
+    with pytest.raises(tj.ConversionError, match=f"{what}.* lone surrogate .*nothing was written"):
+        save_file(tensors, target, metadata)
+    assert os.listdir(tmp_path) == []
