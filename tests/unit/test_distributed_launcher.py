@@ -163,9 +163,18 @@ def test_a_signal_to_the_launcher_stops_every_worker(
     SIGTERM goes to a launcher started as users start it: it comes while the launcher
     imports torch for the store it hosts. The others go to forked launchers."""
     if signum == signal.SIGTERM:
-        job = _Launched.started(*TJ_COMMAND, WORKER, "one-stubborn")
+        job = _Launched.started(*TJ_COMMAND, "--grace-period", "3", WORKER, "one-stubborn")
     else:
-        job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "one-stubborn")
+        job = _Launched.tj(
+            launchers,
+            tmp_path,
+            "--nproc-per-node",
+            "2",
+            "--grace-period",
+            "3",
+            WORKER,
+            "one-stubborn",
+        )
     pids = job.pids(2)
     job.process.send_signal(signum)
     assert job.finish(limit_s=30) == 128 + signum
