@@ -273,7 +273,10 @@ def test_metadata_over_the_caps_is_refused_on_load_and_on_save(
     monkeypatch.setattr(safetensors_format, "MAX_METADATA_BYTES", 64)
     many = {f"k{i}": "v" for i in range(5)}
     large = {"k": "v" * 64}
-    for metadata, problem in ((many, "holds 5 entries, more than the 4"), (large, "holds 65 bytes of text")):
+    for metadata, problem in (
+        (many, "holds 5 entries, more than the 4"),
+        (large, "holds 65 bytes of text"),
+    ):
         target = tmp_path / "out.safetensors"
         with pytest.raises(CheckpointError, match=f"save_file\\(\\): '__metadata__' {problem}"):
             save_file(W, target, metadata)
@@ -298,3 +301,37 @@ def test_a_lone_surrogate_in_a_name_is_the_librarys_error(
     with pytest.raises(tj.ConversionError, match=f"{what}.* lone surrogate .*nothing was written"):
         save_file(tensors, target, metadata)
     assert os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------- compressed storages
+
+
+def _deflated_copy(stored: Path, out: Path) -> Path:
+    """``stored`` (as torch.save writes it: entries stored) with every entry deflated."""
+    import zipfile
+
+    with zipfile.ZipFile(stored) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            target.writestr(info.filename, source.read(info), zipfile.ZIP_DEFLATED)
+    return out
+
+
+def test_storages_that_inflate_past_the_copy_bound_are_refused_before_torch_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from torch2jax_device._src.checkpoints import pickled
+
+    stored = tmp_path / "stored.pt"
+    torch.save({"w": torch.zeros(2**20)}, stored)  # 4 MiB of zeros
+    deflated = _deflated_copy(stored, tmp_path / "deflated.pt")
+    assert deflated.stat().st_size < 2**16
+    # torch inflates it whole: what a bound must stop before torch.load runs.
+    assert torch.load(deflated, weights_only=True)["w"].shape == (2**20,)
+    monkeypatch.setattr(pickled, "_COPY_ALLOWANCE_BYTES", 2**20)
+    with pytest.raises(CheckpointError, match=r"zip entries that expand to 4,19\d,\d{3} bytes"):
+        tj.load(deflated)
+    with open(deflated, "rb") as file, pytest.raises(CheckpointError, match="expand to"):
+        tj.load(file)
+    assert np.asarray(tj.load(stored)["w"]).shape == (2**20,)  # stored entries: as before

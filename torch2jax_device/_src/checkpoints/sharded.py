@@ -57,7 +57,15 @@ from .messages import loading, shown, slice_load
 from .object_graph import Graph
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
-from .pickled import HostTensors, load_pickled, numpy_dtype, rebuilt, settle, tensor_error
+from .pickled import (
+    HostTensors,
+    check_expansion,
+    load_pickled,
+    numpy_dtype,
+    rebuilt,
+    settle,
+    tensor_error,
+)
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
@@ -544,6 +552,7 @@ def _load_torch(
     the first one found, for one dict its first key).
     """
     torch = import_torch(source.name)
+    check_expansion(source)
     data_bytes = source.size()  # a file object: from where it is read
     # The legacy (pre-zip) format and file objects cannot be mapped.
     mmap = source.kind == "zip" and source.path is not None
