@@ -282,7 +282,10 @@ def test_a_64_mib_line_is_relayed_in_bounded_memory(launchers: ForkServer, tmp_p
     assert (peak - before) < 24 * 1024, f"the launcher grew by {(peak - before) // 1024} MiB"
 
 
-def test_relay_prefixes_each_line_start_and_keeps_ranks_apart() -> None:
+def test_relay_prefixes_each_line_start_and_keeps_ranks_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_run, "_REST_S", 30.0)  # no pause counts: "a" waits for its line
     out, err = io.StringIO(), io.StringIO()
     relay = _run._Relay(out, err)
     pipes = [os.pipe() for _ in range(2)]
@@ -299,11 +302,12 @@ def test_relay_prefixes_each_line_start_and_keeps_ranks_apart() -> None:
     while relay.open() and time.monotonic() < deadline:
         relay.pump(0.1)
     relay.close()
-    # rank 1 starts a new line after rank 0's unfinished "a"; \r\n split over two
-    # chunks ends a line once; an empty line keeps its prefix; a character split over
-    # two chunks arrives whole; the last, unfinished line gets its newline at the end.
+    # rank 0's unfinished "a" waits for its line's end (rank 1's line goes first);
+    # \r\n split over two chunks ends a line once; an empty line keeps its prefix; a
+    # character split over two chunks arrives whole; the last, unfinished line gets its
+    # newline at the end.
     assert out.getvalue() == (
-        "[rank0]: a\n[rank1]: b\n[rank0]: c\r\n[rank0]: d\r\n[rank0]: \n[rank0]: é\r[rank0]: e\n"
+        "[rank1]: b\n[rank0]: ac\r\n[rank0]: d\r\n[rank0]: \n[rank0]: é\r[rank0]: e\n"
     )
     assert err.getvalue() == ""
 

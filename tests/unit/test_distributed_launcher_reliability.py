@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,34 @@ def test_the_grace_period_defaults_to_torchruns() -> None:
     for bad in ("-1", "inf", "soon"):
         with pytest.raises(SystemExit):
             parser.parse_args(["run", "--grace-period", bad, "x.py"])
+
+
+def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A held line is shown after its rank pauses this long: long here, so a slow thread
+    # switch on a loaded machine never counts as a pause (every write ends a line).
+    monkeypatch.setattr(_run, "_REST_S", 30.0)
+    out, err = io.StringIO(), io.StringIO()
+    relay = _run._Relay(out, err)
+    pipes = [os.pipe() for _ in range(2)]
+    for rank, (read_end, _) in enumerate(pipes):
+        relay.add(rank, os.fdopen(read_end, "rb"), None)
+    line = b"x" * 99 + b"\n"  # 65,536 is no multiple of 100: every full chunk breaks a line
+
+    def write_blocks(descriptor: int) -> None:
+        for _ in range(4):
+            os.write(descriptor, line * 3000)  # 300 KB in one write, as a large print
+        os.close(descriptor)
+
+    writers = [threading.Thread(target=write_blocks, args=(w,)) for _, w in pipes]
+    for writer in writers:
+        writer.start()
+    while relay.open():  # ends when both writers closed their pipes
+        relay.pump(5)
+    for writer in writers:
+        writer.join()
+    lines = out.getvalue().splitlines()
+    whole = {f"[rank{rank}]: " + "x" * 99 for rank in range(2)}
+    assert [text for text in lines if text not in whole] == []
+    assert len(lines) == 2 * 4 * 3000

@@ -14,10 +14,12 @@ run it on each with the same ``--nnodes``, ``--master-addr`` (the host of rank 0
 
 Like torchrun's agent, it cleans up after itself:
 
-* Output is relayed as it comes, in chunks of at most 64 KiB: partial lines and ``\r``
-  progress bars show at once, and ``[rankN]:`` starts each line (and each ``\r``
-  redraw). Relaying stops a second after the last worker exits, even when a process the
-  worker started still holds its output open.
+* Output is relayed as it comes, line by line (an unfinished line waits until it ends,
+  its rank pauses 0.1 s or it reaches 1 MiB, so lines of ranks writing large blocks
+  arrive whole; reads are at most 64 KiB): ``\r`` progress bars show at once, and
+  ``[rankN]:`` starts each line (and each ``\r`` redraw). Relaying stops a second after
+  the last worker exits, even when a process the worker started still holds its output
+  open.
 * When a worker fails, the others are stopped (SIGTERM, SIGKILL after ``--grace-period``
   seconds, 30 by default as torchrun: JAX's preemption handler catches SIGTERM) and the
   first failure's exit code is returned.
@@ -67,6 +69,10 @@ _STUCK_S = 1.0
 _DRAIN_S = 1.0
 # The most bytes read from a worker's pipe at once: a long line never fills memory.
 _CHUNK = 64 * 1024
+# An unfinished line is held back until it ends, or its rank writes nothing for this
+# long, or it grows past _LINE_HOLD bytes: ranks' lines are relayed whole.
+_REST_S = 0.1
+_LINE_HOLD = 16 * _CHUNK
 # The signals forwarded to every worker, as torchrun's agent does.
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Run by each worker before its script (Linux): PR_SET_PDEATHSIG (1) to SIGKILL (9),
@@ -376,6 +382,8 @@ class _Stream:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.at_line_start = True
         self.after_return = False  # a \r redraws the line: its text is still shown
+        self.pending = b""  # the start of a line not yet ended, held back (_relay_lines)
+        self.pending_since = 0.0
 
     def mid_line(self) -> bool:
         return not self.at_line_start or self.after_return
@@ -416,6 +424,9 @@ class _Relay:
         if not self.open():
             time.sleep(timeout_s)
             return
+        streams = [key.data for key in self._selector.get_map().values()]
+        if any(stream.pending for stream in streams):
+            timeout_s = min(timeout_s, _REST_S)  # to show a paused rank's partial line
         for key, _ in self._selector.select(timeout_s):
             stream: _Stream = key.data
             try:
@@ -423,9 +434,33 @@ class _Relay:
             except BlockingIOError:
                 continue
             if chunk:
-                self._write(stream, stream.decoder.decode(chunk))
+                self._relay_lines(stream, chunk)
             else:
                 self._finish(stream)
+        now = time.monotonic()
+        for key in list(self._selector.get_map().values()):
+            stream = key.data
+            if stream.pending and now - stream.pending_since >= _REST_S:
+                self._write(stream, stream.decoder.decode(stream.pending))  # a real pause
+                stream.pending = b""
+
+    def _relay_lines(self, stream: _Stream, chunk: bytes) -> None:
+        """Relay ``chunk``'s whole lines; keep an unfinished one until it ends, or its
+        rank pauses (``_REST_S``), or it grows past ``_LINE_HOLD``.
+
+        A read that ends mid-line is usually part of a larger write (a rank printing a
+        large block, which the kernel passes on page by page): relaying it alone would
+        let another rank's output land inside the line.
+        """
+        data = stream.pending + chunk
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        tail = data[cut:]
+        if len(tail) > _LINE_HOLD:
+            cut, tail = len(data), b""
+        if tail and not stream.pending:
+            stream.pending_since = time.monotonic()
+        stream.pending = tail
+        self._write(stream, stream.decoder.decode(data[:cut]))
 
     def close(self) -> None:
         """Stop relaying: what a process still holding a pipe writes later is dropped."""
@@ -435,7 +470,8 @@ class _Relay:
 
     def _finish(self, stream: _Stream) -> None:
         self._selector.unregister(stream.pipe)
-        self._write(stream, stream.decoder.decode(b"", final=True))
+        self._write(stream, stream.decoder.decode(stream.pending, final=True))
+        stream.pending = b""
         if self._unfinished.get(id(stream.sink)) is stream:
             self._emit(stream.sink, "\n")
             self._unfinished[id(stream.sink)] = None
