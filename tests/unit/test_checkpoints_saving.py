@@ -234,7 +234,7 @@ def test_another_users_link_in_a_sticky_shared_directory_is_refused(tmp_path: Pa
     with pytest.raises(
         CheckpointError,
         match=r"goes through the symbolic link .*model.safetensors', owned by uid 54321, in "
-        r"the sticky, world-writable directory .*fs.protected_symlinks.*Fix: save to a "
+        r"the sticky, world-writable directory .*fs.protected_symlinks.*Fix: use a "
         "directory only you can write",
     ):
         save_file(W, planted)

@@ -165,9 +165,18 @@ def test_a_signal_to_the_launcher_stops_every_worker(
     SIGTERM goes to a launcher started as users start it: it comes while the launcher
     imports torch for the store it hosts. The others go to forked launchers."""
     if signum == signal.SIGTERM:
-        job = _Launched.started(*TJ_COMMAND, WORKER, "one-stubborn")
+        job = _Launched.started(*TJ_COMMAND, "--grace-period", "3", WORKER, "one-stubborn")
     else:
-        job = _Launched.tj(launchers, tmp_path, "--nproc-per-node", "2", WORKER, "one-stubborn")
+        job = _Launched.tj(
+            launchers,
+            tmp_path,
+            "--nproc-per-node",
+            "2",
+            "--grace-period",
+            "3",
+            WORKER,
+            "one-stubborn",
+        )
     pids = job.pids(2)
     job.process.send_signal(signum)
     assert job.finish(limit_s=30) == 128 + signum
@@ -274,7 +283,10 @@ def test_a_64_mib_line_is_relayed_in_bounded_memory(launchers: ForkServer, tmp_p
     assert (peak - before) < 24 * 1024, f"the launcher grew by {(peak - before) // 1024} MiB"
 
 
-def test_relay_prefixes_each_line_start_and_keeps_ranks_apart() -> None:
+def test_relay_prefixes_each_line_start_and_keeps_ranks_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_run, "_REST_S", 30.0)  # no pause counts: "a" waits for its line
     out, err = io.StringIO(), io.StringIO()
     relay = _run._Relay(out, err)
     pipes = [os.pipe() for _ in range(2)]
@@ -291,11 +303,12 @@ def test_relay_prefixes_each_line_start_and_keeps_ranks_apart() -> None:
     while relay.open() and time.monotonic() < until:
         relay.pump(0.1)
     relay.close()
-    # rank 1 starts a new line after rank 0's unfinished "a"; \r\n split over two
-    # chunks ends a line once; an empty line keeps its prefix; a character split over
-    # two chunks arrives whole; the last, unfinished line gets its newline at the end.
+    # rank 0's unfinished "a" waits for its line's end (rank 1's line goes first);
+    # \r\n split over two chunks ends a line once; an empty line keeps its prefix; a
+    # character split over two chunks arrives whole; the last, unfinished line gets its
+    # newline at the end.
     assert out.getvalue() == (
-        "[rank0]: a\n[rank1]: b\n[rank0]: c\r\n[rank0]: d\r\n[rank0]: \n[rank0]: é\r[rank0]: e\n"
+        "[rank1]: b\n[rank0]: ac\r\n[rank0]: d\r\n[rank0]: \n[rank0]: é\r[rank0]: e\n"
     )
     assert err.getvalue() == ""
 

@@ -14,15 +14,20 @@ run it on each with the same ``--nnodes``, ``--master-addr`` (the host of rank 0
 
 Like torchrun's agent, it cleans up after itself:
 
-* Output is relayed as it comes, in chunks of at most 64 KiB: partial lines and ``\r``
-  progress bars show at once, and ``[rankN]:`` starts each line (and each ``\r``
-  redraw). Relaying stops a second after the last worker exits, even when a process the
-  worker started still holds its output open.
-* When a worker fails, the others are stopped (SIGTERM, SIGKILL after 3 s: JAX's
-  preemption handler catches SIGTERM) and the first failure's exit code is returned.
+* Output is relayed as it comes, line by line (an unfinished line waits until it ends,
+  its rank pauses 0.1 s or it reaches 1 MiB, so lines of ranks writing large blocks
+  arrive whole; reads are at most 64 KiB): ``\r`` progress bars show at once, and
+  ``[rankN]:`` starts each line (and each ``\r`` redraw). Relaying stops a second after
+  the last worker exits, even when a process the worker started still holds its output
+  open.
+* When a worker fails, the others are stopped (SIGTERM, SIGKILL after ``--grace-period``
+  seconds, 30 by default as torchrun: JAX's preemption handler catches SIGTERM) and the
+  first failure's exit code is returned.
 * SIGINT (ctrl-C), SIGTERM and SIGHUP are forwarded to every worker's process group,
-  SIGKILL follows 3 s later, and the launcher exits with 128 + the signal's number; a
-  second signal kills the workers at once. Nothing waits without a deadline.
+  SIGKILL follows ``--grace-period`` seconds later, and the launcher exits with 128 + the
+  signal's number; a second signal kills the workers at once. Nothing waits without a
+  deadline: a signal that comes while the launcher is stuck writing to an output nobody
+  reads (a full pipe) abandons that output (it goes to /dev/null from then on).
 * On Linux each worker dies (SIGKILL) when the launcher dies, even by SIGKILL
   (``PR_SET_PDEATHSIG``).
 """
@@ -34,8 +39,10 @@ import codecs
 import contextlib
 import datetime
 import importlib.util
+import io
 import os
 import re
+import select
 import selectors
 import signal
 import socket
@@ -43,7 +50,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
@@ -51,14 +58,21 @@ from typing import IO, Any, TextIO
 __all__ = ["add_parser", "run"]
 
 _POLL_S = 0.05
-# How long stopped workers get between SIGTERM (or the signal forwarded) and SIGKILL.
-_GRACE_S = 3.0
+# How long stopped workers get between SIGTERM (or the signal forwarded) and SIGKILL by
+# default: torchrun's agent waits 30 s (its SubprocessHandler's close timeout).
+_GRACE_S = 30.0
 # How long the kernel gets to end SIGKILLed workers before the launcher stops waiting.
 _KILL_WAIT_S = 5.0
+# While stopping, how often a write to the launcher's output is checked for a reader.
+_STUCK_S = 1.0
 # How long output is still relayed after the last worker exited.
 _DRAIN_S = 1.0
 # The most bytes read from a worker's pipe at once: a long line never fills memory.
 _CHUNK = 64 * 1024
+# An unfinished line is held back until it ends, or its rank writes nothing for this
+# long, or it grows past _LINE_HOLD bytes: ranks' lines are relayed whole.
+_REST_S = 0.1
+_LINE_HOLD = 16 * _CHUNK
 # The signals forwarded to every worker, as torchrun's agent does.
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Run by each worker before its script (Linux): PR_SET_PDEATHSIG (1) to SIGKILL (9),
@@ -127,6 +141,16 @@ def add_parser(commands: Any) -> None:
         "(default: a free port; required with --nnodes > 1)",
     )
     parser.add_argument(
+        "--grace-period",
+        "--grace_period",
+        dest="grace_period",
+        type=_seconds,
+        default=_GRACE_S,
+        metavar="SECONDS",
+        help="how long workers get to exit after a signal is forwarded to them (or SIGTERM "
+        f"when another failed) before SIGKILL; default {_GRACE_S:g}, as torchrun",
+    )
+    parser.add_argument(
         "--cpu-devices",
         dest="cpu_devices",
         type=_positive_int,
@@ -148,8 +172,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     agent_store = importlib.util.find_spec("torch") is not None
     port = args.master_port if args.master_port is not None else _free_ports(1 + agent_store)
-    job = _Job(_Relay(out, err))
-    store_error = None
+    job = _Job(_Relay(out, err), grace_s=args.grace_period)
+    launch_error = None
     stores: list[object] = []  # open until the workers are done
     with _forwarding_signals(job):
         try:
@@ -159,16 +183,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if agent_store and args.node_rank == 0 and not job.signals:
                 stores.append(_host_store(args, port))
             job.wait()
-        except _StoreError as error:
-            store_error = error
+        except _LaunchError as error:
+            launch_error = error
         finally:
             job.stop()
             stores.clear()
-    return job.report(err, store_error)
+    return job.report(err, launch_error)
 
 
-class _StoreError(Exception):
-    """torch's rendezvous store could not be hosted (the message says why and the fix)."""
+class _LaunchError(Exception):
+    """A worker could not be started, or torch's rendezvous store hosted (the message
+    says why and the fix)."""
 
 
 class _Worker:
@@ -211,8 +236,15 @@ class _Worker:
 class _Job:
     """The workers of this host, what stopped them, and their output."""
 
-    def __init__(self, relay: _Relay) -> None:
+    def __init__(
+        self,
+        relay: _Relay,
+        *,
+        grace_s: float = _GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.relay = relay
+        self.grace_s, self._clock = grace_s, clock
         self.workers: list[_Worker] = []
         self.signals: list[int] = []  # received, in order
         self.failure: _Worker | None = None
@@ -224,7 +256,16 @@ class _Job:
         for local_rank in range(args.nproc_per_node):
             if self.signals:
                 return
-            worker = _start(args, local_rank, port, agent_store)
+            try:
+                worker = _start(args, local_rank, port, agent_store)
+            except OSError as error:  # fork or exec failed: out of processes or memory
+                rank = args.node_rank * args.nproc_per_node + local_rank
+                raise _LaunchError(
+                    f"could not start rank {rank} ({type(error).__name__}: "
+                    f"{error.strerror or error}); stopped every process started before it. "
+                    "Fix: free processes or memory (ulimit -u, RLIMIT_NPROC, a container's "
+                    "pids limit) or pass a smaller --nproc-per-node."
+                ) from None
             self.workers.append(worker)
             self.relay.add(worker.rank, worker.process.stdout, worker.process.stderr)
             if self.signals:  # it came while this worker started: it gets it too
@@ -238,6 +279,8 @@ class _Job:
         else:
             for worker in self.workers:
                 worker.signal_group(signal.SIGKILL)
+        self.relay.stopping = True
+        self.relay.unblock()
 
     def wait(self) -> None:
         """Relay output until every worker exited, one failed, or a signal came."""
@@ -261,49 +304,55 @@ class _Job:
         for worker in self.workers:
             if worker.running():
                 worker.signal_group(signal.SIGKILL)
-        self._pump_while_running(time.monotonic() + _KILL_WAIT_S)
+        self._pump_while_running(self._clock() + _KILL_WAIT_S)
         self._unstopped = [worker for worker in self.workers if worker.running()]
-        deadline = time.monotonic() + _DRAIN_S
-        while self.relay.open() and time.monotonic() < deadline:
+        deadline = self._clock() + _DRAIN_S
+        while self.relay.open() and self._clock() < deadline:
             self.relay.pump(_POLL_S)
         self.relay.close()
 
-    def report(self, err: TextIO, store_error: _StoreError | None) -> int:
+    def report(self, err: TextIO, launch_error: _LaunchError | None) -> int:
         """Say what stopped the job, if anything did; return the launcher's exit status."""
         lines = [f"rank {worker.rank} (pid {worker.process.pid})" for worker in self._unstopped]
         if lines:
-            err.write(
+            self.relay.say(
+                err,
                 f"torch2jax-device run: {', '.join(lines)} still running after SIGKILL "
-                f"and {_KILL_WAIT_S:g} s (stuck in the kernel?); not waiting for it.\n"
+                f"and {_KILL_WAIT_S:g} s (stuck in the kernel?); not waiting for it.\n",
             )
         if self.signals:
             name = signal.Signals(self.signals[0]).name
             how = (
                 "a second signal killed them (SIGKILL)"
                 if len(self.signals) > 1
-                else f"forwarded {name}, SIGKILL after {_GRACE_S:g} s"
+                else f"forwarded {name}, SIGKILL after {self.grace_s:g} s"
             )
-            err.write(
-                f"torch2jax-device run: interrupted by {name}; stopped every process ({how}).\n"
+            self.relay.say(
+                err,
+                f"torch2jax-device run: interrupted by {name}; stopped every process ({how}).\n",
             )
             return 128 + self.signals[0]
-        if store_error is not None:
-            err.write(f"torch2jax-device run: {store_error}\n")
+        if launch_error is not None:
+            self.relay.say(err, f"torch2jax-device run: {launch_error}\n")
             return 1
         if self.failure is not None:
-            err.write(self.failure.describe() + "\n")
+            self.relay.say(err, self.failure.describe() + "\n")
             return self.failure.exit_status
         return 0
 
     def _stop_workers(self, signum: int) -> None:
-        self._kill_deadline = time.monotonic() + _GRACE_S
+        self._kill_deadline = self._clock() + self.grace_s
         for worker in self.workers:
             if worker.running():
                 worker.signal_group(signum)
 
     def _pump_while_running(self, deadline: float) -> None:
-        while any(worker.running() for worker in self.workers) and time.monotonic() < deadline:
+        while any(worker.running() for worker in self.workers) and self._clock() < deadline:
             self.relay.pump(_POLL_S)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 @contextlib.contextmanager
@@ -313,10 +362,11 @@ def _forwarding_signals(job: _Job) -> Iterator[None]:
     The handler never raises, so no signal interrupts the launcher with a traceback;
     outside the main thread (where Python runs no handlers) nothing changes.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         yield
         return
     previous = {signum: signal.signal(signum, job.on_signal) for signum in _FORWARDED}
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, lambda *_: job.relay.unblock())
     try:
         yield
     finally:
@@ -332,9 +382,15 @@ class _Stream:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.at_line_start = True
         self.after_return = False  # a \r redraws the line: its text is still shown
+        self.pending = b""  # the start of a line not yet ended, held back (_relay_lines)
+        self.pending_since = 0.0
 
     def mid_line(self) -> bool:
         return not self.at_line_start or self.after_return
+
+
+class _Abandoned(Exception):
+    """Raised by the signal handler into a write blocked on an output nobody reads."""
 
 
 class _Relay:
@@ -342,6 +398,10 @@ class _Relay:
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self._out, self._err = out, err
+        self._writing: TextIO | None = None  # the sink a write is in progress to
+        # Set once a signal came: from then on a write is checked every _STUCK_S (SIGALRM)
+        # and abandoned if nobody reads its output, so stopping cannot hang on it.
+        self.stopping = False
         self._selector = selectors.DefaultSelector()
         # Per sink, the stream whose line is unfinished there: another stream's output
         # starts on a new line, so every prefix stands at a line start.
@@ -364,6 +424,9 @@ class _Relay:
         if not self.open():
             time.sleep(timeout_s)
             return
+        streams = [key.data for key in self._selector.get_map().values()]
+        if any(stream.pending for stream in streams):
+            timeout_s = min(timeout_s, _REST_S)  # to show a paused rank's partial line
         for key, _ in self._selector.select(timeout_s):
             stream: _Stream = key.data
             try:
@@ -371,9 +434,33 @@ class _Relay:
             except BlockingIOError:
                 continue
             if chunk:
-                self._write(stream, stream.decoder.decode(chunk))
+                self._relay_lines(stream, chunk)
             else:
                 self._finish(stream)
+        now = time.monotonic()
+        for key in list(self._selector.get_map().values()):
+            stream = key.data
+            if stream.pending and now - stream.pending_since >= _REST_S:
+                self._write(stream, stream.decoder.decode(stream.pending))  # a real pause
+                stream.pending = b""
+
+    def _relay_lines(self, stream: _Stream, chunk: bytes) -> None:
+        """Relay ``chunk``'s whole lines; keep an unfinished one until it ends, or its
+        rank pauses (``_REST_S``), or it grows past ``_LINE_HOLD``.
+
+        A read that ends mid-line is usually part of a larger write (a rank printing a
+        large block, which the kernel passes on page by page): relaying it alone would
+        let another rank's output land inside the line.
+        """
+        data = stream.pending + chunk
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        tail = data[cut:]
+        if len(tail) > _LINE_HOLD:
+            cut, tail = len(data), b""
+        if tail and not stream.pending:
+            stream.pending_since = time.monotonic()
+        stream.pending = tail
+        self._write(stream, stream.decoder.decode(data[:cut]))
 
     def close(self) -> None:
         """Stop relaying: what a process still holding a pipe writes later is dropped."""
@@ -383,7 +470,8 @@ class _Relay:
 
     def _finish(self, stream: _Stream) -> None:
         self._selector.unregister(stream.pipe)
-        self._write(stream, stream.decoder.decode(b"", final=True))
+        self._write(stream, stream.decoder.decode(stream.pending, final=True))
+        stream.pending = b""
         if self._unfinished.get(id(stream.sink)) is stream:
             self._emit(stream.sink, "\n")
             self._unfinished[id(stream.sink)] = None
@@ -415,14 +503,54 @@ class _Relay:
         self._unfinished[id(sink)] = stream if stream.mid_line() else None
         self._emit(sink, "".join(parts))
 
+    def unblock(self) -> None:
+        """Called by the signal handler: if the write in progress is blocked on a full
+        pipe nobody reads, abandon it (raise into it), so the launcher can stop the job
+        and exit; a write that can go on is left alone."""
+        sink = self._writing
+        if sink is None:
+            return
+        try:
+            descriptor = sink.fileno()
+            _, writable, _ = select.select([], [descriptor], [], 0)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return  # not a file (a StringIO): it cannot block
+        if not writable:
+            raise _Abandoned
+
+    def say(self, sink: TextIO, text: str) -> None:
+        """The launcher's own message, written as relayed output is (``_emit``)."""
+        self._emit(sink, text)
+
     def _emit(self, sink: TextIO, text: str) -> None:
         if id(sink) in self._broken:
             return
+        self._writing = sink
+        watched = self.stopping and _in_main_thread()
+        if watched:
+            signal.setitimer(signal.ITIMER_REAL, _STUCK_S, _STUCK_S)
         try:
             sink.write(text)
             sink.flush()
+        except _Abandoned:
+            self._abandon(sink)
         except (OSError, ValueError):  # the reader went away: keep the job, drop its output
             self._broken.add(id(sink))
+        finally:
+            if watched:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            self._writing = None
+
+    def _abandon(self, sink: TextIO) -> None:
+        """Drop ``sink``'s output from now on: its descriptor goes to /dev/null, so what
+        is still buffered (flushed at exit too) can never block again."""
+        self._broken.add(id(sink))
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, sink.fileno())
+            finally:
+                os.close(null)
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -435,6 +563,33 @@ def _check(args: argparse.Namespace) -> str | None:
         )
     if not Path(args.script).is_file():
         return f"script {args.script!r} not found."
+    return _check_master_addr(args.master_addr, here=args.node_rank == 0)
+
+
+def _check_master_addr(host: str, *, here: bool) -> str | None:
+    """Why ``--master-addr`` cannot work, checked before any worker starts: it must
+    resolve, and where rank 0 runs on this host (``here``), be one of this host's
+    addresses; else every worker would wait for a coordinator that never comes."""
+    from .._src.distributed.rendezvous import check_host
+    from .._src.errors import DistributedError
+
+    try:
+        check_host(host, "--master-addr")
+    except DistributedError as error:
+        return str(error)
+    if not here:
+        return None
+    try:
+        family = socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host.strip("[]"), 0))
+    except OSError as error:
+        return (
+            f"--master-addr {host!r} is not an address of this host ({error.strerror or error}), "
+            "but rank 0 runs here (--node-rank 0) and listens on it, so no worker could "
+            "ever reach it. Fix: pass this host's name or IP address (127.0.0.1 when every "
+            "worker runs here)."
+        )
     return None
 
 
@@ -453,7 +608,7 @@ def _host_store(args: argparse.Namespace, port: int) -> object:
             multi_tenant=True,
         )
     except (RuntimeError, ValueError) as error:  # DistNetworkError is a RuntimeError
-        raise _StoreError(
+        raise _LaunchError(
             f"could not host torch's rendezvous store at {args.master_addr}:{port} "
             f"({error}); stopped every process. Pass a free --master-port, or an address of "
             "this host as --master-addr."
@@ -520,6 +675,16 @@ def _is_free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -129,7 +129,8 @@ def launch(
     """
     parser = argparse.ArgumentParser(prog="torch2jax-device")
     _run.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["run", *argv])
+    # torchrun's 30 s grace before SIGKILL would make every stopped job slow to test.
+    args = parser.parse_args(["run", "--grace-period", "3", *argv])
     out, err = out if out is not None else io.StringIO(), io.StringIO()
     # wall-clock: a watchdog against a hang, its limit scaled by deadline()
     watchdog = threading.Timer(deadline(limit_s), _thread.interrupt_main)

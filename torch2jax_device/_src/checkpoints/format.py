@@ -29,6 +29,8 @@ from .messages import shown
 __all__ = [
     "DTYPES",
     "MAX_HEADER_BYTES",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_ENTRIES",
     "MAX_RANK",
     "TensorBudget",
     "TensorInfo",
@@ -40,6 +42,14 @@ __all__ = [
 
 #: safetensors refuses headers above 100 MB; so does this module, before reading them.
 MAX_HEADER_BYTES = 100_000_000
+#: The most ``__metadata__`` entries a header may hold, and the most bytes of text (keys
+#: and values together) they may take: each entry costs about 15 times its text in
+#: Python objects, and real files hold a handful (``{"format": "pt"}``).
+MAX_METADATA_ENTRIES = 65_536
+MAX_METADATA_BYTES = 16 * 2**20
+#: JSON values (strings and numbers, keys included) a tensor's entry may hold: its name,
+#: three keys, its dtype, a size per dimension and two offsets.
+_VALUES_PER_TENSOR = 8 + 64
 #: The most dimensions a NumPy array (and so a tensor read here) can have.
 MAX_RANK = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
 #: Without ``max_tensors=``, a file may hold one tensor per this many bytes of its size...
@@ -78,6 +88,8 @@ _WRITE_RANK = {code: rank for rank, code in enumerate(DTYPES)}
 _PACKED = ("F4", "F6_E2M3", "F6_E3M2")
 # A JSON string (skipped whole, whatever it holds), or the start of an array or object.
 _STRING_OR_CONTAINER = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]')
+# A JSON string, or what separates values (a comma or a colon).
+_STRING_OR_SEPARATOR = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[,:]')
 
 
 class TensorInfo(NamedTuple):
@@ -224,6 +236,8 @@ def read_header(
         isinstance(metadata, dict) and all(isinstance(value, str) for value in metadata.values())
     ):
         raise _invalid(path, "'__metadata__' must map strings to strings")
+    if metadata is not None:
+        check_metadata(metadata, lambda problem: _invalid(path, problem))
     budget.spend(len(header), repr(path))
     data_start = 8 + length
     tensors = [_tensor_info(path, name, entry, data_start) for name, entry in header.items()]
@@ -304,6 +318,14 @@ def _parse(text: str, path: str, limit: int, budget: TensorBudget) -> Any:
             "arrays and objects, three per tensor"
         )
         raise budget.refusal(repr(path), f"more than {limit:,}", why)
+    values = _VALUES_PER_TENSOR * (limit + 1) + 2 * MAX_METADATA_ENTRIES
+    if _values_over(text, values):
+        why = (
+            f" (or is not a safetensors file): its header holds more than {values:,} JSON "
+            f"strings and numbers, at most {_VALUES_PER_TENSOR} per tensor and "
+            f"{2 * MAX_METADATA_ENTRIES:,} in '__metadata__'"
+        )
+        raise budget.refusal(repr(path), f"more than {limit:,}", why)
     objects = 0
 
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -328,6 +350,38 @@ def _parse(text: str, path: str, limit: int, budget: TensorBudget) -> Any:
         raise budget.refusal(repr(path), f"more than {limit:,}") from None
     except (ValueError, RecursionError) as err:
         raise _invalid(path, f"the header is not valid JSON ({err})") from None
+
+
+def check_metadata(metadata: dict[str, str], error: Any) -> None:
+    """Refuse ``__metadata__`` over ``MAX_METADATA_ENTRIES`` or ``MAX_METADATA_BYTES``;
+    ``error(problem)`` makes the exception."""
+    if len(metadata) > MAX_METADATA_ENTRIES:
+        raise error(
+            f"'__metadata__' holds {len(metadata):,} entries, more than the "
+            f"{MAX_METADATA_ENTRIES:,} allowed (each costs about 15 times its text in memory)"
+        )
+    size = sum(len(key.encode("utf-8", "surrogatepass")) for key in metadata) + sum(
+        len(value.encode("utf-8", "surrogatepass")) for value in metadata.values()
+    )
+    if size > MAX_METADATA_BYTES:
+        raise error(
+            f"'__metadata__' holds {size:,} bytes of text, more than the "
+            f"{MAX_METADATA_BYTES:,} allowed; keep large data in tensors"
+        )
+
+
+def _values_over(text: str, cap: int) -> bool:
+    """Whether the JSON ``text`` holds more than about ``cap`` values (strings and
+    numbers): its commas and colons outside strings, each separating one more."""
+    if text.count(",") + text.count(":") <= cap:  # strings can only add to this count
+        return False
+    count = 0
+    for match in _STRING_OR_SEPARATOR.finditer(text):
+        if match.end() - match.start() == 1:
+            count += 1
+            if count > cap:
+                return True
+    return False
 
 
 def _is_count(value: Any) -> bool:

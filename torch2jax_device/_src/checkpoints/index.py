@@ -7,103 +7,152 @@ here knows JAX.
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import stat
-from typing import NamedTuple
+from dataclasses import dataclass, field
 
 from ..errors import CheckpointError
+from . import paths
 from .format import TensorBudget
 from .messages import shown
-from .source import PathLike
+from .source import PathLike, is_index
 
-__all__ = ["Shards", "is_index", "shard_files", "tensor_budget"]
+__all__ = ["MAX_INDEX_BYTES", "Shards", "is_index", "shard_files", "tensor_budget"]
+
+#: The largest index file read: 64 MiB holds the names of millions of tensors (a
+#: 405B-parameter model's index is about 100 KB), and parsing one costs about 25 times
+#: its size in memory.
+MAX_INDEX_BYTES = 64 * 2**20
 
 
-class Shards(NamedTuple):
-    """The files of a checkpoint, and the order its tensors are listed in."""
+@dataclass
+class Shards:
+    """The files of a checkpoint, and the order its tensors are listed in.
+
+    An index's shard files are open already (``opened``), each reached through the
+    index's folder held open, so what is read is what was checked. Close it when done.
+    """
 
     files: dict[str, list[str] | None]  # file -> its tensor names (None: all of them)
     names: list[str] | None  # an index's names in weight_map order; None for one file
+    opened: dict[str, io.FileIO] = field(default_factory=dict)  # an index's shards
 
+    def __enter__(self) -> Shards:
+        return self
 
-def is_index(path: PathLike) -> bool:
-    """Whether ``path`` names an index of shards rather than a checkpoint file."""
-    return os.fspath(path).endswith(".json")
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for file in self.opened.values():
+            file.close()
+
+    def size(self, file: str) -> int:
+        handle = self.opened.get(file)
+        return os.path.getsize(file) if handle is None else os.fstat(handle.fileno()).st_size
 
 
 def shard_files(path: PathLike) -> Shards:
     """The shard files of an index and their tensors; a single file holds all of its own.
 
-    Every file the index names is checked before any is opened: it must be a regular
-    file in the index's folder (or below it), also once symbolic links are resolved, so
-    an index never makes a load read, or quote in an error, a file elsewhere.
+    The index's folder is opened once and held; the index and every file it names are
+    opened through it (``paths``), each shard only as a regular file in the folder (or
+    below it), a symbolic link followed only while it stays inside, all checked on the
+    open handle. So an index never makes a load read, or quote in an error, a file
+    elsewhere, even if links are swapped while it loads.
 
     Raises:
-        CheckpointError: the index is unreadable, or names something that is not a
-            regular file in its folder (an empty name, ``"."``, a directory, a name with
-            a NUL byte, a path or link leading outside the folder).
+        CheckpointError: the index is unreadable or larger than ``MAX_INDEX_BYTES``, or
+            names something that is not a regular file in its folder (an empty name,
+            ``"."``, a directory, a name with a NUL byte, a path or link leading outside
+            the folder).
         FileNotFoundError: a shard file is missing, as opening it would raise.
     """
     path = os.fspath(path)
     if not is_index(path):
         return Shards({path: None}, None)
+    folder_path = os.path.dirname(path)
+    folder = paths.open_folder(folder_path)
+    shards = Shards({}, None)
     try:
-        with open(path, encoding="utf-8") as file:
-            index = json.load(file)
+        weight_map = _weight_map(path, folder)
+        for name, shard in weight_map.items():
+            shard_path = os.path.join(folder_path, shard)
+            if shard_path not in shards.files:
+                shards.opened[shard_path] = _open_shard(path, folder, shard, name)
+                shards.files[shard_path] = []
+            names = shards.files[shard_path]
+            assert names is not None
+            names.append(name)
+    except BaseException:
+        shards.close()
+        raise
+    finally:
+        os.close(folder)
+    shards.names = list(weight_map)
+    return shards
+
+
+def _weight_map(path: str, folder: int) -> dict[str, str]:
+    """The index's ``weight_map``, read through its folder's handle, size-capped."""
+    try:
+        with paths.open_regular(os.path.basename(path), "tj.load cannot read", at=folder) as file:
+            text = file.read(MAX_INDEX_BYTES + 1)
+        if len(text) > MAX_INDEX_BYTES:
+            raise ValueError(
+                f"it is larger than {MAX_INDEX_BYTES:,} bytes, the most an index of tensor "
+                "names needs"
+            )
+        index = json.loads(text.decode("utf-8"))
         weight_map = index["weight_map"]
         if not isinstance(weight_map, dict) or not all(
             isinstance(name, str) and isinstance(shard, str) for name, shard in weight_map.items()
         ):
             raise TypeError("weight_map must map tensor names to file names")
+    except RecursionError:
+        raise CheckpointError(
+            f"{path!r} is not a checkpoint index like model.safetensors.index.json: its JSON "
+            "is nested too deep to read"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CheckpointError(
             f"{path!r} is not a checkpoint index like model.safetensors.index.json "
             f'({{"weight_map": {{tensor name: shard file}}}}): {type(err).__name__}: {err}'
         ) from err
-    folder = os.path.dirname(path)
-    files: dict[str, list[str] | None] = {}
-    for name, shard in weight_map.items():
-        shard_path = os.path.join(folder, shard)
-        if shard_path not in files:
-            _check_shard(path, folder, shard, name)
-        names = files.setdefault(shard_path, [])
-        assert names is not None
-        names.append(name)
-    return Shards(files, list(weight_map))
+    return weight_map
 
 
-def _check_shard(index: str, folder: str, shard: str, name: str) -> None:
-    """Refuse a shard name that is not a regular file in the index's folder."""
+def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
+    """The shard ``shard``, opened through the index's ``folder``, if it is a regular file
+    in it; else the library's error (nothing outside the folder is opened)."""
     problem = None
     if "\0" in shard:
         problem = "contains a NUL byte, which no file name can"
     elif not shard or os.path.normpath(shard) == os.curdir:
         problem = "names no file"
-    elif os.path.isabs(shard) or os.path.normpath(shard).split(os.sep)[0] == os.pardir:
-        problem = "is outside the index's folder; an index may only name files next to it"
     else:
-        real_folder = os.path.realpath(folder or os.curdir)
-        real = os.path.realpath(os.path.join(folder, shard))
-        if os.path.commonpath([real, real_folder]) != real_folder:
+        try:
+            return paths.open_regular(shard, "tj.load cannot read", within=folder)
+        except paths.LeavesFolder as leaves:
             problem = (
                 "is a symbolic link (or goes through one) to a file outside the index's "
                 "folder; an index may only name files next to it. Copy the file into the "
                 "folder, or load it by its own path"
+                if leaves.through_link
+                else "is outside the index's folder; an index may only name files next to it"
             )
-        else:
-            try:
-                mode = os.stat(real).st_mode
-            except FileNotFoundError:
-                return  # reported when the load opens it, as for any missing file
-            if stat.S_ISDIR(mode):
-                problem = "is a directory, not a checkpoint file"
-            elif not stat.S_ISREG(mode):
-                problem = "is not a regular file (a device, a FIFO or a socket)"
-    if problem is not None:
-        raise CheckpointError(
-            f"{index!r} names shard {shown(shard)} for tensor {shown(name)}, which {problem}"
-        )
+        except IsADirectoryError:
+            problem = "is a directory, not a checkpoint file"
+        except CheckpointError:
+            problem = "is not a regular file (a device, a FIFO or a socket)"
+        except FileNotFoundError as err:
+            raise FileNotFoundError(
+                err.errno, err.strerror, os.path.join(os.path.dirname(index), shard)
+            ) from None
+    raise CheckpointError(
+        f"{index!r} names shard {shown(shard)} for tensor {shown(name)}, which {problem}"
+    )
 
 
 def tensor_budget(
@@ -115,6 +164,6 @@ def tensor_budget(
         CheckpointError: ``max_tensors`` is not a non-negative int or ``None``.
         OSError: a file cannot be found, as opening it would raise.
     """
-    total = sum(os.path.getsize(file) for file in shards.files)
+    total = sum(shards.size(file) for file in shards.files)
     what = f"the {len(shards.files)} files {shown(os.fspath(path))} names" if shards.names else ""
     return TensorBudget(max_tensors, total, what=what, verb=verb)

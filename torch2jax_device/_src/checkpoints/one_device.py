@@ -13,6 +13,7 @@ is read through a bounded staging area while earlier chunks transfer (``transfer
 
 from __future__ import annotations
 
+import io
 from typing import Any, Protocol
 
 import jax
@@ -38,14 +39,16 @@ def load_file(
     staging_bytes: int = STAGING_BYTES,
     max_tensors: int | TensorBudget | None = None,
     progress: bool | None = None,
+    opened: io.FileIO | None = None,
 ) -> dict[str, jax.Array]:
     """``tj.load_file`` onto one device: ``{name: array}`` in the file's (offset) order.
 
-    ``max_tensors`` may be the ``TensorBudget`` of a load of several files.
+    ``max_tensors`` may be the ``TensorBudget`` of a load of several files; ``opened``
+    the file already open (a shard of an index, ``tj.load``'s file), closed here.
     """
     target = resolve_target(device)
     mapped = maps_file(backend)
-    with Reader(path, max_tensors=max_tensors) as reader:
+    with Reader(path, max_tensors=max_tensors, opened=opened) as reader:
         infos = list(reader.tensors.values())
         arrays = place(
             reader,

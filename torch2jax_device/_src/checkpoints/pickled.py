@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import zipfile
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -64,12 +65,14 @@ def load_pickled(
         CheckpointError: as ``tj.load`` documents; ``OSError`` for a path, as torch.
     """
     torch = import_torch(source.name)
+    check_expansion(source)
     hook = LocationHook(rule, torch.UntypedStorage)
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(
             Progress(source.label(), source.size(), False if mmap else progress)
         )
-        opened: Any = source.path if source.file is None else source.file
+        # A path: the file the source opened, by a name that reaches that very file.
+        opened: Any = source.by_name() if source.file is None else source.file
         if bar.enabled:
             if source.file is None:
                 opened = stack.enter_context(open(opened, "rb"))
@@ -85,6 +88,40 @@ def load_pickled(
                 raise  # the file system's own error about a path, as torch raises it
             raise unreadable(source.name, err) from err
         return rebuilt(source.name, checkpoint, torch, budget, _Conversion(source, hook, torch))
+
+
+def check_expansion(source: Source) -> None:
+    """Refuse a zip checkpoint whose entries expand past the copy bound.
+
+    ``torch.save`` stores entries uncompressed, but torch's reader inflates compressed
+    ones: a 1 MB file of a deflated storage would make ``torch.load`` (and so ``tj.load``)
+    allocate a gigabyte before any check could run. The zip's directory says what each
+    entry expands to; the total may be 1 GiB plus ``_COPY_FACTOR`` times the file, the
+    bound copies are held to.
+
+    Raises:
+        CheckpointError: the entries expand past that.
+    """
+    if source.kind != "zip":
+        return
+    file: Any = source.handle if source.handle is not None else source.file
+    start = file.tell()
+    try:
+        with zipfile.ZipFile(file) as archive:
+            expanded = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return  # torch.load reports a broken archive in its own words
+    finally:
+        file.seek(start)
+    allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * source.size()
+    if expanded > allowed:
+        raise CheckpointError(
+            f"{source.name} holds zip entries that expand to {expanded:,} bytes from a "
+            f"{source.size():,}-byte file, more than the {allowed:,} a load may allocate (1 "
+            f"GiB plus {_COPY_FACTOR}x the file): torch.save never compresses them, a file "
+            "crafted to exhaust memory does, and torch.load would inflate them all first. If "
+            "you trust the file: tj.to_device(torch.load(path, weights_only=True), device)"
+        )
 
 
 class _CountingReader(io.RawIOBase):

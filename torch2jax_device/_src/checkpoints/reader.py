@@ -14,6 +14,7 @@ header claims. Nothing here knows JAX.
 from __future__ import annotations
 
 import functools
+import io
 import math
 import mmap
 import os
@@ -29,6 +30,7 @@ from ..errors import ArgumentTypeError, CheckpointError, InvalidIndexError
 from ..interop import aligned_empty
 from . import messages
 from .format import TensorBudget, TensorInfo, read_header
+from .paths import open_regular
 
 __all__ = ["CHUNK_BYTES", "Reader"]
 
@@ -60,10 +62,17 @@ class Reader:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, max_tensors: int | TensorBudget | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_tensors: int | TensorBudget | None = None,
+        opened: io.FileIO | None = None,
     ) -> None:
+        """Open ``path`` (``paths.open_regular``: once, a file checked on its handle), or
+        read ``opened``, the file already open under that name, which ``close`` closes."""
         self.path = os.fspath(path)
-        self._file = open(self.path, "rb", buffering=0)  # closed by close()
+        # Closed by close().
+        self._file = opened if opened is not None else open_regular(self.path, "cannot read")
         self._lock = threading.Condition()
         self._reads = 0  # reads in progress; close() waits for them
         self._mapping: mmap.mmap | None = None

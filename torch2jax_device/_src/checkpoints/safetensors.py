@@ -18,10 +18,10 @@ from .. import dtypes
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
 from ..distributed.transfer import to_numpy
-from ..errors import ArgumentTypeError, ConversionError, DTypeError
+from ..errors import ArgumentTypeError, CheckpointError, ConversionError, DTypeError
 from . import sharded
 from .device_map import planned_target
-from .format import DTYPES, code_of
+from .format import DTYPES, check_metadata, code_of
 from .messages import shown
 from .one_device import OnDevice, Placement, TensorSlice
 from .one_device import load_file as load_file_on_device
@@ -312,12 +312,17 @@ def save_file(
             to strings (a ``TypeError``, as ``safetensors.torch.save_file`` raises);
             nothing is written.
         ConversionError: a value is not an array (or is a tracer, or deleted, or sharded
-            over processes and only partly here), or a name is ``'__metadata__'``.
+            over processes and only partly here), or a name is ``'__metadata__'``, or a
+            name or metadata string holds a lone surrogate (UTF-8 cannot encode it).
         DTypeError: an array has a dtype save_file cannot write (names the tensor).
-        CheckpointError: ``path`` is a device, a FIFO or a socket (``safetensors`` and
-            ``torch.save`` write into them; a rename would replace the node), or goes
-            through another user's link in a sticky, world-writable directory.
-        IsADirectoryError: ``path`` is a directory, as with ``torch.save``.
+        CheckpointError: ``metadata`` holds more than 65,536 entries or 16 MiB of text
+            (loads refuse such headers); ``path`` is a device, a FIFO or a socket
+            (``safetensors`` and ``torch.save`` write into them; a rename would replace
+            the node), or goes through another user's link in a sticky, world-writable
+            directory.
+        IsADirectoryError: ``path`` is a directory, as with ``torch.save``, or ends in
+            ``/`` (``NotADirectoryError`` where no such directory exists; torch and
+            safetensors refuse it too).
 
     Examples:
         >>> import os, tempfile
@@ -353,6 +358,14 @@ def save_file(
             f"metadata must map str to str, got {metadata!r}; convert keys and values with "
             "str() (safetensors raises TypeError too); nothing was written"
         )
+    if metadata is not None:
+        for key, text in metadata.items():
+            _check_text(key, "the metadata key")
+            _check_text(text, f"the metadata value of {shown(key)}:")
+        check_metadata(
+            dict(metadata),
+            lambda problem: CheckpointError(f"save_file(): {problem}; nothing was written"),
+        )
     sources = {}
     for name, value in tensors.items():
         if not isinstance(name, str):
@@ -365,8 +378,23 @@ def save_file(
                 "tensor names must be strings other than '__metadata__', the header's "
                 "metadata entry; rename the tensor"
             )
+        _check_text(name, "the tensor name")
         sources[name] = _source(name, value)
     write_file(path, sources, metadata)
+
+
+def _check_text(text: str, what: str) -> None:
+    """Refuse a string UTF-8 cannot encode (a lone surrogate), which a header cannot hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ConversionError(
+            f"{what} {shown(text)} is not valid Unicode text: it holds the lone surrogate "
+            f"{text[err.start]!r} at position {err.start} (os.fsdecode makes one from a "
+            "file name that is not UTF-8), and a safetensors header is UTF-8. Fix: rename "
+            "it, e.g. text.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace'); "
+            "nothing was written"
+        ) from None
 
 
 def _source(name: str, value: Any) -> TensorSource:

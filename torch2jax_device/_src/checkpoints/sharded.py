@@ -30,6 +30,7 @@ the pages of the parts it is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import math
@@ -50,13 +51,21 @@ from ..host_staging import Piece, Streamed
 from ..interop import to_jax
 from .agreement import agree
 from .format import TensorBudget, TensorInfo
-from .index import is_index, shard_files, tensor_budget
+from .index import Shards, is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
 from .messages import loading, shown, slice_load
 from .object_graph import Graph
 from .one_device import load_file as load_file_on_device
 from .options import resolve_target
-from .pickled import HostTensors, load_pickled, numpy_dtype, rebuilt, settle, tensor_error
+from .pickled import (
+    HostTensors,
+    check_expansion,
+    load_pickled,
+    numpy_dtype,
+    rebuilt,
+    settle,
+    tensor_error,
+)
 from .progress import Progress
 from .reader import Reader
 from .source import PathLike, Source, import_torch, unreadable
@@ -201,12 +210,13 @@ def load_file(
     *,
     max_tensors: int | TensorBudget | None = None,
     progress: bool | None = None,
+    shards: Shards | None = None,
 ) -> dict[str, jax.Array]:
     """``tj.load_file`` onto a sharding, a mesh or a per-tensor rule, or of an index of files.
 
     Every process reads only the parts of each tensor its own devices hold.
     ``max_tensors`` caps the tensors of all the files together, or is the budget of a
-    larger load.
+    larger load. ``shards``: the files, opened already by the caller (closed here).
 
     Raises:
         CheckpointError: the file or an index is invalid, or a rule does not fit a
@@ -214,7 +224,17 @@ def load_file(
         DeviceTypeError: a rule returns something that is not a sharding.
     """
     rule = _rule(device, callables=True)
-    shards = shard_files(path)
+    with shards or shard_files(path) as opened:
+        return _load_files(path, rule, opened, max_tensors, progress)
+
+
+def _load_files(
+    path: PathLike,
+    rule: RuleFunction,
+    shards: Shards,
+    max_tensors: int | TensorBudget | None,
+    progress: bool | None,
+) -> dict[str, jax.Array]:
     budget = (
         max_tensors
         if isinstance(max_tensors, TensorBudget)
@@ -223,7 +243,7 @@ def load_file(
     readers: list[tuple[Reader, list[_Plan]]] = []
     try:
         for file, names in shards.files.items():
-            reader = Reader(file, max_tensors=budget)
+            reader = Reader(file, max_tensors=budget, opened=shards.opened.get(file))
             readers.append((reader, []))
             for name in reader.tensors if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
@@ -294,6 +314,7 @@ def load(
     progress: bool | None = None,
     max_tensors: int | None = None,
     pickle_load_args: Mapping[str, Any] | None = None,
+    opened: Source | None = None,
 ) -> Any:
     """``tj.load`` onto a sharding, a mesh or a ``ShardingRule``, or of an index of files.
 
@@ -302,7 +323,8 @@ def load(
     checkpoint (``model.transformer.wte.weight``) for the rule, and each process
     slicing out only its parts. Everything that is not a tensor is kept as it is. An
     index of shards onto anything else ``tj.load`` takes loads each shard as
-    ``tj.load`` does. ``max_tensors`` caps the tensors of all the files together;
+    ``tj.load`` does. ``opened``: the file ``path`` names, open already (not an index).
+    ``max_tensors`` caps the tensors of all the files together;
     ``pickle_load_args`` (``encoding=``) go to torch's unpickler.
 
     Raises:
@@ -310,18 +332,41 @@ def load(
             or torch missing for a PyTorch checkpoint.
     """
     path = os.fspath(path)
+    with contextlib.ExitStack() as stack:
+        shards = stack.enter_context(shard_files(path))
+        budget = tensor_budget(shards, path, max_tensors, "tj.load")
+        sources = [
+            opened
+            if opened is not None and shards.names is None
+            else stack.enter_context(Source(file, shards.opened.get(file)))
+            for file in shards.files
+        ]
+        for file, source in zip(shards.files, sources, strict=True):
+            if source.handle is not None:
+                shards.opened[file] = source.handle  # one handle per file, read by all
+        return _load_sources(
+            path, map_location, shards, sources, budget, progress, pickle_load_args
+        )
+
+
+def _load_sources(
+    path: str,
+    map_location: Any,
+    shards: Shards,
+    sources: list[Source],
+    budget: TensorBudget,
+    progress: bool | None,
+    pickle_load_args: Mapping[str, Any] | None,
+) -> Any:
     sharded = _is_sharded_target(map_location, callables=False)
-    shards = shard_files(path)
-    budget = tensor_budget(shards, path, max_tensors, "tj.load")
     files = list(shards.files)
-    sources = [Source(file) for file in files]
     if all(source.kind == "safetensors" for source in sources):
         device = (
             map_location
             if sharded
             else MapLocationRule(map_location).safetensors_device(repr(path))
         )
-        return load_file(path, device, progress=progress, max_tensors=budget)
+        return load_file(path, device, progress=progress, max_tensors=budget, shards=shards)
     arguments = dict(pickle_load_args or {})
     parts = []
     for file, source in zip(files, sources, strict=True):
@@ -329,7 +374,9 @@ def load(
             part = _load_torch(source, _rule(map_location, callables=False), budget, arguments)
         elif source.kind == "safetensors":
             device = MapLocationRule(map_location).safetensors_device(source.name)
-            part = load_file_on_device(file, device, progress=progress, max_tensors=budget)
+            part = load_file_on_device(
+                file, device, progress=progress, max_tensors=budget, opened=source.handle
+            )
         else:
             rule = MapLocationRule(map_location)
             part = load_pickled(source, rule, False, progress, arguments, budget)
@@ -505,10 +552,11 @@ def _load_torch(
     the first one found, for one dict its first key).
     """
     torch = import_torch(source.name)
+    check_expansion(source)
     data_bytes = source.size()  # a file object: from where it is read
     # The legacy (pre-zip) format and file objects cannot be mapped.
     mmap = source.kind == "zip" and source.path is not None
-    opened: Any = source.path if source.path is not None else source.file
+    opened: Any = source.by_name() if source.path is not None else source.file
     try:
         checkpoint = torch.load(
             opened, map_location="cpu", mmap=mmap, weights_only=True, **pickle_load_args

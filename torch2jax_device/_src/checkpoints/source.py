@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from ..errors import CheckpointError
 from .messages import clipped
+from .paths import by_handle, open_regular
 
 __all__ = ["FileLike", "PathLike", "Source", "import_torch", "unreadable"]
 
@@ -23,6 +24,13 @@ PathLike = str | os.PathLike[str]
 FileLike = PathLike | IO[bytes]
 
 _ZIP_MAGIC = b"PK\x03\x04"
+
+
+def is_index(path: PathLike) -> bool:
+    """Whether ``path`` names an index of shards rather than a checkpoint file."""
+    return os.fspath(path).endswith(".json")
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -30,19 +38,30 @@ class Source:
     """What ``tj.load`` was given: a path or a binary file object, checked, and its format.
 
     ``kind`` is ``"safetensors"``, ``"zip"`` (torch's format since 1.6) or ``"legacy"``.
-    A file object is read from its current position, which is restored.
+    A file object is read from its current position, which is restored. A path is opened
+    once (``paths.open_regular``, or ``opened``: the file already open under that name)
+    and every reader reads that handle (``handle``, ``by_name``), so what was checked is
+    what is read; ``close`` closes it. An index is not opened here (``index`` opens it).
     """
 
-    def __init__(self, f: Any) -> None:
+    def __init__(self, f: Any, opened: io.FileIO | None = None) -> None:
         self.path: str | None = None
         self.file: IO[bytes] | None = None
+        self.handle: io.FileIO | None = None
         if isinstance(f, (str, os.PathLike)):
             path = os.fspath(f)
             self.path = path if isinstance(path, str) else os.fsdecode(path)
             self.name = repr(self.path)
-            with open(self.path, "rb") as file:
-                head = file.read(9)
             suffix_says = self.path.endswith(".safetensors")
+            if is_index(self.path) and opened is None:
+                self.kind = "index"
+                return
+            self.handle = opened or open_regular(self.path, "tj.load cannot read")
+            try:
+                head = os.pread(self.handle.fileno(), 9, 0)
+            except BaseException:
+                self.handle.close()
+                raise
         else:
             self.file = _checked_file(f)
             self.name = _describe(f)
@@ -62,6 +81,23 @@ class Source:
         else:
             self.kind = "legacy"
 
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file a path was opened as (a file object is the caller's)."""
+        if self.handle is not None:
+            self.handle.close()
+
+    def by_name(self) -> str:
+        """A name that opens the file this source holds, for readers that take only names
+        (``torch.load(mmap=True)``): ``paths.by_handle``."""
+        assert self.path is not None and self.handle is not None
+        return by_handle(self.handle, self.path)
+
     def _peek(self, count: int) -> Any:
         assert self.file is not None
         try:
@@ -78,6 +114,8 @@ class Source:
 
     def size(self) -> int:
         """The bytes left to read."""
+        if self.handle is not None:
+            return os.fstat(self.handle.fileno()).st_size
         if self.file is None:
             assert self.path is not None
             return os.path.getsize(self.path)

@@ -143,8 +143,19 @@ def load(
         >>> dict(state._metadata), state["weight"].tolist()
         ({'': {'version': 1}}, [1.0, 1.0])
     """
-    source = Source(f)
-    _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
+    with Source(f) as source:
+        _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
+        return _load(source, map_location, mmap, progress, max_tensors, pickle_load_args)
+
+
+def _load(
+    source: Source,
+    map_location: MapLocation,
+    mmap: bool | None,
+    progress: bool | None,
+    max_tensors: int | None,
+    pickle_load_args: dict[str, Any],
+) -> Any:
     if mmap and source.kind != "safetensors" and not (source.path and is_index(source.path)):
         _check_mappable(source)
     if sharded.handles_checkpoint(source.path, map_location):
@@ -158,6 +169,7 @@ def load(
             progress=progress,
             max_tensors=max_tensors,
             pickle_load_args=pickle_load_args,
+            opened=None if source.kind == "index" else source,
         )
     budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
     rule = MapLocationRule(map_location)
@@ -168,7 +180,9 @@ def load(
                 "only: pass the path (tj.load(path) or tj.load_file(path))"
             )
         device = rule.safetensors_device(source.name)
-        return load_file(source.path, device, progress=progress, max_tensors=budget)
+        return load_file(
+            source.path, device, progress=progress, max_tensors=budget, opened=source.handle
+        )
     return load_pickled(source, rule, bool(mmap), progress, pickle_load_args, budget)
 
 

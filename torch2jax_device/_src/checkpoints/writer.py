@@ -8,9 +8,10 @@ order (dtype rank, then name). ``safetensors`` reads such files like its own; a 
 maps them without a copy.
 
 The file is written under a temporary name next to the target, flushed and renamed over
-it. Nothing Python can catch leaves the temporary behind, and a save that was killed
-leaves one that the next save of the same target removes (a live save holds a lock on
-its own). Nothing here knows JAX.
+it, both relative to the target's directory held open (``paths``: no link swapped in
+after a check can redirect the write). Nothing Python can catch leaves the temporary
+behind, and a save that was killed leaves one that the next save of the same target
+removes (a live save holds a lock on its own). Nothing here knows JAX.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..interop import ALIGNMENT
+from . import paths
 from .format import code_of, write_rank
-from .messages import shown
 
 _flock: Callable[[int, int], Any] | None
 try:
@@ -51,7 +52,6 @@ _SUFFIX = ".tmp"
 _ADDED = 2 + _TOKEN_CHARS + len(_SUFFIX)
 _HASH_CHARS = 16  # a shortened name keeps this much of a hash of the full one
 _NAME_MAX = 255  # where the file system does not say
-_MAX_LINKS = 40  # the links one path may go through, as Linux allows
 
 
 @dataclass(frozen=True)
@@ -80,24 +80,63 @@ def write_file(
     crash. An existing target keeps its permission bits (and, where allowed, its owner);
     a new one gets those the umask leaves. A symbolic link is followed, as ``open()``
     follows it: the file it points to is replaced and the link stays; but not another
-    user's link in a sticky, world-writable directory (``_check_links``).
+    user's link in a sticky, world-writable directory. The path is walked and the file
+    written and renamed relative to directories held open (``paths.held``), so no link
+    swapped in meanwhile can redirect the write.
 
     Raises:
         CheckpointError: the target exists and is not a regular file (a device, a FIFO,
             a socket, a symbolic link loop), or the path goes through another user's
             link in a sticky, world-writable directory.
-        IsADirectoryError: the target is a directory (as ``torch.save`` raises).
+        IsADirectoryError: the target is a directory (as ``torch.save`` raises), or the
+            path ends in a separator and names one (``NotADirectoryError`` if not).
         OSError: the directory is missing or not writable, the disk is full, ...
     """
     order = _layout(tensors)
     header = _header(order, tensors, metadata)
-    final = _regular_target(os.fspath(path))
-    directory, base = os.path.split(final)
-    existing = _existing(final)
-    tag = _tag(base, _name_max(directory))
-    _sweep(directory, tag)
+    user = os.fspath(path)
+    if user.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
+        kind = IsADirectoryError if os.path.isdir(user) else NotADirectoryError
+        raise kind(
+            errno.EISDIR if kind is IsADirectoryError else errno.ENOTDIR,
+            f"save_file() cannot write {user!r}: a path ending in {user[-1]!r} names a "
+            "directory (torch.save and safetensors refuse it too); name a file",
+            user,
+        )
+    try:
+        for _ in range(paths.MAX_LINKS):
+            with paths.held(user, "save_file() refuses to write") as place:
+                existing = place.status()
+                if existing is not None and stat.S_ISLNK(existing.st_mode):
+                    continue  # a link appeared after the walk: walk again, checking it
+                _check_regular(user, place, existing)
+                _write_at(place, existing, header, order, tensors)
+                return
+        raise OSError(errno.ELOOP, "kept turning into a symbolic link", user)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CheckpointError(
+                f"save_file() refuses to write {user!r}: it is a symbolic link that never "
+                "reaches a file (a loop). Fix: remove the link, or save to another path"
+            ) from None
+        if err.filename not in (None, user):  # the user's path, never a temporary file's
+            raise type(err)(err.errno, err.strerror, user) from err
+        raise
+
+
+def _write_at(
+    place: paths.Place,
+    existing: os.stat_result | None,
+    header: bytes,
+    order: list[str],
+    tensors: Mapping[str, TensorSource],
+) -> None:
+    """Write the file under a temporary name in ``place``'s folder and rename it over the
+    target there (``os.replace`` never follows a link at the target)."""
+    tag = _tag(place.name, _name_max(place))
+    _sweep(place, tag)
     # Private while written: an existing target's bits are applied once it is complete.
-    with _temporary(directory, tag, 0o666 if existing is None else 0o600) as (temporary, file):
+    with _temporary(place, tag, 0o666 if existing is None else 0o600) as (temporary, file):
         file.write(len(header).to_bytes(8, "little"))
         file.write(header)
         for name in order:
@@ -108,8 +147,9 @@ def write_file(
         if existing is not None:
             _keep_mode_and_owner(file.fileno(), existing)
         os.fsync(file.fileno())
-        os.replace(temporary, final)
-    _sync_directory(directory)
+        target = place.sibling(place.name)
+        os.replace(temporary, target, src_dir_fd=place.folder, dst_dir_fd=place.folder)
+    _sync_directory(place)
 
 
 def _layout(tensors: Mapping[str, TensorSource]) -> list[str]:
@@ -139,95 +179,21 @@ def _header(
     return header + b" " * (-(8 + len(header)) % ALIGNMENT)
 
 
-def _regular_target(path: str) -> str:
-    """The file a save replaces: ``path`` with symbolic links resolved, if it is regular."""
-    _check_links(path)
-    final = os.path.realpath(path)
-    try:
-        status = os.lstat(final)
-    except FileNotFoundError:
-        return final  # a new file (or what a dangling link points to)
-    if stat.S_ISREG(status.st_mode):
-        return final
+def _check_regular(path: str, place: paths.Place, status: os.stat_result | None) -> None:
+    """Refuse a target that exists and is not a regular file."""
+    if status is None or stat.S_ISREG(status.st_mode):
+        return
     if stat.S_ISDIR(status.st_mode):
         raise IsADirectoryError(
             errno.EISDIR, f"save_file() cannot write {path!r}: it is a directory; name a file"
         )
-    kind = {
-        stat.S_IFCHR: "a character device",
-        stat.S_IFBLK: "a block device",
-        stat.S_IFIFO: "a FIFO",
-        stat.S_IFSOCK: "a socket",
-        stat.S_IFLNK: "a symbolic link that never reaches a file (a loop)",
-    }.get(stat.S_IFMT(status.st_mode), "not a regular file")
-    shown = repr(path) if final == os.path.abspath(path) else f"{path!r} (-> {final!r})"
+    kind = paths.kind_of(status.st_mode)
+    where = repr(path) if place.shown == os.path.abspath(path) else f"{path!r} (-> {place.shown!r})"
     raise CheckpointError(
-        f"save_file() refuses to write {shown}: it is {kind}. A save writes a new file and "
+        f"save_file() refuses to write {where}: it is {kind}. A save writes a new file and "
         "renames it over the target, which would replace the node itself; save to a "
         "regular file path instead"
     )
-
-
-def _check_links(path: str) -> None:
-    """Refuse to follow a link the kernel's ``fs.protected_symlinks`` would not follow.
-
-    A save resolves links itself and renames a new file over the target, so the
-    kernel's guard for ``open()`` never applies: in a sticky, world-writable directory
-    (``/tmp``) another user's link, planted at a predictable name, would make a root
-    job overwrite any file. Each link the path goes through is checked as the kernel
-    checks it: followed only if it is ours, or its directory's owner owns it too, or
-    its directory is not sticky and world-writable.
-
-    Raises:
-        CheckpointError: the path goes through such a link.
-    """
-    if os.name != "posix":
-        return
-    me = os.geteuid()
-    pending = os.path.abspath(path).split(os.sep)[1:]
-    resolved = os.sep
-    for _ in range(_MAX_LINKS):
-        while pending:
-            part = pending.pop(0)
-            if part in ("", os.curdir):
-                continue
-            if part == os.pardir:
-                resolved = os.path.dirname(resolved)
-                continue
-            candidate = os.path.join(resolved, part)
-            try:
-                status = os.lstat(candidate)
-            except OSError:
-                return  # missing or unreadable: nothing further is followed
-            if not stat.S_ISLNK(status.st_mode):
-                resolved = candidate
-                continue
-            folder = os.lstat(resolved)
-            sticky_and_shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
-            if sticky_and_shared and status.st_uid not in (me, folder.st_uid):
-                raise CheckpointError(
-                    f"save_file() refuses to write {shown(path)}: it goes through the "
-                    f"symbolic link {shown(candidate)}, owned by uid {status.st_uid}, in the "
-                    f"sticky, world-writable directory {shown(resolved)}: another user could "
-                    "point such a link at any file, and the kernel's fs.protected_symlinks "
-                    "refuses to follow it for open() too. Fix: save to a directory only you "
-                    "can write (or remove the link)"
-                )
-            target = os.readlink(candidate)
-            if os.path.isabs(target):
-                resolved = os.sep
-            pending[:0] = [p for p in target.split(os.sep) if p]
-            break
-        else:
-            return
-    # More links than the kernel follows: realpath and the save report the loop.
-
-
-def _existing(final: str) -> os.stat_result | None:
-    try:
-        return os.stat(final)
-    except FileNotFoundError:
-        return None
 
 
 def _keep_mode_and_owner(descriptor: int, existing: os.stat_result) -> None:
@@ -239,9 +205,11 @@ def _keep_mode_and_owner(descriptor: int, existing: os.stat_result) -> None:
     os.fchmod(descriptor, stat.S_IMODE(existing.st_mode))
 
 
-def _name_max(directory: str) -> int:
+def _name_max(place: paths.Place) -> int:
     try:
-        return os.pathconf(directory, "PC_NAME_MAX")
+        if place.folder is not None:
+            return os.fpathconf(place.folder, "PC_NAME_MAX")
+        return os.pathconf(os.path.dirname(place.name), "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):  # no pathconf (Windows) or no answer
         return _NAME_MAX
 
@@ -262,19 +230,20 @@ def _tag(base: str, name_max: int) -> str:
 
 
 @contextlib.contextmanager
-def _temporary(directory: str, tag: str, mode: int) -> Iterator[tuple[str, Any]]:
+def _temporary(place: paths.Place, tag: str, mode: int) -> Iterator[tuple[str, Any]]:
     """A new temporary file next to the target, locked while it is written.
 
-    Removed on any failure. The lock tells a concurrent sweep that the file is alive.
+    Its name is relative to ``place.folder``. Removed on any failure. The lock tells a
+    concurrent sweep that the file is alive.
     """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
-        temporary = os.path.join(directory, f".{tag}.{secrets.token_hex(_TOKEN_CHARS // 2)}")
-        temporary += _SUFFIX
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        temporary = place.sibling(f".{tag}.{secrets.token_hex(_TOKEN_CHARS // 2)}{_SUFFIX}")
+        descriptor = os.open(temporary, flags, mode, dir_fd=place.folder)
         if _flock is None:
             break
         _flock(descriptor, fcntl.LOCK_EX)
-        if _same_file(temporary, descriptor):
+        if _same_file(place, temporary, descriptor):
             break
         os.close(descriptor)  # a sweep removed it before the lock was taken: start over
     try:
@@ -282,20 +251,20 @@ def _temporary(directory: str, tag: str, mode: int) -> Iterator[tuple[str, Any]]
             yield temporary, file
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=place.folder)
         raise
 
 
-def _same_file(name: str, descriptor: int) -> bool:
+def _same_file(place: paths.Place, name: str, descriptor: int) -> bool:
     try:
-        named = os.stat(name)
+        named = os.stat(name, dir_fd=place.folder, follow_symlinks=False)
     except FileNotFoundError:
         return False
     opened = os.fstat(descriptor)
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def _sweep(directory: str, tag: str) -> None:
+def _sweep(place: paths.Place, tag: str) -> None:
     """Remove temporaries of this target left by saves that were killed.
 
     A save in progress holds an exclusive lock on its temporary; one that nobody locks
@@ -305,13 +274,13 @@ def _sweep(directory: str, tag: str) -> None:
         return
     pattern = re.compile(re.escape(f".{tag}.") + f"[0-9a-f]{{{_TOKEN_CHARS}}}" + re.escape(_SUFFIX))
     try:
-        names = [name for name in os.listdir(directory) if pattern.fullmatch(name)]
+        names = [name for name in place.listing() if pattern.fullmatch(name)]
     except OSError:
         return
     for name in names:
-        stale = os.path.join(directory, name)
+        stale = place.sibling(name)
         try:
-            descriptor = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW)
+            descriptor = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=place.folder)
         except OSError:
             continue  # gone already, a symbolic link, or not ours to open
         try:
@@ -321,25 +290,18 @@ def _sweep(directory: str, tag: str) -> None:
                 _flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # a live save holds it
-            if _same_file(stale, descriptor):
+            if _same_file(place, stale, descriptor):
                 with contextlib.suppress(OSError):
-                    os.unlink(stale)
+                    os.unlink(stale, dir_fd=place.folder)
         finally:
             os.close(descriptor)
 
 
-def _sync_directory(directory: str) -> None:
+def _sync_directory(place: paths.Place) -> None:
     """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+    if place.folder is not None:
+        with contextlib.suppress(OSError):
+            os.fsync(place.folder)
 
 
 def _code(source: TensorSource) -> str:

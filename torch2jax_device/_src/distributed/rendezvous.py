@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import math
+import socket
 import urllib.parse
 from collections.abc import Mapping
 
@@ -30,6 +31,7 @@ from ..errors import DistributedError
 
 __all__ = [
     "Rendezvous",
+    "check_host",
     "local_device_ids",
     "parse",
     "whole_seconds",
@@ -123,6 +125,27 @@ def parse(
     return Rendezvous(
         host, port, port_source, resolved_rank, resolved_size, local_rank, local_world_size
     )
+
+
+def check_host(host: str, source: str) -> None:
+    """Refuse a coordinator host that names no address (``256.1.1.1``, a typo).
+
+    JAX's coordinator aborts the whole process (``SIGABRT``) on an address it cannot
+    resolve, and a launcher would wait for ranks that can never meet; this asks the
+    resolver once, first. ``source`` names where ``host`` came from (``MASTER_ADDR``).
+
+    Raises:
+        DistributedError: the name does not resolve; the message names it and the fix.
+    """
+    try:
+        socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        raise DistributedError(
+            f"{source}={host!r} names no address this host can resolve ({reason}), so no "
+            "process could reach JAX's coordinator there. Fix: set it to rank 0's hostname "
+            "or IP address (127.0.0.1 or localhost when every process runs on this host)."
+        ) from None
 
 
 def local_device_ids(

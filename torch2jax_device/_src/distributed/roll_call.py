@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 
 from ..errors import DistributedError
-from .rendezvous import Rendezvous
+from .rendezvous import Rendezvous, check_host
 
 __all__ = ["roll_call"]
 
@@ -42,6 +42,8 @@ _HANG_UP_S = 5.0
 # How much longer than its own timeout a rank waits for rank 0's verdict: rank 0's
 # deadline can be a little later than the moment the rank checked in.
 _VERDICT_GRACE_S = 2.0
+# Runs of ranks (and refused processes) a message lists before it counts the rest.
+_SHOWN = 8
 
 
 def roll_call(rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, str]) -> float:
@@ -55,11 +57,13 @@ def roll_call(rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, st
         The seconds left of ``timeout_s``, for ``jax.distributed.initialize``.
 
     Raises:
-        DistributedError: the port is taken (rank 0); rank 0 cannot be reached; a rank
+        DistributedError: the coordinator's host does not resolve (JAX would abort the
+            process); the port is taken (rank 0); rank 0 cannot be reached; a rank
             did not arrive in time (every rank that did, naming the missing ones); two
             processes claim one rank; a rank's world size differs from rank 0's.
     """
     deadline = time.monotonic() + timeout_s
+    check_host(rendezvous.host, "MASTER_ADDR (or init_method's host)")
     if rendezvous.world_size > 1:
         if rendezvous.rank == 0:
             _Host(rendezvous, timeout_s, deadline, environ).run()
@@ -113,12 +117,13 @@ class _Host:
                 key.fileobj.close()  # type: ignore[union-attr]
             self.selector.close()
 
-    def _collect(self) -> list[int]:
-        expected = set(range(1, self.rendezvous.world_size))
-        while set(self.arrived) != expected:
+    def _collect(self) -> list[range]:
+        """The ranks that never arrived, as runs (none: all came). Counted, never listed
+        one by one, so a WORLD_SIZE of millions costs nothing until it is reported."""
+        while len(self.arrived) < self.rendezvous.world_size - 1:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
-                return sorted(expected - set(self.arrived))
+                return _gaps(self.arrived, self.rendezvous.world_size)
             for key, _ in self.selector.select(timeout=min(remaining, 1.0)):
                 if key.fileobj is self.server:
                     self._accept()
@@ -167,6 +172,14 @@ class _Host:
                 "WORLD_SIZE (torchrun and `torch2jax-device run` do).",
             )
             return
+        if not 0 < rank < self.rendezvous.world_size:
+            self._refuse(
+                guest,
+                f"Rank {rank} ({who}) tried to join, but the job's ranks are 1 to "
+                f"{self.rendezvous.world_size - 1} besides rank 0 (WORLD_SIZE="
+                f"{self.rendezvous.world_size}). Fix: give every process a RANK below WORLD_SIZE.",
+            )
+            return
         if rank in self.arrived:
             self._refuse(
                 guest,
@@ -198,24 +211,62 @@ class _Host:
                 if key.fileobj is not self.server:
                     self._read(key.data)
 
-    def _missing_message(self, missing: list[int]) -> str:
-        ranks = ", ".join(map(str, missing))
-        came = [0, *sorted(self.arrived)]
-        arrived = f"rank{'s' if len(came) > 1 else ''} {', '.join(map(str, came))}"
-        refused = "".join(
+    def _missing_message(self, missing: list[range]) -> str:
+        count = sum(len(run) for run in missing)
+        came = _runs([0, *sorted(self.arrived)])
+        arrived = sum(len(run) for run in came)
+        refused = [
             f" A process claiming rank {rank} came from {who} and was refused."
             for rank, who in sorted(self.refused.items())
-            if rank in missing
-        )
+            if any(rank in run for run in missing)
+        ]
+        if len(refused) > _SHOWN:
+            refused[_SHOWN:] = [f" {len(refused) - _SHOWN:,} more were refused."]
         return (
-            f"Rank{'s' if len(missing) > 1 else ''} {ranks} of WORLD_SIZE="
+            f"Rank{'s' if count > 1 else ''} {summarized(missing)} of WORLD_SIZE="
             f"{self.rendezvous.world_size} never arrived: init_process_group waited "
             f"{self.timeout_s:g} s at {self.rendezvous.coordinator_address} (port: "
-            f"{self.rendezvous.port_source}); {arrived} came.{refused} Fix: check "
+            f"{self.rendezvous.port_source}); rank{'s' if arrived > 1 else ''} "
+            f"{summarized(came)} came.{''.join(refused)} Fix: check "
             "that every rank was started (a launcher with the same --nproc-per-node and "
             "--nnodes on every host), that it reached init_process_group, and that it "
             f"can reach {self.rendezvous.host} on port {self.rendezvous.port}."
         )
+
+
+def _runs(ranks: list[int]) -> list[range]:
+    """Sorted ``ranks`` as runs of consecutive ones."""
+    runs: list[range] = []
+    for rank in ranks:
+        if runs and runs[-1].stop == rank:
+            runs[-1] = range(runs[-1].start, rank + 1)
+        else:
+            runs.append(range(rank, rank + 1))
+    return runs
+
+
+def _gaps(arrived: Mapping[int, object], world_size: int) -> list[range]:
+    """The ranks 1 to ``world_size - 1`` not in ``arrived``, as runs."""
+    gaps, start = [], 1
+    for rank in sorted(arrived):
+        if rank > start:
+            gaps.append(range(start, rank))
+        start = rank + 1
+    if start < world_size:
+        gaps.append(range(start, world_size))
+    return gaps
+
+
+def summarized(runs: list[range]) -> str:
+    """Runs of ranks as a message shows them: ``"1, 3-9, 12, 13"``, at most ``_SHOWN`` runs,
+    then how many ranks more; a message about a million ranks stays one line."""
+    shown = [
+        ", ".join(map(str, run)) if len(run) <= 2 else f"{run.start}-{run.stop - 1}" for run in runs
+    ]
+    if len(shown) > _SHOWN:
+        rest = sum(len(run) for run in runs[_SHOWN:])
+        shown[_SHOWN:] = [f"and {rest:,} more"]
+    return ", ".join(shown)
 
 
 def _listen(rendezvous: Rendezvous, environ: Mapping[str, str]) -> socket.socket:

@@ -1,0 +1,196 @@
+"""``torch2jax-device run`` never hangs and never shows a raw traceback: an output nobody
+reads, a --master-addr that cannot work, a worker that cannot be forked, the grace period
+before SIGKILL (a fake clock: nothing here waits on a real one)."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.support.distributed.launch import launch, worker_env
+from torch2jax_device.cli import run as _run
+
+# Floods its stdout from a thread; once it has written more than the launcher's stdout
+# pipe holds (but less than all the buffers between it and the test), it says so through
+# a FIFO (the test's event), and waits. The launcher is then stuck writing to its full
+# stdout, or soon will be, while stopping: both must end.
+FLOODER = """
+import sys, threading, time
+written, flooded = 0, threading.Event()
+def flood():
+    global written
+    line = ("x" * 99 + "\\n").encode()
+    while True:
+        sys.stdout.buffer.write(line * 40)
+        sys.stdout.buffer.flush()
+        written += len(line) * 40
+        if written > 96 * 1024:
+            flooded.set()
+threading.Thread(target=flood, daemon=True).start()
+flooded.wait()
+with open(sys.argv[1], "w") as ready:
+    ready.write("flooded")
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow  # starts the launcher and a worker
+def test_sigterm_stops_the_launcher_while_its_stdout_is_a_pipe_nobody_reads(
+    tmp_path: Path,
+) -> None:
+    script, fifo = tmp_path / "flood.py", tmp_path / "ready"
+    script.write_text(FLOODER)
+    os.mkfifo(fifo)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "torch2jax_device", "run", str(script), str(fifo)],
+        env=worker_env(),
+        stdout=subprocess.PIPE,  # never read
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with open(fifo) as ready:  # 96 KiB written: more than the launcher's stdout holds
+            assert ready.read() == "flooded"
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        launcher.kill()
+        launcher.wait()
+        assert launcher.stdout is not None
+        launcher.stdout.close()
+
+
+@pytest.mark.slow  # before the check, the launcher started workers that waited forever
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("256.1.1.1", "--master-addr='256.1.1.1' names no address"),
+        ("no-such-host.invalid", "names no address"),
+        ("192.0.2.1", "is not an address of this host"),  # TEST-NET-1: nobody's
+    ],
+)
+def test_a_master_addr_that_cannot_work_is_refused_before_any_worker_starts(
+    tmp_path: Path, address: str, problem: str
+) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text("raise SystemExit('a worker started')\n")
+    status, out, err = launch("--master-addr", address, str(script), limit_s=60)
+    assert status == 2 and problem in err and "a worker started" not in err + out
+
+
+@pytest.mark.slow  # the first worker really starts (and is stopped)
+def test_a_worker_that_cannot_be_forked_is_the_launchers_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    started = []
+    popen = subprocess.Popen
+
+    def fork_once(*args: object, **kwargs: object) -> object:
+        if started:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        started.append(popen(*args, **kwargs))  # type: ignore[call-overload]
+        return started[-1]
+
+    monkeypatch.setattr(_run.subprocess, "Popen", fork_once)
+    status, _, err = launch("--nproc-per-node", "2", str(script), limit_s=120)
+    assert status == 1 and "Traceback" not in err
+    assert "could not start rank 1 (BlockingIOError: Resource temporarily unavailable)" in err
+    assert started[0].poll() is not None  # the rank that did start was stopped
+
+
+class _FakeWorker:
+    def __init__(self) -> None:
+        self.rank, self.signals = 0, []  # type: ignore[var-annotated]
+
+    def running(self) -> bool:
+        return signal.SIGKILL not in self.signals
+
+    def signal_group(self, signum: int) -> None:
+        self.signals.append(signum)
+
+
+class _FakeRelay:
+    """Pumping advances the fake clock by the time it is given."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.stopping = False
+
+    def unblock(self) -> None:
+        pass
+
+    def clock(self) -> float:
+        return self.now
+
+    def pump(self, timeout_s: float) -> None:
+        self.now += timeout_s
+
+    def open(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("grace_s", [0.0, 3.0, 30.0])
+def test_sigkill_follows_a_forwarded_signal_after_the_grace_period(grace_s: float) -> None:
+    relay = _FakeRelay()
+    job = _run._Job(relay, grace_s=grace_s, clock=relay.clock)  # type: ignore[arg-type]
+    worker = _FakeWorker()
+    job.workers.append(worker)  # type: ignore[arg-type]
+    job.on_signal(signal.SIGINT)  # ctrl-C: forwarded at once
+    assert worker.signals == [signal.SIGINT] and relay.now == 0.0
+    job.stop()
+    assert worker.signals == [signal.SIGINT, signal.SIGKILL]
+    assert grace_s <= relay.now < grace_s + 2 * _run._POLL_S  # killed once the grace ran out
+
+
+def test_the_grace_period_defaults_to_torchruns() -> None:
+    parser = argparse.ArgumentParser()
+    _run.add_parser(parser.add_subparsers(dest="command"))
+    assert parser.parse_args(["run", "x.py"]).grace_period == 30.0
+    assert parser.parse_args(["run", "--grace-period", "0.5", "x.py"]).grace_period == 0.5
+    for bad in ("-1", "inf", "soon"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["run", "--grace-period", bad, "x.py"])
+
+
+def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A held line is shown after its rank pauses this long: long here, so a slow thread
+    # switch on a loaded machine never counts as a pause (every write ends a line).
+    monkeypatch.setattr(_run, "_REST_S", 30.0)
+    out, err = io.StringIO(), io.StringIO()
+    relay = _run._Relay(out, err)
+    pipes = [os.pipe() for _ in range(2)]
+    for rank, (read_end, _) in enumerate(pipes):
+        relay.add(rank, os.fdopen(read_end, "rb"), None)
+    line = b"x" * 99 + b"\n"  # 65,536 is no multiple of 100: every full chunk breaks a line
+
+    def write_blocks(descriptor: int) -> None:
+        for _ in range(4):
+            os.write(descriptor, line * 3000)  # 300 KB in one write, as a large print
+        os.close(descriptor)
+
+    writers = [threading.Thread(target=write_blocks, args=(w,)) for _, w in pipes]
+    for writer in writers:
+        writer.start()
+    while relay.open():  # ends when both writers closed their pipes
+        relay.pump(5)
+    for writer in writers:
+        writer.join()
+    lines = out.getvalue().splitlines()
+    whole = {f"[rank{rank}]: " + "x" * 99 for rank in range(2)}
+    assert [text for text in lines if text not in whole] == []
+    assert len(lines) == 2 * 4 * 3000
