@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.deadlines import deadline
 from tests.support.distributed.launch import launch, worker_env
 from torch2jax_device.cli import run as _run
 
@@ -60,7 +61,7 @@ def test_sigterm_stops_the_launcher_while_its_stdout_is_a_pipe_nobody_reads(
         with open(fifo) as ready:  # 96 KiB written: more than the launcher's stdout holds
             assert ready.read() == "flooded"
         launcher.send_signal(signal.SIGTERM)
-        assert launcher.wait(timeout=120) == 128 + signal.SIGTERM
+        assert launcher.wait(timeout=deadline(120)) == 128 + signal.SIGTERM
     finally:
         launcher.kill()
         launcher.wait()

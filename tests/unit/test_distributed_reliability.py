@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests.support.deadlines import deadline
 from torch2jax_device import DistributedError
 from torch2jax_device._src.distributed import rendezvous
 from torch2jax_device._src.distributed.roll_call import roll_call
@@ -52,7 +53,8 @@ def test_world_size_1_with_an_unresolvable_master_addr_raises_instead_of_abortin
     environ = dict(os.environ, MASTER_ADDR="no-such-host.invalid", MASTER_PORT=str(_free_port()))
     environ.update(RANK="0", WORLD_SIZE="1", JAX_PLATFORMS="cpu")
     result = subprocess.run(
-        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True,
+        timeout=deadline(300),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert "refused: MASTER_ADDR (or init_method's host)='no-such-host.invalid'" in result.stdout

@@ -615,13 +615,13 @@ def file_tensors(path: PathLike) -> dict[str, tuple[tuple[int, ...], np.dtype[An
     Raises:
         CheckpointError: not a safetensors file or an index of them.
     """
-    shards = shard_files(path)
     found: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
-    for file, names in shards.files.items():
-        with Reader(file) as reader:
-            for name in reader.tensors if names is None else names:
-                info = reader.info(name)
-                found[name] = (info.shape, info.dtype)
+    with shard_files(path) as shards:  # an index's shards, opened through its folder
+        for file, names in shards.files.items():
+            with Reader(file, opened=shards.opened.get(file)) as reader:
+                for name in reader.tensors if names is None else names:
+                    info = reader.info(name)
+                    found[name] = (info.shape, info.dtype)
     if shards.names is not None:
         found = {name: found[name] for name in shards.names}
     return found
@@ -633,7 +633,12 @@ def reads_straight(source: Any) -> bool:
     first, and a file object has no header to plan from."""
     if not isinstance(source, (str, os.PathLike)):
         return False
-    return all(Source(file).kind == "safetensors" for file in shard_files(source).files)
+    with shard_files(source) as shards:
+        for file in shards.files:
+            with Source(file, shards.opened.get(file)) as opened:
+                if opened.kind != "safetensors":
+                    return False
+    return True
 
 
 def _nbytes(shape: Sequence[int], dtype: Any) -> int:
