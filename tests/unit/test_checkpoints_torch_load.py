@@ -21,7 +21,7 @@ import jax
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
@@ -537,6 +537,9 @@ _GRAPHS = st.recursive(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(graph=_GRAPHS, self_reference=st.booleans(), cut=st.integers(0, 3000), flip=st.integers())
+# A flipped byte that makes zipfile raise NotImplementedError ("zip file version 25.5") in
+# the compressed-size check before torch.load (found by this test, 2026-11-29).
+@example(graph=[], self_reference=False, cut=0, flip=1_734_013_323_639)
 def test_only_library_errors_escape(
     tmp_path: Path, graph: Any, self_reference: bool, cut: int, flip: int
 ) -> None:

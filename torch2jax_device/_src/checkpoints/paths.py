@@ -108,6 +108,7 @@ def held(
         OSError: a directory on the way is missing or not one, a link loop (``ELOOP``);
             the error names ``path``.
     """
+    path = os.fsdecode(path)  # a bytes path too, as every loader takes it
     if not RELATIVE:
         yield Place(None, os.path.realpath(path), os.path.realpath(path))
         return

@@ -109,8 +109,8 @@ def check_expansion(source: Source) -> None:
     try:
         with zipfile.ZipFile(file) as archive:
             expanded = sum(info.file_size for info in archive.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        return  # torch.load reports a broken archive in its own words
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
+        return  # torch.load reports a broken or unsupported archive in its own words
     finally:
         file.seek(start)
     allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * source.size()
