@@ -376,7 +376,8 @@ def _placed(
     """
     if plan is not None:
         shardings = [plan.destination(entry.name).sharding for entry in entries]
-        return list(jax.device_put(values, shardings, may_alias=False if copy else None))
+        planned = jax.device_put(values, shardings, may_alias=False if copy else None)
+        return list(jax.block_until_ready(planned) if copy else planned)
     placed: dict[int, Any] = {}
     local = []
     cpu = jax.local_devices(backend="cpu")[0]
@@ -400,6 +401,11 @@ def _placed(
         [entries[i].value.sharding for i in local],
         may_alias=False if copy else None,
     )
+    if copy:
+        # The copies read the source's memory (a torch tensor's, through DLPack) as they
+        # run: done before returning, or the source's owner changing it in place right
+        # after (optimizer.step()) reaches the model. A busy machine showed it.
+        jax.block_until_ready(moved)
     placed.update(zip(local, moved, strict=True))
     return [placed[i] for i in range(len(entries))]
 
