@@ -40,33 +40,14 @@ import torch
 
 import torch2jax_device as tj
 from tests.parity.harness import assert_same_outcome, run
+from tests.support import fuzz
 from tests.support.gpu_proxy import torch_named_here
 from torch2jax_device._src.casting import ComplexCastWarning
 
 # --- the dtype table and its edge values --------------------------------------------------
 
-DTYPES = [
-    "bool",
-    "uint8",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-]
+#: Every dtype torch and JAX (ml_dtypes) both name: the fuzzer's table, one owner.
+DTYPES = list(fuzz.DTYPES)
 
 FLOAT_EDGES = [
     0.0, -0.0, 1e-45, -1e-45, 2.0**-127, 1e-40, 2.0**-9, 0.3, 0.5, 1.5, 2.5, -1.5, -2.5,
