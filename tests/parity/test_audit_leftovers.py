@@ -145,30 +145,37 @@ def jax_cpu_casts(dtype: np.dtype[Any]) -> bool:
     return True
 
 
-FLOAT6_CAST_IN_XLA = (
-    "library: tj.to_device(float6 NumPy data, dtype) without a device (the .to(dtype) form) "
-    "moves the float6 data as it is once this JAX holds float6 (jax 0.11), and casts in XLA, "
-    "whose CPU compiler fails ('Invalid bitcast i6 to i8'); the placing form casts on the "
-    "host; fix asked for in proxy-requests.md, 'float6 casts'"
-)
-
-
 @pytest.mark.parametrize("name", ["float6_e2m3fn", "float6_e3m2fn"])
 @pytest.mark.parametrize("device", ["cpu", None])
-def test_a_dtype_casts_float6_data_on_the_host_as_before(
-    name: str, device: Any, request: pytest.FixtureRequest
-) -> None:
-    """Asking for a dtype JAX holds still works: the cast happens before the transfer."""
+def test_a_dtype_casts_float6_data_on_the_host_as_before(name: str, device: Any) -> None:
+    """Asking for a dtype JAX holds still works, in every form: NumPy data is cast on the
+    host before the transfer (where jax 0.11.2's CPU compiler cannot cast float6)."""
     host = np.arange(-3, 4).astype(getattr(ml_dtypes, name))
     expected = host.astype(np.float32)
-    if device is None and jax_runtime_takes(host.dtype) and not jax_cpu_casts(host.dtype):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=FLOAT6_CAST_IN_XLA))
     for moved in (
         tj.to_device({"w": host}, device, dtype=jnp.float32)["w"],
         tj.to_device(host, device, dtype=jnp.float32),
         tj.to_device(host, device, jnp.bfloat16),
     ):
         np.testing.assert_array_equal(np.asarray(moved, np.float32), expected)
+
+
+@pytest.mark.parametrize("name", ["float6_e2m3fn", "float6_e3m2fn"])
+def test_a_float6_array_the_compiler_cannot_cast_is_refused_with_the_fix(name: str) -> None:
+    """A JAX array of float6 (jax 0.11 holds them) cast where XLA's compiler cannot cast
+    it: the library's DTypeError naming the JAX version and the host cast, not XLA's raw
+    INTERNAL error. Where the compiler casts it, the values; asked of the installed JAX."""
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    if not jax_runtime_takes(dtype):
+        pytest.skip(f"this JAX ({jax.__version__}) holds no {name} arrays")
+    host = np.arange(-3, 4).astype(dtype)
+    array = jnp.asarray(host, device=jax.devices("cpu")[0])
+    if jax_cpu_casts(dtype):
+        moved = tj.to_device(array, jnp.float32)
+        np.testing.assert_array_equal(np.asarray(moved), host.astype(np.float32))
+        return
+    with pytest.raises(tj.DTypeError, match=rf"JAX {jax.__version__} holds {name}.*Fix: cast"):
+        tj.to_device(array, jnp.float32)
 
 
 def pinned_host() -> jax.sharding.Sharding:

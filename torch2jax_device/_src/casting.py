@@ -41,6 +41,7 @@ import ml_dtypes
 import numpy as np
 
 from . import dtypes
+from .errors import DTypeError
 
 __all__ = ["ComplexCastWarning", "cast_array", "cast_host", "cast_tensor"]
 
@@ -92,10 +93,43 @@ def cast_array(array: jax.Array, dtype: np.dtype[Any]) -> jax.Array:
     wanted = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
     if array.dtype == wanted:
         return array
+    _refuse_what_xla_cannot_cast(array, wanted)
     if wanted != dtype and dtype.kind in "iu" and dtypes.is_inexact(array.dtype):
         return _wrapped_integers(array, wanted)
     result: jax.Array = _torch_values(array, wanted, jnp)
     return result
+
+
+def _refuse_what_xla_cannot_cast(array: jax.Array, wanted: np.dtype[Any]) -> None:
+    """``DTypeError`` where this JAX holds a sub-byte float (float6, float4) that its
+    compiler for the array's device cannot cast (jax 0.11.2's CPU compiler fails "Invalid
+    bitcast i6 to i8"): asked of the installed JAX once per pair and platform, never read
+    from its version. NumPy data is cast on the host and never comes here."""
+    if isinstance(array, jax.core.Tracer):
+        return
+    narrow = [d for d in (np.dtype(array.dtype), wanted) if jax.dtypes.itemsize_bits(d) < 8]
+    if not narrow or not jax.numpy.issubdtype(narrow[0], jax.numpy.floating):
+        return
+    device = next(iter(array.devices()))
+    if _xla_casts(np.dtype(array.dtype), wanted, device):
+        return
+    raise DTypeError(
+        f"JAX {jax.__version__} holds {array.dtype} arrays, but its compiler for "
+        f"{device.platform} cannot cast them to {wanted}. Fix: cast on the host, "
+        f"tj.to_device(np.asarray(x).astype(np.{wanted.name}), device), or keep such data "
+        "in NumPy until it is cast"
+    )
+
+
+@functools.cache
+def _xla_casts(source: np.dtype[Any], wanted: np.dtype[Any], device: jax.Device) -> bool:
+    """Whether XLA casts ``source`` to ``wanted`` on ``device``: one element, tried."""
+    try:
+        probe = jax.device_put(np.zeros(1, source), device)
+        jax.block_until_ready(probe.astype(wanted))
+    except Exception:  # whatever the compiler raises means no
+        return False
+    return True
 
 
 def _wrapped_integers(array: jax.Array, wanted: np.dtype[Any]) -> jax.Array:
