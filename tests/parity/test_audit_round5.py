@@ -526,3 +526,21 @@ def test_a_complex_tensor_cast_to_real_is_a_copy_as_torchs() -> None:
     theirs_source[0] = 9
     ours_source[0] = 9
     assert np.asarray(ours).tolist() == theirs.tolist() == [1.5]
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble], ids=["float128", "complex256"])
+def test_long_double_data_is_the_librarys_error_and_casts_on_the_host(dtype: Any) -> None:
+    """torch.from_numpy refuses long double (TypeError); tj raised JAX's raw TypeError
+    ("not a valid JAX array type") from every path (issue 36 item 9). It names the leaf
+    and the host cast now, and casts it on the host when a dtype is asked."""
+    host = np.arange(3).astype(dtype)
+    if host.dtype.itemsize <= (16 if host.dtype.kind == "c" else 8):
+        pytest.skip("long double is double on this platform")
+    with pytest.raises(TypeError):
+        torch.from_numpy(host)
+    with pytest.raises(tj.ConversionError, match=rf"leaf \['w'\]: .*{host.dtype}.*Fix: cast"):
+        tj.to_device({"w": host}, "cpu")
+    with pytest.raises(tj.ConversionError, match=rf"{host.dtype} cannot be held"):
+        tj.to_jax(host)
+    cast = tj.to_device(host, "cpu", np.complex64 if host.dtype.kind == "c" else np.float32)
+    np.testing.assert_array_equal(np.asarray(cast), np.arange(3))

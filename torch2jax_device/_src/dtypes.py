@@ -171,8 +171,9 @@ def untransferable(dtype: np.dtype[Any]) -> str:
 def cannot_hold(dtype: np.dtype[Any]) -> str:
     """Why JAX arrays cannot hold ``dtype`` data, and the fix (after "dtype X ...")."""
     return (
-        f"cannot be held by JAX {jax.__version__} arrays: JAX names it, but its runtime "
-        "cannot transfer its data (ml_dtypes' float6 and complex kinds, for example). Fix: "
+        f"cannot be held by JAX {jax.__version__} arrays: JAX has no such dtype, or names it "
+        "but its runtime cannot transfer its data (long double and complex256; ml_dtypes' "
+        "float6 and complex kinds, for example). Fix: "
         "cast it on the host first (array.astype(np.float32), or ml_dtypes.float8_e4m3fn / "
         "float4_e2m1fn for a small float; tj.to_device(x, device, dtype) casts it there), "
         "or keep it out of the data you move"
@@ -269,7 +270,8 @@ def transfers(dtype: np.dtype[Any]) -> bool:
     while JAX reads the host array, so the CPU answers for every device, and a move to
     the CPU never starts a GPU for the question.
     """
-    return dtype.kind in "biufc" or _moves_one_element(dtype)
+    wide = dtype.itemsize > (16 if dtype.kind == "c" else 8)  # long double, complex256
+    return (dtype.kind in "biufc" and not wide) or _moves_one_element(dtype)
 
 
 @functools.cache
