@@ -80,17 +80,19 @@ summarize_failures() {
   echo "test.sh: failed: $* (each group's output is above)"
   for group in "$@"; do
     hits=$(sed -n 's/^DEADLINE HIT: //p' "$logs/$group.log" | sort -u)
-    others=$(sed -n 's/^\(FAILED\|ERROR\) \([^ ]*\).*/\2/p' "$logs/$group.log" | sort -u |
-      grep -vxF -f <(printf '%s\n' "$hits") || true)
+    # pytest's "FAILED <nodeid> - <message>": a node id may hold spaces (parameters).
+    others=$(awk '/^(FAILED|ERROR) / { line = substr($0, index($0, " ") + 1)
+        cut = index(line, " - "); print (cut ? substr(line, 1, cut - 1) : line) }' \
+      "$logs/$group.log" | sort -u | grep -vxF -f <(printf '%s\n' "$hits") || true)
     echo "  $group:"
     if [ -n "$hits" ]; then
       echo "    deadlines hit (a hang, or a machine too busy: re-run with" \
         "TORCH2JAX_DEVICE_TEST_DEADLINE_SCALE=4 ./scripts/test.sh NODEID):"
-      printf '      %s\n' $hits
+      sed 's/^/      /' <<<"$hits"
     fi
     if [ -n "$others" ]; then
       echo "    failures:"
-      printf '      %s\n' $others
+      sed 's/^/      /' <<<"$others"
     fi
     if [ -z "$hits$others" ]; then
       echo "    no test failed: the group's own command did (its output is above)"

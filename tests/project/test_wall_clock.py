@@ -226,6 +226,7 @@ def test_the_summary_of_test_sh_tells_deadlines_from_failures(tmp_path: Path) ->
     (tmp_path / "slow-jobs.log").write_text(
         "FAILED tests/unit/a.py::test_hung - subprocess.TimeoutExpired: ...\n"
         "FAILED tests/unit/a.py::test_wrong - assert 1 == 2\n"
+        "FAILED tests/unit/a.py::test_case[a b] - AssertionError: x - y\n"
         "ERROR tests/unit/b.py::test_setup - RuntimeError\n"
         "DEADLINE HIT: tests/unit/a.py::test_hung\n"
     )
@@ -242,6 +243,7 @@ def test_the_summary_of_test_sh_tells_deadlines_from_failures(tmp_path: Path) ->
         " TORCH2JAX_DEVICE_TEST_DEADLINE_SCALE=4 ./scripts/test.sh NODEID):\n"
         "      tests/unit/a.py::test_hung\n"
         "    failures:\n"
+        "      tests/unit/a.py::test_case[a b]\n"
         "      tests/unit/a.py::test_wrong\n"
         "      tests/unit/b.py::test_setup\n"
         "  checks:\n"
