@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
-import os
 import shutil
 import subprocess
 import tokenize
@@ -23,7 +22,7 @@ import pytest
 
 from tests.support import corpus
 from tests.support.corpus import ScriptRunner
-from tests.support.distributed.launch import launch, worker_env
+from tests.support.distributed.launch import launch_in
 from tests.support.optional_frameworks import needs
 from torch2jax_device.cli import main
 from torch2jax_device.porting import scanner
@@ -151,16 +150,9 @@ def _script(scripts: ScriptRunner, *argv: str, cwd: Path) -> str:
 def _launched(*argv: str, cwd: Path) -> str:
     """``torch2jax-device run --nproc-per-node 2 --cpu-devices 1 ARGV...`` in ``cwd``,
     the launcher called in this process with a worker's environment: it must succeed."""
-    env = worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(cwd)
-        for name in set(os.environ) - set(env):
-            patch.delenv(name)
-        for name, value in env.items():
-            patch.setenv(name, value)
-        status, out, err = launch(
-            "--nproc-per-node", "2", "--cpu-devices", "1", *argv, limit_s=300
-        )  # fmt: skip
+    status, out, err = launch_in(
+        cwd, "--nproc-per-node", "2", "--cpu-devices", "1", *argv, limit_s=300
+    )  # fmt: skip
     assert status == 0, out[-3000:] + err[-3000:]
     return out
 

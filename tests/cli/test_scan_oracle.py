@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.corpus import ScriptRunner
-from tests.support.distributed.launch import launch, worker_env
+from tests.support.distributed.launch import launch_in
 from tests.support.optional_frameworks import needs
 from torch2jax_device.cli import main
 from torch2jax_device.porting import scanner
@@ -88,18 +87,10 @@ def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str
     if ranks == 1:
         status, out, err = scripts.run(f"{name}.py", str(folder), cwd=folder)
     else:
-        env = worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(folder)
-            for variable in set(os.environ) - set(env):
-                patch.delenv(variable)
-            for variable, value in env.items():
-                patch.setenv(variable, value)
-            status, out, err = launch(
-                "--nproc-per-node", str(ranks), "--cpu-devices", "1", str(EXIT_AFTER_SCRIPT),
-                f"{name}.py", str(folder),
-                limit_s=240,
-            )  # fmt: skip
+        status, out, err = launch_in(
+            folder, "--nproc-per-node", str(ranks), "--cpu-devices", "1",
+            str(EXIT_AFTER_SCRIPT), f"{name}.py", str(folder), limit_s=240,
+        )  # fmt: skip
     assert status == 0, out[-3000:] + err[-3000:]
     return _by_rank(out) if ranks > 1 else out.splitlines()
 

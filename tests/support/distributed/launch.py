@@ -140,3 +140,18 @@ def launch(
     finally:
         watchdog.cancel()
     return status, out.getvalue(), err.getvalue()
+
+
+def launch_in(cwd: Path, *argv: str, limit_s: float = 120) -> tuple[int, str, str]:
+    """``launch(ARGV)`` as a user's job starts: in ``cwd``, with exactly a worker's
+    environment (``worker_env``, the repository importable), this process's restored after."""
+    import pytest
+
+    env = worker_env(OMP_NUM_THREADS="1", PYTHONPATH=str(SCRIPTS.parents[2]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        for name in set(os.environ) - set(env):
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return launch(*argv, limit_s=limit_s)
