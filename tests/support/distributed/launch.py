@@ -142,7 +142,7 @@ def launch(
     return status, out.getvalue(), err.getvalue()
 
 
-def launch_in(cwd: Path, *argv: str, limit_s: float = 120) -> tuple[int, str, str]:
+def launch_in(cwd: Path, *argv: str, limit_s: float) -> tuple[int, str, str]:
     """``launch(ARGV)`` as a user's job starts: in ``cwd``, with exactly a worker's
     environment (``worker_env``, the repository importable), this process's restored after."""
     import pytest
