@@ -520,7 +520,7 @@ def _move(
         elif isinstance(leaf, (np.ndarray, np.generic)):
             # Host data is cast on the host, before JAX narrows it (one path for every form).
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
-            cast = _host_cast(host, dtype, cast_all)
+            cast = _leaf_conversion(tree, index, _host_cast, host, dtype, cast_all)
             if not dtypes.transfers(cast.dtype):
                 raise ConversionError(
                     f"leaf {_leaf_path(tree, index)}: {dtypes.untransferable(cast.dtype)}"
@@ -627,10 +627,12 @@ def _on_cpu(target: jax.sharding.Sharding) -> bool:
     return all(device.platform == "cpu" for device in devices)
 
 
-def _leaf_conversion(tree: Any, index: int, convert: Callable[[Any], Any], leaf: Any) -> Any:
-    """``convert(leaf)``, with the leaf path put in front of the library's errors."""
+def _leaf_conversion(
+    tree: Any, index: int, convert: Callable[..., Any], leaf: Any, *arguments: Any
+) -> Any:
+    """``convert(leaf, *arguments)``, with the leaf path put in front of the library's errors."""
     try:
-        return convert(leaf)
+        return convert(leaf, *arguments)
     except Torch2JaxDeviceError as err:
         raise type(err)(f"leaf {_leaf_path(tree, index)}: {err}") from err
 
