@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import torch2jax_device as tj
 from tests.support.gpu_proxy import host_cpu
 from torch2jax_device._src.checkpoints import reader as reader_module
-from torch2jax_device._src.checkpoints.device_map import parse_size
+from torch2jax_device._src.device_plan import parse_size
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import casting, dtypes, host_staging, to_forms
+from . import casting, device_plan, dtypes, host_staging, to_forms
 from .detect import (
     is_equinox_module,
     is_nnx_module,
@@ -59,6 +59,7 @@ def to_device(
     *,
     memory_format: Any = _NOT_GIVEN,
     other: Any = _NOT_GIVEN,
+    max_memory: Any = None,
 ) -> Any:
     """Equivalent to `Tensor.to`.
 
@@ -147,6 +148,18 @@ def to_device(
             values are the same in every format, as in torch. ``torch.channels_last``
             (``channels_last_3d``) on a single array needs 4 (5) dimensions, as in torch.
         other: Refused, as torch refuses ``x.to(other=y)``: pass ``other`` positionally.
+        max_memory: The budgets of ``device="auto"`` (Accelerate's ``device_map="auto"``,
+            not torch's ``.to``): ``{"cuda:0": "20GiB", "cpu": "100GiB"}``. With
+            ``"auto"``, or a [`tj.DeviceMap`][torch2jax_device.DeviceMap] as the device,
+            each array goes where a plan says, made from the arrays' names and sizes in
+            the model's order (an NNX module's names and order are
+            [`tj.state_dict`][torch2jax_device.state_dict]'s; a tree's, its dotted key
+            paths in its own order): each accelerator until its budget is spent, then
+            its ``pinned_host`` memory, then host memory. Each place gets its arrays in
+            one transfer; an NNX module's other state (RNG keys and counts) goes to the
+            plan's execution device. A plan that cannot hold the arrays, a budget that
+            does not parse or a ``DeviceMap`` that misses an array is refused before
+            anything moves.
 
     Returns:
         The same structure with array leaves on the device (the module itself for NNX).
@@ -203,6 +216,14 @@ def to_device(
         >>> moved = tj.to_device(grads, "cpu")
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
+
+        A model bigger than the GPU, placed by a plan (here the host's budget only; on a
+        GPU machine ``max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}``):
+
+        >>> params = {"embed": np.ones((4, 2), np.float32), "head": np.ones(2, np.float32)}
+        >>> placed = tj.to_device(params, "auto", max_memory={"cpu": "1GiB"})
+        >>> placed["embed"].sharding.memory_kind, list(placed)
+        ('device', ['embed', 'head'])
     """
     if memory_format is not _NOT_GIVEN:
         to_forms.check_memory_format_kind(memory_format)  # torch's parser, first
@@ -221,6 +242,8 @@ def to_device(
             "and an NNX model moves in place. Fix: drop copy; to move a copy, copy the model "
             "first (nnx.clone(model); for Equinox, jax.tree.map(jnp.copy, model))"
         )
+    if max_memory is not None or device_plan.asks_for_plan(device):
+        return _move_by_plan(obj, device, max_memory, dtype, non_blocking=non_blocking, copy=copy)
     if is_nnx_module(obj):
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
     if is_equinox_module(obj):
@@ -776,3 +799,29 @@ def _check_model_dtype(dtype: Any) -> None:
             f"Module.to only accepts floating point or complex dtypes, but got desired "
             f"dtype={dtype}; cast integer state explicitly with jax.tree.map"
         )
+
+
+def _move_by_plan(
+    obj: Any, device: Any, max_memory: Any, dtype: Any, *, non_blocking: bool, copy: bool
+) -> Any:
+    """``to_device(obj, "auto" | plan, max_memory=)``: the names, order and plan are
+    ``device_plan``'s; each place gets its arrays in one ``to_device``, and what the plan
+    does not place (an NNX module's RNG state) goes to its execution device."""
+    if is_nnx_module(obj):
+        _check_model_dtype(dtype)
+    named = device_plan.NamedArrays(obj)
+    for name, leaf in named.abstract.items():
+        raise _abstract(name, leaf)
+    plan = device_plan.plan_for(
+        lambda: device_plan.shapes_of(named.arrays, dtype),
+        device,
+        device_map=None,
+        max_memory=max_memory,
+    )
+    moved: dict[str, Any] = {}
+    for place, names in plan.grouped(named.arrays).items():
+        arrays = [named.arrays[name] for name in names]
+        placed = to_device(arrays, place.sharding, dtype, non_blocking, copy)
+        moved.update(zip(names, placed, strict=True))
+    rest = to_device(named.unplanned, plan.execution_device, non_blocking=non_blocking)
+    return named.rebuild(moved, rest)
