@@ -18,11 +18,11 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from .. import dtypes
+from .. import dtypes, host_staging
 from ..device import resolve
 from ..device_plan import DevicePlan, plan_for
 from ..errors import CheckpointError
-from ..interop import to_jax
+from ..interop import aligned_empty, to_jax
 from .format import TensorBudget
 from .index import shard_files
 from .messages import shown
@@ -182,19 +182,29 @@ def load_pickled_by_plan(
         )
         hosts = HostTensors(torch, source.size())
 
-        def converted(tensor: Any) -> jax.Array:  # dense, of a JAX dtype, on the CPU
+        def converted(tensor: Any, sharding: SingleDeviceSharding) -> np.ndarray[Any, Any]:
+            """Dense, of a JAX dtype: a view of the file's pages for a place that copies
+            it (an accelerator, pinned memory), else a copy of its own, which a CPU
+            device keeps as the array (never the file's pages: it may change after the
+            load, and XLA's CPU client aborts at exit when an array over a memory-mapped
+            tensor outlives it)."""
             try:
-                return to_jax(hosts(tensor))
+                host = np.asarray(to_jax(hosts(tensor)))
             except Warning:
                 raise  # a warning the caller's filters made an error stays what it is
             except Exception as err:
                 raise tensor_error(source.name, graph, tensor, err) from err
+            if not (sharding.memory_kind == "device" and _is_cpu(sharding)):
+                return host
+            copy = aligned_empty(host.nbytes).view(host.dtype).reshape(host.shape)
+            host_staging.parallel_copy(copy, host)  # aligned: the CPU device keeps it
+            return copy
 
         placed: list[jax.Array] = []
         try:  # one tensor at a time: the host holds the one in flight, not a copy of all
             for name, (tensor, _) in named.items():
                 sharding = plan.destination(name).sharding
-                placed.append(jax.device_put(converted(tensor), sharding, may_alias=False))
+                placed += host_staging.device_put([converted(tensor, sharding)], sharding)
             jax.block_until_ready(placed)
         except BaseException:
             settle(placed)  # nothing dropped while in flight
@@ -204,6 +214,11 @@ def load_pickled_by_plan(
         }
 
     return rebuilt(source.name, checkpoint, torch, budget, arrays)
+
+
+def _is_cpu(sharding: SingleDeviceSharding) -> bool:
+    device: jax.Device = next(iter(sharding.device_set))
+    return str(device.platform) == "cpu"
 
 
 def _unpickled(source: Source, torch: Any, pickle_load_args: Mapping[str, Any]) -> Any:
@@ -247,12 +262,11 @@ def _named_tensors(
             dotted name (the message names them).
     """
     found: dict[str, tuple[Any, jax.ShapeDtypeStruct]] = {}
-    for tensor in _in_saved_order(checkpoint, graph.tensors, torch.Tensor):
+    for dotted, tensor in _in_saved_order(checkpoint, graph, torch.Tensor):
         try:
             dtype = np.dtype(np.float32) if tensor.is_quantized else numpy_dtype(tensor.dtype)
         except CheckpointError as err:
             raise tensor_error(name, graph, tensor, err) from None
-        dotted = graph.name(tensor)
         if dotted in found:
             raise CheckpointError(
                 f"{name}: two tensors are both named {shown(dotted)} by their place (one at "
@@ -263,25 +277,31 @@ def _named_tensors(
     return found
 
 
-def _in_saved_order(root: Any, tensors: list[Any], tensor_type: type) -> list[Any]:
-    """``tensors`` in the order ``root`` holds them: depth first through dicts, lists and
-    tuples, each in its own order (a state dict's order); tensors held elsewhere only
-    (in objects' attributes) after those, as the walk found them."""
-    order: dict[int, int] = {}
+def _in_saved_order(root: Any, graph: Graph, tensor_type: type) -> list[tuple[str, Any]]:
+    """``(dotted name, tensor)`` for every tensor of ``graph``, in the order ``root``
+    holds them: depth first through dicts, lists and tuples, each in its own order (a
+    state dict's order), a tensor held twice named by its first place; tensors held
+    only in objects' attributes after those, named as the graph found them."""
+    found: dict[int, tuple[str, Any]] = {}
     seen: set[int] = set()
-    stack = [root]
+    stack: list[tuple[Any, tuple[str, ...]]] = [(root, ())]
     while stack:
-        obj = stack.pop()
+        obj, path = stack.pop()
         if id(obj) in seen:
             continue
         seen.add(id(obj))
         if isinstance(obj, tensor_type):
-            order[id(obj)] = len(order)
-        elif isinstance(obj, Mapping):
-            stack.extend(reversed(list(obj.values())))
+            found[id(obj)] = (".".join(path), obj)
+            continue
+        items: list[tuple[Any, Any]] = []
+        if isinstance(obj, Mapping):
+            items = list(obj.items())
         elif isinstance(obj, (list, tuple)):
-            stack.extend(reversed(obj))
-    return sorted(tensors, key=lambda tensor: order.get(id(tensor), len(order)))
+            items = list(enumerate(obj))
+        for key, child in reversed(items):
+            stack.append((child, (*path, key if isinstance(key, str) else shown(key, 80))))
+    rest = [(graph.name(tensor), tensor) for tensor in graph.tensors if id(tensor) not in found]
+    return list(found.values()) + rest
 
 
 def reads_straight(source: Any) -> bool:
