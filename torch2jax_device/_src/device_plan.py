@@ -37,7 +37,7 @@ from jax.sharding import SingleDeviceSharding
 from . import dtypes, platforms, runtime
 from .capacity import free_bytes
 from .checkpoints.messages import shown
-from .detect import is_nnx_module, is_nnx_state, is_torch_tensor
+from .detect import is_equinox_module, is_nnx_module, is_nnx_state, is_torch_tensor
 from .device import Device, resolve
 from .errors import (
     ArgumentTypeError,
@@ -58,6 +58,7 @@ __all__ = [
     "DevicePlan",
     "NamedArrays",
     "asks_for_plan",
+    "is_model",
     "parse_size",
     "plan_for",
     "shapes_of",
@@ -100,7 +101,7 @@ def parse_size(value: Any, where: str) -> int:
             an eighth of the bytes) is refused rather than guessed.
 
     Examples:
-        >>> from torch2jax_device._src.checkpoints.device_map import parse_size
+        >>> from torch2jax_device._src.device_plan import parse_size
         >>> parse_size("20GiB", "cuda:0"), parse_size("1.5GB", "cpu"), parse_size(512, "cpu")
         (21474836480, 1500000000, 512)
     """
@@ -548,14 +549,17 @@ def _host_available() -> int | None:
     return None
 
 
-def _sizes(tensors: Mapping[str, Any]) -> dict[str, int]:
-    """Each tensor's bytes once placed (in JAX's dtype: 64-bit ones narrowed), in order."""
-    if not isinstance(tensors, Mapping):
-        raise ArgumentTypeError(
-            f"a plan is made from a safetensors path or {{name: array}}, not "
-            f"{type(tensors).__name__}; for a model, pass tj.state_dict(model) (or "
-            "tj.to_device(model, 'auto') to place it)"
-        )
+def _sizes(tensors: Any) -> dict[str, int]:
+    """Each tensor's bytes once placed (in JAX's dtype: 64-bit ones narrowed), in order:
+    of ``{name: array}`` as given, or of a model's or tree's arrays as ``NamedArrays``
+    names them."""
+    if not _is_flat(tensors):
+        if not isinstance(tensors, (Mapping, list, tuple)) and not is_model(tensors):
+            raise ArgumentTypeError(
+                f"a plan is made from a checkpoint's path, {{name: array}}, a model or a "
+                f"tree of arrays, not {type(tensors).__name__}"
+            )
+        tensors = NamedArrays(tensors).arrays
     sizes = {}
     for name, value in tensors.items():
         if not (hasattr(value, "shape") and hasattr(value, "dtype")):
@@ -568,6 +572,18 @@ def _sizes(tensors: Mapping[str, Any]) -> dict[str, int]:
         else:
             sizes[str(name)] = _nbytes(tuple(value.shape), value.dtype)
     return sizes
+
+
+def _is_flat(tensors: Any) -> bool:
+    """``{name: array}``: a mapping whose values all have a shape and a dtype."""
+    return isinstance(tensors, Mapping) and all(
+        hasattr(value, "shape") and hasattr(value, "dtype") for value in tensors.values()
+    )
+
+
+def is_model(obj: Any) -> bool:
+    """A Flax NNX or Equinox module: what ``NamedArrays`` names as a model."""
+    return is_nnx_module(obj) or is_equinox_module(obj)
 
 
 def _nbytes(shape: Sequence[int], dtype: Any) -> int:
@@ -661,8 +677,9 @@ class NamedArrays:
     variable in place and returns the module. A tree's are its array leaves (JAX,
     NumPy, torch), named by their dotted key paths (``layers.0.kernel`` for
     ``{"layers": [{"kernel": ...}]}``) in the tree's own order; ``rebuild`` gives a new
-    tree, other leaves as they were. ``abstract``: the names of ``jax.ShapeDtypeStruct``
-    leaves, which have no data to place.
+    tree, other leaves as they were. Abstract arrays (``jax.ShapeDtypeStruct``, from
+    ``nnx.eval_shape``) are named too: a plan can be made for them, though they have no
+    data to place.
 
     Raises:
         ConversionError: a tree holding an NNX module, or two leaves with one dotted
@@ -671,7 +688,6 @@ class NamedArrays:
 
     def __init__(self, obj: Any) -> None:
         self.arrays: dict[str, Any] = {}
-        self.abstract: dict[str, Any] = {}
         self.unplanned: list[Any] = []
         self._obj = obj
         if is_nnx_module(obj):
@@ -686,11 +702,10 @@ class NamedArrays:
                 if id(variable) not in planned
             ]
             self.unplanned = [variable.get_value() for variable in self._others]
-            leaves = {name: variable.get_value() for name, variable in self._variables.items()}
+            self.arrays = {name: variable.get_value() for name, variable in self._variables.items()}
         else:
             self._flat = flatten(obj, with_paths=True, whole=is_nnx_module)
             self._names = _dotted(self._flat.paths)
-            leaves = {}
             for name, path, leaf in zip(
                 self._names, self._flat.paths, self._flat.leaves, strict=True
             ):
@@ -700,10 +715,7 @@ class NamedArrays:
                         "tj.to_device(module, 'auto', max_memory=...) for it"
                     )
                 if is_array(leaf) or isinstance(leaf, jax.ShapeDtypeStruct):
-                    leaves[name] = leaf
-        for name, leaf in leaves.items():
-            target = self.abstract if isinstance(leaf, jax.ShapeDtypeStruct) else self.arrays
-            target[name] = leaf
+                    self.arrays[name] = leaf
 
     def rebuild(self, placed: Mapping[str, Any], unplanned: list[Any]) -> Any:
         """The model with ``placed`` (by name) and ``unplanned`` (in order) in place."""

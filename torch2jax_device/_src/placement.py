@@ -810,8 +810,9 @@ def _move_by_plan(
     if is_nnx_module(obj):
         _check_model_dtype(dtype)
     named = device_plan.NamedArrays(obj)
-    for name, leaf in named.abstract.items():
-        raise _abstract(name, leaf)
+    for name, leaf in named.arrays.items():
+        if isinstance(leaf, jax.ShapeDtypeStruct):
+            raise _abstract(name, leaf)
     plan = device_plan.plan_for(
         lambda: device_plan.shapes_of(named.arrays, dtype),
         device,

@@ -47,11 +47,14 @@ class DeviceMap(DevicePlan):
     """Which device and memory kind each tensor of a model goes to: ``device_map="auto"``.
 
     Accelerate's ``infer_auto_device_map`` for JAX arrays.
-    `DeviceMap.plan` makes one from a safetensors
-    header (nothing else is read) or a model's arrays;
-    [`tj.load_file`][torch2jax_device.load_file] and
-    [`tj.load_state`][torch2jax_device.load_state] make one themselves when given
-    ``device="auto"`` (or ``device_map=``) and load each tensor straight onto its place.
+    `DeviceMap.plan` makes one from a checkpoint (a safetensors header, a PyTorch
+    checkpoint unpickled over a memory map: no tensor byte is read), a model or a tree
+    of arrays; [`tj.load_file`][torch2jax_device.load_file],
+    [`tj.safe_open`][torch2jax_device.safe_open], [`tj.load`][torch2jax_device.load]
+    (``map_location=``), [`tj.load_state`][torch2jax_device.load_state] and
+    [`tj.to_device`][torch2jax_device.to_device] make one themselves when given
+    ``"auto"`` (or ``device_map=``), take one made earlier, and put each tensor
+    straight onto its place.
     A plan prints like Accelerate's map (module prefix -> device), with the bytes on
     each; ``modules()`` gives that map as a dict, which ``device_map=`` takes back.
 
@@ -68,12 +71,17 @@ class DeviceMap(DevicePlan):
         {'': 'cpu'}
         >>> plan.bytes_per_device()
         {'cpu': 786432}
+        >>> tree = {"wte": np.ones((8, 4), np.float32), "h": [np.ones(4, np.float32)]}
+        >>> tj.DeviceMap.plan(tree, device_map={"h.0": "cpu", "": "cpu"}).modules()
+        {'': 'cpu'}
+        >>> list(tj.DeviceMap.plan(tree).placements())  # a tree's dotted key paths
+        ['wte', 'h.0']
     """
 
     @classmethod
     def plan(
         cls,
-        tensors: PathLike | Mapping[str, Any],
+        tensors: Any,
         *,
         max_memory: Mapping[Any, Any] | None = None,
         device_map: Mapping[str, Any] | str | None = None,
@@ -90,8 +98,13 @@ class DeviceMap(DevicePlan):
 
         Args:
             tensors: A ``.safetensors`` file or ``*.index.json`` (only the headers are
-                read), or ``{name: array}`` of arrays or ``jax.ShapeDtypeStruct`` (e.g.
-                ``tj.state_dict(nnx.eval_shape(...))``), in the model's order.
+                read), a PyTorch checkpoint (unpickled over a memory map: its tensors
+                named by their dotted paths, in the order they were saved), or
+                ``{name: array}`` of arrays or ``jax.ShapeDtypeStruct`` (e.g.
+                ``tj.state_dict(nnx.eval_shape(...))``), in the model's order; or a model
+                (NNX: by its ``tj.state_dict`` names, abstract ones too) or a tree of
+                arrays (by dotted key paths), named as ``tj.to_device(..., "auto")``
+                names them.
             max_memory: ``{device: size}`` as in Accelerate: the accelerators to fill,
                 in this order (e.g. ``"cuda:0"``, ``0``, or ``"cpu:1"`` to let a CPU
                 device stand in), ``"cpu"`` for host RAM (both host tiers together),
@@ -112,9 +125,8 @@ class DeviceMap(DevicePlan):
                 that is not a device (``"disk"``), or a memory kind the device lacks.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
                 explicit map overfills a budget (the message has the numbers).
-            CheckpointError: a file that cannot be read as safetensors.
-            ArgumentTypeError: ``tensors`` is neither a path nor a mapping (a model:
-                pass ``tj.state_dict(model)``).
+            CheckpointError: a file that cannot be read as a checkpoint.
+            ArgumentTypeError: ``tensors`` is none of those.
         """
         shapes = file_tensors(tensors) if isinstance(tensors, (str, os.PathLike)) else tensors
         plan: DeviceMap = cls.from_shapes(shapes, max_memory=max_memory, device_map=device_map)
