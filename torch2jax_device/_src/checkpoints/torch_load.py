@@ -79,7 +79,7 @@ def load(
       for an explicit map). The plan is made from the names, shapes and dtypes alone
       (a zip checkpoint is unpickled over a memory map), so a budget that cannot hold
       the tensors is refused before a tensor byte is read; then each goes straight to
-      its place.
+      its place, never left over the mapped file (``mmap=`` changes nothing here).
 
     Note:
         Sparse tensors (COO, CSR, CSC, BSR, BSC) load **dense**, and quantized tensors
