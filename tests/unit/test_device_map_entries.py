@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
-from torch2jax_device._src.device_plan import NamedArrays
+from torch2jax_device._src.array_names import NamedArrays
 
 torch = pytest.importorskip("torch")
 

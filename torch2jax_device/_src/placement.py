@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import casting, device_plan, dtypes, host_staging, to_forms
+from . import array_names, casting, device_plan, dtypes, host_staging, to_forms
 from .detect import (
     is_equinox_module,
     is_nnx_module,
@@ -149,17 +149,12 @@ def to_device(
             (``channels_last_3d``) on a single array needs 4 (5) dimensions, as in torch.
         other: Refused, as torch refuses ``x.to(other=y)``: pass ``other`` positionally.
         max_memory: The budgets of ``device="auto"`` (Accelerate's ``device_map="auto"``,
-            not torch's ``.to``): ``{"cuda:0": "20GiB", "cpu": "100GiB"}``. With
-            ``"auto"``, or a [`tj.DeviceMap`][torch2jax_device.DeviceMap] as the device,
-            each array goes where a plan says, made from the arrays' names and sizes in
-            the model's order (an NNX module's names and order are
-            [`tj.state_dict`][torch2jax_device.state_dict]'s; a tree's, its dotted key
-            paths in its own order): each accelerator until its budget is spent, then
-            its ``pinned_host`` memory, then host memory. Each place gets its arrays in
-            one transfer; an NNX module's other state (RNG keys and counts) goes to the
-            plan's execution device. A plan that cannot hold the arrays, a budget that
-            does not parse or a ``DeviceMap`` that misses an array is refused before
-            anything moves.
+            not torch's): ``{"cuda:0": "20GiB", "cpu": "100GiB"}``. With ``"auto"`` or a
+            [`tj.DeviceMap`][torch2jax_device.DeviceMap], each array goes where the plan
+            says (see `tj.DeviceMap.plan`: a model's arrays by its state dict's names and
+            order, a tree's by dotted key paths), each place's in one transfer; an NNX
+            module's RNG state goes to the plan's execution device. A plan that cannot
+            place every array is refused before anything moves.
 
     Returns:
         The same structure with array leaves on the device (the module itself for NNX).
@@ -182,6 +177,8 @@ def to_device(
             after ``other`` (``to_device(x, other, dtype)``), or ``other=`` as a keyword.
         InvalidDeviceError: ``device`` is a dtype's name (``"float16"``), which torch's
             ``.to`` refuses as an invalid device string.
+        ConfigError, OutOfMemoryError, CheckpointError: with ``"auto"`` or a ``DeviceMap``,
+            a plan that cannot be made or misses an array (see `tj.DeviceMap.plan`).
         UnsupportedOperationError: ``copy`` given at all (``True`` or ``False``) for an
             NNX or Equinox model (torch's ``Module.to`` raises ``RuntimeError``: it takes
             no ``copy``).
@@ -804,12 +801,12 @@ def _check_model_dtype(dtype: Any) -> None:
 def _move_by_plan(
     obj: Any, device: Any, max_memory: Any, dtype: Any, *, non_blocking: bool, copy: bool
 ) -> Any:
-    """``to_device(obj, "auto" | plan, max_memory=)``: the names, order and plan are
-    ``device_plan``'s; each place gets its arrays in one ``to_device``, and what the plan
-    does not place (an NNX module's RNG state) goes to its execution device."""
+    """``to_device(obj, "auto" | plan, max_memory=)``: names and order are
+    ``array_names``', the plan ``device_plan``'s; each place gets its arrays in one
+    ``to_device``, and what no plan places (RNG state) goes to the execution device."""
     if is_nnx_module(obj):
         _check_model_dtype(dtype)
-    named = device_plan.NamedArrays(obj)
+    named = array_names.NamedArrays(obj)
     for name, leaf in named.arrays.items():
         if isinstance(leaf, jax.ShapeDtypeStruct):
             raise _abstract(name, leaf)

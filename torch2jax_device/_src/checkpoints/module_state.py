@@ -23,6 +23,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from .. import host_staging
+from ..array_names import state_variables
 from ..detect import (
     import_torch,
     is_equinox_module,
@@ -31,7 +32,6 @@ from ..detect import (
     is_torch_tensor,
     is_tracer,
 )
-from ..device_plan import state_variables
 from ..distributed import transfer
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
