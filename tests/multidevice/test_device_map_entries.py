@@ -142,6 +142,9 @@ def test_a_budget_that_cannot_hold_a_pytorch_checkpoint_is_refused_before_a_tens
         tj.load(path, map_location="auto", max_memory={"cpu:9": "1GiB"})
     with pytest.raises(tj.InvalidDeviceError, match=r"budget of map_location='auto'"):
         tj.load(path, map_location="cpu:1", max_memory={"cpu:1": "1GiB"})
+    other = tj.DeviceMap.plan({"a.w": torch.zeros(256)}, device_map={"": "cpu:1"})
+    with pytest.raises(tj.CheckpointError, match=r"has no tensor 'b.w'.*planned for 1 other"):
+        tj.load(path, map_location=other)
 
 
 def test_safe_open_places_each_tensor_as_load_file_would(tmp_path: Path) -> None:
@@ -164,6 +167,12 @@ def test_safe_open_places_each_tensor_as_load_file_would(tmp_path: Path) -> None
         np.testing.assert_array_equal(_host(window), tensors["layers.2.kernel"][:3])
     with tj.safe_open(path, framework="jax", device=f.plan) as again:
         assert _place(again.get_tensor("layers.3.kernel")) == (0, "device")
+    explicit = {"layers.0": ("cpu:1", PINNED), "": "cpu:1"}
+    with tj.safe_open(path, framework="flax", device_map=explicit) as mapped:
+        assert [_place(mapped.get_tensor(f"layers.{i}.kernel")) for i in (0, 1)] == [
+            (1, PINNED),
+            (1, "device"),
+        ]
     with pytest.raises(tj.OutOfMemoryError, match=r"does not fit even with host memory"):
         tj.safe_open(path, framework="flax", device="auto", max_memory={"cpu": 100})
 

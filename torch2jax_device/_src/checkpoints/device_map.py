@@ -212,10 +212,10 @@ def load_pickled_by_plan(
             host_staging.parallel_copy(copy, host)  # aligned: the CPU device keeps it
             return copy
 
+        shardings = [plan.destination(name).sharding for name in named]  # all, first
         placed: list[jax.Array] = []
         try:  # one tensor at a time: the host holds the one in flight, not a copy of all
-            for name, (tensor, _) in named.items():
-                sharding = plan.destination(name).sharding
+            for (tensor, _), sharding in zip(named.values(), shardings, strict=True):
                 placed += host_staging.device_put([converted(tensor, sharding)], sharding)
             jax.block_until_ready(placed)
         except BaseException:
