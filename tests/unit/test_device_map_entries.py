@@ -199,3 +199,50 @@ def test_safe_open_without_a_plan_has_none(tmp_path: Path) -> None:
         assert f.plan is None
     with pytest.raises(tj.InvalidDeviceError, match=r"budget of device='auto'"):
         tj.safe_open(path, framework="flax", max_memory={"cpu": "1GiB"})
+
+
+def _inputs() -> Any:
+    """What ``to_device`` takes: lone arrays of every kind and numbers, and trees of them
+    with leaves that are not arrays."""
+    dtypes = st.sampled_from([np.float32, np.float64, np.int64, np.int8, np.bool_, np.float16])
+    numpy = st.builds(lambda n, d: (np.arange(n) % 3).astype(d), st.integers(0, 4), dtypes)
+    tensors = numpy.map(lambda a: torch.from_numpy(a.copy()))
+    numbers = st.sampled_from([3, 2.5, True, 1 + 2j, np.float32(1.5), np.int64(7)])
+    arrays = numpy | tensors | numpy.map(jax.numpy.asarray)
+    leaves = arrays | numbers | st.sampled_from(["train", None])
+    trees = st.recursive(
+        leaves,
+        lambda inner: (
+            st.dictionaries(st.sampled_from("abc"), inner, min_size=1, max_size=3)
+            | st.lists(inner, min_size=1, max_size=3).map(tuple)
+        ),
+        max_leaves=6,
+    )
+    return arrays | numbers | trees
+
+
+@pytest.mark.filterwarnings("ignore::torch2jax_device.DtypeNarrowingWarning")
+@pytest.mark.filterwarnings("ignore::torch2jax_device.ComplexCastWarning")
+@given(_inputs(), st.sampled_from([None, np.float16, np.float32, np.int32]))
+def test_auto_without_accelerators_moves_anything_as_onto_the_host(obj: Any, dtype: Any) -> None:
+    """The oracle is ``to_device(obj, "cpu", dtype)``: with no accelerator, a plan puts
+    everything on the host, and every rule of a move (casts of a lone array or of a
+    tree's floats, numbers becoming arrays alone and staying in a tree, containers'
+    types, what is refused) must be the same."""
+    try:
+        expected = tj.to_device(obj, "cpu", dtype)
+    except tj.Torch2JaxDeviceError as err:  # refused onto the host: refused by a plan too
+        with pytest.raises(type(err)):
+            tj.to_device(obj, "auto", dtype, max_memory={"cpu": "1GiB"})
+        return
+    got = tj.to_device(obj, "auto", dtype, max_memory={"cpu": "1GiB"})
+    flat_expected, tree_expected = jax.tree.flatten(expected)
+    flat_got, tree_got = jax.tree.flatten(got)
+    assert tree_got == tree_expected
+    for a, b in zip(flat_got, flat_expected, strict=True):
+        assert type(a) is type(b)
+        if isinstance(b, jax.Array):
+            assert a.sharding == b.sharding and a.dtype == b.dtype and a.weak_type == b.weak_type
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        else:
+            assert a == b

@@ -27,6 +27,9 @@ from .trees import flatten
 
 __all__ = ["NamedArrays", "is_model", "state_variables"]
 
+#: Numbers ``to_device`` makes arrays of when given alone.
+_NUMBERS = (bool, int, float, complex, np.generic)
+
 
 def is_model(obj: Any) -> bool:
     """A Flax NNX or Equinox module: what ``NamedArrays`` names as a model."""
@@ -65,7 +68,8 @@ class NamedArrays:
     variable in place and returns the module. A tree's are its array leaves (JAX,
     NumPy, torch), named by their dotted key paths (``layers.0.kernel`` for
     ``{"layers": [{"kernel": ...}]}``) in the tree's own order; ``rebuild`` gives a new
-    tree, other leaves as they were. Abstract arrays (``jax.ShapeDtypeStruct``, from
+    tree, other leaves as they were (numbers in it too; a lone number is an array to
+    place, named ``""``, as a lone array is). Abstract arrays (``jax.ShapeDtypeStruct``, from
     ``nnx.eval_shape``) are named too: a plan can be made for them, though they have no
     data to place.
 
@@ -94,6 +98,7 @@ class NamedArrays:
         else:
             self._flat = flatten(obj, with_paths=True, whole=is_nnx_module)
             self._names = _dotted(self._flat.paths)
+            single = len(self._flat.leaves) == 1 and self._flat.leaves[0] is obj
             for name, path, leaf in zip(
                 self._names, self._flat.paths, self._flat.leaves, strict=True
             ):
@@ -102,7 +107,8 @@ class NamedArrays:
                         f"leaf {path} is an NNX module, and a plan places one model. Fix: "
                         "tj.to_device(module, 'auto', max_memory=...) for it"
                     )
-                if is_array(leaf) or isinstance(leaf, jax.ShapeDtypeStruct):
+                number = single and isinstance(leaf, _NUMBERS)
+                if is_array(leaf) or isinstance(leaf, jax.ShapeDtypeStruct) or number:
                     self.arrays[name] = leaf
 
     def rebuild(self, placed: Mapping[str, Any], unplanned: list[Any]) -> Any:

@@ -633,24 +633,26 @@ def plan_for(
     return kind.from_shapes(describe(), max_memory=max_memory, device_map=device_map)
 
 
-def shapes_of(leaves: Mapping[str, Any], dtype: Any = None) -> dict[str, Any]:
-    """``{name: ShapeDtypeStruct}`` of arrays (JAX, NumPy, torch) as they will be held:
-    cast to ``dtype`` where given and the array is floating-point or complex (what a
-    model's move casts)."""
+def shapes_of(
+    leaves: Mapping[str, Any], dtype: Any = None, *, cast_all: bool = False
+) -> dict[str, Any]:
+    """``{name: ShapeDtypeStruct}`` of arrays (JAX, NumPy, torch) or numbers as they will
+    be held: cast to ``dtype`` where given and the array is floating-point or complex
+    (what a model's move casts), or whatever it is with ``cast_all`` (a lone array's)."""
     shapes = {}
     for name, leaf in leaves.items():
         held = _held_dtype(leaf)
-        if dtype is not None and dtypes.is_inexact(held):
+        if dtype is not None and (cast_all or dtypes.is_inexact(held)):
             held = dtypes.to_numpy_dtype(dtype)
         kept = isinstance(leaf, jax.Array) and held == leaf.dtype
-        shapes[name] = leaf if kept else jax.ShapeDtypeStruct(tuple(leaf.shape), held)
+        shapes[name] = leaf if kept else jax.ShapeDtypeStruct(np.shape(leaf), held)
     return shapes
 
 
 def _held_dtype(leaf: Any) -> Any:
     if isinstance(leaf, jax.Array):
         return leaf.dtype
-    dtype = dtypes.to_numpy_dtype(leaf.dtype) if is_torch_tensor(leaf) else np.dtype(leaf.dtype)
+    dtype = dtypes.to_numpy_dtype(leaf.dtype) if is_torch_tensor(leaf) else np.result_type(leaf)
     return jax.dtypes.canonicalize_dtype(dtype)
 
 

@@ -239,16 +239,18 @@ def to_device(
             "and an NNX model moves in place. Fix: drop copy; to move a copy, copy the model "
             "first (nnx.clone(model); for Equinox, jax.tree.map(jnp.copy, model))"
         )
-    if max_memory is not None or device_plan.asks_for_plan(device):
-        return _move_by_plan(obj, device, max_memory, dtype, non_blocking=non_blocking, copy=copy)
-    if is_nnx_module(obj):
+    planned = max_memory is not None or device_plan.asks_for_plan(device)  # device_map="auto"
+    if is_nnx_module(obj) and not planned:
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
-    if is_equinox_module(obj):
+    if is_nnx_module(obj) or is_equinox_module(obj):
         _check_model_dtype(dtype)
     single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _SINGLES))
     flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
-    if not single and len(flat.leaves) == 1 and flat.leaves[0] is obj and not _array_like(obj):
+    lone = not single and len(flat.leaves) == 1 and flat.leaves[0] is obj
+    if lone and not _array_like(obj) and not is_nnx_module(obj):
         _refuse_root(obj)
+    if planned:
+        return _move_by_plan(obj, device, max_memory, dtype, single, non_blocking, copy)
     target = _target(device)
     if (
         dtype is None
@@ -799,19 +801,17 @@ def _check_model_dtype(dtype: Any) -> None:
 
 
 def _move_by_plan(
-    obj: Any, device: Any, max_memory: Any, dtype: Any, *, non_blocking: bool, copy: bool
+    obj: Any, device: Any, max_memory: Any, dtype: Any, single: bool, non_blocking: bool, copy: bool
 ) -> Any:
     """``to_device(obj, "auto" | plan, max_memory=)``: names and order are
     ``array_names``', the plan ``device_plan``'s; each place gets its arrays in one
     ``to_device``, and what no plan places (RNG state) goes to the execution device."""
-    if is_nnx_module(obj):
-        _check_model_dtype(dtype)
-    named = array_names.NamedArrays(obj)
+    named = array_names.NamedArrays(obj)  # a lone array or number: one, named ""
     for name, leaf in named.arrays.items():
         if isinstance(leaf, jax.ShapeDtypeStruct):
-            raise _abstract(name, leaf)
+            raise _abstract(name or "<root>", leaf)
     plan = device_plan.plan_for(
-        lambda: device_plan.shapes_of(named.arrays, dtype),
+        lambda: device_plan.shapes_of(named.arrays, dtype, cast_all=single),
         device,
         device_map=None,
         max_memory=max_memory,
@@ -819,7 +819,10 @@ def _move_by_plan(
     moved: dict[str, Any] = {}
     for place, names in plan.grouped(named.arrays).items():
         arrays = [named.arrays[name] for name in names]
-        placed = to_device(arrays, place.sharding, dtype, non_blocking, copy)
+        if single:  # cast whatever its dtype, as Tensor.to casts one array
+            placed = [to_device(arrays[0], place.sharding, dtype, non_blocking, copy)]
+        else:
+            placed = to_device(arrays, place.sharding, dtype, non_blocking, copy)
         moved.update(zip(names, placed, strict=True))
     rest = to_device(named.unplanned, plan.execution_device, non_blocking=non_blocking)
     return named.rebuild(moved, rest)
