@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
+from tests.support.checkpoints import odd_tensors, refused_tensors
 from torch2jax_device._src.array_names import NamedArrays
 
 torch = pytest.importorskip("torch")
@@ -246,3 +247,35 @@ def test_auto_without_accelerators_moves_anything_as_onto_the_host(obj: Any, dty
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
         else:
             assert a == b
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated:UserWarning")  # torch's own
+@pytest.mark.filterwarnings("ignore::torch2jax_device.DtypeNarrowingWarning")
+@pytest.mark.parametrize("name", [*odd_tensors(), *refused_tensors()])
+def test_every_kind_of_tensor_loads_by_a_plan_as_onto_the_host(tmp_path: Path, name: str) -> None:
+    """The oracle is ``tj.load(path, map_location="cpu")`` (itself checked against torch's
+    values in test_checkpoints_torch_load.py): with no accelerator a plan puts every
+    tensor on the host, so sparse, quantized, conjugate, view and odd-dtype tensors come
+    out the same, and the ones JAX cannot hold are refused the same way, naming their
+    place."""
+    tensor = {**odd_tensors(), **refused_tensors()}[name]
+    path = tmp_path / f"{name}.pt"
+    torch.save({"model": [1, {"weights": tensor}]}, path)
+    try:
+        expected = tj.load(path, map_location="cpu")["model"][1]["weights"]
+    except tj.CheckpointError as err:
+        with pytest.raises(tj.CheckpointError) as caught:
+            tj.load(path, map_location="auto")
+        assert "the tensor at ['model'][1]['weights'] cannot be loaded" in str(caught.value)
+        assert (
+            str(caught.value).split(" cannot be loaded: ")[1]
+            == str(err).split(" cannot be loaded: ")[1]
+        )
+        return
+    got = tj.load(path, map_location="auto")["model"][1]["weights"]
+    assert (got.shape, got.dtype, got.sharding) == (
+        expected.shape,
+        expected.dtype,
+        expected.sharding,
+    )
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))

@@ -270,12 +270,15 @@ def _named_tensors(
     ones narrowed, and the load warns of that, not the plan).
 
     Raises:
-        CheckpointError: a dtype JAX has no counterpart for, or two tensors with one
-            dotted name (the message names them).
+        CheckpointError: a tensor JAX cannot hold (nested, meta, a dtype JAX lacks), or
+            two tensors with one dotted name (the message names them).
     """
     found: dict[str, tuple[Any, jax.ShapeDtypeStruct]] = {}
+    refusals = HostTensors(torch, 0)  # refuses a nested or meta tensor before any copy
     for dotted, tensor in _in_saved_order(checkpoint, graph, torch.Tensor):
         try:
+            if tensor.is_nested or tensor.is_meta:  # no shape, or no data: as a load says
+                refusals(tensor)
             dtype = np.dtype(np.float32) if tensor.is_quantized else numpy_dtype(tensor.dtype)
         except CheckpointError as err:
             raise tensor_error(name, graph, tensor, err) from None

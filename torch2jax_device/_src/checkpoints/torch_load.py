@@ -108,7 +108,8 @@ def load(
             they live. No effect on safetensors files, which are read once into
             aligned memory.
         progress: Draw a progress bar on stderr (see [`tj.load_file`][torch2jax_device.load_file]);
-            never with ``mmap=True``, which reads nothing up front.
+            never with ``mmap=True``, which reads nothing up front, nor for a PyTorch
+            checkpoint placed by a plan (it is mapped too).
         max_tensors: The most tensors the load may make arrays of, counting every view
             (each becomes an array) and every file of an index together. By default one
             per 4 KiB of the files and at least 16,384, as for ``tj.load_file``: each
