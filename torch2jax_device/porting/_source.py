@@ -25,11 +25,15 @@ import stat
 import sys
 import tokenize
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .._src.errors import UnscannableFileError
 from ._flow import Flow
 from ._names import Names
 from ._values import TJ, Values
+
+if TYPE_CHECKING:
+    from ._project import Project
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "PythonFile", "SourceFile", "deep_recursion", "read_python"]
 
@@ -214,6 +218,8 @@ class SourceFile:
             starts.append(starts[-1] + len(line))
         self.line_starts = starts
         self._line_continuations: dict[int, list[int]] = {}
+        #: The project it was scanned with (``_project.Project.attach``), if any.
+        self.project: Project | None = None
         taken = [b for s in self.names.scopes for b in s.bindings.get("tj", ())]
         #: Why ``tj`` cannot be imported here (``""`` when it can).
         self.tj_taken = next(

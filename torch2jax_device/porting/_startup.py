@@ -69,6 +69,8 @@ _FIRST = {
         )
     },
 }
+# How many calls deep a project function's join is looked for.
+_DEEPEST = 4
 # Advice rows whose port creates arrays (and so starts JAX).
 _ADVICE_STARTS = frozenset(
     {
@@ -112,6 +114,7 @@ class StartupOrder:
                 if node is not None:
                     self.by_call.setdefault(id(node), []).append(candidate)
         self.violations: dict[int, _Violation] = {}
+        self.joins: dict[int, str | None] = {}  # id of a project function -> its join
         self.traces = [(file, trace) for file in files for trace in _Traces(file).traces()]
 
     def check(self) -> bool:
@@ -154,7 +157,50 @@ class StartupOrder:
 
     def _first(self, file: SourceFile, call: ast.Call) -> str | None:
         name = file.qualname(call.func)
-        return _FIRST.get(name) if name is not None else None
+        if name is not None and name in _FIRST:
+            return _FIRST[name]
+        if file.project is None:
+            return None
+        for owner, function in file.project.functions(file, call):
+            joins = self._joins(owner, function, 0)
+            if joins is not None:
+                return f"{ast.unparse(call.func)}(), which calls {joins}"
+        return None
+
+    def _joins(
+        self, file: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, depth: int
+    ) -> str | None:
+        """Where a function of the project joins the job (``init_distributed`` of a
+        helper module calling ``deepspeed.init_distributed``), itself or through the
+        functions it calls (of its file or the project's, ``_DEEPEST`` calls deep)."""
+        key = id(function)
+        if key in self.joins:
+            return self.joins[key]
+        self.joins[key] = None  # a recursive helper: no join through itself
+        found = None
+        for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+            name = file.qualname(call.func)
+            if name is not None and name in _FIRST:
+                found = f"{_FIRST[name]} ({file.path}:{call.lineno})"
+                break
+            if depth >= _DEEPEST:
+                continue
+            callees: list[tuple[SourceFile, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+            if isinstance(call.func, ast.Name):
+                callees = [
+                    (file, b.node)
+                    for b in file.names.bindings(call.func)
+                    if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+            if file.project is not None:
+                callees += list(file.project.functions(file, call))
+            found = next(
+                (j for owner, f in callees if (j := self._joins(owner, f, depth + 1))), None
+            )
+            if found is not None:
+                break
+        self.joins[key] = found
+        return found
 
     def _ported_first(self, file: SourceFile, call: ast.Call) -> bool:
         """The call is (or becomes) torch2jax_device's or JAX's, which care about the order."""

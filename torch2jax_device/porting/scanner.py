@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from . import catalog
 from ._candidate import Candidate
 from ._plan import plan
+from ._project import Project
 from ._recognise import detect
 from ._rewrites import Rewrite, compose, with_tj_import
 from ._source import MAX_BYTES, PythonFile, SourceFile, deep_recursion, read_python
@@ -136,9 +137,16 @@ def scan_files(files: Sequence[SourceFile]) -> dict[str, list[Finding]]:
         [(2, 'device-accelerator-index')]
     """
     with deep_recursion():
+        project = Project(files)
+        project.attach()
         candidates = [c for file in files for c in detect(file)]
-        plan(list(files), candidates)
-        return {file.path: _findings(file, candidates) for file in files}
+        planned: list[Candidate] = []
+        for program in project.programs():
+            members = {id(file) for file in program}
+            own = [c for c in candidates if id(c.file) in members]
+            plan(program, own)
+            planned.extend(own)
+        return {file.path: _findings(file, planned) for file in files}
 
 
 def apply_edits(source: str, findings: Iterable[Finding]) -> str:
