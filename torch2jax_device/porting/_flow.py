@@ -19,11 +19,16 @@ from ._names import Binding, Names, all_names, is_main_guard
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
 from ._written import HOST_BUILTINS, JAX_CODE, NUMPY_VIEWS, WriteCheck, short_text
 
-__all__ = ["Flow", "Importers", "is_jitted"]
+__all__ = ["Callees", "Flow", "Importers", "is_jitted", "parameter_for"]
 
 #: ``Flow.importers``: (a module-level name, the policy, what is rewritten, whether what
 #: calling it returns is followed) -> ``None`` when no scanned module imports the file,
 #: else (where the value would reach code that cannot take it, whether JAX reads it).
+#: ``Flow.callees``: (a call, the argument followed, the policy, what is rewritten) ->
+#: ``None`` when the call is not of the project's code, else as for ``Importers``.
+Callees = Callable[
+    [ast.Call, ast.AST, str, Callable[[ast.AST], bool]], "tuple[str | None, bool] | None"
+]
 Importers = Callable[[str, str, Callable[[ast.AST], bool], bool], "tuple[str | None, bool] | None"]
 # Builtins that return (or iterate) what they were given.
 _CONTAINER_BUILTINS = frozenset(
@@ -99,6 +104,10 @@ class Flow:
         #: name of this file (what calling it returns, with ``calls``) into the modules
         #: importing it; answers ``None`` when no scanned module imports this one.
         self.importers: Importers | None = None
+        #: Set by a project scan (``_project.Project.call_into``): follows a value passed
+        #: to a function of another scanned module into that function; ``None`` for a
+        #: call of code that is not the project's.
+        self.callees: Callees | None = None
         self._policy = "array"
         self._rewritten: Callable[[ast.AST], bool] = _nothing_rewritten
 
@@ -366,6 +375,11 @@ class Flow:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
                 return None
+            followed = None if self.callees is None else self.callees(call, node, policy, rewritten)
+            if followed is not None:  # a function of another module of the project
+                reason, read_by_jax = followed
+                self._read_by_jax = self._read_by_jax or read_by_jax
+                return reason
             return self._passed(call)
         builtin = self.values.builtin(call.func)
         if builtin in HOST_BUILTINS:
@@ -494,7 +508,7 @@ class Flow:
             if is_jitted(function, self.qualname):
                 self._read_by_jax = True
                 continue
-            parameter = _parameter_for(function, call, node)
+            parameter = parameter_for(function, call, node)
             scope = self.names.scope_by_node.get(function)
             if parameter is None or scope is None:
                 return self._passed(call)
@@ -625,7 +639,7 @@ def is_jitted(
     return False
 
 
-def _parameter_for(
+def parameter_for(
     function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, node: ast.AST
 ) -> str | None:
     positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]

@@ -37,9 +37,11 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import PurePath
 
+from ._flow import is_jitted, parameter_for
 from ._names import Binding
 from ._source import SourceFile
 from ._values import UNKNOWN
+from ._written import short_text
 
 __all__ = ["Project"]
 
@@ -50,6 +52,9 @@ _Use = tuple[SourceFile, ast.expr]
 # the module itself).
 _Target = tuple[SourceFile, str | None]
 _LINE = re.compile(r"\bline (\d+)")
+# How many questions about imports may be open at once (a chain of re-exports, a value
+# passed from module to module): beyond, the answer is the cautious one.
+_DEEPEST = 64
 
 
 class Project:
@@ -254,6 +259,8 @@ class Project:
         key = (id(file), name, "calls" if calls else "value")
         if key in self._active:
             return None, False  # an import cycle: followed where it started
+        if len(self._active) > _DEEPEST:
+            return f"{file.path}: imported through more than {_DEEPEST} modules", False
         self._active.add(key)
         try:
             uses, opaque = self.uses(file, name)
@@ -281,6 +288,50 @@ class Project:
         finally:
             self._active.discard(key)
 
+    def call_into(
+        self,
+        file: SourceFile,
+        call: ast.Call,
+        node: ast.AST,
+        policy: str,
+        rewritten: Callable[[ast.AST], bool],
+    ) -> tuple[str | None, bool] | None:
+        """Follow ``node``, an argument of ``call``, into the function of another project
+        module that ``call`` calls (its parameter's reads there); ``None`` when ``call``
+        is not of the project's code."""
+        functions = list(self.functions(file, call))
+        if not functions:
+            return None
+        passed = f"line {call.lineno}: passed to {short_text(call)}"
+        read_by_jax = False
+        for owner, function in functions:
+            if is_jitted(function, owner.qualname):
+                read_by_jax = True
+                continue
+            parameter = parameter_for(function, call, node)
+            scope = owner.names.scope_by_node.get(function)
+            params = (
+                [b for b in scope.bindings.get(parameter, []) if b.kind == "param"]
+                if parameter is not None and scope is not None
+                else []
+            )
+            key = (id(function), parameter or "", "argument")
+            if not params or len(self._active) > _DEEPEST:
+                return passed, read_by_jax
+            if key in self._active:
+                continue  # a recursive call: followed where it started
+            self._active.add(key)
+            try:
+                loads = [load for p in params for load in owner.names.loads(p)]
+                reason, by_jax = owner.flow.follow(loads, policy, rewritten)
+            finally:
+                self._active.discard(key)
+            read_by_jax = read_by_jax or by_jax
+            if reason:
+                where = f"{function.name} of {owner.path}"
+                return f"{passed}, and in {where}: {cited(reason, owner)}", read_by_jax
+        return None, read_by_jax
+
     def kinds(self, file: SourceFile, node: ast.expr, how: str) -> set[str] | None:
         """What an imported name holds (``how="value"``), what calling it gives
         (``"call"``) or what its subclasses are (``"base"``), from the module defining
@@ -293,8 +344,8 @@ class Project:
         if not bindings:
             return None
         key = (id(owner), name, how)
-        if key in self._active:
-            return {UNKNOWN}  # an import cycle
+        if key in self._active or len(self._active) > _DEEPEST:
+            return {UNKNOWN}  # an import cycle, or a chain too long to follow
         self._active.add(key)
         try:
             found: set[str] = set()
@@ -361,6 +412,7 @@ class Project:
             file.project = self
             file.values.imported = _kinds_hook(self, file)
             file.flow.importers = _follow_hook(self, file)
+            file.flow.callees = _callees_hook(self, file)
 
 
 def cited(reason: str, file: SourceFile) -> str:
@@ -377,6 +429,14 @@ def _follow_hook(
 ) -> Callable[[str, str, Callable[[ast.AST], bool], bool], tuple[str | None, bool] | None]:
     return lambda name, policy, rewritten, calls: project.follow(
         file, name, policy, rewritten, calls
+    )
+
+
+def _callees_hook(
+    project: Project, file: SourceFile
+) -> Callable[[ast.Call, ast.AST, str, Callable[[ast.AST], bool]], tuple[str | None, bool] | None]:
+    return lambda call, node, policy, rewritten: project.call_into(
+        file, call, node, policy, rewritten
     )
 
 
