@@ -247,5 +247,7 @@ def test_a_project_reaches_the_fixed_point_together(name: str, tmp_path: Path) -
         for path, text in ported.items():
             written = set(text.splitlines()) - set(sources[path].splitlines())
             lines = text.splitlines()
-            reported = [f for f in again[path] if lines[f.line - 1] in written and "tj." in f.original]
+            reported = [
+                f for f in again[path] if lines[f.line - 1] in written and "tj." in f.original
+            ]
             assert not reported, [(path, f.line, f.rule, f.original) for f in reported]

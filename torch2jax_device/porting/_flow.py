@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
 from ._names import Binding, Names, all_names, is_main_guard
@@ -135,7 +135,7 @@ class Flow:
         return self.follow([node], policy, rewritten)
 
     def follow(
-        self, nodes: list[ast.AST], policy: str, rewritten: Callable[[ast.AST], bool]
+        self, nodes: Sequence[ast.AST], policy: str, rewritten: Callable[[ast.AST], bool]
     ) -> tuple[str | None, bool]:
         """``escape`` for several expressions of the file holding the same value (its
         reads in a module that imports it); the state of an ``escape`` under way (a
@@ -149,7 +149,7 @@ class Flow:
             self._read_by_jax, self._policy, self._rewritten = state
 
     def _walk(
-        self, nodes: list[ast.AST], policy: str, rewritten: Callable[[ast.AST], bool]
+        self, nodes: Sequence[ast.AST], policy: str, rewritten: Callable[[ast.AST], bool]
     ) -> str | None:
         work: deque[ast.AST] = deque(nodes)
         seen: set[int] = set()

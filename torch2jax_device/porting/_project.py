@@ -5,8 +5,9 @@ Module names come from where the files lie: a folder is a package when its
 first folder above it that is not one (the folder Python's path would hold: the
 script's own folder, ``src/``). An import is followed when it names a module of the
 project: an absolute one (``import utils``, ``from pkg.utils import device``) among the
-modules of the importing file's own root first, then among the others when exactly one
-file has that name; a relative one (``from .utils import device``) from the importing
+modules of the importing file's own root first, then in a root above it (a script of
+``scripts/`` run from the project's top) or a ``src/`` folder when exactly one file there
+has that name; a relative one (``from .utils import device``) from the importing
 file's package. Anything else (the standard library, torch, a module that was not
 scanned, a name two roots both hold) is not the project's, and is treated as the
 scanner treats third-party code.
@@ -51,6 +52,7 @@ _Use = tuple[SourceFile, ast.expr]
 # Where a name of the project resolves: (its file, the module-level name, or None for
 # the module itself).
 _Target = tuple[SourceFile, str | None]
+_LINK = ", which imports it: "
 _LINE = re.compile(r"\bline (\d+)")
 # How many questions about imports may be open at once (a chain of re-exports, a value
 # passed from module to module): beyond, the answer is the cautious one.
@@ -92,6 +94,9 @@ class Project:
         self._opaque: dict[int, str] = {}
         self._edges: dict[int, set[int]] = {id(file): set() for file in self.files}
         self._imported: set[int] = set()  # files some other project file imports
+        # (id of a file, a module-level name) -> the modules importing it at their own
+        # module level, and the name it has there (what others may import from them).
+        self._reexports: dict[tuple[int, str], list[tuple[SourceFile, str]]] = {}
         self._active: set[tuple[int, str, str]] = set()  # questions being answered
         for file in self.files:
             self._index_imports(file)
@@ -132,10 +137,16 @@ class Project:
 
     def _lookup(self, file: SourceFile, module: str) -> SourceFile | None:
         found = self._index.get(module, [])
-        same_root = [f for f in found if self._root[id(f)] == self._root[id(file)]]
-        if len(same_root) == 1:
-            return same_root[0]
-        return found[0] if len(found) == 1 and not same_root else None
+        root = self._root[id(file)]
+        same_root = [f for f in found if self._root[id(f)] == root]
+        if same_root:
+            return same_root[0] if len(same_root) == 1 else None
+        # Another root is on the path when the script runs from above it (``python -m``,
+        # ``PYTHONPATH=.``) or installs it (a ``src/`` layout).
+        reachable = [
+            f for f in found if self._root[id(f)] in root.parents or self._root[id(f)].name == "src"
+        ]
+        return reachable[0] if len(reachable) == 1 else None
 
     def _absolute(self, file: SourceFile, node: ast.ImportFrom) -> str | None:
         """The absolute module an ``ImportFrom`` names (its level resolved)."""
@@ -174,9 +185,14 @@ class Project:
             for bindings in scope.bindings.values():
                 for binding in bindings:
                     dotted = self._imported_as(file, binding)
-                    if dotted is not None:
-                        for load in names.loads(binding):
-                            self._index_load(file, load, dotted)
+                    if dotted is None:
+                        continue
+                    for load in names.loads(binding):
+                        self._index_load(file, load, dotted)
+                    target = self.resolve(file, dotted) if scope is names.module else None
+                    if target is not None and target[1] is not None:
+                        key = (id(target[0]), target[1])
+                        self._reexports.setdefault(key, []).append((file, binding.name))
 
     def _edge(self, file: SourceFile, dotted: str) -> None:
         target = self.resolve(file, dotted)
@@ -234,12 +250,11 @@ class Project:
             owner, current = work.pop()
             if id(owner) in self._opaque:
                 return found, self._opaque[id(owner)]
-            for importer, node in self._uses.get((id(owner), current), []):
-                found.append((importer, node))
-                binding = _module_import(importer, node)
-                if binding is not None and (id(importer), binding.name) not in seen:
-                    seen.add((id(importer), binding.name))
-                    work.append((importer, binding.name))
+            found.extend(self._uses.get((id(owner), current), []))
+            for importer, again in self._reexports.get((id(owner), current), []):
+                if (id(importer), again) not in seen:
+                    seen.add((id(importer), again))
+                    work.append((importer, again))
         return found, ""
 
     def follow(
@@ -260,7 +275,7 @@ class Project:
         if key in self._active:
             return None, False  # an import cycle: followed where it started
         if len(self._active) > _DEEPEST:
-            return f"{file.path}: imported through more than {_DEEPEST} modules", False
+            return f"{file.path}, more than {_DEEPEST} imports away (not followed further)", False
         self._active.add(key)
         try:
             uses, opaque = self.uses(file, name)
@@ -281,9 +296,9 @@ class Project:
                 reason, by_jax = importer.flow.follow(nodes, policy, rewritten)
                 read_by_jax = read_by_jax or by_jax
                 if reason:
-                    return f"{importer.path}, which imports it: {cited(reason, importer)}", (
-                        read_by_jax
-                    )
+                    reason = f"{importer.path}{_LINK}{cited(reason, importer)}"
+                    outermost = sum(k[2] in ("value", "calls") for k in self._active) == 1
+                    return _chain(reason) if outermost else reason, read_by_jax
             return None, read_by_jax
         finally:
             self._active.discard(key)
@@ -420,6 +435,15 @@ def cited(reason: str, file: SourceFile) -> str:
     return _LINE.sub(lambda found: f"{file.path}:{found.group(1)}", reason)
 
 
+def _chain(reason: str) -> str:
+    """A reason through a long chain of modules, with its first and last links."""
+    links = reason.split(_LINK)
+    if len(links) <= 5:
+        return reason
+    skipped = f"{_LINK}(through {len(links) - 4} more modules) "
+    return _LINK.join(links[:2]) + skipped + _LINK.join(links[-2:])
+
+
 def _kinds_hook(project: Project, file: SourceFile) -> Callable[[ast.expr, str], set[str] | None]:
     return lambda node, how: project.kinds(file, node, how)
 
@@ -438,18 +462,6 @@ def _callees_hook(
     return lambda call, node, policy, rewritten: project.call_into(
         file, call, node, policy, rewritten
     )
-
-
-def _module_import(file: SourceFile, node: ast.expr) -> Binding | None:
-    """The module-level import binding that ``node`` reads (``device`` after ``from utils
-    import device`` at the top): what modules importing ``file`` may import again."""
-    if not isinstance(node, ast.Name):
-        return None
-    bindings = file.names.bindings(node)
-    if len(bindings) == 1 and bindings[0].scope is file.names.module:
-        if bindings[0].kind in ("import", "other"):
-            return bindings[0]
-    return None
 
 
 def _module_name(path: PurePath, packages: set[PurePath]) -> tuple[PurePath, str]:

@@ -474,7 +474,9 @@ class Values:
             node = binding.node
             assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             returns = [
-                r.value for r in _own_nodes(node) if isinstance(r, ast.Return) and r.value is not None
+                r.value
+                for r in _own_nodes(node)
+                if isinstance(r, ast.Return) and r.value is not None
             ]
             found: set[str] = set() if returns else {UNKNOWN}
             for value in returns:
