@@ -193,6 +193,28 @@ def test_a_join_in_a_helper_module_orders_the_start_up() -> None:
     assert "(line 5)" in count.reason  # the call in train.py itself
 
 
+def test_a_helper_module_query_called_before_the_join_is_not_rewritten() -> None:
+    """``gpu_count()`` of ``utils.py`` asks ``torch.cuda.device_count()``; ``main.py``
+    calls it before ``init_process_group``: as ``tj``'s it would start JAX (under a
+    launcher, join a JAX job) before the group exists. The reason names main.py."""
+    sources = {
+        "utils.py": "import torch\n\n\ndef gpu_count():\n    return torch.cuda.device_count()\n",
+        "main.py": (
+            "import torch\n\nfrom utils import gpu_count\n\nn = gpu_count()\n"
+            'torch.distributed.init_process_group("gloo")\nprint(n)\n'
+        ),
+    }
+    found = scanner.scan_sources(sources)
+    (count,) = [f for f in found["utils.py"] if f.rule == "cuda-device-count"]
+    assert not count.fixable
+    assert "before init_process_group (main.py:6, after gpu_count() (line 5 there)" in (
+        count.reason
+    )
+    order = next(f for f in found["main.py"] if f.rule == "startup-order")
+    assert order.line == 5
+    assert _check_citations(sources, found)
+
+
 def test_a_library_owning_the_group_through_a_helper_module_keeps_torch_queries() -> None:
     sources = {
         "dist_utils.py": "import deepspeed\n\n\ndef init():\n    deepspeed.init_distributed()\n",
