@@ -8,8 +8,9 @@ owned by torch or by a library (``lib/deepspeed``, a stand-in installed beside t
 script, never scanned with it, as a library is not), CUDA-state queries read later by
 torch code, a model saved and resumed. Its first line says how it runs:
 ``# oracle: ranks=N`` (2: two CPU ranks under ``torch2jax-device run``, gloo on
-127.0.0.1). A ``NAME.port`` beside it is a newcomer's hand port of the code between the
-script's ``# port: begin`` / ``# port: end`` marks (the model, to Flax NNX): the port is
+127.0.0.1; ``ranks=1,2``: launched on one rank, then on two, each a case). A
+``NAME.port`` beside it is a newcomer's hand port of the code between the script's
+``# port: begin`` / ``# port: end`` marks (the model, to Flax NNX): the port is
 made, then ``scan --diff`` is applied as the documented workflow says (``patch -p1``),
 and the result must print what the torch original printed, running to the end. Then
 the result is scanned again: the rewrite reached its fixed point (a second ``--diff``
@@ -41,15 +42,15 @@ ROOT = Path(__file__).resolve().parents[2]
 # torch's gloo threads can abort a rank at interpreter exit after the script has finished
 # (tests/support/distributed/exit_after_script.py explains): ranks exit when it returns.
 EXIT_AFTER_SCRIPT = ROOT / "tests" / "support" / "distributed" / "exit_after_script.py"
-_RANKS = re.compile(r"# oracle: ranks=(\d+)")
+_RANKS = re.compile(r"# oracle: ranks=(\d+(?:,\d+)*)")
 _RANK_LINE = re.compile(r"\[rank(\d+)\]: (.*)")
 _PORT = re.compile(r"^# port: begin\n.*?^# port: end\n", re.DOTALL | re.MULTILINE)
 
 
-def _ranks(source: str) -> int:
+def _ranks(source: str) -> list[int]:
     found = _RANKS.match(source)
-    assert found, "an oracle script starts with '# oracle: ranks=N'"
-    return int(found.group(1))
+    assert found, "an oracle script starts with '# oracle: ranks=N' (or 'ranks=1,2')"
+    return [int(count) for count in found.group(1).split(",")]
 
 
 def _entry(name: str) -> Path:
@@ -115,10 +116,10 @@ def _apply(folder: Path, diff: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str]:
-    """What the script prints, line by line (on ranks: by rank, ``_by_rank``)."""
+def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int, launched: bool) -> list[str]:
+    """What the script prints, line by line (launched: by rank, ``_by_rank``)."""
     script = "main.py" if name in PROJECTS else f"{name}.py"
-    if ranks == 1:
+    if not launched:
         status, out, err = scripts.run(script, str(folder), cwd=folder)
     else:
         status, out, err = launch_in(
@@ -126,7 +127,7 @@ def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int) -> list[str
             str(EXIT_AFTER_SCRIPT), script, str(folder), limit_s=240,
         )  # fmt: skip
     assert status == 0, out[-3000:] + err[-3000:]
-    return _by_rank(out) if ranks > 1 else out.splitlines()
+    return _by_rank(out) if launched else out.splitlines()
 
 
 def _by_rank(out: str) -> list[str]:
@@ -180,15 +181,25 @@ def test_every_case_says_how_it_runs() -> None:
         assert port.stem in CASES, f"{port.name} ports no script"
 
 
-@pytest.mark.parametrize("name", CASES)
+# (case, ranks, launched): a case of several rank counts is launched on each.
+RUNS = [
+    (name, ranks, len(counts) > 1 or ranks > 1)
+    for name in CASES
+    for counts in [_ranks(_entry(name).read_text())]
+    for ranks in counts
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks", "launched"), RUNS, ids=[f"{name}-ranks{ranks}" for name, ranks, _ in RUNS]
+)
 def test_the_script_prints_the_same_after_scan_diff(
-    name: str, tmp_path: Path, scripts: ScriptRunner
+    name: str, ranks: int, launched: bool, tmp_path: Path, scripts: ScriptRunner
 ) -> None:
     needs("torch")
     needs("flax")
-    ranks = _ranks(_entry(name).read_text())
     original = _workdir(tmp_path / "before", name)
-    before = _run(scripts, original, name, ranks)
+    before = _run(scripts, original, name, ranks, launched)
     assert before, f"{name} printed nothing"
 
     ported = _workdir(tmp_path / "after", name)
@@ -197,7 +208,7 @@ def test_the_script_prints_the_same_after_scan_diff(
     diff = _diff(ported, name)
     if diff:
         _apply(ported, diff)
-    after = _run(scripts, ported, name, ranks)
+    after = _run(scripts, ported, name, ranks, launched)
     assert after == before, diff
 
     # One call reaches the fixed point, and nothing --diff wrote is reported again.
