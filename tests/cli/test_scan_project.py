@@ -67,6 +67,12 @@ FORMS = {
         "device",
     ),
     "scripts-folder": ({"utils.py": UTILS}, "scripts/train.py", "import utils", "utils.device"),
+    "namespace-package": (
+        {"common/utils.py": UTILS},
+        "train.py",
+        "from common.utils import device",
+        "device",
+    ),
     "re-export": (
         {"utils.py": UTILS, "common.py": "from utils import device\n"},
         "train.py",

@@ -3,7 +3,9 @@
 Module names come from where the files lie: a folder is a package when its
 ``__init__.py`` is among the files scanned, and a file's module name runs from the
 first folder above it that is not one (the folder Python's path would hold: the
-script's own folder, ``src/``). An import is followed when it names a module of the
+script's own folder, ``src/``), and, to a script higher up, from each folder above it
+up to the top of the files scanned (namespace packages: ``from models.net import
+Net`` without ``models/__init__.py``). An import is followed when it names a module of the
 project: an absolute one (``import utils``, ``from pkg.utils import device``) among the
 modules of the importing file's own root first, then in a root above it (a script of
 ``scripts/`` run from the project's top) or a ``src/`` folder when exactly one file there
@@ -78,14 +80,23 @@ class Project:
         packages = {path.parent for path in paths if path.name == "__init__.py"}
         self._root: dict[int, PurePath] = {}
         self._module: dict[int, str] = {}
-        self._index: dict[str, list[SourceFile]] = {}
+        # module name -> the files it names, each with the root it is named from
+        self._index: dict[str, list[tuple[SourceFile, PurePath]]] = {}
         self._prefixes: set[str] = set()
+        top = _common_folder(paths)
         for file in self.files:
             root, module = _module_name(PurePath(os.path.normpath(file.path)), packages)
             self._root[id(file)], self._module[id(file)] = root, module
-            self._index.setdefault(module, []).append(file)
-            parts = module.split(".")
-            self._prefixes.update(".".join(parts[:k]) for k in range(1, len(parts)))
+            # Folders without an __init__.py above the root are namespace packages to a
+            # script run from higher up (``from models.net import Net``): the names from
+            # each folder up to the top of the files scanned.
+            while True:
+                self._index.setdefault(module, []).append((file, root))
+                parts = module.split(".")
+                self._prefixes.update(".".join(parts[:k]) for k in range(1, len(parts)))
+                if top is None or root == top or top not in root.parents or not root.name:
+                    break
+                root, module = root.parent, f"{root.name}.{module}"
         self._by_id = {id(file): file for file in self.files}
         # (id of a file, a module-level name) -> its uses in the modules importing it.
         self._uses: dict[tuple[int, str], list[_Use]] = {}
@@ -138,13 +149,13 @@ class Project:
     def _lookup(self, file: SourceFile, module: str) -> SourceFile | None:
         found = self._index.get(module, [])
         root = self._root[id(file)]
-        same_root = [f for f in found if self._root[id(f)] == root]
+        same_root = [f for f, named_from in found if named_from == root]
         if same_root:
             return same_root[0] if len(same_root) == 1 else None
         # Another root is on the path when the script runs from above it (``python -m``,
         # ``PYTHONPATH=.``) or installs it (a ``src/`` layout).
         reachable = [
-            f for f in found if self._root[id(f)] in root.parents or self._root[id(f)].name == "src"
+            f for f, named_from in found if named_from in root.parents or named_from.name == "src"
         ]
         return reachable[0] if len(reachable) == 1 else None
 
@@ -462,6 +473,14 @@ def _callees_hook(
     return lambda call, node, policy, rewritten: project.call_into(
         file, call, node, policy, rewritten
     )
+
+
+def _common_folder(paths: set[PurePath]) -> PurePath | None:
+    """The deepest folder holding every file, if they share one."""
+    try:
+        return PurePath(os.path.commonpath([str(path.parent) for path in paths]))
+    except ValueError:  # none, or absolute and relative paths mixed
+        return None
 
 
 def _module_name(path: PurePath, packages: set[PurePath]) -> tuple[PurePath, str]:
