@@ -299,22 +299,35 @@ _CITED = re.compile(r"(?:(?P<path>[\w./-]+\.py):|\bline )(?P<line>\d+)")
 
 def _check_citations(sources: dict[str, str], found: dict[str, list[scanner.Finding]]) -> int:
     """Every line a reason cites exists in the file it names (its own when it names
-    none), and a named file is one of the program the finding is in. Returns how many
-    citations were checked."""
+    none), a named file is one of the program the finding is in, and what the reason
+    says is there is there: ``passed to f(...)`` names a call on that line, ``(PATH:N:
+    RULE)`` a finding of that rule at that line, ``owned by import X (PATH:N)`` that
+    import. Returns how many citations were checked."""
     files = [SourceFile(path, text) for path, text in sources.items()]
     program_of = {f.path: i for i, program in enumerate(Project(files).programs()) for f in program}
     checked = 0
     for path, findings in found.items():
         for finding in findings:
+            context = (path, finding.line, finding.reason)
             for cited in _CITED.finditer(finding.reason):
-                where = cited.group("path") or path
-                assert where in sources, (path, finding.line, finding.reason)
-                assert program_of[where] == program_of[path], (path, finding.line, finding.reason)
-                assert 1 <= int(cited.group("line")) <= len(sources[where].splitlines()), (
-                    path,
-                    finding.line,
-                    finding.reason,
-                )
+                where, line = cited.group("path") or path, int(cited.group("line"))
+                assert where in sources, context
+                assert program_of[where] == program_of[path], context
+                lines = sources[where].splitlines()
+                assert 1 <= line <= len(lines), context
+                after = finding.reason[cited.end() :]
+                call = re.match(r": passed to ([\w.]+)\(", after)
+                if call:
+                    name = call.group(1).rsplit(".", 1)[-1]
+                    assert name in "\n".join(lines[line - 1 : line + 2]), context
+                rule = re.match(r": ([a-z0-9-]+)\)", after)
+                if rule and cited.group("path"):
+                    assert (line, rule.group(1)) in {(f.line, f.rule) for f in found[where]}, (
+                        context
+                    )
+                owner = re.search(r"owned by import ([\w.]+) \($", finding.reason[: cited.start()])
+                if owner:
+                    assert owner.group(1) in lines[line - 1], context  # import or from-import
                 checked += 1
     return checked
 
