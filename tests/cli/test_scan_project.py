@@ -164,6 +164,18 @@ def test_a_model_class_of_another_module_is_known_to_be_nnx() -> None:
     assert not any(f.fixable for f in alone if f.rule == "module-to")
 
 
+def test_a_name_another_module_assigns_is_not_known_by_its_own_binding() -> None:
+    """``model.net = TorchNet()`` in train.py: ``model.net`` is no longer the NNX module
+    ``model.py`` binds, so ``.to(device)`` on it is not rewritten as an NNX move."""
+    model = "from flax import nnx\n\n\nclass MLP(nnx.Module):\n    pass\n\n\nnet = MLP()\n"
+    train = "import torch\nimport model\n\n{}model.net.to(torch.device('cpu'))\n"
+    assigned = "model.net = torch.nn.Linear(2, 2)\n"
+    for write, fixable in (("", True), (assigned, False)):
+        sources = {"model.py": model, "train.py": train.format(write)}
+        (move,) = [f for f in scanner.scan_sources(sources)["train.py"] if f.rule == "module-to"]
+        assert move.fixable is fixable, (write, move.reason)
+
+
 def test_a_value_passed_to_a_function_of_another_module_is_followed_there() -> None:
     sources = {
         "steps.py": "def step(batch):\n    return batch.sum(dim=0)\n",

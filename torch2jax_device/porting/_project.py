@@ -109,6 +109,10 @@ class Project:
         # module level, and the name it has there (what others may import from them).
         self._reexports: dict[tuple[int, str], list[tuple[SourceFile, str]]] = {}
         self._active: set[tuple[int, str, str]] = set()  # questions being answered
+        # (id of a file, a module-level name) -> where another module assigns it
+        # (``utils.device = ...``): what it holds is then not what its module binds.
+        self._written: dict[tuple[int, str], str] = {}
+        self._tops: dict[int, set[str]] = {}  # id of a file -> ``_tops_seen``
         for file in self.files:
             self._index_imports(file)
 
@@ -230,7 +234,10 @@ class Project:
         while True:
             target = self.resolve(file, dotted)
             if target is not None and target[1] is not None:
-                self._uses.setdefault((id(target[0]), target[1]), []).append((file, node))
+                key = (id(target[0]), target[1])
+                self._uses.setdefault(key, []).append((file, node))
+                if not isinstance(getattr(node, "ctx", None), ast.Load):
+                    self._written.setdefault(key, f"{file.path}:{node.lineno}")
                 return
             if target is None and dotted not in self._prefixes:
                 return  # not the project's
@@ -369,6 +376,8 @@ class Project:
         bindings = owner.names.module.bindings.get(name)
         if not bindings:
             return None
+        if (id(owner), name) in self._written:
+            return {UNKNOWN}
         key = (id(owner), name, how)
         if key in self._active or len(self._active) > _DEEPEST:
             return {UNKNOWN}  # an import cycle, or a chain too long to follow
@@ -419,6 +428,55 @@ class Project:
             return None
         key, name = found.pop()
         return self._by_id[key], name
+
+    def holds_value(self, file: SourceFile, node: ast.AST) -> bool:
+        """``node`` (``net``, ``model.net.to``) reads, at its root, a value another
+        project module binds (``net = MLP()``), not one of its functions, classes or
+        modules: a name like a variable of the file, whose methods are a value's."""
+        chain: list[ast.expr] = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self._tops_seen(file):
+            return False
+        for prefix in [node, *reversed(chain)]:
+            target = self._target(file, prefix)
+            if target is not None:
+                return self._is_value(*target, 0)
+        return False
+
+    def _tops_seen(self, file: SourceFile) -> set[str]:
+        """The names of ``file`` bound by imports of the project's modules."""
+        found = self._tops.get(id(file))
+        if found is None:
+            found = {
+                binding.name
+                for scope in file.names.scopes
+                for bindings in scope.bindings.values()
+                for binding in bindings
+                if (dotted := self._imported_as(file, binding)) is not None
+                and (self.resolve(file, dotted) is not None or dotted in self._prefixes)
+            }
+            self._tops[id(file)] = found
+        return found
+
+    def _is_value(self, owner: SourceFile, name: str, depth: int) -> bool:
+        bindings = owner.names.module.bindings.get(name, [])
+        if not bindings or depth > _DEEPEST:
+            return False
+        for binding in bindings:
+            dotted = self._imported_as(owner, binding)
+            if dotted is not None:
+                target = self.resolve(owner, dotted)
+                if (
+                    target is None
+                    or target[1] is None
+                    or not self._is_value(target[0], target[1], depth + 1)
+                ):
+                    return False
+            elif binding.kind in ("def", "class", "import", "other"):
+                return False
+        return True
 
     def functions(
         self, file: SourceFile, call: ast.Call

@@ -293,7 +293,10 @@ class SourceFile:
 
     # -- names ------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:
-        """``torch.cuda.is_available`` for ``T.cuda.is_available`` after ``import torch as T``."""
+        """``torch.cuda.is_available`` for ``T.cuda.is_available`` after ``import torch as T``;
+        ``None`` for what is no imported name (a value of another module of the project
+        included: ``net.to`` after ``from model import net``)."""
+        whole = node
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
@@ -305,4 +308,6 @@ class SourceFile:
         origin = self.names.origin(node)
         if origin is None:
             return None
+        if self.project is not None and self.project.holds_value(self, whole):
+            return None  # a value of another module of the project, as a variable's
         return ".".join([origin, *reversed(parts)])
