@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from torch2jax_device.cli import main
-from torch2jax_device.porting import scanner
+from torch2jax_device.porting import _flow, scanner
 from torch2jax_device.porting._project import Project
 from torch2jax_device.porting._source import SourceFile
 
@@ -303,6 +303,32 @@ def test_a_long_chain_of_modules_is_bounded_and_cautious(link: str) -> None:
     finding = next(f for f in found["m000.py"] if f.rule == "device-type")
     assert not finding.fixable
     assert _check_citations(sources, found)
+
+
+def test_the_work_on_a_project_grows_with_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """N modules each importing the device of ``utils.py`` and the value of the module
+    before: the uses the escape analysis follows grow with N, not with its square."""
+    followed = []
+    real = _flow.Flow._use
+
+    def counting(self: _flow.Flow, *args: object) -> str | None:
+        followed.append(1)
+        return real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_flow.Flow, "_use", counting)
+    counts = []
+    for size in (100, 400):
+        followed.clear()
+        sources = {"utils.py": 'import torch\n\ndevice = torch.device("cpu")\n'}
+        for n in range(size):
+            sources[f"m{n:03d}.py"] = (
+                f"import torch\nimport utils\nfrom m{max(n - 1, 0):03d} import y as before\n\n"
+                "y = torch.ones(2).to(utils.device)\nprint(utils.device, before)\n"
+            )
+        found = scanner.scan_sources(sources)
+        assert not _device_finding(found).fixable
+        counts.append(len(followed))
+    assert counts[1] <= 5 * counts[0], counts
 
 
 # -- citations: a reason cites its own file, or names the other one -------------------------
