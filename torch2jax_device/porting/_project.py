@@ -117,10 +117,6 @@ class Project:
             self._index_imports(file)
 
     # -- modules ----------------------------------------------------------------------
-    def module(self, file: SourceFile) -> str:
-        """The dotted module name ``file`` is imported as."""
-        return self._module[id(file)]
-
     def programs(self) -> list[list[SourceFile]]:
         """The files grouped by the imports between them (either way), in scan order."""
         group = {key: key for key in self._edges}
@@ -170,8 +166,8 @@ class Project:
         package = self._module[id(file)].split(".")
         if PurePath(file.path).name != "__init__.py":
             package = package[:-1]
-        if node.level - 1 > len(package) - 1 or not package or not package[0]:
-            return None  # beyond the top package (Python refuses it too)
+        if not package or node.level > len(package):
+            return None  # not in a package, or beyond its top (Python refuses it too)
         base = package[: len(package) - (node.level - 1)]
         return ".".join([*base, *([node.module] if node.module else [])])
 
