@@ -91,7 +91,25 @@ def test_str_repr_eq_hash_pickle_match_torch(spec: str) -> None:
     assert (str(ours), repr(ours)) == (str(theirs), repr(theirs))
     assert ours == theirs and theirs == ours and not (ours != theirs)
     assert pickle.loads(pickle.dumps(ours)) == ours
-    assert hash(ours) == hash(tj.device(str(theirs)))
+    assert hash(ours) == hash(theirs) == hash(tj.device(str(theirs)))
+
+
+@pytest.mark.parametrize("device_type", _platforms.TORCH_DEVICE_TYPES)
+@pytest.mark.parametrize("index", [None, 0, 1, 7, 127])
+def test_equal_devices_hash_alike_so_dicts_and_sets_find_them(
+    device_type: str, index: int | None
+) -> None:
+    """Every torch device type and index tj.device takes: where the two are equal, a dict
+    or set keyed by one finds the other (Python's rule: equal objects, equal hashes)."""
+    spec = device_type if index is None else f"{device_type}:{index}"
+    theirs = torch.device(spec)
+    try:
+        ours = tj.device(spec)
+    except tj.Torch2JaxDeviceError:
+        return  # a type tj.device does not take has no equal to keep consistent
+    assert ours == theirs and hash(ours) == hash(theirs)
+    assert {theirs: "found"}.get(ours) == "found" and {ours: "found"}.get(theirs) == "found"
+    assert len({ours, theirs}) == 1
 
 
 def test_unindexed_differs_from_index_zero_as_in_torch() -> None:

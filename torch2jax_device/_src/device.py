@@ -90,8 +90,10 @@ class Device:
     and index are (so ``device("cuda") != device("cuda:0")``, as in torch); a ``Device``
     equals a ``torch.device`` with the same type and index and a ``jax.Device`` it
     resolves to, so ``next(tj.parameters(model)).device == device`` works in ported
-    code. Mixed-framework devices should not share one dict: equal objects of
-    different frameworks hash differently.
+    code. It hashes as the equal ``torch.device`` does, so a dict or set keyed by torch
+    devices finds it (``{p.device for p in ...}`` mixing both is one device). A
+    ``jax.Device`` it equals hashes as JAX's: key a dict by ``device.jax_device`` when
+    its keys are JAX's.
 
     It is neither a ``torch.device`` nor a ``jax.Device``: torch APIs take
     ``device.torch_device`` (``torch.zeros(3, device=device.torch_device)``,
@@ -231,7 +233,13 @@ class Device:
         return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
-        return hash((self._type, self._index))
+        # torch's own hash, so that an equal torch.device finds the same dict entry and
+        # set member. (A jax.Device it equals hashes as JAX's: key by one kind.)
+        number = platforms.TORCH_DEVICE_TYPE_NUMBERS.get(self._type)
+        if number is None:
+            return hash((self._type, self._index))
+        index = -1 if self._index is None else self._index
+        return number << 16 | index & 0xFF
 
     if not TYPE_CHECKING:  # for type checkers a Device has only the attributes it defines
 

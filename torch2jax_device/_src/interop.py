@@ -56,7 +56,8 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
         ConversionError: ``strict`` and a copy would be needed (unaligned or strided
             buffer, 64-bit data without x64, a conjugate or negative bit, big-endian
             bytes), ``value`` is not an array, holds no numbers (strings, objects), is a
-            sparse, quantized or nested tensor, or is a tracer (inside ``jax.jit``).
+            sparse, quantized or nested tensor, a NumPy masked array (its mask would be
+            lost), or is a tracer (inside ``jax.jit``).
         DeviceUnavailableError: a ``meta`` tensor (it has no data).
 
     Warns:
@@ -74,7 +75,7 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
     if is_torch_tensor(value):
         array = _from_torch(value, strict)
     elif isinstance(value, (np.ndarray, np.generic)):
-        array = _from_numpy(np.asarray(value), strict)
+        array = _from_numpy(numpy_data(value), strict)
     elif isinstance(value, jax.Array) and not is_tracer(value):
         array = value
     elif is_tracer(value):
@@ -111,13 +112,33 @@ def _from_numpy(array: np.ndarray[Any, Any], strict: bool) -> jax.Array:
     return placed
 
 
+def numpy_data(value: Any) -> np.ndarray[Any, Any]:
+    """``value`` (a NumPy array or scalar) as a plain ``ndarray``.
+
+    Raises:
+        ConversionError: ``value`` is a masked array (``np.ma``): its mask would be lost
+            and the values under it moved as data. JAX refuses it too.
+    """
+    if isinstance(value, np.ma.MaskedArray):
+        raise ConversionError(
+            "a NumPy masked array (np.ma) would lose its mask: JAX and torch arrays have "
+            "none, so the masked entries would move as data (JAX refuses it too). Fix: "
+            "arr.filled(fill_value) for the values with the masked ones replaced, or "
+            "np.ma.getdata(arr) to keep the raw values knowingly, with "
+            "np.ma.getmaskarray(arr) as its own bool array"
+        )
+    return np.asarray(value)
+
+
 def host_array(array: np.ndarray[Any, Any], strict: bool = False) -> np.ndarray[Any, Any]:
     """``array`` in a form JAX can take: native byte order, a dtype JAX holds.
 
     Raises:
-        ConversionError: the dtype holds no numbers (strings, objects, records...), or
-            the bytes are big-endian and ``strict`` forbids the converting copy.
+        ConversionError: the dtype holds no numbers (strings, objects, records...), a
+            masked array, or the bytes are big-endian and ``strict`` forbids the
+            converting copy.
     """
+    array = numpy_data(array)
     if not dtypes.holds(array.dtype):
         if array.dtype == jax.dtypes.float0:  # a structured dtype, but not records
             raise ConversionError(

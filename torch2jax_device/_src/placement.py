@@ -541,7 +541,7 @@ def _move(
             continue  # a number in a batch, as a Python number is (torch's moves leave both)
         elif isinstance(leaf, (np.ndarray, np.generic)):
             # Host data is cast on the host, before JAX narrows it (one path for every form).
-            host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
+            host = _leaf_conversion(tree, index, host_array, leaf)
             cast = _leaf_conversion(tree, index, _host_cast, host, dtype, cast_all)
             if not dtypes.transfers(cast.dtype):
                 raise ConversionError(

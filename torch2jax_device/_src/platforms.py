@@ -32,6 +32,7 @@ __all__ = [
     "ACCELERATORS",
     "PLATFORMS",
     "TORCH_DEVICE_TYPES",
+    "TORCH_DEVICE_TYPE_NUMBERS",
     "Platform",
     "available_platforms",
     "backends_initialized",
@@ -56,6 +57,14 @@ TORCH_DEVICE_TYPES: tuple[str, ...] = (
     "cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
     "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone",
 )  # fmt: skip
+
+#: c10's ``DeviceType`` number of each, which ``hash(torch.device(...))`` is made of
+#: (``number << 16 | index & 0xFF``, index -1 when none): fixed in torch's C++ ABI.
+TORCH_DEVICE_TYPE_NUMBERS: dict[str, int] = {
+    "cpu": 0, "cuda": 1, "mkldnn": 2, "opengl": 3, "opencl": 4, "ideep": 5, "hip": 6,
+    "fpga": 7, "maia": 8, "xla": 9, "vulkan": 10, "xpu": 12, "mps": 13, "meta": 14,
+    "hpu": 15, "ve": 16, "lazy": 17, "ipu": 18, "mtia": 19, "privateuseone": 20,
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
 from ..distributed.transfer import to_numpy
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, DTypeError
+from ..interop import numpy_data
 from . import sharded
 from .device_map import DeviceMap, planned_target
 from .format import DTYPES, check_metadata, code_of
@@ -434,7 +435,10 @@ def _source(name: str, value: Any) -> TensorSource:
             name, np.dtype(value.dtype), value.shape, lambda: _fetched(name, value)
         )
     if isinstance(value, (np.ndarray, np.generic)):
-        array = np.asarray(value)
+        try:
+            array = numpy_data(value)
+        except ConversionError as error:
+            raise ConversionError(f"tensor {name!r}: {error}") from None
         return _numpy_source(name, array.dtype, array.shape, lambda: array)
     raise ConversionError(
         f"tensor {name!r} is a {type(value).__name__}; save_file takes JAX arrays, NumPy "
