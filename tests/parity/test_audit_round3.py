@@ -388,6 +388,22 @@ def test_to_torch_onto_the_cpu_still_shares_memory() -> None:
     assert tj.to_torch(array, "cpu", dtype=torch.float16).dtype == torch.float16
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_to_torch_copy_gives_a_tensor_of_its_own_as_tensor_to_copy_does(
+    device: str | None,
+) -> None:
+    """torch's ``from_dlpack`` shares: an in-place op reaches the JAX array. ``copy=True``
+    is ``Tensor.to(copy=True)``: the tensor's own memory, the JAX array untouched."""
+    array = tj.to_device(jnp.full(3, 255.0), "cpu")
+    shared = torch.from_dlpack(array)
+    assert tj.to_torch(array, device).data_ptr() == shared.data_ptr()  # as torch's
+    own = tj.to_torch(array, device, copy=True)
+    assert own.data_ptr() != shared.data_ptr() and own.dtype == shared.dtype
+    own /= 255
+    assert own.tolist() == [1.0] * 3 and np.asarray(array).tolist() == [255.0] * 3
+    assert tj.to_torch(array, device, dtype=torch.float16, copy=True).dtype == torch.float16
+
+
 # --- a state dict keeps its _metadata through to_device -------------------------------------
 
 

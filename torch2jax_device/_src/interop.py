@@ -296,12 +296,20 @@ def _require_zero_copy(dtype: np.dtype[Any], pointer: int, dense: bool, what: st
         )
 
 
-def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None) -> Any:
+def to_torch(
+    array: Any, device: DeviceLike | None = None, *, dtype: Any = None, copy: bool = False
+) -> Any:
     """Equivalent to `torch.from_dlpack` or `torch.utils.dlpack.from_dlpack`.
 
     A JAX array as a ``torch.Tensor`` sharing its memory, through DLPack.
 
     Needs torch. NumPy arrays go through ``torch.from_numpy`` and tensors pass through.
+
+    The tensor shares the array's memory, as ``torch.from_dlpack``'s does: an in-place
+    torch op on it (``t.add_(1)``, ``t /= 255``, a torch optimizer's step) changes the
+    JAX array too, which JAX assumes never changes (a jitted function may have taken it
+    as a constant; other trees may hold it). Treat the tensor as read-only, or pass
+    ``copy=True`` for a tensor of its own.
 
     The tensor has the array's dtype, and JAX without ``jax_enable_x64`` (its default)
     has no 64-bit types: int64 labels that went through JAX come back as **int32**, and
@@ -318,6 +326,8 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
         dtype: The tensor's dtype (a ``torch.dtype``, a JAX/NumPy dtype or its name);
             ``None`` keeps the array's. Any dtype torch has, int64 and float64 included,
             whatever ``jax_enable_x64`` says.
+        copy: Return a tensor with its own memory (``Tensor.to(..., copy=True)``), for
+            code that writes to it in place.
 
     Raises:
         ConversionError: ``array`` is sharded over several devices, is a tracer, was
@@ -333,6 +343,11 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
         >>> labels = jnp.array([0, 2, 1])  # int32: without x64, JAX has no int64
         >>> tj.to_torch(labels).dtype, tj.to_torch(labels, dtype=torch.int64).dtype
         (torch.int32, torch.int64)
+        >>> images = jnp.full(2, 255.0)
+        >>> own = tj.to_torch(images, copy=True)
+        >>> own /= 255  # in place: the JAX array is untouched
+        >>> own.tolist(), images.tolist()
+        ([1.0, 1.0], [255.0, 255.0])
     """
     torch = import_torch("tj.to_torch()")
     if not isinstance(array, jax.Array) and hasattr(array, "__jax_array__"):
@@ -377,11 +392,11 @@ def to_torch(array: Any, device: DeviceLike | None = None, *, dtype: Any = None)
             "it takes a jax.Array, a NumPy array or a torch.Tensor"
         )
     target = None if device is None else Device(device).torch_device
-    if dtype is None and target is None:
+    if dtype is None and target is None and not copy:
         return tensor
     wanted = None if dtype is None else _torch_dtype(torch, dtype)
     try:
-        return tensor.to(target, wanted)
+        return tensor.to(target, wanted, copy=copy)
     except (AssertionError, RuntimeError) as err:
         here = tensor.device
         if target is None or (target.type == here.type and target.index in (None, here.index)):
