@@ -19,7 +19,6 @@ function does.
 
 from __future__ import annotations
 
-import functools
 import linecache
 import os
 import re
@@ -37,6 +36,7 @@ from .detect import is_nnx_module, is_torch_module
 from .device import Device
 from .errors import MixedDeviceError
 from .location import Placements
+from .scopes import around_each_step
 
 __all__ = [
     "CpuComputationWarning",
@@ -121,15 +121,14 @@ class StrictPlacement:
                 raise error from exc
 
     def __call__(self, func: _F) -> _F:
-        """``func`` checked on every call; its body runs in this scope."""
+        """``func`` checked on every call; its body runs in this scope (a generator's,
+        step by step; an ``async`` function is refused)."""
 
-        @functools.wraps(func)
-        def strictly_placed(*args: Any, **kwargs: Any) -> Any:
-            _check_arguments(func, args, kwargs, sys._getframe(1))
-            with self:
-                return func(*args, **kwargs)
+        def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            # Frames: check <- around_each_step's wrapper <- the caller.
+            _check_arguments(func, args, kwargs, sys._getframe(2))
 
-        return strictly_placed  # type: ignore[return-value]
+        return around_each_step(func, lambda: self, "@tj.strict_placement", check)
 
 
 @overload
