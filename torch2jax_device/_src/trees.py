@@ -165,6 +165,8 @@ def _walk_registered(
         if paths is not None:
             paths.append(path)
         return _leaf
+    if _is_namedtuple(node):
+        return _walk_namedtuple(node, leaves, paths, whole, path)
     is_leaf = _is_mapping if whole is None else lambda child: _is_mapping(child) or whole(child)
     if paths is None:
         children, treedef = jax.tree_util.tree_flatten(node, is_leaf=is_leaf)
@@ -208,10 +210,14 @@ def _walk_foreign_container(
             _walk(node[key], leaves, paths, whole, _item_path(paths, path, key)) for key in keys
         ]
 
+        # A dict's own item setter, not the subclass's: the copy holds every key already,
+        # and a __setitem__ that transforms values would apply to them a second time.
+        set_item = dict.__setitem__ if isinstance(node, dict) else type(node).__setitem__
+
         def rebuild_mapping(new_leaves: Iterator[Any]) -> Any:
             new = copy.copy(node)
             for key, part in zip(keys, parts, strict=True):
-                new[key] = part(new_leaves)
+                set_item(new, key, part(new_leaves))
             return new
 
         return rebuild_mapping
@@ -261,6 +267,23 @@ def _tuple_holding(node: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
     return rebuilt
 
 
+def _is_namedtuple(node: Any) -> bool:
+    return isinstance(node, tuple) and isinstance(getattr(type(node), "_fields", None), tuple)
+
+
+def _walk_namedtuple(
+    node: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
+) -> _Builder:
+    """A namedtuple's items, rebuilt as ``tuple`` makes it: a ``__new__`` of its own that
+    transforms its arguments is not run again (JAX's unflatten would call it)."""
+    fields = type(node)._fields
+    parts = [
+        _walk(item, leaves, paths, whole, f"{path}.{field}")
+        for field, item in zip(fields, node, strict=False)
+    ]
+    return lambda new_leaves: _tuple_holding(node, [part(new_leaves) for part in parts])
+
+
 def _is_plain_dataclass(obj: object) -> bool:
     return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
 
@@ -268,13 +291,21 @@ def _is_plain_dataclass(obj: object) -> bool:
 def _walk_dataclass(
     instance: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
 ) -> _Builder:
-    names = [field.name for field in dataclasses.fields(instance) if field.init]
+    """Every field the instance holds (``init=False`` ones too), rebuilt as a copy with
+    the new values set: its ``__init__`` and ``__post_init__`` are not run again (a
+    ``__post_init__`` that scales or pads would apply twice, and ``init=False`` fields
+    would be reset)."""
+    names = [
+        field.name for field in dataclasses.fields(instance) if hasattr(instance, field.name)
+    ]
     parts = [
         _walk(getattr(instance, name), leaves, paths, whole, f"{path}.{name}") for name in names
     ]
 
     def rebuild(new_leaves: Iterator[Any]) -> Any:
-        values = {name: part(new_leaves) for name, part in zip(names, parts, strict=True)}
-        return dataclasses.replace(instance, **values)
+        new = copy.copy(instance)
+        for name, part in zip(names, parts, strict=True):
+            object.__setattr__(new, name, part(new_leaves))  # frozen ones too
+        return new
 
     return rebuild
