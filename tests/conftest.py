@@ -51,6 +51,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 from tests.support import deadlines, gpu_proxy, optional_frameworks
@@ -173,6 +174,10 @@ def _restore_default_devices() -> Iterator[None]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # No per-example time limit in property tests: hypothesis's 200 ms deadline is a
+    # race with the machine's load (tests/project/test_wall_clock.py).
+    hypothesis.settings.register_profile("torch2jax_device", deadline=None)
+    hypothesis.settings.load_profile("torch2jax_device")
     # Tests of a framework that is not installed skip (tests/support/optional_frameworks.py),
     # the package's doctests too: a plugin's hooks reach beyond this directory. (Listed in
     # pytest_plugins, the module this file imported would warn that it is not rewritten.)

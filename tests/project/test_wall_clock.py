@@ -13,7 +13,10 @@ of ``tests/`` (the scanner's fixture scripts aside):
 * no ``time.sleep`` in a test function: wait on an event, or move a ``ManualClock``
   (``tests/support/clocks.py``);
 * no assert on a clock reading (``time.monotonic()``, ``perf_counter()``, ``time()``);
-* no real idle timer: no ``threading.Timer`` and no patching of ``IDLE_SECONDS``.
+* no real idle timer: no ``threading.Timer`` and no patching of ``IDLE_SECONDS``;
+* no per-example time limit in property tests: hypothesis's ``deadline`` (200 ms by
+  default, a busy machine's coin toss) is off in the suite's profile (tests/conftest.py),
+  and no ``settings(deadline=<number>)`` brings it back.
 
 A line (or a comment just above it) may carry ``# wall-clock: <why>`` where the rule does
 not fit (a sleep that
@@ -118,6 +121,9 @@ def findings(source: str, path: str) -> list[Finding]:
             method = getattr(node.func, "attr", None)
             if method in LIMIT_METHODS and node.args and _is_limit(node.args[0]):
                 add(node, f"a number as the limit of .{method}(): use deadline(...)")
+            for keyword in node.keywords:
+                if keyword.arg == "deadline" and _is_limit(keyword.value):
+                    add(node, "a per-example deadline= for hypothesis: leave it off")
             if _attribute_call(node, "threading", {"Timer"}):
                 add(node, "a real timer: inject a clock (tests/support/clocks.py)")
             if any(
@@ -190,6 +196,7 @@ def test_every_exemption_says_why() -> None:
         ("monkeypatch.setattr(staging, 'IDLE_SECONDS', 0.2)", "idle time patched"),
         ("DEADLINE = 10.0", "DEADLINE is a bare number"),
         ("PROCESS_LIMIT_S = 60", "PROCESS_LIMIT_S is a bare number"),
+        ("@settings(max_examples=9, deadline=500)\ndef test_x(): pass", "deadline= for hyp"),
     ],
 )
 def test_each_rule_finds_its_case(source: str, rule: str) -> None:
@@ -215,6 +222,13 @@ def test_each_rule_finds_its_case(source: str, rule: str) -> None:
 )
 def test_what_the_rules_allow(source: str) -> None:
     assert findings(source, "case.py") == []
+
+
+def test_property_tests_have_no_per_example_deadline() -> None:
+    """hypothesis's default 200 ms per example failed a property test at load 19
+    (``FlakyFailure: Unreliable test timings``): the suite's profile turns it off."""
+    hypothesis = pytest.importorskip("hypothesis")
+    assert hypothesis.settings().deadline is None
 
 
 def test_the_summary_of_test_sh_tells_deadlines_from_failures(tmp_path: Path) -> None:
