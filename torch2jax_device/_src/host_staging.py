@@ -22,8 +22,12 @@ pinned buffer followed by a DMA from it at about 23 GB/s. This module owns those
   staging).
 
 Pinned memory comes from XLA's host allocator, capped at ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``
-(64 GB by default). The pool keeps at most ``POOL_BUFFERS`` buffers of ``PIECE_BYTES``
-per device and drops them after ``IDLE_SECONDS`` unused. Where a staging buffer cannot be
+(64 GB by default). A piece travels in a pinned buffer of exactly its size (``device_put``
+sends a buffer whole). The pool keeps, per device, at most ``POOL_BUFFERS`` buffers of a
+size and ``POOL_BYTES`` in all, and drops them after ``IDLE_SECONDS`` unused. This module
+owns pieces, pools and sends; the checkpoint loaders only call it (``send_in_pieces``
+with a ``fill`` that reads the file, ``in_flight`` for their capacity checks, and the
+pool's ``take``/``give`` for their batch buffers). Where a staging buffer cannot be
 allocated, the copy goes from pageable memory or takes JAX's plain route (slower, never
 wrong); ``pin`` raises ``OutOfMemoryError`` with the fix.
 
@@ -65,6 +69,7 @@ __all__ = [
     "PIN_BY_MEMCPY_FROM",
     "POOL",
     "POOL_BUFFERS",
+    "POOL_BYTES",
     "Buffer",
     "Fill",
     "Piece",
@@ -76,6 +81,7 @@ __all__ = [
     "device_put",
     "from_bits",
     "has_pinned_host",
+    "in_flight",
     "parallel_copy",
     "pieces",
     "pin",
@@ -104,8 +110,12 @@ PINNED_PIECES_FROM = 16 * 2**20
 #: it, the batched ``jax.device_put`` into pinned memory (0.7-3.6 GB/s: 70-350 µs for
 #: 256 KiB) costs no more than the allocation's dispatch (~50 µs) and one call per array.
 PIN_BY_MEMCPY_FROM = 256 * 2**10
-#: Pinned buffers kept per device: one being filled, two transferring.
+#: Pinned buffers of a size kept per device (and pieces in flight per transfer): one
+#: being filled, two transferring.
 POOL_BUFFERS = 3
+#: Pinned bytes the pool keeps per device: a checkpoint load's staging buffers (3 of
+#: 85 MiB by default) or eight whole pieces.
+POOL_BYTES = 256 * 2**20
 #: Pooled buffers unused this long are returned to XLA's pinned allocator.
 IDLE_SECONDS = 10.0
 #: Pinned bytes that device->host results may keep as their own memory. Past it, a result
@@ -481,11 +491,15 @@ def _daemon_timer(delay: float, callback: Callable[[], None]) -> Cancellable:
 
 
 class _Pool:
-    """Pinned buffers per device and size, reused, dropped when idle.
+    """Pinned buffers per device, each of one exact size, reused, dropped when idle.
 
-    ``clock`` (seconds) and ``schedule`` measure the idle time; tests give a pool a
-    manual clock instead of the wall clock and a real timer, so that no test depends on
-    when a timer fires.
+    A buffer is taken at the size of what it carries (a piece: ``device_put`` sends the
+    whole buffer, so a larger one would move bytes nobody asked for). Given back, it is
+    kept for a later take of that size, at most ``POOL_BUFFERS`` of a size and
+    ``POOL_BYTES`` on a device: past either, the buffers given back longest ago go back
+    to XLA's allocator first. ``clock`` (seconds) and ``schedule`` measure the idle
+    time; tests give a pool a manual clock instead of the wall clock and a real timer,
+    so that no test depends on when a timer fires.
     """
 
     def __init__(
@@ -494,31 +508,35 @@ class _Pool:
         self._clock = clock
         self._schedule = schedule
         self._lock = threading.Lock()
-        self._free: dict[tuple[jax.Device, int], list[Buffer]] = {}
+        self._free: dict[jax.Device, list[Buffer]] = {}  # per device, oldest first
         self._last_use = 0.0
         self._timer: Cancellable | None = None
         self._timers = itertools.count()  # which timer is the current one
         self._current = -1
 
-    def take(self, device: jax.Device, nbytes: int = 0) -> Buffer:
-        """A pinned buffer of ``nbytes`` (``PIECE_BYTES`` by default) on ``device``.
+    def take(self, device: jax.Device, nbytes: int) -> Buffer:
+        """A pinned buffer of exactly ``nbytes`` on ``device``: a kept one, else a new one.
 
         Raises:
             OutOfMemoryError: XLA's pinned host allocator is full.
         """
-        nbytes = nbytes or PIECE_BYTES
         with self._lock:
-            free = self._free.get((device, nbytes))
-            if free:
-                return free.pop()
+            free = self._free.get(device, [])
+            for index in range(len(free) - 1, -1, -1):  # the most recently given first
+                if free[index].view.nbytes == nbytes:
+                    return free.pop(index)
         return Buffer(*_pinned_empty(device, nbytes))
 
     def give(self, device: jax.Device, buffer: Buffer) -> None:
         """Return ``buffer`` (its transfers complete) for reuse."""
         with self._lock:
-            free = self._free.setdefault((device, buffer.view.nbytes), [])
-            if len(free) < POOL_BUFFERS:
-                free.append(buffer)
+            free = self._free.setdefault(device, [])
+            free.append(buffer)
+            size = buffer.view.nbytes
+            while sum(kept.view.nbytes == size for kept in free) > POOL_BUFFERS:
+                free.pop(next(i for i, kept in enumerate(free) if kept.view.nbytes == size))
+            while sum(kept.view.nbytes for kept in free) > POOL_BYTES:
+                free.pop(0)
             self._last_use = self._clock()
             if self._timer is None:
                 self._start_timer(IDLE_SECONDS)
@@ -537,6 +555,12 @@ class _Pool:
         """How many buffers the pool holds."""
         with self._lock:
             return sum(len(free) for free in self._free.values())
+
+    def kept(self, device: jax.Device) -> list[int]:
+        """The sizes of the buffers the pool holds for ``device``, given back longest ago
+        first."""
+        with self._lock:
+            return [kept.view.nbytes for kept in self._free.get(device, [])]
 
     def _start_timer(self, delay: float) -> None:
         number = self._current = next(self._timers)
@@ -677,18 +701,25 @@ Fill = Callable[["Piece", np.ndarray[Any, np.dtype[np.uint8]]], None]
 
 
 def send_in_pieces(
-    shape: tuple[int, ...], dtype: np.dtype[Any], fill: Fill, devices: Sequence[jax.Device]
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    fill: Fill,
+    devices: Sequence[jax.Device],
+    *,
+    piece_bytes: int | None = None,
 ) -> list[jax.Array]:
     """An array of ``shape`` and ``dtype`` on each of ``devices``, written piece by piece.
 
-    The array is cut into ``pieces`` of at most ``PIECE_BYTES``. Each piece is filled once
-    (``fill``) into a pooled pinned buffer and sent (asynchronously) to every device, each
-    from a buffer in its own pinned memory (copies of the first); filling the next piece
-    overlaps those DMAs, and a buffer is reused once its transfer completed. So the host
-    holds at most ``max(POOL_BUFFERS, len(devices))`` pieces, whatever the array's size,
-    and the caller may read the bytes from a file straight into them. Where XLA's pinned
-    allocator is full, the remaining pieces go from pageable buffers (slower, the same
-    result). ``dtype`` must be one that ``carries``.
+    The array is cut into ``pieces`` of at most ``piece_bytes`` (``PIECE_BYTES`` by
+    default), all of one size. Each piece is filled once (``fill``) into a pooled pinned
+    buffer of exactly its size and sent (asynchronously) to every device, each from a
+    buffer in its own pinned memory (copies of the first): a piece moves its own bytes,
+    nothing more. Filling the next piece overlaps those DMAs, and a buffer is reused once
+    its transfer completed. So the host holds at most ``max(POOL_BUFFERS, len(devices))``
+    pieces, whatever the array's size, and the caller may read the bytes from a file
+    straight into them. Where XLA's pinned allocator is full, the remaining pieces go
+    from pageable buffers (slower, the same result). ``dtype`` must be one that
+    ``carries``. ``in_flight`` says what the pieces take on a device besides the array.
 
     Raises:
         OutOfMemoryError: a device has no room for the array (the message explains).
@@ -696,8 +727,8 @@ def send_in_pieces(
     dtype = np.dtype(dtype)
     bits = carrier(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    per_piece = max(1, PIECE_BYTES // dtype.itemsize)
-    depth = max(1, POOL_BUFFERS // len(devices))  # pieces in flight
+    per_piece = max(1, (piece_bytes or PIECE_BYTES) // dtype.itemsize)
+    depth = _depth(len(devices))
     in_flight: collections.deque[_Sent] = collections.deque()
     wholes: list[jax.Array] = []
     pinned = True
@@ -710,14 +741,14 @@ def send_in_pieces(
                 in_flight.append(sent)
                 try:
                     for device in devices if pinned else ():
-                        sent.buffers.append(POOL.take(device))
+                        sent.buffers.append(POOL.take(device, piece.nbytes))
                 except OutOfMemoryError:  # the pinned allocator is full: pageable pieces
                     pinned = False
                 if pinned:
-                    first = sent.buffers[0].view[: piece.nbytes]
+                    first = sent.buffers[0].view
                     fill(piece, first)
                     for buffer in sent.buffers[1:]:
-                        parallel_copy(buffer.view[: piece.nbytes], first)
+                        parallel_copy(buffer.view, first)
                     raws: list[Any] = [buffer.array for buffer in sent.buffers]
                 else:
                     pageable = np.empty(piece.nbytes, np.uint8)  # JAX may keep it: a fresh one
@@ -741,6 +772,32 @@ def send_in_pieces(
         while in_flight:
             in_flight.popleft().settle(quietly=True)
     return wholes if bits == dtype else [from_bits(whole, dtype) for whole in wholes]
+
+
+def _depth(devices: int) -> int:
+    """Pieces in flight at once when each goes to ``devices`` devices."""
+    return max(1, POOL_BUFFERS // devices)
+
+
+def in_flight(
+    shape: tuple[int, ...], dtype: np.dtype[Any], *, piece_bytes: int | None = None
+) -> int:
+    """The bytes ``send_in_pieces`` keeps on a device besides the array: its pieces in
+    flight, each of its own size, ``POOL_BUFFERS`` at most (fewer if the array has fewer
+    pieces; fewer still when several devices share them, which this bound does not count).
+
+    Examples:
+        >>> import numpy as np
+        >>> from torch2jax_device._src.host_staging import in_flight
+        >>> in_flight((10, 1000), np.dtype(np.float32), piece_bytes=16_000)  # 4 rows a piece
+        48000
+        >>> in_flight((1000,), np.dtype(np.float32), piece_bytes=16_000)  # one piece
+        4000
+    """
+    dtype = np.dtype(dtype)
+    per_piece = max(1, (piece_bytes or PIECE_BYTES) // dtype.itemsize)
+    blocks = list(itertools.islice(pieces(tuple(shape), dtype.itemsize, per_piece), POOL_BUFFERS))
+    return len(blocks) * blocks[0].nbytes
 
 
 class _Sent(NamedTuple):
