@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import platforms
 from .capacity import explained_oom
 from .errors import OutOfMemoryError
 
@@ -198,7 +199,11 @@ def device_put(
     # What each leaf can take, decided once for the call: a tree bound for a CPU device
     # may hold accelerator arrays (pinned D2H); one bound for an accelerator, large host
     # arrays (pinned pieces). Neither: every leaf goes in the batched put, unexamined.
-    to_host_possible = target is not None and target.platform == "cpu"
+    to_host_possible = (
+        target is not None
+        and target.platform == "cpu"
+        and _any_routes_through_pinned(through_pinned)
+    )
     pieces_possible = target is not None and through_pinned(target)
     out: list[Any] = [None] * len(arrays)
     sources = list(arrays)  # what the batched put is given (a copy, for small pinned ones)
@@ -232,6 +237,17 @@ def device_put(
         assert target is not None
         out[index] = _to_device_in_pieces(np.asarray(arrays[index]), target)
     return out
+
+
+def _any_routes_through_pinned(through_pinned: Callable[[jax.Device], bool]) -> bool:
+    """Whether a device of a started backend routes through pinned memory: if none does
+    (a CPU-only process), no array can take the pinned device->host route, and a tree's
+    leaves need not be examined one by one (a microsecond each)."""
+    return any(
+        through_pinned(device)
+        for backend in platforms.jax_backends().values()
+        for device in backend.local_devices()
+    )
 
 
 def _single_device(destination: Any) -> jax.Device | None:
