@@ -157,3 +157,24 @@ def test_the_capacity_check_counts_the_pieces_in_flight_not_whole_buffers(
     # three in flight: 12,000 + 2,880 bytes (with whole buffers it was 12,000 + 3,072).
     with pytest.raises(tj.OutOfMemoryError, match=r"\(14,880 bytes\)"):
         tj.load_file(path, device="cpu:1", staging_bytes=3 * 1024)
+
+
+@pytest.mark.parametrize("route", ["host array", "checkpoint"])
+def test_the_pieces_of_one_shape_compile_one_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    # Each new tensor shape compiles the update its pieces are written with; the array
+    # they start from was uncommitted, so the first write and the rest compiled twice.
+    sends = _pinned_route(monkeypatch, 1024)
+    write = host_staging._write_bytes_at
+    write.clear_cache()
+    values = patterned((37, 101), np.float32)  # 14,948 bytes: 19 pieces of 2 rows (808 bytes)
+    if route == "host array":
+        moved = tj.to_device(values, "cpu:1")
+    else:
+        path = tmp_path / "model.safetensors"
+        safetensors.numpy.save_file({"w": values}, str(path))
+        moved = tj.load_file(path, device="cpu:1")["w"]
+    _check(moved, values)
+    assert len(sends.sizes) == 19
+    assert write._cache_size() == 1

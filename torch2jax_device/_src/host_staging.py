@@ -94,7 +94,7 @@ __all__ = [
     "unpack",
     "write_bytes",
     "write_piece",
-    "zeros",
+    "zeros_on",
 ]
 
 PINNED = "pinned_host"
@@ -776,9 +776,7 @@ def send_in_pieces(
                     wholes = [unpack(part, piece.shape, bits) for part in sent.arrays]
                     break
                 if not wholes:
-                    for device in devices:
-                        with jax.default_device(device):
-                            wholes.append(zeros(shape, bits))
+                    wholes = [zeros_on(device, shape, bits) for device in devices]
                 wholes = [
                     write_bytes(whole, part, piece)
                     for whole, part in zip(wholes, sent.arrays, strict=True)
@@ -901,8 +899,21 @@ def carries(dtype: np.dtype[Any]) -> bool:
     return _byte_sized(dtype) and carrier(dtype).kind in "ui"
 
 
-#: Zeros computed where the default device is, with no host value to transfer.
-zeros = jax.jit(jnp.zeros, static_argnums=(0, 1))
+def zeros_on(device: jax.Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
+    """Zeros computed on ``device`` and committed to it, with no host value to transfer.
+
+    Committed, so that the pieces written into them compile one update per shape: an
+    uncommitted array (``jnp.zeros`` under ``jax.default_device``) and the committed one
+    the first write returns are two signatures to ``jax.jit``, two compilations.
+    """
+    made: jax.Array = _zeros_in(jax.sharding.SingleDeviceSharding(device))(shape, dtype)
+    return made
+
+
+@functools.cache
+def _zeros_in(sharding: jax.sharding.Sharding) -> Any:
+    """A jitted ``(shape, dtype) -> zeros`` made directly in ``sharding``."""
+    return jax.jit(jnp.zeros, static_argnums=(0, 1), out_shardings=sharding)
 
 
 @functools.partial(jax.jit, donate_argnums=0)

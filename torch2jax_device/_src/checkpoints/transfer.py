@@ -61,7 +61,7 @@ from ..host_staging import (
     from_bits,
     pieces,
     write_piece,
-    zeros,
+    zeros_on,
 )
 from ..interop import ALIGNMENT, aligned_empty
 from ..run_ahead import run_ahead
@@ -431,8 +431,7 @@ class _Staging:
         )
         whole = assembling.pop(name, None)
         if whole is None:
-            with jax.default_device(self._target):  # jnp.zeros(device=) would copy
-                whole = zeros(item.info.shape, bits)
+            whole = zeros_on(self._target, tuple(item.info.shape), bits)
         whole = write_piece(whole, part, item.block)
         # One piece at a time on the device: once it is written into the tensor, nothing
         # reads its host buffer or keeps its device copy any more.
