@@ -200,9 +200,7 @@ def device_put(
     # may hold accelerator arrays (pinned D2H); one bound for an accelerator, large host
     # arrays (pinned pieces). Neither: every leaf goes in the batched put, unexamined.
     to_host_possible = (
-        target is not None
-        and target.platform == "cpu"
-        and _any_routes_through_pinned(through_pinned)
+        target is not None and target.platform == "cpu" and _any_routes_through_pinned()
     )
     pieces_possible = target is not None and through_pinned(target)
     out: list[Any] = [None] * len(arrays)
@@ -239,15 +237,28 @@ def device_put(
     return out
 
 
-def _any_routes_through_pinned(through_pinned: Callable[[jax.Device], bool]) -> bool:
+def _any_routes_through_pinned() -> bool:
     """Whether a device of a started backend routes through pinned memory: if none does
     (a CPU-only process), no array can take the pinned device->host route, and a tree's
-    leaves need not be examined one by one (a microsecond each)."""
-    return any(
-        through_pinned(device)
-        for backend in platforms.jax_backends().values()
-        for device in backend.local_devices()
-    )
+    leaves need not be examined one by one (a microsecond each).
+
+    Asked once per process (about 6 µs, a small batch's overhead otherwise), and again
+    only if ``routes_through_pinned`` is another rule (tests replace it).
+    """
+    global _pinned_anywhere
+    rule, answer = _pinned_anywhere
+    if rule is not routes_through_pinned:
+        answer = any(
+            routes_through_pinned(device)
+            for backend in platforms.jax_backends().values()
+            for device in backend.local_devices()
+        )
+        _pinned_anywhere = (routes_through_pinned, answer)
+    return answer
+
+
+#: The rule ``_any_routes_through_pinned`` last asked, and its answer.
+_pinned_anywhere: tuple[Any, bool] = (None, False)
 
 
 def _single_device(destination: Any) -> jax.Device | None:
