@@ -12,6 +12,7 @@ rounding of a piece to a buffer would show up as a recorded size that is no piec
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,31 @@ def test_the_pieces_of_one_shape_compile_one_update(
     _check(moved, values)
     assert len(sends.sizes) == 19
     assert write._cache_size() == 1
+
+
+def test_a_checkpoint_s_shapes_compile_ahead_of_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A process's first load compiled every new shape's allocation, unpack or update
+    # in the loading thread, one after the other (on the CPU, most of the load's time).
+    # The header gives every shape before a byte is read: they compile in threads of
+    # their own, and the loading thread finds them compiled.
+    _pinned_route(monkeypatch, 1024)
+    tensors = {  # shapes no other test here sends: nothing of them compiled yet
+        "rows": patterned((71, 23), np.float32),  # pieces of 11 rows
+        "half": patterned((23, 71), ml_dtypes.bfloat16),  # pieces, a bit cast at the end
+        "one": patterned((7, 67), np.int16),  # one piece
+    }
+    path = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file(tensors, str(path))
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jax"):
+            loaded = tj.load_file(path, device="cpu:1", staging_bytes=3 * 4096)
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    for name, values in tensors.items():
+        _check(loaded[name], values)
+    compiled_in = [r.threadName for r in caplog.records if r.getMessage().startswith("Compiling")]
+    assert compiled_in, "nothing compiled: another test sent these shapes first"
+    assert all(thread.startswith("torch2jax_device-compile") for thread in compiled_in)

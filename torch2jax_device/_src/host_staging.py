@@ -50,7 +50,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -78,6 +78,7 @@ __all__ = [
     "Streamed",
     "carrier",
     "carries",
+    "compile_ahead",
     "copies_host_data",
     "device_put",
     "from_bits",
@@ -756,6 +757,7 @@ def send_in_pieces(
     nbytes = math.prod(shape) * dtype.itemsize
     per_piece = max(1, (piece_bytes or PIECE_BYTES) // dtype.itemsize)
     depth = _depth(len(devices))
+    _await_compiled(tuple(shape), dtype, devices, piece_bytes)
     in_flight: collections.deque[_Sent] = collections.deque()
     wholes: list[jax.Array] = []
     pinned = True
@@ -797,6 +799,83 @@ def send_in_pieces(
         while in_flight:
             in_flight.popleft().settle(quietly=True)
     return wholes if bits == dtype else [from_bits(whole, dtype) for whole in wholes]
+
+
+def compile_ahead(
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    devices: Sequence[jax.Device],
+    *,
+    piece_bytes: int | None = None,
+) -> None:
+    """Start compiling, in a background thread, what ``send_in_pieces`` of an array of
+    ``shape`` and ``dtype`` onto ``devices`` will run: its pinned buffers' allocation,
+    and its unpack, or the zeros, the piece update and the bit cast of its pieces.
+
+    Each new shape compiles these once per process (on the CPU, most of a first load's
+    time); a loader that knows its shapes before reading (from a checkpoint's header)
+    calls this first, so the compilations overlap its reads and transfers. The later
+    call finds them in JAX's cache (``jit(...).lower(...).compile()`` fills it), after
+    waiting for one still under way; a compilation that fails here is left to that call.
+    """
+    dtype = np.dtype(dtype)
+    key = (tuple(shape), dtype, tuple(devices), piece_bytes or PIECE_BYTES)
+    if not carries(dtype) or max(shape, default=0) >= _INT32_LIMIT:
+        return  # not sent as bytes; 64-bit offsets are compiled in their own context
+    with _ahead_lock:
+        if key not in _ahead:
+            _ahead[key] = _compile_pool().submit(_compile, *key)
+
+
+def _compile(
+    shape: tuple[int, ...], dtype: np.dtype[Any], devices: tuple[jax.Device, ...], piece_bytes: int
+) -> None:
+    """``compile_ahead``'s work, for the signatures ``send_in_pieces`` calls with."""
+    bits = carrier(dtype)
+    first = next(pieces(shape, dtype.itemsize, max(1, piece_bytes // dtype.itemsize)))
+    one = first.first == 0 and first.last
+    index_type = jax.dtypes.canonicalize_dtype(np.int64)  # as _starts makes them
+    for device in devices:
+        on_device = jax.sharding.SingleDeviceSharding(device)
+        pinned = jax.sharding.SingleDeviceSharding(device, memory_kind=PINNED)
+        _empty_in(pinned).lower((first.nbytes,), np.dtype(np.uint8)).compile()
+        raw = jax.ShapeDtypeStruct((first.nbytes,), np.uint8, sharding=on_device)
+        whole = jax.ShapeDtypeStruct(shape, bits, sharding=on_device)
+        if one:
+            unpack.lower(raw, first.shape, bits).compile()
+        else:
+            _zeros_in(on_device).lower(shape, bits).compile()
+            starts = jax.ShapeDtypeStruct((len(shape),), index_type, sharding=on_device)
+            _write_bytes_at.lower(whole, raw, first.shape, starts).compile()
+        if bits != dtype:
+            from_bits.lower(whole, dtype).compile()
+
+
+def _await_compiled(
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    devices: Sequence[jax.Device],
+    piece_bytes: int | None,
+) -> None:
+    """Wait for ``compile_ahead``'s compilation of this send, if one was started."""
+    with _ahead_lock:
+        ahead = _ahead.get((shape, dtype, tuple(devices), piece_bytes or PIECE_BYTES))
+    if ahead is not None:
+        with contextlib.suppress(Exception):  # the call compiles, and raises, itself
+            ahead.result()
+
+
+#: ``compile_ahead``'s compilations, by what they are for.
+_ahead: dict[tuple[Any, ...], Future[None]] = {}
+_ahead_lock = threading.Lock()
+
+
+@functools.cache
+def _compile_pool() -> ThreadPoolExecutor:
+    """Threads for ``compile_ahead`` (XLA compiles outside the GIL)."""
+    return ThreadPoolExecutor(
+        max(1, min(4, os.cpu_count() or 1)), thread_name_prefix="torch2jax_device-compile"
+    )
 
 
 def _depth(devices: int) -> int:

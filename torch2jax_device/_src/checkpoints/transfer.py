@@ -306,6 +306,13 @@ class _Staging:
         assembling: dict[str, jax.Array] = {}
         in_flight: collections.deque[tuple[np.ndarray[Any, Any], list[jax.Array]]]
         in_flight = collections.deque()
+        streamed = {
+            (tuple(info.shape), dtype): None
+            for info, dtype in self._staged
+            if self._streamed(math.prod(info.shape) * dtype.itemsize, dtype)
+        }
+        for shape, dtype in streamed:  # each new shape's compilations, while reading
+            host_staging.compile_ahead(shape, dtype, [self._target], piece_bytes=self._piece_bytes)
         reads = run_ahead(self._items(), self._read, 1)
         try:
             for item, buffer in reads:
