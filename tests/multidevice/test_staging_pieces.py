@@ -207,3 +207,38 @@ def test_a_checkpoint_s_shapes_compile_ahead_of_the_load(
     compiled_in = [r.threadName for r in caplog.records if r.getMessage().startswith("Compiling")]
     assert compiled_in, "nothing compiled: another test sent these shapes first"
     assert all(thread.startswith("torch2jax_device-compile") for thread in compiled_in)
+
+
+def test_the_parts_of_a_sharded_array_compile_ahead(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a sharded load calls before reading (compile_ahead_on): each distinct part
+    # compiles in the compile threads; placing the parts then compiles nothing more.
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from torch2jax_device._src.distributed.transfer import assemble
+
+    monkeypatch.setattr(host_staging, "routes_through_pinned", lambda device: True)
+    monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 1)
+    monkeypatch.setattr(host_staging, "PIECE_BYTES", 512)
+    values = patterned((4 * 29, 53), ml_dtypes.bfloat16)  # parts of 29 rows, in pieces
+    mesh = Mesh(np.array(jax.devices("cpu")[:4]).reshape(2, 2), ("rows", "copies"))
+    sharding = NamedSharding(mesh, P(("rows", "copies")))
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jax"):
+            host_staging.compile_ahead_on(values.shape, values.dtype, sharding)
+            placed = assemble(
+                values.shape,
+                sharding,
+                lambda index: host_staging._streamed(values[index]),
+                where="values",
+            )
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    assert np.asarray(placed).tobytes() == values.tobytes()
+    assert placed.sharding == sharding
+    compiled_in = [r.threadName for r in caplog.records if r.getMessage().startswith("Compiling")]
+    assert compiled_in, "nothing compiled: another test sent these shapes first"
+    assert all(thread.startswith("torch2jax_device-compile") for thread in compiled_in)

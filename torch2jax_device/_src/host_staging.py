@@ -79,6 +79,7 @@ __all__ = [
     "carrier",
     "carries",
     "compile_ahead",
+    "compile_ahead_on",
     "copies_host_data",
     "device_put",
     "from_bits",
@@ -825,6 +826,27 @@ def compile_ahead(
     with _ahead_lock:
         if key not in _ahead:
             _ahead[key] = _compile_pool().submit(_compile, *key)
+
+
+def compile_ahead_on(
+    shape: tuple[int, ...], dtype: np.dtype[Any], sharding: jax.sharding.Sharding
+) -> None:
+    """``compile_ahead`` for an array of ``shape`` and ``dtype`` placed on ``sharding``
+    part by part (``put_on_each``, each distinct part onto the devices that hold it),
+    for the parts that go in pinned pieces."""
+    dtype = np.dtype(dtype)
+    holders: dict[tuple[tuple[int, int], ...], list[jax.Device]] = {}
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        bounds = tuple(
+            part.indices(size)[:2] if isinstance(part, slice) else (0, size)
+            for part, size in zip(index or (), shape, strict=False)
+        )
+        holders.setdefault(bounds, []).append(device)
+    for bounds, devices in holders.items():
+        part = tuple(stop - start for start, stop in bounds) + tuple(shape[len(bounds) :])
+        nbytes = math.prod(part) * dtype.itemsize
+        if all(sends_in_pieces(device, dtype, nbytes) for device in devices):
+            compile_ahead(part, dtype, devices)
 
 
 def _compile(
