@@ -1,6 +1,8 @@
 """Loading safetensors files: tj against safetensors' own loaders, on the CPU and a device.
 
-Run: ``.venv/bin/python benchmarks/bench_checkpoints.py [--gib 1 8] [--cold] [--no-bomb]``
+Run: ``.venv/bin/python benchmarks/bench_checkpoints.py [--gib 1 8] [--cold] [--no-bomb]
+[--json PATH]`` (``--json`` also writes the figures as a results file, in the form of
+``benchmarks/results/*.json``: see ``results_json.py``)
 
 For each size, two files of uint16 tokens (one tensor) are written to a temporary
 directory: one by ``tj.save_file`` (64-byte aligned) and one by
@@ -47,6 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import results_json
 from process_memory import kib, reset_peak
 
 GIB = 2**30
@@ -367,7 +370,8 @@ def too_big(needed_gib: float, max_gib: float) -> str:
 
 def bench_size(
     gib: float, directory: str, cold: bool, warm: dict[str, str], max_gib: float
-) -> None:
+) -> dict[str, Any]:
+    """One file size's tables, printed; returned as results sections."""
     paths = {kind: os.path.join(directory, f"{kind}.safetensors") for kind in warm}
     for kind, path in paths.items():
         run_generate(kind, gib, path)
@@ -391,9 +395,40 @@ def bench_size(
                 "--child", framework, workload, paths[kind], warm[kind], repeat
             )
     report(results, size)
-    report_device(paths, warm, size, cold, max_gib)
+    device = report_device(paths, warm, size, cold, max_gib)
     for path in paths.values():
         os.unlink(path)
+    name = f"{gib:g}".replace(".", "_") + "gib"
+    return {
+        f"load_{name}": load_section(results, size, cold),
+        f"load_onto_cpu1_{name}": {
+            "what": f"tj.load_file onto cpu:1 of 2 simulated CPU devices, {size:.2f} GiB, "
+            f"staging budget {STAGING // MIB} MiB; RSS growth over the file's size",
+            **device,
+        },
+    }
+
+
+def load_section(results: dict[tuple[str, str], dict[str, Any]], size: float, cold: bool) -> Any:
+    """``report``'s table as a results section (``None`` where a loader was skipped)."""
+
+    def column(workload: str, value: Callable[[dict[str, Any]], float]) -> list[Any]:
+        figures = [results[label, workload] for label in LOADERS]
+        return [None if "skipped" in r else round(value(r), 4) for r in figures]
+
+    return {
+        "what": f"load a {size:.2f} GiB file of uint16 tokens (page cache "
+        f"{'cold' if cold else 'warm'}), each loader x workload in a fresh process; seconds "
+        "(median of up to 20 runs under a second); RSS growth over the file's size",
+        "loaders": list(LOADERS),
+        "load_seconds": column("load", lambda r: r["seconds"]),
+        "load_and_read_seconds": column("read", lambda r: r["seconds"]),
+        "batches_seconds": column("batches", lambda r: r["seconds"]),
+        "rss_after_load_per_file": column("load", lambda r: r["load_growth_mib"] / 1024 / size),
+        "peak_rss_after_read_per_file": column(
+            "read", lambda r: r["peak_growth_mib"] / 1024 / size
+        ),
+    }
 
 
 def run_generate(kind: str, gib: float, path: str) -> None:
@@ -442,7 +477,7 @@ DEVICE_MODES = {
 
 def report_device(
     paths: dict[str, str], warm: dict[str, str], size: float, cold: bool, max_gib: float
-) -> None:
+) -> dict[str, Any]:
     print(
         f"\nOnto cpu:1 of 2 simulated CPU devices (staging budget {STAGING // MIB} MiB; "
         "bound: file + staging + 10%):\n"
@@ -450,38 +485,51 @@ def report_device(
     print("| load | time | load RSS / file | peak RSS after reading all / file | within bound |")
     print("|---|---|---|---|---|")
     bound = size * 1024 * 1.1 + STAGING / MIB
+    section: dict[str, list[Any]] = {
+        "loads": [], "seconds": [], "rss_after_load_per_file": [], "peak_rss_per_file": []
+    }  # fmt: skip
     for mode, (kind, label) in DEVICE_MODES.items():
         needed = (3.1 if mode == "flax" else 1.1) * size + 1
+        section["loads"].append(label)
         if not fits(needed, max_gib):
             print(f"| `{label}` | skipped: {too_big(needed, max_gib)} | | | |")
+            for key in ("seconds", "rss_after_load_per_file", "peak_rss_per_file"):
+                section[key].append(None)
             continue
         (evict if cold else cache)(paths[kind])
         r = run_child("--device-child", mode, paths[kind], warm[kind], devices=2)
+        section["seconds"].append(round(r["seconds"], 4))
+        section["rss_after_load_per_file"].append(round(r["load_growth_mib"] / 1024 / size, 4))
+        section["peak_rss_per_file"].append(round(r["peak_growth_mib"] / 1024 / size, 4))
         print(
             f"| `{label}` | {seconds(r['seconds'])} | {r['load_growth_mib'] / 1024 / size:.3f} "
             f"| {r['peak_growth_mib'] / 1024 / size:.2f} "
             f"| {'yes' if r['peak_growth_mib'] <= bound else 'no'} |"
         )
+    return section
 
 
-def bench_bomb(directory: str) -> None:
+def bench_bomb(directory: str) -> dict[str, Any]:
     from torch2jax_device._src.checkpoints.format import MIN_TENSOR_LIMIT
 
     print("\n### Files of one-byte tensors\n")
     print("| file | loader | outcome | time | peak RSS growth | / file |")
     print("|---|---|---|---|---|---|")
+    rows: list[dict[str, Any]] = []
     for count in (BOMB_TENSORS, MIN_TENSOR_LIMIT):
         path = os.path.join(directory, f"tiny-{count}.safetensors")
         generate_bomb(count, path)
         size_mib = os.path.getsize(path) / MIB
         for framework, label in [("tj", "tj.load_file"), ("numpy", "safetensors.numpy")]:
             r = run_child("--bomb-child", framework, path)
+            rows.append({"tensors": count, "mib": round(size_mib, 1), "loader": label, **r})
             print(
                 f"| {count:,} tensors, {size_mib:.1f} MiB | {label} | {r['outcome']} "
                 f"| {seconds(r['seconds'])} | {r['peak_growth_mib']:.0f} MiB "
                 f"| {r['peak_growth_mib'] / size_mib:.1f}x |"
             )
         os.unlink(path)
+    return {"what": "files of one-byte tensors, each loader in a fresh process", "rows": rows}
 
 
 def seconds(value: float) -> str:
@@ -496,6 +544,7 @@ def main() -> None:
     parser.add_argument(
         "--max-gib", type=float, default=10.0, help="skip loaders needing more RSS (GiB)"
     )
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as a results file")
     args = parser.parse_args()
 
     import jax
@@ -512,12 +561,19 @@ def main() -> None:
         warm = {kind: os.path.join(directory, f"warm-{kind}.safetensors") for kind in FILE_KINDS}
         for kind, path in warm.items():
             run_generate(kind, 1 / 1024, path)
+        sections: dict[str, Any] = {}
         for gib in args.gib:
-            bench_size(gib, directory, args.cold, warm, args.max_gib)
+            sections.update(bench_size(gib, directory, args.cold, warm, args.max_gib))
         if not args.no_bomb:
-            bench_bomb(directory)
+            sections["one_byte_tensor_files"] = bench_bomb(directory)
     finally:
         shutil.rmtree(directory)
+    if args.json:
+        sizes = ", ".join(f"{gib:g} GiB" for gib in args.gib)
+        results_json.write(args.json, results_json.run(
+            f"benchmarks/bench_checkpoints.py, {sizes}, {'cold' if args.cold else 'warm'}",
+            f"the CPU machine: {results_json.host()}", **sections,
+        ))  # fmt: skip
 
 
 if __name__ == "__main__":

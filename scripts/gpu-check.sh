@@ -7,7 +7,9 @@
 #   scripts/gpu-check.sh                 on a GPU: tests/gpu + tests/parity, bench_gpu.py full
 #   scripts/gpu-check.sh --cpu           anywhere: the same code paths at small sizes on a
 #                                        second CPU device (what CI runs, so it cannot rot)
-#   scripts/gpu-check.sh --out DIR       also keep the logs (suite, benchmark, versions) in DIR
+#   scripts/gpu-check.sh --out DIR       also keep the logs (suite, benchmark, versions) in DIR,
+#                                        and the benchmark's figures as DIR/bench.json, a
+#                                        results file for benchmarks/results
 #
 # Sized for the device machines' 15-minute lease: the whole call has a deadline of 420 s
 # on a GPU (7 minutes with the kill grace), JAX's start-up included, which leaves the lease
@@ -15,6 +17,10 @@
 # benchmark gets what is left. On the H200 of 2026-11-26: 661 tests in 133 s, the
 # benchmark in 197 s, 345 s in all. A part cut by its limit exits 124 and the summary
 # says so.
+#
+# The CPU mode's benchmark loads a model-shaped checkpoint (shards and an index) through
+# the pinned route with small pieces (bench_gpu.py's CPU_PIECE_BYTES), so the pool's
+# buffers of several piece sizes are exercised and the loaded values checked.
 #
 # It cannot pass by skipping (scripts/gpu_check_report.py): where nvidia-smi lists a GPU
 # that torch or JAX cannot see (a CPU build of either), it fails before the suite; on a
@@ -97,8 +103,8 @@ tail -n 40 "$logs/suite.log"
 
 bench_limit=$((deadline - SECONDS))
 [ "$bench_limit" -lt 30 ] && bench_limit=30
-timeout --kill-after=10 "$bench_limit" "$python" benchmarks/bench_gpu.py "${bench[@]}" 2>&1 \
-  | tee "$logs/bench.log"
+timeout --kill-after=10 "$bench_limit" "$python" benchmarks/bench_gpu.py "${bench[@]}" \
+  --json "$logs/bench.json" 2>&1 | tee "$logs/bench.log"
 bench_rc=${PIPESTATUS[0]}
 
 self_rc=0

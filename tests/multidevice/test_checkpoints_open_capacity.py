@@ -73,16 +73,19 @@ def test_a_slice_that_cannot_fit_the_device_is_refused_before_reading(
     tmp_path: Path, pieces: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _weights(tmp_path)
-    monkeypatch.setattr(host_staging, "PIECE_BYTES", 1024)  # 3 pieces in flight: 3,072 bytes
+    # Pieces of at most 1,024 bytes: 6 rows (960 bytes) of w, 3 in flight: 2,880 bytes.
+    monkeypatch.setattr(host_staging, "PIECE_BYTES", 1024)
     monkeypatch.setattr(
         capacity, "memory_stats", lambda device: {"bytes_limit": 12_000, "bytes_in_use": 0}
     )
     with tj.safe_open(path, "flax", device="cpu:1") as f:
-        # 19,200 bytes, and the three pinned pieces of 1,024 bytes on their way.
-        with pytest.raises(tj.OutOfMemoryError, match=r"shape \[120, 40\].*\(22,272 bytes\)"):
+        # 19,200 bytes, and three pinned pieces of 960 bytes on their way (each piece
+        # counts its own bytes, not the 1,024 of a whole buffer).
+        with pytest.raises(tj.OutOfMemoryError, match=r"shape \[120, 40\].*\(22,080 bytes\)"):
             f.get_slice("w")[10:250:2]
-        # 48,000 bytes, and the staging buffer of 48,000 bytes its one piece arrives in.
-        with pytest.raises(tj.OutOfMemoryError, match=r"model\.safetensors.*96,000 bytes"):
+        # 48,000 bytes, and three pinned pieces of 960 bytes (before, the one staging
+        # buffer of 48,000 bytes that the whole tensor was sent in: 96,000 bytes).
+        with pytest.raises(tj.OutOfMemoryError, match=r"model\.safetensors.*50,880 bytes"):
             f.get_tensor("w")
-        assert f.get_slice("w")[:50].shape == (50, 40)  # 8,000 + 3,072 bytes fit
+        assert f.get_slice("w")[:50].shape == (50, 40)  # 8,000 + 2,880 bytes fit
     assert pieces == [8_000]

@@ -143,7 +143,10 @@ def test_a_sharded_load_reads_each_part_piece_by_piece_into_pinned_buffers(
         whole += [TENSORS[name][0].nbytes // 4 for name in sharded]
         assert sorted(route.whole_reads) == sorted(whole)
     assert route.piece_reads and max(route.piece_reads) <= PIECE  # never a part whole
-    assert host_staging.POOL.held() <= host_staging.POOL_BUFFERS * len(CPUS)
+    for device in CPUS:  # buffers of a piece's size, a few of each size
+        kept = host_staging.POOL.kept(device)
+        assert all(size <= PIECE for size in kept)
+        assert all(kept.count(size) <= host_staging.POOL_BUFFERS for size in kept)
 
 
 def _part(name: str) -> tuple[int, ...]:

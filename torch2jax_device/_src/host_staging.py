@@ -22,8 +22,12 @@ pinned buffer followed by a DMA from it at about 23 GB/s. This module owns those
   staging).
 
 Pinned memory comes from XLA's host allocator, capped at ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``
-(64 GB by default). The pool keeps at most ``POOL_BUFFERS`` buffers of ``PIECE_BYTES``
-per device and drops them after ``IDLE_SECONDS`` unused. Where a staging buffer cannot be
+(64 GB by default). A piece travels in a pinned buffer of exactly its size (``device_put``
+sends a buffer whole). The pool keeps, per device, at most ``POOL_BUFFERS`` buffers of a
+size and ``POOL_BYTES`` in all, and drops them after ``IDLE_SECONDS`` unused. This module
+owns pieces, pools and sends; the checkpoint loaders only call it (``send_in_pieces``
+with a ``fill`` that reads the file, ``in_flight`` for their capacity checks, and the
+pool's ``take``/``give`` for their batch buffers). Where a staging buffer cannot be
 allocated, the copy goes from pageable memory or takes JAX's plain route (slower, never
 wrong); ``pin`` raises ``OutOfMemoryError`` with the fix.
 
@@ -46,13 +50,14 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import platforms
 from .capacity import explained_oom
 from .errors import OutOfMemoryError
 
@@ -65,6 +70,7 @@ __all__ = [
     "PIN_BY_MEMCPY_FROM",
     "POOL",
     "POOL_BUFFERS",
+    "POOL_BYTES",
     "Buffer",
     "Fill",
     "Piece",
@@ -72,10 +78,13 @@ __all__ = [
     "Streamed",
     "carrier",
     "carries",
+    "compile_ahead",
+    "compile_ahead_on",
     "copies_host_data",
     "device_put",
     "from_bits",
     "has_pinned_host",
+    "in_flight",
     "parallel_copy",
     "pieces",
     "pin",
@@ -87,7 +96,7 @@ __all__ = [
     "unpack",
     "write_bytes",
     "write_piece",
-    "zeros",
+    "zeros_on",
 ]
 
 PINNED = "pinned_host"
@@ -104,8 +113,12 @@ PINNED_PIECES_FROM = 16 * 2**20
 #: it, the batched ``jax.device_put`` into pinned memory (0.7-3.6 GB/s: 70-350 µs for
 #: 256 KiB) costs no more than the allocation's dispatch (~50 µs) and one call per array.
 PIN_BY_MEMCPY_FROM = 256 * 2**10
-#: Pinned buffers kept per device: one being filled, two transferring.
+#: Pinned buffers of a size kept per device (and pieces in flight per transfer): one
+#: being filled, two transferring.
 POOL_BUFFERS = 3
+#: Pinned bytes the pool keeps per device: a checkpoint load's staging buffers (3 of
+#: 85 MiB by default) or eight whole pieces.
+POOL_BYTES = 256 * 2**20
 #: Pooled buffers unused this long are returned to XLA's pinned allocator.
 IDLE_SECONDS = 10.0
 #: Pinned bytes that device->host results may keep as their own memory. Past it, a result
@@ -188,7 +201,9 @@ def device_put(
     # What each leaf can take, decided once for the call: a tree bound for a CPU device
     # may hold accelerator arrays (pinned D2H); one bound for an accelerator, large host
     # arrays (pinned pieces). Neither: every leaf goes in the batched put, unexamined.
-    to_host_possible = target is not None and target.platform == "cpu"
+    to_host_possible = (
+        target is not None and target.platform == "cpu" and _any_routes_through_pinned()
+    )
     pieces_possible = target is not None and through_pinned(target)
     out: list[Any] = [None] * len(arrays)
     sources = list(arrays)  # what the batched put is given (a copy, for small pinned ones)
@@ -222,6 +237,30 @@ def device_put(
         assert target is not None
         out[index] = _to_device_in_pieces(np.asarray(arrays[index]), target)
     return out
+
+
+def _any_routes_through_pinned() -> bool:
+    """Whether a device of a started backend routes through pinned memory: if none does
+    (a CPU-only process), no array can take the pinned device->host route, and a tree's
+    leaves need not be examined one by one (a microsecond each).
+
+    Asked once per process (about 6 µs, a small batch's overhead otherwise), and again
+    only if ``routes_through_pinned`` is another rule (tests replace it).
+    """
+    global _pinned_anywhere
+    rule, answer = _pinned_anywhere
+    if rule is not routes_through_pinned:
+        answer = any(
+            routes_through_pinned(device)
+            for backend in platforms.jax_backends().values()
+            for device in backend.local_devices()
+        )
+        _pinned_anywhere = (routes_through_pinned, answer)
+    return answer
+
+
+#: The rule ``_any_routes_through_pinned`` last asked, and its answer.
+_pinned_anywhere: tuple[Any, bool] = (None, False)
 
 
 def _single_device(destination: Any) -> jax.Device | None:
@@ -481,11 +520,15 @@ def _daemon_timer(delay: float, callback: Callable[[], None]) -> Cancellable:
 
 
 class _Pool:
-    """Pinned buffers per device and size, reused, dropped when idle.
+    """Pinned buffers per device, each of one exact size, reused, dropped when idle.
 
-    ``clock`` (seconds) and ``schedule`` measure the idle time; tests give a pool a
-    manual clock instead of the wall clock and a real timer, so that no test depends on
-    when a timer fires.
+    A buffer is taken at the size of what it carries (a piece: ``device_put`` sends the
+    whole buffer, so a larger one would move bytes nobody asked for). Given back, it is
+    kept for a later take of that size, at most ``POOL_BUFFERS`` of a size and
+    ``POOL_BYTES`` on a device: past either, the buffers given back longest ago go back
+    to XLA's allocator first. ``clock`` (seconds) and ``schedule`` measure the idle
+    time; tests give a pool a manual clock instead of the wall clock and a real timer,
+    so that no test depends on when a timer fires.
     """
 
     def __init__(
@@ -494,31 +537,35 @@ class _Pool:
         self._clock = clock
         self._schedule = schedule
         self._lock = threading.Lock()
-        self._free: dict[tuple[jax.Device, int], list[Buffer]] = {}
+        self._free: dict[jax.Device, list[Buffer]] = {}  # per device, oldest first
         self._last_use = 0.0
         self._timer: Cancellable | None = None
         self._timers = itertools.count()  # which timer is the current one
         self._current = -1
 
-    def take(self, device: jax.Device, nbytes: int = 0) -> Buffer:
-        """A pinned buffer of ``nbytes`` (``PIECE_BYTES`` by default) on ``device``.
+    def take(self, device: jax.Device, nbytes: int) -> Buffer:
+        """A pinned buffer of exactly ``nbytes`` on ``device``: a kept one, else a new one.
 
         Raises:
             OutOfMemoryError: XLA's pinned host allocator is full.
         """
-        nbytes = nbytes or PIECE_BYTES
         with self._lock:
-            free = self._free.get((device, nbytes))
-            if free:
-                return free.pop()
+            free = self._free.get(device, [])
+            for index in range(len(free) - 1, -1, -1):  # the most recently given first
+                if free[index].view.nbytes == nbytes:
+                    return free.pop(index)
         return Buffer(*_pinned_empty(device, nbytes))
 
     def give(self, device: jax.Device, buffer: Buffer) -> None:
         """Return ``buffer`` (its transfers complete) for reuse."""
         with self._lock:
-            free = self._free.setdefault((device, buffer.view.nbytes), [])
-            if len(free) < POOL_BUFFERS:
-                free.append(buffer)
+            free = self._free.setdefault(device, [])
+            free.append(buffer)
+            size = buffer.view.nbytes
+            while sum(kept.view.nbytes == size for kept in free) > POOL_BUFFERS:
+                free.pop(next(i for i, kept in enumerate(free) if kept.view.nbytes == size))
+            while sum(kept.view.nbytes for kept in free) > POOL_BYTES:
+                free.pop(0)
             self._last_use = self._clock()
             if self._timer is None:
                 self._start_timer(IDLE_SECONDS)
@@ -537,6 +584,12 @@ class _Pool:
         """How many buffers the pool holds."""
         with self._lock:
             return sum(len(free) for free in self._free.values())
+
+    def kept(self, device: jax.Device) -> list[int]:
+        """The sizes of the buffers the pool holds for ``device``, given back longest ago
+        first."""
+        with self._lock:
+            return [kept.view.nbytes for kept in self._free.get(device, [])]
 
     def _start_timer(self, delay: float) -> None:
         number = self._current = next(self._timers)
@@ -677,18 +730,25 @@ Fill = Callable[["Piece", np.ndarray[Any, np.dtype[np.uint8]]], None]
 
 
 def send_in_pieces(
-    shape: tuple[int, ...], dtype: np.dtype[Any], fill: Fill, devices: Sequence[jax.Device]
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    fill: Fill,
+    devices: Sequence[jax.Device],
+    *,
+    piece_bytes: int | None = None,
 ) -> list[jax.Array]:
     """An array of ``shape`` and ``dtype`` on each of ``devices``, written piece by piece.
 
-    The array is cut into ``pieces`` of at most ``PIECE_BYTES``. Each piece is filled once
-    (``fill``) into a pooled pinned buffer and sent (asynchronously) to every device, each
-    from a buffer in its own pinned memory (copies of the first); filling the next piece
-    overlaps those DMAs, and a buffer is reused once its transfer completed. So the host
-    holds at most ``max(POOL_BUFFERS, len(devices))`` pieces, whatever the array's size,
-    and the caller may read the bytes from a file straight into them. Where XLA's pinned
-    allocator is full, the remaining pieces go from pageable buffers (slower, the same
-    result). ``dtype`` must be one that ``carries``.
+    The array is cut into ``pieces`` of at most ``piece_bytes`` (``PIECE_BYTES`` by
+    default), all of one size. Each piece is filled once (``fill``) into a pooled pinned
+    buffer of exactly its size and sent (asynchronously) to every device, each from a
+    buffer in its own pinned memory (copies of the first): a piece moves its own bytes,
+    nothing more. Filling the next piece overlaps those DMAs, and a buffer is reused once
+    its transfer completed. So the host holds at most ``max(POOL_BUFFERS, len(devices))``
+    pieces, whatever the array's size, and the caller may read the bytes from a file
+    straight into them. Where XLA's pinned allocator is full, the remaining pieces go
+    from pageable buffers (slower, the same result). ``dtype`` must be one that
+    ``carries``. ``in_flight`` says what the pieces take on a device besides the array.
 
     Raises:
         OutOfMemoryError: a device has no room for the array (the message explains).
@@ -696,8 +756,9 @@ def send_in_pieces(
     dtype = np.dtype(dtype)
     bits = carrier(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    per_piece = max(1, PIECE_BYTES // dtype.itemsize)
-    depth = max(1, POOL_BUFFERS // len(devices))  # pieces in flight
+    per_piece = max(1, (piece_bytes or PIECE_BYTES) // dtype.itemsize)
+    depth = _depth(len(devices))
+    _await_compiled(tuple(shape), dtype, devices, piece_bytes)
     in_flight: collections.deque[_Sent] = collections.deque()
     wholes: list[jax.Array] = []
     pinned = True
@@ -710,14 +771,14 @@ def send_in_pieces(
                 in_flight.append(sent)
                 try:
                     for device in devices if pinned else ():
-                        sent.buffers.append(POOL.take(device))
+                        sent.buffers.append(POOL.take(device, piece.nbytes))
                 except OutOfMemoryError:  # the pinned allocator is full: pageable pieces
                     pinned = False
                 if pinned:
-                    first = sent.buffers[0].view[: piece.nbytes]
+                    first = sent.buffers[0].view
                     fill(piece, first)
                     for buffer in sent.buffers[1:]:
-                        parallel_copy(buffer.view[: piece.nbytes], first)
+                        parallel_copy(buffer.view, first)
                     raws: list[Any] = [buffer.array for buffer in sent.buffers]
                 else:
                     pageable = np.empty(piece.nbytes, np.uint8)  # JAX may keep it: a fresh one
@@ -729,9 +790,7 @@ def send_in_pieces(
                     wholes = [unpack(part, piece.shape, bits) for part in sent.arrays]
                     break
                 if not wholes:
-                    for device in devices:
-                        with jax.default_device(device):
-                            wholes.append(zeros(shape, bits))
+                    wholes = [zeros_on(device, shape, bits) for device in devices]
                 wholes = [
                     write_bytes(whole, part, piece)
                     for whole, part in zip(wholes, sent.arrays, strict=True)
@@ -741,6 +800,130 @@ def send_in_pieces(
         while in_flight:
             in_flight.popleft().settle(quietly=True)
     return wholes if bits == dtype else [from_bits(whole, dtype) for whole in wholes]
+
+
+def compile_ahead(
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    devices: Sequence[jax.Device],
+    *,
+    piece_bytes: int | None = None,
+) -> None:
+    """Start compiling, in a background thread, what ``send_in_pieces`` of an array of
+    ``shape`` and ``dtype`` onto ``devices`` will run: its pinned buffers' allocation,
+    and its unpack, or the zeros, the piece update and the bit cast of its pieces.
+
+    Each new shape compiles these once per process (on the CPU, most of a first load's
+    time); a loader that knows its shapes before reading (from a checkpoint's header)
+    calls this first, so the compilations overlap its reads and transfers. The later
+    call finds them in JAX's cache (``jit(...).lower(...).compile()`` fills it), after
+    waiting for one still under way; a compilation that fails here is left to that call.
+    """
+    dtype = np.dtype(dtype)
+    key = (tuple(shape), dtype, tuple(devices), piece_bytes or PIECE_BYTES)
+    if not carries(dtype) or max(shape, default=0) >= _INT32_LIMIT:
+        return  # not sent as bytes; 64-bit offsets are compiled in their own context
+    with _ahead_lock:
+        if key not in _ahead:
+            _ahead[key] = _compile_pool().submit(_compile, *key)
+
+
+def compile_ahead_on(
+    shape: tuple[int, ...], dtype: np.dtype[Any], sharding: jax.sharding.Sharding
+) -> None:
+    """``compile_ahead`` for an array of ``shape`` and ``dtype`` placed on ``sharding``
+    part by part (``put_on_each``, each distinct part onto the devices that hold it),
+    for the parts that go in pinned pieces."""
+    dtype = np.dtype(dtype)
+    holders: dict[tuple[tuple[int, int], ...], list[jax.Device]] = {}
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        bounds = tuple(
+            part.indices(size)[:2] if isinstance(part, slice) else (0, size)
+            for part, size in zip(index or (), shape, strict=False)
+        )
+        holders.setdefault(bounds, []).append(device)
+    for bounds, devices in holders.items():
+        part = tuple(stop - start for start, stop in bounds) + tuple(shape[len(bounds) :])
+        nbytes = math.prod(part) * dtype.itemsize
+        if all(sends_in_pieces(device, dtype, nbytes) for device in devices):
+            compile_ahead(part, dtype, devices)
+
+
+def _compile(
+    shape: tuple[int, ...], dtype: np.dtype[Any], devices: tuple[jax.Device, ...], piece_bytes: int
+) -> None:
+    """``compile_ahead``'s work, for the signatures ``send_in_pieces`` calls with."""
+    bits = carrier(dtype)
+    first = next(pieces(shape, dtype.itemsize, max(1, piece_bytes // dtype.itemsize)))
+    one = first.first == 0 and first.last
+    index_type = jax.dtypes.canonicalize_dtype(np.int64)  # as _starts makes them
+    for device in devices:
+        on_device = jax.sharding.SingleDeviceSharding(device)
+        pinned = jax.sharding.SingleDeviceSharding(device, memory_kind=PINNED)
+        _empty_in(pinned).lower((first.nbytes,), np.dtype(np.uint8)).compile()
+        raw = jax.ShapeDtypeStruct((first.nbytes,), np.uint8, sharding=on_device)
+        whole = jax.ShapeDtypeStruct(shape, bits, sharding=on_device)
+        if one:
+            unpack.lower(raw, first.shape, bits).compile()
+        else:
+            _zeros_in(on_device).lower(shape, bits).compile()
+            starts = jax.ShapeDtypeStruct((len(shape),), index_type, sharding=on_device)
+            _write_bytes_at.lower(whole, raw, first.shape, starts).compile()
+        if bits != dtype:
+            from_bits.lower(whole, dtype).compile()
+
+
+def _await_compiled(
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    devices: Sequence[jax.Device],
+    piece_bytes: int | None,
+) -> None:
+    """Wait for ``compile_ahead``'s compilation of this send, if one was started."""
+    with _ahead_lock:
+        ahead = _ahead.get((shape, dtype, tuple(devices), piece_bytes or PIECE_BYTES))
+    if ahead is not None:
+        with contextlib.suppress(Exception):  # the call compiles, and raises, itself
+            ahead.result()
+
+
+#: ``compile_ahead``'s compilations, by what they are for.
+_ahead: dict[tuple[Any, ...], Future[None]] = {}
+_ahead_lock = threading.Lock()
+
+
+@functools.cache
+def _compile_pool() -> ThreadPoolExecutor:
+    """Threads for ``compile_ahead`` (XLA compiles outside the GIL)."""
+    return ThreadPoolExecutor(
+        max(1, min(4, os.cpu_count() or 1)), thread_name_prefix="torch2jax_device-compile"
+    )
+
+
+def _depth(devices: int) -> int:
+    """Pieces in flight at once when each goes to ``devices`` devices."""
+    return max(1, POOL_BUFFERS // devices)
+
+
+def in_flight(
+    shape: tuple[int, ...], dtype: np.dtype[Any], *, piece_bytes: int | None = None
+) -> int:
+    """The bytes ``send_in_pieces`` keeps on a device besides the array: its pieces in
+    flight, each of its own size, ``POOL_BUFFERS`` at most (fewer if the array has fewer
+    pieces; fewer still when several devices share them, which this bound does not count).
+
+    Examples:
+        >>> import numpy as np
+        >>> from torch2jax_device._src.host_staging import in_flight
+        >>> in_flight((10, 1000), np.dtype(np.float32), piece_bytes=16_000)  # 4 rows a piece
+        48000
+        >>> in_flight((1000,), np.dtype(np.float32), piece_bytes=16_000)  # one piece
+        4000
+    """
+    dtype = np.dtype(dtype)
+    per_piece = max(1, (piece_bytes or PIECE_BYTES) // dtype.itemsize)
+    blocks = list(itertools.islice(pieces(tuple(shape), dtype.itemsize, per_piece), POOL_BUFFERS))
+    return len(blocks) * blocks[0].nbytes
 
 
 class _Sent(NamedTuple):
@@ -828,8 +1011,21 @@ def carries(dtype: np.dtype[Any]) -> bool:
     return _byte_sized(dtype) and carrier(dtype).kind in "ui"
 
 
-#: Zeros computed where the default device is, with no host value to transfer.
-zeros = jax.jit(jnp.zeros, static_argnums=(0, 1))
+def zeros_on(device: jax.Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
+    """Zeros computed on ``device`` and committed to it, with no host value to transfer.
+
+    Committed, so that the pieces written into them compile one update per shape: an
+    uncommitted array (``jnp.zeros`` under ``jax.default_device``) and the committed one
+    the first write returns are two signatures to ``jax.jit``, two compilations.
+    """
+    made: jax.Array = _zeros_in(jax.sharding.SingleDeviceSharding(device))(shape, dtype)
+    return made
+
+
+@functools.cache
+def _zeros_in(sharding: jax.sharding.Sharding) -> Any:
+    """A jitted ``(shape, dtype) -> zeros`` made directly in ``sharding``."""
+    return jax.jit(jnp.zeros, static_argnums=(0, 1), out_shardings=sharding)
 
 
 @functools.partial(jax.jit, donate_argnums=0)

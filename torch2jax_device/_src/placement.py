@@ -523,7 +523,9 @@ def _move(
     array_type, tracer_type = jax.Array, jax.core.Tracer  # locals: this loop is hot
     for index, leaf in enumerate(leaves):
         shared = False  # the array may share the input's memory
+        given_array = False  # the leaf is a jax.Array (its memory is never the caller's)
         if isinstance(leaf, array_type):
+            given_array = True
             if isinstance(leaf, tracer_type):
                 moved[index] = _cast(leaf, dtype, cast_all)
                 continue
@@ -590,7 +592,7 @@ def _move(
             fresh.append(array)
         if placing and (copy or not (array.committed and array.sharding == target)):
             pending.append(index)
-            if shared and not isinstance(leaf, array_type):  # over a tensor's memory
+            if shared and not given_array:  # over a tensor's memory
                 reads_caller.add(index)
         elif copy and shared:
             in_place_copies.append(index)
@@ -670,8 +672,9 @@ def _destination(target: Any, arrays: list[Any]) -> Any:
     device = _plain_device(target)
     if device is None:
         return target
+    kind, array_type = target.memory_kind, jax.Array  # locals: this loop is hot
     for array in arrays:  # a loop, not any(...): this runs for every small batch
-        if isinstance(array, jax.Array) and array.sharding.memory_kind != target.memory_kind:
+        if isinstance(array, array_type) and array.sharding.memory_kind != kind:
             return target
     return device
 

@@ -15,8 +15,11 @@ Each tensor takes one of two routes:
   the array on the device (``dynamic_update_slice`` on a donated buffer): host memory
   stays at the budget, not the file size. Where the device has pinned host memory (a
   GPU), the buffers are pinned, taken from and returned to ``host_staging``'s pool, and
-  every tensor of ``host_staging.PINNED_PIECES_FROM`` bytes or more travels as raw bytes
-  from them (the DMA at the bus's speed), unpacked into its dtype on the device.
+  every tensor of ``host_staging.PINNED_PIECES_FROM`` bytes or more (or larger than a
+  buffer) is handed to ``host_staging.send_in_pieces``, which reads its pieces straight
+  into pinned buffers of each piece's size, at most a third of the budget, and sends
+  them as raw bytes (the DMA at the bus's speed): a piece moves its own bytes, nothing
+  more. Pieces, pools and sends are ``host_staging``'s; this module only calls it.
 
 Before reading, a load is checked against the device's free memory where the device
 reports a limit (``capacity.check_fits``: a GPU; the CPU reports none) and refused with
@@ -37,7 +40,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import itertools
 import math
 import os
 import queue
@@ -58,10 +60,8 @@ from ..host_staging import (
     carries,
     from_bits,
     pieces,
-    unpack,
-    write_bytes,
     write_piece,
-    zeros,
+    zeros_on,
 )
 from ..interop import ALIGNMENT, aligned_empty
 from ..run_ahead import run_ahead
@@ -177,19 +177,14 @@ def sent(device: jax.Device, shape: tuple[int, ...], dtype: Any) -> Arrival:
     """Host data of ``shape`` and ``dtype`` arriving on ``device`` over ``host_staging``'s
     routes (``device_put``, ``put_on_each``).
 
-    Sent in pinned pieces (``host_staging.sends_in_pieces``), it has up to
-    ``host_staging.POOL_BUFFERS`` pieces on the device at once, each a whole
-    ``PIECE_BYTES`` buffer (fewer if it has fewer pieces; fewer still when several devices
-    share them, which this bound does not count); sent whole, nothing but itself.
+    Sent in pinned pieces (``host_staging.sends_in_pieces``), it has its pieces in flight
+    on the device besides itself (``host_staging.in_flight``); sent whole, nothing else.
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if not host_staging.sends_in_pieces(device, dtype, nbytes):
         return Arrival(nbytes)
-    per_piece = max(1, host_staging.PIECE_BYTES // dtype.itemsize)
-    blocks = pieces(tuple(shape), dtype.itemsize, per_piece)
-    in_flight = sum(1 for _ in itertools.islice(blocks, host_staging.POOL_BUFFERS))
-    return Arrival(nbytes, in_flight * host_staging.PIECE_BYTES)
+    return Arrival(nbytes, host_staging.in_flight(tuple(shape), dtype))
 
 
 @contextlib.contextmanager
@@ -237,8 +232,21 @@ class _Piece(NamedTuple):
         return self.block.nbytes
 
 
+class _Streamed(NamedTuple):
+    """A tensor that goes to the device in pinned pieces read straight into them
+    (``host_staging.send_in_pieces``): never read into a staging buffer here."""
+
+    info: TensorInfo
+    dtype: np.dtype[Any]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.info.shape) * self.dtype.itemsize
+
+
 class _Staging:
-    """Reads staged tensors into buffers in a thread and sends them to the device."""
+    """Reads staged tensors into buffers in a thread and sends them to the device; hands
+    the tensors that go in pinned pieces to ``host_staging``, which reads and sends them."""
 
     def __init__(
         self,
@@ -258,6 +266,10 @@ class _Staging:
         # Where the device has pinned host memory, staging buffers are pinned (the DMA
         # then runs at the bus's speed); by their address, the pinned buffer of a view.
         self._pins = not in_place and host_staging.routes_through_pinned(target)
+        # Tensors in pieces there are read piece by piece into pinned buffers of the
+        # piece's size (host_staging's pieces route), at most a third of the budget each.
+        self._streams = self._pins
+        self._piece_bytes = min(self._chunk, host_staging.PIECE_BYTES)
         self._pinned: dict[int, Buffer] = {}
         # A token per buffer that may exist: the buffer itself, or None to allocate one.
         self._free: queue.SimpleQueue[np.ndarray[Any, np.dtype[np.uint8]] | None]
@@ -267,14 +279,25 @@ class _Staging:
         self._advance: Callable[[int], None] = lambda count: None
 
     def arrivals(self) -> list[Arrival]:
-        """Each staged tensor on the device: one sent in pieces has one buffer's worth of
-        bytes there at a time besides itself (``_send`` waits for each piece's write)."""
-        return [
-            Arrival(size, self._chunk if self._in_pieces(size, dtype) else 0)
-            for size, dtype in (
-                (math.prod(info.shape) * dtype.itemsize, dtype) for info, dtype in self._staged
+        """Each staged tensor on the device, with the pieces it has there at a time besides
+        itself: those ``host_staging`` keeps in flight, or one (``_send`` waits for each
+        piece's write)."""
+        return [self._arrival(info, dtype) for info, dtype in self._staged]
+
+    def _arrival(self, info: TensorInfo, dtype: np.dtype[Any]) -> Arrival:
+        nbytes = math.prod(info.shape) * dtype.itemsize
+        if self._streamed(nbytes, dtype):
+            shape = tuple(info.shape)
+            return Arrival(
+                nbytes, host_staging.in_flight(shape, dtype, piece_bytes=self._piece_bytes)
             )
-        ]
+        if self._in_pieces(nbytes, dtype):
+            return Arrival(nbytes, next(self._pieces(info, dtype)).nbytes)
+        return Arrival(nbytes)
+
+    def _pieces(self, info: TensorInfo, dtype: np.dtype[Any]) -> Iterator[Piece]:
+        """The pieces of a tensor read into staging buffers: up to a buffer each."""
+        return pieces(tuple(info.shape), dtype.itemsize, self._chunk // dtype.itemsize)
 
     def run(self, advance: Callable[[int], None]) -> dict[str, jax.Array]:
         """Every staged tensor on the device; ``advance(count)`` after each read."""
@@ -283,9 +306,20 @@ class _Staging:
         assembling: dict[str, jax.Array] = {}
         in_flight: collections.deque[tuple[np.ndarray[Any, Any], list[jax.Array]]]
         in_flight = collections.deque()
+        streamed = {
+            (tuple(info.shape), dtype): None
+            for info, dtype in self._staged
+            if self._streamed(math.prod(info.shape) * dtype.itemsize, dtype)
+        }
+        for shape, dtype in streamed:  # each new shape's compilations, while reading
+            host_staging.compile_ahead(shape, dtype, [self._target], piece_bytes=self._piece_bytes)
         reads = run_ahead(self._items(), self._read, 1)
         try:
             for item, buffer in reads:
+                if isinstance(item, _Streamed):
+                    arrays[item.info.name] = self._stream(item)
+                    continue
+                assert buffer is not None  # every other item was read into one
                 in_flight.append((buffer, self._send(item, buffer, arrays, assembling)))
                 while len(in_flight) > 1:
                     self._release(*in_flight.popleft())
@@ -307,7 +341,24 @@ class _Staging:
         pinned = self._pins and nbytes >= host_staging.PINNED_PIECES_FROM and carries(dtype)
         return nbytes > self._chunk or pinned
 
-    def _items(self) -> Iterator[_Batch | _Piece]:
+    def _streamed(self, nbytes: int, dtype: np.dtype[Any]) -> bool:
+        """Whether a tensor goes in pieces through ``host_staging`` (as raw bytes: a dtype
+        that ``carries``), read there straight into pinned buffers of the piece's size."""
+        return self._streams and carries(dtype) and self._in_pieces(nbytes, dtype)
+
+    def _stream(self, item: _Streamed) -> jax.Array:
+        """``item`` on the device, read piece by piece into ``host_staging``'s buffers."""
+        info, dtype = item.info, item.dtype
+
+        def fill(piece: Piece, out: np.ndarray[Any, np.dtype[np.uint8]]) -> None:
+            self._reader.read_into(info, dtype, out, piece.first, self._advance)
+
+        (array,) = host_staging.send_in_pieces(
+            tuple(info.shape), dtype, fill, [self._target], piece_bytes=self._piece_bytes
+        )
+        return array
+
+    def _items(self) -> Iterator[_Batch | _Piece | _Streamed]:
         batch: list[tuple[TensorInfo, np.dtype[Any], int]] = []
         size = 0
         for info, dtype in self._staged:
@@ -315,8 +366,11 @@ class _Staging:
             if batch and (size + nbytes > self._chunk or nbytes > self._chunk):
                 yield _Batch(batch, size)
                 batch, size = [], 0
+            if self._streamed(nbytes, dtype):
+                yield _Streamed(info, dtype)
+                continue
             if self._in_pieces(nbytes, dtype):
-                for block in pieces(info.shape, dtype.itemsize, self._chunk // dtype.itemsize):
+                for block in self._pieces(info, dtype):
                     yield _Piece(info, dtype, block)
                 continue
             batch.append((info, dtype, size))
@@ -324,8 +378,13 @@ class _Staging:
         if batch:
             yield _Batch(batch, size)
 
-    def _read(self, item: _Batch | _Piece) -> tuple[_Batch | _Piece, np.ndarray[Any, Any]]:
-        """In the reading thread: a free buffer, filled with ``item``'s bytes."""
+    def _read(
+        self, item: _Batch | _Piece | _Streamed
+    ) -> tuple[_Batch | _Piece | _Streamed, np.ndarray[Any, Any] | None]:
+        """In the reading thread: a free buffer, filled with ``item``'s bytes (none for a
+        ``_Streamed`` tensor, whose pieces ``_stream`` reads)."""
+        if isinstance(item, _Streamed):
+            return item, None
         buffer = self._free.get()
         if buffer is None or len(buffer) < item.nbytes:
             buffer = self._allocate(item.nbytes if self._in_place else self._chunk)
@@ -373,29 +432,14 @@ class _Staging:
             return placed
         name = item.info.name
         bits = carrier(item.dtype)
-        # Raw bytes are unpacked on the device only into a dtype that ``carries`` them (not
-        # bool or complex): a piece of any other dtype travels as its typed view.
-        pinned = self._pinned.get(buffer.ctypes.data) if carries(item.dtype) else None
-        if pinned is not None:  # the whole buffer travels, as bytes, at the bus's speed
-            part: jax.Array = jax.device_put(
-                pinned.array, jax.sharding.SingleDeviceSharding(self._target)
-            )
-            if item.block.shape == item.info.shape:  # one piece: it is the tensor
-                tensor = unpack(part, item.info.shape, bits)
-                arrays[name] = tensor if bits == item.dtype else from_bits(tensor, item.dtype)
-                return [arrays[name]]
-        else:
-            part = jax.device_put(
-                buffer[: item.nbytes].view(bits).reshape(item.block.shape), self._target
-            )
+        # The piece's own bytes, typed: never the rest of the buffer.
+        part = jax.device_put(
+            buffer[: item.nbytes].view(bits).reshape(item.block.shape), self._target
+        )
         whole = assembling.pop(name, None)
         if whole is None:
-            with jax.default_device(self._target):  # jnp.zeros(device=) would copy
-                whole = zeros(item.info.shape, bits)
-        if pinned is not None:
-            whole = write_bytes(whole, part, item.block)
-        else:
-            whole = write_piece(whole, part, item.block)
+            whole = zeros_on(self._target, tuple(item.info.shape), bits)
+        whole = write_piece(whole, part, item.block)
         # One piece at a time on the device: once it is written into the tensor, nothing
         # reads its host buffer or keeps its device copy any more.
         jax.block_until_ready(whole)
