@@ -16,7 +16,7 @@ from .. import catalog
 from .._values import LIBRARY_OBJECT
 from .base import Recogniser
 
-__all__ = ["device_keywords", "member"]
+__all__ = ["device_keywords", "device_map_choice", "member"]
 
 _CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine")
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
@@ -30,6 +30,18 @@ _MEMBERS: dict[str, str] = {
 }
 # Variable and attribute names the libraries' documentation gives their objects.
 _OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine"})
+# Keywords of DeepSpeedEngine.save_checkpoint / load_checkpoint no torch API takes.
+_DEEPSPEED_CHECKPOINT_ARGUMENTS = frozenset(
+    {
+        "client_state",
+        "save_latest",
+        "exclude_frozen_parameters",
+        "load_optimizer_states",
+        "load_lr_scheduler_states",
+        "load_module_only",
+        "load_module_strict",
+    }
+)
 # Packages built on torch whose calls take a device: their device= and device_map= are
 # the library's device work.
 _TORCH_LIBRARIES = ("transformers.", "diffusers.", "sentence_transformers.", "accelerate.")
@@ -40,13 +52,27 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     was reported (its receiver is then visited). Never rewritten: the object does several
     jobs at once, and the port keeps the ones the script needs."""
     row = _MEMBERS.get(node.attr)
-    if row is None or not _is_library_object(r, node.value):
-        return False
     parent = r.parent(node)
+    if row is None or not (
+        _is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)
+    ):
+        return False
     reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
     r.add(reported, row, position=r.file.method_position(node))
     r.visit(node.value)
     return True
+
+
+def _deepspeed_checkpoint(node: ast.Attribute, parent: ast.AST | None) -> bool:
+    """``engine.save_checkpoint(dir, client_state=sd)``, ``engine.load_checkpoint(dir,
+    load_optimizer_states=...)``: arguments only DeepSpeed's engine takes, whatever the
+    engine's name (GPT-NeoX calls it ``model``)."""
+    return (
+        node.attr in ("save_checkpoint", "load_checkpoint")
+        and isinstance(parent, ast.Call)
+        and parent.func is node
+        and any(k.arg in _DEEPSPEED_CHECKPOINT_ARGUMENTS for k in parent.keywords)
+    )
 
 
 def _is_library_object(r: Recogniser, node: ast.AST) -> bool:
@@ -68,3 +94,19 @@ def device_keywords(r: Recogniser, call: ast.Call) -> None:
         ours = keyword.arg == "device" and name is not None and name.startswith(_TORCH_LIBRARIES)
         if keyword.arg == "device_map" or ours:
             r.add(keyword, "library-device", position=r.file.position(r.file.span(keyword)[0]))
+
+
+def device_map_choice(r: Recogniser, node: ast.Assign) -> None:
+    """``library-device``: ``device_map = "auto"`` (or a dict) kept in a name for a
+    ``from_pretrained(..., device_map=device_map)`` later: the choice itself."""
+    for target in node.targets:
+        name = target.id if isinstance(target, ast.Name) else None
+        if isinstance(target, ast.Attribute):
+            name = target.attr
+        value = node.value
+        if name == "device_map" and (
+            isinstance(value, ast.Dict)
+            or (isinstance(value, ast.Constant) and isinstance(value.value, str))
+        ):
+            r.add(value, "library-device")
+            return

@@ -53,6 +53,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
+            "dora.distrib.init",
             "Accelerator.mixed_precision",
             "transformers.Trainer",
             "transformers.Seq2SeqTrainer",
@@ -79,7 +80,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
             "`device_map=` (Transformers, Diffusers) places a model's layers over the "
             "devices: with JAX, shard its parameters over a mesh (`tj.load_file(..., "
-            "device=rule)`)."
+            "device=rule)`). Stable-Baselines3's `ReplayBuffer(..., device)` and "
+            "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
+            "buffer and `jax.device_put` the sampled batch."
         ),
         runs=False,
         torch_api=(
@@ -91,6 +94,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.init_on_device",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
+            "stable_baselines3.common.buffers.ReplayBuffer",
+            "stable_baselines3.common.buffers.RolloutBuffer",
         ),
         rewrite="advice",
     ),
@@ -240,6 +245,74 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         rewrite="advice",
     ),
     Idiom(
+        id="library-strategy",
+        section=SECTION,
+        title="The library's parallelism: Fabric strategies, Accelerate's plugins",
+        torch=(
+            "from lightning.fabric.strategies import FSDPStrategy\n"
+            "strategy = FSDPStrategy(auto_wrap_policy=policy, activation_checkpointing=Block)\n"
+            'fabric = L.Fabric(accelerator="cuda", devices=4, strategy=strategy)'
+        ),
+        jax=(
+            'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        tj=(
+            'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
+            ' mesh_dim_names=("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        notes=(
+            "Fabric's and Lightning's `FSDPStrategy`, `DeepSpeedStrategy`, `DDPStrategy`, "
+            "`XLAStrategy` and `ModelParallelStrategy`, `isinstance(fabric.strategy, ...)`, "
+            "and Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` choose "
+            "how the model and optimizer state are split over the processes. With JAX that "
+            "is the mesh and each array's sharding: replicate for data parallelism "
+            "(`dist-ddp-gradient`), shard the parameters whose first dimension divides "
+            "over an axis for FSDP/ZeRO-3 (`dist-fsdp`); XLA inserts the gathers. "
+            "Activation checkpointing is `nnx.remat` on the block; CPU offload has no "
+            "counterpart (keep the optimizer state on the device, or in host memory "
+            "kinds where the backend has them). A branch on the strategy's type becomes "
+            "a branch on the sharding the port chose."
+        ),
+        runs=False,
+        torch_api=(
+            *(
+                f"{package}.{strategy}"
+                for package in (
+                    "lightning.fabric.strategies",
+                    "lightning_fabric.strategies",
+                    "lightning.pytorch.strategies",
+                    "pytorch_lightning.strategies",
+                )
+                for strategy in (
+                    "FSDPStrategy",
+                    "DeepSpeedStrategy",
+                    "DDPStrategy",
+                    "XLAStrategy",
+                    "XLAFSDPStrategy",
+                    "ModelParallelStrategy",
+                )
+            ),
+            "Fabric.strategy",
+            "accelerate.FullyShardedDataParallelPlugin",
+            "accelerate.utils.FullyShardedDataParallelPlugin",
+            "accelerate.DeepSpeedPlugin",
+            "accelerate.utils.DeepSpeedPlugin",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
         id="library-checkpoint",
         section=SECTION,
         title="Save and load through the library",
@@ -315,6 +388,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.training.get_world_size_and_rank",
             "torchtune.utils.get_world_size_and_rank",
             "torchtune.training.is_distributed",
+            "dora.distrib.rank",
+            "dora.distrib.world_size",
+            "dora.distrib.is_distributed",
         ),
         rewrite="advice",
     ),
