@@ -750,3 +750,152 @@ def test_a_device_chosen_between_a_kept_device_and_a_name_is_a_device_string() -
     """
     (found,) = scan_text(source)
     assert found.rule == "device-string" and "tj.device" in found.replacement
+
+
+# -- the plain-JAX advice built from the line: the script's own optimizer as optax's rule ----
+# Every combination of each optimizer's settings (the generator); for each, the optax rule
+# the finding's `jax` gives updates parameters as torch's optimizer does (the oracle).
+_SETTINGS = {
+    "SGD": {"momentum": "0.9", "nesterov": "True", "weight_decay": "0.01"},
+    "Adam": {"betas": "(0.8, 0.95)", "eps": "1e-6", "weight_decay": "0.01", "amsgrad": "True"},
+    "AdamW": {"betas": "(0.8, 0.95)", "eps": "1e-6", "weight_decay": "0.1"},
+    "RMSprop": {
+        "alpha": "0.9",
+        "eps": "1e-6",
+        "momentum": "0.5",
+        "centered": "True",
+        "weight_decay": "0.01",
+    },
+}
+
+
+def _optimizer_lines() -> list[str]:
+    import itertools
+
+    lines = []
+    for cls, settings in _SETTINGS.items():
+        for count in range(len(settings) + 1):
+            for chosen in itertools.combinations(settings, count):
+                if "nesterov" in chosen and "momentum" not in chosen:
+                    continue  # torch refuses Nesterov without momentum
+                given = "".join(f", {field}={settings[field]}" for field in chosen)
+                lines.append(f"optimizer = torch.optim.{cls}(model.parameters(), lr=0.05{given})")
+        lines.append(f"optimizer = torch.optim.{cls}(model.parameters())")  # torch's defaults
+    lines.append("optimizer = torch.optim.SGD(model.parameters(), 0.05, 0.9)")  # positional
+    return lines
+
+
+@pytest.mark.idiom("optimizer-torch-rules")
+@pytest.mark.parametrize(
+    "line", _optimizer_lines(), ids=lambda line: line.split("torch.optim.", 1)[1]
+)
+def test_the_plain_jax_advice_is_an_optax_rule_that_updates_as_torchs_optimizer(
+    line: str,
+) -> None:
+    import ast
+
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    import torch
+
+    from torch2jax_device.porting._recognise import detect
+    from torch2jax_device.porting._source import SourceFile
+
+    (candidate,) = [
+        c
+        for c in detect(SourceFile("train.py", f"import torch\n{line}\n"))
+        if c.rule == "optimizer-torch-rules"
+    ]
+    if "amsgrad=True" in line:  # optax.amsgrad keeps the largest corrected moment, torch
+        assert candidate.jax.startswith("# optax has no rule")  # the largest raw one
+        return
+    built = ast.parse(candidate.jax).body[0]
+    assert isinstance(built, ast.Assign) and isinstance(built.value, ast.Call)
+    assert ast.unparse(built.value.func) == "nnx.Optimizer"
+    transform = eval(ast.unparse(built.value.args[1]), {"optax": optax})
+
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal((3, 4), np.float32), rng.standard_normal(4, np.float32)]
+    model = torch.nn.ParameterList(torch.nn.Parameter(torch.tensor(a)) for a in start)
+    optimizer = eval(line.split(" = ", 1)[1], {"torch": torch, "model": model})
+    params = [jnp.asarray(a) for a in start]
+    state = transform.init(params)
+    for _ in range(6):
+        grads = [rng.standard_normal(a.shape, np.float32) for a in start]
+        for parameter, grad in zip(model, grads, strict=True):
+            parameter.grad = torch.tensor(grad)
+        optimizer.step()
+        updates, state = transform.update([jnp.asarray(g) for g in grads], state, params)
+        params = optax.apply_updates(params, updates)
+        for torch_value, jax_value in zip(model, params, strict=True):
+            np.testing.assert_allclose(
+                np.asarray(jax_value), torch_value.detach().numpy(), rtol=2e-5, atol=2e-6
+            )
+
+
+def test_an_optimizer_optax_cannot_express_says_so_and_names_tjs_rule() -> None:
+    from torch2jax_device.porting._recognise import detect
+    from torch2jax_device.porting._source import SourceFile
+
+    source = "import torch\nopt = torch.optim.SGD(net.parameters(), lr=0.1, dampening=0.5)\n"
+    (candidate,) = [
+        c for c in detect(SourceFile("a.py", source)) if c.rule == "optimizer-torch-rules"
+    ]
+    assert candidate.jax.startswith("# optax has no rule") and "tj.optim.SGD" in candidate.jax
+
+
+_SCHEDULES = [
+    "StepLR(optimizer, 3)",
+    "StepLR(optimizer, step_size=4, gamma=0.5)",
+    "MultiStepLR(optimizer, milestones=[2, 5, 9], gamma=0.3)",
+    "MultiStepLR(optimizer, [4, 7])",
+    "CosineAnnealingLR(optimizer, T_max=10)",
+    "CosineAnnealingLR(optimizer, 10, eta_min=0.001)",
+    "LinearLR(optimizer)",
+    "LinearLR(optimizer, start_factor=0.1, end_factor=0.5, total_iters=8)",
+    "LambdaLR(optimizer, lambda epoch: 0.9**epoch)",
+    "LambdaLR(optimizer, warmup)",
+]
+
+
+@pytest.mark.idiom("lr-scheduler")
+@pytest.mark.parametrize("schedule", _SCHEDULES)
+@pytest.mark.parametrize("lr", ["lr=0.2", "0.2"])
+def test_the_plain_jax_schedule_gives_the_learning_rate_torchs_scheduler_sets(
+    schedule: str, lr: str
+) -> None:
+    import ast
+
+    import numpy as np
+    import optax
+    import torch
+
+    from torch2jax_device.porting._recognise import detect
+    from torch2jax_device.porting._source import SourceFile
+
+    def warmup(epoch: int) -> float:
+        return min(1.0, (epoch + 1) / 4)
+
+    source = (
+        "import torch\n"
+        f"optimizer = torch.optim.SGD(model.parameters(), {lr})\n"
+        f"scheduler = torch.optim.lr_scheduler.{schedule}\n"
+    )
+    (candidate,) = [c for c in detect(SourceFile("a.py", source)) if c.rule == "lr-scheduler"]
+    built = ast.parse(candidate.jax).body[0]
+    assert isinstance(built, ast.Assign) and ast.unparse(built.targets[0]) == "schedule"
+    plain = eval(ast.unparse(built.value), {"optax": optax, "warmup": warmup})
+
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), 0.2)
+    scheduler = eval(
+        f"torch.optim.lr_scheduler.{schedule}",
+        {"torch": torch, "optimizer": optimizer, "warmup": warmup},
+    )
+    for count in range(10):  # T_max: torch's cosine turns back up after it, optax's stays
+        np.testing.assert_allclose(
+            float(plain(count)), optimizer.param_groups[0]["lr"], rtol=1e-5, atol=1e-7
+        )
+        optimizer.step()
+        scheduler.step()

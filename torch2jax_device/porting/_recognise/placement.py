@@ -372,15 +372,16 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
         return  # next(...), list(...): not handed to an optimizer
     name = r.qualname(parent.func) or r.text(parent.func)
     if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
-        optimizer = optimizers.optimizer_advice(r, parent)
+        advice = optimizers.optimizer_advice(r, parent)
+        target = optimizers.assigned_name(r, parent, "optimizer")
         r.add(
             call,
             "optimizer-parameters",
-            None
-            if optimizer is None
-            else f"{optimizers.assigned_name(r, parent, 'optimizer')} = "
-            f"tj.to_device({optimizer}, device)",
+            None if advice is None else f"{target} = tj.to_device({advice[0]}, device)",
             position=where,
+            jax=""
+            if advice is None or advice[1].startswith("#")
+            else f"{target} = {advice[1]}  # its state is made beside the model's arrays",
         )
 
 
