@@ -16,7 +16,35 @@ from collections.abc import Iterator
 __all__ = ["Binding", "Names", "Scope", "all_names", "is_main_guard"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# Modules that define what a package exports, -> the package: an import from the module
+# names what the catalog knows by the package's name
+# (``from torch.distributed.fsdp.fully_sharded_data_parallel import FullyShardedDataParallel``
+# is ``torch.distributed.fsdp.FullyShardedDataParallel``).
+_DEFINED_IN = {
+    "torch.distributed.fsdp.fully_sharded_data_parallel": "torch.distributed.fsdp",
+    "torch.distributed.fsdp.api": "torch.distributed.fsdp",
+    **{
+        f"{package}.{module}": package
+        for package in (
+            "lightning.fabric.strategies",
+            "lightning_fabric.strategies",
+            "lightning.pytorch.strategies",
+            "pytorch_lightning.strategies",
+        )
+        for module in ("fsdp", "xla_fsdp", "deepspeed", "ddp", "xla", "model_parallel")
+    },
+}
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _public(origin: str | None) -> str | None:
+    """``origin`` under the package that exports it (``_DEFINED_IN``)."""
+    if origin is None:
+        return None
+    for module, package in _DEFINED_IN.items():
+        if origin == module or origin.startswith(module + "."):
+            return package + origin[len(module) :]
+    return origin
 
 
 @dataclasses.dataclass(eq=False)
@@ -151,7 +179,7 @@ class Names:
             if self._import_fallback(binding):
                 continue
             if binding.kind == "import":
-                origins.add(binding.origin)
+                origins.add(_public(binding.origin))
             elif binding.kind == "assign" and binding.element is None and depth < 4:
                 origins.add(self._dotted(binding.value, depth + 1))
             else:

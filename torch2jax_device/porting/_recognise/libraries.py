@@ -16,7 +16,7 @@ from .. import catalog
 from .._values import LIBRARY_OBJECT
 from .base import Recogniser
 
-__all__ = ["device_keywords", "device_map_choice", "member"]
+__all__ = ["device_keywords", "device_map_choice", "is_library_object", "member"]
 
 _CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine")
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
@@ -53,9 +53,7 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     jobs at once, and the port keeps the ones the script needs."""
     row = _MEMBERS.get(node.attr)
     parent = r.parent(node)
-    if row is None or not (
-        _is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)
-    ):
+    if row is None or not (is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)):
         return False
     reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
     r.add(reported, row, position=r.file.method_position(node))
@@ -75,12 +73,14 @@ def _deepspeed_checkpoint(node: ast.Attribute, parent: ast.AST | None) -> bool:
     )
 
 
-def _is_library_object(r: Recogniser, node: ast.AST) -> bool:
+def is_library_object(r: Recogniser, node: ast.AST) -> bool:
     """``node`` holds an ``Accelerator``, ``PartialState`` or ``Fabric``: made by one of
     their constructors (passed around included), or named as their documentation names it."""
     if LIBRARY_OBJECT in r.file.values.kinds(node):
         return True
     if isinstance(node, ast.Attribute):
+        if node.attr == "state":  # accelerator.state: its AcceleratorState, the same job
+            return is_library_object(r, node.value)
         return node.attr in _OWNER_NAMES
     return isinstance(node, ast.Name) and node.id in _OWNER_NAMES
 

@@ -8,8 +8,9 @@ import ast
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
+from .._tables import ADVICE
 from .._values import FOREIGN, HF_BATCH, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ, TORCH_TENSOR
-from . import optimizers
+from . import libraries, optimizers
 from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
@@ -311,11 +312,22 @@ def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         )
         r.visit(receiver)
         return True
+    if node.attr == "is_meta" and isinstance(node.ctx, ast.Load) and r.qualname(node) is None:
+        r.add(
+            node,
+            "tensor-device-type",
+            f"isinstance({r.text(receiver)}, jax.ShapeDtypeStruct)  # an abstract array "
+            "(nnx.eval_shape's), JAX's meta tensor",
+            position=where,
+        )
+        r.visit(receiver)
+        return True
     if (
         node.attr in ("type", "index")
         and isinstance(receiver, ast.Attribute)
         and receiver.attr == "device"
         and r.qualname(receiver) is None
+        and not libraries.is_library_object(r, receiver.value)  # fabric.device: library-device
         and not _is_next_parameters(r, receiver.value)  # parameters-device, below
         and not _made_by_tj(r, receiver.value)
     ):
@@ -370,7 +382,10 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
         return
     if isinstance(parent.func, ast.Name) and r.file.names.is_builtin(parent.func):
         return  # next(...), list(...): not handed to an optimizer
-    name = r.qualname(parent.func) or r.text(parent.func)
+    qualified = r.qualname(parent.func)
+    if qualified in ADVICE and not qualified.startswith("torch.optim."):
+        return  # deepspeed.zero.GatheredParameters(model.parameters()): a row of its own
+    name = qualified or r.text(parent.func)
     if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
         advice = optimizers.optimizer_advice(r, parent)
         target = optimizers.assigned_name(r, parent, "optimizer")

@@ -643,17 +643,6 @@ ROWS: tuple[Idiom, ...] = (
             "torch.distributed.fsdp.FullOptimStateDictConfig",
             "torch.distributed.fsdp.ShardedStateDictConfig",
             "torch.distributed.fsdp.StateDictType",
-            # the same classes under the modules that define them
-            *(
-                f"torch.distributed.fsdp.{module}.{name}"
-                for module in ("api", "fully_sharded_data_parallel")
-                for name in (
-                    "FullStateDictConfig",
-                    "FullOptimStateDictConfig",
-                    "ShardedStateDictConfig",
-                    "StateDictType",
-                )
-            ),
             "torch.distributed.fsdp.FullyShardedDataParallel.state_dict_type",
             "torch.distributed.checkpoint.state_dict.get_state_dict",
             "torch.distributed.checkpoint.state_dict.get_model_state_dict",

@@ -33,7 +33,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
             "precision=, strategy=)` and `fabric.launch()` join the job, pick the device and "
             "set up mixed precision (as do the trainers built on them: Hugging Face's "
-            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`). With JAX: join with "
+            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`; Dora's and flashy's "
+            "`distrib.init()`). With JAX: join with "
             "`tj.distributed.init_process_group` "
             "before anything starts JAX, keep the device, and get mixed precision from the "
             "dtypes (`bfloat16` parameters or inputs; `jnp.bfloat16` casts inside the step), "
@@ -54,6 +55,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
             "dora.distrib.init",
+            "flashy.distrib.init",
             "Accelerator.mixed_precision",
             "transformers.Trainer",
             "transformers.Seq2SeqTrainer",
@@ -183,7 +185,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.distributed.all_reduce` for host values and `tj.distributed.barrier()`. "
             "`gather_for_metrics` also drops the samples padded onto the last batch. "
             "torch_xla's `xm.all_reduce`, `xm.all_gather`, `xm.mesh_reduce` and "
-            "`xm.rendezvous` (a barrier) likewise."
+            "`xm.rendezvous` (a barrier) likewise, and the trainer frameworks' own "
+            "(flashy's `distrib.average_metrics`). DeepSpeed's "
+            "`zero.GatheredParameters(params)` gathers ZeRO-3's shards for a block: JAX "
+            "gathers a sharded array where code needs it whole (or `jax.device_put` it "
+            "replicated)."
         ),
         runs=False,
         torch_api=(
@@ -204,6 +210,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.all_gather",
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
+            "deepspeed.zero.GatheredParameters",
+            "flashy.distrib.average_metrics",
+            "flashy.distrib.all_reduce",
+            "flashy.distrib.broadcast_tensors",
+            "flashy.distrib.barrier",
         ),
         rewrite="advice",
     ),
@@ -305,6 +316,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
                 )
             ),
             "Fabric.strategy",
+            "Accelerator.fsdp_plugin",  # on accelerator.state, Accelerate's AcceleratorState
+            "Accelerator.deepspeed_plugin",
             "accelerate.FullyShardedDataParallelPlugin",
             "accelerate.utils.FullyShardedDataParallelPlugin",
             "accelerate.DeepSpeedPlugin",
@@ -361,7 +374,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`main_process_first()` (Fabric: `global_rank`, `local_rank`, `node_rank`, "
             "`world_size`, `is_global_zero`, `rank_zero_first()`): "
             "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining; "
-            "the backend is `tj.device(...).type`."
+            "the backend is `tj.device(...).type`. The trainer frameworks' own (Dora's and "
+            "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
         ),
         runs=False,
         torch_api=(
@@ -391,6 +405,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "dora.distrib.rank",
             "dora.distrib.world_size",
             "dora.distrib.is_distributed",
+            "flashy.distrib.rank",
+            "flashy.distrib.world_size",
+            "flashy.distrib.is_rank_zero",
+            "flashy.distrib.is_distributed",
         ),
         rewrite="advice",
     ),
