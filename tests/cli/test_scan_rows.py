@@ -957,3 +957,39 @@ def test_flashys_distributed_helpers_get_the_library_rows() -> None:
     """
     rules = _rules(_by_line(source))
     assert rules == {4: {"library-process"}, 5: {"library-collective"}}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the plan counts dist-elastic-record as a torch.distributed user "
+    "(_plan._is_dist; requested of the project scan, /work/notes/rows-requests.md)",
+)
+def test_record_holds_back_no_rewrite() -> None:
+    """@record only writes a failed worker's traceback for torchrun's agent: it needs no
+    process group, so the rest of the file ports as it would without it."""
+    import torch.distributed.elastic.multiprocessing.errors as errors
+
+    # The oracle: @record runs in a process that never joins a group.
+    @errors.record
+    def main() -> int:
+        return 2
+
+    assert main() == 2
+    body = """\
+    import torch
+    import torch.distributed as dist
+
+    def main():
+        dist.init_process_group("gloo")
+        print(dist.get_rank(), torch.cuda.device_count())
+    """
+    recorded = body.replace(
+        "import torch.distributed as dist\n",
+        "import torch.distributed as dist\n"
+        "    from torch.distributed.elastic.multiprocessing.errors import record\n",
+    ).replace("    def main():", "    @record\n    def main():")
+    plain = {(f.rule, f.fixable) for f in scan_text(body)}
+    with_record = {(f.rule, f.fixable) for f in scan_text(recorded)} - {
+        ("dist-elastic-record", False)
+    }
+    assert with_record == plain

@@ -607,7 +607,10 @@ ROWS: tuple[Idiom, ...] = (
             "`@record` writes the worker's exception to a file torchrun's agent reads. "
             "Under `torch2jax-device run` a rank that fails ends the job, and its "
             "traceback is printed with the rank; torchrun keeps doing what it did, so the "
-            "decorator can stay while torch is installed."
+            "decorator can stay while torch is installed. It neither needs nor holds "
+            "torch's process group or current device (it works in a process that never "
+            "joins one), so it is no reason to keep the file's other torch.distributed "
+            "calls torch's."
         ),
         runs=False,
         torch_api=("torch.distributed.elastic.multiprocessing.errors.record",),
