@@ -993,3 +993,79 @@ def test_record_holds_back_no_rewrite() -> None:
         ("dist-elastic-record", False)
     }
     assert with_record == plain
+
+
+# -- advice built from the line: collectives, device maps, the library's device ------------
+COLLECTIVES = """\
+import torch
+import torch.distributed as dist
+
+def sync(params, sample, world_size):
+    for p in params:
+        dist.broadcast(p, 0)
+    gathered = [torch.zeros_like(sample) for _ in range(world_size)]
+    dist.all_gather(gathered, sample)
+    return gathered
+"""
+
+
+@pytest.mark.idiom("dist-other")
+def test_a_collective_gets_the_jax_collective_that_does_what_it_does() -> None:
+    import jax
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from jax.experimental import multihost_utils
+
+    found = _by_line(COLLECTIVES)
+    broadcast, gather = found[6][0].replacement, found[8][0].replacement
+    assert broadcast == (
+        "p = multihost_utils.broadcast_one_to_all(p, is_source=jax.process_index() == 0)"
+    )
+    assert gather == "gathered = list(multihost_utils.process_allgather(sample))"
+    # The oracle, on one process (torch's group of one, JAX's process 0): the advice's code
+    # leaves what torch's collectives leave.
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        p, sample = torch.arange(3.0), torch.ones(2)
+        dist.broadcast(p, 0)
+        gathered = [torch.zeros_like(sample)]
+        dist.all_gather(gathered, sample)
+    finally:
+        dist.destroy_process_group()
+    scope = {"multihost_utils": multihost_utils, "jax": jax, "p": np.arange(3.0)}
+    scope["sample"] = np.ones(2, np.float32)
+    exec(broadcast, scope)
+    exec(gather, scope)
+    assert np.asarray(scope["p"]).tolist() == p.tolist()
+    assert [np.asarray(g).tolist() for g in scope["gathered"]] == [t.tolist() for t in gathered]
+
+
+DEVICE_MAPS = """\
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+
+def load(name, local_rank, fabric):
+    a = AutoModelForCausalLM.from_pretrained(name, device_map="auto")
+    b = AutoModelForCausalLM.from_pretrained(name, device_map={"": local_rank})
+    accelerator = Accelerator()
+    device = accelerator.device
+    with fabric.init_module():
+        c = build()
+    on_gpu = fabric.device.type == "cuda"
+    return a, b, c, device, on_gpu
+"""
+
+
+@pytest.mark.idiom("library-device")
+def test_the_librarys_device_gets_advice_that_fits_how_the_line_uses_it() -> None:
+    found = _by_line(DEVICE_MAPS)
+    advice = {
+        line: [f.replacement for f in found[line] if f.rule == "library-device"] for line in found
+    }
+    assert advice[6][0].startswith('model = tj.load_state(model, path, device="auto")')
+    assert advice[7] == ["model = tj.load_state(model, path, device=local_rank)"]
+    assert advice[9][0].startswith('device = tj.device(f"cuda:{tj.distributed.get_local_rank()}")')
+    assert advice[10][0].startswith('with tj.device(f"cuda:{tj.distributed.get_local_rank()}"):')
+    assert advice[12] == ['tj.device(f"cuda:{tj.distributed.get_local_rank()}").type']

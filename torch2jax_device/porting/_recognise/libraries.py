@@ -56,9 +56,30 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     if row is None or not (is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)):
         return False
     reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
-    r.add(reported, row, position=r.file.method_position(node))
+    fitting = _library_device_advice(r, reported) if row == "library-device" else None
+    r.add(reported, row, fitting, position=r.file.method_position(node))
     r.visit(node.value)
     return True
+
+
+# This process's device once joined: what the libraries' ``device`` is.
+_THIS_DEVICE = 'tj.device(f"cuda:{tj.distributed.get_local_rank()}")'
+
+
+def _library_device_advice(r: Recogniser, reported: ast.AST) -> str | None:
+    """The ``library-device`` advice that fits where the library's device is used:
+    entered (``with fabric.init_module():``, ``with fabric.device:``), kept in a name,
+    asked its type; ``None``: the row's (a move to it)."""
+    parent = r.parent(reported)
+    if isinstance(parent, ast.withitem):
+        return f"with {_THIS_DEVICE}:  # the arrays made inside land there"
+    if isinstance(parent, ast.Attribute) and parent.attr in ("type", "index"):
+        return f"{_THIS_DEVICE}.{parent.attr}"
+    statement = r.file.names.statement(reported)
+    if isinstance(statement, (ast.Assign, ast.Return)) and statement.value is reported:
+        kept = r.text(statement.targets[0]) if isinstance(statement, ast.Assign) else "device"
+        return f"{kept} = {_THIS_DEVICE}  # after tj.distributed.init_process_group()"
+    return None
 
 
 def _deepspeed_checkpoint(node: ast.Attribute, parent: ast.AST | None) -> bool:
@@ -93,7 +114,13 @@ def device_keywords(r: Recogniser, call: ast.Call) -> None:
     for keyword in call.keywords:
         ours = keyword.arg == "device" and name is not None and name.startswith(_TORCH_LIBRARIES)
         if keyword.arg == "device_map" or ours:
-            r.add(keyword, "library-device", position=r.file.position(r.file.span(keyword)[0]))
+            fitting = _device_map_advice(r, keyword.value) if keyword.arg == "device_map" else None
+            r.add(
+                keyword,
+                "library-device",
+                fitting,
+                position=r.file.position(r.file.span(keyword)[0]),
+            )
 
 
 def device_map_choice(r: Recogniser, node: ast.Assign) -> None:
@@ -108,5 +135,23 @@ def device_map_choice(r: Recogniser, node: ast.Assign) -> None:
             isinstance(value, ast.Dict)
             or (isinstance(value, ast.Constant) and isinstance(value.value, str))
         ):
-            r.add(value, "library-device")
+            r.add(value, "library-device", _device_map_advice(r, value))
             return
+
+
+def _device_map_advice(r: Recogniser, value: ast.expr) -> str | None:
+    """``device_map="auto"``: tj.load_state's plan within max_memory; ``{"": device}``:
+    every weight on that device; ``None`` for another map (the row's advice)."""
+    if isinstance(value, ast.Constant) and value.value in ("auto", "balanced", "sequential"):
+        return (
+            'model = tj.load_state(model, path, device="auto")  # a tj.DeviceMap plan, '
+            "within max_memory="
+        )
+    if (
+        isinstance(value, ast.Dict)
+        and len(value.keys) == 1
+        and isinstance(value.keys[0], ast.Constant)
+        and value.keys[0].value == ""
+    ):
+        return f"model = tj.load_state(model, path, device={r.text(value.values[0])})"
+    return None

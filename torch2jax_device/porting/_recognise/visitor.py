@@ -94,7 +94,8 @@ class Detector(Recogniser):
                 return True
         covering = wildcard(name)
         if covering is not None and not self.inside_reported_call(node):
-            self.add(call or node, covering.id)
+            fitting = distributed.collective_advice(self, call, name)
+            self.add(call or node, covering.id, fitting)
             return True
         return False
 
