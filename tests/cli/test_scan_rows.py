@@ -1069,3 +1069,41 @@ def test_the_librarys_device_gets_advice_that_fits_how_the_line_uses_it() -> Non
     assert advice[9][0].startswith('device = tj.device(f"cuda:{tj.distributed.get_local_rank()}")')
     assert advice[10][0].startswith('with tj.device(f"cuda:{tj.distributed.get_local_rank()}"):')
     assert advice[12] == ['tj.device(f"cuda:{tj.distributed.get_local_rank()}").type']
+
+
+# -- held out, second set: DeepSpeed's accelerator, a project's copy of Megatron's mpu -------
+# microsoft/DeepSpeedExamples training/cifar/cifar10_deepspeed.py and dschat/utils/utils.py;
+# facebookresearch/fairseq fairseq/distributed/utils.py.
+DEEPSPEED_ACCELERATOR = """\
+import deepspeed
+from deepspeed.accelerator import get_accelerator
+from fairseq.model_parallel.megatron.mpu import initialize_model_parallel
+
+def setup(local_rank, seed, model_engine, size):
+    deepspeed.init_distributed()
+    get_accelerator().set_device(local_rank)
+    get_accelerator().manual_seed_all(seed)
+    accelerator = get_accelerator()
+    device = accelerator.device_name(model_engine.local_rank)
+    initialize_model_parallel(size)
+    return device
+"""
+
+
+@pytest.mark.idiom("accelerator-set-device-index")
+@pytest.mark.idiom("cuda-manual-seed")
+@pytest.mark.idiom("megatron-parallel-state")
+def test_deepspeeds_accelerator_is_torchs_device_module_by_another_name() -> None:
+    found = _by_line(DEEPSPEED_ACCELERATOR)
+    assert _rules(found) == {
+        6: {"library-launcher"},
+        7: {"accelerator-set-device-index"},
+        8: {"cuda-manual-seed"},
+        10: {"library-device", "library-process"},
+        11: {"megatron-parallel-state"},
+    }
+    assert found[7][0].replacement == "tj.accelerator.set_device_index(local_rank)"
+    assert "DeepSpeed's accelerator" in found[7][0].reason
+    device = next(f for f in found[10] if f.rule == "library-device")
+    assert device.replacement.startswith('tj.device(f"{tj.accelerator.current_accelerator().type}')
+    _advice_only(DEEPSPEED_ACCELERATOR)

@@ -38,12 +38,17 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def _public(origin: str | None) -> str | None:
-    """``origin`` under the package that exports it (``_DEFINED_IN``)."""
+    """``origin`` under the package that exports it (``_DEFINED_IN``); a project's copy of
+    Megatron's ``mpu`` (``fairseq.model_parallel.megatron.mpu``) is ``megatron.mpu``."""
     if origin is None:
         return None
     for module, package in _DEFINED_IN.items():
         if origin == module or origin.startswith(module + "."):
             return package + origin[len(module) :]
+    parts = origin.split(".")
+    for i in range(1, len(parts) - 1):
+        if parts[i : i + 2] == ["megatron", "mpu"]:
+            return ".".join(parts[i:])
     return origin
 
 
