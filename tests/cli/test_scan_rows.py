@@ -1107,3 +1107,24 @@ def test_deepspeeds_accelerator_is_torchs_device_module_by_another_name() -> Non
     device = next(f for f in found[10] if f.rule == "library-device")
     assert device.replacement.startswith('tj.device(f"{tj.accelerator.current_accelerator().type}')
     _advice_only(DEEPSPEED_ACCELERATOR)
+
+
+@pytest.mark.idiom("tensor-to-dtype")
+def test_a_dtype_kept_in_a_name_is_a_cast_not_a_move() -> None:
+    """DeepSpeedExamples' cifar10_deepspeed.py: ``target_dtype`` is None or a torch dtype."""
+    source = """\
+    import torch
+
+    def step(engine, inputs, bf16, fp16):
+        target_dtype = None
+        if bf16:
+            target_dtype = torch.bfloat16
+        elif fp16:
+            target_dtype = torch.half
+        if target_dtype != None:
+            inputs = inputs.to(target_dtype)
+        scale = torch.float16 if fp16 else torch.float32
+        return engine(inputs.to(scale))
+    """
+    rules = _rules(_by_line(source))
+    assert rules[10] == {"tensor-to-dtype"} and rules[12] == {"tensor-to-dtype"}

@@ -408,7 +408,9 @@ def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:
     return name is not None and (name in _TENSOR_NAMES or name.endswith(("_like", "_tensor")))
 
 
-def _is_dtype(r: Recogniser, node: ast.AST) -> bool:
+def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
+    """``torch.float16``, ``x.dtype``, or a name every binding of which is one (or None:
+    ``target_dtype = None`` then ``target_dtype = torch.bfloat16`` where enabled)."""
     name = r.qualname(node)
     if (
         name is not None
@@ -416,6 +418,15 @@ def _is_dtype(r: Recogniser, node: ast.AST) -> bool:
         and name.startswith(("torch.", "jax.numpy.", "numpy."))
     ):
         return True
+    if isinstance(node, ast.IfExp):
+        return _is_dtype(r, node.body, depth) and _is_dtype(r, node.orelse, depth)
+    if isinstance(node, ast.Name) and name is None and depth < 3:
+        bindings = r.file.names.bindings(node)
+        values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+        if not bindings or len(values) != len(bindings):
+            return False
+        kept = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
+        return bool(kept) and all(_is_dtype(r, v, depth + 1) for v in kept if v is not None)
     return isinstance(node, ast.Attribute) and node.attr == "dtype"
 
 
