@@ -84,6 +84,45 @@ def test_decorator_form() -> None:
     assert jnp.zeros(1).device == CPUS[0]
 
 
+def test_decorator_on_a_generator_holds_for_each_step_and_not_between() -> None:
+    @tj.device("cpu:3")
+    def batches() -> Any:
+        sent = yield jnp.zeros(1)
+        try:
+            yield (sent, jnp.zeros(1))
+        except KeyError:
+            yield jnp.zeros(1)
+        return "done"
+
+    steps = batches()
+    assert next(steps).device == CPUS[3]
+    assert jnp.zeros(1).device == CPUS[0]  # the caller's code between steps
+    sent, second = steps.send("hello")
+    assert (sent, second.device) == ("hello", CPUS[3])
+    assert steps.throw(KeyError("handled")).device == CPUS[3]
+    with pytest.raises(StopIteration) as stop:
+        next(steps)
+    assert stop.value.value == "done" and jnp.zeros(1).device == CPUS[0]
+    closed = batches()
+    next(closed)
+    closed.close()
+    assert jnp.zeros(1).device == CPUS[0]
+    first, (nothing, second) = list(batches())  # plain iteration sends None
+    assert (first.device, nothing, second.device) == (CPUS[3], None, CPUS[3])
+
+
+def test_decorator_on_an_async_function_is_refused_with_the_fix() -> None:
+    async def fetch() -> None:
+        pass
+
+    async def stream() -> Any:
+        yield 1
+
+    for function in (fetch, stream):
+        with pytest.raises(tj.ArgumentTypeError, match=r"async function.*with tj.device"):
+            tj.device("cpu:1")(function)
+
+
 def test_setter_and_context_compose() -> None:
     tj.set_default_device("cpu:1")
     assert jnp.zeros(1).device == CPUS[1]

@@ -214,6 +214,81 @@ def test_a_checkpoint_written_here_resumes_in_torch(name: str, tmp_path: Path) -
     _assert_same_parameters(ours, resumed)
 
 
+@pytest.mark.idiom("optimizer-state-dict")
+@pytest.mark.parametrize("joined", [False, True], ids=["never_stepped", "fewer_steps"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_parameter_that_sat_out_resumes_from_its_own_state(
+    name: str, joined: bool, tmp_path: Path
+) -> None:
+    """Torch keeps state per parameter: one frozen for the first steps (no gradient) has
+    fewer steps than the others, or no state at all. Resumed here, each goes on from its
+    own, and the state written back is torch's, step counts included."""
+    theirs = TorchRun(name)
+    theirs.model.scale.requires_grad_(False)
+    for step in range(2):
+        theirs.step(step)
+    theirs.model.scale.requires_grad_(True)
+    if joined:
+        theirs.step(2)
+    saved = theirs.optimizer.state_dict()
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"model": theirs.model.state_dict(), "optimizer": saved}, path)
+    checkpoint = tj.load(path, map_location="cpu")
+    ours = JaxRun(name, checkpoint["model"])
+    ours.step(0)  # a state that was there before the load must not survive it
+    ours.model = tj.load_state(ours.model, checkpoint["model"])
+    optim.load_state_dict(ours.optimizer, ours.model, checkpoint["optimizer"])
+    _assert_same_optimizer_state(optim.state_dict(ours.optimizer, ours.model), saved)
+    for step in range(3, 3 + STEPS):
+        theirs.step(step)
+        ours.step(step)
+        _assert_same_parameters(ours, theirs)
+        _assert_same_optimizer_state(
+            optim.state_dict(ours.optimizer, ours.model), theirs.optimizer.state_dict()
+        )
+
+
+TRAINED = nnx.All(nnx.Param, nnx.Not(nnx.PathContains("zeta")))  # zeta frozen
+
+
+@nnx.jit
+def _train_step_without_zeta(
+    model: Net, optimizer: nnx.Optimizer, x: jax.Array, y: jax.Array
+) -> None:
+    loss = lambda m: jnp.mean((m(x) - y) ** 2)  # noqa: E731
+    optimizer.update(model, nnx.grad(loss, argnums=nnx.DiffState(0, TRAINED))(model))
+
+
+@pytest.mark.idiom("optimizer-state-dict")
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_frozen_layer_is_a_filtered_optimizer_and_its_state_dict_is_torchs(
+    name: str,
+) -> None:
+    """``requires_grad_(False)`` on a layer, torch's optimizer over every parameter: the
+    port leaves the layer out of ``wrt``; both train alike and write the same state."""
+    theirs = TorchRun(name)
+    theirs.model.zeta.requires_grad_(False)
+    model = tj.load_state(Net(), theirs.model.state_dict())
+    optimizer = nnx.Optimizer(model, OPTIMIZERS[name][1](), wrt=TRAINED)
+    for step in range(STEPS):
+        theirs.step(step)
+        x, y = _batch(step)
+        _train_step_without_zeta(model, optimizer, jnp.asarray(x), jnp.asarray(y))
+        ours = optim.state_dict(optimizer, model)
+        _assert_same_optimizer_state(ours, theirs.optimizer.state_dict())
+    state = tj.state_dict(model, layout="torch")
+    for key, tensor in theirs.model.state_dict().items():
+        np.testing.assert_allclose(state[key].numpy(), tensor.numpy(), **TOLERANCE, err_msg=key)
+    if ours["state"]:  # optimizers that keep state: the frozen layer's is refused, named
+        everything = JaxRun(name, theirs.model.state_dict())
+        everything.step(0)
+        # torch orders a module's own parameters first: scale is 0, zeta.weight 1
+        with pytest.raises(tj.StateDictError, match=r"parameter 1 \('zeta.weight'\).*wrt="):
+            optim.load_state_dict(
+                optimizer, model, optim.state_dict(everything.optimizer, everything.model)
+            )
+
+
 def test_the_hyperparameters_of_a_checkpoint_replace_the_optimizers() -> None:
     theirs = TorchRun("sgd_nesterov")
     theirs.step(0)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import torch2jax_device as tj
 from tests.support.gpu_proxy import host_cpu
 from torch2jax_device._src.checkpoints import reader as reader_module
-from torch2jax_device._src.checkpoints.device_map import parse_size
+from torch2jax_device._src.device_plan import parse_size
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -206,10 +206,18 @@ def test_a_plan_refuses_a_tensor_it_was_not_made_for(checkpoint: Any) -> None:
         tj.load_file(path, device=plan)
 
 
-def test_a_model_itself_is_refused_with_the_call_that_plans_it() -> None:
+def test_a_model_is_planned_by_its_state_dict_and_anything_else_is_refused() -> None:
+    """A model is planned as ``tj.to_device(model, "auto")`` places it: by its state
+    dict's names and order, abstract or not (before, a model was refused)."""
     nnx = pytest.importorskip("flax.nnx")
-    with pytest.raises(tj.ArgumentTypeError, match=r"not Linear; for a model, pass tj.state_dict"):
-        tj.DeviceMap.plan(nnx.Linear(2, 2, rngs=nnx.Rngs(0)))  # type: ignore[arg-type]
+    for model in (
+        nnx.Sequential(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), nnx.Dropout(0.5, rngs=nnx.Rngs(1))),
+        nnx.eval_shape(lambda: nnx.Linear(2, 2, rngs=nnx.Rngs(0))),
+    ):
+        plan = tj.DeviceMap.plan(model, max_memory={"cpu": "1MiB"})
+        assert plan.placements() == tj.DeviceMap.plan(tj.state_dict(model)).placements()
+    with pytest.raises(tj.ArgumentTypeError, match=r"a model or a tree of arrays, not object"):
+        tj.DeviceMap.plan(object())
 
 
 def test_plan_sizes_count_the_dtype_jax_will_hold() -> None:

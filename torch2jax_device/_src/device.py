@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import re
 import sys
 import warnings
@@ -24,6 +25,7 @@ import numpy as np
 from . import context, platforms
 from .detect import import_torch, is_torch_device, is_torch_tensor
 from .errors import (
+    ArgumentTypeError,
     DeviceTypeError,
     DeviceUnavailableError,
     InvalidDeviceError,
@@ -269,7 +271,33 @@ class Device:
         context.pop_default()
 
     def __call__(self, func: _F) -> _F:
-        """Run ``func`` with this device as the default device (decorator form)."""
+        """Run ``func`` with this device as the default device (decorator form).
+
+        A generator function runs each step (each ``next``, ``send`` and ``throw``) with
+        it, and its caller's code between steps without it. An ``async`` function is
+        refused: the default would hold across its awaits, in every other task.
+
+        Raises:
+            ArgumentTypeError: ``func`` is an ``async def`` function.
+
+        Examples:
+            >>> import jax.numpy as jnp
+            >>> import torch2jax_device as tj
+            >>> @tj.device("cpu")
+            ... def batches():
+            ...     yield jnp.zeros(2)
+            >>> tj.device_of(next(batches()))
+            device(type='cpu', index=0)
+        """
+        if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+            raise ArgumentTypeError(
+                f"@tj.device({str(self)!r}) cannot decorate the async function "
+                f"{getattr(func, '__qualname__', func)!r}: a default device held across "
+                "its awaits would apply to every other task. Fix: use `with "
+                f"tj.device({str(self)!r}):` inside it, around code that does not await"
+            )
+        if inspect.isgeneratorfunction(func):
+            return self._around_each_step(func)
 
         @functools.wraps(func)
         def with_default_device(*args: Any, **kwargs: Any) -> Any:
@@ -277,6 +305,32 @@ class Device:
                 return func(*args, **kwargs)
 
         return with_default_device  # type: ignore[return-value]
+
+    def _around_each_step(self, func: _F) -> _F:
+        """``func``, a generator function, whose every step runs with this default."""
+
+        @functools.wraps(func)
+        def steps_with_default_device(*args: Any, **kwargs: Any) -> Any:
+            generator = func(*args, **kwargs)
+            resume: Callable[[], Any] = functools.partial(generator.send, None)
+            while True:
+                try:
+                    with self:
+                        value = resume()
+                except StopIteration as stop:
+                    return stop.value
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    with self:
+                        generator.close()
+                    raise
+                except BaseException as error:  # thrown in: the generator's to handle
+                    resume = functools.partial(generator.throw, error)
+                else:
+                    resume = functools.partial(generator.send, sent)
+
+        return steps_with_default_device  # type: ignore[return-value]
 
     def _resolve(self) -> jax.Device:
         """The one resolver: every spec becomes a ``jax.Device`` here and nowhere else."""

@@ -20,7 +20,7 @@ import ml_dtypes  # noqa: F401 - registers bfloat16 and the float8 kinds with Nu
 import numpy as np
 
 from .detect import is_torch_dtype
-from .errors import DTypeError
+from .errors import ConversionError, DTypeError
 
 __all__ = [
     "ComparableDtype",
@@ -34,6 +34,7 @@ __all__ = [
     "is_inexact",
     "is_prng_key",
     "narrow_host",
+    "refuse_wrapping",
     "to_numpy_dtype",
     "transfers",
     "untransferable",
@@ -197,7 +198,11 @@ def canonical(dtype: np.dtype[Any]) -> np.dtype[Any]:
 def as_canonical(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``host`` in the dtype `canonical` gives (a copy only if that narrows it)."""
     dtype = canonical(host.dtype)
-    return host if dtype == host.dtype else host.astype(dtype)
+    if dtype == host.dtype:
+        return host
+    if not is_inexact(dtype):
+        refuse_wrapping(host, dtype)
+    return host.astype(dtype)
 
 
 def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -214,6 +219,7 @@ def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if wanted == host.dtype:
         return host
     if not is_inexact(host.dtype):
+        refuse_wrapping(host, wanted)
         return host.astype(canonical(host.dtype))
     with np.errstate(over="ignore"):  # the overflow is reported below, with its fix
         narrowed = host.astype(wanted)
@@ -225,6 +231,32 @@ def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             f"{_consequence(host.dtype, wanted)}, which happened here: finite values became inf",
         )
     return narrowed
+
+
+def refuse_wrapping(values: np.ndarray[Any, Any], narrower: np.dtype[Any]) -> None:
+    """Refuse 64-bit integers that ``narrower`` (JAX's dtype without x64) cannot hold.
+
+    Narrowing would wrap them (``2**40 + 5`` becomes ``5``) where torch keeps them: a
+    hashed id or a byte offset would silently name another row. The once-per-dtype
+    `DtypeNarrowingWarning` says what can happen; this says that it would, every time.
+
+    Raises:
+        ConversionError: a value outside ``narrower``'s range, named, with the fix.
+    """
+    if not values.size:
+        return
+    info = np.iinfo(narrower)
+    low, high = values.min(), values.max()
+    if info.min <= low and high <= info.max:
+        return
+    outside = low if low < info.min else high
+    raise ConversionError(
+        f"the {values.dtype.name} value {outside} does not fit {narrower.name}, which JAX "
+        f"holds while jax_enable_x64 is off: it would wrap to "
+        f"{np.array(outside).astype(narrower)} (torch keeps it). Fix: call "
+        "jax.config.update('jax_enable_x64', True) before creating arrays, or bring the "
+        f"values into [{info.min}, {info.max}] first"
+    )
 
 
 def _consequence(dtype: np.dtype[Any], result: np.dtype[Any]) -> str:

@@ -163,7 +163,10 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         pointer = tensor.data_ptr() if tensor.device.type == "cpu" else 0
         _require_zero_copy(source, pointer, dense, "tensor")
     elif dtypes.canonical(source) != source:
-        tensor = tensor.to(getattr(torch, dtypes.canonical(source).name))
+        narrower = dtypes.canonical(source)
+        if not dtypes.is_inexact(source) and tensor.numel():
+            dtypes.refuse_wrapping(_extremes(torch, tensor, source), narrower)
+        tensor = tensor.to(getattr(torch, narrower.name))
     if source.name.startswith("float8"):  # DLPack has no float8: carry the bits
         if tensor.device.type == "cpu":
             return _from_numpy(tensor.view(torch.uint8).numpy().view(source), strict)
@@ -193,6 +196,18 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
                 f"({retry_err}). Fix: {fix}"
             ) from retry_err
     return shared
+
+
+def _extremes(torch: Any, tensor: Any, source: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """An integer tensor's least and greatest values, computed where it is, in ``source``.
+
+    torch has no min/max for uint64: read as int64, a value past 2**63 is negative, and
+    both ends go back to uint64 on the host."""
+    if source != np.uint64:
+        low, high = torch.aminmax(tensor)
+        return np.array([low.item(), high.item()], source)
+    low, high = torch.aminmax(tensor.view(torch.int64))
+    return np.array([low.item(), high.item()], np.int64).view(source)
 
 
 def _plain_tensor(tensor: Any, strict: bool) -> Any:

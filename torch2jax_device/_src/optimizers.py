@@ -58,7 +58,7 @@ __all__ = [
 
 
 class SGDState(NamedTuple):
-    """``torch.optim.SGD``'s state: a momentum buffer per parameter, once it stepped.
+    """``torch.optim.SGD``'s state: per parameter, its updates so far and a momentum buffer.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -68,29 +68,30 @@ class SGDState(NamedTuple):
         ('SGDState', [0.0, 0.0])
     """
 
-    steps: jax.Array  # updates so far; the first one starts the buffer at the gradient
+    steps: Any  # per parameter (int32): updates so far; the first starts its buffer at the gradient
     momentum_buffer: Any
 
 
 class AdamState(NamedTuple):
-    """``torch.optim.Adam``'s (and ``AdamW``'s) state: step, first and second moments.
+    """``torch.optim.Adam``'s (and ``AdamW``'s) state: per parameter, as torch keeps it,
+    its step and its first and second moments.
 
     Examples:
         >>> import jax.numpy as jnp
         >>> from torch2jax_device import optim
         >>> state = optim.Adam(lr=1e-3).init({"w": jnp.ones(2)})
-        >>> type(state.inner_state).__name__, float(state.inner_state.step)
+        >>> type(state.inner_state).__name__, float(state.inner_state.step["w"])
         ('AdamState', 0.0)
     """
 
-    step: jax.Array  # float32, as torch keeps it
+    step: Any  # per parameter, float32, as torch keeps it (one that has not stepped is behind)
     exp_avg: Any
     exp_avg_sq: Any
 
 
 class RMSpropState(NamedTuple):
-    """``torch.optim.RMSprop``'s state: step, the squares' average and, as asked, the
-    momentum buffer and the gradients' average (``centered``).
+    """``torch.optim.RMSprop``'s state, per parameter: step, the squares' average and, as
+    asked, the momentum buffer and the gradients' average (``centered``).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -100,7 +101,7 @@ class RMSpropState(NamedTuple):
         ('RMSpropState', [0.0, 0.0])
     """
 
-    step: jax.Array  # float32, as torch keeps it
+    step: Any  # per parameter, float32, as torch keeps it
     square_avg: Any
     momentum_buffer: Any
     grad_avg: Any
@@ -189,7 +190,7 @@ def Adam(  # torch's name
         >>> tx = optim.Adam(lr=0.1)
         >>> params = {"w": jnp.ones(2)}
         >>> updates, state = tx.update({"w": jnp.ones(2)}, tx.init(params), params)
-        >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step)
+        >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step["w"])
         ([-0.1, -0.1], 1.0)
     """
     _no_parameters("Adam", params)
@@ -326,27 +327,26 @@ def _sgd(
     optax = _optax()
 
     def init(params: Any) -> SGDState:
-        return SGDState(jnp.zeros([], jnp.int32), jax.tree.map(jnp.zeros_like, params))
+        return SGDState(_counts(params, jnp.int32), jax.tree.map(jnp.zeros_like, params))
 
     def update(grads: Any, state: SGDState, params: Any = None) -> tuple[Any, SGDState]:
         if params is None:
             raise ConfigError(
                 "tj.optim.SGD needs the parameters: call update(grads, state, params)"
             )
-        first = state.steps == 0
 
-        def one(grad: Any, buffer: Any, param: Any) -> tuple[Any, Any]:
+        def one(grad: Any, buffer: Any, param: Any, steps: Any) -> tuple[Any, Any, Any]:
             grad = grad + weight_decay * param
-            started = jnp.where(first, grad, momentum * buffer + (1 - dampening) * grad)
+            started = jnp.where(steps == 0, grad, momentum * buffer + (1 - dampening) * grad)
             step = jnp.where(nesterov > 0, grad + momentum * started, started)
             with_momentum = momentum != 0
             step = jnp.where(with_momentum, step, grad)
             buffer = jnp.where(with_momentum, started, buffer)
-            return -learning_rate * step, buffer
+            return -learning_rate * step, buffer, steps + 1
 
-        pairs = jax.tree.map(one, grads, state.momentum_buffer, params)
-        updates, buffers = _unzip(pairs, grads)
-        return updates, SGDState(state.steps + 1, buffers)
+        triples = jax.tree.map(one, grads, state.momentum_buffer, params, state.steps)
+        updates, buffers, steps = _unzip(triples, grads, 3)
+        return updates, SGDState(steps, buffers)
 
     return optax.GradientTransformation(init, update)
 
@@ -363,28 +363,28 @@ def _adam(
 
     def init(params: Any) -> AdamState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
-        return AdamState(jnp.zeros([], jnp.float32), zeros(params), zeros(params))
+        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params))
 
     def update(grads: Any, state: AdamState, params: Any = None) -> tuple[Any, AdamState]:
         if params is None:
             raise ConfigError(
                 "tj.optim.Adam needs the parameters: call update(grads, state, params)"
             )
-        step = state.step + 1
-        step_size = learning_rate / (1 - beta1**step)
-        correction2 = jnp.sqrt(1 - beta2**step)
 
-        def one(grad: Any, mean: Any, square: Any, param: Any) -> tuple[Any, Any, Any]:
+        def one(grad: Any, mean: Any, square: Any, param: Any, step: Any) -> tuple[Any, ...]:
+            step = step + 1
+            step_size = learning_rate / (1 - beta1**step)
+            correction2 = jnp.sqrt(1 - beta2**step)
             grad = grad + (1 - decoupled_weight_decay) * weight_decay * param
             mean = mean + (1 - beta1) * (grad - mean)  # torch's lerp_
             square = beta2 * square + (1 - beta2) * grad * grad
             denominator = jnp.sqrt(square) / correction2 + eps
             decay = decoupled_weight_decay * learning_rate * weight_decay * param
-            return -step_size * mean / denominator - decay, mean, square
+            return -step_size * mean / denominator - decay, mean, square, step
 
-        triples = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, params)
-        updates, means, squares = _unzip(triples, grads, 3)
-        return updates, AdamState(step, means, squares)
+        parts = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, params, state.step)
+        updates, means, squares, steps = _unzip(parts, grads, 4)
+        return updates, AdamState(steps, means, squares)
 
     return optax.GradientTransformation(init, update)
 
@@ -396,7 +396,9 @@ def _rmsprop(
 
     def init(params: Any) -> RMSpropState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
-        return RMSpropState(jnp.zeros([], jnp.float32), zeros(params), zeros(params), zeros(params))
+        return RMSpropState(
+            _counts(params, jnp.float32), zeros(params), zeros(params), zeros(params)
+        )
 
     def update(grads: Any, state: RMSpropState, params: Any = None) -> tuple[Any, RMSpropState]:
         if params is None:
@@ -418,9 +420,16 @@ def _rmsprop(
             one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params
         )
         updates, squares, buffers, means = _unzip(parts, grads, 4)
-        return updates, RMSpropState(state.step + 1, squares, buffers, means)
+        steps = jax.tree.map(lambda step: step + 1, state.step)
+        return updates, RMSpropState(steps, squares, buffers, means)
 
     return optax.GradientTransformation(init, update)
+
+
+def _counts(params: Any, dtype: Any) -> Any:
+    """A 0 of ``dtype`` per parameter: torch counts each parameter's steps apart (one
+    left out of a step, or loaded from a checkpoint before it first stepped, is behind)."""
+    return jax.tree.map(lambda _: jnp.zeros([], dtype), params)
 
 
 def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
@@ -490,21 +499,20 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     group = _torch_group(type(inner), hyper)
     group["params"] = list(range(len(entries)))
     state: dict[int, dict[str, Any]] = {}
-    started = float(_value(inner[0])) > 0
     keys = _torch_keys(type(inner), hyper)
-    if started and keys:
-        buffers = {key: _flat(getattr(inner, key)) for key in keys}
-        for index, entry in enumerate(entries):
-            state[index] = {}
-            if not isinstance(inner, SGDState):
-                state[index]["step"] = torch.tensor(float(_value(inner.step)))
-            for key, flat in buffers.items():
-                if entry.name not in flat:
-                    raise ConversionError(
-                        f"the optimizer's state has no {key} for {entry.name!r}: build "
-                        "nnx.Optimizer(model, tx, wrt=nnx.Param) over this model"
-                    )
-                state[index][key] = in_torch_layout(entry, _value(flat[entry.name]))
+    steps = _flat(inner[0])
+    buffers = {key: _flat(getattr(inner, key)) for key in keys}
+    for index, entry in enumerate(entries):
+        if entry.name not in steps:  # left out of the optimizer (wrt=): torch's frozen one
+            continue
+        step = float(_value(steps[entry.name]))
+        if step == 0 or not keys:  # torch keeps no state for a parameter before its step
+            continue
+        state[index] = {}
+        if not isinstance(inner, SGDState):
+            state[index]["step"] = torch.tensor(step)
+        for key, flat in buffers.items():
+            state[index][key] = in_torch_layout(entry, _value(_own(flat, key, entry.name)))
     return {"state": state, "param_groups": [group]}
 
 
@@ -557,32 +565,69 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     hyper = _hyperparameters(type(inner), group)
     for name, value in hyper.items():
         _set(optimizer.opt_state.hyperparams[name], value)
-    started = [index for index in range(len(entries)) if per_parameter.get(index)]
     keys = _torch_keys(type(inner), hyper)
     flats = {key: _flat(getattr(inner, key)) for key in keys}
-    for index in started:
-        entry, values = entries[index], per_parameter[index]
+    steps = _flat(inner[0])
+    loaded: list[tuple[Any, Any]] = []  # (variable, value): all checked first, then set
+    counts: list[float] = []
+    for index, entry in enumerate(entries):
+        values = per_parameter.get(index) or {}
+        if entry.name not in steps:
+            if values:
+                raise StateDictError(
+                    f"the checkpoint has optimizer state for parameter {index} "
+                    f"({shown(entry.torch_name or entry.name)}), which this optimizer does "
+                    "not hold (its wrt= leaves it out): build nnx.Optimizer(model, tx, "
+                    "wrt=nnx.Param) to resume it"
+                )
+            continue
         for key in keys:
-            if values.get(key) is None:
+            if values and values.get(key) is None:
                 raise StateDictError(f"optimizer state of parameter {index} has no {key!r}")
+            variable = _own(flats[key], key, entry.name)
+            if not values:  # not stepped in the saved run: it starts afresh, as in torch
+                loaded.append((variable, np.zeros(np.shape(_value(variable)), np.float32)))
+                continue
             where = f"the optimizer state's {key} of parameter {index}"
             value = from_torch_layout(where, entry.torch_name or entry.name, values[key], entry)
-            _set(flats[key][entry.name], value)
-    steps = {
-        float(np.asarray(_host(per_parameter[i]["step"])))
-        for i in started
-        if "step" in per_parameter[i]
-    }
-    if isinstance(inner, SGDState):
-        _set(inner.steps, 1 if started else 0)
-        step = 0.0
-    else:
-        step = max(steps) if steps else 0.0
-        _set(inner.step, step)
-    if step:  # the updates made so far, which optax and nnx count too
-        _set(optimizer.opt_state.count, int(step))
+            loaded.append((variable, value))
+        counts.append(_saved_step(index, values, isinstance(inner, SGDState)))
+        loaded.append((_own(steps, "step", entry.name), counts[-1]))
+    for variable, value in loaded:
+        _set(variable, value)
+    most = 0.0 if isinstance(inner, SGDState) else max(counts, default=0.0)
+    if most:  # updates so far, as optax and nnx count them (torch's SGD keeps no count)
+        _set(optimizer.opt_state.count, int(most))
         if hasattr(optimizer, "step"):
-            _set(optimizer.step, int(step))
+            _set(optimizer.step, int(most))
+
+
+def _saved_step(index: int, values: Mapping[str, Any], sgd: bool) -> float:
+    """Parameter ``index``'s step in a torch state dict: SGD keeps none (a buffer means
+    it stepped), Adam and RMSprop keep it per parameter."""
+    if not values:
+        return 0.0
+    if sgd:
+        return 1.0
+    if "step" not in values:
+        raise StateDictError(f"optimizer state of parameter {index} has no 'step'")
+    step = float(np.asarray(_host(values["step"])))
+    if not (step >= 0 and step.is_integer()):
+        raise StateDictError(
+            f"optimizer state of parameter {index} has step {step}: a count of updates "
+            "(0, 1, 2, ...) is expected"
+        )
+    return step
+
+
+def _own(flat: Mapping[str, Any], key: str, name: str) -> Any:
+    """The optimizer state's ``key`` for parameter ``name``, or the library's error."""
+    if name not in flat:
+        raise ConversionError(
+            f"the optimizer's state has no {key} for {name!r}: build "
+            "nnx.Optimizer(model, tx, wrt=nnx.Param) over this model"
+        )
+    return flat[name]
 
 
 def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
@@ -738,7 +783,13 @@ def _set(variable: Any, value: Any) -> None:
             "the optimizer's state cannot be changed in place: pass the nnx.Optimizer "
             "itself (its state is held in variables)"
         )
-    variable.set_value(placed_like(_host(value), variable.get_value(), "the optimizer state"))
+    current = variable.get_value()
+    if isinstance(current, jax.Array) and not current.committed:
+        # Left uncommitted (nnx's step, optax's count): a jitted step places it beside the
+        # parameters, on every process's devices; committing it here would pin it to one.
+        variable.set_value(jnp.asarray(np.asarray(_host(value), current.dtype)))
+        return
+    variable.set_value(placed_like(_host(value), current, "the optimizer state"))
 
 
 def _no_parameters(function: str, params: tuple[Any, ...]) -> None:

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import casting, dtypes, host_staging, to_forms
+from . import array_names, casting, device_plan, dtypes, host_staging, to_forms
 from .detect import (
     is_equinox_module,
     is_nnx_module,
@@ -59,6 +59,7 @@ def to_device(
     *,
     memory_format: Any = _NOT_GIVEN,
     other: Any = _NOT_GIVEN,
+    max_memory: Any = None,
 ) -> Any:
     """Equivalent to `Tensor.to`.
 
@@ -147,6 +148,13 @@ def to_device(
             values are the same in every format, as in torch. ``torch.channels_last``
             (``channels_last_3d``) on a single array needs 4 (5) dimensions, as in torch.
         other: Refused, as torch refuses ``x.to(other=y)``: pass ``other`` positionally.
+        max_memory: The budgets of ``device="auto"`` (Accelerate's ``device_map="auto"``,
+            not torch's): ``{"cuda:0": "20GiB", "cpu": "100GiB"}``. With ``"auto"`` or a
+            [`tj.DeviceMap`][torch2jax_device.DeviceMap], each array goes where the plan
+            says (see `tj.DeviceMap.plan`: a model's arrays by its state dict's names and
+            order, a tree's by dotted key paths), each place's in one transfer; an NNX
+            module's RNG state goes to the plan's execution device. A plan that cannot
+            place every array is refused before anything moves.
 
     Returns:
         The same structure with array leaves on the device (the module itself for NNX).
@@ -169,6 +177,8 @@ def to_device(
             after ``other`` (``to_device(x, other, dtype)``), or ``other=`` as a keyword.
         InvalidDeviceError: ``device`` is a dtype's name (``"float16"``), which torch's
             ``.to`` refuses as an invalid device string.
+        ConfigError, OutOfMemoryError, CheckpointError: with ``"auto"`` or a ``DeviceMap``,
+            a plan that cannot be made or misses an array (see `tj.DeviceMap.plan`).
         UnsupportedOperationError: ``copy`` given at all (``True`` or ``False``) for an
             NNX or Equinox model (torch's ``Module.to`` raises ``RuntimeError``: it takes
             no ``copy``).
@@ -203,6 +213,14 @@ def to_device(
         >>> moved = tj.to_device(grads, "cpu")
         >>> moved["w"].device == tj.device("cpu"), moved["ids"].dtype == jax.dtypes.float0
         (True, True)
+
+        A model bigger than the GPU, placed by a plan (here the host's budget only; on a
+        GPU machine ``max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}``):
+
+        >>> params = {"embed": np.ones((4, 2), np.float32), "head": np.ones(2, np.float32)}
+        >>> placed = tj.to_device(params, "auto", max_memory={"cpu": "1GiB"})
+        >>> placed["embed"].sharding.memory_kind, list(placed)
+        ('device', ['embed', 'head'])
     """
     if memory_format is not _NOT_GIVEN:
         to_forms.check_memory_format_kind(memory_format)  # torch's parser, first
@@ -221,14 +239,18 @@ def to_device(
             "and an NNX model moves in place. Fix: drop copy; to move a copy, copy the model "
             "first (nnx.clone(model); for Equinox, jax.tree.map(jnp.copy, model))"
         )
-    if is_nnx_module(obj):
+    planned = max_memory is not None or device_plan.asks_for_plan(device)  # device_map="auto"
+    if is_nnx_module(obj) and not planned:
         return _move_module(obj, device, dtype, non_blocking=non_blocking, copy=copy)
-    if is_equinox_module(obj):
+    if is_nnx_module(obj) or is_equinox_module(obj):
         _check_model_dtype(dtype)
     single = type(obj) not in _CONTAINERS and (is_array(obj) or isinstance(obj, _SINGLES))
     flat = flatten(obj, whole=is_nnx_module)  # NNX modules inside move in place, as the root
-    if not single and len(flat.leaves) == 1 and flat.leaves[0] is obj and not _array_like(obj):
+    lone = not single and len(flat.leaves) == 1 and flat.leaves[0] is obj
+    if lone and not _array_like(obj) and not is_nnx_module(obj):
         _refuse_root(obj)
+    if planned:
+        return _move_by_plan(obj, device, max_memory, dtype, single, non_blocking, copy)
     target = _target(device)
     if (
         dtype is None
@@ -520,7 +542,7 @@ def _move(
         elif isinstance(leaf, (np.ndarray, np.generic)):
             # Host data is cast on the host, before JAX narrows it (one path for every form).
             host = _leaf_conversion(tree, index, host_array, np.asarray(leaf))
-            cast = _host_cast(host, dtype, cast_all)
+            cast = _leaf_conversion(tree, index, _host_cast, host, dtype, cast_all)
             if not dtypes.transfers(cast.dtype):
                 raise ConversionError(
                     f"leaf {_leaf_path(tree, index)}: {dtypes.untransferable(cast.dtype)}"
@@ -627,10 +649,12 @@ def _on_cpu(target: jax.sharding.Sharding) -> bool:
     return all(device.platform == "cpu" for device in devices)
 
 
-def _leaf_conversion(tree: Any, index: int, convert: Callable[[Any], Any], leaf: Any) -> Any:
-    """``convert(leaf)``, with the leaf path put in front of the library's errors."""
+def _leaf_conversion(
+    tree: Any, index: int, convert: Callable[..., Any], leaf: Any, *arguments: Any
+) -> Any:
+    """``convert(leaf, *arguments)``, with the leaf path put in front of the library's errors."""
     try:
-        return convert(leaf)
+        return convert(leaf, *arguments)
     except Torch2JaxDeviceError as err:
         raise type(err)(f"leaf {_leaf_path(tree, index)}: {err}") from err
 
@@ -776,3 +800,31 @@ def _check_model_dtype(dtype: Any) -> None:
             f"Module.to only accepts floating point or complex dtypes, but got desired "
             f"dtype={dtype}; cast integer state explicitly with jax.tree.map"
         )
+
+
+def _move_by_plan(
+    obj: Any, device: Any, max_memory: Any, dtype: Any, single: bool, non_blocking: bool, copy: bool
+) -> Any:
+    """``to_device(obj, "auto" | plan, max_memory=)``: names and order are
+    ``array_names``', the plan ``device_plan``'s; each place gets its arrays in one
+    ``to_device``, and what no plan places (RNG state) goes to the execution device."""
+    named = array_names.NamedArrays(obj)  # a lone array or number: one, named ""
+    for name, leaf in named.arrays.items():
+        if isinstance(leaf, jax.ShapeDtypeStruct):
+            raise _abstract(name or "<root>", leaf)
+    plan = device_plan.plan_for(
+        lambda: device_plan.shapes_of(named.arrays, dtype, cast_all=single),
+        device,
+        device_map=None,
+        max_memory=max_memory,
+    )
+    moved: dict[str, Any] = {}
+    for place, names in plan.grouped(named.arrays).items():
+        arrays = [named.arrays[name] for name in names]
+        if single:  # cast whatever its dtype, as Tensor.to casts one array
+            placed = [to_device(arrays[0], place.sharding, dtype, non_blocking, copy)]
+        else:
+            placed = to_device(arrays, place.sharding, dtype, non_blocking, copy)
+        moved.update(zip(names, placed, strict=True))
+    rest = to_device(named.unplanned, plan.execution_device, non_blocking=non_blocking)
+    return named.rebuild(moved, rest)

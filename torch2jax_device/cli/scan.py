@@ -443,10 +443,14 @@ def add_parser(commands: Any) -> None:
             "files are still scanned) or the command was misused, else 0."
         ),
         epilog=(
-            "--diff rewrites a line only when the rewritten line is correct on its own for "
-            "the rest of the files scanned together (a value torch code still uses stays "
-            "torch's, nothing that starts JAX moves before init_process_group); the output "
-            "applies with `git apply` or `patch -p1`. Scan a whole project at once: "
+            "The paths given are read as one project: the imports between their files are "
+            "followed (a device chosen in utils.py and used in train.py, a model class of "
+            "model.py, a process group joined in a helper module); installed packages and "
+            "files outside the paths are not. --diff rewrites a line only when the "
+            "rewritten line is correct on its own for the rest of its program (a value "
+            "torch code still uses stays torch's, in the file that makes it too; nothing "
+            "that starts JAX moves before init_process_group); the output applies with "
+            "`git apply` or `patch -p1`. Scan a whole project at once: "
             "`torch2jax-device scan --diff src/ | git apply`."
         ),
     )

@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
 from ._names import Binding, Names, all_names, is_main_guard
 from ._values import JAX_ARRAY, NNX_MODULE, NUMBER, TJ, Values, prefixed
 from ._written import HOST_BUILTINS, JAX_CODE, NUMPY_VIEWS, WriteCheck, short_text
 
-__all__ = ["Flow", "is_jitted"]
+__all__ = ["Callees", "Flow", "Importers", "is_jitted", "parameter_for"]
+
+#: ``Flow.importers``: (a module-level name, the policy, what is rewritten, whether what
+#: calling it returns is followed) -> ``None`` when no scanned module imports the file,
+#: else (where the value would reach code that cannot take it, whether JAX reads it).
+#: ``Flow.callees``: (a call, the argument followed, the policy, what is rewritten) ->
+#: ``None`` when the call is not of the project's code, else as for ``Importers``.
+Callees = Callable[
+    [ast.Call, ast.AST, str, Callable[[ast.AST], bool]], "tuple[str | None, bool] | None"
+]
+Importers = Callable[[str, str, Callable[[ast.AST], bool], bool], "tuple[str | None, bool] | None"]
 # Builtins that return (or iterate) what they were given.
 _CONTAINER_BUILTINS = frozenset(
     "list tuple sorted reversed zip enumerate iter next dict set".split()
@@ -90,6 +100,16 @@ class Flow:
         # defines names, every one (``_bind`` holds back those it never reads itself).
         self._exported = all_names(values.names.tree)
         self._imported_only = _only_definitions(values.names.tree.body)
+        #: Set by a project scan (``_project.Project.follow``): follows a module-level
+        #: name of this file (what calling it returns, with ``calls``) into the modules
+        #: importing it; answers ``None`` when no scanned module imports this one.
+        self.importers: Importers | None = None
+        #: Set by a project scan (``_project.Project.call_into``): follows a value passed
+        #: to a function of another scanned module into that function; ``None`` for a
+        #: call of code that is not the project's.
+        self.callees: Callees | None = None
+        self._policy = "array"
+        self._rewritten: Callable[[ast.AST], bool] = _nothing_rewritten
 
     def _spend(self, uses: int) -> bool:
         self._budget -= uses
@@ -112,15 +132,32 @@ class Flow:
             and whether some use is JAX code (a JAX, Flax or torch2jax_device call, a
             Flax NNX module, a jitted function, a call rewritten into one).
         """
-        self._read_by_jax = False
-        work: deque[ast.AST] = deque([node])
+        return self.follow([node], policy, rewritten)
+
+    def follow(
+        self, nodes: Sequence[ast.AST], policy: str, rewritten: Callable[[ast.AST], bool]
+    ) -> tuple[str | None, bool]:
+        """``escape`` for several expressions of the file holding the same value (its
+        reads in a module that imports it); the state of an ``escape`` under way (a
+        project's import cycle back into this file) is kept."""
+        state = (self._read_by_jax, self._policy, self._rewritten)
+        self._read_by_jax, self._policy, self._rewritten = False, policy, rewritten
+        try:
+            reason = self._walk(nodes, policy, rewritten)
+            return reason, self._read_by_jax
+        finally:
+            self._read_by_jax, self._policy, self._rewritten = state
+
+    def _walk(
+        self, nodes: Sequence[ast.AST], policy: str, rewritten: Callable[[ast.AST], bool]
+    ) -> str | None:
+        work: deque[ast.AST] = deque(nodes)
         seen: set[int] = set()
         while work:
             if self._budget <= 0:
                 return (
                     "the file has too many uses to follow (the scanner's work on a file is "
-                    "bounded by its size)",
-                    self._read_by_jax,
+                    "bounded by its size)"
                 )
             expression = work.popleft()
             if id(expression) in seen:
@@ -129,10 +166,10 @@ class Flow:
             self._budget -= 1
             reason = self._use(expression, policy, rewritten, work)
             if reason is not None:
-                return reason, self._read_by_jax
+                return reason
             if len(seen) > _USES_PER_VALUE:
-                return "too many uses to follow", self._read_by_jax
-        return None, self._read_by_jax
+                return "too many uses to follow"
+        return None
 
     def _extend(self, work: deque[ast.AST], uses: Iterable[ast.AST]) -> None:
         """Queue ``uses``, no more of them than can still be followed."""
@@ -257,6 +294,15 @@ class Flow:
             binding = self.names.binding_of.get(target)
             if binding is None:
                 return None
+            if binding.scope.kind == "module" and self.importers is not None:
+                followed = self.importers(target.id, self._policy, self._rewritten, False)
+                if followed is not None:  # modules of the project import this one
+                    reason, read_by_jax = followed
+                    self._read_by_jax = self._read_by_jax or read_by_jax
+                    if reason:
+                        return f"read in {reason}"
+                    self._extend(work, self._visible_loads(binding))
+                    return None
             if (
                 binding.scope.kind == "module"
                 and (self._imported_only or target.id in self._exported)
@@ -329,6 +375,11 @@ class Flow:
             if prefixed(name, (TJ,)) or (policy == "array" and prefixed(name, JAX_CODE)):
                 self._read_by_jax = self._read_by_jax or not prefixed(name, _HOST_CODE)
                 return None
+            followed = None if self.callees is None else self.callees(call, node, policy, rewritten)
+            if followed is not None:  # a function of another module of the project
+                reason, read_by_jax = followed
+                self._read_by_jax = self._read_by_jax or read_by_jax
+                return reason
             return self._passed(call)
         builtin = self.values.builtin(call.func)
         if builtin in HOST_BUILTINS:
@@ -457,7 +508,7 @@ class Flow:
             if is_jitted(function, self.qualname):
                 self._read_by_jax = True
                 continue
-            parameter = _parameter_for(function, call, node)
+            parameter = parameter_for(function, call, node)
             scope = self.names.scope_by_node.get(function)
             if parameter is None or scope is None:
                 return self._passed(call)
@@ -481,10 +532,28 @@ class Flow:
         calls = self.values.calls_of(function)
         if calls is None:
             calls = self._tree_map_calls(function)
+        elif self.importers is not None and self._module_function(function):
+            assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            followed = self.importers(function.name, self._policy, self._rewritten, True)
+            if followed is not None:  # returned to the modules that import it too
+                reason, read_by_jax = followed
+                self._read_by_jax = self._read_by_jax or read_by_jax
+                if reason:
+                    return f"{where} to {reason}"
+                if not calls:
+                    return None
         if not calls:
             return f"{where} to callers the scanner cannot see"
         self._extend(work, calls)
         return None
+
+    def _module_function(self, function: ast.AST) -> bool:
+        scope = self.names.scope_of.get(function)
+        return (
+            isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and scope is not None
+            and scope.kind == "module"
+        )
 
     def _attribute(
         self,
@@ -520,6 +589,10 @@ class Flow:
             work.append(attribute)
             return None
         return f"{where}: reads {short_text(attribute)}, which differs on a JAX array"
+
+
+def _nothing_rewritten(node: ast.AST) -> bool:
+    return False
 
 
 def _values_of(iterated: ast.AST, target: ast.expr) -> ast.expr:
@@ -566,7 +639,7 @@ def is_jitted(
     return False
 
 
-def _parameter_for(
+def parameter_for(
     function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, node: ast.AST
 ) -> str | None:
     positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]

@@ -105,6 +105,8 @@ _OWNER_LIBRARIES = frozenset(
 )
 # A torch owner: (the file, the line, what owns torch's state there).
 _Owner = tuple[SourceFile, int, str]
+# A call that creates torch tensors or modules, and its file.
+_Created = tuple[SourceFile, ast.Call]
 
 
 def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
@@ -116,7 +118,7 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
     order = StartupOrder(files, candidates)
     computes = _torch_computes(files)
     owner = _library_owner(files, candidates)
-    creations: list[ast.Call] | None = None  # walked once, on first need
+    creations: list[_Created] | None = None  # walked once, on first need
     while True:
         changed = False
         rewritten = {id(c.call) for c in candidates if c.enabled and c.call is not None}
@@ -126,14 +128,14 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
             c for c in candidates if c.rule in _PLACES_DATA and not c.enabled
         ]
         places.extend(computes)
-        creates: list[ast.Call] = []
+        creates: list[_Created] = []
         if any(
             c.enabled and (c.effect == "default" or c.tj_name in _SETS_CURRENT_DEVICE)
             for c in candidates
         ):
             if creations is None:
                 creations = _torch_creations(files)
-            creates = [call for call in creations if id(call) not in rewritten]
+            creates = [made for made in creations if id(made[1]) not in rewritten]
         dist_blocker = next((c for c in candidates if _is_dist(c) and not c.enabled), None)
         for candidate in candidates:
             if candidate.enabled:
@@ -228,7 +230,7 @@ def _problem(
     candidate: Candidate,
     is_rewritten: Callable[[ast.AST], bool],
     places: list[Candidate | tuple[SourceFile, ast.expr]],
-    creates: list[ast.Call],
+    creates: list[_Created],
     dist_blocker: Candidate | None,
 ) -> str:
     if candidate.effect == "value" and candidate.subject is not None:
@@ -254,7 +256,7 @@ def _problem(
                 "holds"
             )
     if candidate.effect in ("runtime", "default") and places:
-        first = places[0]
+        first = next((p for p in places if _file_of(p) is candidate.file), places[0])
         if isinstance(first, Candidate):
             return (
                 f"torch still places data on devices ({first.file.path}:{first.position[0]}: "
@@ -267,17 +269,19 @@ def _problem(
             "torch; port that code first"
         )
     if candidate.tj_name in _SETS_CURRENT_DEVICE and creates:
+        file, call = _own_first(candidate, creates)
         return (
-            f"torch still creates tensors or modules (line {creates[0].lineno}: "
-            f"{ast.unparse(creates[0].func)}), which go to torch's current device: "
+            f"torch still creates tensors or modules ({_at(candidate, file, call.lineno)}: "
+            f"{ast.unparse(call.func)}), which go to torch's current device: "
             f"{candidate.tj_name} would not set it (keep this call, and add "
             f"{candidate.tj_name}(...) beside it for JAX)"
         )
     if candidate.effect == "default":
         if creates:
+            file, call = _own_first(candidate, creates)
             return (
-                f"torch still creates tensors (line {creates[0].lineno}: "
-                f"{ast.unparse(creates[0].func)}), and they would stop following it"
+                f"torch still creates tensors ({_at(candidate, file, call.lineno)}: "
+                f"{ast.unparse(call.func)}), and they would stop following it"
             )
         if candidate.block is not None:
             unknown = _unknown_call(candidate.file, candidate.block)
@@ -406,10 +410,27 @@ def _torch_computes(files: list[SourceFile]) -> list[tuple[SourceFile, ast.expr]
     return found
 
 
-def _torch_creations(files: list[SourceFile]) -> list[ast.Call]:
-    """Calls that create torch tensors or modules, in line order (one walk of each file)."""
-    found: list[ast.Call] = []
+def _file_of(place: Candidate | tuple[SourceFile, ast.expr]) -> SourceFile:
+    return place.file if isinstance(place, Candidate) else place[0]
+
+
+def _own_first(candidate: Candidate, creates: list[_Created]) -> _Created:
+    """The first creation in the candidate's own file, else the first in another."""
+    return next((made for made in creates if made[0] is candidate.file), creates[0])
+
+
+def _at(candidate: Candidate, file: SourceFile, line: int) -> str:
+    """A line cited in ``candidate``'s reason: ``line N`` in its own file, else the file
+    named (``utils.py:N``)."""
+    return f"line {line}" if file is candidate.file else f"{file.path}:{line}"
+
+
+def _torch_creations(files: list[SourceFile]) -> list[_Created]:
+    """Calls that create torch tensors or modules, with their file, the files in the
+    order given and each file's in line order (one walk of each file)."""
+    found: list[_Created] = []
     for file in files:
+        own: list[ast.Call] = []
         for node in ast.walk(file.tree):
             if isinstance(node, ast.Call):
                 name = file.qualname(node.func)
@@ -418,10 +439,11 @@ def _torch_creations(files: list[SourceFile]) -> list[ast.Call]:
                     and name.startswith("torch.nn.")
                     and name.split(".")[-1][:1].isupper()
                 ):
-                    found.append(node)
+                    own.append(node)
                 elif isinstance(node.func, ast.Name) and "torch-module" in file.values.kinds(node):
-                    found.append(node)
-    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+                    own.append(node)
+        found.extend((file, call) for call in sorted(own, key=lambda n: (n.lineno, n.col_offset)))
+    return found
 
 
 def _unknown_call(file: SourceFile, block: list[ast.stmt]) -> ast.Call | None:
@@ -469,6 +491,8 @@ def _first_unseen_code_call(file: SourceFile) -> ast.Call | None:
         name = file.qualname(node.func)
         if name is None or name.partition(".")[0] in sys.stdlib_module_names:
             continue
+        if file.project is not None and file.project.kinds(file, node.func, "call") is not None:
+            continue  # the project's own code: its torch creations are among the files'
         if not prefixed(name, _SEEN_LIBRARIES):
             found.append(node)
     return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None

@@ -25,11 +25,15 @@ import stat
 import sys
 import tokenize
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .._src.errors import UnscannableFileError
 from ._flow import Flow
 from ._names import Names
 from ._values import TJ, Values
+
+if TYPE_CHECKING:
+    from ._project import Project
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "PythonFile", "SourceFile", "deep_recursion", "read_python"]
 
@@ -214,6 +218,8 @@ class SourceFile:
             starts.append(starts[-1] + len(line))
         self.line_starts = starts
         self._line_continuations: dict[int, list[int]] = {}
+        #: The project it was scanned with (``_project.Project.attach``), if any.
+        self.project: Project | None = None
         taken = [b for s in self.names.scopes for b in s.bindings.get("tj", ())]
         #: Why ``tj`` cannot be imported here (``""`` when it can).
         self.tj_taken = next(
@@ -287,7 +293,10 @@ class SourceFile:
 
     # -- names ------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str | None:
-        """``torch.cuda.is_available`` for ``T.cuda.is_available`` after ``import torch as T``."""
+        """``torch.cuda.is_available`` for ``T.cuda.is_available`` after ``import torch as T``;
+        ``None`` for what is no imported name (a value of another module of the project
+        included: ``net.to`` after ``from model import net``)."""
+        whole = node
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
@@ -299,4 +308,6 @@ class SourceFile:
         origin = self.names.origin(node)
         if origin is None:
             return None
+        if self.project is not None and self.project.holds_value(self, whole):
+            return None  # a value of another module of the project, as a variable's
         return ".".join([origin, *reversed(parts)])

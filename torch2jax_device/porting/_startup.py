@@ -69,6 +69,8 @@ _FIRST = {
         )
     },
 }
+# How many calls deep a project function's join is looked for.
+_DEEPEST = 4
 # Advice rows whose port creates arrays (and so starts JAX).
 _ADVICE_STARTS = frozenset(
     {
@@ -112,6 +114,9 @@ class StartupOrder:
                 if node is not None:
                     self.by_call.setdefault(id(node), []).append(candidate)
         self.violations: dict[int, _Violation] = {}
+        self.joins: dict[int, str | None] = {}  # id of a project function -> its join
+        # id of a project function -> the calls it makes, through its callees
+        self.helper_calls: dict[int, list[tuple[SourceFile, ast.Call]]] = {}
         self.traces = [(file, trace) for file in files for trace in _Traces(file).traces()]
 
     def check(self) -> bool:
@@ -133,9 +138,14 @@ class StartupOrder:
                     if key not in self.violations:
                         self.violations[key] = (candidate, start, call, first, file)
                     if candidate is not None and candidate.enabled:
+                        where = (
+                            f"line {call.lineno}"
+                            if candidate.file is file
+                            else f"{file.path}:{call.lineno}, after {ast.unparse(start)[:60]} "
+                            f"(line {start.lineno} there) calls it"
+                        )
                         candidate.disable(
-                            f"it would start JAX before {first} (line {call.lineno}); "
-                            "move it after that line"
+                            f"it would start JAX before {first} ({where}); move it after that line"
                         )
                         changed = True
                     elif rewritten_first and candidate is None:
@@ -154,7 +164,50 @@ class StartupOrder:
 
     def _first(self, file: SourceFile, call: ast.Call) -> str | None:
         name = file.qualname(call.func)
-        return _FIRST.get(name) if name is not None else None
+        if name is not None and name in _FIRST:
+            return _FIRST[name]
+        if file.project is None:
+            return None
+        for owner, function in file.project.functions(file, call):
+            joins = self._joins(owner, function, 0)
+            if joins is not None:
+                return f"{ast.unparse(call.func)}(), which calls {joins}"
+        return None
+
+    def _joins(
+        self, file: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, depth: int
+    ) -> str | None:
+        """Where a function of the project joins the job (``init_distributed`` of a
+        helper module calling ``deepspeed.init_distributed``), itself or through the
+        functions it calls (of its file or the project's, ``_DEEPEST`` calls deep)."""
+        key = id(function)
+        if key in self.joins:
+            return self.joins[key]
+        self.joins[key] = None  # a recursive helper: no join through itself
+        found = None
+        for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+            name = file.qualname(call.func)
+            if name is not None and name in _FIRST:
+                found = f"{_FIRST[name]} ({file.path}:{call.lineno})"
+                break
+            if depth >= _DEEPEST:
+                continue
+            callees: list[tuple[SourceFile, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+            if isinstance(call.func, ast.Name):
+                callees = [
+                    (file, b.node)
+                    for b in file.names.bindings(call.func)
+                    if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+            if file.project is not None:
+                callees += list(file.project.functions(file, call))
+            found = next(
+                (j for owner, f in callees if (j := self._joins(owner, f, depth + 1))), None
+            )
+            if found is not None:
+                break
+        self.joins[key] = found
+        return found
 
     def _ported_first(self, file: SourceFile, call: ast.Call) -> bool:
         """The call is (or becomes) torch2jax_device's or JAX's, which care about the order."""
@@ -164,7 +217,56 @@ class StartupOrder:
         return any(c.enabled for c in self.by_call.get(id(call), []))
 
     def _starter(self, file: SourceFile, call: ast.Call) -> Candidate | bool | None:
-        """A candidate whose port starts JAX, ``True`` for JAX code that does, else ``None``."""
+        """A candidate whose port starts JAX, ``True`` for JAX code that does, else
+        ``None``; for a call of another module's function, what starts JAX in it."""
+        here = self._starts_here(file, call)
+        if here is not None or file.project is None:
+            return here
+        for owner, function in file.project.functions(file, call):
+            for inner_file, inner in self._calls_in(owner, function):
+                inner_start = self._starts_here(inner_file, inner)
+                if inner_start is True or (
+                    isinstance(inner_start, Candidate) and inner_start.enabled
+                ):
+                    return inner_start
+        return None
+
+    def _calls_in(
+        self, file: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> list[tuple[SourceFile, ast.Call]]:
+        """The calls a project function makes, itself and through the functions it calls
+        (of its file or the project's, ``_DEEPEST`` calls deep, ``_Traces._LONGEST`` in
+        all), worked out once per function."""
+        key = id(function)
+        if key in self.helper_calls:
+            return self.helper_calls[key]
+        self.helper_calls[key] = []  # a recursive helper: its calls are being gathered
+        found: list[tuple[SourceFile, ast.Call]] = []
+        work = [(file, function, 0)]
+        entered = {key}
+        while work and len(found) < _Traces._LONGEST:
+            owner, current, depth = work.pop()
+            for call in (n for n in ast.walk(current) if isinstance(n, ast.Call)):
+                found.append((owner, call))
+                if depth >= _DEEPEST:
+                    continue
+                callees = [
+                    (owner, b.node)
+                    for b in (
+                        owner.names.bindings(call.func) if isinstance(call.func, ast.Name) else []
+                    )
+                    if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+                if owner.project is not None:
+                    callees += list(owner.project.functions(owner, call))
+                for callee_file, callee in callees:
+                    if id(callee) not in entered:
+                        entered.add(id(callee))
+                        work.append((callee_file, callee, depth + 1))
+        self.helper_calls[key] = found
+        return found
+
+    def _starts_here(self, file: SourceFile, call: ast.Call) -> Candidate | bool | None:
         for candidate in self.by_call.get(id(call), []):
             if candidate.rule in _ADVICE_STARTS:
                 return candidate

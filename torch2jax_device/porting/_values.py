@@ -180,6 +180,10 @@ class Values:
             isinstance(node, ast.Attribute) and node.attr == "FileType"
             for node in ast.walk(names.tree)
         )
+        #: Set by a project scan (``_project``): what a name imported from another
+        #: scanned module holds (``"value"``), gives when called (``"call"``) or makes
+        #: its subclasses (``"base"``); ``None`` for a name that is not the project's.
+        self.imported: Callable[[ast.expr, str], set[str] | None] = _not_imported
 
     # -- kinds ----------------------------------------------------------------------
     def kinds(self, node: ast.AST) -> frozenset[str]:
@@ -259,6 +263,9 @@ class Values:
     def _name_kinds(self, node: ast.Name) -> set[str]:
         if self.names.is_builtin(node):
             return {UNKNOWN}
+        imported = self.imported(node, "value")
+        if imported is not None:
+            return imported
         found: set[str] = set()
         for binding in self.names.bindings(node):
             found |= self.binding_kinds(binding)
@@ -386,6 +393,9 @@ class Values:
             return {FILE}
         if builtin == "str":
             return {PATH}
+        imported = self.imported(node.func, "call")
+        if imported is not None:
+            return imported
         if name == f"{TJ}.to_device" and node.args:
             moved = self.kinds(node.args[0])
             if NNX_MODULE in moved or not moved:
@@ -452,33 +462,39 @@ class Values:
     def _local_call_kinds(self, func: ast.Name) -> set[str]:
         found: set[str] = set()
         for binding in self.names.bindings(func):
-            if binding.kind == "class":
-                assert isinstance(binding.node, ast.ClassDef)
-                found |= self.class_kinds(binding.node)
-            elif binding.kind == "def":
-                node = binding.node
-                assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                returns = [
-                    r.value
-                    for r in _own_nodes(node)
-                    if isinstance(r, ast.Return) and r.value is not None
-                ]
-                if not returns:
-                    found.add(UNKNOWN)
-                for value in returns:
-                    found |= self.kinds(value)
-            elif self.binding_kinds(binding) == {NNX_MODULE}:
-                found.add(JAX_ARRAY)  # calling a Flax NNX module
-            else:
-                found.add(UNKNOWN)
+            found |= self.call_kinds(binding)
         return found
+
+    def call_kinds(self, binding: Binding) -> set[str]:
+        """What calling the name ``binding`` binds gives."""
+        if binding.kind == "class":
+            assert isinstance(binding.node, ast.ClassDef)
+            return self.class_kinds(binding.node)
+        if binding.kind == "def":
+            node = binding.node
+            assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            returns = [
+                r.value
+                for r in _own_nodes(node)
+                if isinstance(r, ast.Return) and r.value is not None
+            ]
+            found: set[str] = set() if returns else {UNKNOWN}
+            for value in returns:
+                found |= self.kinds(value)
+            return found
+        if self.binding_kinds(binding) == {NNX_MODULE}:
+            return {JAX_ARRAY}  # calling a Flax NNX module
+        return {UNKNOWN}
 
     def class_kinds(self, node: ast.ClassDef) -> set[str]:
         """What instances of a class of the file are, from its bases."""
         found: set[str] = set()
         for base in node.bases:
             name = self.qualname(base)
-            if name is not None:
+            imported = self.imported(base, "base")
+            if imported is not None:
+                found |= imported
+            elif name is not None:
                 if name.startswith(("torch.nn.", "torchvision.models.")):
                     found.add(TORCH_MODULE)
                 elif name.startswith("flax.nnx."):
@@ -497,6 +513,9 @@ class Values:
         return found or {UNKNOWN}
 
     def _attribute_kinds(self, node: ast.Attribute) -> set[str]:
+        imported = self.imported(node, "value")
+        if imported is not None:
+            return imported
         receiver = self.kinds(node.value)
         if ARGS in receiver:
             return {ARGS_VALUE} if not self._file_types else {UNKNOWN}
@@ -654,3 +673,8 @@ def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def _not_imported(node: ast.expr, how: str) -> set[str] | None:
+    """A file scanned alone imports nothing the scanner reads."""
+    return None

@@ -215,6 +215,29 @@ def _big_python_int(call: Call) -> bool:
     )
 
 
+def _wraps_in_32_bits(call: Call) -> bool:
+    """Data tj would hold as int64 or uint64 (torch's dtype) with values the 32-bit dtype
+    cannot hold: tj refuses to wrap them."""
+    wide = _tj_dtype(call)
+    if wide not in ("int64", "uint64") or call.leaf.source == "jax":  # JAX's are 32-bit
+        return False
+    low, high = INTEGER_RANGES[NARROWED[wide]]
+    return any(not low <= _as_64_bits(value, wide) <= high for value in call.leaf.values)
+
+
+def _as_64_bits(value: Any, dtype: str) -> float:
+    """``value`` as torch's cast to ``dtype`` (int64 or uint64) holds it: integers wrap
+    modulo 2**64, floats truncate toward zero (nan, inf and magnitudes past 64 bits are
+    left out of range, as torch's CPU kernels leave them)."""
+    number = value.real if isinstance(value, complex) else value
+    if isinstance(number, float):
+        if not math.isfinite(number) or abs(number) >= 2**64:
+            return math.inf
+        number = math.trunc(number)
+    low = INTEGER_RANGES[dtype][0]
+    return (int(number) - low) % 2**64 + low
+
+
 DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         id="container-casts-floats-only",
@@ -235,6 +258,16 @@ DIFFERENCES: tuple[Difference, ...] = (
         docs="known-differences-placement.md#int64-becomes-int32",
         instead=_narrowed,
         copies_as_asked=True,
+    ),
+    Difference(
+        id="int64-values-past-32-bits-refused",
+        applies=_wraps_in_32_bits,
+        what="torch keeps int64 values past the 32-bit range; tj raises tj.ConversionError "
+        "naming the value, where it would otherwise wrap them",
+        why="without x64 JAX holds int32, and a wrapped id or offset would silently name "
+        "another row; the error names the fix (jax_enable_x64, or values in range)",
+        docs="known-differences-placement.md#int64-becomes-int32",
+        differs=frozenset({"error"}),
     ),
     Difference(
         id="python-int-needs-64-bits",

@@ -12,12 +12,15 @@ rows (``torch.device``, ``.to``, ``.cuda()``, ``torch.load``, factories with
 The work is in four rooms, in the order it runs:
 
 * reading (``_source.SourceFile``): the file parsed once, its names, values, positions;
+  the files scanned together read as one project (``_project``), their imports
+  followed for what names hold, where values go and who joins the job;
 * recognising (``_recognise``): a candidate finding per idiom, with its rewrite;
 * planning (``_plan``, ``_startup``): which rewrites are correct on their own;
 * this module: the findings, and the rewritten text (``apply_edits``).
 
 ``--diff`` rewrites a finding only when the rewritten line is correct on its own, for
-the unchanged rest of the files scanned together:
+the unchanged rest of its program (the files scanned with it that it imports or that
+import it, directly or not; files that do not are planned apart):
 
 * a value that becomes a JAX array or a ``tj.device`` (``.to``, ``.cuda()``,
   ``torch.load``, ``torch.device``...) must reach only code that takes it
@@ -41,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from . import catalog
 from ._candidate import Candidate
 from ._plan import plan
+from ._project import Project
 from ._recognise import detect
 from ._rewrites import Rewrite, compose, with_tj_import
 from ._source import MAX_BYTES, PythonFile, SourceFile, deep_recursion, read_python
@@ -115,10 +119,12 @@ def scan_source(source: str, path: str = "<string>") -> list[Finding]:
 
 
 def scan_sources(sources: Mapping[str, str]) -> dict[str, list[Finding]]:
-    """The findings of files that belong together (one program), planned together.
+    """The findings of the files of one project, each planned with its program.
 
-    Rewrites that depend on the whole program (torch's runtime state, the process
-    group) are decided over every file given, so pass the whole project.
+    The files are read as Python imports them (``_project``): rewrites that depend on
+    the whole program (torch's runtime state, the process group, a value another module
+    imports) are decided over the files that import one another, so pass the whole
+    project; files that do not are planned apart, each as if scanned alone.
 
     Raises:
         SyntaxError: a source is not valid Python (nothing is scanned then).
@@ -136,9 +142,16 @@ def scan_files(files: Sequence[SourceFile]) -> dict[str, list[Finding]]:
         [(2, 'device-accelerator-index')]
     """
     with deep_recursion():
+        project = Project(files)
+        project.attach()
         candidates = [c for file in files for c in detect(file)]
-        plan(list(files), candidates)
-        return {file.path: _findings(file, candidates) for file in files}
+        planned: list[Candidate] = []
+        for program in project.programs():
+            members = {id(file) for file in program}
+            own = [c for c in candidates if id(c.file) in members]
+            plan(program, own)
+            planned.extend(own)
+        return {file.path: _findings(file, planned) for file in files}
 
 
 def apply_edits(source: str, findings: Iterable[Finding]) -> str:

@@ -2,9 +2,9 @@
 
 Usage: ``exit_after_script.py SCRIPT [ARGS...]`` (under a launcher, as the script).
 
-For torch DDP scripts that keep their model in a module-level variable (nanoGPT's
-``train.py`` and its corpus stand-in): the DDP model holds torch's gloo process group, so
-its worker threads outlive ``destroy_process_group()``; when the interpreter finalizes,
+For torch DDP scripts (nanoGPT's ``train.py`` with its model in a module-level variable,
+and, under load, scripts that keep it local): the DDP model holds torch's gloo process
+group, so its worker threads outlive ``destroy_process_group()``; when the interpreter finalizes,
 one of them can be ended in the middle of C++ code and the process aborts with
 "terminate called without an active exception" after the script has finished
 (pytorch/pytorch#190489, #179291). It is torch's: the same script under the real

@@ -1,153 +1,60 @@
-"""Placement plans for a model bigger than its accelerator: Accelerate's ``device_map``, in JAX.
+"""Placement plans from checkpoints: ``tj.DeviceMap``, Accelerate's ``device_map`` in JAX.
 
-``device_map="auto"`` with ``max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}`` in
-Accelerate fills the GPUs in the model's order, then the CPU. A ``DeviceMap`` does the
-same for JAX arrays, with one more tier that only JAX has: every JAX sharding carries a
-memory kind, and an accelerator's ``pinned_host`` memory is host RAM that jitted code
-can bring into device memory itself (``DeviceMap.to_execution_device``). So tensors go,
-in order, to each accelerator until its budget is spent, then to the first
-accelerator's ``pinned_host`` memory, then to the CPU device (ordinary host memory).
-
-A plan is computed from names, shapes and dtypes alone: a safetensors header (no
-tensor byte is read) or a model's arrays, abstract ones included (``nnx.eval_shape``).
-A plan is a per-tensor rule ``(name, shape, dtype) -> Sharding``, so the mesh loader
-(``sharded``) places each tensor straight where the plan says, never through the GPU
-first. An explicit map (``{"layers.0.*": "cuda:0", "*": "cpu"}``) is validated the same
-way: every device exists, every tensor is placed, every budget holds.
+The rules of a plan (budgets, the fill order, explicit maps, the errors, the printed
+form) are ``device_plan``'s, below ``placement`` and this package, which both place by
+them. Here a plan is made from what a checkpoint says of its tensors before any of
+their bytes are read: a safetensors header (or an index's), or a PyTorch checkpoint
+unpickled over a memory map (``torch.load(mmap=True)`` touches no tensor page); and
+loads that go by a plan read each tensor straight onto its place.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
-import math
 import os
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from .. import dtypes, platforms, runtime
-from ..capacity import free_bytes
-from ..device import Device, resolve
-from ..errors import (
-    ArgumentTypeError,
-    CheckpointError,
-    ConfigError,
-    DeviceUnavailableError,
-    InvalidDeviceError,
-    OutOfMemoryError,
-)
+from .. import dtypes, host_staging
+from ..device import resolve
+from ..device_plan import DevicePlan, plan_for
+from ..errors import CheckpointError
+from ..interop import aligned_empty, to_jax
+from .format import TensorBudget
 from .index import shard_files
 from .messages import shown
+from .object_graph import Graph, TooManyTensorsError
+from .pickled import HostTensors, check_expansion, numpy_dtype, rebuilt, settle, tensor_error
 from .reader import Reader
 from .sharded import load_file as load_file_by_rule
-from .source import PathLike, Source
+from .source import PathLike, Source, import_torch, unreadable
 
 __all__ = [
-    "AUTO",
-    "Destination",
     "DeviceMap",
     "file_tensors",
     "load_for_model",
+    "load_pickled_by_plan",
     "model_plan",
-    "parse_size",
     "planned_target",
     "reads_straight",
 ]
 
-#: The ``device=`` / ``device_map=`` value that asks for a plan, as Accelerate spells it.
-AUTO = "auto"
-#: The memory kind of host RAM an accelerator's jitted code can read (JAX's name).
-PINNED = "pinned_host"
-#: The ``max_memory`` key of the budget for the first accelerator's pinned host memory.
-PINNED_KEY = PINNED
-#: The share of an accelerator's free memory a plan leaves for activations and compiled
-#: programs when ``max_memory`` gives it no figure (Accelerate keeps 10 % too).
-RESERVE = 0.10
 
-_UNITS = {
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
-
-
-def parse_size(value: Any, where: str) -> int:
-    """A memory budget as bytes: an int, or a string such as ``"20GiB"``, ``"1.5GB"``.
-
-    Units are Accelerate's: ``KB``/``MB``/``GB``/``TB`` are powers of 1000, ``KiB`` ...
-    ``TiB`` powers of 1024, any case; a bare number is bytes. ``where`` names the entry
-    in the message.
-
-    Raises:
-        ConfigError: the value is not a non-negative size; Accelerate's ``"20Gb"`` (bits,
-            an eighth of the bytes) is refused rather than guessed.
-
-    Examples:
-        >>> from torch2jax_device._src.checkpoints.device_map import parse_size
-        >>> parse_size("20GiB", "cuda:0"), parse_size("1.5GB", "cpu"), parse_size(512, "cpu")
-        (21474836480, 1500000000, 512)
-    """
-    if type(value) is int and value >= 0:
-        return value
-    match = _SIZE.fullmatch(value) if isinstance(value, str) else None
-    unit = match.group(2) if match else ""
-    factor = _UNITS.get(unit.upper() or "B")
-    if match and factor is not None and not (unit.endswith("b") and unit != "b"):
-        return int(float(match.group(1)) * factor)
-    raise ConfigError(
-        f"max_memory[{where}] = {shown(value)} is not a memory size. Fix: give bytes as an "
-        "int, or a number and a unit: '20GiB' (2**30 bytes each), '20GB' (10**9 each), "
-        "also KiB, MiB, TiB, KB, MB, TB ('Gb' would be bits: write GB or GiB)"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Destination:
-    """Where a tensor goes: a device and one of its memory kinds.
-
-    ``memory_kind`` is ``"device"`` (the device's own memory; on a CPU device, host RAM)
-    or ``"pinned_host"`` (host RAM an accelerator's jitted code can read).
-    """
-
-    device: jax.Device
-    memory_kind: str = "device"
-
-    @property
-    def sharding(self) -> SingleDeviceSharding:
-        """The sharding that puts an array here."""
-        return SingleDeviceSharding(self.device, memory_kind=self.memory_kind)
-
-    def spec(self) -> str | tuple[str, str]:
-        """How an explicit ``device_map`` names it: ``"cuda:0"``, ``("cuda:0", "pinned_host")``."""
-        name = str(Device(self.device))
-        return name if self.memory_kind == "device" else (name, self.memory_kind)
-
-    def __str__(self) -> str:
-        name = str(Device(self.device))
-        return name if self.memory_kind == "device" else f"{name} {self.memory_kind}"
-
-
-class DeviceMap:
+class DeviceMap(DevicePlan):
     """Which device and memory kind each tensor of a model goes to: ``device_map="auto"``.
 
     Accelerate's ``infer_auto_device_map`` for JAX arrays.
-    `DeviceMap.plan` makes one from a safetensors
-    header (nothing else is read) or a model's arrays;
-    [`tj.load_file`][torch2jax_device.load_file] and
-    [`tj.load_state`][torch2jax_device.load_state] make one themselves when given
-    ``device="auto"`` (or ``device_map=``) and load each tensor straight onto its place.
+    `DeviceMap.plan` makes one from a checkpoint (a safetensors header, a PyTorch
+    checkpoint unpickled over a memory map: no tensor byte is read), a model or a tree
+    of arrays; [`tj.load_file`][torch2jax_device.load_file],
+    [`tj.safe_open`][torch2jax_device.safe_open], [`tj.load`][torch2jax_device.load]
+    (``map_location=``), [`tj.load_state`][torch2jax_device.load_state] and
+    [`tj.to_device`][torch2jax_device.to_device] make one themselves when given
+    ``"auto"`` (or ``device_map=``), take one made earlier, and put each tensor
+    straight onto its place.
     A plan prints like Accelerate's map (module prefix -> device), with the bytes on
     each; ``modules()`` gives that map as a dict, which ``device_map=`` takes back.
 
@@ -164,24 +71,17 @@ class DeviceMap:
         {'': 'cpu'}
         >>> plan.bytes_per_device()
         {'cpu': 786432}
+        >>> tree = {"wte": np.ones((8, 4), np.float32), "h": [np.ones(4, np.float32)]}
+        >>> tj.DeviceMap.plan(tree, device_map={"h.0": "cpu", "": "cpu"}).modules()
+        {'': 'cpu'}
+        >>> list(tj.DeviceMap.plan(tree).placements())  # a tree's dotted key paths
+        ['wte', 'h.0']
     """
-
-    def __init__(
-        self,
-        placements: Mapping[str, Destination],
-        sizes: Mapping[str, int],
-        budgets: Mapping[Destination, tuple[int | None, str]],
-        execution_device: jax.Device,
-    ) -> None:
-        self._placements = dict(placements)
-        self._sizes = dict(sizes)
-        self._budgets = dict(budgets)  # each place's budget, and where it comes from
-        self._execution_device = execution_device
 
     @classmethod
     def plan(
         cls,
-        tensors: PathLike | Mapping[str, Any],
+        tensors: Any,
         *,
         max_memory: Mapping[Any, Any] | None = None,
         device_map: Mapping[str, Any] | str | None = None,
@@ -198,8 +98,13 @@ class DeviceMap:
 
         Args:
             tensors: A ``.safetensors`` file or ``*.index.json`` (only the headers are
-                read), or ``{name: array}`` of arrays or ``jax.ShapeDtypeStruct`` (e.g.
-                ``tj.state_dict(nnx.eval_shape(...))``), in the model's order.
+                read), a PyTorch checkpoint (unpickled over a memory map: its tensors
+                named by their dotted paths, in the order they were saved), or
+                ``{name: array}`` of arrays or ``jax.ShapeDtypeStruct`` (e.g.
+                ``tj.state_dict(nnx.eval_shape(...))``), in the model's order; or a model
+                (NNX: by its ``tj.state_dict`` names, abstract ones too) or a tree of
+                arrays (by dotted key paths), named as ``tj.to_device(..., "auto")``
+                names them.
             max_memory: ``{device: size}`` as in Accelerate: the accelerators to fill,
                 in this order (e.g. ``"cuda:0"``, ``0``, or ``"cpu:1"`` to let a CPU
                 device stand in), ``"cpu"`` for host RAM (both host tiers together),
@@ -220,411 +125,198 @@ class DeviceMap:
                 that is not a device (``"disk"``), or a memory kind the device lacks.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
                 explicit map overfills a budget (the message has the numbers).
-            CheckpointError: a file that cannot be read as safetensors.
-            ArgumentTypeError: ``tensors`` is neither a path nor a mapping (a model:
-                pass ``tj.state_dict(model)``).
+            CheckpointError: a file that cannot be read as a checkpoint.
+            ArgumentTypeError: ``tensors`` is none of those.
         """
-        sizes = _sizes(tensors)
-        budgets = _Budgets(max_memory)
-        if device_map is None or (isinstance(device_map, str) and device_map == AUTO):
-            placements = _auto(sizes, budgets)
-        elif isinstance(device_map, Mapping):
-            placements = _explicit(sizes, device_map, budgets)
-        else:
-            raise InvalidDeviceError(
-                f"device_map={shown(device_map)}: give 'auto' or a dict of name patterns to "
-                "devices, e.g. {'layers.0.*': 'cuda:0', '*': 'cpu'}"
-            )
-        used = {place: (budgets.of(place), budgets.source(place)) for place in placements.values()}
-        computing = [place for place in placements.values() if not budgets.in_host(place)]
-        first = computing[0] if computing else next(iter(placements.values()), None)
-        execution = budgets.tiers()[0].device if first is None else first.device
-        return cls(placements, sizes, used, execution)
-
-    def __call__(self, name: str, shape: tuple[int, ...], dtype: Any) -> SingleDeviceSharding:
-        """The sharding tensor ``name`` is loaded onto (the loaders' per-tensor rule).
-
-        Raises:
-            CheckpointError: the plan has no tensor ``name`` (it was made for another file).
-        """
-        return self.destination(name).sharding
-
-    def destination(self, name: str) -> Destination:
-        """Where tensor ``name`` goes.
-
-        Raises:
-            CheckpointError: the plan has no tensor ``name``.
-        """
-        try:
-            return self._placements[name]
-        except KeyError:
-            raise CheckpointError(
-                f"the DeviceMap has no tensor {shown(name)}: it was planned for "
-                f"{len(self._placements)} other tensors. Fix: plan from the file or model "
-                "being loaded (tj.DeviceMap.plan(path)), or pass device='auto'"
-            ) from None
-
-    def placements(self) -> dict[str, Destination]:
-        """Every tensor's place, by name, in the plan's order."""
-        return dict(self._placements)
-
-    def modules(self) -> dict[str, str | tuple[str, str]]:
-        """Accelerate's ``device_map``: the shortest module prefixes with one place each.
-
-        ``{"embed": "cuda:0", "layers.0": "cuda:0", "layers.1": ("cuda:0",
-        "pinned_host"), "head": "cpu:0"}``; ``{"": place}`` when everything goes to one.
-        ``device_map=`` takes it back.
-        """
-        return {prefix: destination.spec() for prefix, destination in self._groups()}
-
-    def bytes_per_device(self) -> dict[str, int]:
-        """The bytes the plan puts on each place, by its printed name, in tier order."""
-        totals: dict[str, int] = {}
-        for name, destination in self._placements.items():
-            key = str(destination)
-            totals[key] = totals.get(key, 0) + self._sizes[name]
-        return totals
-
-    @property
-    def execution_device(self) -> jax.Device:
-        """The device that computes (Accelerate's ``execution_device``): the first
-        accelerator the plan fills, or the pinned memory's device, or the host's."""
-        return self._execution_device
-
-    def to_execution_device(self, tree: Any) -> Any:
-        """Every array of ``tree`` in the execution device's own memory: offloaded
-        weights brought in for a computation, inside ``jax.jit`` or outside it.
-
-        Inside ``jit`` this is a copy XLA schedules with the computation (an array
-        already in device memory stays where it is), so a jitted forward pass can take
-        parameters that live in ``pinned_host`` memory and use them as if on the device;
-        the device holds them only while the program runs. An array on the CPU device
-        (the plan's last tier, when ``max_memory["pinned_host"]`` caps the pinned one)
-        cannot enter a program compiled for an accelerator: put it in the execution
-        device's ``pinned_host`` memory first, outside ``jit`` (``jax.device_put(array,
-        SingleDeviceSharding(plan.execution_device, memory_kind="pinned_host"))``), or
-        on the device itself with this same call.
-
-        Examples:
-            >>> import jax, jax.numpy as jnp
-            >>> import torch2jax_device as tj
-            >>> plan = tj.DeviceMap.plan({"w": jax.ShapeDtypeStruct((2,), jnp.float32)},
-            ...                          device_map={"": "cpu"})
-            >>> w = jax.device_put(jnp.ones(2), plan.destination("w").sharding)
-            >>> jax.jit(lambda w: plan.to_execution_device(w) * 2)(w).tolist()
-            [2.0, 2.0]
-        """
-        target = SingleDeviceSharding(self.execution_device, memory_kind="device")
-
-        def fetch(leaf: Any) -> Any:
-            return jax.device_put(leaf, target) if isinstance(leaf, jax.Array) else leaf
-
-        return jax.tree.map(fetch, tree)
-
-    def _groups(self) -> list[tuple[str, Destination]]:
-        """(prefix, place) pairs: each module whose tensors all share a place, coarsest
-        first, in the order the modules first appear."""
-        root = _Node()
-        for name, destination in self._placements.items():
-            node = root
-            for part in name.split("."):
-                node = node.children.setdefault(part, _Node())
-            node.own = destination
-        groups: list[tuple[str, Destination]] = []
-        root.collect("", groups)
-        return groups
-
-    def __repr__(self) -> str:
-        total = sum(self._sizes.values())
-        groups = self._groups()
-        width = max((len(prefix or "''") for prefix, _ in groups), default=2)
-        lines = [f"DeviceMap({len(self._placements)} tensors, {_human(total)}):"]
-        lines += [f"  {prefix or repr(''):<{width}}  {place}" for prefix, place in groups]
-        lines.append("bytes per device:")
-        budgets = {str(place): figures for place, figures in self._budgets.items()}
-        totals = self.bytes_per_device()
-        width = max((len(place) for place in totals), default=2)
-        for place, nbytes in totals.items():
-            budget, source = budgets[place]
-            limit = "no limit" if budget is None else f"of {_human(budget)}, {source}"
-            lines.append(f"  {place:<{width}}  {_human(nbytes)} ({nbytes:,} bytes) {limit}")
-        return "\n".join(lines)
+        shapes = file_tensors(tensors) if isinstance(tensors, (str, os.PathLike)) else tensors
+        plan: DeviceMap = cls.from_shapes(shapes, max_memory=max_memory, device_map=device_map)
+        return plan
 
 
-@dataclasses.dataclass
-class _Node:
-    """One level of dotted names: the tensor named by the path so far, and deeper ones."""
-
-    own: Destination | None = None
-    children: dict[str, _Node] = dataclasses.field(default_factory=dict)
-
-    def places(self) -> set[Destination]:
-        found = {self.own} if self.own is not None else set()
-        for child in self.children.values():
-            found |= child.places()
-        return found
-
-    def collect(self, prefix: str, out: list[tuple[str, Destination]]) -> None:
-        places = self.places()
-        if len(places) == 1:
-            out.append((prefix, places.pop()))
-            return
-        for part, child in self.children.items():
-            child.collect(f"{prefix}.{part}" if prefix else part, out)
-        if self.own is not None:  # after the deeper ones: a prefix key covers them too
-            out.append((prefix, self.own))
-
-
-class _Budgets:
-    """``max_memory``, parsed and resolved, and the figures of the places it leaves out."""
-
-    def __init__(self, max_memory: Mapping[Any, Any] | None) -> None:
-        if max_memory is not None and not isinstance(max_memory, Mapping):
-            raise ConfigError(
-                f"max_memory={shown(max_memory)}: give a dict of devices to sizes, e.g. "
-                "{'cuda:0': '20GiB', 'cpu': '100GiB'}"
-            )
-        self.accelerators: dict[jax.Device, int] = {}
-        self.host: int | None = None
-        self.pinned: int | None = None
-        for key, value in (max_memory or {}).items():
-            where = shown(key)
-            size = parse_size(value, where)
-            if key == PINNED_KEY:
-                self.pinned = size
-            elif _is_host(key):
-                self.host = size
-            else:
-                self.accelerators[_device(key, "max_memory")] = size
-        self.host_device = resolve("cpu")
-        if self.host_device in self.accelerators:
-            raise InvalidDeviceError(
-                f"max_memory names {Device(self.host_device)}, the host's own device, as an "
-                "accelerator to fill. Fix: give the host's share as max_memory['cpu'], and "
-                "let another device stand in for an accelerator (e.g. 'cpu:1' with "
-                "jax_num_cpu_devices=2)"
-            )
-
-    def in_host(self, place: Destination) -> bool:
-        """Whether ``place`` is one of the host's: pinned memory, or a CPU device that is
-        not standing in for an accelerator (one ``max_memory`` names with an index)."""
-        if place.memory_kind == PINNED:
-            return True
-        return place.device.platform == "cpu" and place.device not in self.accelerators
-
-    def tiers(self) -> list[Destination]:
-        """Where an automatic plan puts tensors, in order."""
-        accelerators = list(self.accelerators) or _local_accelerators()
-        tiers = [Destination(device) for device in accelerators]
-        if accelerators and PINNED in _memory_kinds(accelerators[0]):
-            tiers.append(Destination(accelerators[0], PINNED))
-        tiers.append(Destination(self.host_device))
-        return tiers
-
-    def of(self, destination: Destination) -> int | None:
-        """The budget of one place (``None``: no limit); host places share the host's."""
-        if destination.memory_kind == PINNED:
-            host = self.host_total()
-            if self.pinned is None or host is None:
-                return self.pinned if host is None else host
-            return min(self.pinned, host)
-        if destination.device in self.accelerators:
-            return self.accelerators[destination.device]
-        if destination.device.platform == "cpu":
-            return self.host_total()
-        free = free_bytes(destination.device)
-        return None if free is None else int(free * (1 - RESERVE))
-
-    def source(self, place: Destination) -> str:
-        """Where the budget of ``place`` comes from, as a message says it."""
-        host = "max_memory['cpu']" if self.host is not None else "the host's available RAM"
-        if place.memory_kind == PINNED:
-            return f"max_memory['pinned_host'], within {host}" if self.pinned is not None else host
-        if place.device in self.accelerators:
-            return f"max_memory[{shown(str(Device(place.device)))}]"
-        if place.device.platform == "cpu":
-            return host
-        return f"{round((1 - RESERVE) * 100)} % of its free memory"
-
-    def host_total(self) -> int | None:
-        """The host RAM every host place together may take."""
-        return self.host if self.host is not None else _host_available()
-
-
-def _auto(sizes: Mapping[str, int], budgets: _Budgets) -> dict[str, Destination]:
-    tiers = budgets.tiers()
-    limits = [budgets.of(tier) for tier in tiers]
-    host_left = budgets.host_total()
-    used = [0] * len(tiers)
-    placements: dict[str, Destination] = {}
-    tier = 0
-    for name, nbytes in sizes.items():
-        while tier < len(tiers):
-            limit = limits[tier]
-            fits = limit is None or used[tier] + nbytes <= limit
-            if budgets.in_host(tiers[tier]) and host_left is not None:
-                fits = fits and nbytes <= host_left
-            if fits:
-                break
-            tier += 1
-        if tier == len(tiers):
-            raise OutOfMemoryError(_no_room(name, nbytes, sizes, tiers, limits, used))
-        used[tier] += nbytes
-        if budgets.in_host(tiers[tier]) and host_left is not None:
-            host_left -= nbytes
-        placements[name] = tiers[tier]
-    return placements
-
-
-def _explicit(
-    sizes: Mapping[str, int], device_map: Mapping[str, Any], budgets: _Budgets
-) -> dict[str, Destination]:
-    rules = [(str(key), _destination(key, value)) for key, value in device_map.items()]
-    placements: dict[str, Destination] = {}
-    unplaced = []
-    for name in sizes:
-        found = next((place for key, place in rules if _covers(key, name)), None)
-        if found is None:
-            unplaced.append(name)
-        else:
-            placements[name] = found
-    if unplaced:
-        listed = ", ".join(shown(name) for name in unplaced[:8])
-        more = f" and {len(unplaced) - 8} more" if len(unplaced) > 8 else ""
-        raise InvalidDeviceError(
-            f"device_map places no device for {len(unplaced)} of {len(sizes)} tensors: "
-            f"{listed}{more}. Fix: add a key that covers them (a module prefix such as "
-            f"{shown(unplaced[0].rsplit('.', 1)[0])}, a wildcard, or '*': 'cpu' last)"
-        )
-    totals: dict[Destination, int] = {}
-    for name, place in placements.items():
-        totals[place] = totals.get(place, 0) + sizes[name]
-    for place, nbytes in totals.items():
-        budget = budgets.of(place)
-        if budget is not None and nbytes > budget:
-            raise OutOfMemoryError(
-                f"device_map puts {_human(nbytes)} ({nbytes:,} bytes) on {place}, which has a "
-                f"budget of {_human(budget)} ({budget:,} bytes; {budgets.source(place)}). "
-                "Fix: move some modules elsewhere in device_map, raise max_memory for it, or "
-                "use device_map='auto' to spill the rest to host memory"
-            )
-    host = sum(nbytes for place, nbytes in totals.items() if budgets.in_host(place))
-    host_budget = budgets.host_total()
-    if host_budget is not None and host > host_budget:
-        raise OutOfMemoryError(
-            f"device_map puts {_human(host)} ({host:,} bytes) in host memory, and the host "
-            f"has {_human(host_budget)} ({host_budget:,} bytes) for it. Fix: put more on "
-            "accelerators, or raise max_memory['cpu']"
-        )
-    return placements
-
-
-def _covers(key: str, name: str) -> bool:
-    """Whether a ``device_map`` key covers tensor ``name``: Accelerate's module prefix
-    (``""`` covers all), or a shell wildcard over the whole name."""
-    return key in ("", name) or name.startswith(key + ".") or fnmatch.fnmatchcase(name, key)
-
-
-def _destination(key: Any, value: Any) -> Destination:
-    """A ``device_map`` value as a place."""
-    kind = "device"
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
-        value, kind = value
-    if isinstance(value, str) and value == "disk":
-        raise InvalidDeviceError(
-            f"device_map[{shown(key)}] = 'disk': tj does not offload to disk. Fix: place it "
-            "on 'cpu' (a safetensors file is memory-mapped, so the host reads only what is "
-            "used), or read tensors on demand with tj.safe_open"
-        )
-    device = _device(value, f"device_map[{shown(key)}]")
-    if kind not in _memory_kinds(device):
-        raise InvalidDeviceError(
-            f"device_map[{shown(key)}] = {shown((value, kind))}: {Device(device)} has no memory "
-            f"kind {shown(kind)}; it has {', '.join(sorted(_memory_kinds(device)))}"
-        )
-    return Destination(device, kind)
-
-
-def _device(spec: Any, where: str) -> jax.Device:
-    """``spec`` resolved, with the map entry named if it does not exist here."""
-    try:
-        return resolve(spec)
-    except DeviceUnavailableError as err:
-        raise DeviceUnavailableError(f"{where} names {shown(spec)}: {err}") from None
-    except InvalidDeviceError as err:
-        raise InvalidDeviceError(f"{where} names {shown(spec)}: {err}") from None
-
-
-def _is_host(key: Any) -> bool:
-    """Whether a ``max_memory`` key is Accelerate's ``"cpu"``: the host, unindexed."""
-    if isinstance(key, str):
-        return key == "cpu"
-    return isinstance(key, Device) and key.type == "cpu" and key.index is None
-
-
-def _local_accelerators() -> list[jax.Device]:
-    platform = runtime.current_platform(platforms.ACCELERATORS)
-    return [] if platform is None else list(platforms.device_indices(platform).values())
-
-
-def _memory_kinds(device: jax.Device) -> set[str]:
-    try:
-        return {memory.kind for memory in device.addressable_memories()}
-    except (AttributeError, NotImplementedError, jax.errors.JaxRuntimeError):
-        return {"device"}
-
-
-def _host_available() -> int | None:
-    """The host RAM the kernel says is available now (``MemAvailable``), if it says."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _sizes(tensors: PathLike | Mapping[str, Any]) -> dict[str, int]:
-    """Each tensor's bytes once loaded (in JAX's dtype: 64-bit ones narrowed), in order."""
-    if isinstance(tensors, (str, os.PathLike)):
-        return {
-            name: _nbytes(shape, dtype) for name, (shape, dtype) in file_tensors(tensors).items()
-        }
-    if not isinstance(tensors, Mapping):
-        raise ArgumentTypeError(
-            f"DeviceMap.plan takes a safetensors path or {{name: array}}, not "
-            f"{type(tensors).__name__}; for a model, pass tj.state_dict(model)"
-        )
-    sizes = {}
-    for name, value in tensors.items():
-        if not (hasattr(value, "shape") and hasattr(value, "dtype")):
-            raise CheckpointError(
-                f"tensor {shown(name)} is a {type(value).__name__}, which has no shape and "
-                "dtype; give arrays or jax.ShapeDtypeStruct"
-            )
-        sizes[str(name)] = _nbytes(tuple(value.shape), value.dtype)
-    return sizes
-
-
-def file_tensors(path: PathLike) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
-    """Every tensor of a safetensors file or index: ``{name: (shape, dtype)}`` in the
-    file's order (an index's: its ``weight_map``'s), from the headers alone.
+def file_tensors(path: PathLike) -> dict[str, jax.ShapeDtypeStruct]:
+    """Every tensor of a checkpoint as ``{name: ShapeDtypeStruct}``, in its order, no
+    tensor byte read: a safetensors file's or an index's (its ``weight_map``'s order)
+    from the headers; a PyTorch checkpoint's by dotted path (``model.0.weight``), in
+    the order it was saved, unpickled over a memory map (a legacy or file-object
+    checkpoint is read whole: torch cannot map it).
 
     Raises:
-        CheckpointError: not a safetensors file or an index of them.
+        CheckpointError: not a checkpoint, or a PyTorch one without torch installed.
     """
-    found: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
+    found: dict[str, jax.ShapeDtypeStruct] = {}
     with shard_files(path) as shards:  # an index's shards, opened through its folder
         for file, names in shards.files.items():
-            with Reader(file, opened=shards.opened.get(file)) as reader:
-                for name in reader.tensors if names is None else names:
-                    info = reader.info(name)
-                    found[name] = (info.shape, info.dtype)
+            with Source(file, shards.opened.get(file)) as source:
+                if source.kind != "safetensors":
+                    found |= _pickled_shapes(source)
+                    continue
+                with Reader(file, opened=source.handle) as reader:
+                    for name in reader.tensors if names is None else names:
+                        info = reader.info(name)
+                        found[name] = jax.ShapeDtypeStruct(info.shape, info.dtype)
     if shards.names is not None:
         found = {name: found[name] for name in shards.names}
     return found
+
+
+def load_pickled_by_plan(
+    source: Source,
+    map_location: Any,
+    max_memory: Mapping[Any, Any] | None,
+    budget: TensorBudget,
+    pickle_load_args: dict[str, Any],
+) -> Any:
+    """A PyTorch checkpoint with each tensor where a plan says (``map_location="auto"``
+    within ``max_memory``, or a ``DeviceMap``), the rest as ``torch.load`` returns it.
+
+    Unpickled once, over a memory map where torch can map the file; the plan is made
+    from the tensors' dotted names, shapes and dtypes, in the order they were saved,
+    before any is converted, so a budget that cannot hold them is refused before a
+    tensor page is read. Each tensor then goes to its place, one after the other.
+
+    Raises:
+        CheckpointError, OutOfMemoryError, InvalidDeviceError, ConfigError: as
+            ``tj.load`` and ``tj.DeviceMap.plan`` document.
+    """
+    torch = import_torch(source.name)
+    checkpoint = _unpickled(source, torch, pickle_load_args)
+
+    def arrays(graph: Graph) -> dict[int, Any]:
+        named = _named_tensors(source.name, checkpoint, graph, torch)
+        shapes = {name: shape for name, (_, shape) in named.items()}
+        plan = plan_for(
+            lambda: shapes,
+            map_location,
+            device_map=None,
+            max_memory=max_memory,
+            kind=DeviceMap,
+            argument="map_location",
+        )
+        hosts = HostTensors(torch, source.size())
+
+        def converted(tensor: Any, sharding: SingleDeviceSharding) -> np.ndarray[Any, Any]:
+            """Dense, of a JAX dtype: a view of the file's pages for a place that copies
+            it (an accelerator, pinned memory), else a copy of its own, which a CPU
+            device keeps as the array (never the file's pages: it may change after the
+            load, and XLA's CPU client aborts at exit when an array over a memory-mapped
+            tensor outlives it)."""
+            try:
+                host = np.asarray(to_jax(hosts(tensor)))
+            except Warning:
+                raise  # a warning the caller's filters made an error stays what it is
+            except Exception as err:
+                raise tensor_error(source.name, graph, tensor, err) from err
+            if not (sharding.memory_kind == "device" and _is_cpu(sharding)):
+                return host
+            copy = aligned_empty(host.nbytes).view(host.dtype).reshape(host.shape)
+            host_staging.parallel_copy(copy, host)  # aligned: the CPU device keeps it
+            return copy
+
+        shardings = [plan.destination(name).sharding for name in named]  # all, first
+        placed: list[jax.Array] = []
+        try:  # one tensor at a time: the host holds the one in flight, not a copy of all
+            for (tensor, _), sharding in zip(named.values(), shardings, strict=True):
+                placed += host_staging.device_put([converted(tensor, sharding)], sharding)
+            jax.block_until_ready(placed)
+        except BaseException:
+            settle(placed)  # nothing dropped while in flight
+            raise
+        return {
+            id(tensor): array for (tensor, _), array in zip(named.values(), placed, strict=True)
+        }
+
+    return rebuilt(source.name, checkpoint, torch, budget, arrays)
+
+
+def _is_cpu(sharding: SingleDeviceSharding) -> bool:
+    device: jax.Device = next(iter(sharding.device_set))
+    return str(device.platform) == "cpu"
+
+
+def _unpickled(source: Source, torch: Any, pickle_load_args: Mapping[str, Any]) -> Any:
+    """``torch.load(weights_only=True)`` of ``source``, its storages over a memory map
+    where torch can map the file (a zip checkpoint at a path): no tensor page is read."""
+    check_expansion(source)
+    mmap = source.kind == "zip" and source.path is not None
+    opened: Any = source.by_name() if source.path is not None else source.file
+    try:
+        return torch.load(
+            opened, map_location="cpu", mmap=mmap, weights_only=True, **pickle_load_args
+        )
+    except (OSError, Warning):
+        raise  # the file system's error, or a warning the caller's filters made one
+    except Exception as err:
+        raise unreadable(source.name, err) from err
+
+
+def _pickled_shapes(source: Source) -> dict[str, jax.ShapeDtypeStruct]:
+    torch = import_torch(source.name)
+    checkpoint = _unpickled(source, torch, {})
+    budget = TensorBudget(None, source.size(), verb="tj.DeviceMap.plan")
+    try:
+        graph = Graph(checkpoint, torch, budget.left)
+    except TooManyTensorsError:
+        raise budget.refusal(source.name, f"more than {budget.left:,}") from None
+    named = _named_tensors(source.name, checkpoint, graph, torch)
+    return {name: shape for name, (_, shape) in named.items()}
+
+
+def _named_tensors(
+    name: str, checkpoint: Any, graph: Graph, torch: Any
+) -> dict[str, tuple[Any, jax.ShapeDtypeStruct]]:
+    """Each tensor of an unpickled checkpoint by its dotted path, in the order it was
+    saved (dicts' and lists' own order, depth first), with its shape and dtype as a
+    load converts it (a quantized tensor dequantized to float32; the plan counts 64-bit
+    ones narrowed, and the load warns of that, not the plan).
+
+    Raises:
+        CheckpointError: a tensor JAX cannot hold (nested, meta, a dtype JAX lacks), or
+            two tensors with one dotted name (the message names them).
+    """
+    found: dict[str, tuple[Any, jax.ShapeDtypeStruct]] = {}
+    refusals = HostTensors(torch, 0)  # refuses a nested or meta tensor before any copy
+    for dotted, tensor in _in_saved_order(checkpoint, graph, torch.Tensor):
+        try:
+            if tensor.is_nested or tensor.is_meta:  # no shape, or no data: as a load says
+                refusals(tensor)
+            dtype = np.dtype(np.float32) if tensor.is_quantized else numpy_dtype(tensor.dtype)
+        except CheckpointError as err:
+            raise tensor_error(name, graph, tensor, err) from None
+        if dotted in found:
+            raise CheckpointError(
+                f"{name}: two tensors are both named {shown(dotted)} by their place (one at "
+                f"{graph.path(tensor)}), so a plan cannot tell them apart. Fix: load it "
+                "onto one device (map_location='cpu') and place it with tj.to_device"
+            )
+        found[dotted] = (tensor, jax.ShapeDtypeStruct(tuple(tensor.shape), dtype))
+    return found
+
+
+def _in_saved_order(root: Any, graph: Graph, tensor_type: type) -> list[tuple[str, Any]]:
+    """``(dotted name, tensor)`` for every tensor of ``graph``, in the order ``root``
+    holds them: depth first through dicts, lists and tuples, each in its own order (a
+    state dict's order), a tensor held twice named by its first place; tensors held
+    only in objects' attributes after those, named as the graph found them."""
+    found: dict[int, tuple[str, Any]] = {}
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        obj, path = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, tensor_type):
+            found[id(obj)] = (".".join(path), obj)
+            continue
+        items: list[tuple[Any, Any]] = []
+        if isinstance(obj, Mapping):
+            items = list(obj.items())
+        elif isinstance(obj, (list, tuple)):
+            items = list(enumerate(obj))
+        for key, child in reversed(items):
+            stack.append((child, (*path, key if isinstance(key, str) else shown(key, 80))))
+    rest = [(graph.name(tensor), tensor) for tensor in graph.tensors if id(tensor) not in found]
+    return list(found.values()) + rest
 
 
 def reads_straight(source: Any) -> bool:
@@ -641,50 +333,34 @@ def reads_straight(source: Any) -> bool:
     return True
 
 
-def _nbytes(shape: Sequence[int], dtype: Any) -> int:
-    """The bytes of an array JAX will hold (no narrowing warning: nothing is converted
-    yet; the load warns)."""
-    return math.prod(shape) * np.dtype(jax.dtypes.canonicalize_dtype(dtype)).itemsize
-
-
 def planned_target(
     tensors: PathLike | Mapping[str, Any],
     device: Any,
     *,
     device_map: Mapping[str, Any] | str | DeviceMap | None,
     max_memory: Mapping[Any, Any] | None,
+    argument: str = "device",
 ) -> Any:
     """What a load of ``tensors`` onto ``device`` with ``device_map=`` and ``max_memory=``
-    goes by: a plan when one is asked for (``device="auto"``, ``device_map=``), else
-    ``device`` itself.
+    goes by: a plan when one is asked for (``device="auto"``, ``device_map=``), made from
+    the headers alone, else ``device`` itself (``device_plan.plan_for``'s rules).
 
     Raises:
         InvalidDeviceError: ``device_map`` together with a device, or ``max_memory``
             without a plan to apply it to.
     """
-    if isinstance(device, DeviceMap) and device_map is None:  # a plan made earlier
-        device, device_map = AUTO, device
-    auto = isinstance(device, str) and device == AUTO
-    if device_map is None and not auto:
-        if max_memory is not None:
-            raise InvalidDeviceError(
-                f"max_memory= is the budget of device='auto', and device={shown(device)} puts "
-                "everything on one device. Fix: pass device='auto' (or device_map=) with it"
-            )
-        return device
-    if device_map is not None and not auto and device not in ("cpu", None):
-        raise InvalidDeviceError(
-            f"device={shown(device)} and device_map= both say where tensors go. Fix: pass "
-            "only device_map= (or device='auto' with max_memory=)"
-        )
-    if isinstance(device_map, DeviceMap):
-        if max_memory is not None:
-            raise InvalidDeviceError(
-                "max_memory= with a DeviceMap: the plan was made within its budgets "
-                "already. Fix: pass max_memory to tj.DeviceMap.plan, or drop it here"
-            )
-        return device_map
-    return DeviceMap.plan(tensors, max_memory=max_memory, device_map=device_map)
+
+    def describe() -> Mapping[str, Any]:
+        return file_tensors(tensors) if isinstance(tensors, (str, os.PathLike)) else tensors
+
+    return plan_for(
+        describe,
+        device,
+        device_map=device_map,
+        max_memory=max_memory,
+        kind=DeviceMap,
+        argument=argument,
+    )
 
 
 def model_plan(
@@ -733,31 +409,3 @@ def load_for_model(
         return plan(model_name, shape, dtype)
 
     return load_file_by_rule(path, rule)
-
-
-def _no_room(
-    name: str,
-    nbytes: int,
-    sizes: Mapping[str, int],
-    tiers: list[Destination],
-    limits: list[int | None],
-    used: list[int],
-) -> str:
-    total = sum(sizes.values())
-    room = "; ".join(
-        f"{tier}: {_human(taken)} of {'no limit' if limit is None else _human(limit)}"
-        for tier, limit, taken in zip(tiers, limits, used, strict=True)
-    )
-    return (
-        f"the model does not fit even with host memory: {len(sizes)} tensors of "
-        f"{_human(total)} ({total:,} bytes), and tensor {shown(name)} ({_human(nbytes)}) has "
-        f"no room left ({room}). Fix: raise max_memory (its 'cpu' entry is the host's "
-        "share), free host memory, or load the model in a smaller dtype"
-    )
-
-
-def _human(nbytes: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= size:
-            return f"{nbytes / size:.2f} {unit}"
-    return f"{nbytes} B"

@@ -23,6 +23,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from .. import host_staging
+from ..array_names import state_variables
 from ..detect import (
     import_torch,
     is_equinox_module,
@@ -34,7 +35,7 @@ from ..detect import (
 from ..distributed import transfer
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
-from ..location import in_torch_order, own_leaves_first
+from ..location import own_leaves_first
 from ..platforms import platform_of
 from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
@@ -546,22 +547,13 @@ def _entries(model: Any) -> list[Entry]:
 
 def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[Entry]:
     nnx = sys.modules["flax.nnx"]
-    state = model if is_nnx_state(model) else nnx.state(model)
     modules = (
         {path: node for path, node in nnx.iter_graph(model) if isinstance(node, nnx.Module)}
         if torch_layout
         else {}
     )
-    pairs = nnx.to_flat_state(state)
-    if not is_nnx_state(model):  # a module: its twin's order (a State's is its own)
-        pairs = in_torch_order(model, pairs)
-    for path, variable in pairs:
-        if isinstance(variable, (nnx.RngState, nnx.Intermediate)):
-            continue
-        value = variable.get_value()
-        if not isinstance(value, (jax.Array, np.ndarray, jax.ShapeDtypeStruct)):  # abstract too
-            continue
-        entry = Entry(".".join(map(str, path)), value, variable=variable)
+    for path, variable in state_variables(model):  # a module's in its twin's order
+        entry = Entry(".".join(map(str, path)), variable.get_value(), variable=variable)
         if torch_layout:
             _nnx_torch_names(nnx, entry, path, modules)
         else:

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, CheckpointError, InvalidIndexError
+from .. import dtypes
+from ..errors import ArgumentTypeError, CheckpointError, ConversionError, InvalidIndexError
 from ..interop import aligned_empty
 from . import messages
 from .format import TensorBudget, TensorInfo, read_header
@@ -205,7 +206,13 @@ class Reader:
             end = min(begin + CHUNK_BYTES, wide)
             self._read_into(start + begin, scratch[: end - begin])
             narrowed = out[begin // ratio : end // ratio].view(dtype)
-            np.copyto(narrowed, scratch[: end - begin].view(info.dtype), casting="unsafe")
+            wide_values = scratch[: end - begin].view(info.dtype)
+            if not dtypes.is_inexact(dtype):
+                try:
+                    dtypes.refuse_wrapping(wide_values, dtype)
+                except ConversionError as error:
+                    raise ConversionError(f"tensor {info.name!r}: {error}") from None
+            np.copyto(narrowed, wide_values, casting="unsafe")
             advance(end - begin)
 
     def read_selection(self, info: TensorInfo, index: Any) -> np.ndarray[Any, Any]:

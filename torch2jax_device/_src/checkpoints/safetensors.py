@@ -20,7 +20,7 @@ from ..device import DeviceLike
 from ..distributed.transfer import to_numpy
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, DTypeError
 from . import sharded
-from .device_map import planned_target
+from .device_map import DeviceMap, planned_target
 from .format import DTYPES, check_metadata, code_of
 from .messages import shown
 from .one_device import OnDevice, Placement, TensorSlice
@@ -181,12 +181,23 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         device: Anything ``tj.device`` accepts; ``None`` also means the CPU. Or a
             sharding, a mesh, a ``tj.ShardingRule`` or a function, as for
             ``tj.load_file``: each process then reads only its parts.
+            ``"auto"`` (with ``max_memory``) or a `tj.DeviceMap`: a plan, made from the
+            header when the file is opened (``plan`` holds it), places each tensor
+            ``get_tensor`` reads, as ``tj.load_file(path, device="auto")`` would place
+            it; a slice goes where its tensor goes.
         backend: ``"mmap"`` or ``"pread"``, as for ``tj.load_file``.
         max_tensors: The most tensors the file may hold, as for ``tj.load_file``.
+        device_map: An explicit map (``{pattern: device}``), as for ``tj.load_file``.
+        max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
+
+    Attributes:
+        plan: The `tj.DeviceMap` tensors are placed by, or ``None`` without one.
 
     Raises:
         CheckpointError: the header is invalid (see [`tj.load_file`][torch2jax_device.load_file]).
         DeviceUnavailableError: ``device`` does not exist here (checked before opening).
+        ConfigError, InvalidDeviceError, OutOfMemoryError: a plan that cannot be made,
+            as ``tj.DeviceMap.plan`` says (before a tensor byte is read).
         InvalidDeviceError: ``framework`` is not one safetensors knows (for instance a
             device passed in its place), or ``backend`` is neither ``"mmap"`` nor
             ``"pread"``.
@@ -201,6 +212,14 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         ...     window = f.get_slice("tokens")[2:5]
         ...     f.keys(), f.metadata(), window.tolist(), f.get_slice("tokens").get_shape()
         (['tokens'], {'vocab': 'gpt2'}, [2, 3, 4], [10])
+
+        Each tensor placed by a plan made from the header (on a GPU machine,
+        ``max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}``):
+
+        >>> with tj.safe_open(path, framework="flax", device="auto",
+        ...                   max_memory={"cpu": "1GiB"}) as f:
+        ...     f.plan.modules(), f.get_tensor("tokens").sharding.memory_kind
+        ({'': 'cpu'}, 'device')
     """
 
     def __init__(
@@ -211,9 +230,13 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         *,
         backend: str = "mmap",
         max_tensors: int | None = None,
+        device_map: Mapping[str, Any] | str | None = None,
+        max_memory: Mapping[Any, Any] | None = None,
     ) -> None:
         check_framework(path, framework)
         self._placement: Placement
+        device = planned_target(path, device, device_map=device_map, max_memory=max_memory)
+        self.plan = device if isinstance(device, DeviceMap) else None
         if sharded.handles_open(device):
             maps_file(backend)  # checked only: each process reads the parts it holds
             self._placement = sharded.OnMesh(device)

@@ -3,19 +3,24 @@
 The public entry point. ``.safetensors`` files are read natively (``one_device``);
 PyTorch ``.pt`` / ``.bin`` checkpoints through ``torch.load(weights_only=True)``
 (``pickled``; torch is imported only for them). A target that is not one device, or an
-index of shard files, goes to ``sharded``. ``map_location`` is classified once, by
+index of shard files, goes to ``sharded``; a plan (``map_location="auto"``, a
+``DeviceMap``) to ``device_map``. ``map_location`` is classified once, by
 ``map_location.MapLocationRule``, for every format.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..errors import CheckpointError, UnsupportedOperationError
+from ..device_plan import asks_for_plan
+from ..errors import CheckpointError, InvalidDeviceError, UnsupportedOperationError
 from . import sharded
+from .device_map import load_pickled_by_plan, planned_target, reads_straight
 from .format import TensorBudget
 from .index import is_index
 from .map_location import MapLocation, MapLocationRule
+from .messages import shown
 from .one_device import load_file
 from .pickled import load_pickled
 from .source import FileLike, Source
@@ -32,6 +37,7 @@ def load(
     mmap: bool | None = None,
     progress: bool | None = None,
     max_tensors: int | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     **pickle_load_args: Any,
 ) -> Any:
     """Equivalent to `torch.load`.
@@ -64,7 +70,16 @@ def load(
       [`tj.ShardingRule`][torch2jax_device.ShardingRule]: every tensor a global array,
       each process reading only the parts its devices hold; the checkpoint comes back
       as onto one device (containers, sharing and all), each tensor named for the
-      rule by its dotted path (``model.transformer.wte.weight``).
+      rule by its dotted path (``model.transformer.wte.weight``);
+    * ``"auto"`` (not torch's: Accelerate's ``device_map="auto"``), with
+      ``max_memory=``: a plan (a [`tj.DeviceMap`][torch2jax_device.DeviceMap]) fills
+      each accelerator in the order the tensors were saved, then its ``pinned_host``
+      memory, then host memory, each tensor named by its dotted path; or a
+      ``tj.DeviceMap`` made earlier (``tj.DeviceMap.plan(path, device_map={...})``
+      for an explicit map). The plan is made from the names, shapes and dtypes alone
+      (a zip checkpoint is unpickled over a memory map), so a budget that cannot hold
+      the tensors is refused before a tensor byte is read; then each goes straight to
+      its place, never left over the mapped file (``mmap=`` changes nothing here).
 
     Note:
         Sparse tensors (COO, CSR, CSC, BSR, BSC) load **dense**, and quantized tensors
@@ -93,13 +108,16 @@ def load(
             they live. No effect on safetensors files, which are read once into
             aligned memory.
         progress: Draw a progress bar on stderr (see [`tj.load_file`][torch2jax_device.load_file]);
-            never with ``mmap=True``, which reads nothing up front.
+            never with ``mmap=True``, which reads nothing up front, nor for a PyTorch
+            checkpoint placed by a plan (it is mapped too).
         max_tensors: The most tensors the load may make arrays of, counting every view
             (each becomes an array) and every file of an index together. By default one
             per 4 KiB of the files and at least 16,384, as for ``tj.load_file``: each
             array costs kilobytes of host memory, and a small file of many views could
             otherwise exhaust RAM. Counted after ``torch.load`` unpickles the file and
             before any tensor is converted.
+        max_memory: The budgets of ``map_location="auto"``: ``{"cuda:0": "20GiB",
+            "cpu": "100GiB"}`` as in Accelerate (see ``tj.DeviceMap.plan``).
         **pickle_load_args: ``encoding=`` for checkpoints pickled by Python 2, passed to
             torch's unpickler (torch warns that it is ignored; it is not).
 
@@ -121,7 +139,12 @@ def load(
             ``TypeError``; this is one): an ``int``, a dict whose values are not
             strings, a callable returning something other than a storage or ``None``,
             or a callable for a safetensors file (which has no storages to pass it).
-        InvalidDeviceError: ``map_location`` names no device (``"bogus"``).
+        InvalidDeviceError: ``map_location`` names no device (``"bogus"``);
+            ``max_memory`` without ``map_location="auto"``; ``"auto"`` for an index of
+            PyTorch shard files.
+        ConfigError: a ``max_memory`` size that does not parse (``"20Gb"``).
+        OutOfMemoryError: the plan cannot fit the tensors even with host memory (the
+            message has the numbers), before a tensor byte is read.
         UnsupportedOperationError: ``weights_only=False``, a ``pickle_module``,
             ``mmap=True`` on a legacy (pre-zip) checkpoint, or unpickler arguments
             other than ``encoding`` (torch raises ``RuntimeError`` or ``TypeError``).
@@ -142,10 +165,70 @@ def load(
         >>> state = tj.load(buffer)
         >>> dict(state._metadata), state["weight"].tolist()
         ({'': {'version': 1}}, [1.0, 1.0])
+
+        A plan within budgets (here the host's only: on a GPU machine, name it too,
+        ``{"cuda:0": "20GiB", "cpu": "100GiB"}``):
+
+        >>> placed = tj.load(path, map_location="auto", max_memory={"cpu": "1GiB"})
+        >>> placed["model"]["w"].sharding.memory_kind
+        'device'
+        >>> plan = tj.DeviceMap.plan(path, max_memory={"cpu": "1GiB"})  # reads no tensor
+        >>> list(plan.placements()), plan.bytes_per_device()
+        (['model.w'], {'cpu': 8})
     """
     with Source(f) as source:
         _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
+        if max_memory is not None or asks_for_plan(map_location):
+            return _load_by_plan(
+                source, map_location, max_memory, mmap, progress, max_tensors, pickle_load_args
+            )
         return _load(source, map_location, mmap, progress, max_tensors, pickle_load_args)
+
+
+def _load_by_plan(
+    source: Source,
+    map_location: Any,
+    max_memory: Mapping[Any, Any] | None,
+    mmap: bool | None,
+    progress: bool | None,
+    max_tensors: int | None,
+    pickle_load_args: dict[str, Any],
+) -> Any:
+    """``tj.load`` by a plan: safetensors files (and indexes of them) through the
+    per-tensor loader, each tensor read straight onto its place; PyTorch checkpoints
+    through ``load_pickled_by_plan``.
+
+    Raises:
+        InvalidDeviceError: ``max_memory`` without ``map_location="auto"``, or a plan
+            for an index of PyTorch shards.
+    """
+    if not asks_for_plan(map_location):  # max_memory without a plan: the plan's error
+        planned_target(
+            {}, map_location, device_map=None, max_memory=max_memory, argument="map_location"
+        )
+    path = source.path
+    if path is not None and source.kind in ("safetensors", "index"):
+        if not reads_straight(path):
+            raise InvalidDeviceError(
+                f"map_location={shown(map_location)} for {source.name}, an index of PyTorch "
+                "shard files: a plan places the tensors of one file, or of an index of "
+                "safetensors files. Fix: load each shard with tj.load(shard, "
+                "map_location='auto'), or a model with tj.load_state(model, path, "
+                "device='auto')"
+            )
+        plan = planned_target(
+            path, map_location, device_map=None, max_memory=max_memory, argument="map_location"
+        )
+        return sharded.load_file(path, plan, max_tensors=max_tensors, progress=progress)
+    if source.kind == "safetensors":
+        raise CheckpointError(
+            f"{source.name} holds a safetensors file, which tj.load reads from a path "
+            "only: pass the path (tj.load(path, map_location='auto'))"
+        )
+    if mmap:
+        _check_mappable(source)
+    budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
+    return load_pickled_by_plan(source, map_location, max_memory, budget, pickle_load_args)
 
 
 def _load(

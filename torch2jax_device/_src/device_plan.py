@@ -1,0 +1,684 @@
+"""Placement plans for arrays bigger than their accelerator: Accelerate's ``device_map``, in JAX.
+
+``device_map="auto"`` with ``max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}`` in
+Accelerate fills the GPUs in the model's order, then the CPU. A plan does the same for
+JAX arrays, with one more tier that only JAX has: every JAX sharding carries a memory
+kind, and an accelerator's ``pinned_host`` memory is host RAM that jitted code can bring
+into device memory itself (``DevicePlan.to_execution_device``). So tensors go, in
+order, to each accelerator until its budget is spent, then to the first accelerator's
+``pinned_host`` memory, then to the CPU device (ordinary host memory).
+
+The rules of a plan live here, below ``placement`` and ``checkpoints``, which both
+place by them: the budgets (``max_memory`` parsed, the free memory of the devices it
+leaves out), the fill order, explicit maps and their checks, the errors and the
+printed form. A plan is made from names, shapes and dtypes alone (``{name: array or
+jax.ShapeDtypeStruct}``, in order); ``checkpoints.device_map.DeviceMap``, the public
+``tj.DeviceMap``, also plans from a checkpoint's header. A plan is a per-tensor rule
+``(name, shape, dtype) -> Sharding``, so loaders place each tensor straight where it
+says, never through the GPU first; ``tj.to_device(tree, "auto")`` places a model's
+arrays by one (``array_names`` gives their names and order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import SingleDeviceSharding
+
+from . import dtypes, platforms, runtime
+from .array_names import NamedArrays, is_model
+from .capacity import free_bytes
+from .checkpoints.messages import shown
+from .detect import is_torch_tensor
+from .device import Device, resolve
+from .errors import (
+    ArgumentTypeError,
+    CheckpointError,
+    ConfigError,
+    DeviceUnavailableError,
+    InvalidDeviceError,
+    OutOfMemoryError,
+)
+
+__all__ = [
+    "AUTO",
+    "PINNED",
+    "Destination",
+    "DevicePlan",
+    "asks_for_plan",
+    "parse_size",
+    "plan_for",
+    "shapes_of",
+]
+
+#: The ``device=`` / ``device_map=`` value that asks for a plan, as Accelerate spells it.
+AUTO = "auto"
+#: The memory kind of host RAM an accelerator's jitted code can read (JAX's name).
+PINNED = "pinned_host"
+#: The ``max_memory`` key of the budget for the first accelerator's pinned host memory.
+PINNED_KEY = PINNED
+#: The share of an accelerator's free memory a plan leaves for activations and compiled
+#: programs when ``max_memory`` gives it no figure (Accelerate keeps 10 % too).
+RESERVE = 0.10
+
+_UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(value: Any, where: str) -> int:
+    """A memory budget as bytes: an int, or a string such as ``"20GiB"``, ``"1.5GB"``.
+
+    Units are Accelerate's: ``KB``/``MB``/``GB``/``TB`` are powers of 1000, ``KiB`` ...
+    ``TiB`` powers of 1024, any case; a bare number is bytes. ``where`` names the entry
+    in the message.
+
+    Raises:
+        ConfigError: the value is not a non-negative size; Accelerate's ``"20Gb"`` (bits,
+            an eighth of the bytes) is refused rather than guessed.
+
+    Examples:
+        >>> from torch2jax_device._src.device_plan import parse_size
+        >>> parse_size("20GiB", "cuda:0"), parse_size("1.5GB", "cpu"), parse_size(512, "cpu")
+        (21474836480, 1500000000, 512)
+    """
+    if type(value) is int and value >= 0:
+        return value
+    match = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    unit = match.group(2) if match else ""
+    factor = _UNITS.get(unit.upper() or "B")
+    if match and factor is not None and not (unit.endswith("b") and unit != "b"):
+        return int(float(match.group(1)) * factor)
+    raise ConfigError(
+        f"max_memory[{where}] = {shown(value)} is not a memory size. Fix: give bytes as an "
+        "int, or a number and a unit: '20GiB' (2**30 bytes each), '20GB' (10**9 each), "
+        "also KiB, MiB, TiB, KB, MB, TB ('Gb' would be bits: write GB or GiB)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Destination:
+    """Where a tensor goes: a device and one of its memory kinds.
+
+    ``memory_kind`` is ``"device"`` (the device's own memory; on a CPU device, host RAM)
+    or ``"pinned_host"`` (host RAM an accelerator's jitted code can read).
+    """
+
+    device: jax.Device
+    memory_kind: str = "device"
+
+    @property
+    def sharding(self) -> SingleDeviceSharding:
+        """The sharding that puts an array here."""
+        return SingleDeviceSharding(self.device, memory_kind=self.memory_kind)
+
+    def spec(self) -> str | tuple[str, str]:
+        """How an explicit ``device_map`` names it: ``"cuda:0"``, ``("cuda:0", "pinned_host")``."""
+        name = str(Device(self.device))
+        return name if self.memory_kind == "device" else (name, self.memory_kind)
+
+    def __str__(self) -> str:
+        name = str(Device(self.device))
+        return name if self.memory_kind == "device" else f"{name} {self.memory_kind}"
+
+
+class DevicePlan:
+    """Which device and memory kind each named array goes to: ``device_map="auto"``.
+
+    The plan itself, made from names, shapes and dtypes; the public
+    [`tj.DeviceMap`][torch2jax_device.DeviceMap] is one that also plans from a
+    checkpoint's header, and documents the rules. ``tj.to_device(tree, "auto")`` makes
+    one of these from the tree's arrays.
+    """
+
+    def __init__(
+        self,
+        placements: Mapping[str, Destination],
+        sizes: Mapping[str, int],
+        budgets: Mapping[Destination, tuple[int | None, str]],
+        execution_device: jax.Device,
+    ) -> None:
+        self._placements = dict(placements)
+        self._sizes = dict(sizes)
+        self._budgets = dict(budgets)  # each place's budget, and where it comes from
+        self._execution_device = execution_device
+
+    @classmethod
+    def from_shapes(
+        cls,
+        tensors: Mapping[str, Any],
+        *,
+        max_memory: Mapping[Any, Any] | None = None,
+        device_map: Mapping[str, Any] | str | None = None,
+    ) -> Any:
+        """The plan for ``{name: array or jax.ShapeDtypeStruct}``, in its order (see
+        ``tj.DeviceMap.plan`` for the rules, the arguments and the errors)."""
+        sizes = _sizes(tensors)
+        budgets = _Budgets(max_memory)
+        if device_map is None or (isinstance(device_map, str) and device_map == AUTO):
+            placements = _auto(sizes, budgets)
+        elif isinstance(device_map, Mapping):
+            placements = _explicit(sizes, device_map, budgets)
+        else:
+            raise InvalidDeviceError(
+                f"device_map={shown(device_map)}: give 'auto' or a dict of name patterns to "
+                "devices, e.g. {'layers.0.*': 'cuda:0', '*': 'cpu'}"
+            )
+        used = {place: (budgets.of(place), budgets.source(place)) for place in placements.values()}
+        computing = [place for place in placements.values() if not budgets.in_host(place)]
+        first = computing[0] if computing else next(iter(placements.values()), None)
+        execution = budgets.tiers()[0].device if first is None else first.device
+        return cls(placements, sizes, used, execution)
+
+    def __call__(self, name: str, shape: tuple[int, ...], dtype: Any) -> SingleDeviceSharding:
+        """The sharding tensor ``name`` is loaded onto (the loaders' per-tensor rule).
+
+        Raises:
+            CheckpointError: the plan has no tensor ``name`` (it was made for another file).
+        """
+        return self.destination(name).sharding
+
+    def destination(self, name: str) -> Destination:
+        """Where tensor ``name`` goes.
+
+        Raises:
+            CheckpointError: the plan has no tensor ``name``.
+        """
+        try:
+            return self._placements[name]
+        except KeyError:
+            raise CheckpointError(
+                f"the {type(self).__name__} has no tensor {shown(name)}: it was planned for "
+                f"{len(self._placements)} other tensors. Fix: plan from the file or model "
+                "being loaded (tj.DeviceMap.plan(path)), or pass device='auto'"
+            ) from None
+
+    def placements(self) -> dict[str, Destination]:
+        """Every tensor's place, by name, in the plan's order."""
+        return dict(self._placements)
+
+    def grouped(self, names: Iterable[str]) -> dict[Destination, list[str]]:
+        """``names`` by their place, in order: what each place receives.
+
+        Raises:
+            CheckpointError: the plan has no tensor of one of the names.
+        """
+        groups: dict[Destination, list[str]] = {}
+        for name in names:
+            groups.setdefault(self.destination(name), []).append(name)
+        return groups
+
+    def modules(self) -> dict[str, str | tuple[str, str]]:
+        """Accelerate's ``device_map``: the shortest module prefixes with one place each.
+
+        ``{"embed": "cuda:0", "layers.0": "cuda:0", "layers.1": ("cuda:0",
+        "pinned_host"), "head": "cpu:0"}``; ``{"": place}`` when everything goes to one.
+        ``device_map=`` takes it back.
+        """
+        return {prefix: destination.spec() for prefix, destination in self._groups()}
+
+    def bytes_per_device(self) -> dict[str, int]:
+        """The bytes the plan puts on each place, by its printed name, in tier order."""
+        totals: dict[str, int] = {}
+        for name, destination in self._placements.items():
+            key = str(destination)
+            totals[key] = totals.get(key, 0) + self._sizes[name]
+        return totals
+
+    @property
+    def execution_device(self) -> jax.Device:
+        """The device that computes (Accelerate's ``execution_device``): the first
+        accelerator the plan fills, or the pinned memory's device, or the host's."""
+        return self._execution_device
+
+    def to_execution_device(self, tree: Any) -> Any:
+        """Every array of ``tree`` in the execution device's own memory: offloaded
+        weights brought in for a computation, inside ``jax.jit`` or outside it.
+
+        Inside ``jit`` this is a copy XLA schedules with the computation (an array
+        already in device memory stays where it is), so a jitted forward pass can take
+        parameters that live in ``pinned_host`` memory and use them as if on the device;
+        the device holds them only while the program runs. An array on the CPU device
+        (the plan's last tier, when ``max_memory["pinned_host"]`` caps the pinned one)
+        cannot enter a program compiled for an accelerator: put it in the execution
+        device's ``pinned_host`` memory first, outside ``jit`` (``jax.device_put(array,
+        SingleDeviceSharding(plan.execution_device, memory_kind="pinned_host"))``), or
+        on the device itself with this same call.
+
+        Examples:
+            >>> import jax, jax.numpy as jnp
+            >>> import torch2jax_device as tj
+            >>> plan = tj.DeviceMap.plan({"w": jax.ShapeDtypeStruct((2,), jnp.float32)},
+            ...                          device_map={"": "cpu"})
+            >>> w = jax.device_put(jnp.ones(2), plan.destination("w").sharding)
+            >>> jax.jit(lambda w: plan.to_execution_device(w) * 2)(w).tolist()
+            [2.0, 2.0]
+        """
+        target = SingleDeviceSharding(self.execution_device, memory_kind="device")
+
+        def fetch(leaf: Any) -> Any:
+            return jax.device_put(leaf, target) if isinstance(leaf, jax.Array) else leaf
+
+        return jax.tree.map(fetch, tree)
+
+    def _groups(self) -> list[tuple[str, Destination]]:
+        """(prefix, place) pairs: each module whose tensors all share a place, coarsest
+        first, in the order the modules first appear."""
+        root = _Node()
+        for name, destination in self._placements.items():
+            node = root
+            for part in name.split("."):
+                node = node.children.setdefault(part, _Node())
+            node.own = destination
+        groups: list[tuple[str, Destination]] = []
+        root.collect("", groups)
+        return groups
+
+    def __repr__(self) -> str:
+        total = sum(self._sizes.values())
+        groups = self._groups()
+        width = max((len(prefix or "''") for prefix, _ in groups), default=2)
+        lines = [f"{type(self).__name__}({len(self._placements)} tensors, {_human(total)}):"]
+        lines += [f"  {prefix or repr(''):<{width}}  {place}" for prefix, place in groups]
+        lines.append("bytes per device:")
+        budgets = {str(place): figures for place, figures in self._budgets.items()}
+        totals = self.bytes_per_device()
+        width = max((len(place) for place in totals), default=2)
+        for place, nbytes in totals.items():
+            budget, source = budgets[place]
+            limit = "no limit" if budget is None else f"of {_human(budget)}, {source}"
+            lines.append(f"  {place:<{width}}  {_human(nbytes)} ({nbytes:,} bytes) {limit}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class _Node:
+    """One level of dotted names: the tensor named by the path so far, and deeper ones."""
+
+    own: Destination | None = None
+    children: dict[str, _Node] = dataclasses.field(default_factory=dict)
+
+    def places(self) -> set[Destination]:
+        found = {self.own} if self.own is not None else set()
+        for child in self.children.values():
+            found |= child.places()
+        return found
+
+    def collect(self, prefix: str, out: list[tuple[str, Destination]]) -> None:
+        places = self.places()
+        if len(places) == 1:
+            out.append((prefix, places.pop()))
+            return
+        for part, child in self.children.items():
+            child.collect(f"{prefix}.{part}" if prefix else part, out)
+        if self.own is not None:  # after the deeper ones: a prefix key covers them too
+            out.append((prefix, self.own))
+
+
+class _Budgets:
+    """``max_memory``, parsed and resolved, and the figures of the places it leaves out."""
+
+    def __init__(self, max_memory: Mapping[Any, Any] | None) -> None:
+        if max_memory is not None and not isinstance(max_memory, Mapping):
+            raise ConfigError(
+                f"max_memory={shown(max_memory)}: give a dict of devices to sizes, e.g. "
+                "{'cuda:0': '20GiB', 'cpu': '100GiB'}"
+            )
+        self.accelerators: dict[jax.Device, int] = {}
+        self.host: int | None = None
+        self.pinned: int | None = None
+        for key, value in (max_memory or {}).items():
+            where = shown(key)
+            size = parse_size(value, where)
+            if key == PINNED_KEY:
+                self.pinned = size
+            elif _is_host(key):
+                self.host = size
+            else:
+                self.accelerators[_device(key, "max_memory")] = size
+        self.host_device = resolve("cpu")
+        if self.host_device in self.accelerators:
+            raise InvalidDeviceError(
+                f"max_memory names {Device(self.host_device)}, the host's own device, as an "
+                "accelerator to fill. Fix: give the host's share as max_memory['cpu'], and "
+                "let another device stand in for an accelerator (e.g. 'cpu:1' with "
+                "jax_num_cpu_devices=2)"
+            )
+
+    def in_host(self, place: Destination) -> bool:
+        """Whether ``place`` is one of the host's: pinned memory, or a CPU device that is
+        not standing in for an accelerator (one ``max_memory`` names with an index)."""
+        if place.memory_kind == PINNED:
+            return True
+        return place.device.platform == "cpu" and place.device not in self.accelerators
+
+    def tiers(self) -> list[Destination]:
+        """Where an automatic plan puts tensors, in order."""
+        accelerators = list(self.accelerators) or _local_accelerators()
+        tiers = [Destination(device) for device in accelerators]
+        if accelerators and PINNED in _memory_kinds(accelerators[0]):
+            tiers.append(Destination(accelerators[0], PINNED))
+        tiers.append(Destination(self.host_device))
+        return tiers
+
+    def of(self, destination: Destination) -> int | None:
+        """The budget of one place (``None``: no limit); host places share the host's."""
+        if destination.memory_kind == PINNED:
+            host = self.host_total()
+            if self.pinned is None or host is None:
+                return self.pinned if host is None else host
+            return min(self.pinned, host)
+        if destination.device in self.accelerators:
+            return self.accelerators[destination.device]
+        if destination.device.platform == "cpu":
+            return self.host_total()
+        free = free_bytes(destination.device)
+        return None if free is None else int(free * (1 - RESERVE))
+
+    def source(self, place: Destination) -> str:
+        """Where the budget of ``place`` comes from, as a message says it."""
+        host = "max_memory['cpu']" if self.host is not None else "the host's available RAM"
+        if place.memory_kind == PINNED:
+            return f"max_memory['pinned_host'], within {host}" if self.pinned is not None else host
+        if place.device in self.accelerators:
+            return f"max_memory[{shown(str(Device(place.device)))}]"
+        if place.device.platform == "cpu":
+            return host
+        return f"{round((1 - RESERVE) * 100)} % of its free memory"
+
+    def host_total(self) -> int | None:
+        """The host RAM every host place together may take."""
+        return self.host if self.host is not None else _host_available()
+
+
+def _auto(sizes: Mapping[str, int], budgets: _Budgets) -> dict[str, Destination]:
+    tiers = budgets.tiers()
+    limits = [budgets.of(tier) for tier in tiers]
+    host_left = budgets.host_total()
+    used = [0] * len(tiers)
+    placements: dict[str, Destination] = {}
+    tier = 0
+    for name, nbytes in sizes.items():
+        while tier < len(tiers):
+            limit = limits[tier]
+            fits = limit is None or used[tier] + nbytes <= limit
+            if budgets.in_host(tiers[tier]) and host_left is not None:
+                fits = fits and nbytes <= host_left
+            if fits:
+                break
+            tier += 1
+        if tier == len(tiers):
+            raise OutOfMemoryError(_no_room(name, nbytes, sizes, tiers, limits, used))
+        used[tier] += nbytes
+        if budgets.in_host(tiers[tier]) and host_left is not None:
+            host_left -= nbytes
+        placements[name] = tiers[tier]
+    return placements
+
+
+def _explicit(
+    sizes: Mapping[str, int], device_map: Mapping[str, Any], budgets: _Budgets
+) -> dict[str, Destination]:
+    rules = [(str(key), _destination(key, value)) for key, value in device_map.items()]
+    placements: dict[str, Destination] = {}
+    unplaced = []
+    for name in sizes:
+        found = next((place for key, place in rules if _covers(key, name)), None)
+        if found is None:
+            unplaced.append(name)
+        else:
+            placements[name] = found
+    if unplaced:
+        listed = ", ".join(shown(name) for name in unplaced[:8])
+        more = f" and {len(unplaced) - 8} more" if len(unplaced) > 8 else ""
+        raise InvalidDeviceError(
+            f"device_map places no device for {len(unplaced)} of {len(sizes)} tensors: "
+            f"{listed}{more}. Fix: add a key that covers them (a module prefix such as "
+            f"{shown(unplaced[0].rsplit('.', 1)[0])}, a wildcard, or '*': 'cpu' last)"
+        )
+    totals: dict[Destination, int] = {}
+    for name, place in placements.items():
+        totals[place] = totals.get(place, 0) + sizes[name]
+    for place, nbytes in totals.items():
+        budget = budgets.of(place)
+        if budget is not None and nbytes > budget:
+            raise OutOfMemoryError(
+                f"device_map puts {_human(nbytes)} ({nbytes:,} bytes) on {place}, which has a "
+                f"budget of {_human(budget)} ({budget:,} bytes; {budgets.source(place)}). "
+                "Fix: move some modules elsewhere in device_map, raise max_memory for it, or "
+                "use device_map='auto' to spill the rest to host memory"
+            )
+    host = sum(nbytes for place, nbytes in totals.items() if budgets.in_host(place))
+    host_budget = budgets.host_total()
+    if host_budget is not None and host > host_budget:
+        raise OutOfMemoryError(
+            f"device_map puts {_human(host)} ({host:,} bytes) in host memory, and the host "
+            f"has {_human(host_budget)} ({host_budget:,} bytes) for it. Fix: put more on "
+            "accelerators, or raise max_memory['cpu']"
+        )
+    return placements
+
+
+def _covers(key: str, name: str) -> bool:
+    """Whether a ``device_map`` key covers tensor ``name``: Accelerate's module prefix
+    (``""`` covers all), or a shell wildcard over the whole name."""
+    return key in ("", name) or name.startswith(key + ".") or fnmatch.fnmatchcase(name, key)
+
+
+def _destination(key: Any, value: Any) -> Destination:
+    """A ``device_map`` value as a place."""
+    kind = "device"
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
+        value, kind = value
+    if isinstance(value, str) and value == "disk":
+        raise InvalidDeviceError(
+            f"device_map[{shown(key)}] = 'disk': tj does not offload to disk. Fix: place it "
+            "on 'cpu' (a safetensors file is memory-mapped, so the host reads only what is "
+            "used), or read tensors on demand with tj.safe_open"
+        )
+    device = _device(value, f"device_map[{shown(key)}]")
+    if kind not in _memory_kinds(device):
+        raise InvalidDeviceError(
+            f"device_map[{shown(key)}] = {shown((value, kind))}: {Device(device)} has no memory "
+            f"kind {shown(kind)}; it has {', '.join(sorted(_memory_kinds(device)))}"
+        )
+    return Destination(device, kind)
+
+
+def _device(spec: Any, where: str) -> jax.Device:
+    """``spec`` resolved, with the map entry named if it does not exist here."""
+    try:
+        return resolve(spec)
+    except DeviceUnavailableError as err:
+        raise DeviceUnavailableError(f"{where} names {shown(spec)}: {err}") from None
+    except InvalidDeviceError as err:
+        raise InvalidDeviceError(f"{where} names {shown(spec)}: {err}") from None
+
+
+def _is_host(key: Any) -> bool:
+    """Whether a ``max_memory`` key is Accelerate's ``"cpu"``: the host, unindexed."""
+    if isinstance(key, str):
+        return key == "cpu"
+    return isinstance(key, Device) and key.type == "cpu" and key.index is None
+
+
+def _local_accelerators() -> list[jax.Device]:
+    platform = runtime.current_platform(platforms.ACCELERATORS)
+    return [] if platform is None else list(platforms.device_indices(platform).values())
+
+
+def _memory_kinds(device: jax.Device) -> set[str]:
+    try:
+        return {memory.kind for memory in device.addressable_memories()}
+    except (AttributeError, NotImplementedError, jax.errors.JaxRuntimeError):
+        return {"device"}
+
+
+def _host_available() -> int | None:
+    """The host RAM the kernel says is available now (``MemAvailable``), if it says."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _sizes(tensors: Any) -> dict[str, int]:
+    """Each tensor's bytes once placed (in JAX's dtype: 64-bit ones narrowed), in order:
+    of ``{name: array}`` as given, or of a model's or tree's arrays as ``NamedArrays``
+    names them."""
+    if not _is_flat(tensors):
+        if not isinstance(tensors, (Mapping, list, tuple)) and not is_model(tensors):
+            raise ArgumentTypeError(
+                f"a plan is made from a checkpoint's path, {{name: array}}, a model or a "
+                f"tree of arrays, not {type(tensors).__name__}"
+            )
+        tensors = NamedArrays(tensors).arrays
+    sizes = {}
+    for name, value in tensors.items():
+        if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            raise CheckpointError(
+                f"tensor {shown(name)} is a {type(value).__name__}, which has no shape and "
+                "dtype; give arrays or jax.ShapeDtypeStruct"
+            )
+        if isinstance(value, jax.Array):
+            sizes[str(name)] = value.nbytes  # in JAX's dtype already (key arrays too)
+        else:
+            sizes[str(name)] = _nbytes(tuple(value.shape), value.dtype)
+    return sizes
+
+
+def _is_flat(tensors: Any) -> bool:
+    """``{name: array}``: a mapping whose values all have a shape and a dtype."""
+    return isinstance(tensors, Mapping) and all(
+        hasattr(value, "shape") and hasattr(value, "dtype") for value in tensors.values()
+    )
+
+
+def _nbytes(shape: Sequence[int], dtype: Any) -> int:
+    """The bytes of an array JAX will hold (no narrowing warning: nothing is converted
+    yet; the load warns); ``dtype`` a NumPy, JAX or torch one."""
+    held = np.dtype(jax.dtypes.canonicalize_dtype(dtypes.to_numpy_dtype(dtype)))
+    return math.prod(shape) * held.itemsize
+
+
+def asks_for_plan(target: Any) -> bool:
+    """Whether ``target`` (a ``device=`` or ``map_location=``) asks for a plan:
+    ``"auto"`` or a plan made earlier."""
+    return isinstance(target, DevicePlan) or (isinstance(target, str) and target == AUTO)
+
+
+def plan_for(
+    describe: Callable[[], Mapping[str, Any]],
+    device: Any,
+    *,
+    device_map: Mapping[str, Any] | str | DevicePlan | None,
+    max_memory: Mapping[Any, Any] | None,
+    kind: type[DevicePlan] = DevicePlan,
+    argument: str = "device",
+) -> Any:
+    """What a placement onto ``device`` with ``device_map=`` and ``max_memory=`` goes by:
+    a plan when one is asked for (``device="auto"``, a plan, ``device_map=``), made by
+    ``kind`` from ``describe()`` (``{name: array or jax.ShapeDtypeStruct}``, called only
+    then), else ``device`` itself. ``argument`` is how the caller names ``device``
+    (``tj.load``'s ``map_location``).
+
+    Raises:
+        InvalidDeviceError: ``device_map`` together with a device, ``max_memory``
+            without a plan to apply it to, or with a plan made already.
+    """
+    if isinstance(device, DevicePlan) and device_map is None:  # a plan made earlier
+        device, device_map = AUTO, device
+    auto = isinstance(device, str) and device == AUTO
+    if device_map is None and not auto:
+        if max_memory is not None:
+            raise InvalidDeviceError(
+                f"max_memory= is the budget of {argument}='auto', and {argument}="
+                f"{shown(device)} puts everything on one device. Fix: pass {argument}='auto' "
+                "(or device_map=) with it"
+            )
+        return device
+    if device_map is not None and not auto and device not in ("cpu", None):
+        raise InvalidDeviceError(
+            f"{argument}={shown(device)} and device_map= both say where tensors go. Fix: "
+            f"pass only device_map= (or {argument}='auto' with max_memory=)"
+        )
+    if isinstance(device_map, DevicePlan):
+        if max_memory is not None:
+            raise InvalidDeviceError(
+                f"max_memory= with a {type(device_map).__name__}: the plan was made within "
+                "its budgets already. Fix: pass max_memory to tj.DeviceMap.plan, or drop it "
+                "here"
+            )
+        return device_map
+    return kind.from_shapes(describe(), max_memory=max_memory, device_map=device_map)
+
+
+def shapes_of(
+    leaves: Mapping[str, Any], dtype: Any = None, *, cast_all: bool = False
+) -> dict[str, Any]:
+    """``{name: ShapeDtypeStruct}`` of arrays (JAX, NumPy, torch) or numbers as they will
+    be held: cast to ``dtype`` where given and the array is floating-point or complex
+    (what a model's move casts), or whatever it is with ``cast_all`` (a lone array's)."""
+    shapes = {}
+    for name, leaf in leaves.items():
+        held = _held_dtype(leaf)
+        if dtype is not None and (cast_all or dtypes.is_inexact(held)):
+            held = dtypes.to_numpy_dtype(dtype)
+        kept = isinstance(leaf, jax.Array) and held == leaf.dtype
+        shapes[name] = leaf if kept else jax.ShapeDtypeStruct(np.shape(leaf), held)
+    return shapes
+
+
+def _held_dtype(leaf: Any) -> Any:
+    if isinstance(leaf, jax.Array):
+        return leaf.dtype
+    dtype = dtypes.to_numpy_dtype(leaf.dtype) if is_torch_tensor(leaf) else np.result_type(leaf)
+    return jax.dtypes.canonicalize_dtype(dtype)
+
+
+def _no_room(
+    name: str,
+    nbytes: int,
+    sizes: Mapping[str, int],
+    tiers: list[Destination],
+    limits: list[int | None],
+    used: list[int],
+) -> str:
+    total = sum(sizes.values())
+    room = "; ".join(
+        f"{tier}: {_human(taken)} of {'no limit' if limit is None else _human(limit)}"
+        for tier, limit, taken in zip(tiers, limits, used, strict=True)
+    )
+    return (
+        f"the model does not fit even with host memory: {len(sizes)} tensors of "
+        f"{_human(total)} ({total:,} bytes), and tensor {shown(name)} ({_human(nbytes)}) has "
+        f"no room left ({room}). Fix: raise max_memory (its 'cpu' entry is the host's "
+        "share), free host memory, or load the model in a smaller dtype"
+    )
+
+
+def _human(nbytes: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{nbytes} B"
