@@ -20,6 +20,8 @@ class Candidate:
         node: The code it covers.
         rule: The catalog row's id.
         replacement: What it becomes with torch2jax_device (or the row's advice).
+        jax: The same with JAX alone, when built from the line (the script's own
+            optimizer as an optax rule); ``""``: the row's ``jax`` column.
         position: (line, column) of the idiom's own token.
         rewrite: The rewrite proposed, ``None`` for advice.
         reason: Why the rewrite is not made (``""`` while it still may be).
@@ -46,6 +48,7 @@ class Candidate:
     call: ast.AST | None = None
     tj_name: str | None = None
     block: list[ast.stmt] | None = None
+    jax: str = ""
 
     @property
     def enabled(self) -> bool:

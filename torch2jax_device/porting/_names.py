@@ -16,7 +16,40 @@ from collections.abc import Iterator
 __all__ = ["Binding", "Names", "Scope", "all_names", "is_main_guard"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# Modules that define what a package exports, -> the package: an import from the module
+# names what the catalog knows by the package's name
+# (``from torch.distributed.fsdp.fully_sharded_data_parallel import FullyShardedDataParallel``
+# is ``torch.distributed.fsdp.FullyShardedDataParallel``).
+_DEFINED_IN = {
+    "torch.distributed.fsdp.fully_sharded_data_parallel": "torch.distributed.fsdp",
+    "torch.distributed.fsdp.api": "torch.distributed.fsdp",
+    **{
+        f"{package}.{module}": package
+        for package in (
+            "lightning.fabric.strategies",
+            "lightning_fabric.strategies",
+            "lightning.pytorch.strategies",
+            "pytorch_lightning.strategies",
+        )
+        for module in ("fsdp", "xla_fsdp", "deepspeed", "ddp", "xla", "model_parallel")
+    },
+}
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _public(origin: str | None) -> str | None:
+    """``origin`` under the package that exports it (``_DEFINED_IN``); a project's copy of
+    Megatron's ``mpu`` (``fairseq.model_parallel.megatron.mpu``) is ``megatron.mpu``."""
+    if origin is None:
+        return None
+    for module, package in _DEFINED_IN.items():
+        if origin == module or origin.startswith(module + "."):
+            return package + origin[len(module) :]
+    parts = origin.split(".")
+    for i in range(1, len(parts) - 1):
+        if parts[i : i + 2] == ["megatron", "mpu"]:
+            return ".".join(parts[i:])
+    return origin
 
 
 @dataclasses.dataclass(eq=False)
@@ -151,7 +184,7 @@ class Names:
             if self._import_fallback(binding):
                 continue
             if binding.kind == "import":
-                origins.add(binding.origin)
+                origins.add(_public(binding.origin))
             elif binding.kind == "assign" and binding.element is None and depth < 4:
                 origins.add(self._dotted(binding.value, depth + 1))
             else:

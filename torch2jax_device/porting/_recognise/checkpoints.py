@@ -10,7 +10,7 @@ from .._rewrites import Rewrite
 from .._values import TJ
 from .base import Recogniser
 
-__all__ = ["load_call", "load_state_call", "save_call"]
+__all__ = ["forwarded_map_location", "load_call", "load_state_call", "save_call"]
 
 _LOAD_REFUSED = {
     "weights_only": "tj.load never runs code from the file (always weights_only=True)",
@@ -120,7 +120,22 @@ def load_state_call(
     module has no ``load_state_dict``. Rewritten for a Flax NNX model only."""
     receiver = method.value
     name = receiver.attr if isinstance(receiver, ast.Attribute) else r.text(receiver)
-    if len(call.args) != 1 or call.keywords or any(n in name.lower() for n in _NOT_MODELS):
+    if len(call.args) != 1 or any(n in name.lower() for n in _NOT_MODELS):
+        return
+    if call.keywords:  # strict=False, assign=True: which keys load is torch's own rule
+        if any(k.arg not in ("strict", "assign") for k in call.keywords):
+            return  # not Module.load_state_dict (a helper's, map_location=...)
+        given = ", ".join(r.text(k) for k in call.keywords)
+        r.add(
+            call,
+            "load-model-state",
+            f"{r.text(receiver)} = tj.load_state({r.text(receiver)}, path)",
+            position=where,
+            reason=(
+                f"{given}: tj.load_state has no such argument; port the model to Flax NNX "
+                "and load the keys it has by hand (nnx.update with the arrays you keep)"
+            ),
+        )
         return
     source = call.args[0]
     load = source if isinstance(source, ast.Call) else None
@@ -155,3 +170,24 @@ def load_state_call(
         candidate.rewrite = Rewrite(
             start, end, ("tj.load_state(", r.file.span(receiver), ", ", r.file.span(source), ")")
         )
+
+
+def forwarded_map_location(r: Recogniser, call: ast.Call) -> None:
+    """``torch-load-map-location``: ``map_location=`` given to a function of the script's
+    own (``dist_util.load_state_dict(path, map_location=dev())``) is torch.load's, handed on:
+    advice (the helper is where ``tj.load`` goes)."""
+    name = r.qualname(call.func)
+    if name is not None and name.startswith(("torch.", "tj.", "torch2jax_device.")):
+        return  # torch.load and torch.hub's loaders have rows of their own
+    for keyword in call.keywords:
+        if keyword.arg == "map_location" and id(call) not in r.reported:
+            candidate = r.add(
+                keyword,
+                "torch-load-map-location",
+                f"tj.load(path, map_location={r.text(keyword.value)})",
+                position=r.file.position(r.file.span(keyword)[0]),
+            )
+            candidate.reason = (
+                f"{r.text(call.func)} hands map_location to torch.load: port the helper "
+                "(tj.load inside it), not this call"
+            )

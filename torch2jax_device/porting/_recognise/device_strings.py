@@ -137,13 +137,17 @@ def name_choice(r: Recogniser, node: ast.IfExp) -> None:
         not isinstance(parent, ast.Assign)
         or id(node) in r.reported
         or name_under_test(node.test) is not None  # "cuda" if "cuda" in device else "cpu"
-        or not all(
-            isinstance(v, ast.Constant) and names_a_device(v.value)
-            for v in (node.body, node.orelse)
-        )
     ):
         return
     target = parent.targets[0]
+    names = [
+        isinstance(v, ast.Constant) and names_a_device(v.value) for v in (node.body, node.orelse)
+    ]
+    # device = self.device if kind == "batch" else "cpu": a name, or another device kept
+    # in a name, for a target that keeps a device.
+    kept = [holds_device_name(v) and holds_device_name(target) for v in (node.body, node.orelse)]
+    if not (any(names) and all(n or k for n, k in zip(names, kept, strict=True))):
+        return
     candidate = r.add(node, "device-string", f"{r.text(target)} = tj.device({r.text(node)})")
     if holds_device_name(target):
         r.device_names.append(candidate)

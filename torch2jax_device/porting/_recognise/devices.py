@@ -25,6 +25,11 @@ _DEVICE_MODULE = (
     "the accelerator it has; port it by hand"
 )
 
+_DEEPSPEED_ACCELERATOR = (
+    "DeepSpeed's accelerator (get_accelerator()) stands for torch's device module of the "
+    "machine it runs on: JAX's answer is the accelerator it has; port it by hand"
+)
+
 _DEVICE_PREFIXES = ("cuda:", "cpu:", "gpu:", "mps:", "xpu:", "tpu:")
 
 
@@ -137,13 +142,24 @@ def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> 
     name; ``True`` if reported. Advice only: which device type it names is known at run
     time alone."""
     receiver = method.value
-    if not isinstance(receiver, ast.Name) or not _is_torch_device_module(r, receiver):
+    deepspeed = _is_deepspeed_accelerator(r, receiver)
+    if not deepspeed and not (
+        isinstance(receiver, ast.Name) and _is_torch_device_module(r, receiver)
+    ):
         return False
     name = method.attr
     where = r.file.method_position(method)
     if name in _ACCELERATOR:
         rule, tj_name = _ACCELERATOR[name]
         replacement = f"{tj_name}({r.arguments(call)})"
+    elif name == "device_name" and deepspeed:  # "cuda:0" for get_accelerator().device_name(0)
+        index = r.arguments(call)
+        rule = "library-device"
+        replacement = (
+            f'tj.device(f"{{tj.accelerator.current_accelerator().type}}:{{{index}}}")'
+            if index
+            else "tj.accelerator.current_accelerator().type"
+        )
     else:
         cuda = f"torch.cuda.{name}"
         row = RENAMES[cuda][0] if cuda in RENAMES else ADVICE.get(cuda) or wildcard(cuda)
@@ -151,8 +167,30 @@ def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> 
             return False
         rule = row.id
         replacement = f"{RENAMES[cuda][1]}({r.arguments(call)})" if cuda in RENAMES else row.tj
-    r.add(call, rule, replacement, position=where, reason=_DEVICE_MODULE)
+    r.add(
+        call,
+        rule,
+        replacement,
+        position=where,
+        reason=_DEEPSPEED_ACCELERATOR if deepspeed else _DEVICE_MODULE,
+    )
     return True
+
+
+def _is_deepspeed_accelerator(r: Recogniser, node: ast.expr) -> bool:
+    """``get_accelerator()`` of ``deepspeed.accelerator``, or a name every binding of
+    which is one: DeepSpeed's stand-in for torch's device module."""
+    if isinstance(node, ast.Call):
+        return r.qualname(node.func) == "deepspeed.accelerator.get_accelerator"
+    if not isinstance(node, ast.Name):
+        return False
+    bindings = r.file.names.bindings(node)
+    return bool(bindings) and all(
+        binding.kind == "assign"
+        and isinstance(binding.value, ast.Call)
+        and r.qualname(binding.value.func) == "deepspeed.accelerator.get_accelerator"
+        for binding in bindings
+    )
 
 
 def _is_torch_device_module(r: Recogniser, node: ast.Name) -> bool:

@@ -9,7 +9,7 @@ import ast
 from .._values import DEVICE_MESH, WRAPPED, last_name
 from .base import Recogniser
 
-__all__ = ["MESH_METHODS", "mesh_query", "wrapper_attribute"]
+__all__ = ["MESH_METHODS", "collective_advice", "mesh_query", "wrapper_attribute"]
 
 #: A torch ``DeviceMesh``'s methods that ask where this process is in it; none of them is
 #: a method of JAX's ``Mesh`` (whose ``size`` is a number, not a call).
@@ -48,3 +48,31 @@ def mesh_query(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
         return False
     r.add(call, "dist-mesh-queries", position=r.file.method_position(method))
     return True
+
+
+def collective_advice(r: Recogniser, call: ast.Call | None, name: str) -> str | None:
+    """``dist-other``'s advice for the collective the line calls, with its own arguments:
+    ``dist.broadcast(t, 0)`` is a broadcast from process 0, not the row's allgather;
+    ``None`` for the others (the row's advice)."""
+    if call is None or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    given = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    arguments = dict(zip(_COLLECTIVE_PARAMETERS.get(name, ()), call.args, strict=False))
+    arguments.update({k: v for k, v in given.items() if k in _COLLECTIVE_PARAMETERS.get(name, ())})
+    if name == "torch.distributed.broadcast" and {"tensor", "src"} <= set(arguments):
+        tensor, src = r.text(arguments["tensor"]), r.text(arguments["src"])
+        return (
+            f"{tensor} = multihost_utils.broadcast_one_to_all({tensor}, "
+            f"is_source=jax.process_index() == {src})"
+        )
+    if name == "torch.distributed.all_gather" and {"tensor_list", "tensor"} <= set(arguments):
+        gathered, tensor = r.text(arguments["tensor_list"]), r.text(arguments["tensor"])
+        return f"{gathered} = list(multihost_utils.process_allgather({tensor}))"
+    return None
+
+
+# torch.distributed's collectives and their parameters, in order.
+_COLLECTIVE_PARAMETERS = {
+    "torch.distributed.broadcast": ("tensor", "src"),
+    "torch.distributed.all_gather": ("tensor_list", "tensor"),
+}

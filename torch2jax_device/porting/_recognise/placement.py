@@ -8,8 +8,9 @@ import ast
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
+from .._tables import ADVICE
 from .._values import FOREIGN, HF_BATCH, JAX_ARRAY, NNX_MODULE, NUMBER, PATH, TJ, TORCH_TENSOR
-from . import optimizers
+from . import libraries, optimizers
 from .base import Recogniser
 
 __all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
@@ -311,11 +312,22 @@ def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         )
         r.visit(receiver)
         return True
+    if node.attr == "is_meta" and isinstance(node.ctx, ast.Load) and r.qualname(node) is None:
+        r.add(
+            node,
+            "tensor-device-type",
+            f"isinstance({r.text(receiver)}, jax.ShapeDtypeStruct)  # an abstract array "
+            "(nnx.eval_shape's), JAX's meta tensor",
+            position=where,
+        )
+        r.visit(receiver)
+        return True
     if (
         node.attr in ("type", "index")
         and isinstance(receiver, ast.Attribute)
         and receiver.attr == "device"
         and r.qualname(receiver) is None
+        and not libraries.is_library_object(r, receiver.value)  # fabric.device: library-device
         and not _is_next_parameters(r, receiver.value)  # parameters-device, below
         and not _made_by_tj(r, receiver.value)
     ):
@@ -370,17 +382,21 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
         return
     if isinstance(parent.func, ast.Name) and r.file.names.is_builtin(parent.func):
         return  # next(...), list(...): not handed to an optimizer
-    name = r.qualname(parent.func) or r.text(parent.func)
+    qualified = r.qualname(parent.func)
+    if qualified in ADVICE and not qualified.startswith("torch.optim."):
+        return  # deepspeed.zero.GatheredParameters(model.parameters()): a row of its own
+    name = qualified or r.text(parent.func)
     if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
-        optimizer = optimizers.optimizer_advice(r, parent)
+        advice = optimizers.optimizer_advice(r, parent)
+        target = optimizers.assigned_name(r, parent, "optimizer")
         r.add(
             call,
             "optimizer-parameters",
-            None
-            if optimizer is None
-            else f"{optimizers.assigned_name(r, parent, 'optimizer')} = "
-            f"tj.to_device({optimizer}, device)",
+            None if advice is None else f"{target} = tj.to_device({advice[0]}, device)",
             position=where,
+            jax=""
+            if advice is None or advice[1].startswith("#")
+            else f"{target} = {advice[1]}  # its state is made beside the model's arrays",
         )
 
 
@@ -392,7 +408,9 @@ def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:
     return name is not None and (name in _TENSOR_NAMES or name.endswith(("_like", "_tensor")))
 
 
-def _is_dtype(r: Recogniser, node: ast.AST) -> bool:
+def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
+    """``torch.float16``, ``x.dtype``, or a name every binding of which is one (or None:
+    ``target_dtype = None`` then ``target_dtype = torch.bfloat16`` where enabled)."""
     name = r.qualname(node)
     if (
         name is not None
@@ -400,6 +418,15 @@ def _is_dtype(r: Recogniser, node: ast.AST) -> bool:
         and name.startswith(("torch.", "jax.numpy.", "numpy."))
     ):
         return True
+    if isinstance(node, ast.IfExp):
+        return _is_dtype(r, node.body, depth) and _is_dtype(r, node.orelse, depth)
+    if isinstance(node, ast.Name) and name is None and depth < 3:
+        bindings = r.file.names.bindings(node)
+        values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+        if not bindings or len(values) != len(bindings):
+            return False
+        kept = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
+        return bool(kept) and all(_is_dtype(r, v, depth + 1) for v in kept if v is not None)
     return isinstance(node, ast.Attribute) and node.attr == "dtype"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import catalog
 from .._tables import NEW_FACTORIES, wildcard
 from .._values import FOREIGN
 from . import (
@@ -32,6 +33,10 @@ _KIND_METHODS = {
     "dist-sampler": "dist-sampler-global-batch",
     "generator": "generator-device",  # g.manual_seed(0) on g = torch.Generator()
 }
+# torch's autocast context managers, by the names they are imported as.
+AUTOCASTS = frozenset(
+    name for name in catalog.get("autocast").torch_api if name.endswith("autocast")
+)
 # Versions of torch itself, not of its GPU runtime.
 _NOT_RUNTIME = frozenset({"torch.version.__version__", "torch.version.git_version"})
 
@@ -69,7 +74,7 @@ class Detector(Recogniser):
             return False
         parent = self.parent(node)
         call = parent if isinstance(parent, ast.Call) and parent.func is node else None
-        if call is None and isinstance(node, ast.Name) and _tests_presence(parent):
+        if call is None and isinstance(node, ast.Name) and _tests_presence(node, parent):
             return False  # `if xm is not None:` tests a guarded import, uses nothing
         if call is not None and self.custom_call(call, name):
             return True
@@ -89,7 +94,8 @@ class Detector(Recogniser):
                 return True
         covering = wildcard(name)
         if covering is not None and not self.inside_reported_call(node):
-            self.add(call or node, covering.id)
+            fitting = distributed.collective_advice(self, call, name)
+            self.add(call or node, covering.id, fitting)
             return True
         return False
 
@@ -120,6 +126,7 @@ class Detector(Recogniser):
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
+        checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
         device_strings.string_test(self, node)
         func = node.func
@@ -189,6 +196,8 @@ class Detector(Recogniser):
                 kinds = self.file.values.kinds(call)
                 if "autocast" in kinds and not isinstance(call, ast.Call):
                     self.add(call, "autocast")  # with ctx:, ctx = torch.autocast(...) or ...
+                elif isinstance(call, ast.Call) and self._names_autocast(call.func):
+                    self.add(call, "autocast")  # scope = autocast if amp else nullcontext
                 elif isinstance(call, (ast.Name, ast.Attribute)) and (
                     "torch-device" in kinds or device_strings.holds_device_name(call)
                 ):  # with self._device: a device held in a variable
@@ -196,6 +205,19 @@ class Detector(Recogniser):
                 self.visit(item)
         for statement in node.body:
             self.visit(statement)
+
+    def _names_autocast(self, func: ast.expr) -> bool:
+        """``func`` is a name bound to torch's autocast itself (not to a call of it):
+        ``precision_scope = autocast if opt.precision == "autocast" else nullcontext``."""
+        if not isinstance(func, ast.Name):
+            return False
+        for binding in self.file.names.bindings(func):
+            if binding.kind != "assign" or binding.value is None or binding.element is not None:
+                continue
+            for part in ast.walk(binding.value):
+                if isinstance(part, (ast.Name, ast.Attribute)) and self.qualname(part) in AUTOCASTS:
+                    return True
+        return False
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if self.qualname(node.value) == "os.environ" and environment.variable_read(
@@ -211,6 +233,7 @@ class Detector(Recogniser):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         device_strings.name_assignment(self, node)
+        libraries.device_map_choice(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -259,12 +282,16 @@ def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:
     return isinstance(parent, ast.Call) and r.qualname(parent.func) == "os.environ.update"
 
 
-def _tests_presence(node: ast.AST | None) -> bool:
-    """``x is None``, ``if x:``, ``not x``: a test of whether a name is bound to something."""
+def _tests_presence(name: ast.Name, node: ast.AST | None) -> bool:
+    """``x is None``, ``if x:``, ``not x``: ``node`` tests whether ``name`` is bound to
+    something. ``autocast if amp else nullcontext`` uses ``autocast``: only the test of
+    an ``if`` is a test."""
     if isinstance(node, ast.Compare):
         return all(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops) and all(
             isinstance(c, ast.Constant) and c.value is None for c in node.comparators
         )
-    return isinstance(node, (ast.If, ast.While, ast.BoolOp, ast.IfExp)) or (
+    if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        return node.test is name
+    return isinstance(node, ast.BoolOp) or (
         isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
     )

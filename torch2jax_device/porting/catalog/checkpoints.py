@@ -448,7 +448,12 @@ ROWS: tuple[Idiom, ...] = (
             "root, AdamW's decay before the step) and keep their hyperparameters in the "
             "state, where a scheduler and a checkpoint set them. They take no parameters: "
             "`nnx.Optimizer` pairs them with the model. `amsgrad`, `maximize` and several "
-            "parameter groups are not offered."
+            "parameter groups are not offered. `scan` writes both columns from the "
+            "script's own line: its optimizer, learning rate and settings, and the optax "
+            "rule that updates as torch's does (`optax.adamw(1e-3, weight_decay=0.01)` for "
+            "torch's `AdamW()`, whose decay default is not optax's; L2 weight decay as "
+            "`optax.add_decayed_weights` before the rule; RMSprop with "
+            "`eps_in_sqrt=False`), or says that optax has none (`amsgrad`, `dampening`)."
         ),
         runs=False,
         torch_api=(

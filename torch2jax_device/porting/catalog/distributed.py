@@ -579,8 +579,10 @@ ROWS: tuple[Idiom, ...] = (
             "torch.distributed.fsdp.FullyShardedDataParallel",
             "torch.distributed.fsdp.fully_shard",
             "torch.distributed._composable.fsdp.fully_shard",
+            "torch.distributed.fsdp.FSDPModule",
             "torch.distributed.fsdp.ShardingStrategy",
             "torch.distributed.fsdp.MixedPrecision",
+            "torch.distributed.fsdp.MixedPrecisionPolicy",
             "torch.distributed.fsdp.CPUOffload",
             "torch.distributed.fsdp.BackwardPrefetch",
             "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
@@ -607,7 +609,10 @@ ROWS: tuple[Idiom, ...] = (
             "`@record` writes the worker's exception to a file torchrun's agent reads. "
             "Under `torch2jax-device run` a rank that fails ends the job, and its "
             "traceback is printed with the rank; torchrun keeps doing what it did, so the "
-            "decorator can stay while torch is installed."
+            "decorator can stay while torch is installed. It neither needs nor holds "
+            "torch's process group or current device (it works in a process that never "
+            "joins one), so it is no reason to keep the file's other torch.distributed "
+            "calls torch's."
         ),
         runs=False,
         torch_api=("torch.distributed.elastic.multiprocessing.errors.record",),
@@ -660,9 +665,14 @@ ROWS: tuple[Idiom, ...] = (
             "gathered = [torch.zeros_like(t) for _ in range(world_size)]\n"
             "dist.all_gather(gathered, t)"
         ),
-        jax="gathered = multihost_utils.process_allgather(t)",
-        tj="gathered = multihost_utils.process_allgather(t)",
+        jax="gathered = list(multihost_utils.process_allgather(t))",
+        tj="gathered = list(multihost_utils.process_allgather(t))",
         notes=(
+            "`scan` gives the collective the line calls, with its arguments: "
+            "`dist.all_gather(out, t)` is `out = list(multihost_utils.process_allgather(t))` "
+            "(one array per process, as torch's list), `dist.broadcast(t, src)` is "
+            "`t = multihost_utils.broadcast_one_to_all(t, is_source=jax.process_index() == "
+            "src)`. "
             "`tj.distributed` has `init_process_group`, ranks, `barrier`, `all_reduce` of "
             "host values and device meshes. Other collectives: "
             "`jax.experimental.multihost_utils` (`process_allgather`, "

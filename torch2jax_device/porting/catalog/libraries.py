@@ -33,7 +33,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
             "precision=, strategy=)` and `fabric.launch()` join the job, pick the device and "
             "set up mixed precision (as do the trainers built on them: Hugging Face's "
-            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`). With JAX: join with "
+            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`; Dora's and flashy's "
+            "`distrib.init()`). With JAX: join with "
             "`tj.distributed.init_process_group` "
             "before anything starts JAX, keep the device, and get mixed precision from the "
             "dtypes (`bfloat16` parameters or inputs; `jnp.bfloat16` casts inside the step), "
@@ -53,6 +54,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
+            "dora.distrib.init",
+            "flashy.distrib.init",
             "Accelerator.mixed_precision",
             "transformers.Trainer",
             "transformers.Seq2SeqTrainer",
@@ -79,7 +82,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
             "`device_map=` (Transformers, Diffusers) places a model's layers over the "
             "devices: with JAX, shard its parameters over a mesh (`tj.load_file(..., "
-            "device=rule)`)."
+            "device=rule)`). Stable-Baselines3's `ReplayBuffer(..., device)` and "
+            "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
+            "buffer and `jax.device_put` the sampled batch."
         ),
         runs=False,
         torch_api=(
@@ -91,6 +96,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.init_on_device",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
+            "stable_baselines3.common.buffers.ReplayBuffer",
+            "stable_baselines3.common.buffers.RolloutBuffer",
         ),
         rewrite="advice",
     ),
@@ -178,7 +185,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.distributed.all_reduce` for host values and `tj.distributed.barrier()`. "
             "`gather_for_metrics` also drops the samples padded onto the last batch. "
             "torch_xla's `xm.all_reduce`, `xm.all_gather`, `xm.mesh_reduce` and "
-            "`xm.rendezvous` (a barrier) likewise."
+            "`xm.rendezvous` (a barrier) likewise, and the trainer frameworks' own "
+            "(flashy's `distrib.average_metrics`). DeepSpeed's "
+            "`zero.GatheredParameters(params)` gathers ZeRO-3's shards for a block: JAX "
+            "gathers a sharded array where code needs it whole (or `jax.device_put` it "
+            "replicated)."
         ),
         runs=False,
         torch_api=(
@@ -199,6 +210,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.all_gather",
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
+            "deepspeed.zero.GatheredParameters",
+            "flashy.distrib.average_metrics",
+            "flashy.distrib.all_reduce",
+            "flashy.distrib.broadcast_tensors",
+            "flashy.distrib.barrier",
         ),
         rewrite="advice",
     ),
@@ -236,6 +252,76 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.clip_gradients",
             "DeepSpeedEngine.backward",
             "DeepSpeedEngine.step",
+        ),
+        rewrite="advice",
+    ),
+    Idiom(
+        id="library-strategy",
+        section=SECTION,
+        title="The library's parallelism: Fabric strategies, Accelerate's plugins",
+        torch=(
+            "from lightning.fabric.strategies import FSDPStrategy\n"
+            "strategy = FSDPStrategy(auto_wrap_policy=policy, activation_checkpointing=Block)\n"
+            'fabric = L.Fabric(accelerator="cuda", devices=4, strategy=strategy)'
+        ),
+        jax=(
+            'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        tj=(
+            'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
+            ' mesh_dim_names=("fsdp",))\n'
+            "state = jax.tree.map(\n"
+            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+            "a.shape[0] % mesh.size == 0 else P())),\n"
+            "    nnx.state(model),\n"
+            ")\n"
+            "nnx.update(model, state)"
+        ),
+        notes=(
+            "Fabric's and Lightning's `FSDPStrategy`, `DeepSpeedStrategy`, `DDPStrategy`, "
+            "`XLAStrategy` and `ModelParallelStrategy`, `isinstance(fabric.strategy, ...)`, "
+            "and Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` choose "
+            "how the model and optimizer state are split over the processes. With JAX that "
+            "is the mesh and each array's sharding: replicate for data parallelism "
+            "(`dist-ddp-gradient`), shard the parameters whose first dimension divides "
+            "over an axis for FSDP/ZeRO-3 (`dist-fsdp`); XLA inserts the gathers. "
+            "Activation checkpointing is `nnx.remat` on the block; CPU offload has no "
+            "counterpart (keep the optimizer state on the device, or in host memory "
+            "kinds where the backend has them). A branch on the strategy's type becomes "
+            "a branch on the sharding the port chose."
+        ),
+        runs=False,
+        torch_api=(
+            *(
+                f"{package}.{strategy}"
+                for package in (
+                    "lightning.fabric.strategies",
+                    "lightning_fabric.strategies",
+                    "lightning.pytorch.strategies",
+                    "pytorch_lightning.strategies",
+                )
+                for strategy in (
+                    "FSDPStrategy",
+                    "DeepSpeedStrategy",
+                    "DDPStrategy",
+                    "XLAStrategy",
+                    "XLAFSDPStrategy",
+                    "ModelParallelStrategy",
+                )
+            ),
+            "Fabric.strategy",
+            "Accelerator.fsdp_plugin",  # on accelerator.state, Accelerate's AcceleratorState
+            "Accelerator.deepspeed_plugin",
+            "accelerate.FullyShardedDataParallelPlugin",
+            "accelerate.utils.FullyShardedDataParallelPlugin",
+            "accelerate.DeepSpeedPlugin",
+            "accelerate.utils.DeepSpeedPlugin",
         ),
         rewrite="advice",
     ),
@@ -288,7 +374,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`main_process_first()` (Fabric: `global_rank`, `local_rank`, `node_rank`, "
             "`world_size`, `is_global_zero`, `rank_zero_first()`): "
             "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining; "
-            "the backend is `tj.device(...).type`."
+            "the backend is `tj.device(...).type`. The trainer frameworks' own (Dora's and "
+            "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
         ),
         runs=False,
         torch_api=(
@@ -315,6 +402,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.training.get_world_size_and_rank",
             "torchtune.utils.get_world_size_and_rank",
             "torchtune.training.is_distributed",
+            "dora.distrib.rank",
+            "dora.distrib.world_size",
+            "dora.distrib.is_distributed",
+            "flashy.distrib.rank",
+            "flashy.distrib.world_size",
+            "flashy.distrib.is_rank_zero",
+            "flashy.distrib.is_distributed",
         ),
         rewrite="advice",
     ),

@@ -488,10 +488,19 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             '`x.device.type == "cuda"` likewise. `x.get_device()` (the index, -1 on the CPU) '
             "is `tj.get_device(x)`: `tj.device_of(x).index` is `None` on the CPU, as "
-            '`torch.device("cpu").index` is. `tj.device_of` answers for torch tensors too.'
+            '`torch.device("cpu").index` is. `tj.device_of` answers for torch tensors too. '
+            "`x.is_meta` (a tensor with a shape and no data) is "
+            "`isinstance(x, jax.ShapeDtypeStruct)`: what `nnx.eval_shape` puts in an "
+            "abstract model."
         ),
         runs=False,
-        torch_api=("Tensor.is_cuda", "Tensor.is_cpu", "Tensor.get_device", "Tensor.device.type"),
+        torch_api=(
+            "Tensor.is_cuda",
+            "Tensor.is_cpu",
+            "Tensor.is_meta",
+            "Tensor.get_device",
+            "Tensor.device.type",
+        ),
         rewrite="custom",
     ),
 )

@@ -182,7 +182,7 @@ ROWS: tuple[Idiom, ...] = (
     Idiom(
         id="megatron-parallel-state",
         section=SECTION,
-        title="Megatron: the model-parallel ranks and groups",
+        title="Megatron and DeepSpeed: the model-parallel ranks, groups and topology",
         torch=(
             "from megatron.core import mpu\n"
             "dp_rank = mpu.get_data_parallel_rank()\n"
@@ -197,7 +197,9 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "`mpu` (`megatron.core.parallel_state`) holds torch process groups per "
             "parallelism: `initialize_model_parallel`, `get_*_parallel_rank`, "
-            "`get_*_parallel_world_size`, `get_*_parallel_group`. With JAX they are the "
+            "`get_*_parallel_world_size`, `get_*_parallel_group`; DeepSpeed's "
+            "`PipeModelDataParallelTopology(num_pp=, num_mp=, num_dp=)` lays the same "
+            "axes out. With JAX they are the "
             "axes of one mesh: sizes are `mesh.shape[axis]`, and collectives over a group "
             "are `jax.lax` collectives over an axis name inside `shard_map`; which slice "
             "of an axis a process holds follows from `jax.process_index()` and the mesh's "
@@ -208,6 +210,10 @@ ROWS: tuple[Idiom, ...] = (
             "megatron.core.mpu.*",
             "megatron.core.parallel_state.*",
             "megatron.mpu.*",
+            "deepspeed.runtime.pipe.topology.ProcessTopology",
+            "deepspeed.runtime.pipe.topology.PipeDataParallelTopology",
+            "deepspeed.runtime.pipe.topology.PipeModelDataParallelTopology",
+            "deepspeed.runtime.pipe.ProcessTopology",
         ),
         rewrite="advice",
     ),

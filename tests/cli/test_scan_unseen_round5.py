@@ -1,0 +1,146 @@
+"""``scan`` on real code the scanner was not written against, a fifth round (issue 35).
+
+``tests/support/fixtures/unseen_round5`` holds 39 files of seventeen public repositories
+that no earlier test names (CleanRL, guided-diffusion, Whisper, lit-llama, alpaca-lora,
+GPT-NeoX, prompt2model, Demucs, llama2.c, stable-diffusion, aws-neuron-samples; then
+litgpt, AudioCraft, denoising-diffusion-pytorch, TRL; then fairseq, DeepSpeedExamples):
+RL trainers, audio inference, diffusion sampling and training, Lightning Fabric (FSDP,
+DeepSpeed and XLA strategies), Accelerate's FSDP plugin, DeepSpeed/Megatron start-up
+and checkpoints, torch_xla on Trainium and TPU, Hugging Face
+``from_pretrained(device_map=...)`` and checkpoint
+converters. Each file is the original's imports and the functions kept, cut from the
+commit its header names (or, for the two whose licence does not allow a copy, a rewrite
+of the same shape). Each ``.truth`` was written by hand from reading the file: every line
+where a catalog row applies, torch's own idioms and the lines of the libraries built on
+torch (the catalog's section "Libraries built on torch") counted apart.
+
+    python -m tests.cli.test_scan_unseen_round5   # prints the figures
+
+The first 29 files, measured when labelled, before this round's rows and recognisers:
+torch lines 296/309 = 0.958, library lines 80/91 = 0.879 (Fabric strategies,
+Accelerate's FSDP plugin, DeepSpeed's topology and engine checkpoints, Dora's
+distributed helpers, an autocast chosen by name, map_location handed to a helper,
+``load_state_dict(..., strict=False)``); after: 308/309 and 91/91. The last seven
+(their truth files say "Held out") were labelled after those fixes and before being
+scanned (two lines the labelling overlooked were added after, their comments say so):
+torch lines 39/44 = 0.886, library lines 68/76 = 0.895 (FSDP and Fabric's
+strategies imported from the modules that define them, Accelerate's plugins on
+``accelerator.state``, ``Tensor.is_meta``, DeepSpeed's ZeRO-3 gather, flashy's
+helpers); after: 42/44 and 76/76. Left: lit-llama's ``EmptyInitOnDevice`` (a
+``TorchFunctionMode`` of its own), litgpt's FSDP wrapper called through a name
+(``wrap(block, **fsdp_kwargs)``) and an optimizer built by the project's own helper
+(``instantiate_torch_optimizer(name, model.parameters())``). A second held-out set
+(fairseq's distributed utils, two DeepSpeedExamples files; "Held out, second set"),
+labelled after those fixes: torch lines 35/38 = 0.921, library lines 15/17 = 0.882
+(DeepSpeed's ``get_accelerator()``, standing for torch's device module, and fairseq's
+copy of Megatron's ``mpu``); after: 37/37 and 17/17 (one label, ``num_workers=0``,
+removed after the scan: it forks nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support import corpus
+from torch2jax_device.porting import catalog, scanner
+
+UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round5"
+FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
+LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
+
+
+def figures() -> dict[str, tuple[int, int]]:
+    """(found, labelled) torch lines and library lines, labelled rules found, and
+    findings on lines without a label (out of 0: told, not asserted)."""
+    counts = {key: [0, 0] for key in ("torch lines", "library lines", "rules", "unlabelled")}
+    for name in FILES:
+        expected, got = corpus.truth(UNSEEN, name), corpus.findings(UNSEEN, name)
+        for line, rules in expected.items():
+            key = "library lines" if rules <= LIBRARIES else "torch lines"
+            counts[key][0] += bool(got.get(line))
+            counts[key][1] += 1
+            counts["rules"][0] += len(rules & got.get(line, set()))
+            counts["rules"][1] += len(rules)
+        counts["unlabelled"][0] += len(set(got) - set(expected))
+    return {key: (a, b) for key, (a, b) in counts.items()}
+
+
+def test_the_fixtures_are_labelled_with_catalog_rules_and_cite_their_source() -> None:
+    labelled = {
+        rule for name in FILES for rules in corpus.truth(UNSEEN, name).values() for rule in rules
+    }
+    assert labelled <= scanner.RULES, labelled - scanner.RULES
+    assert len(FILES) >= 25 and labelled & LIBRARIES
+    for name in FILES:
+        header = (UNSEEN / f"{name}.py").read_text().split("\n", 3)[:3]
+        assert re.search(r"[\w-]+/[\w.-]+ \S+\.py", " ".join(header)), name
+        assert re.search(r"\b[0-9a-f]{40}\b", " ".join(header)), name
+
+
+def test_recall_on_torch_lines_and_library_lines() -> None:
+    found = figures()
+    torch_found, torch_lines = found["torch lines"]
+    library_found, library_lines = found["library lines"]
+    assert torch_found / torch_lines >= 0.97, found
+    assert library_found / library_lines >= 0.8, found
+
+
+def test_the_rules_found_are_the_rules_labelled() -> None:
+    rules_found, rules_labelled = figures()["rules"]
+    assert rules_found / rules_labelled >= 0.95
+
+
+_CITED = re.compile(r"\bline (\d+): (.*?)(?=: |;|$)")  # up to the explanation
+_CODE_WORD = re.compile(r"([A-Za-z_]\w*)(?=[(.\[])")  # a name called, indexed or read from
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_reason_cites_only_lines_of_its_own_file(name: str) -> None:
+    # Scanned on its own, as a one-file program: every name a reason quotes as code of
+    # "line N" ("line 8: passed to model.to(device)") is on line N of this file or in
+    # the statement that starts there.
+    source = (UNSEEN / f"{name}.py").read_text()
+    lines = source.splitlines()
+    for finding in scanner.scan_source(source, name):
+        for number, cited in _CITED.findall(finding.reason):
+            near = "\n".join(lines[int(number) - 1 : int(number) + 3])
+            for word in _CODE_WORD.findall(cited):
+                assert word in near, (finding.line, finding.reason)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_diff_compiles_and_reaches_its_fixed_point(name: str) -> None:
+    # Whisper's `model.device == torch.device("cpu")` is the one rewrite in these files:
+    # torch's device compares equal to tj's as to torch's own (the oracle below).
+    import torch
+
+    import torch2jax_device as tj
+
+    assert (torch.device("cpu") == tj.device("cpu")) == (torch.device("cpu") == torch.device("cpu"))
+    assert (torch.device("meta") == tj.device("cpu")) is False
+    source = (UNSEEN / f"{name}.py").read_text()
+    ported = scanner.apply_edits(source, scanner.scan_source(source, name))
+    compile(ported, name, "exec")
+    again = scanner.scan_source(ported, name)
+    assert [f for f in again if f.fixable] == []  # one --diff reaches the fixed point
+    assert [f for f in again if "tj." in f.original] == []  # and nothing it wrote is flagged
+
+
+def test_scanned_together_no_finding_cites_a_file_it_does_not_import() -> None:
+    # Files of unrelated scripts scanned as one folder: an owner found in one (Accelerate
+    # in ddpm_trainer.py) held back 88 findings of the others before the project scan
+    # followed imports.
+    sources = {str(UNSEEN / f"{name}.py"): (UNSEEN / f"{name}.py").read_text() for name in FILES}
+    for path, found in scanner.scan_sources(sources).items():
+        for finding in found:
+            for other in re.findall(r"\(([^()\s]+\.py):\d+\)", finding.reason):
+                assert other == path, (path, finding.line, finding.reason)
+
+
+if __name__ == "__main__":
+    for key, (a, b) in figures().items():
+        ratio = f" = {a / b:.3f}" if b else ""
+        print(f"{key:14} {a:4} / {b:<4}{ratio}")
