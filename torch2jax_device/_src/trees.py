@@ -212,7 +212,9 @@ def _walk_foreign_container(
 
         # A dict's own item setter, not the subclass's: the copy holds every key already,
         # and a __setitem__ that transforms values would apply to them a second time.
-        set_item = dict.__setitem__ if isinstance(node, dict) else type(node).__setitem__
+        set_item: Callable[[Any, Any, Any], None] = (
+            dict.__setitem__ if isinstance(node, dict) else type(node).__setitem__
+        )
 
         def rebuild_mapping(new_leaves: Iterator[Any]) -> Any:
             new = copy.copy(node)
@@ -295,9 +297,7 @@ def _walk_dataclass(
     the new values set: its ``__init__`` and ``__post_init__`` are not run again (a
     ``__post_init__`` that scales or pads would apply twice, and ``init=False`` fields
     would be reset)."""
-    names = [
-        field.name for field in dataclasses.fields(instance) if hasattr(instance, field.name)
-    ]
+    names = [field.name for field in dataclasses.fields(instance) if hasattr(instance, field.name)]
     parts = [
         _walk(getattr(instance, name), leaves, paths, whole, f"{path}.{name}") for name in names
     ]
