@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -195,3 +196,68 @@ def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
     whole = {f"[rank{rank}]: " + "x" * 99 for rank in range(2)}
     assert [text for text in lines if text not in whole] == []
     assert len(lines) == 2 * 4 * 3000
+
+
+class _Silence:
+    """A fake dial and clock: connections fail with ``error`` (a timeout costs its wait)."""
+
+    def __init__(self, error: OSError | None) -> None:
+        self.error, self.now = error, 0.0
+
+    def dial(self, address: tuple[str, int], timeout: float) -> socket.socket:
+        if self.error is None:
+            return socket.socket()  # accepted (the launcher closes it at once)
+        if self.error.errno is None:
+            self.now += timeout
+        raise self.error
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TimeoutError("timed out"), OSError(errno.ENETUNREACH, os.strerror(errno.ENETUNREACH))],
+    ids=["timeout", "no-route"],
+)
+def test_a_node_whose_master_host_answers_nothing_starts_no_worker(error: OSError) -> None:
+    # Before: the launcher on node 1 started its workers, which waited for the whole init
+    # timeout (issue 36: "a remote rank waits for an unreachable --master-addr").
+    network = _Silence(error)
+    problem = _run._answered_by_master(
+        "10.9.8.7", 29500, {"TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT": "20"},
+        dial=network.dial, clock=lambda: network.now, sleep=network.sleep,
+    )  # fmt: skip
+    assert problem is not None and problem.startswith(
+        "this host (--node-rank > 0) could not reach 10.9.8.7 on port 29500: for 2"
+    )
+    assert "TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT to the seconds to wait (now 20)" in problem
+    assert 20 <= network.now < 22
+
+
+@pytest.mark.parametrize(
+    "error", [None, ConnectionRefusedError(errno.ECONNREFUSED, "refused")], ids=str
+)
+def test_a_node_whose_master_host_answers_starts_its_workers_at_once(
+    error: OSError | None,
+) -> None:
+    # Accepted, or refused (rank 0's launcher is not up yet): the host is there.
+    network = _Silence(error)
+    problem = _run._answered_by_master(
+        "10.9.8.7", 29500, {}, dial=network.dial, clock=lambda: network.now, sleep=network.sleep
+    )
+    assert problem is None and network.now == 0.0
+
+
+@pytest.mark.slow  # starts the launcher (it stops before any worker)
+def test_a_bad_rendezvous_timeout_stops_a_node_before_any_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text("raise SystemExit('a worker started')\n")
+    monkeypatch.setenv("TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT", "soon")
+    status, out, err = launch(
+        "--nnodes", "2", "--node-rank", "1", "--master-port", "29500", str(script), limit_s=60
+    )
+    assert status == 2 and "TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT='soon' is not a number" in err
+    assert "a worker started" not in err + out

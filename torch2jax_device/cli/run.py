@@ -167,6 +167,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the job; return 0, the exit code of the first worker that failed, or 128 +
     the number of the signal that stopped it."""
     problem = _check(args)
+    if problem is None and args.node_rank != 0:
+        problem = _answered_by_master(args.master_addr, args.master_port, os.environ)
     if problem:
         err.write(f"torch2jax-device run: {problem}\n")
         return 2
@@ -591,6 +593,36 @@ def _check_master_addr(host: str, *, here: bool) -> str | None:
             "worker runs here)."
         )
     return None
+
+
+def _answered_by_master(
+    host: str,
+    port: int,
+    environ: Any,
+    dial: Callable[..., socket.socket] = socket.create_connection,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Why no worker of a host other than rank 0's could meet rank 0: its host (``host``)
+    answered no connection to ``port`` (accepting or refusing it) for
+    ``rendezvous.reach_timeout(environ)`` seconds, checked before any worker starts. A
+    host that refuses is up (its launcher has not started yet): the workers wait for it."""
+    from .._src.distributed.rendezvous import Reach, reach_timeout
+    from .._src.errors import DistributedError
+
+    try:
+        start = clock()
+        reach = Reach(host, port, "this host (--node-rank > 0)", reach_timeout(environ), start)
+        while True:
+            try:
+                dial((host.strip("[]"), port), timeout=1.0).close()
+                return None
+            except OSError as error:
+                if reach.failed(error, clock()):
+                    return None  # refused: the host is up
+            sleep(_POLL_S)
+    except DistributedError as error:
+        return str(error)
 
 
 def _host_store(args: argparse.Namespace, port: int) -> object:
