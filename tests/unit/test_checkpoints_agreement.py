@@ -67,7 +67,7 @@ def test_every_process_fails_when_the_copies_hold_other_values(
     assert None not in messages, messages
     # The same verdict on both, naming both files (and the load, each its own copy).
     assert messages[0] == messages[1].replace("rank1/values", "rank0/values", 1), messages
-    name = {"torch": "'model.v'", "get_slice": '"\'v\'[slice(0, 4, None)]"'}.get(form, "'v'")
+    name = {"torch": "'model.v'", "get_slice": "\"'v'[slice(0, 4, None)]\""}.get(form, "'v'")
     assert f"read different values for tensor {name}" in messages[0]
     assert "shape (4, 6) of float32 on both" in messages[0]
     suffix = ".pt" if form == "torch" else ".safetensors"

@@ -165,5 +165,5 @@ def test_a_reach_timeout_that_is_not_seconds_is_refused(value: str) -> None:
     environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     environ["TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT"] = value
     meeting = rendezvous.parse(None, 2, 1, environ)
-    with pytest.raises(DistributedError, match="is not a number of seconds.*Fix: a positive"):
+    with pytest.raises(DistributedError, match=r"is not a number of seconds.*Fix: a positive"):
         roll_call(meeting, 5.0, environ)

@@ -4,9 +4,10 @@
 of 2 processes x 2 CPU devices. Each rank writes its own copy of a checkpoint in
 ``DIR``, where ``w`` has shape (4, 6) on rank 0 and (8, 6) on rank 1 (and ``b`` float32
 on rank 0, float16 on rank 1, in a second file, and ``v`` of one shape whose values
-differ, in a third; one element of the middle row or the end differs in two more), then loads them onto one mesh every way a sharded load can go. It returns this rank's facts: the message of each load's error,
-or ``None`` where it loaded, plus one load where the files agree and one each rank
-makes alone.
+differ, in a third; one element of the middle row or of the end differs in two more),
+then loads them onto one mesh every way a sharded load can go. It returns this rank's
+facts: the message of each load's error, or ``None`` where it loaded, plus one load
+where the files agree and one each rank makes alone.
 """
 
 from __future__ import annotations

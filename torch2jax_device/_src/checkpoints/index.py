@@ -7,6 +7,7 @@ here knows JAX.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -150,6 +151,16 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
             raise FileNotFoundError(
                 err.errno, err.strerror, os.path.join(os.path.dirname(index), shard)
             ) from None
+        except OSError as err:
+            if err.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            raise CheckpointError(
+                f"{index!r} names more shard files than this process may have open at once "
+                f"(at {shown(shard)}: {err.strerror}{_open_file_limit()}): a load holds "
+                "every shard of an index open, so that what it reads is what it checked. Fix: "
+                "raise the limit (`ulimit -n` in the shell, or resource.setrlimit(resource."
+                "RLIMIT_NOFILE, ...) in the script) above the number of shards, or merge them"
+            ) from None
     raise CheckpointError(
         f"{index!r} names shard {shown(shard)} for tensor {shown(name)}, which {problem}"
     )
@@ -167,3 +178,12 @@ def tensor_budget(
     total = sum(shards.size(file) for file in shards.files)
     what = f"the {len(shards.files)} files {shown(os.fspath(path))} names" if shards.names else ""
     return TensorBudget(max_tensors, total, what=what, verb=verb)
+
+
+def _open_file_limit() -> str:
+    """``"; RLIMIT_NOFILE N"``, this process's limit on open files, where there is one."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return ""
+    return f"; RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}"

@@ -391,18 +391,38 @@ def _load_sources(
         else:
             rule = MapLocationRule(map_location)
             part = load_pickled(source, rule, False, progress, arguments, budget)
-        if shards.names is not None and not isinstance(part, dict):
-            raise CheckpointError(
-                f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
-                "dict of tensors; an index can only join dicts"
-            )
+        if shards.names is not None:
+            part = _listed(path, file, part, shards.files[file])
         parts.append(part)
     if shards.names is None:  # one file: its checkpoint, as torch.load returns it
         return parts[0]
     checkpoint: dict[str, Any] = {}
     for part in parts:
         checkpoint.update(part)
-    return checkpoint
+    return {name: checkpoint[name] for name in shards.names}
+
+
+def _listed(path: str, file: str, part: Any, names: list[str] | None) -> dict[str, Any]:
+    """The tensors the index ``path`` assigns to its shard ``file``, from the shard's
+    checkpoint ``part``, as a safetensors shard is read: a name the index lists that the
+    shard lacks is an error; what the shard holds beyond them is not the index's (a stale
+    copy of a tensor another shard holds must not replace it)."""
+    if not isinstance(part, dict):
+        raise CheckpointError(
+            f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
+            "dict of tensors; an index can only join dicts"
+        )
+    assert names is not None
+    missing = [name for name in names if name not in part]
+    if missing:
+        keys = [key for key in part if isinstance(key, str)]
+        raise CheckpointError(
+            f"{path!r} lists tensor {shown(missing[0])} in shard {shown(file)}"
+            f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}, which has no such "
+            f"key; it has {len(part)}: {', '.join(shown(key) for key in keys[:8])}. Fix: an index "
+            "whose weight_map names, for each tensor, the shard that holds it"
+        )
+    return {name: part[name] for name in names}
 
 
 def load_object(
