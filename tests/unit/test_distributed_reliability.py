@@ -5,6 +5,7 @@ here starts JAX's coordinator, except the one test marked slow."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import socket
@@ -167,3 +168,45 @@ def test_a_reach_timeout_that_is_not_seconds_is_refused(value: str) -> None:
     meeting = rendezvous.parse(None, 2, 1, environ)
     with pytest.raises(DistributedError, match=r"is not a number of seconds.*Fix: a positive"):
         roll_call(meeting, 5.0, environ)
+
+
+class _ServerOutOfFiles(socket.socket):
+    """A listening socket whose third ``accept`` finds the process out of files."""
+
+    accepted = 0
+
+    def accept(self) -> tuple[socket.socket, object]:
+        if self.accepted == 2:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        self.accepted += 1
+        return super().accept()
+
+
+def test_rank_0_out_of_open_files_is_the_librarys_error_told_to_the_ranks_that_came(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: a raw "OSError: [Errno 24] Too many open files" on rank 0 (measured: a
+    # WORLD_SIZE of 200 against a limit of 64 open files), and the ranks that had come
+    # were told only that rank 0 hung up.
+    real = socket.create_server(("127.0.0.1", 0))
+    server = _ServerOutOfFiles(real.family, real.type, fileno=real.detach())
+    monkeypatch.setattr(roll_call_module, "_listen", lambda meeting, environ: server)
+    port = server.getsockname()[1]
+    ranks = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]  # queued
+    for rank, connection in enumerate(ranks, start=1):
+        connection.sendall(json.dumps({"rank": rank, "world_size": 5}).encode() + b"\n")
+    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    with pytest.raises(DistributedError) as caught:
+        roll_call(rendezvous.parse(None, 5, 0, environ), 60.0, environ)
+    message = str(caught.value)
+    assert message.startswith("Rank 0 cannot take the connection of another rank: Too many")
+    assert "WORLD_SIZE=5" in message and "Fix: raise the limit on open files" in message
+    told = []
+    for connection in ranks:
+        with connection:
+            try:
+                answer = connection.makefile("rb").readline()
+            except ConnectionResetError:  # the one never accepted: reset as rank 0 closed
+                continue
+            told.append(json.loads(answer))
+    assert told and all(answer == {"error": message} for answer in told)

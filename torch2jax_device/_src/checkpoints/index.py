@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from ..distributed.rendezvous import open_file_limit
 from ..errors import CheckpointError
 from . import paths
 from .format import TensorBudget
@@ -156,7 +157,7 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
                 raise
             raise CheckpointError(
                 f"{index!r} names more shard files than this process may have open at once "
-                f"(at {shown(shard)}: {err.strerror}{_open_file_limit()}): a load holds "
+                f"(at {shown(shard)}: {err.strerror}{open_file_limit()}): a load holds "
                 "every shard of an index open, so that what it reads is what it checked. Fix: "
                 "raise the limit (`ulimit -n` in the shell, or resource.setrlimit(resource."
                 "RLIMIT_NOFILE, ...) in the script) above the number of shards, or merge them"
@@ -178,12 +179,3 @@ def tensor_budget(
     total = sum(shards.size(file) for file in shards.files)
     what = f"the {len(shards.files)} files {shown(os.fspath(path))} names" if shards.names else ""
     return TensorBudget(max_tensors, total, what=what, verb=verb)
-
-
-def _open_file_limit() -> str:
-    """``"; RLIMIT_NOFILE N"``, this process's limit on open files, where there is one."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return ""
-    return f"; RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}"

@@ -37,6 +37,7 @@ __all__ = [
     "Rendezvous",
     "check_host",
     "local_device_ids",
+    "open_file_limit",
     "parse",
     "reach_timeout",
     "whole_seconds",
@@ -263,6 +264,16 @@ def local_device_ids(
         if visible is not None and len([v for v in visible.split(",") if v.strip()]) < expected:
             return None
     return [local_rank]
+
+
+def open_file_limit() -> str:
+    """``"; RLIMIT_NOFILE N"``, this process's limit on open files, for a message about
+    running out of them; ``""`` where there is no such limit (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return ""
+    return f"; RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}"
 
 
 def whole_seconds(seconds: float) -> int:

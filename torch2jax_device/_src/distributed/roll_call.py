@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 
 from ..errors import DistributedError
-from .rendezvous import Reach, Rendezvous, check_host, reach_timeout
+from .rendezvous import Reach, Rendezvous, check_host, open_file_limit, reach_timeout
 
 __all__ = ["roll_call"]
 
@@ -111,7 +111,11 @@ class _Host:
         self.server.setblocking(False)
         self.selector.register(self.server, selectors.EVENT_READ)
         try:
-            missing = self._collect()
+            try:
+                missing = self._collect()
+            except DistributedError as error:  # the ranks that came learn why at once
+                self._answer_all({"error": str(error)})
+                raise
             if missing:
                 message = self._missing_message(missing)
                 self._answer_all({"error": message})
@@ -142,6 +146,17 @@ class _Host:
             connection, address = self.server.accept()
         except BlockingIOError:
             return
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            raise DistributedError(
+                f"Rank 0 cannot take the connection of another rank: {error.strerror} "
+                f"({len(self.arrived)} of the WORLD_SIZE={self.rendezvous.world_size} ranks had "
+                f"checked in{open_file_limit()}). Every rank holds a connection to rank 0, "
+                "here and to JAX's coordinator after. Fix: raise the limit on open files above "
+                "WORLD_SIZE plus what the process opens itself, where rank 0 is started "
+                f"(`ulimit -n {2 * self.rendezvous.world_size + 1024}` before the launcher)."
+            ) from None
         connection.setblocking(False)
         guest = _Guest(connection, who=f"{address[0]}:{address[1]}")
         self.selector.register(connection, selectors.EVENT_READ, guest)
