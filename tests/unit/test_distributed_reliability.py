@@ -4,6 +4,7 @@ here starts JAX's coordinator, except the one test marked slow."""
 
 from __future__ import annotations
 
+import datetime
 import errno
 import json
 import os
@@ -17,7 +18,7 @@ import pytest
 
 from tests.support.deadlines import deadline
 from torch2jax_device import DistributedError
-from torch2jax_device._src.distributed import rendezvous
+from torch2jax_device._src.distributed import process_group, rendezvous
 from torch2jax_device._src.distributed import roll_call as roll_call_module
 from torch2jax_device._src.distributed.roll_call import roll_call
 
@@ -210,3 +211,37 @@ def test_rank_0_out_of_open_files_is_the_librarys_error_told_to_the_ranks_that_c
                 continue
             told.append(json.loads(answer))
     assert told and all(answer == {"error": message} for answer in told)
+
+
+@pytest.mark.parametrize(
+    "timeout", [1e300, 3e9, datetime.timedelta.max, datetime.timedelta(days=10**8)]
+)
+def test_a_timeout_past_what_jax_takes_waits_as_long_as_jax_can(
+    timeout: float | datetime.timedelta,
+) -> None:
+    # torch takes any timedelta; JAX's timeouts are 32-bit ints (seconds to start,
+    # milliseconds at a barrier). Before: a raw TypeError from JAX's runtime service.
+    seconds = process_group._seconds(timeout)
+    assert seconds == rendezvous.MAX_WAIT == 2**31 - 1
+    assert rendezvous.whole_seconds(seconds) == 2**31 - 1
+    assert rendezvous.whole_milliseconds(seconds) == 2**31 - 1
+    assert rendezvous.whole_milliseconds(0.0001) == 1 and rendezvous.whole_seconds(0.2) == 1
+
+
+@pytest.mark.slow  # starts JAX's coordinator in a process of its own
+def test_init_process_group_and_barrier_take_timedelta_max() -> None:
+    code = (
+        "import datetime, torch2jax_device as tj\n"
+        "tj.distributed.init_process_group(timeout=datetime.timedelta.max)\n"
+        "tj.distributed.barrier()\n"
+        "tj.distributed.destroy_process_group()\n"
+        "print('joined and passed the barrier')\n"
+    )
+    environ = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    environ.update(RANK="0", WORLD_SIZE="1", JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True,
+        timeout=deadline(300),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "joined and passed the barrier" in result.stdout

@@ -31,6 +31,7 @@ from ..device import Device, DeviceLike
 from ..errors import DistributedError
 
 __all__ = [
+    "MAX_WAIT",
     "REACH_TIMEOUT_S",
     "REACH_VARIABLE",
     "Reach",
@@ -40,6 +41,7 @@ __all__ = [
     "open_file_limit",
     "parse",
     "reach_timeout",
+    "whole_milliseconds",
     "whole_seconds",
 ]
 
@@ -49,6 +51,9 @@ __all__ = [
 REACH_TIMEOUT_S = 60.0
 #: The environment variable that lengthens (or shortens) ``REACH_TIMEOUT_S``, in seconds.
 REACH_VARIABLE = "TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT"
+#: The most JAX's coordination service waits, in its unit (seconds to start, milliseconds
+#: for a barrier): its timeouts are C++ 32-bit integers, which a longer one does not fit.
+MAX_WAIT = 2**31 - 1
 # Errors of a connection that reached the host: it is up, nobody listens on the port yet.
 _ANSWERS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET})
 
@@ -277,8 +282,15 @@ def open_file_limit() -> str:
 
 
 def whole_seconds(seconds: float) -> int:
-    """``seconds`` rounded up to a whole number, at least 1 (JAX takes integer timeouts)."""
-    return max(1, math.ceil(seconds))
+    """``seconds`` rounded up to a whole number, at least 1 and at most ``MAX_WAIT``
+    (JAX takes integer timeouts)."""
+    return min(max(1, math.ceil(seconds)), MAX_WAIT)
+
+
+def whole_milliseconds(seconds: float) -> int:
+    """``seconds`` in whole milliseconds, at least 1 and at most ``MAX_WAIT`` (about 24.8
+    days): the timeout of a barrier or a key's value in JAX's coordination service."""
+    return min(max(1, math.ceil(seconds * 1000)), MAX_WAIT)
 
 
 def _required(environ: Mapping[str, str], name: str, scheme: str) -> str:
