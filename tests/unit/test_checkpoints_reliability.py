@@ -7,10 +7,13 @@ victim file is untouched, nothing outside the folder is read. They never time an
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,8 +25,9 @@ import numpy as np
 import pytest
 
 import torch2jax_device as tj
+from tests.support.deadlines import finished
 from torch2jax_device import CheckpointError, load_file, save_file
-from torch2jax_device._src.checkpoints import index
+from torch2jax_device._src.checkpoints import index, writer
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX links and dir_fd")
 needs_root = pytest.mark.skipif(
@@ -335,3 +339,37 @@ def test_storages_that_inflate_past_the_copy_bound_are_refused_before_torch_read
     with open(deflated, "rb") as file, pytest.raises(CheckpointError, match="expand to"):
         tj.load(file)
     assert np.asarray(tj.load(stored)["w"]).shape == (2**20,)  # stored entries: as before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "link-to-fifo", "socket"])
+def test_a_non_file_planted_under_a_temporarys_name_never_stops_a_save(
+    tmp_path: Path, kind: str
+) -> None:
+    # Anyone who can write the target's folder (another user in /tmp) can name a thing
+    # as the save's sweep of stale temporaries looks for them. Before: a FIFO made
+    # save_file wait forever in open() for a writer.
+    planted = tmp_path / (".model.safetensors." + "a" * writer._TOKEN_CHARS + writer._SUFFIX)
+    fifo, server = tmp_path / "fifo", socket.socket(socket.AF_UNIX)
+    if kind == "directory":
+        planted.mkdir()
+    elif kind == "socket":
+        server.bind(str(planted))
+    else:
+        os.mkfifo(fifo if kind == "link-to-fifo" else planted)
+        if kind == "link-to-fifo":
+            planted.symlink_to(fifo)
+    saving = threading.Thread(
+        target=save_file, args=({"x": np.ones(2, np.float32)}, tmp_path / "model.safetensors")
+    )
+    saving.start()
+    try:
+        finished(saving, 60)
+    finally:
+        for stuck in (planted, fifo):  # a reader blocked on a FIFO returns once one opens it
+            if stuck.exists() and stat.S_ISFIFO(stuck.lstat().st_mode):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(stuck, os.O_WRONLY | os.O_NONBLOCK))
+        saving.join()
+        server.close()
+    np.testing.assert_array_equal(np.asarray(load_file(tmp_path / "model.safetensors")["x"]), 1)
+    assert planted.is_symlink() or planted.exists()  # left as it was
