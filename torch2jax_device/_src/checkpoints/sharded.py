@@ -583,7 +583,7 @@ def _load_torch(
     the first one found, for one dict its first key).
     """
     torch = import_torch(source.name)
-    check_expansion(source)
+    check_expansion(source, budget)
     data_bytes = source.size()  # a file object: from where it is read
     # The legacy (pre-zip) format and file objects cannot be mapped.
     mmap = source.kind == "zip" and source.path is not None
