@@ -100,8 +100,16 @@ def test_a_master_addr_that_cannot_work_is_refused_before_any_worker_starts(
 
 
 @pytest.mark.slow  # the first worker really starts (and is stopped)
+@pytest.mark.parametrize(
+    ("error", "fix"),
+    [
+        (BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"), "processes"),
+        (OSError(errno.EMFILE, "Too many open files"), "open files (ulimit -n: each worker"),
+    ],
+    ids=["out-of-processes", "out-of-files"],
+)
 def test_a_worker_that_cannot_be_forked_is_the_launchers_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, fix: str
 ) -> None:
     script = tmp_path / "worker.py"
     script.write_text("import time\ntime.sleep(600)\n")
@@ -110,14 +118,15 @@ def test_a_worker_that_cannot_be_forked_is_the_launchers_error(
 
     def fork_once(*args: object, **kwargs: object) -> object:
         if started:
-            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+            raise error
         started.append(popen(*args, **kwargs))  # type: ignore[call-overload]
         return started[-1]
 
     monkeypatch.setattr(_run.subprocess, "Popen", fork_once)
     status, _, err = launch("--nproc-per-node", "2", str(script), limit_s=120)
     assert status == 1 and "Traceback" not in err
-    assert "could not start rank 1 (BlockingIOError: Resource temporarily unavailable)" in err
+    assert f"could not start rank 1 ({type(error).__name__}: {error.strerror})" in err
+    assert "Fix: free processes or memory (ulimit -u" in err if fix == "processes" else fix in err
     assert started[0].poll() is not None  # the rank that did start was stopped
 
 

@@ -38,6 +38,7 @@ import argparse
 import codecs
 import contextlib
 import datetime
+import errno
 import importlib.util
 import io
 import os
@@ -260,13 +261,19 @@ class _Job:
                 return
             try:
                 worker = _start(args, local_rank, port, agent_store)
-            except OSError as error:  # fork or exec failed: out of processes or memory
+            except OSError as error:  # fork, exec or a pipe failed: out of processes or files
                 rank = args.node_rank * args.nproc_per_node + local_rank
+                fix = (
+                    "raise the limit on open files (ulimit -n: each worker holds 2 pipes to "
+                    "the launcher)"
+                    if error.errno in (errno.EMFILE, errno.ENFILE)
+                    else "free processes or memory (ulimit -u, RLIMIT_NPROC, a container's "
+                    "pids limit)"
+                )
                 raise _LaunchError(
                     f"could not start rank {rank} ({type(error).__name__}: "
                     f"{error.strerror or error}); stopped every process started before it. "
-                    "Fix: free processes or memory (ulimit -u, RLIMIT_NPROC, a container's "
-                    "pids limit) or pass a smaller --nproc-per-node."
+                    f"Fix: {fix} or pass a smaller --nproc-per-node."
                 ) from None
             self.workers.append(worker)
             self.relay.add(worker.rank, worker.process.stdout, worker.process.stderr)
