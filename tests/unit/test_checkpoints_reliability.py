@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import shutil
@@ -406,3 +407,16 @@ def test_a_zip_of_more_entries_than_tensors_allowed_is_refused_before_its_direct
     import torch
 
     assert tj.load(path, max_tensors=20_000) == torch.load(path, weights_only=True) == {}
+
+
+@pytest.mark.parametrize(("count", "comment"), [(0, b""), (3, b""), (3, b"x" * 300), (65_536, b"")])
+def test_a_zips_entries_are_counted_as_zipfile_lists_them(count: int, comment: bytes) -> None:
+    # The oracle is zipfile's own directory; 65,536 entries is past the classic record's
+    # 16 bits, so the count comes from the ZIP64 record.
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        for number in range(count):
+            archive.writestr(str(number), b"")
+        archive.comment = comment
+    with zipfile.ZipFile(data) as archive:
+        assert pickled._zip_entries(data) == len(archive.infolist()) == count

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import struct
 import zipfile
 from collections.abc import Callable
 from typing import IO, Any
@@ -43,6 +44,8 @@ _COPY_FACTOR = 4
 # Entries of a checkpoint's zip besides its storages: data.pkl, version, byteorder,
 # .data/serialization_id, .format_version, .storage_alignment, and room for more.
 _OTHER_ENTRIES = 64
+# The bytes of a zip's end-of-directory record before its comment.
+_END_RECORD = 22
 # What to do with a tensor JAX cannot hold.
 _CONVERT_FIX = (
     "Fix: load it with torch.load(path, weights_only=True) and convert it to a dtype and "
@@ -113,8 +116,7 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
     file: Any = source.handle if source.handle is not None else source.file
     start = file.tell()
     try:
-        end = zipfile._EndRecData(file)  # the end record alone: how many entries follow
-        entries = end[zipfile._ECD_ENTRIES_TOTAL] if end else 0
+        entries = _zip_entries(file)
         if entries <= budget.left + _OTHER_ENTRIES:
             with zipfile.ZipFile(file) as archive:
                 expanded = sum(info.file_size for info in archive.infolist())
@@ -135,6 +137,26 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
             "crafted to exhaust memory does, and torch.load would inflate them all first. If "
             "you trust the file: tj.to_device(torch.load(path, weights_only=True), device)"
         )
+
+
+def _zip_entries(file: IO[bytes]) -> int:
+    """How many entries a zip's directory lists, read from its end record (and the ZIP64
+    one it points to) alone; 0 where there is none (``zipfile`` then says what is wrong)."""
+    size = file.seek(0, io.SEEK_END)
+    tail_start = max(0, size - _END_RECORD - 0xFFFF)  # the record, then a comment
+    file.seek(tail_start)
+    tail = file.read(size - tail_start)
+    at = tail.rfind(b"PK\x05\x06", 0, max(0, len(tail) - _END_RECORD + 4))
+    if at < 0:
+        return 0
+    entries: int = struct.unpack_from("<H", tail, at + 10)[0]
+    locator = at - 20  # a ZIP64 archive (past 65,535 entries) puts its locator first
+    if locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
+        file.seek(struct.unpack_from("<Q", tail, locator + 8)[0])
+        record = file.read(56)
+        if len(record) == 56 and record[:4] == b"PK\x06\x06":
+            entries = struct.unpack_from("<Q", record, 32)[0]
+    return entries
 
 
 class _CountingReader(io.RawIOBase):
