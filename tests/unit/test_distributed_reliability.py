@@ -98,7 +98,7 @@ def _refused() -> OSError:
 
 
 def _rank_1_meets(
-    network: _Network, monkeypatch: pytest.MonkeyPatch, timeout_s: float, **extra: str
+    network: _Network, monkeypatch: pytest.MonkeyPatch, give_up_s: float, **extra: str
 ) -> str:
     """The message of rank 1's failed roll call to 10.1.2.3 through ``network``."""
     monkeypatch.setattr(roll_call_module, "_dial", network.dial)
@@ -107,7 +107,7 @@ def _rank_1_meets(
     environ = {"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "29500", **extra}
     meeting = rendezvous.parse(None, 2, 1, environ)
     with pytest.raises(DistributedError) as caught:
-        roll_call(meeting, timeout_s, environ)
+        roll_call(meeting, give_up_s, environ)  # in the fake clock's seconds
     return str(caught.value)
 
 
@@ -119,7 +119,7 @@ def test_a_rank_gives_up_on_a_master_host_that_answers_nothing(
     # minutes), with a message blaming rank 0 (issue 36: "a remote rank waits until its
     # init_process_group timeout").
     network = _Network(error())
-    message = _rank_1_meets(network, monkeypatch, timeout_s=300.0)
+    message = _rank_1_meets(network, monkeypatch, give_up_s=300.0)
     assert re.match(r"Rank 1 could not reach 10.1.2.3 on port 29500: for 6[01] s the host", message)
     assert "nc -vz 10.1.2.3 29500" in message
     assert "set TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT to the seconds to wait (now 60)" in message
@@ -129,7 +129,7 @@ def test_a_rank_gives_up_on_a_master_host_that_answers_nothing(
 def test_the_variable_lengthens_the_wait_for_a_silent_host(monkeypatch: pytest.MonkeyPatch) -> None:
     network = _Network(_silent())
     message = _rank_1_meets(
-        network, monkeypatch, timeout_s=1000.0, TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT="240"
+        network, monkeypatch, give_up_s=1000.0, TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT="240"
     )
     assert re.search(r"for 24[01] s the host answered no connection", message)
     assert 240 <= network.now < 242
@@ -141,11 +141,11 @@ def test_a_host_that_refuses_is_up_and_is_waited_for_until_the_timeout(
     # Rank 0 not listening yet: the host refuses. Refusals reset the silence, so a host
     # that once answered and then fell silent has a whole reach bound again.
     network = _Network(*[_refused()] * 1000, _silent())
-    message = _rank_1_meets(network, monkeypatch, timeout_s=90.0)
+    message = _rank_1_meets(network, monkeypatch, give_up_s=90.0)
     assert message.startswith("Rank 1 could not reach JAX's coordinator at 10.1.2.3:29500")
     assert "within 90 s" in message
     network = _Network(*[_refused()] * 500, _silent())
-    message = _rank_1_meets(network, monkeypatch, timeout_s=1000.0)
+    message = _rank_1_meets(network, monkeypatch, give_up_s=1000.0)
     assert re.search(r"for 6[01] s the host answered no connection", message)
     assert 50 + 60 <= network.now < 50 + 62  # 500 refusals 0.1 s apart, then 60 s of silence
 
