@@ -95,3 +95,27 @@ def test_more_shards_than_open_files_is_the_librarys_error(
         message = str(caught.value)
         assert "names more shard files than this process may have open at once" in message
         assert "'s2.safetensors'" in message and "Fix: raise the limit (`ulimit -n`" in message
+
+
+@pytest.mark.parametrize(
+    ("shard", "error", "says"),
+    [
+        ("a" * 10_000_000, tj.CheckpointError, "cannot be opened (File name too long)"),
+        ("loop", tj.CheckpointError, "cannot be opened (Too many levels of symbolic links)"),
+        ("loop/" * 2_000_000 + "x", tj.CheckpointError, "Too many levels of symbolic links"),
+        ("nosuch/" * 1_000_000 + "x", FileNotFoundError, "No such file or directory"),
+    ],
+    ids=["10-MB-name", "link-loop", "4-MB-path-through-a-loop", "7-MB-missing-path"],
+)
+def test_a_shard_name_that_cannot_be_opened_gets_a_short_error(
+    tmp_path: Path, shard: str, error: type[Exception], says: str
+) -> None:
+    # Before: a raw OSError quoting the whole name (10,000,033 characters for a 10 MB
+    # name), and a FileNotFoundError of 7 MB for a long missing path.
+    (tmp_path / "loop").symlink_to("loop")
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": shard}}))
+    for load in (tj.load_file, tj.load):
+        with pytest.raises(error) as caught:
+            load(index)
+        assert says in str(caught.value) and len(str(caught.value)) < 1200
