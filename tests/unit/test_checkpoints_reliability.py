@@ -7,23 +7,30 @@ victim file is untouched, nothing outside the folder is read. They never time an
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 import torch2jax_device as tj
+from tests.support.deadlines import finished
 from torch2jax_device import CheckpointError, load_file, save_file
-from torch2jax_device._src.checkpoints import index
+from torch2jax_device._src.checkpoints import index, pickled, writer
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX links and dir_fd")
 needs_root = pytest.mark.skipif(
@@ -335,3 +342,81 @@ def test_storages_that_inflate_past_the_copy_bound_are_refused_before_torch_read
     with open(deflated, "rb") as file, pytest.raises(CheckpointError, match="expand to"):
         tj.load(file)
     assert np.asarray(tj.load(stored)["w"]).shape == (2**20,)  # stored entries: as before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "link-to-fifo", "socket"])
+def test_a_non_file_planted_under_a_temporarys_name_never_stops_a_save(
+    tmp_path: Path, kind: str
+) -> None:
+    # Anyone who can write the target's folder (another user in /tmp) can name a thing
+    # as the save's sweep of stale temporaries looks for them. Before: a FIFO made
+    # save_file wait forever in open() for a writer.
+    planted = tmp_path / (".model.safetensors." + "a" * writer._TOKEN_CHARS + writer._SUFFIX)
+    fifo, server = tmp_path / "fifo", socket.socket(socket.AF_UNIX)
+    if kind == "directory":
+        planted.mkdir()
+    elif kind == "socket":
+        server.bind(str(planted))
+    else:
+        os.mkfifo(fifo if kind == "link-to-fifo" else planted)
+        if kind == "link-to-fifo":
+            planted.symlink_to(fifo)
+    saving = threading.Thread(
+        target=save_file, args=({"x": np.ones(2, np.float32)}, tmp_path / "model.safetensors")
+    )
+    saving.start()
+    try:
+        finished(saving, 60)
+    finally:
+        for stuck in (planted, fifo):  # a reader blocked on a FIFO returns once one opens it
+            if stuck.exists() and stat.S_ISFIFO(stuck.lstat().st_mode):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(stuck, os.O_WRONLY | os.O_NONBLOCK))
+        saving.join()
+        server.close()
+    np.testing.assert_array_equal(np.asarray(load_file(tmp_path / "model.safetensors")["x"]), 1)
+    assert planted.is_symlink() or planted.exists()  # left as it was
+
+
+def _zip_of_entries(path: Path, count: int) -> None:
+    """A checkpoint-shaped zip: an empty dict's pickle, then ``count`` empty storages."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+        archive.writestr("archive/version", b"3\n")
+        for number in range(count):
+            archive.writestr(f"archive/data/{number}", b"")
+
+
+def test_a_zip_of_more_entries_than_tensors_allowed_is_refused_before_its_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the whole zip directory was listed first (600,000 empty entries in 68 MB:
+    # 361 MiB and 17 s in tj.load, 101 MiB and 3 s in torch.load).
+    path = tmp_path / "entries.pt"
+    _zip_of_entries(path, 20_000)  # a 2.5 MB file: 16,384 tensors allowed by default
+    listed = []
+    real_zip = pickled.zipfile.ZipFile
+    monkeypatch.setattr(
+        pickled.zipfile, "ZipFile", lambda *a, **k: listed.append(a) or real_zip(*a, **k)
+    )
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    for target in ("cpu", mesh):  # a load onto one device, and onto a mesh
+        with pytest.raises(CheckpointError, match=r"holds 19,938 or more tensors \(its zip's"):
+            tj.load(path, map_location=target)
+    assert listed == []  # refused from the end record alone
+    import torch
+
+    assert tj.load(path, max_tensors=20_000) == torch.load(path, weights_only=True) == {}
+
+
+@pytest.mark.parametrize(("count", "comment"), [(0, b""), (3, b""), (3, b"x" * 300), (65_536, b"")])
+def test_a_zips_entries_are_counted_as_zipfile_lists_them(count: int, comment: bytes) -> None:
+    # The oracle is zipfile's own directory; 65,536 entries is past the classic record's
+    # 16 bits, so the count comes from the ZIP64 record.
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        for number in range(count):
+            archive.writestr(str(number), b"")
+        archive.comment = comment
+    with zipfile.ZipFile(data) as archive:
+        assert pickled._zip_entries(data) == len(archive.infolist()) == count

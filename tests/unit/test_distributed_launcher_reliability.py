@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -81,15 +82,34 @@ def test_sigterm_stops_the_launcher_while_its_stdout_is_a_pipe_nobody_reads(
 def test_a_master_addr_that_cannot_work_is_refused_before_any_worker_starts(
     tmp_path: Path, address: str, problem: str
 ) -> None:
+    # A launcher process of its own, killed past the deadline: before the check it hung
+    # inside torch's store (C++, where no Python signal handler runs), so a launch in this
+    # process would hang the test run instead of failing this test.
     script = tmp_path / "worker.py"
     script.write_text("raise SystemExit('a worker started')\n")
-    status, out, err = launch("--master-addr", address, str(script), limit_s=60)
-    assert status == 2 and problem in err and "a worker started" not in err + out
+    command = [sys.executable, "-m", "torch2jax_device", "run", "--master-addr", address]
+    try:
+        result = subprocess.run(
+            [*command, str(script)], env=worker_env(), capture_output=True, text=True,
+            timeout=deadline(60),
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the launcher with --master-addr {address} still ran after the deadline")
+    assert result.returncode == 2 and problem in result.stderr
+    assert "a worker started" not in result.stderr + result.stdout
 
 
 @pytest.mark.slow  # the first worker really starts (and is stopped)
+@pytest.mark.parametrize(
+    ("error", "fix"),
+    [
+        (BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"), "processes"),
+        (OSError(errno.EMFILE, "Too many open files"), "open files (ulimit -n: each worker"),
+    ],
+    ids=["out-of-processes", "out-of-files"],
+)
 def test_a_worker_that_cannot_be_forked_is_the_launchers_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, fix: str
 ) -> None:
     script = tmp_path / "worker.py"
     script.write_text("import time\ntime.sleep(600)\n")
@@ -98,14 +118,15 @@ def test_a_worker_that_cannot_be_forked_is_the_launchers_error(
 
     def fork_once(*args: object, **kwargs: object) -> object:
         if started:
-            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+            raise error
         started.append(popen(*args, **kwargs))  # type: ignore[call-overload]
         return started[-1]
 
     monkeypatch.setattr(_run.subprocess, "Popen", fork_once)
     status, _, err = launch("--nproc-per-node", "2", str(script), limit_s=120)
     assert status == 1 and "Traceback" not in err
-    assert "could not start rank 1 (BlockingIOError: Resource temporarily unavailable)" in err
+    assert f"could not start rank 1 ({type(error).__name__}: {error.strerror})" in err
+    assert "Fix: free processes or memory (ulimit -u" in err if fix == "processes" else fix in err
     assert started[0].poll() is not None  # the rank that did start was stopped
 
 
@@ -195,3 +216,68 @@ def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
     whole = {f"[rank{rank}]: " + "x" * 99 for rank in range(2)}
     assert [text for text in lines if text not in whole] == []
     assert len(lines) == 2 * 4 * 3000
+
+
+class _Silence:
+    """A fake dial and clock: connections fail with ``error`` (a timeout costs its wait)."""
+
+    def __init__(self, error: OSError | None) -> None:
+        self.error, self.now = error, 0.0
+
+    def dial(self, address: tuple[str, int], timeout: float) -> socket.socket:
+        if self.error is None:
+            return socket.socket()  # accepted (the launcher closes it at once)
+        if self.error.errno is None:
+            self.now += timeout
+        raise self.error
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TimeoutError("timed out"), OSError(errno.ENETUNREACH, os.strerror(errno.ENETUNREACH))],
+    ids=["timeout", "no-route"],
+)
+def test_a_node_whose_master_host_answers_nothing_starts_no_worker(error: OSError) -> None:
+    # Before: the launcher on node 1 started its workers, which waited for the whole init
+    # timeout (issue 36: "a remote rank waits for an unreachable --master-addr").
+    network = _Silence(error)
+    problem = _run._answered_by_master(
+        "10.9.8.7", 29500, {"TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT": "20"},
+        dial=network.dial, clock=lambda: network.now, sleep=network.sleep,
+    )  # fmt: skip
+    assert problem is not None and problem.startswith(
+        "this host (--node-rank > 0) could not reach 10.9.8.7 on port 29500: for 2"
+    )
+    assert "TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT to the seconds to wait (now 20)" in problem
+    assert 20 <= network.now < 22
+
+
+@pytest.mark.parametrize(
+    "error", [None, ConnectionRefusedError(errno.ECONNREFUSED, "refused")], ids=str
+)
+def test_a_node_whose_master_host_answers_starts_its_workers_at_once(
+    error: OSError | None,
+) -> None:
+    # Accepted, or refused (rank 0's launcher is not up yet): the host is there.
+    network = _Silence(error)
+    problem = _run._answered_by_master(
+        "10.9.8.7", 29500, {}, dial=network.dial, clock=lambda: network.now, sleep=network.sleep
+    )
+    assert problem is None and network.now == 0.0
+
+
+@pytest.mark.slow  # starts the launcher (it stops before any worker)
+def test_a_bad_rendezvous_timeout_stops_a_node_before_any_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text("raise SystemExit('a worker started')\n")
+    monkeypatch.setenv("TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT", "soon")
+    status, out, err = launch(
+        "--nnodes", "2", "--node-rank", "1", "--master-port", "29500", str(script), limit_s=60
+    )
+    assert status == 2 and "TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT='soon' is not a number" in err
+    assert "a worker started" not in err + out

@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
     args = _parser(_commands(words)).parse_args(words)
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # started with it closed (`>&-`): Python's None
+            setattr(sys, name, open(os.devnull, "w"))  # the process's own, never closed
     try:
         status: int = args.run(args, sys.stdout, sys.stderr)
         sys.stdout.flush()

@@ -38,6 +38,7 @@ import argparse
 import codecs
 import contextlib
 import datetime
+import errno
 import importlib.util
 import io
 import os
@@ -167,6 +168,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the job; return 0, the exit code of the first worker that failed, or 128 +
     the number of the signal that stopped it."""
     problem = _check(args)
+    if problem is None and args.node_rank != 0:
+        problem = _answered_by_master(args.master_addr, args.master_port, os.environ)
     if problem:
         err.write(f"torch2jax-device run: {problem}\n")
         return 2
@@ -258,13 +261,19 @@ class _Job:
                 return
             try:
                 worker = _start(args, local_rank, port, agent_store)
-            except OSError as error:  # fork or exec failed: out of processes or memory
+            except OSError as error:  # fork, exec or a pipe failed: out of processes or files
                 rank = args.node_rank * args.nproc_per_node + local_rank
+                fix = (
+                    "raise the limit on open files (ulimit -n: each worker holds 2 pipes to "
+                    "the launcher)"
+                    if error.errno in (errno.EMFILE, errno.ENFILE)
+                    else "free processes or memory (ulimit -u, RLIMIT_NPROC, a container's "
+                    "pids limit)"
+                )
                 raise _LaunchError(
                     f"could not start rank {rank} ({type(error).__name__}: "
                     f"{error.strerror or error}); stopped every process started before it. "
-                    "Fix: free processes or memory (ulimit -u, RLIMIT_NPROC, a container's "
-                    "pids limit) or pass a smaller --nproc-per-node."
+                    f"Fix: {fix} or pass a smaller --nproc-per-node."
                 ) from None
             self.workers.append(worker)
             self.relay.add(worker.rank, worker.process.stdout, worker.process.stderr)
@@ -591,6 +600,36 @@ def _check_master_addr(host: str, *, here: bool) -> str | None:
             "worker runs here)."
         )
     return None
+
+
+def _answered_by_master(
+    host: str,
+    port: int,
+    environ: Any,
+    dial: Callable[..., socket.socket] = socket.create_connection,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Why no worker of a host other than rank 0's could meet rank 0: its host (``host``)
+    answered no connection to ``port`` (accepting or refusing it) for
+    ``rendezvous.reach_timeout(environ)`` seconds, checked before any worker starts. A
+    host that refuses is up (its launcher has not started yet): the workers wait for it."""
+    from .._src.distributed.rendezvous import Reach, reach_timeout
+    from .._src.errors import DistributedError
+
+    try:
+        start = clock()
+        reach = Reach(host, port, "this host (--node-rank > 0)", reach_timeout(environ), start)
+        while True:
+            try:
+                dial((host.strip("[]"), port), timeout=1.0).close()
+                return None
+            except OSError as error:
+                if reach.failed(error, clock()):
+                    return None  # refused: the host is up
+            sleep(_POLL_S)
+    except DistributedError as error:
+        return str(error)
 
 
 def _host_store(args: argparse.Namespace, port: int) -> object:

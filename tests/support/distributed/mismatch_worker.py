@@ -3,10 +3,11 @@
 ``mismatched_loads(DIR, mesh)``, called by ``checkpoint_worker.py`` in each rank of a job
 of 2 processes x 2 CPU devices. Each rank writes its own copy of a checkpoint in
 ``DIR``, where ``w`` has shape (4, 6) on rank 0 and (8, 6) on rank 1 (and ``b`` float32
-on rank 0, float16 on rank 1, in a second file), then loads them onto one mesh every way
-a sharded load can go. It returns this rank's facts: the message of each load's error,
-or ``None`` where it loaded, plus one load where the files agree and one each rank
-makes alone.
+on rank 0, float16 on rank 1, in a second file, and ``v`` of one shape whose values
+differ, in a third; one element of the middle row or of the end differs in two more),
+then loads them onto one mesh every way a sharded load can go. It returns this rank's
+facts: the message of each load's error, or ``None`` where it loaded, plus one load
+where the files agree and one each rank makes alone.
 """
 
 from __future__ import annotations
@@ -46,11 +47,30 @@ def mismatched_loads(folder: Path, mesh: Mesh) -> dict[str, Any]:
     tj.save_file({"b": np.ones(8, dtype)}, mine / "b.safetensors")
     torch.save({"model": {"w": torch.ones(rows, 6)}}, mine / "w.pt")
     tj.save_file({"w": same}, mine / "agree.safetensors")
+    # The same shapes, other values: a copy of another step's checkpoint. Only the middle
+    # row's first element differs in "row", only the last element in "end".
+    values = {"v": same + rank, "same": same}
+    tj.save_file(values, mine / "values.safetensors")
+    row, end = same.copy(), same.copy()
+    row[2, 0] += rank
+    end[-1, -1] += rank
+    tj.save_file({"row": row}, mine / "row.safetensors")
+    tj.save_file({"end": end}, mine / "end.safetensors")
+    torch.save({"model": {"v": torch.from_numpy(values["v"])}}, mine / "values.pt")
+    (mine / "values.safetensors.index.json").write_text(
+        '{"weight_map": {"same": "values.safetensors", "v": "values.safetensors"}}'
+    )
     dist.barrier()
 
-    def open_and_get() -> Any:
-        with tj.safe_open(mine / "w.safetensors", device=rule) as file:
-            return file.get_tensor("w")
+    def open_and_get(name: str = "w.safetensors", tensor: str = "w") -> Any:
+        with tj.safe_open(mine / name, device=rule) as file:
+            return file.get_tensor(tensor)
+
+    def open_and_slice() -> Any:
+        with tj.safe_open(mine / "values.safetensors", device=rule) as file:
+            return file.get_slice("v")[0:4]
+
+    vrule = tj.ShardingRule(mesh, {"v": P("data", None)})
 
     agreed = tj.load_file(mine / "agree.safetensors", device=rule)["w"]
     # A load one process makes alone (its own devices) asks nobody: it must not wait.
@@ -69,6 +89,17 @@ def mismatched_loads(folder: Path, mesh: Mesh) -> dict[str, Any]:
         "dtype": outcome(lambda: tj.load_file(mine / "b.safetensors", device=mesh)),
         "torch": outcome(lambda: tj.load(mine / "w.pt", map_location=rule)),
         "safe_open": outcome(open_and_get),
+        "values": {
+            "load_file": outcome(lambda: tj.load_file(mine / "values.safetensors", device=vrule)),
+            "index": outcome(
+                lambda: tj.load_file(mine / "values.safetensors.index.json", device=mesh)
+            ),
+            "torch": outcome(lambda: tj.load(mine / "values.pt", map_location=vrule)),
+            "safe_open": outcome(lambda: open_and_get("values.safetensors", "v")),
+            "get_slice": outcome(open_and_slice),
+            "row": outcome(lambda: tj.load_file(mine / "row.safetensors", device=mesh)),
+            "end": outcome(lambda: tj.load_file(mine / "end.safetensors", device=mesh)),
+        },
         "agreed_sum": float(jax.jit(lambda w: w.sum())(agreed)),
         "alone": alone,
     }

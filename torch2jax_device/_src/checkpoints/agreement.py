@@ -12,14 +12,26 @@ every process sees the same descriptions, so all reach the same verdict and rais
 same error, naming the tensor and both shapes. Only tensors whose sharding spans
 processes are described, and only the processes holding their devices take part: a
 load onto one process's own devices (rank 0 reading a checkpoint alone) asks nobody.
+
+Copies that agree on every shape and dtype can still hold different values: a host
+with the checkpoint of an earlier step, a file rewritten on one host. Comparing every
+byte would cost a full read of every tensor on every process, so the processes compare
+a sample instead: each reads the first elements, the first elements of the middle row
+and the last elements of each shared tensor (``SAMPLE_ELEMENTS`` at each place: at most
+three small reads, wherever the process's own parts are), of at most
+``SAMPLED_TENSORS`` tensors spread evenly over the names, and publishes a digest of
+them with the descriptions. Checkpoints of different training steps differ at
+all three places of every trained tensor; a change confined to elements not sampled
+(one corrupted byte in the middle of a tensor) is not seen.
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jax
@@ -29,7 +41,7 @@ from jax.sharding import Sharding
 from ..errors import CheckpointError
 from .messages import shown
 
-__all__ = ["TIMEOUT_S", "agree"]
+__all__ = ["SAMPLED_TENSORS", "SAMPLE_ELEMENTS", "TIMEOUT_S", "agree", "sample_windows"]
 
 #: How long a process waits for the others to describe their tensors (torch's default
 #: process-group timeout).
@@ -41,20 +53,60 @@ _loads = collections.defaultdict(itertools.count)
 
 #: A tensor about to be loaded: its name, global shape, dtype and target sharding.
 Description = tuple[str, tuple[int, ...], np.dtype[Any], Sharding]
+#: Reads a tensor's sample (``sample_windows``) by name: the file it reads, and the bytes.
+Sampler = Callable[[str], tuple[str, bytes]]
+#: Elements read at each of the three sampled places of a tensor.
+SAMPLE_ELEMENTS = 16
+#: The most tensors of one load whose values are sampled.
+SAMPLED_TENSORS = 256
+# What a process publishes for one sampled tensor: [digest, file], or ["", error message].
+_Sampled = list[str]
+_Described = dict[str, tuple[list[int], str]]
 
 
-def agree(tensors: Iterable[Description], what: str) -> None:
-    """Check that the processes loading ``tensors`` together read the same shapes and dtypes.
+def sample_windows(shape: tuple[int, ...]) -> list[tuple[Any, ...]]:
+    """The basic indices of a tensor's sample: its first ``SAMPLE_ELEMENTS`` elements,
+    those starting its middle row (along dimension 0) and its last ones, in C order.
+
+    Each is one contiguous run of the last dimension, so reading one is one small read
+    of the file (``Reader.read_selection``) or of a mapped storage. A tensor with no
+    elements has no sample; a scalar's is itself.
+
+    Examples:
+        >>> sample_windows((8, 6))
+        [(0, slice(0, 16, None)), (4, slice(0, 16, None)), (-1, slice(-16, None, None))]
+        >>> sample_windows(())
+        [()]
+    """
+    if 0 in shape:
+        return []
+    if not shape:
+        return [()]
+    run, last = slice(0, SAMPLE_ELEMENTS), slice(-SAMPLE_ELEMENTS, None)
+    if len(shape) == 1:
+        middle = slice(shape[0] // 2, shape[0] // 2 + SAMPLE_ELEMENTS)
+        return [(run,), (middle,), (last,)]
+    rest = (0,) * (len(shape) - 2)
+    return [(0, *rest, run), (shape[0] // 2, *rest, run), (*(-1,) * (len(shape) - 1), last)]
+
+
+def agree(tensors: Iterable[Description], what: str, sample: Sampler | None = None) -> None:
+    """Check that the processes loading ``tensors`` together read the same shapes and
+    dtypes, and the same values where ``sample`` reads them.
 
     ``tensors`` describe what this process is about to load; ``what`` names the load
-    for messages. Those whose sharding spans several processes are compared among the
-    processes holding their devices, each of which makes the same load (as it must for
-    the arrays to exist); nothing else is compared, and nobody is asked.
+    for messages; ``sample(name)`` reads the tensor's ``sample_windows`` from this
+    process's file (called for at most ``SAMPLED_TENSORS`` of the shared tensors, and
+    only when another process takes part). Those whose sharding spans several processes
+    are compared among the processes holding their devices, each of which makes the same
+    load (as it must for the arrays to exist); nothing else is compared, and nobody is
+    asked.
 
     Raises:
         CheckpointError: the processes disagree (the message names the tensor, both
-            processes and what each read), or another process did not describe its
-            tensors within ``TIMEOUT_S`` (it failed, or makes a different call).
+            processes, what each read and from which file), a process could not read
+            its sample, or another process did not describe its tensors within
+            ``TIMEOUT_S`` (it failed, or makes a different call).
     """
     if jax.process_count() == 1:
         return
@@ -76,11 +128,13 @@ def agree(tensors: Iterable[Description], what: str) -> None:
     group = "-".join(map(str, processes))
     prefix = f"torch2jax_device/checkpoints/{group}/load-{next(_loads[processes])}/process-"
     me = jax.process_index()
-    client.key_value_set(
-        f"{prefix}{me}",
-        json.dumps([[name, list(shape), str(dtype)] for name, shape, dtype, _ in shared]),
-    )
-    described: dict[int, dict[str, tuple[list[int], str]]] = {}
+    mine = {
+        "tensors": [[name, list(shape), str(dtype)] for name, shape, dtype, _ in shared],
+        "samples": _samples(sorted({name for name, *_ in shared}), sample),
+    }
+    client.key_value_set(f"{prefix}{me}", json.dumps(mine))
+    described: dict[int, _Described] = {}
+    sampled: dict[int, dict[str, _Sampled]] = {}
     for process in processes:
         try:
             text = client.blocking_key_value_get(f"{prefix}{process}", TIMEOUT_S * 1000)
@@ -91,11 +145,30 @@ def agree(tensors: Iterable[Description], what: str) -> None:
                 f"makes a different call. Every process must make the same loads. JAX's "
                 f"coordination service reported: {shown(str(err), 400)}"
             ) from err
-        described[process] = {name: (shape, dtype) for name, shape, dtype in json.loads(text)}
+        theirs = json.loads(text)
+        described[process] = {name: (shape, dtype) for name, shape, dtype in theirs["tensors"]}
+        sampled[process] = theirs["samples"]
     _compare(described, what)
+    _compare_samples(described, sampled, what)
 
 
-def _compare(described: dict[int, dict[str, tuple[list[int], str]]], what: str) -> None:
+def _samples(names: list[str], sample: Sampler | None) -> dict[str, _Sampled]:
+    """This process's digest of each sampled tensor (evenly spread over ``names``)."""
+    if sample is None or not names:
+        return {}
+    step = max(1, -(-len(names) // SAMPLED_TENSORS))
+    found: dict[str, _Sampled] = {}
+    for name in names[::step]:
+        try:
+            file, data = sample(name)
+        except Exception as err:  # published, so every process fails with this message
+            found[name] = ["", f"{type(err).__name__}: {shown(str(err), 400)}"]
+            continue
+        found[name] = [hashlib.blake2b(data, digest_size=16).hexdigest(), file]
+    return found
+
+
+def _compare(described: dict[int, _Described], what: str) -> None:
     """Raise the same error on every process for the first disagreement, if any."""
     first, *others = sorted(described)
     reference = described[first]
@@ -119,3 +192,38 @@ def _described(entry: tuple[list[int], str] | None) -> str:
         return "no such tensor"
     shape, dtype = entry
     return f"shape {tuple(shape)} of {dtype}"
+
+
+def _compare_samples(
+    described: dict[int, _Described], sampled: dict[int, dict[str, _Sampled]], what: str
+) -> None:
+    """Raise the same error on every process for the first sample that could not be
+    read or differs, if any (the descriptions agree already)."""
+    first, *others = sorted(sampled)
+    for process in sorted(sampled):
+        for name, (digest, detail) in sorted(sampled[process].items()):
+            if not digest:
+                raise CheckpointError(
+                    f"{what}: process {process} could not read the elements of tensor "
+                    f"{shown(name)} that the processes compare ({detail}), so no process "
+                    "loads it. Fix: the message after the colon says what went wrong with "
+                    "that process's copy of the checkpoint"
+                )
+    reference = sampled[first]
+    for process in others:
+        theirs = sampled[process]
+        for name in sorted(reference.keys() & theirs.keys()):
+            (mine, my_file), (other, their_file) = reference[name], theirs[name]
+            if mine == other:
+                continue
+            raise CheckpointError(
+                f"{what}: the processes loading it read different values for tensor "
+                f"{shown(name)} ({_described(described[first].get(name))} on both): process "
+                f"{first} read it from {shown(my_file)}, process {process} from "
+                f"{shown(their_file)}, and its elements the processes compare (the first "
+                f"{SAMPLE_ELEMENTS}, those starting its middle row, the last {SAMPLE_ELEMENTS}) "
+                "differ. Each process reads its parts from its own copy of the files, and the "
+                "parts of one array must come from the same tensor. Fix: give every process "
+                "the same checkpoint (the same files, unchanged since the job started; "
+                "sha256sum on each host shows which copy differs)"
+            )

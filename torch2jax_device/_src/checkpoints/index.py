@@ -7,15 +7,17 @@ here knows JAX.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 from dataclasses import dataclass, field
 
+from ..distributed.rendezvous import open_file_limit
 from ..errors import CheckpointError
 from . import paths
 from .format import TensorBudget
-from .messages import shown
+from .messages import clipped, shown
 from .source import PathLike, is_index
 
 __all__ = ["MAX_INDEX_BYTES", "Shards", "is_index", "shard_files", "tensor_budget"]
@@ -133,7 +135,7 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
         problem = "names no file"
     else:
         try:
-            return paths.open_regular(shard, "tj.load cannot read", within=folder)
+            opened = paths.open_regular(shard, "tj.load cannot read", within=folder)
         except paths.LeavesFolder as leaves:
             problem = (
                 "is a symbolic link (or goes through one) to a file outside the index's "
@@ -146,10 +148,25 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
             problem = "is a directory, not a checkpoint file"
         except CheckpointError:
             problem = "is not a regular file (a device, a FIFO or a socket)"
-        except FileNotFoundError as err:
+        except FileNotFoundError as err:  # as opening it would raise, the name cut short
             raise FileNotFoundError(
-                err.errno, err.strerror, os.path.join(os.path.dirname(index), shard)
+                err.errno, err.strerror, clipped(os.path.join(os.path.dirname(index), shard))
             ) from None
+        except OSError as err:
+            if err.errno in (errno.EMFILE, errno.ENFILE):
+                raise CheckpointError(
+                    f"{index!r} names more shard files than this process may have open at "
+                    f"once (at {shown(shard)}: {err.strerror}{open_file_limit()}): a load holds "
+                    "every shard of an index open, so that what it reads is what it checked. "
+                    "Fix: raise the limit (`ulimit -n` in the shell, or resource.setrlimit("
+                    "resource.RLIMIT_NOFILE, ...) in the script) above the number of shards, "
+                    "or merge them"
+                ) from None
+            # A name too long, a loop of links, ...: the library's error, quoting the name
+            # cut short (the OSError quoted all of it: 10 MB for a 10 MB name).
+            problem = f"cannot be opened ({err.strerror or type(err).__name__})"
+        else:
+            return opened
     raise CheckpointError(
         f"{index!r} names shard {shown(shard)} for tensor {shown(name)}, which {problem}"
     )

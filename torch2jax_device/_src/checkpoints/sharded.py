@@ -19,7 +19,8 @@ memory (GPUs) is read piece by piece straight into pooled pinned staging buffers
 (``host_staging.send_in_pieces``), so the host holds a few pieces, never the part. With
 several processes, each one loads its own parts and the arrays are global: every
 process must make the same call, and before reading any part the processes check that
-they agree on each tensor's global shape and dtype (``agreement``). Before reading,
+they agree on each tensor's global shape and dtype, and on a sample of its values
+(``agreement``). Before reading,
 each device's shards of the load, with the pieces of a part in flight to it, are checked
 against its free memory (``transfer.room_on_each``, the rule of one-device loads): the
 first device that cannot hold them refuses the load
@@ -49,7 +50,7 @@ from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
 from ..host_staging import Piece, Streamed
 from ..interop import to_jax
-from .agreement import agree
+from .agreement import agree, sample_windows
 from .format import TensorBudget, TensorInfo
 from .index import Shards, is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
@@ -247,6 +248,7 @@ def _load_files(
             readers.append((reader, []))
             for name in reader.tensors if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
+        where = {plan.info.name: (reader, plan.info) for reader, plans in readers for plan in plans}
         agree(
             (
                 (plan.info.name, plan.info.shape, plan.info.dtype, plan.sharding)
@@ -254,6 +256,7 @@ def _load_files(
                 for plan in plans
             ),
             f"tj.load_file({shown(os.fspath(path))})",
+            lambda name: _file_sample(*where[name]),
         )
         total = sum(plan.local_bytes for _, plans in readers for plan in plans)
         arrivals = _gathered(plan.arrivals for _, plans in readers for plan in plans)
@@ -289,7 +292,11 @@ class OnMesh:
     def tensor(self, reader: Reader, info: TensorInfo) -> jax.Array:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
         described = [(info.name, info.shape, info.dtype, plan.sharding)]
-        agree(described, f"get_tensor({shown(info.name)}) of {shown(reader.path)}")
+        agree(
+            described,
+            f"get_tensor({shown(info.name)}) of {shown(reader.path)}",
+            lambda name: _file_sample(reader, info),
+        )
         with room_on_each(_gathered([plan.arrivals]), loading(1, reader.path)):
             return plan.load(reader, lambda count: None)
 
@@ -298,7 +305,11 @@ class OnMesh:
         name = f"{shown(info.name)}[{index!r}]"
         sharding = _checked(self._rule, info.name, shape, dtype)
         described = [(name, shape, dtype, sharding)]
-        agree(described, f"get_slice({shown(info.name)})[...] of {shown(reader.path)}")
+        agree(
+            described,
+            f"get_slice({shown(info.name)})[...] of {shown(reader.path)}",
+            lambda name: _file_sample(reader, info),  # the tensor's: the slice is part of it
+        )
         what = slice_load(shape, info.name, reader.path)
         with room_on_each(_gathered([_arrivals(shape, dtype, sharding)]), what):
             host = dtypes.as_canonical(reader.read_selection(info, index))
@@ -380,18 +391,38 @@ def _load_sources(
         else:
             rule = MapLocationRule(map_location)
             part = load_pickled(source, rule, False, progress, arguments, budget)
-        if shards.names is not None and not isinstance(part, dict):
-            raise CheckpointError(
-                f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
-                "dict of tensors; an index can only join dicts"
-            )
+        if shards.names is not None:
+            part = _listed(path, file, part, shards.files[file])
         parts.append(part)
     if shards.names is None:  # one file: its checkpoint, as torch.load returns it
         return parts[0]
     checkpoint: dict[str, Any] = {}
     for part in parts:
         checkpoint.update(part)
-    return checkpoint
+    return {name: checkpoint[name] for name in shards.names}
+
+
+def _listed(path: str, file: str, part: Any, names: list[str] | None) -> dict[str, Any]:
+    """The tensors the index ``path`` assigns to its shard ``file``, from the shard's
+    checkpoint ``part``, as a safetensors shard is read: a name the index lists that the
+    shard lacks is an error; what the shard holds beyond them is not the index's (a stale
+    copy of a tensor another shard holds must not replace it)."""
+    if not isinstance(part, dict):
+        raise CheckpointError(
+            f"{shown(file)}, a shard listed in {path!r}, holds a {type(part).__name__}, not a "
+            "dict of tensors; an index can only join dicts"
+        )
+    assert names is not None
+    missing = [name for name in names if name not in part]
+    if missing:
+        keys = [key for key in part if isinstance(key, str)]
+        raise CheckpointError(
+            f"{path!r} lists tensor {shown(missing[0])} in shard {shown(file)}"
+            f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}, which has no such "
+            f"key; it has {len(part)}: {', '.join(shown(key) for key in keys[:8])}. Fix: an index "
+            "whose weight_map names, for each tensor, the shard that holds it"
+        )
+    return {name: part[name] for name in names}
 
 
 def load_object(
@@ -552,7 +583,7 @@ def _load_torch(
     the first one found, for one dict its first key).
     """
     torch = import_torch(source.name)
-    check_expansion(source)
+    check_expansion(source, budget)
     data_bytes = source.size()  # a file object: from where it is read
     # The legacy (pre-zip) format and file objects cannot be mapped.
     mmap = source.kind == "zip" and source.path is not None
@@ -581,12 +612,14 @@ def _load_torch(
             name, shape = graph.name(tensor), tuple(host.shape)
             sharding = _checked(rule, name, shape, dtypes.canonical(dtype))
             plans.append((name, tensor, host, dtype, sharding))
+        hosts_by_name = {name: host for name, _, host, _, _ in plans}
         agree(
             (
                 (name, tuple(host.shape), dtype, sharding)
                 for name, _, host, dtype, sharding in plans
             ),
             f"tj.load({source.name})",
+            lambda name: (source.name, _torch_sample(torch, hosts_by_name[name])),
         )
         arrivals = _gathered(
             _arrivals(tuple(host.shape), dtype, sharding) for _, _, host, dtype, sharding in plans
@@ -608,6 +641,23 @@ def _load_torch(
         return placed
 
     return rebuilt(source.name, checkpoint, torch, budget, arrays)
+
+
+def _file_sample(reader: Reader, info: TensorInfo) -> tuple[str, bytes]:
+    """The file and bytes of a tensor's sample (``agreement.sample_windows``): a few small
+    reads, whatever this process's parts are."""
+    return reader.path, b"".join(
+        reader.read_selection(info, window).tobytes() for window in sample_windows(info.shape)
+    )
+
+
+def _torch_sample(torch: Any, tensor: Any) -> bytes:
+    """The bytes of a torch tensor's sample (``agreement.sample_windows``), read from its
+    (mapped) storage, never a copy of the tensor."""
+    return b"".join(
+        tensor[window].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        for window in sample_windows(tuple(tensor.shape))
+    )
 
 
 def _torch_part(tensor: Any, index: Index | None) -> jax.Array:

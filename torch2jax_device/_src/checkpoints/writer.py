@@ -280,7 +280,10 @@ def _sweep(place: paths.Place, tag: str) -> None:
     for name in names:
         stale = place.sibling(name)
         try:
-            descriptor = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=place.folder)
+            # Without blocking: a FIFO planted under a temporary's name (a target in /tmp
+            # is predictable) would make open() wait forever for a writer.
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+            descriptor = os.open(stale, flags, dir_fd=place.folder)
         except OSError:
             continue  # gone already, a symbolic link, or not ours to open
         try:

@@ -151,7 +151,9 @@ def init_process_group(
             start-up rendezvous, [`tj.distributed.barrier`][torch2jax_device.distributed.barrier],
             [`tj.distributed.all_reduce`][torch2jax_device.distributed.all_reduce]'s wait for the
             other ranks and the shutdown handshake, and (capped at JAX's 100 s) how long a silent
-            process may go before JAX terminates every process.
+            process may go before JAX terminates every process. JAX's waits stop at
+            2**31 - 1 of their units: a longer timeout (``datetime.timedelta.max``) waits
+            68 years to start and about 24.8 days at a barrier.
         world_size: The number of processes; ``-1`` reads ``WORLD_SIZE``.
         rank: This process's rank; ``-1`` reads ``RANK``.
         device_id: The one GPU this process uses (``"cuda:1"``, ``1``), or ``"cpu"``.
@@ -536,7 +538,9 @@ def _seconds(timeout: datetime.timedelta | float | None) -> float:
         )
     if not (math.isfinite(seconds) and seconds > 0):
         raise DistributedError(f"timeout must be positive and finite, got {seconds} s.")
-    return seconds
+    # torch takes any timedelta; JAX's timeouts stop at 2**31 - 1 seconds (68 years), and
+    # a longer one (timedelta.max, "wait forever") waits that long, as near forever.
+    return min(seconds, float(_rendezvous.MAX_WAIT))
 
 
 def _coordination_client(what: str) -> Any:
@@ -564,7 +568,7 @@ def synchronize(what: str) -> None:
     call = next(_synchronizations)
     try:
         client.wait_at_barrier(
-            f"torch2jax_device.{call}.{what}", _rendezvous.whole_seconds(group.timeout_s) * 1000
+            f"torch2jax_device.{call}.{what}", _rendezvous.whole_milliseconds(group.timeout_s)
         )
     except RuntimeError as err:
         raise DistributedError(

@@ -18,6 +18,7 @@ Nothing here starts JAX's backends.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import math
 import socket
@@ -30,12 +31,31 @@ from ..device import Device, DeviceLike
 from ..errors import DistributedError
 
 __all__ = [
+    "MAX_WAIT",
+    "REACH_TIMEOUT_S",
+    "REACH_VARIABLE",
+    "Reach",
     "Rendezvous",
     "check_host",
     "local_device_ids",
+    "open_file_limit",
     "parse",
+    "reach_timeout",
+    "whole_milliseconds",
     "whole_seconds",
 ]
+
+#: How long a process waits for rank 0's host to answer a connection at all (accepting or
+#: refusing it) before it gives up on that host: torchrun's static rendezvous reads with
+#: the same 60 s. A host that refuses is up, and is waited for until the full timeout.
+REACH_TIMEOUT_S = 60.0
+#: The environment variable that lengthens (or shortens) ``REACH_TIMEOUT_S``, in seconds.
+REACH_VARIABLE = "TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT"
+#: The most JAX's coordination service waits, in its unit (seconds to start, milliseconds
+#: for a barrier): its timeouts are C++ 32-bit integers, which a longer one does not fit.
+MAX_WAIT = 2**31 - 1
+# Errors of a connection that reached the host: it is up, nobody listens on the port yet.
+_ANSWERS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET})
 
 # Device types whose index is a CUDA/ROCm ordinal that
 # jax.distributed.initialize(local_device_ids=...) can restrict a process to.
@@ -148,6 +168,72 @@ def check_host(host: str, source: str) -> None:
         ) from None
 
 
+def reach_timeout(environ: Mapping[str, str]) -> float:
+    """How long to wait for rank 0's host to answer at all: ``REACH_VARIABLE``'s seconds,
+    else ``REACH_TIMEOUT_S``.
+
+    Raises:
+        DistributedError: the variable is not a positive number of seconds.
+    """
+    text = environ.get(REACH_VARIABLE, "").strip()
+    if not text:
+        return REACH_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise DistributedError(
+            f"{REACH_VARIABLE}={text!r} is not a number of seconds: it bounds how long a "
+            "process waits for rank 0's host to answer. Fix: a positive number, e.g. "
+            f"{REACH_VARIABLE}=300, or unset it for {REACH_TIMEOUT_S:g} s."
+        )
+    return seconds
+
+
+class Reach:
+    """How long rank 0's host has not answered this process's connections.
+
+    A connection refused or reset reached the host: it is up and nobody listens on the
+    port yet (rank 0 is still starting), which only the caller's own timeout bounds. A
+    connection that times out, or finds no route (a host that is down, unroutable or
+    behind a firewall that drops packets), got no answer; after ``seconds`` of nothing
+    but those, ``failed`` raises, instead of leaving the process waiting the whole
+    timeout (JAX's 300 s, torch's 30 minutes) for a host it may never reach.
+    """
+
+    def __init__(self, host: str, port: int, who: str, seconds: float, now: float) -> None:
+        self.host, self.port, self.who, self.seconds = host, port, who, seconds
+        self._silent_since: float | None = now
+
+    def failed(self, error: OSError, now: float) -> bool:
+        """Count one failed connection made at ``now`` (seconds of a monotonic clock);
+        return whether the host answered it (refused or reset: it is up).
+
+        Raises:
+            DistributedError: the host has not answered for ``seconds``; the message
+                names the host, the port, how long, the last error and the fixes.
+        """
+        if error.errno in _ANSWERS:
+            self._silent_since = None
+            return True
+        if self._silent_since is None:
+            self._silent_since = now
+        waited = now - self._silent_since
+        if waited < self.seconds:
+            return False
+        reason = error.strerror or str(error) or type(error).__name__
+        raise DistributedError(
+            f"{self.who} could not reach {self.host} on port {self.port}: for {waited:.0f} s "
+            f"the host answered no connection, neither accepting nor refusing it ({reason}), as "
+            "a host that is down, unroutable from here or behind a firewall that drops "
+            "packets does. Fix: set MASTER_ADDR (--master-addr) to the address of rank 0's "
+            f"host that this host can reach (`nc -vz {self.host} {self.port}` run here must "
+            f"answer), or open the port; for a host that takes longer to come up, set "
+            f"{REACH_VARIABLE} to the seconds to wait (now {self.seconds:g})."
+        ) from None
+
+
 def local_device_ids(
     rendezvous: Rendezvous, device_id: DeviceLike | None, environ: Mapping[str, str]
 ) -> list[int] | None:
@@ -185,9 +271,26 @@ def local_device_ids(
     return [local_rank]
 
 
+def open_file_limit() -> str:
+    """``"; RLIMIT_NOFILE N"``, this process's limit on open files, for a message about
+    running out of them; ``""`` where there is no such limit (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return ""
+    return f"; RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}"
+
+
 def whole_seconds(seconds: float) -> int:
-    """``seconds`` rounded up to a whole number, at least 1 (JAX takes integer timeouts)."""
-    return max(1, math.ceil(seconds))
+    """``seconds`` rounded up to a whole number, at least 1 and at most ``MAX_WAIT``
+    (JAX takes integer timeouts)."""
+    return min(max(1, math.ceil(seconds)), MAX_WAIT)
+
+
+def whole_milliseconds(seconds: float) -> int:
+    """``seconds`` in whole milliseconds, at least 1 and at most ``MAX_WAIT`` (about 24.8
+    days): the timeout of a barrier or a key's value in JAX's coordination service."""
+    return min(max(1, math.ceil(seconds * 1000)), MAX_WAIT)
 
 
 def _required(environ: Mapping[str, str], name: str, scheme: str) -> str:

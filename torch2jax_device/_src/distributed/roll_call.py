@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 
 from ..errors import DistributedError
-from .rendezvous import Rendezvous, check_host
+from .rendezvous import Reach, Rendezvous, check_host, open_file_limit, reach_timeout
 
 __all__ = ["roll_call"]
 
@@ -44,6 +44,10 @@ _HANG_UP_S = 5.0
 _VERDICT_GRACE_S = 2.0
 # Runs of ranks (and refused processes) a message lists before it counts the rest.
 _SHOWN = 8
+# How a rank dials rank 0 and keeps time while it retries (tests replace them).
+_dial = socket.create_connection
+_clock = time.monotonic
+_sleep = time.sleep
 
 
 def roll_call(rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, str]) -> float:
@@ -60,7 +64,9 @@ def roll_call(rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, st
         DistributedError: the coordinator's host does not resolve (JAX would abort the
             process); the port is taken (rank 0); rank 0 cannot be reached; a rank
             did not arrive in time (every rank that did, naming the missing ones); two
-            processes claim one rank; a rank's world size differs from rank 0's.
+            processes claim one rank; a rank's world size differs from rank 0's; rank 0's
+            host answered none of a rank's connections for
+            ``rendezvous.reach_timeout(environ)`` seconds (60 s by default).
     """
     deadline = time.monotonic() + timeout_s
     check_host(rendezvous.host, "MASTER_ADDR (or init_method's host)")
@@ -68,7 +74,7 @@ def roll_call(rendezvous: Rendezvous, timeout_s: float, environ: Mapping[str, st
         if rendezvous.rank == 0:
             _Host(rendezvous, timeout_s, deadline, environ).run()
         else:
-            _check_in(rendezvous, timeout_s, deadline)
+            _check_in(rendezvous, timeout_s, reach_timeout(environ))
     elif not environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
         _listen(rendezvous, environ).close()  # a busy port would crash JAX
     return max(deadline - time.monotonic(), 0.0)
@@ -105,7 +111,11 @@ class _Host:
         self.server.setblocking(False)
         self.selector.register(self.server, selectors.EVENT_READ)
         try:
-            missing = self._collect()
+            try:
+                missing = self._collect()
+            except DistributedError as error:  # the ranks that came learn why at once
+                self._answer_all({"error": str(error)})
+                raise
             if missing:
                 message = self._missing_message(missing)
                 self._answer_all({"error": message})
@@ -136,6 +146,17 @@ class _Host:
             connection, address = self.server.accept()
         except BlockingIOError:
             return
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            raise DistributedError(
+                f"Rank 0 cannot take the connection of another rank: {error.strerror} "
+                f"({len(self.arrived)} of the WORLD_SIZE={self.rendezvous.world_size} ranks had "
+                f"checked in{open_file_limit()}). Every rank holds a connection to rank 0, "
+                "here and to JAX's coordinator after. Fix: raise the limit on open files above "
+                "WORLD_SIZE plus what the process opens itself, where rank 0 is started "
+                f"(`ulimit -n {2 * self.rendezvous.world_size + 1024}` before the launcher)."
+            ) from None
         connection.setblocking(False)
         guest = _Guest(connection, who=f"{address[0]}:{address[1]}")
         self.selector.register(connection, selectors.EVENT_READ, guest)
@@ -306,9 +327,9 @@ def _send(connection: socket.socket, message: dict[str, object]) -> None:
         pass  # it hung up; it learns nothing more from rank 0
 
 
-def _check_in(rendezvous: Rendezvous, timeout_s: float, deadline: float) -> None:
+def _check_in(rendezvous: Rendezvous, timeout_s: float, reach_s: float) -> None:
     """A rank other than 0: reach rank 0, say who this is, wait for its answer."""
-    connection = _connect(rendezvous, timeout_s, deadline)
+    connection = _connect(rendezvous, timeout_s, reach_s)
     with connection:
         hello = {
             "rank": rendezvous.rank,
@@ -345,14 +366,20 @@ def _read_line(connection: socket.socket) -> dict[str, object] | None:
     return answer if isinstance(answer, dict) else None
 
 
-def _connect(rendezvous: Rendezvous, timeout_s: float, deadline: float) -> socket.socket:
+def _connect(rendezvous: Rendezvous, timeout_s: float, reach_s: float) -> socket.socket:
+    """A connection to rank 0, retried while rank 0 is not listening yet: until
+    ``timeout_s`` while its host refuses, ``reach_s`` while it answers nothing."""
     address = (rendezvous.host.strip("[]"), rendezvous.port)
+    start = _clock()
+    deadline = start + timeout_s
+    reach = Reach(rendezvous.host, rendezvous.port, f"Rank {rendezvous.rank}", reach_s, start)
     while True:
-        remaining = deadline - time.monotonic()
+        remaining = deadline - _clock()
         try:
-            return socket.create_connection(address, timeout=max(min(remaining, 1.0), 0.01))
+            return _dial(address, timeout=max(min(remaining, 1.0), 0.01))
         except OSError as err:
-            if time.monotonic() + _PROBE_INTERVAL_S >= deadline:
+            reach.failed(err, _clock())
+            if _clock() + _PROBE_INTERVAL_S >= deadline:
                 raise DistributedError(
                     f"Rank {rendezvous.rank} could not reach JAX's coordinator at "
                     f"{rendezvous.coordinator_address} (port: {rendezvous.port_source}) within "
@@ -361,4 +388,4 @@ def _connect(rendezvous: Rendezvous, timeout_s: float, deadline: float) -> socke
                     "same MASTER_ADDR and port, and that this host can reach "
                     f"{rendezvous.host} on port {rendezvous.port}."
                 ) from err
-            time.sleep(_PROBE_INTERVAL_S)
+            _sleep(_PROBE_INTERVAL_S)
