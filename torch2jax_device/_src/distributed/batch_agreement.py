@@ -166,6 +166,8 @@ def _checked(batches: Iterator[Any], meet: Any, caller: str) -> Generator[Any, N
             problem = agreement.disagreement(steps)
             if problem is not None:
                 finished = True
+                if any(step.call in (_ended(index), _stopped(index)) for step in steps.values()):
+                    raise _uneven_count(problem, caller)
                 raise DistributedError(
                     f"{caller}: batch #{index} differs between the ranks: {problem}. {_FIX}."
                 )
@@ -194,8 +196,15 @@ def _agree_on_end(steps: dict[int, Step], index: int, caller: str) -> None:
     """Every other process ended or left the loop too, or raise naming who has a batch."""
     if all(step.call in (_ended(index), _stopped(index)) for step in steps.values()):
         return
-    problem = agreement.disagreement(steps)
-    raise DistributedError(
-        f"{caller}: the ranks have different numbers of batches: {problem}. {_FIX}; a "
-        "loader over an IterableDataset must give every rank the same number of batches."
+    raise _uneven_count(agreement.disagreement(steps), caller)
+
+
+def _uneven_count(problem: str | None, caller: str) -> DistributedError:
+    return DistributedError(
+        f"{caller}: the ranks have different numbers of batches: {problem}. The ranks take "
+        "their batches together (each step runs on every rank's rows), so a rank with one "
+        "more batch would wait for the others forever. Fix: give every rank the same number "
+        "of batches: a DistributedSampler (it pads every rank to the same number of "
+        "samples), or an IterableDataset whose shards yield as many batches each (drop the "
+        "surplus, or stop every rank at the shortest shard's count)."
     )

@@ -104,7 +104,15 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
     ``axis`` (``jax.make_array_from_process_local_data``). Jitted code then sees
     the whole batch and XLA averages gradients across processes, which is what DDP
     does. 0-d leaves (a step counter) are replicated: they must agree across
-    processes. Every process must pass the same structure and shapes.
+    processes.
+
+    Every process must pass the same structure, shapes and dtypes, and this is
+    checked: over a mesh of several processes, each call first compares every leaf's
+    local shape and dtype with the other processes' (one write and one read per other
+    process at JAX's coordination service, about a millisecond; ``docs/distributed.md``)
+    and every process raises the same ``DistributedError`` where they differ. Without
+    the check each process would infer a different global shape from its own rows and
+    compute a different loss, silently. Calls are matched in order per thread.
 
     Args:
         local_batch: A pytree of NumPy arrays, torch CPU tensors, JAX arrays or
@@ -121,9 +129,22 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
         EmptyTreeError: ``local_batch`` holds no arrays.
         ConversionError: a leaf does not split evenly over this process's devices;
             the message names the leaf.
-        DistributedError: ``axis`` is not an axis of ``mesh``.
+        DistributedError: ``axis`` is not an axis of ``mesh``; the processes' local
+            batches differ (on every process: the message names the leaf and each
+            rank's shape, and the fix: ``drop_last=True``, a ``DistributedSampler``, or
+            padding and a mask); another process failed first, or did not come within
+            the group's timeout.
 
     Examples:
+        Where rank 0 passes 4 rows and rank 1 the 2 rows of a short last batch, both
+        raise::
+
+            DistributedError: make_global_batch (call #7 of thread MainThread): the
+            ranks' local batches differ: at leaf ['x'], rank 0 has float32[4, 3]; rank 1
+            has float32[2, 3]. ... Fix: drop_last=True on the DataLoader ...
+
+        In one process, nothing is compared:
+
         >>> import jax
         >>> import numpy as np
         >>> from torch2jax_device import distributed as dist

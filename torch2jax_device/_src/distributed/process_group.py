@@ -95,6 +95,16 @@ def _product(stacked: jax.Array) -> jax.Array:
     return jnp.prod(stacked, axis=0, dtype=stacked.dtype)
 
 
+def _bitwise(operation: Any, stacked: jax.Array) -> jax.Array:
+    """BAND, BOR, BXOR; bools through uint8 (XLA's CPU backend has no xor-reduction of them).
+
+    ``_reducer`` gathers the values first: gloo's all-reduce has no bitwise operations.
+    """
+    if stacked.dtype == jnp.bool_:
+        return operation.reduce(stacked.astype(jnp.uint8), axis=0).astype(jnp.bool_)
+    return operation.reduce(stacked, axis=0)
+
+
 # Each reduces the stacked values of every process (axis 0) to the result. Every one keeps
 # the dtype (as torch's in-place all_reduce does) except "mean" of integers and bools,
 # which is floating point (torch refuses AVG for them).
@@ -104,9 +114,9 @@ _REDUCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     ReduceOp.PRODUCT: _product,
     ReduceOp.MIN: functools.partial(jnp.min, axis=0),
     ReduceOp.MAX: functools.partial(jnp.max, axis=0),
-    ReduceOp.BAND: functools.partial(jnp.bitwise_and.reduce, axis=0),
-    ReduceOp.BOR: functools.partial(jnp.bitwise_or.reduce, axis=0),
-    ReduceOp.BXOR: functools.partial(jnp.bitwise_xor.reduce, axis=0),
+    ReduceOp.BAND: functools.partial(_bitwise, jnp.bitwise_and),
+    ReduceOp.BOR: functools.partial(_bitwise, jnp.bitwise_or),
+    ReduceOp.BXOR: functools.partial(_bitwise, jnp.bitwise_xor),
 }
 _BITWISE = frozenset({ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR})
 _ORDERED = frozenset({ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX})
@@ -458,10 +468,20 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     For metrics and other host-side values: each process passes its own (a loss,
     a count, a tree of them); each gets back the reduction over all processes as
     ``jax.Array`` leaves on its first local device (torch updates the tensor in
-    place; JAX arrays are immutable, so use the return value). The ranks first
-    meet at JAX's coordination service, so a rank that never calls
-    ``all_reduce`` makes the others fail after the group's timeout instead of
-    waiting forever; then one jitted XLA all-reduce runs over all processes.
+    place; JAX arrays are immutable, so use the return value). The result keeps each
+    leaf's dtype, as torch's in-place reduction does: a bool ``"sum"`` is a logical OR
+    and ``"product"`` an AND, an int8 ``"sum"`` wraps (``"mean"`` of integers or bools
+    is floating point, where torch refuses ``AVG``). NumPy values and Python numbers take
+    the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``).
+
+    The ranks first meet at JAX's coordination service and compare what each brings:
+    the call, the ``op``, each leaf's path, shape and dtype. Where they differ, every
+    rank raises the same ``DistributedError`` naming the leaf and each rank's shape
+    (XLA's all-reduce would otherwise return garbage on one rank and wait forever on
+    another); a rank that fails before the call (a leaf it cannot convert) makes the
+    others raise at once, naming its error; a rank that never calls ``all_reduce``
+    makes the others fail after the group's timeout instead of waiting forever. Then
+    one jitted XLA all-reduce runs over all processes.
 
     Gradients inside a jitted training step need none of this: with the batch sharded over the mesh
     ([`tj.distributed.make_global_batch`][torch2jax_device.distributed.make_global_batch]), XLA
@@ -470,17 +490,20 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     Args:
         tree: A pytree of arrays, torch CPU tensors or Python numbers, with the same
             structure, shapes and dtypes on every process.
-        op: ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` or ``"product"`` (or the
-            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names). ``"mean"``
-            gives floating point.
+        op: ``"sum"``, ``"mean"``, ``"max"``, ``"min"``, ``"product"``, or for integers
+            and bools ``"band"``, ``"bor"``, ``"bxor"`` (or the
+            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names).
 
     Returns:
-        The same structure with the reduced ``jax.Array`` leaves.
+        The same structure with the reduced ``jax.Array`` leaves, in their dtypes.
 
     Raises:
-        DistributedError: the process group is not initialized, an unknown ``op``,
-            a leaf that already spans processes or is traced, or a rank that did
-            not arrive within the timeout.
+        DistributedError: the process group is not initialized, an unknown ``op``, an
+            ``op`` torch refuses for a leaf's dtype (``"band"`` of floats; ``"max"``,
+            ``"min"``, ``"product"`` of complex numbers), a leaf that already spans
+            processes or is traced, ranks that pass different calls, ops, trees, shapes
+            or dtypes (on every rank), another rank that failed first, or a rank that
+            did not arrive within the timeout.
         EmptyTreeError: ``tree`` holds no arrays.
 
     Examples:
@@ -488,6 +511,12 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
 
             totals = dist.all_reduce({"loss": local_loss, "seen": 32})
             totals["seen"]  # Array(64, dtype=int32) on every rank
+            done = dist.all_reduce(np.array(finished))  # bool: True if any rank finished
+
+        Where rank 0 passes ``np.ones(3)`` and rank 1 ``np.ones(2)``, both raise::
+
+            DistributedError: all_reduce() on rank 0 (call #4): at leaf <root>, rank 0
+            has float32[3]; rank 1 has float32[2]. ... Fix: pad each rank's values ...
 
         Before joining a job, it fails as in torch:
 
@@ -700,8 +729,12 @@ def _process_mesh() -> Mesh:
 def _reducer(name: str, mesh: Mesh) -> Callable[[list[jax.Array]], list[jax.Array]]:
     reduce = _REDUCTIONS[name]
     replicated = NamedSharding(mesh, PartitionSpec())
+    # gloo's all-reduce has no bitwise operations: gather every process's values first.
+    gathered = name in _BITWISE
 
     def reduce_over_processes(arrays: list[jax.Array]) -> list[jax.Array]:
+        if gathered:
+            arrays = [jax.lax.with_sharding_constraint(a, replicated) for a in arrays]
         return [reduce(array) for array in arrays]
 
     return jax.jit(reduce_over_processes, out_shardings=replicated)
