@@ -174,3 +174,15 @@ def test_loaders_that_agree_run_whole_or_left_early(tj_side: list[dict[str, Any]
         # both ranks leave after 2 batches; rank 1's loader has no third: nobody waits
         assert outcomes["loader_break"] == outcomes["loader_break_at_end"] == "ok"
         assert result["shapes"] == {"global_even": [4, 3], "loader_even": [[4, 3]] * 3}
+
+
+def test_a_rank_going_on_after_another_left_its_loop_raises(
+    tj_side: list[dict[str, Any]],
+) -> None:
+    left, going_on = (result["outcomes"]["loader_left_early"] for result in tj_side)
+    assert left == "ok"  # it has left: it cannot hear of it, but it computes nothing alone
+    assert going_on.startswith(
+        "DistributedError: DeviceLoader: the ranks have different numbers of batches: "
+        "the ranks are at different calls: rank 0 at leaving the loop (after 1 batches); "
+        "rank 1 at batch #1"
+    ), going_on

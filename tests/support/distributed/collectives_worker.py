@@ -132,7 +132,11 @@ def tj_job(timeout_s: float) -> dict[str, Any]:
         "loader_even": lambda: loop([rows_of(2)] * 3, background=True),
         "loader_break": lambda: loop([rows_of(2)] * 5, stop=2),
         # rank 1's loader ends where rank 0 leaves its loop: the same batches were taken
-        "loader_break_at_end": lambda: loop([rows_of(2)] * (5 if rank == 0 else 2), stop=2),
+        "loader_break_at_end": lambda: loop(
+            [rows_of(2)] * (5 if rank == 0 else 2), stop=2 if rank == 0 else None
+        ),
+        # rank 0 leaves after 1 batch, rank 1 goes on: rank 1 alone would run a step
+        "loader_left_early": lambda: loop([rows_of(2)] * 3, stop=1 if rank == 0 else None),
         "after_loaders": lambda: dist.all_reduce({"n": np.ones(2, np.float32)}),
     }
     outcomes = {name: outcome(mistake) for name, mistake in mistakes.items()}

@@ -51,7 +51,8 @@ _streams = itertools.count()
 
 
 def _processes(sharding: jax.sharding.Sharding) -> tuple[int, ...]:
-    return tuple(sorted({device.process_index for device in sharding.device_set}))
+    devices: set[jax.Device] = sharding.device_set
+    return tuple(sorted({device.process_index for device in devices}))
 
 
 def _failure(err: BaseException) -> str:
@@ -121,7 +122,7 @@ def _local_shape(array: jax.Array) -> tuple[int, ...]:
     indices = array.sharding.addressable_devices_indices_map(array.shape).values()
     shape = []
     for axis, size in enumerate(array.shape):
-        bounds = [index[axis].indices(size)[:2] for index in indices]
+        bounds = [index[axis].indices(size)[:2] if index else (0, size) for index in indices]
         shape.append(max(stop for _, stop in bounds) - min(start for start, _ in bounds))
     return tuple(shape)
 
@@ -149,6 +150,11 @@ def agreed_batches(
 
 
 def _checked(batches: Iterator[Any], meet: Any, caller: str) -> Generator[Any, None, None]:
+    """Each batch, compared with the other ranks' batch of the same index when taken.
+
+    ``index`` is the next step this rank has not published: a loop left early says so
+    there, after the batches it took.
+    """
     index, finished = 0, False
     try:
         while True:
@@ -162,17 +168,17 @@ def _checked(batches: Iterator[Any], meet: Any, caller: str) -> Generator[Any, N
                 finished = True
                 meet(index, Step(f"batch #{index}", failure=_failure(err)))
                 raise
-            steps = meet(index, Step(f"batch #{index}", _global_leaves(batch)))
+            index += 1
+            steps = meet(index - 1, Step(f"batch #{index - 1}", _global_leaves(batch)))
             problem = agreement.disagreement(steps)
             if problem is not None:
                 finished = True
-                if any(step.call in (_ended(index), _stopped(index)) for step in steps.values()):
+                if any(step.call.startswith(("the end", "leaving")) for step in steps.values()):
                     raise _uneven_count(problem, caller)
                 raise DistributedError(
-                    f"{caller}: batch #{index} differs between the ranks: {problem}. {_FIX}."
+                    f"{caller}: batch #{index - 1} differs between the ranks: {problem}. {_FIX}."
                 )
             yield batch
-            index += 1
     finally:
         if not finished:  # the loop was left (break, an error in the step)
             # Best effort (at interpreter exit the runtime may be gone): a rank that does

@@ -101,8 +101,10 @@ def _bitwise(operation: Any, stacked: jax.Array) -> jax.Array:
     ``_reducer`` gathers the values first: gloo's all-reduce has no bitwise operations.
     """
     if stacked.dtype == jnp.bool_:
-        return operation.reduce(stacked.astype(jnp.uint8), axis=0).astype(jnp.bool_)
-    return operation.reduce(stacked, axis=0)
+        reduced: jax.Array = operation.reduce(stacked.astype(jnp.uint8), axis=0)
+        return reduced.astype(jnp.bool_)
+    result: jax.Array = operation.reduce(stacked, axis=0)
+    return result
 
 
 # Each reduces the stacked values of every process (axis 0) to the result. Every one keeps
