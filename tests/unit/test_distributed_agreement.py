@@ -141,3 +141,39 @@ def test_steps_travel_as_text_unchanged() -> None:
     assert Step.from_text(step.to_text()) == step
     assert agreement.shown(step.leaves[0]) == "float32[2, 3]"
     assert agreement.shown(step.leaves[1]) == "float32[]"
+
+
+def random_leaves(rng: np.random.Generator) -> tuple[Any, ...]:
+    """A small random tree's description: 1-3 leaves of random rank, sizes and dtype."""
+    names = rng.choice(["['x']", "['y']", "['mask']"], size=rng.integers(1, 4), replace=False)
+    dtypes = ["float32", "int32", "bool"]
+    return tuple(
+        leaf(str(name), rng.integers(1, 4, size=rng.integers(0, 3)), rng.choice(dtypes))
+        for name in sorted(names)
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_trees_disagree_exactly_when_they_differ_and_the_message_names_the_leaf(
+    seed: int,
+) -> None:
+    # the generator of the next mistake like these: two ranks' random trees, often equal
+    rng = np.random.default_rng(seed)
+    for _ in range(100):
+        mine = random_leaves(rng)
+        theirs = mine if rng.random() < 0.3 else random_leaves(rng)
+        found = agreement.disagreement({0: Step("c", mine), 1: Step("c", theirs)})
+        if mine == theirs:
+            assert found is None
+            continue
+        assert found is not None
+        if [path for path, _, _ in mine] != [path for path, _, _ in theirs]:
+            assert found.startswith("the ranks pass different trees")
+            continue
+        first = next(
+            i for i, pair in enumerate(zip(mine, theirs, strict=True)) if len(set(pair)) > 1
+        )
+        assert found.startswith(
+            f"at leaf {mine[first][0]}, rank 0 has {agreement.shown(mine[first])}; "
+            f"rank 1 has {agreement.shown(theirs[first])}"
+        ), found

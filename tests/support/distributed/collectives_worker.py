@@ -96,7 +96,7 @@ def tj_job(timeout_s: float) -> dict[str, Any]:
     mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
     rows = NamedSharding(mesh, PartitionSpec("data"))
 
-    def rows_of(count: int, value: float = 1.0) -> dict[str, np.ndarray]:
+    def rows_of(count: int, value: float = 1.0) -> dict[str, Any]:
         return {"x": np.full((count, 3), value + rank, np.float32), "name": "batch"}
 
     def loop(batches: list[Any], *, background: bool | None = None, stop: int | None = None) -> Any:
