@@ -35,6 +35,7 @@ import numpy as np
 
 from .detect import is_torch_tensor
 from .device import Device, DeviceLike, is_index
+from .distributed.batch_agreement import agreed_batches
 from .distributed.mesh import global_batch
 from .dtypes import caller_stacklevel
 from .errors import ArgumentTypeError, ConfigError, DeviceTypeError, NoSuchAttributeError
@@ -395,7 +396,8 @@ def _prefetch(
     """Check the arguments and resolve the target in the calling thread; nothing runs yet.
 
     A target whose devices belong to several processes (a multi-process mesh) makes each
-    batch a global one: the batches this process loads are its rows of it.
+    batch a global one: the batches this process loads are its rows of it, and the
+    processes compare each batch's shapes when the loop takes it (``agreed_batches``).
     """
     if not _is_iterable(iterable):
         raise ArgumentTypeError(
@@ -415,9 +417,12 @@ def _prefetch(
         place = functools.partial(_place_staged, staging=staging, target=target)
     else:
         place = functools.partial(to_device, device=target, non_blocking=True)
-    return run_ahead(
+    placed = run_ahead(
         iterable, place, size, background, functools.partial(_place_group, place=place)
     )
+    if not target.is_fully_addressable:  # the processes compare each batch as it is taken
+        return agreed_batches(placed, target, caller)
+    return placed
 
 
 def _place_staged(batch: Any, staging: jax.sharding.Sharding, target: jax.sharding.Sharding) -> Any:

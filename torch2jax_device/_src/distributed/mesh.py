@@ -16,7 +16,7 @@ from .. import platforms, trees
 from ..detect import is_torch_tensor
 from ..device import Device
 from ..errors import ConversionError, DistributedError, EmptyTreeError
-from . import process_group
+from . import batch_agreement, process_group
 
 __all__ = ["global_batch", "init_device_mesh", "make_global_batch"]
 
@@ -104,7 +104,15 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
     ``axis`` (``jax.make_array_from_process_local_data``). Jitted code then sees
     the whole batch and XLA averages gradients across processes, which is what DDP
     does. 0-d leaves (a step counter) are replicated: they must agree across
-    processes. Every process must pass the same structure and shapes.
+    processes.
+
+    Every process must pass the same structure, shapes and dtypes, and this is
+    checked: over a mesh of several processes, each call first compares every leaf's
+    local shape and dtype with the other processes' (one write and one read per other
+    process at JAX's coordination service, about a millisecond; ``docs/distributed.md``)
+    and every process raises the same ``DistributedError`` where they differ. Without
+    the check each process would infer a different global shape from its own rows and
+    compute a different loss, silently. Calls are matched in order per thread.
 
     Args:
         local_batch: A pytree of NumPy arrays, torch CPU tensors, JAX arrays or
@@ -121,9 +129,22 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
         EmptyTreeError: ``local_batch`` holds no arrays.
         ConversionError: a leaf does not split evenly over this process's devices;
             the message names the leaf.
-        DistributedError: ``axis`` is not an axis of ``mesh``.
+        DistributedError: ``axis`` is not an axis of ``mesh``; the processes' local
+            batches differ (on every process: the message names the leaf and each
+            rank's shape, and the fix: ``drop_last=True``, a ``DistributedSampler``, or
+            padding and a mask); another process failed first, or did not come within
+            the group's timeout.
 
     Examples:
+        Where rank 0 passes 4 rows and rank 1 the 2 rows of a short last batch, both
+        raise::
+
+            DistributedError: make_global_batch (call #7 of thread MainThread): the
+            ranks' local batches differ: at leaf ['x'], rank 0 has float32[4, 3]; rank 1
+            has float32[2, 3]. ... Fix: drop_last=True on the DataLoader ...
+
+        In one process, nothing is compared:
+
         >>> import jax
         >>> import numpy as np
         >>> from torch2jax_device import distributed as dist
@@ -142,8 +163,17 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
             f"make_global_batch: axis {unknown[0]!r} is not an axis of the mesh, which has "
             f"{mesh.axis_names}."
         )
-    spec = PartitionSpec(axes[0] if len(axes) == 1 else axes)
-    return global_batch(local_batch, NamedSharding(mesh, spec), "make_global_batch")
+    sharding = NamedSharding(mesh, PartitionSpec(axes[0] if len(axes) == 1 else axes))
+    if sharding.is_fully_addressable:  # one process: nobody to agree with
+        return global_batch(local_batch, sharding, "make_global_batch")
+    agreeing = batch_agreement.Calls(sharding, "make_global_batch")
+    try:
+        flat, values = _local_values(local_batch, "make_global_batch")
+    except Exception as err:
+        agreeing.failed(err)
+        raise
+    agreeing.agree(batch_agreement.local_leaves(flat.paths, values))
+    return _built(flat, values, sharding, "make_global_batch")
 
 
 def global_batch(local_batch: Any, sharding: jax.sharding.Sharding, function: str) -> Any:
@@ -153,22 +183,39 @@ def global_batch(local_batch: Any, sharding: jax.sharding.Sharding, function: st
     mesh axis, for any sharding (a ``DeviceLoader``'s): a leaf's leading dimension is the
     concatenation of every process's rows, in process order; 0-d leaves are replicated
     over a ``NamedSharding``'s mesh; other leaves (strings, flags, ``None``) stay as they
-    are. ``function`` names the caller in errors.
+    are. ``function`` names the caller in errors. Nothing is compared with the other
+    processes here: ``make_global_batch`` checks before it builds, a ``DeviceLoader``
+    when it hands the batch out (``agreed_batches``).
     """
+    flat, values = _local_values(local_batch, function)
+    return _built(flat, values, sharding, function)
+
+
+def _local_values(local_batch: Any, function: str) -> tuple[trees.Flat, list[Any]]:
+    """The flattened batch, with each data leaf as NumPy or a local ``jax.Array``."""
+    flat = trees.flatten(local_batch, with_paths=True)  # dicts keep their own order
+    if not flat.leaves:
+        raise EmptyTreeError(f"{function}: the local batch holds no arrays.")
+    values = [
+        process_group.host_value(leaf, function, path) if _is_data(leaf) else leaf
+        for path, leaf in zip(flat.paths, flat.leaves, strict=True)
+    ]
+    return flat, values
+
+
+def _built(
+    flat: trees.Flat, values: list[Any], sharding: jax.sharding.Sharding, function: str
+) -> Any:
     replicated = (
         NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
         if isinstance(sharding, NamedSharding)
         else sharding
     )
-    flat = trees.flatten(local_batch, with_paths=True)  # dicts keep their own order
-    if not flat.leaves:
-        raise EmptyTreeError(f"{function}: the local batch holds no arrays.")
     leaves = []
-    for path, leaf in zip(flat.paths, flat.leaves, strict=True):
+    for path, leaf, value in zip(flat.paths, flat.leaves, values, strict=True):
         if not _is_data(leaf):  # a name, a flag: as tj.to_device leaves them
             leaves.append(leaf)
             continue
-        value = process_group.host_value(leaf, function, path)
         target = replicated if np.ndim(value) == 0 else sharding
         try:
             leaves.append(jax.make_array_from_process_local_data(target, value))

@@ -28,6 +28,7 @@ from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
+from . import agreement
 from . import rendezvous as _rendezvous
 from .roll_call import roll_call
 
@@ -62,12 +63,12 @@ class ReduceOp:
     The reductions ``all_reduce`` knows, under ``torch.distributed.ReduceOp``'s names.
 
     Each is a plain string, so ``op=ReduceOp.MAX`` and ``op="max"`` are the same.
-    ``AVG`` is ``"mean"``, which gloo lacks in torch (there: ``SUM``, then divide).
+    ``AVG`` is ``"mean"``. ``BAND``, ``BOR`` and ``BXOR`` take integers and bools only.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
-        >>> dist.ReduceOp.MAX, dist.ReduceOp.AVG
-        ('max', 'mean')
+        >>> dist.ReduceOp.MAX, dist.ReduceOp.AVG, dist.ReduceOp.BXOR
+        ('max', 'mean', 'bxor')
     """
 
     SUM = "sum"
@@ -75,15 +76,52 @@ class ReduceOp:
     PRODUCT = "product"
     MIN = "min"
     MAX = "max"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
 
-_REDUCTIONS: dict[str, Callable[..., jax.Array]] = {
-    ReduceOp.SUM: jnp.sum,
-    ReduceOp.AVG: jnp.mean,
-    ReduceOp.PRODUCT: jnp.prod,
-    ReduceOp.MIN: jnp.min,
-    ReduceOp.MAX: jnp.max,
+def _sum(stacked: jax.Array) -> jax.Array:
+    """torch's in-place SUM: the tensor's dtype (bool: any rank's True; int8 wraps)."""
+    if stacked.dtype == jnp.bool_:
+        return jnp.any(stacked, axis=0)
+    return jnp.sum(stacked, axis=0, dtype=stacked.dtype)
+
+
+def _product(stacked: jax.Array) -> jax.Array:
+    """torch's in-place PRODUCT: the tensor's dtype (bool: every rank's True)."""
+    if stacked.dtype == jnp.bool_:
+        return jnp.all(stacked, axis=0)
+    return jnp.prod(stacked, axis=0, dtype=stacked.dtype)
+
+
+def _bitwise(operation: Any, stacked: jax.Array) -> jax.Array:
+    """BAND, BOR, BXOR; bools through uint8 (XLA's CPU backend has no xor-reduction of them).
+
+    ``_reducer`` gathers the values first: gloo's all-reduce has no bitwise operations.
+    """
+    if stacked.dtype == jnp.bool_:
+        reduced: jax.Array = operation.reduce(stacked.astype(jnp.uint8), axis=0)
+        return reduced.astype(jnp.bool_)
+    result: jax.Array = operation.reduce(stacked, axis=0)
+    return result
+
+
+# Each reduces the stacked values of every process (axis 0) to the result. Every one keeps
+# the dtype (as torch's in-place all_reduce does) except "mean" of integers and bools,
+# which is floating point (torch refuses AVG for them).
+_REDUCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    ReduceOp.SUM: _sum,
+    ReduceOp.AVG: functools.partial(jnp.mean, axis=0),
+    ReduceOp.PRODUCT: _product,
+    ReduceOp.MIN: functools.partial(jnp.min, axis=0),
+    ReduceOp.MAX: functools.partial(jnp.max, axis=0),
+    ReduceOp.BAND: functools.partial(_bitwise, jnp.bitwise_and),
+    ReduceOp.BOR: functools.partial(_bitwise, jnp.bitwise_or),
+    ReduceOp.BXOR: functools.partial(_bitwise, jnp.bitwise_xor),
 }
+_BITWISE = frozenset({ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR})
+_ORDERED = frozenset({ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,10 +472,20 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     For metrics and other host-side values: each process passes its own (a loss,
     a count, a tree of them); each gets back the reduction over all processes as
     ``jax.Array`` leaves on its first local device (torch updates the tensor in
-    place; JAX arrays are immutable, so use the return value). The ranks first
-    meet at JAX's coordination service, so a rank that never calls
-    ``all_reduce`` makes the others fail after the group's timeout instead of
-    waiting forever; then one jitted XLA all-reduce runs over all processes.
+    place; JAX arrays are immutable, so use the return value). The result keeps each
+    leaf's dtype, as torch's in-place reduction does: a bool ``"sum"`` is a logical OR
+    and ``"product"`` an AND, an int8 ``"sum"`` wraps (``"mean"`` of integers or bools
+    is floating point, where torch refuses ``AVG``). NumPy values and Python numbers take
+    the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``).
+
+    The ranks first meet at JAX's coordination service and compare what each brings:
+    the call, the ``op``, each leaf's path, shape and dtype. Where they differ, every
+    rank raises the same ``DistributedError`` naming the leaf and each rank's shape
+    (XLA's all-reduce would otherwise return garbage on one rank and wait forever on
+    another); a rank that fails before the call (a leaf it cannot convert) makes the
+    others raise at once, naming its error; a rank that never calls ``all_reduce``
+    makes the others fail after the group's timeout instead of waiting forever. Then
+    one jitted XLA all-reduce runs over all processes.
 
     Gradients inside a jitted training step need none of this: with the batch sharded over the mesh
     ([`tj.distributed.make_global_batch`][torch2jax_device.distributed.make_global_batch]), XLA
@@ -446,17 +494,20 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     Args:
         tree: A pytree of arrays, torch CPU tensors or Python numbers, with the same
             structure, shapes and dtypes on every process.
-        op: ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` or ``"product"`` (or the
-            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names). ``"mean"``
-            gives floating point.
+        op: ``"sum"``, ``"mean"``, ``"max"``, ``"min"``, ``"product"``, or for integers
+            and bools ``"band"``, ``"bor"``, ``"bxor"`` (or the
+            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names).
 
     Returns:
-        The same structure with the reduced ``jax.Array`` leaves.
+        The same structure with the reduced ``jax.Array`` leaves, in their dtypes.
 
     Raises:
-        DistributedError: the process group is not initialized, an unknown ``op``,
-            a leaf that already spans processes or is traced, or a rank that did
-            not arrive within the timeout.
+        DistributedError: the process group is not initialized, an unknown ``op``, an
+            ``op`` torch refuses for a leaf's dtype (``"band"`` of floats; ``"max"``,
+            ``"min"``, ``"product"`` of complex numbers), a leaf that already spans
+            processes or is traced, ranks that pass different calls, ops, trees, shapes
+            or dtypes (on every rank), another rank that failed first, or a rank that
+            did not arrive within the timeout.
         EmptyTreeError: ``tree`` holds no arrays.
 
     Examples:
@@ -464,6 +515,12 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
 
             totals = dist.all_reduce({"loss": local_loss, "seen": 32})
             totals["seen"]  # Array(64, dtype=int32) on every rank
+            done = dist.all_reduce(np.array(finished))  # bool: True if any rank finished
+
+        Where rank 0 passes ``np.ones(3)`` and rank 1 ``np.ones(2)``, both raise::
+
+            DistributedError: all_reduce() on rank 0 (call #4): at leaf <root>, rank 0
+            has float32[3]; rank 1 has float32[2]. ... Fix: pad each rank's values ...
 
         Before joining a job, it fails as in torch:
 
@@ -473,20 +530,25 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         DistributedError: all_reduce(): Default process group has not been initialized, ...
     """
     _require_group("all_reduce")
-    name = op.lower() if isinstance(op, str) else op
-    if name not in _REDUCTIONS:
-        raise DistributedError(
-            f"all_reduce: unknown op {op!r}; use one of {', '.join(map(repr, _REDUCTIONS))} "
-            "(ReduceOp.AVG is 'mean')."
-        )
     flat = trees.flatten(tree, with_paths=True)  # dicts keep their own order
-    if not flat.leaves:
-        raise EmptyTreeError("all_reduce: the tree holds no arrays.")
-    values = [
-        host_value(leaf, "all_reduce", path)
-        for path, leaf in zip(flat.paths, flat.leaves, strict=True)
-    ]
-    synchronize("all_reduce")
+    call = f"all_reduce(op={op!r})"
+    try:
+        name = _op_name(op)
+        if not flat.leaves:
+            raise EmptyTreeError("all_reduce: the tree holds no arrays.")
+        values = [
+            _reducible(host_value(leaf, "all_reduce", path), name, path)
+            for path, leaf in zip(flat.paths, flat.leaves, strict=True)
+        ]
+    except Exception as err:
+        failure = f"{type(err).__name__}: {str(err)[:500]}"
+        synchronize("all_reduce", agreement.Step(call, failure=failure))
+        raise
+    leaves = tuple(
+        agreement.leaf(path, np.shape(value), value.dtype)
+        for path, value in zip(flat.paths, values, strict=True)
+    )
+    synchronize("all_reduce", agreement.Step(f"all_reduce(op={name!r})", leaves))
     mesh = _process_mesh()
     stacked = NamedSharding(mesh, PartitionSpec("processes"))
     per_process = [
@@ -497,6 +559,41 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     ]
     reduced = _reducer(name, mesh)(per_process)
     return flat.rebuild([array.addressable_data(0) for array in reduced])
+
+
+def _op_name(op: Any) -> str:
+    name = op.lower() if isinstance(op, str) else op
+    if name not in _REDUCTIONS:
+        raise DistributedError(
+            f"all_reduce: unknown op {op!r}; use one of {', '.join(map(repr, _REDUCTIONS))} "
+            "(ReduceOp.AVG is 'mean')."
+        )
+    return str(name)
+
+
+def _reducible(value: Any, op: str, path: str) -> Any:
+    """``value`` in the dtype the reduction runs in, or raise where torch refuses ``op``.
+
+    NumPy values take the dtype JAX gives them (int64 becomes int32 without x64).
+    """
+    if isinstance(value, np.ndarray | np.generic):
+        value = np.asarray(value, jax.dtypes.canonicalize_dtype(value.dtype))
+    dtype = np.dtype(value.dtype)
+    if op in _BITWISE and dtype.kind not in "biu":
+        raise DistributedError(
+            f"all_reduce: op {op!r} takes integers or bools, and leaf {path or '<root>'} is "
+            f"{dtype.name} (torch: Cannot use ReduceOp.{op.upper()} with non-integral "
+            "dtype). Fix: reduce floating point with 'sum', 'max' or 'min', or cast the "
+            "leaf to an integer dtype first."
+        )
+    if op in _ORDERED and dtype.kind == "c":
+        raise DistributedError(
+            f"all_reduce: op {op!r} is not defined for complex numbers, and leaf "
+            f"{path or '<root>'} is {dtype.name} (torch: all_reduce does not support "
+            f"{op.upper()} on complex tensors). Fix: reduce the real and imaginary parts "
+            "(or the magnitudes) separately."
+        )
+    return value
 
 
 def _require_group(function: str) -> _ProcessGroup:
@@ -557,26 +654,53 @@ def _coordination_client(what: str) -> Any:
     return client
 
 
-def synchronize(what: str) -> None:
-    """Meet every rank's matching call at JAX's coordination service.
+def coordination(what: str) -> tuple[Any, float]:
+    """JAX's coordination client, and how long to wait there: the group's timeout.
+
+    Without a group (``jax.distributed.initialize`` called directly), the default timeout.
+    """
+    timeout_s = _group.timeout_s if _group is not None else _DEFAULT_TIMEOUT_S
+    return _coordination_client(what), timeout_s
+
+
+def synchronize(what: str, step: agreement.Step | None = None) -> None:
+    """Meet every rank's matching call at JAX's coordination service, and compare.
+
+    Every rank's ``step`` (default: just the call, ``what()``) is compared with the
+    others' there: a rank at another call, with another tree, shape or dtype (the
+    ``step``'s leaves), or that failed before the call (a ``step`` with a failure: it only
+    waits, then raises its own error) makes every rank raise the same error.
 
     Raises:
-        DistributedError: no process group, or some rank did not come in time.
+        DistributedError: no process group, some rank did not come in time, or the
+            ranks' steps differ (the message names the ranks and the first difference).
     """
     group = _require_group(what)
     client = _coordination_client(what)
     call = next(_synchronizations)
+    rank = group.rendezvous.rank
+    step = step if step is not None else agreement.Step(f"{what}()")
     try:
-        client.wait_at_barrier(
-            f"torch2jax_device.{call}.{what}", _rendezvous.whole_milliseconds(group.timeout_s)
-        )
+        steps = agreement.meet_at_barrier(client, "calls", call, step, rank, group.timeout_s)
     except RuntimeError as err:
+        if step.failure is not None:
+            return  # this rank raises its own error; the others learn of it or time out
         raise DistributedError(
-            f"{what}() on rank {group.rendezvous.rank} (call #{call}) failed waiting for the "
+            f"{what}() on rank {rank} (call #{call}) failed waiting for the "
             f"other ranks (timeout {group.timeout_s:g} s). Every rank must make the same "
             "sequence of barrier() and all_reduce() calls; a rank that died or is busy "
             f"elsewhere never arrives. JAX's coordination service reported: {err}"
         ) from err
+    problem = agreement.disagreement(steps) if steps else None
+    if problem is not None:
+        raise DistributedError(
+            f"{what}() on rank {rank} (call #{call}): {problem}. Every rank must make the same "
+            "sequence of barrier(), all_reduce() and to_device() calls, and pass all_reduce "
+            "the same op and the same tree structure, shapes and dtypes: XLA's all-reduce "
+            "would otherwise return garbage on one rank and wait forever on another. Fix: "
+            "pad each rank's values to one shape (and reduce a count alongside to know how "
+            "much is real), cast them to one dtype, or all_reduce the sizes first."
+        )
 
 
 def host_value(leaf: Any, function: str, path: str) -> Any:
@@ -611,8 +735,12 @@ def _process_mesh() -> Mesh:
 def _reducer(name: str, mesh: Mesh) -> Callable[[list[jax.Array]], list[jax.Array]]:
     reduce = _REDUCTIONS[name]
     replicated = NamedSharding(mesh, PartitionSpec())
+    # gloo's all-reduce has no bitwise operations: gather every process's values first.
+    gathered = name in _BITWISE
 
     def reduce_over_processes(arrays: list[jax.Array]) -> list[jax.Array]:
-        return [reduce(array, axis=0) for array in arrays]
+        if gathered:
+            arrays = [jax.lax.with_sharding_constraint(a, replicated) for a in arrays]
+        return [reduce(array) for array in arrays]
 
     return jax.jit(reduce_over_processes, out_shardings=replicated)
