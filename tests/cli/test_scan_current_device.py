@@ -453,3 +453,34 @@ def test_a_setter_is_kept_while_a_line_kept_as_torchs_reads_the_current_device()
     assert not found[5].fixable
     assert not found[4].fixable
     assert "line 5: cuda-current-device" in found[4].reason
+
+
+READERS = [
+    (rule, lines)
+    for rule, lines in _rename_cases()
+    if _rewritten_reads(
+        {"main.py": PRELUDE + _indent(lines, "")},
+        "main.py",
+        _case_lines(PRELUDE + _indent(lines, ""), lines),
+    )
+]
+
+
+@pytest.mark.parametrize(("rule", "lines"), READERS, ids=[rule for rule, _ in READERS])
+@pytest.mark.parametrize(
+    "setter", ["torch.cuda.set_device(1)", "torch.accelerator.set_device_index(1)"]
+)
+def test_no_setter_is_rewritten_while_a_reader_stays_torchs(
+    setter: str, rule: str, lines: list[str]
+) -> None:
+    """The generator the other way round: each rename row that reads the current device,
+    kept as torch's (its module exports the answer), keeps the setter above it torch's."""
+    name = lines[0].split("=")[0].strip() if "=" in lines[0] else None
+    if name is None or not name.isidentifier():
+        pytest.skip("the row's call keeps no answer to export")
+    source = f"{PRELUDE}__all__ = [{name!r}]\n{setter}\n{lines[0]}\n"
+    at = PRELUDE.count("\n") + 2
+    found = {f.line: f for f in scanner.scan_sources({"main.py": source})["main.py"]}
+    assert not found[at + 1].fixable, found[at + 1]
+    assert not found[at].fixable
+    assert f"{at + 1}: {rule}" in found[at].reason  # this reason, or "torch still places"
