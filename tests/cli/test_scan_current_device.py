@@ -484,3 +484,16 @@ def test_no_setter_is_rewritten_while_a_reader_stays_torchs(
     assert not found[at + 1].fixable, found[at + 1]
     assert not found[at].fixable
     assert f"{at + 1}: {rule}" in found[at].reason  # this reason, or "torch still places"
+
+
+def test_a_module_imported_inside_the_block_runs_under_it() -> None:
+    """A module first imported inside ``with torch.cuda.device(1):`` runs its top level
+    there."""
+    files = {
+        "main.py": "import torch\n\nwith torch.cuda.device(1):\n"
+        "    encoder = torch.nn.Linear(2, 2).cuda()\n    import features\n",
+        "features.py": "import jax.numpy as jnp\n\nx = jnp.ones(3).cuda()\nprint(x)\n",
+    }
+    found = {f.line: f for f in scanner.scan_sources(files)["features.py"]}
+    assert not found[3].fixable
+    assert "torch's current device (main.py:3: with torch.cuda.device(1)" in found[3].reason

@@ -19,7 +19,8 @@ a ``with`` changes; the reason says to write the index by hand.
 
 What a setter reaches (``reaches``): ``with torch.cuda.device(i):`` its block, and, when
 the block calls code the scanner does not know is a library's, every function of the
-program (the block may call it); ``torch.cuda.set_device(i)`` (and
+program (the block may call it), and when it imports, the other modules of the program
+(one first imported there runs under it); ``torch.cuda.set_device(i)`` (and
 ``torch.accelerator.set_device_index``, and the import of a library that sets torch's
 current device for the process: DeepSpeed, Accelerate, Lightning...) stays set: it reaches
 every line of the program but the module-level code of its own file above it, which runs
@@ -118,7 +119,10 @@ class Setter:
         if self.block is not None:
             if file is self.file and _inside(file, node, self.block.body):
                 return True
-            return _in_function(file, node) and _calls_unknown_code(self.file, self.block.body)
+            body = self.block.body
+            if file is not self.file and _imports(body):
+                return True  # a module first imported in the block runs under it
+            return _in_function(file, node) and _calls_unknown_code(self.file, body)
         if file is not self.file:
             return True
         statement = self.file.names.statement(self.node)
@@ -317,6 +321,14 @@ def _runs_once(file: SourceFile, node: ast.AST) -> bool:
 
 def _end(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+
+
+def _imports(body: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(node, (ast.Import, ast.ImportFrom))
+        for statement in body
+        for node in ast.walk(statement)
+    )
 
 
 def _calls_unknown_code(file: SourceFile, body: list[ast.stmt]) -> bool:
