@@ -415,11 +415,16 @@ def test_an_explicit_index_is_still_rewritten() -> None:
         encoder = torch.nn.Linear(2, 2).cuda()
         x = jnp.ones(3).to("cuda:1")
         y = jnp.ones(3).cpu()
-        print(encoder, x, y)
+        other = jnp.ones(2)
+        z = jnp.ones(3).to(other)
+        w = jnp.ones(3).to(other.device)
+        print(encoder, x, y, z, w)
         """
     ported = port_text(source)
     assert 'x = tj.to_device(jnp.ones(3), "cuda:1")' in ported
     assert 'y = tj.to_device(jnp.ones(3), "cpu")' in ported
+    assert "z = tj.to_device(jnp.ones(3), other)" in ported  # another array's own device
+    assert "w = tj.to_device(jnp.ones(3), other.device)" in ported
 
 
 def test_code_that_runs_before_the_setter_is_rewritten() -> None:

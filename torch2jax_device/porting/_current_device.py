@@ -224,7 +224,7 @@ def _index_free(file: SourceFile, node: ast.expr, depth: int) -> bool:
         return _index_free(file, node.body, depth + 1) or _index_free(file, node.orelse, depth + 1)
     if isinstance(node, ast.Dict):
         return any(_index_free(file, value, depth + 1) for value in node.values)
-    if file.values.kinds(node) & _HAS_DEVICE:
+    if _has_own_device(file, node):
         return False  # .to(other): other's own device
     if isinstance(node, ast.Call):
         name = file.qualname(node.func)
@@ -240,7 +240,7 @@ def _index_free(file: SourceFile, node: ast.expr, depth: int) -> bool:
         name = file.qualname(node)
         if name is not None and name.startswith("torch.") and name != "torch.device":
             return False  # a dtype, a memory format
-        if node.attr == "device" and file.values.kinds(node.value) & _HAS_DEVICE:
+        if node.attr == "device" and _has_own_device(file, node.value):
             return False  # a tensor's own device has its index
         return True
     if isinstance(node, ast.Name):
@@ -254,6 +254,12 @@ def _index_free(file: SourceFile, node: ast.expr, depth: int) -> bool:
             for binding in bindings
         )
     return True
+
+
+def _has_own_device(file: SourceFile, node: ast.expr) -> bool:
+    """Whatever ``node`` holds is an array or a module, placed on an indexed device."""
+    kinds = file.values.kinds(node)
+    return bool(kinds) and kinds <= _HAS_DEVICE
 
 
 def _statement_at(file: SourceFile, line: int) -> ast.stmt | None:
