@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable
 
 from ._candidate import Candidate
+from ._current_device import SETTERS, Setter, reads_current_device, setter_of, setters
 from ._names import all_names
 from ._rewrites import Rewrite, compose, with_tj_import
 from ._source import SourceFile
@@ -137,10 +138,17 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
                 creations = _torch_creations(files)
             creates = [made for made in creations if id(made[1]) not in rewritten]
         dist_blocker = next((c for c in candidates if _is_dist(c) and not c.enabled), None)
+        kept_setters = setters(candidates, owner)
+        kept_readers = [
+            c for c in candidates if not c.enabled and c.rule not in SETTERS
+            and reads_current_device(c)
+        ]  # fmt: skip
         for candidate in candidates:
             if candidate.enabled:
-                reason = _ownership(candidate, owner, dist_blocker) or _problem(
-                    candidate, is_rewritten, places, creates, dist_blocker
+                reason = (
+                    _ownership(candidate, owner, dist_blocker)
+                    or _problem(candidate, is_rewritten, places, creates, dist_blocker)
+                    or _current_device(candidate, kept_setters, kept_readers)
                 )
                 if reason:
                     candidate.disable(reason)
@@ -198,6 +206,37 @@ def _ownership(candidate: Candidate, library: _Owner | None, dist: Candidate | N
         f"({file.path}:{line}): code built on torch reads this call's answer or effect, and "
         "the tj call would answer for JAX, starting it (under a launcher, joining a JAX "
         "job) in a process that torch initialises; keep torch's call while that code stays"
+    )
+
+
+def _current_device(candidate: Candidate, kept: list[Setter], readers: list[Candidate]) -> str:
+    """Why a rewrite would resolve through tj's current device where torch's decides
+    (``_current_device``): a line that reads the current device, reached by a setting of
+    torch's that stays torch's; or a setter whose setting a line kept as torch's reads."""
+    if candidate.rule in SETTERS:
+        setting = setter_of(candidate)
+        reader = next((r for r in readers if setting.reaches(r.file, r.node)), None)
+        if reader is None:
+            return ""
+        at = _at(candidate, reader.file, reader.position[0])
+        name = candidate.tj_name or "the tj call"
+        return (
+            f"torch's current device is read by a line kept as torch's ({at}: {reader.rule}): "
+            f"{name} would set tj's, not torch's (keep this call, and add {name}(...) beside "
+            "it for JAX)"
+        )
+    if not reads_current_device(candidate):
+        return ""
+    setter = next((s for s in kept if s.reaches(candidate.file, candidate.node)), None)
+    if setter is None:
+        return ""
+    what = (
+        "where this goes" if candidate.effect in ("value", "default") else "what this answers for"
+    )
+    return (
+        f"torch's current device ({setter.cited(candidate.file)}, kept as torch's) decides "
+        f"{what}; tj's would be cuda:0 (tj keeps a current device of its own): write the "
+        "device's index, or port that line first"
     )
 
 
