@@ -231,8 +231,45 @@ def _extremes(torch: Any, tensor: Any, source: np.dtype[Any]) -> np.ndarray[Any,
     return np.array([low.item(), high.item()], np.int64).view(source)
 
 
+#: The fix for torch's tensor subclasses that hold no data of their own, by class name.
+_SUBCLASS_FIXES = {
+    "FakeTensor": "it is a fake tensor (FakeTensorMode, torch.compile or torch.export "
+    "tracing): it has shapes, no values. Convert real tensors, outside the tracing",
+    "FunctionalTensor": "it is a functionalization wrapper (torch.compile tracing): "
+    "convert real tensors, outside the tracing",
+    "MaskedTensor": "convert its parts: tensor.get_data() and tensor.get_mask() (a bool "
+    "array), or tensor.to_tensor(fill_value)",
+    "DTensor": "gather it first: tensor.full_tensor() (or tensor.to_local() for this "
+    "rank's part)",
+}
+
+
+def check_data_tensor(tensor: Any) -> None:
+    """Refuse a torch tensor subclass that wraps other data (``__torch_dispatch__``):
+    its memory is not its values (a fake tensor's is nothing at all), so reading it
+    through DLPack or its storage would give other numbers.
+
+    Raises:
+        ConversionError: a wrapper subclass, named, with the fix.
+    """
+    torch = sys.modules["torch"]
+    kind = type(tensor)
+    if getattr(kind, "__torch_dispatch__", None) is torch.Tensor.__torch_dispatch__:
+        return
+    fix = _SUBCLASS_FIXES.get(
+        kind.__name__,
+        "convert the plain tensor it wraps (its class's own accessor), or torch.Tensor "
+        "data made from it in torch",
+    )
+    raise ConversionError(
+        f"a {kind.__module__}.{kind.__qualname__} (a torch tensor subclass that wraps other "
+        f"data) cannot become a JAX array: its memory is not its values. Fix: {fix}"
+    )
+
+
 def _plain_tensor(tensor: Any, strict: bool) -> Any:
     """A dense, strided tensor without lazy bits or autograd, or a teaching error."""
+    check_data_tensor(tensor)
     if tensor.is_meta:
         raise DeviceUnavailableError(
             f"a meta tensor (shape {tuple(tensor.shape)}, {tensor.dtype}) has no data, and JAX "

@@ -19,7 +19,7 @@ from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
 from ..distributed.transfer import to_numpy
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, DTypeError
-from ..interop import numpy_data
+from ..interop import check_data_tensor, numpy_data
 from . import sharded
 from .device_map import DeviceMap, planned_target
 from .format import DTYPES, check_metadata, code_of
@@ -490,6 +490,10 @@ def _numpy_source(
 def _torch_source(name: str, tensor: Any) -> TensorSource:
     import torch
 
+    try:
+        check_data_tensor(tensor)
+    except ConversionError as error:
+        raise ConversionError(f"tensor {name!r}: {error}") from None
     if tensor.layout != torch.strided or tensor.device.type == "meta":
         raise ConversionError(
             f"tensor {name!r} is a {tensor.layout} tensor on {tensor.device}; save_file "
