@@ -239,8 +239,7 @@ _SUBCLASS_FIXES = {
     "convert real tensors, outside the tracing",
     "MaskedTensor": "convert its parts: tensor.get_data() and tensor.get_mask() (a bool "
     "array), or tensor.to_tensor(fill_value)",
-    "DTensor": "gather it first: tensor.full_tensor() (or tensor.to_local() for this "
-    "rank's part)",
+    "DTensor": "gather it first: tensor.full_tensor() (or tensor.to_local() for this rank's part)",
 }
 
 

@@ -179,7 +179,7 @@ def load_pickled_by_plan(
             ``tj.load`` and ``tj.DeviceMap.plan`` document.
     """
     torch = import_torch(source.name)
-    checkpoint = _unpickled(source, torch, pickle_load_args)
+    checkpoint = _unpickled(source, torch, budget, pickle_load_args)
 
     def arrays(graph: Graph) -> dict[int, Any]:
         named = _named_tensors(source.name, checkpoint, graph, torch)
@@ -233,10 +233,14 @@ def _is_cpu(sharding: SingleDeviceSharding) -> bool:
     return str(device.platform) == "cpu"
 
 
-def _unpickled(source: Source, torch: Any, pickle_load_args: Mapping[str, Any]) -> Any:
+def _unpickled(
+    source: Source, torch: Any, budget: TensorBudget, pickle_load_args: Mapping[str, Any]
+) -> Any:
     """``torch.load(weights_only=True)`` of ``source``, its storages over a memory map
-    where torch can map the file (a zip checkpoint at a path): no tensor page is read."""
-    check_expansion(source)
+    where torch can map the file (a zip checkpoint at a path): no tensor page is read,
+    and none once its zip's entries are more than ``budget`` allows (or expand past the
+    copy bound)."""
+    check_expansion(source, budget)
     mmap = source.kind == "zip" and source.path is not None
     opened: Any = source.by_name() if source.path is not None else source.file
     try:
@@ -251,8 +255,8 @@ def _unpickled(source: Source, torch: Any, pickle_load_args: Mapping[str, Any]) 
 
 def _pickled_shapes(source: Source) -> dict[str, jax.ShapeDtypeStruct]:
     torch = import_torch(source.name)
-    checkpoint = _unpickled(source, torch, {})
     budget = TensorBudget(None, source.size(), verb="tj.DeviceMap.plan")
+    checkpoint = _unpickled(source, torch, budget, {})
     try:
         graph = Graph(checkpoint, torch, budget.left)
     except TooManyTensorsError:
