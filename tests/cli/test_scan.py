@@ -280,6 +280,22 @@ def test_json_report() -> None:
     assert fixable and all(f["reason"] is None for f in fixable)
 
 
+def test_the_plain_jax_advice_built_from_the_line_is_printed(tmp_path: Path) -> None:
+    """A row whose plain-JAX advice is built from the line (the script's own optimizer)
+    prints that advice, in text and JSON, not the row's generic column."""
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nopt = torch.optim.Adam(net.parameters(), lr=1e-2)\n")
+    _, out, _ = run_cli("scan", str(script))
+    printed = [line for line in out.splitlines() if line.strip().startswith("plain JAX:")]
+    assert len(printed) == 2 and all("optax.adam(1e-2)" in line for line in printed)
+    _, as_json, _ = run_cli("scan", "--format", "json", str(script))
+    findings = json.loads(as_json)
+    assert {f["rule"] for f in findings} == {"optimizer-torch-rules", "optimizer-parameters"}
+    for finding in findings:
+        assert "optax.adam(1e-2)" in finding["jax"]
+        assert finding["jax"] != catalog.get(finding["rule"]).jax
+
+
 def test_explain_prints_the_guide_entry() -> None:
     status, out, _ = run_cli("scan", "--explain", "grad-scaler")
     row = catalog.get("grad-scaler")

@@ -959,11 +959,6 @@ def test_flashys_distributed_helpers_get_the_library_rows() -> None:
     assert rules == {4: {"library-process"}, 5: {"library-collective"}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the plan counts dist-elastic-record as a torch.distributed user "
-    "(_plan._is_dist; requested of the project scan, /work/notes/rows-requests.md)",
-)
 def test_record_holds_back_no_rewrite() -> None:
     """@record only writes a failed worker's traceback for torchrun's agent: it needs no
     process group, so the rest of the file ports as it would without it."""

@@ -116,7 +116,7 @@ def _as_json(finding: Finding) -> dict[str, Any]:
         "section": idiom.section,
         "original": finding.original,
         "replacement": finding.replacement,
-        "jax": idiom.jax,
+        "jax": finding.jax or idiom.jax,
         "fixable": finding.fixable,
         "reason": finding.reason or None,
         "explain": _explain_command(finding.rule),
@@ -138,7 +138,7 @@ def _as_text(finding: Finding) -> str:
     shown = original[0] + (" ..." if len(original) > 1 else "")
     parts = [f"{finding.path}:{finding.line}:{finding.column}: {finding.rule} {shown}\n"]
     parts.append(_block("torch2jax_device:", finding.replacement))
-    parts.append(_block("plain JAX:", idiom.jax))
+    parts.append(_block("plain JAX:", finding.jax or idiom.jax))
     if not finding.fixable:
         parts.append(_block("not rewritten:", finding.reason or "advice: port it by hand"))
     parts.append(_block("guide:", _guide(finding.rule)))

@@ -407,6 +407,7 @@ def _is_dist(candidate: Candidate) -> bool:
         "dist-env",
         "dist-local-rank",
         "dist-launch",
+        "dist-elastic-record",  # writes a failed worker's traceback; joins no group
     ):
         return True
     return candidate.rule in ("sync-batchnorm", "ddp-module", "ddp-no-sync", "mp-spawn")

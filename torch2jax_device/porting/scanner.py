@@ -79,6 +79,8 @@ class Finding:
         rule: The catalog row's id.
         original: The code as written.
         replacement: What it becomes with torch2jax_device (or the row's advice).
+        jax: The same with JAX alone, built from the line (the script's own optimizer
+            as an optax rule); ``""``: the row's plain-JAX column (``idiom.jax``).
         rewrite: The rewrite ``--diff`` applies, ``None`` when it applies none.
         reason: Why there is no rewrite (``""`` when there is one).
     """
@@ -90,6 +92,7 @@ class Finding:
     rule: str
     original: str
     replacement: str
+    jax: str = ""
     rewrite: Rewrite | None = None
     reason: str = ""
 
@@ -178,6 +181,7 @@ def _findings(file: SourceFile, candidates: list[Candidate]) -> list[Finding]:
                 rule=c.rule,
                 original=file.text(c.node),
                 replacement=c.replacement,
+                jax=c.jax,
                 rewrite=c.rewrite if c.enabled else None,
                 reason="" if c.enabled else c.reason,
             )
