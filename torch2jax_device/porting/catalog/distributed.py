@@ -102,7 +102,9 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "Each process loads its own rows (`indices[rank::world_size]`, as "
             "`DistributedSampler(shuffle=False)`); the result is one global array, "
-            "rows in rank order, split over the mesh's first axis."
+            "rows in rank order, split over the mesh's first axis. Local batches of "
+            "different shapes on different ranks raise `DistributedError` on every rank "
+            "(`drop_last=True`, `DistributedSampler` padding, or pad + mask)."
         ),
         runs=False,
         torch_api=(
@@ -152,8 +154,11 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "For host-side values (metrics): returns the result, as a `jax.Array` on "
             "the process's first device, instead of updating in place. `sum`, `max`, "
-            "`min`, `product`, `mean`. Ranks meet at JAX's coordinator first, so a "
-            "missing rank raises after the timeout instead of hanging."
+            "`min`, `product`, `mean`, and `band`/`bor`/`bxor` for integers and bools; "
+            "the result keeps each leaf's dtype, as torch's in place. Ranks meet at "
+            "JAX's coordinator first and compare their trees, shapes and dtypes: a "
+            "mismatch raises on every rank, a missing rank after the timeout, instead "
+            "of garbage or a hang."
         ),
         runs=False,
         torch_api=("torch.distributed.all_reduce",),
@@ -166,7 +171,11 @@ ROWS: tuple[Idiom, ...] = (
         torch="dist.all_reduce(loss, op=dist.ReduceOp.SUM)\nloss /= dist.get_world_size()",
         jax="# a jitted mean over a (process, local device) mesh of per-process values",
         tj='loss = tj.distributed.all_reduce(loss, op="mean")',
-        notes='gloo has no `ReduceOp.AVG` in torch; `tj` has it (`ReduceOp.AVG` is `"mean"`).',
+        notes=(
+            "torch's gloo averages floating point only (`AVG` of integers raises "
+            'there); `tj`\'s `"mean"` (`ReduceOp.AVG`) takes any dtype and gives '
+            "floating point for integers."
+        ),
         runs=False,
     ),
     Idiom(
