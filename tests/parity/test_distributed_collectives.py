@@ -117,6 +117,18 @@ def test_the_ranks_stay_in_step_after_every_mistake(tj_side: list[dict[str, Any]
     for result in tj_side:
         assert result["outcomes"]["after_mistakes"] == "ok"
         assert result["outcomes"]["after_loaders"] == "ok"
+        assert result["outcomes"]["after_gathers"] == "ok"
+
+
+def test_gathering_different_arrays_to_the_host_raises_on_every_rank(
+    tj_side: list[dict[str, Any]],
+) -> None:
+    """``tj.to_device(global_array, "cpu")`` gathers with a collective: ranks that gather
+    different arrays would run mismatched collectives (garbage or a hang)."""
+    for result in tj_side:
+        message = result["outcomes"]["gather_different"]
+        assert message.startswith("DistributedError: to_device() on rank "), message
+        assert "float32[4, 3]" in message and "float32[2, 3]" in message, message
 
 
 @pytest.mark.idiom("dist-sampler-global-batch")

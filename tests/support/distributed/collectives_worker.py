@@ -111,6 +111,7 @@ def tj_job(timeout_s: float) -> dict[str, Any]:
         return [list(b["x"].shape) for b in tj.prefetch_to_device(batches, rows, size=2)]
 
     mine = 3 if rank == 0 else 2
+    gathered = [dist.make_global_batch(rows_of(count), mesh)["x"] for count in (2, 1)]
     big = np.int64(2**40) if rank == 1 else np.int64(1)
     mistakes: dict[str, Callable[[], object]] = {
         "shape": lambda: dist.all_reduce({"n": np.ones(mine, np.float32)}),
@@ -138,6 +139,9 @@ def tj_job(timeout_s: float) -> dict[str, Any]:
         # rank 0 leaves after 1 batch, rank 1 goes on: rank 1 alone would run a step
         "loader_left_early": lambda: loop([rows_of(2)] * 3, stop=1 if rank == 0 else None),
         "after_loaders": lambda: dist.all_reduce({"n": np.ones(2, np.float32)}),
+        # each rank gathers another array to its host: rank 0 one of 4 rows, rank 1 of 2
+        "gather_different": lambda: tj.to_device(gathered[rank], "cpu"),
+        "after_gathers": lambda: dist.all_reduce({"n": np.ones(2, np.float32)}),
     }
     outcomes = {name: outcome(mistake) for name, mistake in mistakes.items()}
     shapes = {

@@ -32,6 +32,7 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .. import host_staging
 from ..errors import ConversionError
+from . import agreement
 
 __all__ = [
     "Index",
@@ -152,8 +153,9 @@ def _gather(arrays: list[jax.Array]) -> list[Any]:
     if not missing:
         return values
     process_group = importlib.import_module(".process_group", __package__)
-    if process_group.is_initialized():
-        process_group.synchronize("to_device")
+    if process_group.is_initialized():  # every rank gathers the same arrays, or all raise
+        brought = tuple(agreement.leaf(f"[{i}]", arrays[i].shape, arrays[i].dtype) for i in missing)
+        process_group.synchronize("to_device", agreement.Step("to_device()", brought))
     for i in missing:
         array = arrays[i]
         if isinstance(array.sharding, NamedSharding):
