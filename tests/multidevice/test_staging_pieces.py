@@ -12,6 +12,7 @@ rounding of a piece to a buffer would show up as a recorded size that is no piec
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,6 +205,36 @@ def test_a_checkpoint_s_shapes_compile_ahead_of_the_load(
         jax.config.update("jax_log_compiles", False)
     for name, values in tensors.items():
         _check(loaded[name], values)
+    compiled_in = [r.threadName for r in caplog.records if r.getMessage().startswith("Compiling")]
+    assert compiled_in, "nothing compiled: another test sent these shapes first"
+    assert all(thread.startswith("torch2jax_device-compile") for thread in compiled_in)
+
+
+def test_an_index_loads_shapes_compile_ahead_of_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The same through an index of shards (sharded.py's path, as real LLM checkpoints
+    # load): every shape compiles in the compile threads, none in the loading thread.
+    _pinned_route(monkeypatch, 1024)
+    shards = {
+        "model-1.safetensors": {"up": patterned((73, 29), np.float32)},
+        "model-2.safetensors": {"down": patterned((29, 73), ml_dtypes.bfloat16)},
+    }
+    weight_map = {}
+    for file, tensors in shards.items():
+        safetensors.numpy.save_file(tensors, str(tmp_path / file))
+        weight_map.update(dict.fromkeys(tensors, file))
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jax"):
+            loaded = tj.load_file(index, device="cpu:1", staging_bytes=3 * 4096)
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    for tensors in shards.values():
+        for name, values in tensors.items():
+            _check(loaded[name], values)
     compiled_in = [r.threadName for r in caplog.records if r.getMessage().startswith("Compiling")]
     assert compiled_in, "nothing compiled: another test sent these shapes first"
     assert all(thread.startswith("torch2jax_device-compile") for thread in compiled_in)

@@ -43,7 +43,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from .. import dtypes
+from .. import dtypes, host_staging
 from ..detect import is_torch_device
 from ..device import Device
 from ..distributed.transfer import Index, assemble, is_whole, part_key
@@ -264,6 +264,12 @@ def _load_files(
         arrays: dict[str, jax.Array] = {}
         label = f"Loading {os.path.basename(os.fspath(path))}"
         with room_on_each(arrivals, what), Progress(label, total, progress) as bar:
+            for _, plans in readers:  # each new part's shape compiles while the first read
+                for plan in plans:
+                    if dtypes.canonical(plan.info.dtype) == plan.info.dtype:  # not narrowed
+                        host_staging.compile_ahead_on(
+                            plan.info.shape, plan.info.dtype, plan.sharding
+                        )
             try:
                 for reader, plans in readers:
                     for plan in sorted(plans, key=lambda plan: plan.info.start):
