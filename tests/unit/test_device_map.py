@@ -172,7 +172,7 @@ def test_auto_on_a_machine_without_accelerators_loads_onto_the_host(checkpoint: 
         np.testing.assert_array_equal(array, tensors[name])
 
 
-def test_explicit_maps_take_accelerate_prefixes_and_wildcards_first_match_wins(
+def test_explicit_maps_take_accelerate_prefixes_and_wildcards(
     checkpoint: Any,
 ) -> None:
     path, _ = checkpoint
@@ -195,6 +195,33 @@ def test_explicit_maps_take_accelerate_prefixes_and_wildcards_first_match_wins(
     assert again.placements() == plan.placements()
     loaded = tj.load_file(path, device_map=plan)
     assert {name: array.sharding.memory_kind for name, array in loaded.items()} == kinds
+
+
+@pytest.mark.parametrize(
+    "device_map",
+    [
+        {"": "cpu", "layers.1": ("cpu", "pinned_host")},  # Transformers' {"": 0, "lm_head": ...}
+        {"layers.1": ("cpu", "pinned_host"), "": "cpu"},
+        {"*": "cpu", "layers.1.*": ("cpu", "pinned_host"), "layers": "cpu"},
+        {"layers": "cpu", "layers.1*": ("cpu", "pinned_host"), "*": "cpu"},
+    ],
+    ids=["everything_first", "everything_last", "wildcards", "prefix_and_wildcard"],
+)
+def test_the_most_specific_key_wins_whatever_the_order(
+    checkpoint: Any, device_map: dict[str, Any]
+) -> None:
+    """Accelerate and Transformers place a tensor by the longest module prefix that
+    covers it (``{"": 0, "lm_head": "cpu"}`` keeps lm_head off the GPU), whatever the
+    dict's order; a wildcard is as specific as its literal characters."""
+    path, _ = checkpoint
+    kinds = {
+        name: place.memory_kind
+        for name, place in tj.DeviceMap.plan(path, device_map=device_map).placements().items()
+    }
+    assert kinds == {
+        name: "pinned_host" if name.startswith("layers.1.") else "device"
+        for name in safetensors.numpy.load_file(str(path))
+    }
 
 
 def test_a_plan_refuses_a_tensor_it_was_not_made_for(checkpoint: Any) -> None:

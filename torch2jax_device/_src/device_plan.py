@@ -439,7 +439,8 @@ def _explicit(
     placements: dict[str, Destination] = {}
     unplaced = []
     for name in sizes:
-        found = next((place for key, place in rules if _covers(key, name)), None)
+        covering = [(key, place) for key, place in rules if _covers(key, name)]
+        found = max(covering, key=lambda rule: _specificity(rule[0]))[1] if covering else None
         if found is None:
             unplaced.append(name)
         else:
@@ -479,6 +480,14 @@ def _covers(key: str, name: str) -> bool:
     """Whether a ``device_map`` key covers tensor ``name``: Accelerate's module prefix
     (``""`` covers all), or a shell wildcard over the whole name."""
     return key in ("", name) or name.startswith(key + ".") or fnmatch.fnmatchcase(name, key)
+
+
+def _specificity(key: str) -> int:
+    """How specific a ``device_map`` key is: the most specific key covering a tensor
+    places it (Accelerate's and Transformers' rule: the longest module prefix, so
+    ``{"": 0, "lm_head": "cpu"}`` puts ``lm_head`` on the CPU). A wildcard counts its
+    literal characters; on a tie the earlier key wins (``max`` keeps the first)."""
+    return len(key) - sum(key.count(character) for character in "*?[]")
 
 
 def _destination(key: Any, value: Any) -> Destination:

@@ -111,8 +111,10 @@ class DeviceMap(DevicePlan):
                 and ``"pinned_host"`` for the part of it in pinned memory. Sizes are
                 bytes or strings (``"20GiB"``, ``"500MB"``). Without any accelerator
                 named, every local accelerator is filled.
-            device_map: An explicit map instead: ``{pattern: place}``, the first key
-                that matches a tensor's name wins. A key is a module prefix as
+            device_map: An explicit map instead: ``{pattern: place}``, the most
+                specific key that matches a tensor's name wins (the longest module
+                prefix, as Accelerate places; a wildcard counts its literal
+                characters; on a tie the earlier key). A key is a module prefix as
                 Accelerate writes them (``"layers.0"`` covers ``"layers.0.kernel"``;
                 ``""`` covers everything) or a wildcard (``"layers.1*"``). A place is a
                 device (``"cuda:0"``, ``0``, ``"cpu"``) or ``(device, "pinned_host")``.
