@@ -581,8 +581,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         ),
         notes=(
             'A key is a module prefix as Accelerate writes them (`""` covers '
-            'everything) or a wildcard (`"layers.1*"`); the most specific key that matches wins (the longest module prefix, as Accelerate '
-            "places; a wildcard counts its literal characters). "
+            'everything) or a wildcard (`"layers.1*"`); the most specific key that '
+            "matches wins (the longest module prefix, as Accelerate places; a wildcard "
+            "counts its literal characters). "
             'Values are devices (`"cuda:0"`, `0`, `"cpu"`) or `(device, '
             '"pinned_host")`. A map that leaves a tensor unplaced, names a device '
             "that is not here or overfills a budget is refused before anything moves. "
