@@ -135,6 +135,11 @@ def comparable(dtype: Any) -> Any:
     return dtype if is_prng_key(dtype) else ComparableDtype(dtype)
 
 
+#: torch's dtype aliases that NumPy does not know by name (``torch.cfloat``'s name);
+#: the ones NumPy knows (``"half"``, ``"double"``, ``"cdouble"``) are NumPy's.
+_TORCH_ONLY_NAMES = {"cfloat": "complex64", "bit": "uint1"}
+
+
 def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
     """The NumPy dtype for a JAX/NumPy dtype, a dtype name or a ``torch.dtype``.
 
@@ -142,6 +147,13 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
         DTypeError: JAX does not know the dtype; the message names it.
     """
     name = str(dtype).removeprefix("torch.") if is_torch_dtype(dtype) else dtype
+    if isinstance(name, str) and name in _TORCH_ONLY_NAMES:
+        name = _TORCH_ONLY_NAMES[name]
+    if name in ("chalf", "complex32"):
+        raise DTypeError(
+            f"dtype {dtype!r} is torch's complex32 (pairs of float16), which JAX does not "
+            "have: use complex64 (torch.cfloat)"
+        )
     try:
         return np.dtype(jnp.dtype(name))
     except (TypeError, ValueError) as err:
