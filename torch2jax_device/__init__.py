@@ -214,11 +214,33 @@ def __getattr__(name: str) -> Any:
     try:
         module_name, attribute = _LAZY[name]
     except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        raise _no_such_name(name) from None
     module = importlib.import_module(module_name, __name__)
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value
     return value
+
+
+def _no_such_name(name: str) -> AttributeError:
+    """The error for ``tj.<name>``: for a torch name the migration guide has a row for
+    (``tj.manual_seed``, ``tj.compile``), that row's port; Python's own for a private one."""
+    if name.startswith("_"):  # dunders and tools' probes
+        return AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._src.errors import NoSuchAttributeError
+    from .porting import catalog  # only on this error path: the tools stay unloaded
+
+    row = next((row for row in catalog.CATALOG if f"torch.{name}" in row.torch_api), None)
+    if row is None:
+        return NoSuchAttributeError(
+            f"module {__name__!r} has no attribute {name!r}. If it is torch.{name}: "
+            "torch2jax_device maps only torch's device idioms; run `torch2jax-device scan` "
+            "on the file, which says what to write instead, or keep the line torch's"
+        )
+    port = row.tj.splitlines()[0]
+    return NoSuchAttributeError(
+        f"tj has no {name!r}: torch.{name} is ported as `{port}` (migration guide "
+        f"#{row.id}; `torch2jax-device scan --explain {row.id}` shows the whole entry)"
+    )
 
 
 def __dir__() -> list[str]:
