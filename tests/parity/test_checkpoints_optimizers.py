@@ -490,6 +490,41 @@ def test_a_scheduler_as_an_optax_schedule(kind: str) -> None:
         _epoch_ends(theirs)
 
 
+@pytest.mark.parametrize("kind", list(SCHEDULERS))
+def test_the_ports_optimizer_state_holds_initial_lr_as_torchs(kind: str) -> None:
+    """torch keeps ``initial_lr`` in the optimizer's group once a scheduler is made for
+    it; the port's optimizer state dict has it where torch's has it."""
+    torch_scheduler, ours_scheduler, ours = _schedulers(kind)
+    for _ in range(3):
+        _epoch_ends(torch_scheduler)
+        _epoch_ends(ours_scheduler)
+    saved = optim.state_dict(ours.optimizer, ours.model)["param_groups"][0]
+    theirs = torch_scheduler.optimizer.state_dict()["param_groups"][0]
+    assert saved.keys() == theirs.keys() and saved["initial_lr"] == theirs["initial_lr"]
+    assert saved["lr"] == pytest.approx(theirs["lr"], rel=1e-6)  # float32 in the optax state
+
+
+def test_torchs_resume_with_last_epoch_reads_the_ports_checkpoint() -> None:
+    """``opt.load_state_dict(ckpt["optimizer"]); StepLR(opt, ..., last_epoch=N)``, the
+    torch original's resume, raised KeyError 'initial_lr' on the port's checkpoint."""
+    torch_scheduler, ours_scheduler, ours = _schedulers("step")
+    for _ in range(4):
+        _epoch_ends(torch_scheduler)
+        _epoch_ends(ours_scheduler)
+    rates = []
+    for state in (
+        torch_scheduler.optimizer.state_dict(),
+        optim.state_dict(ours.optimizer, ours.model),
+    ):
+        resumed = TorchRun("sgd_momentum")
+        resumed.optimizer.load_state_dict(state)
+        torch.optim.lr_scheduler.StepLR(
+            resumed.optimizer, step_size=3, gamma=0.5, last_epoch=torch_scheduler.last_epoch
+        )
+        rates.append(resumed.optimizer.param_groups[0]["lr"])
+    assert rates[0] == rates[1]
+
+
 def test_another_schedulers_state_is_refused() -> None:
     theirs, _, _ = _schedulers("cosine")
     _, ours, _ = _schedulers("step")

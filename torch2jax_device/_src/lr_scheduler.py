@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from .checkpoints.module_state import placed_like
 from .errors import ArgumentTypeError, ConfigError, StateDictError
-from .optimizers import hyperparameter
+from .optimizers import hyperparameter, initial_lr
 
 __all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "StepLR"]
 
@@ -42,12 +42,12 @@ class LRScheduler:
             raise ConfigError(
                 f"last_epoch={last_epoch}: resume a scheduler with "
                 "scheduler.load_state_dict(checkpoint['scheduler']) after making it with "
-                "the default last_epoch=-1 (torch needs 'initial_lr' in the optimizer "
-                "for last_epoch != -1, which an optax state does not hold)"
+                "the default last_epoch=-1 (its state dict holds the epoch and every "
+                "rate torch's resume with last_epoch recomputes)"
             )
         self.optimizer = optimizer
         self._variable = _learning_rate(optimizer)
-        self.base_lrs = [hyperparameter(self._variable)]
+        self.base_lrs = [initial_lr(optimizer, hyperparameter(self._variable))]
         self.last_epoch = -1
         self._step_count = 0
         self._last_lr = list(self.base_lrs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import weakref
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -498,6 +499,8 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     torch = import_torch("tj.optim.state_dict")
     group = _torch_group(type(inner), hyper)
     group["params"] = list(range(len(entries)))
+    if optimizer in _INITIAL_LRS:  # a scheduler was made for it, as torch's group says
+        group["initial_lr"] = _INITIAL_LRS[optimizer]
     state: dict[int, dict[str, Any]] = {}
     keys = _torch_keys(type(inner), hyper)
     steps = _flat(inner[0])
@@ -565,6 +568,8 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     hyper = _hyperparameters(type(inner), group)
     for name, value in hyper.items():
         _set(optimizer.opt_state.hyperparams[name], value)
+    if "initial_lr" in group:  # torch keeps the loaded group's, for schedulers made next
+        _INITIAL_LRS[optimizer] = float(group["initial_lr"])
     keys = _torch_keys(type(inner), hyper)
     flats = {key: _flat(getattr(inner, key)) for key in keys}
     steps = _flat(inner[0])
@@ -628,6 +633,19 @@ def _own(flat: Mapping[str, Any], key: str, name: str) -> Any:
             "nnx.Optimizer(model, tx, wrt=nnx.Param) over this model"
         )
     return flat[name]
+
+
+#: Each optimizer's ``initial_lr``, which torch keeps in its parameter group once a
+#: scheduler is made for it (``group.setdefault("initial_lr", group["lr"])``) and which
+#: ``Scheduler(optimizer, ..., last_epoch=N)`` needs to resume: an optax state has no
+#: place for it, so it is kept beside the optimizer.
+_INITIAL_LRS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def initial_lr(optimizer: Any, lr: float) -> float:
+    """torch's ``group.setdefault("initial_lr", group["lr"])``: the rate a scheduler made
+    for ``optimizer`` starts from (a loaded checkpoint's, else ``lr``)."""
+    return _INITIAL_LRS.setdefault(optimizer, lr)
 
 
 def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
