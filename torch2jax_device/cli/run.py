@@ -159,7 +159,21 @@ def add_parser(commands: Any) -> None:
         metavar="N",
         help="simulate the job on the CPU: JAX_PLATFORMS=cpu and N CPU devices per process",
     )
-    parser.add_argument("script", help="the Python script each process runs")
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="torchrun's one-host rendezvous on a free port: what run does without "
+        "--nnodes (accepted so torchrun command lines run unchanged)",
+    )
+    parser.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="run SCRIPT as a module (python -m SCRIPT), as torchrun -m",
+    )
+    parser.add_argument(
+        "script", help="the Python script each process runs (a module name with -m)"
+    )
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     parser.set_defaults(run=run)
 
@@ -570,9 +584,34 @@ def _check(args: argparse.Namespace) -> str | None:
             "--master-port is required with --nnodes > 1: every host must be given the same "
             "port, on the host of rank 0 (--master-addr)."
         )
-    if not Path(args.script).is_file():
+    if args.standalone and args.nnodes > 1:
+        return (
+            "--standalone is a job on one host, and --nnodes is "
+            f"{args.nnodes}: drop --standalone and give every host --master-addr and "
+            "--master-port."
+        )
+    if args.module:
+        if not _module_exists(args.script):
+            return f"module {args.script!r} not found (-m runs python -m {args.script} here)."
+    elif not Path(args.script).is_file():
         return f"script {args.script!r} not found."
     return _check_master_addr(args.master_addr, here=args.node_rank == 0)
+
+
+def _module_exists(name: str) -> bool:
+    """Whether ``python -m name`` in this folder finds the module's top package: a file
+    or folder here (what ``-m`` puts first on ``sys.path``), or an installed one."""
+    top = name.split(".")[0]
+    if not top.isidentifier():
+        return False
+    return Path(f"{top}.py").is_file() or Path(top).is_dir() or _installed(top)
+
+
+def _installed(top: str) -> bool:
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _check_master_addr(host: str, *, here: bool) -> str | None:
@@ -691,7 +730,7 @@ def _command(args: argparse.Namespace) -> list[str]:
     and ``exec`` in a process that runs threads (JAX's, when the launcher is called from
     a program that uses JAX). Elsewhere a killed launcher leaves its workers running.
     """
-    script = [sys.executable, args.script, *args.script_args]
+    script = [sys.executable, *(["-m"] if args.module else []), args.script, *args.script_args]
     if not sys.platform.startswith("linux"):
         return script
     return [sys.executable, "-I", "-S", "-c", _DIE_WITH_LAUNCHER, str(os.getpid()), *script]
