@@ -508,6 +508,26 @@ class Parameter:
         (``p.dtype == torch.float16``), as ``.device`` equals a ``torch.device``."""
         return dtypes.comparable(self._array.dtype)
 
+    def dim(self) -> int:
+        """The number of dimensions (``Tensor.dim``; ``p.ndim`` too)."""
+        return int(self._array.ndim)
+
+    def view(self, *shape: Any) -> Any:
+        """``Tensor.view``: ``p.view(-1)`` and ``p.view(2, 3)`` reshape (a JAX array is
+        immutable, so the reshaped array shares nothing that could change), and
+        ``p.view(dtype)`` reinterprets the bits, as both torch and JAX do.
+
+        Examples:
+            >>> import jax.numpy as jnp
+            >>> import torch2jax_device as tj
+            >>> p = next(tj.parameters({"w": jnp.arange(6.0)}))
+            >>> p.view(2, 3).shape, p.view(-1).shape, p.view(jnp.int32).dtype
+            ((2, 3), (6,), dtype('int32'))
+        """
+        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
+            return self._array.view(shape[0])  # a dtype
+        return self._array.reshape(*shape)
+
     def element_size(self) -> int:
         """Bytes per element (``Tensor.element_size``)."""
         return int(np.dtype(self._array.dtype).itemsize)
@@ -561,6 +581,11 @@ class Parameter:
                 raise NoSuchAttributeError(
                     f"tj.Parameter has no attribute {name!r}: JAX arrays do not move or report "
                     f"their device through methods. Fix: {_PLACEMENT_METHODS[name]}"
+                ) from None
+            if name in _TORCH_METHODS:
+                raise NoSuchAttributeError(
+                    f"tj.Parameter has no attribute {name!r} (torch's Tensor.{name}): JAX "
+                    f"arrays have no such method. Fix: {_TORCH_METHODS[name]}"
                 ) from None
             raise NoSuchAttributeError(
                 f"tj.Parameter has no attribute {name!r}, and neither has the "
@@ -676,6 +701,33 @@ _PLACEMENT_METHODS = {
     "cpu": 'tj.to_device(p, "cpu"), which returns a new array (JAX arrays never move in place)',
     "cuda": 'tj.to_device(p, "cuda"), which returns a new array (JAX arrays never move in place)',
     "to": "tj.to_device(p, device, dtype), or tj.to_device(model, device) for the whole model",
+}
+
+
+#: torch's other Tensor methods ported code calls on a parameter, and the JAX spelling.
+_TORCH_METHODS = {
+    "abs": "jnp.abs(p)",
+    "new_zeros": "jnp.zeros(shape, p.dtype, device=p.device.jax_device)",
+    "new_ones": "jnp.ones(shape, p.dtype, device=p.device.jax_device)",
+    "new_full": "jnp.full(shape, value, p.dtype, device=p.device.jax_device)",
+    "new_empty": "jnp.empty(shape, p.dtype, device=p.device.jax_device)",
+    "new_tensor": "jnp.asarray(data, p.dtype, device=p.device.jax_device)",
+    "detach": "p.data (gradients come from jax.grad, not from the array), or "
+    "jax.lax.stop_gradient(p) inside a function jax.grad differentiates",
+    "numpy": "np.asarray(p) (tj.to_device(p, 'cpu') first for a GPU array)",
+    "data_ptr": "p.data.unsafe_buffer_pointer()",
+    "norm": "jnp.linalg.norm(p)",
+    "pow": "p ** exponent, or jnp.power(p, exponent)",
+    "float": "p.astype(jnp.float32), or tj.to_device(p, dtype=jnp.float32)",
+    "half": "p.astype(jnp.float16)",
+    "bfloat16": "p.astype(jnp.bfloat16)",
+    "double": "p.astype(jnp.float64) (with jax_enable_x64; float32 without)",
+    "long": "p.astype(jnp.int32) (int64 with jax_enable_x64)",
+    "int": "p.astype(jnp.int32)",
+    "bool": "p.astype(bool)",
+    "type": "p.dtype, or p.astype(dtype) to cast",
+    "contiguous": "p itself (JAX arrays have no strides to make contiguous)",
+    "is_contiguous": "True (JAX arrays have no strides)",
 }
 
 
