@@ -14,6 +14,10 @@ Examples:
 from __future__ import annotations
 
 import importlib.metadata
+import sys
+import types
+
+import jax
 
 from ._src import platforms as _platforms
 from ._src import precision as _precision
@@ -21,6 +25,31 @@ from ._src import runtime as _runtime
 from ._src.errors import ConfigError, NoSuchAttributeError
 
 __all__ = ["cuda", "mps"]
+
+
+#: torch >= 2.9's float32 precision names, as torch's matmul precision names
+#: (``"none"``: no setting, JAX's default, as torch's ``"none"`` defers to its default).
+_FP32_PRECISIONS = {"ieee": "highest", "tf32": "high", "none": None}
+
+
+def _fp32_precision() -> str:
+    if jax.config.jax_default_matmul_precision is None:
+        return "none"
+    return "ieee" if _precision.matmul_precision() == "highest" else "tf32"
+
+
+def _set_fp32_precision(where: str, value: object) -> None:
+    if value not in _FP32_PRECISIONS:
+        raise ConfigError(
+            f"{where} must be 'ieee' (float32 throughout: torch's default numbers), 'tf32' "
+            f"or 'none' (JAX's default: TF32 on GPUs that have it), got {value!r}; JAX's one "
+            "setting covers every float32 matmul and convolution"
+        )
+    precision = _FP32_PRECISIONS[str(value)]
+    if precision is None:
+        jax.config.update("jax_default_matmul_precision", None)
+    else:
+        _precision.set_matmul_precision(precision)
 
 
 def _installed(*distributions: str) -> bool:
@@ -76,11 +105,21 @@ class _Matmul:
             )
         _precision.set_matmul_precision("high" if allowed else "highest")
 
+    @property
+    def fp32_precision(self) -> str:
+        """torch >= 2.9's spelling: ``"ieee"`` (float32 throughout, JAX's ``"highest"``) or
+        ``"tf32"``; reads and writes what ``allow_tf32`` does."""
+        return _fp32_precision()
+
+    @fp32_precision.setter
+    def fp32_precision(self, value: str) -> None:
+        _set_fp32_precision("tj.backends.cuda.matmul.fp32_precision", value)
+
     def __setattr__(self, name: str, value: object) -> None:
-        if name != "allow_tf32":
+        if name not in ("allow_tf32", "fp32_precision"):
             raise NoSuchAttributeError(
-                f"tj.backends.cuda.matmul has no setting {name!r}: only allow_tf32 has a JAX "
-                "meaning (jax_default_matmul_precision)"
+                f"tj.backends.cuda.matmul has no setting {name!r}: only allow_tf32 and "
+                "fp32_precision have a JAX meaning (jax_default_matmul_precision)"
             )
         object.__setattr__(self, name, value)
 
@@ -116,6 +155,12 @@ class _CudaBackend:
         return _installed(*_platforms.by_name("cuda").plugins)
 
     matmul = _Matmul()
+
+    def __getattr__(self, name: str) -> object:
+        raise NoSuchAttributeError.unmapped("backends.cuda", name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise NoSuchAttributeError.unmapped("backends.cuda", name)
 
 
 class _MpsBackend:
@@ -157,6 +202,12 @@ class _MpsBackend:
         """
         return bool(_runtime.quiet_local_devices("METAL"))
 
+    def __getattr__(self, name: str) -> object:
+        raise NoSuchAttributeError.unmapped("backends.mps", name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise NoSuchAttributeError.unmapped("backends.mps", name)
+
 
 cuda = _CudaBackend()
 mps = _MpsBackend()
@@ -166,3 +217,26 @@ def __getattr__(name: str) -> object:
     """``tj.backends.<name>`` for a ``torch.backends`` name this module does not map: the
     library's error, naming the torch name and the fix, instead of Python's."""
     raise NoSuchAttributeError.unmapped("backends", name)
+
+
+class _Backends(types.ModuleType):
+    """The module itself: ``tj.backends.fp32_precision`` is torch >= 2.9's global float32
+    precision (``"ieee"`` or ``"tf32"``), and a setting it does not have is refused, not
+    stored where nothing reads it."""
+
+    @property
+    def fp32_precision(self) -> str:
+        return _fp32_precision()
+
+    @fp32_precision.setter
+    def fp32_precision(self, value: str) -> None:
+        _set_fp32_precision("tj.backends.fp32_precision", value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "fp32_precision" or name.startswith("_") or name in self.__dict__:
+            super().__setattr__(name, value)
+            return
+        raise NoSuchAttributeError.unmapped("backends", name)
+
+
+sys.modules[__name__].__class__ = _Backends

@@ -82,7 +82,10 @@ ROWS: tuple[Idiom, ...] = (
             '`with jax.default_matmul_precision("highest"):` for a block). '
             "`torch.set_float32_matmul_precision(p)` is `tj.configure(matmul_precision=p)` "
             '(`"highest"`, `"high"`, `"medium"`). One JAX setting covers matmuls and '
-            "convolutions (torch's `cudnn.allow_tf32` too)."
+            "convolutions (torch's `cudnn.allow_tf32` too). torch >= 2.9's "
+            '`fp32_precision = "ieee"` (or `"tf32"`, `"none"`) is '
+            '`tj.backends.fp32_precision = "ieee"` (also `tj.backends.cuda.matmul.'
+            'fp32_precision`): `"ieee"` is JAX\'s `"highest"`.'
         ),
         runs=False,
         torch_api=(
@@ -92,6 +95,11 @@ ROWS: tuple[Idiom, ...] = (
             "torch.get_float32_matmul_precision",
             "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
             "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+            "torch.backends.fp32_precision",
+            "torch.backends.cuda.matmul.fp32_precision",
+            "torch.backends.cudnn.fp32_precision",
+            "torch.backends.cudnn.conv.fp32_precision",
+            "torch.backends.cudnn.rnn.fp32_precision",
         ),
         rewrite="advice",
     ),
