@@ -149,7 +149,7 @@ def to_numpy_dtype(dtype: Any) -> np.dtype[Any]:
     name = str(dtype).removeprefix("torch.") if is_torch_dtype(dtype) else dtype
     if isinstance(name, str) and name in _TORCH_ONLY_NAMES:
         name = _TORCH_ONLY_NAMES[name]
-    if isinstance(name, str) and name in ("chalf", "complex32"):  # torch's name for it
+    if isinstance(dtype, str) and name in ("chalf", "complex32"):  # torch's name for it
         raise DTypeError(
             f"dtype {dtype!r} is torch's complex32 (pairs of float16), which JAX does not "
             "have: use complex64 (torch.cfloat)"
