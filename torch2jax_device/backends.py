@@ -33,7 +33,7 @@ _FP32_PRECISIONS = {"ieee": "highest", "tf32": "high", "none": None}
 
 
 def _fp32_precision() -> str:
-    if jax.config.jax_default_matmul_precision is None:
+    if not _precision.matmul_precision_is_set():
         return "none"
     return "ieee" if _precision.matmul_precision() == "highest" else "tf32"
 

@@ -3,9 +3,10 @@ the JAX spelling.
 
 ``p.view(-1)`` is a reshape in torch and JAX's ``Array.view`` takes only a dtype (raw
 ``TypeError``) and ``p.dim()`` was missing: each now gives torch's result
-(``round(p)`` raises ``TypeError`` in both: torch tensors define no ``__round__``). torch methods JAX arrays lack raise the library's
-``NoSuchAttributeError`` with the JAX spelling; the table of them holds only names that
-are torch's and that JAX arrays lack, so it cannot rot.
+(``round(p)`` raises ``TypeError`` in both: torch tensors define no ``__round__``).
+torch methods JAX arrays lack raise the library's ``NoSuchAttributeError`` with the JAX
+spelling; the table of them holds only names that are torch's and that JAX arrays lack,
+so it cannot rot.
 """
 
 from __future__ import annotations

@@ -74,6 +74,12 @@ def set_matmul_precision(precision: str) -> None:
     jax.config.update("jax_default_matmul_precision", jax_precision(precision))
 
 
+def matmul_precision_is_set() -> bool:
+    """Whether JAX's float32 matmul precision was set (this thread's, contexts included),
+    or is JAX's default (which lets GPUs with TensorFloat-32 use it)."""
+    return jax_config.default_matmul_precision.value is not None
+
+
 def matmul_precision() -> str:
     """torch's name for the float32 matmul precision JAX uses now (this thread's).
 
