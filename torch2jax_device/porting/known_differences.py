@@ -412,6 +412,10 @@ NOT_DRAWN: dict[str, str] = {
     _PAGE + "numpy-float64-narrows-quietly": "about warnings, which are not compared "
     "(torch warns once per process)",
     _PAGE + "tjto_torch-takes-numpy-scalars": "about tj.to_torch, not .to",
+    _PAGE + "arrays-made-under-with-tjdeviced-are-uncommitted": "about arrays a default "
+    "device block creates, not .to",
+    _PAGE + "a-0-d-tensor-becomes-a-full-jax-scalar": "about promotion in later "
+    "computations; the moved array's own dtype is torch's, which the fuzzer compares",
 }
 
 
