@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from tests.support.deadlines import deadline
+from tests.support.load_peaks import planned_load_script
 
 PINNED = "pinned_host"
 
@@ -288,30 +289,7 @@ def test_an_explicit_map_dispatches_a_models_own_arrays() -> None:
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected_out), rtol=1e-6, atol=1e-6)
 
 
-MEASURE = """
-import gc, json, sys
-import jax, numpy as np
-import torch2jax_device as tj
-
-def kib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-
-path, small, budget = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-tj.load_file(small, device="auto", max_memory=budget)  # warm-up: imports, JAX's start
-gc.collect()
-before = kib("VmRSS")
-with open("/proc/self/clear_refs", "w") as file:
-    file.write("5")
-loaded = tj.load_file(path, device="auto", max_memory=budget)
-peak = kib("VmHWM") - before
-kinds = {}
-for array in loaded.values():
-    key = f"{next(iter(array.devices())).id}/{array.sharding.memory_kind}"
-    kinds[key] = kinds.get(key, 0) + array.nbytes
-print(json.dumps({"peak_mib": peak / 1024, "placed": kinds}))
-"""
+MEASURE = planned_load_script('tj.load_file(source, device="auto", max_memory=budget)')
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads Linux /proc peaks")

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from tests.support.deadlines import deadline
+from tests.support.load_peaks import planned_load_script
 from torch2jax_device._src.checkpoints import device_map as device_map_module
 
 PINNED = "pinned_host"
@@ -291,30 +292,7 @@ def test_a_plan_that_cannot_place_everything_moves_nothing(
     assert all(after[name] is array for name, array in before.items())  # not half-placed
 
 
-MEASURE = """
-import gc, json, sys
-import jax, numpy as np
-import torch2jax_device as tj
-
-def kib(field):
-    for line in open("/proc/self/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-
-path, small, budget = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-tj.load(small, map_location="auto", max_memory=budget)  # warm-up: imports, JAX's start
-gc.collect()
-before = kib("VmRSS")
-with open("/proc/self/clear_refs", "w") as file:
-    file.write("5")
-loaded = tj.load(path, map_location="auto", max_memory=budget)
-peak = kib("VmHWM") - before
-kinds = {}
-for array in loaded.values():
-    key = f"{next(iter(array.devices())).id}/{array.sharding.memory_kind}"
-    kinds[key] = kinds.get(key, 0) + array.nbytes
-print(json.dumps({"peak_mib": peak / 1024, "placed": kinds}))
-"""
+MEASURE = planned_load_script('tj.load(source, map_location="auto", max_memory=budget)')
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads Linux /proc peaks")
