@@ -4,6 +4,22 @@ from __future__ import annotations
 
 from ..idiom import Idiom
 
+#: FSDP's port: each parameter sharded over a mesh axis where its first dimension
+#: divides, replicated otherwise (the dist-fsdp row's, and the library rows' that wrap it).
+_SHARD_STATE = (
+    "state = jax.tree.map(\n"
+    '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
+    "a.shape[0] % mesh.size == 0 else P())),\n"
+    "    nnx.state(model),\n"
+    ")\n"
+    "nnx.update(model, state)"
+)
+FSDP_JAX = 'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n' + _SHARD_STATE
+FSDP_TJ = (
+    'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
+    ' mesh_dim_names=("fsdp",))\n' + _SHARD_STATE
+)
+
 SECTION = "Distributed"
 
 ROWS: tuple[Idiom, ...] = (
@@ -553,25 +569,8 @@ ROWS: tuple[Idiom, ...] = (
             "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
             "model = FSDP(model, use_orig_params=True)"
         ),
-        jax=(
-            'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n'
-            "state = jax.tree.map(\n"
-            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
-            "a.shape[0] % mesh.size == 0 else P())),\n"
-            "    nnx.state(model),\n"
-            ")\n"
-            "nnx.update(model, state)"
-        ),
-        tj=(
-            'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
-            ' mesh_dim_names=("fsdp",))\n'
-            "state = jax.tree.map(\n"
-            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
-            "a.shape[0] % mesh.size == 0 else P())),\n"
-            "    nnx.state(model),\n"
-            ")\n"
-            "nnx.update(model, state)"
-        ),
+        jax=FSDP_JAX,
+        tj=FSDP_TJ,
         notes=(
             "FSDP (`FullyShardedDataParallel`, FSDP2's `fully_shard`) keeps a shard of each "
             "parameter per rank and gathers it for the layer that needs it. In JAX a "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..idiom import Idiom
 from . import runtimes
+from .distributed import FSDP_JAX, FSDP_TJ
 
 SECTION = "Libraries built on torch"
 
@@ -264,25 +265,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "strategy = FSDPStrategy(auto_wrap_policy=policy, activation_checkpointing=Block)\n"
             'fabric = L.Fabric(accelerator="cuda", devices=4, strategy=strategy)'
         ),
-        jax=(
-            'mesh = jax.make_mesh((jax.device_count(),), ("fsdp",))\n'
-            "state = jax.tree.map(\n"
-            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
-            "a.shape[0] % mesh.size == 0 else P())),\n"
-            "    nnx.state(model),\n"
-            ")\n"
-            "nnx.update(model, state)"
-        ),
-        tj=(
-            'mesh = tj.distributed.init_device_mesh("cuda", (jax.device_count(),),'
-            ' mesh_dim_names=("fsdp",))\n'
-            "state = jax.tree.map(\n"
-            '    lambda a: jax.device_put(a, NamedSharding(mesh, P("fsdp") if a.ndim and '
-            "a.shape[0] % mesh.size == 0 else P())),\n"
-            "    nnx.state(model),\n"
-            ")\n"
-            "nnx.update(model, state)"
-        ),
+        jax=FSDP_JAX,
+        tj=FSDP_TJ,
         notes=(
             "Fabric's and Lightning's `FSDPStrategy`, `DeepSpeedStrategy`, `DDPStrategy`, "
             "`XLAStrategy` and `ModelParallelStrategy`, `isinstance(fabric.strategy, ...)`, "
