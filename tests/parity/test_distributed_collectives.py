@@ -120,6 +120,21 @@ def test_the_ranks_stay_in_step_after_every_mistake(tj_side: list[dict[str, Any]
         assert result["outcomes"]["after_gathers"] == "ok"
 
 
+def test_replicas_from_different_copies_raise_on_every_rank(
+    tj_side: list[dict[str, Any]],
+) -> None:
+    """``tj.to_device(model, NamedSharding(mesh, P()))`` is ``DDP(model)``, which torch
+    builds from rank 0's parameters: copies that differ (a model seeded per rank) would be
+    replicas XLA takes for one value, and the ranks' models would never converge."""
+    for result in tj_side:
+        message = result["outcomes"]["replicas_differ"]
+        assert message.startswith("DistributedError: to_device() on rank "), message
+        assert "at leaf ['w'], rank 0 has float32[2, 3] with values #" in message, message
+        assert "broadcast_one_to_all" in message and "not seed + rank" in message
+        assert result["outcomes"]["replicas_agree"] == "ok"
+        assert result["outcomes"]["after_replicas"] == "ok"
+
+
 def test_gathering_different_arrays_to_the_host_raises_on_every_rank(
     tj_side: list[dict[str, Any]],
 ) -> None:

@@ -142,6 +142,14 @@ def tj_job(timeout_s: float) -> dict[str, Any]:
         # each rank gathers another array to its host: rank 0 one of 4 rows, rank 1 of 2
         "gather_different": lambda: tj.to_device(gathered[rank], "cpu"),
         "after_gathers": lambda: dist.all_reduce({"n": np.ones(2, np.float32)}),
+        # DDP(model): a replicated tree from each rank's own copy (seeded per rank)
+        "replicas_differ": lambda: tj.to_device(
+            {"w": np.full((2, 3), float(rank), np.float32)}, NamedSharding(mesh, PartitionSpec())
+        ),
+        "replicas_agree": lambda: tj.to_device(
+            {"w": np.ones((2, 3), np.float32)}, NamedSharding(mesh, PartitionSpec())
+        ),
+        "after_replicas": lambda: dist.all_reduce({"n": np.ones(2, np.float32)}),
     }
     outcomes = {name: outcome(mistake) for name, mistake in mistakes.items()}
     shapes = {

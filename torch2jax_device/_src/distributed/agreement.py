@@ -34,6 +34,7 @@ most two blocks per sequence in the store.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -76,17 +77,44 @@ class Step:
         )
 
 
-def leaf(path: str, shape: Iterable[int], dtype: Any) -> Leaf:
-    """One leaf's description: ``path`` (``""`` is the root), shape and dtype."""
-    return (path or "<root>", tuple(int(size) for size in shape), np.dtype(dtype).name)
+def leaf(path: str, shape: Iterable[int], dtype: Any, values: str = "") -> Leaf:
+    """One leaf's description: ``path`` (``""`` is the root), shape and dtype, and where
+    given a digest of its ``values`` (`sampled`), compared with the rest."""
+    name = np.dtype(dtype).name
+    return (
+        path or "<root>",
+        tuple(int(size) for size in shape),
+        f"{name}{_VALUES}{values}" if values else name,
+    )
+
+
+#: Between a leaf's dtype and the digest of its values, in its description.
+_VALUES = " with values #"
+#: Elements sampled from each end and the middle of an array: a different seed or a
+#: different checkpoint differs in all of them; a change to one element may not.
+_SAMPLED = 16
+
+
+def sampled(array: Any) -> str:
+    """A short digest of ``array``'s first, middle and last elements (device arrays give
+    only those to the host): equal on ranks whose copies are equal."""
+    size = int(np.prod(np.shape(array), dtype=np.int64))
+    ends = {*range(min(size, _SAMPLED))}
+    ends |= {*range(max(0, size // 2 - _SAMPLED // 2), min(size, size // 2 + _SAMPLED // 2))}
+    ends |= {*range(max(0, size - _SAMPLED), size)}
+    flat = array.reshape(-1)
+    values = np.asarray(flat[np.array(sorted(ends), dtype=np.int64)] if ends else flat[:0])
+    return hashlib.blake2b(values.tobytes(), digest_size=6).hexdigest()
 
 
 def shown(described: Leaf | None) -> str:
-    """``float32[4, 3]``: a leaf's dtype and shape as messages show them."""
+    """``float32[4, 3]``: a leaf's dtype and shape as messages show them (and the digest
+    of its values where it was sampled: ``float32[4, 3] with values #3fa2c1...``)."""
     if described is None:
         return "no such leaf"
     _, shape, dtype = described
-    return f"{dtype}[{', '.join(map(str, shape))}]"
+    name, _, values = dtype.partition(_VALUES)
+    return f"{name}[{', '.join(map(str, shape))}]" + (f"{_VALUES}{values}" if values else "")
 
 
 def meet_at_barrier(

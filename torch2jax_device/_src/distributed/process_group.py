@@ -663,7 +663,7 @@ def coordination(what: str) -> tuple[Any, float]:
     return _coordination_client(what), timeout_s
 
 
-def synchronize(what: str, step: agreement.Step | None = None) -> None:
+def synchronize(what: str, step: agreement.Step | None = None, *, fix: str = "") -> None:
     """Meet every rank's matching call at JAX's coordination service, and compare.
 
     Every rank's ``step`` (default: just the call, ``what()``) is compared with the
@@ -673,7 +673,8 @@ def synchronize(what: str, step: agreement.Step | None = None) -> None:
 
     Raises:
         DistributedError: no process group, some rank did not come in time, or the
-            ranks' steps differ (the message names the ranks and the first difference).
+            ranks' steps differ (the message names the ranks and the first difference,
+            and ``fix`` where given, else how to make shapes and dtypes agree).
     """
     group = _require_group(what)
     client = _coordination_client(what)
@@ -694,12 +695,16 @@ def synchronize(what: str, step: agreement.Step | None = None) -> None:
     problem = agreement.disagreement(steps) if steps else None
     if problem is not None:
         raise DistributedError(
-            f"{what}() on rank {rank} (call #{call}): {problem}. Every rank must make the same "
-            "sequence of barrier(), all_reduce() and to_device() calls, and pass all_reduce "
-            "the same op and the same tree structure, shapes and dtypes: XLA's all-reduce "
-            "would otherwise return garbage on one rank and wait forever on another. Fix: "
-            "pad each rank's values to one shape (and reduce a count alongside to know how "
-            "much is real), cast them to one dtype, or all_reduce the sizes first."
+            f"{what}() on rank {rank} (call #{call}): {problem}. "
+            + (
+                fix
+                or "Every rank must make the same sequence of barrier(), all_reduce() and "
+                "to_device() calls, and pass all_reduce the same op and the same tree "
+                "structure, shapes and dtypes: XLA's all-reduce would otherwise return "
+                "garbage on one rank and wait forever on another. Fix: pad each rank's "
+                "values to one shape (and reduce a count alongside to know how much is "
+                "real), cast them to one dtype, or all_reduce the sizes first."
+            )
         )
 
 

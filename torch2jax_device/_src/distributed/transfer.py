@@ -82,12 +82,43 @@ def device_put(
         for i, value in zip(global_sources, values, strict=True):
             placed[i] = value
         return list(jax.device_put(placed, target, may_alias=False if copy else None))
+    if target.is_fully_replicated:
+        _replicas_agree([i for i in range(len(arrays)) if i not in global_sources], arrays, path)
     for i, array in enumerate(arrays):
         if i in global_sources:
             placed[i] = jax.device_put(array, target, may_alias=False if copy else None)
         else:
             placed[i] = _scatter(array, target, copy, path(i))
     return placed
+
+
+def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int], str]) -> None:
+    """Every process's copy of each array replicated over the job is the same (a sample
+    of its values compared through JAX's coordination service), or every rank raises.
+
+    torch's ``DDP(model)`` broadcasts rank 0's parameters; replicas built from each
+    rank's own copy (a model seeded per rank) would differ while XLA assumes they are
+    one value, and the ranks' models would never converge.
+    """
+    process_group = importlib.import_module(".process_group", __package__)
+    if not local or not process_group.is_initialized():
+        return
+    brought = tuple(
+        agreement.leaf(path(i), np.shape(arrays[i]), arrays[i].dtype, agreement.sampled(arrays[i]))
+        for i in local
+    )
+    process_group.synchronize(
+        "to_device",
+        agreement.Step("to_device()", brought),
+        fix=(
+            "A replicated array (DDP(model)'s parameters, NamedSharding(mesh, P())) is one "
+            "value on every process, and torch's DDP broadcasts rank 0's; these copies "
+            "differ. Fix: make every rank's copy the same before the move: initialize the "
+            "model from one seed on every rank (nnx.Rngs(seed), not seed + rank), load one "
+            "checkpoint, or take rank 0's values with "
+            "jax.experimental.multihost_utils.broadcast_one_to_all(tree)."
+        ),
+    )
 
 
 def _scatter(value: Any, target: jax.sharding.Sharding, copy: bool, where: str) -> jax.Array:
