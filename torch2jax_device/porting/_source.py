@@ -25,15 +25,26 @@ import stat
 import sys
 import tokenize
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._src.errors import UnscannableFileError
 from ._flow import Flow
 from ._names import Names
 from ._values import TJ, Values
 
-if TYPE_CHECKING:
-    from ._project import Project
+
+class ProjectFacts(Protocol):
+    """What a file asks of the project it was scanned with (``_project.Project``): named
+    here, so that the project module imports this one and not the reverse."""
+
+    def kinds(self, file: SourceFile, node: ast.expr, how: str) -> set[str] | None: ...
+
+    def holds_value(self, file: SourceFile, node: ast.AST) -> bool: ...
+
+    def functions(
+        self, file: SourceFile, call: ast.Call
+    ) -> Iterator[tuple[SourceFile, ast.FunctionDef | ast.AsyncFunctionDef]]: ...
+
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "PythonFile", "SourceFile", "deep_recursion", "read_python"]
 
@@ -219,7 +230,7 @@ class SourceFile:
         self.line_starts = starts
         self._line_continuations: dict[int, list[int]] = {}
         #: The project it was scanned with (``_project.Project.attach``), if any.
-        self.project: Project | None = None
+        self.project: ProjectFacts | None = None
         taken = [b for s in self.names.scopes for b in s.bindings.get("tj", ())]
         #: Why ``tj`` cannot be imported here (``""`` when it can).
         self.tj_taken = next(
