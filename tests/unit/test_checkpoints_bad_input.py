@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -189,6 +190,35 @@ def test_a_pickle_weights_only_refuses_runs_nothing(tmp_path: Path) -> None:
     assert not marker.exists()
     with pytest.raises(CheckpointError, match=r"Unsupported global: GLOBAL io\.open"):
         load(path)
+
+
+def test_opening_an_index_as_a_safetensors_file_says_how_to_load_an_index(
+    tmp_path: Path,
+) -> None:
+    # Before: "the header length field says 7017841271895827067 bytes", the JSON's first
+    # 8 characters read as a length.
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {"w": "a.safetensors"}}))
+    with pytest.raises(CheckpointError, match=r"JSON text, such as an index.*tj\.load_file"):
+        safe_open(index)
+
+
+class RunsACommandWhenUnpickled:
+    """Unpickling this would run a shell command (``os.system``): torch blocks its module."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, ("true",))
+
+
+def test_a_global_from_a_blocked_module_is_named_not_called_corruption(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.pt"
+    torch.save({"w": torch.ones(2), "payload": RunsACommandWhenUnpickled()}, path)
+    with pytest.raises(CheckpointError) as raised:
+        load(path)
+    message = str(raised.value)
+    assert "refuses to unpickle, so nothing in it was run" in message
+    assert re.search(r"unsupported GLOBAL \S+system whose module \S+ is blocked", message)
+    assert "corrupted" not in message
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,19 @@ def test_more_shards_than_open_files_is_the_librarys_error(
         assert "'s2.safetensors'" in message and "Fix: raise the limit (`ulimit -n`" in message
 
 
+def test_a_missing_shard_names_the_index_and_the_tensor(tmp_path: Path) -> None:
+    # Before: Python's bare "No such file or directory: '.../nope.safetensors'", which
+    # named neither the index that listed it nor a tensor that needed it.
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"lm_head.weight": "nope.safetensors"}}))
+    for load in (tj.load_file, tj.load):
+        with pytest.raises(FileNotFoundError) as caught:
+            load(index)
+        message = str(caught.value)
+        assert "model.safetensors.index.json" in message and "'lm_head.weight'" in message
+        assert "copy the missing shard there" in message and "nope.safetensors" in message
+
+
 @pytest.mark.parametrize(
     ("shard", "error", "says"),
     [

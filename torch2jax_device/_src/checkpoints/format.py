@@ -217,7 +217,15 @@ def read_header(
         raise _invalid(path, f"it is {size} bytes long, shorter than the 8-byte length field")
     limit = budget.left
     file.seek(0)
-    length = int.from_bytes(file.read(8), "little")
+    first = file.read(8)
+    length = int.from_bytes(first, "little")
+    if first.lstrip()[:1] == b"{" and length > MAX_HEADER_BYTES:  # text: JSON, not a length
+        raise _invalid(
+            path,
+            "it is a JSON text, such as an index of shards (model.safetensors.index.json). "
+            "Fix: load an index with tj.load_file(path) or tj.load(path), which read its "
+            "shards, or open each shard file on its own",
+        )
     if length > MAX_HEADER_BYTES:
         raise _invalid(
             path, f"the header length field says {length} bytes, above safetensors' limit"

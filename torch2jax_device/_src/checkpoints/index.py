@@ -17,7 +17,7 @@ from ..distributed.rendezvous import open_file_limit
 from ..errors import CheckpointError
 from . import paths
 from .format import TensorBudget
-from .messages import clipped, shown
+from .messages import LIMIT, clipped, shown
 from .source import PathLike, is_index
 
 __all__ = ["MAX_INDEX_BYTES", "Shards", "is_index", "shard_files", "tensor_budget"]
@@ -150,7 +150,10 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
             problem = "is not a regular file (a device, a FIFO or a socket)"
         except FileNotFoundError as err:  # as opening it would raise, the name cut short
             raise FileNotFoundError(
-                err.errno, err.strerror, clipped(os.path.join(os.path.dirname(index), shard))
+                err.errno,
+                f"{err.strerror}: the shard {shown(index)} names for tensor {shown(name)} (an "
+                "index and its shards must be in one folder: copy the missing shard there)",
+                clipped(os.path.join(os.path.dirname(index), shard), 4 * LIMIT),
             ) from None
         except OSError as err:
             if err.errno in (errno.EMFILE, errno.ENFILE):

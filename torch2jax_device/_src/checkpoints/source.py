@@ -178,13 +178,20 @@ def import_torch(name: str) -> Any:
     return torch
 
 
+#: torch's words for a global whose module ``weights_only`` blocks outright.
+_BLOCKED_MODULE = re.compile(r"Trying to load unsupported GLOBAL \S+ whose module \S+ is blocked\.")
+
+
 def unreadable(name: str, error: Exception) -> CheckpointError:
     """``torch.load``'s failure to read ``name`` as the library's error, its reason kept."""
     message = " ".join(_ANSI.sub("", str(error)).split())
     # weights_only failures wrap the reason in several sentences of general advice.
     reason = message.partition("WeightsUnpickler error:")[2].partition("Check the documentation")[0]
     reason = clipped(reason.strip() or message or type(error).__name__)
-    if "Unsupported global" in reason:
+    blocked = _BLOCKED_MODULE.search(message)
+    if blocked:  # a global from a module weights_only never allows (os, posix, subprocess)
+        reason = blocked.group(0)
+    if "Unsupported global" in reason or blocked:
         return CheckpointError(
             f"{name} holds objects that torch.load(weights_only=True) refuses to unpickle, "
             f"so nothing in it was run. {reason}"
