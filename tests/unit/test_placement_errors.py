@@ -263,3 +263,25 @@ def test_a_chosen_float64_warns_once_and_says_precision_changes() -> None:
         tj.to_device(torch.ones(2, dtype=torch.float64), "cpu")  # once per dtype
     with pytest.warns(tj.DtypeNarrowingWarning, match=r"values outside \[-2147483648, 2147483647"):
         tj.to_device(np.arange(3), "cpu")  # int64: torch's default integer dtype
+
+
+class _MovesItself:
+    """A batch class as torch codebases write them (PyG's Data, DGL graphs too)."""
+
+    def __init__(self) -> None:
+        self.x = torch.ones(2)
+
+    def to(self, device: object) -> _MovesItself:
+        self.x = self.x.to(device)
+        return self
+
+
+def test_an_object_that_moves_itself_inside_a_batch_is_refused_naming_it() -> None:
+    # torch's batch move (Accelerate's send_to_device) calls its .to(); passed through
+    # unmoved, its tensor stayed a torch tensor in a "moved" batch.
+    batch = {"graph": _MovesItself(), "y": torch.zeros(1)}
+    with pytest.raises(
+        tj.ConversionError, match=r"leaf \['graph'\] is a .*_MovesItself with its own \.to\(\).*Fix"
+    ):
+        tj.to_device(batch, "cpu")
+    assert tj.to_device({"name": "run-1", "y": torch.zeros(1)}, "cpu")["name"] == "run-1"

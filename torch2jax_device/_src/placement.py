@@ -586,6 +586,7 @@ def _move(
                 "its state_dict() in the tree instead"
             )
         else:
+            _refuse_own_mover(tree, index, leaf)
             continue
         if array is not leaf:
             moved[index] = array
@@ -649,6 +650,24 @@ def _reads_caller_late(target: jax.sharding.Sharding) -> bool:
 def _on_cpu(target: jax.sharding.Sharding) -> bool:
     devices: set[jax.Device] = target.device_set
     return all(device.platform == "cpu" for device in devices)
+
+
+def _refuse_own_mover(tree: Any, index: int, leaf: Any) -> None:
+    """Refuse an object in a tree that moves itself (``.to(device)``: a graph batch, a
+    batch class): a torch batch move calls it (Accelerate's ``send_to_device``), and
+    passed through unmoved, its tensors would stay where they are."""
+    try:
+        mover = getattr(leaf, "to", None)
+    except Exception:  # an object's own __getattr__: then it has no usable .to
+        return
+    if callable(mover):
+        raise ConversionError(
+            f"leaf {_leaf_path(tree, index)} is a {type_name(leaf)} with its own .to(), "
+            "which tj.to_device does not call: its arrays would stay where they are. Fix: "
+            "move it with its own method (in torch: leaf.to(device.torch_device)), or hold "
+            "its arrays in a dict, a dataclass or a registered pytree, which tj.to_device "
+            "moves"
+        )
 
 
 def _leaf_conversion(
