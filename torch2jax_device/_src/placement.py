@@ -655,7 +655,10 @@ def _on_cpu(target: jax.sharding.Sharding) -> bool:
 def _refuse_own_mover(tree: Any, index: int, leaf: Any) -> None:
     """Refuse an object in a tree that moves itself (``.to(device)``: a graph batch, a
     batch class): a torch batch move calls it (Accelerate's ``send_to_device``), and
-    passed through unmoved, its tensors would stay where they are."""
+    passed through unmoved, its tensors would stay where they are. A class (``torch.Tensor``
+    itself, in a batch as a value) is not such an object."""
+    if isinstance(leaf, type):
+        return
     try:
         mover = getattr(leaf, "to", None)
     except Exception:  # an object's own __getattr__: then it has no usable .to
