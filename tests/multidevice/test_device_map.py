@@ -11,9 +11,6 @@ an all-on-device model for the jitted forward pass over offloaded weights.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torch2jax_device as tj
-from tests.support.deadlines import deadline
-from tests.support.load_peaks import planned_load_script
+from tests.support.load_peaks import measured_load
 
 PINNED = "pinned_host"
 
@@ -289,9 +285,6 @@ def test_an_explicit_map_dispatches_a_models_own_arrays() -> None:
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected_out), rtol=1e-6, atol=1e-6)
 
 
-MEASURE = planned_load_script('tj.load_file(source, device="auto", max_memory=budget)')
-
-
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads Linux /proc peaks")
 def test_host_memory_stays_within_the_plan(tmp_path: Path) -> None:
     """On the CPU every tier is host RAM: the load's peak is the model plus the few
@@ -304,20 +297,9 @@ def test_host_memory_stays_within_the_plan(tmp_path: Path) -> None:
     tj.save_file(tensors, path)
     tj.save_file({"layers.0.kernel": np.zeros(4, np.float32)}, small)
     budget = {"cpu:1": 48 * mib, "pinned_host": 48 * mib, "cpu": 256 * mib}
-    run = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(path), str(small), json.dumps(budget)],
-        cwd=Path(__file__).resolve().parents[2],  # where torch2jax_device imports from
-        capture_output=True,
-        text=True,
-        timeout=deadline(300),
-        # Blocks of 1 MiB and more from mmap, given back when freed (as
-        # tests/unit/test_checkpoints_memory.py does: glibc's arenas otherwise keep freed
-        # buffers and add reuse misses to the peak).
-        env={**os.environ, "JAX_NUM_CPU_DEVICES": "4", "MALLOC_MMAP_THRESHOLD_": str(mib)},
-        check=False,
+    figures = measured_load(
+        'tj.load_file(source, device="auto", max_memory=budget)', path, small, budget
     )
-    assert run.returncode == 0, run.stderr
-    figures = json.loads(run.stdout.strip().splitlines()[-1])
     model_mib = sum(t.nbytes for t in tensors.values()) / mib
     assert figures["placed"] == {
         "1/device": 48 * mib,

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import torch2jax_device as tj
 from tests.support.deadlines import deadline
-from tests.support.load_peaks import planned_load_script
+from tests.support.load_peaks import measured_load
 from torch2jax_device._src.checkpoints import device_map as device_map_module
 
 PINNED = "pinned_host"
@@ -292,9 +292,6 @@ def test_a_plan_that_cannot_place_everything_moves_nothing(
     assert all(after[name] is array for name, array in before.items())  # not half-placed
 
 
-MEASURE = planned_load_script('tj.load(source, map_location="auto", max_memory=budget)')
-
-
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads Linux /proc peaks")
 def test_host_memory_of_a_pytorch_load_stays_within_the_plan_and_the_mapped_file(
     tmp_path: Path,
@@ -309,17 +306,9 @@ def test_host_memory_of_a_pytorch_load_stays_within_the_plan_and_the_mapped_file
     torch.save(state, path)
     torch.save({"layers.0.kernel": torch.zeros(4)}, small)
     budget = {"cpu:1": 48 * mib, "pinned_host": 48 * mib, "cpu": 256 * mib}
-    run = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(path), str(small), json.dumps(budget)],
-        cwd=Path(__file__).resolve().parents[2],  # where torch2jax_device imports from
-        capture_output=True,
-        text=True,
-        timeout=deadline(300),
-        env={**os.environ, "JAX_NUM_CPU_DEVICES": "4", "MALLOC_MMAP_THRESHOLD_": str(mib)},
-        check=False,
+    figures = measured_load(
+        'tj.load(source, map_location="auto", max_memory=budget)', path, small, budget
     )
-    assert run.returncode == 0, run.stderr
-    figures = json.loads(run.stdout.strip().splitlines()[-1])
     model_mib = sum(t.numel() * 4 for t in state.values()) / mib
     assert figures["placed"] == {
         "1/device": 48 * mib,

@@ -1,13 +1,22 @@
-"""A script that measures a planned load's host-memory peak in a fresh process.
+"""A planned load's host-memory peak, measured in a fresh process.
 
-``python -c planned_load_script(call) PATH SMALL BUDGET_JSON``: ``call`` loads ``path``
-(or ``small`` first, to warm up imports and JAX's start) with ``budget`` (the
-``max_memory`` mapping); the script prints ``{"peak_mib": ..., "placed": {"device
-id/memory kind": bytes}}`` with the peak read from ``/proc`` (``VmHWM`` after
-``clear_refs``), so only the load itself is counted.
+`measured_load` runs the load ``call`` (an expression of ``source``, a path, and
+``budget``, the ``max_memory`` mapping) on ``small`` first, to warm up imports and JAX's
+start, then on ``path``, and returns ``{"peak_mib": ..., "placed": {"device id/memory
+kind": bytes}}`` with the peak read from ``/proc`` (``VmHWM`` after ``clear_refs``), so
+only the load itself is counted.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.deadlines import deadline
 
 _TEMPLATE = """
 import gc, json, sys
@@ -38,7 +47,22 @@ print(json.dumps({{"peak_mib": peak / 1024, "placed": kinds}}))
 """
 
 
-def planned_load_script(call: str) -> str:
-    """The measuring script for ``call``, an expression of ``source`` (a path) and
-    ``budget`` (``max_memory``): ``tj.load_file(source, device="auto", max_memory=budget)``."""
-    return _TEMPLATE.format(call=call)
+def measured_load(call: str, path: Path, small: Path, budget: dict[str, int]) -> Any:
+    """The figures of ``call`` (``tj.load_file(source, device="auto", max_memory=budget)``)
+    loading ``path``, in a process of its own with 4 CPU devices."""
+    mib = 2**20
+    run = subprocess.run(
+        [sys.executable, "-c", _TEMPLATE.format(call=call), str(path), str(small),
+         json.dumps(budget)],
+        cwd=Path(__file__).resolve().parents[2],  # where torch2jax_device imports from
+        capture_output=True,
+        text=True,
+        timeout=deadline(300),
+        # Blocks of 1 MiB and more from mmap, given back when freed (as
+        # tests/unit/test_checkpoints_memory.py does: glibc's arenas otherwise keep freed
+        # buffers and add reuse misses to the peak).
+        env={**os.environ, "JAX_NUM_CPU_DEVICES": "4", "MALLOC_MMAP_THRESHOLD_": str(mib)},
+        check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
