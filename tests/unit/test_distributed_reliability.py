@@ -48,6 +48,19 @@ def test_a_coordinator_host_that_resolves_to_nothing_is_the_librarys_error(host:
         roll_call(meeting, 5.0, environ)
 
 
+def _one_rank(code: str, master_addr: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run as rank 0 of a one-process job (on the CPU, a free port); it must
+    exit 0."""
+    environ = dict(os.environ, MASTER_ADDR=master_addr, MASTER_PORT=str(_free_port()))
+    environ.update(RANK="0", WORLD_SIZE="1", JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True,
+        timeout=deadline(300),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
 @pytest.mark.slow  # starts a process: JAX's coordinator aborted it before the check
 def test_world_size_1_with_an_unresolvable_master_addr_raises_instead_of_aborting() -> None:
     code = (
@@ -57,13 +70,7 @@ def test_world_size_1_with_an_unresolvable_master_addr_raises_instead_of_abortin
         "except tj.DistributedError as err:\n"
         "    print('refused:', err)\n"
     )
-    environ = dict(os.environ, MASTER_ADDR="no-such-host.invalid", MASTER_PORT=str(_free_port()))
-    environ.update(RANK="0", WORLD_SIZE="1", JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-c", code], env=environ, capture_output=True, text=True,
-        timeout=deadline(300),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = _one_rank(code, "no-such-host.invalid")
     assert "refused: MASTER_ADDR (or init_method's host)='no-such-host.invalid'" in result.stdout
 
 
@@ -237,11 +244,5 @@ def test_init_process_group_and_barrier_take_timedelta_max() -> None:
         "tj.distributed.destroy_process_group()\n"
         "print('joined and passed the barrier')\n"
     )
-    environ = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    environ.update(RANK="0", WORLD_SIZE="1", JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-c", code], env=environ, capture_output=True, text=True,
-        timeout=deadline(300),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = _one_rank(code, "127.0.0.1")
     assert "joined and passed the barrier" in result.stdout
