@@ -496,12 +496,26 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model:
     missing = sorted(closer - names)
     unexpected = sorted(str(name) for name in names - closer - extras)
     problems = [_listed("Missing key(s)", missing), _listed("Unexpected key(s)", unexpected)]
+    # A layer with no torch layout whose arrays the state names otherwise: say why.
+    layers = {_layer_of(name) for name in unexpected}
+    untwinned = [e for e in entries if e.no_torch and _layer_of(e.name) in layers]
+    why = (
+        f". {untwinned[0].no_torch}"
+        + (f" (and {len(untwinned) - 1} more array(s) like it)" if len(untwinned) > 1 else "")
+        if untwinned
+        else ""
+    )
     raise StateDictError(
         f"Error(s) in loading {what} into {type(model).__name__}: "
         + "; ".join(problem for problem in problems if problem)
         + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
-        "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them"
+        "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them" + why
     )
+
+
+def _layer_of(name: str) -> str:
+    """The dotted path of the layer holding the array named ``name``."""
+    return name.rpartition(".")[0]
 
 
 def _listed(title: str, names: list[str]) -> str:
@@ -590,8 +604,9 @@ def _nnx_torch_names(
     elif _is_flax_layer(nnx, owner):
         entry.no_torch = (
             f"{entry.name!r} belongs to a flax {type(owner).__name__}, which has no torch "
-            "counterpart tj knows the layout of; save it with tj.save_file (the JAX "
-            "layout), or write its torch state dict yourself"
+            "counterpart tj knows the layout of; keep its state in the JAX layout "
+            "(tj.save_file, then tj.load_state of that file), or convert its torch "
+            "tensors yourself"
         )
         return
     entry.torch_name = ".".join(parts)
@@ -633,8 +648,8 @@ def _equinox_entries(model: Any) -> Iterator[Entry]:
         if refused:
             entry.no_torch = (
                 f"{entry.name!r} belongs to an eqx.nn.{type(owners[-1]).__name__}, and "
-                f"{refused[0]}; save it with tj.save_file (the JAX layout), or write its "
-                "torch state dict yourself"
+                f"{refused[0]}; keep its state in the JAX layout (tj.save_file, then "
+                "tj.load_state of that file), or convert its torch tensors yourself"
             )
         else:
             entry.torch_name = ".".join(
