@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import errno
 import io
+import itertools
 import os
 import signal
 import socket
@@ -16,6 +17,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.deadlines import deadline
 from tests.support.distributed.launch import launch, worker_env
@@ -216,6 +219,37 @@ def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
     whole = {f"[rank{rank}]: " + "x" * 99 for rank in range(2)}
     assert [text for text in lines if text not in whole] == []
     assert len(lines) == 2 * 4 * 3000
+
+
+@given(
+    lines=st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b"")),
+        max_size=200,
+    ),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    encoding=st.sampled_from(["utf-8", "latin-1", "ascii"]),
+)
+def test_workers_bytes_are_relayed_byte_for_byte(
+    lines: list[bytes], cuts: list[int], encoding: str
+) -> None:
+    # torchrun's workers write to the inherited descriptors: bytes that are not UTF-8 (a
+    # latin-1 locale, binary output) reach the terminal as written. The relay decoded them
+    # with errors="replace": each became U+FFFD's three bytes (audit A8, item 8). Chunks
+    # are cut anywhere, inside a UTF-8 sequence too; the sink's own encoding plays no part.
+    data = b"".join(line + b"\n" for line in lines)
+    sink = io.TextIOWrapper(io.BytesIO(), encoding=encoding, errors="strict")
+    relay = _run._Relay(sink, sink)
+    read_end, write_end = os.pipe()
+    relay.add(0, os.fdopen(read_end, "rb"), None)
+    with os.fdopen(write_end, "wb", buffering=0) as pipe:
+        for start, end in itertools.pairwise(
+            [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+        ):
+            pipe.write(data[start:end])
+    while relay.open():
+        relay.pump(5)
+    sink.flush()
+    assert sink.buffer.getvalue() == b"".join(b"[rank0]: " + line + b"\n" for line in lines)
 
 
 class _Silence:

@@ -402,7 +402,9 @@ class _Stream:
 
     def __init__(self, pipe: IO[bytes], sink: TextIO, prefix: str) -> None:
         self.pipe, self.sink, self.prefix = pipe, sink, prefix
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Bytes that are not UTF-8 are kept as surrogates, written back as the same bytes
+        # (``_emit``): the workers' output is relayed byte for byte, as torchrun's is.
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self.at_line_start = True
         self.after_return = False  # a \r redraws the line: its text is still shown
         self.pending = b""  # the start of a line not yet ended, held back (_relay_lines)
@@ -553,8 +555,14 @@ class _Relay:
         if watched:
             signal.setitimer(signal.ITIMER_REAL, _STUCK_S, _STUCK_S)
         try:
-            sink.write(text)
-            sink.flush()
+            buffer = getattr(sink, "buffer", None)
+            if buffer is None:  # a text-only sink (a StringIO)
+                sink.write(text)
+                sink.flush()
+            else:  # the workers' bytes as they wrote them, whatever the sink's encoding
+                sink.flush()
+                buffer.write(text.encode("utf-8", "surrogateescape"))
+                buffer.flush()
         except _Abandoned:
             self._abandon(sink)
         except (OSError, ValueError):  # the reader went away: keep the job, drop its output
