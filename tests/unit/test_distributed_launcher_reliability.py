@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -188,6 +189,51 @@ def test_the_grace_period_defaults_to_torchruns() -> None:
     for bad in ("-1", "inf", "soon"):
         with pytest.raises(SystemExit):
             parser.parse_args(["run", "--grace-period", bad, "x.py"])
+
+
+def test_torchs_store_port_is_held_while_the_workers_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The launcher probed a free port, let it go, started its workers and only then
+    # hosted torch's store there: a job starting meanwhile (two test groups side by side)
+    # could probe the same port, and the two jobs' workers met in one store (gloo:
+    # "Connection closed by peer", seen in a full run beside other jobs). Now the port is
+    # held from its choice on; the store takes over the listening socket.
+    seen: list[tuple[bool, bool]] = []
+
+    def start(job: object, args: argparse.Namespace, port: int, agent_store: bool) -> None:
+        seen.append((agent_store, _run._is_free(port)))
+        raise _run._LaunchError("stopped by the test")
+
+    monkeypatch.setattr(_run._Job, "start", start)
+    parser = argparse.ArgumentParser()
+    _run.add_parser(parser.add_subparsers(dest="command"))
+    script = tmp_path / "job.py"
+    script.write_text("")
+    _run.run(
+        parser.parse_args(["run", "--nproc-per-node", "2", str(script)]),
+        io.StringIO(),
+        io.StringIO(),
+    )
+    assert seen == [(True, False)]  # torch is installed: its store's port, not free to others
+
+
+def test_torchs_store_takes_over_the_held_port() -> None:
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    held = _run._reserved_ports()
+    port = held.getsockname()[1]
+    try:
+        store: Any = _run._host_store(argparse.Namespace(master_addr="127.0.0.1"), port, held)
+        client = TCPStore("127.0.0.1", port, None, False, timedelta(seconds=deadline(30)))
+        client.set("rank", "1")
+        assert store.get("rank") == b"1"
+        del client, store
+    finally:
+        held.close()
+    assert _run._is_free(port)  # nothing left listening once the job is over
 
 
 def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
