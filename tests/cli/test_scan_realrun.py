@@ -48,6 +48,8 @@ REWRITTEN: dict[str, dict[str, int]] = {
     "pytorch_tutorial_vae": {"together": 0, "each file": 0},
     # torch.device -> model.to, batches .to(device) inside the package's ch05 helpers
     "llms_from_scratch": {"together": 0, "each file": 0},
+    # --device string -> model.to / batches .to; torch.cuda seeds and syncs beside them
+    "makemore": {"together": 0, "each file": 0},
 }
 
 
