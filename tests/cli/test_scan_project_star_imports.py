@@ -6,7 +6,9 @@ Real projects import their models through a package that re-exports its modules 
 Flax NNX, ``net = LeNet(); net = net.to(device)`` is an NNX move that ``--diff``
 rewrites as it does with ``from models.lenet import LeNet``; a torch model reached the
 same way is known to be torch. A name that no module, or more than one, exports, or
-that a computed ``__all__`` may hide, stays unknown, and the move is held back.
+that a computed ``__all__`` may hide, stays unknown, and the move is held back. Where
+the trainer then wraps the model in ``torch.nn.DataParallel`` on a GPU (as that
+``main.py`` does), the move is held back naming the line that makes it torch's.
 """
 
 from __future__ import annotations
@@ -84,3 +86,18 @@ def test_a_star_imported_name_the_scanner_cannot_place_holds_the_move_back(
     move = _move({"main.py": MAIN, **layout})
     assert not move.fixable
     assert "cannot tell it is a Flax NNX module" in move.reason
+
+
+def test_a_ported_model_a_gpu_branch_wraps_for_torch_names_that_line() -> None:
+    """pytorch-cifar's ``main.py`` after the port: ``net`` is the NNX LeNet where it is
+    moved, and a torch ``DataParallel`` on a GPU: the reason says so, not "net is a
+    torch.nn.Module" (the user has just ported it)."""
+    main = MAIN.replace(
+        "print(net)\n", "if device == 'cuda':\n    net = torch.nn.DataParallel(net)\nprint(net)\n"
+    )
+    move = _move({"main.py": main, **PACKAGE, "models/lenet.py": NNX_LENET, "models/vgg.py": VGG})
+    assert not move.fixable
+    assert move.reason.startswith(
+        "net is a Flax NNX module at one assignment, and line 8 makes it a torch.nn.Module "
+        "(torch.nn.DataParallel(net))"
+    ), move.reason
