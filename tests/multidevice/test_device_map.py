@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import safetensors.numpy
+import safetensors.torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,9 +70,13 @@ def test_auto_fills_the_accelerator_then_pinned_memory_then_the_host(
     path = tmp_path / "model.safetensors"
     safetensors.numpy.save_file(tensors, str(path))
     plan = tj.DeviceMap.plan(path, max_memory=max_memory)
-    order = list(safetensors.numpy.load_file(str(path)))  # the file's order
     places = plan.placements()
-    assert list(places) == order
+    order = list(places)
+    assert sorted(order) == sorted(tensors)
+    # The model's order (the layers as built), not the file's (by dtype, then name).
+    assert list(dict.fromkeys(name.rpartition(".")[0] for name in order)) == list(
+        dict.fromkeys(name.rpartition(".")[0] for name in tensors)
+    )
     tiers = [_tier(places[name]) for name in order]
     assert tiers == sorted(tiers)  # in order: a tier is never used again once left
     budgets = [max_memory["cpu:1"], max_memory["pinned_host"], max_memory["cpu"]]
@@ -79,10 +84,17 @@ def test_auto_fills_the_accelerator_then_pinned_memory_then_the_host(
     for name, tier in zip(order, tiers, strict=True):
         used[tier] += tensors[name].nbytes
     assert used[0] <= budgets[0] and used[1] <= budgets[1] and used[1] + used[2] <= budgets[2]
+    # A layer is never split (Accelerate places whole modules): the host takes any whole.
+    layer_tiers = {name.rpartition(".")[0]: set() for name in order}
+    for name, tier in zip(order, tiers, strict=True):
+        layer_tiers[name.rpartition(".")[0]].add(tier)
+    assert all(len(found) == 1 for found in layer_tiers.values()), layer_tiers
     for name, tier, before in zip(order[1:], tiers[1:], tiers, strict=False):
-        if tier > before:  # the first tensor of a tier would have overflowed the one before
+        if tier > before:  # the first layer of a tier would have overflowed the one before
             held = used_until(order, tiers, tensors, name, before)
-            assert held + tensors[name].nbytes > budgets[before]
+            layer = name.rpartition(".")[0]
+            nbytes = sum(t.nbytes for n, t in tensors.items() if n.rpartition(".")[0] == layer)
+            assert held + nbytes > budgets[before]
     # Loaded by the plan: each tensor where it says, with the file's values.
     loaded = tj.load_file(path, device="auto", max_memory=max_memory)
     for name, array in loaded.items():
@@ -125,6 +137,70 @@ def test_the_plan_prints_as_accelerates_map_with_the_bytes_per_device(tmp_path: 
         printed
     )
     assert plan.execution_device == jax.devices()[1]
+
+
+def test_a_layer_split_by_the_budget_goes_whole_to_the_next_tier() -> None:
+    """Accelerate never splits a module: a kernel that fits with its bias that does not
+    go on together (the stage on each device then holds whole layers)."""
+    shapes = {
+        "l0.kernel": jax.ShapeDtypeStruct((256,), np.float32),
+        "l0.bias": jax.ShapeDtypeStruct((256,), np.float32),
+        "l1.kernel": jax.ShapeDtypeStruct((4,), np.float32),
+    }
+    budget = {"cpu:1": 1024 + 10, "cpu:2": 4096, "cpu": 2**20}
+    assert tj.DeviceMap.plan(shapes, max_memory=budget).modules() == {"": "cpu:2"}
+    # One that no tier holds whole is split, in order, rather than refused.
+    budget = {"cpu:1": 1024 + 10, "cpu:2": 1024 + 10, "cpu": 1024 + 16}
+    assert tj.DeviceMap.plan(shapes, max_memory=budget).modules() == {
+        "l0.kernel": "cpu:1",
+        "l0.bias": "cpu:2",
+        "l1": ("cpu:1", PINNED),
+    }
+
+
+def test_max_memory_lists_every_device_and_fills_them_in_index_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Accelerate's ``get_max_memory``: a dict names the devices a plan may use (only
+    "cpu": no GPU), its GPUs sorted by index. cpu:1 stands in for the local GPU."""
+    from torch2jax_device._src import device_plan
+
+    monkeypatch.setattr(device_plan, "_local_accelerators", lambda: [jax.devices()[1]])
+    shapes = {f"h.{i}.w": jax.ShapeDtypeStruct((64,), np.float32) for i in range(3)}
+    assert tj.DeviceMap.plan(shapes, max_memory={"cpu": 2**20}).modules() == {"": "cpu:0"}
+    assert tj.DeviceMap.plan(shapes).modules() == {"": "cpu:1"}  # no max_memory: the GPUs
+    plan = tj.DeviceMap.plan(shapes, max_memory={"cpu:2": 256, "cpu:1": 256, "cpu": 2**20})
+    assert plan.modules() == {"h.0": "cpu:1", "h.1": "cpu:2", "h.2": ("cpu:1", PINNED)}
+    assert plan.execution_device == jax.devices()[1]
+    with pytest.raises(tj.ConfigError, match=r"pinned_host.*names no accelerator.*Fix: name it"):
+        tj.DeviceMap.plan(shapes, max_memory={"pinned_host": 256, "cpu": 2**20})
+
+
+@pytest.mark.parametrize("writer", ["safetensors", "tj"])
+def test_a_safetensors_file_is_planned_in_the_models_order_as_its_torch_checkpoint(
+    tmp_path: Path, writer: str
+) -> None:
+    """A safetensors header lists tensors by its writer's layout (dtype, then name:
+    ``10`` before ``2``); the plan takes the names in natural order, which is the
+    model's, and so places the layers as the same model's ``torch.save`` file does."""
+    torch = pytest.importorskip("torch")
+    layers = [torch.nn.Linear(8, 8) for _ in range(12)]
+    for i in range(0, 12, 3):
+        layers[i].half()  # mixed dtypes: the file's offsets go by dtype first
+    twin = torch.nn.Sequential(*layers)
+    path, pt = tmp_path / "model.safetensors", tmp_path / "model.pt"
+    state = {name: tensor.contiguous() for name, tensor in twin.state_dict().items()}
+    if writer == "safetensors":
+        safetensors.torch.save_file(state, str(path))
+    else:
+        tj.save_file(state, path)
+    torch.save(twin.state_dict(), pt)
+    budget = {"cpu:1": 1200, "cpu:2": 1200, "cpu": 2**20}
+    expected = tj.DeviceMap.plan(pt, max_memory=budget).modules()  # the saved order
+    assert len(set(expected.values())) == 3  # the budgets cut the model twice
+    assert tj.DeviceMap.plan(path, max_memory=budget).modules() == expected
+    with tj.safe_open(path, framework="flax", device="auto", max_memory=budget) as f:
+        assert f.plan is not None and f.plan.modules() == expected
 
 
 def test_an_index_of_shards_is_planned_in_its_weight_maps_order(tmp_path: Path) -> None:

@@ -68,13 +68,21 @@ def no_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     st.integers(min_value=0, max_value=10**6),
     st.sampled_from(sorted(_UNITS)),
     st.sampled_from(["", " "]),
-    st.booleans(),
+    st.lists(st.booleans(), min_size=3, max_size=3),
 )
 def test_sizes_parse_as_accelerate_defines_the_units(
-    count: int, unit: str, space: str, upper: bool
+    count: int, unit: str, space: str, upper: list[bool]
 ) -> None:
-    written = unit.upper() if upper and unit else unit
-    assert parse_size(f"{count}{space}{written}", "cpu") == count * _UNITS[unit]
+    """Any case, as Accelerate's ``convert_file_size_to_int`` upper-cases the unit
+    (``"20gib"`` is 20 GiB), except a decimal unit ending in ``b``, which Accelerate
+    reads as bits (``"20Gb"``, ``"20gb"``: an eighth) and tj refuses."""
+    written = "".join(c.upper() if up else c.lower() for c, up in zip(unit, upper, strict=False))
+    value = f"{count}{space}{written}"
+    if len(unit) == 2 and written.endswith("b"):
+        with pytest.raises(tj.ConfigError, match="would be bits"):
+            parse_size(value, "cpu")
+    else:
+        assert parse_size(value, "cpu") == count * _UNITS[unit]
 
 
 @pytest.mark.parametrize("value", ["20Gb", "20gb", "lots", "-1GiB", "1e9", "", None, 1.5, -3])

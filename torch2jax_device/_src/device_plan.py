@@ -86,24 +86,27 @@ def parse_size(value: Any, where: str) -> int:
     """A memory budget as bytes: an int, or a string such as ``"20GiB"``, ``"1.5GB"``.
 
     Units are Accelerate's: ``KB``/``MB``/``GB``/``TB`` are powers of 1000, ``KiB`` ...
-    ``TiB`` powers of 1024, any case; a bare number is bytes. ``where`` names the entry
-    in the message.
+    ``TiB`` powers of 1024, any case (``"20gib"`` too); a bare number is bytes.
+    ``where`` names the entry in the message.
 
     Raises:
-        ConfigError: the value is not a non-negative size; Accelerate's ``"20Gb"`` (bits,
-            an eighth of the bytes) is refused rather than guessed.
+        ConfigError: the value is not a non-negative size; Accelerate's ``"20Gb"`` and
+            ``"20gb"`` (bits, an eighth of the bytes) are refused rather than guessed.
 
     Examples:
         >>> from torch2jax_device._src.device_plan import parse_size
         >>> parse_size("20GiB", "cuda:0"), parse_size("1.5GB", "cpu"), parse_size(512, "cpu")
         (21474836480, 1500000000, 512)
+        >>> parse_size("2gib", "cpu")  # Accelerate's reading, whatever the case
+        2147483648
     """
     if type(value) is int and value >= 0:
         return value
     match = _SIZE.fullmatch(value) if isinstance(value, str) else None
     unit = match.group(2) if match else ""
     factor = _UNITS.get(unit.upper() or "B")
-    if match and factor is not None and not (unit.endswith("b") and unit != "b"):
+    bits = len(unit) == 2 and unit.endswith("b")  # Accelerate's "Gb", "gb": bits
+    if match and factor is not None and not bits:
         return int(float(match.group(1)) * factor)
     raise ConfigError(
         f"max_memory[{where}] = {shown(value)} is not a memory size. Fix: give bytes as an "
@@ -352,6 +355,21 @@ class _Budgets:
                 self.host = size
             else:
                 self.accelerators[_device(key, "max_memory")] = size
+        # Accelerate's rule: a max_memory names every device a plan may use (only "cpu"
+        # named: nothing on a GPU), its GPUs filled in index order whatever the dict's.
+        self.named = bool(max_memory)
+        self.accelerators = dict(
+            sorted(self.accelerators.items(), key=lambda item: (item[0].platform, item[0].id))
+        )
+        if self.named and self.pinned is not None and not self.accelerators:
+            raise ConfigError(
+                f"max_memory['pinned_host'] = {self.pinned:,} bytes is the budget "
+                "of the first accelerator's pinned host memory, and max_memory names no "
+                "accelerator (a max_memory lists every device a plan may use, as in "
+                "Accelerate). Fix: name it with the bytes its own memory may take, e.g. "
+                "{0: '20GiB', 'pinned_host': '40GiB', 'cpu': '100GiB'} (0 bytes keeps "
+                "every weight off it)"
+            )
         self.host_device = resolve("cpu")
         if self.host_device in self.accelerators:
             raise InvalidDeviceError(
@@ -370,7 +388,7 @@ class _Budgets:
 
     def tiers(self) -> list[Destination]:
         """Where an automatic plan puts tensors, in order."""
-        accelerators = list(self.accelerators) or _local_accelerators()
+        accelerators = list(self.accelerators) if self.named else _local_accelerators()
         tiers = [Destination(device) for device in accelerators]
         if accelerators and PINNED in _memory_kinds(accelerators[0]):
             tiers.append(Destination(accelerators[0], PINNED))
@@ -408,28 +426,55 @@ class _Budgets:
 
 
 def _auto(sizes: Mapping[str, int], budgets: _Budgets) -> dict[str, Destination]:
+    """Each tensor's tier: a module's tensors (a layer's kernel and bias) go together to
+    the first tier from the current one that holds them all, as Accelerate never splits
+    a module; a module no single tier holds is split, tensor by tensor, in order."""
     tiers = budgets.tiers()
     limits = [budgets.of(tier) for tier in tiers]
     host_left = budgets.host_total()
     used = [0] * len(tiers)
     placements: dict[str, Destination] = {}
-    tier = 0
-    for name, nbytes in sizes.items():
-        while tier < len(tiers):
-            limit = limits[tier]
-            fits = limit is None or used[tier] + nbytes <= limit
-            if budgets.in_host(tiers[tier]) and host_left is not None:
-                fits = fits and nbytes <= host_left
-            if fits:
-                break
+
+    def fits(tier: int, nbytes: int) -> bool:
+        limit = limits[tier]
+        if limit is not None and used[tier] + nbytes > limit:
+            return False
+        return not (budgets.in_host(tiers[tier]) and host_left is not None and nbytes > host_left)
+
+    def first_fit(tier: int, nbytes: int) -> int:
+        while tier < len(tiers) and not fits(tier, nbytes):
             tier += 1
-        if tier == len(tiers):
-            raise OutOfMemoryError(_no_room(name, nbytes, sizes, tiers, limits, used))
-        used[tier] += nbytes
-        if budgets.in_host(tiers[tier]) and host_left is not None:
-            host_left -= nbytes
-        placements[name] = tiers[tier]
+        return tier
+
+    tier = 0
+    for module in _modules(sizes):
+        whole = first_fit(tier, sum(sizes[name] for name in module))
+        for name in module:
+            nbytes = sizes[name]
+            tier = whole if whole < len(tiers) else first_fit(tier, nbytes)
+            if tier == len(tiers):
+                raise OutOfMemoryError(_no_room(name, nbytes, sizes, tiers, limits, used))
+            used[tier] += nbytes
+            if budgets.in_host(tiers[tier]) and host_left is not None:
+                host_left -= nbytes
+            placements[name] = tiers[tier]
     return placements
+
+
+def _modules(sizes: Mapping[str, int]) -> list[list[str]]:
+    """The names in order, grouped by module: a run of names with one dotted prefix
+    (``layers.0.kernel``, ``layers.0.bias``) is one group; a name without a dot (a
+    tree's top-level leaf) is its own."""
+    groups: list[list[str]] = []
+    previous = None
+    for name in sizes:
+        prefix = name.rpartition(".")[0] or None
+        if groups and prefix is not None and prefix == previous:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+        previous = prefix
+    return groups
 
 
 def _explicit(
