@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from .. import host_staging
+from .. import casting, host_staging
 from ..array_names import state_variables
 from ..detect import (
     import_torch,
@@ -474,9 +474,7 @@ def placed_like(value: Any, current: jax.Array | jax.ShapeDtypeStruct, name: str
     On a sharding over several processes, each process gives the whole value and
     keeps its devices' parts.
     """
-    value = np.asarray(value, dtype=current.dtype) if not isinstance(value, jax.Array) else value
-    if value.dtype != current.dtype:
-        value = value.astype(current.dtype)
+    value = _in_dtype(value if isinstance(value, jax.Array) else np.asarray(value), current.dtype)
     if transfer.crosses_processes([value], current.sharding):
         (placed,) = transfer.device_put([value], current.sharding, copy=True, path=_named(name))
         return placed
@@ -500,10 +498,8 @@ def _named(name: str) -> Callable[[int], str]:
 def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
-        # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
-        torch = sys.modules["torch"]  # a torch tensor came in: torch is loaded
-        dtype = getattr(torch, np.dtype(entry.value.dtype).name, None)
-        value = to_jax(value.detach() if dtype is None else value.detach().to(dtype))
+        # Cast by torch first (torch's values, and no 64-bit narrowing on the way).
+        value = to_jax(casting.cast_tensor(value.detach(), np.dtype(entry.value.dtype)))
     elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
         raise ConversionError(
             f"{what}: {shown(name)} is a {type(value).__name__}, not an array; a state dict maps "
@@ -529,7 +525,20 @@ def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> A
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the model "
             f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
         )
-    return value if value.dtype == entry.value.dtype else value.astype(entry.value.dtype)
+    return _in_dtype(value, entry.value.dtype)
+
+
+def _in_dtype(value: Any, dtype: Any) -> Any:
+    """``value`` (NumPy or JAX) in ``dtype`` with torch's values, as ``load_state_dict``'s
+    ``copy_`` casts (``casting``'s rules: float8_e4m3fn saturates where ``astype`` gives
+    NaN, complex keeps its real part with a `tj.ComplexCastWarning`, ...)."""
+    wanted = np.dtype(dtype)
+    if value.dtype == wanted:
+        return value
+    if isinstance(value, np.ndarray):
+        native = value if value.dtype.isnative else value.astype(value.dtype.newbyteorder("="))
+        return casting.cast_host(native, wanted)
+    return casting.cast_array(value, wanted)
 
 
 def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model: Any) -> Layout:
