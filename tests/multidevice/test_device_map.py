@@ -163,9 +163,9 @@ def test_max_memory_lists_every_device_and_fills_them_in_index_order(
 ) -> None:
     """Accelerate's ``get_max_memory``: a dict names the devices a plan may use (only
     "cpu": no GPU), its GPUs sorted by index. cpu:1 stands in for the local GPU."""
-    from torch2jax_device._src import device_plan
+    from torch2jax_device._src import device_budgets
 
-    monkeypatch.setattr(device_plan, "_local_accelerators", lambda: [jax.devices()[1]])
+    monkeypatch.setattr(device_budgets, "_local_accelerators", lambda: [jax.devices()[1]])
     shapes = {f"h.{i}.w": jax.ShapeDtypeStruct((64,), np.float32) for i in range(3)}
     assert tj.DeviceMap.plan(shapes, max_memory={"cpu": 2**20}).modules() == {"": "cpu:0"}
     assert tj.DeviceMap.plan(shapes).modules() == {"": "cpu:1"}  # no max_memory: the GPUs
@@ -174,6 +174,50 @@ def test_max_memory_lists_every_device_and_fills_them_in_index_order(
     assert plan.execution_device == jax.devices()[1]
     with pytest.raises(tj.ConfigError, match=r"pinned_host.*names no accelerator.*Fix: name it"):
         tj.DeviceMap.plan(shapes, max_memory={"pinned_host": 256, "cpu": 2**20})
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        # Accelerate's get_balanced_memory: 8 modules of 1 KiB over 2 GPUs, each but the
+        # last gets 8 KiB // 2 + 1.25 x the 1 KiB mean module = 5,376 bytes: 5 modules.
+        ("auto", {**dict.fromkeys(range(5), "cpu:1"), **dict.fromkeys(range(5, 8), "cpu:2")}),
+        ("balanced", {**dict.fromkeys(range(5), "cpu:1"), **dict.fromkeys(range(5, 8), "cpu:2")}),
+        # low_0: GPU 0 takes what the others cannot (here nothing).
+        ("balanced_low_0", dict.fromkeys(range(8), "cpu:2")),
+        ("sequential", dict.fromkeys(range(8), "cpu:1")),
+    ],
+)
+def test_auto_shares_the_model_among_several_accelerators_as_transformers_does(
+    tmp_path: Path, strategy: str, expected: dict[int, str]
+) -> None:
+    """``from_pretrained(device_map="auto")`` and ``load_checkpoint_and_dispatch`` give
+    each GPU a balanced share (``"auto"`` is ``"balanced"``); ``"sequential"`` fills the
+    first GPU first, as ``infer_auto_device_map`` alone does."""
+    tensors = {f"h.{i}.w": np.full(256, i, np.float32) for i in range(8)}
+    path = tmp_path / "model.safetensors"
+    tj.save_file(tensors, path)
+    budget = {"cpu:1": "1MiB", "cpu:2": "1MiB", "cpu": "1GiB"}
+    places = {
+        int(name.split(".")[1]): str(place)
+        for name, place in tj.DeviceMap.plan(path, device_map=strategy, max_memory=budget)
+        .placements()
+        .items()
+    }
+    assert places == expected
+    loaded = tj.load_file(path, device_map=strategy, max_memory=budget)
+    assert {n: str(tj.device_of(a)) for n, a in loaded.items()} == {
+        f"h.{i}.w": place for i, place in expected.items()
+    }
+    if strategy == "auto":  # device="auto" is device_map="auto"
+        plan = tj.DeviceMap.plan(path, max_memory=budget)
+        assert (
+            plan.placements()
+            == tj.DeviceMap.plan(path, device_map="auto", max_memory=budget).placements()
+        )
+        assert "its balanced share of the model (device_map='auto'), within max_memory" in (
+            repr(plan)
+        )
 
 
 @pytest.mark.parametrize("writer", ["safetensors", "tj"])

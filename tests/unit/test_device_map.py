@@ -146,7 +146,8 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
             r"max_memory= is the budget of device='auto'",
         ),
         ({"device": "cpu:0", "device_map": "auto"}, tj.InvalidDeviceError, r"both say where"),
-        ({"device_map": 3}, tj.InvalidDeviceError, r"give 'auto' or a dict"),
+        ({"device_map": 3}, tj.InvalidDeviceError, r"give one of Accelerate's strategies"),
+        ({"device_map": "balance"}, tj.InvalidDeviceError, r"'balanced_low_0', 'sequential'"),
         (
             {"device": "auto", "max_memory": {"cpu:0": 100, "cpu": 1000}},
             tj.InvalidDeviceError,

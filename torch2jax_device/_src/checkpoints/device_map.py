@@ -97,7 +97,11 @@ class DeviceMap(DevicePlan):
         splits a module; only one that no tier holds whole is split, in order. A
         budget is ``max_memory``'s figure for the device, else 90 % of its free memory
         (``RESERVE`` is left for activations); a device that reports no figures (a CPU
-        device) has no limit unless given one.
+        device) has no limit unless given one. Over several accelerators, ``"auto"`` is
+        Accelerate's ``"balanced"`` (what Transformers' ``from_pretrained`` and
+        ``load_checkpoint_and_dispatch`` do): each accelerator but the last takes at
+        most the model's bytes over their number plus 1.25 times its mean module, so
+        the model is shared among them rather than filling the first.
 
         Args:
             tensors: A ``.safetensors`` file or ``*.index.json`` (only the headers are
@@ -116,13 +120,18 @@ class DeviceMap(DevicePlan):
                 (``"20GiB"``, ``"500MB"``). As in Accelerate, the dict lists every
                 device the plan may use: ``{"cpu": "100GiB"}`` puts nothing on a GPU.
                 Without ``max_memory``, every local accelerator is filled.
-            device_map: An explicit map instead: ``{pattern: place}``, the most
-                specific key that matches a tensor's name wins (the longest module
-                prefix, as Accelerate places; a wildcard counts its literal
-                characters; on a tie the earlier key). A key is a module prefix as
-                Accelerate writes them (``"layers.0"`` covers ``"layers.0.kernel"``;
-                ``""`` covers everything) or a wildcard (``"layers.1*"``). A place is a
-                device (``"cuda:0"``, ``0``, ``"cpu"``) or ``(device, "pinned_host")``.
+            device_map: One of Accelerate's strategies: ``"auto"`` / ``"balanced"``
+                (above), ``"balanced_low_0"`` (the first accelerator takes only what
+                the others cannot, as Transformers' ``generate`` wants it free) or
+                ``"sequential"`` (each accelerator filled before the next:
+                ``infer_auto_device_map`` alone). Or an explicit map:
+                ``{pattern: place}``, the most specific key that matches a tensor's
+                name wins (the longest module prefix, as Accelerate places; a wildcard
+                counts its literal characters; on a tie the earlier key). A key is a
+                module prefix as Accelerate writes them (``"layers.0"`` covers
+                ``"layers.0.kernel"``; ``""`` covers everything) or a wildcard
+                (``"layers.1*"``). A place is a device (``"cuda:0"``, ``0``, ``"cpu"``)
+                or ``(device, "pinned_host")``.
 
         Raises:
             ConfigError: a size that does not parse, or a ``"pinned_host"`` budget in a
@@ -130,7 +139,8 @@ class DeviceMap(DevicePlan):
             DeviceUnavailableError: ``max_memory`` or ``device_map`` names a device that
                 does not exist here.
             InvalidDeviceError: ``device_map`` leaves a tensor unplaced, or gives a place
-                that is not a device (``"disk"``), or a memory kind the device lacks.
+                that is not a device (``"disk"``), or a memory kind the device lacks, or
+                is a string that is not one of the strategies.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
                 explicit map overfills a budget (the message has the numbers).
             CheckpointError: a file that cannot be read as a checkpoint.
