@@ -148,6 +148,16 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
         ({"device": "cpu:0", "device_map": "auto"}, tj.InvalidDeviceError, r"both say where"),
         ({"device_map": 3}, tj.InvalidDeviceError, r"give one of Accelerate's strategies"),
         ({"device_map": "balance"}, tj.InvalidDeviceError, r"'balanced_low_0', 'sequential'"),
+        (  # a typo would send the layer where "" says
+            {"device_map": {"": "cpu", "layrs.1": "cpu"}},
+            tj.InvalidDeviceError,
+            r"device_map\['layrs.1'\] covers none of the 7 tensors \(did you mean 'layers.1'\?\)",
+        ),
+        (  # a map written for another model
+            {"device_map": {"embed": "cpu", "layers": "cpu", "lm_head": "cpu"}},
+            tj.InvalidDeviceError,
+            r"device_map\['lm_head'\] covers none of the 7 tensors.*Fix: correct the key, or drop",
+        ),
         (
             {"device": "auto", "max_memory": {"cpu:0": 100, "cpu": 1000}},
             tj.InvalidDeviceError,

@@ -24,6 +24,7 @@ arrays by one (``array_names`` gives their names and order).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -334,6 +335,7 @@ def _explicit(
             f"{listed}{more}. Fix: add a key that covers them (a module prefix such as "
             f"{shown(unplaced[0].rsplit('.', 1)[0])}, a wildcard, or '*': 'cpu' last)"
         )
+    _refuse_unused_keys(rules, sizes)
     totals: dict[Destination, int] = {}
     for name, place in placements.items():
         totals[place] = totals.get(place, 0) + sizes[name]
@@ -355,6 +357,26 @@ def _explicit(
             "accelerators, or raise max_memory['cpu']"
         )
     return placements
+
+
+def _refuse_unused_keys(rules: list[tuple[str, Destination]], sizes: Mapping[str, int]) -> None:
+    """A key that covers no tensor is a typo (``"lm_haed"``) or a map for another
+    model: its module would silently go where a more general key says.
+
+    Raises:
+        InvalidDeviceError: naming the key and the closest module prefix there is.
+    """
+    for key, _ in rules:
+        if any(_covers(key, name) for name in sizes):
+            continue
+        prefixes = {name.rsplit(".", i)[0] for name in sizes for i in range(name.count(".") + 1)}
+        close = difflib.get_close_matches(key, sorted(prefixes), n=1)
+        hint = f" (did you mean {shown(close[0])}?)" if close else ""
+        raise InvalidDeviceError(
+            f"device_map[{shown(key)}] covers none of the {len(sizes)} tensors{hint}. Its "
+            "module would go where another key says. Fix: correct the key, or drop it (a "
+            "tied weight a checkpoint saves once has no tensor of its own)"
+        )
 
 
 def _covers(key: str, name: str) -> bool:

@@ -138,9 +138,10 @@ class DeviceMap(DevicePlan):
                 ``max_memory`` that names no accelerator.
             DeviceUnavailableError: ``max_memory`` or ``device_map`` names a device that
                 does not exist here.
-            InvalidDeviceError: ``device_map`` leaves a tensor unplaced, or gives a place
-                that is not a device (``"disk"``), or a memory kind the device lacks, or
-                is a string that is not one of the strategies.
+            InvalidDeviceError: ``device_map`` leaves a tensor unplaced, has a key that
+                covers no tensor (a typo: its module would go where another key says),
+                gives a place that is not a device (``"disk"``) or a memory kind the
+                device lacks, or is a string that is not one of the strategies.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
                 explicit map overfills a budget (the message has the numbers).
             CheckpointError: a file that cannot be read as a checkpoint.
