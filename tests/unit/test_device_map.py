@@ -422,3 +422,15 @@ def test_every_layer_made_abstract_lists_and_loads_as_the_concrete_one(
     filled = tj.load_state(abstract, path, device="auto", max_memory={"cpu": "1MiB"})
     for name, value in tj.state_dict(filled).items():
         np.testing.assert_array_equal(value, tj.state_dict(concrete)[name])
+
+
+def test_the_hosts_budget_takes_every_spelling_of_the_cpu(checkpoint: Any, no_reads: None) -> None:
+    """``torch.device("cpu")`` and ``tj.device("cpu")`` equal ``"cpu"``: each is the
+    host's share, never an accelerator to fill (it was refused as the host's device)."""
+    torch = pytest.importorskip("torch")
+    path, tensors = checkpoint
+    total = sum(t.nbytes for t in tensors.values())
+    for key in ("cpu", torch.device("cpu"), tj.device("cpu")):
+        assert tj.DeviceMap.plan(path, max_memory={key: total}).modules() == {"": CPU}
+        with pytest.raises(tj.OutOfMemoryError, match=r"max_memory \(its 'cpu' entry"):
+            tj.DeviceMap.plan(path, max_memory={key: total - 1})

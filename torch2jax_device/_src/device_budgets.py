@@ -19,6 +19,7 @@ from jax.sharding import SingleDeviceSharding
 from . import platforms, runtime
 from .capacity import free_bytes
 from .checkpoints.messages import shown
+from .detect import is_torch_device
 from .device import Device, resolve
 from .errors import ConfigError, DeviceUnavailableError, InvalidDeviceError
 
@@ -252,9 +253,12 @@ def device_in_map(spec: Any, where: str) -> jax.Device:
 
 
 def _is_host(key: Any) -> bool:
-    """Whether a ``max_memory`` key is Accelerate's ``"cpu"``: the host, unindexed."""
+    """Whether a ``max_memory`` key is Accelerate's ``"cpu"``: the host, unindexed
+    (``torch.device("cpu")`` and ``tj.device("cpu")`` too, which equal it)."""
     if isinstance(key, str):
         return key == "cpu"
+    if is_torch_device(key):
+        key = Device(key)
     return isinstance(key, Device) and key.type == "cpu" and key.index is None
 
 
