@@ -66,3 +66,9 @@ def test_recurse_false_gives_the_models_own_parameters_as_torch(kind: str, recur
 def test_recurse_that_is_not_a_bool_is_the_librarys_type_error() -> None:
     with pytest.raises(tj.ArgumentTypeError, match=r"recurse must be True .* or False"):
         tj.parameters(_Nnx(), recurse="no")  # type: ignore[arg-type]
+
+
+def test_recurse_false_takes_a_dict_whose_keys_do_not_sort() -> None:
+    tree = {1: jnp.ones(1), "a": {"b": jnp.ones(2)}}
+    assert _shapes(tj.parameters(tree, recurse=False)) == [(1,)]
+    assert _shapes(tj.parameters(tree)) == [(1,), (2,)]

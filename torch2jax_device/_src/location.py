@@ -338,10 +338,14 @@ def parameters(model: Any, recurse: bool = True) -> Iterator[Any]:
         tree = model["params"]
     else:
         tree = model
-    leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_parameter_like)[0]
     if recurse:  # arrays: a Parameter is a pytree of its array
         return (Parameter(leaf) for leaf in flatten(tree).leaves if _parameter_like(leaf))
-    return (Parameter(leaf) for path, leaf in leaves if len(path) == 1 and _parameter_like(leaf))
+    children = (  # a dict's own values, in its order (its keys may not sort)
+        tree.values()
+        if isinstance(tree, Mapping)
+        else jax.tree_util.tree_leaves(tree, is_leaf=lambda node: node is not tree)
+    )
+    return (Parameter(child) for child in children if _parameter_like(child))
 
 
 def _parameter_like(value: Any) -> bool:
