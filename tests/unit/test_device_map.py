@@ -148,6 +148,11 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
         ({"device": "cpu:0", "device_map": "auto"}, tj.InvalidDeviceError, r"both say where"),
         ({"device_map": 3}, tj.InvalidDeviceError, r"give one of Accelerate's strategies"),
         ({"device_map": "balance"}, tj.InvalidDeviceError, r"'balanced_low_0', 'sequential'"),
+        (  # Accelerate's disk tier
+            {"device": "auto", "max_memory": {"cpu": "1GiB", "disk": "10GiB"}},
+            tj.InvalidDeviceError,
+            r"max_memory\['disk'\]: tj does not offload to disk. Fix: drop the entry",
+        ),
         (  # a typo would send the layer where "" says
             {"device_map": {"": "cpu", "layrs.1": "cpu"}},
             tj.InvalidDeviceError,

@@ -133,6 +133,12 @@ class Budgets:
             size = parse_size(value, where)
             if key == PINNED_KEY:
                 self.pinned = size
+            elif isinstance(key, str) and key == "disk":
+                raise InvalidDeviceError(
+                    "max_memory['disk']: tj does not offload to disk. Fix: drop the entry; "
+                    "what does not fit the accelerators stays in host memory ('cpu'), and a "
+                    "safetensors file is memory-mapped, so the host reads only what is used"
+                )
             elif _is_host(key):
                 self.host = size
             else:
