@@ -220,6 +220,45 @@ def test_auto_shares_the_model_among_several_accelerators_as_transformers_does(
         )
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=4096),
+    st.integers(min_value=0, max_value=4096),
+    st.sampled_from(["auto", "balanced_low_0", "sequential"]),
+)
+def test_plans_over_two_accelerators_keep_modules_whole_in_order_within_their_shares(
+    widths: list[int], first: int, second: int, strategy: str
+) -> None:
+    """Over cpu:1 and cpu:2 standing in for two GPUs: tiers in order, a module on one
+    place unless no tier holds it whole, and each accelerator but the last within its
+    balanced share (Accelerate's get_balanced_memory: the model over the GPUs holding
+    any budget, plus 1.25 times the mean module)."""
+    shapes = {}
+    for i, width in enumerate(widths):
+        shapes[f"h.{i}.kernel"] = jax.ShapeDtypeStruct((width, 4), np.float32)
+        shapes[f"h.{i}.bias"] = jax.ShapeDtypeStruct((width,), np.float32)
+    modules = [20 * width for width in widths]  # bytes: 16 x width + 4 x width
+    budget = {"cpu:1": first, "cpu:2": second, "cpu": 2**20}
+    plan = tj.DeviceMap.plan(shapes, device_map=strategy, max_memory=budget)
+    tiers = [(place.device.id, place.memory_kind) for place in plan.placements().values()]
+    order = [(1, "device"), (2, "device"), (1, PINNED), (0, "device")]
+    ranks = [order.index(tier) for tier in tiers]
+    assert ranks == sorted(ranks)
+    held = dict.fromkeys(order, 0)
+    for i in range(len(widths)):  # every module fits the host whole: never split
+        kernel, bias = plan.destination(f"h.{i}.kernel"), plan.destination(f"h.{i}.bias")
+        assert kernel == bias
+        held[(kernel.device.id, kernel.memory_kind)] += modules[i]
+    assert held[(1, "device")] <= first and held[(2, "device")] <= second
+    gpus = [b for b in (first, second) if b > 0]
+    if strategy == "auto" and len(gpus) == 2:
+        share = sum(modules) // 2 + int(1.25 * sum(modules) / len(modules))
+        assert held[(1, "device")] <= share
+    if strategy == "balanced_low_0" and len(gpus) == 2:
+        assert held[(1, "device")] <= max(0, sum(modules) - second)
+
+
 @pytest.mark.parametrize("writer", ["safetensors", "tj"])
 def test_a_safetensors_file_is_planned_in_the_models_order_as_its_torch_checkpoint(
     tmp_path: Path, writer: str
