@@ -145,8 +145,11 @@ def test_the_torch_layout_lists_a_tie_under_every_name_and_the_twin_loads_it_str
 
 @pytest.mark.idiom("load-model-state")
 @pytest.mark.parametrize("tie", sorted(TIES))
-@pytest.mark.parametrize("source", ["state dict", "torch.save", "save_model"])
-def test_a_tied_twins_state_loads_into_the_nnx_model(tie: str, source: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["state dict", "torch.save", "save_model", "tj.save_file"])
+@pytest.mark.parametrize("device", [None, "auto"])  # "auto": a safetensors file read by plan
+def test_a_tied_twins_state_loads_into_the_nnx_model(
+    tie: str, source: str, device: str | None, tmp_path: Path
+) -> None:
     build, build_twin = TIES[tie]
     twin = build_twin()
     state: Any = twin.state_dict()
@@ -157,7 +160,10 @@ def test_a_tied_twins_state_loads_into_the_nnx_model(tie: str, source: str, tmp_
         state = tmp_path / "twin.safetensors"
         safetensors.torch.save_model(twin, str(state))
         assert len(safetensors.torch.load_file(str(state))) < len(twin.state_dict())
-    model = tj.load_state(build(nnx.Rngs(1)), state)
+    elif source == "tj.save_file":  # every name, each in full
+        state = tmp_path / "every_name.safetensors"
+        tj.save_file(dict(twin.state_dict()), state)
+    model = tj.load_state(build(nnx.Rngs(1)), state, device=device)
     np.testing.assert_allclose(*_outputs(model, twin), **TOLERANCE)
 
 
