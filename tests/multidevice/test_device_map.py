@@ -259,6 +259,22 @@ def test_plans_over_two_accelerators_keep_modules_whole_in_order_within_their_sh
         assert held[(1, "device")] <= max(0, sum(modules) - second)
 
 
+@pytest.mark.parametrize("kind", ["numpy", "jax"])
+def test_an_array_under_two_names_is_counted_once_and_placed_with_its_first(kind: str) -> None:
+    """A tie (one array object under two names, as a torch-layout state dict lists a
+    tied weight): Accelerate counts it once and keeps it on one device."""
+    shared = np.ones(64, np.float32) if kind == "numpy" else jnp.ones(64)
+    tree = {"embed": shared, "mid": np.ones(64, np.float32), "head": shared}
+    budget = {"cpu:1": 2 * 256, "cpu": 2**20}  # the two distinct arrays, not three
+    plan = tj.DeviceMap.plan(tree, max_memory=budget)
+    assert plan.modules() == {"": "cpu:1"}
+    assert plan.bytes_per_device() == {"cpu:1": 512}
+    placed = tj.to_device(tree, "auto", max_memory=budget)
+    assert {name: _tier(array) for name, array in placed.items()} == dict.fromkeys(tree, 0)
+    explicit = tj.DeviceMap.plan(tree, device_map={"": "cpu:1"}, max_memory=budget)
+    assert explicit.bytes_per_device() == {"cpu:1": 512}  # within the budget: not refused
+
+
 @pytest.mark.parametrize("writer", ["safetensors", "tj"])
 def test_a_safetensors_file_is_planned_in_the_models_order_as_its_torch_checkpoint(
     tmp_path: Path, writer: str

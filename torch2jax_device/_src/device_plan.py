@@ -92,14 +92,16 @@ class DevicePlan:
     ) -> Any:
         """The plan for ``{name: array or jax.ShapeDtypeStruct}``, in its order (see
         ``tj.DeviceMap.plan`` for the rules, the arguments and the errors)."""
-        sizes = _sizes(tensors)
+        sizes, ties = _sizes(tensors)
+        own = {name: nbytes for name, nbytes in sizes.items() if name not in ties}
         budgets = Budgets(max_memory)
         if device_map is None or (isinstance(device_map, str) and device_map in STRATEGIES):
             if device_map != "sequential":
-                budgets.balance(_module_sizes(sizes), low_zero=device_map == "balanced_low_0")
-            placements = _auto(sizes, budgets)
+                budgets.balance(_module_sizes(own), low_zero=device_map == "balanced_low_0")
+            placed = _auto(own, budgets)  # a tie goes where its first name goes
+            placements = {name: placed[ties.get(name, name)] for name in sizes}
         elif isinstance(device_map, Mapping):
-            placements = _explicit(sizes, device_map, budgets)
+            placements = _explicit(sizes, device_map, budgets, counted=own)
         else:
             raise InvalidDeviceError(
                 f"device_map={shown(device_map)}: give one of Accelerate's strategies "
@@ -110,7 +112,7 @@ class DevicePlan:
         computing = [place for place in placements.values() if not budgets.in_host(place)]
         first = computing[0] if computing else next(iter(placements.values()), None)
         execution = budgets.tiers()[0].device if first is None else first.device
-        return cls(placements, sizes, used, execution)
+        return cls(placements, {name: own.get(name, 0) for name in sizes}, used, execution)
 
     def __call__(self, name: str, shape: tuple[int, ...], dtype: Any) -> SingleDeviceSharding:
         """The sharding tensor ``name`` is loaded onto (the loaders' per-tensor rule).
@@ -315,8 +317,14 @@ def _modules(sizes: Mapping[str, int]) -> list[list[str]]:
 
 
 def _explicit(
-    sizes: Mapping[str, int], device_map: Mapping[str, Any], budgets: Budgets
+    sizes: Mapping[str, int],
+    device_map: Mapping[str, Any],
+    budgets: Budgets,
+    *,
+    counted: Mapping[str, int],
 ) -> dict[str, Destination]:
+    """Each tensor where the most specific key covering it says; ``counted`` are the
+    tensors whose bytes the budgets hold (an array under a second name counts once)."""
     rules = [(str(key), _destination(key, value)) for key, value in device_map.items()]
     placements: dict[str, Destination] = {}
     unplaced = []
@@ -338,7 +346,7 @@ def _explicit(
     _refuse_unused_keys(rules, sizes)
     totals: dict[Destination, int] = {}
     for name, place in placements.items():
-        totals[place] = totals.get(place, 0) + sizes[name]
+        totals[place] = totals.get(place, 0) + counted.get(name, 0)
     for place, nbytes in totals.items():
         budget = budgets.of(place)
         if budget is not None and nbytes > budget:
@@ -413,10 +421,11 @@ def _destination(key: Any, value: Any) -> Destination:
     return Destination(device, kind)
 
 
-def _sizes(tensors: Any) -> dict[str, int]:
+def _sizes(tensors: Any) -> tuple[dict[str, int], dict[str, str]]:
     """Each tensor's bytes once placed (in JAX's dtype: 64-bit ones narrowed), in order:
     of ``{name: array}`` as given, or of a model's or tree's arrays as ``NamedArrays``
-    names them."""
+    names them; and each name of an array already named (a tie: the same object twice),
+    with its first name. Accelerate counts a tied weight once, on one device."""
     if not _is_flat(tensors):
         if not isinstance(tensors, (Mapping, list, tuple)) and not is_model(tensors):
             raise ArgumentTypeError(
@@ -424,8 +433,13 @@ def _sizes(tensors: Any) -> dict[str, int]:
                 f"tree of arrays, not {type(tensors).__name__}"
             )
         tensors = NamedArrays(tensors).arrays
-    sizes = {}
+    sizes: dict[str, int] = {}
+    ties: dict[str, str] = {}
+    first: dict[int, str] = {}
     for name, value in tensors.items():
+        if id(value) in first:
+            ties[str(name)] = first[id(value)]
+        first.setdefault(id(value), str(name))
         if not (hasattr(value, "shape") and hasattr(value, "dtype")):
             raise CheckpointError(
                 f"tensor {shown(name)} is a {type(value).__name__}, which has no shape and "
@@ -435,7 +449,7 @@ def _sizes(tensors: Any) -> dict[str, int]:
             sizes[str(name)] = value.nbytes  # in JAX's dtype already (key arrays too)
         else:
             sizes[str(name)] = _nbytes(tuple(value.shape), value.dtype)
-    return sizes
+    return sizes, ties
 
 
 def _is_flat(tensors: Any) -> bool:
@@ -509,14 +523,19 @@ def shapes_of(
 ) -> dict[str, Any]:
     """``{name: ShapeDtypeStruct}`` of arrays (JAX, NumPy, torch) or numbers as they will
     be held: cast to ``dtype`` where given and the array is floating-point or complex
-    (what a model's move casts), or whatever it is with ``cast_all`` (a lone array's)."""
+    (what a model's move casts), or whatever it is with ``cast_all`` (a lone array's).
+    An array under two names gets one struct, so the plan sees the tie."""
     shapes = {}
+    made: dict[int, Any] = {}
     for name, leaf in leaves.items():
+        if id(leaf) in made:
+            shapes[name] = made[id(leaf)]
+            continue
         held = _held_dtype(leaf)
         if dtype is not None and (cast_all or dtypes.is_inexact(held)):
             held = dtypes.to_numpy_dtype(dtype)
         kept = isinstance(leaf, jax.Array) and held == leaf.dtype
-        shapes[name] = leaf if kept else jax.ShapeDtypeStruct(np.shape(leaf), held)
+        shapes[name] = made[id(leaf)] = leaf if kept else jax.ShapeDtypeStruct(np.shape(leaf), held)
     return shapes
 
 
