@@ -110,11 +110,82 @@ def _tied_in_a_list_twin() -> torch.nn.Module:
     return Stack()
 
 
+def _tied_in_a_container(kind: str) -> Callable[[nnx.Rngs], Any]:
+    """Two Linears in a container of ``kind``, the second's kernel the first's; a plain
+    Python container holds them as data (``nnx.data``, or a module with
+    ``pytree=False``), where the walk over the graph must step through it too."""
+
+    def build(rngs: nnx.Rngs) -> Any:
+        layers = [nnx.Linear(4, 4, rngs=rngs) for _ in range(2)]
+        layers[1].kernel = layers[0].kernel
+        if kind == "plain dict":
+            return _PlainDict({"0": layers[0], "1": layers[1]})
+        return _NoPytree(layers) if kind == "list, pytree=False" else _PlainList(layers)
+
+    return build
+
+
+class _PlainList(nnx.Module):
+    layers: list[Any] = nnx.data()
+
+    def __init__(self, layers: list[Any]) -> None:
+        self.layers = layers
+
+    def __call__(self, x: Any) -> Any:
+        return self.layers[1](self.layers[0](x))
+
+
+class _PlainDict(nnx.Module):
+    layers: dict[str, Any] = nnx.data()
+
+    def __init__(self, layers: dict[str, Any]) -> None:
+        self.layers = layers
+
+    def __call__(self, x: Any) -> Any:
+        return self.layers["1"](self.layers["0"](x))
+
+
+class _NoPytree(nnx.Module, pytree=False):
+    def __init__(self, layers: list[Any]) -> None:
+        self.layers = layers
+
+    def __call__(self, x: Any) -> Any:
+        return self.layers[1](self.layers[0](x))
+
+
+def _tied_in_a_container_twin(kind: str) -> Callable[[], torch.nn.Module]:
+    def build() -> torch.nn.Module:
+        class Twin(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                layers = [torch.nn.Linear(4, 4) for _ in range(2)]
+                layers[1].weight = layers[0].weight
+                self.layers: Any = (
+                    torch.nn.ModuleDict({"0": layers[0], "1": layers[1]})
+                    if kind == "plain dict"
+                    else torch.nn.ModuleList(layers)
+                )
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                first, second = (
+                    self.layers[k] for k in (("0", "1") if kind == "plain dict" else (0, 1))
+                )
+                return second(first(x))
+
+        return Twin()
+
+    return build
+
+
 #: Each way to tie, built in NNX and in torch.
 TIES: dict[str, tuple[Callable[[nnx.Rngs], Any], Callable[[], torch.nn.Module]]] = {
     "shared variable": (_shared_variable, _shared_variable_twin),
     "module registered twice": (_shared_module, _shared_module_twin),
     "tie inside a list": (_tied_in_a_list, _tied_in_a_list_twin),
+    **{
+        f"tie inside a {kind}": (_tied_in_a_container(kind), _tied_in_a_container_twin(kind))
+        for kind in ("plain list", "plain dict", "list, pytree=False")
+    },
 }
 X = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
 

@@ -654,13 +654,17 @@ def _walk(
 ) -> None:
     """Every path of each module and variable under ``node``: a shared one under each
     (``nnx.iter_graph`` gives the first only), as torch's ``state_dict`` lists a tied
-    parameter, or a module registered twice, under every name."""
+    parameter, or a module registered twice, under every name. It steps through what
+    ``nnx.iter_graph`` steps through: graph nodes and pytrees (a module in a plain
+    list, tuple or dict attribute too)."""
     if isinstance(node, nnx.Module):
         modules[path] = node
-    for key, child in nnx.iter_children(node):
+    graphlib = sys.modules["flax.nnx.graphlib"]  # what nnx.iter_graph walks by
+    impl = graphlib.get_node_impl(node)
+    for key, child in impl.node_dict(node).items() if impl is not None else ():
         if isinstance(child, nnx.Variable):
             paths.setdefault(id(child), []).append((*path, key))
-        elif id(child) not in active:  # a cycle back to a parent is not a new path
+        elif graphlib.is_node(child) and id(child) not in active:  # not a cycle's way back
             _walk(nnx, child, (*path, key), active | {id(child)}, modules, paths)
 
 
