@@ -624,8 +624,10 @@ def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[Entry]:
     nnx = sys.modules["flax.nnx"]
     modules: dict[tuple[Any, ...], Any] = {}
     paths: dict[int, list[tuple[Any, ...]]] = {}
-    if torch_layout:
+    if torch_layout and hasattr(sys.modules[nnx.iter_graph.__module__], "get_node_impl"):
         _walk(nnx, model, (), {id(model)}, modules, paths)
+    elif torch_layout:  # a flax without the walk's helpers: each node's first path only
+        modules = {p: n for p, n in nnx.iter_graph(model) if isinstance(n, nnx.Module)}
     for path, variable in state_variables(model):  # a module's in its twin's order
         path = tuple(path)
         entry = Entry(".".join(map(str, path)), variable.get_value(), variable, path)
@@ -659,7 +661,7 @@ def _walk(
     list, tuple or dict attribute too)."""
     if isinstance(node, nnx.Module):
         modules[path] = node
-    graphlib = sys.modules["flax.nnx.graphlib"]  # what nnx.iter_graph walks by
+    graphlib = sys.modules[nnx.iter_graph.__module__]  # what nnx.iter_graph walks by
     impl = graphlib.get_node_impl(node)
     for key, child in impl.node_dict(node).items() if impl is not None else ():
         if isinstance(child, nnx.Variable):
