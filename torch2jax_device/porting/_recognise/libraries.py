@@ -1,11 +1,16 @@
 """The objects of libraries built on torch that own a script's device work.
 
-Hugging Face Accelerate's ``Accelerator`` (and ``PartialState``) and Lightning Fabric's
-``Fabric`` pick the device, join the process group, wrap the model and run collectives.
-Their members that do device work are the rows of the catalog's "Libraries built on
-torch" section (``"Accelerator.prepare"`` in a row's ``torch_api``); the scanner reports
-them, on an object built by one of the libraries' constructors or held in a variable
-named as the libraries' documentation names it (``accelerator``, ``fabric``).
+Hugging Face Accelerate's ``Accelerator`` (and ``PartialState``), Lightning Fabric's
+``Fabric`` and Transformers' ``Trainer`` and ``TrainingArguments`` pick the device, join
+the process group, wrap the model and run collectives. Their members that do device work
+are the rows of the catalog's "Libraries built on torch" section
+(``"Accelerator.prepare"`` in a row's ``torch_api``); the scanner reports them on an
+object that is evidently one (``is_library_object``): built by one of the libraries'
+constructors or by a class of the file derived from one, a parameter annotated with one,
+``self`` in such a class, a project's ``*Trainer`` given a ``TrainingArguments``, or a
+variable named as the libraries' documentation names it (``accelerator``, ``fabric``,
+``training_args``). The keywords that place a model (``device_map=``, ``max_memory=``)
+are followed through the dictionaries that carry them into ``from_pretrained(**kwargs)``.
 """
 
 from __future__ import annotations
@@ -13,13 +18,29 @@ from __future__ import annotations
 import ast
 
 from .. import catalog
-from .._values import LIBRARY_OBJECT
+from .._names import Binding
+from .._values import LIBRARY_OBJECT, last_name
 from .base import Recogniser
 
-__all__ = ["device_keywords", "device_map_choice", "is_library_object", "member"]
+__all__ = [
+    "device_keywords",
+    "device_map_choice",
+    "device_map_test",
+    "is_library_object",
+    "library_call",
+    "member",
+    "placement_defaults",
+    "placement_keys",
+]
 
-_CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine")
+_CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine", "Trainer", "TrainingArguments")
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
+#: The libraries' classes whose objects own the device work (annotations, bases).
+LIBRARY_CLASSES = frozenset(
+    name
+    for name in catalog.get("library-launcher").torch_api
+    if name.rsplit(".", 1)[-1][:1].isupper() and name.split(".")[0].islower()
+)
 
 # Member name -> the row reporting it ("prepare" -> "library-prepare").
 _MEMBERS: dict[str, str] = {
@@ -29,7 +50,33 @@ _MEMBERS: dict[str, str] = {
     if name.split(".", 1)[0] in _CLASSES
 }
 # Variable and attribute names the libraries' documentation gives their objects.
-_OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine"})
+_OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine", "training_args"})
+# Attributes of a library object that hold another: trainer.args (its TrainingArguments),
+# accelerator.state (its AcceleratorState), trainer.accelerator.
+_HELD_OBJECTS = frozenset({"args", "state", "accelerator"})
+# The keywords of Transformers' Trainer besides args=: a project's class named *Trainer
+# called with args= and one of them is a Trainer (LLaVA's LLaVATrainer(model=, args=)).
+_TRAINER_KEYWORDS = frozenset(
+    {
+        "model",
+        "train_dataset",
+        "eval_dataset",
+        "tokenizer",
+        "processing_class",
+        "data_collator",
+        "compute_metrics",
+        "callbacks",
+        "optimizers",
+    }
+)
+# Methods given a placement keyword: a loader's, or a dict's that carries it to one.
+_CARRYING_METHODS = frozenset({"from_pretrained", "update"})
+# Members of Accelerate's objects that a Transformers Trainer has too, doing no device
+# work there: trainer.save_state() writes trainer_state.json (the step, the log).
+_NOT_ON_TRAINERS = frozenset({"save_state"})
+# The library keywords that say where a model's weights go (from_pretrained,
+# load_checkpoint_and_dispatch, dispatch_model...), given in a call or carried in a dict.
+PLACEMENT_KEYWORDS = ("device_map", "max_memory", "offload_folder")
 # Keywords of DeepSpeedEngine.save_checkpoint / load_checkpoint no torch API takes.
 _DEEPSPEED_CHECKPOINT_ARGUMENTS = frozenset(
     {
@@ -55,13 +102,36 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     parent = r.parent(node)
     if row is None or not (is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)):
         return False
+    if node.attr in _NOT_ON_TRAINERS and _names_trainer(r, node.value):
+        return False
     reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
     fitting = _library_device_advice(r, reported) if row == "library-device" else None
+    if row == "library-process":
+        fitting = _PROCESS_ADVICE.get(node.attr)
     r.add(reported, row, fitting, position=r.file.method_position(node))
     r.visit(node.value)
     return True
 
 
+# library-process members whose answer is one tj.distributed query (the row's advice,
+# rank 0 printing the world size, for the others).
+_PROCESS_ADVICE = {
+    **dict.fromkeys(
+        ("local_rank", "local_process_index"), "local_rank = tj.distributed.get_local_rank()"
+    ),
+    **dict.fromkeys(("process_index", "global_rank"), "rank = tj.distributed.get_rank()"),
+    **dict.fromkeys(
+        ("world_size", "num_processes"), "world_size = tj.distributed.get_world_size()"
+    ),
+    "n_gpu": "n_gpu = jax.local_device_count()",
+    **dict.fromkeys(
+        ("is_main_process", "is_global_zero", "should_save", "should_log", "is_world_process_zero"),
+        "tj.distributed.get_rank() == 0",
+    ),
+    **dict.fromkeys(
+        ("is_local_main_process", "is_local_process_zero"), "tj.distributed.get_local_rank() == 0"
+    ),
+}
 # This process's device once joined: what the libraries' ``device`` is.
 _THIS_DEVICE = 'tj.device(f"cuda:{tj.distributed.get_local_rank()}")'
 
@@ -82,6 +152,15 @@ def _library_device_advice(r: Recogniser, reported: ast.AST) -> str | None:
     return None
 
 
+def _names_trainer(r: Recogniser, node: ast.expr) -> bool:
+    """``trainer``, ``self.trainer``, or ``self`` in a class named ``*Trainer``."""
+    named = last_name(node)
+    if named == "self":
+        klass = r.file.names.enclosing(node, ast.ClassDef)
+        named = klass.name if isinstance(klass, ast.ClassDef) else None
+    return named is not None and named.lower().endswith("trainer")
+
+
 def _deepspeed_checkpoint(node: ast.Attribute, parent: ast.AST | None) -> bool:
     """``engine.save_checkpoint(dir, client_state=sd)``, ``engine.load_checkpoint(dir,
     load_optimizer_states=...)``: arguments only DeepSpeed's engine takes, whatever the
@@ -95,26 +174,275 @@ def _deepspeed_checkpoint(node: ast.Attribute, parent: ast.AST | None) -> bool:
 
 
 def is_library_object(r: Recogniser, node: ast.AST) -> bool:
-    """``node`` holds an ``Accelerator``, ``PartialState`` or ``Fabric``: made by one of
-    their constructors (passed around included), or named as their documentation names it."""
+    """``node`` holds an ``Accelerator``, ``PartialState``, ``Fabric``, ``Trainer`` or
+    ``TrainingArguments``: made by one of their constructors (passed around included) or
+    by a class derived from one, annotated as one, held by one (``trainer.args``,
+    ``accelerator.state``), or named as their documentation names it."""
     if LIBRARY_OBJECT in r.file.values.kinds(node):
         return True
     if isinstance(node, ast.Attribute):
-        if node.attr == "state":  # accelerator.state: its AcceleratorState, the same job
-            return is_library_object(r, node.value)
+        if node.attr in _HELD_OBJECTS and is_library_object(r, node.value):
+            return True
         return node.attr in _OWNER_NAMES
-    return isinstance(node, ast.Name) and node.id in _OWNER_NAMES
+    if not isinstance(node, ast.Name):
+        return False
+    return node.id in _OWNER_NAMES or any(
+        _binds_library_object(r, binding) for binding in r.file.names.bindings(node)
+    )
+
+
+def _binds_library_object(r: Recogniser, binding: Binding) -> bool:
+    """A parameter annotated with a library class (``trainer: transformers.Trainer``,
+    ``Optional[Accelerator]``), ``self`` of a class derived from one, or a name bound
+    to a project's trainer (``trainer = LLaVATrainer(model=m, args=training_args)``)."""
+    if binding.kind == "param" and isinstance(binding.node, ast.arg):
+        annotation = binding.node.annotation
+        if annotation is not None and any(
+            _is_library_class(r, part) for part in ast.walk(annotation)
+        ):
+            return True
+        method = r.file.names.enclosing(binding.node, ast.FunctionDef, ast.AsyncFunctionDef)
+        klass = None if method is None else r.parent(method)
+        return (
+            isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and isinstance(klass, ast.ClassDef)
+            and bool(method.args.args)
+            and method.args.args[0] is binding.node
+            and _derives_from_library(r, klass, set())
+        )
+    value = binding.value if binding.kind == "assign" and binding.element is None else None
+    return isinstance(value, ast.Call) and _constructs_trainer(r, value)
+
+
+def _is_library_class(r: Recogniser, node: ast.AST) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute)) and (r.qualname(node) in LIBRARY_CLASSES)
+
+
+def _derives_from_library(r: Recogniser, klass: ast.ClassDef, seen: set[int]) -> bool:
+    """``class LLaVATrainer(transformers.Trainer)``, or derived from such a class of the
+    file."""
+    if id(klass) in seen:
+        return False
+    seen.add(id(klass))
+    for base in klass.bases:
+        if _is_library_class(r, base):
+            return True
+        if isinstance(base, ast.Name):
+            for binding in r.file.names.bindings(base):
+                if isinstance(binding.node, ast.ClassDef) and _derives_from_library(
+                    r, binding.node, seen
+                ):
+                    return True
+    return False
+
+
+def _constructs_trainer(r: Recogniser, call: ast.Call) -> bool:
+    """A class of the file derived from a library's (``MyTrainer(...)``), or a project's
+    class named ``*Trainer`` given ``args=`` and another of Transformers' Trainer keywords
+    (``LLaVATrainer(model=model, tokenizer=tokenizer, args=training_args)``)."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        for binding in r.file.names.bindings(func):
+            if isinstance(binding.node, ast.ClassDef) and _derives_from_library(
+                r, binding.node, set()
+            ):
+                return True
+    named = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    keywords = {k.arg for k in call.keywords}
+    return (
+        named.endswith("Trainer")
+        and r.qualname(func) not in LIBRARY_CLASSES
+        and "args" in keywords
+        and bool(keywords & _TRAINER_KEYWORDS)
+    )
+
+
+def library_call(r: Recogniser, call: ast.Call) -> None:
+    """The calls that are a library's work by their shape: a project's Trainer built
+    (``library-launcher``), a library object's member probed with ``getattr`` /
+    ``hasattr`` (``getattr(accelerator.state, "fsdp_plugin", None)``), and a dict that
+    carries ``device_map=`` splatted into a call (``from_pretrained(name, **kwargs)``)."""
+    if id(call) not in r.reported and _constructs_trainer(r, call):
+        r.add(call, "library-launcher")
+    name = r.file.values.builtin(call.func)
+    if name in ("getattr", "hasattr") and len(call.args) >= 2:
+        probed, member_name = call.args[0], call.args[1]
+        if (
+            isinstance(member_name, ast.Constant)
+            and member_name.value in _MEMBERS
+            and is_library_object(r, probed)
+        ):
+            r.add(call, _MEMBERS[member_name.value])
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            carried = _carried_placement(r, keyword.value)
+            if carried is not None:
+                key, line = carried
+                candidate = r.add(
+                    keyword,
+                    "library-device",
+                    _placement_advice(r, key, f"{r.text(keyword.value)}[{key!r}]"),
+                    position=r.file.position(r.file.span(keyword)[0]),
+                )
+                candidate.reason = (
+                    f"{r.text(keyword.value)} carries {key}= (line {line}): the library "
+                    "places the model by it"
+                )
+
+
+def _carried_placement(r: Recogniser, node: ast.expr) -> tuple[str, int] | None:
+    """(key, line) where the dict ``node`` names is given a placement keyword: a literal
+    with the key, ``dict(device_map=...)``, ``d["device_map"] = ...``,
+    ``d.update(...)`` or ``d.setdefault(...)`` of one; ``None`` if none is."""
+    if not isinstance(node, ast.Name):
+        return _placement_in(node)
+    for binding in r.file.names.bindings(node):
+        if binding.kind == "assign" and binding.value is not None and binding.element is None:
+            found = _placement_in(binding.value)
+            if found is not None:
+                return found
+        for load in r.file.names.loads(binding):
+            parent = r.parent(load)
+            if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+                key = parent.slice
+                if isinstance(key, ast.Constant) and key.value in PLACEMENT_KEYWORDS:
+                    return key.value, parent.lineno
+            method = r.parent(parent) if isinstance(parent, ast.Attribute) else None
+            if (
+                isinstance(parent, ast.Attribute)
+                and parent.attr in ("update", "setdefault")
+                and isinstance(method, ast.Call)
+                and method.func is parent
+            ):
+                found = _placement_in(method)
+                if found is not None:
+                    return found
+    return None
+
+
+def _placement_in(node: ast.AST) -> tuple[str, int] | None:
+    """(key, line) of a placement keyword given in ``node``: a dict literal's key, a
+    call's keyword (``dict(device_map=...)``, ``d.update(device_map=...)``), the key of
+    ``d.setdefault("device_map", ...)``, or any of these among its arguments."""
+    if isinstance(node, ast.Dict):
+        for key in node.keys:
+            if isinstance(key, ast.Constant) and key.value in PLACEMENT_KEYWORDS:
+                return key.value, key.lineno
+        return None
+    if isinstance(node, ast.Call):
+        for keyword in node.keywords:
+            if keyword.arg in PLACEMENT_KEYWORDS:
+                return keyword.arg, keyword.value.lineno
+        for argument in node.args:
+            if isinstance(argument, ast.Constant) and argument.value in PLACEMENT_KEYWORDS:
+                return argument.value, argument.lineno
+            found = _placement_in(argument)
+            if found is not None:
+                return found
+    return None
+
+
+def placement_keys(r: Recogniser, node: ast.Dict | ast.Assign | ast.Call) -> None:
+    """``library-device``: a placement keyword kept in a dict for a call later:
+    ``{"device_map": device_map, **kwargs}``, ``kwargs["device_map"] = {"": device}``,
+    ``kwargs.setdefault("max_memory", budget)``."""
+    if isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value in PLACEMENT_KEYWORDS:
+                r.add(key, "library-device", _placement_advice(r, key.value, r.text(value), value))
+    elif isinstance(node, ast.Assign):
+        for target in node.targets:
+            key = target.slice if isinstance(target, ast.Subscript) else None
+            if isinstance(key, ast.Constant) and key.value in PLACEMENT_KEYWORDS:
+                r.add(
+                    target,
+                    "library-device",
+                    _placement_advice(r, key.value, r.text(node.value), node.value),
+                )
+    elif (
+        isinstance(node.func, ast.Attribute)
+        and node.func.attr == "setdefault"
+        and len(node.args) == 2
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value in PLACEMENT_KEYWORDS
+    ):
+        value = node.args[1]
+        r.add(
+            node,
+            "library-device",
+            _placement_advice(r, node.args[0].value, r.text(value), value),
+        )
+
+
+def device_map_test(r: Recogniser, node: ast.Compare) -> None:
+    """``library-device``: the device map tested by its value (``if device_map !=
+    "auto":``): the test keeps its meaning on the map handed to ``tj.load_state``."""
+    sides = [node.left, *node.comparators]
+    named = [s for s in sides if last_name(s) == "device_map"]
+    constants = [
+        s
+        for s in sides
+        if (isinstance(s, ast.Constant) and isinstance(s.value, str))
+        or (
+            isinstance(s, (ast.Tuple, ast.List, ast.Set))
+            and s.elts
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in s.elts)
+        )
+    ]
+    if named and constants and id(node) not in r.reported:
+        r.add(
+            node,
+            "library-device",
+            f"{r.text(node)}  # the same test of the map given to "
+            'tj.load_state(model, path, device_map=...): "auto" or {module prefix: device}',
+        )
+
+
+def placement_defaults(r: Recogniser, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    """``library-device``: a placement keyword's default, ``def load(...,
+    device_map="auto")``: the choice itself, as ``device_map = "auto"`` is."""
+    arguments = node.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = [
+        *zip(
+            positional[len(positional) - len(arguments.defaults) :], arguments.defaults, strict=True
+        ),
+        *zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True),
+    ]
+    for argument, default in pairs:
+        if (
+            default is not None
+            and argument.arg in PLACEMENT_KEYWORDS
+            and not (isinstance(default, ast.Constant) and default.value is None)
+        ):
+            r.add(
+                default,
+                "library-device",
+                _placement_advice(r, argument.arg, r.text(default), default),
+            )
 
 
 def device_keywords(r: Recogniser, call: ast.Call) -> None:
-    """``library-device``: ``from_pretrained(..., device_map="auto")`` anywhere, and
-    ``device=`` given to a call of Transformers, Diffusers or Sentence Transformers
-    (``pipeline("text-generation", model=m, device=0)``)."""
+    """``library-device``: ``from_pretrained(..., device_map="auto")`` anywhere,
+    ``max_memory=`` and ``offload_folder=`` given to a library's call, a
+    ``from_pretrained`` or a dict that carries them (``dict(...)``, ``d.update(...)``),
+    and ``device=`` given to a call of Transformers, Diffusers or
+    Sentence Transformers (``pipeline("text-generation", model=m, device=0)``)."""
     name = r.qualname(call.func)
+    ours = name is not None and name.startswith(_TORCH_LIBRARIES)
+    loader = (
+        ours
+        or (isinstance(call.func, ast.Attribute) and call.func.attr in _CARRYING_METHODS)
+        or r.file.values.builtin(call.func) == "dict"  # kwargs = dict(max_memory=...)
+    )
     for keyword in call.keywords:
-        ours = keyword.arg == "device" and name is not None and name.startswith(_TORCH_LIBRARIES)
-        if keyword.arg == "device_map" or ours:
-            fitting = _device_map_advice(r, keyword.value) if keyword.arg == "device_map" else None
+        placement = keyword.arg == "device_map" or (keyword.arg in PLACEMENT_KEYWORDS and loader)
+        if placement or (keyword.arg == "device" and ours):
+            fitting = (
+                _placement_advice(r, keyword.arg, r.text(keyword.value), keyword.value)
+                if placement and keyword.arg is not None
+                else None
+            )
             r.add(
                 keyword,
                 "library-device",
@@ -135,13 +463,23 @@ def device_map_choice(r: Recogniser, node: ast.Assign) -> None:
             isinstance(value, ast.Dict)
             or (isinstance(value, ast.Constant) and isinstance(value.value, str))
         ):
-            r.add(value, "library-device", _device_map_advice(r, value))
+            r.add(value, "library-device", _placement_advice(r, name, r.text(value), value))
             return
 
 
-def _device_map_advice(r: Recogniser, value: ast.expr) -> str | None:
-    """``device_map="auto"``: tj.load_state's plan within max_memory; ``{"": device}``:
-    every weight on that device; ``None`` for another map (the row's advice)."""
+def _placement_advice(r: Recogniser, key: str, shown: str, value: ast.expr | None = None) -> str:
+    """The advice for placement keyword ``key`` given ``shown`` (its value's text):
+    ``device_map="auto"``: tj.load_state's plan within max_memory; ``{"": device}``:
+    every weight on that device; another map: tj.load_state's ``device_map=``;
+    ``max_memory=``: the plan's budgets; ``offload_folder=``: there is no disk tier."""
+    if key == "max_memory":
+        return f'model = tj.load_state(model, path, device="auto", max_memory={shown})'
+    if key == "offload_folder":
+        return (
+            'model = tj.load_state(model, path, device="auto")  # no disk tier: a '
+            "safetensors file is memory-mapped, the plan fills device, pinned host and CPU "
+            "memory"
+        )
     if isinstance(value, ast.Constant) and value.value in ("auto", "balanced", "sequential"):
         return (
             'model = tj.load_state(model, path, device="auto")  # a tj.DeviceMap plan, '
@@ -154,4 +492,7 @@ def _device_map_advice(r: Recogniser, value: ast.expr) -> str | None:
         and value.keys[0].value == ""
     ):
         return f"model = tj.load_state(model, path, device={r.text(value.values[0])})"
-    return None
+    return (
+        f'model = tj.load_state(model, path, device_map={shown})  # "auto" or '
+        "{module prefix: device}"
+    )

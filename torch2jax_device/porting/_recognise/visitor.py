@@ -126,6 +126,8 @@ class Detector(Recogniser):
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
+        libraries.library_call(self, node)
+        libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
         device_strings.string_test(self, node)
@@ -227,6 +229,7 @@ class Detector(Recogniser):
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
+        libraries.device_map_test(self, node)
         if not environment.variable_check(self, node):
             device_strings.string_test(self, node)
             self.generic_visit(node)
@@ -234,6 +237,7 @@ class Detector(Recogniser):
     def visit_Assign(self, node: ast.Assign) -> None:
         device_strings.name_assignment(self, node)
         libraries.device_map_choice(self, node)
+        libraries.placement_keys(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -249,6 +253,7 @@ class Detector(Recogniser):
 
     # -- annotations are types, not code that runs -----------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        libraries.placement_defaults(self, node)
         for child in [*node.decorator_list, node.args, *node.body]:
             self.visit(child)
 
@@ -272,6 +277,7 @@ class Detector(Recogniser):
 
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
+        libraries.placement_keys(self, node)
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)

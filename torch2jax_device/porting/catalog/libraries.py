@@ -34,7 +34,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
             "precision=, strategy=)` and `fabric.launch()` join the job, pick the device and "
             "set up mixed precision (as do the trainers built on them: Hugging Face's "
-            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`; Dora's and flashy's "
+            "`Trainer` and `TrainingArguments`, a project's subclass of them included, "
+            "Lightning's `Trainer`; Dora's and flashy's "
             "`distrib.init()`). With JAX: join with "
             "`tj.distributed.init_process_group` "
             "before anything starts JAX, keep the device, and get mixed precision from the "
@@ -82,8 +83,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.get_default_device()`). Fabric's `with fabric.init_module():` and "
             "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
             "`device_map=` (Transformers, Diffusers) places a model's layers over the "
-            "devices: with JAX, shard its parameters over a mesh (`tj.load_file(..., "
-            "device=rule)`). Stable-Baselines3's `ReplayBuffer(..., device)` and "
+            "devices: with JAX, `tj.load_state(model, path, device_map=...)` takes `\"auto\"` "
+            "or a `{module prefix: device}` map, `max_memory=` its budgets; the map is "
+            "reported where it is set and where it is handed over, a dict that carries it "
+            "included (`kwargs[\"device_map\"] = ...` then `from_pretrained(**kwargs)`). "
+            "Transformers' `training_args.device` is the device the Trainer chose. "
+            "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
             "buffer and `jax.device_put` the sampled batch."
         ),
@@ -93,6 +98,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.device",
             "Fabric.init_module",
             "DeepSpeedEngine.device",
+            "TrainingArguments.device",
             "accelerate.init_empty_weights",
             "accelerate.init_on_device",
             "torchtune.training.get_device",
@@ -270,7 +276,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         notes=(
             "Fabric's and Lightning's `FSDPStrategy`, `DeepSpeedStrategy`, `DDPStrategy`, "
             "`XLAStrategy` and `ModelParallelStrategy`, `isinstance(fabric.strategy, ...)`, "
-            "and Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` choose "
+            "Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` "
+            '(`getattr(accelerator.state, "fsdp_plugin", None)`) and Transformers\' '
+            "`trainer.deepspeed` / `is_fsdp_enabled` / `training_args.deepspeed` choose "
             "how the model and optimizer state are split over the processes. With JAX that "
             "is the mesh and each array's sharding: replicate for data parallelism "
             "(`dist-ddp-gradient`), shard the parameters whose first dimension divides "
@@ -300,6 +308,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
                 )
             ),
             "Fabric.strategy",
+            "Trainer.deepspeed",
+            "Trainer.is_deepspeed_enabled",
+            "Trainer.is_fsdp_enabled",
+            "TrainingArguments.deepspeed",
             "Accelerator.fsdp_plugin",  # on accelerator.state, Accelerate's AcceleratorState
             "Accelerator.deepspeed_plugin",
             "accelerate.FullyShardedDataParallelPlugin",
@@ -321,7 +333,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         ),
         notes=(
             "`save_state`/`load_state` (model, optimizer, RNG and sampler states), `save`, "
-            "`save_model` (Fabric: `save`, `load`, `load_raw`; torch_xla: `xm.save`). "
+            "`save_model` (Fabric: `save`, `load`, `load_raw`; torch_xla: `xm.save`; "
+            "Transformers' `trainer.save_model(dir)` and `trainer._save(dir, state_dict=)`, "
+            "which gather a DeepSpeed or FSDP model first). "
             "`tj.save_file` and "
             "`tj.load_state` keep the model's arrays; save the optimizer state "
             "(`nnx.state(optimizer)`) and the step the same way or with orbax."
@@ -334,6 +348,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.save_model",
             "Accelerator.get_state_dict",
             "Accelerator.register_for_checkpointing",
+            "Trainer.save_model",
+            "Trainer._save",
+            "Trainer._save_checkpoint",
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
@@ -358,7 +375,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`main_process_first()` (Fabric: `global_rank`, `local_rank`, `node_rank`, "
             "`world_size`, `is_global_zero`, `rank_zero_first()`): "
             "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining; "
-            "the backend is `tj.device(...).type`. The trainer frameworks' own (Dora's and "
+            "the backend is `tj.device(...).type`. Transformers' `TrainingArguments` "
+            "(`training_args.local_rank`, `process_index`, `world_size`, `should_save`: "
+            "rank 0 saves; `trainer.args` is the Trainer's) and `Trainer`'s "
+            "`is_world_process_zero()`, and the trainer frameworks' own (Dora's and "
             "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
         ),
         runs=False,
@@ -382,6 +402,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.is_global_zero",
             "DeepSpeedEngine.local_rank",
             "DeepSpeedEngine.global_rank",
+            "TrainingArguments.local_rank",
+            "TrainingArguments.process_index",
+            "TrainingArguments.local_process_index",
+            "TrainingArguments.world_size",
+            "TrainingArguments.n_gpu",
+            "TrainingArguments.parallel_mode",
+            "TrainingArguments.should_save",
+            "TrainingArguments.should_log",
+            "TrainingArguments.main_process_first",
+            "Trainer.is_world_process_zero",
+            "Trainer.is_local_process_zero",
             "Fabric.rank_zero_first",
             "torchtune.training.get_world_size_and_rank",
             "torchtune.utils.get_world_size_and_rank",
