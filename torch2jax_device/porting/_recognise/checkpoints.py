@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from .._rewrites import Rewrite
-from .._values import TJ
+from .._values import TJ, TORCH_MODULE
 from .base import Recogniser
 
 __all__ = ["forwarded_map_location", "load_call", "load_state_call", "save_call"]
@@ -122,6 +122,8 @@ def load_state_call(
     name = receiver.attr if isinstance(receiver, ast.Attribute) else r.text(receiver)
     if len(call.args) != 1 or any(n in name.lower() for n in _NOT_MODELS):
         return
+    if _is_super(receiver) and not _in_torch_module(r, call):
+        return  # a trainer's or a checkpointer's own load_state_dict (detectron2's)
     if call.keywords:  # strict=False, assign=True: which keys load is torch's own rule
         if any(k.arg not in ("strict", "assign") for k in call.keywords):
             return  # not Module.load_state_dict (a helper's, map_location=...)
@@ -129,7 +131,7 @@ def load_state_call(
         r.add(
             call,
             "load-model-state",
-            f"{r.text(receiver)} = tj.load_state({r.text(receiver)}, path)",
+            r.loaded_into(receiver, f"tj.load_state({r.text(receiver)}, path)"),
             position=where,
             reason=(
                 f"{given}: tj.load_state has no such argument; port the model to Flax NNX "
@@ -148,7 +150,7 @@ def load_state_call(
     candidate = r.add(
         call,
         "load-model-state",
-        f"{model} = tj.load_state({model}, {r.text(source)})",
+        r.loaded_into(receiver, f"tj.load_state({model}, {r.text(source)})"),
         position=where,
         call=call,
         tj_name="tj.load_state",
@@ -163,6 +165,8 @@ def load_state_call(
             f"{model} may be a torch module: port it to Flax NNX first "
             "(model.load_state_dict(tj.load(path)) fails: an NNX module has no load_state_dict)"
         )
+    elif not isinstance(receiver, (ast.Name, ast.Attribute, ast.Subscript)):
+        candidate.reason = f"{model} is no name to assign the loaded model to"
     elif not plain_load or not isinstance(r.parent(call), ast.Expr):
         candidate.reason = "tj.load_state reads the file itself: give it the path"
     else:
@@ -170,6 +174,18 @@ def load_state_call(
         candidate.rewrite = Rewrite(
             start, end, ("tj.load_state(", r.file.span(receiver), ", ", r.file.span(source), ")")
         )
+
+
+def _is_super(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+    )
+
+
+def _in_torch_module(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is in a method of a class whose instances are torch modules."""
+    klass = r.file.names.enclosing(node, ast.ClassDef)
+    return isinstance(klass, ast.ClassDef) and TORCH_MODULE in r.file.values.class_kinds(klass)
 
 
 def forwarded_map_location(r: Recogniser, call: ast.Call) -> None:

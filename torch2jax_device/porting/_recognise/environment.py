@@ -37,6 +37,18 @@ _ENVIRONMENT = {
     "PYTORCH_CUDA_ALLOC_CONF": ("cuda-alloc-conf", None),
     "CUBLAS_WORKSPACE_CONFIG": ("deterministic", None),
 }
+# The variables torchrun sets (torch2jax-device run sets them too).
+_TORCHRUN = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
 # Launchers' variables by prefix: SLURM's and Open MPI's (jax.distributed reads them).
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
 
@@ -99,10 +111,22 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
         and isinstance(node.left, ast.Constant)
     ):
         found = _variable(node.left.value)
-    if found is None:
+    if found is None or not isinstance(node.left, ast.Constant):
         return False
-    r.add(node, found[0], f"{r.text(node)}  # torchrun and torch2jax-device run set it")
+    r.add(node, found[0], f"{r.text(node)}  # {_set_by(str(node.left.value))}")
     return True
+
+
+def _set_by(name: str) -> str:
+    """Who sets the launcher's variable ``name``: torchrun's are set by both launchers,
+    SLURM's and Open MPI's by theirs alone."""
+    if name.startswith("SLURM_"):
+        return "srun sets it (not torchrun); jax.distributed.initialize() reads it"
+    if name.startswith("OMPI_COMM_WORLD_"):
+        return "mpirun sets it (not torchrun); jax.distributed.initialize() reads it"
+    if name in _TORCHRUN:
+        return "torchrun and torch2jax-device run set it"
+    return "set where the process is started, as for torch"
 
 
 def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set | ast.Dict) -> None:

@@ -23,6 +23,7 @@ from .._values import LIBRARY_OBJECT, last_name
 from .base import Recogniser
 
 __all__ = [
+    "collective_advice",
     "device_keywords",
     "device_map_choice",
     "device_map_test",
@@ -108,9 +109,68 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     fitting = _library_device_advice(r, reported) if row == "library-device" else None
     if row == "library-process":
         fitting = _PROCESS_ADVICE.get(node.attr)
+    elif row == "library-collective":
+        fitting = collective_advice(
+            r, node.attr, reported if isinstance(reported, ast.Call) else None
+        )
     r.add(reported, row, fitting, position=r.file.method_position(node))
     r.visit(node.value)
     return True
+
+
+def collective_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:
+    """``library-collective``'s advice for what the member or function ``name`` does,
+    with the call's own value: a barrier (``accelerator.wait_for_everyone()``), a
+    reduction, a broadcast, a gather, padding before one, DeepSpeed's gather of ZeRO-3
+    shards; ``None`` for another (the row's)."""
+    family = next((f for f, names in _COLLECTIVES.items() if name in names), None)
+    if family is None:
+        return None
+    given = call.args[0] if call is not None and call.args else None
+    if given is None or isinstance(given, ast.Starred) or family in ("barrier", "shards"):
+        return _COLLECTIVE_ADVICE[family]
+    value = r.text(given)
+    if family == "reduce":
+        keywords = {k.arg: r.text(k.value) for k in call.keywords if k.arg} if call else {}
+        op = keywords.get("reduction", keywords.get("reduce_op"))
+        op = op or ('"mean"' if name == "all_reduce" else None)  # Fabric's default
+        done = f"tj.distributed.all_reduce({value}{'' if op is None else f', op={op}'})"
+    elif family == "broadcast":
+        done = f"multihost_utils.broadcast_one_to_all({value}, is_source=jax.process_index() == 0)"
+    elif family == "pad":
+        dim = next((r.text(k.value) for k in call.keywords if k.arg == "dim"), "0") if call else "0"
+        return (
+            f"longest = int(tj.distributed.all_reduce(jnp.asarray({value}.shape[{dim}]), "
+            'op="max"))  # then jnp.pad each process\'s array to it before the gather'
+        )
+    else:
+        done = f"multihost_utils.process_allgather({value})"
+    return r.loaded_into(given, done, "returns the result: keep it in a name")
+
+
+# What the libraries' collectives do, by name (members and functions alike).
+_COLLECTIVES = {
+    "barrier": {"wait_for_everyone", "barrier", "rendezvous"},
+    "reduce": {"reduce", "all_reduce", "mesh_reduce", "average_metrics"},
+    "broadcast": {"broadcast", "broadcast_tensors"},
+    "gather": {"gather", "gather_for_metrics", "all_gather", "gather_object"},
+    "pad": {"pad_across_processes"},
+    "shards": {"GatheredParameters"},
+}
+_COLLECTIVE_ADVICE = {
+    "barrier": "tj.distributed.barrier()",
+    "reduce": "x = tj.distributed.all_reduce(x)",
+    "broadcast": "x = multihost_utils.broadcast_one_to_all(x, is_source=jax.process_index() == 0)",
+    "gather": "x = multihost_utils.process_allgather(x)",
+    "pad": (
+        'longest = int(tj.distributed.all_reduce(jnp.asarray(n), op="max"))  # then jnp.pad '
+        "each process's array to it before the gather"
+    ),
+    "shards": (
+        "param = jax.device_put(param, NamedSharding(mesh, P()))  # a whole copy of a "
+        "sharded array; under jit XLA gathers the shards where they are used"
+    ),
+}
 
 
 # library-process members whose answer is one tj.distributed query (the row's advice,

@@ -8,7 +8,9 @@ import ast
 
 from .._tables import ADVICE, RENAMES
 from .base import Recogniser
+from .distributed import all_reduce_advice
 from .feeding import data_generator
+from .libraries import collective_advice
 
 __all__ = ["advice", "rename"]
 
@@ -75,10 +77,35 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     row = ADVICE[name]
     helper = name.rsplit(".", 1)[-1]
     fitting = _AVAILABLE.get(helper) if row.id == "library-is-available" else None
+    if row.id == "dist-all-reduce" and call is not None:
+        fitting = all_reduce_advice(r, call)
+    elif row.id == "library-collective":
+        # torch_xla's take the reduction or a tag first (xm.all_reduce(xm.REDUCE_SUM, t))
+        fitting = collective_advice(r, helper, None if name.startswith("torch_xla.") else call)
+    elif row.id == "profiler":
+        fitting = _profiler_range(r, node, call)
     candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)
     return True
+
+
+def _profiler_range(r: Recogniser, node: ast.expr, call: ast.Call | None) -> str | None:
+    """``torch.cuda.cudart().cudaProfilerStart()`` and ``torch.cuda.profiler.start()``
+    open a profiled range (nsys's capture range): ``jax.profiler.start_trace``; their
+    ``Stop`` closes it. ``None`` for the other profiler names (the row's advice)."""
+    outer = r.parent(call) if call is not None else None
+    named = (outer.attr if isinstance(outer, ast.Attribute) else r.text(node)).lower()
+    if named.endswith(("profilerstart", "profiler.start")):
+        return 'jax.profiler.start_trace("/tmp/trace")'
+    if named.endswith(("profilerstop", "profiler.stop")):
+        return "jax.profiler.stop_trace()"
+    label = r.text(call.args[0]) if call is not None and call.args else '"name"'
+    if named.endswith(("range_push", "nvtx.range", "record_function")):
+        return f"with jax.profiler.TraceAnnotation({label}):  # the code of the range"
+    if named.endswith("range_pop"):
+        return "# the end of the with jax.profiler.TraceAnnotation(...) block"
+    return None
 
 
 def _effect_of(tj_name: str) -> str:

@@ -94,7 +94,11 @@ class Detector(Recogniser):
                 return True
         covering = wildcard(name)
         if covering is not None and not self.inside_reported_call(node):
-            fitting = distributed.collective_advice(self, call, name)
+            fitting = (
+                distributed.collective_advice(self, call, name)
+                if covering.id == "dist-other"
+                else None
+            )
             self.add(call or node, covering.id, fitting)
             return True
         return False

@@ -584,6 +584,10 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=(
+            # FSDP's other names (ShardingStrategy.NO_SHARD, ModuleWrapPolicy, FSDP2's
+            # CPUOffloadPolicy, FSDP.fsdp_modules) are its own, not a collective.
+            "torch.distributed.fsdp.*",
+            "torch.distributed._composable.fsdp.*",
             "torch.distributed.fsdp.FullyShardedDataParallel",
             "torch.distributed.fsdp.fully_shard",
             "torch.distributed._composable.fsdp.fully_shard",
@@ -650,6 +654,13 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=(
+            # DCP's other names (StateDictOptions, get/set_optimizer_state_dict,
+            # set_model_state_dict, FileSystemWriter) and FSDP's optimizer state dicts.
+            "torch.distributed.checkpoint.*",
+            "torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict",
+            "torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict_to_load",
+            "torch.distributed.fsdp.FullyShardedDataParallel.full_optim_state_dict",
+            "torch.distributed.fsdp.FullyShardedDataParallel.set_state_dict_type",
             "torch.distributed.checkpoint.stateful.Stateful",
             "torch.distributed.checkpoint.Stateful",
             "torch.distributed.fsdp.FullStateDictConfig",

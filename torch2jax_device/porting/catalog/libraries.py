@@ -83,10 +83,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.get_default_device()`). Fabric's `with fabric.init_module():` and "
             "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
             "`device_map=` (Transformers, Diffusers) places a model's layers over the "
-            "devices: with JAX, `tj.load_state(model, path, device_map=...)` takes `\"auto\"` "
+            'devices: with JAX, `tj.load_state(model, path, device_map=...)` takes `"auto"` '
             "or a `{module prefix: device}` map, `max_memory=` its budgets; the map is "
             "reported where it is set and where it is handed over, a dict that carries it "
-            "included (`kwargs[\"device_map\"] = ...` then `from_pretrained(**kwargs)`). "
+            'included (`kwargs["device_map"] = ...` then `from_pretrained(**kwargs)`). '
             "Transformers' `training_args.device` is the device the Trainer chose. "
             "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
