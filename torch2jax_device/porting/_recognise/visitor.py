@@ -145,6 +145,8 @@ class Detector(Recogniser):
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
         what the scanner knows ``x`` is."""
         receiver = method.value
+        if id(call) in self.reported:
+            return  # part of another finding (torch.load's map_location callable)
         if self.file.values.kinds(receiver) == {FOREIGN}:
             return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
         if devices.device_module_call(self, call, method):
