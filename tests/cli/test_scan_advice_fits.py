@@ -270,3 +270,18 @@ def test_the_object_collectives_advice_leaves_what_torch_leaves() -> None:
     exec(gather, scope)
     assert [np.asarray(o).tolist() for o in scope["objects"]] == [o.tolist() for o in objects]
     assert [np.asarray(o).tolist() for o in scope["out"]] == [o.tolist() for o in out]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        ("optimizer.state_dict()", "tj.optim.state_dict(optimizer, model)"),
+        ("optimizer.load_state_dict(saved)", "tj.optim.load_state_dict(optimizer, model, saved)"),
+    ],
+)
+def test_an_optimizers_state_call_is_advised_its_own_direction(call: str, named: str) -> None:
+    # apex's resume loaded the optimizer state and was advised the save snippet
+    source = f"import torch\noptimizer = torch.optim.SGD(params, lr=0.1)\nresult = {call}\n"
+    found = [f for f in scan_text(source) if f.line == 3]
+    assert [f.rule for f in found] == ["optimizer-state-dict"]
+    assert found[0].replacement.startswith(named) and "torch.save" not in found[0].replacement
