@@ -162,6 +162,30 @@ _OBJECTS = {
             "device": "library-device",
         },
     ),
+    # objects a script is handed, not builds: no constructor ("an attribute of self" and
+    # "a subclass's instance" do not apply)
+    "DeepSpeedEngine": (
+        "from deepspeed import DeepSpeedEngine",
+        "",
+        {
+            "backward(loss)": "library-backward",
+            "step()": "library-backward",
+            "save_checkpoint('ckpt')": "library-checkpoint",
+            "local_rank": "library-process",
+            "device": "library-device",
+        },
+    ),
+    "LightningModule": (
+        "from lightning import LightningModule",
+        "",
+        {
+            "device": "library-device",
+            "global_rank": "library-process",
+            "all_gather(x)": "library-collective",
+            "trainer.is_global_zero": "library-process",
+            "trainer.strategy": "library-strategy",
+        },
+    ),
 }
 
 
@@ -177,6 +201,8 @@ def _reached(how: str, klass: str, member: str) -> str | None:
             f"def use(obj: Optional[{klass}] = None):",
             f"    x = obj.{member}",
         ]
+    elif not made and how in ("an attribute of self", "a subclass's instance"):
+        return None
     elif how == "an attribute of self":
         body = [
             "class Runner:",
@@ -194,6 +220,12 @@ def _reached(how: str, klass: str, member: str) -> str | None:
         ]
     elif how == "self in a subclass":
         body = [f"class Mine({klass}):", "    def use(self):", f"        x = self.{member}"]
+    elif how == "deepspeed.initialize's engine" and klass == "DeepSpeedEngine":
+        imported = "import deepspeed"
+        body = [
+            "engine, optimizer, _, _ = deepspeed.initialize(model=net, config=config)",
+            f"x = engine.{member}",
+        ]
     elif how == "a project's Trainer" and klass == "Trainer":
         imported = "from project.trainers import ProjectTrainer"
         body = [
@@ -212,6 +244,7 @@ _HOW = (
     "a subclass's instance",
     "self in a subclass",
     "a project's Trainer",
+    "deepspeed.initialize's engine",
 )
 _CASES = [
     (how, klass, member)
@@ -232,9 +265,61 @@ def test_a_library_objects_member_is_found_however_the_object_is_reached(
     assert _OBJECTS[klass][2][member] in rules, (source, rules)
 
 
+# The libraries' callbacks: the parameters their hooks are given -> the object each holds.
+_CALLBACKS = {
+    "from transformers import TrainerCallback": (
+        "TrainerCallback",
+        "on_save(self, args, state, control, **kwargs)",
+        {"args": "TrainingArguments", "state": None},
+    ),
+    "from lightning import Callback": (
+        "Callback",
+        "on_train_epoch_end(self, trainer, pl_module)",
+        {"trainer": None, "pl_module": "LightningModule"},
+    ),
+}
+# Members of the objects the callbacks are given that no _OBJECTS entry lists.
+_HANDED = {
+    ("TrainerCallback", "state"): {"is_world_process_zero": "library-process"},
+    ("Callback", "trainer"): {
+        "is_global_zero": "library-process",
+        "strategy": "library-strategy",
+        "save_checkpoint('last.ckpt')": "library-checkpoint",
+    },
+}
+_CALLBACK_CASES = [
+    (imported, parameter, member, rule)
+    for imported, (base, _, parameters) in _CALLBACKS.items()
+    for parameter, klass in parameters.items()
+    for member, rule in (
+        _OBJECTS[klass][2] if klass is not None else _HANDED[(base, parameter)]
+    ).items()
+]
+
+
+@pytest.mark.parametrize(("imported", "parameter", "member", "rule"), _CALLBACK_CASES, ids=str)
+def test_a_library_callbacks_hook_is_handed_the_librarys_objects(
+    imported: str, parameter: str, member: str, rule: str
+) -> None:
+    base, hook, _ = _CALLBACKS[imported]
+    source = (
+        f"{imported}\nclass Saver({base}):\n    def {hook}:\n        x = {parameter}.{member}\n"
+    )
+    assert rule in [found for found, _ in on_line(source, 4)], source
+    # a class of no library with the same hook: no library's finding (a module's
+    # .device is still torch's)
+    plain = source.replace(f"({base})", "").replace(imported, "import os")
+    assert not [found for found, _ in on_line(plain, 4) if found.startswith("library-")], plain
+
+
 @pytest.mark.parametrize(
     ("klass", "member"),
-    [(k, m) for k in _OBJECTS for m in _OBJECTS[k][2] if not m.endswith(")") and "." not in m],
+    [
+        (k, m)
+        for k in _OBJECTS
+        for m in _OBJECTS[k][2]
+        if _OBJECTS[k][1] and not m.endswith(")") and "." not in m
+    ],
     ids=str,
 )
 def test_a_member_probed_with_getattr_is_found(klass: str, member: str) -> None:

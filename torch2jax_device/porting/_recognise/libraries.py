@@ -37,11 +37,38 @@ __all__ = [
 _CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine", "Trainer", "TrainingArguments")
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
 #: The libraries' classes whose objects own the device work (annotations, bases).
-LIBRARY_CLASSES = frozenset(
+_LAUNCHERS = frozenset(
     name
     for name in catalog.get("library-launcher").torch_api
     if name.rsplit(".", 1)[-1][:1].isupper() and name.split(".")[0].islower()
 )
+#: The libraries' classes whose objects own the device work (annotations, bases): the
+#: launchers, and the objects a script is handed rather than builds (DeepSpeed's engine,
+#: Lightning's module, Transformers' TrainerState).
+LIBRARY_CLASSES = _LAUNCHERS | {
+    "deepspeed.DeepSpeedEngine",
+    "deepspeed.runtime.engine.DeepSpeedEngine",
+    "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+    "pytorch_lightning.LightningModule",
+    "transformers.TrainerState",
+}
+# The libraries' callback classes -> the parameters of their hooks that hold the
+# library's objects (Transformers' on_save(self, args, state, control); Lightning's
+# on_train_epoch_end(self, trainer, pl_module)).
+_CALLBACKS = {
+    "transformers.TrainerCallback": frozenset({"args", "state"}),
+    **dict.fromkeys(
+        (
+            "lightning.Callback",
+            "lightning.pytorch.Callback",
+            "lightning.pytorch.callbacks.Callback",
+            "pytorch_lightning.Callback",
+            "pytorch_lightning.callbacks.Callback",
+        ),
+        frozenset({"trainer", "pl_module"}),
+    ),
+}
 
 # Member name -> the row reporting it ("prepare" -> "library-prepare").
 _MEMBERS: dict[str, str] = {
@@ -53,8 +80,9 @@ _MEMBERS: dict[str, str] = {
 # Variable and attribute names the libraries' documentation gives their objects.
 _OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine", "training_args"})
 # Attributes of a library object that hold another: trainer.args (its TrainingArguments),
-# accelerator.state (its AcceleratorState), trainer.accelerator.
-_HELD_OBJECTS = frozenset({"args", "state", "accelerator"})
+# accelerator.state (its AcceleratorState), trainer.accelerator, a Lightning module's
+# self.trainer.
+_HELD_OBJECTS = frozenset({"args", "state", "accelerator", "trainer"})
 # The keywords of Transformers' Trainer besides args=: a project's class named *Trainer
 # called with args= and one of them is a Trainer (LLaVA's LLaVATrainer(model=, args=)).
 _TRAINER_KEYWORDS = frozenset(
@@ -253,60 +281,78 @@ def is_library_object(r: Recogniser, node: ast.AST) -> bool:
 
 def _binds_library_object(r: Recogniser, binding: Binding) -> bool:
     """A parameter annotated with a library class (``trainer: transformers.Trainer``,
-    ``Optional[Accelerator]``), ``self`` of a class derived from one, or a name bound
-    to a project's trainer (``trainer = LLaVATrainer(model=m, args=training_args)``)."""
+    ``Optional[Accelerator]``), ``self`` of a class derived from one, a parameter of a
+    library callback's hook (``def on_save(self, args, state, control)``), a name bound
+    to an instance of a class derived from one or to a project's trainer
+    (``trainer = LLaVATrainer(model=m, args=training_args)``), or the engine
+    ``deepspeed.initialize`` returns first."""
     if binding.kind == "param" and isinstance(binding.node, ast.arg):
         annotation = binding.node.annotation
         if annotation is not None and any(
-            _is_library_class(r, part) for part in ast.walk(annotation)
+            _is_class_of(r, part, LIBRARY_CLASSES) for part in ast.walk(annotation)
         ):
             return True
         method = r.file.names.enclosing(binding.node, ast.FunctionDef, ast.AsyncFunctionDef)
         klass = None if method is None else r.parent(method)
-        return (
-            isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and isinstance(klass, ast.ClassDef)
-            and bool(method.args.args)
-            and method.args.args[0] is binding.node
-            and _derives_from_library(r, klass, set())
+        if not (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.args.args):
+            return False
+        if not isinstance(klass, ast.ClassDef):
+            return False
+        if method.args.args[0] is binding.node:
+            return _derives_from(r, klass, LIBRARY_CLASSES, set())
+        return any(
+            binding.name in parameters and _derives_from(r, klass, frozenset({callback}), set())
+            for callback, parameters in _CALLBACKS.items()
         )
-    value = binding.value if binding.kind == "assign" and binding.element is None else None
-    return isinstance(value, ast.Call) and _constructs_trainer(r, value)
+    if binding.kind != "assign" or not isinstance(binding.value, ast.Call):
+        return False
+    if binding.element == 0:  # model_engine, optimizer, _, _ = deepspeed.initialize(...)
+        return r.qualname(binding.value.func) == "deepspeed.initialize"
+    return binding.element is None and (
+        _constructs_trainer(r, binding.value) or _instance_of(r, binding.value, LIBRARY_CLASSES)
+    )
 
 
-def _is_library_class(r: Recogniser, node: ast.AST) -> bool:
-    return isinstance(node, (ast.Name, ast.Attribute)) and (r.qualname(node) in LIBRARY_CLASSES)
+def _is_class_of(r: Recogniser, node: ast.AST, classes: frozenset[str]) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute)) and r.qualname(node) in classes
 
 
-def _derives_from_library(r: Recogniser, klass: ast.ClassDef, seen: set[int]) -> bool:
-    """``class LLaVATrainer(transformers.Trainer)``, or derived from such a class of the
-    file."""
+def _derives_from(
+    r: Recogniser, klass: ast.ClassDef, classes: frozenset[str], seen: set[int]
+) -> bool:
+    """``class LLaVATrainer(transformers.Trainer)`` derives from one of ``classes``, or
+    from such a class of the file."""
     if id(klass) in seen:
         return False
     seen.add(id(klass))
     for base in klass.bases:
-        if _is_library_class(r, base):
+        if _is_class_of(r, base, classes):
             return True
         if isinstance(base, ast.Name):
             for binding in r.file.names.bindings(base):
-                if isinstance(binding.node, ast.ClassDef) and _derives_from_library(
-                    r, binding.node, seen
+                if isinstance(binding.node, ast.ClassDef) and _derives_from(
+                    r, binding.node, classes, seen
                 ):
                     return True
     return False
 
 
+def _instance_of(r: Recogniser, call: ast.Call, classes: frozenset[str]) -> bool:
+    """``call`` builds an instance of a class of the file derived from one of ``classes``."""
+    return isinstance(call.func, ast.Name) and any(
+        isinstance(binding.node, ast.ClassDef) and _derives_from(r, binding.node, classes, set())
+        for binding in r.file.names.bindings(call.func)
+    )
+
+
 def _constructs_trainer(r: Recogniser, call: ast.Call) -> bool:
-    """A class of the file derived from a library's (``MyTrainer(...)``), or a project's
-    class named ``*Trainer`` given ``args=`` and another of Transformers' Trainer keywords
-    (``LLaVATrainer(model=model, tokenizer=tokenizer, args=training_args)``)."""
+    """A class of the file derived from a library's launcher (``MyTrainer(...)``), or a
+    project's class named ``*Trainer`` given ``args=`` and another of Transformers'
+    Trainer keywords (``LLaVATrainer(model=model, tokenizer=tokenizer,
+    args=training_args)``)."""
     func = call.func
-    if isinstance(func, ast.Name):
-        for binding in r.file.names.bindings(func):
-            if isinstance(binding.node, ast.ClassDef) and _derives_from_library(
-                r, binding.node, set()
-            ):
-                return True
+    if _instance_of(r, call, _LAUNCHERS):
+        return True
     named = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
     keywords = {k.arg for k in call.keywords}
     return (

@@ -40,7 +40,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.distributed.init_process_group` "
             "before anything starts JAX, keep the device, and get mixed precision from the "
             "dtypes (`bfloat16` parameters or inputs; `jnp.bfloat16` casts inside the step), "
-            "not from a context."
+            "not from a context. `scan` reports the members of these objects however the "
+            "script reaches them: a parameter annotated with the class, `self` in a "
+            "subclass (a `LightningModule`'s `self.device`, `self.global_rank`), "
+            "`trainer.args`, the engine `deepspeed.initialize` returns, and the "
+            "parameters of the libraries' callback hooks (Transformers' `on_save(self, "
+            "args, state, control)`, Lightning's `on_train_epoch_end(self, trainer, "
+            "pl_module)`)."
         ),
         runs=False,
         torch_api=(
