@@ -46,6 +46,9 @@ _FAMILIES = (
     ("padding", r"pad_across_processes", r"pad"),
     ("ZeRO-3's shards", r"GatheredParameters", r"shard"),
     ("FSDP", r"ShardingStrategy|WrapPolicy|OffloadPolicy|MixedPrecisionPolicy", r"shard|fsdp"),
+    ("the local rank", r"^(get_)?local_rank$|^local_process_index$", r"get_local_rank"),
+    ("the rank", r"^(get_rank|global_rank|process_index|rank)$", r"get_rank"),
+    ("the world size", r"^(get_)?world_size$|^num_processes$", r"get_world_size"),
 )
 # Receivers of the libraries' members, named as their documentation names them.
 _RECEIVERS = {
@@ -285,3 +288,21 @@ def test_an_optimizers_state_call_is_advised_its_own_direction(call: str, named:
     found = [f for f in scan_text(source) if f.line == 3]
     assert [f.rule for f in found] == ["optimizer-state-dict"]
     assert found[0].replacement.startswith(named) and "torch.save" not in found[0].replacement
+
+
+# The libraries' contexts that build a model: (import, the with line).
+_MODEL_CONTEXTS = (
+    ("from accelerate import init_empty_weights", "with init_empty_weights():", "eval_shape"),
+    ("import deepspeed", "with deepspeed.zero.Init():", "eval_shape"),
+    ("from accelerate import init_on_device", "with init_on_device(device):", "tj.device(device)"),
+)
+
+
+@pytest.mark.parametrize(("imported", "entered", "named"), _MODEL_CONTEXTS, ids=str)
+def test_a_librarys_context_that_builds_a_model_is_advised_jaxs(
+    imported: str, entered: str, named: str
+) -> None:
+    source = f"{imported}\n{entered}\n    model = Model(config)\n"
+    found = [f for f in scan_text(source) if f.line == 2]
+    assert [f.rule for f in found] == ["library-device"]
+    assert named in found[0].replacement and _why_not_code(found[0].replacement) is None

@@ -357,3 +357,49 @@ def test_a_projects_trainer_built_with_training_arguments_is_the_librarys_launch
     )
     assert [rule for rule, _ in on_line(source, 2)] == ["library-launcher"]
     assert on_line(source, 3) == []
+
+
+_RANK_ZERO = (
+    "lightning.pytorch.utilities",
+    "lightning.fabric.utilities",
+    "pytorch_lightning.utilities",
+    "pytorch_lightning.utilities.rank_zero",
+)
+
+
+@pytest.mark.parametrize(
+    ("package", "use"),
+    list(
+        itertools.product(
+            _RANK_ZERO,
+            ("@rank_zero_only\ndef log():\n    pass", "if rank_zero_only.rank == 0:\n    pass"),
+        )
+    ),
+    ids=str,
+)
+def test_lightnings_rank_zero_only_is_a_process_query(package: str, use: str) -> None:
+    source = f"from {package} import rank_zero_only\n{use}\n"
+    assert [rule for rule, _ in on_line(source, 2)] == ["library-process"]
+
+
+@pytest.mark.parametrize(
+    ("call", "rule"),
+    [
+        ("get_rank()", "library-process"),
+        ("get_world_size()", "library-process"),
+        ("barrier()", "library-collective"),
+        ("all_reduce(t)", "library-collective"),
+        ("new_group([0, 1])", "library-collective"),
+        ("init_distributed()", "library-launcher"),
+    ],
+)
+def test_deepspeed_comm_is_the_librarys_process_group(call: str, rule: str) -> None:
+    # DeepSpeed's torch.distributed twin, imported as its code imports it
+    source = f"import deepspeed.comm as dist\nx = dist.{call}\n"
+    assert [found for found, _ in on_line(source, 2)] == [rule]
+
+
+def test_the_device_map_a_model_was_placed_by_is_the_librarys_device() -> None:
+    source = "from transformers import AutoModel\nprint(model.hf_device_map)\n"
+    found = on_line(source, 2)
+    assert [rule for rule, _ in found] == ["library-device"] and "modules()" in found[0][1]

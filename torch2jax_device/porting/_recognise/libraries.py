@@ -32,6 +32,7 @@ __all__ = [
     "member",
     "placement_defaults",
     "placement_keys",
+    "process_advice",
 ]
 
 _CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine", "Trainer", "TrainingArguments")
@@ -129,6 +130,10 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     jobs at once, and the port keeps the ones the script needs."""
     row = _MEMBERS.get(node.attr)
     parent = r.parent(node)
+    if node.attr == "hf_device_map":  # where from_pretrained(device_map=) put each module
+        r.add(node, "library-device", _DEVICE_MAP_READ, position=r.file.method_position(node))
+        r.visit(node.value)
+        return True
     if row is None or not (is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)):
         return False
     if node.attr in _NOT_ON_TRAINERS and _names_trainer(r, node.value):
@@ -146,6 +151,26 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     return True
 
 
+def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:
+    """``library-device``'s advice for a library's context that builds a model
+    (``with init_empty_weights():``, ``with deepspeed.zero.Init():``, ``with
+    init_on_device(device):``); ``None`` elsewhere (the row's)."""
+    if call is None or not isinstance(r.parent(call), ast.withitem):
+        return None
+    if name == "init_on_device" and call.args:
+        return f"with tj.device({r.text(call.args[0])}):  # the arrays made inside land there"
+    return (
+        "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))  # no memory until "
+        "tj.load_state(model, path, device_map=...) fills it"
+    )
+
+
+def process_advice(name: str) -> str | None:
+    """``library-process``'s advice for the member or function ``name``: the one
+    ``tj.distributed`` query that answers it; ``None`` for another (the row's)."""
+    return _PROCESS_ADVICE.get(name)
+
+
 def collective_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:
     """``library-collective``'s advice for what the member or function ``name`` does,
     with the call's own value: a barrier (``accelerator.wait_for_everyone()``), a
@@ -161,7 +186,10 @@ def collective_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | 
     if family == "reduce":
         keywords = {k.arg: r.text(k.value) for k in call.keywords if k.arg} if call else {}
         op = keywords.get("reduction", keywords.get("reduce_op"))
-        op = op or ('"mean"' if name == "all_reduce" else None)  # Fabric's default
+        func = call.func if call is not None else None
+        if isinstance(func, ast.Attribute) and name == "all_reduce":
+            if is_library_object(r, func.value):  # fabric.all_reduce: Fabric's default mean
+                op = op or '"mean"'  # (torch's, DeepSpeed's and flashy's sum)
         done = f"tj.distributed.all_reduce({value}{'' if op is None else f', op={op}'})"
     elif family == "broadcast":
         done = f"multihost_utils.broadcast_one_to_all({value}, is_source=jax.process_index() == 0)"
@@ -201,16 +229,26 @@ _COLLECTIVE_ADVICE = {
 }
 
 
+_DEVICE_MAP_READ = (
+    "device_map = plan.modules()  # {module prefix: device} of the tj.DeviceMap that placed "
+    "the model"
+)
 # library-process members whose answer is one tj.distributed query (the row's advice,
 # rank 0 printing the world size, for the others).
 _PROCESS_ADVICE = {
     **dict.fromkeys(
-        ("local_rank", "local_process_index"), "local_rank = tj.distributed.get_local_rank()"
+        ("local_rank", "local_process_index", "get_local_rank"),
+        "local_rank = tj.distributed.get_local_rank()",
     ),
-    **dict.fromkeys(("process_index", "global_rank"), "rank = tj.distributed.get_rank()"),
     **dict.fromkeys(
-        ("world_size", "num_processes"), "world_size = tj.distributed.get_world_size()"
+        ("process_index", "global_rank", "get_rank", "rank"), "rank = tj.distributed.get_rank()"
     ),
+    **dict.fromkeys(
+        ("world_size", "num_processes", "get_world_size"),
+        "world_size = tj.distributed.get_world_size()",
+    ),
+    "rank_zero_only": "if tj.distributed.get_rank() == 0:  # where the function is called",
+    "is_initialized": "joined = tj.distributed.is_initialized()",
     "n_gpu": "n_gpu = jax.local_device_count()",
     **dict.fromkeys(
         ("is_main_process", "is_global_zero", "should_save", "should_log", "is_world_process_zero"),

@@ -10,7 +10,7 @@ from .._tables import ADVICE, RENAMES
 from .base import Recogniser
 from .distributed import all_reduce_advice
 from .feeding import data_generator
-from .libraries import collective_advice
+from .libraries import collective_advice, device_context_advice, process_advice
 
 __all__ = ["advice", "rename"]
 
@@ -82,6 +82,10 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     elif row.id == "library-collective":
         # torch_xla's take the reduction or a tag first (xm.all_reduce(xm.REDUCE_SUM, t))
         fitting = collective_advice(r, helper, None if name.startswith("torch_xla.") else call)
+    elif row.id == "library-process":
+        fitting = process_advice(helper)
+    elif row.id == "library-device":
+        fitting = device_context_advice(r, helper, call)
     elif row.id == "profiler":
         fitting = _profiler_range(r, node, call)
     candidate = r.add(call or node, row.id, fitting)

@@ -94,11 +94,11 @@ class Detector(Recogniser):
                 return True
         covering = wildcard(name)
         if covering is not None and not self.inside_reported_call(node):
-            fitting = (
-                distributed.collective_advice(self, call, name)
-                if covering.id == "dist-other"
-                else None
-            )
+            fitting = None
+            if covering.id == "dist-other":
+                fitting = distributed.collective_advice(self, call, name)
+            elif covering.id == "library-collective":  # deepspeed.comm.*
+                fitting = libraries.collective_advice(self, name.rsplit(".", 1)[-1], call)
             self.add(call or node, covering.id, fitting)
             return True
         return False

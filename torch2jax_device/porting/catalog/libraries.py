@@ -62,6 +62,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
+            "deepspeed.comm.init_distributed",
             "dora.distrib.init",
             "flashy.distrib.init",
             "Accelerator.mixed_precision",
@@ -93,7 +94,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "or a `{module prefix: device}` map, `max_memory=` its budgets; the map is "
             "reported where it is set and where it is handed over, a dict that carries it "
             'included (`kwargs["device_map"] = ...` then `from_pretrained(**kwargs)`). '
-            "Transformers' `training_args.device` is the device the Trainer chose. "
+            "Transformers' `training_args.device` is the device the Trainer chose, and "
+            "`model.hf_device_map` the map a loaded model got (a plan's `modules()`). "
+            "DeepSpeed's `with deepspeed.zero.Init():` builds the model partitioned over the "
+            "ranks: `nnx.eval_shape` builds it with no memory, and `tj.load_state` fills "
+            "it where it goes. "
             "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
             "buffer and `jax.device_put` the sampled batch."
@@ -105,6 +110,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.init_module",
             "DeepSpeedEngine.device",
             "TrainingArguments.device",
+            "deepspeed.zero.Init",  # ZeRO-3 builds the model partitioned over the ranks
             "accelerate.init_empty_weights",
             "accelerate.init_on_device",
             "torchtune.training.get_device",
@@ -154,6 +160,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.setup_optimizers",
             "Fabric.setup_dataloaders",
             "deepspeed.initialize",
+            "deepspeed.init_inference",
             "accelerate.dispatch_model",
             "accelerate.load_checkpoint_and_dispatch",
             "accelerate.infer_auto_device_map",
@@ -202,7 +209,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "(flashy's `distrib.average_metrics`). DeepSpeed's "
             "`zero.GatheredParameters(params)` gathers ZeRO-3's shards for a block: JAX "
             "gathers a sharded array where code needs it whole (or `jax.device_put` it "
-            "replicated)."
+            "replicated). DeepSpeed's `deepspeed.comm` (`import deepspeed.comm as dist`: "
+            "its own `barrier`, `all_reduce`, `broadcast`...) works on torch's process group "
+            "as `torch.distributed` does, and ports the same way."
         ),
         runs=False,
         torch_api=(
@@ -224,6 +233,21 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
             "deepspeed.zero.GatheredParameters",
+            # deepspeed.comm: DeepSpeed's torch.distributed, over the same process group
+            *(
+                f"deepspeed.comm.{name}"
+                for name in (
+                    "barrier",
+                    "all_reduce",
+                    "reduce",
+                    "all_gather",
+                    "all_gather_into_tensor",
+                    "broadcast",
+                    "reduce_scatter_tensor",
+                    "all_to_all_single",
+                )
+            ),
+            "deepspeed.comm.*",
             "flashy.distrib.average_metrics",
             "flashy.distrib.all_reduce",
             "flashy.distrib.broadcast_tensors",
@@ -380,7 +404,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`local_process_index`, `num_processes`, `distributed_type`, "
             "`main_process_first()` (Fabric: `global_rank`, `local_rank`, `node_rank`, "
             "`world_size`, `is_global_zero`, `rank_zero_first()`): "
-            "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining; "
+            "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining "
+            "(`deepspeed.comm.get_rank()` likewise; Lightning's `@rank_zero_only` is "
+            "`if tj.distributed.get_rank() == 0:` where the function is called); "
             "the backend is `tj.device(...).type`. Transformers' `TrainingArguments` "
             "(`training_args.local_rank`, `process_index`, `world_size`, `should_save`: "
             "rank 0 saves; `trainer.args` is the Trainer's) and `Trainer`'s "
@@ -420,6 +446,25 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Trainer.is_world_process_zero",
             "Trainer.is_local_process_zero",
             "Fabric.rank_zero_first",
+            "deepspeed.comm.get_rank",
+            "deepspeed.comm.get_world_size",
+            "deepspeed.comm.get_local_rank",
+            "deepspeed.comm.is_initialized",
+            # Lightning's @rank_zero_only (and its .rank) runs a function on rank 0 alone
+            *(
+                f"{package}.{name}"
+                for package in (
+                    "lightning.pytorch.utilities",
+                    "lightning.pytorch.utilities.rank_zero",
+                    "lightning.fabric.utilities",
+                    "lightning.fabric.utilities.rank_zero",
+                    "lightning_fabric.utilities",
+                    "lightning_fabric.utilities.rank_zero",
+                    "pytorch_lightning.utilities",
+                    "pytorch_lightning.utilities.rank_zero",
+                )
+                for name in ("rank_zero_only", "rank_zero_only.rank")
+            ),
             "torchtune.training.get_world_size_and_rank",
             "torchtune.utils.get_world_size_and_rank",
             "torchtune.training.is_distributed",
