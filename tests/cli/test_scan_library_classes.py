@@ -403,3 +403,32 @@ def test_the_device_map_a_model_was_placed_by_is_the_librarys_device() -> None:
     source = "from transformers import AutoModel\nprint(model.hf_device_map)\n"
     found = on_line(source, 2)
     assert [rule for rule, _ in found] == ["library-device"] and "modules()" in found[0][1]
+
+
+# A dict kept on self: how the keyword is set (in __init__) -> the line it is set on.
+_ON_SELF = {
+    "a dict literal": ("self.load_kwargs = {{{key!r}: {value}}}", 4),
+    "a key set": ("self.load_kwargs[{key!r}] = {value}", 5),
+    "update()": ("self.load_kwargs.update({key}={value})", 5),
+}
+
+
+@pytest.mark.parametrize(
+    ("placement", "way"), list(itertools.product(_PLACEMENTS, _ON_SELF)), ids=str
+)
+def test_a_placement_keyword_kept_on_self_is_found_where_it_is_handed_over(
+    placement: str, way: str
+) -> None:
+    key, value = _PLACEMENTS[placement]
+    line, set_at = _ON_SELF[way]
+    source = (
+        "from transformers import AutoModel\n"
+        "class Loader:\n"
+        "    def __init__(self, device, device_map):\n"
+        f"        {'self.load_kwargs = {}' if set_at == 5 else line.format(key=key, value=value)}\n"
+        f"        {line.format(key=key, value=value) if set_at == 5 else 'pass'}\n"
+        "    def load(self, name):\n"
+        "        return AutoModel.from_pretrained(name, **self.load_kwargs)\n"
+    )
+    assert [rule for rule, _ in on_line(source, set_at)] == ["library-device"], source
+    assert [rule for rule, _ in on_line(source, 7)] == ["library-device"], source

@@ -435,33 +435,63 @@ def library_call(r: Recogniser, call: ast.Call) -> None:
 
 
 def _carried_placement(r: Recogniser, node: ast.expr) -> tuple[str, int] | None:
-    """(key, line) where the dict ``node`` names is given a placement keyword: a literal
-    with the key, ``dict(device_map=...)``, ``d["device_map"] = ...``,
-    ``d.update(...)`` or ``d.setdefault(...)`` of one; ``None`` if none is."""
-    if not isinstance(node, ast.Name):
+    """(key, line) where the dict ``node`` names (a name, or ``self.x``) is given a
+    placement keyword: a literal with the key, ``dict(device_map=...)``,
+    ``d["device_map"] = ...``, ``d.update(...)`` or ``d.setdefault(...)`` of one;
+    ``None`` if none is."""
+    values, uses = _dict_values_and_uses(r, node)
+    if values is None:
         return _placement_in(node)
-    for binding in r.file.names.bindings(node):
-        if binding.kind == "assign" and binding.value is not None and binding.element is None:
-            found = _placement_in(binding.value)
+    for value in values:
+        found = _placement_in(value)
+        if found is not None:
+            return found
+    for use in uses:
+        parent = r.parent(use)
+        if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+            key = parent.slice
+            if isinstance(key, ast.Constant) and key.value in PLACEMENT_KEYWORDS:
+                return key.value, parent.lineno
+        method = r.parent(parent) if isinstance(parent, ast.Attribute) else None
+        if (
+            isinstance(parent, ast.Attribute)
+            and parent.attr in ("update", "setdefault")
+            and isinstance(method, ast.Call)
+            and method.func is parent
+        ):
+            found = _placement_in(method)
             if found is not None:
                 return found
-        for load in r.file.names.loads(binding):
-            parent = r.parent(load)
-            if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
-                key = parent.slice
-                if isinstance(key, ast.Constant) and key.value in PLACEMENT_KEYWORDS:
-                    return key.value, parent.lineno
-            method = r.parent(parent) if isinstance(parent, ast.Attribute) else None
-            if (
-                isinstance(parent, ast.Attribute)
-                and parent.attr in ("update", "setdefault")
-                and isinstance(method, ast.Call)
-                and method.func is parent
-            ):
-                found = _placement_in(method)
-                if found is not None:
-                    return found
     return None
+
+
+def _dict_values_and_uses(
+    r: Recogniser, node: ast.expr
+) -> tuple[list[ast.expr] | None, list[ast.expr]]:
+    """What a name or ``self.x`` is assigned, and every read of it (where it may be
+    mutated); ``None`` values for another expression."""
+    if isinstance(node, ast.Name):
+        values: list[ast.expr] = []
+        uses: list[ast.expr] = []
+        for binding in r.file.names.bindings(node):
+            if binding.kind == "assign" and binding.value is not None and binding.element is None:
+                values.append(binding.value)
+            uses += r.file.names.loads(binding)
+        return values, uses
+    if isinstance(node, ast.Attribute) and last_name(node.value) == "self":
+        klass = r.file.names.enclosing(node, ast.ClassDef)
+        if klass is None:
+            return None, []
+        same: list[ast.expr] = [
+            other
+            for other in ast.walk(klass)
+            if isinstance(other, ast.Attribute)
+            and other.attr == node.attr
+            and last_name(other.value) == "self"
+            and isinstance(other.ctx, ast.Load)
+        ]
+        return r.file.values.stored_attributes(node), same
+    return None, []
 
 
 def _placement_in(node: ast.AST) -> tuple[str, int] | None:
