@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ast
 
-from .._tables import ADVICE, RENAMES
+from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
 from .feeding import data_generator
 
-__all__ = ["advice", "rename"]
+__all__ = ["advice", "called_through_a_name", "rename"]
 
 # torch2jax_device names whose result is JAX arrays where torch's was tensors.
 _ARRAY_RESULTS = frozenset(
@@ -95,3 +95,42 @@ def _effect_of(tj_name: str) -> str:
     ):
         return "runtime"
     return "none"
+
+
+def called_through_a_name(r: Recogniser, call: ast.Call) -> bool:
+    """``wrap(block, **kwargs)`` where one of the values ``wrap`` is bound to is a name a
+    row covers, or ``functools.partial`` of one (``wrap = partial(auto_wrapper, ...)`` in
+    one branch, a callable from a dict in another): reported under that row, as advice
+    (which value the name holds is known at run time alone); ``True`` if reported.
+    A name bound once to such a name alone is that name (``_names``), reported as it."""
+    func = call.func
+    if not isinstance(func, ast.Name):
+        return False
+    for binding in r.file.names.bindings(func):
+        value = binding.value if binding.kind == "assign" and binding.element is None else None
+        for name in _callables(r, value):
+            row = RENAMES[name][0] if name in RENAMES else ADVICE.get(name) or wildcard(name)
+            if row is None:
+                continue
+            candidate = r.add(call, row.id)
+            candidate.reason = (
+                f"{func.id} may be {name} (bound at line {binding.node.lineno}: "  # type: ignore[attr-defined]
+                f"{r.text(binding.node)} = ...): port the call as that name's"
+            )
+            return True
+    return False
+
+
+def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
+    """The qualified names ``value`` may be as a callable: itself, the function of a
+    ``functools.partial`` of it, either branch of a choice."""
+    if isinstance(value, ast.IfExp):
+        return _callables(r, value.body) + _callables(r, value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [name for part in value.values for name in _callables(r, part)]
+    if isinstance(value, ast.Call) and value.args:
+        if r.qualname(value.func) in ("functools.partial", "functools.partialmethod"):
+            return _callables(r, value.args[0])
+        return []
+    name = None if value is None else r.qualname(value)
+    return [] if name is None else [name]

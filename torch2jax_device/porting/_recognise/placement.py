@@ -5,6 +5,7 @@ model's own ``self.device`` property), and a model's parameters handed over or c
 from __future__ import annotations
 
 import ast
+import re
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
@@ -23,7 +24,13 @@ _DTYPES = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 int16 int32 int int64 long "
     "uint8 bool complex64 complex128 float8_e4m3fn float8_e5m2 cfloat cdouble".split()
 )
+# A name that says it holds a dtype (``dtype``, ``target_dtype``, ``self.param_dtype``):
+# a parameter or setting whose values the scanner cannot see.
+_DTYPE_NAME = re.compile(r"(^|_)dtype$")
 _MEMORY_FORMAT_ONLY = frozenset({"memory_format"})
+# A project's own optimizer factory, by its name or the name its result is given
+# (``instantiate_torch_optimizer(name, model.parameters())``, ``opt = build(...)``).
+_OPTIMIZER_WORDS = re.compile(r"optim|^opt$", re.IGNORECASE)
 # x.to(other): argument names that say "a tensor" rather than "a device".
 _TENSOR_NAMES = frozenset({"other", "ref", "reference", "like", "template", "tensor"})
 # x.device is a setting, not an array's device, on objects with these names.
@@ -386,7 +393,12 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
     if qualified in ADVICE and not qualified.startswith("torch.optim."):
         return  # deepspeed.zero.GatheredParameters(model.parameters()): a row of its own
     name = qualified or r.text(parent.func)
-    if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
+    if (
+        name.startswith("torch.optim.")
+        or name.split(".")[-1][:1].isupper()
+        or _OPTIMIZER_WORDS.search(name.split(".")[-1])
+        or _OPTIMIZER_WORDS.search(optimizers.assigned_name(r, parent, ""))
+    ):
         advice = optimizers.optimizer_advice(r, parent)
         target = optimizers.assigned_name(r, parent, "optimizer")
         r.add(
@@ -424,10 +436,15 @@ def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
         bindings = r.file.names.bindings(node)
         values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
         if not bindings or len(values) != len(bindings):
-            return False
+            return _DTYPE_NAME.search(node.id) is not None and not _held_device(r, node)
         kept = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
         return bool(kept) and all(_is_dtype(r, v, depth + 1) for v in kept if v is not None)
-    return isinstance(node, ast.Attribute) and node.attr == "dtype"
+    return isinstance(node, ast.Attribute) and _DTYPE_NAME.search(node.attr) is not None
+
+
+def _held_device(r: Recogniser, node: ast.expr) -> bool:
+    """What ``node`` holds may be a device: a ``torch.device`` or a string."""
+    return bool(r.file.values.kinds(node) & {"torch-device", PATH})
 
 
 def _has_array_device(r: Recogniser, receiver: ast.AST) -> bool:

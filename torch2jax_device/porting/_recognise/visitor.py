@@ -132,6 +132,8 @@ class Detector(Recogniser):
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
+        elif isinstance(func, ast.Name) and self.qualname(func) is None:
+            names.called_through_a_name(self, node)
         devices.indexed_device_string(self, node)
         self.generic_visit(node)
 
@@ -253,6 +255,10 @@ class Detector(Recogniser):
             self.visit(child)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        devices.default_device_mode(self, node)
+        self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> None:
         return

@@ -595,6 +595,14 @@ ROWS: tuple[Idiom, ...] = (
             "torch.distributed.fsdp.BackwardPrefetch",
             "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
             "torch.distributed.fsdp.wrap.size_based_auto_wrap_policy",
+            "torch.distributed.fsdp.wrap.ModuleWrapPolicy",
+            "torch.distributed.fsdp.wrap.wrap",
+            "torch.distributed.fsdp.wrap.enable_wrap",
+            "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
+            "torch_xla.distributed.fsdp.checkpoint_module",
+            # Lightning's XLA FSDP strategy's wrapper of each block (litgpt calls it
+            # through a name: wrap = partial(_activation_checkpointing_auto_wrapper, ...))
+            "lightning.fabric.strategies._activation_checkpointing_auto_wrapper",
         ),
         rewrite="advice",
     ),
