@@ -283,3 +283,337 @@ def test_the_target_of_a_jax_arrays_move_is_not_an_escape() -> None:
         'import torch\nimport jax.numpy as jnp\nx = jnp.ones(3).to("cuda:1")\ntorch.ones(3).to(x)\n'
     )
     assert 'x = jnp.ones(3).to("cuda:1")' in held  # a torch tensor's .to cannot take it
+
+
+# -- round six (label6a's development set): torch's objects made elsewhere -----------------------
+# A scaler or optimizer handed in (a parameter, an attribute, an annotated argument), its
+# methods x how it arrives.
+_ARRIVALS = {
+    "a parameter": ("def step(scaler, optimizer, loss):", "scaler", "optimizer"),
+    "an annotated parameter": (
+        "def step(s: Optional[torch.amp.GradScaler], o: torch.optim.Optimizer, loss):",
+        "s",
+        "o",
+    ),
+    "an attribute": ("def step(self, loss):", "self.grad_scaler", "self.optimizer"),
+    "a model's attribute": ("def step(model, optimizer, loss):", "model.fp16_scaler", "optimizer"),
+}
+_SCALER_CALLS = [
+    "{s}.scale(loss).backward()",
+    "{s}.unscale_({o})",
+    "{s}.step({o})",
+    "{s}.update()",
+    "state = {s}.state_dict()",
+    "{s}.load_state_dict(state)",
+]
+_OPTIMIZER_CALLS = ["state = {o}.state_dict()", "{o}.load_state_dict(state)"]
+
+
+@pytest.mark.parametrize(
+    ("arrival", "call"),
+    [
+        *itertools.product(_ARRIVALS, _SCALER_CALLS),
+        *itertools.product(_ARRIVALS, _OPTIMIZER_CALLS),
+    ],
+    ids=str,
+)
+def test_a_scaler_or_optimizer_made_elsewhere_is_found(arrival: str, call: str) -> None:
+    signature, scaler, optimizer = _ARRIVALS[arrival]
+    source = (
+        "import torch\nfrom typing import Optional\n"
+        f"{signature}\n    {call.format(s=scaler, o=optimizer)}\n"
+    )
+    expected = "grad-scaler" if call in _SCALER_CALLS else "optimizer-state-dict"
+    assert expected in rules_on(source, 4), source
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "scaler.fit_transform(data)",  # scikit-learn's StandardScaler
+        "optimizer.state_dict()",  # Flax's nnx.Optimizer, known for what it is
+    ],
+)
+def test_objects_of_the_same_name_from_elsewhere_are_not(line: str) -> None:
+    source = (
+        "from flax import nnx\nimport optax\n"
+        "optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)\n"
+        f"def f(scaler, data):\n    {line}\n"
+    )
+    assert rules_on(source, 5) == []
+
+
+def test_a_reexported_import_is_the_import() -> None:
+    source = (
+        "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\n"
+        "ShardedGradScaler = ShardedGradScaler\n"
+    )
+    assert rules_on(source, 2) == ["grad-scaler"]
+
+
+# -- the launcher's variables through a loop's variable -------------------------------------------
+_TABLES = {
+    "a for loop": ("for v in {names}:", "    "),
+    "a for loop over a name": ("NAMES = {names}\nfor v in NAMES:", "    "),
+}
+_ACCESSES = {
+    "read": ("value = int(os.environ[v])", {"dist-env", "dist-local-rank"}),
+    "tested": ("if v in os.environ: pass", {"dist-env"}),
+    "got": ("value = os.environ.get(v)", {"dist-env", "dist-local-rank"}),
+}
+
+
+@pytest.mark.parametrize(
+    ("table", "access", "names"),
+    [
+        *itertools.product(
+            ["a for loop"],
+            _ACCESSES,
+            ["('LOCAL_RANK', 'MPI_LOCALRANKID', 'SLURM_LOCALID')", "('RANK', 'PMI_RANK')"],
+        ),
+        ("a for loop over a name", "read", "('WORLD_SIZE', 'PMI_SIZE')"),
+    ],
+    ids=str,
+)
+def test_a_launcher_variable_read_through_a_loops_variable_is_found(
+    table: str, access: str, names: str
+) -> None:
+    loop, indent = _TABLES[table]
+    code, rules = _ACCESSES[access]
+    source = f"import os\n{loop.format(names=names)}\n{indent}{code}\n"
+    line = len(source.splitlines())
+    assert set(rules_on(source, line)) & rules, source
+
+
+def test_each_loop_reads_its_own_table() -> None:
+    source = (
+        "import os\n"
+        "def info():\n"
+        "    for v in ('LOCAL_RANK', 'SLURM_LOCALID'):\n"
+        "        local_rank = int(os.environ[v])\n"
+        "    for v in ('RANK', 'SLURM_PROCID'):\n"
+        "        rank = int(os.environ[v])\n"
+    )
+    assert rules_on(source, 4) == ["dist-local-rank"] and rules_on(source, 6) == ["dist-env"]
+
+
+def test_a_loop_over_other_variables_and_a_dict_of_them_written_at_once() -> None:
+    source = (
+        "import os\n"
+        "for v in ('HOME', 'PATH'):\n"
+        "    x = os.environ[v]\n"
+        "env_vars = {'MASTER_ADDR': host, 'RANK': str(rank)}\n"
+        "os.environ.update(env_vars)\n"
+    )
+    assert rules_on(source, 3) == []
+    assert "dist-env" in rules_on(source, 5)
+
+
+# -- a device's name taken apart, tested, rebuilt, defaulted ---------------------------------------
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        ("device_type, *index = device.split(':', maxsplit=1)", "device-string-logic"),
+        ("kind, _, index = self.device.partition(':')", "device-string-logic"),
+        ("ok = device_type not in ('cpu', 'mps')", "device-string-logic"),
+        ("ok = device_type in ['cuda', 'xpu']", "device-string-logic"),
+        ("backend = backends.get(device_type, 'gloo')", "device-string-logic"),
+        ("backend = backends[device_type]", "device-string-logic"),
+        ("device = f'{device_type}:{local_rank}'", "device-string"),
+        ("device = getattr(args, 'device', 'cuda')", "device-string"),
+    ],
+)
+def test_a_device_name_taken_apart_or_rebuilt_is_found(line: str, rule: str) -> None:
+    source = (
+        "import torch\n"
+        "backends = {'cuda': 'nccl', 'cpu': 'gloo', 'xpu': 'xccl'}\n"
+        "def setup(self, args, device, device_type, local_rank):\n"
+        f"    {line}\n"
+    )
+    assert rule in rules_on(source, 4), source
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "def load(path, device='cuda'):",
+        "def load(path, device: str = 'cuda'):",
+        "def load(path, *, device='cpu'):",
+        "def load(path, device_type='mps', other=1):",
+    ],
+)
+def test_a_device_name_as_a_parameters_default_is_found(signature: str) -> None:
+    assert "device-string" in rules_on(f"import torch\n{signature}\n    return path\n", 2)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "mode = table.get(split, 'train')",  # a table not keyed by devices
+        "name, _, rest = path.partition(':')",  # not a device
+        "ok = split not in ('train', 'val')",
+        "value = getattr(args, 'mode', 'cuda')",  # not the device setting
+    ],
+)
+def test_other_names_taken_apart_are_not(line: str) -> None:
+    source = f"table = {{'train': 1, 'val': 2}}\ndef f(args, split, path):\n    {line}\n"
+    assert rules_on(source, 3) == []
+
+
+def test_a_default_of_another_parameter_is_not() -> None:
+    assert rules_on("def load(path, mode='cpu'):\n    return path\n", 1) == []
+
+
+# -- a device handed to the project's own helper, by keyword ---------------------------------------
+_HELPER_CALLS = {
+    "model, positional = create_model(name, device=device)": "module-device-kwarg",
+    "ema = ModelEMA(model, decay, device=self.device)": "module-device-kwarg",
+    "batch = task.prepare_batch(batch, device=device)": "tensor-to-device",
+    "opt = create_optimizer(args, model, device=args.device)": "factory-device",
+    "rates = helpers.schedule(cfg, device='cuda:0')": "factory-device",
+    "task.prepare_distributed(device_ids=[device], **ddp_args)": "dist-ddp-gradient",
+    "wrapped = wrappers.ddp(model, output_device=local_rank)": "dist-ddp-gradient",
+}
+
+
+@pytest.mark.parametrize("line", list(_HELPER_CALLS))
+def test_a_device_handed_to_a_project_helper_is_found(line: str) -> None:
+    source = (
+        "import torch\nfrom project import create_model, ModelEMA, create_optimizer, helpers, "
+        "wrappers\n"
+        f"def main(self, task, args, cfg, model, batch, device, decay, ddp_args, local_rank):\n"
+        f"    {line}\n"
+    )
+    found = [f for f in scan_text(source) if f.line == 4]
+    assert [f.rule for f in found] == [_HELPER_CALLS[line]], source
+    assert not found[0].fixable and "port it where it is defined" in found[0].reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "print(x, device=device)",  # a builtin
+        "log.info(x, mode=device)",  # not a device keyword
+        "y = helpers.run(x, device=level)",  # a value not named or made as a device
+        "y = local(x, device=device)",  # the file's own function: its body is found
+        "y = partial(helpers.run, device=device)",  # a function kept, not called
+    ],
+)
+def test_other_device_keywords_are_not(line: str) -> None:
+    source = (
+        "import torch\nfrom functools import partial\nfrom project import helpers, log\n"
+        "def local(x, device):\n    return x\n"
+        f"def main(x, device, level):\n    {line}\n"
+    )
+    assert rules_on(source, 7) == []
+
+
+# -- an autocast, a sync toggle and FSDP applied by the project's own code -------------------------
+@pytest.mark.parametrize(
+    ("lines", "rule"),
+    [
+        ("autocast = get_autocast(args.precision, device_type='cuda')", "autocast"),
+        ("with autocast():\n        pass", "autocast"),
+        ("with self.amp_autocast(enabled=True):\n        pass", "autocast"),
+        ("model.set_requires_gradient_sync(False)", "ddp-no-sync"),
+        ("task.prepare_fsdp(model, **fsdp_kwargs)", "dist-fsdp"),
+        ("assert not model.device_ids", "dist-ddp-gradient"),
+        ("loader = make_data_loader(dataset, num_workers=cfg.workers)", "dataloader-workers"),
+        ("plugin = getattr(accelerator.state, 'fsdp_plugin', None)", "library-strategy"),
+    ],
+)
+def test_the_projects_own_device_work_is_found(lines: str, rule: str) -> None:
+    source = (
+        "import torch\nfrom project import get_autocast, make_data_loader\n"
+        "def main(self, task, args, cfg, model, dataset, autocast, fsdp_kwargs, accelerator):\n"
+        f"    {lines}\n"
+    )
+    assert rule in rules_on(source, 4), source
+
+
+def test_the_files_own_fsdp_method_is_not_reported_at_its_call() -> None:
+    source = (
+        "import torch\n"
+        "class Task:\n"
+        "    def prepare_fsdp(self, model):\n"
+        "        return model\n"
+        "    def run(self, model):\n"
+        "        return self.prepare_fsdp(model)\n"
+    )
+    assert rules_on(source, 6) == []
+
+
+# -- a device_map carried in a dict of keyword arguments; Hugging Face's Trainer -------------
+_CARRIERS = {
+    "a dict literal": "kwargs = {'device_map': device_map, **kwargs}",
+    "a key written": "kwargs['device_map'] = {'': device}",
+    "dict(...)": "kwargs = dict(device_map={'': device}, load_in_4bit=True)",
+    "an update": "kwargs.update(dict(device_map='auto'))",
+}
+
+
+@pytest.mark.parametrize("carrier", list(_CARRIERS))
+@pytest.mark.parametrize(
+    "call",
+    [
+        "model = AutoModelForCausalLM.from_pretrained(path, **kwargs)",
+        "model = ProjectModel.from_pretrained(path, low_cpu_mem_usage=True, **kwargs)",
+    ],
+)
+def test_a_device_map_handed_on_in_a_dict_is_found(carrier: str, call: str) -> None:
+    source = (
+        "from transformers import AutoModelForCausalLM\nfrom project import ProjectModel\n"
+        "def load(path, device, device_map, kwargs):\n"
+        f"    {_CARRIERS[carrier]}\n"
+        f"    {call}\n"
+    )
+    assert "library-device" in rules_on(source, 5), source
+
+
+def test_a_dict_without_a_device_map_handed_on_is_not() -> None:
+    source = (
+        "from transformers import AutoModelForCausalLM\n"
+        "def load(path):\n"
+        "    kwargs = {'revision': 'main'}\n"
+        "    return AutoModelForCausalLM.from_pretrained(path, **kwargs)\n"
+    )
+    assert rules_on(source, 4) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        ("if device_map != 'auto':\n        pass", "library-device"),
+        ("if trainer.deepspeed:\n        pass", "library-strategy"),
+        ("trainer.save_model(output_dir)", "library-checkpoint"),
+        ("trainer._save(output_dir, state_dict=state)", "library-checkpoint"),
+        ("if trainer.args.local_rank in (0, -1):\n        pass", "library-process"),
+        ("rank = training_args.local_rank", "library-process"),
+        ("if self.trainer.args.should_save:\n        pass", "library-process"),
+        ("trainer = ProjectTrainer(model=model, args=training_args)", "library-launcher"),
+    ],
+)
+def test_hugging_faces_trainer_and_a_device_map_are_found(line: str, rule: str) -> None:
+    source = (
+        "from project import ProjectTrainer\n"
+        "def save(self, trainer, training_args, model, device_map, output_dir, state):\n"
+        f"    {line}\n"
+    )
+    assert rule in rules_on(source, 3), source
+
+
+def test_a_device_map_default_is_found() -> None:
+    source = "def load(path, device_map='auto', device='cuda'):\n    return path\n"
+    assert sorted(rules_on(source, 1)) == ["device-string", "library-device"]
+
+
+def test_another_trainer_keeps_its_own_methods() -> None:
+    source = (
+        "class Trainer:\n"
+        "    def prepare(self, batch):\n"
+        "        return batch\n"
+        "trainer = Trainer()\n"
+        "batch = trainer.prepare([1])\n"
+        "trainer.save_checkpoint('ckpt')\n"
+    )
+    assert [f.line for f in scan_text(source)] == []

@@ -28,6 +28,13 @@ def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         r.add(node, "ddp-module", r.text(receiver), position=where)
         r.visit(receiver)
         return True
+    if node.attr in ("device_ids", "output_device") and (
+        WRAPPED in r.file.values.kinds(receiver)
+        or r.file.values.module_framework(receiver) is not None
+    ):
+        r.add(node, "dist-ddp-gradient", position=where)  # model.device_ids of DDP's
+        r.visit(receiver)
+        return True
     if node.attr == "require_backward_grad_sync":
         parent = r.parent(node)
         r.add(parent if isinstance(parent, ast.Assign) else node, "ddp-no-sync", position=where)
@@ -76,3 +83,14 @@ _COLLECTIVE_PARAMETERS = {
     "torch.distributed.broadcast": ("tensor", "src"),
     "torch.distributed.all_gather": ("tensor_list", "tensor"),
 }
+
+
+def defined_here(r: Recogniser, method: ast.Attribute) -> bool:
+    """``self.method`` where the enclosing class defines ``method`` (its body is found)."""
+    if not (isinstance(method.value, ast.Name) and method.value.id in ("self", "cls")):
+        return False
+    owner = r.file.names.enclosing(method, ast.ClassDef)
+    return isinstance(owner, ast.ClassDef) and any(
+        isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method.attr
+        for item in owner.body
+    )

@@ -10,7 +10,7 @@ from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
 from .feeding import data_generator
 
-__all__ = ["advice", "called_through_a_name", "rename"]
+__all__ = ["advice", "called_through_a_name", "inside_reported_call", "rename"]
 
 # torch2jax_device names whose result is JAX arrays where torch's was tensors.
 _ARRAY_RESULTS = frozenset(
@@ -70,6 +70,11 @@ def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
 
 def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
     """An ``advice`` row's name: reported with the row's advice, never rewritten."""
+    owner = name.rsplit(".", 1)[0]
+    if name not in ADVICE and owner in ADVICE and owner.rsplit(".", 1)[-1][:1].isupper():
+        if inside_reported_call(r, node):
+            return False  # FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD)
+        name = owner  # ShardingStrategy.NO_SHARD, FSDP.fsdp_modules: the class's row
     if name not in ADVICE:
         return False
     row = ADVICE[name]
@@ -134,3 +139,13 @@ def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
         return []
     name = None if value is None else r.qualname(value)
     return [] if name is None else [name]
+
+
+def inside_reported_call(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is an argument of a call already reported (whose finding covers it)."""
+    parent = r.parent(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.Call) and id(parent) in r.reported:
+            return True
+        parent = r.parent(parent)
+    return False

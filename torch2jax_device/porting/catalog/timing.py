@@ -87,6 +87,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.cuda.nvtx.range",
             "torch.cuda.profiler.start",
             "torch.cuda.profiler.stop",
+            "torch.cuda.cudart",  # torch.cuda.cudart().cudaProfilerStart()
             "torch.profiler.*",
             "torch.autograd.profiler.*",
             "torch.cuda.nvtx.*",
