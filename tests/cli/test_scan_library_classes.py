@@ -336,8 +336,7 @@ def test_a_member_probed_with_getattr_is_found(klass: str, member: str) -> None:
         "class Foo:\n    pass\ndef use(obj: Foo):\n    x = obj.save_model('out')\n",
         "from project import Config\nclass Mine(Config):\n"
         "    def use(self):\n        x = self.should_save\n",
-        "from project import ProjectTrainer\ntrainer = ProjectTrainer(cfg)\n"
-        "x = trainer.deepspeed\n",
+        "from project import ProjectTrainer\nrunner = ProjectTrainer(cfg)\nx = runner.deepspeed\n",
         "obj = object()\nif getattr(obj, 'fsdp_plugin', None):\n    pass\n",
         # a Trainer's save_state writes its step and log, not the model
         "from transformers import Trainer\ntrainer = Trainer(model=m, args=a)\n"

@@ -92,6 +92,7 @@ _CONSTRUCTORS = {
     "torch.amp.GradScaler": {"grad-scaler"},
     "torch.cuda.amp.GradScaler": {"grad-scaler"},
     "torch.cpu.amp.GradScaler": {"grad-scaler"},
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": {"grad-scaler"},
     "torch.GradScaler": {"grad-scaler"},
     "torch.cuda.Event": {"cuda-event"},
     "torch.Event": {"cuda-event"},
@@ -109,6 +110,16 @@ _CONSTRUCTORS = {
         f"torch.optim.{name}": {TORCH_OPTIMIZER}
         for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam")
     },
+}
+# Annotations that say what a parameter holds, for the objects whose methods have rows.
+_ANNOTATED = {
+    **{
+        name: kinds
+        for name, kinds in _CONSTRUCTORS.items()
+        if kinds & {"grad-scaler", TORCH_OPTIMIZER, DEVICE_MESH, "dist-sampler", "generator"}
+    },
+    "torch.optim.Optimizer": {TORCH_OPTIMIZER},
+    "torch.optim.optimizer.Optimizer": {TORCH_OPTIMIZER},
 }
 # The constructors of the libraries' objects: the qualified names of the catalog row.
 _LIBRARY_CONSTRUCTORS = frozenset(
@@ -316,6 +327,9 @@ class Values:
         return None
 
     def _parameter_kinds(self, binding: Binding) -> set[str]:
+        annotated = self._annotation_kinds(getattr(binding.node, "annotation", None))
+        if annotated:
+            return annotated
         function = self.names.enclosing(binding.node, ast.FunctionDef, ast.AsyncFunctionDef)
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return {UNKNOWN}
@@ -325,6 +339,24 @@ class Values:
         found: set[str] = set()
         for argument in arguments:
             found |= self.kinds(argument)
+        return found
+
+    def _annotation_kinds(self, annotation: ast.expr | None) -> set[str]:
+        """What a parameter annotated ``scaler: Optional[torch.amp.GradScaler]`` holds, for
+        torch's objects whose methods are rows of their own (never a tensor's or module's
+        kinds, which decide rewrites: an annotation is not evidence of what is passed)."""
+        if isinstance(annotation, ast.Subscript):  # Optional[X], Union[X, None]
+            inner = annotation.slice
+            parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        elif isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            parts = [annotation.left, annotation.right]  # X | None
+        else:
+            parts = [annotation] if annotation is not None else []
+        found: set[str] = set()
+        for part in parts:
+            name = self.qualname(part)
+            if name is not None:
+                found |= _ANNOTATED.get(name, set())
         return found
 
     def arguments_for(

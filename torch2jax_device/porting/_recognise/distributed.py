@@ -34,6 +34,13 @@ def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         r.add(node, "ddp-module", r.text(receiver), position=where)
         r.visit(receiver)
         return True
+    if node.attr in ("device_ids", "output_device") and (
+        WRAPPED in r.file.values.kinds(receiver)
+        or r.file.values.module_framework(receiver) is not None
+    ):
+        r.add(node, "dist-ddp-gradient", position=where)  # model.device_ids of DDP's
+        r.visit(receiver)
+        return True
     if node.attr == "require_backward_grad_sync":
         parent = r.parent(node)
         r.add(parent if isinstance(parent, ast.Assign) else node, "ddp-no-sync", position=where)
@@ -246,3 +253,14 @@ _COLLECTIVE_PARAMETERS = {
     "gather_object": (("obj", "tensor"), ("object_gather_list", "tensor_list"), ("dst", "dst")),
     "reduce": (("tensor", "tensor"), ("dst", "dst"), ("op", "op")),
 }
+
+
+def defined_here(r: Recogniser, method: ast.Attribute) -> bool:
+    """``self.method`` where the enclosing class defines ``method`` (its body is found)."""
+    if not (isinstance(method.value, ast.Name) and method.value.id in ("self", "cls")):
+        return False
+    owner = r.file.names.enclosing(method, ast.ClassDef)
+    return isinstance(owner, ast.ClassDef) and any(
+        isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method.attr
+        for item in owner.body
+    )

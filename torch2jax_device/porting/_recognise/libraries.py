@@ -23,6 +23,7 @@ from .._values import LIBRARY_OBJECT, last_name
 from .base import Recogniser
 
 __all__ = [
+    "TORCH_LIBRARIES",
     "collective_advice",
     "device_keywords",
     "device_map_choice",
@@ -78,6 +79,15 @@ _MEMBERS: dict[str, str] = {
     for name in row.torch_api
     if name.split(".", 1)[0] in _CLASSES
 }
+# Transformers' own members (trainer.save_model, trainer.args.should_save): reported on an
+# object named as its documentation names it, a Trainer's being Transformers' alone.
+_HF_MEMBERS = {
+    name.split(".", 1)[1]: row.id
+    for row in _ROWS
+    for name in row.torch_api
+    if name.split(".", 1)[0] in ("Trainer", "TrainingArguments")
+}
+_HF_OWNER_NAMES = frozenset({"trainer", "training_args"})
 # Variable and attribute names the libraries' documentation gives their objects.
 _OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine", "training_args"})
 # Attributes of a library object that hold another: trainer.args (its TrainingArguments),
@@ -121,20 +131,22 @@ _DEEPSPEED_CHECKPOINT_ARGUMENTS = frozenset(
 )
 # Packages built on torch whose calls take a device: their device= and device_map= are
 # the library's device work.
-_TORCH_LIBRARIES = ("transformers.", "diffusers.", "sentence_transformers.", "accelerate.")
+TORCH_LIBRARIES = ("transformers.", "diffusers.", "sentence_transformers.", "accelerate.")
 
 
 def member(r: Recogniser, node: ast.Attribute) -> bool:
     """``library-*`` rows: ``accelerator.prepare(...)``, ``fabric.device``; ``True`` if one
     was reported (its receiver is then visited). Never rewritten: the object does several
     jobs at once, and the port keeps the ones the script needs."""
-    row = _MEMBERS.get(node.attr)
     parent = r.parent(node)
     if node.attr == "hf_device_map":  # where from_pretrained(device_map=) put each module
         r.add(node, "library-device", _DEVICE_MAP_READ, position=r.file.method_position(node))
         r.visit(node.value)
         return True
-    if row is None or not (is_library_object(r, node.value) or _deepspeed_checkpoint(node, parent)):
+    row = _member_row(r, node.value, node.attr)
+    if row is None and node.attr in _MEMBERS and _deepspeed_checkpoint(node, parent):
+        row = _MEMBERS[node.attr]
+    if row is None:
         return False
     if node.attr in _NOT_ON_TRAINERS and _names_trainer(r, node.value):
         return False
@@ -278,6 +290,24 @@ def _library_device_advice(r: Recogniser, reported: ast.AST) -> str | None:
     return None
 
 
+def _member_row(r: Recogniser, owner: ast.AST, name: str) -> str | None:
+    """The row of ``owner.name`` when ``owner`` is a library's object with that member:
+    evidently one (``is_library_object``), or for Transformers' own members, named as
+    its documentation names a Trainer (``trainer.save_model``, ``trainer.args.local_rank``)."""
+    if name in _MEMBERS and is_library_object(r, owner):
+        return _MEMBERS[name]
+    if name in _HF_MEMBERS and _named_hf(owner):
+        return _HF_MEMBERS[name]
+    return None
+
+
+def _named_hf(node: ast.AST) -> bool:
+    """``trainer``, ``self.trainer``, ``training_args``, ``trainer.args``."""
+    if isinstance(node, ast.Attribute) and node.attr == "args":
+        return _named_hf(node.value)
+    return last_name(node) in _HF_OWNER_NAMES
+
+
 def _names_trainer(r: Recogniser, node: ast.expr) -> bool:
     """``trainer``, ``self.trainer``, or ``self`` in a class named ``*Trainer``."""
     named = last_name(node)
@@ -411,12 +441,13 @@ def library_call(r: Recogniser, call: ast.Call) -> None:
     name = r.file.values.builtin(call.func)
     if name in ("getattr", "hasattr") and len(call.args) >= 2:
         probed, member_name = call.args[0], call.args[1]
-        if (
-            isinstance(member_name, ast.Constant)
-            and member_name.value in _MEMBERS
-            and is_library_object(r, probed)
-        ):
-            r.add(call, _MEMBERS[member_name.value])
+        row = (
+            _member_row(r, probed, member_name.value)
+            if isinstance(member_name, ast.Constant) and isinstance(member_name.value, str)
+            else None
+        )
+        if row is not None:
+            r.add(call, row)
     for keyword in call.keywords:
         if keyword.arg is None:
             carried = _carried_placement(r, keyword.value)
@@ -603,7 +634,7 @@ def device_keywords(r: Recogniser, call: ast.Call) -> None:
     and ``device=`` given to a call of Transformers, Diffusers or
     Sentence Transformers (``pipeline("text-generation", model=m, device=0)``)."""
     name = r.qualname(call.func)
-    ours = name is not None and name.startswith(_TORCH_LIBRARIES)
+    ours = name is not None and name.startswith(TORCH_LIBRARIES)
     loader = (
         ours
         or (isinstance(call.func, ast.Attribute) and call.func.attr in _CARRYING_METHODS)
