@@ -64,7 +64,7 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
     if keywords and keywords <= _MEMORY_FORMAT_ONLY and not call.args:
         return  # a layout change, not a device or dtype
     receiver = method.value
-    framework = r.file.values.module_framework(receiver)
+    framework = r.file.values.module_framework(receiver) or _built_model(r, receiver)
     dtype_only = (not call.args and keywords == {"dtype"}) or (
         len(call.args) == 1
         and not keywords - {"non_blocking", "copy"}
@@ -97,6 +97,28 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
         extra = sorted(str(k) for k in keywords - _TO_KEYWORDS)
         problem = f"tj.to_device has no {', '.join(extra)}=" if extra else "too many arguments"
     move(r, call, method, where, rule, None, (), problem=problem, framework=framework)
+
+
+def _built_model(r: Recogniser, receiver: ast.expr) -> str | None:
+    """``"module"`` for ``SSLMetaArch(cfg).to(device)``: a class of the project built and
+    moved at once (its name in CapWords, not torch's, NumPy's or JAX's), whose ``.to``
+    is a module's."""
+    if not isinstance(receiver, ast.Call):
+        return None
+    named = last_name(receiver.func) or ""
+    qualified = r.qualname(receiver.func) or ""
+    project = not qualified.startswith(("torch.", "numpy.", "jax.", "builtins."))
+    words = named[:1].isupper() and not named.isupper()
+    own_to = isinstance(receiver.func, ast.Name) and any(
+        isinstance(binding.node, ast.ClassDef)
+        and any(
+            isinstance(member, ast.FunctionDef) and member.name == "to"
+            for member in binding.node.body
+        )
+        for binding in r.file.names.bindings(receiver.func)
+    )  # a batch class of the file with a .to of its own
+    unknown = not r.file.values.kinds(receiver) - {"?"}
+    return "module" if project and words and unknown and not own_to else None
 
 
 def cuda_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]) -> None:
