@@ -347,3 +347,40 @@ def test_the_fallback_of_a_device_module_chosen_by_name_is_advised_a_device_modu
     source = "import torch\nmodule = getattr(torch, device_type, torch.cuda)\n"
     found = [f for f in scan_text(source) if f.line == 2 and "torch.cuda" == f.original]
     assert found and "device_module = tj.cuda" in found[0].replacement
+
+
+@pytest.mark.parametrize(
+    ("klass", "base"),
+    list(
+        itertools.product(
+            ("SimpleTrainer", "StandardSolver", "DetectionCheckpointer", "EvalHook"),
+            ("", "TrainerBase", "flashy.BaseSolver"),
+        )
+    ),
+    ids=str,
+)
+@pytest.mark.parametrize("receiver", ["self", "super()"])
+def test_a_runner_restoring_its_own_state_is_no_model_load(
+    klass: str, base: str, receiver: str
+) -> None:
+    # audiocraft's solver and detectron2's trainers: self.load_state_dict(state) restores
+    # the run (model, optimizer, history), through the class's own method
+    source = (
+        "import flashy\nfrom detectron2.engine import TrainerBase\n"
+        f"class {klass}({base}):\n"
+        "    def restore(self, state):\n"
+        f"        {receiver}.load_state_dict(state)\n"
+    )
+    assert [f for f in scan_text(source) if f.line == 5] == [], source
+    module = source.replace(f"({base})", "(torch.nn.Module)").replace(
+        "import flashy", "import torch"
+    )
+    assert [f.rule for f in scan_text(module) if f.line == 5] == ["load-model-state"]
+
+
+@pytest.mark.parametrize("receiver", ["state_source", "self.best_state", "train_state"])
+def test_a_state_holder_restored_is_no_model_load(receiver: str) -> None:
+    source = (
+        f"def restore(state, {receiver.split('.')[-1]}):\n    {receiver}.load_state_dict(state)\n"
+    )
+    assert [f for f in scan_text(source) if f.line == 2] == []
