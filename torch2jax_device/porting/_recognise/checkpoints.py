@@ -122,6 +122,8 @@ def load_state_call(
     name = receiver.attr if isinstance(receiver, ast.Attribute) else r.text(receiver)
     if len(call.args) != 1 or any(n in name.lower() for n in _NOT_MODELS):
         return
+    if isinstance(receiver, ast.Call) and r.file.values.builtin(receiver.func) == "super":
+        return  # a class's own load_state_dict handing on to its base's (not a model)
     if call.keywords:  # strict=False, assign=True: which keys load is torch's own rule
         if any(k.arg not in ("strict", "assign") for k in call.keywords):
             return  # not Module.load_state_dict (a helper's, map_location=...)
@@ -129,7 +131,8 @@ def load_state_call(
         r.add(
             call,
             "load-model-state",
-            f"{r.text(receiver)} = tj.load_state({r.text(receiver)}, path)",
+            f"nnx.update({r.text(receiver)}, kept)  # kept: the arrays of "
+            f"{r.text(call.args[0])} the model has",
             position=where,
             reason=(
                 f"{given}: tj.load_state has no such argument; port the model to Flax NNX "

@@ -184,7 +184,13 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
             found = ("dist-env", None)  # for v in (...): if v in os.environ: launched?
     if found is None:
         return False
-    r.add(node, found[0], f"{r.text(node)}  # torchrun and torch2jax-device run set it")
+    names = variable_keys(r, node.left)
+    who = (
+        "SLURM or mpirun sets it; jax.distributed.initialize() reads it"
+        if names and all(n.startswith(_LAUNCHER_PREFIXES) for n in names)
+        else "torchrun and torch2jax-device run set it"
+    )
+    r.add(node, found[0], f"{r.text(node)}  # {who}")
     return True
 
 

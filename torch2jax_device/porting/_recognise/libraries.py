@@ -14,6 +14,7 @@ import ast
 
 from .. import catalog
 from .._values import LIBRARY_OBJECT, last_name
+from . import distributed
 from .base import Recogniser
 
 __all__ = [
@@ -80,6 +81,8 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
         return False
     reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
     fitting = _library_device_advice(r, reported) if row == "library-device" else None
+    if row == "library-collective" and isinstance(reported, ast.Call):
+        fitting = distributed.collective_advice(r, reported, node.attr)
     r.add(reported, row, fitting, position=r.file.method_position(node))
     r.visit(node.value)
     return True
@@ -230,6 +233,11 @@ def _device_map_advice(r: Recogniser, value: ast.expr) -> str | None:
         and value.keys[0].value == ""
     ):
         return f"model = tj.load_state(model, path, device={r.text(value.values[0])})"
+    if isinstance(value, (ast.Name, ast.Attribute)):  # a map chosen elsewhere
+        return (
+            f"model = tj.load_state(model, path, device_map={r.text(value)})  # "
+            '"auto" or a map of module names to devices'
+        )
     return None
 
 

@@ -8,6 +8,7 @@ import ast
 
 from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
+from .distributed import collective_advice
 from .feeding import data_generator
 
 __all__ = ["advice", "called_through_a_name", "inside_reported_call", "rename"]
@@ -41,6 +42,10 @@ _AVAILABLE = {
     "is_bf16_available": "bf16 = tj.cuda.is_bf16_supported()",
     "is_torch_bf16_gpu_available": "bf16 = tj.cuda.is_bf16_supported()",
 }
+
+
+# Rows of collectives whose advice is written from the line's own call.
+_COLLECTIVE_ROWS = frozenset({"dist-all-reduce", "library-collective", "dist-other"})
 
 
 def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
@@ -80,6 +85,8 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     row = ADVICE[name]
     helper = name.rsplit(".", 1)[-1]
     fitting = _AVAILABLE.get(helper) if row.id == "library-is-available" else None
+    if row.id in _COLLECTIVE_ROWS:
+        fitting = collective_advice(r, call, name)
     candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)

@@ -9,6 +9,7 @@ import re
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
+from .._source import SourceFile
 from .._tables import ADVICE
 from .._values import (
     FOREIGN,
@@ -31,6 +32,7 @@ __all__ = [
     "helper_device_keywords",
     "move",
     "parameters_call",
+    "project_helper_call",
     "to_call",
 ]
 
@@ -619,3 +621,61 @@ def _defined_here(r: Recogniser, func: ast.expr) -> bool:
             for item in owner.body
         )
     return False
+
+
+# A helper of the project that only wraps a device idiom: at most this many statements.
+_HELPER_STATEMENTS = 3
+
+
+def project_helper_call(r: Recogniser, call: ast.Call) -> None:
+    """``batch = utils.to_device(batch, device)`` where ``utils.py``, scanned with this
+    file, defines a helper whose short body is a device idiom (``return x.to(device)``,
+    ``return torch.load(path, map_location=device)``): the call is this file's placement,
+    reported as advice (the helper is ported where it is defined)."""
+    if id(call) in r.reported or r.file.project is None:
+        return
+    for owner, function in r.file.project.functions(r.file, call):
+        rule = _wrapped_idiom(owner, function)
+        if rule is not None:
+            candidate = r.add(call, rule)
+            candidate.reason = (
+                f"{r.text(call.func)} ({owner.path}:{function.lineno}) wraps {rule}: port it "
+                "there, and this call follows"
+            )
+            return
+
+
+def _wrapped_idiom(
+    owner: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> str | None:
+    """The rule of the device idiom a short helper's body is, on one of its parameters."""
+    body = [s for s in function.body if not _is_docstring(s)]
+    if not body or len(body) > _HELPER_STATEMENTS:
+        return None
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args]}
+    parameters |= {a.arg for a in function.args.kwonlyargs}
+    for node in (n for s in body for n in ast.walk(s)):
+        if not isinstance(node, ast.Call):
+            continue
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & parameters
+        if not used:
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("to", "cuda")
+            and owner.qualname(func) is None
+        ):
+            return "tensor-to-device" if func.attr == "to" else "tensor-cuda"
+        name = owner.qualname(func)
+        if name == "torch.load" and any(k.arg == "map_location" for k in node.keywords):
+            return "torch-load-map-location"
+    return None
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )

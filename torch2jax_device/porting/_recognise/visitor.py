@@ -151,6 +151,7 @@ class Detector(Recogniser):
         devices.indexed_device_string(self, node)
         self.generic_visit(node)
         placement.helper_device_keywords(self, node)  # after the call's own rows
+        placement.project_helper_call(self, node)
 
     def method_call(self, call: ast.Call, method: ast.Attribute) -> None:
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
@@ -158,6 +159,8 @@ class Detector(Recogniser):
         receiver = method.value
         if self.file.values.kinds(receiver) == {FOREIGN}:
             return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
+        if _in_map_location(self, call):
+            return  # torch.load(p, map_location=lambda s, loc: s.cuda(i)): torch.load's own
         if devices.device_module_call(self, call, method):
             return
         name = method.attr
@@ -326,6 +329,18 @@ class Detector(Recogniser):
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)
+
+
+def _in_map_location(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is in the body of a function given as ``map_location=``, whose storages
+    are torch.load's own (its finding covers them)."""
+    parent = r.parent(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.Lambda):
+            keyword = r.parent(parent)
+            return isinstance(keyword, ast.keyword) and keyword.arg == "map_location"
+        parent = r.parent(parent)
+    return False
 
 
 def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:
