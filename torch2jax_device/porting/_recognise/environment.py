@@ -38,6 +38,18 @@ _ENVIRONMENT = {
     "PYTORCH_CUDA_ALLOC_CONF": ("cuda-alloc-conf", None),
     "CUBLAS_WORKSPACE_CONFIG": ("deterministic", None),
 }
+# The variables torchrun sets (torch2jax-device run sets them too).
+_TORCHRUN = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
 # Launchers' variables by prefix: SLURM's and Open MPI's (jax.distributed reads them).
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
 
@@ -184,14 +196,21 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
             found = ("dist-env", None)  # for v in (...): if v in os.environ: launched?
     if found is None:
         return False
-    names = variable_keys(r, node.left)
-    who = (
-        "SLURM or mpirun sets it; jax.distributed.initialize() reads it"
-        if names and all(n.startswith(_LAUNCHER_PREFIXES) for n in names)
-        else "torchrun and torch2jax-device run set it"
-    )
-    r.add(node, found[0], f"{r.text(node)}  # {who}")
+    named = node.left.value if isinstance(node.left, ast.Constant) else None
+    r.add(node, found[0], f"{r.text(node)}  # {_set_by(str(named))}" if named else found[1])
     return True
+
+
+def _set_by(name: str) -> str:
+    """Who sets the launcher's variable ``name``: torchrun's are set by both launchers,
+    SLURM's and Open MPI's by theirs alone."""
+    if name.startswith("SLURM_"):
+        return "srun sets it (not torchrun); jax.distributed.initialize() reads it"
+    if name.startswith("OMPI_COMM_WORLD_"):
+        return "mpirun sets it (not torchrun); jax.distributed.initialize() reads it"
+    if name in _TORCHRUN:
+        return "torchrun and torch2jax-device run set it"
+    return "set where the process is started, as for torch"
 
 
 def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set | ast.Dict) -> None:

@@ -8,8 +8,9 @@ import ast
 
 from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
-from .distributed import collective_advice
+from .distributed import all_reduce_advice
 from .feeding import data_generator
+from .libraries import collective_advice, device_context_advice, process_advice
 
 __all__ = ["advice", "called_through_a_name", "inside_reported_call", "rename"]
 
@@ -42,10 +43,6 @@ _AVAILABLE = {
     "is_bf16_available": "bf16 = tj.cuda.is_bf16_supported()",
     "is_torch_bf16_gpu_available": "bf16 = tj.cuda.is_bf16_supported()",
 }
-
-
-# Rows of collectives whose advice is written from the line's own call.
-_COLLECTIVE_ROWS = frozenset({"dist-all-reduce", "library-collective", "dist-other"})
 
 
 def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
@@ -85,12 +82,39 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
     row = ADVICE[name]
     helper = name.rsplit(".", 1)[-1]
     fitting = _AVAILABLE.get(helper) if row.id == "library-is-available" else None
-    if row.id in _COLLECTIVE_ROWS:
-        fitting = collective_advice(r, call, name)
+    if row.id == "dist-all-reduce" and call is not None:
+        fitting = all_reduce_advice(r, call)
+    elif row.id == "library-collective":
+        # torch_xla's take the reduction or a tag first (xm.all_reduce(xm.REDUCE_SUM, t))
+        fitting = collective_advice(r, helper, None if name.startswith("torch_xla.") else call)
+    elif row.id == "library-process":
+        fitting = process_advice(helper)
+    elif row.id == "library-device":
+        fitting = device_context_advice(r, helper, call)
+    elif row.id == "profiler":
+        fitting = _profiler_range(r, node, call)
     candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)
     return True
+
+
+def _profiler_range(r: Recogniser, node: ast.expr, call: ast.Call | None) -> str | None:
+    """``torch.cuda.cudart().cudaProfilerStart()`` and ``torch.cuda.profiler.start()``
+    open a profiled range (nsys's capture range): ``jax.profiler.start_trace``; their
+    ``Stop`` closes it. ``None`` for the other profiler names (the row's advice)."""
+    outer = r.parent(call) if call is not None else None
+    named = (outer.attr if isinstance(outer, ast.Attribute) else r.text(node)).lower()
+    if named.endswith(("profilerstart", "profiler.start")):
+        return 'jax.profiler.start_trace("/tmp/trace")'
+    if named.endswith(("profilerstop", "profiler.stop")):
+        return "jax.profiler.stop_trace()"
+    label = r.text(call.args[0]) if call is not None and call.args else '"name"'
+    if named.endswith(("range_push", "nvtx.range", "record_function")):
+        return f"with jax.profiler.TraceAnnotation({label}):  # the code of the range"
+    if named.endswith("range_pop"):
+        return "# the end of the with jax.profiler.TraceAnnotation(...) block"
+    return None
 
 
 def _effect_of(tj_name: str) -> str:

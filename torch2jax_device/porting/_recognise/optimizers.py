@@ -273,7 +273,13 @@ def state_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
     named = _OPTIMIZER_NAME.search(last_name(method.value) or "") is not None and UNKNOWN in kinds
     if TORCH_OPTIMIZER not in kinds and not named:
         return False  # an nnx.Optimizer is known for what it is, whatever its name
-    r.add(call, "optimizer-state-dict", position=r.file.method_position(method))
+    optimizer = r.text(method.value)
+    fitting = (
+        f"tj.optim.state_dict({optimizer}, model)  # torch's layout, by the model's parameters"
+        if method.attr == "state_dict"
+        else f"tj.optim.load_state_dict({optimizer}, model, {r.arguments(call)})"
+    )
+    r.add(call, "optimizer-state-dict", fitting, position=r.file.method_position(method))
     return True
 
 

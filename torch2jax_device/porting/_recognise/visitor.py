@@ -107,7 +107,11 @@ class Detector(Recogniser):
                 return True
         covering = wildcard(name)
         if covering is not None and not self.inside_reported_call(node):
-            fitting = distributed.collective_advice(self, call, name)
+            fitting = None
+            if covering.id == "dist-other":
+                fitting = distributed.collective_advice(self, call, name)
+            elif covering.id == "library-collective":  # deepspeed.comm.*
+                fitting = libraries.collective_advice(self, name.rsplit(".", 1)[-1], call)
             self.add(call or node, covering.id, fitting)
             return True
         return False
@@ -131,12 +135,11 @@ class Detector(Recogniser):
 
     # -- calls ------------------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
-        libraries.member_by_name(self, node)
-        libraries.trainer_subclass(self, node)
-        libraries.device_map_carried(self, node)
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
+        libraries.library_call(self, node)
+        libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
         device_strings.string_test(self, node)
@@ -157,10 +160,10 @@ class Detector(Recogniser):
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
         what the scanner knows ``x`` is."""
         receiver = method.value
+        if id(call) in self.reported:
+            return  # part of another finding (torch.load's map_location callable)
         if self.file.values.kinds(receiver) == {FOREIGN}:
             return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
-        if _in_map_location(self, call):
-            return  # torch.load(p, map_location=lambda s, loc: s.cuda(i)): torch.load's own
         if devices.device_module_call(self, call, method):
             return
         name = method.attr
@@ -260,7 +263,6 @@ class Detector(Recogniser):
         ):
             return
         device_strings.keyed_by_type(self, node)
-        libraries.device_map_carried(self, node)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -280,6 +282,7 @@ class Detector(Recogniser):
         ):
             self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
+        libraries.placement_keys(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -296,7 +299,7 @@ class Detector(Recogniser):
     # -- annotations are types, not code that runs -----------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         device_strings.default_names(self, node.args)
-        libraries.device_map_default(self, node.args)
+        libraries.placement_defaults(self, node)
         for child in [*node.decorator_list, node.args, *node.body]:
             self.visit(child)
 
@@ -325,22 +328,10 @@ class Detector(Recogniser):
 
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
-        libraries.device_map_carried(self, node)
+        libraries.placement_keys(self, node)
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)
-
-
-def _in_map_location(r: Recogniser, node: ast.AST) -> bool:
-    """``node`` is in the body of a function given as ``map_location=``, whose storages
-    are torch.load's own (its finding covers them)."""
-    parent = r.parent(node)
-    while parent is not None and not isinstance(parent, ast.stmt):
-        if isinstance(parent, ast.Lambda):
-            keyword = r.parent(parent)
-            return isinstance(keyword, ast.keyword) and keyword.arg == "map_location"
-        parent = r.parent(parent)
-    return False
 
 
 def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:

@@ -674,6 +674,10 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=(
+            "torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict",
+            "torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict_to_load",
+            "torch.distributed.fsdp.FullyShardedDataParallel.full_optim_state_dict",
+            "torch.distributed.fsdp.FullyShardedDataParallel.set_state_dict_type",
             "torch.distributed.checkpoint.stateful.Stateful",
             "torch.distributed.checkpoint.Stateful",
             "torch.distributed.fsdp.FullStateDictConfig",
@@ -707,9 +711,7 @@ ROWS: tuple[Idiom, ...] = (
             "`dist.all_gather(out, t)` is `out = list(multihost_utils.process_allgather(t))` "
             "(one array per process, as torch's list), `dist.broadcast(t, src)` is "
             "`t = multihost_utils.broadcast_one_to_all(t, is_source=jax.process_index() == "
-            "src)`, `dist.reduce(v, dst=0)` is `v = tj.distributed.all_reduce(v)`, and the "
-            "names that are no collective say what they become (`dist.is_available()`, "
-            "`dist.get_backend()`, `dist.new_group(...)`: a mesh axis). "
+            "src)`. "
             "`tj.distributed` has `init_process_group`, ranks, `barrier`, `all_reduce` of "
             "host values and device meshes. Other collectives: "
             "`jax.experimental.multihost_utils` (`process_allgather`, "

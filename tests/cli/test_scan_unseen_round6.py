@@ -1,0 +1,159 @@
+"""``scan`` on real code the scanner was not written against, a sixth round (issue 35).
+
+``tests/support/fixtures/unseen_round6`` holds files of public repositories that no
+earlier test or doc names, in two sets told apart by their ``.truth`` header:
+
+- the development set (header "Development set of round 6"): 16 files of
+  mlfoundations/open_clip (distributed start-up over torchrun, SLURM and MPI variables;
+  DCP and full checkpoints; a training loop whose autocast and GradScaler arrive as
+  names; the main script's FSDP2 and DDP set-up), facebookresearch/dinov2 (distributed
+  start-up, the FSDP wrapper and checkpointer, the training loop), huggingface/peft
+  examples (DDP started by hand on CUDA or XPU then Transformers' Trainer; Accelerate
+  with its FSDP plugin; Accelerate with DeepSpeed ZeRO-3 and memory read through a
+  device module chosen by name), haotian-liu/LLaVA (a model loader whose
+  ``device_map`` travels in ``**kwargs``; the training script on Transformers' Trainer
+  and DeepSpeed ZeRO-3), facebookresearch/detectron2 (communication helpers, the
+  spawning launcher, the AMP trainer) and NVIDIA/apex (the ImageNet AMP example: a
+  CUDA-stream prefetcher, NVTX ranges, DDP, GradScaler);
+- the held-out set (header "Held out"), labelled by another hand, for the lead to
+  measure the fixes made from the development set against.
+
+Each file is the original's imports and the parts kept, unchanged, cut from the commit its
+header names. Each ``.truth`` was written by hand from reading the file and committed
+before the file was first scanned: every line where a catalog row applies, torch's own
+idioms and the lines of the libraries built on torch (the catalog's section "Libraries
+built on torch") counted apart.
+
+    python -m tests.cli.test_scan_unseen_round6   # prints the figures, set by set
+
+The development set measured when labelled (main at 02180a8): torch lines 259/316 = 0.820,
+library lines 36/61 = 0.590. The misses by class are in the labeller's notes
+(/work/notes/label6a-misses.md): GradScaler methods on a scaler the file did not make,
+``device_map`` carried in ``**kwargs`` to ``from_pretrained``, launcher variables read
+through a loop variable, device-name logic on a type split off a device string, a
+device handed to a project helper, an autocast built by a project helper and entered
+through a name, a device module chosen by ``getattr(torch, name)``, Transformers'
+Trainer and its arguments used through attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support import corpus
+from torch2jax_device.porting import catalog, scanner
+
+UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round6"
+FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
+LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
+SETS = ("development", "held out")
+
+#: The recall each set must keep: (torch lines, library lines). The development set's
+#: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
+#: libs6 (with rows6 merged) achieves (315/316, 61/61); the held-out floors are the lead's
+#: to set once that set is measured.
+FLOORS = {"development": (0.996, 1.0), "held out": (0.0, 0.0)}
+
+
+def set_of(name: str) -> str:
+    """The set a file belongs to, from its truth header: "Held out" or development."""
+    header = [
+        line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
+    ]
+    return "held out" if any("Held out" in line for line in header) else "development"
+
+
+def figures() -> dict[str, dict[str, tuple[int, int]]]:
+    """Per set: (found, labelled) torch lines and library lines, labelled rules found,
+    and findings on lines without a label (out of 0: told, not asserted)."""
+    counts = {
+        group: {key: [0, 0] for key in ("torch lines", "library lines", "rules", "unlabelled")}
+        for group in SETS
+    }
+    for name in FILES:
+        count = counts[set_of(name)]
+        expected, got = corpus.truth(UNSEEN, name), corpus.findings(UNSEEN, name)
+        for line, rules in expected.items():
+            key = "library lines" if rules <= LIBRARIES else "torch lines"
+            count[key][0] += bool(got.get(line))
+            count[key][1] += 1
+            count["rules"][0] += len(rules & got.get(line, set()))
+            count["rules"][1] += len(rules)
+        count["unlabelled"][0] += len(set(got) - set(expected))
+    return {
+        group: {key: (a, b) for key, (a, b) in count.items()} for group, count in counts.items()
+    }
+
+
+def test_the_fixtures_are_labelled_with_catalog_rules_and_cite_their_source() -> None:
+    labelled = {
+        rule for name in FILES for rules in corpus.truth(UNSEEN, name).values() for rule in rules
+    }
+    assert labelled <= scanner.RULES, labelled - scanner.RULES
+    assert labelled & LIBRARIES
+    assert sum(set_of(name) == "development" for name in FILES) >= 12
+    for name in FILES:
+        assert (UNSEEN / f"{name}.truth").is_file(), name
+        header = (UNSEEN / f"{name}.py").read_text().split("\n", 3)[:3]
+        assert re.search(r"[\w-]+/[\w.-]+ \S+\.py", " ".join(header)), name
+        assert re.search(r"\b[0-9a-f]{40}\b", " ".join(header)), name
+        assert re.search(r"[Ll]icen[cs]e", " ".join(header)), name
+
+
+def test_recall_on_torch_lines_and_library_lines() -> None:
+    found = figures()
+    for group, (torch_floor, library_floor) in FLOORS.items():
+        torch_found, torch_lines = found[group]["torch lines"]
+        library_found, library_lines = found[group]["library lines"]
+        if torch_lines:
+            assert torch_found / torch_lines >= torch_floor, (group, found[group])
+        if library_lines:
+            assert library_found / library_lines >= library_floor, (group, found[group])
+
+
+_CITED = re.compile(r"\bline (\d+): (.*?)(?=: |;|$)")  # up to the explanation
+_CODE_WORD = re.compile(r"([A-Za-z_]\w*)(?=[(.\[])")  # a name called, indexed or read from
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_reason_cites_only_lines_of_its_own_file(name: str) -> None:
+    # Scanned on its own: every name a reason quotes as code of "line N" is on line N of
+    # this file or in the statement that starts there.
+    source = (UNSEEN / f"{name}.py").read_text()
+    lines = source.splitlines()
+    for finding in scanner.scan_source(source, name):
+        for number, cited in _CITED.findall(finding.reason):
+            near = "\n".join(lines[int(number) - 1 : int(number) + 3])
+            for word in _CODE_WORD.findall(cited):
+                assert word in near, (finding.line, finding.reason)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_diff_compiles_and_reaches_its_fixed_point(name: str) -> None:
+    source = (UNSEEN / f"{name}.py").read_text()
+    ported = scanner.apply_edits(source, scanner.scan_source(source, name))
+    compile(ported, name, "exec")
+    again = scanner.scan_source(ported, name)
+    assert [f for f in again if f.fixable] == []  # one --diff reaches the fixed point
+    assert [f for f in again if "tj." in f.original] == []  # and nothing it wrote is flagged
+
+
+def test_scanned_together_no_finding_cites_a_file_it_does_not_import() -> None:
+    # Files of unrelated projects scanned as one folder: a finding's reason names only
+    # its own file.
+    sources = {str(UNSEEN / f"{name}.py"): (UNSEEN / f"{name}.py").read_text() for name in FILES}
+    for path, found in scanner.scan_sources(sources).items():
+        for finding in found:
+            for other in re.findall(r"\(([^()\s]+\.py):\d+\)", finding.reason):
+                assert other == path, (path, finding.line, finding.reason)
+
+
+if __name__ == "__main__":
+    for group, count in figures().items():
+        print(group)
+        for key, (a, b) in count.items():
+            ratio = f" = {a / b:.3f}" if b else ""
+            print(f"  {key:14} {a:4} / {b:<4}{ratio}")
