@@ -617,3 +617,114 @@ def test_another_trainer_keeps_its_own_methods() -> None:
         "trainer.save_checkpoint('ckpt')\n"
     )
     assert [f.line for f in scan_text(source)] == []
+
+
+# -- advice that fits the line: each collective x how it is reached --------------------------------
+_COLLECTIVES = {
+    # call (written with the receiver {d}), what the advice must say, names it must use
+    "{d}.broadcast_object_list(objects, src=src)": ("broadcast_one_to_all", ["objects", "src"]),
+    "{d}.all_gather_object(objects, obj)": ("process_allgather(obj)", ["objects"]),
+    "{d}.gather_object(obj, gathered, dst=0)": ("process_allgather(obj)", ["gathered"]),
+    "{d}.all_gather(outputs, tensor)": ("process_allgather(tensor)", ["outputs"]),
+    "{d}.reduce(values, dst=0)": ("all_reduce(values)", ["values"]),
+    "{d}.all_reduce(v)": ("all_reduce(v)", ["v"]),
+    "{d}.barrier()": ("tj.distributed.barrier()", []),
+    "{d}.monitored_barrier()": ("tj.distributed.barrier()", []),
+    "ok = {d}.is_available()": ("available = True", []),
+    "b = {d}.get_backend()": ("XLA picks", []),
+    "g = {d}.new_group([0, 1])": ("mesh", []),
+    "w = {d}.group.WORLD": ("mesh", []),
+}
+_LIBRARY_COLLECTIVES = {
+    "accelerator.wait_for_everyone()": "tj.distributed.barrier()",
+    "fabric.barrier()": "tj.distributed.barrier()",
+    "preds = accelerator.pad_across_processes(preds, dim=1)": "pad",
+    "x = accelerator.gather(y)": "process_allgather(y)",
+    "x = accelerator.gather_for_metrics(y)": "process_allgather(y)",
+    "total = fabric.all_reduce(loss)": "all_reduce(loss",
+    "with deepspeed.zero.GatheredParameters([param]):\n    pass": "sharded",
+}
+
+
+@pytest.mark.parametrize("alias", ["dist", "torch.distributed"])
+@pytest.mark.parametrize("call", list(_COLLECTIVES))
+def test_a_collectives_advice_is_written_from_its_own_call(call: str, alias: str) -> None:
+    imported = "import torch.distributed as dist" if alias == "dist" else "import torch"
+    source = f"{imported}\n{call.format(d=alias)}\n"
+    (finding,) = [f for f in scan_text(source) if f.line == 2]
+    says, names = _COLLECTIVES[call]
+    assert says in finding.replacement, finding.replacement
+    assert "process_allgather(t)" not in finding.replacement  # a name not on the line
+    for name in names:
+        assert name in finding.replacement
+
+
+@pytest.mark.parametrize("call", list(_LIBRARY_COLLECTIVES))
+def test_a_librarys_collective_gets_advice_for_what_it_does(call: str) -> None:
+    source = (
+        "import deepspeed\nfrom accelerate import Accelerator\nimport lightning as L\n"
+        f"accelerator, fabric = Accelerator(), L.Fabric()\n{call}\n"
+    )
+    found = [f for f in scan_text(source) if f.line == 5]
+    assert found and _LIBRARY_COLLECTIVES[call] in found[0].replacement, found
+
+
+def test_a_slurm_variables_test_names_slurm_not_torchrun() -> None:
+    found = scan_text("import os\nif 'SLURM_PROCID' in os.environ:\n    pass\n")
+    assert "srun" in found[0].replacement
+    assert "torchrun and torch2jax-device run set it" not in found[0].replacement
+
+
+# -- no finding where the line is no device code of its own ---------------------------------------
+@pytest.mark.parametrize(
+    "line",
+    [
+        "super().load_state_dict(state_dict)",  # a trainer's own, handing on to its base's
+        "ckpt = torch.load(p, map_location=lambda s, loc: s.cuda(gpu))",  # torch.load's only
+    ],
+)
+def test_a_line_covered_elsewhere_or_not_a_models_is_not_reported_again(line: str) -> None:
+    source = (
+        "import torch\nclass Trainer(Base):\n"
+        f"    def load(self, state_dict, p, gpu):\n        {line}\n"
+    )
+    rules = rules_on(source, 4)
+    assert "load-model-state" not in rules and "tensor-cuda" not in rules
+
+
+@pytest.mark.parametrize(
+    "line", ["model = SSLMetaArch(cfg).to(device)", "agent = Agent(envs).to(device)"]
+)
+def test_a_class_made_inline_and_moved_is_a_model(line: str) -> None:
+    source = f"import torch\nfrom project import SSLMetaArch, Agent\n{line}\n"
+    assert rules_on(source, 3) == ["module-to"]
+
+
+# -- every device keyword x every call form x every value source -----------------------------------
+_DEVICE_KEYWORDS = {
+    "device": ["'cuda'", "torch.device('cuda')", "device", "self.device", "args.device", "dev"],
+    "map_location": ["'cpu'", "device", "torch.device('cpu')", "lambda s, loc: s"],
+    "device_map": ["'auto'", "{'': device}", "device_map"],
+    "device_ids": ["[local_rank]", "[device]"],
+    "output_device": ["local_rank"],
+}
+_CALL_FORMS = [
+    "helper({kw}={v})",
+    "obj.method(x, {kw}={v})",
+    "pkg.mod.func(x, {kw}={v})",
+    "Builder(x, {kw}={v})",
+    "y = helper(x, {kw}={v})",
+]
+
+
+@pytest.mark.parametrize("form", _CALL_FORMS)
+@pytest.mark.parametrize(
+    ("keyword", "value"), [(k, v) for k, values in _DEVICE_KEYWORDS.items() for v in values]
+)
+def test_every_device_keyword_to_any_call_is_found(keyword: str, value: str, form: str) -> None:
+    source = (
+        "import torch\nimport pkg.mod\nfrom project import helper, Builder\n"
+        "def f(self, obj, x, args, device, dev, local_rank, device_map):\n"
+        f"    {form.format(kw=keyword, v=value)}\n"
+    )
+    assert rules_on(source, 5), source

@@ -318,6 +318,42 @@ def test_an_exported_runtime_answer_follows_its_importers(use: str, held: bool) 
         assert "read in main.py, which imports it: main.py:3: passed to" in query.reason
 
 
+_HELPERS = {
+    "return x.to(device)": "tensor-to-device",
+    "return {k: v.to(device) for k, v in x.items()}": "tensor-to-device",
+    "return x.cuda(device)": "tensor-cuda",
+    "return torch.load(x, map_location=device)": "torch-load-map-location",
+    '"""Move it."""\n    x = x.to(device)\n    return x': "tensor-to-device",
+}
+
+
+@pytest.mark.parametrize("body", list(_HELPERS))
+@pytest.mark.parametrize("imported", ["import utils", "from utils import move as m"])
+def test_a_call_of_another_modules_device_helper_is_found_at_the_call(
+    body: str, imported: str
+) -> None:
+    """``utils.move(batch, device)``, a helper of the project whose short body is a device
+    idiom: the call is the importer's placement (advice; the helper is ported where it is)."""
+    call = "utils.move" if imported == "import utils" else "m"
+    sources = {
+        "utils.py": f"import torch\n\n\ndef move(x, device):\n    {body}\n",
+        "train.py": f"import torch\n{imported}\n\nbatch = {call}(batch, 'cuda')\n",
+    }
+    found = scanner.scan_sources(sources)["train.py"]
+    (finding,) = [f for f in found if f.line == 4]
+    assert finding.rule == _HELPERS[body] and not finding.fixable
+    assert "(utils.py:4) wraps" in finding.reason
+    assert _check_citations(sources, scanner.scan_sources(sources))
+
+
+def test_a_call_of_another_modules_other_helper_is_not() -> None:
+    sources = {
+        "utils.py": "def add(x, device):\n    return x + 1\n",
+        "train.py": "import utils\n\ny = utils.add(1, 'cuda')\n",
+    }
+    assert [f for f in scanner.scan_sources(sources)["train.py"] if f.line == 3] == []
+
+
 # -- what is followed, and what is not ----------------------------------------------------
 def test_an_import_cycle_ends_and_still_follows_the_value() -> None:
     sources = {

@@ -627,12 +627,35 @@ class Values:
             return "nnx" if kinds == {NNX_MODULE} else "module"
         if TORCH_TENSOR in kinds:
             return None  # model_v of a model's state_dict(): a tensor, whatever its name
-        if self._used_as_module(node):
+        if self._used_as_module(node) or self._constructed_inline(node):
             return "module"
         name = last_name(node)
         if name is not None and _MODULE_NAMES.search(name):
             return "module"
         return None
+
+    def _constructed_inline(self, node: ast.AST) -> bool:
+        """``SSLMetaArch(cfg)``: a class of the project's own (no library's, whose kinds
+        are known) made in the expression, as a model is before ``.to(device)``."""
+        if not isinstance(node, ast.Call):
+            return False
+        name = last_name(node.func)
+        qualified = self.qualname(node.func) or ""
+        own_to = isinstance(node.func, ast.Name) and any(
+            isinstance(binding.node, ast.ClassDef)
+            and any(
+                isinstance(member, ast.FunctionDef) and member.name == "to"
+                for member in binding.node.body
+            )
+            for binding in self.names.bindings(node.func)
+        )  # a batch class of the file with a .to of its own
+        return (
+            name is not None
+            and name[:1].isupper()
+            and not name.isupper()
+            and not qualified.startswith(("torch", "numpy", "jax", "flax", TJ))
+            and not own_to
+        )
 
     def _used_as_module(self, node: ast.AST) -> bool:
         if not isinstance(node, ast.Name):

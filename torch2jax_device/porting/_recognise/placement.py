@@ -9,6 +9,7 @@ import re
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
+from .._source import SourceFile
 from .._tables import ADVICE
 from .._values import (
     FOREIGN,
@@ -31,6 +32,7 @@ __all__ = [
     "helper_device_keywords",
     "move",
     "parameters_call",
+    "project_helper_call",
     "to_call",
 ]
 
@@ -64,7 +66,7 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
     if keywords and keywords <= _MEMORY_FORMAT_ONLY and not call.args:
         return  # a layout change, not a device or dtype
     receiver = method.value
-    framework = r.file.values.module_framework(receiver) or _built_model(r, receiver)
+    framework = r.file.values.module_framework(receiver)
     dtype_only = (not call.args and keywords == {"dtype"}) or (
         len(call.args) == 1
         and not keywords - {"non_blocking", "copy"}
@@ -97,28 +99,6 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
         extra = sorted(str(k) for k in keywords - _TO_KEYWORDS)
         problem = f"tj.to_device has no {', '.join(extra)}=" if extra else "too many arguments"
     move(r, call, method, where, rule, None, (), problem=problem, framework=framework)
-
-
-def _built_model(r: Recogniser, receiver: ast.expr) -> str | None:
-    """``"module"`` for ``SSLMetaArch(cfg).to(device)``: a class of the project built and
-    moved at once (its name in CapWords, not torch's, NumPy's or JAX's), whose ``.to``
-    is a module's."""
-    if not isinstance(receiver, ast.Call):
-        return None
-    named = last_name(receiver.func) or ""
-    qualified = r.qualname(receiver.func) or ""
-    project = not qualified.startswith(("torch.", "numpy.", "jax.", "builtins."))
-    words = named[:1].isupper() and not named.isupper()
-    own_to = isinstance(receiver.func, ast.Name) and any(
-        isinstance(binding.node, ast.ClassDef)
-        and any(
-            isinstance(member, ast.FunctionDef) and member.name == "to"
-            for member in binding.node.body
-        )
-        for binding in r.file.names.bindings(receiver.func)
-    )  # a batch class of the file with a .to of its own
-    unknown = not r.file.values.kinds(receiver) - {"?"}
-    return "module" if project and words and unknown and not own_to else None
 
 
 def cuda_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]) -> None:
@@ -641,3 +621,61 @@ def _defined_here(r: Recogniser, func: ast.expr) -> bool:
             for item in owner.body
         )
     return False
+
+
+# A helper of the project that only wraps a device idiom: at most this many statements.
+_HELPER_STATEMENTS = 3
+
+
+def project_helper_call(r: Recogniser, call: ast.Call) -> None:
+    """``batch = utils.to_device(batch, device)`` where ``utils.py``, scanned with this
+    file, defines a helper whose short body is a device idiom (``return x.to(device)``,
+    ``return torch.load(path, map_location=device)``): the call is this file's placement,
+    reported as advice (the helper is ported where it is defined)."""
+    if id(call) in r.reported or r.file.project is None:
+        return
+    for owner, function in r.file.project.functions(r.file, call):
+        rule = _wrapped_idiom(owner, function)
+        if rule is not None:
+            candidate = r.add(call, rule)
+            candidate.reason = (
+                f"{r.text(call.func)} ({owner.path}:{function.lineno}) wraps {rule}: port it "
+                "there, and this call follows"
+            )
+            return
+
+
+def _wrapped_idiom(
+    owner: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> str | None:
+    """The rule of the device idiom a short helper's body is, on one of its parameters."""
+    body = [s for s in function.body if not _is_docstring(s)]
+    if not body or len(body) > _HELPER_STATEMENTS:
+        return None
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args]}
+    parameters |= {a.arg for a in function.args.kwonlyargs}
+    for node in (n for s in body for n in ast.walk(s)):
+        if not isinstance(node, ast.Call):
+            continue
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & parameters
+        if not used:
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("to", "cuda")
+            and owner.qualname(func) is None
+        ):
+            return "tensor-to-device" if func.attr == "to" else "tensor-cuda"
+        name = owner.qualname(func)
+        if name == "torch.load" and any(k.arg == "map_location" for k in node.keywords):
+            return "torch-load-map-location"
+    return None
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )

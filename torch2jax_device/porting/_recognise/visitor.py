@@ -156,6 +156,7 @@ class Detector(Recogniser):
         devices.indexed_device_string(self, node)
         self.generic_visit(node)
         placement.helper_device_keywords(self, node)  # after the call's own rows
+        placement.project_helper_call(self, node)
 
     def method_call(self, call: ast.Call, method: ast.Attribute) -> None:
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
