@@ -73,6 +73,20 @@ FORMS = {
         "from common.utils import device",
         "device",
     ),
+    # A relative import inside a namespace package (no __init__.py): Python resolves it
+    # when a script above (run.py) imports the module as common.train.
+    "namespace-relative": (
+        {"common/utils.py": UTILS, "run.py": "import common.train\n"},
+        "common/train.py",
+        "from .utils import device",
+        "device",
+    ),
+    "namespace-relative-up": (
+        {"ns/pkg/__init__.py": "", "ns/utils.py": UTILS, "run.py": "import ns.pkg.train\n"},
+        "ns/pkg/train.py",
+        "from ..utils import device",
+        "device",
+    ),
     "re-export": (
         {"utils.py": UTILS, "common.py": "from utils import device\n"},
         "train.py",
@@ -246,6 +260,98 @@ def test_a_library_owning_the_group_through_a_helper_module_keeps_torch_queries(
     ]
     assert not count.fixable
     assert "owned by import deepspeed (dist_utils.py:1)" in count.reason
+
+
+@pytest.mark.parametrize(
+    ("call", "start"),
+    [
+        ("utils.setup()", "jnp.ones(3)"),
+        ("utils.Helper()", "jax.devices()"),
+        ("utils.Helper().run()", "jax.jit(lambda a: a + 1)(1)"),
+        ("utils.setup()", "jax.lax.add(1, 2)"),
+    ],
+)
+def test_direct_jax_use_in_another_modules_functions_orders_the_start_up(
+    call: str, start: str
+) -> None:
+    """JAX started inside another module's function, class or method called before the
+    join: a ``startup-order`` finding at the call (each would start JAX's backends, under a
+    launcher joining a JAX job, before torch's group exists)."""
+    sources = {
+        "utils.py": (
+            "import jax\nimport jax.numpy as jnp\n\n\ndef setup():\n"
+            f"    return {start}\n\n\nclass Helper:\n    def __init__(self):\n"
+            f"        self.x = {start if call == 'utils.Helper()' else 'None'}\n\n"
+            f"    def run(self):\n        return {start}\n"
+        ),
+        "main.py": (
+            f"import torch\nimport utils\n\nx = {call}\n"
+            'torch.distributed.init_process_group("gloo")\n'
+        ),
+    }
+    found = scanner.scan_sources(sources)["main.py"]
+    assert [f.line for f in found if f.rule == "startup-order"] == [4], found
+
+
+@pytest.mark.parametrize(
+    ("use", "held"),
+    [
+        ("from cuda import DEVICE\nprint(DEVICE)\n", False),
+        ("import torch\nfrom cuda import DEVICE\nx = torch.ones(2).to(DEVICE)\n", True),
+        ("import torch\nimport cuda\nm = torch.nn.Linear(2, 2).to(cuda.DEVICE)\n", True),
+    ],
+)
+def test_an_exported_runtime_answer_follows_its_importers(use: str, held: bool) -> None:
+    """``__all__ = ["DEVICE"]`` with ``DEVICE = "cuda" if torch.cuda.is_available() else
+    "cpu"``: scanned alone the query stays torch's (an importer may hand it to torch); with
+    its importers scanned, it is held back exactly when one does, naming where."""
+    cuda = (
+        "import torch\n__all__ = ['DEVICE']\n"
+        "DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+    )
+    (alone,) = [f for f in scanner.scan_source(cuda, "cuda.py") if f.rule == "cuda-is-available"]
+    assert not alone.fixable and "exports (__all__)" in alone.reason
+    found = scanner.scan_sources({"cuda.py": cuda, "main.py": use})
+    (query,) = [f for f in found["cuda.py"] if f.rule == "cuda-is-available"]
+    assert query.fixable is not held, query.reason
+    if held:
+        assert "read in main.py, which imports it: main.py:3: passed to" in query.reason
+
+
+_HELPERS = {
+    "return x.to(device)": "tensor-to-device",
+    "return {k: v.to(device) for k, v in x.items()}": "tensor-to-device",
+    "return x.cuda(device)": "tensor-cuda",
+    "return torch.load(x, map_location=device)": "torch-load-map-location",
+    '"""Move it."""\n    x = x.to(device)\n    return x': "tensor-to-device",
+}
+
+
+@pytest.mark.parametrize("body", list(_HELPERS))
+@pytest.mark.parametrize("imported", ["import utils", "from utils import move as m"])
+def test_a_call_of_another_modules_device_helper_is_found_at_the_call(
+    body: str, imported: str
+) -> None:
+    """``utils.move(batch, device)``, a helper of the project whose short body is a device
+    idiom: the call is the importer's placement (advice; the helper is ported where it is)."""
+    call = "utils.move" if imported == "import utils" else "m"
+    sources = {
+        "utils.py": f"import torch\n\n\ndef move(x, device):\n    {body}\n",
+        "train.py": f"import torch\n{imported}\n\nbatch = {call}(batch, 'cuda')\n",
+    }
+    found = scanner.scan_sources(sources)["train.py"]
+    (finding,) = [f for f in found if f.line == 4]
+    assert finding.rule == _HELPERS[body] and not finding.fixable
+    assert "(utils.py:4) wraps" in finding.reason
+    assert _check_citations(sources, scanner.scan_sources(sources))
+
+
+def test_a_call_of_another_modules_other_helper_is_not() -> None:
+    sources = {
+        "utils.py": "def add(x, device):\n    return x + 1\n",
+        "train.py": "import utils\n\ny = utils.add(1, 'cuda')\n",
+    }
+    assert [f for f in scanner.scan_sources(sources)["train.py"] if f.line == 3] == []
 
 
 # -- what is followed, and what is not ----------------------------------------------------

@@ -52,9 +52,10 @@ LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries buil
 SETS = ("development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines). The development set's
-#: floors are what main achieved when it was labelled (259/316, 36/61); the held-out
-#: floors are the lead's to set once that set is measured.
-FLOORS = {"development": (0.819, 0.59), "held out": (0.0, 0.0)}
+#: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
+#: libs6 (with rows6 merged) achieves (315/316, 61/61); the held-out floors are the lead's
+#: to set once that set is measured.
+FLOORS = {"development": (0.996, 1.0), "held out": (0.0, 0.0)}
 
 
 def set_of(name: str) -> str:

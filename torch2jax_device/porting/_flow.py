@@ -412,6 +412,11 @@ class Flow:
             if policy == "array" and self.kinds(receiver) == {NNX_MODULE}:
                 self._read_by_jax = True
                 return None
+            if call.func.attr == "to" and self.kinds(receiver) == {JAX_ARRAY}:
+                # jnp.ones(3).to(x): the move of a JAX array, which only tj.to_device
+                # (given an array as its target) makes; held back, it fails as it did.
+                self._read_by_jax = True
+                return None
         return self._passed(call)
 
     def _tree_mapped(

@@ -181,7 +181,7 @@ class Names:
     def _resolve_origin(self, bindings: list[Binding], depth: int) -> str | None:
         origins: set[str | None] = set()
         for binding in bindings:
-            if self._import_fallback(binding):
+            if self._import_fallback(binding) or self._rebinds_itself(binding):
                 continue
             if binding.kind == "import":
                 origins.add(_public(binding.origin))
@@ -201,6 +201,18 @@ class Names:
             return None
         root = self._origin(node, depth)
         return None if root is None else ".".join([root, *reversed(parts)])
+
+    @staticmethod
+    def _rebinds_itself(binding: Binding) -> bool:
+        """``ShardedGradScaler = ShardedGradScaler``: a module re-exporting an import under
+        its own name binds what the import bound."""
+        value = binding.value
+        return (
+            binding.kind == "assign"
+            and binding.element is None
+            and isinstance(value, ast.Name)
+            and value.id == binding.name
+        )
 
     def _import_fallback(self, binding: Binding) -> bool:
         """``name = None`` (a constant) in an ``except ImportError:`` handler."""

@@ -288,11 +288,24 @@ def _problem(
         return shared
     if candidate.effect == "runtime":
         exported = _exported_name(candidate)
-        if exported is not None:
+        importers = candidate.file.flow.importers
+        # With the importers scanned, follow the answer into them (the program's torch
+        # placements hold it back below); without them, any may hand it to torch.
+        followed = (
+            None
+            if exported is None or importers is None
+            else (importers(exported, "device", is_rewritten, False))
+        )
+        if exported is not None and followed is None:
             return (
                 f"its answer is kept in {exported}, which this module exports (__all__): "
                 "the modules that import it may hand it to torch, for which torch's answer "
                 "holds"
+            )
+        if followed is not None and followed[0]:
+            return (
+                f"its answer is kept in {exported}, which this module exports, read in "
+                f"{followed[0]}: torch's answer holds there"
             )
     if candidate.effect in ("runtime", "default") and places:
         first = next((p for p in places if _file_of(p) is candidate.file), places[0])

@@ -86,6 +86,7 @@ class Project:
         # module name -> the files it names, each with the root it is named from
         self._index: dict[str, list[tuple[SourceFile, PurePath]]] = {}
         self._prefixes: set[str] = set()
+        self._names: dict[int, list[str]] = {}  # id of a file -> its names, from its root up
         top = _common_folder(paths)
         for file in self.files:
             root, module = _module_name(PurePath(os.path.normpath(file.path)), packages)
@@ -95,6 +96,7 @@ class Project:
             # each folder up to the top of the files scanned.
             while True:
                 self._index.setdefault(module, []).append((file, root))
+                self._names.setdefault(id(file), []).append(module)
                 parts = module.split(".")
                 self._prefixes.update(".".join(parts[:k]) for k in range(1, len(parts)))
                 if top is None or root == top or top not in root.parents or not root.name:
@@ -168,13 +170,16 @@ class Project:
         """The absolute module an ``ImportFrom`` names (its level resolved)."""
         if not node.level:
             return node.module
-        package = self._module[id(file)].split(".")
-        if PurePath(file.path).name != "__init__.py":
-            package = package[:-1]
-        if not package or node.level > len(package):
-            return None  # not in a package, or beyond its top (Python refuses it too)
-        base = package[: len(package) - (node.level - 1)]
-        return ".".join([*base, *([node.module] if node.module else [])])
+        # Its own name first, then the names from the folders above (a module of a
+        # namespace package, ns/a.py's `from . import b`, is ns.a to a script above ns).
+        for name in self._names.get(id(file), [self._module[id(file)]]):
+            package = name.split(".")
+            if PurePath(file.path).name != "__init__.py":
+                package = package[:-1]
+            if package and node.level <= len(package):
+                base = package[: len(package) - (node.level - 1)]
+                return ".".join([*base, *([node.module] if node.module else [])])
+        return None  # not in a package, or beyond its top (Python refuses it too)
 
     # -- the index of imports ---------------------------------------------------------
     def _index_imports(self, file: SourceFile) -> None:
@@ -521,16 +526,30 @@ class Project:
         return True
 
     def functions(
-        self, file: SourceFile, call: ast.Call
+        self, file: SourceFile, call: ast.Call, methods: bool = False
     ) -> Iterator[tuple[SourceFile, ast.FunctionDef | ast.AsyncFunctionDef]]:
-        """The functions of another project module that ``call`` calls, with their file."""
-        target = self._target(file, call.func)
+        """The functions of another project module that ``call`` calls, with their file:
+        a function (``utils.setup()``), and with ``methods`` a class's ``__init__``
+        (``utils.Helper()``) or a method of an instance made in the call
+        (``utils.Helper().run()``), whose parameters start with ``self``."""
+        func, method = call.func, "__init__"
+        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
+            func, method = call.func.value.func, call.func.attr  # utils.Helper().run()
+        target = self._target(file, func)
         if target is None:
             return
         owner, name = target
         for binding in owner.names.module.bindings.get(name, []):
-            if isinstance(binding.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if func is call.func and isinstance(
+                binding.node, (ast.FunctionDef, ast.AsyncFunctionDef)
+            ):
                 yield owner, binding.node
+            elif methods and isinstance(binding.node, ast.ClassDef):
+                for item in binding.node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                        item.name == method
+                    ):
+                        yield owner, item
 
     def attach(self) -> None:
         """Let each file's values and flow follow its imports into the project."""

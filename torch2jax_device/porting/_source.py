@@ -42,7 +42,7 @@ class ProjectFacts(Protocol):
     def holds_value(self, file: SourceFile, node: ast.AST) -> bool: ...
 
     def functions(
-        self, file: SourceFile, call: ast.Call
+        self, file: SourceFile, call: ast.Call, methods: bool = False
     ) -> Iterator[tuple[SourceFile, ast.FunctionDef | ast.AsyncFunctionDef]]: ...
 
 

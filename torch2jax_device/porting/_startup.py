@@ -96,6 +96,11 @@ _JAX_STARTERS = frozenset(
     "jax.process_count".split()
 )
 
+# Modules whose functions compute on a device when called outside a trace.
+_JAX_STARTING_MODULES = ("jax.numpy.", "jax.random.", "jax.nn.", "jax.lax.", "jax.scipy.")
+# Transformations whose result, called, runs on a device.
+_COMPILERS = frozenset({"jax.jit", "jax.pmap", "flax.nnx.jit", "flax.nnx.pmap"})
+
 
 class StartupOrder:
     """Calls that start JAX before the job is joined (or JAX configured), per process.
@@ -168,7 +173,7 @@ class StartupOrder:
             return _FIRST[name]
         if file.project is None:
             return None
-        for owner, function in file.project.functions(file, call):
+        for owner, function in file.project.functions(file, call, methods=True):
             joins = self._joins(owner, function, 0)
             if joins is not None:
                 return f"{ast.unparse(call.func)}(), which calls {joins}"
@@ -200,7 +205,7 @@ class StartupOrder:
                     if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
                 ]
             if file.project is not None:
-                callees += list(file.project.functions(file, call))
+                callees += list(file.project.functions(file, call, methods=True))
             found = next(
                 (j for owner, f in callees if (j := self._joins(owner, f, depth + 1))), None
             )
@@ -222,7 +227,7 @@ class StartupOrder:
         here = self._starts_here(file, call)
         if here is not None or file.project is None:
             return here
-        for owner, function in file.project.functions(file, call):
+        for owner, function in file.project.functions(file, call, methods=True):
             for inner_file, inner in self._calls_in(owner, function):
                 inner_start = self._starts_here(inner_file, inner)
                 if inner_start is True or (
@@ -258,7 +263,7 @@ class StartupOrder:
                     if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
                 ]
                 if owner.project is not None:
-                    callees += list(owner.project.functions(owner, call))
+                    callees += list(owner.project.functions(owner, call, methods=True))
                 for callee_file, callee in callees:
                     if id(callee) not in entered:
                         entered.add(id(callee))
@@ -275,7 +280,10 @@ class StartupOrder:
                     return candidate
             elif candidate.tj_name is not None and candidate.tj_name not in _QUIET:
                 return candidate
-        name = file.qualname(call.func)
+        func = call.func
+        if isinstance(func, ast.Call) and file.qualname(func.func) in _COMPILERS:
+            return True  # jax.jit(f)(x): runs f on a device
+        name = file.qualname(func)
         if name is None:
             return None
         if name.startswith(TJ + "."):
@@ -283,7 +291,7 @@ class StartupOrder:
             if short in _QUIET or name in _FIRST:
                 return None
             return True if not short.startswith(("tj.porting", "tj.distributed")) else None
-        if name in _JAX_STARTERS or name.startswith(("jax.numpy.", "jax.random.")):
+        if name in _JAX_STARTERS or name.startswith(_JAX_STARTING_MODULES):
             return True
         if name.startswith("flax.nnx.") and name.split(".")[-1][:1].isupper():
             return True
@@ -392,6 +400,19 @@ class _Traces:
         func = call.func
         if isinstance(func, ast.Name):
             return [b.node for b in self.file.names.bindings(func) if b.kind in ("def", "class")]
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Call)
+            and isinstance(func.value.func, ast.Name)
+        ):  # Helper().run(): the method of the file's class made in the call
+            return [
+                item
+                for b in self.file.names.bindings(func.value.func)
+                if isinstance(b.node, ast.ClassDef)
+                for item in b.node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and item.name == func.attr
+            ]
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             klass = self.file.names.enclosing(call, ast.ClassDef)
             if func.value.id == "self" and isinstance(klass, ast.ClassDef):

@@ -92,6 +92,7 @@ _CONSTRUCTORS = {
     "torch.amp.GradScaler": {"grad-scaler"},
     "torch.cuda.amp.GradScaler": {"grad-scaler"},
     "torch.cpu.amp.GradScaler": {"grad-scaler"},
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": {"grad-scaler"},
     "torch.GradScaler": {"grad-scaler"},
     "torch.cuda.Event": {"cuda-event"},
     "torch.Event": {"cuda-event"},
@@ -109,6 +110,16 @@ _CONSTRUCTORS = {
         f"torch.optim.{name}": {TORCH_OPTIMIZER}
         for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam")
     },
+}
+# Annotations that say what a parameter holds, for the objects whose methods have rows.
+_ANNOTATED = {
+    **{
+        name: kinds
+        for name, kinds in _CONSTRUCTORS.items()
+        if kinds & {"grad-scaler", TORCH_OPTIMIZER, DEVICE_MESH, "dist-sampler", "generator"}
+    },
+    "torch.optim.Optimizer": {TORCH_OPTIMIZER},
+    "torch.optim.optimizer.Optimizer": {TORCH_OPTIMIZER},
 }
 # The constructors of the libraries' objects: the qualified names of the catalog row.
 _LIBRARY_CONSTRUCTORS = frozenset(
@@ -316,6 +327,9 @@ class Values:
         return None
 
     def _parameter_kinds(self, binding: Binding) -> set[str]:
+        annotated = self._annotation_kinds(getattr(binding.node, "annotation", None))
+        if annotated:
+            return annotated
         function = self.names.enclosing(binding.node, ast.FunctionDef, ast.AsyncFunctionDef)
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return {UNKNOWN}
@@ -325,6 +339,24 @@ class Values:
         found: set[str] = set()
         for argument in arguments:
             found |= self.kinds(argument)
+        return found
+
+    def _annotation_kinds(self, annotation: ast.expr | None) -> set[str]:
+        """What a parameter annotated ``scaler: Optional[torch.amp.GradScaler]`` holds, for
+        torch's objects whose methods are rows of their own (never a tensor's or module's
+        kinds, which decide rewrites: an annotation is not evidence of what is passed)."""
+        if isinstance(annotation, ast.Subscript):  # Optional[X], Union[X, None]
+            inner = annotation.slice
+            parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        elif isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            parts = [annotation.left, annotation.right]  # X | None
+        else:
+            parts = [annotation] if annotation is not None else []
+        found: set[str] = set()
+        for part in parts:
+            name = self.qualname(part)
+            if name is not None:
+                found |= _ANNOTATED.get(name, set())
         return found
 
     def arguments_for(
@@ -595,12 +627,35 @@ class Values:
             return "nnx" if kinds == {NNX_MODULE} else "module"
         if TORCH_TENSOR in kinds:
             return None  # model_v of a model's state_dict(): a tensor, whatever its name
-        if self._used_as_module(node):
+        if self._used_as_module(node) or self._constructed_inline(node):
             return "module"
         name = last_name(node)
         if name is not None and _MODULE_NAMES.search(name):
             return "module"
         return None
+
+    def _constructed_inline(self, node: ast.AST) -> bool:
+        """``SSLMetaArch(cfg)``: a class of the project's own (no library's, whose kinds
+        are known) made in the expression, as a model is before ``.to(device)``."""
+        if not isinstance(node, ast.Call):
+            return False
+        name = last_name(node.func)
+        qualified = self.qualname(node.func) or ""
+        own_to = isinstance(node.func, ast.Name) and any(
+            isinstance(binding.node, ast.ClassDef)
+            and any(
+                isinstance(member, ast.FunctionDef) and member.name == "to"
+                for member in binding.node.body
+            )
+            for binding in self.names.bindings(node.func)
+        )  # a batch class of the file with a .to of its own
+        return (
+            name is not None
+            and name[:1].isupper()
+            and not name.isupper()
+            and not qualified.startswith(("torch", "numpy", "jax", "flax", TJ))
+            and not own_to
+        )
 
     def _used_as_module(self, node: ast.AST) -> bool:
         if not isinstance(node, ast.Name):

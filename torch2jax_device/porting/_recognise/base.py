@@ -64,6 +64,16 @@ class Recogniser(ast.NodeVisitor):
         start, end = self.file.span(func)
         return Rewrite(start, end, (new_name,))
 
+    def loaded_into(
+        self, receiver: ast.expr, value: str, otherwise: str = "updates a Flax NNX module in place"
+    ) -> str:
+        """``receiver = value`` when ``receiver`` can be assigned to (a name, an attribute,
+        a subscript); ``value  # otherwise`` when it cannot (``super()``, a call): advice
+        never assigns to a call."""
+        if isinstance(receiver, (ast.Name, ast.Attribute, ast.Subscript)):
+            return f"{self.text(receiver)} = {value}"
+        return f"{value}  # {otherwise}"
+
     def arguments(self, call: ast.Call) -> str:
         return ", ".join(self.text(a) for a in [*call.args, *call.keywords])
 

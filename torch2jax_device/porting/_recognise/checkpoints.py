@@ -5,9 +5,10 @@ a model's weights saved and loaded (``torch.save(model.state_dict(), p)``,
 from __future__ import annotations
 
 import ast
+import re
 
 from .._rewrites import Rewrite
-from .._values import TJ
+from .._values import TJ, TORCH_MODULE, last_name
 from .base import Recogniser
 
 __all__ = ["forwarded_map_location", "load_call", "load_state_call", "save_call"]
@@ -18,7 +19,11 @@ _LOAD_REFUSED = {
     "encoding": "tj.load has no encoding=",
 }
 # Receivers of load_state_dict that are not models (their state is no device idiom).
-_NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric")
+_NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric", "state")
+# Classes that run training rather than compute: their load_state_dict restores the run.
+_RUNNER = re.compile(
+    r"(Trainer|Solver|Checkpointer|Runner|Engine|Loop|Manager|Callback|Hook|Task|Experiment)$"
+)
 
 
 def load_call(r: Recogniser, call: ast.Call) -> None:
@@ -32,6 +37,8 @@ def load_call(r: Recogniser, call: ast.Call) -> None:
         rule = "torch-load-map-location-dict"
     elif isinstance(location, ast.Lambda):
         rule = "torch-load-map-location-callable"
+        # storage.cuda(gpu) in the callable moves torch.load's storages: this finding's
+        r.reported.update(id(node) for node in ast.walk(location.body))
     else:
         rule = "torch-load-map-location"
     kept = [k for k in call.keywords if k.arg != "weights_only"]
@@ -86,7 +93,16 @@ def save_call(r: Recogniser, call: ast.Call) -> bool:
         and not state.args
         and not state.keywords
     ):
-        return False
+        if state is None or len(call.args) < 2 or _holds_model(r, state):
+            return False
+        r.add(
+            call,
+            "torch-save",
+            f"tj.save_file({r.text(state)}, {r.text(call.args[1])})  # a dict of arrays; "
+            "other values (the step, settings) in its metadata= or a JSON file",
+            jax=f"safetensors.flax.save_file({r.text(state)}, {r.text(call.args[1])})",
+        )
+        return True
     receiver = state.func.value
     model, path = r.text(receiver), r.text(call.args[1])
     if r.file.values.module_framework(receiver) != "nnx":
@@ -112,6 +128,21 @@ def save_call(r: Recogniser, call: ast.Call) -> bool:
     return True
 
 
+def _holds_model(r: Recogniser, state: ast.expr) -> bool:
+    """``torch.save``'s object holds a model's state: a ``.state_dict()`` in it, or a
+    value that is evidently a module (``{"model": model}``)."""
+    for node in ast.walk(state):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "state_dict"
+        ):
+            return True
+        if isinstance(node, (ast.Name, ast.Attribute)) and r.file.values.module_framework(node):
+            return True
+    return False
+
+
 def load_state_call(
     r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]
 ) -> None:
@@ -122,18 +153,37 @@ def load_state_call(
     name = receiver.attr if isinstance(receiver, ast.Attribute) else r.text(receiver)
     if len(call.args) != 1 or any(n in name.lower() for n in _NOT_MODELS):
         return
+    if _is_super(receiver) and not _in_torch_module(r, call):
+        return  # a trainer's or a checkpointer's own load_state_dict (detectron2's)
+    if last_name(receiver) == "self" and _in_a_runner(r, call):
+        return  # audiocraft's solver restoring its own state
     if call.keywords:  # strict=False, assign=True: which keys load is torch's own rule
         if any(k.arg not in ("strict", "assign") for k in call.keywords):
             return  # not Module.load_state_dict (a helper's, map_location=...)
         given = ", ".join(r.text(k) for k in call.keywords)
+        loaded = r.loaded_into(receiver, f"tj.load_state({r.text(receiver)}, state)")
+        partial = any(
+            k.arg == "strict" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in call.keywords
+        )
         r.add(
             call,
             "load-model-state",
-            f"{r.text(receiver)} = tj.load_state({r.text(receiver)}, path)",
+            (
+                f'state = tj.state_dict({r.text(receiver)}, layout="torch")  # strict=False: '
+                "the keys both have\n"
+                f"state.update({{k: v for k, v in {r.text(call.args[0])}.items() if k in state}})\n"
+                + loaded
+            )
+            if partial
+            else loaded.replace(", state)", ", path)"),
             position=where,
             reason=(
                 f"{given}: tj.load_state has no such argument; port the model to Flax NNX "
                 "and load the keys it has by hand (nnx.update with the arrays you keep)"
+                if not partial
+                else "strict=False: tj.load_state loads every key the model has; the advice "
+                "keeps the model's own values where the state has none"
             ),
         )
         return
@@ -148,7 +198,7 @@ def load_state_call(
     candidate = r.add(
         call,
         "load-model-state",
-        f"{model} = tj.load_state({model}, {r.text(source)})",
+        r.loaded_into(receiver, f"tj.load_state({model}, {r.text(source)})"),
         position=where,
         call=call,
         tj_name="tj.load_state",
@@ -163,6 +213,8 @@ def load_state_call(
             f"{model} may be a torch module: port it to Flax NNX first "
             "(model.load_state_dict(tj.load(path)) fails: an NNX module has no load_state_dict)"
         )
+    elif not isinstance(receiver, (ast.Name, ast.Attribute, ast.Subscript)):
+        candidate.reason = f"{model} is no name to assign the loaded model to"
     elif not plain_load or not isinstance(r.parent(call), ast.Expr):
         candidate.reason = "tj.load_state reads the file itself: give it the path"
     else:
@@ -170,6 +222,29 @@ def load_state_call(
         candidate.rewrite = Rewrite(
             start, end, ("tj.load_state(", r.file.span(receiver), ", ", r.file.span(source), ")")
         )
+
+
+def _is_super(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+    )
+
+
+def _in_a_runner(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is in a method of a class that runs training rather than computes (a
+    ``*Trainer``, ``*Solver``, ``*Checkpointer``...) and is no torch module."""
+    klass = r.file.names.enclosing(node, ast.ClassDef)
+    return (
+        isinstance(klass, ast.ClassDef)
+        and _RUNNER.search(klass.name) is not None
+        and not _in_torch_module(r, node)
+    )
+
+
+def _in_torch_module(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is in a method of a class whose instances are torch modules."""
+    klass = r.file.names.enclosing(node, ast.ClassDef)
+    return isinstance(klass, ast.ClassDef) and TORCH_MODULE in r.file.values.class_kinds(klass)
 
 
 def forwarded_map_location(r: Recogniser, call: ast.Call) -> None:

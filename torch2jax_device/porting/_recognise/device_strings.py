@@ -14,12 +14,17 @@ import ast
 from .base import Recogniser
 
 __all__ = [
+    "default_names",
+    "formatted_name",
+    "getattr_default",
     "holds_device_name",
+    "keyed_by_type",
     "name_assignment",
     "name_choice",
     "name_under_test",
     "names_a_device",
     "point_at_tests",
+    "split_name",
     "string_test",
 ]
 
@@ -64,6 +69,8 @@ def name_under_test(node: ast.AST) -> ast.expr | None:
         operator = node.ops[0]
         if isinstance(operator, (ast.In, ast.NotIn)) and _literal(left):
             subject = right
+        elif isinstance(operator, (ast.In, ast.NotIn)) and _names_of_devices(right):
+            subject = left  # device_type not in ("cpu", "mps")
         elif isinstance(operator, (ast.Eq, ast.NotEq)) and _literal(right):
             subject = left
         elif isinstance(operator, (ast.Eq, ast.NotEq)) and _literal(left):
@@ -85,6 +92,15 @@ def name_under_test(node: ast.AST) -> ast.expr | None:
     if isinstance(subject, ast.Attribute) and subject.attr in ("type", "platform"):
         return None
     return subject
+
+
+def _names_of_devices(node: ast.AST) -> bool:
+    """A tuple, list or set literal of device names: ``("cpu", "mps")``."""
+    return (
+        isinstance(node, (ast.Tuple, ast.List, ast.Set))
+        and bool(node.elts)
+        and all(isinstance(e, ast.Constant) and names_a_device(e.value) for e in node.elts)
+    )
 
 
 def holds_device_name(target: ast.AST) -> bool:
@@ -171,3 +187,113 @@ def point_at_tests(r: Recogniser) -> None:
                 f"tj.device({target}).type there first (on a device, `in` raises TypeError "
                 "and `==` a name is False)"
             )
+
+
+def split_name(r: Recogniser, call: ast.Call) -> None:
+    """``device-string-logic``: ``device_type, *index = device.split(":")`` (or
+    ``.partition(":")``, ``.rsplit``): a device's name cut into its type and index."""
+    func = call.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("split", "rsplit", "partition")
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value == ":"
+        and (holds_device_name(func.value) or _device_type_name(func.value))
+    ):
+        return
+    text = r.text(func.value)
+    r.string_tests.append((call.lineno, text))
+    r.add(
+        call,
+        "device-string-logic",
+        f"tj.device({text}).type, tj.device({text}).index  # the type and index",
+    )
+
+
+def keyed_by_type(r: Recogniser, node: ast.Call | ast.Subscript) -> None:
+    """``device-string-logic``: ``backends.get(device_type, "gloo")`` or
+    ``backends[device.type]``, a table keyed by device names (``{"cuda": "nccl", ...}``)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "get" and node.args):
+            return
+        table, key = func.value, node.args[0]
+    else:
+        table, key = node.value, node.slice
+    if not isinstance(table, ast.Name) or isinstance(key, ast.Constant):
+        return
+    bindings = r.file.names.bindings(table)
+    values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+    if not bindings or len(values) != len(bindings):
+        return
+    for value in values:
+        if not (isinstance(value, ast.Dict) and value.keys):
+            return
+        keys = [k for k in value.keys if k is not None]
+        if len(keys) != len(value.keys) or not all(
+            isinstance(k, ast.Constant) and names_a_device(k.value) for k in keys
+        ):
+            return
+    r.add(node, "device-string-logic", f"{r.text(node)}  # keyed by tj.device(...).type")
+
+
+def default_names(r: Recogniser, node: ast.arguments) -> None:
+    """``device-string``: a device's name as the default of a parameter that keeps one
+    (``def load(path, device="cuda")``, ``device: str = "cuda"``)."""
+    positional = [*node.posonlyargs, *node.args]
+    with_defaults = positional[len(positional) - len(node.defaults) :]
+    pairs = list(zip(with_defaults, node.defaults, strict=True))
+    pairs += [
+        (a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None
+    ]
+    for argument, default in pairs:
+        if (
+            isinstance(default, ast.Constant)
+            and names_a_device(default.value)
+            and argument.arg.strip("_").lower() in ("device", "dev", "device_name", "device_type")
+        ):
+            replacement = f"{argument.arg}=tj.device({r.text(default)})"
+            r.add(default, "device-string", replacement)
+
+
+def _device_type_name(node: ast.AST) -> bool:
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return isinstance(name, str) and name.strip("_").lower() in ("device_type", "device_str")
+
+
+def getattr_default(r: Recogniser, call: ast.Call) -> None:
+    """``device-string``: ``getattr(args, "device", "cuda")``, a device's name as the
+    fallback of a setting that keeps one."""
+    func = call.func
+    if not (
+        isinstance(func, ast.Name)
+        and func.id == "getattr"
+        and r.file.names.is_builtin(func)
+        and len(call.args) == 3
+    ):
+        return
+    name, default = call.args[1], call.args[2]
+    if (
+        isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and name.value.strip("_").lower() in ("device", "dev", "device_name")
+        and isinstance(default, ast.Constant)
+        and names_a_device(default.value)
+    ):
+        r.add(default, "device-string", f"tj.device({r.text(default)})")
+
+
+def formatted_name(r: Recogniser, node: ast.JoinedStr) -> None:
+    """``device-string``: ``f"{device_type}:{local_rank}"``, a device's name put together
+    from its type's name and an index."""
+    values = node.values
+    if (
+        len(values) == 3
+        and isinstance(values[0], ast.FormattedValue)
+        and isinstance(values[1], ast.Constant)
+        and values[1].value == ":"
+        and isinstance(values[2], ast.FormattedValue)
+        and (_device_type_name(values[0].value) or holds_device_name(values[0].value))
+    ):
+        r.add(node, "device-string", f"tj.device({r.text(node)})")

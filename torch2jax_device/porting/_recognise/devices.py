@@ -7,9 +7,16 @@ from __future__ import annotations
 import ast
 
 from .._tables import ADVICE, RENAMES, wildcard
+from ..catalog.availability import ACCELERATOR_MODULES
 from .base import Recogniser
 
-__all__ = ["default_device_block", "device_call", "device_module_call", "indexed_device_string"]
+__all__ = [
+    "default_device_block",
+    "default_device_mode",
+    "device_call",
+    "device_module_call",
+    "indexed_device_string",
+]
 
 # A device module's calls that torch.accelerator answers for any device type: the row and
 # the tj.accelerator call.
@@ -82,6 +89,40 @@ def default_device_block(r: Recogniser, node: ast.With, call: ast.Call) -> None:
     )
 
 
+# torch's modes that see every call of a torch function (or of an operator) in a block:
+# a subclass of the project's own that gives factories a device= is a default device.
+_MODES = frozenset(
+    {
+        "torch.overrides.TorchFunctionMode",
+        "torch.utils._python_dispatch.TorchDispatchMode",
+        "torch.utils._device.DeviceContext",
+    }
+)
+
+
+def default_device_mode(r: Recogniser, node: ast.ClassDef) -> None:
+    """``default-device-context``: ``class EmptyInitOnDevice(TorchFunctionMode)`` whose
+    ``__torch_function__`` fills in ``kwargs["device"]`` (lit-llama's): each ``with
+    EmptyInitOnDevice(device):`` block is ``with tj.device(device):``."""
+    if not any(r.qualname(base) in _MODES for base in node.bases):
+        return
+    if any(
+        (isinstance(part, ast.Constant) and part.value == "device")
+        or (isinstance(part, ast.Attribute) and part.attr == "device")
+        for part in ast.walk(node)
+    ):
+        r.add(
+            node,
+            "default-device-context",
+            "with tj.device(device):  # for each `with` of this mode",
+            position=(node.lineno, node.col_offset + 1),
+            reason=(
+                f"{node.name} is a torch mode that gives torch's factories a device: "
+                "JAX's default device for a block is tj.device"
+            ),
+        )
+
+
 def indexed_device_string(r: Recogniser, node: ast.AST) -> None:
     """``f"cuda:{i}"``, ``"cuda:{}".format(i)``, ``"cuda:%d" % i`` outside ``torch.device``."""
     if id(node) in r.reported:
@@ -143,9 +184,7 @@ def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> 
     time alone."""
     receiver = method.value
     deepspeed = _is_deepspeed_accelerator(r, receiver)
-    if not deepspeed and not (
-        isinstance(receiver, ast.Name) and _is_torch_device_module(r, receiver)
-    ):
+    if not deepspeed and not _is_torch_device_module(r, receiver):
         return False
     name = method.attr
     where = r.file.method_position(method)
@@ -193,16 +232,34 @@ def _is_deepspeed_accelerator(r: Recogniser, node: ast.expr) -> bool:
     )
 
 
-def _is_torch_device_module(r: Recogniser, node: ast.Name) -> bool:
-    """Every binding of ``node`` is ``getattr(torch, <a device type>)``."""
-    bindings = r.file.names.bindings(node)
-    return bool(bindings) and all(
-        binding.kind == "assign"
-        and isinstance(binding.value, ast.Call)
-        and isinstance(binding.value.func, ast.Name)
-        and binding.value.func.id == "getattr"
-        and r.file.names.is_builtin(binding.value.func)
-        and len(binding.value.args) >= 2
-        and r.qualname(binding.value.args[0]) == "torch"
-        for binding in bindings
+def _is_torch_device_module(r: Recogniser, node: ast.expr, seen: set[int] | None = None) -> bool:
+    """``node`` holds one of torch's device modules chosen at run time: ``getattr(torch,
+    device_type)``, ``torch.get_device_module(device)``, ``torch.cuda if cuda else
+    torch.xpu``, or a name or ``self.attribute`` every value of which is one."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return False
+    seen.add(id(node))
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "getattr" and r.file.names.is_builtin(func):
+            return len(node.args) >= 2 and r.qualname(node.args[0]) == "torch"
+        return r.qualname(func) == "torch.get_device_module"
+    if isinstance(node, ast.IfExp):
+        return all(_is_torch_device_module(r, v, seen) for v in (node.body, node.orelse))
+    name = r.qualname(node)
+    if name is not None:
+        return name == "torch.cuda" or name in ACCELERATOR_MODULES
+    values: list[ast.expr | None]
+    if isinstance(node, ast.Name):
+        values = [
+            b.value if b.kind == "assign" and b.element is None else None
+            for b in r.file.names.bindings(node)
+        ]
+    elif isinstance(node, ast.Attribute):
+        values = list(r.file.values.stored_attributes(node))
+    else:
+        return False
+    return bool(values) and all(
+        v is not None and _is_torch_device_module(r, v, seen) for v in values
     )

@@ -9,7 +9,13 @@ import ast
 from .._values import DEVICE_MESH, WRAPPED, last_name
 from .base import Recogniser
 
-__all__ = ["MESH_METHODS", "collective_advice", "mesh_query", "wrapper_attribute"]
+__all__ = [
+    "MESH_METHODS",
+    "all_reduce_advice",
+    "collective_advice",
+    "mesh_query",
+    "wrapper_attribute",
+]
 
 #: A torch ``DeviceMesh``'s methods that ask where this process is in it; none of them is
 #: a method of JAX's ``Mesh`` (whose ``size`` is a number, not a call).
@@ -26,6 +32,13 @@ def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         or r.file.values.module_framework(receiver) is not None
     ):
         r.add(node, "ddp-module", r.text(receiver), position=where)
+        r.visit(receiver)
+        return True
+    if node.attr in ("device_ids", "output_device") and (
+        WRAPPED in r.file.values.kinds(receiver)
+        or r.file.values.module_framework(receiver) is not None
+    ):
+        r.add(node, "dist-ddp-gradient", position=where)  # model.device_ids of DDP's
         r.visit(receiver)
         return True
     if node.attr == "require_backward_grad_sync":
@@ -51,28 +64,203 @@ def mesh_query(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
 
 
 def collective_advice(r: Recogniser, call: ast.Call | None, name: str) -> str | None:
-    """``dist-other``'s advice for the collective the line calls, with its own arguments:
-    ``dist.broadcast(t, 0)`` is a broadcast from process 0, not the row's allgather;
-    ``None`` for the others (the row's advice)."""
-    if call is None or any(isinstance(a, ast.Starred) for a in call.args):
+    """``dist-other``'s advice for what the line does, with its own arguments:
+    ``dist.broadcast(t, 0)`` is a broadcast from process 0, ``dist.reduce(t, dst=0)`` an
+    all-reduce, ``dist.new_group(ranks)`` a mesh axis, a name of no family below says
+    there is no counterpart; ``None`` outside ``torch.distributed`` (the row's advice).
+    The row's allgather fits ``all_gather`` alone."""
+    if not name.startswith("torch.distributed."):
         return None
-    given = {k.arg: k.value for k in call.keywords if k.arg is not None}
-    arguments = dict(zip(_COLLECTIVE_PARAMETERS.get(name, ()), call.args, strict=False))
-    arguments.update({k: v for k, v in given.items() if k in _COLLECTIVE_PARAMETERS.get(name, ())})
-    if name == "torch.distributed.broadcast" and {"tensor", "src"} <= set(arguments):
-        tensor, src = r.text(arguments["tensor"]), r.text(arguments["src"])
-        return (
-            f"{tensor} = multihost_utils.broadcast_one_to_all({tensor}, "
-            f"is_source=jax.process_index() == {src})"
+    family = _family(name)
+    if call is None or any(isinstance(a, ast.Starred) for a in call.args):
+        return _FAMILY_ADVICE[family]
+    parameters = _COLLECTIVE_PARAMETERS.get(name.rsplit(".", 1)[-1], ())
+    nodes = {role: a for (_, role), a in zip(parameters, call.args, strict=False)}
+    roles = dict(parameters)
+    nodes.update({roles[k.arg]: k.value for k in call.keywords if k.arg in roles})
+    arguments = {role: r.text(node) for role, node in nodes.items()}
+    source = arguments.get("src", "0")
+    if family == "broadcast" and "tensor" in arguments:
+        tensor = arguments["tensor"]
+        return r.loaded_into(
+            nodes["tensor"],
+            f"multihost_utils.broadcast_one_to_all({tensor}, "
+            f"is_source=jax.process_index() == {source})",
+            "returns the broadcast value: keep it in a name",
+        ) + _objects(name)
+    if family == "all-gather" and {"tensor_list", "tensor"} <= set(arguments):
+        tensor = arguments["tensor"]
+        tiled = ", tiled=True" if name.endswith("_into_tensor") else ""
+        wrapped = (
+            f"multihost_utils.process_allgather({tensor}{tiled})"
+            if tiled
+            else f"list(multihost_utils.process_allgather({tensor}))"
         )
-    if name == "torch.distributed.all_gather" and {"tensor_list", "tensor"} <= set(arguments):
-        gathered, tensor = r.text(arguments["tensor_list"]), r.text(arguments["tensor"])
-        return f"{gathered} = list(multihost_utils.process_allgather({tensor}))"
-    return None
+        return r.loaded_into(nodes["tensor_list"], wrapped, "one per process") + _objects(name)
+    if family == "gather" and "tensor" in arguments:
+        kept = nodes.get("tensor_list")  # None on the processes that are not dst
+        target = r.text(kept) if isinstance(kept, (ast.Name, ast.Attribute)) else "gathered"
+        line = f"{target} = list(multihost_utils.process_allgather({arguments['tensor']}))"
+        dst = arguments.get("dst", "0")
+        return f"{line}  # every process gets them, process {dst} too" + _objects(name)
+    if family == "reduce" and "tensor" in arguments:
+        op = _reduce_op(arguments.get("op"))
+        return r.loaded_into(
+            nodes["tensor"],
+            f"tj.distributed.all_reduce({arguments['tensor']}{op})",
+            "returns the result: keep it in a name",
+        ) + (
+            f"  # every process gets it, process {arguments['dst']} too"
+            if "dst" in arguments
+            else ""
+        )
+    return _FAMILY_ADVICE[family]
 
 
-# torch.distributed's collectives and their parameters, in order.
-_COLLECTIVE_PARAMETERS = {
-    "torch.distributed.broadcast": ("tensor", "src"),
-    "torch.distributed.all_gather": ("tensor_list", "tensor"),
+def all_reduce_advice(r: Recogniser, call: ast.Call) -> str | None:
+    """``dist-all-reduce``'s advice with the line's own value and operation:
+    ``dist.all_reduce(v)`` is ``v = tj.distributed.all_reduce(v)``."""
+    if not call.args or isinstance(call.args[0], ast.Starred):
+        return None
+    given = {k.arg: r.text(k.value) for k in call.keywords if k.arg is not None}
+    op = _reduce_op(r.text(call.args[1]) if len(call.args) > 1 else given.get("op"))
+    tensor = call.args[0]
+    return r.loaded_into(
+        tensor,
+        f"tj.distributed.all_reduce({r.text(tensor)}{op})",
+        "returns the result: keep it in a name",
+    )
+
+
+def _objects(name: str) -> str:
+    """The note for a collective of Python objects: JAX's move arrays."""
+    if "object" in name.rsplit(".", 1)[-1]:
+        return "  # arrays and trees of them: encode other objects as arrays"
+    return ""
+
+
+def _reduce_op(op: str | None) -> str:
+    """``, op=tj.distributed.ReduceOp.MAX`` for torch's ``dist.ReduceOp.MAX``; ``""`` for
+    none given (a sum, as torch)."""
+    if op is None:
+        return ""
+    member = op.rsplit("ReduceOp.", 1)[-1] if "ReduceOp." in op else None
+    return f", op=tj.distributed.ReduceOp.{member}" if member else f", op={op}"
+
+
+def _family(name: str) -> str:
+    """What a ``torch.distributed`` name does, by its family (``_FAMILIES``);
+    ``"no-counterpart"`` for the others."""
+    parts = name.split(".")
+    for family, members in _FAMILIES.items():
+        if any(part in members for part in parts[2:]):
+            return family
+    return "no-counterpart"
+
+
+# torch.distributed's names by what they do: a collective's family, or what a name that
+# is no collective asks (a group, the backend).
+_FAMILIES = {
+    "broadcast": {"broadcast", "broadcast_object_list"},
+    "all-gather": {"all_gather", "all_gather_object", "all_gather_into_tensor"},
+    "gather": {"gather", "gather_object"},
+    "reduce": {"reduce"},
+    "scatter": {"scatter", "scatter_object_list"},
+    "reduce-scatter": {"reduce_scatter", "reduce_scatter_tensor"},
+    "all-to-all": {"all_to_all", "all_to_all_single"},
+    "point-to-point": {"send", "recv", "isend", "irecv", "batch_isend_irecv", "P2POp"},
+    "barrier": {"monitored_barrier"},
+    "group": {
+        "new_group",
+        "new_subgroups",
+        "new_subgroups_by_enumeration",
+        "group",
+        "GroupMember",
+        "ProcessGroup",
+        "get_process_group_ranks",
+        "get_group_rank",
+        "get_global_rank",
+        "_get_default_group",
+    },
+    "backend": {
+        "get_backend",
+        "Backend",
+        "is_nccl_available",
+        "is_gloo_available",
+        "is_mpi_available",
+        "is_ucc_available",
+        "is_xccl_available",
+    },
+    "available": {"is_available"},
+    "launched": {"is_torchelastic_launched"},
+    "reduce-op": {"ReduceOp"},
+    "dtensor": {"tensor", "_tensor"},
+    "sharded-optimizer": {"optim", "ZeroRedundancyOptimizer"},
 }
+#: The advice of each family where the line's arguments are not needed (or not known).
+_FAMILY_ADVICE = {
+    "broadcast": "x = multihost_utils.broadcast_one_to_all(x, is_source=jax.process_index() == 0)",
+    "all-gather": "gathered = list(multihost_utils.process_allgather(x))",
+    "gather": "gathered = list(multihost_utils.process_allgather(x))  # on every process",
+    "reduce": "x = tj.distributed.all_reduce(x)  # every process gets the sum",
+    "scatter": (
+        "part = multihost_utils.broadcast_one_to_all(parts, is_source=jax.process_index() == 0)"
+        "[jax.process_index()]"
+    ),
+    "reduce-scatter": (
+        'part = jax.lax.psum_scatter(x, "data", tiled=True)  # inside shard_map: each '
+        "device keeps its share of the sum"
+    ),
+    "all-to-all": (
+        'y = jax.lax.all_to_all(x, "data", split_axis=0, concat_axis=0)  # inside shard_map'
+    ),
+    "point-to-point": (
+        'y = jax.lax.ppermute(x, "data", perm=[(0, 1)])  # inside shard_map: device 0 sends to 1'
+    ),
+    "barrier": "tj.distributed.barrier()",
+    "group": (
+        'mesh = jax.make_mesh((jax.device_count(),), ("data",))  # a group is a mesh axis: '
+        "collectives name the axis"
+    ),
+    "backend": (
+        'backend = jax.default_backend()  # "gpu", "tpu" or "cpu": XLA picks the collectives'
+    ),
+    "available": "available = True  # jax.distributed ships with jax",
+    "launched": 'launched = "RANK" in os.environ  # torchrun and torch2jax-device run set it',
+    "reduce-op": 'op = tj.distributed.ReduceOp.SUM  # or "sum", "mean", "max", "min"',
+    "dtensor": (
+        'x = jax.device_put(x, NamedSharding(mesh, P("data")))  # Shard(0) is P("data"), '
+        "Replicate() is P()"
+    ),
+    "sharded-optimizer": (
+        "optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)  # its state "
+        "is sharded as the parameters are (dist-fsdp)"
+    ),
+    "no-counterpart": (
+        "# no tj counterpart: jax.experimental.multihost_utils between processes, jax.lax "
+        "collectives inside shard_map (the guide's Distributed section)"
+    ),
+}
+# torch.distributed's collectives: their parameters in order, each with its role in the
+# advice (the value sent or reduced, the list gathered into, the source, the destination).
+_COLLECTIVE_PARAMETERS = {
+    "broadcast": (("tensor", "tensor"), ("src", "src")),
+    "broadcast_object_list": (("object_list", "tensor"), ("src", "src")),
+    "all_gather": (("tensor_list", "tensor_list"), ("tensor", "tensor")),
+    "all_gather_object": (("object_list", "tensor_list"), ("obj", "tensor")),
+    "all_gather_into_tensor": (("output_tensor", "tensor_list"), ("input_tensor", "tensor")),
+    "gather": (("tensor", "tensor"), ("gather_list", "tensor_list"), ("dst", "dst")),
+    "gather_object": (("obj", "tensor"), ("object_gather_list", "tensor_list"), ("dst", "dst")),
+    "reduce": (("tensor", "tensor"), ("dst", "dst"), ("op", "op")),
+}
+
+
+def defined_here(r: Recogniser, method: ast.Attribute) -> bool:
+    """``self.method`` where the enclosing class defines ``method`` (its body is found)."""
+    if not (isinstance(method.value, ast.Name) and method.value.id in ("self", "cls")):
+        return False
+    owner = r.file.names.enclosing(method, ast.ClassDef)
+    return isinstance(owner, ast.ClassDef) and any(
+        isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method.attr
+        for item in owner.body
+    )

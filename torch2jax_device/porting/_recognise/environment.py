@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from .._names import Binding
 from .base import Recogniser
 
 __all__ = [
@@ -37,18 +38,107 @@ _ENVIRONMENT = {
     "PYTORCH_CUDA_ALLOC_CONF": ("cuda-alloc-conf", None),
     "CUBLAS_WORKSPACE_CONFIG": ("deterministic", None),
 }
+# The variables torchrun sets (torch2jax-device run sets them too).
+_TORCHRUN = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
 # Launchers' variables by prefix: SLURM's and Open MPI's (jax.distributed reads them).
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
 
 
 def variable_read(r: Recogniser, node: ast.AST, key: ast.expr | None) -> bool:
-    """``node`` reads the variable named by ``key``; ``True`` if it is one the scanner knows."""
-    found = _variable(_constant(r, key)) if key is not None else None
+    """``node`` reads (or writes) the variable named by ``key``: a literal, or a name that
+    holds one of several (``for v in ("LOCAL_RANK", "SLURM_LOCALID"): os.environ[v]``);
+    ``True`` if one is a variable the scanner knows."""
+    found = _known(r, key) if key is not None else None
     if found is None:
         return False
     rule, replacement = found
+    if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+        rule = "dist-env" if rule == "dist-local-rank" else rule  # a write
+        if replacement is not None and replacement.startswith("tj."):
+            replacement = _WRITTEN  # tj.distributed.get_rank() reads, this writes
     r.add(node, rule, replacement)
     return True
+
+
+def _known(r: Recogniser, key: ast.expr) -> tuple[str, str | None] | None:
+    """The rule and replacement of the variable ``key`` names: a literal or a name bound
+    to one literal; or, for a loop's variable over a table of alternatives (``for v in
+    ("LOCAL_RANK", "MPI_LOCALRANKID")``), the first of them the scanner knows."""
+    if not _loop_variable(r, key):
+        return _variable(_constant(r, key))
+    return next(
+        (found for found in map(_variable, variable_keys(r, key)) if found is not None), None
+    )
+
+
+def _loop_variable(r: Recogniser, key: ast.expr, over_a_name: bool = False) -> bool:
+    """``key`` is a loop's variable (every binding a ``for``, or of a comprehension), over
+    a name holding the table when ``over_a_name``."""
+    if not isinstance(key, ast.Name):
+        return False
+    bindings = r.file.names.bindings(key)
+    return bool(bindings) and all(
+        b.kind == "for" and (not over_a_name or isinstance(b.value, ast.Name)) for b in bindings
+    )
+
+
+def variable_keys(r: Recogniser, node: ast.AST, depth: int = 0) -> list[str]:
+    """The variable names ``node`` may hold, in order: a literal, a name bound to literals,
+    a loop's (or comprehension's) variable over a tuple of them, or a tuple held in a name
+    (``_ENV_VARS = ("RANK", ...)``); ``[]`` when one binding is something else."""
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    if not isinstance(node, ast.Name) or depth > 3:
+        return []
+    names: list[str] = []
+    bindings = r.file.names.bindings(node)
+    around = [b for b in bindings if b.kind == "for" and _inside_loop_of(r, node, b)]
+    for binding in around or bindings:  # the loop around a read binds what it reads
+        value = binding.value
+        if binding.kind == "assign" and binding.element is None and value is not None:
+            held = variable_keys(r, value, depth + 1)
+        elif binding.kind == "for" and binding.element is None and value is not None:
+            held = [n for e in _elements(r, value, depth + 1) for n in variable_keys(r, e)]
+        else:
+            held = []
+        if not held:
+            return []
+        names += held
+    return names
+
+
+def _inside_loop_of(r: Recogniser, node: ast.AST, binding: Binding) -> bool:
+    """``node`` is in the body of the ``for`` loop (or comprehension) binding ``binding``."""
+    loop = r.parent(binding.node)
+    while loop is not None and not isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)):
+        loop = r.parent(loop)
+    if isinstance(loop, ast.comprehension):
+        loop = r.parent(loop)  # the comprehension's expression and conditions
+    parent = r.parent(node)
+    while parent is not None and parent is not loop:
+        parent = r.parent(parent)
+    return parent is not None
+
+
+def _elements(r: Recogniser, node: ast.AST, depth: int) -> list[ast.expr]:
+    """The elements of a tuple, list or set literal, or of one a name holds."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return list(node.elts)
+    if isinstance(node, ast.Name) and depth <= 3:
+        bindings = r.file.names.bindings(node)
+        if bindings and all(b.kind == "assign" and b.element is None for b in bindings):
+            return [e for b in bindings if b.value for e in _elements(r, b.value, depth + 1)]
+    return []
 
 
 def variables_updated(r: Recogniser, call: ast.Call) -> None:
@@ -62,6 +152,8 @@ def variables_updated(r: Recogniser, call: ast.Call) -> None:
     for argument in call.args:
         if isinstance(argument, ast.Dict):
             keys += [(key, _constant(r, key)) for key in argument.keys if key is not None]
+        elif any(_variable(_constant(r, key)) for key in _updating_dict(r, argument) or []):
+            r.add(call, "dist-env", _WRITTEN)  # os.environ.update(env_vars)
     for node, name in keys:
         found = _variable(name)
         if found is not None:
@@ -96,13 +188,29 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
         len(node.ops) == 1
         and isinstance(node.ops[0], (ast.In, ast.NotIn))
         and r.qualname(node.comparators[0]) == "os.environ"
-        and isinstance(node.left, ast.Constant)
     ):
-        found = _variable(node.left.value)
+        found = _known(r, node.left)
+        if _loop_variable(r, node.left, over_a_name=True):
+            found = None  # all(k in os.environ for k in NAMES): reported at NAMES
+        elif found is not None and not isinstance(node.left, ast.Constant):
+            found = ("dist-env", None)  # for v in (...): if v in os.environ: launched?
     if found is None:
         return False
-    r.add(node, found[0], f"{r.text(node)}  # torchrun and torch2jax-device run set it")
+    named = node.left.value if isinstance(node.left, ast.Constant) else None
+    r.add(node, found[0], f"{r.text(node)}  # {_set_by(str(named))}" if named else found[1])
     return True
+
+
+def _set_by(name: str) -> str:
+    """Who sets the launcher's variable ``name``: torchrun's are set by both launchers,
+    SLURM's and Open MPI's by theirs alone."""
+    if name.startswith("SLURM_"):
+        return "srun sets it (not torchrun); jax.distributed.initialize() reads it"
+    if name.startswith("OMPI_COMM_WORLD_"):
+        return "mpirun sets it (not torchrun); jax.distributed.initialize() reads it"
+    if name in _TORCHRUN:
+        return "torchrun and torch2jax-device run set it"
+    return "set where the process is started, as for torch"
 
 
 def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set | ast.Dict) -> None:
@@ -111,11 +219,52 @@ def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set | ast.Dic
     parent = r.parent(node)
     if isinstance(parent, ast.Assign) and isinstance(parent.targets[0], (ast.Tuple, ast.List)):
         return  # key, value = "NCCL_DEBUG", "INFO": reported where os.environ[key] is written
+    if _keys_environment(r, node):
+        return  # reported where os.environ is read or written with them
     elements = node.keys if isinstance(node, ast.Dict) else node.elts
     named = [e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     found = [known[0] for known in map(_variable, named) if known is not None]
     if found and set(found) <= {"dist-env", "dist-local-rank"}:
         r.add(node, "dist-env")
+
+
+def _updating_dict(r: Recogniser, node: ast.expr) -> list[ast.expr] | None:
+    """The keys of the dict literal every binding of the name ``node`` holds."""
+    if not isinstance(node, ast.Name):
+        return None
+    bindings = r.file.names.bindings(node)
+    values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+    if not bindings or len(values) != len(bindings):
+        return None
+    if not all(isinstance(v, ast.Dict) for v in values):
+        return None
+    return [k for v in values if isinstance(v, ast.Dict) for k in v.keys if k is not None]
+
+
+def _keys_environment(r: Recogniser, node: ast.AST) -> bool:
+    """``for v in ("LOCAL_RANK", "SLURM_LOCALID"): ... os.environ[v]``: the names of
+    ``node`` are a loop's, whose variable reads ``os.environ``, where they are reported.
+    (A tuple kept in a name is reported where it is written: it names the variables.)"""
+    user = r.parent(node)
+    if isinstance(user, (ast.For, ast.comprehension)) and user.iter is node:
+        target = user.target
+        return isinstance(target, ast.Name) and _reads_environment_with(r, target)
+    return False
+
+
+def _reads_environment_with(r: Recogniser, target: ast.Name) -> bool:
+    binding = r.file.names.binding_of.get(target)
+    if binding is None:
+        return False
+    for load in r.file.names.loads(binding):
+        user = r.parent(load)
+        if isinstance(user, ast.Subscript) and r.qualname(user.value) == "os.environ":
+            return True
+        if isinstance(user, ast.Compare) and any(
+            r.qualname(c) == "os.environ" for c in user.comparators
+        ):
+            return True
+    return False
 
 
 def _variable(name: object) -> tuple[str, str | None] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from .._rewrites import Rewrite
-from .._values import TJ
+from .._values import TJ, last_name
 from .base import Recogniser
 
 __all__ = [
@@ -71,8 +71,9 @@ def pinned_query(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple
 def workers(r: Recogniser, call: ast.Call) -> None:
     """``dataloader-workers``: a DataLoader that forks worker processes, which can deadlock
     once JAX has started (torch2jax_device warns at run time: ``tj.ForkAfterJaxWarning``)."""
-    name = r.qualname(call.func) or (call.func.id if isinstance(call.func, ast.Name) else "")
-    if name.split(".")[-1] != "DataLoader" or name.startswith(TJ):
+    name = r.qualname(call.func) or last_name(call.func) or ""
+    loader = name.split(".")[-1].lower()  # DataLoader, or a factory: make_data_loader
+    if not loader.endswith(("dataloader", "data_loader")) or name.startswith(TJ):
         return
     keywords = {k.arg: k for k in call.keywords}
     count = keywords.get("num_workers")

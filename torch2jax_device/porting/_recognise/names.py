@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import ast
 
-from .._tables import ADVICE, RENAMES
+from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
+from .distributed import all_reduce_advice
 from .feeding import data_generator
+from .libraries import collective_advice, device_context_advice, process_advice
 
-__all__ = ["advice", "rename"]
+__all__ = ["advice", "called_through_a_name", "inside_reported_call", "rename"]
 
 # torch2jax_device names whose result is JAX arrays where torch's was tensors.
 _ARRAY_RESULTS = frozenset(
@@ -70,15 +72,49 @@ def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
 
 def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
     """An ``advice`` row's name: reported with the row's advice, never rewritten."""
+    owner = name.rsplit(".", 1)[0]
+    if name not in ADVICE and owner in ADVICE and owner.rsplit(".", 1)[-1][:1].isupper():
+        if inside_reported_call(r, node):
+            return False  # FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD)
+        name = owner  # ShardingStrategy.NO_SHARD, FSDP.fsdp_modules: the class's row
     if name not in ADVICE:
         return False
     row = ADVICE[name]
     helper = name.rsplit(".", 1)[-1]
     fitting = _AVAILABLE.get(helper) if row.id == "library-is-available" else None
+    if row.id == "dist-all-reduce" and call is not None:
+        fitting = all_reduce_advice(r, call)
+    elif row.id == "library-collective":
+        # torch_xla's take the reduction or a tag first (xm.all_reduce(xm.REDUCE_SUM, t))
+        fitting = collective_advice(r, helper, None if name.startswith("torch_xla.") else call)
+    elif row.id == "library-process":
+        fitting = process_advice(helper)
+    elif row.id == "library-device":
+        fitting = device_context_advice(r, helper, call)
+    elif row.id == "profiler":
+        fitting = _profiler_range(r, node, call)
     candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)
     return True
+
+
+def _profiler_range(r: Recogniser, node: ast.expr, call: ast.Call | None) -> str | None:
+    """``torch.cuda.cudart().cudaProfilerStart()`` and ``torch.cuda.profiler.start()``
+    open a profiled range (nsys's capture range): ``jax.profiler.start_trace``; their
+    ``Stop`` closes it. ``None`` for the other profiler names (the row's advice)."""
+    outer = r.parent(call) if call is not None else None
+    named = (outer.attr if isinstance(outer, ast.Attribute) else r.text(node)).lower()
+    if named.endswith(("profilerstart", "profiler.start")):
+        return 'jax.profiler.start_trace("/tmp/trace")'
+    if named.endswith(("profilerstop", "profiler.stop")):
+        return "jax.profiler.stop_trace()"
+    label = r.text(call.args[0]) if call is not None and call.args else '"name"'
+    if named.endswith(("range_push", "nvtx.range", "record_function")):
+        return f"with jax.profiler.TraceAnnotation({label}):  # the code of the range"
+    if named.endswith("range_pop"):
+        return "# the end of the with jax.profiler.TraceAnnotation(...) block"
+    return None
 
 
 def _effect_of(tj_name: str) -> str:
@@ -95,3 +131,52 @@ def _effect_of(tj_name: str) -> str:
     ):
         return "runtime"
     return "none"
+
+
+def called_through_a_name(r: Recogniser, call: ast.Call) -> bool:
+    """``wrap(block, **kwargs)`` where one of the values ``wrap`` is bound to is a name a
+    row covers, or ``functools.partial`` of one (``wrap = partial(auto_wrapper, ...)`` in
+    one branch, a callable from a dict in another): reported under that row, as advice
+    (which value the name holds is known at run time alone); ``True`` if reported.
+    A name bound once to such a name alone is that name (``_names``), reported as it."""
+    func = call.func
+    if not isinstance(func, ast.Name):
+        return False
+    for binding in r.file.names.bindings(func):
+        value = binding.value if binding.kind == "assign" and binding.element is None else None
+        for name in _callables(r, value):
+            row = RENAMES[name][0] if name in RENAMES else ADVICE.get(name) or wildcard(name)
+            if row is None:
+                continue
+            candidate = r.add(call, row.id)
+            candidate.reason = (
+                f"{func.id} may be {name} (bound at line {binding.node.lineno}: "  # type: ignore[attr-defined]
+                f"{r.text(binding.node)} = ...): port the call as that name's"
+            )
+            return True
+    return False
+
+
+def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
+    """The qualified names ``value`` may be as a callable: itself, the function of a
+    ``functools.partial`` of it, either branch of a choice."""
+    if isinstance(value, ast.IfExp):
+        return _callables(r, value.body) + _callables(r, value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [name for part in value.values for name in _callables(r, part)]
+    if isinstance(value, ast.Call) and value.args:
+        if r.qualname(value.func) in ("functools.partial", "functools.partialmethod"):
+            return _callables(r, value.args[0])
+        return []
+    name = None if value is None else r.qualname(value)
+    return [] if name is None else [name]
+
+
+def inside_reported_call(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is an argument of a call already reported (whose finding covers it)."""
+    parent = r.parent(node)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.Call) and id(parent) in r.reported:
+            return True
+        parent = r.parent(parent)
+    return False

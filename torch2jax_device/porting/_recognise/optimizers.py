@@ -7,9 +7,10 @@ scheduler with its arguments."""
 from __future__ import annotations
 
 import ast
+import re
 
 from .. import catalog
-from .._values import TORCH_OPTIMIZER
+from .._values import TORCH_OPTIMIZER, UNKNOWN, last_name
 from .base import Recogniser
 
 __all__ = ["RULES", "assigned_name", "constructor", "optimizer_advice", "scheduler", "state_call"]
@@ -77,6 +78,9 @@ def optimizer_advice(r: Recogniser, call: ast.Call) -> tuple[str, str] | None:
     )
     return f"nnx.Optimizer({model}, {rule}, wrt=nnx.Param)", plain
 
+
+# An optimizer made elsewhere (``self.optimizer``, a parameter), by its name.
+_OPTIMIZER_NAME = re.compile(r"(^|_)optimi[sz]er$", re.IGNORECASE)
 
 # torch.optim's default learning rates, which optax's rules do not have.
 _DEFAULT_LR = {"SGD": "1e-3", "Adam": "1e-3", "AdamW": "1e-3", "RMSprop": "1e-2"}
@@ -265,9 +269,17 @@ def state_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
     reported."""
     if method.attr not in ("state_dict", "load_state_dict"):
         return False
-    if TORCH_OPTIMIZER not in r.file.values.kinds(method.value):
-        return False
-    r.add(call, "optimizer-state-dict", position=r.file.method_position(method))
+    kinds = r.file.values.kinds(method.value)
+    named = _OPTIMIZER_NAME.search(last_name(method.value) or "") is not None and UNKNOWN in kinds
+    if TORCH_OPTIMIZER not in kinds and not named:
+        return False  # an nnx.Optimizer is known for what it is, whatever its name
+    optimizer = r.text(method.value)
+    fitting = (
+        f"tj.optim.state_dict({optimizer}, model)  # torch's layout, by the model's parameters"
+        if method.attr == "state_dict"
+        else f"tj.optim.load_state_dict({optimizer}, model, {r.arguments(call)})"
+    )
+    r.add(call, "optimizer-state-dict", fitting, position=r.file.method_position(method))
     return True
 
 

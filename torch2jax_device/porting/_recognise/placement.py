@@ -5,9 +5,11 @@ model's own ``self.device`` property), and a model's parameters handed over or c
 from __future__ import annotations
 
 import ast
+import re
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
+from .._source import SourceFile
 from .._tables import ADVICE
 from .._values import (
     FOREIGN,
@@ -19,12 +21,22 @@ from .._values import (
     TJ,
     TORCH_MODULE,
     TORCH_TENSOR,
+    last_name,
 )
 from .._written import short_text
-from . import libraries, optimizers
+from . import device_strings, libraries, optimizers
 from .base import Recogniser
 
-__all__ = ["cuda_call", "device_attribute", "get_device", "move", "parameters_call", "to_call"]
+__all__ = [
+    "cuda_call",
+    "device_attribute",
+    "get_device",
+    "helper_device_keywords",
+    "move",
+    "parameters_call",
+    "project_helper_call",
+    "to_call",
+]
 
 # What tj.to_device takes as torch's Tensor.to does (memory_format= changes no values).
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy", "memory_format"})
@@ -34,7 +46,13 @@ _DTYPES = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 int16 int32 int int64 long "
     "uint8 bool complex64 complex128 float8_e4m3fn float8_e5m2 cfloat cdouble".split()
 )
+# A name that says it holds a dtype (``dtype``, ``target_dtype``, ``self.param_dtype``):
+# a parameter or setting whose values the scanner cannot see.
+_DTYPE_NAME = re.compile(r"(^|_)dtype$")
 _MEMORY_FORMAT_ONLY = frozenset({"memory_format"})
+# A project's own optimizer factory, by its name or the name its result is given
+# (``instantiate_torch_optimizer(name, model.parameters())``, ``opt = build(...)``).
+_OPTIMIZER_WORDS = re.compile(r"optim|^opt$", re.IGNORECASE)
 # x.to(other): argument names that say "a tensor" rather than "a device".
 _TENSOR_NAMES = frozenset({"other", "ref", "reference", "like", "template", "tensor"})
 # x.device is a setting, not an array's device, on objects with these names.
@@ -437,7 +455,12 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
     if qualified in ADVICE and not qualified.startswith("torch.optim."):
         return  # deepspeed.zero.GatheredParameters(model.parameters()): a row of its own
     name = qualified or r.text(parent.func)
-    if name.startswith("torch.optim.") or name.split(".")[-1][:1].isupper():
+    if (
+        name.startswith("torch.optim.")
+        or name.split(".")[-1][:1].isupper()
+        or _OPTIMIZER_WORDS.search(name.split(".")[-1])
+        or _OPTIMIZER_WORDS.search(optimizers.assigned_name(r, parent, ""))
+    ):
         advice = optimizers.optimizer_advice(r, parent)
         target = optimizers.assigned_name(r, parent, "optimizer")
         r.add(
@@ -475,10 +498,15 @@ def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
         bindings = r.file.names.bindings(node)
         values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
         if not bindings or len(values) != len(bindings):
-            return False
+            return _DTYPE_NAME.search(node.id) is not None and not _held_device(r, node)
         kept = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
         return bool(kept) and all(_is_dtype(r, v, depth + 1) for v in kept if v is not None)
-    return isinstance(node, ast.Attribute) and node.attr == "dtype"
+    return isinstance(node, ast.Attribute) and _DTYPE_NAME.search(node.attr) is not None
+
+
+def _held_device(r: Recogniser, node: ast.expr) -> bool:
+    """What ``node`` holds may be a device: a ``torch.device`` or a string."""
+    return bool(r.file.values.kinds(node) & {"torch-device", PATH})
 
 
 def _has_array_device(r: Recogniser, receiver: ast.AST) -> bool:
@@ -559,4 +587,137 @@ def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:
         and isinstance(node.args[0].func, ast.Attribute)
         and node.args[0].func.attr == "parameters"
         and not node.args[0].args
+    )
+
+
+# What a project's helper told device= makes, by its name or the name of what it returns:
+# a model (create_model_and_transforms, ModelEMA, load_model), a batch moved
+# (prepare_batch), else arrays it creates there (create_optimizer's tensor rates).
+_HELPER_MODULE = re.compile(r"model|net|module|ema|encoder|decoder|backbone", re.IGNORECASE)
+_HELPER_BATCH = re.compile(r"batch|input|data|sample|prepare|move|to_device", re.IGNORECASE)
+# A value named as a device: device, self.device, args.device, local_device, dev.
+_DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
+# Keywords only DistributedDataParallel (and the wrappers built on it) takes.
+_DDP_KEYWORDS = frozenset({"device_ids", "output_device"})
+
+
+def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
+    """``device=device`` handed to a helper of the project's own, defined in another file
+    (``create_model_and_transforms(..., device=device)``, ``task.prepare_batch(batch,
+    device=device)``): the helper places there, so the call is the script's placement
+    (advice: the helper is ported where it is defined). ``device_ids=``/``output_device=``
+    anywhere are DDP's (``task.prepare_distributed(device_ids=[device])``)."""
+    if id(call) in r.reported or isinstance(r.parent(call), ast.Call):
+        return  # reported already, or an argument of a call (partial(f, device=d))
+    name = r.qualname(call.func)
+    if name is not None and name.split(".")[0] in ("torch", "torch2jax_device", "functools"):
+        return  # torch's own calls have rows; partial(f, device=d) is not a call of f
+    if name is not None and name.startswith(libraries.TORCH_LIBRARIES):
+        return  # the libraries' device= is library-device
+    if _defined_here(r, call.func) or r.file.values.builtin(call.func) is not None:
+        return
+    for keyword in call.keywords:
+        if keyword.arg in _DDP_KEYWORDS:
+            rule = "dist-ddp-gradient"
+        elif keyword.arg == "device" and _is_device_value(r, keyword.value):
+            called = (last_name(call.func) or "") + " " + optimizers.assigned_name(r, call, "")
+            if _HELPER_MODULE.search(called):
+                rule = "module-device-kwarg"
+            elif _HELPER_BATCH.search(called):
+                rule = "tensor-to-device"
+            else:
+                rule = "factory-device"
+        else:
+            continue
+        candidate = r.add(keyword, rule, position=r.file.position(r.file.span(keyword)[0]))
+        candidate.reason = (
+            f"{r.text(call.func)} is the project's own: it places on {r.text(keyword.value)}; "
+            "port it where it is defined"
+        )
+        return
+
+
+def _is_device_value(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so."""
+    if isinstance(node, ast.Constant):
+        return device_strings.names_a_device(node.value)
+    if "torch-device" in r.file.values.kinds(node):
+        return True
+    name = last_name(node)
+    return name is not None and _DEVICE_VALUE.search(name) is not None
+
+
+def _defined_here(r: Recogniser, func: ast.expr) -> bool:
+    """``func`` is a function or class of this file (its body's lines are found there):
+    a name bound to one, or ``self.method`` of the enclosing class."""
+    if isinstance(func, ast.Name):
+        return any(b.kind in ("def", "class") for b in r.file.names.bindings(func))
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in ("self", "cls")
+    ):
+        owner = r.file.names.enclosing(func, ast.ClassDef)
+        return isinstance(owner, ast.ClassDef) and any(
+            isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == func.attr
+            for item in owner.body
+        )
+    return False
+
+
+# A helper of the project that only wraps a device idiom: at most this many statements.
+_HELPER_STATEMENTS = 3
+
+
+def project_helper_call(r: Recogniser, call: ast.Call) -> None:
+    """``batch = utils.to_device(batch, device)`` where ``utils.py``, scanned with this
+    file, defines a helper whose short body is a device idiom (``return x.to(device)``,
+    ``return torch.load(path, map_location=device)``): the call is this file's placement,
+    reported as advice (the helper is ported where it is defined)."""
+    if id(call) in r.reported or r.file.project is None:
+        return
+    for owner, function in r.file.project.functions(r.file, call):
+        rule = _wrapped_idiom(owner, function)
+        if rule is not None:
+            candidate = r.add(call, rule)
+            candidate.reason = (
+                f"{r.text(call.func)} ({owner.path}:{function.lineno}) wraps {rule}: port it "
+                "there, and this call follows"
+            )
+            return
+
+
+def _wrapped_idiom(
+    owner: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> str | None:
+    """The rule of the device idiom a short helper's body is, on one of its parameters."""
+    body = [s for s in function.body if not _is_docstring(s)]
+    if not body or len(body) > _HELPER_STATEMENTS:
+        return None
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args]}
+    parameters |= {a.arg for a in function.args.kwonlyargs}
+    for node in (n for s in body for n in ast.walk(s)):
+        if not isinstance(node, ast.Call):
+            continue
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & parameters
+        if not used:
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("to", "cuda")
+            and owner.qualname(func) is None
+        ):
+            return "tensor-to-device" if func.attr == "to" else "tensor-cuda"
+        name = owner.qualname(func)
+        if name == "torch.load" and any(k.arg == "map_location" for k in node.keywords):
+            return "torch-load-map-location"
+    return None
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
     )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from .. import catalog
 from .._tables import NEW_FACTORIES, wildcard
-from .._values import FOREIGN
+from .._values import FOREIGN, UNKNOWN, last_name
 from . import (
     checkpoints,
     creation,
@@ -33,6 +34,18 @@ _KIND_METHODS = {
     "dist-sampler": "dist-sampler-global-batch",
     "generator": "generator-device",  # g.manual_seed(0) on g = torch.Generator()
 }
+# A loss scaler made elsewhere (a parameter, self.grad_scaler, model.fp16_scaler), by its
+# name and the methods only torch's GradScaler has among objects so named (a scikit-learn
+# StandardScaler fits and transforms).
+_SCALER = re.compile(r"(^|_)scaler$", re.IGNORECASE)
+_SCALER_METHODS = frozenset(
+    "scale unscale_ step update state_dict load_state_dict get_scale is_enabled".split()
+)
+# A method of the project's own that applies FSDP (``task.prepare_fsdp(...)``).
+_FSDP = re.compile(r"(^|_)fsdp($|_)", re.IGNORECASE)
+# An autocast of the project's own: a helper that builds one (``get_autocast(...)``), or
+# the name it is held in (``with autocast():``, ``with self.amp_autocast():``).
+_AUTOCAST = re.compile(r"autocast", re.IGNORECASE)
 # torch's autocast context managers, by the names they are imported as.
 AUTOCASTS = frozenset(
     name for name in catalog.get("autocast").torch_api if name.endswith("autocast")
@@ -94,18 +107,19 @@ class Detector(Recogniser):
                 return True
         covering = wildcard(name)
         if covering is not None and not self.inside_reported_call(node):
-            fitting = distributed.collective_advice(self, call, name)
+            fitting = None
+            if covering.id == "dist-other":
+                fitting = distributed.collective_advice(self, call, name)
+            elif covering.id == "library-collective":  # deepspeed.comm.*
+                fitting = libraries.collective_advice(self, name.rsplit(".", 1)[-1], call)
+            elif call is None and _device_module_fallback(self, node):
+                fitting = _DEVICE_MODULE
             self.add(call or node, covering.id, fitting)
             return True
         return False
 
     def inside_reported_call(self, node: ast.AST) -> bool:
-        parent = self.parent(node)
-        while parent is not None and not isinstance(parent, ast.stmt):
-            if isinstance(parent, ast.Call) and id(parent) in self.reported:
-                return True
-            parent = self.parent(parent)
-        return False
+        return names.inside_reported_call(self, node)
 
     def custom_call(self, call: ast.Call, name: str) -> bool:
         """The handlers of ``custom`` rows for calls of qualified names."""
@@ -126,19 +140,30 @@ class Detector(Recogniser):
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
+        libraries.library_call(self, node)
+        libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
         device_strings.string_test(self, node)
+        device_strings.split_name(self, node)
+        device_strings.keyed_by_type(self, node)
+        device_strings.getattr_default(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
+        elif isinstance(func, ast.Name) and self.qualname(func) is None:
+            names.called_through_a_name(self, node)
         devices.indexed_device_string(self, node)
         self.generic_visit(node)
+        placement.helper_device_keywords(self, node)  # after the call's own rows
+        placement.project_helper_call(self, node)
 
     def method_call(self, call: ast.Call, method: ast.Attribute) -> None:
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
         what the scanner knows ``x`` is."""
         receiver = method.value
+        if id(call) in self.reported:
+            return  # part of another finding (torch.load's map_location callable)
         if self.file.values.kinds(receiver) == {FOREIGN}:
             return  # paddle's x.cuda(), tf's x.cpu(): another framework's own methods
         if devices.device_module_call(self, call, method):
@@ -146,7 +171,12 @@ class Detector(Recogniser):
         name = method.attr
         bare = not call.args and not call.keywords
         where = self.file.method_position(method)
-        if name == "to" and not bare:
+        scaler = self.file.values.kinds(receiver) if name in _SCALER_METHODS else frozenset()
+        if "grad-scaler" in scaler or (
+            UNKNOWN in scaler and _SCALER.search(last_name(receiver) or "")
+        ):
+            self.add(call, "grad-scaler", position=where)  # a scaler made elsewhere
+        elif name == "to" and not bare:
             placement.to_call(self, call, method, where)
         elif name == "cuda":
             placement.cuda_call(self, call, method, where)
@@ -164,6 +194,10 @@ class Detector(Recogniser):
             self.add(call, "cuda-stream", position=where)
         elif name == "no_sync" and not call.args:
             self.add(call, "ddp-no-sync", position=where)
+        elif name == "set_requires_gradient_sync":  # FSDP2's FSDPModule: no_sync's twin
+            self.add(call, "ddp-no-sync", position=where)
+        elif _FSDP.search(name) and not distributed.defined_here(self, method):
+            self.add(call, "dist-fsdp", position=where)  # task.prepare_fsdp(model, ...)
         elif optimizers.state_call(self, call, method):
             pass
         elif name == "load_state_dict":
@@ -198,6 +232,12 @@ class Detector(Recogniser):
                     self.add(call, "autocast")  # with ctx:, ctx = torch.autocast(...) or ...
                 elif isinstance(call, ast.Call) and self._names_autocast(call.func):
                     self.add(call, "autocast")  # scope = autocast if amp else nullcontext
+                elif (
+                    isinstance(call, ast.Call)
+                    and not (self.qualname(call.func) or "").startswith("torch")
+                    and _AUTOCAST.search(last_name(call.func) or "")
+                ):
+                    self.add(call, "autocast")  # with autocast(): a helper's, handed in
                 elif isinstance(call, (ast.Name, ast.Attribute)) and (
                     "torch-device" in kinds or device_strings.holds_device_name(call)
                 ):  # with self._device: a device held in a variable
@@ -224,16 +264,27 @@ class Detector(Recogniser):
             self, node, node.slice
         ):
             return
+        device_strings.keyed_by_type(self, node)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
+        libraries.device_map_test(self, node)
         if not environment.variable_check(self, node):
             device_strings.string_test(self, node)
             self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         device_strings.name_assignment(self, node)
+        value = node.value
+        if (
+            isinstance(value, ast.Call)
+            and not (self.qualname(value.func) or "").startswith("torch")
+            and _AUTOCAST.search(last_name(value.func) or "")
+            and not isinstance(self.parent(node), ast.withitem)
+        ):
+            self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
+        libraries.placement_keys(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -249,10 +300,16 @@ class Detector(Recogniser):
 
     # -- annotations are types, not code that runs -----------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        device_strings.default_names(self, node.args)
+        libraries.placement_defaults(self, node)
         for child in [*node.decorator_list, node.args, *node.body]:
             self.visit(child)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        devices.default_device_mode(self, node)
+        self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> None:
         return
@@ -264,6 +321,7 @@ class Detector(Recogniser):
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         devices.indexed_device_string(self, node)
+        device_strings.formatted_name(self, node)
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
@@ -272,9 +330,29 @@ class Detector(Recogniser):
 
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
+        libraries.placement_keys(self, node)
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)
+
+
+# getattr(torch, device_type, torch.cuda): the device module, its fallback named.
+_DEVICE_MODULE = (
+    "device_module = tj.cuda  # the device module: its memory and synchronize calls answer "
+    "for JAX's accelerator"
+)
+
+
+def _device_module_fallback(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` is the default of ``getattr(torch, name, node)``: a device module."""
+    parent = r.parent(node)
+    return (
+        isinstance(parent, ast.Call)
+        and r.file.values.builtin(parent.func) == "getattr"
+        and len(parent.args) == 3
+        and parent.args[2] is node
+        and r.qualname(parent.args[0]) == "torch"
+    )
 
 
 def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:

@@ -7,6 +7,36 @@ from ..idiom import Idiom
 
 SECTION = "Availability"
 
+#: torch's device modules of accelerators other than CUDA (with the plugins that add
+#: them: ``torch_npu``, ``torch_mlu``, Habana's, ``torch_musa``), whose calls mirror
+#: ``torch.cuda``'s.
+ACCELERATOR_MODULES = (
+    "torch.xpu",
+    "torch.npu",
+    "torch_npu.npu",
+    "torch_npu",
+    "torch.mlu",
+    "torch_mlu",
+    "torch.hpu",
+    "habana_frameworks.torch.hpu",
+    "torch.musa",
+    "torch_musa",
+    "torch.mtia",
+    "torch.mps",
+)
+
+
+def _accelerator_names(*calls: str) -> tuple[str, ...]:
+    """``torch.xpu.is_available``, ``torch.npu.is_available``... for each of ``calls``
+    (a plugin package itself, ``torch_npu``, has no calls of its own: its ``.npu`` has)."""
+    return tuple(
+        f"{module}.{call}"
+        for call in calls
+        for module in ACCELERATOR_MODULES
+        if module.count(".") or module == "torch"
+    )
+
+
 ROWS: tuple[Idiom, ...] = (
     Idiom(
         id="cuda-is-available",
@@ -274,48 +304,43 @@ ROWS: tuple[Idiom, ...] = (
         tj_api=("tj.backends.mps.is_built",),
         rewrite="rename",
     ),
-    # Intel GPUs (torch.xpu) and Ascend NPUs (torch.npu, from the torch_npu plugin): torch's
-    # device-neutral twins of the torch.cuda rows, each with torch.accelerator's answer.
+    # torch's other accelerators: Intel GPUs (torch.xpu), Ascend NPUs (torch.npu, the
+    # torch_npu plugin), Cambricon MLUs, Gaudi HPUs, Moore Threads GPUs, MTIA and Apple's
+    # GPU (torch.mps): device-neutral twins of the torch.cuda rows, each with
+    # torch.accelerator's answer (ACCELERATOR_MODULES names them all).
     Idiom(
         id="xpu-npu-is-available",
         section=SECTION,
-        title="Is there an Intel GPU (XPU) or an Ascend NPU?",
+        title="Is there an Intel GPU (XPU), an Ascend NPU or another accelerator?",
         torch="available = torch.xpu.is_available()",
         jax='available = jax.default_backend() != "cpu"',
         tj="available = tj.accelerator.is_available()",
         notes=(
-            "`torch.xpu` and `torch.npu` (the Ascend plugin, `import torch_npu`) mirror "
-            "`torch.cuda`; with JAX the question is whether any accelerator is there. "
-            "JAX runs on Intel GPUs through the `intel-extension-for-openxla` plugin; "
-            "Ascend has no JAX plugin, so the port runs on what JAX has."
+            "`torch.xpu`, `torch.npu` (the Ascend plugin, `import torch_npu`), `torch.mlu`, "
+            "`torch.hpu`, `torch.musa`, `torch.mtia` and `torch.mps` mirror `torch.cuda`; "
+            "with JAX the question is whether any accelerator is there. JAX runs on Intel "
+            "GPUs through the `intel-extension-for-openxla` plugin and on Apple's through "
+            "`jax-metal`; the others have no JAX plugin, so the port runs on what JAX has."
         ),
         runs=False,
-        torch_api=(
-            "torch.xpu.is_available",
-            "torch.npu.is_available",
-            "torch_npu.npu.is_available",
-        ),
+        torch_api=_accelerator_names("is_available"),
         rewrite="advice",
     ),
     Idiom(
         id="xpu-npu-device-count",
         section=SECTION,
-        title="How many Intel GPUs or Ascend NPUs?",
+        title="How many Intel GPUs, Ascend NPUs or other accelerators?",
         torch="count = torch.xpu.device_count()",
         jax='count = jax.local_device_count() if jax.default_backend() != "cpu" else 0',
         tj="count = tj.accelerator.device_count()",
         runs=False,
-        torch_api=(
-            "torch.xpu.device_count",
-            "torch.npu.device_count",
-            "torch_npu.npu.device_count",
-        ),
+        torch_api=_accelerator_names("device_count"),
         rewrite="advice",
     ),
     Idiom(
         id="xpu-npu-current-device",
         section=SECTION,
-        title="Current Intel GPU or Ascend NPU, and changing it",
+        title="Current Intel GPU, Ascend NPU or other accelerator, and changing it",
         torch="torch.npu.set_device(local_rank)\nindex = torch.npu.current_device()",
         jax="# no equivalent: JAX has no current device; pass jax.local_devices()[i] explicitly",
         tj=(
@@ -325,43 +350,41 @@ ROWS: tuple[Idiom, ...] = (
         notes="Per thread, like torch's current device; raises without an accelerator.",
         runs=False,
         torch_api=(
-            "torch.xpu.set_device",
-            "torch.xpu.current_device",
-            "torch.xpu.device",
-            "torch.npu.set_device",
-            "torch.npu.current_device",
-            "torch.npu.device",
-            "torch_npu.npu.set_device",
-            "torch_npu.npu.current_device",
+            *_accelerator_names("set_device", "current_device", "device"),
+            "torch.accelerator.device_index",
+            "torch.accelerator.current_device_idx",
+            "torch.accelerator.set_device_idx",
         ),
         rewrite="advice",
     ),
     Idiom(
         id="xpu-npu-synchronize",
         section=SECTION,
-        title="Wait for the Intel GPU or Ascend NPU",
+        title="Wait for the Intel GPU, Ascend NPU or other accelerator",
         torch="torch.xpu.synchronize()",
         jax="jax.block_until_ready(outputs)",
         tj="tj.accelerator.synchronize()",
         runs=False,
-        torch_api=("torch.xpu.synchronize", "torch.npu.synchronize", "torch_npu.npu.synchronize"),
+        torch_api=(*_accelerator_names("synchronize"), "torch.accelerator.synchronize"),
         rewrite="advice",
     ),
     Idiom(
         id="xpu-npu-other",
         section=SECTION,
-        title="Other Intel GPU and Ascend NPU runtime calls",
+        title="Other runtime calls of torch's other accelerators (XPU, NPU, MPS...)",
         torch="torch.npu.empty_cache()",
         jax="# XLA manages its memory, streams and caches itself",
         tj="# no counterpart: tj.accelerator answers is_available, device_count and the device",
         notes=(
-            "`scan` reports every `torch.xpu`, `torch.npu` and `torch_npu` name no other row "
-            "covers (memory, streams, RNG, the plugin's own settings), so none is skipped "
-            "silently; their counterparts are the `torch.cuda` rows' (Memory, Randomness, "
-            "Streams) with the accelerator JAX has."
+            "`scan` reports every name of `torch.xpu`, `torch.npu`, `torch_npu`, "
+            "`torch.mlu`, `torch.hpu`, `torch.musa`, `torch.mtia`, `torch.mps` and "
+            "`torch.accelerator` that no other row covers (memory, streams, RNG, the "
+            "plugin's own settings), so none is skipped silently; their counterparts are "
+            "the `torch.cuda` rows' (Memory, Randomness, Streams) with the accelerator JAX "
+            "has."
         ),
         runs=False,
-        torch_api=("torch.xpu.*", "torch.npu.*", "torch_npu.*"),
+        torch_api=(*(f"{module}.*" for module in ACCELERATOR_MODULES), "torch.accelerator.*"),
         rewrite="advice",
     ),
     Idiom(
@@ -372,18 +395,16 @@ ROWS: tuple[Idiom, ...] = (
         jax="# jax.print_environment_info() prints jaxlib's CUDA",
         tj="built = tj.backends.cuda.is_built()  # torch2jax-device doctor prints the versions",
         notes=(
-            "`scan` reports every `torch.cuda`, `torch.backends`, `torch.mps`, "
-            "`torch.accelerator` and `torch.version` name that no other row covers, so "
-            "none is skipped silently; most have no JAX counterpart (XLA manages streams, "
-            "graphs and caches itself). `torch.xpu`, `torch.npu` and `torch_xla` have rows "
-            "of their own."
+            "`scan` reports every `torch.cuda`, `torch.backends` and `torch.version` name "
+            "that no other row covers, so none is skipped silently; most have no JAX "
+            "counterpart (XLA manages streams, graphs and caches itself). torch's other "
+            "accelerators (`torch.xpu`, `torch.mps`, `torch.accelerator`...) and `torch_xla` "
+            "have rows of their own."
         ),
         result="built",
         torch_api=(
             "torch.cuda.*",
             "torch.backends.*",
-            "torch.mps.*",
-            "torch.accelerator.*",
             "torch.version.*",
         ),
         rewrite="advice",

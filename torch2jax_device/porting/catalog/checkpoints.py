@@ -489,7 +489,9 @@ ROWS: tuple[Idiom, ...] = (
             "`nnx.clone`, `nnx.jit` and split/merge), buffers in the twin's layouts, one "
             "parameter group with the current hyperparameters. So a checkpoint the torch "
             "original wrote resumes the port, and the reverse. Hyperparameters are float32 "
-            "in the optax state and come back as the shortest decimal of that float32."
+            "in the optax state and come back as the shortest decimal of that float32. "
+            "`scan` reports an optimizer made elsewhere by its name or annotation "
+            "(`self.optimizer`, `optimizer: torch.optim.Optimizer`)."
         ),
         runs=False,
         torch_api=("Optimizer.state_dict", "Optimizer.load_state_dict"),

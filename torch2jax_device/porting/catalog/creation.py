@@ -105,7 +105,9 @@ ROWS: tuple[Idiom, ...] = (
         tj='with tj.device("cpu"):\n    layer = nnx.Linear(4, 2, rngs=nnx.Rngs(0))',
         notes=(
             "Flax layers take no device: create them under `with tj.device(...)` (the "
-            "parameters are created there) or move them with `tj.to_device(layer, device)`."
+            "parameters are created there) or move them with `tj.to_device(layer, device)`. "
+            "A project's own helper told `device=` (`create_model(name, device=device)`) "
+            "is reported at the call, as advice: port it where it is defined."
         ),
         runs=False,
         torch_api=("torch.nn.Module",),

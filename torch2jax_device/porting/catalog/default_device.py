@@ -17,7 +17,10 @@ ROWS: tuple[Idiom, ...] = (
         tj='with tj.device("cpu"):\n    x = jnp.zeros(3)',
         notes=(
             "Checked when entered (torch checks at the first tensor). Per thread. "
-            "Places uncommitted data only: arrays already committed to a device stay there."
+            "Places uncommitted data only: arrays already committed to a device stay there. "
+            "A torch mode of the project's own that fills in factories' `device=` "
+            "(`class EmptyInitOnDevice(torch.overrides.TorchFunctionMode)`) is the same "
+            "block: `with tj.device(device):`."
         ),
         result="x",
         torch_api=("torch.device",),

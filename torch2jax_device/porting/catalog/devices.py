@@ -172,7 +172,10 @@ ROWS: tuple[Idiom, ...] = (
             "torch takes a device's name wherever it takes a device, and so does "
             'torch2jax_device (`tj.to_device(x, "cuda:1")`, `with tj.device("mps"):`). '
             "A name stays a string: code that tests it (`'cuda' in device`) keeps working "
-            "until the name becomes a `tj.device` (see `device-string-logic`)."
+            "until the name becomes a `tj.device` (see `device-string-logic`). `scan` "
+            "reports a name given as a parameter's default (`def load(path, "
+            'device="cuda")`), as `getattr(args, "device", "cuda")`\'s fallback, and '
+            'put together from a type and an index (`f"{device_type}:{rank}"`).'
         ),
         runs=False,
         torch_api=("str",),
@@ -194,7 +197,9 @@ ROWS: tuple[Idiom, ...] = (
             "`'cuda' in device` raises `TypeError` and `device == \"cuda\"` is `False`: "
             'test `tj.device(device).type` (`"cuda"`, `"cpu"`, `"mps"`...) and '
             "`.index`, which take a name and a device alike. JAX's own platform names "
-            '`"gpu"` where torch says `"cuda"`.'
+            '`"gpu"` where torch says `"cuda"`. A table keyed by device names '
+            '(`{"cuda": "nccl", "cpu": "gloo"}.get(device_type)`) and '
+            '`device_type not in ("cpu", "mps")` are the same tests.'
         ),
         runs=False,
         torch_api=("str.startswith", "str.__contains__", "str.__eq__"),

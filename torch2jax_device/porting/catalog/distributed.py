@@ -150,7 +150,9 @@ ROWS: tuple[Idiom, ...] = (
             "No wrapper: replicated parameters and a global batch make `jax.jit` "
             "insert the gradient all-reduce. Equal to DDP's average when every rank "
             "feeds the same number of rows. DDP's broadcast of rank 0's weights: the "
-            "same seed everywhere, or `multihost_utils.broadcast_one_to_all`."
+            "same seed everywhere, or `multihost_utils.broadcast_one_to_all`. `scan` "
+            "reports DDP's own keywords (`device_ids=`, `output_device=`) given to any call, "
+            "a project's helper that wraps the model included, and `model.device_ids`."
         ),
         runs=False,
         torch_api=(
@@ -399,7 +401,10 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             'After `init_process_group`. `"RANK" in os.environ` keeps working: torchrun and '
             "`torch2jax-device run` both set it. `MASTER_ADDR`/`MASTER_PORT` are read by "
-            "`init_process_group`; SLURM's variables by `jax.distributed.initialize()`."
+            "`init_process_group`; SLURM's variables by `jax.distributed.initialize()`. "
+            "`scan` follows the names through a loop over a table of alternatives "
+            '(`for v in ("LOCAL_RANK", "SLURM_LOCALID"): os.environ[v]`) and a dict '
+            "written at once (`os.environ.update(env_vars)`)."
         ),
         runs=False,
         torch_api=("os.environ",),
@@ -492,12 +497,14 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "DDP skips its all-reduce on the micro-steps. Under `jax.jit` with a global "
             "batch, accumulate gradients (or `optax.MultiSteps`) and apply them once; "
-            "`model.require_backward_grad_sync = ...` likewise."
+            "`model.require_backward_grad_sync = ...` and FSDP2's "
+            "`model.set_requires_gradient_sync(False)` likewise."
         ),
         runs=False,
         torch_api=(
             "DistributedDataParallel.no_sync",
             "DistributedDataParallel.require_backward_grad_sync",
+            "FSDPModule.set_requires_gradient_sync",
         ),
         rewrite="custom",
     ),
@@ -513,7 +520,12 @@ ROWS: tuple[Idiom, ...] = (
             "averages over all of it, as `SyncBatchNorm` does across ranks."
         ),
         runs=False,
-        torch_api=("torch.nn.SyncBatchNorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm"),
+        torch_api=(
+            "torch.nn.SyncBatchNorm",
+            "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+            "apex.parallel.SyncBatchNorm",
+            "apex.parallel.convert_syncbn_model",
+        ),
         rewrite="advice",
     ),
     Idiom(
@@ -595,6 +607,18 @@ ROWS: tuple[Idiom, ...] = (
             "torch.distributed.fsdp.BackwardPrefetch",
             "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
             "torch.distributed.fsdp.wrap.size_based_auto_wrap_policy",
+            "torch.distributed.fsdp.wrap.ModuleWrapPolicy",
+            "torch.distributed.fsdp.wrap.wrap",
+            "torch.distributed.fsdp.wrap.enable_wrap",
+            "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
+            "torch_xla.distributed.fsdp.checkpoint_module",
+            # Lightning's XLA FSDP strategy's wrapper of each block (litgpt calls it
+            # through a name: wrap = partial(_activation_checkpointing_auto_wrapper, ...))
+            "lightning.fabric.strategies._activation_checkpointing_auto_wrapper",
+            # the rest of FSDP (ShardingStrategy.NO_SHARD, FSDP.fsdp_modules, its runtime's
+            # _reshard, FSDP2's CPUOffloadPolicy): one row, not dist-other's collectives
+            "torch.distributed.fsdp.*",
+            "torch.distributed._composable.fsdp.*",
         ),
         rewrite="advice",
     ),
@@ -650,6 +674,10 @@ ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=(
+            "torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict",
+            "torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict_to_load",
+            "torch.distributed.fsdp.FullyShardedDataParallel.full_optim_state_dict",
+            "torch.distributed.fsdp.FullyShardedDataParallel.set_state_dict_type",
             "torch.distributed.checkpoint.stateful.Stateful",
             "torch.distributed.checkpoint.Stateful",
             "torch.distributed.fsdp.FullStateDictConfig",
@@ -662,6 +690,9 @@ ROWS: tuple[Idiom, ...] = (
             "torch.distributed.checkpoint.state_dict.set_state_dict",
             "torch.distributed.checkpoint.save",
             "torch.distributed.checkpoint.load",
+            # the rest of DCP (StateDictOptions, get/set_optimizer_state_dict, the
+            # planners and storage readers): one row, not dist-other's collectives
+            "torch.distributed.checkpoint.*",
         ),
         rewrite="advice",
     ),

@@ -124,7 +124,8 @@ ROWS: tuple[Idiom, ...] = (
             "Workers return NumPy arrays or torch tensors; batches are placed in the main "
             "process. A DataLoader that would fork its workers after JAX started warns once "
             "(`tj.ForkAfterJaxWarning`) with this fix; `scan` reports every DataLoader given "
-            "`num_workers` other than 0 that has no `multiprocessing_context`."
+            "`num_workers` other than 0 that has no `multiprocessing_context`, and a "
+            "project's loader factory given it (`make_data_loader(..., num_workers=n)`)."
         ),
         runs=False,
         torch_api=("torch.utils.data.DataLoader",),

@@ -34,12 +34,19 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`Accelerator(...)`, `PartialState()`, Fabric's `Fabric(accelerator=, devices=, "
             "precision=, strategy=)` and `fabric.launch()` join the job, pick the device and "
             "set up mixed precision (as do the trainers built on them: Hugging Face's "
-            "`Trainer` and `TrainingArguments`, Lightning's `Trainer`; Dora's and flashy's "
+            "`Trainer` and `TrainingArguments`, a project's subclass of them included, "
+            "Lightning's `Trainer`; Dora's and flashy's "
             "`distrib.init()`). With JAX: join with "
             "`tj.distributed.init_process_group` "
             "before anything starts JAX, keep the device, and get mixed precision from the "
             "dtypes (`bfloat16` parameters or inputs; `jnp.bfloat16` casts inside the step), "
-            "not from a context."
+            "not from a context. `scan` reports the members of these objects however the "
+            "script reaches them: a parameter annotated with the class, `self` in a "
+            "subclass (a `LightningModule`'s `self.device`, `self.global_rank`), "
+            "`trainer.args`, the engine `deepspeed.initialize` returns, and the "
+            "parameters of the libraries' callback hooks (Transformers' `on_save(self, "
+            "args, state, control)`, Lightning's `on_train_epoch_end(self, trainer, "
+            "pl_module)`)."
         ),
         runs=False,
         torch_api=(
@@ -55,6 +62,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
+            "deepspeed.comm.init_distributed",
             "dora.distrib.init",
             "flashy.distrib.init",
             "Accelerator.mixed_precision",
@@ -82,8 +90,16 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.get_default_device()`). Fabric's `with fabric.init_module():` and "
             "Accelerate's `init_on_device` create the model there: `with tj.device(device):`. "
             "`device_map=` (Transformers, Diffusers) places a model's layers over the "
-            "devices: with JAX, shard its parameters over a mesh (`tj.load_file(..., "
-            "device=rule)`). Stable-Baselines3's `ReplayBuffer(..., device)` and "
+            'devices: with JAX, `tj.load_state(model, path, device_map=...)` takes `"auto"` '
+            "or a `{module prefix: device}` map, `max_memory=` its budgets; the map is "
+            "reported where it is set and where it is handed over, a dict that carries it "
+            'included (`kwargs["device_map"] = ...` then `from_pretrained(**kwargs)`). '
+            "Transformers' `training_args.device` is the device the Trainer chose, and "
+            "`model.hf_device_map` the map a loaded model got (a plan's `modules()`). "
+            "DeepSpeed's `with deepspeed.zero.Init():` builds the model partitioned over the "
+            "ranks: `nnx.eval_shape` builds it with no memory, and `tj.load_state` fills "
+            "it where it goes. "
+            "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
             "buffer and `jax.device_put` the sampled batch."
         ),
@@ -93,6 +109,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.device",
             "Fabric.init_module",
             "DeepSpeedEngine.device",
+            "TrainingArguments.device",
+            "deepspeed.zero.Init",  # ZeRO-3 builds the model partitioned over the ranks
             "accelerate.init_empty_weights",
             "accelerate.init_on_device",
             "torchtune.training.get_device",
@@ -142,6 +160,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.setup_optimizers",
             "Fabric.setup_dataloaders",
             "deepspeed.initialize",
+            "deepspeed.init_inference",
             "accelerate.dispatch_model",
             "accelerate.load_checkpoint_and_dispatch",
             "accelerate.infer_auto_device_map",
@@ -190,7 +209,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "(flashy's `distrib.average_metrics`). DeepSpeed's "
             "`zero.GatheredParameters(params)` gathers ZeRO-3's shards for a block: JAX "
             "gathers a sharded array where code needs it whole (or `jax.device_put` it "
-            "replicated)."
+            "replicated). DeepSpeed's `deepspeed.comm` (`import deepspeed.comm as dist`: "
+            "its own `barrier`, `all_reduce`, `broadcast`...) works on torch's process group "
+            "as `torch.distributed` does, and ports the same way."
         ),
         runs=False,
         torch_api=(
@@ -212,6 +233,21 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
             "deepspeed.zero.GatheredParameters",
+            # deepspeed.comm: DeepSpeed's torch.distributed, over the same process group
+            *(
+                f"deepspeed.comm.{name}"
+                for name in (
+                    "barrier",
+                    "all_reduce",
+                    "reduce",
+                    "all_gather",
+                    "all_gather_into_tensor",
+                    "broadcast",
+                    "reduce_scatter_tensor",
+                    "all_to_all_single",
+                )
+            ),
+            "deepspeed.comm.*",
             "flashy.distrib.average_metrics",
             "flashy.distrib.all_reduce",
             "flashy.distrib.broadcast_tensors",
@@ -270,7 +306,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         notes=(
             "Fabric's and Lightning's `FSDPStrategy`, `DeepSpeedStrategy`, `DDPStrategy`, "
             "`XLAStrategy` and `ModelParallelStrategy`, `isinstance(fabric.strategy, ...)`, "
-            "and Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` choose "
+            "Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` "
+            '(`getattr(accelerator.state, "fsdp_plugin", None)`) and Transformers\' '
+            "`trainer.deepspeed` / `is_fsdp_enabled` / `training_args.deepspeed` choose "
             "how the model and optimizer state are split over the processes. With JAX that "
             "is the mesh and each array's sharding: replicate for data parallelism "
             "(`dist-ddp-gradient`), shard the parameters whose first dimension divides "
@@ -300,6 +338,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
                 )
             ),
             "Fabric.strategy",
+            "Trainer.deepspeed",
+            "Trainer.is_deepspeed_enabled",
+            "Trainer.is_fsdp_enabled",
+            "TrainingArguments.deepspeed",
             "Accelerator.fsdp_plugin",  # on accelerator.state, Accelerate's AcceleratorState
             "Accelerator.deepspeed_plugin",
             "accelerate.FullyShardedDataParallelPlugin",
@@ -321,7 +363,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         ),
         notes=(
             "`save_state`/`load_state` (model, optimizer, RNG and sampler states), `save`, "
-            "`save_model` (Fabric: `save`, `load`, `load_raw`; torch_xla: `xm.save`). "
+            "`save_model` (Fabric: `save`, `load`, `load_raw`; torch_xla: `xm.save`; "
+            "Transformers' `trainer.save_model(dir)` and `trainer._save(dir, state_dict=)`, "
+            "which gather a DeepSpeed or FSDP model first). "
             "`tj.save_file` and "
             "`tj.load_state` keep the model's arrays; save the optimizer state "
             "(`nnx.state(optimizer)`) and the step the same way or with orbax."
@@ -334,6 +378,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.save_model",
             "Accelerator.get_state_dict",
             "Accelerator.register_for_checkpointing",
+            "Trainer.save_model",
+            "Trainer._save",
+            "Trainer._save_checkpoint",
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
@@ -357,8 +404,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`local_process_index`, `num_processes`, `distributed_type`, "
             "`main_process_first()` (Fabric: `global_rank`, `local_rank`, `node_rank`, "
             "`world_size`, `is_global_zero`, `rank_zero_first()`): "
-            "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining; "
-            "the backend is `tj.device(...).type`. The trainer frameworks' own (Dora's and "
+            "`tj.distributed.get_rank`, `get_local_rank` and `get_world_size` after joining "
+            "(`deepspeed.comm.get_rank()` likewise; Lightning's `@rank_zero_only` is "
+            "`if tj.distributed.get_rank() == 0:` where the function is called); "
+            "the backend is `tj.device(...).type`. Transformers' `TrainingArguments` "
+            "(`training_args.local_rank`, `process_index`, `world_size`, `should_save`: "
+            "rank 0 saves; `trainer.args` is the Trainer's) and `Trainer`'s "
+            "`is_world_process_zero()`, and the trainer frameworks' own (Dora's and "
             "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
         ),
         runs=False,
@@ -382,7 +434,37 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.is_global_zero",
             "DeepSpeedEngine.local_rank",
             "DeepSpeedEngine.global_rank",
+            "TrainingArguments.local_rank",
+            "TrainingArguments.process_index",
+            "TrainingArguments.local_process_index",
+            "TrainingArguments.world_size",
+            "TrainingArguments.n_gpu",
+            "TrainingArguments.parallel_mode",
+            "TrainingArguments.should_save",
+            "TrainingArguments.should_log",
+            "TrainingArguments.main_process_first",
+            "Trainer.is_world_process_zero",
+            "Trainer.is_local_process_zero",
             "Fabric.rank_zero_first",
+            "deepspeed.comm.get_rank",
+            "deepspeed.comm.get_world_size",
+            "deepspeed.comm.get_local_rank",
+            "deepspeed.comm.is_initialized",
+            # Lightning's @rank_zero_only (and its .rank) runs a function on rank 0 alone
+            *(
+                f"{package}.{name}"
+                for package in (
+                    "lightning.pytorch.utilities",
+                    "lightning.pytorch.utilities.rank_zero",
+                    "lightning.fabric.utilities",
+                    "lightning.fabric.utilities.rank_zero",
+                    "lightning_fabric.utilities",
+                    "lightning_fabric.utilities.rank_zero",
+                    "pytorch_lightning.utilities",
+                    "pytorch_lightning.utilities.rank_zero",
+                )
+                for name in ("rank_zero_only", "rank_zero_only.rank")
+            ),
             "torchtune.training.get_world_size_and_rank",
             "torchtune.utils.get_world_size_and_rank",
             "torchtune.training.is_distributed",
@@ -448,11 +530,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             'print(tj.DeviceMap.plan(path, max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}))'
         ),
         notes=(
-            "`tj.DeviceMap` plans from the safetensors header alone: tensors in the file's "
-            "order fill each accelerator up to its budget (`max_memory`, else 90 % of its "
-            "free memory), then the first accelerator's `pinned_host` memory (host RAM "
-            "jitted code can read), then the CPU device; each tensor is read straight to "
-            'its place. Accelerate\'s `max_memory` keys (`0`, `"cpu"`) and sizes '
+            "`tj.DeviceMap` plans from the safetensors header alone, as Accelerate plans: "
+            "the names in natural order (the model's: `layers.2` before `layers.10`; a "
+            "header's own order is its writer's layout), a module's tensors together, over "
+            'the accelerators `max_memory` names (only those: `{"cpu": "100GiB"}` keeps '
+            "the model off the GPUs; without `max_memory`, every local one), each up to its "
+            "budget (`max_memory`, else 90 % of its free memory; over several GPUs, "
+            '`"auto"` gives each a balanced share, as Transformers\' `device_map="auto"`; '
+            '`device_map="sequential"` fills them in turn), then the first accelerator\'s '
+            "`pinned_host` memory (host RAM jitted code can read), then the CPU device; each "
+            "tensor is read straight to its place. Accelerate's `max_memory` keys "
+            '(`0`, `"cpu"`) and sizes '
             '(`"20GiB"`, `"20GB"`) mean the same; `"pinned_host"` caps the pinned '
             'part of the host\'s share. There is no `"disk"` tier (a safetensors file is '
             "memory-mapped already). See the how-to `big-models.md`."

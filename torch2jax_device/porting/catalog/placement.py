@@ -410,7 +410,9 @@ ROWS: tuple[Idiom, ...] = (
             "not committed: the first update commits it, and the training step compiles a "
             "second time. Placed with the model (`tj.to_device`, which returns the placed "
             "optimizer), the step compiles once, as torch's optimizer, whose state is made "
-            "on the parameters' device, never moves."
+            "on the parameters' device, never moves. `scan` reports the parameters handed "
+            "to any optimizer class and to a project's own factory "
+            "(`instantiate_torch_optimizer(name, model.parameters())`, `opt = build(...)`)."
         ),
         runs=False,
         torch_api=("Module.parameters",),

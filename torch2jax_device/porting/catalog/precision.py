@@ -20,7 +20,9 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "JAX has no autocast: computation runs in the dtype of its inputs. Cast "
             "parameters and inputs (or give Flax layers `dtype=jnp.bfloat16`, which keeps "
-            "float32 parameters and computes in bfloat16)."
+            "float32 parameters and computes in bfloat16). A project's own autocast "
+            "(`autocast = get_autocast(args.precision)`, then `with autocast():`) is the "
+            "same cast, made where the helper is defined."
         ),
         runs=False,
         torch_api=(
@@ -54,7 +56,9 @@ ROWS: tuple[Idiom, ...] = (
             "A scaler keeps float16 gradients from underflowing. bfloat16 has float32's "
             "range, so JAX code computing in bfloat16 (`tj.cuda.is_bf16_supported()`) or "
             "float32 needs none: the scale/step/update lines become the optimizer update. "
-            "For float16, multiply the loss by a constant and divide the gradients by it."
+            "For float16, multiply the loss by a constant and divide the gradients by it. "
+            "`scan` reports a scaler's calls where it was made elsewhere too (a parameter "
+            "annotated `GradScaler`, `self.grad_scaler`, `model.fp16_scaler`)."
         ),
         runs=False,
         torch_api=(
@@ -62,6 +66,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.cuda.amp.GradScaler",
             "torch.cpu.amp.GradScaler",
             "torch.GradScaler",
+            "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
         ),
         rewrite="advice",
     ),

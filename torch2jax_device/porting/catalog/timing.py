@@ -74,7 +74,10 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "The trace opens in TensorBoard or Perfetto. Named ranges "
             "(`torch.cuda.nvtx.range_push`, `record_function`) are "
-            "`jax.profiler.TraceAnnotation(name)`."
+            "`jax.profiler.TraceAnnotation(name)`. A capture range "
+            "(`torch.cuda.cudart().cudaProfilerStart()` / `Stop()`, "
+            "`torch.cuda.profiler.start()`) is `jax.profiler.start_trace(dir)` / "
+            "`stop_trace()`."
         ),
         runs=False,
         torch_api=(
@@ -87,6 +90,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.cuda.nvtx.range",
             "torch.cuda.profiler.start",
             "torch.cuda.profiler.stop",
+            "torch.cuda.cudart",  # cudart().cudaProfilerStart(): nsys's capture range
             "torch.profiler.*",
             "torch.autograd.profiler.*",
             "torch.cuda.nvtx.*",
