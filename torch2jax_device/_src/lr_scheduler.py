@@ -4,8 +4,10 @@ Each scheduler sets the optimizer's learning rate (``opt_state.hyperparams
 ["learning_rate"]``, which ``tj.optim``'s optimizers and any
 ``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set
 ``param_groups[0]["lr"]``; its ``state_dict()`` is torch's, so a torch scheduler
-resumes from it and the reverse. Each rate is torch's closed form at the epoch, in
-double precision, and ``as_schedule()`` gives the same rates as an optax schedule.
+resumes from it and the reverse. Each step applies torch's own rule (``get_lr``: most
+scale the optimizer's current rate), in double precision, so a rate set by hand, a
+checkpoint's rate and a resume with ``last_epoch=`` go on as torch's do;
+``as_schedule()`` gives torch's closed form as an optax schedule.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import jax.numpy as jnp
 
 from .checkpoints.module_state import placed_like
 from .errors import ArgumentTypeError, ConfigError, StateDictError
-from .optimizers import hyperparameter, initial_lr
+from .optimizers import exact_lr, initial_lr, set_exact_lr
 
 __all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "StepLR"]
 
@@ -29,41 +31,59 @@ __all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiSte
 class LRScheduler:
     """Equivalent to `torch.optim.lr_scheduler.LRScheduler`: the base of the schedulers.
 
-    Constructing one steps it once (epoch 0), as torch's do, and ``step()`` moves to the
-    next epoch. ``base_lrs`` is the optimizer's learning rate when the scheduler was
-    made.
+    Constructing one steps it once, as torch's do, and ``step()`` moves to the next
+    epoch. ``base_lrs`` is the optimizer's ``initial_lr``: its learning rate when the
+    first scheduler was made for it, or the one a loaded checkpoint holds. A
+    ``last_epoch`` other than -1 resumes as torch's does: the optimizer's state dict
+    (with its ``initial_lr``) is loaded first, and the first step goes to epoch
+    ``last_epoch + 1`` by the scheduler's own rule.
     """
 
     #: The scheduler's own arguments, in its torch state dict.
     _arguments: tuple[str, ...] = ()
 
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
-        if last_epoch != -1:
-            raise ConfigError(
-                f"last_epoch={last_epoch}: resume a scheduler with "
-                "scheduler.load_state_dict(checkpoint['scheduler']) after making it with "
-                "the default last_epoch=-1 (its state dict holds the epoch and every "
-                "rate torch's resume with last_epoch recomputes)"
-            )
+        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int):
+            raise ArgumentTypeError(f"last_epoch must be an int, not {last_epoch!r}")
         self.optimizer = optimizer
         self._variable = _learning_rate(optimizer)
-        self.base_lrs = [initial_lr(optimizer, hyperparameter(self._variable))]
-        self.last_epoch = -1
+        if last_epoch == -1:
+            base = initial_lr(optimizer, exact_lr(optimizer, self._variable))
+        else:
+            base = initial_lr(optimizer)
+        if base is None:
+            raise ConfigError(
+                f"param 'initial_lr' is not specified in param_groups[0] when resuming "
+                f"scheduler with last_epoch >= 0 (torch's KeyError; last_epoch="
+                f"{last_epoch}): load the checkpoint's optimizer state first "
+                "(tj.optim.load_state_dict(optimizer, model, checkpoint['optimizer'])), "
+                "or make the scheduler with last_epoch=-1 and load its own state dict"
+            )
+        self.base_lrs: list[float] = [base]
+        self.last_epoch = last_epoch
         self._step_count = 0
-        self._last_lr = list(self.base_lrs)
+        self._is_initial = True
         self.step()
+        self._is_initial = False
 
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
         raise NotImplementedError
 
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        """The rate for epoch ``self.last_epoch`` from the current ``lr`` (torch's
+        ``get_lr``, which most schedulers write as a change of the current rate)."""
+        return float(self.lr_at(self.last_epoch, base_lr))
+
     def step(self) -> None:
         """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
         self._step_count += 1
         self.last_epoch += 1
-        self._last_lr = [float(self.lr_at(self.last_epoch, base)) for base in self.base_lrs]
-        current = self._variable.get_value()
-        self._variable.set_value(placed_like(self._last_lr[0], current, "the learning rate"))
+        current = exact_lr(self.optimizer, self._variable)
+        self._last_lr = [float(self.next_lr(current, base)) for base in self.base_lrs]
+        held = self._variable.get_value()
+        self._variable.set_value(placed_like(self._last_lr[0], held, "the learning rate"))
+        set_exact_lr(self.optimizer, self._last_lr[0])
 
     def get_last_lr(self) -> list[float]:
         """Equivalent to ``scheduler.get_last_lr()``."""
@@ -159,6 +179,11 @@ class StepLR(LRScheduler):
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         return base_lr * self.gamma ** (epoch // self.step_size)
 
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return lr
+        return lr * self.gamma
+
 
 class MultiStepLR(LRScheduler):
     """Equivalent to `torch.optim.lr_scheduler.MultiStepLR`: ``gamma`` once per milestone passed.
@@ -193,6 +218,11 @@ class MultiStepLR(LRScheduler):
         count = jnp.searchsorted(jnp.asarray(passed), epoch, side="right")
         return base_lr * self.gamma**count
 
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self.last_epoch not in self.milestones:
+            return lr
+        return lr * self.gamma ** self.milestones[self.last_epoch]
+
 
 class CosineAnnealingLR(LRScheduler):
     """Equivalent to `torch.optim.lr_scheduler.CosineAnnealingLR`.
@@ -216,6 +246,19 @@ class CosineAnnealingLR(LRScheduler):
             else jnp.cos(jnp.pi * epoch / self.T_max)
         )
         return self.eta_min + (base_lr - self.eta_min) * (1 + cosine) / 2
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        epoch, period, low = self.last_epoch, self.T_max, self.eta_min
+        if self._is_initial:
+            return lr
+        if self._step_count == 1 and epoch > 0:
+            return float(self.lr_at(epoch, base_lr))
+        if (epoch - 1 - period) % (2 * period) == 0:
+            return lr + (base_lr - low) * (1 - math.cos(math.pi / period)) / 2
+        ratio = (1 + math.cos(math.pi * epoch / period)) / (
+            1 + math.cos(math.pi * (epoch - 1) / period)
+        )
+        return ratio * (lr - low) + low
 
 
 class LinearLR(LRScheduler):
@@ -255,6 +298,14 @@ class LinearLR(LRScheduler):
         )
         factor = self.start_factor + (self.end_factor - self.start_factor) * done / self.total_iters
         return base_lr * factor
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        start, end, total = self.start_factor, self.end_factor, self.total_iters
+        if self.last_epoch == 0:
+            return lr * start
+        if self._is_initial or self.last_epoch > total:
+            return lr
+        return lr * (1.0 + (end - start) / (total * start + (self.last_epoch - 1) * (end - start)))
 
 
 class LambdaLR(LRScheduler):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import sys
 import weakref
 from collections.abc import Mapping
@@ -75,7 +76,8 @@ class SGDState(NamedTuple):
 
 class AdamState(NamedTuple):
     """``torch.optim.Adam``'s (and ``AdamW``'s) state: per parameter, as torch keeps it,
-    its step and its first and second moments.
+    its step, its first and second moments and, with ``amsgrad``, the largest second
+    moment so far (else ``None``).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -88,6 +90,7 @@ class AdamState(NamedTuple):
     step: Any  # per parameter, float32, as torch keeps it (one that has not stepped is behind)
     exp_avg: Any
     exp_avg_sq: Any
+    max_exp_avg_sq: Any = None
 
 
 class RMSpropState(NamedTuple):
@@ -115,16 +118,24 @@ def SGD(  # torch's name
     dampening: float = 0.0,
     weight_decay: float = 0.0,
     nesterov: bool = False,
+    maximize: bool = False,
+    foreach: bool | None = None,
+    differentiable: bool = False,
+    fused: bool | None = None,
+    **unknown: Any,
 ) -> Any:
     """Equivalent to `torch.optim.SGD`, as an optax transformation.
 
-    Torch's update rule: ``g = grad + weight_decay * p``; with momentum, the buffer
-    starts at ``g`` and then becomes ``momentum * buf + (1 - dampening) * g``, and the
-    step is the buffer (or ``g + momentum * buf`` with Nesterov); ``p -= lr * step``.
-    Give it to ``nnx.Optimizer(model, tj.optim.SGD(...), wrt=nnx.Param)``. Unlike
-    torch's, it takes no parameters: ``nnx.Optimizer`` pairs it with the model. The
-    hyperparameters live in the state (``optax.inject_hyperparams``), so a scheduler
-    and [`load_state_dict`][torch2jax_device.optim.load_state_dict] can set them.
+    Torch's update rule: ``g = grad + weight_decay * p`` (``-grad`` first with
+    ``maximize``); with momentum, the buffer starts at ``g`` and then becomes
+    ``momentum * buf + (1 - dampening) * g``, and the step is the buffer (or
+    ``g + momentum * buf`` with Nesterov); ``p -= lr * step``. Give it to
+    ``nnx.Optimizer(model, tj.optim.SGD(...), wrt=nnx.Param)``. Unlike torch's, it takes
+    no parameters: ``nnx.Optimizer`` pairs it with the model. The hyperparameters live
+    in the state (``optax.inject_hyperparams``), so a scheduler and
+    [`load_state_dict`][torch2jax_device.optim.load_state_dict] can set them.
+    ``foreach``, ``fused`` and ``differentiable`` choose torch's kernel, not the numbers:
+    they are taken, checked as torch checks them, and kept for the state dict.
 
     Args:
         lr: The learning rate.
@@ -132,13 +143,21 @@ def SGD(  # torch's name
         dampening: Dampening of the momentum.
         weight_decay: L2 penalty, added to the gradient.
         nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+        maximize: Ascend the objective (the gradient's sign flipped).
+        foreach: Torch's kernel choice, kept for the state dict.
+        differentiable: Torch's autograd through the step, kept for the state dict.
+        fused: Torch's kernel choice, kept for the state dict.
 
     Raises:
-        ConfigError: a negative value, or Nesterov without momentum or with
-            dampening (torch's ``ValueError``).
+        ConfigError: where torch raises ``ValueError``: a negative ``lr``,
+            ``momentum`` or ``weight_decay``, or Nesterov without momentum or with
+            dampening.
+        UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
+            with ``foreach`` or ``differentiable``.
         ArgumentTypeError: a positional argument (torch's call shape,
             ``SGD(model.parameters(), lr=...)``: ``nnx.Optimizer`` takes the model
-            instead), or a hyperparameter that is not a number.
+            instead), a keyword torch's SGD does not take, or a hyperparameter that is
+            not a number.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -149,17 +168,27 @@ def SGD(  # torch's name
         >>> updates["w"].tolist(), float(state.hyperparams["learning_rate"])
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
-    _no_parameters("SGD", params)
-    _check_numbers("SGD", lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
+    _no_parameters("SGD", params, unknown)
+    # torch compares `value < 0`, which NaN passes
+    lr = _at_least_zero("SGD", "lr", lr, nan=True)
+    momentum = _at_least_zero("SGD", "momentum", momentum, nan=True)
+    weight_decay = _at_least_zero("SGD", "weight_decay", weight_decay, nan=True)
+    dampening = _number("SGD", "dampening", dampening)
     if nesterov and (momentum <= 0 or dampening != 0):
-        raise ConfigError("Nesterov momentum requires a momentum and zero dampening (as torch)")
+        raise ConfigError(
+            f"Nesterov momentum requires a momentum and zero dampening (torch's ValueError): "
+            f"momentum={momentum}, dampening={dampening}; set momentum > 0 and dampening=0, "
+            "or nesterov=False"
+        )
+    options = _kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
     optax = _optax()
-    return _with_params(optax.inject_hyperparams(_sgd))(
+    return _with_params(optax.inject_hyperparams(_sgd, hyperparam_dtype=jnp.float32), options)(
         learning_rate=lr,
         momentum=momentum,
         dampening=dampening,
         weight_decay=weight_decay,
-        nesterov=float(nesterov),
+        nesterov=float(bool(nesterov)),
+        maximize=float(bool(maximize)),
     )
 
 
@@ -169,21 +198,36 @@ def Adam(  # torch's name
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 0.0,
+    amsgrad: bool = False,
+    foreach: bool | None = None,
+    maximize: bool = False,
+    capturable: bool = False,
+    differentiable: bool = False,
+    fused: bool | None = None,
     decoupled_weight_decay: bool = False,
+    **unknown: Any,
 ) -> Any:
     """Equivalent to `torch.optim.Adam`, as an optax transformation.
 
     Torch's update rule, bias corrections included (``eps`` added outside the square
     root); ``weight_decay`` is an L2 penalty added to the gradient, or, with
-    ``decoupled_weight_decay=True``, ``AdamW``'s ``p *= 1 - lr * weight_decay``. Use
-    it as [`SGD`][torch2jax_device.optim.SGD] is used. ``amsgrad``, ``maximize`` and
-    ``capturable`` are not offered.
+    ``decoupled_weight_decay=True``, ``AdamW``'s ``p *= 1 - lr * weight_decay``.
+    ``amsgrad`` keeps the largest second moment so far (``max_exp_avg_sq``) and divides
+    by it; ``maximize`` flips the gradient's sign; a complex parameter's real and
+    imaginary parts have their own moments, as torch's ``view_as_real`` gives them. Use
+    it as [`SGD`][torch2jax_device.optim.SGD] is used (``foreach``, ``fused``,
+    ``capturable`` and ``differentiable`` are kept for the state dict).
 
     Raises:
-        ConfigError: a negative value, or a beta outside ``[0, 1)`` (torch's
-            ``ValueError``).
-        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``) or
-            a hyperparameter that is not a number.
+        ConfigError: where torch raises ``ValueError``: a negative (or NaN) ``lr``,
+            ``eps`` or ``weight_decay``, a beta outside ``[0, 1)``, or betas that are
+            not both floats.
+        UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
+            with ``foreach`` or ``differentiable``, or (at ``init``) with a complex
+            parameter.
+        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``), a
+            keyword torch's Adam does not take, betas that are not a pair, or a
+            hyperparameter that is not a number.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -194,25 +238,15 @@ def Adam(  # torch's name
         >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step["w"])
         ([-0.1, -0.1], 1.0)
     """
-    _no_parameters("Adam", params)
-    _check_numbers("Adam", lr=lr, eps=eps, weight_decay=weight_decay)
-    if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
-        raise ArgumentTypeError(
-            f"betas must be a pair of floats such as (0.9, 0.999), not {betas!r}"
-        )
-    for index, beta in enumerate(betas):
-        _check_numbers("Adam", **{f"betas[{index}]": beta})
-        if not 0.0 <= beta < 1.0:
-            raise ConfigError(f"Invalid beta parameter at index {index}: {beta} (torch's message)")
-    optax = _optax()
-    return _with_params(optax.inject_hyperparams(_adam))(
-        learning_rate=lr,
-        beta1=betas[0],
-        beta2=betas[1],
-        eps=eps,
-        weight_decay=weight_decay,
-        decoupled_weight_decay=float(decoupled_weight_decay),
-    )
+    _no_parameters("Adam", params, unknown)
+    return _adam_like(
+        "Adam", lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
+        options=_kernel_options(
+            "Adam", foreach=foreach, fused=fused, differentiable=differentiable,
+            capturable=capturable, amsgrad=bool(amsgrad),
+        ),
+    )  # fmt: skip
 
 
 def AdamW(  # torch's name
@@ -221,6 +255,13 @@ def AdamW(  # torch's name
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 1e-2,
+    amsgrad: bool = False,
+    maximize: bool = False,
+    foreach: bool | None = None,
+    capturable: bool = False,
+    differentiable: bool = False,
+    fused: bool | None = None,
+    **unknown: Any,
 ) -> Any:
     """Equivalent to `torch.optim.AdamW`: ``Adam(..., decoupled_weight_decay=True)``.
 
@@ -232,8 +273,62 @@ def AdamW(  # torch's name
         >>> optim.hyperparameter(hyper["weight_decay"]), float(hyper["decoupled_weight_decay"])
         (0.01, 1.0)
     """
-    _no_parameters("AdamW", params)
-    return Adam(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, decoupled_weight_decay=True)
+    _no_parameters("AdamW", params, unknown)
+    return _adam_like(
+        "AdamW", lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+        maximize=maximize, decoupled_weight_decay=True,
+        options=_kernel_options(
+            "AdamW", foreach=foreach, fused=fused, differentiable=differentiable,
+            capturable=capturable, amsgrad=bool(amsgrad),
+        ),
+    )  # fmt: skip
+
+
+def _adam_like(
+    function: str,
+    *,
+    lr: Any,
+    betas: Any,
+    eps: Any,
+    weight_decay: Any,
+    amsgrad: Any,
+    maximize: Any,
+    decoupled_weight_decay: Any,
+    options: dict[str, Any],
+) -> Any:
+    """Adam's and AdamW's checks, in torch's order, and the transformation."""
+    lr = _at_least_zero(function, "lr", lr)
+    eps = _at_least_zero(function, "eps", eps)
+    if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
+        raise ArgumentTypeError(
+            f"{function}: betas must be a pair of floats such as (0.9, 0.999), not {betas!r}"
+        )
+    for index, beta in enumerate(betas):
+        if not 0.0 <= _number(function, f"betas[{index}]", beta) < 1.0:
+            raise ConfigError(
+                f"Invalid beta parameter at index {index}: {beta} (torch's ValueError): "
+                f"{function} needs 0 <= beta < 1"
+            )
+    weight_decay = _at_least_zero(function, "weight_decay", weight_decay)
+    if not all(isinstance(beta, float) for beta in betas):
+        raise ConfigError(
+            f"betas must be either both floats or both Tensors (torch's ValueError), not "
+            f"{betas!r}: write them as floats, e.g. {tuple(float(beta) for beta in betas)}"
+        )
+    optax = _optax()
+    factory = optax.inject_hyperparams(
+        _adam, static_args=("amsgrad",), hyperparam_dtype=jnp.float32
+    )
+    return _with_params(factory, options)(
+        learning_rate=lr,
+        beta1=float(betas[0]),
+        beta2=float(betas[1]),
+        eps=eps,
+        weight_decay=weight_decay,
+        decoupled_weight_decay=float(bool(decoupled_weight_decay)),
+        maximize=float(bool(maximize)),
+        amsgrad=bool(amsgrad),
+    )
 
 
 def RMSprop(  # torch's name
@@ -244,18 +339,25 @@ def RMSprop(  # torch's name
     weight_decay: float = 0.0,
     momentum: float = 0.0,
     centered: bool = False,
+    capturable: bool = False,
+    foreach: bool | None = None,
+    maximize: bool = False,
+    differentiable: bool = False,
+    **unknown: Any,
 ) -> Any:
     """Equivalent to `torch.optim.RMSprop`, as an optax transformation.
 
     Torch's update rule: ``eps`` added outside the square root, the gradients' average
     subtracted when ``centered``, and a momentum buffer of ``g / avg`` (not of the
-    step, as optax's ``rmsprop`` keeps it). Use it as [`SGD`][torch2jax_device.optim.SGD]
-    is used.
+    step, as optax's ``rmsprop`` keeps it); ``maximize`` flips the gradient's sign. Use
+    it as [`SGD`][torch2jax_device.optim.SGD] is used.
 
     Raises:
-        ConfigError: a negative value (torch's ``ValueError``).
-        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``) or
-            a hyperparameter that is not a number.
+        ConfigError: a negative (or NaN) ``lr``, ``alpha``, ``eps``, ``weight_decay`` or
+            ``momentum`` (torch's ``ValueError``).
+        ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``), a
+            keyword torch's RMSprop does not take (``fused``), or a hyperparameter that
+            is not a number.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -266,28 +368,37 @@ def RMSprop(  # torch's name
         >>> [round(value, 4) for value in updates["w"].tolist()]
         [-0.1, -0.1]
     """
-    _no_parameters("RMSprop", params)
-    _check_numbers(
-        "RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum
+    _no_parameters("RMSprop", params, unknown)
+    lr = _at_least_zero("RMSprop", "lr", lr)
+    eps = _at_least_zero("RMSprop", "eps", eps)
+    momentum = _at_least_zero("RMSprop", "momentum", momentum)
+    weight_decay = _at_least_zero("RMSprop", "weight_decay", weight_decay)
+    alpha = _at_least_zero("RMSprop", "alpha", alpha)
+    options = _kernel_options(
+        "RMSprop", foreach=foreach, differentiable=differentiable, capturable=capturable
     )
     optax = _optax()
-    return _with_params(optax.inject_hyperparams(_rmsprop))(
+    factory = optax.inject_hyperparams(_rmsprop, hyperparam_dtype=jnp.float32)
+    return _with_params(factory, options)(
         learning_rate=lr,
         alpha=alpha,
         eps=eps,
         weight_decay=weight_decay,
         momentum=momentum,
-        centered=float(centered),
+        centered=float(bool(centered)),
+        maximize=float(bool(maximize)),
     )
 
 
-def _with_params(factory: Any) -> Any:
+def _with_params(factory: Any, options: dict[str, Any]) -> Any:
     """``factory``'s transformations, whose state's scalars (the step count, the
     hyperparameters) are placed where the parameters are.
 
     optax makes them on the default device: beside parameters replicated over a mesh
     (``DDP(model)``), a jitted step would refuse the mix of devices. Torch keeps an
-    optimizer's state with its parameters; so does this.
+    optimizer's state with its parameters; so does this. ``options`` (torch's kernel
+    choices, which change no number) ride on ``init`` as ``torch_options``, where
+    [`state_dict`][torch2jax_device.optim.state_dict] finds them.
     """
     optax = _optax()
 
@@ -295,8 +406,17 @@ def _with_params(factory: Any) -> Any:
         transformation = factory(**hyperparameters)
 
         def init(params: Any) -> Any:
+            if options.get("fused") and any(
+                jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params)
+            ):
+                raise UnsupportedOperationError(
+                    "`fused=True` requires all the params to be floating point Tensors "
+                    "(torch's RuntimeError at the first step): a parameter is complex; "
+                    "leave fused unset"
+                )
             return _beside(transformation.init(params), params)
 
+        init.torch_options = options  # type: ignore[attr-defined]
         return optax.GradientTransformationExtraArgs(init, transformation.update)
 
     return build
@@ -323,7 +443,12 @@ def _beside(state: Any, params: Any) -> Any:
 
 
 def _sgd(
-    learning_rate: Any, momentum: Any, dampening: Any, weight_decay: Any, nesterov: Any
+    learning_rate: Any,
+    momentum: Any,
+    dampening: Any,
+    weight_decay: Any,
+    nesterov: Any,
+    maximize: Any,
 ) -> Any:
     optax = _optax()
 
@@ -337,8 +462,11 @@ def _sgd(
             )
 
         def one(grad: Any, buffer: Any, param: Any, steps: Any) -> tuple[Any, Any, Any]:
-            grad = grad + weight_decay * param
-            started = jnp.where(steps == 0, grad, momentum * buffer + (1 - dampening) * grad)
+            dtype = param.dtype
+            grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay)
+            started = jnp.where(
+                steps == 0, grad, momentum * buffer + (1 - dampening) * grad
+            ).astype(dtype)
             step = jnp.where(nesterov > 0, grad + momentum * started, started)
             with_momentum = momentum != 0
             step = jnp.where(with_momentum, step, grad)
@@ -359,12 +487,15 @@ def _adam(
     eps: Any,
     weight_decay: Any,
     decoupled_weight_decay: Any,
+    maximize: Any,
+    amsgrad: bool,
 ) -> Any:
     optax = _optax()
 
     def init(params: Any) -> AdamState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
-        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params))
+        peaks = zeros(params) if amsgrad else None
+        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params), peaks)
 
     def update(grads: Any, state: AdamState, params: Any = None) -> tuple[Any, AdamState]:
         if params is None:
@@ -372,26 +503,43 @@ def _adam(
                 "tj.optim.Adam needs the parameters: call update(grads, state, params)"
             )
 
-        def one(grad: Any, mean: Any, square: Any, param: Any, step: Any) -> tuple[Any, ...]:
+        def one(
+            grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any
+        ) -> tuple[Any, ...]:
+            dtype = param.dtype
             step = step + 1
+            grad = jnp.where(maximize > 0, -grad, grad)
+            grad = _decayed(grad, param, (1 - decoupled_weight_decay) * weight_decay)
+            grad, mean, square, peak = (_real(value) for value in (grad, mean, square, peak))
+            mean = (mean + (1 - beta1) * (grad - mean)).astype(mean.dtype)  # torch's lerp_
+            square = (beta2 * square + (1 - beta2) * grad * grad).astype(square.dtype)
+            if amsgrad:
+                peak = jnp.maximum(peak, square)
             step_size = learning_rate / (1 - beta1**step)
-            correction2 = jnp.sqrt(1 - beta2**step)
-            grad = grad + (1 - decoupled_weight_decay) * weight_decay * param
-            mean = mean + (1 - beta1) * (grad - mean)  # torch's lerp_
-            square = beta2 * square + (1 - beta2) * grad * grad
-            denominator = jnp.sqrt(square) / correction2 + eps
-            decay = decoupled_weight_decay * learning_rate * weight_decay * param
-            return -step_size * mean / denominator - decay, mean, square, step
+            denominator = jnp.sqrt(peak if amsgrad else square) / jnp.sqrt(1 - beta2**step)
+            denominator = (denominator.astype(square.dtype) + eps).astype(square.dtype)
+            decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
+            decay = jnp.where(decayed, learning_rate * weight_decay * param, 0)
+            change = _complex(-step_size * mean / denominator, dtype) - decay
+            parts = (_complex(mean, dtype), _complex(square, dtype), _complex(peak, dtype))
+            return change, *parts, step
 
-        parts = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, params, state.step)
-        updates, means, squares, steps = _unzip(parts, grads, 4)
-        return updates, AdamState(steps, means, squares)
+        peaks = state.max_exp_avg_sq if amsgrad else jax.tree.map(lambda _: None, grads)
+        parts = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step)
+        updates, means, squares, peaks, steps = _unzip(parts, grads, 5)
+        return updates, AdamState(steps, means, squares, peaks if amsgrad else None)
 
     return optax.GradientTransformation(init, update)
 
 
 def _rmsprop(
-    learning_rate: Any, alpha: Any, eps: Any, weight_decay: Any, momentum: Any, centered: Any
+    learning_rate: Any,
+    alpha: Any,
+    eps: Any,
+    weight_decay: Any,
+    momentum: Any,
+    centered: Any,
+    maximize: Any,
 ) -> Any:
     optax = _optax()
 
@@ -408,14 +556,23 @@ def _rmsprop(
             )
 
         def one(grad: Any, square: Any, buffer: Any, mean: Any, param: Any) -> tuple[Any, ...]:
-            grad = grad + weight_decay * param
-            square = alpha * square + (1 - alpha) * grad * grad
-            mean = jnp.where(centered > 0, mean + (1 - alpha) * (grad - mean), mean)
-            average = jnp.sqrt(jnp.where(centered > 0, square - mean * mean, square)) + eps
+            dtype = param.dtype
+            grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay)
+            grad, square, buffer, mean = (_real(value) for value in (grad, square, buffer, mean))
+            real = square.dtype
+            square = (alpha * square + (1 - alpha) * grad * grad).astype(real)
+            mean = jnp.where(centered > 0, mean + (1 - alpha) * (grad - mean), mean).astype(real)
+            spread = jnp.where(centered > 0, square - mean * mean, square).astype(real)
+            average = (jnp.sqrt(spread).astype(real) + eps).astype(real)
             with_momentum = momentum > 0
-            buffer = jnp.where(with_momentum, momentum * buffer + grad / average, buffer)
+            buffer = jnp.where(with_momentum, momentum * buffer + grad / average, buffer).astype(
+                real
+            )
             step = jnp.where(with_momentum, buffer, grad / average)
-            return -learning_rate * step, square, buffer, mean
+            return (
+                _complex(-learning_rate * step, dtype),
+                *(_complex(value, dtype) for value in (square, buffer, mean)),
+            )
 
         parts = jax.tree.map(
             one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params
@@ -425,6 +582,26 @@ def _rmsprop(
         return updates, RMSpropState(steps, squares, buffers, means)
 
     return optax.GradientTransformation(init, update)
+
+
+def _decayed(grad: Any, param: Any, weight_decay: Any) -> Any:
+    """``grad + weight_decay * param`` in the gradient's dtype, as torch's ``grad.add``
+    (and left alone without decay, as torch skips it: ``0 * inf`` is no NaN there)."""
+    return jnp.where(weight_decay != 0, grad + weight_decay * param, grad).astype(grad.dtype)
+
+
+def _real(value: Any) -> Any:
+    """A complex array as torch's ``view_as_real`` (its parts on a last axis of 2)."""
+    if value is None or not jnp.iscomplexobj(value):
+        return value
+    return jnp.stack([value.real, value.imag], axis=-1)
+
+
+def _complex(value: Any, dtype: Any) -> Any:
+    """``_real``'s inverse for a parameter of ``dtype``."""
+    if value is None or not jnp.issubdtype(dtype, jnp.complexfloating):
+        return value
+    return jax.lax.complex(value[..., 0], value[..., 1]).astype(dtype)
 
 
 def _counts(params: Any, dtype: Any) -> Any:
@@ -446,12 +623,13 @@ def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
 _KINDS = {SGDState: "SGD", AdamState: "Adam", RMSpropState: "RMSprop"}
 
 
-def _torch_keys(kind: type, hyper: dict[str, float]) -> tuple[str, ...]:
+def _torch_keys(inner: Any, hyper: dict[str, float]) -> tuple[str, ...]:
     """The buffers torch's optimizer keeps per parameter, with these hyperparameters."""
-    if kind is SGDState:
+    if isinstance(inner, SGDState):
         return ("momentum_buffer",) if hyper["momentum"] != 0 else ()
-    if kind is AdamState:
-        return ("exp_avg", "exp_avg_sq")
+    if isinstance(inner, AdamState):
+        amsgrad = inner.max_exp_avg_sq is not None
+        return ("exp_avg", "exp_avg_sq", *(("max_exp_avg_sq",) if amsgrad else ()))
     optional = (("momentum_buffer", hyper["momentum"] > 0), ("grad_avg", hyper["centered"] > 0))
     return ("square_avg", *(key for key, kept in optional if kept))
 
@@ -497,12 +675,14 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     hyper, inner = _states(optimizer)
     entries = parameter_entries(model)
     torch = import_torch("tj.optim.state_dict")
-    group = _torch_group(type(inner), hyper)
-    group["params"] = list(range(len(entries)))
+    group = _torch_group(type(inner), hyper, _options(optimizer))
+    del group["params"]  # last, as torch packs it
+    group["lr"] = exact_lr(optimizer, optimizer.opt_state.hyperparams["learning_rate"])
     if optimizer in _INITIAL_LRS:  # a scheduler was made for it, as torch's group says
         group["initial_lr"] = _INITIAL_LRS[optimizer]
+    group["params"] = list(range(len(entries)))
     state: dict[int, dict[str, Any]] = {}
-    keys = _torch_keys(type(inner), hyper)
+    keys = _torch_keys(inner, hyper)
     steps = _flat(inner[0])
     buffers = {key: _flat(getattr(inner, key)) for key in keys}
     for index, entry in enumerate(entries):
@@ -565,12 +745,24 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     _, inner = _states(optimizer)
     entries = parameter_entries(model)
     group, per_parameter = _checked(saved, type(inner), len(entries))
+    options = _options(optimizer)
+    if bool(group.get("amsgrad", False)) != bool(options.get("amsgrad", False)):
+        raise StateDictError(
+            f"the checkpoint's optimizer has amsgrad={bool(group.get('amsgrad'))} and this "
+            f"one amsgrad={bool(options.get('amsgrad'))}: amsgrad shapes the state (its "
+            f"max_exp_avg_sq), so build tj.optim.{_KINDS[type(inner)]}(..., "
+            f"amsgrad={bool(group.get('amsgrad'))}) to resume it"
+        )
     hyper = _hyperparameters(type(inner), group)
     for name, value in hyper.items():
         _set(optimizer.opt_state.hyperparams[name], value)
+    options.update(
+        (name, group[name]) for name in _KERNEL_CHOICES if name in options and name in group
+    )
     if "initial_lr" in group:  # torch keeps the loaded group's, for schedulers made next
         _INITIAL_LRS[optimizer] = float(group["initial_lr"])
-    keys = _torch_keys(type(inner), hyper)
+    _EXACT_LRS[optimizer] = float(group["lr"])
+    keys = _torch_keys(inner, hyper)
     flats = {key: _flat(getattr(inner, key)) for key in keys}
     steps = _flat(inner[0])
     loaded: list[tuple[Any, Any]] = []  # (variable, value): all checked first, then set
@@ -642,10 +834,36 @@ def _own(flat: Mapping[str, Any], key: str, name: str) -> Any:
 _INITIAL_LRS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
-def initial_lr(optimizer: Any, lr: float) -> float:
+def initial_lr(optimizer: Any, lr: float | None = None) -> float | None:
     """torch's ``group.setdefault("initial_lr", group["lr"])``: the rate a scheduler made
-    for ``optimizer`` starts from (a loaded checkpoint's, else ``lr``)."""
+    for ``optimizer`` starts from (a loaded checkpoint's, else ``lr``); with no ``lr``,
+    the one kept, or None (torch's ``KeyError`` on resuming with ``last_epoch``)."""
+    if lr is None:
+        return _INITIAL_LRS.get(optimizer)
     return _INITIAL_LRS.setdefault(optimizer, lr)
+
+
+#: The learning rate as torch's parameter group holds it (a Python float) where it was
+#: last set exactly (a checkpoint's group, a scheduler's step): the optax state holds it
+#: in float32, so a scheduler that scales it and a state dict that saves it read this
+#: one while the state still holds its float32.
+_EXACT_LRS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def exact_lr(optimizer: Any, variable: Any) -> float:
+    """``optimizer``'s learning rate, held in ``variable``, as torch's group holds it: the
+    float last set exactly where the state still holds it, else the state's value (the
+    shortest decimal of its float32, as ``hyperparameter`` gives it)."""
+    held = np.float32(_value(variable))
+    exact = _EXACT_LRS.get(optimizer)
+    if exact is not None and np.float32(exact) == held:
+        return exact
+    return hyperparameter(variable)
+
+
+def set_exact_lr(optimizer: Any, lr: float) -> None:
+    """Keep ``lr`` as ``optimizer``'s exact learning rate (the caller sets the state's)."""
+    _EXACT_LRS[optimizer] = lr
 
 
 def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
@@ -664,26 +882,39 @@ def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
     return hyper, inner
 
 
-def _torch_group(kind: type, hyper: dict[str, float]) -> dict[str, Any]:
+#: Torch's kernel choices: in the parameter group, changing no number.
+_KERNEL_CHOICES = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _options(optimizer: Any) -> dict[str, Any]:
+    """The torch options a ``tj.optim`` transformation keeps beside its state (its kernel
+    choices and ``amsgrad``), as ``_with_params`` left them on its ``init``."""
+    init = getattr(getattr(optimizer, "tx", None), "init", None)
+    options: dict[str, Any] = getattr(init, "torch_options", {})
+    return options
+
+
+def _torch_group(kind: type, hyper: dict[str, float], options: Mapping[str, Any]) -> dict[str, Any]:
     """The parameter group torch's own optimizer of ``kind`` has with ``hyper``."""
     torch = import_torch("tj.optim.state_dict")
-    lr = hyper["learning_rate"]
+    lr, maximize = hyper["learning_rate"], bool(hyper.get("maximize", 0.0))
     if kind is SGDState:
         optimizer = torch.optim.SGD(
             [torch.zeros(1)], lr=lr, momentum=hyper["momentum"], dampening=hyper["dampening"],
             weight_decay=hyper["weight_decay"], nesterov=bool(hyper["nesterov"]),
+            maximize=maximize, **options,
         )  # fmt: skip
     elif kind is AdamState:
         optimizer = torch.optim.Adam(
             [torch.zeros(1)], lr=lr, betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
-            weight_decay=hyper["weight_decay"],
-            decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]),
+            weight_decay=hyper["weight_decay"], maximize=maximize,
+            decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]), **options,
         )  # fmt: skip
     else:
         optimizer = torch.optim.RMSprop(
             [torch.zeros(1)], lr=lr, alpha=hyper["alpha"], eps=hyper["eps"],
             weight_decay=hyper["weight_decay"], momentum=hyper["momentum"],
-            centered=bool(hyper["centered"]),
+            centered=bool(hyper["centered"]), maximize=maximize, **options,
         )  # fmt: skip
     group: dict[str, Any] = optimizer.state_dict()["param_groups"][0]
     return group
@@ -714,11 +945,6 @@ def _checked(
             f"optimizer's group: {len(group['params'])} parameters saved, the model has "
             f"{count} (torch raises ValueError here)"
         )
-    for flag in ("amsgrad", "maximize"):
-        if group.get(flag):
-            raise UnsupportedOperationError(
-                f"the saved optimizer has {flag}=True, which tj.optim does not implement"
-            )
     saved_kind = "Adam" if "betas" in group else "RMSprop" if "alpha" in group else "SGD"
     if saved_kind != _KINDS[kind]:
         raise StateDictError(
@@ -736,18 +962,19 @@ def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
         return {
             "learning_rate": group["lr"], "momentum": group["momentum"],
             "dampening": group["dampening"], "weight_decay": group["weight_decay"],
-            "nesterov": float(group["nesterov"]),
+            "nesterov": float(group["nesterov"]), "maximize": float(group.get("maximize", False)),
         }  # fmt: skip
     if kind is RMSpropState:
         return {
             "learning_rate": group["lr"], "alpha": group["alpha"], "eps": group["eps"],
             "weight_decay": group["weight_decay"], "momentum": group["momentum"],
-            "centered": float(group["centered"]),
+            "centered": float(group["centered"]), "maximize": float(group.get("maximize", False)),
         }  # fmt: skip
     return {
         "learning_rate": group["lr"], "beta1": group["betas"][0], "beta2": group["betas"][1],
         "eps": group["eps"], "weight_decay": group["weight_decay"],
         "decoupled_weight_decay": float(group.get("decoupled_weight_decay", False)),
+        "maximize": float(group.get("maximize", False)),
     }  # fmt: skip
 
 
@@ -810,24 +1037,73 @@ def _set(variable: Any, value: Any) -> None:
     variable.set_value(placed_like(_host(value), current, "the optimizer state"))
 
 
-def _no_parameters(function: str, params: tuple[Any, ...]) -> None:
-    """Torch's call shape, ``SGD(model.parameters(), lr=...)``, refused with the fix."""
+def _no_parameters(function: str, params: tuple[Any, ...], unknown: Mapping[str, Any]) -> None:
+    """Torch's call shape, ``SGD(model.parameters(), lr=...)``, refused with the fix, and
+    a keyword torch's optimizer does not take (torch's ``TypeError``) named."""
     if params:
         raise ArgumentTypeError(
             f"tj.optim.{function} takes its hyperparameters by keyword and no parameters: "
             f"pass the model to nnx.Optimizer(model, tj.optim.{function}(lr=...), "
             "wrt=nnx.Param), which pairs the two"
         )
+    if unknown:
+        name = next(iter(unknown))
+        raise ArgumentTypeError(
+            f"tj.optim.{function} got an unexpected keyword argument {name!r} (as torch's "
+            f"{function}, which raises TypeError): it takes the keywords of "
+            f"torch.optim.{function}; remove {name}={unknown[name]!r}"
+        )
 
 
-def _check_numbers(function: str, **values: Any) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ArgumentTypeError(
-                f"{function}: {name} must be a number, not {type(value).__name__} {value!r}"
-            )
-        if value < 0 or math.isnan(value):
-            raise ConfigError(f"Invalid {name} value: {value} ({function} needs >= 0, as torch)")
+def _number(function: str, name: str, value: Any) -> float:
+    """``value`` as a float where torch takes it as a number (a bool, an int, a NumPy
+    number); else the library's ``TypeError`` naming it."""
+    if not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(
+            f"{function}: {name} must be a number, not {type(value).__name__} {value!r} "
+            "(torch raises TypeError comparing it with 0)"
+        )
+    return float(value)
+
+
+#: How torch's messages name each hyperparameter ("Invalid learning rate: -1").
+_LABELS = {
+    "lr": "learning rate",
+    "eps": "epsilon value",
+    "momentum": "momentum value",
+    "weight_decay": "weight_decay value",
+    "alpha": "alpha value",
+}
+
+
+def _at_least_zero(function: str, name: str, value: Any, *, nan: bool = False) -> float:
+    """``value`` as a float, refused where torch refuses it: below 0, and NaN unless
+    ``nan`` (torch's SGD checks ``value < 0``, which NaN passes; the others
+    ``not 0.0 <= value``, which it fails)."""
+    number = _number(function, name, value)
+    if number < 0 or (math.isnan(number) and not nan):
+        raise ConfigError(
+            f"Invalid {_LABELS[name]}: {value} (torch's ValueError): tj.optim.{function} "
+            f"needs {name} >= 0"
+        )
+    return number
+
+
+def _kernel_options(function: str, **options: Any) -> dict[str, Any]:
+    """Torch's kernel choices (``foreach``, ``fused``, ``capturable``, ``differentiable``),
+    which change no number here, checked as torch checks them and kept for the state
+    dict's parameter group; ``amsgrad`` (which shapes the state) rides with them."""
+    if options.get("fused"):
+        for other in ("differentiable", "foreach"):
+            if options.get(other):
+                raise UnsupportedOperationError(
+                    f"tj.optim.{function}: fused=True and {other}=True cannot be set together "
+                    "(torch's RuntimeError); set one of them"
+                )
+    return {
+        name: value if value is None or name in ("foreach", "fused") else bool(value)
+        for name, value in options.items()
+    }
 
 
 def _optax() -> Any:
