@@ -38,8 +38,10 @@ import torch2jax_device as tj
 from tests.support.optim_fuzz import Draw, smaller
 from torch2jax_device import optim
 
-#: (rtol, atol) per parameter dtype, after at most six steps. float64 is float32 here
-#: while JAX's x64 is off (the row ``x64-narrowing``).
+#: (rtol, atol) per parameter dtype, after at most six steps at a rate of at most 1/steps
+#: (``atol`` grows with the rate times the steps: how far the parameters move, and so
+#: the rounding of what cancels). float64 is float32 here while JAX's x64 is off (the
+#: row ``x64-narrowing``).
 TOLERANCES = {
     "float32": (2e-5, 2e-6),
     "float64": (1e-4, 2e-5),  # float32 here, against torch's float64 (x64-narrowing)
@@ -65,6 +67,12 @@ DIFFERENCES = (
         "x64-narrowing",
         "a float64 parameter is float32 in JAX without x64 (its state too)",
         "Differences: float64",
+    ),
+    Row(
+        "torch-fused-sgd-skipped-parameter",
+        "torch's fused SGD with momentum raises TypeError at a step where a parameter "
+        "with no momentum buffer yet has no gradient (torch 2.13); tj steps on",
+        "none: torch's failure, not a behaviour to port",
     ),
     Row(
         "one-parameter-group",
@@ -340,12 +348,20 @@ def _same_dtype(where: str, theirs: Any, ours: Any) -> None:
     raise Different("dtype", where, expected, got)
 
 
-def _close(where: str, theirs: Any, ours: Any, dtype: str) -> None:
+def _reach(draw: Draw) -> float:
+    """How far the run's parameters can move, in units of the tolerances' (1)."""
+    rates = [value for name, value in draw.keywords if name == "lr"]
+    rate = rates[0] if rates and isinstance(rates[0], (int, float)) else 1e-3
+    return max(1.0, rate * draw.steps) if math.isfinite(rate) else 1.0
+
+
+def _close(where: str, theirs: Any, ours: Any, dtype: str, draw: Draw) -> None:
     _same_dtype(where, theirs, ours)
     expected, got = _array(theirs), _array(ours)
     if expected.shape != got.shape:
         raise Different("shape", where, expected.shape, got.shape)
     rtol, atol = TOLERANCES[dtype]
+    atol *= _reach(draw)
     if not np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True):
         raise Different("values", where, expected.tolist(), got.tolist())
 
@@ -373,7 +389,7 @@ def compare_parameters(draw: Draw, theirs: dict[str, Any], ours: dict[str, Any])
     if list(theirs) != list(ours):
         raise Different("parameter names", "model", list(theirs), list(ours))
     for position, (name, tensor) in enumerate(theirs.items()):
-        _close(f"parameter {name}", tensor, ours[name], draw.dtype(position))
+        _close(f"parameter {name}", tensor, ours[name], draw.dtype(position), draw)
 
 
 def compare_optimizer_states(draw: Draw, theirs: dict[str, Any], ours: dict[str, Any]) -> None:
@@ -394,7 +410,7 @@ def compare_optimizer_states(draw: Draw, theirs: dict[str, Any], ours: dict[str,
                 if float(value) != float(mine[key]):
                     raise Different("step", where, float(value), float(mine[key]))
             else:
-                _close(where, value, mine[key], draw.dtype(index))
+                _close(where, value, mine[key], draw.dtype(index), draw)
     groups, my_groups = theirs["param_groups"], ours["param_groups"]
     if len(groups) != len(my_groups):
         raise Different("parameter groups", "param_groups", len(groups), len(my_groups))
@@ -591,6 +607,13 @@ def _refused_at_a_step(draw: Draw, tally: Tally | None) -> bool:
             run.step(step)
 
     ours = _attempt(ours_run)
+    if (
+        draw.kind == "SGD" and dict(draw.keywords).get("fused") and draw.silent
+        and isinstance(theirs, TypeError) and ours is None
+    ):  # fmt: skip
+        if tally is not None:
+            tally.explained["torch-fused-sgd-skipped-parameter"] += 1
+        return True
     if not isinstance(ours, tj.Torch2JaxDeviceError):
         raise Different(
             "error at a step",

@@ -895,28 +895,34 @@ def _options(optimizer: Any) -> dict[str, Any]:
 
 
 def _torch_group(kind: type, hyper: dict[str, float], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameter group torch's own optimizer of ``kind`` has with ``hyper``."""
+    """The parameter group torch's own optimizer of ``kind`` has with ``hyper``: torch's
+    keys in torch's order, from a torch optimizer made with the kernel choices alone (so
+    a value torch's constructor would refuse, such as a rate a scheduler took a hair
+    below 0, is written as it is, as torch's own group holds it)."""
     torch = import_torch("tj.optim.state_dict")
-    lr, maximize = hyper["learning_rate"], bool(hyper.get("maximize", 0.0))
+    values: dict[str, Any] = {"lr": hyper["learning_rate"]}
     if kind is SGDState:
-        optimizer = torch.optim.SGD(
-            [torch.zeros(1)], lr=lr, momentum=hyper["momentum"], dampening=hyper["dampening"],
+        maker = torch.optim.SGD
+        values.update(
+            momentum=hyper["momentum"], dampening=hyper["dampening"],
             weight_decay=hyper["weight_decay"], nesterov=bool(hyper["nesterov"]),
-            maximize=maximize, **options,
         )  # fmt: skip
     elif kind is AdamState:
-        optimizer = torch.optim.Adam(
-            [torch.zeros(1)], lr=lr, betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
-            weight_decay=hyper["weight_decay"], maximize=maximize,
-            decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]), **options,
+        maker = torch.optim.Adam
+        values.update(
+            betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
+            weight_decay=hyper["weight_decay"],
+            decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]),
         )  # fmt: skip
     else:
-        optimizer = torch.optim.RMSprop(
-            [torch.zeros(1)], lr=lr, alpha=hyper["alpha"], eps=hyper["eps"],
-            weight_decay=hyper["weight_decay"], momentum=hyper["momentum"],
-            centered=bool(hyper["centered"]), maximize=maximize, **options,
+        maker = torch.optim.RMSprop
+        values.update(
+            alpha=hyper["alpha"], eps=hyper["eps"], weight_decay=hyper["weight_decay"],
+            momentum=hyper["momentum"], centered=bool(hyper["centered"]),
         )  # fmt: skip
-    group: dict[str, Any] = optimizer.state_dict()["param_groups"][0]
+    values["maximize"] = bool(hyper.get("maximize", 0.0))
+    group: dict[str, Any] = maker([torch.zeros(1)], **options).state_dict()["param_groups"][0]
+    group.update(values)
     return group
 
 
