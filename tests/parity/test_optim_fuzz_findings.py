@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import jax.numpy as jnp
 import pytest
@@ -127,6 +128,52 @@ FOUND = {
         switch=4,
         writer="tj",
     ),
+    # schedulers ported with the fuzzer: torch's ConstantLR and ExponentialLR step by
+    # their recursive rule (the first port, by the closed form, was caught resuming)
+    "constantlr-resumed": Draw(
+        kind="RMSprop",
+        keywords=(("lr", 0.001), ("momentum", 0.3)),
+        parameters=FLOAT,
+        scheduler=("ConstantLR", (("factor", 0.5), ("total_iters", 1))),
+        steps=4,
+        switch=1,
+        resume="last_epoch",
+    ),
+    "exponentiallr-resumed": Draw(
+        kind="SGD",
+        keywords=(("lr", 0.1),),
+        parameters=FLOAT,
+        scheduler=("ExponentialLR", (("gamma", 0.5),)),
+        steps=4,
+        switch=2,
+        resume="last_epoch",
+    ),
+    "constantlr-factor-0": Draw(
+        kind="SGD",
+        keywords=(("lr", 0.1),),
+        parameters=FLOAT,
+        scheduler=("ConstantLR", (("factor", 0.0), ("total_iters", 1))),
+        steps=2,
+        writer="tj",
+    ),
+    "plateau-resumed": Draw(
+        kind="Adam",
+        keywords=(("lr", 0.1),),
+        parameters=FLOAT,
+        scheduler=(
+            "ReduceLROnPlateau",
+            (
+                ("mode", "min"),
+                ("factor", 0.5),
+                ("patience", 0),
+                ("cooldown", 1),
+                ("min_lr", [0.02]),
+            ),
+        ),  # fmt: skip
+        steps=6,
+        switch=3,
+        writer="tj",
+    ),
 }
 
 
@@ -135,7 +182,7 @@ def test_a_run_the_fuzzer_found_now_agrees_with_torch(name: str) -> None:
     assert judge(FOUND[name]) == []
 
 
-def _pair(lr: float) -> tuple[torch.optim.Optimizer, nnx.Optimizer]:
+def _pair(lr: float) -> tuple[Any, nnx.Optimizer]:
     model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
     twin = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=lr)
     return twin, nnx.Optimizer(model, optim.SGD(lr=lr), wrt=nnx.Param)

@@ -46,7 +46,10 @@ NUMERIC = ("lr", "momentum", "dampening", "weight_decay", "betas", "eps", "alpha
 
 DTYPES = ("float32", "float32", "float32", "float64", "bfloat16", "float16", "complex64")
 
-SCHEDULERS = ("StepLR", "MultiStepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR")
+SCHEDULERS = (
+    "StepLR", "MultiStepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "ExponentialLR",
+    "ConstantLR", "PolynomialLR", "ReduceLROnPlateau",
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +219,22 @@ def _scheduler(rng: random.Random) -> tuple[str, tuple[tuple[str, Any], ...]] | 
             "start_factor": rng.choice([0.1, 1 / 3, 0.5, 1.0]),
             "end_factor": rng.choice([1.0, 0.5, 0.0]),
             "total_iters": rng.randint(1, 5),
+        }
+    elif name == "ExponentialLR":
+        arguments = {"gamma": rng.choice([0.5, 0.9, 0.99])}
+    elif name == "ConstantLR":
+        arguments = {"factor": rng.choice([0.0, 0.25, 0.5, 1.0]), "total_iters": rng.randint(0, 4)}
+    elif name == "PolynomialLR":
+        arguments = {"total_iters": rng.randint(1, 5), "power": rng.choice([0.5, 1.0, 2.0])}
+    elif name == "ReduceLROnPlateau":  # stepped with a drawn metric
+        arguments = {
+            "mode": rng.choice(["min", "max"]),
+            "factor": rng.choice([0.1, 0.5]),
+            "patience": rng.randint(0, 2),
+            "threshold": rng.choice([1e-4, 0.05]),
+            "threshold_mode": rng.choice(["rel", "abs"]),
+            "cooldown": rng.randint(0, 1),
+            "min_lr": rng.choice([0, 1e-3, [0.02]]),
         }
     else:
         arguments = {"lr_lambda": rng.choice(["power", "inverse"])}  # built by the oracle

@@ -14,18 +14,29 @@ from __future__ import annotations
 
 import bisect
 import collections
+import copy
 import math
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import jax.numpy as jnp
 
-from .checkpoints.module_state import placed_like
-from .errors import ArgumentTypeError, ConfigError, StateDictError
-from .optimizers import exact_lr, initial_lr, set_exact_lr
+from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
+from .optimizer_state import exact, initial_lr, set_exact
 
-__all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "StepLR"]
+__all__ = [
+    "ConstantLR",
+    "CosineAnnealingLR",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearLR",
+    "MultiStepLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
+    "StepLR",
+]
 
 
 class LRScheduler:
@@ -46,9 +57,9 @@ class LRScheduler:
         if isinstance(last_epoch, bool) or not isinstance(last_epoch, int):
             raise ArgumentTypeError(f"last_epoch must be an int, not {last_epoch!r}")
         self.optimizer = optimizer
-        self._variable = _learning_rate(optimizer)
+        _learning_rate(optimizer)  # or the error naming an optimizer that holds its rate
         if last_epoch == -1:
-            base = initial_lr(optimizer, exact_lr(optimizer, self._variable))
+            base = initial_lr(optimizer, exact(optimizer, "learning_rate"))
         else:
             base = initial_lr(optimizer)
         if base is None:
@@ -79,11 +90,9 @@ class LRScheduler:
         """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
         self._step_count += 1
         self.last_epoch += 1
-        current = exact_lr(self.optimizer, self._variable)
+        current = exact(self.optimizer, "learning_rate")
         self._last_lr = [float(self.next_lr(current, base)) for base in self.base_lrs]
-        held = self._variable.get_value()
-        self._variable.set_value(placed_like(self._last_lr[0], held, "the learning rate"))
-        set_exact_lr(self.optimizer, self._last_lr[0])
+        set_exact(self.optimizer, "learning_rate", self._last_lr[0])
 
     def get_last_lr(self) -> list[float]:
         """Equivalent to ``scheduler.get_last_lr()``."""
@@ -354,6 +363,277 @@ class LambdaLR(LRScheduler):
         lambdas = state_dict.get("lr_lambdas") or [None]
         if lambdas[0] is not None:
             vars(self.lr_lambda).update(lambdas[0])
+
+
+class ExponentialLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.ExponentialLR`: ``lr * gamma ** epoch``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.5)
+        >>> scheduler.step()
+        >>> scheduler.get_last_lr()
+        [0.5]
+    """
+
+    _arguments = ("gamma",)
+
+    def __init__(self, optimizer: Any, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = _number("gamma", gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * self.gamma**epoch
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        return lr if self._is_initial else lr * self.gamma
+
+
+class ConstantLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.ConstantLR`: ``lr * factor`` for the first
+    ``total_iters`` epochs, then ``lr``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.ConstantLR(optimizer, factor=0.5, total_iters=1)
+        >>> rates = [scheduler.get_last_lr()[0]]
+        >>> scheduler.step()
+        >>> rates + scheduler.get_last_lr()
+        [0.5, 1.0]
+    """
+
+    _arguments = ("factor", "total_iters")
+
+    def __init__(
+        self,
+        optimizer: Any,
+        factor: float = 1.0 / 3,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0 <= _number("factor", factor) <= 1:
+            raise ConfigError(
+                f"Constant multiplicative factor expected to be between 0 and 1 (torch's "
+                f"ValueError), not {factor}"
+            )
+        self.factor, self.total_iters = float(factor), _positive_int("total_iters", total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * (self.factor + (epoch >= self.total_iters) * (1 - self.factor))
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self.last_epoch == 0:
+            return lr * self.factor
+        if self.last_epoch != self.total_iters:
+            return lr
+        if self.factor == 0:
+            raise ConfigError(
+                f"ConstantLR(factor=0) cannot undo its factor at epoch {self.total_iters} "
+                "(total_iters): torch divides the rate by it there and raises "
+                "ZeroDivisionError. Fix: a factor above 0"
+            )
+        return lr * (1.0 / self.factor)
+
+
+class PolynomialLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.PolynomialLR`: ``lr * (1 - epoch /
+    total_iters) ** power`` until ``total_iters``, then 0.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.PolynomialLR(optimizer, total_iters=4, power=2.0)
+        >>> scheduler.step()
+        >>> scheduler.get_last_lr()
+        [0.5625]
+    """
+
+    _arguments = ("total_iters", "power")
+
+    def __init__(
+        self, optimizer: Any, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+    ) -> None:
+        self.total_iters = _positive_int("total_iters", total_iters)
+        self.power = _number("power", power)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        done = (
+            min(epoch, self.total_iters)
+            if isinstance(epoch, int)
+            else jnp.minimum(epoch, self.total_iters)
+        )
+        return base_lr * (1.0 - done / self.total_iters) ** self.power
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return lr
+        epoch, total = self.last_epoch, self.total_iters
+        return lr * float(((1.0 - epoch / total) / (1.0 - (epoch - 1) / total)) ** self.power)
+
+
+class ReduceLROnPlateau:
+    """Equivalent to `torch.optim.lr_scheduler.ReduceLROnPlateau`: the rate times
+    ``factor`` once the metric given to ``step(metric)`` has not improved for
+    ``patience`` epochs.
+
+    As torch's, it does not step when made and sets no ``initial_lr``; its
+    ``state_dict()`` is torch's, key for key, so either framework resumes the other's.
+
+    Raises:
+        ConfigError: ``factor >= 1``, an unknown ``mode`` or ``threshold_mode``, or a
+            ``min_lr`` list of another length than one (torch's ``ValueError``).
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=1)
+        >>> for loss in (1.0, 1.0, 1.0):
+        ...     scheduler.step(loss)
+        >>> scheduler.get_last_lr()
+        [0.1]
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: Any = 0,
+        eps: float = 1e-8,
+    ) -> None:
+        if _number("factor", factor) >= 1.0:
+            raise ConfigError(f"Factor should be < 1.0 (torch's ValueError), not {factor}")
+        self.factor = factor
+        self.optimizer = optimizer
+        _learning_rate(optimizer)  # or the error naming an optimizer that holds its rate
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != 1:
+                raise ConfigError(
+                    f"expected 1 min_lrs, got {len(min_lr)} (torch's ValueError): a tj.optim "
+                    "optimizer has one parameter group"
+                )
+            self.default_min_lr: Any = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = min_lr
+            self.min_lrs = [min_lr]
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
+        self.last_epoch = 0
+        self._last_lr = [exact(optimizer, "learning_rate")]
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
+        if mode not in ("min", "max"):
+            raise ConfigError(f"mode {mode} is unknown (torch's ValueError): 'min' or 'max'")
+        if threshold_mode not in ("rel", "abs"):
+            raise ConfigError(
+                f"threshold mode {threshold_mode} is unknown (torch's ValueError): 'rel' or 'abs'"
+            )
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    def _is_better(self, value: float, best: float) -> bool:
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return value < best * (1.0 - self.threshold)
+        if self.mode == "min":
+            return value < best - self.threshold
+        if self.threshold_mode == "rel":
+            return value > best * (self.threshold + 1.0)
+        return value > best + self.threshold
+
+    def step(self, metrics: Any) -> None:
+        """Equivalent to ``scheduler.step(metrics)``: one epoch's metric (a number, or a
+        0-d JAX, NumPy or torch array)."""
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in cooldown do not count, as in torch
+        if self.num_bad_epochs > self.patience:
+            old = exact(self.optimizer, "learning_rate")
+            new = max(old * self.factor, self.min_lrs[0])
+            if old - new > self.eps:
+                set_exact(self.optimizer, "learning_rate", new)
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [exact(self.optimizer, "learning_rate")]
+
+    def get_last_lr(self) -> list[float]:
+        """Equivalent to ``scheduler.get_last_lr()``."""
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Equivalent to ``scheduler.state_dict()``: torch's keys, in torch's order."""
+        return {name: copy.copy(getattr(self, name)) for name in _PLATEAU_STATE}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Equivalent to ``scheduler.load_state_dict(...)``, from torch's or this one's.
+
+        Raises:
+            StateDictError: ``state_dict`` is not a ReduceLROnPlateau's.
+        """
+        missing = [name for name in _PLATEAU_STATE if name not in state_dict]
+        if not isinstance(state_dict, Mapping) or missing:
+            raise StateDictError(
+                f"this is not a ReduceLROnPlateau state dict: it has no {missing}; make "
+                "the scheduler the checkpoint was written with"
+            )
+        for name in _PLATEAU_STATE:
+            setattr(self, name, copy.copy(state_dict[name]))
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+#: ReduceLROnPlateau's state, as torch's ``state_dict()`` lists it.
+_PLATEAU_STATE = (
+    "factor", "default_min_lr", "min_lrs", "patience", "cooldown", "eps", "last_epoch",
+    "_last_lr", "mode_worse", "mode", "threshold", "threshold_mode", "best",
+    "cooldown_counter", "num_bad_epochs",
+)  # fmt: skip
+
+#: torch.optim.lr_scheduler's schedulers with no port here.
+_UNPORTED = frozenset({
+    "ChainedScheduler", "CosineAnnealingWarmRestarts", "CyclicLR", "MultiplicativeLR",
+    "OneCycleLR", "SequentialLR", "SWALR",
+})  # fmt: skip
+
+
+def __getattr__(name: str) -> NoReturn:
+    """A torch scheduler not ported here: the library's error naming what is."""
+    if name not in _UNPORTED:
+        raise NoSuchAttributeError.unmapped("optim.lr_scheduler", name)
+    raise NoSuchAttributeError(
+        f"tj.optim.lr_scheduler has no {name!r} (torch.optim.lr_scheduler.{name}): the "
+        f"ported schedulers are {', '.join(sorted(__all__))}. Fix: write its rate as "
+        "LambdaLR(optimizer, lambda epoch: ...) (its state dict crosses to torch's "
+        "LambdaLR, not to this one), or use an optax schedule"
+    )
 
 
 def _learning_rate(optimizer: Any) -> Any:
