@@ -71,6 +71,17 @@ FOUND = {
         parameters=(Parameter((3,), "bfloat16"),),
         writer="tj",
     ),
+    # fused on float16: torch's fused kernel computes the step in float and rounds only
+    # the state it stores (the single-tensor path rounds each operation)
+    "fused-float16": Draw(
+        kind="AdamW",
+        keywords=(("lr", 0.05), ("betas", (0.0, 0.9)), ("amsgrad", True), ("fused", True)),
+        parameters=(Parameter((3,), "float16"),),
+        steps=2,
+        switch=2,
+        writer="tj",
+        seed=1954073775,
+    ),
     # complex parameters: Adam's and RMSprop's moments are per real and imaginary part
     "complex-adam": Draw(
         kind="Adam",
@@ -155,6 +166,23 @@ FOUND = {
         scheduler=("ConstantLR", (("factor", 0.0), ("total_iters", 1))),
         steps=2,
         writer="tj",
+    ),
+    "onecycle-adam-resumed": Draw(  # cycles betas[0]; its group keys cross both ways
+        kind="Adam",
+        keywords=(("lr", 0.1),),
+        parameters=FLOAT,
+        scheduler=("OneCycleLR", (("max_lr", 1.0), ("total_steps", 6), ("three_phase", True))),
+        steps=5,
+        switch=2,
+        writer="tj",
+        resume="last_epoch",
+    ),
+    "onecycle-sgd-one-phase-step": Draw(  # torch's ZeroDivisionError: the library's error
+        kind="SGD",
+        keywords=(("lr", 0.1), ("momentum", 0.9)),
+        parameters=FLOAT,
+        scheduler=("OneCycleLR", (("max_lr", 1.0), ("total_steps", 4), ("pct_start", 0.25))),
+        steps=2,
     ),
     "plateau-resumed": Draw(
         kind="Adam",

@@ -48,7 +48,7 @@ DTYPES = ("float32", "float32", "float32", "float64", "bfloat16", "float16", "co
 
 SCHEDULERS = (
     "StepLR", "MultiStepLR", "CosineAnnealingLR", "LinearLR", "LambdaLR", "ExponentialLR",
-    "ConstantLR", "PolynomialLR", "ReduceLROnPlateau",
+    "ConstantLR", "PolynomialLR", "ReduceLROnPlateau", "OneCycleLR",
 )  # fmt: skip
 
 
@@ -235,6 +235,17 @@ def _scheduler(rng: random.Random) -> tuple[str, tuple[tuple[str, Any], ...]] | 
             "threshold_mode": rng.choice(["rel", "abs"]),
             "cooldown": rng.randint(0, 1),
             "min_lr": rng.choice([0, 1e-3, [0.02]]),
+        }
+    elif name == "OneCycleLR":
+        arguments = {
+            "max_lr": rng.choice([0.1, 1.0, [0.5]]),
+            "total_steps": rng.randint(2, 10),
+            "pct_start": rng.choice([0.3, 0.5, 0.25]),
+            "anneal_strategy": rng.choice(["cos", "linear"]),
+            "cycle_momentum": rng.random() < 0.6,
+            "div_factor": rng.choice([25.0, 10.0]),
+            "final_div_factor": rng.choice([1e4, 100.0]),
+            "three_phase": rng.random() < 0.3,
         }
     else:
         arguments = {"lr_lambda": rng.choice(["power", "inverse"])}  # built by the oracle

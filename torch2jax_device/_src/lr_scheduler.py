@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import jax.numpy as jnp
 
 from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
-from .optimizer_state import exact, initial_lr, set_exact
+from .optimizer_state import exact, group_extras, initial_lr, set_exact
 
 __all__ = [
     "ConstantLR",
@@ -33,6 +33,7 @@ __all__ = [
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "OneCycleLR",
     "PolynomialLR",
     "ReduceLROnPlateau",
     "StepLR",
@@ -481,6 +482,185 @@ class PolynomialLR(LRScheduler):
         return lr * float(((1.0 - epoch / total) / (1.0 - (epoch - 1) / total)) ** self.power)
 
 
+class OneCycleLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.OneCycleLR`: the 1cycle policy, stepped
+    once per batch.
+
+    As torch's, it writes ``initial_lr``, ``max_lr`` and ``min_lr`` (and, cycling the
+    momentum, ``max_momentum`` and ``base_momentum``) into the optimizer's parameter
+    group, which [`tj.optim.state_dict`][torch2jax_device.optim.state_dict] gives, and
+    cycles ``momentum`` (SGD, RMSprop) or ``betas[0]`` (Adam, AdamW) against the rate.
+
+    Raises:
+        ConfigError: where torch raises ``ValueError``: no ``total_steps`` (nor
+            ``epochs`` and ``steps_per_epoch``), a ``pct_start`` outside ``[0, 1]`` or
+            not a float, an unknown ``anneal_strategy``, cycling the momentum of an
+            optimizer without one, or stepping past ``total_steps``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1.0, total_steps=4)
+        >>> rates = []
+        >>> for _ in range(3):
+        ...     rates.append(round(scheduler.get_last_lr()[0], 4))
+        ...     scheduler.step()
+        >>> rates
+        [0.04, 0.8117, 0.2831]
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        max_lr: Any,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: Any = 0.85,
+        max_momentum: Any = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
+        _learning_rate(optimizer)
+        self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
+        ends: tuple[float, ...] = (float(pct_start * self.total_steps) - 1, self.total_steps - 1)
+        if three_phase:
+            ends = (ends[0], float(2 * pct_start * self.total_steps) - 2, ends[1])
+        self._schedule_phases: list[dict[str, Any]] = [
+            {"end_step": end, "start_lr": lrs[0], "end_lr": lrs[1],
+             "start_momentum": momenta[0], "end_momentum": momenta[1]}
+            for end, lrs, momenta in zip(ends, *_PHASES[three_phase], strict=True)
+        ]  # fmt: skip
+        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+            raise ConfigError(
+                f"Expected float between 0 and 1 pct_start, but got {pct_start} (torch's "
+                "ValueError)"
+            )
+        if anneal_strategy not in ("cos", "linear"):
+            raise ConfigError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                f"{anneal_strategy} (torch's ValueError)"
+            )
+        self._anneal_func_type = anneal_strategy
+        top = _one_group("max_lr", max_lr)
+        extras = group_extras(optimizer)
+        if last_epoch == -1:
+            extras.update(initial_lr=top / div_factor, max_lr=top)
+            extras["min_lr"] = extras["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        self._arguments = ("total_steps", "_schedule_phases", "_anneal_func_type",
+                           "cycle_momentum")  # fmt: skip
+        if cycle_momentum:
+            hyperparams = optimizer.opt_state.hyperparams
+            if "momentum" not in hyperparams and "beta1" not in hyperparams:
+                raise ConfigError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option "
+                    "enabled (torch's ValueError): pass cycle_momentum=False"
+                )
+            self.use_beta1 = "beta1" in hyperparams
+            self._arguments = (*self._arguments, "use_beta1")
+            if last_epoch == -1:
+                highest = _one_group("max_momentum", max_momentum)
+                set_exact(optimizer, self._momentum_name, highest)
+                extras.update(
+                    max_momentum=highest,
+                    base_momentum=_one_group("base_momentum", base_momentum),
+                )
+        super().__init__(optimizer, last_epoch)
+
+    @property
+    def _momentum_name(self) -> str:
+        return "beta1" if self.use_beta1 else "momentum"
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ConfigError(
+                f"Tried to step {step} times. The specified number of total steps is "
+                f"{self.total_steps} (torch's ValueError): make the scheduler with "
+                "total_steps covering every scheduler.step()"
+            )
+        extras = group_extras(self.optimizer)
+        start = 0.0
+        for number, phase in enumerate(self._schedule_phases):
+            end = phase["end_step"]
+            if step <= end or number == len(self._schedule_phases) - 1:
+                if end == start:
+                    raise ConfigError(
+                        f"OneCycleLR's phase {number} has no steps (total_steps="
+                        f"{self.total_steps}): torch divides by its length and raises "
+                        "ZeroDivisionError. Fix: more total_steps, or another pct_start"
+                    )
+                pct = (step - start) / (end - start)
+                if self.cycle_momentum:
+                    momentum = self._anneal(
+                        extras[phase["start_momentum"]], extras[phase["end_momentum"]], pct
+                    )
+                    set_exact(self.optimizer, self._momentum_name, momentum)
+                return self._anneal(extras[phase["start_lr"]], extras[phase["end_lr"]], pct)
+            start = end
+        raise AssertionError("unreachable: the last phase takes every step")
+
+
+#: OneCycleLR's phases: each one's (start, end) rate and momentum, by group key.
+_PHASES = {
+    False: (
+        (("initial_lr", "max_lr"), ("max_lr", "min_lr")),
+        (("max_momentum", "base_momentum"), ("base_momentum", "max_momentum")),
+    ),
+    True: (
+        (("initial_lr", "max_lr"), ("max_lr", "initial_lr"), ("initial_lr", "min_lr")),
+        (("max_momentum", "base_momentum"), ("base_momentum", "max_momentum"),
+         ("max_momentum", "max_momentum")),
+    ),
+}  # fmt: skip
+
+
+def _total_steps(total_steps: Any, epochs: Any, steps_per_epoch: Any) -> int:
+    """OneCycleLR's step count, checked as torch checks it."""
+    if total_steps is not None:
+        if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps <= 0:
+            raise ConfigError(
+                f"Expected positive integer total_steps, but got {total_steps} (torch's ValueError)"
+            )
+        return total_steps
+    if epochs is None or steps_per_epoch is None:
+        raise ConfigError(
+            "You must define either total_steps OR (epochs AND steps_per_epoch) (torch's "
+            "ValueError)"
+        )
+    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(
+                f"Expected positive integer {name}, but got {value} (torch's ValueError)"
+            )
+    return int(epochs * steps_per_epoch)
+
+
+def _one_group(name: str, value: Any) -> float:
+    """A per-group value (a number, or a list of one: tj.optim has one group)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise ConfigError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has "
+                f"{len(value)} values, param_groups has 1 (torch's ValueError)"
+            )
+        (value,) = value
+    return _number(name, value)
+
+
 class ReduceLROnPlateau:
     """Equivalent to `torch.optim.lr_scheduler.ReduceLROnPlateau`: the rate times
     ``factor`` once the metric given to ``step(metric)`` has not improved for
@@ -620,7 +800,7 @@ _PLATEAU_STATE = (
 #: torch.optim.lr_scheduler's schedulers with no port here.
 _UNPORTED = frozenset({
     "ChainedScheduler", "CosineAnnealingWarmRestarts", "CyclicLR", "MultiplicativeLR",
-    "OneCycleLR", "SequentialLR", "SWALR",
+    "SequentialLR", "SWALR",
 })  # fmt: skip
 
 

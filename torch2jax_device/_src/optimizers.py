@@ -154,13 +154,15 @@ def SGD(  # torch's name
         )
     options = _kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
     optax = _optax()
-    return _with_params(optax.inject_hyperparams(_sgd, hyperparam_dtype=jnp.float32), options)(
+    factory = optax.inject_hyperparams(_sgd, static_args=("fused",), hyperparam_dtype=jnp.float32)
+    return _with_params(factory, options)(
         learning_rate=lr,
         momentum=momentum,
         dampening=dampening,
         weight_decay=weight_decay,
         nesterov=float(bool(nesterov)),
         maximize=float(bool(maximize)),
+        fused=bool(fused),
     )
 
 
@@ -289,7 +291,7 @@ def _adam_like(
         )
     optax = _optax()
     factory = optax.inject_hyperparams(
-        _adam, static_args=("amsgrad",), hyperparam_dtype=jnp.float32
+        _adam, static_args=("amsgrad", "fused"), hyperparam_dtype=jnp.float32
     )
     return _with_params(factory, options)(
         learning_rate=lr,
@@ -300,6 +302,7 @@ def _adam_like(
         decoupled_weight_decay=float(bool(decoupled_weight_decay)),
         maximize=float(bool(maximize)),
         amsgrad=bool(amsgrad),
+        fused=bool(options.get("fused")),
     )
 
 
@@ -422,6 +425,7 @@ def _sgd(
     weight_decay: Any,
     nesterov: Any,
     maximize: Any,
+    fused: bool,
 ) -> Any:
     optax = _optax()
 
@@ -436,11 +440,12 @@ def _sgd(
 
         def one(grad: Any, buffer: Any, param: Any, steps: Any) -> tuple[Any, Any, Any]:
             dtype = param.dtype
+            rounded = _rounded(dtype, fused)
             grad, buffer, param = _widened(dtype, grad, buffer, param)
-            grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay, dtype)
-            kept = _stored(_stored(momentum * buffer, dtype) + (1 - dampening) * grad, dtype)
+            grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay, rounded)
+            kept = _stored(_stored(momentum * buffer, rounded) + (1 - dampening) * grad, rounded)
             started = jnp.where(steps == 0, grad, kept)
-            step = jnp.where(nesterov > 0, _stored(grad + momentum * started, dtype), started)
+            step = jnp.where(nesterov > 0, _stored(grad + momentum * started, rounded), started)
             with_momentum = momentum != 0
             step = jnp.where(with_momentum, step, grad)
             buffer = jnp.where(with_momentum, started, buffer)
@@ -462,6 +467,7 @@ def _adam(
     decoupled_weight_decay: Any,
     maximize: Any,
     amsgrad: bool,
+    fused: bool,
 ) -> Any:
     optax = _optax()
 
@@ -480,19 +486,20 @@ def _adam(
             grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any
         ) -> tuple[Any, ...]:
             dtype = param.dtype
+            rounded = _rounded(dtype, fused)
             grad, mean, square, peak, param = _widened(dtype, grad, mean, square, peak, param)
             step = step + 1
             grad = jnp.where(maximize > 0, -grad, grad)
-            grad = _decayed(grad, param, (1 - decoupled_weight_decay) * weight_decay, dtype)
+            grad = _decayed(grad, param, (1 - decoupled_weight_decay) * weight_decay, rounded)
             grad, mean, square, peak = (_real(value) for value in (grad, mean, square, peak))
-            mean = _stored(mean + (1 - beta1) * (grad - mean), dtype)  # torch's lerp_
-            square = _stored(_stored(beta2 * square, dtype) + (1 - beta2) * grad * grad, dtype)
+            mean = _stored(mean + (1 - beta1) * (grad - mean), rounded)  # torch's lerp_
+            square = _stored(_stored(beta2 * square, rounded) + (1 - beta2) * grad * grad, rounded)
             if amsgrad:
                 peak = jnp.maximum(peak, square)
             step_size = learning_rate / (1 - beta1**step)
-            root = _stored(jnp.sqrt(peak if amsgrad else square), dtype)
-            denominator = _stored(root / jnp.sqrt(1 - beta2**step), dtype)
-            denominator = _stored(denominator + eps, dtype)
+            root = _stored(jnp.sqrt(peak if amsgrad else square), rounded)
+            denominator = _stored(root / jnp.sqrt(1 - beta2**step), rounded)
+            denominator = _stored(denominator + eps, rounded)
             decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
             decay = jnp.where(decayed, learning_rate * weight_decay * param, 0)
             change = _complex(-step_size * mean / denominator, dtype) - decay
@@ -572,6 +579,13 @@ def _stored(value: Any, dtype: Any) -> Any:
     if jnp.dtype(dtype).itemsize >= 4 or jnp.issubdtype(dtype, jnp.complexfloating):
         return value
     return value.astype(dtype).astype(value.dtype)
+
+
+def _rounded(dtype: Any, fused: bool) -> Any:
+    """The dtype torch rounds a step's intermediate results to, for a parameter of
+    ``dtype``: its own (each operation stores its result), or with ``fused`` float32
+    (torch's fused kernels compute the whole step in float and store only the state)."""
+    return jnp.float32 if fused else dtype
 
 
 def _kept(value: Any, dtype: Any) -> Any:
