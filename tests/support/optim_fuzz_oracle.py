@@ -59,20 +59,22 @@ class Row:
 
     id: str
     what: str
-    docs: str  # the bullet of docs/how-to/optimizers.md that says so
+    #: What docs/how-to/optimizers.md says it in (a phrase of that page), or "" where
+    #: the difference is torch's failure or no run a user makes.
+    docs: str
 
 
 DIFFERENCES = (
     Row(
         "x64-narrowing",
         "a float64 parameter is float32 in JAX without x64 (its state too)",
-        "Differences: float64",
+        "**float64 parameters**",
     ),
     Row(
         "infinite-rate",
         "with lr=inf, which entries end inf and which NaN depends on the order of the "
         "operations (torch applies AdamW's decay, then the step)",
-        "none: no training runs at an infinite rate",
+        "",  # no training runs at an infinite rate
     ),
     Row(
         "ill-conditioned-low-precision",
@@ -80,18 +82,18 @@ DIFFERENCES = (
         "the step divides by |g| of this step alone, and torch's kernels round "
         "intermediate products (alpha * param) that tj keeps in float32, so a gradient "
         "near 0 makes one rounding a large step",
-        "Differences: float16 and bfloat16",
+        "Float16 and bfloat16 parameters keep their state",
     ),
     Row(
         "torch-fused-sgd-skipped-parameter",
         "torch's fused SGD with momentum raises TypeError at a step where a parameter "
         "with no momentum buffer yet has no gradient (torch 2.13); tj steps on",
-        "none: torch's failure, not a behaviour to port",
+        "",  # torch's failure, not a behaviour to port
     ),
     Row(
         "one-parameter-group",
         "a torch state dict with several parameter groups is refused (StateDictError)",
-        "Differences: One parameter group",
+        "**One parameter group.**",
     ),
 )
 
@@ -656,6 +658,7 @@ def _run(draw: Draw, tally: Tally | None) -> None:
 def _refused_at_a_step(draw: Draw, tally: Tally | None) -> bool:
     """Whether torch refuses the run at a step (``fused`` with a complex parameter):
     then tj must refuse it too, at the latest at its first step, with its own error."""
+
     def torch_run() -> None:
         probe = TorchRun(draw)
         for step in range(draw.steps):
