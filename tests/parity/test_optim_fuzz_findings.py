@@ -197,7 +197,7 @@ FOUND = {
                 ("cooldown", 1),
                 ("min_lr", [0.02]),
             ),
-        ),  # fmt: skip
+        ),
         steps=6,
         switch=3,
         writer="tj",
@@ -240,3 +240,18 @@ def test_resuming_with_last_epoch_needs_the_optimizers_initial_lr() -> None:
     _, ours = _pair(0.1)
     with pytest.raises(tj.ConfigError, match=r"initial_lr.*tj.optim.load_state_dict"):
         optim.lr_scheduler.StepLR(ours, step_size=2, last_epoch=3)
+
+
+@pytest.mark.parametrize(
+    ("reach", "fix"),
+    [
+        (lambda: optim.Adagrad, r"ports SGD, Adam, AdamW and RMSprop.*optax.adagrad"),
+        (lambda: optim.lr_scheduler.CyclicLR, r"ported schedulers are .*OneCycleLR.*LambdaLR"),
+    ],
+    ids=["optimizer", "scheduler"],
+)
+def test_a_torch_optimizer_or_scheduler_not_ported_is_named(reach: Any, fix: str) -> None:
+    """torch.optim's other names raised Python's AttributeError: tj's names the port."""
+    assert hasattr(torch.optim, "Adagrad") and hasattr(torch.optim.lr_scheduler, "CyclicLR")
+    with pytest.raises(tj.NoSuchAttributeError, match=fix):
+        reach()
