@@ -101,6 +101,7 @@ def test_a_difference_fails_with_a_one_line_reproduction(monkeypatch: pytest.Mon
     (finding,) = judge(altered)
     assert (finding.aspect, finding.where) == ("hyperparameter", "param_groups[0]['lr']")
     assert finding.reproduction().startswith("Draw(kind='SGD', keywords=(('lr', 0.1),)")
+    assert shrink(finding).kind == finding.kind
 
 
 def test_each_difference_by_design_is_on_the_optimizers_page() -> None:
