@@ -29,7 +29,12 @@ whole loop and what differs.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from ._src import lr_scheduler as lr_scheduler
+from ._src.optimizer_state import hyperparameter as hyperparameter
+from ._src.optimizer_state import load_state_dict as load_state_dict
+from ._src.optimizer_state import state_dict as state_dict
 from ._src.optimizers import SGD as SGD
 from ._src.optimizers import Adam as Adam
 from ._src.optimizers import AdamState as AdamState
@@ -37,9 +42,28 @@ from ._src.optimizers import AdamW as AdamW
 from ._src.optimizers import RMSprop as RMSprop
 from ._src.optimizers import RMSpropState as RMSpropState
 from ._src.optimizers import SGDState as SGDState
-from ._src.optimizers import hyperparameter as hyperparameter
-from ._src.optimizers import load_state_dict as load_state_dict
-from ._src.optimizers import state_dict as state_dict
+
+#: torch.optim's optimizers that have no port here (their state dicts would not cross).
+_UNPORTED = frozenset({
+    "ASGD", "Adadelta", "Adafactor", "Adagrad", "Adamax", "LBFGS", "Muon", "NAdam", "RAdam",
+    "Rprop", "SparseAdam",
+})  # fmt: skip
+
+
+def __getattr__(name: str) -> NoReturn:
+    """``tj.optim.Adagrad`` and the other optimizers of ``torch.optim`` not ported here:
+    the library's error naming what is, and what to use instead."""
+    from ._src.errors import NoSuchAttributeError
+
+    if name not in _UNPORTED:
+        raise NoSuchAttributeError.unmapped("optim", name)
+    raise NoSuchAttributeError(
+        f"tj.optim has no {name!r} (torch.optim.{name}): tj.optim ports SGD, Adam, AdamW "
+        f"and RMSprop, whose state dicts cross to torch's. Fix: use optax's counterpart "
+        f"(optax.{name.lower()}, where optax has it) in nnx.Optimizer, whose state does "
+        "not convert to torch's optimizer.state_dict(), or keep this optimizer torch's"
+    )
+
 
 __all__ = [
     "SGD",

@@ -4,66 +4,96 @@ Each scheduler sets the optimizer's learning rate (``opt_state.hyperparams
 ["learning_rate"]``, which ``tj.optim``'s optimizers and any
 ``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set
 ``param_groups[0]["lr"]``; its ``state_dict()`` is torch's, so a torch scheduler
-resumes from it and the reverse. Each rate is torch's closed form at the epoch, in
-double precision, and ``as_schedule()`` gives the same rates as an optax schedule.
+resumes from it and the reverse. Each step applies torch's own rule (``get_lr``: most
+scale the optimizer's current rate), in double precision, so a rate set by hand, a
+checkpoint's rate and a resume with ``last_epoch=`` go on as torch's do;
+``as_schedule()`` gives torch's closed form as an optax schedule.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import copy
 import math
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import jax.numpy as jnp
 
-from .checkpoints.module_state import placed_like
-from .errors import ArgumentTypeError, ConfigError, StateDictError
-from .optimizers import hyperparameter, initial_lr
+from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
+from .optimizer_state import exact, group_extras, initial_lr, set_exact
 
-__all__ = ["CosineAnnealingLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "StepLR"]
+__all__ = [
+    "ConstantLR",
+    "CosineAnnealingLR",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearLR",
+    "MultiStepLR",
+    "OneCycleLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
+    "StepLR",
+]
 
 
 class LRScheduler:
     """Equivalent to `torch.optim.lr_scheduler.LRScheduler`: the base of the schedulers.
 
-    Constructing one steps it once (epoch 0), as torch's do, and ``step()`` moves to the
-    next epoch. ``base_lrs`` is the optimizer's learning rate when the scheduler was
-    made.
+    Constructing one steps it once, as torch's do, and ``step()`` moves to the next
+    epoch. ``base_lrs`` is the optimizer's ``initial_lr``: its learning rate when the
+    first scheduler was made for it, or the one a loaded checkpoint holds. A
+    ``last_epoch`` other than -1 resumes as torch's does: the optimizer's state dict
+    (with its ``initial_lr``) is loaded first, and the first step goes to epoch
+    ``last_epoch + 1`` by the scheduler's own rule.
     """
 
     #: The scheduler's own arguments, in its torch state dict.
     _arguments: tuple[str, ...] = ()
 
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
-        if last_epoch != -1:
-            raise ConfigError(
-                f"last_epoch={last_epoch}: resume a scheduler with "
-                "scheduler.load_state_dict(checkpoint['scheduler']) after making it with "
-                "the default last_epoch=-1 (its state dict holds the epoch and every "
-                "rate torch's resume with last_epoch recomputes)"
-            )
+        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int):
+            raise ArgumentTypeError(f"last_epoch must be an int, not {last_epoch!r}")
         self.optimizer = optimizer
-        self._variable = _learning_rate(optimizer)
-        self.base_lrs = [initial_lr(optimizer, hyperparameter(self._variable))]
-        self.last_epoch = -1
+        _learning_rate(optimizer)  # or the error naming an optimizer that holds its rate
+        if last_epoch == -1:
+            base = initial_lr(optimizer, exact(optimizer, "learning_rate"))
+        else:
+            base = initial_lr(optimizer)
+        if base is None:
+            raise ConfigError(
+                f"param 'initial_lr' is not specified in param_groups[0] when resuming "
+                f"scheduler with last_epoch >= 0 (torch's KeyError; last_epoch="
+                f"{last_epoch}): load the checkpoint's optimizer state first "
+                "(tj.optim.load_state_dict(optimizer, model, checkpoint['optimizer'])), "
+                "or make the scheduler with last_epoch=-1 and load its own state dict"
+            )
+        self.base_lrs: list[float] = [base]
+        self.last_epoch = last_epoch
         self._step_count = 0
-        self._last_lr = list(self.base_lrs)
+        self._is_initial = True
         self.step()
+        self._is_initial = False
 
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
         raise NotImplementedError
 
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        """The rate for epoch ``self.last_epoch`` from the current ``lr`` (torch's
+        ``get_lr``, which most schedulers write as a change of the current rate)."""
+        return float(self.lr_at(self.last_epoch, base_lr))
+
     def step(self) -> None:
         """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
         self._step_count += 1
         self.last_epoch += 1
-        self._last_lr = [float(self.lr_at(self.last_epoch, base)) for base in self.base_lrs]
-        current = self._variable.get_value()
-        self._variable.set_value(placed_like(self._last_lr[0], current, "the learning rate"))
+        current = exact(self.optimizer, "learning_rate")
+        self._last_lr = [float(self.next_lr(current, base)) for base in self.base_lrs]
+        set_exact(self.optimizer, "learning_rate", self._last_lr[0])
 
     def get_last_lr(self) -> list[float]:
         """Equivalent to ``scheduler.get_last_lr()``."""
@@ -159,6 +189,11 @@ class StepLR(LRScheduler):
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         return base_lr * self.gamma ** (epoch // self.step_size)
 
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return lr
+        return lr * self.gamma
+
 
 class MultiStepLR(LRScheduler):
     """Equivalent to `torch.optim.lr_scheduler.MultiStepLR`: ``gamma`` once per milestone passed.
@@ -193,6 +228,11 @@ class MultiStepLR(LRScheduler):
         count = jnp.searchsorted(jnp.asarray(passed), epoch, side="right")
         return base_lr * self.gamma**count
 
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self.last_epoch not in self.milestones:
+            return lr
+        return lr * self.gamma ** self.milestones[self.last_epoch]
+
 
 class CosineAnnealingLR(LRScheduler):
     """Equivalent to `torch.optim.lr_scheduler.CosineAnnealingLR`.
@@ -216,6 +256,19 @@ class CosineAnnealingLR(LRScheduler):
             else jnp.cos(jnp.pi * epoch / self.T_max)
         )
         return self.eta_min + (base_lr - self.eta_min) * (1 + cosine) / 2
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        epoch, period, low = self.last_epoch, self.T_max, self.eta_min
+        if self._is_initial:
+            return lr
+        if self._step_count == 1 and epoch > 0:
+            return float(self.lr_at(epoch, base_lr))
+        if (epoch - 1 - period) % (2 * period) == 0:
+            return lr + (base_lr - low) * (1 - math.cos(math.pi / period)) / 2
+        ratio = (1 + math.cos(math.pi * epoch / period)) / (
+            1 + math.cos(math.pi * (epoch - 1) / period)
+        )
+        return ratio * (lr - low) + low
 
 
 class LinearLR(LRScheduler):
@@ -255,6 +308,14 @@ class LinearLR(LRScheduler):
         )
         factor = self.start_factor + (self.end_factor - self.start_factor) * done / self.total_iters
         return base_lr * factor
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        start, end, total = self.start_factor, self.end_factor, self.total_iters
+        if self.last_epoch == 0:
+            return lr * start
+        if self._is_initial or self.last_epoch > total:
+            return lr
+        return lr * (1.0 + (end - start) / (total * start + (self.last_epoch - 1) * (end - start)))
 
 
 class LambdaLR(LRScheduler):
@@ -303,6 +364,456 @@ class LambdaLR(LRScheduler):
         lambdas = state_dict.get("lr_lambdas") or [None]
         if lambdas[0] is not None:
             vars(self.lr_lambda).update(lambdas[0])
+
+
+class ExponentialLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.ExponentialLR`: ``lr * gamma ** epoch``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.5)
+        >>> scheduler.step()
+        >>> scheduler.get_last_lr()
+        [0.5]
+    """
+
+    _arguments = ("gamma",)
+
+    def __init__(self, optimizer: Any, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = _number("gamma", gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * self.gamma**epoch
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        return lr if self._is_initial else lr * self.gamma
+
+
+class ConstantLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.ConstantLR`: ``lr * factor`` for the first
+    ``total_iters`` epochs, then ``lr``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.ConstantLR(optimizer, factor=0.5, total_iters=1)
+        >>> rates = [scheduler.get_last_lr()[0]]
+        >>> scheduler.step()
+        >>> rates + scheduler.get_last_lr()
+        [0.5, 1.0]
+    """
+
+    _arguments = ("factor", "total_iters")
+
+    def __init__(
+        self,
+        optimizer: Any,
+        factor: float = 1.0 / 3,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0 <= _number("factor", factor) <= 1:
+            raise ConfigError(
+                f"Constant multiplicative factor expected to be between 0 and 1 (torch's "
+                f"ValueError), not {factor}"
+            )
+        self.factor, self.total_iters = float(factor), _positive_int("total_iters", total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        return base_lr * (self.factor + (epoch >= self.total_iters) * (1 - self.factor))
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self.last_epoch == 0:
+            return lr * self.factor
+        if self.last_epoch != self.total_iters:
+            return lr
+        if self.factor == 0:
+            raise ConfigError(
+                f"ConstantLR(factor=0) cannot undo its factor at epoch {self.total_iters} "
+                "(total_iters): torch divides the rate by it there and raises "
+                "ZeroDivisionError. Fix: a factor above 0"
+            )
+        return lr * (1.0 / self.factor)
+
+
+class PolynomialLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.PolynomialLR`: ``lr * (1 - epoch /
+    total_iters) ** power`` until ``total_iters``, then 0.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.PolynomialLR(optimizer, total_iters=4, power=2.0)
+        >>> scheduler.step()
+        >>> scheduler.get_last_lr()
+        [0.5625]
+    """
+
+    _arguments = ("total_iters", "power")
+
+    def __init__(
+        self, optimizer: Any, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+    ) -> None:
+        self.total_iters = _positive_int("total_iters", total_iters)
+        self.power = _number("power", power)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: Any, base_lr: Any) -> Any:
+        done = (
+            min(epoch, self.total_iters)
+            if isinstance(epoch, int)
+            else jnp.minimum(epoch, self.total_iters)
+        )
+        return base_lr * (1.0 - done / self.total_iters) ** self.power
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return lr
+        epoch, total = self.last_epoch, self.total_iters
+        return lr * float(((1.0 - epoch / total) / (1.0 - (epoch - 1) / total)) ** self.power)
+
+
+class OneCycleLR(LRScheduler):
+    """Equivalent to `torch.optim.lr_scheduler.OneCycleLR`: the 1cycle policy, stepped
+    once per batch.
+
+    As torch's, it writes ``initial_lr``, ``max_lr`` and ``min_lr`` (and, cycling the
+    momentum, ``max_momentum`` and ``base_momentum``) into the optimizer's parameter
+    group, which [`tj.optim.state_dict`][torch2jax_device.optim.state_dict] gives, and
+    cycles ``momentum`` (SGD, RMSprop) or ``betas[0]`` (Adam, AdamW) against the rate.
+
+    Raises:
+        ConfigError: where torch raises ``ValueError``: no ``total_steps`` (nor
+            ``epochs`` and ``steps_per_epoch``), a ``pct_start`` outside ``[0, 1]`` or
+            not a float, an unknown ``anneal_strategy``, cycling the momentum of an
+            optimizer without one, or stepping past ``total_steps``.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1.0, total_steps=4)
+        >>> rates = []
+        >>> for _ in range(3):
+        ...     rates.append(round(scheduler.get_last_lr()[0], 4))
+        ...     scheduler.step()
+        >>> rates
+        [0.04, 0.8117, 0.2831]
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        max_lr: Any,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: Any = 0.85,
+        max_momentum: Any = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
+        _learning_rate(optimizer)
+        self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
+        ends: tuple[float, ...] = (float(pct_start * self.total_steps) - 1, self.total_steps - 1)
+        if three_phase:
+            ends = (ends[0], float(2 * pct_start * self.total_steps) - 2, ends[1])
+        self._schedule_phases: list[dict[str, Any]] = [
+            {"end_step": end, "start_lr": lrs[0], "end_lr": lrs[1],
+             "start_momentum": momenta[0], "end_momentum": momenta[1]}
+            for end, lrs, momenta in zip(ends, *_PHASES[three_phase], strict=True)
+        ]  # fmt: skip
+        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+            raise ConfigError(
+                f"Expected float between 0 and 1 pct_start, but got {pct_start} (torch's "
+                "ValueError)"
+            )
+        if anneal_strategy not in ("cos", "linear"):
+            raise ConfigError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                f"{anneal_strategy} (torch's ValueError)"
+            )
+        self._anneal_func_type = anneal_strategy
+        top = _one_group("max_lr", max_lr)
+        extras = group_extras(optimizer)
+        if last_epoch == -1:
+            extras.update(initial_lr=top / div_factor, max_lr=top)
+            extras["min_lr"] = extras["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        self._arguments = ("total_steps", "_schedule_phases", "_anneal_func_type",
+                           "cycle_momentum")  # fmt: skip
+        if cycle_momentum:
+            hyperparams = optimizer.opt_state.hyperparams
+            if "momentum" not in hyperparams and "beta1" not in hyperparams:
+                raise ConfigError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option "
+                    "enabled (torch's ValueError): pass cycle_momentum=False"
+                )
+            self.use_beta1 = "beta1" in hyperparams
+            self._arguments = (*self._arguments, "use_beta1")
+            if last_epoch == -1:
+                highest = _one_group("max_momentum", max_momentum)
+                set_exact(optimizer, self._momentum_name, highest)
+                extras.update(
+                    max_momentum=highest,
+                    base_momentum=_one_group("base_momentum", base_momentum),
+                )
+        super().__init__(optimizer, last_epoch)
+
+    @property
+    def _momentum_name(self) -> str:
+        return "beta1" if self.use_beta1 else "momentum"
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def next_lr(self, lr: float, base_lr: float) -> float:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ConfigError(
+                f"Tried to step {step} times. The specified number of total steps is "
+                f"{self.total_steps} (torch's ValueError): make the scheduler with "
+                "total_steps covering every scheduler.step()"
+            )
+        extras = group_extras(self.optimizer)
+        start = 0.0
+        for number, phase in enumerate(self._schedule_phases):
+            end = phase["end_step"]
+            if step <= end or number == len(self._schedule_phases) - 1:
+                if end == start:
+                    raise ConfigError(
+                        f"OneCycleLR's phase {number} has no steps (total_steps="
+                        f"{self.total_steps}): torch divides by its length and raises "
+                        "ZeroDivisionError. Fix: more total_steps, or another pct_start"
+                    )
+                pct = (step - start) / (end - start)
+                if self.cycle_momentum:
+                    momentum = self._anneal(
+                        extras[phase["start_momentum"]], extras[phase["end_momentum"]], pct
+                    )
+                    set_exact(self.optimizer, self._momentum_name, momentum)
+                return self._anneal(extras[phase["start_lr"]], extras[phase["end_lr"]], pct)
+            start = end
+        raise AssertionError("unreachable: the last phase takes every step")
+
+
+#: OneCycleLR's phases: each one's (start, end) rate and momentum, by group key.
+_PHASES = {
+    False: (
+        (("initial_lr", "max_lr"), ("max_lr", "min_lr")),
+        (("max_momentum", "base_momentum"), ("base_momentum", "max_momentum")),
+    ),
+    True: (
+        (("initial_lr", "max_lr"), ("max_lr", "initial_lr"), ("initial_lr", "min_lr")),
+        (("max_momentum", "base_momentum"), ("base_momentum", "max_momentum"),
+         ("max_momentum", "max_momentum")),
+    ),
+}  # fmt: skip
+
+
+def _total_steps(total_steps: Any, epochs: Any, steps_per_epoch: Any) -> int:
+    """OneCycleLR's step count, checked as torch checks it."""
+    if total_steps is not None:
+        if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps <= 0:
+            raise ConfigError(
+                f"Expected positive integer total_steps, but got {total_steps} (torch's ValueError)"
+            )
+        return total_steps
+    if epochs is None or steps_per_epoch is None:
+        raise ConfigError(
+            "You must define either total_steps OR (epochs AND steps_per_epoch) (torch's "
+            "ValueError)"
+        )
+    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(
+                f"Expected positive integer {name}, but got {value} (torch's ValueError)"
+            )
+    return int(epochs * steps_per_epoch)
+
+
+def _one_group(name: str, value: Any) -> float:
+    """A per-group value (a number, or a list of one: tj.optim has one group)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise ConfigError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has "
+                f"{len(value)} values, param_groups has 1 (torch's ValueError)"
+            )
+        (value,) = value
+    return _number(name, value)
+
+
+class ReduceLROnPlateau:
+    """Equivalent to `torch.optim.lr_scheduler.ReduceLROnPlateau`: the rate times
+    ``factor`` once the metric given to ``step(metric)`` has not improved for
+    ``patience`` epochs.
+
+    As torch's, it does not step when made and sets no ``initial_lr``; its
+    ``state_dict()`` is torch's, key for key, so either framework resumes the other's.
+
+    Raises:
+        ConfigError: ``factor >= 1``, an unknown ``mode`` or ``threshold_mode``, or a
+            ``min_lr`` list of another length than one (torch's ``ValueError``).
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
+        >>> scheduler = optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=1)
+        >>> for loss in (1.0, 1.0, 1.0):
+        ...     scheduler.step(loss)
+        >>> scheduler.get_last_lr()
+        [0.1]
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: Any = 0,
+        eps: float = 1e-8,
+    ) -> None:
+        if _number("factor", factor) >= 1.0:
+            raise ConfigError(f"Factor should be < 1.0 (torch's ValueError), not {factor}")
+        self.factor = factor
+        self.optimizer = optimizer
+        _learning_rate(optimizer)  # or the error naming an optimizer that holds its rate
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != 1:
+                raise ConfigError(
+                    f"expected 1 min_lrs, got {len(min_lr)} (torch's ValueError): a tj.optim "
+                    "optimizer has one parameter group"
+                )
+            self.default_min_lr: Any = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = min_lr
+            self.min_lrs = [min_lr]
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
+        self.last_epoch = 0
+        self._last_lr = [exact(optimizer, "learning_rate")]
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
+        if mode not in ("min", "max"):
+            raise ConfigError(f"mode {mode} is unknown (torch's ValueError): 'min' or 'max'")
+        if threshold_mode not in ("rel", "abs"):
+            raise ConfigError(
+                f"threshold mode {threshold_mode} is unknown (torch's ValueError): 'rel' or 'abs'"
+            )
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    def _is_better(self, value: float, best: float) -> bool:
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return value < best * (1.0 - self.threshold)
+        if self.mode == "min":
+            return value < best - self.threshold
+        if self.threshold_mode == "rel":
+            return value > best * (self.threshold + 1.0)
+        return value > best + self.threshold
+
+    def step(self, metrics: Any) -> None:
+        """Equivalent to ``scheduler.step(metrics)``: one epoch's metric (a number, or a
+        0-d JAX, NumPy or torch array)."""
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in cooldown do not count, as in torch
+        if self.num_bad_epochs > self.patience:
+            old = exact(self.optimizer, "learning_rate")
+            new = max(old * self.factor, self.min_lrs[0])
+            if old - new > self.eps:
+                set_exact(self.optimizer, "learning_rate", new)
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [exact(self.optimizer, "learning_rate")]
+
+    def get_last_lr(self) -> list[float]:
+        """Equivalent to ``scheduler.get_last_lr()``."""
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Equivalent to ``scheduler.state_dict()``: torch's keys, in torch's order."""
+        return {name: copy.copy(getattr(self, name)) for name in _PLATEAU_STATE}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Equivalent to ``scheduler.load_state_dict(...)``, from torch's or this one's.
+
+        Raises:
+            StateDictError: ``state_dict`` is not a ReduceLROnPlateau's.
+        """
+        missing = [name for name in _PLATEAU_STATE if name not in state_dict]
+        if not isinstance(state_dict, Mapping) or missing:
+            raise StateDictError(
+                f"this is not a ReduceLROnPlateau state dict: it has no {missing}; make "
+                "the scheduler the checkpoint was written with"
+            )
+        for name in _PLATEAU_STATE:
+            setattr(self, name, copy.copy(state_dict[name]))
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+#: ReduceLROnPlateau's state, as torch's ``state_dict()`` lists it.
+_PLATEAU_STATE = (
+    "factor", "default_min_lr", "min_lrs", "patience", "cooldown", "eps", "last_epoch",
+    "_last_lr", "mode_worse", "mode", "threshold", "threshold_mode", "best",
+    "cooldown_counter", "num_bad_epochs",
+)  # fmt: skip
+
+#: torch.optim.lr_scheduler's schedulers with no port here.
+_UNPORTED = frozenset({
+    "ChainedScheduler", "CosineAnnealingWarmRestarts", "CyclicLR", "MultiplicativeLR",
+    "SequentialLR", "SWALR",
+})  # fmt: skip
+
+
+def __getattr__(name: str) -> NoReturn:
+    """A torch scheduler not ported here: the library's error naming what is."""
+    if name not in _UNPORTED:
+        raise NoSuchAttributeError.unmapped("optim.lr_scheduler", name)
+    raise NoSuchAttributeError(
+        f"tj.optim.lr_scheduler has no {name!r} (torch.optim.lr_scheduler.{name}): the "
+        f"ported schedulers are {', '.join(sorted(__all__))}. Fix: write its rate as "
+        "LambdaLR(optimizer, lambda epoch: ...) (its state dict crosses to torch's "
+        "LambdaLR, not to this one), or use an optax schedule"
+    )
 
 
 def _learning_rate(optimizer: Any) -> Any:
