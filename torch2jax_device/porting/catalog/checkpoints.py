@@ -449,8 +449,9 @@ ROWS: tuple[Idiom, ...] = (
             "buffer that starts at the first gradient, Adam's `eps` outside the square "
             "root, AdamW's decay before the step) and keep their hyperparameters in the "
             "state, where a scheduler and a checkpoint set them. They take no parameters: "
-            "`nnx.Optimizer` pairs them with the model. `amsgrad`, `maximize` and several "
-            "parameter groups are not offered. `scan` writes both columns from the "
+            "`nnx.Optimizer` pairs them with the model. `amsgrad`, `maximize` and torch's "
+            "kernel keywords (`foreach`, `fused`, `capturable`, `differentiable`) are taken, "
+            "with torch's checks; several parameter groups are not offered. `scan` writes both columns from the "
             "script's own line: its optimizer, learning rate and settings, and the optax "
             "rule that updates as torch's does (`optax.adamw(1e-3, weight_decay=0.01)` for "
             "torch's `AdamW()`, whose decay default is not optax's; L2 weight decay as "
@@ -514,14 +515,15 @@ ROWS: tuple[Idiom, ...] = (
             'scheduler.load_state_dict(tj.load(path)["scheduler"])'
         ),
         notes=(
-            "`StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` (warm-up) and "
-            "`LambdaLR` set "
-            "the learning rate held in an `nnx.Optimizer`'s state at each `step()`, with "
-            "torch's closed forms, and their `state_dict()` is torch's, key for key, so "
-            "either framework's scheduler resumes the other's. Torch's schedulers scale "
-            "the optimizer's current rate (a rate changed by hand compounds); these "
-            "compute it from `base_lrs`. `scheduler.as_schedule(steps_per_epoch)` gives "
-            "the same rates as an optax schedule."
+            "`StepLR`, `MultiStepLR`, `CosineAnnealingLR`, `LinearLR` (warm-up), "
+            "`LambdaLR`, `ExponentialLR`, `ConstantLR`, `PolynomialLR`, `OneCycleLR` and "
+            "`ReduceLROnPlateau` (`step(metric)`) set the learning rate held in an "
+            "`nnx.Optimizer`'s state at each `step()` by torch's own rule (most scale the "
+            "current rate, so a rate set by hand compounds as in torch), and their "
+            "`state_dict()` is torch's, key for key, so either framework's scheduler resumes "
+            "the other's, by `load_state_dict` or `last_epoch=`. "
+            "`scheduler.as_schedule(steps_per_epoch)` gives torch's closed form as an optax "
+            "schedule. The scan advises its optax schedule for the first five."
         ),
         runs=False,
         torch_api=(
