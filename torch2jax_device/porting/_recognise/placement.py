@@ -31,9 +31,11 @@ __all__ = [
     "get_device",
     "helper_device_keywords",
     "move",
+    "move_by_name",
     "parameters_call",
     "project_helper_call",
     "to_call",
+    "unbound_move",
 ]
 
 # What tj.to_device takes as torch's Tensor.to does (memory_format= changes no values).
@@ -679,3 +681,44 @@ def _is_docstring(statement: ast.stmt) -> bool:
         and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
     )
+
+
+# A move reached as torch's unbound method (``torch.Tensor.to(x, device)``,
+# ``map(torch.Tensor.cuda, xs)``) or asked for by name (``getattr(x, "cuda")()``): the row
+# of the method.
+_MOVES = {"to": "tensor-to-device", "cuda": "tensor-cuda", "cpu": "tensor-cpu"}
+_UNBOUND = {
+    f"{owner}.{method}": rule
+    for owner in ("torch.Tensor", "torch.nn.Module", "torch.nn.modules.module.Module")
+    for method, rule in _MOVES.items()
+}
+
+
+def unbound_move(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
+    """``torch.Tensor.to(x, device)``, ``map(torch.Tensor.cuda, xs)``: ``True`` if
+    reported (advice: ``tj.to_device(x, device)``)."""
+    rule = _UNBOUND.get(name)
+    if rule is None:
+        return False
+    if rule == "tensor-to-device" and name.startswith("torch.nn."):
+        rule = "module-to"
+    r.add(call or node, rule)
+    return True
+
+
+def move_by_name(r: Recogniser, call: ast.Call) -> None:
+    """``getattr(x, "cuda")()`` (or ``"to"``, ``"cpu"``), a move asked for by its name."""
+    getter = call.func
+    if not (
+        isinstance(getter, ast.Call)
+        and isinstance(getter.func, ast.Name)
+        and getter.func.id == "getattr"
+        and r.file.names.is_builtin(getter.func)
+        and len(getter.args) == 2
+        and isinstance(getter.args[1], ast.Constant)
+        and getter.args[1].value in _MOVES
+    ):
+        return
+    if r.file.values.kinds(getter.args[0]) == {FOREIGN}:
+        return
+    r.add(call, _MOVES[getter.args[1].value])

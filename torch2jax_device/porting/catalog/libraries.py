@@ -533,13 +533,14 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`tj.DeviceMap` plans from the safetensors header alone, as Accelerate plans: "
             "the names in natural order (the model's: `layers.2` before `layers.10`; a "
             "header's own order is its writer's layout), a module's tensors together, over "
-            "the accelerators `max_memory` names (only those: `{\"cpu\": \"100GiB\"}` keeps "
+            'the accelerators `max_memory` names (only those: `{"cpu": "100GiB"}` keeps '
             "the model off the GPUs; without `max_memory`, every local one), each up to its "
             "budget (`max_memory`, else 90 % of its free memory; over several GPUs, "
-            "`\"auto\"` gives each a balanced share, as Transformers' `device_map=\"auto\"`; "
-            "`device_map=\"sequential\"` fills them in turn), then the first accelerator's "
+            '`"auto"` gives each a balanced share, as Transformers\' `device_map="auto"`; '
+            '`device_map="sequential"` fills them in turn), then the first accelerator\'s '
             "`pinned_host` memory (host RAM jitted code can read), then the CPU device; each "
-            'tensor is read straight to its place. Accelerate\'s `max_memory` keys (`0`, `"cpu"`) and sizes '
+            "tensor is read straight to its place. "
+            'Accelerate\'s `max_memory` keys (`0`, `"cpu"`) and sizes '
             '(`"20GiB"`, `"20GB"`) mean the same; `"pinned_host"` caps the pinned '
             'part of the host\'s share. There is no `"disk"` tier (a safetensors file is '
             "memory-mapped already). See the how-to `big-models.md`."
