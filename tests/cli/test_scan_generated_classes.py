@@ -763,3 +763,14 @@ def test_a_move_is_found_however_it_is_spelled(expression: str) -> None:
 def test_an_attribute_asked_for_by_name_is_no_move() -> None:
     source = "import torch\ndef f(x):\n    return getattr(x, 'shape')\n"
     assert rules_on(source, 3) == []
+
+
+def test_jax_codes_own_device_keyword_is_no_project_helper() -> None:
+    """flax's ``jit(..., device=device)``, or any call in a file of JAX and no torch."""
+    source = (
+        "import jax\nfrom flax import nnx\n"
+        "def compile(f, device, wrapped_cls):\n"
+        "    g = jax.jit(f, device=device)\n"
+        "    return wrapped_cls(f, device=device)\n"
+    )
+    assert [f.line for f in scan_text(source)] == []

@@ -557,6 +557,12 @@ _HELPER_MODULE = re.compile(r"model|net|module|ema|encoder|decoder|backbone", re
 _HELPER_BATCH = re.compile(r"batch|input|data|sample|prepare|move|to_device", re.IGNORECASE)
 # A value named as a device: device, self.device, args.device, local_device, dev.
 _DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
+# Packages whose calls told device= are no project helper's: torch's own (rows of their
+# own), JAX's and the other array frameworks' (their devices), functools.partial (no call).
+_NOT_HELPERS = frozenset(
+    "torch torch2jax_device functools jax jaxlib flax optax equinox orbax numpy cupy "
+    "tensorflow paddle mindspore oneflow mlx tinygrad".split()
+)
 # Keywords only DistributedDataParallel (and the wrappers built on it) takes.
 _DDP_KEYWORDS = frozenset({"device_ids", "output_device"})
 
@@ -570,8 +576,8 @@ def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
     if id(call) in r.reported or isinstance(r.parent(call), ast.Call):
         return  # reported already, or an argument of a call (partial(f, device=d))
     name = r.qualname(call.func)
-    if name is not None and name.split(".")[0] in ("torch", "torch2jax_device", "functools"):
-        return  # torch's own calls have rows; partial(f, device=d) is not a call of f
+    if name is not None and name.split(".")[0] in _NOT_HELPERS:
+        return  # torch's own calls have rows; JAX's take its devices; partial(f, device=d)
     if name is not None and name.startswith(libraries.TORCH_LIBRARIES):
         return  # the libraries' device= is library-device
     if _defined_here(r, call.func) or r.file.values.builtin(call.func) is not None:
@@ -589,12 +595,27 @@ def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
                 rule = "factory-device"
         else:
             continue
+        if _jax_only(r.file):
+            return  # flax's own jit(..., device=device): JAX code placing with JAX's devices
         candidate = r.add(keyword, rule, position=r.file.position(r.file.span(keyword)[0]))
         candidate.reason = (
             f"{r.text(call.func)} is the project's own: it places on {r.text(keyword.value)}; "
             "port it where it is defined"
         )
         return
+
+
+def _jax_only(file: SourceFile) -> bool:
+    """The file imports JAX and nothing of torch or the libraries built on it."""
+    origins = {
+        (b.origin or "").split(".")[0]
+        for scope in file.names.scopes
+        for bindings in scope.bindings.values()
+        for b in bindings
+        if b.kind == "import"
+    }
+    torch_side = {"torch", "transformers", "accelerate", "lightning", "deepspeed", "diffusers"}
+    return bool(origins & {"jax", "flax", "equinox", "optax"}) and not origins & torch_side
 
 
 def _is_device_value(r: Recogniser, node: ast.expr) -> bool:
