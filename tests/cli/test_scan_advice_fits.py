@@ -306,3 +306,81 @@ def test_a_librarys_context_that_builds_a_model_is_advised_jaxs(
     found = [f for f in scan_text(source) if f.line == 2]
     assert [f.rule for f in found] == ["library-device"]
     assert named in found[0].replacement and _why_not_code(found[0].replacement) is None
+
+
+@pytest.mark.parametrize(
+    "built",
+    [
+        ("from dinov2.train import SSLMetaArch", "SSLMetaArch(cfg)"),
+        ("import project.models as models", "models.ResNet50(num_classes=10)"),
+        ("from project import Net", "Net()"),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("target", ["device", 'torch.device("cuda")', "args.gpu"])
+def test_a_project_model_built_and_moved_at_once_is_a_module_move(
+    built: tuple[str, str], target: str
+) -> None:
+    # dinov2's SSLMetaArch(cfg).to(torch.device("cuda")) was advised a tensor move
+    imported, made = built
+    source = f"import torch\n{imported}\nmodel = {made}.to({target})\n"
+    assert "module-to" in [f.rule for f in scan_text(source) if f.line == 3]
+
+
+@pytest.mark.parametrize(
+    "made",
+    ["torch.Tensor(3)", "Batch(x)", "torch.ones(3)"],
+)
+def test_a_tensor_or_a_batch_built_and_moved_is_no_module(made: str) -> None:
+    source = (
+        "import torch\n"
+        "class Batch:\n"
+        "    def to(self, device):\n"
+        "        return self\n"
+        f"y = {made}.to(device)\n"
+    )
+    assert not [f.rule for f in scan_text(source) if f.line == 5 and f.rule.startswith("module")]
+
+
+def test_the_fallback_of_a_device_module_chosen_by_name_is_advised_a_device_module() -> None:
+    # peft's getattr(torch, self.device_type, torch.cuda) was advised tj.backends.cuda.is_built()
+    source = "import torch\nmodule = getattr(torch, device_type, torch.cuda)\n"
+    found = [f for f in scan_text(source) if f.line == 2 and "torch.cuda" == f.original]
+    assert found and "device_module = tj.cuda" in found[0].replacement
+
+
+@pytest.mark.parametrize(
+    ("klass", "base"),
+    list(
+        itertools.product(
+            ("SimpleTrainer", "StandardSolver", "DetectionCheckpointer", "EvalHook"),
+            ("", "TrainerBase", "flashy.BaseSolver"),
+        )
+    ),
+    ids=str,
+)
+@pytest.mark.parametrize("receiver", ["self", "super()"])
+def test_a_runner_restoring_its_own_state_is_no_model_load(
+    klass: str, base: str, receiver: str
+) -> None:
+    # audiocraft's solver and detectron2's trainers: self.load_state_dict(state) restores
+    # the run (model, optimizer, history), through the class's own method
+    source = (
+        "import flashy\nfrom detectron2.engine import TrainerBase\n"
+        f"class {klass}({base}):\n"
+        "    def restore(self, state):\n"
+        f"        {receiver}.load_state_dict(state)\n"
+    )
+    assert [f for f in scan_text(source) if f.line == 5] == [], source
+    module = source.replace(f"({base})", "(torch.nn.Module)").replace(
+        "import flashy", "import torch"
+    )
+    assert [f.rule for f in scan_text(module) if f.line == 5] == ["load-model-state"]
+
+
+@pytest.mark.parametrize("receiver", ["state_source", "self.best_state", "train_state"])
+def test_a_state_holder_restored_is_no_model_load(receiver: str) -> None:
+    source = (
+        f"def restore(state, {receiver.split('.')[-1]}):\n    {receiver}.load_state_dict(state)\n"
+    )
+    assert [f for f in scan_text(source) if f.line == 2] == []

@@ -641,11 +641,20 @@ class Values:
             return False
         name = last_name(node.func)
         qualified = self.qualname(node.func) or ""
+        own_to = isinstance(node.func, ast.Name) and any(
+            isinstance(binding.node, ast.ClassDef)
+            and any(
+                isinstance(member, ast.FunctionDef) and member.name == "to"
+                for member in binding.node.body
+            )
+            for binding in self.names.bindings(node.func)
+        )  # a batch class of the file with a .to of its own
         return (
             name is not None
             and name[:1].isupper()
             and not name.isupper()
             and not qualified.startswith(("torch", "numpy", "jax", "flax", TJ))
+            and not own_to
         )
 
     def _used_as_module(self, node: ast.AST) -> bool:

@@ -5,9 +5,10 @@ a model's weights saved and loaded (``torch.save(model.state_dict(), p)``,
 from __future__ import annotations
 
 import ast
+import re
 
 from .._rewrites import Rewrite
-from .._values import TJ, TORCH_MODULE
+from .._values import TJ, TORCH_MODULE, last_name
 from .base import Recogniser
 
 __all__ = ["forwarded_map_location", "load_call", "load_state_call", "save_call"]
@@ -18,7 +19,11 @@ _LOAD_REFUSED = {
     "encoding": "tj.load has no encoding=",
 }
 # Receivers of load_state_dict that are not models (their state is no device idiom).
-_NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric")
+_NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric", "state")
+# Classes that run training rather than compute: their load_state_dict restores the run.
+_RUNNER = re.compile(
+    r"(Trainer|Solver|Checkpointer|Runner|Engine|Loop|Manager|Callback|Hook|Task|Experiment)$"
+)
 
 
 def load_call(r: Recogniser, call: ast.Call) -> None:
@@ -150,6 +155,8 @@ def load_state_call(
         return
     if _is_super(receiver) and not _in_torch_module(r, call):
         return  # a trainer's or a checkpointer's own load_state_dict (detectron2's)
+    if last_name(receiver) == "self" and _in_a_runner(r, call):
+        return  # audiocraft's solver restoring its own state
     if call.keywords:  # strict=False, assign=True: which keys load is torch's own rule
         if any(k.arg not in ("strict", "assign") for k in call.keywords):
             return  # not Module.load_state_dict (a helper's, map_location=...)
@@ -220,6 +227,17 @@ def load_state_call(
 def _is_super(node: ast.expr) -> bool:
     return (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+    )
+
+
+def _in_a_runner(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` is in a method of a class that runs training rather than computes (a
+    ``*Trainer``, ``*Solver``, ``*Checkpointer``...) and is no torch module."""
+    klass = r.file.names.enclosing(node, ast.ClassDef)
+    return (
+        isinstance(klass, ast.ClassDef)
+        and _RUNNER.search(klass.name) is not None
+        and not _in_torch_module(r, node)
     )
 
 

@@ -114,6 +114,8 @@ class Detector(Recogniser):
                 fitting = distributed.collective_advice(self, call, name)
             elif covering.id == "library-collective":  # deepspeed.comm.*
                 fitting = libraries.collective_advice(self, name.rsplit(".", 1)[-1], call)
+            elif call is None and _device_module_fallback(self, node):
+                fitting = _DEVICE_MODULE
             self.add(call or node, covering.id, fitting)
             return True
         return False
@@ -335,6 +337,25 @@ class Detector(Recogniser):
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)
+
+
+# getattr(torch, device_type, torch.cuda): the device module, its fallback named.
+_DEVICE_MODULE = (
+    "device_module = tj.cuda  # the device module: its memory and synchronize calls answer "
+    "for JAX's accelerator"
+)
+
+
+def _device_module_fallback(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` is the default of ``getattr(torch, name, node)``: a device module."""
+    parent = r.parent(node)
+    return (
+        isinstance(parent, ast.Call)
+        and r.file.values.builtin(parent.func) == "getattr"
+        and len(parent.args) == 3
+        and parent.args[2] is node
+        and r.qualname(parent.args[0]) == "torch"
+    )
 
 
 def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:

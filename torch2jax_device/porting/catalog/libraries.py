@@ -539,8 +539,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             '`"auto"` gives each a balanced share, as Transformers\' `device_map="auto"`; '
             '`device_map="sequential"` fills them in turn), then the first accelerator\'s '
             "`pinned_host` memory (host RAM jitted code can read), then the CPU device; each "
-            "tensor is read straight to its place. "
-            'Accelerate\'s `max_memory` keys (`0`, `"cpu"`) and sizes '
+            "tensor is read straight to its place. Accelerate's `max_memory` keys "
+            '(`0`, `"cpu"`) and sizes '
             '(`"20GiB"`, `"20GB"`) mean the same; `"pinned_host"` caps the pinned '
             'part of the host\'s share. There is no `"disk"` tier (a safetensors file is '
             "memory-mapped already). See the how-to `big-models.md`."
