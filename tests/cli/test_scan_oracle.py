@@ -19,11 +19,8 @@ is empty) and nothing ``--diff`` wrote is reported.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,7 +28,7 @@ import pytest
 from tests.support.corpus import ScriptRunner
 from tests.support.distributed.launch import launch_in
 from tests.support.optional_frameworks import needs
-from torch2jax_device.cli import main
+from tests.support.scan_diff import apply_diff, reported_written, scan_diff
 from torch2jax_device.porting import scanner
 
 ORACLE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "oracle"
@@ -99,21 +96,7 @@ def _hand_port(script: Path, port: Path) -> None:
 def _diff(folder: Path, name: str) -> str:
     """``torch2jax-device scan --diff NAME.py`` in ``folder`` (the script alone), or over
     the project's files together."""
-    out = io.StringIO()
-    with contextlib.chdir(folder), contextlib.redirect_stdout(out):
-        status = main(["scan", "--diff", *_scanned(name)])
-    assert status == 0
-    return out.getvalue()
-
-
-def _apply(folder: Path, diff: str) -> None:
-    """The documented workflow: ``scan --diff ... | patch -p1``."""
-    patch = shutil.which("patch") or pytest.fail("patch is needed to apply the diff")
-    done = subprocess.run(
-        [patch, "-p1", "--forward", "--batch"], cwd=folder, input=diff, text=True,
-        capture_output=True, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    return scan_diff(folder, *_scanned(name))
 
 
 def _run(scripts: ScriptRunner, folder: Path, name: str, ranks: int, launched: bool) -> list[str]:
@@ -207,26 +190,15 @@ def test_the_script_prints_the_same_after_scan_diff(
         _hand_port(ported / target, port)
     diff = _diff(ported, name)
     if diff:
-        _apply(ported, diff)
+        apply_diff(ported, diff)
     after = _run(scripts, ported, name, ranks, launched)
     assert after == before, diff
 
     # One call reaches the fixed point, and nothing --diff wrote is reported again.
     assert _diff(ported, name) == ""
     if diff:
-        written = {
-            line[1:].strip() for line in diff.splitlines() if line.startswith("+") and
-            not line.startswith("+++")
-        }  # fmt: skip
-        files = _project_sources(ported, name)
-        found = scanner.scan_sources(files)
-        reported = [
-            f
-            for path, source in files.items()
-            for f in found[path]
-            if source.splitlines()[f.line - 1].strip() in written
-        ]
-        assert not reported, [(f.path, f.line, f.rule, f.original) for f in reported]
+        reported = reported_written(_project_sources(ported, name), diff)
+        assert not reported, reported
 
 
 def _project_sources(folder: Path, name: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import safetensors.numpy
+import safetensors.torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,9 +70,13 @@ def test_auto_fills_the_accelerator_then_pinned_memory_then_the_host(
     path = tmp_path / "model.safetensors"
     safetensors.numpy.save_file(tensors, str(path))
     plan = tj.DeviceMap.plan(path, max_memory=max_memory)
-    order = list(safetensors.numpy.load_file(str(path)))  # the file's order
     places = plan.placements()
-    assert list(places) == order
+    order = list(places)
+    assert sorted(order) == sorted(tensors)
+    # The model's order (the layers as built), not the file's (by dtype, then name).
+    assert list(dict.fromkeys(name.rpartition(".")[0] for name in order)) == list(
+        dict.fromkeys(name.rpartition(".")[0] for name in tensors)
+    )
     tiers = [_tier(places[name]) for name in order]
     assert tiers == sorted(tiers)  # in order: a tier is never used again once left
     budgets = [max_memory["cpu:1"], max_memory["pinned_host"], max_memory["cpu"]]
@@ -79,10 +84,17 @@ def test_auto_fills_the_accelerator_then_pinned_memory_then_the_host(
     for name, tier in zip(order, tiers, strict=True):
         used[tier] += tensors[name].nbytes
     assert used[0] <= budgets[0] and used[1] <= budgets[1] and used[1] + used[2] <= budgets[2]
+    # A layer is never split (Accelerate places whole modules): the host takes any whole.
+    layer_tiers = {name.rpartition(".")[0]: set() for name in order}
+    for name, tier in zip(order, tiers, strict=True):
+        layer_tiers[name.rpartition(".")[0]].add(tier)
+    assert all(len(found) == 1 for found in layer_tiers.values()), layer_tiers
     for name, tier, before in zip(order[1:], tiers[1:], tiers, strict=False):
-        if tier > before:  # the first tensor of a tier would have overflowed the one before
+        if tier > before:  # the first layer of a tier would have overflowed the one before
             held = used_until(order, tiers, tensors, name, before)
-            assert held + tensors[name].nbytes > budgets[before]
+            layer = name.rpartition(".")[0]
+            nbytes = sum(t.nbytes for n, t in tensors.items() if n.rpartition(".")[0] == layer)
+            assert held + nbytes > budgets[before]
     # Loaded by the plan: each tensor where it says, with the file's values.
     loaded = tj.load_file(path, device="auto", max_memory=max_memory)
     for name, array in loaded.items():
@@ -125,6 +137,169 @@ def test_the_plan_prints_as_accelerates_map_with_the_bytes_per_device(tmp_path: 
         printed
     )
     assert plan.execution_device == jax.devices()[1]
+
+
+def test_a_layer_split_by_the_budget_goes_whole_to_the_next_tier() -> None:
+    """Accelerate never splits a module: a kernel that fits with its bias that does not
+    go on together (the stage on each device then holds whole layers)."""
+    shapes = {
+        "l0.kernel": jax.ShapeDtypeStruct((256,), np.float32),
+        "l0.bias": jax.ShapeDtypeStruct((256,), np.float32),
+        "l1.kernel": jax.ShapeDtypeStruct((4,), np.float32),
+    }
+    budget = {"cpu:1": 1024 + 10, "cpu:2": 4096, "cpu": 2**20}
+    assert tj.DeviceMap.plan(shapes, max_memory=budget).modules() == {"": "cpu:2"}
+    # One that no tier holds whole is split, in order, rather than refused.
+    budget = {"cpu:1": 1024 + 10, "cpu:2": 1024 + 10, "cpu": 1024 + 16}
+    assert tj.DeviceMap.plan(shapes, max_memory=budget).modules() == {
+        "l0.kernel": "cpu:1",
+        "l0.bias": "cpu:2",
+        "l1": ("cpu:1", PINNED),
+    }
+
+
+def test_max_memory_lists_every_device_and_fills_them_in_index_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Accelerate's ``get_max_memory``: a dict names the devices a plan may use (only
+    "cpu": no GPU), its GPUs sorted by index. cpu:1 stands in for the local GPU."""
+    from torch2jax_device._src import device_budgets
+
+    monkeypatch.setattr(device_budgets, "_local_accelerators", lambda: [jax.devices()[1]])
+    shapes = {f"h.{i}.w": jax.ShapeDtypeStruct((64,), np.float32) for i in range(3)}
+    assert tj.DeviceMap.plan(shapes, max_memory={"cpu": 2**20}).modules() == {"": "cpu:0"}
+    assert tj.DeviceMap.plan(shapes).modules() == {"": "cpu:1"}  # no max_memory: the GPUs
+    plan = tj.DeviceMap.plan(shapes, max_memory={"cpu:2": 256, "cpu:1": 256, "cpu": 2**20})
+    assert plan.modules() == {"h.0": "cpu:1", "h.1": "cpu:2", "h.2": ("cpu:1", PINNED)}
+    assert plan.execution_device == jax.devices()[1]
+    with pytest.raises(tj.ConfigError, match=r"pinned_host.*names no accelerator.*Fix: name it"):
+        tj.DeviceMap.plan(shapes, max_memory={"pinned_host": 256, "cpu": 2**20})
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        # Accelerate's get_balanced_memory: 8 modules of 1 KiB over 2 GPUs, each but the
+        # last gets 8 KiB // 2 + 1.25 x the 1 KiB mean module = 5,376 bytes: 5 modules.
+        ("auto", {**dict.fromkeys(range(5), "cpu:1"), **dict.fromkeys(range(5, 8), "cpu:2")}),
+        ("balanced", {**dict.fromkeys(range(5), "cpu:1"), **dict.fromkeys(range(5, 8), "cpu:2")}),
+        # low_0: GPU 0 takes what the others cannot (here nothing).
+        ("balanced_low_0", dict.fromkeys(range(8), "cpu:2")),
+        ("sequential", dict.fromkeys(range(8), "cpu:1")),
+    ],
+)
+def test_auto_shares_the_model_among_several_accelerators_as_transformers_does(
+    tmp_path: Path, strategy: str, expected: dict[int, str]
+) -> None:
+    """``from_pretrained(device_map="auto")`` and ``load_checkpoint_and_dispatch`` give
+    each GPU a balanced share (``"auto"`` is ``"balanced"``); ``"sequential"`` fills the
+    first GPU first, as ``infer_auto_device_map`` alone does."""
+    tensors = {f"h.{i}.w": np.full(256, i, np.float32) for i in range(8)}
+    path = tmp_path / "model.safetensors"
+    tj.save_file(tensors, path)
+    budget = {"cpu:1": "1MiB", "cpu:2": "1MiB", "cpu": "1GiB"}
+    places = {
+        int(name.split(".")[1]): str(place)
+        for name, place in tj.DeviceMap.plan(path, device_map=strategy, max_memory=budget)
+        .placements()
+        .items()
+    }
+    assert places == expected
+    loaded = tj.load_file(path, device_map=strategy, max_memory=budget)
+    assert {n: str(tj.device_of(a)) for n, a in loaded.items()} == {
+        f"h.{i}.w": place for i, place in expected.items()
+    }
+    if strategy == "auto":  # device="auto" is device_map="auto"
+        plan = tj.DeviceMap.plan(path, max_memory=budget)
+        assert (
+            plan.placements()
+            == tj.DeviceMap.plan(path, device_map="auto", max_memory=budget).placements()
+        )
+        assert "its balanced share of the model (device_map='auto'), within max_memory" in (
+            repr(plan)
+        )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=4096),
+    st.integers(min_value=0, max_value=4096),
+    st.sampled_from(["auto", "balanced_low_0", "sequential"]),
+)
+def test_plans_over_two_accelerators_keep_modules_whole_in_order_within_their_shares(
+    widths: list[int], first: int, second: int, strategy: str
+) -> None:
+    """Over cpu:1 and cpu:2 standing in for two GPUs: tiers in order, a module on one
+    place unless no tier holds it whole, and each accelerator but the last within its
+    balanced share (Accelerate's get_balanced_memory: the model over the GPUs holding
+    any budget, plus 1.25 times the mean module)."""
+    shapes = {}
+    for i, width in enumerate(widths):
+        shapes[f"h.{i}.kernel"] = jax.ShapeDtypeStruct((width, 4), np.float32)
+        shapes[f"h.{i}.bias"] = jax.ShapeDtypeStruct((width,), np.float32)
+    modules = [20 * width for width in widths]  # bytes: 16 x width + 4 x width
+    budget = {"cpu:1": first, "cpu:2": second, "cpu": 2**20}
+    plan = tj.DeviceMap.plan(shapes, device_map=strategy, max_memory=budget)
+    tiers = [(place.device.id, place.memory_kind) for place in plan.placements().values()]
+    order = [(1, "device"), (2, "device"), (1, PINNED), (0, "device")]
+    ranks = [order.index(tier) for tier in tiers]
+    assert ranks == sorted(ranks)
+    held = dict.fromkeys(order, 0)
+    for i in range(len(widths)):  # every module fits the host whole: never split
+        kernel, bias = plan.destination(f"h.{i}.kernel"), plan.destination(f"h.{i}.bias")
+        assert kernel == bias
+        held[(kernel.device.id, kernel.memory_kind)] += modules[i]
+    assert held[(1, "device")] <= first and held[(2, "device")] <= second
+    gpus = [b for b in (first, second) if b > 0]
+    if strategy == "auto" and len(gpus) == 2:
+        share = sum(modules) // 2 + int(1.25 * sum(modules) / len(modules))
+        assert held[(1, "device")] <= share
+    if strategy == "balanced_low_0" and len(gpus) == 2:
+        assert held[(1, "device")] <= max(0, sum(modules) - second)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "jax"])
+def test_an_array_under_two_names_is_counted_once_and_placed_with_its_first(kind: str) -> None:
+    """A tie (one array object under two names, as a torch-layout state dict lists a
+    tied weight): Accelerate counts it once and keeps it on one device."""
+    shared = np.ones(64, np.float32) if kind == "numpy" else jnp.ones(64)
+    tree = {"embed": shared, "mid": np.ones(64, np.float32), "head": shared}
+    budget = {"cpu:1": 2 * 256, "cpu": 2**20}  # the two distinct arrays, not three
+    plan = tj.DeviceMap.plan(tree, max_memory=budget)
+    assert plan.modules() == {"": "cpu:1"}
+    assert plan.bytes_per_device() == {"cpu:1": 512}
+    placed = tj.to_device(tree, "auto", max_memory=budget)
+    assert {name: _tier(array) for name, array in placed.items()} == dict.fromkeys(tree, 0)
+    explicit = tj.DeviceMap.plan(tree, device_map={"": "cpu:1"}, max_memory=budget)
+    assert explicit.bytes_per_device() == {"cpu:1": 512}  # within the budget: not refused
+
+
+@pytest.mark.parametrize("writer", ["safetensors", "tj"])
+def test_a_safetensors_file_is_planned_in_the_models_order_as_its_torch_checkpoint(
+    tmp_path: Path, writer: str
+) -> None:
+    """A safetensors header lists tensors by its writer's layout (dtype, then name:
+    ``10`` before ``2``); the plan takes the names in natural order, which is the
+    model's, and so places the layers as the same model's ``torch.save`` file does."""
+    torch = pytest.importorskip("torch")
+    layers = [torch.nn.Linear(8, 8) for _ in range(12)]
+    for i in range(0, 12, 3):
+        layers[i].half()  # mixed dtypes: the file's offsets go by dtype first
+    twin = torch.nn.Sequential(*layers)
+    path, pt = tmp_path / "model.safetensors", tmp_path / "model.pt"
+    state = {name: tensor.contiguous() for name, tensor in twin.state_dict().items()}
+    if writer == "safetensors":
+        safetensors.torch.save_file(state, str(path))
+    else:
+        tj.save_file(state, path)
+    torch.save(twin.state_dict(), pt)
+    budget = {"cpu:1": 1200, "cpu:2": 1200, "cpu": 2**20}
+    expected = tj.DeviceMap.plan(pt, max_memory=budget).modules()  # the saved order
+    assert len(set(expected.values())) == 3  # the budgets cut the model twice
+    assert tj.DeviceMap.plan(path, max_memory=budget).modules() == expected
+    with tj.safe_open(path, framework="flax", device="auto", max_memory=budget) as f:
+        assert f.plan is not None and f.plan.modules() == expected
 
 
 def test_an_index_of_shards_is_planned_in_its_weight_maps_order(tmp_path: Path) -> None:

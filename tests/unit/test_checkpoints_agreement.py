@@ -110,3 +110,24 @@ def test_a_sample_is_three_short_runs_holding_the_first_middle_and_last_elements
     flat = np.concatenate(taken)
     middle_row = positions[shape[0] // 2].reshape(-1)[0] if shape else 0
     assert {0, positions.size - 1, int(middle_row)} <= set(flat.tolist())
+
+
+@pytest.mark.parametrize(
+    ("form", "cause"),
+    [
+        ("load_file", "absent.safetensors"),
+        ("index", "nowhere.safetensors"),
+        ("torch", "first.pt"),
+    ],
+)
+def test_a_process_failing_before_the_comparison_fails_the_others_at_once(
+    job: list[dict[str, Any]], form: str, cause: str
+) -> None:
+    # Rank 1's copy is missing, names a missing shard, or is truncated; rank 0's is fine.
+    # Rank 0 used to wait the agreement's 600 s for rank 1's description, then blame a
+    # "different call"; now rank 1 tells it, and rank 0 fails naming rank 1's error.
+    mine, theirs = job[1]["failing_first"][form], job[0]["failing_first"][form]
+    assert mine is not None and cause in mine, mine
+    assert theirs is not None and theirs.startswith("CheckpointError: "), theirs
+    assert "process 1 failed before the processes could compare this load" in theirs
+    assert cause in theirs and "Fix what that process reports" in theirs

@@ -16,7 +16,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.support.models import NnxNet, equinox_net, nnx_output
-from torch2jax_device import CheckpointError, ConversionError
+from torch2jax_device import CheckpointError, ConversionError, StateDictError
 
 
 class Tagged(nnx.Module):
@@ -140,6 +140,13 @@ def test_flax_layers_without_a_torch_layout_are_refused(make: Any, layer: str) -
     assert tj.state_dict(model)  # the JAX layout always works
     with pytest.raises(ConversionError, match=f"flax {layer}, which has no torch counterpart"):
         tj.state_dict(model, layout="torch")
+    # Loading a torch-named state says why the names cannot match, not only which differ.
+    torch_named = {
+        name.replace("kernel", "weight"): np.asarray(value)
+        for name, value in tj.state_dict(model).items()
+    }
+    with pytest.raises(StateDictError, match=f"Unexpected key.*flax {layer}, which has no torch"):
+        tj.load_state(model, torch_named)
 
 
 def test_a_dotted_name_that_repeats_another_is_refused() -> None:

@@ -68,13 +68,21 @@ def no_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     st.integers(min_value=0, max_value=10**6),
     st.sampled_from(sorted(_UNITS)),
     st.sampled_from(["", " "]),
-    st.booleans(),
+    st.lists(st.booleans(), min_size=3, max_size=3),
 )
 def test_sizes_parse_as_accelerate_defines_the_units(
-    count: int, unit: str, space: str, upper: bool
+    count: int, unit: str, space: str, upper: list[bool]
 ) -> None:
-    written = unit.upper() if upper and unit else unit
-    assert parse_size(f"{count}{space}{written}", "cpu") == count * _UNITS[unit]
+    """Any case, as Accelerate's ``convert_file_size_to_int`` upper-cases the unit
+    (``"20gib"`` is 20 GiB), except a decimal unit ending in ``b``, which Accelerate
+    reads as bits (``"20Gb"``, ``"20gb"``: an eighth) and tj refuses."""
+    written = "".join(c.upper() if up else c.lower() for c, up in zip(unit, upper, strict=False))
+    value = f"{count}{space}{written}"
+    if len(unit) == 2 and written.endswith("b"):
+        with pytest.raises(tj.ConfigError, match="would be bits"):
+            parse_size(value, "cpu")
+    else:
+        assert parse_size(value, "cpu") == count * _UNITS[unit]
 
 
 @pytest.mark.parametrize("value", ["20Gb", "20gb", "lots", "-1GiB", "1e9", "", None, 1.5, -3])
@@ -138,7 +146,23 @@ def test_a_plan_that_cannot_fit_even_on_the_host_is_refused_before_reading(
             r"max_memory= is the budget of device='auto'",
         ),
         ({"device": "cpu:0", "device_map": "auto"}, tj.InvalidDeviceError, r"both say where"),
-        ({"device_map": 3}, tj.InvalidDeviceError, r"give 'auto' or a dict"),
+        ({"device_map": 3}, tj.InvalidDeviceError, r"give one of Accelerate's strategies"),
+        ({"device_map": "balance"}, tj.InvalidDeviceError, r"'balanced_low_0', 'sequential'"),
+        (  # Accelerate's disk tier
+            {"device": "auto", "max_memory": {"cpu": "1GiB", "disk": "10GiB"}},
+            tj.InvalidDeviceError,
+            r"max_memory\['disk'\]: tj does not offload to disk. Fix: drop the entry",
+        ),
+        (  # a typo would send the layer where "" says
+            {"device_map": {"": "cpu", "layrs.1": "cpu"}},
+            tj.InvalidDeviceError,
+            r"device_map\['layrs.1'\] covers none of the 7 tensors \(did you mean 'layers.1'\?\)",
+        ),
+        (  # a map written for another model
+            {"device_map": {"embed": "cpu", "layers": "cpu", "lm_head": "cpu"}},
+            tj.InvalidDeviceError,
+            r"device_map\['lm_head'\] covers none of the 7 tensors.*Fix: correct the key, or drop",
+        ),
         (
             {"device": "auto", "max_memory": {"cpu:0": 100, "cpu": 1000}},
             tj.InvalidDeviceError,
@@ -403,3 +427,15 @@ def test_every_layer_made_abstract_lists_and_loads_as_the_concrete_one(
     filled = tj.load_state(abstract, path, device="auto", max_memory={"cpu": "1MiB"})
     for name, value in tj.state_dict(filled).items():
         np.testing.assert_array_equal(value, tj.state_dict(concrete)[name])
+
+
+def test_the_hosts_budget_takes_every_spelling_of_the_cpu(checkpoint: Any, no_reads: None) -> None:
+    """``torch.device("cpu")`` and ``tj.device("cpu")`` equal ``"cpu"``: each is the
+    host's share, never an accelerator to fill (it was refused as the host's device)."""
+    torch = pytest.importorskip("torch")
+    path, tensors = checkpoint
+    total = sum(t.nbytes for t in tensors.values())
+    for key in ("cpu", torch.device("cpu"), tj.device("cpu")):
+        assert tj.DeviceMap.plan(path, max_memory={key: total}).modules() == {"": CPU}
+        with pytest.raises(tj.OutOfMemoryError, match=r"max_memory \(its 'cpu' entry"):
+            tj.DeviceMap.plan(path, max_memory={key: total - 1})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import errno
 import io
+import itertools
 import os
 import signal
 import socket
@@ -14,8 +15,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.deadlines import deadline
 from tests.support.distributed.launch import launch, worker_env
@@ -187,6 +191,51 @@ def test_the_grace_period_defaults_to_torchruns() -> None:
             parser.parse_args(["run", "--grace-period", bad, "x.py"])
 
 
+def test_torchs_store_port_is_held_while_the_workers_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The launcher probed a free port, let it go, started its workers and only then
+    # hosted torch's store there: a job starting meanwhile (two test groups side by side)
+    # could probe the same port, and the two jobs' workers met in one store (gloo:
+    # "Connection closed by peer", seen in a full run beside other jobs). Now the port is
+    # held from its choice on; the store takes over the listening socket.
+    seen: list[tuple[bool, bool]] = []
+
+    def start(job: object, args: argparse.Namespace, port: int, agent_store: bool) -> None:
+        seen.append((agent_store, _run._is_free(port)))
+        raise _run._LaunchError("stopped by the test")
+
+    monkeypatch.setattr(_run._Job, "start", start)
+    parser = argparse.ArgumentParser()
+    _run.add_parser(parser.add_subparsers(dest="command"))
+    script = tmp_path / "job.py"
+    script.write_text("")
+    _run.run(
+        parser.parse_args(["run", "--nproc-per-node", "2", str(script)]),
+        io.StringIO(),
+        io.StringIO(),
+    )
+    assert seen == [(True, False)]  # torch is installed: its store's port, not free to others
+
+
+def test_torchs_store_takes_over_the_held_port() -> None:
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    held = _run._reserved_ports()
+    port = held.getsockname()[1]
+    try:
+        store: Any = _run._host_store(argparse.Namespace(master_addr="127.0.0.1"), port, held)
+        client = TCPStore("127.0.0.1", port, None, False, timedelta(seconds=deadline(30)))
+        client.set("rank", "1")
+        assert store.get("rank") == b"1"
+        del client, store
+    finally:
+        held.close()
+    assert _run._is_free(port)  # nothing left listening once the job is over
+
+
 def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -216,6 +265,37 @@ def test_lines_of_ranks_writing_large_blocks_are_relayed_whole(
     whole = {f"[rank{rank}]: " + "x" * 99 for rank in range(2)}
     assert [text for text in lines if text not in whole] == []
     assert len(lines) == 2 * 4 * 3000
+
+
+@given(
+    lines=st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b"")),
+        max_size=200,
+    ),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    encoding=st.sampled_from(["utf-8", "latin-1", "ascii"]),
+)
+def test_workers_bytes_are_relayed_byte_for_byte(
+    lines: list[bytes], cuts: list[int], encoding: str
+) -> None:
+    # torchrun's workers write to the inherited descriptors: bytes that are not UTF-8 (a
+    # latin-1 locale, binary output) reach the terminal as written. The relay decoded them
+    # with errors="replace": each became U+FFFD's three bytes (audit A8, item 8). Chunks
+    # are cut anywhere, inside a UTF-8 sequence too; the sink's own encoding plays no part.
+    data = b"".join(line + b"\n" for line in lines)
+    sink = io.TextIOWrapper(io.BytesIO(), encoding=encoding, errors="strict")
+    relay = _run._Relay(sink, sink)
+    read_end, write_end = os.pipe()
+    relay.add(0, os.fdopen(read_end, "rb"), None)
+    with os.fdopen(write_end, "wb", buffering=0) as pipe:
+        for start, end in itertools.pairwise(
+            [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+        ):
+            pipe.write(data[start:end])
+    while relay.open():
+        relay.pump(5)
+    sink.flush()
+    assert sink.buffer.getvalue() == b"".join(b"[rank0]: " + line + b"\n" for line in lines)
 
 
 class _Silence:

@@ -17,21 +17,16 @@ from collections.abc import Callable
 import pytest
 
 from tests.support.deadlines import deadline
+from tests.support.distributed.launch import free_port
 from torch2jax_device import DistributedError
 from torch2jax_device._src.distributed import process_group, rendezvous
 from torch2jax_device._src.distributed import roll_call as roll_call_module
 from torch2jax_device._src.distributed.roll_call import roll_call
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.parametrize("world_size", [10**6, 10**8])
 def test_the_missing_ranks_of_a_huge_world_are_summarised(world_size: int) -> None:
-    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     meeting = rendezvous.parse(None, world_size, 0, environ)
     with pytest.raises(DistributedError) as caught:
         roll_call(meeting, 0.0, environ)
@@ -42,7 +37,7 @@ def test_the_missing_ranks_of_a_huge_world_are_summarised(world_size: int) -> No
 
 @pytest.mark.parametrize("host", ["256.1.1.1", "no-such-host.invalid", "bad host", "a" * 300])
 def test_a_coordinator_host_that_resolves_to_nothing_is_the_librarys_error(host: str) -> None:
-    environ = {"MASTER_ADDR": host, "MASTER_PORT": str(_free_port())}
+    environ = {"MASTER_ADDR": host, "MASTER_PORT": str(free_port())}
     meeting = rendezvous.parse(None, 1, 0, environ)
     with pytest.raises(DistributedError, match=r"names no address .*Fix: set it to rank 0's"):
         roll_call(meeting, 5.0, environ)
@@ -51,7 +46,7 @@ def test_a_coordinator_host_that_resolves_to_nothing_is_the_librarys_error(host:
 def _one_rank(code: str, master_addr: str) -> subprocess.CompletedProcess[str]:
     """``code`` run as rank 0 of a one-process job (on the CPU, a free port); it must
     exit 0."""
-    environ = dict(os.environ, MASTER_ADDR=master_addr, MASTER_PORT=str(_free_port()))
+    environ = dict(os.environ, MASTER_ADDR=master_addr, MASTER_PORT=str(free_port()))
     environ.update(RANK="0", WORLD_SIZE="1", JAX_PLATFORMS="cpu")
     result = subprocess.run(
         [sys.executable, "-c", code], env=environ, capture_output=True, text=True,
@@ -159,7 +154,7 @@ def test_a_host_that_refuses_is_up_and_is_waited_for_until_the_timeout(
 
 def test_a_closed_port_on_a_live_host_is_the_librarys_error_naming_everything() -> None:
     # The real network: 127.0.0.2 is up (loopback) and nothing listens on the port.
-    port = _free_port()
+    port = free_port()
     environ = {"MASTER_ADDR": "127.0.0.2", "MASTER_PORT": str(port)}
     meeting = rendezvous.parse(None, 2, 1, environ)
     with pytest.raises(DistributedError) as caught:
@@ -171,7 +166,7 @@ def test_a_closed_port_on_a_live_host_is_the_librarys_error_naming_everything() 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "inf", "nan"])
 def test_a_reach_timeout_that_is_not_seconds_is_refused(value: str) -> None:
-    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     environ["TORCH2JAX_DEVICE_RENDEZVOUS_TIMEOUT"] = value
     meeting = rendezvous.parse(None, 2, 1, environ)
     with pytest.raises(DistributedError, match=r"is not a number of seconds.*Fix: a positive"):

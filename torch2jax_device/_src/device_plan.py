@@ -1,7 +1,8 @@
 """Placement plans for arrays bigger than their accelerator: Accelerate's ``device_map``, in JAX.
 
 ``device_map="auto"`` with ``max_memory={"cuda:0": "20GiB", "cpu": "100GiB"}`` in
-Accelerate fills the GPUs in the model's order, then the CPU. A plan does the same for
+Accelerate fills the GPUs in the model's order (each a balanced share of it, when there
+are several), then the CPU. A plan does the same for
 JAX arrays, with one more tier that only JAX has: every JAX sharding carries a memory
 kind, and an accelerator's ``pinned_host`` memory is host RAM that jitted code can bring
 into device memory itself (``DevicePlan.to_execution_device``). So tensors go, in
@@ -9,11 +10,12 @@ order, to each accelerator until its budget is spent, then to the first accelera
 ``pinned_host`` memory, then to the CPU device (ordinary host memory).
 
 The rules of a plan live here, below ``placement`` and ``checkpoints``, which both
-place by them: the budgets (``max_memory`` parsed, the free memory of the devices it
-leaves out), the fill order, explicit maps and their checks, the errors and the
-printed form. A plan is made from names, shapes and dtypes alone (``{name: array or
-jax.ShapeDtypeStruct}``, in order); ``checkpoints.device_map.DeviceMap``, the public
-``tj.DeviceMap``, also plans from a checkpoint's header. A plan is a per-tensor rule
+place by them: the fill order, explicit maps and their checks, the errors and the
+printed form; the budgets it fills (``max_memory`` parsed, the free memory of the
+devices it leaves out, balanced shares) are ``device_budgets``'. A plan is made
+from names, shapes and dtypes alone (``{name: array or jax.ShapeDtypeStruct}``, in
+order); ``checkpoints.device_map.DeviceMap``, the public ``tj.DeviceMap``, also
+plans from a checkpoint's header. A plan is a per-tensor rule
 ``(name, shape, dtype) -> Sharding``, so loaders place each tensor straight where it
 says, never through the GPU first; ``tj.to_device(tree, "auto")`` places a model's
 arrays by one (``array_names`` gives their names and order).
@@ -22,9 +24,9 @@ arrays by one (``array_names`` gives their names and order).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,20 +34,13 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from . import dtypes, platforms, runtime
+from . import dtypes
 from .array_names import NamedArrays, is_model
-from .capacity import free_bytes
 from .checkpoints.messages import shown
 from .detect import is_torch_tensor
-from .device import Device, resolve
-from .errors import (
-    ArgumentTypeError,
-    CheckpointError,
-    ConfigError,
-    DeviceUnavailableError,
-    InvalidDeviceError,
-    OutOfMemoryError,
-)
+from .device import Device
+from .device_budgets import PINNED, Budgets, Destination, device_in_map, memory_kinds, parse_size
+from .errors import ArgumentTypeError, CheckpointError, InvalidDeviceError, OutOfMemoryError
 
 __all__ = [
     "AUTO",
@@ -60,82 +55,10 @@ __all__ = [
 
 #: The ``device=`` / ``device_map=`` value that asks for a plan, as Accelerate spells it.
 AUTO = "auto"
-#: The memory kind of host RAM an accelerator's jitted code can read (JAX's name).
-PINNED = "pinned_host"
-#: The ``max_memory`` key of the budget for the first accelerator's pinned host memory.
-PINNED_KEY = PINNED
-#: The share of an accelerator's free memory a plan leaves for activations and compiled
-#: programs when ``max_memory`` gives it no figure (Accelerate keeps 10 % too).
-RESERVE = 0.10
-
-_UNITS = {
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "TB": 10**12,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
-
-
-def parse_size(value: Any, where: str) -> int:
-    """A memory budget as bytes: an int, or a string such as ``"20GiB"``, ``"1.5GB"``.
-
-    Units are Accelerate's: ``KB``/``MB``/``GB``/``TB`` are powers of 1000, ``KiB`` ...
-    ``TiB`` powers of 1024, any case; a bare number is bytes. ``where`` names the entry
-    in the message.
-
-    Raises:
-        ConfigError: the value is not a non-negative size; Accelerate's ``"20Gb"`` (bits,
-            an eighth of the bytes) is refused rather than guessed.
-
-    Examples:
-        >>> from torch2jax_device._src.device_plan import parse_size
-        >>> parse_size("20GiB", "cuda:0"), parse_size("1.5GB", "cpu"), parse_size(512, "cpu")
-        (21474836480, 1500000000, 512)
-    """
-    if type(value) is int and value >= 0:
-        return value
-    match = _SIZE.fullmatch(value) if isinstance(value, str) else None
-    unit = match.group(2) if match else ""
-    factor = _UNITS.get(unit.upper() or "B")
-    if match and factor is not None and not (unit.endswith("b") and unit != "b"):
-        return int(float(match.group(1)) * factor)
-    raise ConfigError(
-        f"max_memory[{where}] = {shown(value)} is not a memory size. Fix: give bytes as an "
-        "int, or a number and a unit: '20GiB' (2**30 bytes each), '20GB' (10**9 each), "
-        "also KiB, MiB, TiB, KB, MB, TB ('Gb' would be bits: write GB or GiB)"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Destination:
-    """Where a tensor goes: a device and one of its memory kinds.
-
-    ``memory_kind`` is ``"device"`` (the device's own memory; on a CPU device, host RAM)
-    or ``"pinned_host"`` (host RAM an accelerator's jitted code can read).
-    """
-
-    device: jax.Device
-    memory_kind: str = "device"
-
-    @property
-    def sharding(self) -> SingleDeviceSharding:
-        """The sharding that puts an array here."""
-        return SingleDeviceSharding(self.device, memory_kind=self.memory_kind)
-
-    def spec(self) -> str | tuple[str, str]:
-        """How an explicit ``device_map`` names it: ``"cuda:0"``, ``("cuda:0", "pinned_host")``."""
-        name = str(Device(self.device))
-        return name if self.memory_kind == "device" else (name, self.memory_kind)
-
-    def __str__(self) -> str:
-        name = str(Device(self.device))
-        return name if self.memory_kind == "device" else f"{name} {self.memory_kind}"
+#: The ``device_map`` strategies Accelerate and Transformers take: ``"auto"`` is
+#: ``"balanced"`` (several GPUs share the model evenly); ``"balanced_low_0"`` keeps GPU 0
+#: as empty as the others allow; ``"sequential"`` fills each GPU before the next.
+STRATEGIES = (AUTO, "balanced", "balanced_low_0", "sequential")
 
 
 class DevicePlan:
@@ -169,22 +92,27 @@ class DevicePlan:
     ) -> Any:
         """The plan for ``{name: array or jax.ShapeDtypeStruct}``, in its order (see
         ``tj.DeviceMap.plan`` for the rules, the arguments and the errors)."""
-        sizes = _sizes(tensors)
-        budgets = _Budgets(max_memory)
-        if device_map is None or (isinstance(device_map, str) and device_map == AUTO):
-            placements = _auto(sizes, budgets)
+        sizes, ties = _sizes(tensors)
+        own = {name: nbytes for name, nbytes in sizes.items() if name not in ties}
+        budgets = Budgets(max_memory)
+        if device_map is None or (isinstance(device_map, str) and device_map in STRATEGIES):
+            if device_map != "sequential":
+                budgets.balance(_module_sizes(own), low_zero=device_map == "balanced_low_0")
+            placed = _auto(own, budgets)  # a tie goes where its first name goes
+            placements = {name: placed[ties.get(name, name)] for name in sizes}
         elif isinstance(device_map, Mapping):
-            placements = _explicit(sizes, device_map, budgets)
+            placements = _explicit(sizes, device_map, budgets, counted=own)
         else:
             raise InvalidDeviceError(
-                f"device_map={shown(device_map)}: give 'auto' or a dict of name patterns to "
-                "devices, e.g. {'layers.0.*': 'cuda:0', '*': 'cpu'}"
+                f"device_map={shown(device_map)}: give one of Accelerate's strategies "
+                "('auto', 'balanced', 'balanced_low_0', 'sequential') or a dict of name "
+                "patterns to devices, e.g. {'layers.0.*': 'cuda:0', '*': 'cpu'}"
             )
         used = {place: (budgets.of(place), budgets.source(place)) for place in placements.values()}
         computing = [place for place in placements.values() if not budgets.in_host(place)]
         first = computing[0] if computing else next(iter(placements.values()), None)
         execution = budgets.tiers()[0].device if first is None else first.device
-        return cls(placements, sizes, used, execution)
+        return cls(placements, {name: own.get(name, 0) for name in sizes}, used, execution)
 
     def __call__(self, name: str, shape: tuple[int, ...], dtype: Any) -> SingleDeviceSharding:
         """The sharding tensor ``name`` is loaded onto (the loaders' per-tensor rule).
@@ -331,110 +259,72 @@ class _Node:
             out.append((prefix, self.own))
 
 
-class _Budgets:
-    """``max_memory``, parsed and resolved, and the figures of the places it leaves out."""
-
-    def __init__(self, max_memory: Mapping[Any, Any] | None) -> None:
-        if max_memory is not None and not isinstance(max_memory, Mapping):
-            raise ConfigError(
-                f"max_memory={shown(max_memory)}: give a dict of devices to sizes, e.g. "
-                "{'cuda:0': '20GiB', 'cpu': '100GiB'}"
-            )
-        self.accelerators: dict[jax.Device, int] = {}
-        self.host: int | None = None
-        self.pinned: int | None = None
-        for key, value in (max_memory or {}).items():
-            where = shown(key)
-            size = parse_size(value, where)
-            if key == PINNED_KEY:
-                self.pinned = size
-            elif _is_host(key):
-                self.host = size
-            else:
-                self.accelerators[_device(key, "max_memory")] = size
-        self.host_device = resolve("cpu")
-        if self.host_device in self.accelerators:
-            raise InvalidDeviceError(
-                f"max_memory names {Device(self.host_device)}, the host's own device, as an "
-                "accelerator to fill. Fix: give the host's share as max_memory['cpu'], and "
-                "let another device stand in for an accelerator (e.g. 'cpu:1' with "
-                "jax_num_cpu_devices=2)"
-            )
-
-    def in_host(self, place: Destination) -> bool:
-        """Whether ``place`` is one of the host's: pinned memory, or a CPU device that is
-        not standing in for an accelerator (one ``max_memory`` names with an index)."""
-        if place.memory_kind == PINNED:
-            return True
-        return place.device.platform == "cpu" and place.device not in self.accelerators
-
-    def tiers(self) -> list[Destination]:
-        """Where an automatic plan puts tensors, in order."""
-        accelerators = list(self.accelerators) or _local_accelerators()
-        tiers = [Destination(device) for device in accelerators]
-        if accelerators and PINNED in _memory_kinds(accelerators[0]):
-            tiers.append(Destination(accelerators[0], PINNED))
-        tiers.append(Destination(self.host_device))
-        return tiers
-
-    def of(self, destination: Destination) -> int | None:
-        """The budget of one place (``None``: no limit); host places share the host's."""
-        if destination.memory_kind == PINNED:
-            host = self.host_total()
-            if self.pinned is None or host is None:
-                return self.pinned if host is None else host
-            return min(self.pinned, host)
-        if destination.device in self.accelerators:
-            return self.accelerators[destination.device]
-        if destination.device.platform == "cpu":
-            return self.host_total()
-        free = free_bytes(destination.device)
-        return None if free is None else int(free * (1 - RESERVE))
-
-    def source(self, place: Destination) -> str:
-        """Where the budget of ``place`` comes from, as a message says it."""
-        host = "max_memory['cpu']" if self.host is not None else "the host's available RAM"
-        if place.memory_kind == PINNED:
-            return f"max_memory['pinned_host'], within {host}" if self.pinned is not None else host
-        if place.device in self.accelerators:
-            return f"max_memory[{shown(str(Device(place.device)))}]"
-        if place.device.platform == "cpu":
-            return host
-        return f"{round((1 - RESERVE) * 100)} % of its free memory"
-
-    def host_total(self) -> int | None:
-        """The host RAM every host place together may take."""
-        return self.host if self.host is not None else _host_available()
-
-
-def _auto(sizes: Mapping[str, int], budgets: _Budgets) -> dict[str, Destination]:
+def _auto(sizes: Mapping[str, int], budgets: Budgets) -> dict[str, Destination]:
+    """Each tensor's tier: a module's tensors (a layer's kernel and bias) go together to
+    the first tier from the current one that holds them all, as Accelerate never splits
+    a module; a module no single tier holds is split, tensor by tensor, in order."""
     tiers = budgets.tiers()
     limits = [budgets.of(tier) for tier in tiers]
     host_left = budgets.host_total()
     used = [0] * len(tiers)
     placements: dict[str, Destination] = {}
-    tier = 0
-    for name, nbytes in sizes.items():
-        while tier < len(tiers):
-            limit = limits[tier]
-            fits = limit is None or used[tier] + nbytes <= limit
-            if budgets.in_host(tiers[tier]) and host_left is not None:
-                fits = fits and nbytes <= host_left
-            if fits:
-                break
+
+    def fits(tier: int, nbytes: int) -> bool:
+        limit = limits[tier]
+        if limit is not None and used[tier] + nbytes > limit:
+            return False
+        return not (budgets.in_host(tiers[tier]) and host_left is not None and nbytes > host_left)
+
+    def first_fit(tier: int, nbytes: int) -> int:
+        while tier < len(tiers) and not fits(tier, nbytes):
             tier += 1
-        if tier == len(tiers):
-            raise OutOfMemoryError(_no_room(name, nbytes, sizes, tiers, limits, used))
-        used[tier] += nbytes
-        if budgets.in_host(tiers[tier]) and host_left is not None:
-            host_left -= nbytes
-        placements[name] = tiers[tier]
+        return tier
+
+    tier = 0
+    for module in _modules(sizes):
+        whole = first_fit(tier, sum(sizes[name] for name in module))
+        for name in module:
+            nbytes = sizes[name]
+            tier = whole if whole < len(tiers) else first_fit(tier, nbytes)
+            if tier == len(tiers):
+                raise OutOfMemoryError(_no_room(name, nbytes, sizes, tiers, limits, used))
+            used[tier] += nbytes
+            if budgets.in_host(tiers[tier]) and host_left is not None:
+                host_left -= nbytes
+            placements[name] = tiers[tier]
     return placements
 
 
+def _module_sizes(sizes: Mapping[str, int]) -> list[int]:
+    """The bytes of each module (a run of names with one dotted prefix), in order."""
+    return [sum(sizes[name] for name in module) for module in _modules(sizes)]
+
+
+def _modules(sizes: Mapping[str, int]) -> list[list[str]]:
+    """The names in order, grouped by module: a run of names with one dotted prefix
+    (``layers.0.kernel``, ``layers.0.bias``) is one group; a name without a dot (a
+    tree's top-level leaf) is its own."""
+    groups: list[list[str]] = []
+    previous = None
+    for name in sizes:
+        prefix = name.rpartition(".")[0] or None
+        if groups and prefix is not None and prefix == previous:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+        previous = prefix
+    return groups
+
+
 def _explicit(
-    sizes: Mapping[str, int], device_map: Mapping[str, Any], budgets: _Budgets
+    sizes: Mapping[str, int],
+    device_map: Mapping[str, Any],
+    budgets: Budgets,
+    *,
+    counted: Mapping[str, int],
 ) -> dict[str, Destination]:
+    """Each tensor where the most specific key covering it says; ``counted`` are the
+    tensors whose bytes the budgets hold (an array under a second name counts once)."""
     rules = [(str(key), _destination(key, value)) for key, value in device_map.items()]
     placements: dict[str, Destination] = {}
     unplaced = []
@@ -453,9 +343,10 @@ def _explicit(
             f"{listed}{more}. Fix: add a key that covers them (a module prefix such as "
             f"{shown(unplaced[0].rsplit('.', 1)[0])}, a wildcard, or '*': 'cpu' last)"
         )
+    _refuse_unused_keys(rules, sizes)
     totals: dict[Destination, int] = {}
     for name, place in placements.items():
-        totals[place] = totals.get(place, 0) + sizes[name]
+        totals[place] = totals.get(place, 0) + counted.get(name, 0)
     for place, nbytes in totals.items():
         budget = budgets.of(place)
         if budget is not None and nbytes > budget:
@@ -474,6 +365,26 @@ def _explicit(
             "accelerators, or raise max_memory['cpu']"
         )
     return placements
+
+
+def _refuse_unused_keys(rules: list[tuple[str, Destination]], sizes: Mapping[str, int]) -> None:
+    """A key that covers no tensor is a typo (``"lm_haed"``) or a map for another
+    model: its module would silently go where a more general key says.
+
+    Raises:
+        InvalidDeviceError: naming the key and the closest module prefix there is.
+    """
+    for key, _ in rules:
+        if any(_covers(key, name) for name in sizes):
+            continue
+        prefixes = {name.rsplit(".", i)[0] for name in sizes for i in range(name.count(".") + 1)}
+        close = difflib.get_close_matches(key, sorted(prefixes), n=1)
+        hint = f" (did you mean {shown(close[0])}?)" if close else ""
+        raise InvalidDeviceError(
+            f"device_map[{shown(key)}] covers none of the {len(sizes)} tensors{hint}. Its "
+            "module would go where another key says. Fix: correct the key, or drop it (a "
+            "tied weight a checkpoint saves once has no tensor of its own)"
+        )
 
 
 def _covers(key: str, name: str) -> bool:
@@ -501,60 +412,20 @@ def _destination(key: Any, value: Any) -> Destination:
             "on 'cpu' (a safetensors file is memory-mapped, so the host reads only what is "
             "used), or read tensors on demand with tj.safe_open"
         )
-    device = _device(value, f"device_map[{shown(key)}]")
-    if kind not in _memory_kinds(device):
+    device = device_in_map(value, f"device_map[{shown(key)}]")
+    if kind not in memory_kinds(device):
         raise InvalidDeviceError(
             f"device_map[{shown(key)}] = {shown((value, kind))}: {Device(device)} has no memory "
-            f"kind {shown(kind)}; it has {', '.join(sorted(_memory_kinds(device)))}"
+            f"kind {shown(kind)}; it has {', '.join(sorted(memory_kinds(device)))}"
         )
     return Destination(device, kind)
 
 
-def _device(spec: Any, where: str) -> jax.Device:
-    """``spec`` resolved, with the map entry named if it does not exist here."""
-    try:
-        return resolve(spec)
-    except DeviceUnavailableError as err:
-        raise DeviceUnavailableError(f"{where} names {shown(spec)}: {err}") from None
-    except InvalidDeviceError as err:
-        raise InvalidDeviceError(f"{where} names {shown(spec)}: {err}") from None
-
-
-def _is_host(key: Any) -> bool:
-    """Whether a ``max_memory`` key is Accelerate's ``"cpu"``: the host, unindexed."""
-    if isinstance(key, str):
-        return key == "cpu"
-    return isinstance(key, Device) and key.type == "cpu" and key.index is None
-
-
-def _local_accelerators() -> list[jax.Device]:
-    platform = runtime.current_platform(platforms.ACCELERATORS)
-    return [] if platform is None else list(platforms.device_indices(platform).values())
-
-
-def _memory_kinds(device: jax.Device) -> set[str]:
-    try:
-        return {memory.kind for memory in device.addressable_memories()}
-    except (AttributeError, NotImplementedError, jax.errors.JaxRuntimeError):
-        return {"device"}
-
-
-def _host_available() -> int | None:
-    """The host RAM the kernel says is available now (``MemAvailable``), if it says."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _sizes(tensors: Any) -> dict[str, int]:
+def _sizes(tensors: Any) -> tuple[dict[str, int], dict[str, str]]:
     """Each tensor's bytes once placed (in JAX's dtype: 64-bit ones narrowed), in order:
     of ``{name: array}`` as given, or of a model's or tree's arrays as ``NamedArrays``
-    names them."""
+    names them; and each name of an array already named (a tie: the same object twice),
+    with its first name. Accelerate counts a tied weight once, on one device."""
     if not _is_flat(tensors):
         if not isinstance(tensors, (Mapping, list, tuple)) and not is_model(tensors):
             raise ArgumentTypeError(
@@ -562,8 +433,13 @@ def _sizes(tensors: Any) -> dict[str, int]:
                 f"tree of arrays, not {type(tensors).__name__}"
             )
         tensors = NamedArrays(tensors).arrays
-    sizes = {}
+    sizes: dict[str, int] = {}
+    ties: dict[str, str] = {}
+    first: dict[int, str] = {}
     for name, value in tensors.items():
+        if id(value) in first:
+            ties[str(name)] = first[id(value)]
+        first.setdefault(id(value), str(name))
         if not (hasattr(value, "shape") and hasattr(value, "dtype")):
             raise CheckpointError(
                 f"tensor {shown(name)} is a {type(value).__name__}, which has no shape and "
@@ -573,7 +449,7 @@ def _sizes(tensors: Any) -> dict[str, int]:
             sizes[str(name)] = value.nbytes  # in JAX's dtype already (key arrays too)
         else:
             sizes[str(name)] = _nbytes(tuple(value.shape), value.dtype)
-    return sizes
+    return sizes, ties
 
 
 def _is_flat(tensors: Any) -> bool:
@@ -647,14 +523,19 @@ def shapes_of(
 ) -> dict[str, Any]:
     """``{name: ShapeDtypeStruct}`` of arrays (JAX, NumPy, torch) or numbers as they will
     be held: cast to ``dtype`` where given and the array is floating-point or complex
-    (what a model's move casts), or whatever it is with ``cast_all`` (a lone array's)."""
+    (what a model's move casts), or whatever it is with ``cast_all`` (a lone array's).
+    An array under two names gets one struct, so the plan sees the tie."""
     shapes = {}
+    made: dict[int, Any] = {}
     for name, leaf in leaves.items():
+        if id(leaf) in made:
+            shapes[name] = made[id(leaf)]
+            continue
         held = _held_dtype(leaf)
         if dtype is not None and (cast_all or dtypes.is_inexact(held)):
             held = dtypes.to_numpy_dtype(dtype)
         kept = isinstance(leaf, jax.Array) and held == leaf.dtype
-        shapes[name] = leaf if kept else jax.ShapeDtypeStruct(np.shape(leaf), held)
+        shapes[name] = made[id(leaf)] = leaf if kept else jax.ShapeDtypeStruct(np.shape(leaf), held)
     return shapes
 
 

@@ -283,7 +283,7 @@ def check_same_device(*objs: Any) -> Device | None:
     return next(iter(placements.devices), None)
 
 
-def parameters(model: Any) -> Iterator[Any]:
+def parameters(model: Any, recurse: bool = True) -> Iterator[Any]:
     """Equivalent to `Module.parameters`.
 
     The parameters of a model: ``model.parameters()`` for JAX.
@@ -295,6 +295,11 @@ def parameters(model: Any) -> Iterator[Any]:
     device (``.type``, ``.index``, ``str``, ``==`` with ``torch.device``), and it is
     still an array in JAX code (``.data`` is the ``jax.Array`` itself). A torch module's
     parameters are its own (``model.parameters()``), so mixed code can ask either kind.
+    ``recurse=False`` gives the model's own parameters only (its attributes', not its
+    layers'), as torch's does.
+
+    Raises:
+        ArgumentTypeError: ``recurse`` is not a bool.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -305,28 +310,42 @@ def parameters(model: Any) -> Iterator[Any]:
         (device(type='cpu'), 'cpu', 'cpu')
         >>> float((weight * 2).sum())
         4.0
+        >>> len(list(tj.parameters({"w": jnp.ones(2), "layer": {"b": jnp.ones(2)}}, recurse=False)))
+        1
     """
+    if not isinstance(recurse, bool):
+        raise ArgumentTypeError(
+            f"parameters(): recurse must be True (every parameter, the layers' too) or False "
+            f"(the model's own), not {type(recurse).__name__} {recurse!r}"
+        )
     if is_torch_module(model):
-        return iter(model.parameters())
+        return iter(model.parameters(recurse=recurse))
+
+    def own(path: Any) -> bool:
+        return recurse or len(path) == 1
+
     if is_nnx_module(model):
         nnx = sys.modules["flax.nnx"]
         pairs = in_torch_order(model, nnx.to_flat_state(nnx.state(model, nnx.Param)))
-        values = (variable.get_value() for _, variable in pairs)
+        values = (variable.get_value() for path, variable in pairs if own(path))
         return (Parameter(value) for value in values if _parameter_like(value))
     if is_equinox_module(model):
         pairs = own_leaves_first(
             jax.tree_util.tree_flatten_with_path(model)[0], path=operator.itemgetter(0)
         )
-        return (Parameter(leaf) for _, leaf in pairs if _parameter_like(leaf))
+        return (Parameter(leaf) for path, leaf in pairs if own(path) and _parameter_like(leaf))
     if isinstance(model, Mapping) and "params" in model:
         tree = model["params"]
     else:
         tree = model
-    return (
-        Parameter(leaf)
-        for leaf in flatten(tree).leaves  # arrays: a Parameter is a pytree of its array
-        if _parameter_like(leaf)
+    if recurse:  # arrays: a Parameter is a pytree of its array
+        return (Parameter(leaf) for leaf in flatten(tree).leaves if _parameter_like(leaf))
+    children = (  # a dict's own values, in its order (its keys may not sort)
+        tree.values()
+        if isinstance(tree, Mapping)
+        else jax.tree_util.tree_leaves(tree, is_leaf=lambda node: node is not tree)
     )
+    return (Parameter(child) for child in children if _parameter_like(child))
 
 
 def _parameter_like(value: Any) -> bool:

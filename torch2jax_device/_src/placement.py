@@ -10,6 +10,7 @@ already sit committed on the target are returned as the very same objects, as
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -17,7 +18,7 @@ from typing import Any, NoReturn
 import jax
 import numpy as np
 
-from . import array_names, casting, device_plan, dtypes, host_staging, to_forms
+from . import array_names, carried, casting, device_plan, dtypes, host_staging, to_forms
 from .detect import (
     is_equinox_module,
     is_nnx_module,
@@ -586,7 +587,7 @@ def _move(
                 "its state_dict() in the tree instead"
             )
         else:
-            _refuse_own_mover(tree, index, leaf)
+            carried.refuse_uncarried(leaf, functools.partial(_leaf_path, tree, index))
             continue
         if array is not leaf:
             moved[index] = array
@@ -650,27 +651,6 @@ def _reads_caller_late(target: jax.sharding.Sharding) -> bool:
 def _on_cpu(target: jax.sharding.Sharding) -> bool:
     devices: set[jax.Device] = target.device_set
     return all(device.platform == "cpu" for device in devices)
-
-
-def _refuse_own_mover(tree: Any, index: int, leaf: Any) -> None:
-    """Refuse an object in a tree that moves itself (``.to(device)``: a graph batch, a
-    batch class): a torch batch move calls it (Accelerate's ``send_to_device``), and
-    passed through unmoved, its tensors would stay where they are. A class (``torch.Tensor``
-    itself, in a batch as a value) is not such an object."""
-    if isinstance(leaf, type):
-        return
-    try:
-        mover = getattr(leaf, "to", None)
-    except Exception:  # an object's own __getattr__: then it has no usable .to
-        return
-    if callable(mover):
-        raise ConversionError(
-            f"leaf {_leaf_path(tree, index)} is a {type_name(leaf)} with its own .to(), "
-            "which tj.to_device does not call: its arrays would stay where they are. Fix: "
-            "move it with its own method (in torch: leaf.to(device.torch_device)), or hold "
-            "its arrays in a dict, a dataclass or a registered pytree, which tj.to_device "
-            "moves"
-        )
 
 
 def _leaf_conversion(

@@ -14,17 +14,21 @@ leaves), Flax ``FrozenDict``, NNX ``State`` and every registered class. Plain
 ``@dataclass`` instances are leaves to JAX; here their ``init`` fields are flattened
 too (Accelerate's ``send_to_device`` handles neither dataclasses nor ``defaultdict``),
 and rebuilt with ``dataclasses.replace`` so the input is never mutated. Containers JAX
-takes for leaves (subclasses of dict and list, ``UserDict``, other mutable mappings,
-tuple subclasses, whatever arguments their constructors take) are walked too and rebuilt
-as shallow copies of themselves, as Accelerate's ``send_to_device`` moves them.
+takes for leaves (subclasses of dict and list, ``UserDict``, other mutable mappings and
+sequences such as ``deque``, tuple subclasses, whatever arguments their constructors
+take) are walked too and rebuilt as shallow copies of themselves, as Accelerate's
+``send_to_device`` moves them; attribute bags (``SimpleNamespace``,
+``argparse.Namespace``) are rebuilt as new bags holding the new values.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import collections.abc
 import copy
 import dataclasses
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +42,9 @@ _Builder = Callable[[Iterator[Any]], Any]
 
 #: The mappings rebuilt in their own order (exact types: JAX treats subclasses as leaves).
 _MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+
+#: Attribute bags, walked as containers: each attribute a child, rebuilt as a new bag.
+_NAMESPACES = (types.SimpleNamespace, argparse.Namespace)
 
 #: Values that are leaves for certain: no registry lookup needed.
 _LEAF_TYPES = (np.ndarray, np.generic, jax.Array, str, bytes, int, float, complex)
@@ -198,7 +205,8 @@ def _walk_foreign_container(
     node: Any, leaves: list[Any], paths: list[str] | None, whole: _Whole, path: str
 ) -> _Builder | None:
     """A container JAX takes for a leaf: subclasses of dict and list (``UserDict``,
-    ``UserList``, any mutable mapping), and of tuple when the type rebuilds from its items.
+    ``UserList``, any mutable mapping or sequence: ``deque``), attribute bags
+    (``SimpleNamespace``, ``argparse.Namespace``), and tuples.
 
     Its items are walked and it is rebuilt as a shallow copy of itself holding the new
     items (attributes kept, as Hugging Face's ``BatchEncoding`` needs); ``None`` for
@@ -235,6 +243,29 @@ def _walk_foreign_container(
             return new
 
         return rebuild_list
+    if isinstance(node, collections.abc.MutableSequence):  # deque (its maxlen kept)
+        parts = [
+            _walk(item, leaves, paths, whole, _item_path(paths, path, i))
+            for i, item in enumerate(node)
+        ]
+
+        def rebuild_sequence(new_leaves: Iterator[Any]) -> Any:
+            new = copy.copy(node)
+            new.clear()
+            new.extend([part(new_leaves) for part in parts])
+            return new
+
+        return rebuild_sequence
+    if type(node) in _NAMESPACES:
+        names = list(vars(node))
+        parts = [
+            _walk(value, leaves, paths, whole, f"{path}.{name}")
+            for name, value in vars(node).items()
+        ]
+        kind = type(node)
+        return lambda new_leaves: kind(
+            **{name: part(new_leaves) for name, part in zip(names, parts, strict=True)}
+        )
     if isinstance(node, tuple):
         kind = type(node)
         parts = [

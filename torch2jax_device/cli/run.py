@@ -188,7 +188,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"torch2jax-device run: {problem}\n")
         return 2
     agent_store = importlib.util.find_spec("torch") is not None
-    port = args.master_port if args.master_port is not None else _free_ports(1 + agent_store)
+    # torch's store port is held from the moment it is chosen: a port probed and let go
+    # could be taken by another job starting meanwhile (its workers would then meet ours
+    # in one store). JAX's coordinator binds its own port, so that one is only probed.
+    reserved = None
+    if args.master_port is not None:
+        port = args.master_port
+    elif agent_store:
+        reserved = _reserved_ports()
+        port = reserved.getsockname()[1]
+    else:
+        port = _free_port()
     job = _Job(_Relay(out, err), grace_s=args.grace_period)
     launch_error = None
     stores: list[object] = []  # open until the workers are done
@@ -198,13 +208,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             # Started after the workers, which wait for it: importing torch here costs
             # them nothing.
             if agent_store and args.node_rank == 0 and not job.signals:
-                stores.append(_host_store(args, port))
+                stores.append(_host_store(args, port, reserved))
             job.wait()
         except _LaunchError as error:
             launch_error = error
         finally:
             job.stop()
             stores.clear()
+            if reserved is not None:
+                reserved.close()
     return job.report(err, launch_error)
 
 
@@ -402,7 +414,9 @@ class _Stream:
 
     def __init__(self, pipe: IO[bytes], sink: TextIO, prefix: str) -> None:
         self.pipe, self.sink, self.prefix = pipe, sink, prefix
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Bytes that are not UTF-8 are kept as surrogates, written back as the same bytes
+        # (``_emit``): the workers' output is relayed byte for byte, as torchrun's is.
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self.at_line_start = True
         self.after_return = False  # a \r redraws the line: its text is still shown
         self.pending = b""  # the start of a line not yet ended, held back (_relay_lines)
@@ -553,8 +567,14 @@ class _Relay:
         if watched:
             signal.setitimer(signal.ITIMER_REAL, _STUCK_S, _STUCK_S)
         try:
-            sink.write(text)
-            sink.flush()
+            buffer = getattr(sink, "buffer", None)
+            if buffer is None:  # a text-only sink (a StringIO)
+                sink.write(text)
+                sink.flush()
+            else:  # the workers' bytes as they wrote them, whatever the sink's encoding
+                sink.flush()
+                buffer.write(text.encode("utf-8", "surrogateescape"))
+                buffer.flush()
         except _Abandoned:
             self._abandon(sink)
         except (OSError, ValueError):  # the reader went away: keep the job, drop its output
@@ -671,8 +691,10 @@ def _answered_by_master(
         return str(error)
 
 
-def _host_store(args: argparse.Namespace, port: int) -> object:
-    """torch's rendezvous store, as torchrun's agent hosts it for its workers."""
+def _host_store(args: argparse.Namespace, port: int, reserved: socket.socket | None) -> object:
+    """torch's rendezvous store, as torchrun's agent hosts it for its workers; on the
+    ``reserved`` listening socket where there is one (a copy of its descriptor: the
+    store's to keep)."""
     from torch.distributed import TCPStore
 
     try:
@@ -684,6 +706,7 @@ def _host_store(args: argparse.Namespace, port: int) -> object:
             _STORE_TIMEOUT,
             wait_for_workers=False,
             multi_tenant=True,
+            master_listen_fd=None if reserved is None else os.dup(reserved.fileno()),
         )
     except (RuntimeError, ValueError) as error:  # DistNetworkError is a RuntimeError
         raise _LaunchError(
@@ -736,14 +759,24 @@ def _command(args: argparse.Namespace) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _DIE_WITH_LAUNCHER, str(os.getpid()), *script]
 
 
-def _free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free TCP ports (torch's store, then JAX's)."""
+def _reserved_ports() -> socket.socket:
+    """A socket listening on the first of two consecutive free ports (torch's store's,
+    held; the next, probed, is JAX's coordinator's)."""
     while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind(("", 0))
-            first: int = probe.getsockname()[1]
-        if first + count <= 65536 and all(_is_free(first + n) for n in range(count)):
-            return first
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.bind(("", 0))
+        held.listen()
+        if held.getsockname()[1] < 65535 and _is_free(held.getsockname()[1] + 1):
+            return held
+        held.close()
+
+
+def _free_port() -> int:
+    """A free TCP port (JAX's coordinator's, where no torch store is hosted)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def _is_free(port: int) -> bool:

@@ -18,6 +18,9 @@ What flows along an import (``attach``):
 
 * what a name holds (``Values.imported``): a model class of ``model.py`` that is a Flax
   NNX module, a ``torch.device`` chosen in ``utils.py``, what ``get_device()`` returns;
+  a name ``from models import *`` binds too (``models/__init__.py`` re-exporting
+  ``from .lenet import *``), when exactly one of the modules it imports * from binds it
+  and exports it (``__all__``, else its public names);
 * where a changed value goes (``Flow.importers``): a rewrite of ``device`` in
   ``utils.py`` is checked against every use of it in the modules that import it, and
   their reasons name the file (``train.py:12``);
@@ -115,6 +118,8 @@ class Project:
         # (``utils.device = ...``): what it holds is then not what its module binds.
         self._written: dict[tuple[int, str], str] = {}
         self._tops: dict[int, set[str]] = {}  # id of a file -> ``_tops_seen``
+        # id of a file -> the project modules it imports * from, in order.
+        self._stars: dict[int, list[SourceFile]] = {}
         for file in self.files:
             self._index_imports(file)
 
@@ -195,6 +200,8 @@ class Project:
                             self._opaque.setdefault(
                                 id(target[0]), f"{file.path}:{node.lineno}: imports * from it"
                             )
+                            if target[1] is None:
+                                self._stars.setdefault(id(file), []).append(target[0])
                     else:
                         self._edge(file, f"{module}.{alias.name}")
         for scope in names.scopes:
@@ -370,7 +377,7 @@ class Project:
         """What an imported name holds (``how="value"``), what calling it gives
         (``"call"``) or what its subclasses are (``"base"``), from the module defining
         it; ``None`` when ``node`` is not a name of the project."""
-        target = self._target(file, node)
+        target = self._target(file, node) or self._star_target(file, node)
         return None if target is None else self._kinds_of(*target, how)
 
     def _kinds_of(self, owner: SourceFile, name: str, how: str) -> set[str] | None:
@@ -429,6 +436,45 @@ class Project:
             return None
         key, name = found.pop()
         return self._by_id[key], name
+
+    def _star_target(self, file: SourceFile, node: ast.expr) -> tuple[SourceFile, str] | None:
+        """The project module and name a name bound by no statement of ``file`` comes
+        from, through its ``from models import *``: the one module that binds it among
+        those it imports * from, followed through their own ``import *`` (a package's
+        ``__init__.py`` re-exporting its modules); ``None`` when none or several may."""
+        if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load):
+            return None
+        if file.names.bindings(node) or id(file) not in self._stars:
+            return None
+        found = self._star_bindings(file, node.id, 0)
+        if found is None or len(found) != 1:
+            return None
+        key, name = found.pop()
+        return self._by_id[key], name
+
+    def _star_bindings(
+        self, file: SourceFile, name: str, depth: int
+    ) -> set[tuple[int, str]] | None:
+        """Where the modules ``file`` imports * from bind ``name`` (empty when none
+        exports it); ``None`` when one's exports cannot be read (a computed ``__all__``,
+        an import cycle, a chain too long)."""
+        if depth > _DEEPEST:
+            return None
+        found: set[tuple[int, str]] = set()
+        for module in self._stars.get(id(file), []):
+            exported = _exports(module, name)
+            if exported is None:
+                return None
+            if not exported:
+                continue
+            if name in module.names.module.bindings:
+                found.add((id(module), name))
+                continue
+            inner = self._star_bindings(module, name, depth + 1)
+            if inner is None:
+                return None
+            found |= inner
+        return found
 
     def holds_value(self, file: SourceFile, node: ast.AST) -> bool:
         """``node`` (``net``, ``model.net.to``) reads, at its root, a value another
@@ -529,6 +575,34 @@ def _chain(reason: str) -> str:
         return reason
     skipped = f"{_LINK}(through {len(links) - 4} more modules) "
     return _LINK.join(links[:2]) + skipped + _LINK.join(links[-2:])
+
+
+def _exports(file: SourceFile, name: str) -> bool | None:
+    """Whether ``from file import *`` binds ``name``: listed in the module's ``__all__``
+    (a literal list or tuple of strings), or, without one, public; ``None`` when its
+    ``__all__`` is computed or changed."""
+    listed: set[str] = set()
+    for node in ast.walk(file.tree):
+        if isinstance(node, ast.Name) and node.id == "__all__":
+            parent = file.names.parents.get(node)
+            value = parent.value if isinstance(parent, ast.Assign) else None
+            if not (
+                isinstance(value, (ast.List, ast.Tuple))
+                and parent in file.tree.body
+                and all(
+                    isinstance(item, ast.Constant) and isinstance(item.value, str)
+                    for item in value.elts
+                )
+            ):
+                return None  # __all__ += [...], __all__.append(...), a computed list
+            listed.update(
+                item.value
+                for item in value.elts
+                if isinstance(item, ast.Constant) and isinstance(item.value, str)
+            )
+    if "__all__" in file.names.module.bindings:
+        return name in listed
+    return not name.startswith("_")
 
 
 def _kinds_hook(project: Project, file: SourceFile) -> Callable[[ast.expr, str], set[str] | None]:

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import _thread
 import argparse
+import fcntl
 import io
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +29,58 @@ TORCHRUN = Path(sys.executable).with_name("torchrun")
 SHORT_TIMEOUT_S = 3
 
 
+#: Ports handed out by any test process on this machine, with when: a port probed free
+#: and let go is free for anyone until the test's worker binds it, and test processes run
+#: side by side (scripts/test.sh's groups, other checkouts), so none hands out a port
+#: another handed out within ``_PORT_QUARANTINE_S``.
+_PORT_REGISTRY = Path(tempfile.gettempdir()) / "torch2jax-device-test-ports"
+_PORT_QUARANTINE_S = 900
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now (bind port 0, read it, let it go)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A TCP port nobody listens on right now, and no other test process was given lately."""
+    return _handed_out(1)
 
 
 def free_port_pair() -> int:
-    """The first of two consecutive free TCP ports: torch's store, then JAX's coordinator."""
-    while True:
-        port = free_port()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+    """The first of two consecutive such ports: torch's store, then JAX's coordinator."""
+    return _handed_out(2)
+
+
+def _handed_out(count: int) -> int:
+    """The first of ``count`` consecutive ports free now and not handed out lately (bind
+    port 0, read it, let it go), recorded in the machine's registry under its lock."""
+    with open(_PORT_REGISTRY, "a+") as registry:
+        fcntl.flock(registry, fcntl.LOCK_EX)  # released when the file closes
+        registry.seek(0)
+        now = time.time()  # wall-clock: a record's age across processes, never a wait
+        recent = {}
+        for line in registry.read().split():
+            port, _, when = line.partition("@")
+            if port.isdigit() and when.replace(".", "", 1).isdigit():
+                if now - float(when) < _PORT_QUARANTINE_S:
+                    recent[int(port)] = float(when)
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind(("127.0.0.1", 0))
+                first: int = probe.getsockname()[1]
+            ports = range(first, first + count)
+            if first + count <= 65536 and not recent.keys() & set(ports) and all(map(_free, ports)):
+                break
+        recent.update(dict.fromkeys(ports, now))
+        registry.seek(0)
+        registry.truncate()
+        registry.write("".join(f"{port}@{when:.0f}\n" for port, when in recent.items()))
+        return first
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def worker_env(**extra: str) -> dict[str, str]:

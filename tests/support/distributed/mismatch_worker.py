@@ -34,6 +34,39 @@ def outcome(load: Callable[[], Any]) -> str | None:
     return None
 
 
+def failure(load: Callable[[], Any]) -> str | None:
+    """The error ``load`` raised, as ``Type: message``; ``None`` where it loaded."""
+    try:
+        load()
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def failing_first(mine: Path, mesh: Mesh, rank: int) -> dict[str, str | None]:
+    """Loads rank 1 fails before the processes compare them (its file missing, its index
+    naming a missing shard, its checkpoint truncated), rank 0's copy being fine: rank 0
+    must fail at once naming rank 1's error, not wait out the agreement's timeout."""
+    rule = tj.ShardingRule(mesh, {"w": P("data", None)})
+    tj.save_file({"w": np.ones((4, 6), np.float32)}, mine / "first.safetensors")
+    (mine / "first.safetensors.index.json").write_text(
+        '{"weight_map": {"w": "%s.safetensors"}}' % ("first" if rank == 0 else "nowhere")
+    )
+    torch.save({"model": {"w": torch.ones(4, 6)}}, mine / "first.pt")
+    if rank == 1:
+        (mine / "first.pt").write_bytes((mine / "first.pt").read_bytes()[:100])
+    dist.barrier()
+    return {
+        "load_file": failure(
+            lambda: tj.load_file(
+                mine / f"{'first' if rank == 0 else 'absent'}.safetensors", device=rule
+            )
+        ),
+        "index": failure(lambda: tj.load_file(mine / "first.safetensors.index.json", device=mesh)),
+        "torch": failure(lambda: tj.load(mine / "first.pt", map_location=rule)),
+    }
+
+
 def mismatched_loads(folder: Path, mesh: Mesh) -> dict[str, Any]:
     """This rank's outcome of every load of its own, disagreeing, copy in ``folder``."""
     rank = dist.get_rank()
@@ -100,6 +133,7 @@ def mismatched_loads(folder: Path, mesh: Mesh) -> dict[str, Any]:
             "row": outcome(lambda: tj.load_file(mine / "row.safetensors", device=mesh)),
             "end": outcome(lambda: tj.load_file(mine / "end.safetensors", device=mesh)),
         },
+        "failing_first": failing_first(mine, mesh, rank),
         "agreed_sum": float(jax.jit(lambda w: w.sum())(agreed)),
         "alone": alone,
     }

@@ -28,28 +28,35 @@ all three places of every trained tensor; a change confined to elements not samp
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
-import itertools
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Sharding
+from jax.sharding import Mesh, Sharding
 
 from ..errors import CheckpointError
 from .messages import shown
 
-__all__ = ["SAMPLED_TENSORS", "SAMPLE_ELEMENTS", "TIMEOUT_S", "agree", "sample_windows"]
+__all__ = [
+    "SAMPLED_TENSORS",
+    "SAMPLE_ELEMENTS",
+    "TIMEOUT_S",
+    "agree",
+    "failing_together",
+    "sample_windows",
+]
 
 #: How long a process waits for the others to describe their tensors (torch's default
 #: process-group timeout).
 TIMEOUT_S = 600
 # The processes holding a load's devices make the same sequence of loads together, so
-# the n-th load of one group of processes has the same number in each of them.
-_loads: collections.defaultdict[tuple[int, ...], itertools.count[int]]
-_loads = collections.defaultdict(itertools.count)
+# the n-th load of one group of processes has the same number in each of them: how many
+# loads each group has made.
+_loads: collections.Counter[tuple[int, ...]] = collections.Counter()
 
 #: A tensor about to be loaded: its name, global shape, dtype and target sharding.
 Description = tuple[str, tuple[int, ...], np.dtype[Any], Sharding]
@@ -108,8 +115,6 @@ def agree(tensors: Iterable[Description], what: str, sample: Sampler | None = No
             its sample, or another process did not describe its tensors within
             ``TIMEOUT_S`` (it failed, or makes a different call).
     """
-    if jax.process_count() == 1:
-        return
     shared: list[Description] = [
         description for description in tensors if not description[3].is_fully_addressable
     ]
@@ -117,16 +122,10 @@ def agree(tensors: Iterable[Description], what: str, sample: Sampler | None = No
     for *_, sharding in shared:
         devices: set[jax.Device] = sharding.device_set
         holders.update(device.process_index for device in devices)
-    processes = tuple(sorted(holders))
-    if len(processes) < 2:
+    found = _load_of(tuple(sorted(holders)))
+    if found is None:
         return
-    from jax._src import distributed as jax_distributed  # its key-value store: not exported
-
-    client = jax_distributed.global_state.client
-    if client is None:
-        return  # several processes without JAX's distributed runtime: nothing to ask
-    group = "-".join(map(str, processes))
-    prefix = f"torch2jax_device/checkpoints/{group}/load-{next(_loads[processes])}/process-"
+    client, prefix, processes = found
     me = jax.process_index()
     mine = {
         "tensors": [[name, list(shape), str(dtype)] for name, shape, dtype, _ in shared],
@@ -141,15 +140,74 @@ def agree(tensors: Iterable[Description], what: str, sample: Sampler | None = No
         except Exception as err:  # JAX raises a RuntimeError-like XlaRuntimeError
             raise CheckpointError(
                 f"{what}: process {me} waited {TIMEOUT_S} s for process {process} to say "
-                "which tensors it loads, and it did not: it failed before this load or "
-                f"makes a different call. Every process must make the same loads. JAX's "
-                f"coordination service reported: {shown(str(err), 400)}"
+                "which tensors it loads, and it did not: it died, or makes a different "
+                "call. Every process must make the same loads. JAX's coordination service "
+                f"reported: {shown(str(err), 400)}"
             ) from err
         theirs = json.loads(text)
+        if "failed" in theirs:
+            raise CheckpointError(
+                f"{what}: process {process} failed before the processes could compare this "
+                f"load, so no process makes it: {theirs['failed']}. Fix what that process "
+                "reports (its own error, with the traceback, is in its output)"
+            )
         described[process] = {name: (shape, dtype) for name, shape, dtype in theirs["tensors"]}
         sampled[process] = theirs["samples"]
     _compare(described, what)
     _compare_samples(described, sampled, what)
+
+
+@contextlib.contextmanager
+def failing_together(target: Any) -> Iterator[None]:
+    """Around what a process does before ``agree`` in a load onto ``target`` (opening the
+    files, planning each tensor): if it fails, tell the other processes of ``target``'s
+    devices, which wait in ``agree`` for this process's description, so that they fail
+    at once naming this process's error instead of waiting ``TIMEOUT_S``.
+
+    Only a target whose devices are known before reading (a mesh, a sharding, a rule over
+    a mesh) can be told about; the processes of a callable's shardings are not known.
+    """
+    processes = _processes_of(target)
+    before = _loads[processes]
+    try:
+        yield
+    except Exception as err:
+        # Told already: by ``agree`` in this stretch, or by a stretch inside it.
+        found = None if _loads[processes] != before else _load_of(processes)
+        if found is not None:
+            client, prefix, _ = found
+            failure = f"{type(err).__name__}: {shown(str(err), 600)}"
+            client.key_value_set(f"{prefix}{jax.process_index()}", json.dumps({"failed": failure}))
+        raise
+
+
+def _processes_of(target: Any) -> tuple[int, ...]:
+    """The processes holding ``target``'s devices; none for a target that does not say."""
+    mesh = target if isinstance(target, Mesh) else getattr(target, "mesh", None)
+    if isinstance(target, Sharding):
+        devices: Iterable[jax.Device] = target.device_set
+    elif isinstance(mesh, Mesh):
+        devices = mesh.devices.flat
+    else:
+        return ()
+    return tuple(sorted({device.process_index for device in devices}))
+
+
+def _load_of(processes: tuple[int, ...]) -> tuple[Any, str, tuple[int, ...]] | None:
+    """The next load ``processes`` make together: JAX's key-value store, the prefix of
+    each process's key for this load, the processes; ``None`` where nobody is asked (one
+    process, or several without JAX's distributed runtime)."""
+    if jax.process_count() == 1 or len(processes) < 2:
+        return None
+    from jax._src import distributed as jax_distributed  # its key-value store: not exported
+
+    client = jax_distributed.global_state.client
+    if client is None:
+        return None
+    group = "-".join(map(str, processes))
+    prefix = f"torch2jax_device/checkpoints/{group}/load-{_loads[processes]}/process-"
+    _loads[processes] += 1
+    return client, prefix, processes
 
 
 def _samples(names: list[str], sample: Sampler | None) -> dict[str, _Sampled]:

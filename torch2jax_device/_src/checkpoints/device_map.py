@@ -90,11 +90,18 @@ class DeviceMap(DevicePlan):
 
         Without ``device_map`` (or with ``device_map="auto"``), tensors in their order
         fill each accelerator up to its budget, then the first accelerator's
-        ``pinned_host`` memory, then the CPU device; once a tensor does not fit a tier,
+        ``pinned_host`` memory, then the CPU device; once a module does not fit a tier,
         it and every later one go to the next (the layers stay in order, as in
-        Accelerate). A budget is ``max_memory``'s figure for the device, else 90 % of its
-        free memory (``RESERVE`` is left for activations); a device that reports no
-        figures (a CPU device) has no limit unless given one.
+        Accelerate). A module's tensors (a run of names with one dotted prefix:
+        ``layers.0.kernel``, ``layers.0.bias``) go to one place, as Accelerate never
+        splits a module; only one that no tier holds whole is split, in order. A
+        budget is ``max_memory``'s figure for the device, else 90 % of its free memory
+        (``RESERVE`` is left for activations); a device that reports no figures (a CPU
+        device) has no limit unless given one. Over several accelerators, ``"auto"`` is
+        Accelerate's ``"balanced"`` (what Transformers' ``from_pretrained`` and
+        ``load_checkpoint_and_dispatch`` do): each accelerator but the last takes at
+        most the model's bytes over their number plus 1.25 times its mean module, so
+        the model is shared among them rather than filling the first.
 
         Args:
             tensors: A ``.safetensors`` file or ``*.index.json`` (only the headers are
@@ -106,25 +113,35 @@ class DeviceMap(DevicePlan):
                 arrays (by dotted key paths), named as ``tj.to_device(..., "auto")``
                 names them.
             max_memory: ``{device: size}`` as in Accelerate: the accelerators to fill,
-                in this order (e.g. ``"cuda:0"``, ``0``, or ``"cpu:1"`` to let a CPU
-                device stand in), ``"cpu"`` for host RAM (both host tiers together),
-                and ``"pinned_host"`` for the part of it in pinned memory. Sizes are
-                bytes or strings (``"20GiB"``, ``"500MB"``). Without any accelerator
-                named, every local accelerator is filled.
-            device_map: An explicit map instead: ``{pattern: place}``, the most
-                specific key that matches a tensor's name wins (the longest module
-                prefix, as Accelerate places; a wildcard counts its literal
-                characters; on a tie the earlier key). A key is a module prefix as
-                Accelerate writes them (``"layers.0"`` covers ``"layers.0.kernel"``;
-                ``""`` covers everything) or a wildcard (``"layers.1*"``). A place is a
-                device (``"cuda:0"``, ``0``, ``"cpu"``) or ``(device, "pinned_host")``.
+                in index order as Accelerate sorts them (e.g. ``"cuda:0"``, ``0``, or
+                ``"cpu:1"`` to let a CPU device stand in), ``"cpu"`` for host RAM (both
+                host tiers together), and ``"pinned_host"`` for the part of it in the
+                first accelerator's pinned memory. Sizes are bytes or strings
+                (``"20GiB"``, ``"500MB"``). As in Accelerate, the dict lists every
+                device the plan may use: ``{"cpu": "100GiB"}`` puts nothing on a GPU.
+                Without ``max_memory``, every local accelerator is filled.
+            device_map: One of Accelerate's strategies: ``"auto"`` / ``"balanced"``
+                (above), ``"balanced_low_0"`` (the first accelerator takes only what
+                the others cannot, as Transformers' ``generate`` wants it free) or
+                ``"sequential"`` (each accelerator filled before the next:
+                ``infer_auto_device_map`` alone). Or an explicit map:
+                ``{pattern: place}``, the most specific key that matches a tensor's
+                name wins (the longest module prefix, as Accelerate places; a wildcard
+                counts its literal characters; on a tie the earlier key). A key is a
+                module prefix as Accelerate writes them (``"layers.0"`` covers
+                ``"layers.0.kernel"``; ``""`` covers everything) or a wildcard
+                (``"layers.1*"``). A place is a device (``"cuda:0"``, ``0``, ``"cpu"``)
+                or ``(device, "pinned_host")``.
 
         Raises:
-            ConfigError: a size that does not parse.
+            ConfigError: a size that does not parse, or a ``"pinned_host"`` budget in a
+                ``max_memory`` that names no accelerator.
             DeviceUnavailableError: ``max_memory`` or ``device_map`` names a device that
                 does not exist here.
-            InvalidDeviceError: ``device_map`` leaves a tensor unplaced, or gives a place
-                that is not a device (``"disk"``), or a memory kind the device lacks.
+            InvalidDeviceError: ``device_map`` leaves a tensor unplaced, has a key that
+                covers no tensor (a typo: its module would go where another key says),
+                gives a place that is not a device (``"disk"``) or a memory kind the
+                device lacks, or is a string that is not one of the strategies.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
                 explicit map overfills a budget (the message has the numbers).
             CheckpointError: a file that cannot be read as a checkpoint.
@@ -136,29 +153,45 @@ class DeviceMap(DevicePlan):
 
 
 def file_tensors(path: PathLike) -> dict[str, jax.ShapeDtypeStruct]:
-    """Every tensor of a checkpoint as ``{name: ShapeDtypeStruct}``, in its order, no
-    tensor byte read: a safetensors file's or an index's (its ``weight_map``'s order)
-    from the headers; a PyTorch checkpoint's by dotted path (``model.0.weight``), in
-    the order it was saved, unpickled over a memory map (a legacy or file-object
-    checkpoint is read whole: torch cannot map it).
+    """Every tensor of a checkpoint as ``{name: ShapeDtypeStruct}``, in the model's
+    order as far as the file tells it, no tensor byte read: a safetensors file's or an
+    index's (its ``weight_map``'s order) from the headers; a PyTorch checkpoint's by
+    dotted path (``model.0.weight``), in the order it was saved, unpickled over a
+    memory map (a legacy or file-object checkpoint is read whole: torch cannot map
+    it). A safetensors file's own order (by
+    data offset: its writer's layout, by dtype and name) and an index listed
+    alphabetically (as Hugging Face writes them) say nothing of the model's, so their
+    names come in natural order, as a model holds its layers: ``layers.2`` before
+    ``layers.10``.
 
     Raises:
         CheckpointError: not a checkpoint, or a PyTorch one without torch installed.
     """
     found: dict[str, jax.ShapeDtypeStruct] = {}
+    saved_in_order = False  # a PyTorch checkpoint lists its tensors as the model did
     with shard_files(path) as shards:  # an index's shards, opened through its folder
         for file, names in shards.files.items():
             with Source(file, shards.opened.get(file)) as source:
                 if source.kind != "safetensors":
                     found |= _pickled_shapes(source)
+                    saved_in_order = True
                     continue
                 with Reader(file, opened=source.handle) as reader:
                     for name in reader.tensors if names is None else names:
                         info = reader.info(name)
                         found[name] = jax.ShapeDtypeStruct(info.shape, info.dtype)
-    if shards.names is not None:
+    if shards.names is not None:  # an index: its weight_map's order, unless alphabetical
         found = {name: found[name] for name in shards.names}
+        saved_in_order = list(found) != sorted(found)
+    if not saved_in_order:  # a safetensors file's order is its writer's layout
+        found = {name: found[name] for name in sorted(found, key=_natural)}
     return found
+
+
+def _natural(name: str) -> tuple[tuple[int, int, str], ...]:
+    """A dotted name's key in natural order: numbers as numbers, so ``layers.2`` comes
+    before ``layers.10``, as the model holds its layers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in name.split("."))
 
 
 def load_pickled_by_plan(

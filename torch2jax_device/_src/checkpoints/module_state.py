@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from .. import host_staging
+from .. import casting, host_staging
 from ..array_names import state_variables
 from ..detect import (
     import_torch,
@@ -35,7 +35,7 @@ from ..detect import (
 from ..distributed import transfer
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, StateDictError
 from ..interop import to_jax, to_torch
-from ..location import own_leaves_first
+from ..location import in_torch_order, own_leaves_first
 from ..platforms import platform_of
 from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
@@ -86,12 +86,20 @@ class Entry:
     name: str
     value: Any
     variable: Any = None
+    path: tuple[Any, ...] = ()  # an NNX variable's path in the module
     leaf_index: int = -1
     torch_name: str | None = None  # None: no torch layout, for the reason in ``no_torch``
     no_torch: str = ""
     permutation: tuple[int, ...] | None = None  # how the torch layout orders the axes
     reshape: tuple[int, ...] | None = None  # the torch layout's shape, when it differs
     torch_extras: tuple[str, ...] = ()  # what the twin's layer also holds (num_batches_tracked)
+    # The same variable under its other paths (a tied weight): the twin lists each name.
+    aliases: list[Entry] = dataclasses.field(default_factory=list)
+
+    def torch_names(self) -> list[str]:
+        """Every name the twin lists this array under: its own, then its ties'."""
+        names = [self.torch_name] if self.torch_name is not None else []
+        return names + [alias.torch_name for alias in self.aliases if alias.torch_name]
 
     def torch_shape(self) -> tuple[int, ...]:
         """The shape of this array in the torch twin's layout."""
@@ -138,11 +146,13 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         What is in it: for an NNX module, every ``nnx.Variable`` holding an array
         (``Param``, ``BatchStat``, your own kinds), except RNG state (JAX key arrays,
         which torch's state dict has no counterpart for) and sown ``Intermediate``
-        values; a variable shared by several modules appears once, under its first
-        name (as ``nnx.state`` lists it), where torch lists a tied parameter under
-        every name. Both layouts list an NNX module's arrays in the order its twin's
-        ``state_dict()`` does (module by module: parameters, then other variables,
-        then layers, each as assigned; ``kernel`` before ``bias``), where
+        values. A variable shared by several modules (a tied weight) appears once,
+        under its first name (as ``nnx.state`` lists it), in the ``"jax"`` layout, and
+        under every name in the ``"torch"`` layout, as torch lists a tied parameter
+        (the same tensor under each name where their layouts agree). Both layouts list
+        an NNX module's arrays in the order its twin's ``state_dict()`` does (module by
+        module: parameters, then other variables, then layers, each as assigned;
+        ``kernel`` before ``bias``), where
         ``nnx.state`` sorts the names. An ``nnx.State`` gives the same arrays in its
         own order, in the ``"jax"`` layout only. An abstract model
         (``nnx.eval_shape``) gives ``jax.ShapeDtypeStruct`` values, and in the
@@ -181,17 +191,32 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
     if layout == "jax":
         return {entry.name: entry.value for entry in entries}
     import_torch("tj.state_dict(model, layout='torch')")
-    result: collections.OrderedDict[str, Any] = collections.OrderedDict()
+    tensors: dict[str, Any] = {}
     for entry in entries:
-        if entry.torch_name is None:
-            raise ConversionError(entry.no_torch)
-        if entry.torch_name in result:
-            raise ConversionError(
-                f"two arrays of the model would both be named {entry.torch_name!r} in the "
-                "torch layout; rename an attribute so that no dotted path repeats another"
+        own = None
+        for named in (entry, *entry.aliases):  # a tied weight under each name, as torch
+            if named.torch_name is None:
+                raise ConversionError(named.no_torch)
+            if named.torch_name in tensors:
+                raise ConversionError(
+                    f"two arrays of the model would both be named {named.torch_name!r} in "
+                    "the torch layout; rename an attribute so that no dotted path repeats "
+                    "another"
+                )
+            same_layout = own is not None and (named.permutation, named.reshape) == (
+                entry.permutation,
+                entry.reshape,
             )
-        result[entry.torch_name] = in_torch_layout(entry, entry.value)
-    return result
+            tensor = own if same_layout else in_torch_layout(named, entry.value)
+            own = tensor if own is None else own
+            tensors[named.torch_name] = tensor
+    names = list(tensors)
+    if any(entry.aliases for entry in entries):  # each tied name where the twin lists it
+        every = [(alias, entry) for entry in entries for alias in (entry, *entry.aliases)]
+        by_path = {alias.path: alias.torch_name for alias, _ in every}
+        pairs = in_torch_order(model, [(alias.path, entry.variable) for alias, entry in every])
+        names = [str(by_path[path]) for path, _ in pairs]
+    return collections.OrderedDict((name, tensors[name]) for name in names)
 
 
 def in_torch_layout(entry: Entry, value: Any) -> Any:
@@ -278,7 +303,10 @@ def load_state(
         change, so a new one comes back. Write ``model = tj.load_state(model, path)``
         for both. There is no ``strict=False``: a mismatch raises a ``RuntimeError``
         (a `tj.CheckpointError` too), as torch does, and changes nothing. A twin's BatchNorm
-        ``num_batches_tracked`` is accepted and ignored.
+        ``num_batches_tracked`` is accepted and ignored. A tied weight (an NNX variable
+        shared by several modules) loads from a twin's state holding it under every
+        name, as ``torch.save(twin.state_dict())`` does, or under one of them, as
+        ``safetensors.torch.save_model`` writes it; its copies must be equal.
 
     An abstract NNX model (``nnx.eval_shape(lambda: Model(...))``, the
     ``init_empty_weights`` / ``torch.device("meta")`` idiom) holds no arrays: its state
@@ -306,7 +334,8 @@ def load_state(
 
     Raises:
         StateDictError: names are missing or unexpected (both listed, as torch's
-            ``Missing key(s)`` / ``Unexpected key(s)``), a shape differs, or ``source``
+            ``Missing key(s)`` / ``Unexpected key(s)``), a shape differs, the names of
+            one tied weight hold different values, or ``source``
             holds a whole training checkpoint rather than a state dict (the message
             names the entry to pass). A ``RuntimeError``, as torch raises, and a
             `tj.CheckpointError`.
@@ -346,8 +375,11 @@ def load_state(
             saved = load(source, map_location="cpu")
         else:  # each tensor straight to its place, the model's layout or a twin's
             layout = _layout_of(what, file_tensors(source), entries, model)
-            named = [(e.name if layout == "jax" else e.torch_name, e.name) for e in entries]
-            names = {file_name: name for file_name, name in named if file_name is not None}
+            names = {
+                file_name: entry.name
+                for entry in entries
+                for file_name in ([entry.name] if layout == "jax" else entry.torch_names())
+            }
             wanted = {entry.name: (entry.value.shape, entry.value.dtype) for entry in entries}
             saved = load_for_model(source, plan, names, wanted)
     if not isinstance(saved, Mapping):
@@ -357,10 +389,35 @@ def load_state(
     layout = _layout_of(what, saved, entries, model)
     values = []
     for entry in entries:
-        name = entry.name if layout == "jax" else entry.torch_name
-        assert name is not None
-        values.append(_loaded(what, name, saved[name], entry, layout))
+        if layout == "jax":
+            values.append(_loaded(what, entry.name, saved[entry.name], entry, layout))
+        else:
+            values.append(_tied_value(what, saved, entry))
     return _replace(model, entries, _placed(entries, values, plan, copy=copy))
+
+
+def _tied_value(what: str, saved: Mapping[Any, Any], entry: Entry) -> Any:
+    """``entry``'s value from a twin's state: under its own name or a tie's (torch lists
+    a tied weight under each; a file may hold only one); every copy held must agree.
+
+    Raises:
+        StateDictError: two names of one tied array hold different values.
+    """
+    held = [
+        (name, named)
+        for named in (entry, *entry.aliases)
+        if (name := named.torch_name) is not None and name in saved
+    ]
+    values = [_loaded(what, name, saved[name], named, "torch") for name, named in held]
+    for (name, _), value in zip(held[1:], values[1:], strict=True):
+        if not np.array_equal(np.asarray(value), np.asarray(values[0])):
+            raise StateDictError(
+                f"{shown(held[0][0])} and {shown(name)} are one tied "
+                f"array in the model ({entry.name!r}), and {what} holds different values "
+                "for them (torch's load_state_dict would keep the last one, silently). Fix: "
+                "untie them in the model, or drop the wrong one from the state"
+            )
+    return values[0]
 
 
 def _placed(
@@ -417,9 +474,7 @@ def placed_like(value: Any, current: jax.Array | jax.ShapeDtypeStruct, name: str
     On a sharding over several processes, each process gives the whole value and
     keeps its devices' parts.
     """
-    value = np.asarray(value, dtype=current.dtype) if not isinstance(value, jax.Array) else value
-    if value.dtype != current.dtype:
-        value = value.astype(current.dtype)
+    value = _in_dtype(value if isinstance(value, jax.Array) else np.asarray(value), current.dtype)
     if transfer.crosses_processes([value], current.sharding):
         (placed,) = transfer.device_put([value], current.sharding, copy=True, path=_named(name))
         return placed
@@ -443,10 +498,8 @@ def _named(name: str) -> Callable[[int], str]:
 def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
-        # In the model's dtype first: no 64-bit narrowing (and its warning) on the way.
-        torch = sys.modules["torch"]  # a torch tensor came in: torch is loaded
-        dtype = getattr(torch, np.dtype(entry.value.dtype).name, None)
-        value = to_jax(value.detach() if dtype is None else value.detach().to(dtype))
+        # Cast by torch first (torch's values, and no 64-bit narrowing on the way).
+        value = to_jax(casting.cast_tensor(value.detach(), np.dtype(entry.value.dtype)))
     elif not isinstance(value, (jax.Array, np.ndarray)) or is_tracer(value):
         raise ConversionError(
             f"{what}: {shown(name)} is a {type(value).__name__}, not an array; a state dict maps "
@@ -472,7 +525,20 @@ def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> A
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the model "
             f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
         )
-    return value if value.dtype == entry.value.dtype else value.astype(entry.value.dtype)
+    return _in_dtype(value, entry.value.dtype)
+
+
+def _in_dtype(value: Any, dtype: Any) -> Any:
+    """``value`` (NumPy or JAX) in ``dtype`` with torch's values, as ``load_state_dict``'s
+    ``copy_`` casts (``casting``'s rules: float8_e4m3fn saturates where ``astype`` gives
+    NaN, complex keeps its real part with a `tj.ComplexCastWarning`, ...)."""
+    wanted = np.dtype(dtype)
+    if value.dtype == wanted:
+        return value
+    if isinstance(value, np.ndarray):
+        native = value if value.dtype.isnative else value.astype(value.dtype.newbyteorder("="))
+        return casting.cast_host(native, wanted)
+    return casting.cast_array(value, wanted)
 
 
 def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model: Any) -> Layout:
@@ -483,8 +549,10 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model:
         return "jax"
     torch_names = {entry.torch_name for entry in entries if entry.torch_name is not None}
     extras = names & {extra for entry in entries for extra in entry.torch_extras}
-    if len(torch_names) == len(entries) and names - extras == torch_names:
-        return "torch"
+    tied = {name for entry in entries for name in entry.torch_names()} - torch_names
+    held_once = all(names & set(entry.torch_names()) for entry in entries)
+    if len(torch_names) == len(entries) and held_once and not names - extras - torch_names - tied:
+        return "torch"  # a tied weight under one of its names at least
     nested = [key for key, value in saved.items() if isinstance(value, Mapping)]
     if nested:
         raise StateDictError(
@@ -494,14 +562,35 @@ def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model:
         )
     closer = torch_names if len(names ^ torch_names) < len(names ^ jax_names) else jax_names
     missing = sorted(closer - names)
-    unexpected = sorted(str(name) for name in names - closer - extras)
+    if closer is torch_names:  # a tie held under another of its names is not missing
+        missing = sorted(
+            entry.torch_name
+            for entry in entries
+            if entry.torch_name is not None and not names & set(entry.torch_names())
+        )
+    ties = tied if closer is torch_names else set()
+    unexpected = sorted(str(name) for name in names - closer - extras - ties)
     problems = [_listed("Missing key(s)", missing), _listed("Unexpected key(s)", unexpected)]
+    # A layer with no torch layout whose arrays the state names otherwise: say why.
+    layers = {_layer_of(name) for name in unexpected}
+    untwinned = [e for e in entries if e.no_torch and _layer_of(e.name) in layers]
+    why = (
+        f". {untwinned[0].no_torch}"
+        + (f" (and {len(untwinned) - 1} more array(s) like it)" if len(untwinned) > 1 else "")
+        if untwinned
+        else ""
+    )
     raise StateDictError(
         f"Error(s) in loading {what} into {type(model).__name__}: "
         + "; ".join(problem for problem in problems if problem)
         + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
-        "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them"
+        "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them" + why
     )
+
+
+def _layer_of(name: str) -> str:
+    """The dotted path of the layer holding the array named ``name``."""
+    return name.rpartition(".")[0]
 
 
 def _listed(title: str, names: list[str]) -> str:
@@ -547,21 +636,52 @@ def _entries(model: Any) -> list[Entry]:
 
 def _nnx_entries(model: Any, *, torch_layout: bool) -> Iterator[Entry]:
     nnx = sys.modules["flax.nnx"]
-    modules = (
-        {path: node for path, node in nnx.iter_graph(model) if isinstance(node, nnx.Module)}
-        if torch_layout
-        else {}
-    )
+    modules: dict[tuple[Any, ...], Any] = {}
+    paths: dict[int, list[tuple[Any, ...]]] = {}
+    if torch_layout and hasattr(sys.modules[nnx.iter_graph.__module__], "get_node_impl"):
+        _walk(nnx, model, (), {id(model)}, modules, paths)
+    elif torch_layout:  # a flax without the walk's helpers: each node's first path only
+        modules = {p: n for p, n in nnx.iter_graph(model) if isinstance(n, nnx.Module)}
     for path, variable in state_variables(model):  # a module's in its twin's order
-        entry = Entry(".".join(map(str, path)), variable.get_value(), variable=variable)
+        path = tuple(path)
+        entry = Entry(".".join(map(str, path)), variable.get_value(), variable, path)
         if torch_layout:
             _nnx_torch_names(nnx, entry, path, modules)
+            for tied in paths.get(id(variable), []):
+                if tied != path:  # a tied weight: the twin lists it under this name too
+                    alias = Entry(".".join(map(str, tied)), entry.value, variable, tied)
+                    _nnx_torch_names(nnx, alias, tied, modules)
+                    entry.aliases.append(alias)
         else:
             entry.no_torch = (
                 "layout='torch' needs the module, not its nnx.State: the torch names "
                 "depend on the layers; pass the model"
             )
         yield entry
+
+
+def _walk(
+    nnx: Any,
+    node: Any,
+    path: tuple[Any, ...],
+    active: set[int],
+    modules: dict[tuple[Any, ...], Any],
+    paths: dict[int, list[tuple[Any, ...]]],
+) -> None:
+    """Every path of each module and variable under ``node``: a shared one under each
+    (``nnx.iter_graph`` gives the first only), as torch's ``state_dict`` lists a tied
+    parameter, or a module registered twice, under every name. It steps through what
+    ``nnx.iter_graph`` steps through: graph nodes and pytrees (a module in a plain
+    list, tuple or dict attribute too)."""
+    if isinstance(node, nnx.Module):
+        modules[path] = node
+    graphlib = sys.modules[nnx.iter_graph.__module__]  # what nnx.iter_graph walks by
+    impl = graphlib.get_node_impl(node)
+    for key, child in impl.node_dict(node).items() if impl is not None else ():
+        if isinstance(child, nnx.Variable):
+            paths.setdefault(id(child), []).append((*path, key))
+        elif graphlib.is_node(child) and id(child) not in active:  # not a cycle's way back
+            _walk(nnx, child, (*path, key), active | {id(child)}, modules, paths)
 
 
 def _nnx_torch_names(
@@ -590,8 +710,9 @@ def _nnx_torch_names(
     elif _is_flax_layer(nnx, owner):
         entry.no_torch = (
             f"{entry.name!r} belongs to a flax {type(owner).__name__}, which has no torch "
-            "counterpart tj knows the layout of; save it with tj.save_file (the JAX "
-            "layout), or write its torch state dict yourself"
+            "counterpart tj knows the layout of; keep its state in the JAX layout "
+            "(tj.save_file, then tj.load_state of that file), or convert its torch "
+            "tensors yourself"
         )
         return
     entry.torch_name = ".".join(parts)
@@ -633,8 +754,8 @@ def _equinox_entries(model: Any) -> Iterator[Entry]:
         if refused:
             entry.no_torch = (
                 f"{entry.name!r} belongs to an eqx.nn.{type(owners[-1]).__name__}, and "
-                f"{refused[0]}; save it with tj.save_file (the JAX layout), or write its "
-                "torch state dict yourself"
+                f"{refused[0]}; keep its state in the JAX layout (tj.save_file, then "
+                "tj.load_state of that file), or convert its torch tensors yourself"
             )
         else:
             entry.torch_name = ".".join(

@@ -96,7 +96,9 @@ def load_file(
         device_map: Where each tensor goes, as Accelerate's ``device_map``: ``"auto"``
             (the same as ``device="auto"``), an explicit ``{pattern: device}``, or a
             `tj.DeviceMap`. ``device="auto"`` fills the
-            accelerators in the file's order up to their budgets, then the first one's
+            accelerators in the names' natural order (``layers.2`` before
+            ``layers.10``: a file's own order is its writer's layout, not the
+            model's), a module's tensors together, up to their budgets, then the first one's
             ``pinned_host`` memory, then the CPU; each tensor goes straight to its
             place. The plan is made from the header and checked (devices, budgets,
             every tensor placed) before a tensor byte is read; see

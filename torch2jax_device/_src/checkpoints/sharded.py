@@ -50,7 +50,7 @@ from ..distributed.transfer import Index, assemble, is_whole, part_key
 from ..errors import CheckpointError, DeviceTypeError
 from ..host_staging import Piece, Streamed
 from ..interop import to_jax
-from .agreement import agree, sample_windows
+from .agreement import agree, failing_together, sample_windows
 from .format import TensorBudget, TensorInfo
 from .index import Shards, is_index, shard_files, tensor_budget
 from .map_location import MapLocationRule
@@ -224,9 +224,10 @@ def load_file(
             tensor (the message names it).
         DeviceTypeError: a rule returns something that is not a sharding.
     """
-    rule = _rule(device, callables=True)
-    with shards or shard_files(path) as opened:
-        return _load_files(path, rule, opened, max_tensors, progress)
+    with failing_together(device):  # the others are told if this process fails first
+        rule = _rule(device, callables=True)
+        with shards or shard_files(path) as opened:
+            return _load_files(path, rule, opened, max_tensors, progress)
 
 
 def _load_files(
@@ -293,9 +294,13 @@ class OnMesh:
     """
 
     def __init__(self, target: Any) -> None:
-        self._rule = _rule(target, callables=True)
+        self._target, self._rule = target, _rule(target, callables=True)
 
     def tensor(self, reader: Reader, info: TensorInfo) -> jax.Array:
+        with failing_together(self._target):
+            return self._tensor(reader, info)
+
+    def _tensor(self, reader: Reader, info: TensorInfo) -> jax.Array:
         plan = _Plan(info, _checked(self._rule, info.name, info.shape, info.dtype))
         described = [(info.name, info.shape, info.dtype, plan.sharding)]
         agree(
@@ -307,6 +312,10 @@ class OnMesh:
             return plan.load(reader, lambda count: None)
 
     def selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
+        with failing_together(self._target):
+            return self._selection(reader, info, index)
+
+    def _selection(self, reader: Reader, info: TensorInfo, index: Any) -> jax.Array:
         shape, dtype = reader.selection_shape(info, index), dtypes.canonical(info.dtype)
         name = f"{shown(info.name)}[{index!r}]"
         sharding = _checked(self._rule, info.name, shape, dtype)
@@ -349,7 +358,7 @@ def load(
             or torch missing for a PyTorch checkpoint.
     """
     path = os.fspath(path)
-    with contextlib.ExitStack() as stack:
+    with failing_together(map_location), contextlib.ExitStack() as stack:
         shards = stack.enter_context(shard_files(path))
         budget = tensor_budget(shards, path, max_tensors, "tj.load")
         sources = [
@@ -388,7 +397,7 @@ def _load_sources(
     parts = []
     for file, source in zip(files, sources, strict=True):
         if sharded:
-            part = _load_torch(source, _rule(map_location, callables=False), budget, arguments)
+            part = _load_torch(source, map_location, budget, arguments)
         elif source.kind == "safetensors":
             device = MapLocationRule(map_location).safetensors_device(source.name)
             part = load_file_on_device(
@@ -450,8 +459,7 @@ def load_object(
             "pass the path (tj.load(path, map_location=...) or tj.load_file(path, device=...))"
         )
     budget = TensorBudget(max_tensors, source.size(), verb="tj.load")
-    rule = _rule(map_location, callables=False)
-    return _load_torch(source, rule, budget, dict(pickle_load_args or {}))
+    return _load_torch(source, map_location, budget, dict(pickle_load_args or {}))
 
 
 class _Plan:
@@ -577,9 +585,10 @@ def _is_sharded_target(target: Any, *, callables: bool) -> bool:
 
 
 def _load_torch(
-    source: Source, rule: RuleFunction, budget: TensorBudget, pickle_load_args: dict[str, Any]
+    source: Source, target: Any, budget: TensorBudget, pickle_load_args: dict[str, Any]
 ) -> Any:
-    """A PyTorch checkpoint, each tensor placed part by part as ``rule`` says.
+    """A PyTorch checkpoint, each tensor placed part by part as ``target`` (a sharding, a
+    mesh or a rule) says.
 
     Its containers come back as ``torch.load`` gives them (``pickled.rebuilt``: types,
     attributes, sharing, cycles, any depth), its tensors as a load onto one device makes
@@ -588,6 +597,13 @@ def _load_torch(
     dotted path (``model.transformer.wte.weight``; a tensor held in several places takes
     the first one found, for one dict its first key).
     """
+    with failing_together(target):  # the others are told if this process fails first
+        return _load_torch_on(source, _rule(target, callables=False), budget, pickle_load_args)
+
+
+def _load_torch_on(
+    source: Source, rule: RuleFunction, budget: TensorBudget, pickle_load_args: dict[str, Any]
+) -> Any:
     torch = import_torch(source.name)
     check_expansion(source, budget)
     data_bytes = source.size()  # a file object: from where it is read

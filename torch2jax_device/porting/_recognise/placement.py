@@ -19,9 +19,11 @@ from .._values import (
     NUMBER,
     PATH,
     TJ,
+    TORCH_MODULE,
     TORCH_TENSOR,
     last_name,
 )
+from .._written import short_text
 from . import device_strings, libraries, optimizers
 from .base import Recogniser
 
@@ -190,10 +192,7 @@ def move(
             "in place: tj.to_device moves arrays and Flax NNX modules, so port them first"
         )
     elif framework == "torch":
-        candidate.reason = (
-            f"{r.text(receiver)} is a torch.nn.Module: tj.to_device moves arrays and "
-            "Flax NNX modules, so port the module first"
-        )
+        candidate.reason = _torch_module_reason(r, receiver)
     elif framework == "module":
         candidate.reason = (
             f"{r.text(receiver)} looks like a module, and the scanner cannot tell it is a "
@@ -206,6 +205,49 @@ def move(
         )
     elif framework == "nnx":
         candidate.effect = "module"
+
+
+def _torch_module_reason(r: Recogniser, receiver: ast.expr) -> str:
+    """Why a move of a torch module is not rewritten; where the name is bound to a Flax
+    NNX module at one assignment and to a torch module at another (a ported
+    ``net = LeNet()``, then ``net = torch.nn.DataParallel(net)``), the line that makes
+    it torch's."""
+    shown = r.text(receiver)
+    values = r.file.values
+    if isinstance(receiver, ast.Name) and NNX_MODULE in values.kinds(receiver):
+        torch_bound = sorted(
+            (
+                (binding.node.lineno, binding.value)
+                for binding in r.file.names.bindings(receiver)
+                if isinstance(binding.node, ast.Name)
+                and binding.value is not None
+                and not _method_of(binding.value, receiver.id)
+                and TORCH_MODULE in values.binding_kinds(binding)
+            ),
+            key=lambda found: found[0],
+        )
+        if torch_bound:
+            line, value = torch_bound[0]
+            return (
+                f"{shown} is a Flax NNX module at one assignment, and line {line} makes it "
+                f"a torch.nn.Module ({short_text(value)}): tj.to_device moves arrays and "
+                "Flax NNX modules, so port that line first"
+            )
+    return (
+        f"{shown} is a torch.nn.Module: tj.to_device moves arrays and Flax NNX modules, "
+        "so port the module first"
+    )
+
+
+def _method_of(value: ast.expr, name: str) -> bool:
+    """``value`` is a method call on ``name`` itself (``net.to(device)``): it holds what
+    ``name`` already held, not a module of its own."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    )
 
 
 def _batch_moved_in_place(r: Recogniser, call: ast.Call, receiver: ast.expr) -> str:

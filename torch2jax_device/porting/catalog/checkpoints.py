@@ -221,19 +221,21 @@ ROWS: tuple[Idiom, ...] = (
         title="Save a model and its step",
         torch='torch.save({"model": model.state_dict(), "step": step}, "ckpt.pt")',
         jax=(
-            'flat = flax.traverse_util.flatten_dict(nnx.to_pure_dict(nnx.state(model)), sep=".")\n'
+            "state = nnx.to_pure_dict(nnx.state(model, nnx.Not(nnx.RngState)))\n"
+            "flat = {'.'.join(map(str, k)): v "
+            "for k, v in flax.traverse_util.flatten_dict(state).items()}\n"
             'safetensors.flax.save_file(flat, "model.safetensors", {"step": str(step)})'
         ),
-        tj=(
-            'flat = flax.traverse_util.flatten_dict(nnx.to_pure_dict(nnx.state(model)), sep=".")\n'
-            'tj.save_file(flat, "model.safetensors", {"step": str(step)})'
-        ),
+        tj='tj.save_file(model, "model.safetensors", {"step": str(step)})',
         notes=(
             "safetensors holds arrays and string metadata, never pickled objects: keep "
-            "the step and settings in the metadata. Back: `tj.load_file`, "
-            '`flax.traverse_util.unflatten_dict(..., sep=".")`, '
-            "`nnx.update(model, ...)`. For a PyTorch `.pt`: `torch.save` of "
-            "`tj.to_torch(...)` of each array (names and layouts are the model's)."
+            "the step and settings in the metadata. `tj.save_file` names the model's arrays "
+            "as `tj.state_dict` does (`layers.0.kernel` in an `nnx.Sequential`) and leaves "
+            "RNG state out (a `Dropout`'s key, which no state dict holds). Back: "
+            '`model = tj.load_state(model, "model.safetensors")`, the step from '
+            "`tj.safe_open(path).metadata()`. For the torch original to read: "
+            '`torch.save({"model": tj.state_dict(model, layout="torch"), "step": step}, '
+            '"ckpt.pt")` (torch tensors, torch\'s names and layouts).'
         ),
         runs=False,
         torch_api=("torch.save",),
