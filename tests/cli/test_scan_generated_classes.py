@@ -728,3 +728,49 @@ def test_every_device_keyword_to_any_call_is_found(keyword: str, value: str, for
         f"    {form.format(kw=keyword, v=value)}\n"
     )
     assert rules_on(source, 5), source
+
+
+# -- a move however it is spelled: bound, unbound, by name, in a container -------------------------
+_MOVE_SPELLINGS = {
+    "x.to(device)": "tensor-to-device",
+    "x.to(device=device, dtype=dtype)": "tensor-to-device-dtype",
+    "x.cuda(device=0)": "tensor-cuda",
+    "x.data.cuda()": "tensor-cuda",
+    "x.float().cuda()": "tensor-cuda",
+    "torch.Tensor.to(x, device)": "tensor-to-device",
+    "torch.Tensor.cuda(x)": "tensor-cuda",
+    "list(map(torch.Tensor.cuda, xs))": "tensor-cuda",
+    "torch.nn.Module.to(model, device)": "module-to",
+    'getattr(x, "cuda")()': "tensor-cuda",
+    'getattr(x, "to")(device)': "tensor-to-device",
+    "[t.to(device) for t in xs]": "tensor-to-device",
+    "{k: v.to(device) for k, v in batch.items()}": "tensor-to-device",
+    "list(map(lambda t: t.cuda(), xs))": "tensor-cuda",
+    "tuple(t.cpu() for t in xs)": "tensor-cpu",
+    "batch['x'].cuda()": "tensor-cuda",
+    "self.model.to(device)": "module-to",
+}
+
+
+@pytest.mark.parametrize("expression", list(_MOVE_SPELLINGS))
+def test_a_move_is_found_however_it_is_spelled(expression: str) -> None:
+    source = (
+        f"import torch\ndef f(self, x, xs, batch, model, device, dtype):\n    y = {expression}\n"
+    )
+    assert _MOVE_SPELLINGS[expression] in rules_on(source, 3), source
+
+
+def test_an_attribute_asked_for_by_name_is_no_move() -> None:
+    source = "import torch\ndef f(x):\n    return getattr(x, 'shape')\n"
+    assert rules_on(source, 3) == []
+
+
+def test_jax_codes_own_device_keyword_is_no_project_helper() -> None:
+    """flax's ``jit(..., device=device)``, or any call in a file of JAX and no torch."""
+    source = (
+        "import jax\nfrom flax import nnx\n"
+        "def compile(f, device, wrapped_cls):\n"
+        "    g = jax.jit(f, device=device)\n"
+        "    return wrapped_cls(f, device=device)\n"
+    )
+    assert [f.line for f in scan_text(source)] == []

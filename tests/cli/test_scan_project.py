@@ -293,6 +293,20 @@ def test_direct_jax_use_in_another_modules_functions_orders_the_start_up(
     assert [f.line for f in found if f.rule == "startup-order"] == [4], found
 
 
+def test_a_method_of_an_instance_kept_in_a_name_orders_the_start_up() -> None:
+    sources = {
+        "utils.py": (
+            "import jax\n\n\nclass Helper:\n    def run(self):\n        return jax.devices()\n"
+        ),
+        "main.py": (
+            "import torch\nimport utils\n\nhelper = utils.Helper()\nx = helper.run()\n"
+            'torch.distributed.init_process_group("gloo")\n'
+        ),
+    }
+    found = scanner.scan_sources(sources)["main.py"]
+    assert [f.line for f in found if f.rule == "startup-order"] == [5], found
+
+
 @pytest.mark.parametrize(
     ("use", "held"),
     [

@@ -530,11 +530,14 @@ class Project:
     ) -> Iterator[tuple[SourceFile, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """The functions of another project module that ``call`` calls, with their file:
         a function (``utils.setup()``), and with ``methods`` a class's ``__init__``
-        (``utils.Helper()``) or a method of an instance made in the call
-        (``utils.Helper().run()``), whose parameters start with ``self``."""
+        (``utils.Helper()``) or a method of an instance made in the call or kept in a name
+        (``utils.Helper().run()``, ``h = utils.Helper(); h.run()``), whose parameters
+        start with ``self``."""
         func, method = call.func, "__init__"
-        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
-            func, method = call.func.value.func, call.func.attr  # utils.Helper().run()
+        if isinstance(call.func, ast.Attribute):
+            made = _instance_made(file, call.func.value) if methods else None
+            if made is not None:  # utils.Helper().run(), or h.run() of h = utils.Helper()
+                func, method = made.func, call.func.attr
         target = self._target(file, func)
         if target is None:
             return
@@ -620,6 +623,20 @@ def _callees_hook(
     return lambda call, node, policy, rewritten: project.call_into(
         file, call, node, policy, rewritten
     )
+
+
+def _instance_made(file: SourceFile, node: ast.expr) -> ast.Call | None:
+    """The call that made the instance ``node`` is: ``node`` itself, or the one value every
+    binding of the name ``node`` holds."""
+    if isinstance(node, ast.Call):
+        return node
+    if not isinstance(node, ast.Name):
+        return None
+    bindings = file.names.bindings(node)
+    values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
+    if len(values) != 1 or len(bindings) != 1 or not isinstance(values[0], ast.Call):
+        return None
+    return values[0]
 
 
 def _common_folder(paths: set[PurePath]) -> PurePath | None:

@@ -33,9 +33,11 @@ __all__ = [
     "get_device",
     "helper_device_keywords",
     "move",
+    "move_by_name",
     "parameters_call",
     "project_helper_call",
     "to_call",
+    "unbound_move",
 ]
 
 # What tj.to_device takes as torch's Tensor.to does (memory_format= changes no values).
@@ -597,6 +599,12 @@ _HELPER_MODULE = re.compile(r"model|net|module|ema|encoder|decoder|backbone", re
 _HELPER_BATCH = re.compile(r"batch|input|data|sample|prepare|move|to_device", re.IGNORECASE)
 # A value named as a device: device, self.device, args.device, local_device, dev.
 _DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
+# Packages whose calls told device= are no project helper's: torch's own (rows of their
+# own), JAX's and the other array frameworks' (their devices), functools.partial (no call).
+_NOT_HELPERS = frozenset(
+    "torch torch2jax_device functools jax jaxlib flax optax equinox orbax numpy cupy "
+    "tensorflow paddle mindspore oneflow mlx tinygrad".split()
+)
 # Keywords only DistributedDataParallel (and the wrappers built on it) takes.
 _DDP_KEYWORDS = frozenset({"device_ids", "output_device"})
 
@@ -610,8 +618,8 @@ def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
     if id(call) in r.reported or isinstance(r.parent(call), ast.Call):
         return  # reported already, or an argument of a call (partial(f, device=d))
     name = r.qualname(call.func)
-    if name is not None and name.split(".")[0] in ("torch", "torch2jax_device", "functools"):
-        return  # torch's own calls have rows; partial(f, device=d) is not a call of f
+    if name is not None and name.split(".")[0] in _NOT_HELPERS:
+        return  # torch's own calls have rows; JAX's take its devices; partial(f, device=d)
     if name is not None and name.startswith(libraries.TORCH_LIBRARIES):
         return  # the libraries' device= is library-device
     if _defined_here(r, call.func) or r.file.values.builtin(call.func) is not None:
@@ -629,12 +637,27 @@ def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
                 rule = "factory-device"
         else:
             continue
+        if _jax_only(r.file):
+            return  # flax's own jit(..., device=device): JAX code placing with JAX's devices
         candidate = r.add(keyword, rule, position=r.file.position(r.file.span(keyword)[0]))
         candidate.reason = (
             f"{r.text(call.func)} is the project's own: it places on {r.text(keyword.value)}; "
             "port it where it is defined"
         )
         return
+
+
+def _jax_only(file: SourceFile) -> bool:
+    """The file imports JAX and nothing of torch or the libraries built on it."""
+    origins = {
+        (b.origin or "").split(".")[0]
+        for scope in file.names.scopes
+        for bindings in scope.bindings.values()
+        for b in bindings
+        if b.kind == "import"
+    }
+    torch_side = {"torch", "transformers", "accelerate", "lightning", "deepspeed", "diffusers"}
+    return bool(origins & {"jax", "flax", "equinox", "optax"}) and not origins & torch_side
 
 
 def _is_device_value(r: Recogniser, node: ast.expr) -> bool:
@@ -721,3 +744,44 @@ def _is_docstring(statement: ast.stmt) -> bool:
         and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
     )
+
+
+# A move reached as torch's unbound method (``torch.Tensor.to(x, device)``,
+# ``map(torch.Tensor.cuda, xs)``) or asked for by name (``getattr(x, "cuda")()``): the row
+# of the method.
+_MOVES = {"to": "tensor-to-device", "cuda": "tensor-cuda", "cpu": "tensor-cpu"}
+_UNBOUND = {
+    f"{owner}.{method}": rule
+    for owner in ("torch.Tensor", "torch.nn.Module", "torch.nn.modules.module.Module")
+    for method, rule in _MOVES.items()
+}
+
+
+def unbound_move(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
+    """``torch.Tensor.to(x, device)``, ``map(torch.Tensor.cuda, xs)``: ``True`` if
+    reported (advice: ``tj.to_device(x, device)``)."""
+    rule = _UNBOUND.get(name)
+    if rule is None:
+        return False
+    if rule == "tensor-to-device" and name.startswith("torch.nn."):
+        rule = "module-to"
+    r.add(call or node, rule)
+    return True
+
+
+def move_by_name(r: Recogniser, call: ast.Call) -> None:
+    """``getattr(x, "cuda")()`` (or ``"to"``, ``"cpu"``), a move asked for by its name."""
+    getter = call.func
+    if not (
+        isinstance(getter, ast.Call)
+        and isinstance(getter.func, ast.Name)
+        and getter.func.id == "getattr"
+        and r.file.names.is_builtin(getter.func)
+        and len(getter.args) == 2
+        and isinstance(getter.args[1], ast.Constant)
+        and getter.args[1].value in _MOVES
+    ):
+        return
+    if r.file.values.kinds(getter.args[0]) == {FOREIGN}:
+        return
+    r.add(call, _MOVES[getter.args[1].value])

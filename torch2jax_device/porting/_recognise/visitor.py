@@ -99,6 +99,8 @@ class Detector(Recogniser):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
             return True
+        if placement.unbound_move(self, node, name, call):
+            return True
         if call is not None and any(k.arg == "device" for k in call.keywords):
             if name.startswith("torch.") and not name.startswith(
                 ("torch.cuda.", "torch.distributed.")
@@ -148,6 +150,7 @@ class Detector(Recogniser):
         device_strings.split_name(self, node)
         device_strings.keyed_by_type(self, node)
         device_strings.getattr_default(self, node)
+        placement.move_by_name(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
