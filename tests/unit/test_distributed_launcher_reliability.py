@@ -199,6 +199,7 @@ def test_torchs_store_port_is_held_while_the_workers_start(
     # could probe the same port, and the two jobs' workers met in one store (gloo:
     # "Connection closed by peer", seen in a full run beside other jobs). Now the port is
     # held from its choice on; the store takes over the listening socket.
+    pytest.importorskip("torch")  # the launcher hosts torch's store only where torch is
     seen: list[tuple[bool, bool]] = []
 
     def start(job: object, args: argparse.Namespace, port: int, agent_store: bool) -> None:
@@ -221,7 +222,7 @@ def test_torchs_store_port_is_held_while_the_workers_start(
 def test_torchs_store_takes_over_the_held_port() -> None:
     from datetime import timedelta
 
-    from torch.distributed import TCPStore
+    TCPStore = pytest.importorskip("torch.distributed").TCPStore
 
     held = _run._reserved_ports()
     port = held.getsockname()[1]
