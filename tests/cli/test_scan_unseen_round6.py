@@ -49,21 +49,24 @@ from torch2jax_device.porting import catalog, scanner
 UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round6"
 FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
 LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
-SETS = ("development", "held out")
+SETS = ("development", "second development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines). The development set's
 #: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
 #: libs6 (with rows6 merged) achieves (315/316, 61/61); the held-out floors are the lead's
 #: to set once that set is measured.
-FLOORS = {"development": (0.996, 1.0), "held out": (0.0, 0.0)}
+FLOORS = {"development": (0.996, 1.0), "second development": (0.933, 1.0), "held out": (0.0, 0.0)}
 
 
 def set_of(name: str) -> str:
-    """The set a file belongs to, from its truth header: "Held out" or development."""
-    header = [
+    """The set a file belongs to, from its truth header: "Held out", "Second
+    development set", or the first development set."""
+    header = " ".join(
         line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
-    ]
-    return "held out" if any("Held out" in line for line in header) else "development"
+    )
+    if "Held out" in header:
+        return "held out"
+    return "second development" if "Second development set" in header else "development"
 
 
 def figures() -> dict[str, dict[str, tuple[int, int]]]:

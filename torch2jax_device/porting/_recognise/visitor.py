@@ -21,6 +21,7 @@ from . import (
     names,
     optimizers,
     placement,
+    settings,
 )
 from .base import Recogniser
 
@@ -76,6 +77,7 @@ class Detector(Recogniser):
             libraries.member(self, node)
             or placement.device_attribute(self, node)
             or distributed.wrapper_attribute(self, node)
+            or settings.launcher_setting(self, node)
         ):
             return
         self.generic_visit(node)
@@ -139,6 +141,8 @@ class Detector(Recogniser):
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
         libraries.library_call(self, node)
+        settings.launcher_keywords(self, node)
+        settings.placement_value(self, node)
         libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
@@ -263,6 +267,7 @@ class Detector(Recogniser):
         ):
             return
         device_strings.keyed_by_type(self, node)
+        settings.launcher_setting(self, node)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -283,6 +288,19 @@ class Detector(Recogniser):
             self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
         libraries.placement_keys(self, node)
+        settings.placement_value(self, node)
+        settings.model_flags(self, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        settings.placement_value(self, node)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        settings.class_named(self, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        device_strings.index_appended(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -291,6 +309,7 @@ class Detector(Recogniser):
 
     def visit_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> None:
         environment.variable_names(self, node)
+        device_strings.device_names_listed(self, node)
         self.generic_visit(node)
 
     visit_List = visit_Tuple
