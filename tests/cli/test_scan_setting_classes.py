@@ -401,3 +401,152 @@ def test_an_index_appended_to_a_devices_name(index: str) -> None:
     source = f"def f(local_rank):\n    device = 'cuda'\n    device += {index}\n"
     assert rules_on(source, 3) == {"device-indexed"}, source
     assert lines_of(f"def f(local_rank):\n    path = 'a'\n    path += {index}\n") == set()
+
+
+# -- the launcher's variables read through a parameter or a table's items ----------------------
+_VARIABLES = {"WORLD_SIZE": "dist-env", "NODE_RANK": "dist-env", "MASTER_ADDR": "dist-env"}
+
+
+@pytest.mark.parametrize(
+    ("variable", "handed"),
+    list(itertools.product(_VARIABLES, ("positional", "keyword"))),
+    ids=str,
+)
+def test_a_launcher_variable_named_by_a_parameter(variable: str, handed: str) -> None:
+    argument = f"{variable!r}" if handed == "positional" else f"env_var={variable!r}"
+    source = (
+        "import os\n"
+        "def config_var(env_var, default):\n"
+        "    return int(os.environ[env_var])\n"
+        f"world = config_var({argument}, default=1)\n"
+    )
+    assert rules_on(source, 3) == {_VARIABLES[variable]}, source
+    other = source.replace(repr(variable), "'HOME'")
+    assert 3 not in lines_of(other), other
+
+
+@pytest.mark.parametrize("read", ("os.environ.get(k, v) == v", "os.environ.setdefault(k, v)"))
+def test_a_launcher_variable_read_over_a_tables_items(read: str) -> None:
+    source = (
+        "import os\n"
+        "defaults = {'WORLD_SIZE': '1', 'RANK': '0'}\n"
+        f"ok = all({read} for (k, v) in defaults.items())\n"
+    )
+    assert "dist-env" in rules_on(source, 3), source
+    plain = source.replace("'WORLD_SIZE'", "'HOME'").replace("'RANK'", "'USER'")
+    assert lines_of(plain) == set()
+
+
+@pytest.mark.parametrize(
+    ("variable", "row"),
+    [
+        ("CUDA_MODULE_LOADING", "cuda-alloc-conf"),
+        ("CUDA_DEVICE_MAX_CONNECTIONS", "cuda-alloc-conf"),
+        ("PYTORCH_NO_CUDA_MEMORY_CACHING", "cuda-alloc-conf"),
+        ("CUDA_DEVICE_ORDER", "cuda-visible-devices"),
+    ],
+)
+def test_the_cuda_runtimes_variables(variable: str, row: str) -> None:
+    for statement in (f"os.environ[{variable!r}] = '1'", f"x = os.getenv({variable!r})"):
+        assert rules_on(f"import os\n{statement}\n", 2) == {row}, statement
+    assert lines_of("import os\nos.environ['CUDA_HOME'] = '/usr/local/cuda'\n") == set()
+
+
+# -- a tensor's host copy, a module compiled, an autocast held, an optimizer named optim -------
+@pytest.mark.parametrize("receiver", ("logits", "out.logits", "model(x)[0]"))
+def test_a_forced_numpy_copy_leaves_the_device(receiver: str) -> None:
+    source = f"def f(model, x, out, logits):\n    a = {receiver}.numpy(force=True)\n"
+    assert rules_on(source, 2) == {"tensor-cpu"}, source
+    assert lines_of(source.replace("force=True", "")) == set()
+
+
+@pytest.mark.parametrize(
+    "arguments", ("", 'mode="max-autotune"', "fullgraph=True, dynamic=False", "**options")
+)
+def test_a_module_compiled_in_place(arguments: str) -> None:
+    source = f"def f(block, options):\n    block.compile({arguments})\n"
+    if not arguments:
+        assert lines_of(source) == set()  # bare: too like Keras' compile() to tell
+        return
+    assert rules_on(source, 2) == {"torch-compile"}, source
+    keras = "def f(model):\n    model.compile(optimizer='adam', loss='mse')\n"
+    assert lines_of(keras) == set()
+
+
+@pytest.mark.parametrize("held", ("self.training_ctx", "ctx"))
+def test_an_autocast_of_the_projects_held_then_entered(held: str) -> None:
+    source = (
+        "class Brain:\n"
+        "    def fit(self, device_type, dtype):\n"
+        f"        {held} = TorchAutocast(device_type=device_type, dtype=dtype)\n"
+        f"        with {held}:\n"
+        "            pass\n"
+    )
+    assert rules_on(source, 4) == {"autocast"}, source
+    assert 4 not in lines_of(source.replace("TorchAutocast", "Timer"))
+
+
+@pytest.mark.parametrize("name", ("optim", "self.optim", "base_optim", "optimizer"))
+def test_an_optimizers_state_loaded_by_the_name_it_is_given(name: str) -> None:
+    source = f"def f(self, optim, base_optim, optimizer, sd):\n    {name}.load_state_dict(sd)\n"
+    assert rules_on(source, 2) == {"optimizer-state-dict"}, source
+    assert lines_of(source.replace(name, "optimism")) == set()
+
+
+# -- a member of a class an advice row names: an enum's value ------------------------------------
+_MEMBERS = {
+    "from torch.distributed.fsdp import StateDictType": "StateDictType.SHARDED_STATE_DICT",
+    "from torch.distributed.fsdp.api import StateDictType": "StateDictType.FULL_STATE_DICT",
+    "import torch.distributed.fsdp as fsdp": "fsdp.StateDictType.LOCAL_STATE_DICT",
+}
+
+
+@pytest.mark.parametrize("imports", _MEMBERS)
+def test_an_enum_value_of_a_catalog_class(imports: str) -> None:
+    source = (
+        f"{imports}\n"
+        "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+        "from torch.distributed.fsdp import ShardedOptimStateDictConfig\n"
+        "def f(model):\n"
+        f"    kind = {_MEMBERS[imports]}\n"
+        "    with FSDP.state_dict_type(\n"
+        "        model,\n"
+        f"        state_dict_type={_MEMBERS[imports]},\n"
+        "        optim_state_dict_config=ShardedOptimStateDictConfig(offload_to_cpu=True),\n"
+        "    ):\n"
+        "        pass\n"
+    )
+    for line in (5, 6, 9):
+        assert rules_on(source, line) == {"dist-checkpoint-state"}, (line, source)
+    assert rules_on(source, 8) == set()  # an argument of the call reported on line 6
+    assert lines_of("import enum\nclass Kind(enum.Enum):\n    A = 1\nk = Kind.A\n") == set()
+
+
+def test_autocasts_state_read() -> None:
+    source = "import torch\nkwargs = {'cache_enabled': torch.is_autocast_cache_enabled()}\n"
+    assert rules_on(source, 2) == {"autocast"}
+
+
+# -- a project's checkpoint loader, defined in another file ---------------------------------------
+@pytest.mark.parametrize(
+    ("call", "row"),
+    [
+        ("model, name = setup_model(cfg, map_location)", "torch-load-map-location"),
+        ("model = load_model(path, map_location=device)", "torch-load-map-location"),
+        ("model = restore(path, map_location='cpu')", "torch-load-map-location"),
+        ("state = safe_torch_load(path)", "torch-load"),
+        ("state = utils._torch_load(path, weights_only=True)", "torch-load"),
+    ],
+)
+def test_a_projects_checkpoint_loader_handed_a_map_location(call: str, row: str) -> None:
+    source = (
+        "from project.utils import setup_model, load_model, restore, safe_torch_load, utils\n"
+        f"def f(cfg, map_location, path, device):\n    {call}\n"
+    )
+    assert rules_on(source, 3) == {row}, source
+    plain = (
+        "from project.utils import setup_model\ndef f(cfg, path):\n    m = setup_model(cfg, path)\n"
+    )
+    assert lines_of(plain) == set()
+    here = "def setup_model(cfg, map_location):\n    return cfg\nm = setup_model(1, map_location)\n"
+    assert lines_of(here) == set()  # defined here: its own body says what it does

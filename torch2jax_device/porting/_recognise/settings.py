@@ -102,7 +102,7 @@ def launcher_keywords(r: Recogniser, call: ast.Call) -> None:
         if keyword.value.lineno != call.lineno and id(keyword) not in r.reported:
             r.add(keyword, row, position=r.file.position(r.file.span(keyword)[0]))
         for value in _assigned(r, keyword.value):
-            if id(value) not in r.reported:
+            if value.lineno < call.lineno and id(value) not in r.reported:  # chosen before
                 r.add(value, row)
 
 

@@ -6,7 +6,7 @@ import ast
 import re
 
 from .. import catalog
-from .._tables import NEW_FACTORIES, wildcard
+from .._tables import ADVICE, NEW_FACTORIES, wildcard
 from .._values import FOREIGN, UNKNOWN, last_name
 from . import (
     checkpoints,
@@ -51,6 +51,9 @@ _AUTOCAST = re.compile(r"autocast", re.IGNORECASE)
 AUTOCASTS = frozenset(
     name for name in catalog.get("autocast").torch_api if name.endswith("autocast")
 )
+# torch.compile's keywords, which nn.Module.compile takes too (Keras' compile takes an
+# optimizer and a loss).
+_COMPILE_KEYWORDS = frozenset({"mode", "backend", "fullgraph", "dynamic", "options", "disable"})
 # Versions of torch itself, not of its GPU runtime.
 _NOT_RUNTIME = frozenset({"torch.version.__version__", "torch.version.git_version"})
 
@@ -73,6 +76,8 @@ class Detector(Recogniser):
         maximal = not (isinstance(parent, ast.Attribute) and parent.value is node)
         if maximal and self.qualified(node):
             return
+        if maximal and self._class_member(node) and self.qualified(node.value):
+            return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
@@ -117,6 +122,18 @@ class Detector(Recogniser):
             self.add(call or node, covering.id, fitting)
             return True
         return False
+
+    def _class_member(self, node: ast.Attribute) -> bool:
+        """``node`` reads a member of a class an advice row names (an enum's value:
+        ``StateDictType.SHARDED_STATE_DICT``)."""
+        owner = self.qualname(node.value)
+        return (
+            owner is not None
+            and owner in ADVICE
+            and owner.rsplit(".", 1)[-1][:1].isupper()
+            and not isinstance(self.parent(node), ast.Call)
+            and not self.inside_reported_call(node)  # FSDP(..., ShardingStrategy.FULL_SHARD)
+        )
 
     def inside_reported_call(self, node: ast.AST) -> bool:
         return names.inside_reported_call(self, node)
@@ -184,6 +201,15 @@ class Detector(Recogniser):
             placement.cuda_call(self, call, method, where)
         elif name == "cpu" and bare:
             placement.move(self, call, method, where, "tensor-cpu", '"cpu"', ())
+        elif name == "numpy" and any(k.arg == "force" for k in call.keywords):
+            self.add(  # x.numpy(force=True): a copy to the host, from any device
+                call,
+                "tensor-cpu",
+                f"np.asarray({self.text(receiver)})  # a NumPy copy on the host",
+                position=where,
+            )
+        elif name == "compile" and _compiles_a_module(call):
+            self.add(call, "torch-compile", position=where)  # block.compile(**options)
         elif name == "pin_memory" and bare:
             feeding.pin_memory_call(self, call, method, where)
         elif name in NEW_FACTORIES:
@@ -240,6 +266,8 @@ class Detector(Recogniser):
                     and _AUTOCAST.search(last_name(call.func) or "")
                 ):
                     self.add(call, "autocast")  # with autocast(): a helper's, handed in
+                elif isinstance(call, (ast.Name, ast.Attribute)) and self._holds_autocast(call):
+                    self.add(call, "autocast")  # with self.ctx:, ctx = get_autocast(...)
                 elif isinstance(call, (ast.Name, ast.Attribute)) and (
                     "torch-device" in kinds or device_strings.holds_device_name(call)
                 ):  # with self._device: a device held in a variable
@@ -247,6 +275,24 @@ class Detector(Recogniser):
                 self.visit(item)
         for statement in node.body:
             self.visit(statement)
+
+    def _holds_autocast(self, node: ast.Name | ast.Attribute) -> bool:
+        """``node`` was assigned a project helper's autocast (``self.training_ctx =
+        TorchAutocast(device_type=...)``)."""
+        if isinstance(node, ast.Attribute):
+            values = self.file.values.stored_attributes(node)
+        else:
+            values = [
+                b.value
+                for b in self.file.names.bindings(node)
+                if b.kind == "assign" and b.element is None and b.value is not None
+            ]
+        return any(
+            isinstance(value, ast.Call)
+            and not (self.qualname(value.func) or "").startswith("torch")
+            and _AUTOCAST.search(last_name(value.func) or "") is not None
+            for value in values
+        )
 
     def _names_autocast(self, func: ast.expr) -> bool:
         """``func`` is a name bound to torch's autocast itself (not to a call of it):
@@ -351,6 +397,16 @@ class Detector(Recogniser):
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)
+
+
+def _compiles_a_module(call: ast.Call) -> bool:
+    """``block.compile()``, ``model.compile(mode="max-autotune")``,
+    ``block.compile(**options)``: nn.Module.compile, by torch.compile's keywords."""
+    return (
+        not call.args
+        and all(k.arg is None or k.arg in _COMPILE_KEYWORDS for k in call.keywords)
+        and bool(call.keywords)
+    )
 
 
 def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:
