@@ -550,3 +550,33 @@ def test_a_projects_checkpoint_loader_handed_a_map_location(call: str, row: str)
     assert lines_of(plain) == set()
     here = "def setup_model(cfg, map_location):\n    return cfg\nm = setup_model(1, map_location)\n"
     assert lines_of(here) == set()  # defined here: its own body says what it does
+
+
+# -- a model's state put in a checkpoint dict another file's save writes -------------------------
+@pytest.mark.parametrize(
+    "save",
+    ("save_if_main(state, path)", "dist_cp.save_state_dict(state, writer)", "ckpt.save(state)"),
+)
+def test_a_models_state_in_a_dict_another_files_save_writes(save: str) -> None:
+    source = (
+        "import torch\n"
+        "import torch.distributed.checkpoint as dist_cp\n"
+        "from project.misc import save_if_main, ckpt\n"
+        "def f(model, optimizer, path, writer):\n"
+        "    state = {\n"
+        '        "model": model.state_dict(),\n'
+        '        "optimizer": optimizer.state_dict(),\n'
+        "    }\n"
+        f"    {save}\n"
+    )
+    assert rules_on(source, 6) == {"save-model-torch-twin"}, source
+    assert "save-model-torch-twin" not in rules_on(source, 7)  # the optimizer's: its own row
+    torch_save = source.replace(save, "torch.save(state, path)")
+    assert rules_on(torch_save, 6) == set()  # reported where torch.save writes it
+    defined = source.replace("from project.misc import save_if_main, ckpt\n", "") + (
+        "def save_if_main(state, path):\n    torch.save(state, path)\n"
+    )
+    if save.startswith("save_if_main"):
+        assert rules_on(defined, 5) == set()  # this file's save: reported in its body
+    kept = source.replace(f"    {save}\n", "    return state\n")
+    assert rules_on(kept, 6) == set()  # a dict not saved

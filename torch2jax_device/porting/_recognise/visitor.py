@@ -230,6 +230,8 @@ class Detector(Recogniser):
             pass
         elif name == "load_state_dict":
             checkpoints.load_state_call(self, call, method, where)
+        elif name == "state_dict" and checkpoints.state_in_a_saved_dict(self, call, method):
+            pass
         elif name == "to_empty":
             self.add(call, "module-to-empty", position=where)
         elif name in distributed.MESH_METHODS and distributed.mesh_query(self, call, method):
