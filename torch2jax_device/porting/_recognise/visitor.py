@@ -401,16 +401,6 @@ class Detector(Recogniser):
         self.generic_visit(node)
 
 
-def _compiles_a_module(call: ast.Call) -> bool:
-    """``block.compile()``, ``model.compile(mode="max-autotune")``,
-    ``block.compile(**options)``: nn.Module.compile, by torch.compile's keywords."""
-    return (
-        not call.args
-        and all(k.arg is None or k.arg in _COMPILE_KEYWORDS for k in call.keywords)
-        and bool(call.keywords)
-    )
-
-
 def _updates_environment(r: Recogniser, node: ast.Dict) -> bool:
     parent = r.parent(node)
     return isinstance(parent, ast.Call) and r.qualname(parent.func) == "os.environ.update"
@@ -428,4 +418,14 @@ def _tests_presence(name: ast.Name, node: ast.AST | None) -> bool:
         return node.test is name
     return isinstance(node, ast.BoolOp) or (
         isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    )
+
+
+def _compiles_a_module(call: ast.Call) -> bool:
+    """``block.compile()``, ``model.compile(mode="max-autotune")``,
+    ``block.compile(**options)``: nn.Module.compile, by torch.compile's keywords."""
+    return (
+        not call.args
+        and all(k.arg is None or k.arg in _COMPILE_KEYWORDS for k in call.keywords)
+        and bool(call.keywords)
     )
