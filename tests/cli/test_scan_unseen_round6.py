@@ -15,8 +15,12 @@ earlier test or doc names, in two sets told apart by their ``.truth`` header:
   and DeepSpeed ZeRO-3), facebookresearch/detectron2 (communication helpers, the
   spawning launcher, the AMP trainer) and NVIDIA/apex (the ImageNet AMP example: a
   CUDA-stream prefetcher, NVTX ranges, DDP, GradScaler);
+- the second development set (header "Second development set"): 20 files of ten other
+  repositories (MosaicML Composer and llm-foundry, FastChat, lm-evaluation-harness, MAE,
+  minGPT, NeMo, OLMo, Stability's generative-models, speechbrain), labelled blind and
+  measured as held out before anything was fixed against it;
 - the held-out set (header "Held out"), labelled by another hand, for the lead to
-  measure the fixes made from the development set against.
+  measure the fixes made from the development sets against.
 
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names. Each ``.truth`` was written by hand from reading the file and committed
@@ -34,6 +38,28 @@ through a loop variable, device-name logic on a type split off a device string, 
 device handed to a project helper, an autocast built by a project helper and entered
 through a name, a device module chosen by ``getattr(torch, name)``, Transformers'
 Trainer and its arguments used through attributes.
+
+The second development set measured when labelled (rows6 at cd8e233, after the first
+set's fixes): torch lines 322/362 = 0.890, library lines 46/94 = 0.489; fixed against by
+class (rows6b; ``tests/cli/test_scan_setting_classes.py`` generates each class's
+spellings): 354/362 = 0.978 and 94/94. The classes: a library's torch.distributed twin
+(Composer's ``dist`` beside ``deepspeed.comm``), a launcher's ``devices=`` /
+``accelerator=`` / ``precision=`` / ``strategy=`` where the script writes them (a name
+chosen in branches, a dict splatted into the launcher, a config named for the trainer),
+library classes named in config strings, ``max_memory`` budgets trimmed before they are
+handed over, a trainer run resumed from a checkpoint, devices kept under longer names
+(``config.init_device``), as types, listed or given their index by ``+=``, launcher
+variables named by a parameter, a project's autocast held then entered, a project's
+checkpoint loader handed a ``map_location``, a model's state in a dict another file's
+save writes. Left: arguments labelled on their own line of a multi-line call whose
+finding is on its first line (speechbrain's ``GradScaler(\n self.device, ...)``, OLMo's
+``state_dict_type=StateDictType...`` inside the reported ``FSDP.state_dict_type(``: one
+finding covers a call), ``device = args.device`` (a copy into a name, not labelled
+elsewhere), ``torch._C._get_accelerator()`` (private; it answers cpu where
+``current_accelerator()`` answers None, so no rename), and a state dict saved by a save
+function of the same file (reported at its ``torch.save``). The unlabelled findings rose
+from 25 to 29 (lines of the kind this set labels elsewhere: ``if env_var in os.environ``,
+the config that flows into ``parallelism_config=``).
 """
 
 from __future__ import annotations
@@ -49,21 +75,25 @@ from torch2jax_device.porting import catalog, scanner
 UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round6"
 FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
 LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
-SETS = ("development", "held out")
+SETS = ("development", "second development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines). The development set's
 #: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
-#: libs6 (with rows6 merged) achieves (315/316, 61/61); the held-out floors are the lead's
-#: to set once that set is measured.
-FLOORS = {"development": (0.996, 1.0), "held out": (0.0, 0.0)}
+#: libs6 (with rows6 merged) achieves (315/316, 61/61); the second development set's are
+#: what rows6b achieves (354/362, 94/94); the held-out floors are the lead's to set once
+#: that set is measured.
+FLOORS = {"development": (0.996, 1.0), "second development": (0.977, 1.0), "held out": (0.0, 0.0)}
 
 
 def set_of(name: str) -> str:
-    """The set a file belongs to, from its truth header: "Held out" or development."""
-    header = [
+    """The set a file belongs to, from its truth header: "Held out", "Second
+    development set", or the first development set."""
+    header = " ".join(
         line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
-    ]
-    return "held out" if any("Held out" in line for line in header) else "development"
+    )
+    if "Held out" in header:
+        return "held out"
+    return "second development" if "Second development set" in header else "development"
 
 
 def figures() -> dict[str, dict[str, tuple[int, int]]]:

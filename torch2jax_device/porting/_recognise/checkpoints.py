@@ -10,6 +10,7 @@ import re
 from .._rewrites import Rewrite
 from .._values import TJ, TORCH_MODULE, last_name
 from .base import Recogniser
+from .names import inside_reported_call
 
 __all__ = ["forwarded_map_location", "load_call", "load_state_call", "save_call"]
 
@@ -126,6 +127,60 @@ def save_call(r: Recogniser, call: ast.Call) -> bool:
         tj_name="tj.state_dict",
     )
     return True
+
+
+def state_in_a_saved_dict(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
+    """``save-model-torch-twin``: ``{"model": model.state_dict(), ...}`` built for a save
+    of another file's or of DCP (``save_if_main(state, path)``,
+    ``dist_cp.save_state_dict(state, ...)``): no ``torch.save`` of this file is there to
+    report it; ``True`` if reported."""
+    receiver = last_name(method.value) or ""
+    holder = r.parent(call)
+    if (
+        call.args
+        or call.keywords
+        or any(part in receiver.lower() for part in _NOT_MODELS)
+        or not isinstance(holder, ast.Dict)
+        or inside_reported_call(r, call)
+        or not _saved(r, holder)
+    ):
+        return False
+    model = r.text(method.value)
+    r.add(
+        call,
+        "save-model-torch-twin",
+        f'tj.state_dict({model}, layout="torch")  # the weights under torch\'s names, '
+        "for a file the torch original reads",
+        position=r.file.method_position(method),
+    )
+    return True
+
+
+def _saved(r: Recogniser, state: ast.Dict) -> bool:
+    """The dict ``state`` is handed to a call named for saving, itself or through the
+    name it is assigned to."""
+    handed: list[ast.AST] = [state]
+    statement = r.parent(state)
+    if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
+        for binding in r.file.names.bindings(statement.targets[0]):
+            handed += r.file.names.loads(binding)
+    for node in handed:
+        user = r.parent(node)
+        if isinstance(user, ast.Call) and node in user.args:
+            if "save" in (last_name(user.func) or "").lower() and not _saved_here(r, user):
+                return True
+    return False
+
+
+def _saved_here(r: Recogniser, call: ast.Call) -> bool:
+    """``torch.save(state, path)`` (reported itself), or a save function of this file
+    (whose ``torch.save`` is reported in its body)."""
+    if r.qualname(call.func) == "torch.save":
+        return True
+    return isinstance(call.func, ast.Name) and any(
+        isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for b in r.file.names.bindings(call.func)
+    )
 
 
 def _holds_model(r: Recogniser, state: ast.expr) -> bool:

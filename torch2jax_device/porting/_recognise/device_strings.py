@@ -10,14 +10,20 @@ alike (catalog rows ``device-string`` and ``device-string-logic``).
 from __future__ import annotations
 
 import ast
+import re
 
+from .._values import last_name
 from .base import Recogniser
 
 __all__ = [
+    "DEVICE_TYPES",
     "default_names",
+    "device_names_listed",
     "formatted_name",
     "getattr_default",
     "holds_device_name",
+    "index_appended",
+    "keeps_device",
     "keyed_by_type",
     "name_assignment",
     "name_choice",
@@ -29,7 +35,9 @@ __all__ = [
 ]
 
 # Device types of torch and JAX ("gpu", "tpu"), as a script writes them.
-_TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu".split())
+DEVICE_TYPES = _TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu".split())
+# A setting that keeps a device under a longer name: init_device, target_device.
+_KEPT_DEVICE = re.compile(r"^_*(\w+_)?(device|device_name)$", re.IGNORECASE)
 
 
 def names_a_device(value: object) -> bool:
@@ -73,6 +81,8 @@ def name_under_test(node: ast.AST) -> ast.expr | None:
             subject = left  # device_type not in ("cpu", "mps")
         elif isinstance(operator, (ast.Eq, ast.NotEq)) and _literal(right):
             subject = left
+        elif isinstance(operator, (ast.Eq, ast.NotEq)) and _auto_choice(left, right):
+            subject = left  # config.device == "auto": the choice left to the script
         elif isinstance(operator, (ast.Eq, ast.NotEq)) and _literal(left):
             subject = right
         else:
@@ -92,6 +102,33 @@ def name_under_test(node: ast.AST) -> ast.expr | None:
     if isinstance(subject, ast.Attribute) and subject.attr in ("type", "platform"):
         return None
     return subject
+
+
+def _tested_against_listed(r: Recogniser, node: ast.Compare) -> ast.expr | None:
+    """``device`` of ``device in device_list``, ``device_list`` bound to device names
+    (``set(["cuda", "cpu"] + [f"cuda:{i}" for i in ...])``)."""
+    if not (len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn))):
+        return None
+    listed = node.comparators[0]
+    if not (isinstance(listed, ast.Name) and keeps_device(node.left)):
+        return None
+    for binding in r.file.names.bindings(listed):
+        value = binding.value
+        if value is not None and any(
+            isinstance(part, (ast.List, ast.Tuple, ast.Set)) and _names_of_devices(part)
+            for part in ast.walk(value)
+        ):
+            return node.left
+    return None
+
+
+def _auto_choice(subject: ast.AST, literal: ast.AST) -> bool:
+    return (
+        isinstance(literal, ast.Constant)
+        and literal.value == "auto"
+        and isinstance(subject, ast.Attribute)
+        and holds_device_name(subject)
+    )
 
 
 def _names_of_devices(node: ast.AST) -> bool:
@@ -118,8 +155,11 @@ def holds_device_name(target: ast.AST) -> bool:
 
 
 def string_test(r: Recogniser, node: ast.Compare | ast.Call) -> bool:
-    """``device-string-logic``: ``"cuda" in device``; ``True`` if reported."""
+    """``device-string-logic``: ``"cuda" in device``, ``device in device_list`` (a name
+    bound to a list of device names); ``True`` if reported."""
     subject = name_under_test(node)
+    if subject is None and isinstance(node, ast.Compare):
+        subject = _tested_against_listed(r, node)
     if subject is None:
         return False
     if (
@@ -136,12 +176,83 @@ def string_test(r: Recogniser, node: ast.Compare | ast.Call) -> bool:
 
 
 def name_assignment(r: Recogniser, node: ast.Assign) -> None:
-    """``device-string``: ``device = "mps"``, ``args.device = "cuda:1"``."""
-    targets = [t for t in node.targets if holds_device_name(t)]
+    """``device-string``: ``device = "mps"``, ``args.device = "cuda:1"``, a setting
+    that keeps one (``config.init_device = "cpu"``; ``"auto"``, the choice left to the
+    script, included), a device type (``self.device_type = "cuda"``), and a config's
+    device copied into another setting (``self.device = config.device``,
+    ``cfg.init_device = device``)."""
     value = node.value
-    if targets and isinstance(value, ast.Constant) and names_a_device(value.value):
+    typed = [t for t in node.targets if _device_type_name(t)]
+    if typed and isinstance(value, ast.Constant) and value.value in _TYPES:
+        r.add(
+            value,
+            "device-string",
+            f"{r.text(typed[0])} = {r.text(value)}  # a type: tj.device(device).type gives "
+            "it from a device",
+        )
+        return
+    targets = [t for t in node.targets if keeps_device(t)]
+    if not targets:
+        return
+    if isinstance(value, ast.Constant) and (names_a_device(value.value) or value.value == "auto"):
         replacement = f"{r.text(targets[0])} = tj.device({r.text(value)})"
-        r.device_names.append(r.add(value, "device-string", replacement))
+        if value.value == "auto":
+            replacement = (
+                f"{r.text(targets[0])} = {r.text(value)}  # then "
+                'tj.device("cuda" if tj.cuda.is_available() else "cpu") where it is resolved'
+            )
+        candidate = r.add(value, "device-string", replacement)
+        if holds_device_name(targets[0]) and value.value != "auto":
+            r.device_names.append(candidate)
+    elif (
+        isinstance(value, (ast.Name, ast.Attribute))
+        and keeps_device(value)
+        and _into_a_setting(targets[0], value)
+        and id(value) not in r.reported
+    ):
+        r.add(value, "device-string", f"{r.text(targets[0])} = tj.device({r.text(value)})")
+
+
+def _into_a_setting(target: ast.expr, value: ast.expr) -> bool:
+    """A device handed from one object's settings to another's: into a config
+    (``cfg.init_device = device``), or from a config into an object
+    (``self.device = config.device``); not a name kept (``device = args.device``,
+    ``self.device = device``)."""
+    if not isinstance(target, ast.Attribute) or ast.dump(target) == ast.dump(value):
+        return False
+    return last_name(target.value) != "self" or (
+        isinstance(value, ast.Attribute) and last_name(value.value) != "self"
+    )
+
+
+def keeps_device(node: ast.AST) -> bool:
+    """``device``, ``args.device``, ``config.init_device``: a name or setting that keeps a
+    device (``holds_device_name``'s, or a longer ``*_device``)."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return holds_device_name(node) or (isinstance(name, str) and bool(_KEPT_DEVICE.match(name)))
+
+
+def device_names_listed(r: Recogniser, node: ast.List | ast.Tuple | ast.Set) -> None:
+    """``device-string``: the device names a script accepts, listed (``["cuda",
+    "cpu"]``, ``["mps", "mps:0"]``) outside a test (``device in ("cpu", "mps")`` is
+    ``string_test``'s)."""
+    parent = r.parent(node)
+    if isinstance(parent, ast.Compare) or id(node) in r.reported:
+        return
+    if len(node.elts) >= 2 and _names_of_devices(node):
+        r.add(node, "device-string", f"[tj.device(name) for name in {r.text(node)}]")
+
+
+def index_appended(r: Recogniser, node: ast.AugAssign) -> None:
+    """``device-indexed``: ``device += f":{local_rank}"``, an index appended to a
+    device's name."""
+    value = node.value
+    if not (isinstance(node.op, ast.Add) and holds_device_name(node.target)):
+        return
+    head = value.values[0] if isinstance(value, ast.JoinedStr) and value.values else value
+    if isinstance(head, ast.Constant) and isinstance(head.value, str) and head.value[:1] == ":":
+        target = r.text(node.target)
+        r.add(node, "device-indexed", f"{target} = tj.device({target} + {r.text(value)})")
 
 
 def name_choice(r: Recogniser, node: ast.IfExp) -> None:

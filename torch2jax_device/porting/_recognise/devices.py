@@ -9,6 +9,7 @@ import ast
 from .._tables import ADVICE, RENAMES, wildcard
 from ..catalog.availability import ACCELERATOR_MODULES
 from .base import Recogniser
+from .device_strings import DEVICE_TYPES
 
 __all__ = [
     "default_device_block",
@@ -37,7 +38,7 @@ _DEEPSPEED_ACCELERATOR = (
     "machine it runs on: JAX's answer is the accelerator it has; port it by hand"
 )
 
-_DEVICE_PREFIXES = ("cuda:", "cpu:", "gpu:", "mps:", "xpu:", "tpu:")
+_DEVICE_PREFIXES = tuple(f"{kind}:" for kind in sorted(DEVICE_TYPES))
 
 
 def device_call(r: Recogniser, call: ast.Call) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from .._names import Binding
+from .._values import last_name
 from .base import Recogniser
 
 __all__ = [
@@ -37,6 +38,19 @@ _ENVIRONMENT = {
     "CUDA_VISIBLE_DEVICES": ("cuda-visible-devices", None),
     "PYTORCH_CUDA_ALLOC_CONF": ("cuda-alloc-conf", None),
     "CUBLAS_WORKSPACE_CONFIG": ("deterministic", None),
+    # the node's rank, set by the launchers that start one process per node's device
+    "NODE_RANK": ("dist-env", "jax.process_index() // jax.local_device_count()"),
+    # the CUDA runtime's and torch's allocator settings, read when CUDA starts
+    **dict.fromkeys(
+        (
+            "CUDA_MODULE_LOADING",
+            "CUDA_DEVICE_MAX_CONNECTIONS",
+            "PYTORCH_NO_CUDA_MEMORY_CACHING",
+            "PYTORCH_HIP_ALLOC_CONF",
+        ),
+        ("cuda-alloc-conf", None),
+    ),
+    "CUDA_DEVICE_ORDER": ("cuda-visible-devices", None),
 }
 # The variables torchrun sets (torch2jax-device run sets them too).
 _TORCHRUN = frozenset(
@@ -75,10 +89,38 @@ def _known(r: Recogniser, key: ast.expr) -> tuple[str, str | None] | None:
     to one literal; or, for a loop's variable over a table of alternatives (``for v in
     ("LOCAL_RANK", "MPI_LOCALRANKID")``), the first of them the scanner knows."""
     if not _loop_variable(r, key):
-        return _variable(_constant(r, key))
+        found = _variable(_constant(r, key))
+        if found is None and isinstance(key, ast.Name):
+            given = (_variable(_constant(r, a)) for a in _arguments_for(r, key))
+            found = next((f for f in given if f is not None), None)
+        return found
     return next(
         (found for found in map(_variable, variable_keys(r, key)) if found is not None), None
     )
+
+
+def _arguments_for(r: Recogniser, key: ast.Name) -> list[ast.expr]:
+    """What the calls of the file hand the parameter ``key`` names
+    (``_config_var("WORLD_SIZE", ...)`` for ``def _config_var(env_var, ...)``)."""
+    bindings = r.file.names.bindings(key)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return []
+    function = r.file.names.enclosing(bindings[0].node, ast.FunctionDef, ast.AsyncFunctionDef)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    index = positional.index(key.id) if key.id in positional else None
+    given: list[ast.expr] = []
+    calls = (
+        node
+        for node in r.file.names.parents
+        if isinstance(node, ast.Call) and last_name(node.func) == function.name
+    )
+    for call in calls:
+        if index is not None and index < len(call.args):
+            given.append(call.args[index])
+        given += [k.value for k in call.keywords if k.arg == key.id]
+    return given
 
 
 def _loop_variable(r: Recogniser, key: ast.expr, over_a_name: bool = False) -> bool:
@@ -109,12 +151,33 @@ def variable_keys(r: Recogniser, node: ast.AST, depth: int = 0) -> list[str]:
             held = variable_keys(r, value, depth + 1)
         elif binding.kind == "for" and binding.element is None and value is not None:
             held = [n for e in _elements(r, value, depth + 1) for n in variable_keys(r, e)]
+        elif binding.kind == "for" and binding.element == 0 and (table := _items_of(value)):
+            keys = _updating_dict(r, table) if _reads(r, node) else None  # a write: the
+            held = [n for k in keys or [] for n in variable_keys(r, k)]  # table's, reported there
         else:
             held = []
         if not held:
             return []
         names += held
     return names
+
+
+def _reads(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` names the variable ``os.environ`` is read with, not written with."""
+    parent = r.parent(node)
+    return not (isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load))
+
+
+def _items_of(node: ast.AST | None) -> ast.expr | None:
+    """``table`` of ``table.items()``."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "items"
+        and not node.args
+    ):
+        return node.func.value
+    return None
 
 
 def _inside_loop_of(r: Recogniser, node: ast.AST, binding: Binding) -> bool:

@@ -24,6 +24,8 @@ from .base import Recogniser
 
 __all__ = [
     "TORCH_LIBRARIES",
+    "builds_launcher",
+    "carried_values",
     "collective_advice",
     "device_keywords",
     "device_map_choice",
@@ -93,7 +95,8 @@ _OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine", "training_arg
 # Attributes of a library object that hold another: trainer.args (its TrainingArguments),
 # accelerator.state (its AcceleratorState), trainer.accelerator, a Lightning module's
 # self.trainer.
-_HELD_OBJECTS = frozenset({"args", "state", "accelerator", "trainer"})
+# self.trainer; Transformers' trainer.model_wrapped (the DeepSpeed engine under ZeRO).
+_HELD_OBJECTS = frozenset({"args", "state", "accelerator", "trainer", "model_wrapped"})
 # The keywords of Transformers' Trainer besides args=: a project's class named *Trainer
 # called with args= and one of them is a Trainer (LLaVA's LLaVATrainer(model=, args=)).
 _TRAINER_KEYWORDS = frozenset(
@@ -114,6 +117,10 @@ _CARRYING_METHODS = frozenset({"from_pretrained", "update"})
 # Members of Accelerate's objects that a Transformers Trainer has too, doing no device
 # work there: trainer.save_state() writes trainer_state.json (the step, the log).
 _NOT_ON_TRAINERS = frozenset({"save_state"})
+# A trainer's runs, and the keywords that resume one from a checkpoint
+# (trainer.train(resume_from_checkpoint=True), Lightning's trainer.fit(..., ckpt_path=p)).
+_RUNS = frozenset({"train", "fit", "validate", "test", "predict", "evaluate"})
+_RESUMING = frozenset({"resume_from_checkpoint", "ckpt_path"})
 # The library keywords that say where a model's weights go (from_pretrained,
 # load_checkpoint_and_dispatch, dispatch_model...), given in a call or carried in a dict.
 PLACEMENT_KEYWORDS = ("device_map", "max_memory", "offload_folder")
@@ -146,6 +153,8 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
     row = _member_row(r, node.value, node.attr)
     if row is None and node.attr in _MEMBERS and _deepspeed_checkpoint(node, parent):
         row = _MEMBERS[node.attr]
+    if row is None and _resumes(r, node, parent):
+        row = "library-checkpoint"
     if row is None:
         return False
     if node.attr in _NOT_ON_TRAINERS and _names_trainer(r, node.value):
@@ -220,8 +229,8 @@ def collective_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | 
 _COLLECTIVES = {
     "barrier": {"wait_for_everyone", "barrier", "rendezvous"},
     "reduce": {"reduce", "all_reduce", "mesh_reduce", "average_metrics"},
-    "broadcast": {"broadcast", "broadcast_tensors"},
-    "gather": {"gather", "gather_for_metrics", "all_gather", "gather_object"},
+    "broadcast": {"broadcast", "broadcast_tensors", "broadcast_object_list"},
+    "gather": {"gather", "gather_for_metrics", "all_gather", "gather_object", "all_gather_object"},
     "pad": {"pad_across_processes"},
     "shards": {"GatheredParameters"},
 }
@@ -315,6 +324,18 @@ def _names_trainer(r: Recogniser, node: ast.expr) -> bool:
         klass = r.file.names.enclosing(node, ast.ClassDef)
         named = klass.name if isinstance(klass, ast.ClassDef) else None
     return named is not None and named.lower().endswith("trainer")
+
+
+def _resumes(r: Recogniser, node: ast.Attribute, parent: ast.AST | None) -> bool:
+    """``trainer.train(resume_from_checkpoint=True)``, ``trainer.fit(model, data,
+    ckpt_path=path)``: a library trainer's run resumed from its checkpoint."""
+    return (
+        node.attr in _RUNS
+        and isinstance(parent, ast.Call)
+        and parent.func is node
+        and any(k.arg in _RESUMING for k in parent.keywords)
+        and (is_library_object(r, node.value) or _names_trainer(r, node.value))
+    )
 
 
 def _deepspeed_checkpoint(node: ast.Attribute, parent: ast.AST | None) -> bool:
@@ -496,6 +517,18 @@ def _carried_placement(r: Recogniser, node: ast.expr) -> tuple[str, int] | None:
     return None
 
 
+def builds_launcher(r: Recogniser, call: ast.Call) -> bool:
+    """``call`` builds a library's launcher: one of theirs (``pl.Trainer(...)``), a class
+    of the file derived from one, or a project's Trainer given Transformers' keywords."""
+    return r.qualname(call.func) in _LAUNCHERS or _constructs_trainer(r, call)
+
+
+def carried_values(r: Recogniser, node: ast.expr) -> tuple[list[ast.expr] | None, list[ast.expr]]:
+    """What the dict ``node`` names was assigned, and every read of it (``None``
+    values for an expression that is no name or ``self.x``)."""
+    return _dict_values_and_uses(r, node)
+
+
 def _dict_values_and_uses(
     r: Recogniser, node: ast.expr
 ) -> tuple[list[ast.expr] | None, list[ast.expr]]:
@@ -664,12 +697,24 @@ def device_map_choice(r: Recogniser, node: ast.Assign) -> None:
         if isinstance(target, ast.Attribute):
             name = target.attr
         value = node.value
-        if name == "device_map" and (
-            isinstance(value, ast.Dict)
-            or (isinstance(value, ast.Constant) and isinstance(value.value, str))
-        ):
+        if name == "device_map" and any(map(_chosen_map, _alternatives(value))):
             r.add(value, "library-device", _placement_advice(r, name, r.text(value), value))
             return
+
+
+def _alternatives(value: ast.expr) -> list[ast.expr]:
+    """The values ``value`` may be: ``a or "auto"``'s and ``x if c else y``'s each."""
+    if isinstance(value, ast.BoolOp):
+        return [v for part in value.values for v in _alternatives(part)]
+    if isinstance(value, ast.IfExp):
+        return [*_alternatives(value.body), *_alternatives(value.orelse)]
+    return [value]
+
+
+def _chosen_map(value: ast.expr) -> bool:
+    return isinstance(value, ast.Dict) or (
+        isinstance(value, ast.Constant) and isinstance(value.value, str)
+    )
 
 
 def _placement_advice(r: Recogniser, key: str, shown: str, value: ast.expr | None = None) -> str:

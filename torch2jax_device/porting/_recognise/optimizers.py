@@ -80,7 +80,7 @@ def optimizer_advice(r: Recogniser, call: ast.Call) -> tuple[str, str] | None:
 
 
 # An optimizer made elsewhere (``self.optimizer``, a parameter), by its name.
-_OPTIMIZER_NAME = re.compile(r"(^|_)optimi[sz]er$", re.IGNORECASE)
+_OPTIMIZER_NAME = re.compile(r"(^|_)optim(i[sz]er)?$", re.IGNORECASE)
 
 # torch.optim's default learning rates, which optax's rules do not have.
 _DEFAULT_LR = {"SGD": "1e-3", "Adam": "1e-3", "AdamW": "1e-3", "RMSprop": "1e-2"}

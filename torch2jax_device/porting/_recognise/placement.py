@@ -597,6 +597,8 @@ def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:
 # (prepare_batch), else arrays it creates there (create_optimizer's tensor rates).
 _HELPER_MODULE = re.compile(r"model|net|module|ema|encoder|decoder|backbone", re.IGNORECASE)
 _HELPER_BATCH = re.compile(r"batch|input|data|sample|prepare|move|to_device", re.IGNORECASE)
+# A project's wrapper of torch.load, by its name: safe_torch_load, _torch_load.
+_TORCH_LOADER = re.compile(r"(^|_)torch_load$")
 # A value named as a device: device, self.device, args.device, local_device, dev.
 _DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
 # Packages whose calls told device= are no project helper's: torch's own (rows of their
@@ -623,6 +625,8 @@ def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
     if name is not None and name.startswith(libraries.TORCH_LIBRARIES):
         return  # the libraries' device= is library-device
     if _defined_here(r, call.func) or r.file.values.builtin(call.func) is not None:
+        return
+    if _helper_load(r, call):
         return
     for keyword in call.keywords:
         if keyword.arg in _DDP_KEYWORDS:
@@ -658,6 +662,31 @@ def _jax_only(file: SourceFile) -> bool:
     }
     torch_side = {"torch", "transformers", "accelerate", "lightning", "deepspeed", "diffusers"}
     return bool(origins & {"jax", "flax", "equinox", "optax"}) and not origins & torch_side
+
+
+def _helper_load(r: Recogniser, call: ast.Call) -> bool:
+    """A project's checkpoint loader, defined in another file: handed a ``map_location``
+    (``setup_model(cfg, map_location)``, ``load(path, map_location=device)``), or named
+    for ``torch.load`` (``safe_torch_load(path)``); ``True`` if reported."""
+    for argument in [*call.args, *call.keywords]:
+        value = argument.value if isinstance(argument, ast.keyword) else argument
+        named = argument.arg if isinstance(argument, ast.keyword) else last_name(value)
+        if named == "map_location":
+            found = r.add(
+                argument,
+                "torch-load-map-location",
+                position=r.file.position(r.file.span(argument)[0]),
+            )
+            break
+    else:
+        if not _TORCH_LOADER.search(last_name(call.func) or ""):
+            return False
+        found = r.add(call, "torch-load")
+    found.reason = (
+        f"{r.text(call.func)} is the project's own: it loads a torch checkpoint; port it "
+        "where it is defined"
+    )
+    return True
 
 
 def _is_device_value(r: Recogniser, node: ast.expr) -> bool:

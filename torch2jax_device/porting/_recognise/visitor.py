@@ -6,7 +6,7 @@ import ast
 import re
 
 from .. import catalog
-from .._tables import NEW_FACTORIES, wildcard
+from .._tables import ADVICE, NEW_FACTORIES, wildcard
 from .._values import FOREIGN, UNKNOWN, last_name
 from . import (
     checkpoints,
@@ -21,6 +21,7 @@ from . import (
     names,
     optimizers,
     placement,
+    settings,
 )
 from .base import Recogniser
 
@@ -50,6 +51,9 @@ _AUTOCAST = re.compile(r"autocast", re.IGNORECASE)
 AUTOCASTS = frozenset(
     name for name in catalog.get("autocast").torch_api if name.endswith("autocast")
 )
+# torch.compile's keywords, which nn.Module.compile takes too (Keras' compile takes an
+# optimizer and a loss).
+_COMPILE_KEYWORDS = frozenset({"mode", "backend", "fullgraph", "dynamic", "options", "disable"})
 # Versions of torch itself, not of its GPU runtime.
 _NOT_RUNTIME = frozenset({"torch.version.__version__", "torch.version.git_version"})
 
@@ -72,10 +76,13 @@ class Detector(Recogniser):
         maximal = not (isinstance(parent, ast.Attribute) and parent.value is node)
         if maximal and self.qualified(node):
             return
+        if maximal and self._class_member(node) and self.qualified(node.value):
+            return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
             or distributed.wrapper_attribute(self, node)
+            or settings.launcher_setting(self, node)
         ):
             return
         self.generic_visit(node)
@@ -120,6 +127,18 @@ class Detector(Recogniser):
             return True
         return False
 
+    def _class_member(self, node: ast.Attribute) -> bool:
+        """``node`` reads a member of a class an advice row names (an enum's value:
+        ``StateDictType.SHARDED_STATE_DICT``)."""
+        owner = self.qualname(node.value)
+        return (
+            owner is not None
+            and owner in ADVICE
+            and owner.rsplit(".", 1)[-1][:1].isupper()
+            and not isinstance(self.parent(node), ast.Call)
+            and not self.inside_reported_call(node)  # FSDP(..., ShardingStrategy.FULL_SHARD)
+        )
+
     def inside_reported_call(self, node: ast.AST) -> bool:
         return names.inside_reported_call(self, node)
 
@@ -143,6 +162,8 @@ class Detector(Recogniser):
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
         libraries.library_call(self, node)
+        settings.launcher_keywords(self, node)
+        settings.placement_value(self, node)
         libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
@@ -185,6 +206,15 @@ class Detector(Recogniser):
             placement.cuda_call(self, call, method, where)
         elif name == "cpu" and bare:
             placement.move(self, call, method, where, "tensor-cpu", '"cpu"', ())
+        elif name == "numpy" and any(k.arg == "force" for k in call.keywords):
+            self.add(  # x.numpy(force=True): a copy to the host, from any device
+                call,
+                "tensor-cpu",
+                f"np.asarray({self.text(receiver)})  # a NumPy copy on the host",
+                position=where,
+            )
+        elif name == "compile" and _compiles_a_module(call):
+            self.add(call, "torch-compile", position=where)  # block.compile(**options)
         elif name == "pin_memory" and bare:
             feeding.pin_memory_call(self, call, method, where)
         elif name in NEW_FACTORIES:
@@ -205,6 +235,8 @@ class Detector(Recogniser):
             pass
         elif name == "load_state_dict":
             checkpoints.load_state_call(self, call, method, where)
+        elif name == "state_dict" and checkpoints.state_in_a_saved_dict(self, call, method):
+            pass
         elif name == "to_empty":
             self.add(call, "module-to-empty", position=where)
         elif name in distributed.MESH_METHODS and distributed.mesh_query(self, call, method):
@@ -241,6 +273,8 @@ class Detector(Recogniser):
                     and _AUTOCAST.search(last_name(call.func) or "")
                 ):
                     self.add(call, "autocast")  # with autocast(): a helper's, handed in
+                elif isinstance(call, (ast.Name, ast.Attribute)) and self._holds_autocast(call):
+                    self.add(call, "autocast")  # with self.ctx:, ctx = get_autocast(...)
                 elif isinstance(call, (ast.Name, ast.Attribute)) and (
                     "torch-device" in kinds or device_strings.holds_device_name(call)
                 ):  # with self._device: a device held in a variable
@@ -248,6 +282,24 @@ class Detector(Recogniser):
                 self.visit(item)
         for statement in node.body:
             self.visit(statement)
+
+    def _holds_autocast(self, node: ast.Name | ast.Attribute) -> bool:
+        """``node`` was assigned a project helper's autocast (``self.training_ctx =
+        TorchAutocast(device_type=...)``)."""
+        if isinstance(node, ast.Attribute):
+            values = self.file.values.stored_attributes(node)
+        else:
+            values = [
+                b.value
+                for b in self.file.names.bindings(node)
+                if b.kind == "assign" and b.element is None and b.value is not None
+            ]
+        return any(
+            isinstance(value, ast.Call)
+            and not (self.qualname(value.func) or "").startswith("torch")
+            and _AUTOCAST.search(last_name(value.func) or "") is not None
+            for value in values
+        )
 
     def _names_autocast(self, func: ast.expr) -> bool:
         """``func`` is a name bound to torch's autocast itself (not to a call of it):
@@ -268,6 +320,7 @@ class Detector(Recogniser):
         ):
             return
         device_strings.keyed_by_type(self, node)
+        settings.launcher_setting(self, node)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -288,6 +341,19 @@ class Detector(Recogniser):
             self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
         libraries.placement_keys(self, node)
+        settings.placement_value(self, node)
+        settings.model_flags(self, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        settings.placement_value(self, node)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        settings.class_named(self, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        device_strings.index_appended(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -296,6 +362,7 @@ class Detector(Recogniser):
 
     def visit_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> None:
         environment.variable_names(self, node)
+        device_strings.device_names_listed(self, node)
         self.generic_visit(node)
 
     visit_List = visit_Tuple
@@ -375,4 +442,14 @@ def _tests_presence(name: ast.Name, node: ast.AST | None) -> bool:
         return node.test is name
     return isinstance(node, ast.BoolOp) or (
         isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    )
+
+
+def _compiles_a_module(call: ast.Call) -> bool:
+    """``block.compile()``, ``model.compile(mode="max-autotune")``,
+    ``block.compile(**options)``: nn.Module.compile, by torch.compile's keywords."""
+    return (
+        not call.args
+        and all(k.arg is None or k.arg in _COMPILE_KEYWORDS for k in call.keywords)
+        and bool(call.keywords)
     )

@@ -683,6 +683,7 @@ ROWS: tuple[Idiom, ...] = (
             "torch.distributed.fsdp.FullStateDictConfig",
             "torch.distributed.fsdp.FullOptimStateDictConfig",
             "torch.distributed.fsdp.ShardedStateDictConfig",
+            "torch.distributed.fsdp.ShardedOptimStateDictConfig",
             "torch.distributed.fsdp.StateDictType",
             "torch.distributed.fsdp.FullyShardedDataParallel.state_dict_type",
             "torch.distributed.checkpoint.state_dict.get_state_dict",

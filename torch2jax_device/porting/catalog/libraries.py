@@ -14,6 +14,16 @@ from .distributed import FSDP_JAX, FSDP_TJ
 
 SECTION = "Libraries built on torch"
 
+# The libraries' own torch.distributed, over torch's process group (DeepSpeed's
+# ``deepspeed.comm``, Composer's ``composer.utils.dist``): each function by what it does.
+_DIST_TWINS = ("deepspeed.comm", "composer.utils.dist")
+
+
+def _twins(*names: str) -> tuple[str, ...]:
+    """``names`` in every library's torch.distributed twin."""
+    return tuple(f"{twin}.{name}" for twin in _DIST_TWINS for name in names)
+
+
 _OWN_ROWS: tuple[Idiom, ...] = (
     Idiom(
         id="library-launcher",
@@ -46,7 +56,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`trainer.args`, the engine `deepspeed.initialize` returns, and the "
             "parameters of the libraries' callback hooks (Transformers' `on_save(self, "
             "args, state, control)`, Lightning's `on_train_epoch_end(self, trainer, "
-            "pl_module)`)."
+            "pl_module)`). Composer's `Trainer(precision=, parallelism_config=)` and "
+            "`dist.initialize_dist(device)` likewise; the launcher's keywords (`devices=`, "
+            "`accelerator=`, `precision=`, `strategy=`) are reported where the script "
+            "writes them: a name chosen in branches, a dict splatted into the launcher, a "
+            'config named for the trainer (`trainer_config["devices"]`).'
         ),
         runs=False,
         torch_api=(
@@ -62,7 +76,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.utils.init_distributed",
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
-            "deepspeed.comm.init_distributed",
+            *_twins("init_distributed", "initialize_dist"),
+            "accelerate.InitProcessGroupKwargs",  # the timeout and backend of its join
+            "accelerate.utils.InitProcessGroupKwargs",
             "dora.distrib.init",
             "flashy.distrib.init",
             "Accelerator.mixed_precision",
@@ -72,7 +88,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "transformers.Seq2SeqTrainingArguments",
             "lightning.Trainer",
             "lightning.pytorch.Trainer",
+            "lightning.pytorch.trainer.Trainer",
             "pytorch_lightning.Trainer",
+            "pytorch_lightning.trainer.Trainer",
+            "composer.Trainer",  # MosaicML Composer's: devices, processes, precision
+            "composer.trainer.Trainer",
         ),
         rewrite="advice",
     ),
@@ -99,6 +119,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `with deepspeed.zero.Init():` builds the model partitioned over the "
             "ranks: `nnx.eval_shape` builds it with no memory, and `tj.load_state` fills "
             "it where it goes. "
+            "Accelerate's `get_max_memory()` is the budget map `max_memory=` takes (a "
+            "map trimmed before it is handed over is reported where it changes). "
             "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
             "buffer and `jax.device_put` the sampled batch."
@@ -113,6 +135,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "deepspeed.zero.Init",  # ZeRO-3 builds the model partitioned over the ranks
             "accelerate.init_empty_weights",
             "accelerate.init_on_device",
+            "accelerate.utils.get_max_memory",  # the budgets max_memory= takes, per device
+            # llm-foundry's: the context (meta, cpu, cuda) the model is built in
+            "llmfoundry.utils.process_init_device",
+            "llmfoundry.utils.config_utils.process_init_device",
+            "accelerate.utils.modeling.get_max_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
             "stable_baselines3.common.buffers.ReplayBuffer",
@@ -211,7 +238,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "gathers a sharded array where code needs it whole (or `jax.device_put` it "
             "replicated). DeepSpeed's `deepspeed.comm` (`import deepspeed.comm as dist`: "
             "its own `barrier`, `all_reduce`, `broadcast`...) works on torch's process group "
-            "as `torch.distributed` does, and ports the same way."
+            "as `torch.distributed` does, and ports the same way; so does Composer's "
+            "`composer.utils.dist` (`dist.barrier()`, `dist.get_global_rank()`: "
+            "`library-process`)."
         ),
         runs=False,
         torch_api=(
@@ -233,19 +262,18 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
             "deepspeed.zero.GatheredParameters",
-            # deepspeed.comm: DeepSpeed's torch.distributed, over the same process group
-            *(
-                f"deepspeed.comm.{name}"
-                for name in (
-                    "barrier",
-                    "all_reduce",
-                    "reduce",
-                    "all_gather",
-                    "all_gather_into_tensor",
-                    "broadcast",
-                    "reduce_scatter_tensor",
-                    "all_to_all_single",
-                )
+            # deepspeed.comm, composer.utils.dist: torch.distributed over the same group
+            *_twins(
+                "barrier",
+                "all_reduce",
+                "reduce",
+                "all_gather",
+                "all_gather_object",
+                "all_gather_into_tensor",
+                "broadcast",
+                "broadcast_object_list",
+                "reduce_scatter_tensor",
+                "all_to_all_single",
             ),
             "deepspeed.comm.*",
             "flashy.distrib.average_metrics",
@@ -308,7 +336,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`XLAStrategy` and `ModelParallelStrategy`, `isinstance(fabric.strategy, ...)`, "
             "Accelerate's `FullyShardedDataParallelPlugin` and `DeepSpeedPlugin` "
             '(`getattr(accelerator.state, "fsdp_plugin", None)`) and Transformers\' '
-            "`trainer.deepspeed` / `is_fsdp_enabled` / `training_args.deepspeed` choose "
+            "`trainer.deepspeed` / `is_fsdp_enabled` / `training_args.deepspeed` (and "
+            "`is_deepspeed_zero3_enabled()`, `model.is_parallelizable = True`) choose "
             "how the model and optimizer state are split over the processes. With JAX that "
             "is the mesh and each array's sharding: replicate for data parallelism "
             "(`dist-ddp-gradient`), shard the parameters whose first dimension divides "
@@ -342,6 +371,15 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Trainer.is_deepspeed_enabled",
             "Trainer.is_fsdp_enabled",
             "TrainingArguments.deepspeed",
+            # ZeRO-3 on (Transformers' integration), the model's own parallelism flags
+            *(
+                f"{module}.is_deepspeed_zero3_enabled"
+                for module in (
+                    "transformers.deepspeed",
+                    "transformers.integrations",
+                    "transformers.integrations.deepspeed",
+                )
+            ),
             "Accelerator.fsdp_plugin",  # on accelerator.state, Accelerate's AcceleratorState
             "Accelerator.deepspeed_plugin",
             "accelerate.FullyShardedDataParallelPlugin",
@@ -386,6 +424,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.load_raw",
             "DeepSpeedEngine.save_checkpoint",
             "DeepSpeedEngine.load_checkpoint",
+            # the ZeRO-3 shards gathered into one state dict (trainer.model_wrapped's)
+            "DeepSpeedEngine._zero3_consolidated_16bit_state_dict",
             "torchtune.training.load_from_full_model_state_dict",
             "torchtune.training.gather_cpu_state_dict",
             "torch_xla.core.xla_model.save",
@@ -446,10 +486,15 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Trainer.is_world_process_zero",
             "Trainer.is_local_process_zero",
             "Fabric.rank_zero_first",
-            "deepspeed.comm.get_rank",
-            "deepspeed.comm.get_world_size",
-            "deepspeed.comm.get_local_rank",
-            "deepspeed.comm.is_initialized",
+            *_twins(
+                "get_rank",
+                "get_global_rank",
+                "get_world_size",
+                "get_local_rank",
+                "get_local_world_size",
+                "get_node_rank",
+                "is_initialized",
+            ),
             # Lightning's @rank_zero_only (and its .rank) runs a function on rank 0 alone
             *(
                 f"{package}.{name}"
@@ -501,6 +546,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "lightning_fabric.seed_everything",
             "pytorch_lightning.seed_everything",
             "transformers.set_seed",
+            "composer.utils.reproducibility.seed_all",  # Composer's: Python, NumPy, torch
             "torchtune.training.set_seed",
             "Fabric.seed_everything",
         ),

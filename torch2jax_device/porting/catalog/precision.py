@@ -36,6 +36,10 @@ ROWS: tuple[Idiom, ...] = (
             "torch.is_autocast_enabled",
             "torch.get_autocast_dtype",
             "torch.get_autocast_gpu_dtype",
+            # autocast's state, read to rebuild it elsewhere (a checkpointed block's)
+            "torch.is_autocast_cache_enabled",
+            "torch.is_autocast_cpu_enabled",
+            "torch.get_autocast_cpu_dtype",
             "apex.amp.*",
         ),
         rewrite="advice",

@@ -203,13 +203,26 @@ ROWS: tuple[Idiom, ...] = (
             "axes of one mesh: sizes are `mesh.shape[axis]`, and collectives over a group "
             "are `jax.lax` collectives over an axis name inside `shard_map`; which slice "
             "of an axis a process holds follows from `jax.process_index()` and the mesh's "
-            "`devices` array."
+            "`devices` array. Megatron's RNG tracker "
+            "(`tensor_parallel.model_parallel_cuda_manual_seed(seed)`) seeds each "
+            "tensor-parallel rank apart: `jax.random.fold_in(key, tp_rank)`."
         ),
         runs=False,
         torch_api=(
             "megatron.core.mpu.*",
             "megatron.core.parallel_state.*",
             "megatron.mpu.*",
+            # the RNG tracker: a seed per tensor-parallel rank (a key folded with the rank)
+            *(
+                f"megatron.core.tensor_parallel.{name}"
+                for name in (
+                    "model_parallel_cuda_manual_seed",
+                    "get_cuda_rng_tracker",
+                    "random.model_parallel_cuda_manual_seed",
+                    "random.get_cuda_rng_tracker",
+                    "random.initialize_rng_tracker",
+                )
+            ),
             "deepspeed.runtime.pipe.topology.ProcessTopology",
             "deepspeed.runtime.pipe.topology.PipeDataParallelTopology",
             "deepspeed.runtime.pipe.topology.PipeModelDataParallelTopology",
