@@ -1,7 +1,7 @@
 """``scan`` on real code the scanner was not written against, a sixth round (issue 35).
 
 ``tests/support/fixtures/unseen_round6`` holds files of public repositories that no
-earlier test or doc names, in two sets told apart by their ``.truth`` header:
+earlier test or doc names, in sets told apart by their ``.truth`` header:
 
 - the development set (header "Development set of round 6"): 16 files of
   mlfoundations/open_clip (distributed start-up over torchrun, SLURM and MPI variables;
@@ -19,6 +19,11 @@ earlier test or doc names, in two sets told apart by their ``.truth`` header:
   repositories (MosaicML Composer and llm-foundry, FastChat, lm-evaluation-harness, MAE,
   minGPT, NeMo, OLMo, Stability's generative-models, speechbrain), labelled blind and
   measured as held out before anything was fixed against it;
+- the third development set (header "Third development set"): 22 files of ten more
+  repositories (HiFi-GAN, Swin Transformer, Qwen, LAVIS, nanotron, SAM 2, GPT-SoVITS,
+  fairseq2, lightning-thunder, xFormers), labelled blind and measured as held out after
+  the first two sets' fixes: torch lines 439/483 = 0.909, library lines 23/34 = 0.676
+  (on main before round six's fixes: 419/483 = 0.867 and 15/34 = 0.441);
 - the held-out set (header "Held out"), labelled by another hand, for the lead to
   measure the fixes made from the development sets against.
 
@@ -75,24 +80,32 @@ from torch2jax_device.porting import catalog, scanner
 UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round6"
 FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
 LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
-SETS = ("development", "second development", "held out")
+SETS = ("development", "second development", "third development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines). The development set's
 #: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
 #: libs6 (with rows6 merged) achieves (315/316, 61/61); the second development set's are
-#: what rows6b achieves (354/362, 94/94); the held-out floors are the lead's to set once
-#: that set is measured.
-FLOORS = {"development": (0.996, 1.0), "second development": (0.977, 1.0), "held out": (0.0, 0.0)}
+#: what rows6b achieves (354/362, 94/94); the third's what it measured as held out (439/483,
+#: 23/34), until it is fixed against; the held-out floors are the lead's to set once that
+#: set is measured.
+FLOORS = {
+    "development": (0.996, 1.0),
+    "second development": (0.977, 1.0),
+    "third development": (0.908, 0.676),
+    "held out": (0.0, 0.0),
+}
 
 
 def set_of(name: str) -> str:
-    """The set a file belongs to, from its truth header: "Held out", "Second
-    development set", or the first development set."""
+    """The set a file belongs to, from its truth header: "Held out", "Third
+    development set", "Second development set", or the first development set."""
     header = " ".join(
         line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
     )
     if "Held out" in header:
         return "held out"
+    if "Third development set" in header:
+        return "third development"
     return "second development" if "Second development set" in header else "development"
 
 
