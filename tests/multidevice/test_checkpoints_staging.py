@@ -23,7 +23,7 @@ import safetensors.numpy
 
 import torch2jax_device as tj
 from tests.support.checkpoints import misaligned_empty
-from torch2jax_device._src import host_staging
+from torch2jax_device._src import host_staging, pinned_memory
 from torch2jax_device._src.checkpoints import transfer
 
 COUNT = 2**31 + 64
@@ -78,13 +78,13 @@ def pinned_device(copying: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[li
     monkeypatch.setattr(host_staging, "routes_through_pinned", lambda device: device != host)
     monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 4096)
     sizes: list[int] = []
-    allocate = host_staging._pinned_empty
+    allocate = pinned_memory._pinned_empty
 
     def counting(device: jax.Device, nbytes: int) -> Any:
         sizes.append(nbytes)
         return allocate(device, nbytes)
 
-    monkeypatch.setattr(host_staging, "_pinned_empty", counting)
+    monkeypatch.setattr(pinned_memory, "_pinned_empty", counting)
     host_staging.POOL.clear()
     yield sizes
     host_staging.POOL.clear()

@@ -30,7 +30,7 @@ from hypothesis.extra import numpy as hnp
 import torch2jax_device as tj
 from tests.support.arrays import patterned
 from tests.support.checkpoints import misaligned_empty
-from torch2jax_device._src import host_staging
+from torch2jax_device._src import device_pieces, host_staging, pinned_memory
 from torch2jax_device._src.checkpoints import transfer
 
 HOST, GPU_LIKE = jax.devices("cpu")[:2]
@@ -130,7 +130,7 @@ def test_the_pool_keeps_a_few_buffers_of_each_size_within_its_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pool = host_staging.POOL
-    monkeypatch.setattr(host_staging, "POOL_BYTES", 10_000)
+    monkeypatch.setattr(pinned_memory, "POOL_BYTES", 10_000)
     buffers = [pool.take(GPU_LIKE, size) for size in (1000,) * 4 + (3000, 3000, 4000)]
     for buffer in buffers[:4]:  # four of 1,000 bytes: three are kept
         pool.give(GPU_LIKE, buffer)
@@ -168,7 +168,7 @@ def test_the_pieces_of_one_shape_compile_one_update(
     # Each new tensor shape compiles the update its pieces are written with; the array
     # they start from was uncommitted, so the first write and the rest compiled twice.
     sends = _pinned_route(monkeypatch, 1024)
-    write = host_staging._write_bytes_at
+    write = device_pieces._write_bytes_at
     write.clear_cache()
     values = patterned((37, 101), np.float32)  # 14,948 bytes: 19 pieces of 2 rows (808 bytes)
     if route == "host array":
