@@ -58,39 +58,37 @@ class Piece(NamedTuple):
 
 
 def pieces(shape: tuple[int, ...], itemsize: int, per_piece: int) -> Iterator[Piece]:
-    """An array of ``shape`` as blocks of at most ``per_piece`` elements.
+    """An array of ``shape`` as blocks of at most ``per_piece`` elements, each element in one.
 
-    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``. All
-    blocks have the same shape, so the device compiles one update; the last block along
-    axis ``k`` ends at the end of that axis and may overlap the one before it. A 0-d
-    array is one block of shape ``()``.
+    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``, all
+    with the same ``rows`` but the last along axis ``k``, which holds the rows left (the
+    device compiles one update per block shape: two at most). A 0-d array is one block
+    of shape ``()``; an array without elements, one block of its own shape.
     """
     if not shape:
         yield Piece(0, (), (), True, itemsize)
+        return
+    if not math.prod(shape):
+        yield Piece(0, shape, (0,) * len(shape), True, 0)
         return
     axis = 0
     while math.prod(shape[axis + 1 :]) > per_piece:
         axis += 1
     inner = math.prod(shape[axis + 1 :])
-    rows = max(1, min(shape[axis], per_piece // max(inner, 1)))
-    block = (1,) * axis + (rows,) + shape[axis + 1 :]
-    starts_along = list(range(0, max(shape[axis] - rows, 0) + 1, rows))
-    if starts_along[-1] != max(shape[axis] - rows, 0):
-        starts_along.append(shape[axis] - rows)
+    rows = max(1, min(shape[axis], per_piece // inner))
     strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    corners = [
-        (*outer, start) + (0,) * (len(shape) - axis - 1)
-        for outer in itertools.product(*(range(n) for n in shape[:axis]))
-        for start in starts_along
-    ]
-    for number, corner in enumerate(corners):
-        yield Piece(
-            sum(i * s for i, s in zip(corner, strides, strict=True)),
-            block,
-            corner,
-            number == len(corners) - 1,
-            rows * inner * itemsize,
-        )
+    outers = list(itertools.product(*(range(n) for n in shape[:axis])))
+    for number, outer in enumerate(outers):
+        for start in range(0, shape[axis], rows):
+            own = min(rows, shape[axis] - start)
+            corner = (*outer, start) + (0,) * (len(shape) - axis - 1)
+            yield Piece(
+                sum(i * s for i, s in zip(corner, strides, strict=True)),
+                (1,) * axis + (own,) + shape[axis + 1 :],
+                corner,
+                number == len(outers) - 1 and start + own == shape[axis],
+                own * inner * itemsize,
+            )
 
 
 def piece_kinds(shape: tuple[int, ...], itemsize: int, per_piece: int) -> list[Piece]:
