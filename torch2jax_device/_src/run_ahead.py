@@ -19,17 +19,6 @@ one thread to the other costs a wake-up and a round of the global interpreter lo
   ``OVERLAP_PAYS_S``, the source moves to a background thread for the rest of the
   stream. Below that, overlapping the two saves less than the hand-off costs.
 
-In the background, the producer measures ``process`` too: once its median over the
-last few items reaches ``OVERLAP_PAYS_S``, ``process`` runs in a second thread (a
-``_Placer``, one item at a time, in order) while the producer pulls the next item, as
-torch's ``DataLoader`` pins memory in a thread of its own while its workers load. A
-loader whose batches need a copy (a misaligned NumPy batch onto a CPU device, about 2
-ms for 16 MiB; a pinned copy onto a GPU) then pays ``max(next(), process)`` per batch
-in the background rather than their sum: on the 2-core test machine, the producer's
-own CPU time per batch of ``bench_feeding.py``'s CPU-bound source fell from 7.3 to 5.2
-ms, its step taking 10. The channel carries the item's ``_Pending`` in its place, so
-order, the bound on items ahead and the failures' positions are unchanged.
-
 Every mode gives the same guarantees. Items come in order. The end of the source and
 any exception travel in the same queue as the items, so they reach the consumer in
 order, after the items before them, with their tracebacks (``KeyboardInterrupt`` in the
@@ -56,12 +45,11 @@ import atexit
 import collections
 import contextlib
 import itertools
-import queue
 import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["EXIT_JOIN_S", "OVERLAP_PAYS_S", "THREAD_NAME", "run_ahead"]
 
@@ -125,43 +113,11 @@ def _processed(process: Callable[[_T], _R], item: _T) -> _R | _Failure:
         return _Failure(error)
 
 
-def _placed(process: Callable[[_T], _R], item: _T) -> _R | _Failure:
-    """``process(item)``, or any exception as a ``_Failure`` (the consumer raises it)."""
-    try:
-        return process(item)
-    except BaseException as error:  # KeyboardInterrupt too: this is not the main thread
-        return _Failure(error)
-
-
-class _Pending(Generic[_R]):
-    """An item the placer is processing: ``take()`` waits for it and keeps nothing of it."""
-
-    __slots__ = ("_done", "_result")
-
-    def __init__(self) -> None:
-        self._done = threading.Event()
-        self._result: _R | _Failure | None = None
-
-    def set(self, result: _R | _Failure) -> None:
-        self._result = result
-        del result  # once the consumer wakes, no frame here may hold the item
-        self._done.set()
-
-    def take(self) -> _R | _Failure:
-        self._done.wait()
-        result, self._result = self._result, None  # handed on: the loop alone holds it now
-        return result  # type: ignore[return-value]
-
-
-#: What the producer hands over: an item, the end, a failure, or an item being processed.
-_Message: TypeAlias = "_R | _End | _Failure | _Pending[_R]"
-
-
 class _Channel(Generic[_R]):
     """A bounded hand-over from one producer thread to one consumer, closed by the consumer."""
 
     def __init__(self, capacity: int, items: Iterable[_R | _End | _Failure] = ()) -> None:
-        self._items: collections.deque[_Message[_R]] = collections.deque(items)
+        self._items: collections.deque[_R | _End | _Failure] = collections.deque(items)
         self._capacity = capacity
         self._closed = False
         # One condition for both sides: the producer waits only when the channel is full
@@ -177,13 +133,13 @@ class _Channel(Generic[_R]):
                 self._condition.wait()
             return not self._closed
 
-    def put(self, item: _Message[_R]) -> None:
+    def put(self, item: _R | _End | _Failure) -> None:
         with self._condition:
             if not self._closed:
                 self._items.append(item)
                 self._condition.notify()
 
-    def get(self) -> _Message[_R]:
+    def get(self) -> _R | _End | _Failure:
         with self._condition:
             while not self._items:
                 self._condition.wait()
@@ -203,84 +159,24 @@ class _Channel(Generic[_R]):
             self._condition.notify_all()
 
 
-def _produce(
-    source: Iterator[_T], process: Callable[[_T], _R], channel: _Channel[_R], placer: _Placer
-) -> None:
+def _produce(source: Iterator[_T], process: Callable[[_T], _R], channel: _Channel[_R]) -> None:
     """The producer thread: pull, process, hand over, until the end, an error or close.
-
-    ``process`` runs here until it takes ``OVERLAP_PAYS_S`` or more per item (the
-    median of the last few), then in ``placer``'s thread, while this one pulls the
-    next item: the channel carries the item's ``_Pending``, in order.
 
     An item pulled after the consumer closed the channel is dropped unprocessed: at
     interpreter exit the consumer waits ``EXIT_JOIN_S`` only, and ``process`` (a copy
     to a device) running while the interpreter finalizes can abort the process.
     """
-    clock = time.perf_counter
-    durations = -1  # a register of process times, as _Pacer keeps (the first left out)
     try:
         while channel.wait_for_room():
             item = _pull(source)
             if channel.closed:
                 return
-            if isinstance(item, (_End, _Failure)):
-                channel.put(item)
-                return
-            if _median_reaches(durations):
-                channel.put(placer.submit(process, item))
-                continue
-            started = clock()
-            message = _processed(process, item)
-            durations = _shift(durations, clock() - started)
+            message = item if isinstance(item, (_End, _Failure)) else _processed(process, item)
             channel.put(message)
-            if isinstance(message, _Failure):
+            if isinstance(message, (_End, _Failure)):
                 return
-            del message  # the consumer alone holds a handed-over item
     except BaseException as error:  # a KeyboardInterrupt raised by the source itself
         channel.put(_Failure(error))
-
-
-class _Placer:
-    """A second thread that processes items while the producer pulls the next ones.
-
-    ``submit`` returns a ``_Pending`` of ``process(item)`` (or its ``_Failure``). Items
-    are processed one at a time, in order. After ``close()`` the items still queued are
-    dropped unprocessed, as the producer drops an item pulled after close. The thread
-    starts at the first ``submit``.
-    """
-
-    def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[_Pending[Any], Callable[[Any], Any], Any] | None] = (
-            queue.SimpleQueue()
-        )
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def submit(self, process: Callable[[_T], _R], item: _T) -> _Pending[_R]:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
-            self._thread.start()
-        pending: _Pending[_R] = _Pending()
-        self._work.put((pending, process, item))
-        return pending
-
-    def _run(self) -> None:
-        while True:
-            work = self._work.get()
-            if work is None or self._closed:
-                return
-            pending, process, item = work
-            del work  # hold no item while waiting for the next one
-            pending.set(_placed(process, item))
-            del pending
-
-    def close(self, timeout: float | None) -> None:
-        """Drop the queued items and wait for the one being processed (``timeout``)."""
-        self._closed = True
-        self._work.put(None)
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
 
 
 class _Pacer:
@@ -438,7 +334,6 @@ def _stream(
     exhausted = False  # the end or a failure is queued: pull no more
     channel: _Channel[_R] | None = None
     producer: threading.Thread | None = None
-    placer = _Placer()
     try:
         while True:
             # Where the next items come from is decided when more are due (once a group).
@@ -448,7 +343,7 @@ def _stream(
                     ahead.clear()  # the channel holds them now; batches are not kept twice
                     producer = threading.Thread(
                         target=_produce,
-                        args=(source, process, channel, placer),
+                        args=(source, process, channel),
                         name=THREAD_NAME,
                         daemon=True,
                     )
@@ -462,8 +357,6 @@ def _stream(
                     ahead.extend(group)
                     del group  # the deque alone holds the batches: they die when handed on
             message = ahead.popleft() if channel is None else channel.get()
-            if isinstance(message, _Pending):
-                message = message.take()
             if isinstance(message, _End):
                 return
             if isinstance(message, _Failure):
@@ -484,4 +377,3 @@ def _stream(
             producer.join(EXIT_JOIN_S if _exiting.is_set() else None)
             if not producer.is_alive():  # else still inside the source: leave it be
                 _close_source(source)
-        placer.close(EXIT_JOIN_S if _exiting.is_set() else None)
