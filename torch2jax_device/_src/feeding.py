@@ -94,11 +94,7 @@ def prefetch_to_device(
     and transfers ``size`` batches ahead between its steps, and moves to a background
     thread once pulling and placing a batch and the loop's own work per batch both take
     a quarter of a millisecond or more (medians over the last few batches): from there
-    the overlap gains more than the hand-off costs. There, a transfer that takes as
-    long (a misaligned NumPy batch, as ``np.stack`` makes them, copied into aligned
-    memory for a CPU device; a copy into pinned memory for a GPU) moves to a second
-    thread, as torch's ``DataLoader`` pins in a thread of its own, so that the source
-    pulls the next batch meanwhile.
+    the overlap gains more than the hand-off costs.
 
     Batches come in the source's order. An exception raised by the source (or by the
     transfer) is raised here, with its traceback, after the batches before it.

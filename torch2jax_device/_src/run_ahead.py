@@ -297,9 +297,8 @@ def run_ahead(
     ``size == 0`` runs everything in the caller's thread, on demand. ``background``
     chooses where the source and ``process`` run: the calling thread (``False``), a
     background thread from the first item (``True``), or the calling thread until
-    overlapping pays (``None``; see the module docstring); in a background thread, a
-    ``process`` that takes ``OVERLAP_PAYS_S`` or more moves to a second one. The source
-    iterator is closed (if it has ``close()``) when the generator ends, however it ends.
+    overlapping pays (``None``; see the module docstring). The source iterator is
+    closed (if it has ``close()``) when the generator ends, however it ends.
 
     In the calling thread, items are pulled in groups: when half the lookahead is
     used up, the next items up to ``size`` ahead are pulled together and handed to
