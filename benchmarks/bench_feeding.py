@@ -18,6 +18,17 @@ ratios is printed, so a machine that gets busier halfway changes both sides):
 The first ``WARMUP`` batches of each loop are left out: thread start, the first L, the
 step's compilation, and the automatic choice of thread, which watches the first 4
 batches in the loop's thread (a cost of at most 3 x min(L, C), once per epoch).
+
+The rank check of a ``DeviceLoader`` over a mesh of several processes (each batch's
+shapes compared across the ranks, ``_src/distributed/batch_agreement.py``), under
+torchrun with 2 CPU processes, each rank printing its figures::
+
+    JAX_PLATFORMS=cpu OMP_NUM_THREADS=1 .venv/bin/torchrun --nproc_per_node=2 \\
+        benchmarks/bench_feeding.py ranks
+
+per batch of a small global batch: the loop as users run it, the same loop with the
+comparison taken out (for the breakdown only), and one write and one read at JAX's
+coordination service, the calls each comparison makes.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -132,15 +144,20 @@ def matmul_step(size: int, repeats: int) -> Callable[[Any], Any]:
     return step
 
 
-def per_step(loop: Iterator[Any], step: Callable[[Any], Any] | None) -> float:
-    """Mean seconds per batch of ``loop`` after ``WARMUP`` batches."""
+def per_step(
+    loop: Iterator[Any], step: Callable[[Any], Any] | None, cpu: dict[str, float] | None = None
+) -> float:
+    """Mean seconds per batch of ``loop`` after ``WARMUP`` batches (and in ``cpu["s"]``,
+    the process's CPU seconds per batch: every thread's, the library's included)."""
     for batch in itertools.islice(loop, WARMUP):
         if step is not None:
             step(batch)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for batch in itertools.islice(loop, STEPS):
         if step is not None:
             step(batch)
+    if cpu is not None:
+        cpu["s"] = (time.process_time() - cpu_start) / STEPS
     return (time.perf_counter() - start) / STEPS
 
 
@@ -149,18 +166,22 @@ def overlap_case(
     step: Callable[[Any], Any],
     workers: DeviceLoader | None = None,
 ) -> dict[str, float]:
-    """L, C (ms, medians) and the per-round ratios' medians: plain/(L+C), prefetch/max."""
+    """L, C (ms, medians) and the per-round ratios' medians: plain/(L+C), prefetch/max,
+    and the CPU time of the prefetched loop against the plain loop's (the same work)."""
     device = tj.resolve("cpu")
     placed = tj.to_device(next(source()), device)
     rounds: list[dict[str, float]] = []
     for _ in range(ROUNDS):
+        plain_cpu: dict[str, float] = {}
+        prefetch_cpu: dict[str, float] = {}
         times = {
             "L": per_step(source(), None),
             "C": per_step(itertools.repeat(placed), step),
-            "plain": per_step((tj.to_device(batch, device) for batch in source()), step),
+            "plain": per_step((tj.to_device(batch, device) for batch in source()), step, plain_cpu),
         }
         stream = prefetch_to_device(source(), device)
-        times["prefetch"] = per_step(stream, step)
+        times["prefetch"] = per_step(stream, step, prefetch_cpu)
+        times["cpu"] = prefetch_cpu["s"] / plain_cpu["s"]
         stream.close()
         if workers is not None:
             times["workers"] = per_step(iter(workers), step)
@@ -173,6 +194,7 @@ def overlap_case(
         "prefetch/max": statistics.median(
             r["prefetch"] / most for r, most in zip(rounds, longest, strict=True)
         ),
+        "cpu prefetch/plain": statistics.median(r["cpu"] for r in rounds),
     }
     if workers is not None:
         result["workers/max"] = statistics.median(
@@ -284,7 +306,7 @@ def main() -> None:
     ]  # fmt: skip
     print(
         f"{'source and step':42} {'L':>8} {'C':>8} {'plain/(L+C)':>12} "
-        f"{'prefetch/max(L,C)':>18}  target   {'2 workers/max':>13}"
+        f"{'prefetch/max(L,C)':>18}  target   {'CPU prefetch/plain':>18} {'2 workers/max':>13}"
     )
     for name, source, step, spawned in overlap:
         result = overlap_case(source, step, spawned)
@@ -292,7 +314,7 @@ def main() -> None:
         print(
             f"{name:42} {result['L']:6.2f}ms {result['C']:6.2f}ms "
             f"{result['plain/(L+C)']:12.3f} {result['prefetch/max']:18.3f}  <= 1.15   "
-            f"{workers_ratio}"
+            f"{result['cpu prefetch/plain']:18.3f} {workers_ratio}"
         )
     print("(2 workers: the CPU-bound source as a Dataset in 2 spawned DataLoader workers,")
     print(" wrapped in DeviceLoader; the workers start once, in the first warm-up)")
@@ -310,5 +332,57 @@ def main() -> None:
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 
+def ranks() -> None:
+    """The rank check's cost per batch, on each of the processes torchrun started."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from torch2jax_device import distributed as dist
+    from torch2jax_device._src import feeding
+    from torch2jax_device._src.distributed import process_group
+
+    dist.init_process_group(backend="gloo", timeout=60)
+    rank = dist.get_rank()
+    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+    rows = NamedSharding(mesh, PartitionSpec("data"))
+    batches = [{"x": np.full((8, 16), i, np.float32), "y": np.arange(8, dtype=np.int32)}
+               for i in range(200)]  # fmt: skip
+    checked = getattr(feeding, "agreed_batches")  # noqa: B009
+
+    def unchecked(placed: Any, target: Any, caller: str) -> Any:
+        return placed
+
+    loops: dict[str, list[float]] = {"with the check": [], "without (breakdown only)": []}
+    for _ in range(3):
+        for name, agreed in zip(loops, (checked, unchecked), strict=True):
+            setattr(feeding, "agreed_batches", agreed)  # noqa: B010 (the breakdown)
+            dist.barrier()
+            start = time.perf_counter()
+            for batch in DeviceLoader(batches, rows, background=False):
+                jax.block_until_ready(batch)
+            loops[name].append((time.perf_counter() - start) / len(batches) * 1e3)
+    setattr(feeding, "agreed_batches", checked)  # noqa: B010
+    client, _ = process_group.coordination("bench_feeding")
+    calls = 200
+    dist.barrier()
+    start = time.perf_counter()
+    for index in range(calls):
+        client.key_value_set(f"bench_feeding/{rank}/{index}", "x" * 100)
+    write = (time.perf_counter() - start) / calls * 1e3
+    dist.barrier()
+    start = time.perf_counter()
+    for index in range(calls):
+        client.blocking_key_value_get(f"bench_feeding/{1 - rank}/{index}", 10_000)
+    read = (time.perf_counter() - start) / calls * 1e3
+    shown = "; ".join(
+        f"{name} {min(times):.2f}-{max(times):.2f} ms" for name, times in loops.items()
+    )
+    print(
+        f"rank {rank}, load average {os.getloadavg()[0]:.1f}: a DeviceLoader batch (3 runs of "
+        f"{len(batches)}): {shown}; a write {write:.2f} ms, a read {read:.2f} ms",
+        flush=True,
+    )
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
-    main()
+    ranks() if sys.argv[1:] == ["ranks"] else main()

@@ -20,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
-from torch2jax_device._src import capacity, host_staging
+from torch2jax_device._src import capacity, host_staging, pinned_memory
 from torch2jax_device._src.checkpoints.reader import Reader
 
 MIB = 2**20
@@ -94,7 +94,7 @@ def test_a_sharded_load_whose_shards_fit_but_not_their_pieces_is_refused(
 
 def test_a_sharded_load_stays_within_what_the_check_counted(tmp_path: Path) -> None:
     path, rows = _tokens(tmp_path), _mesh_rows()
-    in_flight = host_staging.POOL_BUFFERS * host_staging.PIECE_BYTES
+    in_flight = pinned_memory.POOL_BUFFERS * host_staging.PIECE_BYTES
     device = next(iter(rows.device_set))
     before = capacity.memory_stats(device)
     loaded = tj.load_file(path, device=rows)

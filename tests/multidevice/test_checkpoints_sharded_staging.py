@@ -27,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
 from tests.support.arrays import patterned
-from torch2jax_device._src import host_staging
+from torch2jax_device._src import host_staging, pinned_memory
 from torch2jax_device._src.checkpoints.progress import Progress
 from torch2jax_device._src.checkpoints.reader import Reader
 
@@ -146,7 +146,7 @@ def test_a_sharded_load_reads_each_part_piece_by_piece_into_pinned_buffers(
     for device in CPUS:  # buffers of a piece's size, a few of each size
         kept = host_staging.POOL.kept(device)
         assert all(size <= PIECE for size in kept)
-        assert all(kept.count(size) <= host_staging.POOL_BUFFERS for size in kept)
+        assert all(kept.count(size) <= pinned_memory.POOL_BUFFERS for size in kept)
 
 
 def _part(name: str) -> tuple[int, ...]:
@@ -259,7 +259,7 @@ def test_a_replicated_host_part_is_copied_once_into_pinned_pieces_for_all_accele
 def test_a_full_pinned_allocator_midway_sends_the_remaining_pieces_from_pageable_memory(
     tmp_path: Path, route: Route, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    allocate = host_staging._pinned_empty
+    allocate = pinned_memory._pinned_empty
     allocated: list[int] = []
 
     def two_then_full(device: jax.Device, nbytes: int) -> Any:
@@ -268,7 +268,7 @@ def test_a_full_pinned_allocator_midway_sends_the_remaining_pieces_from_pageable
         allocated.append(nbytes)
         return allocate(device, nbytes)
 
-    monkeypatch.setattr(host_staging, "_pinned_empty", two_then_full)
+    monkeypatch.setattr(pinned_memory, "_pinned_empty", two_then_full)
     values = patterned((4 * 64, 33), ml_dtypes.bfloat16)  # five pieces a part
     path = tmp_path / "model.safetensors"
     safetensors.numpy.save_file({"w": values}, str(path))

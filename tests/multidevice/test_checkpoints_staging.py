@@ -23,7 +23,7 @@ import safetensors.numpy
 
 import torch2jax_device as tj
 from tests.support.checkpoints import misaligned_empty
-from torch2jax_device._src import host_staging
+from torch2jax_device._src import host_staging, pinned_memory
 from torch2jax_device._src.checkpoints import transfer
 
 COUNT = 2**31 + 64
@@ -78,13 +78,13 @@ def pinned_device(copying: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[li
     monkeypatch.setattr(host_staging, "routes_through_pinned", lambda device: device != host)
     monkeypatch.setattr(host_staging, "PINNED_PIECES_FROM", 4096)
     sizes: list[int] = []
-    allocate = host_staging._pinned_empty
+    allocate = pinned_memory._pinned_empty
 
     def counting(device: jax.Device, nbytes: int) -> Any:
         sizes.append(nbytes)
         return allocate(device, nbytes)
 
-    monkeypatch.setattr(host_staging, "_pinned_empty", counting)
+    monkeypatch.setattr(pinned_memory, "_pinned_empty", counting)
     host_staging.POOL.clear()
     yield sizes
     host_staging.POOL.clear()
@@ -97,7 +97,7 @@ def test_device_loads_stage_through_pooled_pinned_buffers(
     tensors = {
         "embed": rng.standard_normal((301, 77)).astype(ml_dtypes.bfloat16),  # pieces
         "fp8": rng.standard_normal((129, 65)).astype(ml_dtypes.float8_e4m3fn),  # one piece
-        "ids": np.arange(7001, dtype=np.int32),  # pieces, the last one overlapping
+        "ids": np.arange(7001, dtype=np.int32),  # pieces, the last one shorter
         "mask": np.arange(5000) % 3 == 0,  # bool: no bit carrier, batched
         **{f"bias{i}": np.full(7, i, np.float16) for i in range(20)},  # batched
         "scalar": np.array(2.5, np.float32),
@@ -113,13 +113,16 @@ def test_device_loads_stage_through_pooled_pinned_buffers(
         assert array.dtype == expected.dtype and array.shape == expected.shape, name
         assert np.asarray(array).tobytes() == expected.tobytes(), name
     # Batches of small tensors in buffers of a third of the budget; tensors in pieces in
-    # buffers of exactly one piece (all of a tensor's pieces have one shape).
+    # buffers of exactly one piece (a tensor's pieces have one size, and the last the rest).
     piece_sizes = {
-        next(host_staging.pieces(values.shape, values.itemsize, 8192 // values.itemsize)).nbytes
+        piece.nbytes
         for name, values in tensors.items()
         if name in ("embed", "fp8", "ids")
+        for piece in host_staging.pieces(values.shape, values.itemsize, 8192 // values.itemsize)
     }
-    assert piece_sizes == {8162, 8190, 8192}  # 53 rows of 77 bfloat16, 126 rows of 65, ...
+    # 53 rows of 77 bfloat16 and the last 36, 126 rows of 65 and the last 3, 2,048 int32
+    # and the last 857
+    assert piece_sizes == {8162, 5544, 8190, 195, 8192, 3428}
     assert pinned_device and set(pinned_device) <= {budget // 3, *piece_sizes}
 
 

@@ -23,7 +23,7 @@ import torch
 import torch2jax_device as tj
 from tests.support.arrays import patterned
 from tests.support.clocks import ManualClock
-from torch2jax_device._src import host_staging
+from torch2jax_device._src import host_staging, pinned_memory
 
 HOST, ACCELERATOR = jax.devices("cpu")[:2]
 PIECE = 1024
@@ -101,7 +101,14 @@ def test_pageable_host_data_reaches_the_device_in_pinned_pieces(
     assert moved.sharding.memory_kind == "device"
     assert moved.dtype == values.dtype and moved.shape == values.shape
     assert np.asarray(moved).tobytes() == values.tobytes()
-    assert host_staging.POOL.held() <= host_staging.POOL_BUFFERS
+    _check_pool_bounds(ACCELERATOR)
+
+
+def _check_pool_bounds(device: jax.Device) -> None:
+    """The pool keeps at most ``POOL_BUFFERS`` buffers of a size, ``POOL_BYTES`` in all."""
+    kept = host_staging.POOL.kept(device)
+    assert all(kept.count(size) <= pinned_memory.POOL_BUFFERS for size in kept), kept
+    assert sum(kept) <= pinned_memory.POOL_BYTES
 
 
 def test_buffers_are_reused_and_released_when_idle(
@@ -109,20 +116,20 @@ def test_buffers_are_reused_and_released_when_idle(
 ) -> None:
     values = np.arange(20 * PIECE, dtype=np.uint8)  # 20 pieces, twice
     allocated = []
-    original = host_staging._pinned_empty
+    original = pinned_memory._pinned_empty
 
     def counting(device: jax.Device, nbytes: int) -> Any:
         allocated.append(nbytes)
         return original(device, nbytes)
 
-    monkeypatch.setattr(host_staging, "_pinned_empty", counting)
+    monkeypatch.setattr(pinned_memory, "_pinned_empty", counting)
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(tj.to_device(values, "cpu:1")), values)
-        pool_clock.advance(host_staging.IDLE_SECONDS / 2)  # busy again before it expires
-    assert len(allocated) == host_staging.POOL_BUFFERS  # 40 pieces through 3 buffers
-    assert host_staging.POOL.held() == host_staging.POOL_BUFFERS
-    pool_clock.advance(host_staging.IDLE_SECONDS / 2 - 0.01)  # idle just short of the limit
-    assert host_staging.POOL.held() == host_staging.POOL_BUFFERS
+        pool_clock.advance(pinned_memory.IDLE_SECONDS / 2)  # busy again before it expires
+    assert len(allocated) == pinned_memory.POOL_BUFFERS  # 40 pieces through 3 buffers
+    assert host_staging.POOL.held() == pinned_memory.POOL_BUFFERS
+    pool_clock.advance(pinned_memory.IDLE_SECONDS / 2 - 0.01)  # idle just short of the limit
+    assert host_staging.POOL.held() == pinned_memory.POOL_BUFFERS
     pool_clock.advance(0.01)
     assert host_staging.POOL.held() == 0
     assert pool_clock.pending() == 0  # no timer left behind
@@ -173,7 +180,7 @@ def test_a_full_pinned_allocator_falls_back_to_the_plain_copy(
 
         return allocate
 
-    monkeypatch.setattr(host_staging, "_empty_in", exhausted)
+    monkeypatch.setattr(pinned_memory, "empty_in", exhausted)
     values = np.arange(5000, dtype=np.float32)
     moved = tj.to_device(values, "cpu:1")
     assert routes.pieces == 1
@@ -397,4 +404,5 @@ def test_threads_sending_at_once_share_the_pool_without_mixing_pieces(routes: Ro
     with ThreadPoolExecutor(4) as threads:
         assert all(threads.map(send, range(4)))
     assert routes.pieces and routes.to_host  # (counted without a lock: not exact)
-    assert host_staging.POOL.held() <= 2 * host_staging.POOL_BUFFERS  # cpu:1 and cpu:2
+    for device in jax.devices("cpu")[1:3]:
+        _check_pool_bounds(device)

@@ -30,7 +30,7 @@ from hypothesis.extra import numpy as hnp
 import torch2jax_device as tj
 from tests.support.arrays import patterned
 from tests.support.checkpoints import misaligned_empty
-from torch2jax_device._src import host_staging
+from torch2jax_device._src import device_pieces, host_staging, pinned_memory
 from torch2jax_device._src.checkpoints import transfer
 
 HOST, GPU_LIKE = jax.devices("cpu")[:2]
@@ -94,6 +94,7 @@ def test_a_host_array_in_pieces_sends_each_piece_s_own_bytes(
         moved = tj.to_device(values, "cpu:1")
     _check(moved, values)
     assert sends.sizes == _piece_sizes(shape, values.itemsize, piece_bytes)
+    assert sum(sends.sizes) == values.nbytes  # no byte sent twice (the last piece overlapped)
 
 
 @settings(max_examples=20, deadline=None)
@@ -124,13 +125,14 @@ def test_a_checkpoint_piece_sends_its_own_bytes_not_its_staging_buffer(
         for size in _piece_sizes(values.shape, values.itemsize, min(chunk, 2**20))
     ]
     assert sorted(sends.sizes) == sorted(expected)
+    assert sum(sends.sizes) == sum(values.nbytes for values in tensors.values())
 
 
 def test_the_pool_keeps_a_few_buffers_of_each_size_within_its_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pool = host_staging.POOL
-    monkeypatch.setattr(host_staging, "POOL_BYTES", 10_000)
+    monkeypatch.setattr(pinned_memory, "POOL_BYTES", 10_000)
     buffers = [pool.take(GPU_LIKE, size) for size in (1000,) * 4 + (3000, 3000, 4000)]
     for buffer in buffers[:4]:  # four of 1,000 bytes: three are kept
         pool.give(GPU_LIKE, buffer)
@@ -162,15 +164,16 @@ def test_the_capacity_check_counts_the_pieces_in_flight_not_whole_buffers(
 
 
 @pytest.mark.parametrize("route", ["host array", "checkpoint"])
-def test_the_pieces_of_one_shape_compile_one_update(
+def test_the_pieces_of_one_shape_compile_one_update_per_piece_shape(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
-    # Each new tensor shape compiles the update its pieces are written with; the array
-    # they start from was uncommitted, so the first write and the rest compiled twice.
+    # Each new tensor shape compiles the update its pieces are written with (the full
+    # blocks' and the shorter last one's); the array they start from was uncommitted, so
+    # the first write and the rest compiled twice.
     sends = _pinned_route(monkeypatch, 1024)
-    write = host_staging._write_bytes_at
+    write = device_pieces._write_bytes_at
     write.clear_cache()
-    values = patterned((37, 101), np.float32)  # 14,948 bytes: 19 pieces of 2 rows (808 bytes)
+    values = patterned((37, 101), np.float32)  # 14,948 bytes: 18 pieces of 2 rows (808 bytes)
     if route == "host array":
         moved = tj.to_device(values, "cpu:1")
     else:
@@ -178,8 +181,8 @@ def test_the_pieces_of_one_shape_compile_one_update(
         safetensors.numpy.save_file({"w": values}, str(path))
         moved = tj.load_file(path, device="cpu:1")["w"]
     _check(moved, values)
-    assert len(sends.sizes) == 19
-    assert write._cache_size() == 1
+    assert sends.sizes == [808] * 18 + [404]  # and the last row
+    assert write._cache_size() == 2
 
 
 def test_a_checkpoint_s_shapes_compile_ahead_of_the_load(

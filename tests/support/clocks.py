@@ -6,7 +6,7 @@ buffers between a load and its assert). Code that waits on time takes a clock an
 schedule; its tests give it a ``ManualClock``::
 
     clock = ManualClock()
-    pool = host_staging._Pool(clock=clock, schedule=clock.schedule)
+    pool = pinned_memory._Pool(clock=clock, schedule=clock.schedule)
     clock.advance(9.9)   # nothing due yet
     clock.advance(0.1)   # the idle timer runs now, in this thread
 """

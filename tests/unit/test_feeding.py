@@ -35,6 +35,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import torch2jax_device as tj
+from tests.support.checkpoints import misaligned_empty
 from tests.support.datasets import Squares, WorkerProbe
 from tests.support.deadlines import MARK, DeadlineHit, deadline
 from torch2jax_device import DeviceLoader, ForkAfterJaxWarning, pin_memory, prefetch_to_device
@@ -411,6 +412,32 @@ def test_an_error_after_the_move_surfaces_at_its_position(overlap_always_pays: N
     assert raised_in == [_prefetch.THREAD_NAME]
     frames = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
     assert "failing_late" in frames
+
+
+@pytest.mark.parametrize("size", [2, 0])
+def test_misaligned_batches_land_on_the_device_as_copies(
+    overlap_always_pays: None, size: int
+) -> None:
+    # np.stack'd batches often start off a 64-byte boundary, where JAX's CPU client cannot
+    # use them in place: each is copied (in the background thread with size 2), and each
+    # placed batch holds its own values, kept or not.
+    sources: list[np.ndarray[Any, Any]] = []
+
+    def source() -> Iterator[dict[str, Any]]:
+        for index in range(10):
+            rows = misaligned_empty(4 * 100_000).view(np.float32)
+            rows[:] = index
+            sources.append(rows)
+            yield {"x": rows, "step": index}
+
+    placed = list(prefetch_to_device(source(), "cpu", size=size))  # every batch kept
+    assert all(rows.ctypes.data % 64 for rows in sources)
+    for index, (batch, rows) in enumerate(zip(placed, sources, strict=True)):
+        x = batch["x"]
+        assert x.devices() == {tj.resolve("cpu")} and x.committed and x.dtype == np.float32
+        assert batch["step"] == index
+        assert not np.shares_memory(np.asarray(x), rows)  # a copy, as to_device makes
+        np.testing.assert_array_equal(np.asarray(x), np.full(100_000, index, np.float32))
 
 
 def test_a_source_that_never_pays_stays_in_the_calling_thread(overlap_never_pays: None) -> None:

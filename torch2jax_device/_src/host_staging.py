@@ -16,20 +16,24 @@ pinned buffer followed by a DMA from it at about 23 GB/s. This module owns those
   array, or a part of a checkpoint tensor read from its file straight into the pinned
   buffers (``Streamed``, placed by ``put_on_each`` onto every device that holds it), so
   the host never holds it whole;
-* ``to_numpy`` is ``np.asarray`` of a single-device array over the device->host route;
-* ``pieces`` / ``write_piece`` / ``zeros`` / ``from_bits`` assemble a device array from
-  pieces without ever holding it whole on the host (also the checkpoint loader's
-  staging).
+* ``to_numpy`` is ``np.asarray`` of a single-device array over the device->host route.
 
-Pinned memory comes from XLA's host allocator, capped at ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``
-(64 GB by default). A piece travels in a pinned buffer of exactly its size (``device_put``
-sends a buffer whole). The pool keeps, per device, at most ``POOL_BUFFERS`` buffers of a
-size and ``POOL_BYTES`` in all, and drops them after ``IDLE_SECONDS`` unused. This module
-owns pieces, pools and sends; the checkpoint loaders only call it (``send_in_pieces``
-with a ``fill`` that reads the file, ``in_flight`` for their capacity checks, and the
-pool's ``take``/``give`` for their batch buffers). Where a staging buffer cannot be
-allocated, the copy goes from pageable memory or takes JAX's plain route (slower, never
-wrong); ``pin`` raises ``OutOfMemoryError`` with the fix.
+This module owns the routes and the sends; it is the one face of the pinned route: the
+checkpoint loaders only call it (``send_in_pieces`` with a ``fill`` that reads the file,
+``in_flight`` for their capacity checks, the pool's ``take``/``give`` for their batch
+buffers, and the piece names below). Two modules under it hold what the routes use, and
+import nothing of it:
+
+* ``pinned_memory``: pinned buffers and their pool (``POOL``: per device, at most
+  ``POOL_BUFFERS`` buffers of a size and ``POOL_BYTES`` in all, dropped after
+  ``IDLE_SECONDS`` unused). A piece travels in a pinned buffer of exactly its size
+  (``device_put`` sends a buffer whole), so it moves its own bytes only;
+* ``device_pieces``: ``pieces`` / ``zeros_on`` / ``write_piece`` / ``write_bytes`` /
+  ``from_bits`` assemble a device array from pieces that tile it, without ever holding
+  it whole on the host (also the checkpoint loader's staging).
+
+Where a staging buffer cannot be allocated, the copy goes from pageable memory or takes
+JAX's plain route (slower, never wrong); ``pin`` raises ``OutOfMemoryError`` with the fix.
 
 The routes apply to devices whose arrays live outside host memory (GPU, TPU) and that
 list a ``pinned_host`` memory kind. ``routes_through_pinned`` decides; tests treat a
@@ -40,37 +44,55 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import functools
 import itertools
 import math
 import os
 import threading
-import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from . import platforms
+from . import pinned_memory, platforms
 from .capacity import explained_oom
+from .device_pieces import (
+    INT32_LIMIT,
+    Piece,
+    byte_sized,
+    carrier,
+    carries,
+    compile_writes,
+    from_bits,
+    piece_kinds,
+    pieces,
+    unpack,
+    write_bytes,
+    write_piece,
+    zeros_on,
+)
 from .errors import OutOfMemoryError
+from .pinned_memory import (
+    PINNED,
+    POOL,
+    Buffer,
+    empty_in,
+    has_pinned_host,
+    pinned_array,
+    writable_bytes,
+)
 
 __all__ = [
     "ALIAS_BUDGET_BYTES",
-    "IDLE_SECONDS",
     "PIECE_BYTES",
     "PINNED",
     "PINNED_PIECES_FROM",
     "PIN_BY_MEMCPY_FROM",
     "POOL",
-    "POOL_BUFFERS",
-    "POOL_BYTES",
     "Buffer",
     "Fill",
     "Piece",
@@ -99,7 +121,6 @@ __all__ = [
     "zeros_on",
 ]
 
-PINNED = "pinned_host"
 #: Bytes per piece of a host->device copy through pinned buffers. A piece's memcpy
 #: (~40 GB/s) and DMA (~55 GB/s) take under a millisecond each, well above the ~50 µs
 #: of dispatch per piece, and three pieces in flight hold under 100 MiB of pinned memory.
@@ -113,14 +134,6 @@ PINNED_PIECES_FROM = 16 * 2**20
 #: it, the batched ``jax.device_put`` into pinned memory (0.7-3.6 GB/s: 70-350 µs for
 #: 256 KiB) costs no more than the allocation's dispatch (~50 µs) and one call per array.
 PIN_BY_MEMCPY_FROM = 256 * 2**10
-#: Pinned buffers of a size kept per device (and pieces in flight per transfer): one
-#: being filled, two transferring.
-POOL_BUFFERS = 3
-#: Pinned bytes the pool keeps per device: a checkpoint load's staging buffers (3 of
-#: 85 MiB by default) or eight whole pieces.
-POOL_BYTES = 256 * 2**20
-#: Pooled buffers unused this long are returned to XLA's pinned allocator.
-IDLE_SECONDS = 10.0
 #: Pinned bytes that device->host results may keep as their own memory. Past it, a result
 #: is copied out of its pinned staging array into pageable memory (a memcpy, about 10
 #: GB/s) and the staging array freed, so live results never fill XLA's pinned allocator
@@ -131,8 +144,6 @@ _PARALLEL_FROM = 16 * 2**20
 #: Threads per copy. 1 GiB into pinned memory on the H200 machine's 16 cores (median of
 #: 5): 4 threads 31 GB/s, 8 34, 12 44, 16 39.
 _COPY_THREADS = max(1, min(12, os.cpu_count() or 1))
-# Offsets along one axis beyond this need 64-bit indices on the device.
-_INT32_LIMIT = 2**31
 
 
 class PinnedMemoryWarning(UserWarning):
@@ -158,14 +169,6 @@ class PinnedMemoryWarning(UserWarning):
 
 
 # ------------------------------------------------------------------ which route
-
-
-def has_pinned_host(device: jax.Device) -> bool:
-    """Whether ``device`` lists a ``pinned_host`` memory kind."""
-    try:
-        return any(memory.kind == PINNED for memory in device.addressable_memories())
-    except (jax.errors.JaxRuntimeError, NotImplementedError):
-        return False
 
 
 def routes_through_pinned(device: jax.Device) -> bool:
@@ -216,7 +219,7 @@ def device_put(
         elif pieces_possible and _goes_in_pieces(array, target):
             to_device.append(index)
         elif pinned is not None and _on_host(array):
-            if array.nbytes >= PIN_BY_MEMCPY_FROM and _byte_sized(np.dtype(array.dtype)):
+            if array.nbytes >= PIN_BY_MEMCPY_FROM and byte_sized(np.dtype(array.dtype)):
                 out[index] = pin(np.asarray(array), pinned)
             else:  # a copy of its own: JAX may alias NumPy data placed in host memory
                 sources[index] = np.array(array) if isinstance(array, np.ndarray) else array
@@ -461,21 +464,16 @@ def _host_alias(pinned: jax.Array, target: jax.Device, share: bool) -> jax.Array
     """
     dtype = np.dtype(pinned.dtype)
     result: jax.Array
-    if not _byte_sized(dtype):
+    if not byte_sized(dtype):
         result = jax.device_put(pinned, jax.sharding.SingleDeviceSharding(target))
     elif share and ALIASES.hold(pinned.nbytes):
-        view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
+        view = writable_bytes(pinned).view(dtype).reshape(pinned.shape)
         result = jax.device_put(view, target, may_alias=True)
         weakref.finalize(result, ALIASES.release, pinned.nbytes)
     else:
-        view = _writable_bytes(pinned).view(dtype).reshape(pinned.shape)
+        view = writable_bytes(pinned).view(dtype).reshape(pinned.shape)
         result = jax.device_put(view.copy(), target, may_alias=True)
     return result
-
-
-def _byte_sized(dtype: np.dtype[Any]) -> bool:
-    """Whether JAX stores ``dtype`` as NumPy does, whole bytes per element (not int4)."""
-    return bool(jax.dtypes.itemsize_bits(dtype) == 8 * dtype.itemsize)
 
 
 def to_numpy(array: jax.Array) -> np.ndarray[Any, Any]:
@@ -492,166 +490,6 @@ def to_numpy(array: jax.Array) -> np.ndarray[Any, Any]:
 
 
 # ------------------------------------------------------------------ pinned buffers
-
-
-class Buffer(NamedTuple):
-    """A pinned host buffer: the array that is sent, and a writable view of its bytes."""
-
-    array: jax.Array  # uint8 in pinned_host memory
-    view: np.ndarray[Any, np.dtype[np.uint8]]
-
-
-class Cancellable(Protocol):
-    """What a ``Schedule`` returns: a pending call that can be called off."""
-
-    def cancel(self) -> None: ...
-
-
-#: Runs a callback once after a delay in seconds, and returns its handle.
-Schedule = Callable[[float, Callable[[], None]], Cancellable]
-
-
-def _daemon_timer(delay: float, callback: Callable[[], None]) -> Cancellable:
-    """``callback`` on a daemon thread after ``delay`` seconds: the pool's real schedule."""
-    timer = threading.Timer(delay, callback)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-class _Pool:
-    """Pinned buffers per device, each of one exact size, reused, dropped when idle.
-
-    A buffer is taken at the size of what it carries (a piece: ``device_put`` sends the
-    whole buffer, so a larger one would move bytes nobody asked for). Given back, it is
-    kept for a later take of that size, at most ``POOL_BUFFERS`` of a size and
-    ``POOL_BYTES`` on a device: past either, the buffers given back longest ago go back
-    to XLA's allocator first. ``clock`` (seconds) and ``schedule`` measure the idle
-    time; tests give a pool a manual clock instead of the wall clock and a real timer,
-    so that no test depends on when a timer fires.
-    """
-
-    def __init__(
-        self, clock: Callable[[], float] = time.monotonic, schedule: Schedule = _daemon_timer
-    ) -> None:
-        self._clock = clock
-        self._schedule = schedule
-        self._lock = threading.Lock()
-        self._free: dict[jax.Device, list[Buffer]] = {}  # per device, oldest first
-        self._last_use = 0.0
-        self._timer: Cancellable | None = None
-        self._timers = itertools.count()  # which timer is the current one
-        self._current = -1
-
-    def take(self, device: jax.Device, nbytes: int) -> Buffer:
-        """A pinned buffer of exactly ``nbytes`` on ``device``: a kept one, else a new one.
-
-        Raises:
-            OutOfMemoryError: XLA's pinned host allocator is full.
-        """
-        with self._lock:
-            free = self._free.get(device, [])
-            for index in range(len(free) - 1, -1, -1):  # the most recently given first
-                if free[index].view.nbytes == nbytes:
-                    return free.pop(index)
-        return Buffer(*_pinned_empty(device, nbytes))
-
-    def give(self, device: jax.Device, buffer: Buffer) -> None:
-        """Return ``buffer`` (its transfers complete) for reuse."""
-        with self._lock:
-            free = self._free.setdefault(device, [])
-            free.append(buffer)
-            size = buffer.view.nbytes
-            while sum(kept.view.nbytes == size for kept in free) > POOL_BUFFERS:
-                free.pop(next(i for i, kept in enumerate(free) if kept.view.nbytes == size))
-            while sum(kept.view.nbytes for kept in free) > POOL_BYTES:
-                free.pop(0)
-            self._last_use = self._clock()
-            if self._timer is None:
-                self._start_timer(IDLE_SECONDS)
-
-    def clear(self) -> None:
-        """Drop every pooled buffer (XLA's allocator gets their memory back) and the idle
-        timer with them: the next buffer given back starts a timer of ``IDLE_SECONDS``."""
-        with self._lock:
-            self._free.clear()
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-                self._current = -1
-
-    def held(self) -> int:
-        """How many buffers the pool holds."""
-        with self._lock:
-            return sum(len(free) for free in self._free.values())
-
-    def kept(self, device: jax.Device) -> list[int]:
-        """The sizes of the buffers the pool holds for ``device``, given back longest ago
-        first."""
-        with self._lock:
-            return [kept.view.nbytes for kept in self._free.get(device, [])]
-
-    def _start_timer(self, delay: float) -> None:
-        number = self._current = next(self._timers)
-        self._timer = self._schedule(delay, lambda: self._expire(number))
-
-    def _expire(self, number: int) -> None:
-        with self._lock:
-            if number != self._current:
-                return  # cancelled by clear() while it waited for the lock
-            idle = self._clock() - self._last_use
-            if idle >= IDLE_SECONDS:
-                self._free.clear()
-                self._timer = None
-                self._current = -1
-            else:
-                self._start_timer(IDLE_SECONDS - idle)
-
-
-POOL = _Pool()
-
-
-@functools.cache
-def _empty_in(sharding: jax.sharding.Sharding) -> Any:
-    """A jitted ``(shape, dtype) -> uninitialized array`` made directly in ``sharding``."""
-    return jax.jit(jnp.empty, static_argnums=(0, 1), out_shardings=sharding)
-
-
-def _pinned_empty(
-    device: jax.Device, nbytes: int
-) -> tuple[jax.Array, np.ndarray[Any, np.dtype[np.uint8]]]:
-    """A uint8 array of ``nbytes`` in ``device``'s pinned host memory, and a writable view."""
-    array = _pinned_array(device, (nbytes,), np.dtype(np.uint8))
-    return array, _writable_bytes(array)
-
-
-def _pinned_array(device: jax.Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
-    sharding = jax.sharding.SingleDeviceSharding(device, memory_kind=PINNED)
-    nbytes = math.prod(shape) * dtype.itemsize
-    try:
-        array: jax.Array = _empty_in(sharding)(shape, dtype)
-        array.block_until_ready()
-    except jax.errors.JaxRuntimeError as err:
-        if "RESOURCE_EXHAUSTED" not in str(err):
-            raise
-        raise OutOfMemoryError(
-            f"pinned host memory of {device} is exhausted: {nbytes:,} bytes more do not fit "
-            "XLA's pinned host allocator, which is capped at XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB "
-            f"(now {os.environ.get('XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB', 'unset: 64 GB')}). "
-            "Fix: pin batches rather than whole datasets and drop pinned arrays you no "
-            "longer need, or raise the cap by setting XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB "
-            "before JAX starts"
-        ) from err
-    return array
-
-
-def _writable_bytes(array: jax.Array) -> np.ndarray[Any, np.dtype[np.uint8]]:
-    """The bytes of the host-resident ``array`` as a writable NumPy array (no copy)."""
-    if not array.nbytes:
-        return np.empty(0, np.uint8)
-    raw = (ctypes.c_uint8 * array.nbytes).from_address(array.unsafe_buffer_pointer())
-    raw.owner = array  # type: ignore[attr-defined]  # views keep the memory alive
-    return np.ctypeslib.as_array(raw)
 
 
 def parallel_copy(destination: np.ndarray[Any, Any], source: np.ndarray[Any, Any]) -> None:
@@ -693,9 +531,9 @@ def pin(host: np.ndarray[Any, Any], device: jax.Device) -> jax.Array:
     Raises:
         OutOfMemoryError: XLA's pinned host allocator is full (the message gives the fix).
     """
-    array = _pinned_array(device, host.shape, np.dtype(host.dtype))
+    array = pinned_array(device, host.shape, np.dtype(host.dtype))
     if host.size:
-        target = _writable_bytes(array).view(host.dtype).reshape(host.shape)
+        target = writable_bytes(array).view(host.dtype).reshape(host.shape)
         parallel_copy(target, host)
     return array
 
@@ -821,7 +659,7 @@ def compile_ahead(
     """
     dtype = np.dtype(dtype)
     key = (tuple(shape), dtype, tuple(devices), piece_bytes or PIECE_BYTES)
-    if not carries(dtype) or max(shape, default=0) >= _INT32_LIMIT:
+    if not carries(dtype) or max(shape, default=0) >= INT32_LIMIT:
         return  # not sent as bytes; 64-bit offsets are compiled in their own context
     with _ahead_lock:
         if key not in _ahead:
@@ -853,24 +691,12 @@ def _compile(
     shape: tuple[int, ...], dtype: np.dtype[Any], devices: tuple[jax.Device, ...], piece_bytes: int
 ) -> None:
     """``compile_ahead``'s work, for the signatures ``send_in_pieces`` calls with."""
-    bits = carrier(dtype)
-    first = next(pieces(shape, dtype.itemsize, max(1, piece_bytes // dtype.itemsize)))
-    one = first.first == 0 and first.last
-    index_type = jax.dtypes.canonicalize_dtype(np.int64)  # as _starts makes them
+    kinds = piece_kinds(shape, dtype.itemsize, max(1, piece_bytes // dtype.itemsize))
     for device in devices:
-        on_device = jax.sharding.SingleDeviceSharding(device)
         pinned = jax.sharding.SingleDeviceSharding(device, memory_kind=PINNED)
-        _empty_in(pinned).lower((first.nbytes,), np.dtype(np.uint8)).compile()
-        raw = jax.ShapeDtypeStruct((first.nbytes,), np.uint8, sharding=on_device)
-        whole = jax.ShapeDtypeStruct(shape, bits, sharding=on_device)
-        if one:
-            unpack.lower(raw, first.shape, bits).compile()
-        else:
-            _zeros_in(on_device).lower(shape, bits).compile()
-            starts = jax.ShapeDtypeStruct((len(shape),), index_type, sharding=on_device)
-            _write_bytes_at.lower(whole, raw, first.shape, starts).compile()
-        if bits != dtype:
-            from_bits.lower(whole, dtype).compile()
+        for piece in kinds:
+            empty_in(pinned).lower((piece.nbytes,), np.dtype(np.uint8)).compile()
+        compile_writes(shape, dtype, kinds, device)
 
 
 def _await_compiled(
@@ -902,7 +728,7 @@ def _compile_pool() -> ThreadPoolExecutor:
 
 def _depth(devices: int) -> int:
     """Pieces in flight at once when each goes to ``devices`` devices."""
-    return max(1, POOL_BUFFERS // devices)
+    return max(1, pinned_memory.POOL_BUFFERS // devices)
 
 
 def in_flight(
@@ -922,7 +748,11 @@ def in_flight(
     """
     dtype = np.dtype(dtype)
     per_piece = max(1, (piece_bytes or PIECE_BYTES) // dtype.itemsize)
-    blocks = list(itertools.islice(pieces(tuple(shape), dtype.itemsize, per_piece), POOL_BUFFERS))
+    blocks = list(
+        itertools.islice(
+            pieces(tuple(shape), dtype.itemsize, per_piece), pinned_memory.POOL_BUFFERS
+        )
+    )
     return len(blocks) * blocks[0].nbytes
 
 
@@ -941,144 +771,3 @@ class _Sent(NamedTuple):
             jax.block_until_ready(self.arrays)
         for buffer in self.buffers:
             POOL.give(next(iter(buffer.array.devices())), buffer)
-
-
-# ------------------------------------------------------------------ pieces on a device
-
-
-class Piece(NamedTuple):
-    """A block of an array, contiguous in its flat (C-order) layout."""
-
-    first: int  # flat index of its first element
-    shape: tuple[int, ...]
-    starts: tuple[int, ...]  # where it goes in the array
-    last: bool
-    nbytes: int
-
-
-def pieces(shape: tuple[int, ...], itemsize: int, per_piece: int) -> Iterator[Piece]:
-    """An array of ``shape`` as blocks of at most ``per_piece`` elements.
-
-    A block spans whole trailing dimensions: ``(1, ..., 1, rows, *shape[k + 1:])``. All
-    blocks have the same shape, so the device compiles one update; the last block along
-    axis ``k`` ends at the end of that axis and may overlap the one before it. A 0-d
-    array is one block of shape ``()``.
-    """
-    if not shape:
-        yield Piece(0, (), (), True, itemsize)
-        return
-    axis = 0
-    while math.prod(shape[axis + 1 :]) > per_piece:
-        axis += 1
-    inner = math.prod(shape[axis + 1 :])
-    rows = max(1, min(shape[axis], per_piece // max(inner, 1)))
-    block = (1,) * axis + (rows,) + shape[axis + 1 :]
-    starts_along = list(range(0, max(shape[axis] - rows, 0) + 1, rows))
-    if starts_along[-1] != max(shape[axis] - rows, 0):
-        starts_along.append(shape[axis] - rows)
-    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    corners = [
-        (*outer, start) + (0,) * (len(shape) - axis - 1)
-        for outer in itertools.product(*(range(n) for n in shape[:axis]))
-        for start in starts_along
-    ]
-    for number, corner in enumerate(corners):
-        yield Piece(
-            sum(i * s for i, s in zip(corner, strides, strict=True)),
-            block,
-            corner,
-            number == len(corners) - 1,
-            rows * inner * itemsize,
-        )
-
-
-def carrier(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype pieces of ``dtype`` travel in: floats as their bits, others as they are.
-
-    Updating a bfloat16 array on the CPU rounds through float32 and quiets NaN payloads;
-    unsigned integers of the same width carry every bit unchanged.
-    """
-    if dtype.kind in "fV":  # NumPy floats, and ml_dtypes' (bfloat16, float8_*)
-        return np.dtype(f"u{dtype.itemsize}")
-    return dtype
-
-
-def carries(dtype: np.dtype[Any]) -> bool:
-    """Whether pieces of ``dtype`` can be sent as raw bytes and reassembled on a device.
-
-    Not sub-byte dtypes (int4, float4): JAX packs them on a device, NumPy does not.
-    """
-    return _byte_sized(dtype) and carrier(dtype).kind in "ui"
-
-
-def zeros_on(device: jax.Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
-    """Zeros computed on ``device`` and committed to it, with no host value to transfer.
-
-    Committed, so that the pieces written into them compile one update per shape: an
-    uncommitted array (``jnp.zeros`` under ``jax.default_device``) and the committed one
-    the first write returns are two signatures to ``jax.jit``, two compilations.
-    """
-    made: jax.Array = _zeros_in(jax.sharding.SingleDeviceSharding(device))(shape, dtype)
-    return made
-
-
-@functools.cache
-def _zeros_in(sharding: jax.sharding.Sharding) -> Any:
-    """A jitted ``(shape, dtype) -> zeros`` made directly in ``sharding``."""
-    return jax.jit(jnp.zeros, static_argnums=(0, 1), out_shardings=sharding)
-
-
-@functools.partial(jax.jit, donate_argnums=0)
-def _write_at(whole: jax.Array, part: jax.Array, starts: jax.Array) -> jax.Array:
-    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
-
-
-def _wide(whole: jax.Array) -> Any:
-    """The context offsets into ``whole`` need: 64-bit where an axis reaches 2**31."""
-    wide = max(whole.shape, default=0) >= _INT32_LIMIT
-    return jax.enable_x64(True) if wide else contextlib.nullcontext()
-
-
-def _starts(piece: Piece, whole: jax.Array) -> jax.Array:
-    """``piece.starts`` on ``whole``'s device, in 64 bits where x64 is on (see ``_wide``)."""
-    index_type = jax.dtypes.canonicalize_dtype(np.int64)  # int32 unless x64 is on
-    starts: jax.Array = jax.device_put(np.array(piece.starts, index_type), whole.sharding)
-    return starts
-
-
-def write_piece(whole: jax.Array, part: jax.Array, piece: Piece) -> jax.Array:
-    """``whole`` with ``part`` (of ``piece.shape``) written at ``piece.starts``, in place.
-
-    ``whole`` is donated. Axes of 2**31 elements or more take 64-bit offsets.
-    """
-    with _wide(whole):
-        return _write_at(whole, part, _starts(piece, whole))  # type: ignore[no-any-return]
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def unpack(raw: jax.Array, shape: tuple[int, ...], dtype: np.dtype[Any]) -> jax.Array:
-    """The first bytes of the uint8 ``raw`` as an array of ``shape`` and integer ``dtype``."""
-    itemsize = np.dtype(dtype).itemsize
-    data = raw[: math.prod(shape) * itemsize]
-    if itemsize > 1:
-        data = data.reshape(-1, itemsize)
-    return jax.lax.bitcast_convert_type(data, dtype).reshape(shape)
-
-
-@functools.partial(jax.jit, static_argnums=2, donate_argnums=0)
-def _write_bytes_at(
-    whole: jax.Array, raw: jax.Array, shape: tuple[int, ...], starts: jax.Array
-) -> jax.Array:
-    part = unpack(raw, shape, whole.dtype)
-    return jax.lax.dynamic_update_slice(whole, part, [starts[i] for i in range(whole.ndim)])
-
-
-def write_bytes(whole: jax.Array, raw: jax.Array, piece: Piece) -> jax.Array:
-    """``write_piece`` of a piece that arrived as raw bytes (a uint8 buffer at least as big)."""
-    with _wide(whole):
-        starts = _starts(piece, whole)
-        return _write_bytes_at(whole, raw, piece.shape, starts)  # type: ignore[no-any-return]
-
-
-#: The bits of ``bits`` as an array of ``dtype``, in place (``bits`` is donated).
-from_bits = jax.jit(jax.lax.bitcast_convert_type, static_argnums=1, donate_argnums=0)
