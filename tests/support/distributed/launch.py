@@ -65,22 +65,14 @@ def _handed_out(count: int) -> int:
                 probe.bind(("127.0.0.1", 0))
                 first: int = probe.getsockname()[1]
             ports = range(first, first + count)
-            if first + count <= 65536 and not recent.keys() & set(ports) and all(map(_free, ports)):
+            fresh = not recent.keys() & set(ports)
+            if first + count <= 65536 and fresh and all(map(_run._is_free, ports)):
                 break
         recent.update(dict.fromkeys(ports, now))
         registry.seek(0)
         registry.truncate()
         registry.write("".join(f"{port}@{when:.0f}\n" for port, when in recent.items()))
         return first
-
-
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def worker_env(**extra: str) -> dict[str, str]:
