@@ -8,7 +8,7 @@ runs it both ways and compares parameters, optimizer and scheduler state dicts a
 every step (``tests/support/optim_fuzz_oracle.py``). A difference that no row of the
 oracle's ``DIFFERENCES`` covers fails the test with one shrunk reproduction per kind.
 
-The default run is ``DEFAULT_EXAMPLES`` examples from ``DEFAULT_SEED``, the same every
+The default run is the examples ``fuzz_runs.settings`` gives, from its seed, the same every
 time. ``TORCH2JAX_DEVICE_OPTIM_FUZZ_EXAMPLES=N`` and ``TORCH2JAX_DEVICE_OPTIM_FUZZ_SEED=S``
 make a longer or another run. Each finding, once fixed, stays as a draw in
 ``tests/parity/test_optim_fuzz_findings.py``; differences by design are the oracle's
@@ -17,12 +17,11 @@ make a longer or another run. Each finding, once fixed, stays as a draw in
 
 from __future__ import annotations
 
-import os
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.support import fuzz_runs
 from tests.support.gpu_proxy import jax_default_is_torch_cpu
 from tests.support.optim_fuzz import Draw, Parameter, draw
 from tests.support.optim_fuzz_oracle import DIFFERENCES, Finding, Tally, judge, shrink
@@ -33,22 +32,14 @@ pytestmark = pytest.mark.skipif(
     reason="the fuzzer's oracle is torch's CPU; JAX's default device is another here",
 )
 
-DEFAULT_EXAMPLES = 25
-DEFAULT_SEED = 20261129
-EXAMPLES = int(os.environ.get("TORCH2JAX_DEVICE_OPTIM_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
-SEED = int(os.environ.get("TORCH2JAX_DEVICE_OPTIM_FUZZ_SEED", DEFAULT_SEED))
+EXAMPLES, SEED = fuzz_runs.settings("OPTIM_FUZZ", 25)
 SHOWN = 8
 
 
 def fuzz(examples: int, seed: int) -> tuple[dict[tuple[str, ...], list[Finding]], Tally]:
-    found: dict[tuple[str, ...], list[Finding]] = {}
+    """Run ``examples`` draws from ``seed``; the unexplained findings by kind, and the tally."""
     tally = Tally()
-    for number in range(examples):
-        example = draw(random.Random(f"{seed}:{number}"))  # each example reproducible alone
-        tally.examples += 1
-        for finding in judge(example, tally):
-            found.setdefault(finding.kind, []).append(finding)
-    return found, tally
+    return fuzz_runs.run(examples, seed, draw, judge, tally), tally
 
 
 def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int) -> str:

@@ -6,18 +6,16 @@ Each example draws a call form, a source, dtypes, edge values and a container
 table (``torch2jax_device.porting.known_differences``) covers fails the test with one
 minimal reproduction per kind of difference.
 
-The default run is ``DEFAULT_EXAMPLES`` examples from ``DEFAULT_SEED``, the same every
+The default run is the examples ``fuzz_runs.settings`` gives, from its seed, the same every
 time. ``TORCH2JAX_DEVICE_FUZZ_EXAMPLES=N`` and ``TORCH2JAX_DEVICE_FUZZ_SEED=S`` make a
 longer or another run (CONTRIBUTING.md, "The differential fuzzer").
 """
 
 from __future__ import annotations
 
-import os
-import random
-
 import pytest
 
+from tests.support import fuzz_runs
 from tests.support.fuzz import Token
 from tests.support.fuzz_oracle import Draw, Finding, Tally, draw, judge, shrink
 from tests.support.gpu_proxy import jax_default_is_torch_cpu
@@ -33,24 +31,15 @@ pytestmark = pytest.mark.skipif(
     reason="the fuzzer's oracle is torch's CPU; JAX's default device is another here",
 )
 
-DEFAULT_EXAMPLES = 300
-DEFAULT_SEED = 20261129
-EXAMPLES = int(os.environ.get("TORCH2JAX_DEVICE_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
-SEED = int(os.environ.get("TORCH2JAX_DEVICE_FUZZ_SEED", DEFAULT_SEED))
+EXAMPLES, SEED = fuzz_runs.settings("FUZZ", 300)
 #: Kinds of difference shrunk and printed in a failure (the rest are counted).
 SHOWN = 12
 
 
 def fuzz(examples: int, seed: int) -> tuple[dict[tuple[str, ...], list[Finding]], Tally]:
     """Run ``examples`` draws from ``seed``; the unexplained findings by kind, and the tally."""
-    found: dict[tuple[str, ...], list[Finding]] = {}
     tally = Tally()
-    for number in range(examples):
-        example = draw(random.Random(f"{seed}:{number}"))  # each example reproducible alone
-        tally.examples += 1
-        for finding in judge(example, tally):
-            found.setdefault(finding.kind, []).append(finding)
-    return found, tally
+    return fuzz_runs.run(examples, seed, draw, judge, tally), tally
 
 
 def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int) -> str:
