@@ -10,7 +10,8 @@ Usage: ``python scripts/check_site.py SITE_DIR`` (``scripts/test.sh`` runs it on
   ``404.html`` included;
 * text outside code shows markup the renderer did not understand: a Sphinx role
   (``:func:`...```) or a doctest prompt (``>>>``, a docstring example that is not in an
-  ``Examples:`` section renders as a quote).
+  ``Examples:`` section renders as a quote), or two powers written ``2**31`` in one
+  paragraph, which Markdown reads as bold between them.
 
 mkdocs' own strict mode checks the links written in Markdown; this also covers the
 links the theme and mkdocstrings generate, and what the pages finally say.
@@ -46,6 +47,8 @@ class _Reader(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.page = Page()
         self._open: list[str] = []
+        self._text = ""  # the text just before, outside code
+        self._emphasis_after_digit = False  # <strong>/<em> opened right after a digit
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         for name, value in attrs:
@@ -55,6 +58,7 @@ class _Reader(HTMLParser):
                 self.page.ids.add(value)
             elif name in ("href", "src"):
                 self.page.links.append(value)
+        self._emphasis_after_digit = tag in ("strong", "em") and self._text[-1:].isdigit()
         if tag not in _VOID:
             self._open.append(tag)
 
@@ -66,6 +70,10 @@ class _Reader(HTMLParser):
     def handle_data(self, data: str) -> None:
         if not _CODE & set(self._open):
             self.page.unrendered += [match.group(0) for match in _UNRENDERED.finditer(data)]
+            if self._emphasis_after_digit and data[:1].isdigit():  # 2**31 ... 2**31 became bold
+                self.page.unrendered.append(f"**{data[:12]} (a power written as ** in text)")
+            self._text = data
+        self._emphasis_after_digit = False
 
 
 def read_page(path: Path) -> Page:

@@ -59,6 +59,8 @@ def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
     <blockquote><p>&gt;&gt;&gt; tj.device("cpu")</p></blockquote>
     <p>See :func:`~torch2jax_device.resolve`.</p>
     <link href="/assets/style.css">
+    <p>from 2<strong>31 s, and 2</strong>31 ms</p>
+    <p>a <strong>bold</strong> word, and 10 <em>times</em>: fine</p>
     """
     found = list(check_site.problems(_site(tmp_path, extra)))
     expected = [
@@ -69,6 +71,7 @@ def test_the_checker_finds_every_kind_of_problem(tmp_path: Path) -> None:
         r"unrendered '>>>' outside code",
         r"unrendered ':func:`' outside code",
         r"/assets/style\.css starts at the server's root",
+        r"unrendered '\*\*31 s, and 2 \(a power written as \*\* in text\)' outside code",
     ]
     for pattern in expected:
         assert any(re.search(pattern, line) for line in found), (pattern, found)
