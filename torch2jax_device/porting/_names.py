@@ -35,21 +35,57 @@ _DEFINED_IN = {
     },
 }
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# torch.distributed's own top-level names: a project's ``distributed`` module that
+# re-exports them (nanotron's ``from torch.distributed import *``) is read as
+# torch.distributed where one of these is used through it.
+_TORCH_DISTRIBUTED = frozenset(
+    """is_available is_initialized init_process_group destroy_process_group get_rank
+    get_world_size get_backend new_group new_subgroups barrier monitored_barrier
+    all_reduce all_gather all_gather_object all_gather_into_tensor reduce_scatter
+    reduce_scatter_tensor broadcast broadcast_object_list reduce gather gather_object
+    scatter scatter_object_list all_to_all all_to_all_single send recv isend irecv
+    batch_isend_irecv P2POp ReduceOp ProcessGroup GroupMember Backend
+    get_process_group_ranks get_group_rank get_global_rank is_nccl_available
+    is_gloo_available is_torchelastic_launched""".split()
+)
+# Frameworks of their own whose ``distributed`` modules are not torch's.
+_OTHER_FRAMEWORKS = frozenset(
+    "paddle tensorflow mindspore oneflow jittor mxnet jax flax keras ray horovod".split()
+)
 
 
 def _public(origin: str | None) -> str | None:
     """``origin`` under the package that exports it (``_DEFINED_IN``); a project's copy of
-    Megatron's ``mpu`` (``fairseq.model_parallel.megatron.mpu``) is ``megatron.mpu``."""
+    Megatron's ``mpu`` (``fairseq.model_parallel.megatron.mpu``) is ``megatron.mpu``; a
+    project's ``distributed`` module's torch.distributed name
+    (``nanotron.distributed.barrier``) is torch.distributed's."""
     if origin is None:
         return None
     for module, package in _DEFINED_IN.items():
         if origin == module or origin.startswith(module + "."):
             return package + origin[len(module) :]
     parts = origin.split(".")
+    if reexported(origin) != origin:
+        return reexported(origin)
     for i in range(1, len(parts) - 1):
         if parts[i : i + 2] == ["megatron", "mpu"]:
             return ".".join(parts[i:])
     return origin
+
+
+def reexported(name: str) -> str:
+    """``name`` as torch's where a project's ``distributed`` module re-exports it
+    (``nanotron.distributed.barrier`` is ``torch.distributed.barrier``; an attribute of it,
+    ``nanotron.distributed.ReduceOp.SUM``, too), else ``name``."""
+    parts = name.split(".")
+    for i in range(1, len(parts) - 1):
+        if (
+            parts[i] == "distributed"
+            and parts[i + 1] in _TORCH_DISTRIBUTED
+            and parts[0] not in _OTHER_FRAMEWORKS | {"torch"}
+        ):
+            return ".".join(["torch.distributed", *parts[i + 1 :]])
+    return name
 
 
 @dataclasses.dataclass(eq=False)

@@ -34,6 +34,7 @@ _KIND_METHODS = {
     "cuda-stream": "cuda-stream",
     "dist-sampler": "dist-sampler-global-batch",
     "generator": "generator-device",  # g.manual_seed(0) on g = torch.Generator()
+    "lr-scheduler": "lr-scheduler",  # scheduler.step() on a torch.optim.lr_scheduler class
 }
 # A loss scaler made elsewhere (a parameter, self.grad_scaler, model.fp16_scaler), by its
 # name and the methods only torch's GradScaler has among objects so named (a scikit-learn

@@ -1,0 +1,132 @@
+"""``scan`` by class on round six's third development set (label6c: HiFi-GAN, Swin, Qwen,
+LAVIS, nanotron, SAM 2, GPT-SoVITS, fairseq2, lightning-thunder, xFormers): a table of
+shapes x spellings per class, each with its negative twin.
+
+The classes: every scheduler ``tj.optim.lr_scheduler`` ports (``ExponentialLR`` was
+missed, the row named five) and its ``step()`` on the name, attribute or parameter it is
+kept in.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.support.cli import scan_text
+from torch2jax_device.porting import catalog
+
+
+def rules_on(source: str, line: int) -> set[str]:
+    return {f.rule for f in scan_text(source) if f.line == line}
+
+
+# -- a torch scheduler: every class x import spelling x where it is kept ---------------------
+_SCHEDULERS = [name.rsplit(".", 1)[1] for name in catalog.get("lr-scheduler").torch_api]
+_ARGUMENTS = {
+    "StepLR": "opt, 30",
+    "MultiStepLR": "opt, [3, 5]",
+    "CosineAnnealingLR": "opt, T_max=10",
+    "LinearLR": "opt, total_iters=5",
+    "LambdaLR": "opt, lambda e: 0.9**e",
+    "ExponentialLR": "opt, gamma=0.99, last_epoch=-1",
+    "ConstantLR": "opt, factor=0.5",
+    "PolynomialLR": "opt, total_iters=4",
+    "OneCycleLR": "opt, 0.1, total_steps=100",
+    "ReduceLROnPlateau": "opt",
+}
+_SPELLINGS = {
+    "torch.optim.lr_scheduler.": "import torch",
+    "lr_scheduler.": "from torch.optim import lr_scheduler",
+    "": "from torch.optim.lr_scheduler import {cls}",
+}
+# (kept as, stepped as): the scheduler's assignment and its step() two lines below.
+_KEPT = {
+    "a name": ("sched = {made}", "sched.step()"),
+    "an attribute": ("self.sched = {made}", "self.sched.step()"),
+}
+
+
+@pytest.mark.parametrize(
+    ("cls", "prefix", "kept"), list(itertools.product(_SCHEDULERS, _SPELLINGS, _KEPT))
+)
+def test_a_torch_scheduler_and_its_step_are_lr_scheduler(cls: str, prefix: str, kept: str) -> None:
+    made = f"{prefix}{cls}({_ARGUMENTS[cls]})"
+    assign, step = _KEPT[kept]
+    source = (
+        f"{_SPELLINGS[prefix].format(cls=cls)}\n"
+        "class T:\n"
+        "    def __init__(self, opt):\n"
+        f"        {assign.format(made=made)}\n"
+        "        sched = self.sched if hasattr(self, 'sched') else None\n"
+        f"        {step}\n"
+    )
+    assert rules_on(source, 4) == {"lr-scheduler"}, source
+    assert "lr-scheduler" in rules_on(source, 6), source
+
+
+@pytest.mark.parametrize("kept", _KEPT)
+def test_another_librarys_scheduler_stepped_is_not(kept: str) -> None:
+    # Transformers' schedule is an optax rule's twin already written: no row.
+    assign, step = _KEPT[kept]
+    made = 'get_scheduler("linear", opt, num_warmup_steps=0, num_training_steps=9)'
+    source = (
+        "from transformers import get_scheduler\n"
+        "class T:\n"
+        "    def __init__(self, opt):\n"
+        f"        {assign.format(made=made)}\n"
+        "        sched = self.sched if hasattr(self, 'sched') else None\n"
+        f"        {step}\n"
+    )
+    assert rules_on(source, 4) == set() and rules_on(source, 6) == set(), source
+
+
+def test_exponential_lr_advises_optax_exponential_decay() -> None:
+    source = "import torch\nopt = torch.optim.SGD(m.parameters(), lr=0.5)\n" + (
+        "s = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)\n"
+    )
+    (found,) = [f for f in scan_text(source) if f.rule == "lr-scheduler"]
+    assert "optax.exponential_decay(0.5, transition_steps=1, decay_rate=0.9)" in found.jax
+
+
+# -- a project's module that re-exports torch.distributed: import spelling x function ---------
+_REEXPORTED = {
+    "barrier()": "dist-barrier",
+    "is_initialized()": "dist-is-initialized",
+    "destroy_process_group()": "dist-destroy",
+    "new_group(ranks=[0, 1])": "dist-other",
+    "broadcast_object_list(objs, src=0)": "dist-other",
+    "all_reduce(t, op=dist.ReduceOp.SUM)": "dist-all-reduce",
+}
+_REEXPORT_IMPORTS = {
+    "import pkg.distributed as dist": "dist.{call}",
+    "from pkg import distributed as dist": "dist.{call}",
+    "import pkg.distributed": "pkg.distributed.{call}",
+    "from pkg.distributed import {name}": "{call}",
+}
+
+
+@pytest.mark.parametrize(
+    ("call", "spelling"), list(itertools.product(_REEXPORTED, _REEXPORT_IMPORTS))
+)
+def test_a_projects_distributed_module_is_read_as_torch_distributed(
+    call: str, spelling: str
+) -> None:
+    name = call.split("(")[0]
+    used = _REEXPORT_IMPORTS[spelling].format(call=call, name=name)
+    source = f"import torch\n{spelling.format(name=name)}\nimport pkg.distributed as dist\n{used}\n"
+    assert _REEXPORTED[call] in rules_on(source, 4), source
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import nanotron.distributed as dist\ndist.find_free_port()",  # the project's own
+        "import paddle.distributed as dist\ndist.barrier()",  # another framework's
+        "import fairseq.distributed.utils as du\ndu.get_rank()",  # no re-export module
+        "from pkg import distributed_utils as dist\ndist.barrier()",
+    ],
+)
+def test_a_distributed_module_without_torchs_names_is_not(line: str) -> None:
+    source = f"import torch\n{line}\n"
+    assert rules_on(source, 3) == set(), source
