@@ -102,7 +102,6 @@ _REEXPORT_IMPORTS = {
     "import pkg.distributed as dist": "dist.{call}",
     "from pkg import distributed as dist": "dist.{call}",
     "import pkg.distributed": "pkg.distributed.{call}",
-    "from pkg.distributed import {name}": "{call}",
 }
 
 
@@ -125,8 +124,107 @@ def test_a_projects_distributed_module_is_read_as_torch_distributed(
         "import paddle.distributed as dist\ndist.barrier()",  # another framework's
         "import fairseq.distributed.utils as du\ndu.get_rank()",  # no re-export module
         "from pkg import distributed_utils as dist\ndist.barrier()",
+        # a name imported from it: SAM 2's barrier() is the project's own wrapper
+        "from training.utils.distributed import barrier\nbarrier()",
     ],
 )
 def test_a_distributed_module_without_torchs_names_is_not(line: str) -> None:
     source = f"import torch\n{line}\n"
     assert rules_on(source, 3) == set(), source
+
+
+# -- the type of a device kept in a name or setting, compared with a type's name ------------
+_KEPT_DEVICES = {
+    "a torch.device": ('device = torch.device("cuda")', "device"),
+    "a parameter named device": ("device = get()", "device"),
+    "a private setting": ("self._device = get()", "self._device"),
+    "a longer name": ("torch_device = get()", "torch_device"),
+    "a torch.device under another name": ('where = torch.device("cuda")', "where"),
+}
+_COMPARISONS = ('{d}.type == "cuda"', '{d}.type != "cpu"', '"mps" == {d}.type')
+
+
+@pytest.mark.parametrize(
+    ("kept", "comparison"), list(itertools.product(_KEPT_DEVICES, _COMPARISONS))
+)
+def test_a_kept_devices_type_compared_is_tensor_device_type(kept: str, comparison: str) -> None:
+    made, device = _KEPT_DEVICES[kept]
+    source = (
+        "import torch\nclass T:\n    def f(self):\n"
+        f"        {made}\n        if {comparison.format(d=device)}:\n            pass\n"
+    )
+    assert rules_on(source, 5) == {"tensor-device-type"}, source
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'if layer.type == "cuda":',  # not a device
+        'if device.type == "linear":',  # no device type's name
+        'if print(f"{device.type}"):',  # read, not tested
+        "if device.index is None:",
+    ],
+)
+def test_a_type_not_a_devices_or_not_tested_against_one_is_not(line: str) -> None:
+    source = f"import torch\ndevice = get()\n{line}\n    pass\n"
+    assert rules_on(source, 3) == set(), source
+
+
+# -- a checkpoint loader handed a device: torch.load's map_location, one call away -----------
+_LOADERS = ("load_checkpoint", "load_ckpt", "_load_weights", "load_pretrained")
+_DEVICES = {
+    "a name": ("", "device"),
+    "a setting": ("", "args.device"),
+    "a torch.device": ('dev = torch.device("cuda")\n', "dev"),
+}
+
+
+@pytest.mark.parametrize(("loader", "device"), list(itertools.product(_LOADERS, _DEVICES)))
+def test_another_files_loader_handed_a_device_is_torch_load_map_location(
+    loader: str, device: str
+) -> None:
+    made, value = _DEVICES[device]
+    source = f"import torch\nfrom utils import {loader}\n{made}state = {loader}(path, {value})\n"
+    line = source.count("\n")
+    assert rules_on(source, line) == {"torch-load-map-location"}, source
+
+
+_HERE = (
+    "def {name}(filepath, where):\n"
+    "    return torch.load(filepath, map_location=where)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "keyword"),
+    list(itertools.product(("load_checkpoint", "restore"), _DEVICES, (False, True))),
+)
+def test_this_files_function_handing_its_parameter_to_map_location_is_too(
+    name: str, device: str, keyword: bool
+) -> None:
+    made, value = _DEVICES[device]
+    given = f"where={value}" if keyword else value
+    source = f"import torch\n{_HERE.format(name=name)}{made}state = {name}(path, {given})\n"
+    line = source.count("\n")
+    assert rules_on(source, line) == {"torch-load-map-location"}, source
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "load_checkpoint(path)",  # no device handed
+        "load_checkpoint(path, strict)",  # no device value
+        "load_dataset(path, device)",  # not named for a checkpoint
+    ],
+)
+def test_a_loader_without_a_device_or_another_load_is_not(call: str) -> None:
+    source = f"import torch\nfrom utils import load_checkpoint, load_dataset\nstate = {call}\n"
+    assert "torch-load-map-location" not in rules_on(source, 3), source
+
+
+def test_this_files_function_whose_map_location_is_no_parameter_is_not() -> None:
+    source = (
+        "import torch\ndef restore(filepath, device):\n"
+        "    return torch.load(filepath, map_location='cpu')\nstate = restore(path, device)\n"
+    )
+    assert rules_on(source, 4) == set(), source

@@ -37,7 +37,7 @@ _DEFINED_IN = {
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 # torch.distributed's own top-level names: a project's ``distributed`` module that
 # re-exports them (nanotron's ``from torch.distributed import *``) is read as
-# torch.distributed where one of these is used through it.
+# torch.distributed where one of these is read through it.
 _TORCH_DISTRIBUTED = frozenset(
     """is_available is_initialized init_process_group destroy_process_group get_rank
     get_world_size get_backend new_group new_subgroups barrier monitored_barrier
@@ -56,17 +56,13 @@ _OTHER_FRAMEWORKS = frozenset(
 
 def _public(origin: str | None) -> str | None:
     """``origin`` under the package that exports it (``_DEFINED_IN``); a project's copy of
-    Megatron's ``mpu`` (``fairseq.model_parallel.megatron.mpu``) is ``megatron.mpu``; a
-    project's ``distributed`` module's torch.distributed name
-    (``nanotron.distributed.barrier``) is torch.distributed's."""
+    Megatron's ``mpu`` (``fairseq.model_parallel.megatron.mpu``) is ``megatron.mpu``."""
     if origin is None:
         return None
     for module, package in _DEFINED_IN.items():
         if origin == module or origin.startswith(module + "."):
             return package + origin[len(module) :]
     parts = origin.split(".")
-    if reexported(origin) != origin:
-        return reexported(origin)
     for i in range(1, len(parts) - 1):
         if parts[i : i + 2] == ["megatron", "mpu"]:
             return ".".join(parts[i:])
@@ -74,9 +70,11 @@ def _public(origin: str | None) -> str | None:
 
 
 def reexported(name: str) -> str:
-    """``name`` as torch's where a project's ``distributed`` module re-exports it
-    (``nanotron.distributed.barrier`` is ``torch.distributed.barrier``; an attribute of it,
-    ``nanotron.distributed.ReduceOp.SUM``, too), else ``name``."""
+    """``name``, an attribute read through a module, as torch's where a project's
+    ``distributed`` module re-exports it (``dist.barrier`` after ``import
+    nanotron.distributed as dist`` is ``torch.distributed.barrier``; ``dist.ReduceOp.SUM``
+    too), else ``name``. A name imported from such a module (SAM 2's ``from
+    training.utils.distributed import barrier``) is more often the project's own wrapper."""
     parts = name.split(".")
     for i in range(1, len(parts) - 1):
         if (

@@ -321,4 +321,5 @@ class SourceFile:
             return None
         if self.project is not None and self.project.holds_value(self, whole):
             return None  # a value of another module of the project, as a variable's
-        return reexported(".".join([origin, *reversed(parts)]))
+        name = ".".join([origin, *reversed(parts)])
+        return reexported(name) if parts else name
