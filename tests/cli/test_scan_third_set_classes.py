@@ -3,8 +3,12 @@ LAVIS, nanotron, SAM 2, GPT-SoVITS, fairseq2, lightning-thunder, xFormers): a ta
 shapes x spellings per class, each with its negative twin.
 
 The classes: every scheduler ``tj.optim.lr_scheduler`` ports (``ExponentialLR`` was
-missed, the row named five) and its ``step()`` on the name, attribute or parameter it is
-kept in.
+missed, the row named five) and its ``step()`` on the name or attribute it is kept in; a
+project's ``distributed`` module that re-exports torch.distributed; the type of a device
+kept in a name or setting and made elsewhere; a checkpoint loader handed a device; a
+launcher's variable read through a project's reader or kept under an underscore; DDP's
+``no_sync`` kept in a name then entered; a device map built entry by entry or by a
+helper; Thunder's ``ddp``/``fsdp``; ``transformers.trainer_utils.set_seed``.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def test_a_torch_scheduler_and_its_step_are_lr_scheduler(cls: str, prefix: str, 
         "class T:\n"
         "    def __init__(self, opt):\n"
         f"        {assign.format(made=made)}\n"
-        "        sched = self.sched if hasattr(self, 'sched') else None\n"
+        "        other = 1\n"
         f"        {step}\n"
     )
     assert rules_on(source, 4) == {"lr-scheduler"}, source
@@ -75,7 +79,7 @@ def test_another_librarys_scheduler_stepped_is_not(kept: str) -> None:
         "class T:\n"
         "    def __init__(self, opt):\n"
         f"        {assign.format(made=made)}\n"
-        "        sched = self.sched if hasattr(self, 'sched') else None\n"
+        "        other = 1\n"
         f"        {step}\n"
     )
     assert rules_on(source, 4) == set() and rules_on(source, 6) == set(), source
@@ -135,11 +139,10 @@ def test_a_distributed_module_without_torchs_names_is_not(line: str) -> None:
 
 # -- the type of a device kept in a name or setting, compared with a type's name ------------
 _KEPT_DEVICES = {
-    "a torch.device": ('device = torch.device("cuda")', "device"),
-    "a parameter named device": ("device = get()", "device"),
+    "a device made elsewhere": ("device = get()", "device"),
+    "a container's element": ("device = pair[0]", "device"),
     "a private setting": ("self._device = get()", "self._device"),
     "a longer name": ("torch_device = get()", "torch_device"),
-    "a torch.device under another name": ('where = torch.device("cuda")', "where"),
 }
 _COMPARISONS = ('{d}.type == "cuda"', '{d}.type != "cpu"', '"mps" == {d}.type')
 
@@ -163,11 +166,14 @@ def test_a_kept_devices_type_compared_is_tensor_device_type(kept: str, compariso
         'if device.type == "linear":',  # no device type's name
         'if print(f"{device.type}"):',  # read, not tested
         "if device.index is None:",
+        'if made.type == "cuda":',  # made by torch.device here: a tj.device's .type is torch's
+        'if any(device.type == "cuda" for device in devices):',  # the list's, where made
     ],
 )
 def test_a_type_not_a_devices_or_not_tested_against_one_is_not(line: str) -> None:
-    source = f"import torch\ndevice = get()\n{line}\n    pass\n"
-    assert rules_on(source, 3) == set(), source
+    source = f"import torch\ndevice = get()\nmade_device = torch.device('cuda')\n"
+    source += f"{line.replace('made', 'made_device')}\n    pass\n"
+    assert rules_on(source, 4) == set(), source
 
 
 # -- a checkpoint loader handed a device: torch.load's map_location, one call away -----------
@@ -189,10 +195,7 @@ def test_another_files_loader_handed_a_device_is_torch_load_map_location(
     assert rules_on(source, line) == {"torch-load-map-location"}, source
 
 
-_HERE = (
-    "def {name}(filepath, where):\n"
-    "    return torch.load(filepath, map_location=where)\n"
-)
+_HERE = "def {name}(filepath, where):\n    return torch.load(filepath, map_location=where)\n"
 
 
 @pytest.mark.parametrize(
@@ -228,3 +231,118 @@ def test_this_files_function_whose_map_location_is_no_parameter_is_not() -> None
         "    return torch.load(filepath, map_location='cpu')\nstate = restore(path, device)\n"
     )
     assert rules_on(source, 4) == set(), source
+
+
+# -- a launcher's variable read through a project's reader, or kept under an underscore ------
+_VARIABLES = {
+    "CUDA_VISIBLE_DEVICES": "cuda-visible-devices",
+    "RANK": "dist-env",
+    "LOCAL_RANK": "dist-local-rank",
+    "SLURM_PROCID": "dist-env",
+    "USE_LIBUV": "dist-env",
+}
+_READERS = (
+    'self._env.maybe_get("{v}")',
+    'env.get_int("{v}")',
+    'environ.get("{v}", "0")',
+    'self.environment.get_str("{v}")',
+    '"_{v}" in os.environ',
+    'os.environ.get("_{v}")',
+)
+
+
+@pytest.mark.parametrize(("variable", "reader"), list(itertools.product(_VARIABLES, _READERS)))
+def test_a_variable_read_through_a_projects_reader_is_reported(variable: str, reader: str) -> None:
+    source = f"import os\nimport torch\nvalue = {reader.format(v=variable)}\n"
+    assert _VARIABLES[variable] in rules_on(source, 3), source
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'value = self._env.maybe_get("HOME")',  # no variable the scanner knows
+        'value = config.get("RANK")',  # not named for the environment
+        "value = env.get(key)",  # no literal
+        'value = "_PATH" in os.environ',
+    ],
+)
+def test_another_read_is_not(line: str) -> None:
+    source = f"import os\nimport torch\n{line}\n"
+    assert rules_on(source, 3) == set(), source
+
+
+# -- DDP's no_sync kept unentered in a name, then entered through it -------------------------
+_HOLDERS = ("self.model", "model", "self._ddp_model", "engine.module")
+
+
+@pytest.mark.parametrize(("holder", "chosen"), list(itertools.product(_HOLDERS, (False, True))))
+def test_no_sync_kept_in_a_name_then_entered_is_ddp_no_sync(holder: str, chosen: bool) -> None:
+    kept = (
+        f"ctx = {holder}.no_sync if skip else nullcontext"
+        if chosen
+        else (f"ctx = {holder}.no_sync")
+    )
+    source = f"import torch\nfrom contextlib import nullcontext\n{kept}\nwith ctx():\n    pass\n"
+    assert rules_on(source, 3) == {"ddp-no-sync"}, source
+    assert rules_on(source, 4) == {"ddp-no-sync"}, source
+
+
+def test_another_context_kept_in_a_name_is_not() -> None:
+    source = (
+        "import torch\nfrom contextlib import nullcontext\n"
+        "ctx = self.model.sync_context\nwith ctx():\n    pass\n"
+    )
+    assert rules_on(source, 3) == set() and rules_on(source, 4) == set(), source
+
+
+# -- library lines: a device map built entry by entry or by a helper; Thunder's wrappers; ----
+# -- a library's function imported from the submodule that defines it ------------------------
+_MAP_WRITES = {
+    "an entry set": "device_map[f'transformer.h.{i}'] = gpu",
+    "an entry of a setting": "self.device_map['lm_head'] = 0",
+    "a helper's map": "device_map = _device_map(num_gpus, num_layers)",
+    "a helper's map, kept": "self.device_map = build_device_map(model)",
+}
+
+
+@pytest.mark.parametrize("write", _MAP_WRITES)
+def test_a_device_map_built_is_library_device(write: str) -> None:
+    source = f"import torch\nfrom accelerate import dispatch_model\n{_MAP_WRITES[write]}\n"
+    assert rules_on(source, 3) == {"library-device"}, source
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gpu = device_map['lm_head']",  # read
+        "layer_map[f'h.{i}'] = gpu",  # another map
+        "device_map = _layers(num_gpus)",  # a helper not named for it
+    ],
+)
+def test_a_map_read_or_another_map_is_not(line: str) -> None:
+    source = f"import torch\n{line}\n"
+    assert rules_on(source, 2) == set(), source
+
+
+@pytest.mark.parametrize(
+    ("imported", "call", "rule"),
+    [
+        (
+            "from thunder.distributed import ddp",
+            "model = ddp(model, broadcast_from=0)",
+            "library-prepare",
+        ),
+        ("from thunder.distributed import fsdp", "model = fsdp(model)", "library-prepare"),
+        ("import thunder.distributed as td", "model = td.fsdp(model)", "library-prepare"),
+        ("from transformers.trainer_utils import set_seed", "set_seed(0)", "library-seed"),
+        ("from transformers import trainer_utils", "trainer_utils.set_seed(0)", "library-seed"),
+    ],
+)
+def test_a_librarys_wrapper_or_seed_is_its_row(imported: str, call: str, rule: str) -> None:
+    source = f"import torch\n{imported}\n{call}\n"
+    assert rule in rules_on(source, 3), source
+
+
+def test_a_projects_own_ddp_or_seed_is_not() -> None:
+    source = "import torch\nfrom utils import ddp, set_seed\nmodel = ddp(model)\nset_seed(0)\n"
+    assert rules_on(source, 3) == set() and rules_on(source, 4) == set(), source

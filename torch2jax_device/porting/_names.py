@@ -23,6 +23,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _DEFINED_IN = {
     "torch.distributed.fsdp.fully_sharded_data_parallel": "torch.distributed.fsdp",
     "torch.distributed.fsdp.api": "torch.distributed.fsdp",
+    "transformers.trainer_utils": "transformers",  # set_seed, defined there
     **{
         f"{package}.{module}": package
         for package in (

@@ -342,10 +342,19 @@ def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[i
     r.add(call, "tensor-device-type", f"tj.get_device({r.text(receiver)})", position=where)
 
 
+def _iterated(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` is a name every binding of which is a ``for`` loop's."""
+    bindings = r.file.names.bindings(node) if isinstance(node, ast.Name) else []
+    return bool(bindings) and all(b.kind == "for" for b in bindings)
+
+
 def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
     """``device.type`` (``self._device.type``, ``torch_device.type``) compared with a
-    device type's name: the type of a device kept in a name or setting (``x.device.type``
-    is the tensor's, above)."""
+    device type's name: the type of a device kept in a name or setting and made elsewhere
+    (a parameter, a container's element: it must become a ``tj.device``). One this file
+    makes with ``torch.device``, or a loop's over a list of them, is reported where it is
+    made (``device-type``), and a ``tj.device`` answers ``.type`` as torch's;
+    ``x.device.type`` is the tensor's, above."""
     receiver = node.value
     parent = r.parent(node)
     return (
@@ -354,7 +363,9 @@ def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
         and isinstance(receiver, (ast.Name, ast.Attribute))
         and not (isinstance(receiver, ast.Attribute) and receiver.attr == "device")
         and r.qualname(receiver) is None
-        and (device_strings.keeps_device(receiver) or TORCH_DEVICE in r.file.values.kinds(receiver))
+        and device_strings.keeps_device(receiver)
+        and TORCH_DEVICE not in r.file.values.kinds(receiver)  # made here: a tj.device's .type
+        and not _iterated(r, receiver)  # for device in devices: the list's, where it is made
         and isinstance(parent, ast.Compare)
         and any(
             isinstance(side, ast.Constant) and side.value in device_strings.DEVICE_TYPES
