@@ -171,7 +171,7 @@ def test_a_kept_devices_type_compared_is_tensor_device_type(kept: str, compariso
     ],
 )
 def test_a_type_not_a_devices_or_not_tested_against_one_is_not(line: str) -> None:
-    source = f"import torch\ndevice = get()\nmade_device = torch.device('cuda')\n"
+    source = "import torch\ndevice = get()\nmade_device = torch.device('cuda')\n"
     source += f"{line.replace('made', 'made_device')}\n    pass\n"
     assert rules_on(source, 4) == set(), source
 
