@@ -126,6 +126,7 @@ def test_a_projects_distributed_module_is_read_as_torch_distributed(
     [
         "import nanotron.distributed as dist\ndist.find_free_port()",  # the project's own
         "import paddle.distributed as dist\ndist.barrier()",  # another framework's
+        "import torch2jax_device as tj\ntj.distributed.barrier()",  # the port's own
         "import fairseq.distributed.utils as du\ndu.get_rank()",  # no re-export module
         "from pkg import distributed_utils as dist\ndist.barrier()",
         # a name imported from it: SAM 2's barrier() is the project's own wrapper

@@ -81,7 +81,7 @@ def reexported(name: str) -> str:
         if (
             parts[i] == "distributed"
             and parts[i + 1] in _TORCH_DISTRIBUTED
-            and parts[0] not in _OTHER_FRAMEWORKS | {"torch"}
+            and parts[0] not in _OTHER_FRAMEWORKS | {"torch", "torch2jax_device"}
         ):
             return ".".join(["torch.distributed", *parts[i + 1 :]])
     return name

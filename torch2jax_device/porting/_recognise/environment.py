@@ -363,7 +363,7 @@ def _variable(name: object) -> tuple[str, str | None] | None:
     if name.startswith(("NCCL_", "TORCH_NCCL_")):
         return "dist-env", "unchanged: XLA's GPU collectives run on NCCL, which reads it"
     if name == "USE_LIBUV":
-        return "dist-env", "torch's own (its TCPStore's back end): jax.distributed has no store"
+        return "dist-env", "torch's own: its TCPStore's back end, and jax.distributed has no store"
     if name == "TORCH_DISTRIBUTED_DEBUG":
         return "dist-env", "torch's own: JAX reports a failed collective with its coordinator"
     if name == "CUDA_LAUNCH_BLOCKING":
