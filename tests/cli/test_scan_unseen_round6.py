@@ -65,6 +65,30 @@ elsewhere), ``torch._C._get_accelerator()`` (private; it answers cpu where
 function of the same file (reported at its ``torch.save``). The unlabelled findings rose
 from 25 to 29 (lines of the kind this set labels elsewhere: ``if env_var in os.environ``,
 the config that flows into ``parallelism_config=``).
+
+The third development set, fixed against by class (rows6c;
+``tests/cli/test_scan_third_set_classes.py`` generates each class's spellings): torch
+lines 439/483 = 0.909 -> 475/483 = 0.983, library lines 23/34 = 0.676 -> 28/34 = 0.824,
+unlabelled findings 40 -> 38. The classes: every scheduler ``tj.optim.lr_scheduler``
+ports (``ExponentialLR`` was unreported) and its ``step()``; a project's ``distributed``
+module that re-exports torch.distributed (nanotron's ``dist.barrier()``); the type of a
+device kept in a name or setting and made elsewhere (fairseq2's ``device.type ==
+"cuda"`` on a parameter); a checkpoint loader handed a device (HiFi-GAN's
+``load_checkpoint(path, device)``, of another file or of this one where its
+``torch.load`` takes that parameter as ``map_location``); a launcher's variable read
+through a project's reader (``self._env.maybe_get("CUDA_VISIBLE_DEVICES")``) or kept
+under a leading underscore; DDP's ``no_sync`` kept unentered in a name; a device map
+built entry by entry or by a helper; Thunder's ``ddp``/``fsdp``; Transformers'
+``trainer_utils.set_seed``. Where the sets disagree the earlier corpora's labels were
+kept: ``device.type`` on a ``torch.device`` this file makes (SAM 2's two lines; the
+corpus leaves it unlabelled, a ``tj.device`` answers ``.type`` as torch's), and the
+wild corpus's ``scheduler.step()`` of a plain ``StepLR`` was labelled there (the row's
+torch column steps it). Left: ``Device("cuda", index=0)`` under fairseq2's alias,
+``kwargs["device_id"] = device``, ``x.half()`` on a state-dict value, ``p.data.nelement()``
+summed, ``accelerator: str = "cuda"``, ``register_comm_hook``, and on library lines
+Lightning's ``ModelCheckpoint`` internals, ``trainer.strategy._lightning_module``,
+``use_distributed_sampler=``, ``distributed_state.distributed_type``, and
+``trainer.save_state()`` (kept unreported: it writes ``trainer_state.json``).
 """
 
 from __future__ import annotations
@@ -85,13 +109,13 @@ SETS = ("development", "second development", "third development", "held out")
 #: The recall each set must keep: (torch lines, library lines). The development set's
 #: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
 #: libs6 (with rows6 merged) achieves (315/316, 61/61); the second development set's are
-#: what rows6b achieves (354/362, 94/94); the third's what it measured as held out (439/483,
-#: 23/34), until it is fixed against; the held-out floors are the lead's to set once that
-#: set is measured.
+#: what rows6b achieves (354/362, 94/94); the third's what rows6c achieves (475/483,
+#: 28/34; 439/483 and 23/34 measured as held out); the held-out floors are the lead's to
+#: set once that set is measured.
 FLOORS = {
     "development": (0.996, 1.0),
     "second development": (0.977, 1.0),
-    "third development": (0.908, 0.676),
+    "third development": (0.983, 0.823),
     "held out": (0.0, 0.0),
 }
 

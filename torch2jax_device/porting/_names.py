@@ -23,6 +23,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _DEFINED_IN = {
     "torch.distributed.fsdp.fully_sharded_data_parallel": "torch.distributed.fsdp",
     "torch.distributed.fsdp.api": "torch.distributed.fsdp",
+    "transformers.trainer_utils": "transformers",  # set_seed, defined there
     **{
         f"{package}.{module}": package
         for package in (
@@ -35,6 +36,23 @@ _DEFINED_IN = {
     },
 }
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# torch.distributed's own top-level names: a project's ``distributed`` module that
+# re-exports them (nanotron's ``from torch.distributed import *``) is read as
+# torch.distributed where one of these is read through it.
+_TORCH_DISTRIBUTED = frozenset(
+    """is_available is_initialized init_process_group destroy_process_group get_rank
+    get_world_size get_backend new_group new_subgroups barrier monitored_barrier
+    all_reduce all_gather all_gather_object all_gather_into_tensor reduce_scatter
+    reduce_scatter_tensor broadcast broadcast_object_list reduce gather gather_object
+    scatter scatter_object_list all_to_all all_to_all_single send recv isend irecv
+    batch_isend_irecv P2POp ReduceOp ProcessGroup GroupMember Backend
+    get_process_group_ranks get_group_rank get_global_rank is_nccl_available
+    is_gloo_available is_torchelastic_launched""".split()
+)
+# Frameworks of their own whose ``distributed`` modules are not torch's.
+_OTHER_FRAMEWORKS = frozenset(
+    "paddle tensorflow mindspore oneflow jittor mxnet jax flax keras ray horovod".split()
+)
 
 
 def _public(origin: str | None) -> str | None:
@@ -50,6 +68,23 @@ def _public(origin: str | None) -> str | None:
         if parts[i : i + 2] == ["megatron", "mpu"]:
             return ".".join(parts[i:])
     return origin
+
+
+def reexported(name: str) -> str:
+    """``name``, an attribute read through a module, as torch's where a project's
+    ``distributed`` module re-exports it (``dist.barrier`` after ``import
+    nanotron.distributed as dist`` is ``torch.distributed.barrier``; ``dist.ReduceOp.SUM``
+    too), else ``name``. A name imported from such a module (SAM 2's ``from
+    training.utils.distributed import barrier``) is more often the project's own wrapper."""
+    parts = name.split(".")
+    for i in range(1, len(parts) - 1):
+        if (
+            parts[i] == "distributed"
+            and parts[i + 1] in _TORCH_DISTRIBUTED
+            and parts[0] not in _OTHER_FRAMEWORKS | {"torch", "torch2jax_device"}
+        ):
+            return ".".join(["torch.distributed", *parts[i + 1 :]])
+    return name
 
 
 @dataclasses.dataclass(eq=False)

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from .._src.errors import UnscannableFileError
 from ._flow import Flow
-from ._names import Names
+from ._names import Names, reexported
 from ._values import TJ, Values
 
 
@@ -321,4 +321,5 @@ class SourceFile:
             return None
         if self.project is not None and self.project.holds_value(self, whole):
             return None  # a value of another module of the project, as a variable's
-        return ".".join([origin, *reversed(parts)])
+        name = ".".join([origin, *reversed(parts)])
+        return reexported(name) if parts else name

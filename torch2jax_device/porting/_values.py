@@ -110,6 +110,7 @@ _CONSTRUCTORS = {
         f"torch.optim.{name}": {TORCH_OPTIMIZER}
         for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam")
     },
+    **{name: {"lr-scheduler"} for name in catalog.get("lr-scheduler").torch_api},
 }
 # Annotations that say what a parameter holds, for the objects whose methods have rows.
 _ANNOTATED = {

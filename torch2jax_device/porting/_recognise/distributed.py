@@ -13,6 +13,7 @@ __all__ = [
     "MESH_METHODS",
     "all_reduce_advice",
     "collective_advice",
+    "held_no_sync",
     "mesh_query",
     "wrapper_attribute",
 ]
@@ -264,3 +265,30 @@ def defined_here(r: Recogniser, method: ast.Attribute) -> bool:
         isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method.attr
         for item in owner.body
     )
+
+
+def held_no_sync(r: Recogniser, node: ast.AST) -> None:
+    """``ddp-no-sync``: DDP's ``no_sync`` kept unentered (``ctx = self.model.no_sync``,
+    reported where it is read) and the name that keeps it called (``with ctx():``)."""
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "no_sync"
+        and isinstance(node.ctx, ast.Load)
+        and r.qualname(node) is None
+    ):
+        parent = r.parent(node)
+        if not (isinstance(parent, ast.Call) and parent.func is node):
+            r.add(node, "ddp-no-sync", position=r.file.method_position(node))
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and any(
+            isinstance(held, ast.Attribute) and held.attr == "no_sync"
+            for b in r.file.names.bindings(node.func)
+            if b.kind == "assign"
+            for held in (
+                [b.value.body, b.value.orelse] if isinstance(b.value, ast.IfExp) else [b.value]
+            )
+        )
+    ):
+        r.add(node, "ddp-no-sync")

@@ -7,6 +7,7 @@ bound to a variable's name)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from .._names import Binding
 from .._values import last_name
@@ -14,6 +15,7 @@ from .base import Recogniser
 
 __all__ = [
     "ENVIRONMENT_READERS",
+    "project_reader",
     "variable_check",
     "variable_names",
     "variable_read",
@@ -64,6 +66,8 @@ _TORCHRUN = frozenset(
         "MASTER_PORT",
     }
 )
+# A value named for the environment a project reads variables from: env, self._env, environ.
+_ENVIRONMENT_VALUE = re.compile(r"(^|_)(env|environ|environment)$", re.IGNORECASE)
 # Launchers' variables by prefix: SLURM's and Open MPI's (jax.distributed reads them).
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
 
@@ -204,6 +208,21 @@ def _elements(r: Recogniser, node: ast.AST, depth: int) -> list[ast.expr]:
     return []
 
 
+def project_reader(r: Recogniser, call: ast.Call) -> None:
+    """A project's reader of the environment (fairseq2's
+    ``self._env.maybe_get("CUDA_VISIBLE_DEVICES")``, ``env.get_int("RANK")``): a method of
+    a value named for the environment, given a variable the scanner knows first."""
+    func = call.func
+    if (
+        isinstance(func, ast.Attribute)
+        and _ENVIRONMENT_VALUE.search(last_name(func.value) or "")
+        and r.qualname(func) is None
+        and call.args
+        and id(call) not in r.reported
+    ):
+        variable_read(r, call, call.args[0])
+
+
 def variables_updated(r: Recogniser, call: ast.Call) -> None:
     """``os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": port})`` (or with keywords):
     each variable the scanner knows, reported where its name is written."""
@@ -331,15 +350,20 @@ def _reads_environment_with(r: Recogniser, target: ast.Name) -> bool:
 
 
 def _variable(name: object) -> tuple[str, str | None] | None:
-    """The rule and replacement of an environment variable the scanner knows."""
+    """The rule and replacement of an environment variable the scanner knows; a copy a
+    script keeps under a leading underscore (GPT-SoVITS's ``_CUDA_VISIBLE_DEVICES``) is
+    the variable's."""
     if not isinstance(name, str):
         return None
+    name = name.lstrip("_")
     if name in _ENVIRONMENT:
         return _ENVIRONMENT[name]
     if name.startswith(_LAUNCHER_PREFIXES):
         return "dist-env", "unchanged: jax.distributed.initialize() reads it"
     if name.startswith(("NCCL_", "TORCH_NCCL_")):
         return "dist-env", "unchanged: XLA's GPU collectives run on NCCL, which reads it"
+    if name == "USE_LIBUV":
+        return "dist-env", "torch's own: its TCPStore's back end, and jax.distributed has no store"
     if name == "TORCH_DISTRIBUTED_DEBUG":
         return "dist-env", "torch's own: JAX reports a failed collective with its coordinator"
     if name == "CUDA_LAUNCH_BLOCKING":

@@ -690,13 +690,20 @@ def device_keywords(r: Recogniser, call: ast.Call) -> None:
 
 
 def device_map_choice(r: Recogniser, node: ast.Assign) -> None:
-    """``library-device``: ``device_map = "auto"`` (or a dict) kept in a name for a
-    ``from_pretrained(..., device_map=device_map)`` later: the choice itself."""
+    """``library-device``: ``device_map = "auto"`` (or a dict, or what a helper named for
+    it returns: ``device_map = _device_map(num_gpus, num_layers)``) kept in a name for a
+    ``from_pretrained(..., device_map=device_map)`` later: the choice itself; and an entry
+    of the map set (``device_map[f"transformer.h.{i}"] = gpu``)."""
     for target in node.targets:
         name = target.id if isinstance(target, ast.Name) else None
         if isinstance(target, ast.Attribute):
             name = target.attr
         value = node.value
+        if isinstance(target, ast.Subscript) and last_name(target.value) == "device_map":
+            r.add(
+                target, "library-device", _placement_advice(r, "device_map", r.text(value), value)
+            )
+            return
         if name == "device_map" and any(map(_chosen_map, _alternatives(value))):
             r.add(value, "library-device", _placement_advice(r, name, r.text(value), value))
             return
@@ -712,8 +719,13 @@ def _alternatives(value: ast.expr) -> list[ast.expr]:
 
 
 def _chosen_map(value: ast.expr) -> bool:
-    return isinstance(value, ast.Dict) or (
-        isinstance(value, ast.Constant) and isinstance(value.value, str)
+    return (
+        isinstance(value, ast.Dict)
+        or (isinstance(value, ast.Constant) and isinstance(value.value, str))
+        or (
+            isinstance(value, ast.Call)
+            and (last_name(value.func) or "").strip("_").endswith("device_map")
+        )
     )
 
 

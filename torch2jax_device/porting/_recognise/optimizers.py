@@ -191,13 +191,17 @@ _SCHEDULE_PARAMETERS = {
     "CosineAnnealingLR": (("T_max", None), ("eta_min", None)),
     "LinearLR": (("start_factor", "1 / 3"), ("end_factor", "1.0"), ("total_iters", "5")),
     "LambdaLR": (("lr_lambda", None),),
+    "ExponentialLR": (("gamma", None),),
 }
 
 
 def _optax_schedule(r: Recogniser, call: ast.Call, cls: str) -> str:
     """The optax schedule giving the learning rate torch's scheduler ``cls`` sets after
     ``count`` calls of its ``step()``, from the call's own arguments and the optimizer's
-    learning rate; ``""`` when an argument is missing or unknown (the row's column)."""
+    learning rate; ``""`` when an argument is missing or unknown, or ``cls`` has no
+    closed form here (the row's column)."""
+    if cls not in _SCHEDULE_PARAMETERS:
+        return ""
     given = dict(zip((p for p, _ in _SCHEDULE_PARAMETERS[cls]), call.args[1:], strict=False))
     given.update({k.arg: k.value for k in call.keywords if k.arg is not None})
     values: dict[str, str] = {}
@@ -233,6 +237,8 @@ def _optax_schedule(r: Recogniser, call: ast.Call, cls: str) -> str:
             f"optax.linear_schedule({lr} * {values['start_factor']}, {lr} * "
             f"{values['end_factor']}, transition_steps={values['total_iters']})"
         )
+    elif cls == "ExponentialLR":
+        code = f"optax.exponential_decay({lr}, transition_steps=1, decay_rate={values['gamma']})"
     else:
         function = values["lr_lambda"]
         function = function if function.isidentifier() else f"({function})"

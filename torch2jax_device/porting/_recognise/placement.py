@@ -19,6 +19,7 @@ from .._values import (
     NUMBER,
     PATH,
     TJ,
+    TORCH_DEVICE,
     TORCH_MODULE,
     TORCH_TENSOR,
     last_name,
@@ -341,6 +342,38 @@ def get_device(r: Recogniser, call: ast.Call, receiver: ast.expr, where: tuple[i
     r.add(call, "tensor-device-type", f"tj.get_device({r.text(receiver)})", position=where)
 
 
+def _iterated(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` is a name every binding of which is a ``for`` loop's."""
+    bindings = r.file.names.bindings(node) if isinstance(node, ast.Name) else []
+    return bool(bindings) and all(b.kind == "for" for b in bindings)
+
+
+def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
+    """``device.type`` (``self._device.type``, ``torch_device.type``) compared with a
+    device type's name: the type of a device kept in a name or setting and made elsewhere
+    (a parameter, a container's element: it must become a ``tj.device``). One this file
+    makes with ``torch.device``, or a loop's over a list of them, is reported where it is
+    made (``device-type``), and a ``tj.device`` answers ``.type`` as torch's;
+    ``x.device.type`` is the tensor's, above."""
+    receiver = node.value
+    parent = r.parent(node)
+    return (
+        node.attr == "type"
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(receiver, (ast.Name, ast.Attribute))
+        and not (isinstance(receiver, ast.Attribute) and receiver.attr == "device")
+        and r.qualname(receiver) is None
+        and device_strings.keeps_device(receiver)
+        and TORCH_DEVICE not in r.file.values.kinds(receiver)  # made here: a tj.device's .type
+        and not _iterated(r, receiver)  # for device in devices: the list's, where it is made
+        and isinstance(parent, ast.Compare)
+        and any(
+            isinstance(side, ast.Constant) and side.value in device_strings.DEVICE_TYPES
+            for side in (parent.left, *parent.comparators)
+        )
+    )
+
+
 def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
     """``.device``, ``.is_cuda``, ``.device.type``, ``next(m.parameters()).device``;
     ``True`` if one was reported (its receiver is then visited)."""
@@ -410,6 +443,15 @@ def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
             position=r.file.method_position(receiver),
         )
         r.visit(owner)
+        return True
+    if _type_of_a_kept_device(r, node):  # device.type == "cuda" on a torch.device kept
+        r.add(
+            node,
+            "tensor-device-type",
+            f"{r.text(node)}  # a tj.device has torch's .type and .index",
+            position=r.file.method_position(node),
+        )
+        r.visit(receiver)
         return True
     if (
         node.attr == "device"
@@ -599,6 +641,8 @@ _HELPER_MODULE = re.compile(r"model|net|module|ema|encoder|decoder|backbone", re
 _HELPER_BATCH = re.compile(r"batch|input|data|sample|prepare|move|to_device", re.IGNORECASE)
 # A project's wrapper of torch.load, by its name: safe_torch_load, _torch_load.
 _TORCH_LOADER = re.compile(r"(^|_)torch_load$")
+# A project's checkpoint loader, by its name: load_checkpoint, load_ckpt, _load_weights.
+_CHECKPOINT_LOADER = re.compile(r"(^|_)load_(checkpoint|ckpt|weights|pretrained)s?$")
 # A value named as a device: device, self.device, args.device, local_device, dev.
 _DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
 # Packages whose calls told device= are no project helper's: torch's own (rows of their
@@ -624,6 +668,8 @@ def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
         return  # torch's own calls have rows; JAX's take its devices; partial(f, device=d)
     if name is not None and name.startswith(libraries.TORCH_LIBRARIES):
         return  # the libraries' device= is library-device
+    if _loads_onto_a_parameter(r, call):
+        return
     if _defined_here(r, call.func) or r.file.values.builtin(call.func) is not None:
         return
     if _helper_load(r, call):
@@ -679,14 +725,58 @@ def _helper_load(r: Recogniser, call: ast.Call) -> bool:
             )
             break
     else:
-        if not _TORCH_LOADER.search(last_name(call.func) or ""):
+        loader = last_name(call.func) or ""
+        device = next((a for a in call.args if _is_device_value(r, a)), None)
+        if device is not None and _CHECKPOINT_LOADER.search(loader):
+            found = r.add(  # load_checkpoint(path, device): torch.load's map_location
+                device,
+                "torch-load-map-location",
+                f"tj.load(path, map_location={r.text(device)})",
+                position=r.file.position(r.file.span(device)[0]),
+            )
+        elif _TORCH_LOADER.search(loader):
+            found = r.add(call, "torch-load")
+        else:
             return False
-        found = r.add(call, "torch-load")
     found.reason = (
         f"{r.text(call.func)} is the project's own: it loads a torch checkpoint; port it "
         "where it is defined"
     )
     return True
+
+
+def _loads_onto_a_parameter(r: Recogniser, call: ast.Call) -> bool:
+    """A function of this file whose ``torch.load(..., map_location=p)`` takes its
+    parameter ``p`` (HiFi-GAN's ``load_checkpoint(filepath, device)``), called with a
+    device there: the call's argument is torch.load's ``map_location``; ``True`` if
+    reported."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    definition = next((b.node for b in r.file.names.bindings(call.func) if b.kind == "def"), None)
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parameters = [a.arg for a in definition.args.args]
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.Call) and r.qualname(node.func) == "torch.load"):
+            continue
+        location = next((k.value for k in node.keywords if k.arg == "map_location"), None)
+        if isinstance(location, ast.Name) and location.id in parameters:
+            position = parameters.index(location.id)
+            given = call.args[position] if position < len(call.args) else None
+            given = next((k.value for k in call.keywords if k.arg == location.id), given)
+            if given is not None and _is_device_value(r, given):
+                found = r.add(
+                    given,
+                    "torch-load-map-location",
+                    f"tj.load(path, map_location={r.text(given)})",
+                    position=r.file.position(r.file.span(given)[0]),
+                )
+                found.reason = (
+                    f"{definition.name} hands {r.text(given)} to torch.load as its "
+                    f"map_location (line {node.lineno}): port it there"
+                )
+                return True
+    return False
 
 
 def _is_device_value(r: Recogniser, node: ast.expr) -> bool:

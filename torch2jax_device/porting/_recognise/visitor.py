@@ -34,6 +34,7 @@ _KIND_METHODS = {
     "cuda-stream": "cuda-stream",
     "dist-sampler": "dist-sampler-global-batch",
     "generator": "generator-device",  # g.manual_seed(0) on g = torch.Generator()
+    "lr-scheduler": "lr-scheduler",  # scheduler.step() on a torch.optim.lr_scheduler class
 }
 # A loss scaler made elsewhere (a parameter, self.grad_scaler, model.fp16_scaler), by its
 # name and the methods only torch's GradScaler has among objects so named (a scikit-learn
@@ -78,6 +79,7 @@ class Detector(Recogniser):
             return
         if maximal and self._class_member(node) and self.qualified(node.value):
             return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
+        distributed.held_no_sync(self, node)
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
@@ -167,6 +169,7 @@ class Detector(Recogniser):
         libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
+        environment.project_reader(self, node)
         device_strings.string_test(self, node)
         device_strings.split_name(self, node)
         device_strings.keyed_by_type(self, node)
@@ -177,6 +180,7 @@ class Detector(Recogniser):
             self.method_call(node, func)
         elif isinstance(func, ast.Name) and self.qualname(func) is None:
             names.called_through_a_name(self, node)
+            distributed.held_no_sync(self, node)
         devices.indexed_device_string(self, node)
         self.generic_visit(node)
         placement.helper_device_keywords(self, node)  # after the call's own rows
@@ -248,6 +252,8 @@ class Detector(Recogniser):
         elif not isinstance(receiver, ast.Call):  # torch.Generator().manual_seed(0): one finding
             kinds = self.file.values.kinds(receiver)
             rule = next((rule for kind, rule in _KIND_METHODS.items() if kind in kinds), None)
+            if rule == "lr-scheduler" and len(kinds) > 1:
+                rule = None  # rebound by a library (accelerator.prepare): its scheduler now
             if rule is not None:
                 candidate = self.add(call, rule, position=where)
                 if rule == "generator-device":

@@ -5,6 +5,19 @@ from __future__ import annotations
 from ..idiom import Idiom
 
 SECTION = "Checkpoints"
+# torch.optim.lr_scheduler's classes that tj.optim.lr_scheduler ports by torch's own rule.
+_SCHEDULERS = (
+    "StepLR",
+    "MultiStepLR",
+    "CosineAnnealingLR",
+    "LinearLR",
+    "LambdaLR",
+    "ExponentialLR",
+    "ConstantLR",
+    "PolynomialLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+)
 
 ROWS: tuple[Idiom, ...] = (
     Idiom(
@@ -527,20 +540,8 @@ ROWS: tuple[Idiom, ...] = (
             "schedule. The scan advises its optax schedule for the first five."
         ),
         runs=False,
-        torch_api=(
-            "torch.optim.lr_scheduler.StepLR",
-            "torch.optim.lr_scheduler.MultiStepLR",
-            "torch.optim.lr_scheduler.CosineAnnealingLR",
-            "torch.optim.lr_scheduler.LinearLR",
-            "torch.optim.lr_scheduler.LambdaLR",
-        ),
-        tj_api=(
-            "tj.optim.lr_scheduler.StepLR",
-            "tj.optim.lr_scheduler.MultiStepLR",
-            "tj.optim.lr_scheduler.CosineAnnealingLR",
-            "tj.optim.lr_scheduler.LinearLR",
-            "tj.optim.lr_scheduler.LambdaLR",
-        ),
+        torch_api=tuple(f"torch.optim.lr_scheduler.{name}" for name in _SCHEDULERS),
+        tj_api=tuple(f"tj.optim.lr_scheduler.{name}" for name in _SCHEDULERS),
         rewrite="advice",
     ),
 )

@@ -170,7 +170,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `deepspeed.initialize` and its engine (`model_engine.backward`, "
             "`.step`, `.save_checkpoint`) do the same. "
             "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
-            "`data[rank::world_size]` with `tj.distributed.get_rank()`."
+            "`data[rank::world_size]` with `tj.distributed.get_rank()`. Lightning "
+            "Thunder's `thunder.distributed.ddp(model)` and `fsdp(model)` wrap the model "
+            "the same way."
         ),
         runs=False,
         torch_api=(
@@ -192,6 +194,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.load_checkpoint_and_dispatch",
             "accelerate.infer_auto_device_map",
             "accelerate.cpu_offload",
+            "thunder.distributed.ddp",  # Lightning Thunder's own data-parallel wrappers
+            "thunder.distributed.fsdp",
         ),
         rewrite="advice",
     ),
