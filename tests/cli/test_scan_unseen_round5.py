@@ -54,7 +54,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import corpus
+from tests.support import corpus, scan_diff
 from torch2jax_device.porting import catalog, scanner
 
 UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round5"
@@ -132,11 +132,7 @@ def test_the_diff_compiles_and_reaches_its_fixed_point(name: str) -> None:
     assert (torch.device("cpu") == tj.device("cpu")) == (torch.device("cpu") == torch.device("cpu"))
     assert (torch.device("meta") == tj.device("cpu")) is False
     source = (UNSEEN / f"{name}.py").read_text()
-    ported = scanner.apply_edits(source, scanner.scan_source(source, name))
-    compile(ported, name, "exec")
-    again = scanner.scan_source(ported, name)
-    assert [f for f in again if f.fixable] == []  # one --diff reaches the fixed point
-    assert [f for f in again if "tj." in f.original] == []  # and nothing it wrote is flagged
+    scan_diff.reaches_its_fixed_point(source, name)
 
 
 def test_scanned_together_no_finding_cites_a_file_it_does_not_import() -> None:

@@ -61,3 +61,22 @@ def reported_written(sources: dict[str, str], diff: str) -> list[tuple[str, int,
         for f in found[path]
         if source.splitlines()[f.line - 1].strip() in written
     ]
+
+
+def reaches_its_fixed_point(source: str, name: str) -> None:
+    """One ``--diff`` of ``source`` compiles, leaves nothing to rewrite, and its result's
+    scan reports nothing the diff wrote: a finding on ``tj`` code is one the original's
+    scan had already made on the same code (a device string's advice on a line whose
+    query the diff rewrote), never one the rewrite brought."""
+    before = scanner.scan_source(source, name)
+    ported = scanner.apply_edits(source, before)
+    compile(ported, name, "exec")
+    again = scanner.scan_source(ported, name)
+    assert [f for f in again if f.fixable] == []  # one --diff reaches the fixed point
+    known = {(f.rule, f.original) for f in before}
+    brought = [
+        (f.line, f.rule, f.original)
+        for f in again
+        if "tj." in f.original and (f.rule, f.original.replace("tj.", "torch.")) not in known
+    ]
+    assert brought == []  # and nothing it wrote is flagged
