@@ -29,6 +29,7 @@ from tests.support.corpus import ScriptRunner
 from tests.support.distributed.launch import launch_in
 from tests.support.optional_frameworks import needs
 from tests.support.scan_diff import apply_diff, reported_written, scan_diff
+from tests.support.scan_diff import brought as scan_diff_brought
 from torch2jax_device.porting import scanner
 
 ORACLE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "oracle"
@@ -146,12 +147,11 @@ def test_one_diff_reaches_the_fixed_point_and_its_output_is_never_reported(path:
     if port.exists():
         sources.append(_PORT.sub(lambda _: port.read_text(), sources[0], count=1))
     for source in sources:
-        ported = scanner.apply_edits(source, scanner.scan_source(source, str(path)))
+        before = scanner.scan_source(source, str(path))
+        ported = scanner.apply_edits(source, before)
         again = scanner.scan_source(ported, str(path))
         assert scanner.apply_edits(ported, again) == ported
-        written = set(ported.splitlines()) - set(source.splitlines())
-        lines = ported.splitlines()
-        reported = [f for f in again if lines[f.line - 1] in written and "tj." in f.original]
+        reported = scan_diff_brought(source, ported, before, again)
         assert not reported, [(f.line, f.rule, f.original) for f in reported]
 
 
@@ -228,9 +228,5 @@ def test_a_project_reaches_the_fixed_point_together(name: str, tmp_path: Path) -
         again = scanner.scan_sources(ported)
         assert {p: scanner.apply_edits(s, again[p]) for p, s in ported.items()} == ported
         for path, text in ported.items():
-            written = set(text.splitlines()) - set(sources[path].splitlines())
-            lines = text.splitlines()
-            reported = [
-                f for f in again[path] if lines[f.line - 1] in written and "tj." in f.original
-            ]
+            reported = scan_diff_brought(sources[path], text, found[path], again[path])
             assert not reported, [(path, f.line, f.rule, f.original) for f in reported]
