@@ -141,24 +141,9 @@ def set_of(name: str) -> str:
 
 
 def figures() -> dict[str, dict[str, tuple[int, int]]]:
-    """Per set: (found, labelled) torch lines and library lines, labelled rules found,
-    and findings on lines without a label (out of 0: told, not asserted)."""
-    counts = {
-        group: {key: [0, 0] for key in ("torch lines", "library lines", "rules", "unlabelled")}
-        for group in SETS
-    }
-    for name in FILES:
-        count = counts[set_of(name)]
-        expected, got = corpus.truth(UNSEEN, name), corpus.findings(UNSEEN, name)
-        for line, rules in expected.items():
-            key = "library lines" if rules <= LIBRARIES else "torch lines"
-            count[key][0] += bool(got.get(line))
-            count[key][1] += 1
-            count["rules"][0] += len(rules & got.get(line, set()))
-            count["rules"][1] += len(rules)
-        count["unlabelled"][0] += len(set(got) - set(expected))
+    """Per set, the recall over its files (``corpus.recall``)."""
     return {
-        group: {key: (a, b) for key, (a, b) in count.items()} for group, count in counts.items()
+        group: corpus.recall(UNSEEN, [n for n in FILES if set_of(n) == group]) for group in SETS
     }
 
 
@@ -188,21 +173,11 @@ def test_recall_on_torch_lines_and_library_lines() -> None:
             assert library_found / library_lines >= library_floor, (group, found[group])
 
 
-_CITED = re.compile(r"\bline (\d+): (.*?)(?=: |;|$)")  # up to the explanation
-_CODE_WORD = re.compile(r"([A-Za-z_]\w*)(?=[(.\[])")  # a name called, indexed or read from
-
-
 @pytest.mark.parametrize("name", FILES)
 def test_a_reason_cites_only_lines_of_its_own_file(name: str) -> None:
     # Scanned on its own: every name a reason quotes as code of "line N" is on line N of
     # this file or in the statement that starts there.
-    source = (UNSEEN / f"{name}.py").read_text()
-    lines = source.splitlines()
-    for finding in scanner.scan_source(source, name):
-        for number, cited in _CITED.findall(finding.reason):
-            near = "\n".join(lines[int(number) - 1 : int(number) + 3])
-            for word in _CODE_WORD.findall(cited):
-                assert word in near, (finding.line, finding.reason)
+    assert corpus.miscited((UNSEEN / f"{name}.py").read_text(), name) == []
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import collections
+import re
 from pathlib import Path
 
 from tests.support.deadlines import deadline
 from tests.support.forking import ForkServer
-from torch2jax_device.porting import scanner
+from torch2jax_device.porting import catalog, scanner
 
 
 def truth(folder: Path, name: str) -> dict[int, set[str]]:
@@ -66,3 +67,39 @@ class ScriptRunner:
     def close(self) -> None:
         """End the server (it ends when its input does)."""
         self.server.close()
+
+
+def recall(folder: Path, names: list[str]) -> dict[str, tuple[int, int]]:
+    """(found, labelled) torch lines and library lines (a line all of whose rules are the
+    catalog's "Libraries built on torch"), labelled rules found, and findings on lines
+    without a label (out of 0: told, not asserted), over the files ``names``."""
+    libraries = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
+    counts = {key: [0, 0] for key in ("torch lines", "library lines", "rules", "unlabelled")}
+    for name in names:
+        expected, got = truth(folder, name), findings(folder, name)
+        for line, rules in expected.items():
+            key = "library lines" if rules <= libraries else "torch lines"
+            counts[key][0] += bool(got.get(line))
+            counts[key][1] += 1
+            counts["rules"][0] += len(rules & got.get(line, set()))
+            counts["rules"][1] += len(rules)
+        counts["unlabelled"][0] += len(set(got) - set(expected))
+    return {key: (a, b) for key, (a, b) in counts.items()}
+
+
+_CITED = re.compile(r"\bline (\d+): (.*?)(?=: |;|$)")  # up to the explanation
+_CODE_WORD = re.compile(r"([A-Za-z_]\w*)(?=[(.\[])")  # a name called, indexed or read from
+
+
+def miscited(source: str, name: str) -> list[tuple[int, str]]:
+    """Findings of ``source`` scanned alone whose reason quotes, as code of "line N"
+    ("line 8: passed to model.to(device)"), a name that is not on line N of this file or
+    in the statement that starts there: (finding's line, reason)."""
+    lines = source.splitlines()
+    wrong = []
+    for finding in scanner.scan_source(source, name):
+        for number, cited in _CITED.findall(finding.reason):
+            near = "\n".join(lines[int(number) - 1 : int(number) + 3])
+            if any(word not in near for word in _CODE_WORD.findall(cited)):
+                wrong.append((finding.line, finding.reason))
+    return wrong
