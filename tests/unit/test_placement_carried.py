@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import collections.abc
 import dataclasses
 import gc
 import types
@@ -128,3 +129,22 @@ def test_objects_holding_no_arrays_are_carried_as_they_are() -> None:
     note, plain = _Attributes({"run": "a", "step": 3}), object()
     moved = tj.to_device({"note": note, "plain": plain, "name": "x", "x": torch.ones(1)}, "cpu")
     assert moved["note"] is note and moved["plain"] is plain and moved["name"] == "x"
+
+
+class _Endless(collections.abc.Sequence):  # type: ignore[type-arg]
+    """A sequence object of a trillion items (a lazy dataset view, say)."""
+
+    def __len__(self) -> int:
+        return 10**12
+
+    def __getitem__(self, index: Any) -> int:
+        if isinstance(index, slice) or index >= 10**12:
+            raise IndexError(index)
+        return int(index)
+
+
+def test_a_long_object_in_a_batch_is_looked_into_only_so_far() -> None:
+    # What a batch may carry is decided from a bounded look: listing the whole object
+    # first would never end here.
+    endless = _Endless()
+    assert tj.to_device({"rows": endless, "y": torch.ones(1)}, "cpu")["rows"] is endless

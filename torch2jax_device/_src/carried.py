@@ -12,6 +12,7 @@ class of the user's, a ``set`` of tensors).
 from __future__ import annotations
 
 import collections.abc
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -95,11 +96,12 @@ def _insides(node: Any) -> list[tuple[str, Any]]:
             found.extend((f".{name}", value) for name, value in attributes.items())
         slots = [name for name in getattr(type(node), "__slots__", ()) if isinstance(name, str)]
         found.extend((f".{name}", getattr(node, name)) for name in slots if hasattr(node, name))
-        if isinstance(node, collections.abc.Mapping):
-            items = list(node.items())[:_LOOK_VALUES]
+        if isinstance(node, collections.abc.Mapping):  # at most _LOOK_VALUES, never all
+            items = itertools.islice(node.items(), _LOOK_VALUES)
             found.extend((f"[{key!r}]", value) for key, value in items)
         elif isinstance(node, (collections.abc.Set, collections.abc.Sequence)):
-            found.extend((f"[{i}]", value) for i, value in enumerate(list(node)[:_LOOK_VALUES]))
+            values = itertools.islice(node, _LOOK_VALUES)
+            found.extend((f"[{i}]", value) for i, value in enumerate(values))
         return found
     except Exception:  # any class's own attribute or iteration code
         return []
