@@ -23,7 +23,7 @@ from jax.sharding import PartitionSpec as P
 import torch2jax_device as tj
 from tests.support.checkpoints import misaligned_empty
 from torch2jax_device._src import host_staging
-from torch2jax_device._src import placement as _placement
+from torch2jax_device._src import batched_transfer as _batched_transfer
 from torch2jax_device._src.interop import ALIGNMENT, aligned_empty
 
 DEVICES = jax.devices("cpu")
@@ -181,9 +181,9 @@ def test_a_cpu_tensor_placed_where_it_is_shares_its_memory_as_in_torch() -> None
 def cpu1_off_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """``to_device`` takes cpu:1 for a device off the CPU, as a GPU: it makes no copy of
     its own, and JAX's copy of a misaligned source runs after ``device_put`` returns."""
-    on_cpu = _placement._on_cpu
+    on_cpu = _batched_transfer.on_cpu
     monkeypatch.setattr(
-        _placement, "_on_cpu", lambda target: on_cpu(target) and DEVICES[1] not in target.device_set
+        _batched_transfer, "on_cpu", lambda target: on_cpu(target) and DEVICES[1] not in target.device_set
     )
 
 
