@@ -22,8 +22,8 @@ from jax.sharding import PartitionSpec as P
 
 import torch2jax_device as tj
 from tests.support.checkpoints import misaligned_empty
-from torch2jax_device._src import host_staging
 from torch2jax_device._src import batched_transfer as _batched_transfer
+from torch2jax_device._src import host_staging
 from torch2jax_device._src.interop import ALIGNMENT, aligned_empty
 
 DEVICES = jax.devices("cpu")
@@ -183,7 +183,9 @@ def cpu1_off_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     its own, and JAX's copy of a misaligned source runs after ``device_put`` returns."""
     on_cpu = _batched_transfer.on_cpu
     monkeypatch.setattr(
-        _batched_transfer, "on_cpu", lambda target: on_cpu(target) and DEVICES[1] not in target.device_set
+        _batched_transfer,
+        "on_cpu",
+        lambda target: on_cpu(target) and DEVICES[1] not in target.device_set,
     )
 
 
