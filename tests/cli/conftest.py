@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import excerpts
 from tests.support.corpus import ScriptRunner
 from tests.support.distributed.launch import worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The real code of the fixture folders, rebuilt from its repositories where clones are at
+# hand, before any test module lists the fixtures (tests/support/excerpts.py).
+for _folder in excerpts.FOLDERS:
+    excerpts.materialize(_folder)
 
 
 @pytest.fixture(scope="session")
