@@ -17,6 +17,7 @@ from . import (
     dlpack,
     environment,
     feeding,
+    helpers,
     libraries,
     names,
     optimizers,
@@ -183,8 +184,8 @@ class Detector(Recogniser):
             distributed.held_no_sync(self, node)
         devices.indexed_device_string(self, node)
         self.generic_visit(node)
-        placement.helper_device_keywords(self, node)  # after the call's own rows
-        placement.project_helper_call(self, node)
+        helpers.helper_device_keywords(self, node)  # after the call's own rows
+        helpers.project_helper_call(self, node)
 
     def method_call(self, call: ast.Call, method: ast.Attribute) -> None:
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
