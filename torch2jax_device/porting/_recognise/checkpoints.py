@@ -31,8 +31,9 @@ _LOAD_REFUSED = {
 _NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric", "state")
 # A project's wrapper of torch.load, by its name: safe_torch_load, _torch_load.
 _TORCH_LOADER = re.compile(r"(^|_)torch_load$")
-# A project's checkpoint loader, by its name: load_checkpoint, load_ckpt, _load_weights.
-_CHECKPOINT_LOADER = re.compile(r"(^|_)load_(checkpoint|ckpt|weights|pretrained)s?$")
+# A project's checkpoint loader, by its name: load_checkpoint, load_ckpt, _load_weights,
+# load_model (nanochat's load_model(source, device)).
+_CHECKPOINT_LOADER = re.compile(r"(^|_)load_(checkpoint|ckpt|weights|pretrained|model)s?$")
 # Classes that run training rather than compute: their load_state_dict restores the run.
 _RUNNER = re.compile(
     r"(Trainer|Solver|Checkpointer|Runner|Engine|Loop|Manager|Callback|Hook|Task|Experiment)$"
@@ -186,12 +187,28 @@ def _saved(r: Recogniser, state: ast.Dict) -> bool:
 
 def _saved_here(r: Recogniser, call: ast.Call) -> bool:
     """``torch.save(state, path)`` (reported itself), or a save function of this file
-    (whose ``torch.save`` is reported in its body)."""
+    whose ``torch.save`` is reported in its body, naming what it saves; not one that
+    forwards its arguments (MAE's ``save_if_main(*args)``: ``torch.save(*args)`` shows
+    no state there)."""
     if r.qualname(call.func) == "torch.save":
         return True
     return isinstance(call.func, ast.Name) and any(
         isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not _forwards_to_torch_save(r, b.node)
         for b in r.file.names.bindings(call.func)
+    )
+
+
+def _forwards_to_torch_save(
+    r: Recogniser, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
+    """``function``'s ``torch.save`` is handed its arguments starred: ``torch.save(*args)``."""
+    return any(
+        isinstance(node, ast.Call)
+        and r.qualname(node.func) == "torch.save"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Starred)
+        for node in ast.walk(function)
     )
 
 

@@ -354,7 +354,9 @@ def keyed_by_type(r: Recogniser, node: ast.Call | ast.Subscript) -> None:
 
 def default_names(r: Recogniser, node: ast.arguments) -> None:
     """``device-string``: a device's name as the default of a parameter that keeps one
-    (``def load(path, device="cuda")``, ``device: str = "cuda"``)."""
+    (``def load(path, device="cuda")``, ``device: str = "cuda"``), or a device type as the
+    default of one that names the accelerator (SAM 2's ``accelerator: str = "cuda"``,
+    then tested ``accelerator == "cuda"``)."""
     positional = [*node.posonlyargs, *node.args]
     with_defaults = positional[len(positional) - len(node.defaults) :]
     pairs = list(zip(with_defaults, node.defaults, strict=True))
@@ -369,6 +371,18 @@ def default_names(r: Recogniser, node: ast.arguments) -> None:
         ):
             replacement = f"{argument.arg}=tj.device({r.text(default)})"
             r.add(default, "device-string", replacement)
+        elif (
+            isinstance(default, ast.Constant)
+            and default.value in _TYPES
+            and argument.arg.strip("_").lower() == "accelerator"
+        ):
+            r.add(
+                default,
+                "device-string",
+                f"{argument.arg}={r.text(default)}  # a device type: "
+                "tj.accelerator.current_accelerator().type answers it, tj.device(d).type "
+                "gives it from a device",
+            )
 
 
 def _device_type_name(node: ast.AST) -> bool:

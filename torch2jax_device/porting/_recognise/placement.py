@@ -21,6 +21,7 @@ from .._values import (
     TORCH_DEVICE,
     TORCH_MODULE,
     TORCH_TENSOR,
+    last_name,
 )
 from .._written import short_text
 from . import device_strings, libraries, optimizers
@@ -33,6 +34,7 @@ __all__ = [
     "move",
     "move_by_name",
     "parameters_call",
+    "parameters_counted",
     "to_call",
     "unbound_move",
 ]
@@ -346,15 +348,25 @@ def _iterated(r: Recogniser, node: ast.expr) -> bool:
 
 def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
     """``device.type`` (``self._device.type``, ``torch_device.type``) compared with a
-    device type's name: the type of a device kept in a name or setting and made elsewhere
-    (a parameter, a container's element: it must become a ``tj.device``). One this file
-    makes with ``torch.device``, or a loop's over a list of them, is reported where it is
-    made (``device-type``), and a ``tj.device`` answers ``.type`` as torch's;
-    ``x.device.type`` is the tensor's, above."""
+    device type's name (or a set of them: ``device.type in {"cpu", "mps"}``), or kept in
+    the name of the device it is read from (``device = device.type``): the type of a
+    device kept in a name or setting and made elsewhere (a parameter, a container's
+    element: it must become a ``tj.device``). One this file makes with ``torch.device``,
+    or a loop's over a list of them, is reported where it is made (``device-type``), and a
+    ``tj.device`` answers ``.type`` as torch's; ``x.device.type`` is the tensor's, above."""
     receiver = node.value
     parent = r.parent(node)
+    if isinstance(parent, ast.Compare):
+        typed = any(_names_device_types(side) for side in (parent.left, *parent.comparators))
+    else:  # device = device.type: the name now keeps the type
+        typed = (
+            isinstance(parent, ast.Assign)
+            and parent.value is node
+            and any(r.text(target) == r.text(receiver) for target in parent.targets)
+        )
     return (
-        node.attr == "type"
+        typed
+        and node.attr == "type"
         and isinstance(node.ctx, ast.Load)
         and isinstance(receiver, (ast.Name, ast.Attribute))
         and not (isinstance(receiver, ast.Attribute) and receiver.attr == "device")
@@ -362,12 +374,14 @@ def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
         and device_strings.keeps_device(receiver)
         and TORCH_DEVICE not in r.file.values.kinds(receiver)  # made here: a tj.device's .type
         and not _iterated(r, receiver)  # for device in devices: the list's, where it is made
-        and isinstance(parent, ast.Compare)
-        and any(
-            isinstance(side, ast.Constant) and side.value in device_strings.DEVICE_TYPES
-            for side in (parent.left, *parent.comparators)
-        )
     )
+
+
+def _names_device_types(node: ast.expr) -> bool:
+    """``"cuda"``, or ``{"cpu", "mps"}`` (a tuple, list or set of device types)."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_names_device_types(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and node.value in device_strings.DEVICE_TYPES
 
 
 def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
@@ -512,6 +526,57 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
             if advice is None or advice[1].startswith("#")
             else f"{target} = {advice[1]}  # its state is made beside the model's arrays",
         )
+
+
+# A running total named as a count: num_parameters, n_params, total, count, size.
+_COUNT_NAME = re.compile(r"param|count|total|size|^n$|^n_|^num", re.IGNORECASE)
+# What a loop over a model's parameters iterates: model.parameters(), a group["params"].
+_PARAMETERS = frozenset({"parameters", "named_parameters"})
+
+
+def parameters_counted(r: Recogniser, node: ast.AugAssign) -> None:
+    """``parameter-count``: a model's parameters counted in a loop (``for p in
+    model.parameters(): n += p.numel()``; LAVIS's ``for p in group["params"]:
+    num_parameters += p.data.nelement()``)."""
+    value = node.value
+    if not (
+        isinstance(node.op, ast.Add)
+        and _COUNT_NAME.search(last_name(node.target) or "")
+        and isinstance(value, ast.Call)
+        and not value.args
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("numel", "nelement")
+    ):
+        return
+    counted = value.func.value
+    if isinstance(counted, ast.Attribute) and counted.attr == "data":
+        counted = counted.value
+    loop = r.parent(node)
+    while loop is not None and not isinstance(loop, (ast.For, ast.FunctionDef)):
+        loop = r.parent(loop)
+    if not isinstance(loop, ast.For):
+        return
+    target = loop.target  # for p in model.parameters(), for name, p in named_parameters()
+    if isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[-1]
+    if (
+        isinstance(counted, ast.Name)
+        and isinstance(target, ast.Name)
+        and target.id == counted.id
+        and _iterates_parameters(loop.iter)
+    ):
+        r.add(node, "parameter-count")
+
+
+def _iterates_parameters(node: ast.expr) -> bool:
+    """``model.parameters()``, ``group["params"]``: a model's parameters."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in _PARAMETERS
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == "params"
+    )
 
 
 def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:

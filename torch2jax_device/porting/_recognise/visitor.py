@@ -109,6 +109,8 @@ class Detector(Recogniser):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
             return True
+        if names.private(self, node, name, call):
+            return True
         if placement.unbound_move(self, node, name, call):
             return True
         if call is not None and any(k.arg == "device" for k in call.keywords):
@@ -171,6 +173,7 @@ class Detector(Recogniser):
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
         environment.project_reader(self, node)
+        environment.launcher_argument(self, node)
         device_strings.string_test(self, node)
         device_strings.split_name(self, node)
         device_strings.keyed_by_type(self, node)
@@ -183,6 +186,7 @@ class Detector(Recogniser):
             names.called_through_a_name(self, node)
             distributed.held_no_sync(self, node)
         devices.indexed_device_string(self, node)
+        devices.project_device_class(self, node)
         self.generic_visit(node)
         helpers.helper_device_keywords(self, node)  # after the call's own rows
         helpers.project_helper_call(self, node)
@@ -232,6 +236,8 @@ class Detector(Recogniser):
             self.add(call, "cuda-stream", position=where)
         elif name == "no_sync" and not call.args:
             self.add(call, "ddp-no-sync", position=where)
+        elif name == "register_comm_hook":  # DDP's and FSDP's gradient reduction
+            self.add(call, "dist-ddp-gradient", distributed.COMM_HOOK_ADVICE, position=where)
         elif name == "set_requires_gradient_sync":  # FSDP2's FSDPModule: no_sync's twin
             self.add(call, "ddp-no-sync", position=where)
         elif _FSDP.search(name) and not distributed.defined_here(self, method):
@@ -348,6 +354,8 @@ class Detector(Recogniser):
             self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
         libraries.placement_keys(self, node)
+        libraries.project_launcher(self, node)
+        distributed.device_keys_spread(self, node)
         settings.placement_value(self, node)
         settings.model_flags(self, node)
         self.generic_visit(node)
@@ -361,6 +369,7 @@ class Detector(Recogniser):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         device_strings.index_appended(self, node)
+        placement.parameters_counted(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -408,6 +417,7 @@ class Detector(Recogniser):
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
         libraries.placement_keys(self, node)
+        distributed.device_keys_spread(self, node)
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)

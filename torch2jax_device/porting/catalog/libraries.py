@@ -423,6 +423,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Trainer.save_model",
             "Trainer._save",
             "Trainer._save_checkpoint",
+            # a subclass of Lightning's ModelCheckpoint calling its savers
+            "ModelCheckpoint._save_topk_checkpoint",
+            "ModelCheckpoint._save_last_checkpoint",
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
