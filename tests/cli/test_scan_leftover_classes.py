@@ -89,6 +89,25 @@ def test_a_cpu_activity_or_a_member_on_the_calls_own_line_is_not_reported_again(
     assert len([f for f in scan_text(inline) if f.line == 2]) == 1, inline
 
 
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        ("dist.all_reduce", "op=dist.ReduceOp.SUM"),
+        ("dist.init_process_group", "backend=dist.Backend.NCCL"),
+        ("torch.distributed.all_reduce", "op=torch.distributed.ReduceOp.MAX"),
+    ],
+)
+def test_a_calls_own_enum_argument_on_its_own_line_is_not_reported_again(
+    call: str, argument: str
+) -> None:
+    # No row names ReduceOp or Backend: they are the call's arguments, its finding covers them.
+    source = (
+        f"import torch\nimport torch.distributed as dist\n{call}(\n    t,\n    {argument},\n)\n"
+    )
+    assert rules_on(source, 3) != set(), source
+    assert rules_on(source, 5) == set(), source
+
+
 # -- a DataLoader whose workers' start method comes from a setting ---------------------------
 _FORKING_CONTEXTS = (
     "cfg.multiprocessing_context",
@@ -119,14 +138,18 @@ def test_workers_whose_context_may_fork_are_dataloader_workers(
 
 
 @pytest.mark.parametrize(
-    "context", ['"spawn"', '"forkserver"', 'multiprocessing.get_context("spawn")']
+    "context", ['"spawn"', '"forkserver"', 'multiprocessing.get_context("spawn")', "ctx"]
 )
 def test_workers_that_do_not_fork_are_not(context: str) -> None:
     source = (
         "import multiprocessing\nfrom torch.utils.data import DataLoader\n"
+        'ctx = multiprocessing.get_context("spawn")\n'
         f"loader = DataLoader(data, num_workers=4, multiprocessing_context={context})\n"
     )
-    assert rules_on(source, 3) == set(), source
+    assert rules_on(source, 4) == set(), source
+    forking = source.replace('get_context("spawn")', 'get_context("fork")')
+    changed = context == "ctx" or "get_context" in context
+    assert rules_on(forking, 4) == ({"dataloader-workers"} if changed else set()), forking
 
 
 # -- a project's alias of torch.device ---------------------------------------------------------

@@ -81,7 +81,7 @@ def workers(r: Recogniser, call: ast.Call) -> None:
     if count is None or (isinstance(count.value, ast.Constant) and count.value.value == 0):
         return
     context = keywords.get("multiprocessing_context")
-    if context is not None and _starts_without_fork(context.value):
+    if context is not None and _starts_without_fork(r, context.value):
         return
     reason = (
         "its workers fork, and a fork after JAX has started can deadlock (at run time "
@@ -99,10 +99,19 @@ def workers(r: Recogniser, call: ast.Call) -> None:
     )
 
 
-def _starts_without_fork(context: ast.expr) -> bool:
-    """``multiprocessing_context="spawn"`` (or ``"forkserver"``, or
-    ``multiprocessing.get_context("spawn")``): workers that do not fork. A context read from
-    a setting may be None, a fork on Linux."""
+def _starts_without_fork(r: Recogniser, context: ast.expr) -> bool:
+    """``multiprocessing_context="spawn"`` (or ``"forkserver"``,
+    ``multiprocessing.get_context("spawn")``, or a name every assignment of which is one):
+    workers that do not fork. A context read from a setting may be None, a fork on Linux."""
+    if isinstance(context, ast.Name):
+        values = [
+            b.value
+            for b in r.file.names.bindings(context)
+            if b.kind == "assign" and b.element is None and b.value is not None
+        ]
+        return bool(values) and all(
+            not isinstance(v, ast.Name) and _starts_without_fork(r, v) for v in values
+        )
     if isinstance(context, ast.Call) and last_name(context.func) == "get_context":
         context = context.args[0] if context.args else ast.Constant(None)
     return isinstance(context, ast.Constant) and context.value in ("spawn", "forkserver")

@@ -8,6 +8,7 @@ import ast
 
 from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
+from .device_strings import DEVICE_TYPES
 from .distributed import all_reduce_advice
 from .feeding import data_generator
 from .libraries import collective_advice, device_context_advice, process_advice
@@ -230,15 +231,24 @@ def inside_reported_call(r: Recogniser, node: ast.AST) -> bool:
     return False
 
 
+# A member naming an accelerator: ProfilerActivity.CUDA, .XPU, .MTIA.
+_ACCELERATORS = (DEVICE_TYPES | {"mtia"}) - {"cpu"}
+
+
 def _own_line_member(r: Recogniser, node: ast.AST, call: ast.Call) -> bool:
-    """An enum member of torch's a multi-line call is given on a later line of its own
-    (``state_dict_type=StateDictType.SHARDED_STATE_DICT`` inside ``FSDP.state_dict_type(``,
-    ``ProfilerActivity.CUDA`` inside ``torch.profiler.profile(``): a choice the porter
-    reads on that line, reported there. A CPU member chooses no device."""
-    return (
+    """An enum member of torch's given to a multi-line call on a later line of its own,
+    choosing what a row is about: a member of a class a row names
+    (``state_dict_type=StateDictType.SHARDED_STATE_DICT`` inside ``FSDP.state_dict_type(``)
+    or one naming an accelerator (``ProfilerActivity.CUDA`` inside
+    ``torch.profiler.profile(``): the porter reads the choice on that line, reported there.
+    A CPU member chooses no device; ``op=dist.ReduceOp.SUM``, ``dist.Backend.NCCL`` are
+    the call's own arguments (no row names their class)."""
+    if not (
         isinstance(node, ast.Attribute)
         and node.lineno > call.lineno
         and node.attr.isupper()
         and node.attr != "CPU"
-        and r.qualname(node.value) is not None
-    )
+    ):
+        return False
+    owner = r.qualname(node.value)
+    return owner is not None and (owner in ADVICE or node.attr.lower() in _ACCELERATORS)
