@@ -621,3 +621,19 @@ def test_a_seed_read_not_set_keeps_the_rows_advice() -> None:
     (found,) = [f for f in scan_text("import torch\ns = torch.initial_seed()\n") if f.line == 2]
     assert found.rule == "manual-seed"
     assert found.replacement == catalog.get("manual-seed").tj
+
+
+@pytest.mark.parametrize(
+    ("made", "line"),
+    [
+        ("g = torch.Generator().manual_seed({s})", 2),
+        ('g = torch.Generator(device="cpu").manual_seed({s})', 2),
+        ("g = torch.Generator()\ng.manual_seed({s})", 3),
+    ],
+)
+@pytest.mark.parametrize("seed", _SEEDS)
+def test_a_generators_seed_keys_jax(made: str, line: int, seed: str) -> None:
+    source = f"import torch\n{made.format(s=seed)}\n"
+    found = [f for f in scan_text(source) if f.line == line]
+    assert [f.rule for f in found] == ["generator-device"], source
+    assert found[0].replacement.startswith(f"key = jax.random.key({seed})"), found[0]

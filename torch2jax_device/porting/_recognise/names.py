@@ -13,7 +13,14 @@ from .distributed import all_reduce_advice
 from .feeding import data_generator
 from .libraries import collective_advice, device_context_advice, process_advice
 
-__all__ = ["advice", "called_through_a_name", "inside_reported_call", "private", "rename"]
+__all__ = [
+    "advice",
+    "called_through_a_name",
+    "generator_seed_advice",
+    "inside_reported_call",
+    "private",
+    "rename",
+]
 
 # torch2jax_device names whose result is JAX arrays where torch's was tensors.
 _ARRAY_RESULTS = frozenset(
@@ -120,6 +127,10 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
         fitting = _profiler_range(r, node, call)
     elif row.id in ("manual-seed", "library-seed") and call is not None:
         fitting = _seed_advice(r, call)
+    if call is not None and name == "torch.Generator":
+        seeded = r.parent(call)  # torch.Generator().manual_seed(args.seed)
+        if isinstance(seeded, ast.Attribute) and seeded.attr == "manual_seed":
+            fitting = generator_seed_advice(r, r.parent(seeded))
     candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)
@@ -145,6 +156,15 @@ def _seed_advice(r: Recogniser, call: ast.Call) -> str | None:
         f"key = jax.random.key({written})  # {r.text(call)} {still}: keep it while torch "
         "feeds the port; pass the key (jax.random.split for more) to each random call"
     )
+
+
+def generator_seed_advice(r: Recogniser, seeding: ast.AST | None) -> str | None:
+    """``generator.manual_seed(args.seed)`` -> a key from the script's own seed; ``None``
+    for another call (the row's advice)."""
+    if not (isinstance(seeding, ast.Call) and len(seeding.args) == 1 and not seeding.keywords):
+        return None
+    seed = r.text(seeding.args[0])
+    return f"key = jax.random.key({seed})\nx = jax.random.normal(key, (3,))"
 
 
 def _profiler_range(r: Recogniser, node: ast.expr, call: ast.Call | None) -> str | None:

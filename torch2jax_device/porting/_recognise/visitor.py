@@ -262,7 +262,9 @@ class Detector(Recogniser):
             if rule == "lr-scheduler" and len(kinds) > 1:
                 rule = None  # rebound by a library (accelerator.prepare): its scheduler now
             if rule is not None:
-                candidate = self.add(call, rule, position=where)
+                seeded = rule == "generator-device" and name == "manual_seed"
+                fitting = names.generator_seed_advice(self, call) if seeded else None
+                candidate = self.add(call, rule, fitting, position=where)
                 if rule == "generator-device":
                     candidate.reason = feeding.data_generator(self, receiver)
 
