@@ -1,7 +1,8 @@
-"""A project's own helpers: a call of a function the project defines that places, loads or
-wraps a device idiom (``create_model_and_transforms(..., device=device)``,
-``utils.to_device(batch, device)``) is the script's placement, reported as advice: the
-helper is ported where it is defined."""
+"""A project's own helpers: a call of a function the project defines that places, loads,
+wraps a device idiom or builds the library's launcher
+(``create_model_and_transforms(..., device=device)``, ``utils.to_device(batch, device)``,
+``accelerator = make_accelerator(cfg)``) is the script's device work, reported as advice:
+the helper is ported where it is defined."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .._values import last_name
 from . import checkpoints, device_strings, libraries, optimizers
 from .base import Recogniser
 
-__all__ = ["helper_device_keywords", "project_helper_call"]
+__all__ = ["helper_device_keywords", "project_helper_call", "project_launcher"]
 
 # What a project's helper told device= makes, by its name or the name of what it returns:
 # a model (create_model_and_transforms, ModelEMA, load_model), a batch moved
@@ -158,4 +159,31 @@ def _is_docstring(statement: ast.stmt) -> bool:
         isinstance(statement, ast.Expr)
         and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
+    )
+
+
+# A project's factory of the library's launcher: make_accelerator, build_fabric.
+_LAUNCHER_FACTORY = re.compile(r"^_?(make|build|create|setup|init|get)_(accelerator|fabric)$")
+# The names the libraries' documentation gives their launchers.
+_LAUNCHER_NAMES = frozenset({"accelerator", "fabric"})
+
+
+def project_launcher(r: Recogniser, node: ast.Assign) -> None:
+    """``library-launcher``: ``accelerator = make_accelerator(cfg)``, a project's factory
+    (LeRobot's) of the launcher, kept under the name the library's documentation gives it
+    (``accelerator.device`` and the like are then reported as its members)."""
+    value = node.value
+    if not (
+        isinstance(value, ast.Call)
+        and len(node.targets) == 1
+        and last_name(node.targets[0]) in _LAUNCHER_NAMES
+        and _LAUNCHER_FACTORY.match(last_name(value.func) or "")
+        and not (r.qualname(value.func) or "").startswith(("torch", "deepspeed", "accelerate"))
+        and id(value) not in r.reported
+    ):
+        return
+    found = r.add(value, "library-launcher")
+    found.reason = (
+        f"{r.text(value.func)} is the project's own: it builds the launcher; port it where it "
+        "is defined"
     )

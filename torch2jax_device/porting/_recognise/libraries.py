@@ -16,7 +16,6 @@ are followed through the dictionaries that carry them into ``from_pretrained(**k
 from __future__ import annotations
 
 import ast
-import re
 
 from .. import catalog
 from .._names import Binding
@@ -37,7 +36,6 @@ __all__ = [
     "placement_defaults",
     "placement_keys",
     "process_advice",
-    "project_launcher",
 ]
 
 _CLASSES = (
@@ -779,29 +777,4 @@ def _placement_advice(r: Recogniser, key: str, shown: str, value: ast.expr | Non
     return (
         f'model = tj.load_state(model, path, device_map={shown})  # "auto" or '
         "{module prefix: device}"
-    )
-
-
-# A project's factory of the library's launcher: make_accelerator, build_fabric.
-_LAUNCHER_FACTORY = re.compile(r"^_?(make|build|create|setup|init|get)_(accelerator|fabric)$")
-
-
-def project_launcher(r: Recogniser, node: ast.Assign) -> None:
-    """``library-launcher``: ``accelerator = make_accelerator(cfg)``, a project's factory
-    (LeRobot's) of the launcher, kept under the name the library's documentation gives it
-    (``accelerator.device`` and the like are then reported as its members)."""
-    value = node.value
-    if not (
-        isinstance(value, ast.Call)
-        and len(node.targets) == 1
-        and last_name(node.targets[0]) in _OWNER_NAMES
-        and _LAUNCHER_FACTORY.match(last_name(value.func) or "")
-        and not (r.qualname(value.func) or "").startswith(("torch", "deepspeed", "accelerate"))
-        and id(value) not in r.reported
-    ):
-        return
-    found = r.add(value, "library-launcher")
-    found.reason = (
-        f"{r.text(value.func)} is the project's own: it builds the launcher; port it where it "
-        "is defined"
     )

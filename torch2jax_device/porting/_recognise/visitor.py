@@ -356,7 +356,7 @@ class Detector(Recogniser):
             self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
         libraries.placement_keys(self, node)
-        libraries.project_launcher(self, node)
+        helpers.project_launcher(self, node)
         distributed.device_keys_spread(self, node)
         settings.placement_value(self, node)
         settings.model_flags(self, node)
