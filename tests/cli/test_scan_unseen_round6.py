@@ -127,7 +127,8 @@ the corpus, the wild set and round five), ``.half()`` on a state-dict value (nan
 ``v.float()`` on one is unlabelled), ``set_peft_model_state_dict`` (unlabelled in round
 five's alpaca-lora), ``graph.replay()`` (unlabelled in xFormers), a device handed
 positionally to a project's helper (open_clip's ``tensorize_learning_rate(optimizer,
-device)``: five unlabelled lines elsewhere), ``trainer.save_state()`` (as above),
+device)``: five unlabelled lines elsewhere), ``trainer.save_state()`` (as above;
+labelled in Qwen's and StarCoder's files, unlabelled in FastChat's and LLaVA's),
 ``device.type`` on a torch.device this file makes (SAM 2, as above), and
 ``torch.xpu_empty_cache()`` (no such function: the original's typo).
 """
