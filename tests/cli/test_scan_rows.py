@@ -280,11 +280,14 @@ def test_an_fsdp_wrap_gets_the_sharding_advice_not_a_gather() -> None:
         )
     """
     found = [f for f in scan_text(source) if f.rule != "startup-order"]
-    # One finding for the FSDP call covers its arguments (ShardingStrategy.FULL_SHARD).
+    # The FSDP call's finding covers its arguments; a catalog enum's member given on a line
+    # of its own (ShardingStrategy.FULL_SHARD) is reported there too, as a catalog class
+    # built on its own line (CPUOffload(...)) is.
     assert [(f.line, f.rule) for f in found] == [
         (8, "dist-fsdp"),
         (9, "dist-fsdp"),
         (10, "dist-fsdp"),
+        (14, "dist-fsdp"),
     ]
     assert all(f.rule == "dist-fsdp" for f in found)
     assert all('P("fsdp")' in f.replacement for f in found)

@@ -47,7 +47,9 @@ labelling counts as device lines and this round's labels left out: an optimizer 
 made elsewhere (``self.optimizer.state_dict()``, ``accelerator.scaler``), a device handed to
 a project's helper (``load_model(name, device=device)``), the partial that binds litgpt's
 FSDP wrapper; six ``Agent(envs).to(device)`` lines are now ``module-to`` (the class is a
-model) where these labels say ``tensor-to-device``.
+model) where these labels say ``tensor-to-device``. Round six's leftover classes
+(``tests/cli/test_scan_leftover_classes.py``) left these figures as they were: 391/391,
+184/184, rules 609/620, unlabelled 27; the floors below are those figures.
 """
 
 from __future__ import annotations
@@ -89,13 +91,13 @@ def test_recall_on_torch_lines_and_library_lines() -> None:
     found = figures()
     torch_found, torch_lines = found["torch lines"]
     library_found, library_lines = found["library lines"]
-    assert torch_found / torch_lines >= 0.97, found
-    assert library_found / library_lines >= 0.8, found
+    assert torch_found / torch_lines >= 1.0, found
+    assert library_found / library_lines >= 1.0, found
 
 
 def test_the_rules_found_are_the_rules_labelled() -> None:
     rules_found, rules_labelled = figures()["rules"]
-    assert rules_found / rules_labelled >= 0.95
+    assert rules_found / rules_labelled >= 0.982  # 609/620
 
 
 @pytest.mark.parametrize("name", FILES)

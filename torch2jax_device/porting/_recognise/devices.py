@@ -9,7 +9,7 @@ import ast
 from .._tables import ADVICE, RENAMES, wildcard
 from ..catalog.availability import ACCELERATOR_MODULES
 from .base import Recogniser
-from .device_strings import DEVICE_TYPES
+from .device_strings import DEVICE_TYPES, names_a_device
 
 __all__ = [
     "default_device_block",
@@ -73,6 +73,39 @@ def device_call(r: Recogniser, call: ast.Call) -> None:
         effect="value",
         subject=call,
         policy="device",
+    )
+
+
+# Packages whose ``Device`` classes are no alias of torch.device (their own devices).
+_OWN_DEVICES = frozenset(
+    "torch torch2jax_device jax jaxlib cupy numba tensorflow tvm pyopencl mlx wgpu".split()
+)
+
+
+def project_device_class(r: Recogniser, call: ast.Call) -> None:
+    """``Device("cuda", index=0)`` where ``Device`` is a project's own name
+    (``from fairseq2.device import Device``, fairseq2's alias of torch.device) called with
+    a device's name: the ``device-*`` row of the same call of torch.device, as advice
+    (the file cannot show that it is the alias)."""
+    name = r.qualname(call.func)
+    first = call.args[0] if call.args else None
+    spec = first.value if isinstance(first, ast.Constant) else None
+    if (
+        name is None
+        or name.rsplit(".", 1)[-1] != "Device"
+        or name.split(".")[0] in _OWN_DEVICES
+        or not (isinstance(spec, str) and names_a_device(spec))
+        or id(call) in r.reported
+    ):
+        return
+    if len(call.args) == 2 or any(k.arg == "index" for k in call.keywords):
+        rule = "device-type-index"
+    else:
+        rule = "device-indexed" if ":" in spec else "device-type"
+    found = r.add(call, rule, f"tj.device({r.arguments(call)})")
+    found.reason = (
+        f"{name} is the project's own: where it is torch.device (an alias), it becomes "
+        "tj.device with the same arguments"
     )
 
 

@@ -8,11 +8,14 @@ import ast
 
 from .._values import DEVICE_MESH, WRAPPED, last_name
 from .base import Recogniser
+from .libraries import carried_values
 
 __all__ = [
+    "COMM_HOOK_ADVICE",
     "MESH_METHODS",
     "all_reduce_advice",
     "collective_advice",
+    "device_keys_spread",
     "held_no_sync",
     "mesh_query",
     "wrapper_attribute",
@@ -21,6 +24,30 @@ __all__ = [
 #: A torch ``DeviceMesh``'s methods that ask where this process is in it; none of them is
 #: a method of JAX's ``Mesh`` (whose ``size`` is a number, not a call).
 MESH_METHODS = frozenset({"get_local_rank", "get_rank", "size", "get_group", "get_coordinate"})
+
+#: DDP's (and FSDP's) ``register_comm_hook``: how the gradients' all-reduce runs.
+COMM_HOOK_ADVICE = (
+    "# no hook: jax.jit inserts the gradients' all-reduce; to compress it, cast the "
+    "gradients (jax.tree.map(lambda g: g.astype(jnp.bfloat16), grads)) inside the step"
+)
+
+# torch's distributed calls that take a device: their row, and the keys that name it.
+_DEVICE_KEYS = {
+    "torch.distributed.init_process_group": ("dist-init-process-group", ("device_id",)),
+    "torch.distributed.distributed_c10d.init_process_group": (
+        "dist-init-process-group",
+        ("device_id",),
+    ),
+    "torch.nn.parallel.DistributedDataParallel": (
+        "dist-ddp-gradient",
+        ("device_ids", "output_device"),
+    ),
+    "torch.nn.parallel.distributed.DistributedDataParallel": (
+        "dist-ddp-gradient",
+        ("device_ids", "output_device"),
+    ),
+    "torch.distributed.fsdp.FullyShardedDataParallel": ("dist-fsdp", ("device_id",)),
+}
 
 
 def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
@@ -292,3 +319,44 @@ def held_no_sync(r: Recogniser, node: ast.AST) -> None:
         )
     ):
         r.add(node, "ddp-no-sync")
+
+
+def device_keys_spread(r: Recogniser, node: ast.Assign | ast.Dict) -> None:
+    """A device kept in a dict that is spread into torch's distributed call
+    (``kwargs["device_id"] = device`` then ``dist.init_process_group(**kwargs)``;
+    ``{"device_ids": [rank]}`` spread into ``DistributedDataParallel``): the call's row,
+    on the line the device is given."""
+    reported: list[tuple[ast.AST, object]] = []  # (node reported, the key)
+    if isinstance(node, ast.Dict):
+        holder = r.parent(node)
+        if not (isinstance(holder, ast.Assign) and len(holder.targets) == 1):
+            return
+        kept = holder.targets[0]
+        reported = [(k, k.value) for k in node.keys if isinstance(k, ast.Constant)]
+    else:
+        targets = [t for t in node.targets if isinstance(t, ast.Subscript)]
+        if len(targets) != 1 or not isinstance(targets[0].slice, ast.Constant):
+            return
+        kept = targets[0].value
+        reported = [(targets[0], targets[0].slice.value)]
+    for where, key in reported:
+        for name, (rule, named) in _DEVICE_KEYS.items():
+            if key in named and _spread_into(r, kept, name):
+                found = r.add(where, rule)
+                found.reason = (
+                    f"{key} is spread into {name.rsplit('.', 1)[1]}(**{r.text(kept)}): "
+                    "the device it is given"
+                )
+
+
+def _spread_into(r: Recogniser, kept: ast.expr, name: str) -> bool:
+    """The dict ``kept`` names is spread (``**kept``) into a call of ``name``."""
+    _, uses = carried_values(r, kept)
+    for use in uses:
+        keyword = r.parent(use)
+        if not (isinstance(keyword, ast.keyword) and keyword.arg is None):
+            continue
+        call = r.parent(keyword)
+        if isinstance(call, ast.Call) and r.qualname(call.func) == name:
+            return True
+    return False

@@ -15,6 +15,7 @@ from .base import Recogniser
 
 __all__ = [
     "ENVIRONMENT_READERS",
+    "launcher_argument",
     "project_reader",
     "variable_check",
     "variable_names",
@@ -39,6 +40,7 @@ _ENVIRONMENT = {
     "MASTER_PORT": ("dist-env", _WRITTEN),
     "CUDA_VISIBLE_DEVICES": ("cuda-visible-devices", None),
     "PYTORCH_CUDA_ALLOC_CONF": ("cuda-alloc-conf", None),
+    "PYTORCH_ALLOC_CONF": ("cuda-alloc-conf", None),  # its name since torch 2.9
     "CUBLAS_WORKSPACE_CONFIG": ("deterministic", None),
     # the node's rank, set by the launchers that start one process per node's device
     "NODE_RANK": ("dist-env", "jax.process_index() // jax.local_device_count()"),
@@ -372,3 +374,26 @@ def _variable(name: object) -> tuple[str, str | None] | None:
             "nothing: call jax.block_until_ready(x) where a result must be waited for",
         )
     return None
+
+
+# The argument torch.distributed.launch and DeepSpeed's launcher give each process.
+_LOCAL_RANK_ARGUMENTS = frozenset({"--local_rank", "--local-rank"})
+
+
+def launcher_argument(r: Recogniser, call: ast.Call) -> None:
+    """``dist-local-rank``: ``parser.add_argument("--local_rank", type=int)``, the local
+    rank torch's older launchers (and DeepSpeed's) pass as an argument; torchrun sets
+    ``LOCAL_RANK`` instead."""
+    func = call.func
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr == "add_argument"
+        and any(isinstance(a, ast.Constant) and a.value in _LOCAL_RANK_ARGUMENTS for a in call.args)
+        and id(call) not in r.reported
+    ):
+        r.add(
+            call,
+            "dist-local-rank",
+            "local_rank = tj.distributed.get_local_rank()  # no --local_rank argument: "
+            "torch2jax-device run (like torchrun) sets LOCAL_RANK",
+        )

@@ -7,6 +7,7 @@ import ast
 
 from .._rewrites import Rewrite
 from .._values import TJ, last_name
+from .._written import short_text
 from .base import Recogniser
 
 __all__ = [
@@ -77,21 +78,43 @@ def workers(r: Recogniser, call: ast.Call) -> None:
         return
     keywords = {k.arg: k for k in call.keywords}
     count = keywords.get("num_workers")
-    if (
-        count is None
-        or "multiprocessing_context" in keywords
-        or (isinstance(count.value, ast.Constant) and count.value.value == 0)
-    ):
+    if count is None or (isinstance(count.value, ast.Constant) and count.value.value == 0):
         return
-    r.add(
-        count,
-        "dataloader-workers",
-        position=r.file.position(r.file.span(count)[0]),
-        reason=(
-            "its workers fork, and a fork after JAX has started can deadlock (at run time "
-            'tj.ForkAfterJaxWarning says so): give the DataLoader multiprocessing_context="spawn"'
-        ),
+    context = keywords.get("multiprocessing_context")
+    if context is not None and _starts_without_fork(r, context.value):
+        return
+    reason = (
+        "its workers fork, and a fork after JAX has started can deadlock (at run time "
+        'tj.ForkAfterJaxWarning says so): give the DataLoader multiprocessing_context="spawn"'
     )
+    if context is not None:
+        reason = (
+            f"its workers start as multiprocessing_context={short_text(context.value)} says, "
+            "which may be None (a fork on Linux), and a fork after JAX has started can deadlock "
+            '(at run time tj.ForkAfterJaxWarning says so): make it "spawn" whenever there are '
+            "workers"
+        )
+    r.add(
+        count, "dataloader-workers", position=r.file.position(r.file.span(count)[0]), reason=reason
+    )
+
+
+def _starts_without_fork(r: Recogniser, context: ast.expr) -> bool:
+    """``multiprocessing_context="spawn"`` (or ``"forkserver"``,
+    ``multiprocessing.get_context("spawn")``, or a name every assignment of which is one):
+    workers that do not fork. A context read from a setting may be None, a fork on Linux."""
+    if isinstance(context, ast.Name):
+        values = [
+            b.value
+            for b in r.file.names.bindings(context)
+            if b.kind == "assign" and b.element is None and b.value is not None
+        ]
+        return bool(values) and all(
+            not isinstance(v, ast.Name) and _starts_without_fork(r, v) for v in values
+        )
+    if isinstance(context, ast.Call) and last_name(context.func) == "get_context":
+        context = context.args[0] if context.args else ast.Constant(None)
+    return isinstance(context, ast.Constant) and context.value in ("spawn", "forkserver")
 
 
 def data_generator(r: Recogniser, node: ast.expr) -> str:

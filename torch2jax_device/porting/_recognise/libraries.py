@@ -38,13 +38,26 @@ __all__ = [
     "process_advice",
 ]
 
-_CLASSES = ("Accelerator", "Fabric", "DeepSpeedEngine", "Trainer", "TrainingArguments")
+_CLASSES = (
+    "Accelerator",
+    "Fabric",
+    "DeepSpeedEngine",
+    "Trainer",
+    "TrainingArguments",
+    "ModelCheckpoint",
+)
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
 #: The libraries' classes whose objects own the device work (annotations, bases).
 _LAUNCHERS = frozenset(
     name
     for name in catalog.get("library-launcher").torch_api
     if name.rsplit(".", 1)[-1][:1].isupper() and name.split(".")[0].islower()
+)
+# Lightning's checkpoint callback: a subclass calls its savers (self._save_topk_checkpoint).
+_MODEL_CHECKPOINTS = frozenset(
+    f"{package}.{path}ModelCheckpoint"
+    for package in ("lightning.pytorch", "pytorch_lightning")
+    for path in ("", "callbacks.", "callbacks.model_checkpoint.")
 )
 #: The libraries' classes whose objects own the device work (annotations, bases): the
 #: launchers, and the objects a script is handed rather than builds (DeepSpeed's engine,
@@ -56,6 +69,7 @@ LIBRARY_CLASSES = _LAUNCHERS | {
     "lightning.pytorch.LightningModule",
     "pytorch_lightning.LightningModule",
     "transformers.TrainerState",
+    *_MODEL_CHECKPOINTS,
 }
 # The libraries' callback classes -> the parameters of their hooks that hold the
 # library's objects (Transformers' on_save(self, args, state, control); Lightning's
@@ -69,6 +83,7 @@ _CALLBACKS = {
             "lightning.pytorch.callbacks.Callback",
             "pytorch_lightning.Callback",
             "pytorch_lightning.callbacks.Callback",
+            *_MODEL_CHECKPOINTS,
         ),
         frozenset({"trainer", "pl_module"}),
     ),
@@ -95,8 +110,11 @@ _OWNER_NAMES = frozenset({"accelerator", "fabric", "model_engine", "training_arg
 # Attributes of a library object that hold another: trainer.args (its TrainingArguments),
 # accelerator.state (its AcceleratorState), trainer.accelerator, a Lightning module's
 # self.trainer.
-# self.trainer; Transformers' trainer.model_wrapped (the DeepSpeed engine under ZeRO).
-_HELD_OBJECTS = frozenset({"args", "state", "accelerator", "trainer", "model_wrapped"})
+# self.trainer; Transformers' trainer.model_wrapped (the DeepSpeed engine under ZeRO);
+# Transformers' training_args.distributed_state (its Accelerate PartialState).
+_HELD_OBJECTS = frozenset(
+    {"args", "state", "accelerator", "trainer", "model_wrapped", "distributed_state"}
+)
 # The keywords of Transformers' Trainer besides args=: a project's class named *Trainer
 # called with args= and one of them is a Trainer (LLaVA's LLaVATrainer(model=, args=)).
 _TRAINER_KEYWORDS = frozenset(
@@ -159,6 +177,8 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
         return False
     if node.attr in _NOT_ON_TRAINERS and _names_trainer(r, node.value):
         return False
+    if node.attr == "distributed_type" and isinstance(node.ctx, ast.Store):
+        row = "library-strategy"  # state.distributed_type = DistributedType.DEEPSPEED
     reported = parent if isinstance(parent, ast.Call) and parent.func is node else node
     fitting = _library_device_advice(r, reported) if row == "library-device" else None
     if row == "library-process":

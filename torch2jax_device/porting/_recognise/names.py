@@ -8,11 +8,19 @@ import ast
 
 from .._tables import ADVICE, RENAMES, wildcard
 from .base import Recogniser
+from .device_strings import DEVICE_TYPES
 from .distributed import all_reduce_advice
 from .feeding import data_generator
 from .libraries import collective_advice, device_context_advice, process_advice
 
-__all__ = ["advice", "called_through_a_name", "inside_reported_call", "rename"]
+__all__ = [
+    "advice",
+    "called_through_a_name",
+    "generator_seed_advice",
+    "inside_reported_call",
+    "private",
+    "rename",
+]
 
 # torch2jax_device names whose result is JAX arrays where torch's was tensors.
 _ARRAY_RESULTS = frozenset(
@@ -42,7 +50,31 @@ _AVAILABLE = {
     "is_torch_cuda_available": "available = tj.cuda.is_available()",
     "is_bf16_available": "bf16 = tj.cuda.is_bf16_supported()",
     "is_torch_bf16_gpu_available": "bf16 = tj.cuda.is_bf16_supported()",
+    "is_ccl_available": (
+        "# JAX chooses its own collectives: tj.distributed.init_process_group() takes no backend"
+    ),
 }
+
+
+# torch's private twins of a row's call, answering otherwise: reported with the row, as
+# advice that says how the answers differ (never renamed).
+_PRIVATE = {
+    "torch._C._get_accelerator": (
+        "accelerator-current",
+        'tj.accelerator.current_accelerator() or tj.device("cpu")  # torch\'s private call '
+        "answers cpu where current_accelerator() answers None",
+    ),
+}
+
+
+def private(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
+    """``torch._C._get_accelerator()``: a private twin of a row's call (lm-evaluation-
+    harness reads ``.type`` from it); ``True`` if reported."""
+    if name not in _PRIVATE or call is None:
+        return False
+    rule, replacement = _PRIVATE[name]
+    r.add(call, rule, replacement)
+    return True
 
 
 def rename(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> bool:
@@ -93,10 +125,46 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
         fitting = device_context_advice(r, helper, call)
     elif row.id == "profiler":
         fitting = _profiler_range(r, node, call)
+    elif row.id in ("manual-seed", "library-seed") and call is not None:
+        fitting = _seed_advice(r, call)
+    if call is not None and name == "torch.Generator":
+        seeded = r.parent(call)  # torch.Generator().manual_seed(args.seed)
+        if isinstance(seeded, ast.Attribute) and seeded.attr == "manual_seed":
+            fitting = generator_seed_advice(r, r.parent(seeded))
     candidate = r.add(call or node, row.id, fitting)
     if call is not None and name == "torch.Generator":
         candidate.reason = data_generator(r, call)
     return True
+
+
+def _seed_advice(r: Recogniser, call: ast.Call) -> str | None:
+    """``torch.manual_seed(args.seed)`` -> ``key = jax.random.key(args.seed)``: the
+    script's own seed (``set_seed(seed)``, ``seed_everything(seed=cfg.seed)`` alike),
+    with what the torch call still does; ``None`` without one (``torch.seed()``: the
+    row's advice)."""
+    seed = call.args[0] if call.args else None
+    seed = next((k.value for k in call.keywords if k.arg == "seed"), seed)
+    if seed is None or isinstance(seed, ast.Starred):
+        return None
+    written = r.text(seed)
+    still = (
+        "still seeds a DataLoader's shuffle (torch's global generator)"
+        if (r.qualname(call.func) or "").startswith("torch.")
+        else "still seeds Python, NumPy and torch (a DataLoader's shuffle)"
+    )
+    return (
+        f"key = jax.random.key({written})  # {r.text(call)} {still}: keep it while torch "
+        "feeds the port; pass the key (jax.random.split for more) to each random call"
+    )
+
+
+def generator_seed_advice(r: Recogniser, seeding: ast.AST | None) -> str | None:
+    """``generator.manual_seed(args.seed)`` -> a key from the script's own seed; ``None``
+    for another call (the row's advice)."""
+    if not (isinstance(seeding, ast.Call) and len(seeding.args) == 1 and not seeding.keywords):
+        return None
+    seed = r.text(seeding.args[0])
+    return f"key = jax.random.key({seed})\nx = jax.random.normal(key, (3,))"
 
 
 def _profiler_range(r: Recogniser, node: ast.expr, call: ast.Call | None) -> str | None:
@@ -173,10 +241,34 @@ def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
 
 
 def inside_reported_call(r: Recogniser, node: ast.AST) -> bool:
-    """``node`` is an argument of a call already reported (whose finding covers it)."""
+    """``node`` is an argument of a call already reported (whose finding covers it), and
+    not a setting the call is given on a line of its own (``_own_line_member``)."""
     parent = r.parent(node)
     while parent is not None and not isinstance(parent, ast.stmt):
         if isinstance(parent, ast.Call) and id(parent) in r.reported:
-            return True
+            return not _own_line_member(r, node, parent)
         parent = r.parent(parent)
     return False
+
+
+# A member naming an accelerator: ProfilerActivity.CUDA, .XPU, .MTIA.
+_ACCELERATORS = (DEVICE_TYPES | {"mtia"}) - {"cpu"}
+
+
+def _own_line_member(r: Recogniser, node: ast.AST, call: ast.Call) -> bool:
+    """An enum member of torch's given to a multi-line call on a later line of its own,
+    choosing what a row is about: a member of a class a row names
+    (``state_dict_type=StateDictType.SHARDED_STATE_DICT`` inside ``FSDP.state_dict_type(``)
+    or one naming an accelerator (``ProfilerActivity.CUDA`` inside
+    ``torch.profiler.profile(``): the porter reads the choice on that line, reported there.
+    A CPU member chooses no device; ``op=dist.ReduceOp.SUM``, ``dist.Backend.NCCL`` are
+    the call's own arguments (no row names their class)."""
+    if not (
+        isinstance(node, ast.Attribute)
+        and node.lineno > call.lineno
+        and node.attr.isupper()
+        and node.attr != "CPU"
+    ):
+        return False
+    owner = r.qualname(node.value)
+    return owner is not None and (owner in ADVICE or node.attr.lower() in _ACCELERATORS)

@@ -9,7 +9,6 @@ import re
 
 from .._flow import is_jitted
 from .._rewrites import Rewrite
-from .._source import SourceFile
 from .._tables import ADVICE
 from .._values import (
     FOREIGN,
@@ -32,11 +31,10 @@ __all__ = [
     "cuda_call",
     "device_attribute",
     "get_device",
-    "helper_device_keywords",
     "move",
     "move_by_name",
     "parameters_call",
-    "project_helper_call",
+    "parameters_counted",
     "to_call",
     "unbound_move",
 ]
@@ -350,15 +348,25 @@ def _iterated(r: Recogniser, node: ast.expr) -> bool:
 
 def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
     """``device.type`` (``self._device.type``, ``torch_device.type``) compared with a
-    device type's name: the type of a device kept in a name or setting and made elsewhere
-    (a parameter, a container's element: it must become a ``tj.device``). One this file
-    makes with ``torch.device``, or a loop's over a list of them, is reported where it is
-    made (``device-type``), and a ``tj.device`` answers ``.type`` as torch's;
-    ``x.device.type`` is the tensor's, above."""
+    device type's name (or a set of them: ``device.type in {"cpu", "mps"}``), or kept in
+    the name of the device it is read from (``device = device.type``): the type of a
+    device kept in a name or setting and made elsewhere (a parameter, a container's
+    element: it must become a ``tj.device``). One this file makes with ``torch.device``,
+    or a loop's over a list of them, is reported where it is made (``device-type``), and a
+    ``tj.device`` answers ``.type`` as torch's; ``x.device.type`` is the tensor's, above."""
     receiver = node.value
     parent = r.parent(node)
+    if isinstance(parent, ast.Compare):
+        typed = any(_names_device_types(side) for side in (parent.left, *parent.comparators))
+    else:  # device = device.type: the name now keeps the type
+        typed = (
+            isinstance(parent, ast.Assign)
+            and parent.value is node
+            and any(r.text(target) == r.text(receiver) for target in parent.targets)
+        )
     return (
-        node.attr == "type"
+        typed
+        and node.attr == "type"
         and isinstance(node.ctx, ast.Load)
         and isinstance(receiver, (ast.Name, ast.Attribute))
         and not (isinstance(receiver, ast.Attribute) and receiver.attr == "device")
@@ -366,12 +374,14 @@ def _type_of_a_kept_device(r: Recogniser, node: ast.Attribute) -> bool:
         and device_strings.keeps_device(receiver)
         and TORCH_DEVICE not in r.file.values.kinds(receiver)  # made here: a tj.device's .type
         and not _iterated(r, receiver)  # for device in devices: the list's, where it is made
-        and isinstance(parent, ast.Compare)
-        and any(
-            isinstance(side, ast.Constant) and side.value in device_strings.DEVICE_TYPES
-            for side in (parent.left, *parent.comparators)
-        )
     )
+
+
+def _names_device_types(node: ast.expr) -> bool:
+    """``"cuda"``, or ``{"cpu", "mps"}`` (a tuple, list or set of device types)."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_names_device_types(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and node.value in device_strings.DEVICE_TYPES
 
 
 def device_attribute(r: Recogniser, node: ast.Attribute) -> bool:
@@ -518,6 +528,57 @@ def parameters_call(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> No
         )
 
 
+# A running total named as a count: num_parameters, n_params, total, count, size.
+_COUNT_NAME = re.compile(r"param|count|total|size|^n$|^n_|^num", re.IGNORECASE)
+# What a loop over a model's parameters iterates: model.parameters(), a group["params"].
+_PARAMETERS = frozenset({"parameters", "named_parameters"})
+
+
+def parameters_counted(r: Recogniser, node: ast.AugAssign) -> None:
+    """``parameter-count``: a model's parameters counted in a loop (``for p in
+    model.parameters(): n += p.numel()``; LAVIS's ``for p in group["params"]:
+    num_parameters += p.data.nelement()``)."""
+    value = node.value
+    if not (
+        isinstance(node.op, ast.Add)
+        and _COUNT_NAME.search(last_name(node.target) or "")
+        and isinstance(value, ast.Call)
+        and not value.args
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("numel", "nelement")
+    ):
+        return
+    counted = value.func.value
+    if isinstance(counted, ast.Attribute) and counted.attr == "data":
+        counted = counted.value
+    loop = r.parent(node)
+    while loop is not None and not isinstance(loop, (ast.For, ast.FunctionDef)):
+        loop = r.parent(loop)
+    if not isinstance(loop, ast.For):
+        return
+    target = loop.target  # for p in model.parameters(), for name, p in named_parameters()
+    if isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[-1]
+    if (
+        isinstance(counted, ast.Name)
+        and isinstance(target, ast.Name)
+        and target.id == counted.id
+        and _iterates_parameters(loop.iter)
+    ):
+        r.add(node, "parameter-count")
+
+
+def _iterates_parameters(node: ast.expr) -> bool:
+    """``model.parameters()``, ``group["params"]``: a model's parameters."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in _PARAMETERS
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == "params"
+    )
+
+
 def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:
     """``x.to(other)``: the argument is evidently an array, not a device."""
     if r.file.values.kinds(node) & {TORCH_TENSOR, JAX_ARRAY}:
@@ -631,237 +692,6 @@ def _is_next_parameters(r: Recogniser, node: ast.AST) -> bool:
         and isinstance(node.args[0].func, ast.Attribute)
         and node.args[0].func.attr == "parameters"
         and not node.args[0].args
-    )
-
-
-# What a project's helper told device= makes, by its name or the name of what it returns:
-# a model (create_model_and_transforms, ModelEMA, load_model), a batch moved
-# (prepare_batch), else arrays it creates there (create_optimizer's tensor rates).
-_HELPER_MODULE = re.compile(r"model|net|module|ema|encoder|decoder|backbone", re.IGNORECASE)
-_HELPER_BATCH = re.compile(r"batch|input|data|sample|prepare|move|to_device", re.IGNORECASE)
-# A project's wrapper of torch.load, by its name: safe_torch_load, _torch_load.
-_TORCH_LOADER = re.compile(r"(^|_)torch_load$")
-# A project's checkpoint loader, by its name: load_checkpoint, load_ckpt, _load_weights.
-_CHECKPOINT_LOADER = re.compile(r"(^|_)load_(checkpoint|ckpt|weights|pretrained)s?$")
-# A value named as a device: device, self.device, args.device, local_device, dev.
-_DEVICE_VALUE = re.compile(r"(^|_)(device|dev)$")
-# Packages whose calls told device= are no project helper's: torch's own (rows of their
-# own), JAX's and the other array frameworks' (their devices), functools.partial (no call).
-_NOT_HELPERS = frozenset(
-    "torch torch2jax_device functools jax jaxlib flax optax equinox orbax numpy cupy "
-    "tensorflow paddle mindspore oneflow mlx tinygrad".split()
-)
-# Keywords only DistributedDataParallel (and the wrappers built on it) takes.
-_DDP_KEYWORDS = frozenset({"device_ids", "output_device"})
-
-
-def helper_device_keywords(r: Recogniser, call: ast.Call) -> None:
-    """``device=device`` handed to a helper of the project's own, defined in another file
-    (``create_model_and_transforms(..., device=device)``, ``task.prepare_batch(batch,
-    device=device)``): the helper places there, so the call is the script's placement
-    (advice: the helper is ported where it is defined). ``device_ids=``/``output_device=``
-    anywhere are DDP's (``task.prepare_distributed(device_ids=[device])``)."""
-    if id(call) in r.reported or isinstance(r.parent(call), ast.Call):
-        return  # reported already, or an argument of a call (partial(f, device=d))
-    name = r.qualname(call.func)
-    if name is not None and name.split(".")[0] in _NOT_HELPERS:
-        return  # torch's own calls have rows; JAX's take its devices; partial(f, device=d)
-    if name is not None and name.startswith(libraries.TORCH_LIBRARIES):
-        return  # the libraries' device= is library-device
-    if _loads_onto_a_parameter(r, call):
-        return
-    if _defined_here(r, call.func) or r.file.values.builtin(call.func) is not None:
-        return
-    if _helper_load(r, call):
-        return
-    for keyword in call.keywords:
-        if keyword.arg in _DDP_KEYWORDS:
-            rule = "dist-ddp-gradient"
-        elif keyword.arg == "device" and _is_device_value(r, keyword.value):
-            called = (last_name(call.func) or "") + " " + optimizers.assigned_name(r, call, "")
-            if _HELPER_MODULE.search(called):
-                rule = "module-device-kwarg"
-            elif _HELPER_BATCH.search(called):
-                rule = "tensor-to-device"
-            else:
-                rule = "factory-device"
-        else:
-            continue
-        if _jax_only(r.file):
-            return  # flax's own jit(..., device=device): JAX code placing with JAX's devices
-        candidate = r.add(keyword, rule, position=r.file.position(r.file.span(keyword)[0]))
-        candidate.reason = (
-            f"{r.text(call.func)} is the project's own: it places on {r.text(keyword.value)}; "
-            "port it where it is defined"
-        )
-        return
-
-
-def _jax_only(file: SourceFile) -> bool:
-    """The file imports JAX and nothing of torch or the libraries built on it."""
-    origins = {
-        (b.origin or "").split(".")[0]
-        for scope in file.names.scopes
-        for bindings in scope.bindings.values()
-        for b in bindings
-        if b.kind == "import"
-    }
-    torch_side = {"torch", "transformers", "accelerate", "lightning", "deepspeed", "diffusers"}
-    return bool(origins & {"jax", "flax", "equinox", "optax"}) and not origins & torch_side
-
-
-def _helper_load(r: Recogniser, call: ast.Call) -> bool:
-    """A project's checkpoint loader, defined in another file: handed a ``map_location``
-    (``setup_model(cfg, map_location)``, ``load(path, map_location=device)``), or named
-    for ``torch.load`` (``safe_torch_load(path)``); ``True`` if reported."""
-    for argument in [*call.args, *call.keywords]:
-        value = argument.value if isinstance(argument, ast.keyword) else argument
-        named = argument.arg if isinstance(argument, ast.keyword) else last_name(value)
-        if named == "map_location":
-            found = r.add(
-                argument,
-                "torch-load-map-location",
-                position=r.file.position(r.file.span(argument)[0]),
-            )
-            break
-    else:
-        loader = last_name(call.func) or ""
-        device = next((a for a in call.args if _is_device_value(r, a)), None)
-        if device is not None and _CHECKPOINT_LOADER.search(loader):
-            found = r.add(  # load_checkpoint(path, device): torch.load's map_location
-                device,
-                "torch-load-map-location",
-                f"tj.load(path, map_location={r.text(device)})",
-                position=r.file.position(r.file.span(device)[0]),
-            )
-        elif _TORCH_LOADER.search(loader):
-            found = r.add(call, "torch-load")
-        else:
-            return False
-    found.reason = (
-        f"{r.text(call.func)} is the project's own: it loads a torch checkpoint; port it "
-        "where it is defined"
-    )
-    return True
-
-
-def _loads_onto_a_parameter(r: Recogniser, call: ast.Call) -> bool:
-    """A function of this file whose ``torch.load(..., map_location=p)`` takes its
-    parameter ``p`` (HiFi-GAN's ``load_checkpoint(filepath, device)``), called with a
-    device there: the call's argument is torch.load's ``map_location``; ``True`` if
-    reported."""
-    if not isinstance(call.func, ast.Name):
-        return False
-    definition = next((b.node for b in r.file.names.bindings(call.func) if b.kind == "def"), None)
-    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    parameters = [a.arg for a in definition.args.args]
-    for node in ast.walk(definition):
-        if not (isinstance(node, ast.Call) and r.qualname(node.func) == "torch.load"):
-            continue
-        location = next((k.value for k in node.keywords if k.arg == "map_location"), None)
-        if isinstance(location, ast.Name) and location.id in parameters:
-            position = parameters.index(location.id)
-            given = call.args[position] if position < len(call.args) else None
-            given = next((k.value for k in call.keywords if k.arg == location.id), given)
-            if given is not None and _is_device_value(r, given):
-                found = r.add(
-                    given,
-                    "torch-load-map-location",
-                    f"tj.load(path, map_location={r.text(given)})",
-                    position=r.file.position(r.file.span(given)[0]),
-                )
-                found.reason = (
-                    f"{definition.name} hands {r.text(given)} to torch.load as its "
-                    f"map_location (line {node.lineno}): port it there"
-                )
-                return True
-    return False
-
-
-def _is_device_value(r: Recogniser, node: ast.expr) -> bool:
-    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so."""
-    if isinstance(node, ast.Constant):
-        return device_strings.names_a_device(node.value)
-    if "torch-device" in r.file.values.kinds(node):
-        return True
-    name = last_name(node)
-    return name is not None and _DEVICE_VALUE.search(name) is not None
-
-
-def _defined_here(r: Recogniser, func: ast.expr) -> bool:
-    """``func`` is a function or class of this file (its body's lines are found there):
-    a name bound to one, or ``self.method`` of the enclosing class."""
-    if isinstance(func, ast.Name):
-        return any(b.kind in ("def", "class") for b in r.file.names.bindings(func))
-    if (
-        isinstance(func, ast.Attribute)
-        and isinstance(func.value, ast.Name)
-        and func.value.id in ("self", "cls")
-    ):
-        owner = r.file.names.enclosing(func, ast.ClassDef)
-        return isinstance(owner, ast.ClassDef) and any(
-            isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == func.attr
-            for item in owner.body
-        )
-    return False
-
-
-# A helper of the project that only wraps a device idiom: at most this many statements.
-_HELPER_STATEMENTS = 3
-
-
-def project_helper_call(r: Recogniser, call: ast.Call) -> None:
-    """``batch = utils.to_device(batch, device)`` where ``utils.py``, scanned with this
-    file, defines a helper whose short body is a device idiom (``return x.to(device)``,
-    ``return torch.load(path, map_location=device)``): the call is this file's placement,
-    reported as advice (the helper is ported where it is defined)."""
-    if id(call) in r.reported or r.file.project is None:
-        return
-    for owner, function in r.file.project.functions(r.file, call):
-        rule = _wrapped_idiom(owner, function)
-        if rule is not None:
-            candidate = r.add(call, rule)
-            candidate.reason = (
-                f"{r.text(call.func)} ({owner.path}:{function.lineno}) wraps {rule}: port it "
-                "there, and this call follows"
-            )
-            return
-
-
-def _wrapped_idiom(
-    owner: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef
-) -> str | None:
-    """The rule of the device idiom a short helper's body is, on one of its parameters."""
-    body = [s for s in function.body if not _is_docstring(s)]
-    if not body or len(body) > _HELPER_STATEMENTS:
-        return None
-    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args]}
-    parameters |= {a.arg for a in function.args.kwonlyargs}
-    for node in (n for s in body for n in ast.walk(s)):
-        if not isinstance(node, ast.Call):
-            continue
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & parameters
-        if not used:
-            continue
-        func = node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr in ("to", "cuda")
-            and owner.qualname(func) is None
-        ):
-            return "tensor-to-device" if func.attr == "to" else "tensor-cuda"
-        name = owner.qualname(func)
-        if name == "torch.load" and any(k.arg == "map_location" for k in node.keywords):
-            return "torch-load-map-location"
-    return None
-
-
-def _is_docstring(statement: ast.stmt) -> bool:
-    return (
-        isinstance(statement, ast.Expr)
-        and isinstance(statement.value, ast.Constant)
-        and isinstance(statement.value.value, str)
     )
 
 

@@ -45,6 +45,9 @@ LAUNCHER_KEYWORDS = {
             "precision",
             "mixed_precision",
             "device",
+            # Lightning's sampler swap (replace_sampler_ddp before 2.0)
+            "use_distributed_sampler",
+            "replace_sampler_ddp",
         ),
         "library-launcher",
     ),

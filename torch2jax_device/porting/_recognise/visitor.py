@@ -17,6 +17,7 @@ from . import (
     dlpack,
     environment,
     feeding,
+    helpers,
     libraries,
     names,
     optimizers,
@@ -108,6 +109,8 @@ class Detector(Recogniser):
             return True
         if names.rename(self, node, name, call) or names.advice(self, node, name, call):
             return True
+        if names.private(self, node, name, call):
+            return True
         if placement.unbound_move(self, node, name, call):
             return True
         if call is not None and any(k.arg == "device" for k in call.keywords):
@@ -170,6 +173,7 @@ class Detector(Recogniser):
         checkpoints.forwarded_map_location(self, node)
         environment.variables_updated(self, node)
         environment.project_reader(self, node)
+        environment.launcher_argument(self, node)
         device_strings.string_test(self, node)
         device_strings.split_name(self, node)
         device_strings.keyed_by_type(self, node)
@@ -182,9 +186,10 @@ class Detector(Recogniser):
             names.called_through_a_name(self, node)
             distributed.held_no_sync(self, node)
         devices.indexed_device_string(self, node)
+        devices.project_device_class(self, node)
         self.generic_visit(node)
-        placement.helper_device_keywords(self, node)  # after the call's own rows
-        placement.project_helper_call(self, node)
+        helpers.helper_device_keywords(self, node)  # after the call's own rows
+        helpers.project_helper_call(self, node)
 
     def method_call(self, call: ast.Call, method: ast.Attribute) -> None:
         """``x.method(...)`` where ``x`` is no imported name: by the method's name, else by
@@ -231,6 +236,8 @@ class Detector(Recogniser):
             self.add(call, "cuda-stream", position=where)
         elif name == "no_sync" and not call.args:
             self.add(call, "ddp-no-sync", position=where)
+        elif name == "register_comm_hook":  # DDP's and FSDP's gradient reduction
+            self.add(call, "dist-ddp-gradient", distributed.COMM_HOOK_ADVICE, position=where)
         elif name == "set_requires_gradient_sync":  # FSDP2's FSDPModule: no_sync's twin
             self.add(call, "ddp-no-sync", position=where)
         elif _FSDP.search(name) and not distributed.defined_here(self, method):
@@ -255,7 +262,9 @@ class Detector(Recogniser):
             if rule == "lr-scheduler" and len(kinds) > 1:
                 rule = None  # rebound by a library (accelerator.prepare): its scheduler now
             if rule is not None:
-                candidate = self.add(call, rule, position=where)
+                seeded = rule == "generator-device" and name == "manual_seed"
+                fitting = names.generator_seed_advice(self, call) if seeded else None
+                candidate = self.add(call, rule, fitting, position=where)
                 if rule == "generator-device":
                     candidate.reason = feeding.data_generator(self, receiver)
 
@@ -347,6 +356,8 @@ class Detector(Recogniser):
             self.add(value, "autocast")  # autocast = get_autocast(args.precision, ...)
         libraries.device_map_choice(self, node)
         libraries.placement_keys(self, node)
+        helpers.project_launcher(self, node)
+        distributed.device_keys_spread(self, node)
         settings.placement_value(self, node)
         settings.model_flags(self, node)
         self.generic_visit(node)
@@ -360,6 +371,7 @@ class Detector(Recogniser):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         device_strings.index_appended(self, node)
+        placement.parameters_counted(self, node)
         self.generic_visit(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
@@ -407,6 +419,7 @@ class Detector(Recogniser):
     def visit_Dict(self, node: ast.Dict) -> None:
         feeding.pin_memory_keys(self, node)
         libraries.placement_keys(self, node)
+        distributed.device_keys_spread(self, node)
         if not _updates_environment(self, node):  # os.environ.update({...}) reports its keys
             environment.variable_names(self, node)
         self.generic_visit(node)

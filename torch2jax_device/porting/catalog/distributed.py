@@ -152,7 +152,9 @@ ROWS: tuple[Idiom, ...] = (
             "feeds the same number of rows. DDP's broadcast of rank 0's weights: the "
             "same seed everywhere, or `multihost_utils.broadcast_one_to_all`. `scan` "
             "reports DDP's own keywords (`device_ids=`, `output_device=`) given to any call, "
-            "a project's helper that wraps the model included, and `model.device_ids`."
+            "a project's helper that wraps the model included, or kept in a dict spread into "
+            "DDP, and `model.device_ids`. DDP's `register_comm_hook` (fp16/bf16 compression "
+            "of the all-reduce) has no hook: cast the gradients inside the step."
         ),
         runs=False,
         torch_api=(

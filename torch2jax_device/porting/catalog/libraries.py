@@ -423,6 +423,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Trainer.save_model",
             "Trainer._save",
             "Trainer._save_checkpoint",
+            # a subclass of Lightning's ModelCheckpoint calling its savers
+            "ModelCheckpoint._save_topk_checkpoint",
+            "ModelCheckpoint._save_last_checkpoint",
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
@@ -538,7 +541,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerate's `set_seed`, Lightning's `seed_everything`, torchtune's "
             "`set_seed` and transformers' `set_seed` seed Python, NumPy and torch. JAX "
             "takes a key in every random call (`nnx.Rngs(42)` for a model); keep "
-            "`random.seed`/`np.random.seed` for host-side code."
+            "`random.seed`/`np.random.seed` for host-side code. `scan` keys JAX with the "
+            "script's own seed (`set_seed(args.seed)` becomes `jax.random.key(args.seed)`); "
+            "the library's call still seeds torch's DataLoader shuffle."
         ),
         runs=False,
         torch_api=(

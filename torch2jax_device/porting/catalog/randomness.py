@@ -23,7 +23,9 @@ ROWS: tuple[Idiom, ...] = (
             "so seed after `init_process_group`. The numbers differ from torch's. A torch "
             "`DataLoader(shuffle=True)` (or a `RandomSampler`) still draws its order from "
             "torch's global generator: keep `torch.manual_seed` while one feeds the port, "
-            "or give it `generator=torch.Generator().manual_seed(0)`."
+            "or give it `generator=torch.Generator().manual_seed(0)`. `scan` keys JAX with the "
+            "script's own seed (`torch.manual_seed(args.seed)` becomes "
+            "`jax.random.key(args.seed)`)."
         ),
         runs=False,
         torch_api=(

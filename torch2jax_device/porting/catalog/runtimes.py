@@ -244,7 +244,9 @@ ROWS: tuple[Idiom, ...] = (
             "and `tj.accelerator.current_accelerator().type`. `is_mps_available` is "
             "`tj.backends.mps.is_available()`, `is_cuda_available` "
             "`tj.cuda.is_available()`, `is_bf16_available` "
-            "`tj.cuda.is_bf16_supported()`."
+            "`tj.cuda.is_bf16_supported()`; `is_ccl_available` asks for Intel's collectives "
+            "library, a backend JAX does not take (`tj.distributed.init_process_group()` "
+            "chooses its own)."
         ),
         runs=False,
         torch_api=tuple(
@@ -258,6 +260,7 @@ ROWS: tuple[Idiom, ...] = (
                 "is_cuda_available",
                 "is_torch_xla_available",
                 "is_bf16_available",
+                "is_ccl_available",
             )
         )
         + tuple(

@@ -111,7 +111,8 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "JAX's allocator is set by `XLA_PYTHON_CLIENT_*` variables, which "
             "`tj.configure` (before JAX starts) checks and sets: `preallocate`, "
-            "`memory_fraction`, `allocator`."
+            "`memory_fraction`, `allocator`. `scan` reports torch's variable under its names "
+            "since 2.9 too (`PYTORCH_ALLOC_CONF`)."
         ),
         runs=False,
         torch_api=("os.environ",),
