@@ -466,12 +466,17 @@ ROWS: tuple[Idiom, ...] = (
             "Each JAX process must join the job before it starts JAX, with a rank given "
             "from outside: launch the script N times (`torch2jax-device run` or torchrun) "
             "and call the worker directly. On one host, one process driving every GPU "
-            "with a mesh needs no launcher at all."
+            'with a mesh needs no launcher at all. `mp.set_start_method("spawn")` (and '
+            "the `get_start_method()` test before it) is there because CUDA cannot be used "
+            "in a forked child; neither can JAX: keep `spawn` for worker processes that "
+            "touch JAX."
         ),
         runs=False,
         torch_api=(
             "torch.multiprocessing.spawn",
             "torch.multiprocessing.start_processes",
+            "torch.multiprocessing.set_start_method",  # spawn, because CUDA cannot fork
+            "torch.multiprocessing.get_start_method",
             "torch_xla.distributed.xla_multiprocessing.spawn",
             "torch_xla.launch",
         ),

@@ -390,6 +390,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.FullyShardedDataParallelPlugin",
             "accelerate.DeepSpeedPlugin",
             "accelerate.utils.DeepSpeedPlugin",
+            # DDP's settings (bucket views, a static graph) handed to the Accelerator
+            "accelerate.DistributedDataParallelKwargs",
+            "accelerate.utils.DistributedDataParallelKwargs",
+            # the tp/cp/dp sizes the Accelerator builds its device mesh from
+            "accelerate.ParallelismConfig",
+            "accelerate.utils.ParallelismConfig",
+            "accelerate.parallelism_config.ParallelismConfig",
         ),
         rewrite="advice",
     ),
