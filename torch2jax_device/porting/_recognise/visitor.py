@@ -450,7 +450,7 @@ class Detector(Recogniser):
 
 # scheduler.load_state_dict(state) on a torch scheduler: tj.optim.lr_scheduler's takes it.
 _SCHEDULE_RESTORED = (
-    "# the same on a tj.optim.lr_scheduler: it takes torch's state dict, key for key"
+    "# unchanged once the scheduler is torch2jax_device's: it takes torch's state dict, key for key"
 )
 # getattr(torch, device_type, torch.cuda): the device module, its fallback named.
 _DEVICE_MODULE = (
