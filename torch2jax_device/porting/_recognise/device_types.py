@@ -53,6 +53,7 @@ def compared_type(r: Recogniser, node: ast.Attribute) -> bool:
     handed_in = TORCH_DEVICE in kinds and (
         _parameter_reaches(r, receiver, node)  # made here, or the parameter as given
         or (isinstance(receiver, ast.Call) and UNKNOWN in kinds)  # a helper's
+        or _kept_from_a_helper(r, receiver)  # device = get_current_accelerator()
     )
     kept = (  # device.type == DeviceType.CUDA (a string: placement.device_attribute's)
         isinstance(receiver, (ast.Name, ast.Attribute))
@@ -125,6 +126,20 @@ def _parameter_reaches(r: Recogniser, receiver: ast.expr, node: ast.AST) -> bool
         return False
     before = function.body[: function.body.index(statement)]
     return not any(_rebinds(s, receiver.id) for s in before)
+
+
+def _kept_from_a_helper(r: Recogniser, receiver: ast.expr) -> bool:
+    """``receiver`` is a name a project's helper's device was assigned to (the helper
+    makes one, or hands on one it did not make)."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    for binding in r.file.names.bindings(receiver):
+        value = binding.value
+        if binding.kind == "assign" and binding.element is None and isinstance(value, ast.Call):
+            kinds = r.file.values.kinds(value)
+            if r.qualname(value.func) is None and TORCH_DEVICE in kinds and UNKNOWN in kinds:
+                return True
+    return False
 
 
 def _rebinds(statement: ast.stmt, name: str) -> bool:
