@@ -191,6 +191,21 @@ def test_options_a_script_works_on_before_its_launcher_are_the_launchers(
     assert rules_on(source, 9) == set()  # --micro_bsz: no launcher keyword
 
 
+def test_lightning_1s_from_argparse_args_hands_over_the_trainers_own_options() -> None:
+    source = (
+        "from argparse import ArgumentParser\nfrom pytorch_lightning import Trainer\n"
+        "parser = ArgumentParser()\n"
+        'parser.add_argument("--precision", default="fp16")\n'
+        'parser.add_argument("--device", default="cuda")\n'
+        "args = parser.parse_args()\n"
+        'if args.precision == "fp16":\n    args.precision = 16\n'
+        "device = torch.device(args.device)\n"
+        "trainer = Trainer.from_argparse_args(args)\n"
+    )
+    assert "library-launcher" in rules_on(source, 4)
+    assert "library-launcher" not in rules_on(source, 5)  # no Trainer keyword: the script's
+
+
 def test_options_only_handed_through_are_the_launcher_calls_finding() -> None:
     # the Fabric classifier of the wild corpus: Fabric(accelerator=hparams.accelerator...)
     source = _LIGHTNING_SCRIPT.format(work="print(args.micro_bsz)")

@@ -59,6 +59,10 @@ _TRAINING_CONFIG = re.compile(
 )
 _LAUNCHER_CLASSES = frozenset(catalog.get("library-launcher").torch_api)
 _LIGHTNING = ("lightning", "pytorch_lightning", "lightning_fabric")
+# The launcher keywords Lightning's Trainer takes (from_argparse_args hands it these).
+_LIGHTNING_TRAINER = frozenset(
+    "accelerator devices gpus tpu_cores num_nodes num_processes precision strategy".split()
+)
 _PRECISION_ADVICE = (
     "the precision is the arrays' dtype: give the parameters or inputs jnp.bfloat16 "
     "(no launcher setting chooses it)"
@@ -205,7 +209,7 @@ def _handed_settings(r: Recogniser) -> set[tuple[str, str]]:
             continue
         if (r.qualname(node.func) or "").endswith(".from_argparse_args") and node.args:
             given = r.text(node.args[0])
-            handed |= {(given, name) for name in LAUNCHER_KEYWORDS}
+            handed |= {(given, name) for name in _LIGHTNING_TRAINER}
         elif builds_launcher(r, node):
             for keyword in node.keywords:
                 value = keyword.value
