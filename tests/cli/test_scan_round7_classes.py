@@ -132,7 +132,7 @@ def test_the_type_of_a_helpers_device_is_tensor_device_type(helper: str, use: st
     line = source.count("\n") + _HELPER_TESTS[use].count("\n") - ("pass" in _HELPER_TESTS[use])
     source += _HELPER_TESTS[use]
     finding = found_on(source, line, "tensor-device-type")
-    assert "must" in finding.replacement
+    assert "current must return one" in finding.replacement
 
 
 @pytest.mark.parametrize(

@@ -50,10 +50,11 @@ def compared_type(r: Recogniser, node: ast.Attribute) -> bool:
     if not any(_device_type_named(r, side) for side in others):
         return False
     kinds = r.file.values.kinds(receiver)
+    helper = receiver if isinstance(receiver, ast.Call) else _helper_kept(r, receiver)
     handed_in = TORCH_DEVICE in kinds and (
         _parameter_reaches(r, receiver, node)  # made here, or the parameter as given
         or (isinstance(receiver, ast.Call) and UNKNOWN in kinds)  # a helper's
-        or _kept_from_a_helper(r, receiver)  # device = get_current_accelerator()
+        or helper is not None  # device = get_current_accelerator()
     )
     kept = (  # device.type == DeviceType.CUDA (a string: placement.device_attribute's)
         isinstance(receiver, (ast.Name, ast.Attribute))
@@ -64,9 +65,11 @@ def compared_type(r: Recogniser, node: ast.Attribute) -> bool:
     )
     if not (handed_in or kept):
         return False
-    if isinstance(receiver, ast.Call):
-        helper = r.text(receiver.func)
-        advice = f"{r.text(node)}  # a tj.device has torch's .type: {helper} must return one"
+    if helper is not None:
+        advice = (
+            f"{r.text(node)}  # a tj.device has torch's .type: {r.text(helper.func)} must "
+            "return one"
+        )
     else:
         advice = (
             f"{r.text(node)}  # a tj.device has torch's .type: what hands "
@@ -128,18 +131,18 @@ def _parameter_reaches(r: Recogniser, receiver: ast.expr, node: ast.AST) -> bool
     return not any(_rebinds(s, receiver.id) for s in before)
 
 
-def _kept_from_a_helper(r: Recogniser, receiver: ast.expr) -> bool:
-    """``receiver`` is a name a project's helper's device was assigned to (the helper
-    makes one, or hands on one it did not make)."""
+def _helper_kept(r: Recogniser, receiver: ast.expr) -> ast.Call | None:
+    """The call of a project's helper whose device the name ``receiver`` was assigned
+    (the helper makes one, or hands on one it did not make); ``None`` if none."""
     if not isinstance(receiver, ast.Name):
-        return False
+        return None
     for binding in r.file.names.bindings(receiver):
         value = binding.value
         if binding.kind == "assign" and binding.element is None and isinstance(value, ast.Call):
             kinds = r.file.values.kinds(value)
             if r.qualname(value.func) is None and TORCH_DEVICE in kinds and UNKNOWN in kinds:
-                return True
-    return False
+                return value
+    return None
 
 
 def _rebinds(statement: ast.stmt, name: str) -> bool:
