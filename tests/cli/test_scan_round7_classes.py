@@ -51,6 +51,8 @@ def is_code_or_instruction(advice: str) -> bool:
 # -- a device's type compared: handed in, or a helper's, or named by an enum -----------------
 _COMPARED = {
     '== "cuda"': 'device.type == "cuda"',
+    "in a tuple": 'device.type in ("cuda", "xpu")',
+    "not in a list": 'device.type not in ["cpu", "mps"]',
     '!= "cpu"': 'device.type != "cpu"',
     "reversed": '"mps" == device.type',
     "an enum member": "device.type == DeviceType.XPU",
@@ -645,8 +647,26 @@ def test_the_index_cut_out_of_a_devices_name_is_device_string_logic(sliced: str)
 
 
 @pytest.mark.parametrize(
+    "stripped",
+    [
+        'device.replace("cuda:", "")',
+        'args.device.removeprefix("cuda:")',
+        'self.device.lstrip("xpu:")',
+    ],
+)
+def test_the_index_left_once_a_devices_type_is_stripped_is_device_string_logic(
+    stripped: str,
+) -> None:
+    source = f"def f(self, args, device):\n    index = int({stripped})\n"
+    assert ".index" in found_on(source, 2, "device-string-logic").replacement
+
+
+@pytest.mark.parametrize(
     "source",
     [
+        "def f(device):\n    name = device.replace('cuda:', 'gpu:')\n",
+        "def f(path):\n    rest = path.removeprefix('cuda:')\n",
+        "def f(device):\n    rest = device.replace('model.', '')\n",
         "def f(mode):\n    if mode == 'auto':\n        pass\n",
         "def f(text):\n    rest = text[5:]\n",
         "def f(device):\n    rest = device[1:]\n",

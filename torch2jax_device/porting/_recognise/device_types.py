@@ -25,7 +25,13 @@ from .._values import TORCH_DEVICE, UNKNOWN, last_name
 from . import device_strings
 from .base import Recogniser
 
-__all__ = ["compared_type", "index_sliced", "module_by_name", "names_device_type"]
+__all__ = [
+    "compared_type",
+    "index_sliced",
+    "index_stripped",
+    "module_by_name",
+    "names_device_type",
+]
 
 
 def compared_type(r: Recogniser, node: ast.Attribute) -> bool:
@@ -87,8 +93,10 @@ def _iterated(r: Recogniser, node: ast.expr) -> bool:
 
 
 def _device_type_named(r: Recogniser, node: ast.expr) -> bool:
-    """``"cuda"``, or ``DeviceType.CUDA`` / ``DeviceType.CUDA.value`` where ``DeviceType``
-    is a class of the file whose member ``CUDA`` is ``"cuda"``."""
+    """``"cuda"``, ``("cuda", "xpu")``, or ``DeviceType.CUDA`` / ``DeviceType.CUDA.value``
+    where ``DeviceType`` is a class of the file whose member ``CUDA`` is ``"cuda"``."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_device_type_named(r, e) for e in node.elts)
     if isinstance(node, ast.Constant):
         return node.value in device_strings.DEVICE_TYPES
     if isinstance(node, ast.Attribute) and node.attr == "value":
@@ -225,4 +233,41 @@ def _index_start(node: ast.expr | None) -> bool:
         and isinstance(node.args[0], ast.Constant)
         and isinstance(node.args[0].value, str)
         and node.args[0].value.endswith(":")
+    )
+
+
+# str methods that drop a prefix: device.replace("cuda:", ""), device.removeprefix("cuda:").
+_STRIPPING = frozenset({"replace", "removeprefix", "lstrip"})
+
+
+def index_stripped(r: Recogniser, call: ast.Call) -> None:
+    """``device-string-logic``: ``device.replace("cuda:", "")``, the index left once the
+    type's name is stripped from ``"cuda:N"``."""
+    func = call.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr in _STRIPPING
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+        and call.args[0].value.endswith(":")
+        and call.args[0].value[:-1] in device_strings.DEVICE_TYPES
+        and (func.attr != "replace" or _replaced_by_nothing(call))
+        and isinstance(func.value, (ast.Name, ast.Attribute))
+        and r.qualname(func.value) is None
+        and device_strings.keeps_device(func.value)
+        and id(call) not in r.reported
+    ):
+        return
+    r.add(
+        call,
+        "device-string-logic",
+        f"tj.device({r.text(func.value)}).index  # the index, not what is left of the name",
+        position=r.file.method_position(func),
+    )
+
+
+def _replaced_by_nothing(call: ast.Call) -> bool:
+    return (
+        len(call.args) >= 2 and isinstance(call.args[1], ast.Constant) and call.args[1].value == ""
     )

@@ -178,6 +178,7 @@ class Detector(Recogniser):
         launch_settings.training_arguments_parsed(self, node)
         launch_settings.lightning_checkpoint(self, node)
         device_types.module_by_name(self, node)
+        device_types.index_stripped(self, node)
         library_internals.zero3_probe(self, node)
         library_internals.mesh_built(self, node)
         library_internals.plugin_built(self, node)
