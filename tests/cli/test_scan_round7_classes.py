@@ -697,3 +697,19 @@ def test_whether_torch_is_installed_is_not() -> None:
         "from transformers.utils import is_torch_available\nif is_torch_available():\n    pass\n"
     )
     assert rules_on(source, 2) == set()
+
+
+# -- another accelerator's random state, saved and restored -----------------------------------
+@pytest.mark.parametrize(
+    ("kind", "call"),
+    list(itertools.product(["xpu", "npu", "mps"], ["get_rng_state()", "set_rng_state(state)"])),
+)
+def test_another_accelerators_random_state_is_rng_state(kind: str, call: str) -> None:
+    source = f"import torch\ndef f(state):\n    if torch.{kind}.is_available():\n"
+    source += f"        kept = torch.{kind}.{call}\n"
+    assert "the key is the state" in found_on(source, 4, "rng-state").replacement
+
+
+def test_another_accelerators_other_calls_stay_its_modules() -> None:
+    source = "import torch\nx = torch.xpu.memory_allocated()\n"
+    assert rules_on(source, 2) == {"xpu-npu-other"}
