@@ -22,7 +22,7 @@ torch (the catalog's section "Libraries built on torch") counted apart.
 Measured blind when labelled (main at 928b1fa, before any fix against it): torch lines
 310/337 = 0.920, library lines 122/150 = 0.813.
 
-Fixed by class (rows7b; each class generated with its silent twin in
+Fixed by class (each class generated with its silent twin in
 ``tests/cli/test_scan_round7_classes.py``), to 335/337 = 0.994 and 147/150 = 0.980: a
 device's type compared where the device is handed in (kohya's ``if isinstance(device,
 str): device = torch.device(device)``) or a helper returns it, named by the project's enum
@@ -70,7 +70,7 @@ LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries buil
 SETS = ("development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines): the development set's
-#: what rows7b's fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
+#: what the fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
 FLOORS = {
     "development": (0.994, 0.979),
     "held out": (0.0, 0.0),
