@@ -21,6 +21,34 @@ torch (the catalog's section "Libraries built on torch") counted apart.
 
 Measured blind when labelled (main at 928b1fa, before any fix against it): torch lines
 310/337 = 0.920, library lines 122/150 = 0.813.
+
+Fixed by class (each class generated with its silent twin in
+``tests/cli/test_scan_round7_classes.py``), to 335/337 = 0.994 and 147/150 = 0.980: a
+device's type compared where the device is handed in (kohya's ``if isinstance(device,
+str): device = torch.device(device)``) or a helper returns it, named by the project's enum
+of device names (LLaMA-Factory's ``get_current_accelerator().type == DeviceType.CUDA``);
+a Lightning script's ``--accelerator/--strategy/--devices/--num_nodes/--precision``
+options when it works on them before the launcher (``args.precision = 16``, ``"deepspeed"
+in args.strategy``, ``num_nodes * devices``; options only handed through stay the
+launcher call's finding, as the wild corpus labels them); ``TrlParser``/
+``HfArgumentParser`` given training arguments (not when the subclass is defined in the
+file: its definition is the finding, as round 6 labels it); Lightning's
+``trainer.save_checkpoint``; ``mp.set_start_method("spawn")`` and the
+``get_start_method()`` test before it; a torch scheduler's ``load_state_dict``;
+``accelerator.scaler._unscale_grads_``; ``hasattr(param, "ds_numel")`` (not when it guards
+DeepSpeed's gather, the block's finding) and ``param.numel()`` counted in a loop;
+Accelerate's ``ParallelismConfig``, ``build_device_mesh("cuda")`` and
+``DistributedDataParallelKwargs``; ``_ddp_params_and_buffers_to_ignore`` (not on a model
+the file wraps in DDP); ``accelerator = prepare_accelerator(args)`` and a DeepSpeed plugin
+a project's helper builds for the Accelerator; ``if args.deepspeed:``;
+``getattr(torch, device_name)``; ``device == "auto"`` and ``device[5:]``; Transformers'
+``is_torch_*_available`` from ``import_utils``. Left, against the labels: Transformers'
+``trainer.save_state()`` (three lines; it writes ``trainer_state.json``, the step and the
+log, no device work: kept unreported as round 6 decided), DETR's ``parser.add_argument(
+'--device', default='cuda')`` (a name ``tj.device`` takes as it is; the earlier corpora
+leave such defaults unlabelled), and kohya's ``lr_scheduler.step()`` on a scheduler a
+project's helper made and ``accelerator.prepare`` rebound (Transformers' and Diffusers'
+schedules are no row's).
 """
 
 from __future__ import annotations
@@ -42,9 +70,9 @@ LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries buil
 SETS = ("development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines): the development set's
-#: what main achieved when it was labelled (310/337, 122/150).
+#: what the fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
 FLOORS = {
-    "development": (0.919, 0.813),
+    "development": (0.994, 0.979),
     "held out": (0.0, 0.0),
 }
 

@@ -129,8 +129,8 @@ def _auto_choice(subject: ast.AST, literal: ast.AST) -> bool:
     return (
         isinstance(literal, ast.Constant)
         and literal.value == "auto"
-        and isinstance(subject, ast.Attribute)
-        and holds_device_name(subject)
+        and isinstance(subject, (ast.Name, ast.Attribute))
+        and keeps_device(subject)
     )
 
 
@@ -174,7 +174,15 @@ def string_test(r: Recogniser, node: ast.Compare | ast.Call) -> bool:
         subject = subject.args[0]  # "cuda" in str(device)
     text = r.text(subject)
     r.string_tests.append((node.lineno, text))
-    r.add(node, "device-string-logic", f"tj.device({text}).type  # the type, not the name")
+    advice = f"tj.device({text}).type  # the type, not the name"
+    if isinstance(node, ast.Compare) and any(
+        isinstance(side, ast.Constant) and side.value == "auto" for side in node.comparators
+    ):
+        advice = (
+            f"{r.text(node)}  # the choice left to the script: resolve it to a device's "
+            "name before tj.device(...) takes it"
+        )
+    r.add(node, "device-string-logic", advice)
     return True
 
 

@@ -163,7 +163,9 @@ def _is_docstring(statement: ast.stmt) -> bool:
 
 
 # A project's factory of the library's launcher: make_accelerator, build_fabric.
-_LAUNCHER_FACTORY = re.compile(r"^_?(make|build|create|setup|init|get)_(accelerator|fabric)$")
+_LAUNCHER_FACTORY = re.compile(
+    r"^_?(make|build|create|setup|init|get|prepare)_(accelerator|fabric)$"
+)
 # The names the libraries' documentation gives their launchers.
 _LAUNCHER_NAMES = frozenset({"accelerator", "fabric"})
 

@@ -11,6 +11,7 @@ from .base import Recogniser
 from .device_strings import DEVICE_TYPES
 from .distributed import all_reduce_advice
 from .feeding import data_generator
+from .launch_settings import start_method_advice
 from .libraries import collective_advice, device_context_advice, process_advice
 
 __all__ = [
@@ -127,6 +128,10 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
         fitting = _profiler_range(r, node, call)
     elif row.id in ("manual-seed", "library-seed") and call is not None:
         fitting = _seed_advice(r, call)
+    elif row.id == "mp-spawn" and helper.endswith("_start_method"):
+        fitting = start_method_advice(r, call or node)
+        if fitting is None:
+            return False  # the method printed: no choice made
     if call is not None and name == "torch.Generator":
         seeded = r.parent(call)  # torch.Generator().manual_seed(args.seed)
         if isinstance(seeded, ast.Attribute) and seeded.attr == "manual_seed":

@@ -534,14 +534,16 @@ _COUNT_NAME = re.compile(r"param|count|total|size|^n$|^n_|^num", re.IGNORECASE)
 _PARAMETERS = frozenset({"parameters", "named_parameters"})
 
 
-def parameters_counted(r: Recogniser, node: ast.AugAssign) -> None:
+def parameters_counted(r: Recogniser, node: ast.AugAssign | ast.Assign) -> None:
     """``parameter-count``: a model's parameters counted in a loop (``for p in
     model.parameters(): n += p.numel()``; LAVIS's ``for p in group["params"]:
-    num_parameters += p.data.nelement()``)."""
+    num_parameters += p.data.nelement()``), or kept in a name first (LLaMA-Factory's
+    ``num_params = param.numel()``)."""
     value = node.value
+    target = node.target if isinstance(node, ast.AugAssign) else node.targets[0]
     if not (
-        isinstance(node.op, ast.Add)
-        and _COUNT_NAME.search(last_name(node.target) or "")
+        (isinstance(node, ast.Assign) or isinstance(node.op, ast.Add))
+        and _COUNT_NAME.search(last_name(target) or "")
         and isinstance(value, ast.Call)
         and not value.args
         and isinstance(value.func, ast.Attribute)

@@ -12,13 +12,16 @@ from . import (
     checkpoints,
     creation,
     device_strings,
+    device_types,
     devices,
     distributed,
     dlpack,
     environment,
     feeding,
     helpers,
+    launch_settings,
     libraries,
+    library_internals,
     names,
     optimizers,
     placement,
@@ -84,6 +87,9 @@ class Detector(Recogniser):
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
+            or device_types.compared_type(self, node)
+            or library_internals.scaler_internals(self, node)
+            or library_internals.parallelism_flag(self, node)
             or distributed.wrapper_attribute(self, node)
             or settings.launcher_setting(self, node)
         ):
@@ -168,6 +174,14 @@ class Detector(Recogniser):
         libraries.device_keywords(self, node)
         libraries.library_call(self, node)
         settings.launcher_keywords(self, node)
+        launch_settings.option_declared(self, node)
+        launch_settings.training_arguments_parsed(self, node)
+        launch_settings.lightning_checkpoint(self, node)
+        device_types.module_by_name(self, node)
+        device_types.index_stripped(self, node)
+        library_internals.zero3_probe(self, node)
+        library_internals.mesh_built(self, node)
+        library_internals.plugin_built(self, node)
         settings.placement_value(self, node)
         libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
@@ -244,6 +258,10 @@ class Detector(Recogniser):
             self.add(call, "dist-fsdp", position=where)  # task.prepare_fsdp(model, ...)
         elif optimizers.state_call(self, call, method):
             pass
+        elif name == "load_state_dict" and self.file.values.kinds(receiver) == {"lr-scheduler"}:
+            self.add(
+                call, "lr-scheduler", f"{self.text(call)}  {_SCHEDULE_RESTORED}", position=where
+            )
         elif name == "load_state_dict":
             checkpoints.load_state_call(self, call, method, where)
         elif name == "state_dict" and checkpoints.state_in_a_saved_dict(self, call, method):
@@ -336,10 +354,12 @@ class Detector(Recogniser):
             return
         device_strings.keyed_by_type(self, node)
         settings.launcher_setting(self, node)
+        device_types.index_sliced(self, node)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         libraries.device_map_test(self, node)
+        launch_settings.strategy_named(self, node)
         if not environment.variable_check(self, node):
             device_strings.string_test(self, node)
             self.generic_visit(node)
@@ -360,6 +380,9 @@ class Detector(Recogniser):
         distributed.device_keys_spread(self, node)
         settings.placement_value(self, node)
         settings.model_flags(self, node)
+        launch_settings.setting_written(self, node)
+        placement.parameters_counted(self, node)
+        library_internals.ddp_ignored(self, node)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -414,6 +437,7 @@ class Detector(Recogniser):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         devices.indexed_device_string(self, node)
+        launch_settings.nodes_times_devices(self, node)
         self.generic_visit(node)
 
     def visit_Dict(self, node: ast.Dict) -> None:
@@ -425,6 +449,10 @@ class Detector(Recogniser):
         self.generic_visit(node)
 
 
+# scheduler.load_state_dict(state) on a torch scheduler: tj.optim.lr_scheduler's takes it.
+_SCHEDULE_RESTORED = (
+    "# unchanged once the scheduler is torch2jax_device's: it takes torch's state dict, key for key"
+)
 # getattr(torch, device_type, torch.cuda): the device module, its fallback named.
 _DEVICE_MODULE = (
     "device_module = tj.cuda  # the device module: its memory and synchronize calls answer "

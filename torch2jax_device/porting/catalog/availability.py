@@ -211,7 +211,12 @@ ROWS: tuple[Idiom, ...] = (
         torch="accelerator = torch.accelerator.current_accelerator()",
         jax='accelerator = jax.default_backend() if jax.default_backend() != "cpu" else None',
         tj="accelerator = tj.accelerator.current_accelerator()",
-        notes="`None` without an accelerator; `jax.default_backend()` says `'gpu'`, not `'cuda'`.",
+        notes=(
+            "`None` without an accelerator; `jax.default_backend()` says `'gpu'`, not "
+            "`'cuda'`. `getattr(torch, device_name)` (the accelerator's module, by its "
+            "type's name) is reported under this row: `tj.cuda` answers its memory and "
+            "synchronize calls for JAX's accelerator."
+        ),
         result="accelerator",
         torch_api=("torch.accelerator.current_accelerator",),
         tj_api=("tj.accelerator.current_accelerator",),

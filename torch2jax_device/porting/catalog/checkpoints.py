@@ -537,7 +537,8 @@ ROWS: tuple[Idiom, ...] = (
             "`state_dict()` is torch's, key for key, so either framework's scheduler resumes "
             "the other's, by `load_state_dict` or `last_epoch=`. "
             "`scheduler.as_schedule(steps_per_epoch)` gives torch's closed form as an optax "
-            "schedule. The scan advises its optax schedule for the first five."
+            "schedule. The scan advises its optax schedule for the first five, and reports "
+            "a torch scheduler's `load_state_dict(...)` (unchanged on the tj one)."
         ),
         runs=False,
         torch_api=tuple(f"torch.optim.lr_scheduler.{name}" for name in _SCHEDULERS),

@@ -199,7 +199,9 @@ ROWS: tuple[Idiom, ...] = (
             "`.index`, which take a name and a device alike. JAX's own platform names "
             '`"gpu"` where torch says `"cuda"`. A table keyed by device names '
             '(`{"cuda": "nccl", "cpu": "gloo"}.get(device_type)`) and '
-            '`device_type not in ("cpu", "mps")` are the same tests.'
+            '`device_type not in ("cpu", "mps")` are the same tests, and so are '
+            '`device == "auto"` (the choice left to the script) and `device[5:]` (the index '
+            'cut out of `"cuda:N"`: `tj.device(device).index`).'
         ),
         runs=False,
         torch_api=("str.startswith", "str.__contains__", "str.__eq__"),

@@ -95,7 +95,9 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "Returns a `jax.sharding.Mesh` of all devices of all processes: the shape "
             "multiplies to `jax.device_count()`, the world size only with one device "
-            "per process. Initializes the process group under a launcher, as torch does."
+            "per process. Initializes the process group under a launcher, as torch does. "
+            'Accelerate\'s `parallelism_config.build_device_mesh("cuda")` builds the '
+            "same mesh from its config's sizes."
         ),
         runs=False,
         torch_api=("torch.distributed.device_mesh.init_device_mesh",),
@@ -154,7 +156,9 @@ ROWS: tuple[Idiom, ...] = (
             "reports DDP's own keywords (`device_ids=`, `output_device=`) given to any call, "
             "a project's helper that wraps the model included, or kept in a dict spread into "
             "DDP, and `model.device_ids`. DDP's `register_comm_hook` (fp16/bf16 compression "
-            "of the all-reduce) has no hook: cast the gradients inside the step."
+            "of the all-reduce) has no hook: cast the gradients inside the step. "
+            "`model._ddp_params_and_buffers_to_ignore` (what DDP leaves unsynced) set for a "
+            "library's trainer: those arrays get a sharding of their own."
         ),
         runs=False,
         torch_api=(
@@ -466,12 +470,17 @@ ROWS: tuple[Idiom, ...] = (
             "Each JAX process must join the job before it starts JAX, with a rank given "
             "from outside: launch the script N times (`torch2jax-device run` or torchrun) "
             "and call the worker directly. On one host, one process driving every GPU "
-            "with a mesh needs no launcher at all."
+            'with a mesh needs no launcher at all. `mp.set_start_method("spawn")` (and '
+            "the `get_start_method()` test before it) is there because CUDA cannot be used "
+            "in a forked child; neither can JAX: keep `spawn` for worker processes that "
+            "touch JAX."
         ),
         runs=False,
         torch_api=(
             "torch.multiprocessing.spawn",
             "torch.multiprocessing.start_processes",
+            "torch.multiprocessing.set_start_method",  # spawn, because CUDA cannot fork
+            "torch.multiprocessing.get_start_method",
             "torch_xla.distributed.xla_multiprocessing.spawn",
             "torch_xla.launch",
         ),

@@ -60,7 +60,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`dist.initialize_dist(device)` likewise; the launcher's keywords (`devices=`, "
             "`accelerator=`, `precision=`, `strategy=`) are reported where the script "
             "writes them: a name chosen in branches, a dict splatted into the launcher, a "
-            'config named for the trainer (`trainer_config["devices"]`).'
+            'config named for the trainer (`trainer_config["devices"]`), the command-line '
+            "options of a script that works on them before the call (`--precision` mapped "
+            "to `args.precision = 16`, `args.num_nodes * args.devices` for the global "
+            "batch), a project's factory named for it (`accelerator = "
+            "prepare_accelerator(args)`), and a parser of dataclasses given training "
+            "arguments (`HfArgumentParser`, TRL's `TrlParser` with `SFTConfig`)."
         ),
         runs=False,
         torch_api=(
@@ -349,7 +354,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Activation checkpointing is `nnx.remat` on the block; CPU offload has no "
             "counterpart (keep the optimizer state on the device, or in host memory "
             "kinds where the backend has them). A branch on the strategy's type becomes "
-            "a branch on the sharding the port chose."
+            "a branch on the sharding the port chose, as do a strategy tested by its name "
+            '(`"deepspeed" in args.strategy`), a script\'s flag (`if args.deepspeed:`), a '
+            'ZeRO-3 parameter probed (`hasattr(p, "ds_numel")`: a sharded array keeps its '
+            "whole shape), a DeepSpeed plugin a project's helper builds for the "
+            "`Accelerator`, Accelerate's `ParallelismConfig` and its "
+            "`DistributedDataParallelKwargs`."
         ),
         runs=False,
         torch_api=(
@@ -390,6 +400,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.FullyShardedDataParallelPlugin",
             "accelerate.DeepSpeedPlugin",
             "accelerate.utils.DeepSpeedPlugin",
+            # DDP's settings (bucket views, a static graph) handed to the Accelerator
+            "accelerate.DistributedDataParallelKwargs",
+            "accelerate.utils.DistributedDataParallelKwargs",
+            # the tp/cp/dp sizes the Accelerator builds its device mesh from
+            "accelerate.ParallelismConfig",
+            "accelerate.utils.ParallelismConfig",
+            "accelerate.parallelism_config.ParallelismConfig",
         ),
         rewrite="advice",
     ),
@@ -407,7 +424,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`save_state`/`load_state` (model, optimizer, RNG and sampler states), `save`, "
             "`save_model` (Fabric: `save`, `load`, `load_raw`; torch_xla: `xm.save`; "
             "Transformers' `trainer.save_model(dir)` and `trainer._save(dir, state_dict=)`, "
-            "which gather a DeepSpeed or FSDP model first). "
+            "which gather a DeepSpeed or FSDP model first; Lightning's "
+            "`trainer.save_checkpoint(path)`, through its strategy). "
             "`tj.save_file` and "
             "`tj.load_state` keep the model's arrays; save the optimizer state "
             "(`nnx.state(optimizer)`) and the step the same way or with orbax."

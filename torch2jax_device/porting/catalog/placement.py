@@ -356,7 +356,10 @@ ROWS: tuple[Idiom, ...] = (
         torch="n = sum(p.numel() for p in model.parameters())",
         jax="n = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))",
         tj="n = sum(p.numel() for p in tj.parameters(model))",
-        notes="NNX kernels are `(in, out)` where torch's weights are `(out, in)`.",
+        notes=(
+            "NNX kernels are `(in, out)` where torch's weights are `(out, in)`. A count "
+            "kept in a loop (`for p in model.parameters(): total += p.numel()`) likewise."
+        ),
         runs=False,
         torch_api=("Module.parameters",),
         tj_api=("tj.parameters",),
@@ -493,7 +496,10 @@ ROWS: tuple[Idiom, ...] = (
             '`torch.device("cpu").index` is. `tj.device_of` answers for torch tensors too. '
             "`x.is_meta` (a tensor with a shape and no data) is "
             "`isinstance(x, jax.ShapeDtypeStruct)`: what `nnx.eval_shape` puts in an "
-            "abstract model."
+            'abstract model. `device.type == "cuda"` on a device handed in (a parameter '
+            "made a `torch.device` only when it is a name) or a helper returns "
+            "(`get_current_accelerator().type == DeviceType.CUDA`, an enum of device names "
+            "included) keeps its text: what hands the device over must give a `tj.device`."
         ),
         runs=False,
         torch_api=(

@@ -62,7 +62,8 @@ ROWS: tuple[Idiom, ...] = (
             "float32 needs none: the scale/step/update lines become the optimizer update. "
             "For float16, multiply the loss by a constant and divide the gradients by it. "
             "`scan` reports a scaler's calls where it was made elsewhere too (a parameter "
-            "annotated `GradScaler`, `self.grad_scaler`, `model.fp16_scaler`)."
+            "annotated `GradScaler`, `self.grad_scaler`, `model.fp16_scaler`), and its "
+            "private members taken or patched (`accelerator.scaler._unscale_grads_ = f`)."
         ),
         runs=False,
         torch_api=(

@@ -90,6 +90,12 @@ ROWS: tuple[Idiom, ...] = (
             "torch.cuda.set_rng_state",
             "torch.cuda.get_rng_state_all",
             "torch.cuda.set_rng_state_all",
+            # the other accelerators' generators, saved and restored the same way
+            *(
+                f"torch.{kind}.{name}"
+                for kind in ("xpu", "npu", "mps")
+                for name in ("get_rng_state", "set_rng_state")
+            ),
         ),
         rewrite="advice",
     ),

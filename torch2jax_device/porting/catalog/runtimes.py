@@ -264,8 +264,10 @@ ROWS: tuple[Idiom, ...] = (
             )
         )
         + tuple(
-            f"transformers.utils.is_torch_{kind}_available"
-            for kind in ("xpu", "npu", "mlu", "mps", "cuda", "xla", "bf16_gpu")
+            f"{module}.is_torch_{kind}_available"
+            # transformers.utils re-exports import_utils' helpers; the top level some
+            for module in ("transformers.utils", "transformers.utils.import_utils", "transformers")
+            for kind in ("xpu", "npu", "mlu", "mps", "cuda", "xla", "bf16_gpu", "hpu", "musa")
         ),
         rewrite="advice",
     ),
