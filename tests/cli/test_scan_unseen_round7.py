@@ -1,13 +1,22 @@
 """``scan`` on real code the scanner was not written against, a seventh round (issue 35).
 
 ``tests/support/fixtures/unseen_round7`` holds files of public repositories that no
-earlier test or doc names, in two sets told apart by their ``.truth`` header:
+earlier test or doc names, in sets told apart by their ``.truth`` header:
 
 - the development set (header "Development set of round 7"): 20 files of nine
   repositories (DETR, kohya's sd-scripts, LLaMA-Factory, InternVL, RWKV-LM, ControlNet,
   whisperX, the alignment-handbook, axolotl): distributed start-up over SLURM and MPI
   variables, device-selection helpers over cuda/mps/xpu/npu, training scripts on
   Accelerate, DeepSpeed, Lightning and Transformers' Trainer, samplers and inference;
+- the second development set (header "Second development set of round 7"): 20 files of
+  eight more repositories (OpenRLHF, verl, FLUX, DeepSeek-V3, Janus, CogVideo, Wan2.1,
+  Petals), labelled blind by another hand as held out and measured so (on main at
+  928b1fa: torch lines 256/282 = 0.908, library lines 33/55 = 0.600; after the first
+  set's fixes 259/282 = 0.918, 34/55 = 0.618), then fixed against: Ray and vLLM
+  workers, DeepSpeed engines, FSDP utilities, device helpers over cuda/npu, inference
+  and video generation with offloading;
+- the held-out set (header "Held out"), labelled blind by a third hand and never fixed
+  against: the honest measure.
 
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names, and rebuilt from a clone of its repository (``tests/support/excerpts.py``:
@@ -67,21 +76,27 @@ if NOT_AT_HAND and __name__ != "__main__":
     pytest.skip(NOT_AT_HAND, allow_module_level=True)
 FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
 LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
-SETS = ("development", "held out")
+SETS = ("development", "second development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines): the development set's
 #: what the fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
+#: The second development set's, what main achieved when it was measured blind
+#: (256/282, 33/55 at 928b1fa; 259/282, 34/55 after the first set's fixes).
 FLOORS = {
     "development": (0.994, 0.979),
+    "second development": (0.918, 0.618),
     "held out": (0.0, 0.0),
 }
 
 
 def set_of(name: str) -> str:
-    """The set a file belongs to, from its truth header: "Held out" or the development set."""
+    """The set a file belongs to, from its truth header: "Held out", "Second development
+    set", or the development set."""
     header = " ".join(
         line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
     )
+    if "Second development set" in header:
+        return "second development"
     return "held out" if "Held out" in header else "development"
 
 
