@@ -8,7 +8,10 @@ What cannot work is the library's error with the fix, before any worker starts.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,61 @@ def test_what_cannot_run_is_said_before_any_worker_starts(
     status, out, err = launch_in(package, *argv, limit_s=60)
     assert status == 2 and message in err and out == ""
     assert os.getcwd() != str(package)
+
+
+# Prints what the launcher added to (or changed in) the environment it was started in.
+PROBE = (
+    "import json, os, sys\n"
+    "parent = json.loads(os.environ['PROBE_PARENT'])\n"
+    "added = {k: v for k, v in os.environ.items() if parent.get(k) != v and k != 'PROBE_PARENT'}\n"
+    "print('ENV ' + json.dumps(added, sort_keys=True))\n"
+)
+# torchrun's variables tj's launcher does not give: the files and signals of torch's own
+# elastic agent (its @record error files, the signals its agent handles).
+TORCH_AGENT_ONLY = {"TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE"}
+# tj's own: output relayed unbuffered.
+TJ_ONLY = {"PYTHONUNBUFFERED"}
+# Different per job by design: the rendezvous address and port, torchrun's random run id.
+PER_JOB = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+
+
+def _environments(output: str) -> list[dict[str, str]]:
+    found = [json.loads(line.split("ENV ", 1)[1]) for line in output.splitlines() if "ENV " in line]
+    return sorted(found, key=lambda env: int(env["RANK"]))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--standalone", "--nproc_per_node", "2"], ["--nproc_per_node", "1"]],
+    ids=["standalone-2", "default-1"],
+)
+def test_every_variable_torchrun_gives_its_workers_is_given_alike(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """The oracle is torchrun's whole worker environment: a variable a later torchrun adds
+    fails here by name. Scripts branch on them (``"TORCHELASTIC_RUN_ID" in os.environ``:
+    launched, else ``mp.spawn``; ``torch.distributed.is_torchelastic_launched()``)."""
+    needs("torch")
+    (tmp_path / "probe.py").write_text(PROBE)
+    env = worker_env()
+    env.pop("OMP_NUM_THREADS", None)  # torchrun sets 1 for several workers when unset
+    env["PROBE_PARENT"] = json.dumps(env)
+    with contextlib.chdir(tmp_path):
+        status, ours, err = run_bounded(
+            [sys.executable, "-m", "torch2jax_device", "run", *argv, "probe.py"],
+            env=env, timeout=deadline(120),
+        )  # fmt: skip
+        assert status == 0, err
+        theirs_status, theirs, theirs_err = run_bounded(
+            [str(TORCHRUN), *argv, "probe.py"], env=env, timeout=deadline(120)
+        )
+    assert theirs_status == 0, theirs_err
+    tj_envs, torch_envs = _environments(ours), _environments(theirs)
+    assert len(tj_envs) == len(torch_envs) == int(argv[-1])
+    for mine, torchs in zip(tj_envs, torch_envs, strict=True):
+        assert set(mine) - TJ_ONLY == set(torchs) - TORCH_AGENT_ONLY
+        assert {k: v for k, v in mine.items() if k not in PER_JOB | TJ_ONLY} == {
+            k: v for k, v in torchs.items() if k not in PER_JOB | TORCH_AGENT_ONLY
+        }
+        assert str(uuid.UUID(mine["TORCHELASTIC_RUN_ID"])) == mine["TORCHELASTIC_RUN_ID"]
+    assert len({env["TORCHELASTIC_RUN_ID"] for env in tj_envs}) == 1  # one job, one id

@@ -3,7 +3,7 @@
 ``torch2jax-device run --nproc-per-node N script.py [args]`` starts N copies of the
 script with the environment torchrun gives its workers (``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``), so ``tj.distributed.init_process_group()`` works the same under
+``MASTER_PORT``, ``TORCHELASTIC_RUN_ID`` and the rest: ``worker_environment``), so ``tj.distributed.init_process_group()`` works the same under
 either launcher. Where torch is installed, it also does what torchrun's agent does: it
 hosts torch's rendezvous store at ``MASTER_PORT`` itself and tells the workers so
 (``TORCHELASTIC_USE_AGENT_STORE=True``), so ``torch.distributed`` in the workers never
@@ -51,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -282,11 +283,12 @@ class _Job:
 
     def start(self, args: argparse.Namespace, port: int, agent_store: bool) -> None:
         """Start this host's workers; none after a signal arrived."""
+        job_id = run_id(args)
         for local_rank in range(args.nproc_per_node):
             if self.signals:
                 return
             try:
-                worker = _start(args, local_rank, port, agent_store)
+                worker = _start(args, local_rank, port, agent_store, job_id)
             except OSError as error:  # fork, exec or a pipe failed: out of processes or files
                 rank = args.node_rank * args.nproc_per_node + local_rank
                 fix = (
@@ -716,17 +718,12 @@ def _host_store(args: argparse.Namespace, port: int, reserved: socket.socket | N
         ) from None
 
 
-def _start(args: argparse.Namespace, local_rank: int, port: int, agent_store: bool) -> _Worker:
-    rank = args.node_rank * args.nproc_per_node + local_rank
+def _start(
+    args: argparse.Namespace, local_rank: int, port: int, agent_store: bool, run_id: str
+) -> _Worker:
     env = {
         **os.environ,
-        "RANK": str(rank),
-        "LOCAL_RANK": str(local_rank),
-        "GROUP_RANK": str(args.node_rank),
-        "WORLD_SIZE": str(args.nnodes * args.nproc_per_node),
-        "LOCAL_WORLD_SIZE": str(args.nproc_per_node),
-        "MASTER_ADDR": args.master_addr,
-        "MASTER_PORT": str(port),
+        **worker_environment(args, local_rank, port, run_id),
         "PYTHONUNBUFFERED": "1",  # relay output as it is printed
     }
     if agent_store:  # torchrun's flag: every worker's torch store is a client of ours
@@ -740,7 +737,50 @@ def _start(args: argparse.Namespace, local_rank: int, port: int, agent_store: bo
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, signalled as one
     )
-    return _Worker(rank, process)
+    return _Worker(int(env["RANK"]), process)
+
+
+def run_id(args: argparse.Namespace) -> str:
+    """The job's ``TORCHELASTIC_RUN_ID``, as torchrun gives it: a fresh UUID for a job on
+    one host that names no port (``--standalone``, or no ``--master-port``), else torchrun's
+    default ``--rdzv-id``, ``"none"``."""
+    if args.standalone or (args.nnodes == 1 and args.master_port is None):
+        return str(uuid.uuid4())
+    return "none"
+
+
+def worker_environment(
+    args: argparse.Namespace, local_rank: int, port: int, run_id: str
+) -> dict[str, str]:
+    """What torchrun 2.13's agent puts in a worker's environment (its
+    ``LocalElasticAgent._start_workers``), with the same values: ranks, sizes, the
+    rendezvous address, the elastic run's id and counts (one worker group, role
+    ``default``, no restarts), so ``torch.distributed.is_torchelastic_launched()`` is
+    True and scripts that read ``GROUP_WORLD_SIZE`` or ``ROLE_RANK`` see torchrun's
+    answers. ``OMP_NUM_THREADS`` is 1 for several workers per host unless set, as
+    torchrun sets it (each torch CPU op then uses one thread per worker)."""
+    rank = args.node_rank * args.nproc_per_node + local_rank
+    world_size = args.nnodes * args.nproc_per_node
+    env = {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local_rank),
+        "GROUP_RANK": str(args.node_rank),
+        "ROLE_RANK": str(rank),
+        "ROLE_NAME": "default",
+        "LOCAL_WORLD_SIZE": str(args.nproc_per_node),
+        "WORLD_SIZE": str(world_size),
+        "GROUP_WORLD_SIZE": str(args.nnodes),
+        "ROLE_WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": args.master_addr,
+        "MASTER_PORT": str(port),
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCHELASTIC_RUN_ID": run_id,
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+    }
+    if args.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = "1"
+    return env
 
 
 def _command(args: argparse.Namespace) -> list[str]:
