@@ -3,9 +3,10 @@
 ``torch2jax-device run --nproc-per-node N script.py [args]`` starts N copies of the
 script with the environment torchrun gives its workers (``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``, ``TORCHELASTIC_RUN_ID`` and the rest: ``worker_environment``), so ``tj.distributed.init_process_group()`` works the same under
-either launcher. Where torch is installed, it also does what torchrun's agent does: it
-hosts torch's rendezvous store at ``MASTER_PORT`` itself and tells the workers so
+``MASTER_PORT``, ``TORCHELASTIC_RUN_ID`` and the rest: ``worker_environment``), so
+``tj.distributed.init_process_group()`` works the same under either launcher. Where
+torch is installed, it also does what torchrun's agent does: it hosts torch's rendezvous
+store at ``MASTER_PORT`` itself and tells the workers so
 (``TORCHELASTIC_USE_AGENT_STORE=True``), so ``torch.distributed`` in the workers never
 depends on rank 0 outliving the others (when rank 0 hosts the store, gloo jobs abort
 now and then at exit), and JAX's coordinator takes ``MASTER_PORT + 1``. Several hosts:
