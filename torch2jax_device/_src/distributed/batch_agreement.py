@@ -53,6 +53,7 @@ from typing import Any
 import jax
 
 from .. import trees
+from ..dtypes import is_prng_key
 from ..errors import DistributedError
 from . import agreement, process_group
 from .agreement import Leaf, Step
@@ -121,10 +122,15 @@ class Calls:
 def local_leaves(paths: Sequence[str], values: Sequence[Any]) -> tuple[Leaf, ...]:
     """The description of a local batch's data leaves (NumPy or local ``jax.Array``)."""
     return tuple(
-        agreement.leaf(path, value.shape, jax.dtypes.canonicalize_dtype(value.dtype))
+        agreement.leaf(path, value.shape, _canonical(value.dtype))
         for path, value in zip(paths, values, strict=True)
         if hasattr(value, "dtype")
     )
+
+
+def _canonical(dtype: Any) -> Any:
+    """The dtype JAX gives a value (int64 as int32 without x64); a PRNG key's as it is."""
+    return dtype if is_prng_key(dtype) else jax.dtypes.canonicalize_dtype(dtype)
 
 
 def _global_leaves(batch: Any) -> tuple[Leaf, ...]:

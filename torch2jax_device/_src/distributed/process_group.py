@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .. import platforms, trees
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
+from ..dtypes import is_prng_key
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
 from . import agreement
@@ -121,6 +122,9 @@ _REDUCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     ReduceOp.BXOR: functools.partial(_bitwise, jnp.bitwise_xor),
 }
 _BITWISE = frozenset({ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR})
+# Kinds XLA's CPU collectives cannot reduce across processes (UNIMPLEMENTED), and the
+# byte-wide kind each is reduced in.
+_BYTE_WIDE = {"int2": np.dtype(np.int8), "uint2": np.dtype(np.uint8)}
 _ORDERED = frozenset({ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX})
 
 
@@ -551,14 +555,24 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     synchronize("all_reduce", agreement.Step(f"all_reduce(op={name!r})", leaves))
     mesh = _process_mesh()
     stacked = NamedSharding(mesh, PartitionSpec("processes"))
+    # 2-bit integers cannot cross processes: reduced in their byte-wide kind, then cast
+    # back (a sum wraps as an int8 sum does).
+    wide = [_BYTE_WIDE.get(np.dtype(value.dtype).name) for value in values]
     per_process = [
         jax.make_array_from_process_local_data(
-            stacked, value[None], (jax.process_count(), *np.shape(value))
+            stacked,
+            (value if kind is None else value.astype(kind))[None],
+            (jax.process_count(), *np.shape(value)),
         )
-        for value in values
+        for value, kind in zip(values, wide, strict=True)
     ]
-    reduced = _reducer(name, mesh)(per_process)
-    return flat.rebuild([array.addressable_data(0) for array in reduced])
+    reduced = [array.addressable_data(0) for array in _reducer(name, mesh)(per_process)]
+    return flat.rebuild(
+        [
+            result.astype(value.dtype) if kind is not None and result.dtype == kind else result
+            for result, value, kind in zip(reduced, values, wide, strict=True)
+        ]
+    )
 
 
 def _op_name(op: Any) -> str:
@@ -576,6 +590,12 @@ def _reducible(value: Any, op: str, path: str) -> Any:
 
     NumPy values take the dtype JAX gives them (int64 becomes int32 without x64).
     """
+    if is_prng_key(getattr(value, "dtype", None)):
+        raise DistributedError(
+            f"all_reduce: leaf {path or '<root>'} is a PRNG key ({value.dtype}), which has no "
+            "sum, max or mean (torch has no keys). Fix: reduce jax.random.key_data(key) if "
+            "the ranks' key data is what you mean to combine, or leave the key out of the tree."
+        )
     if isinstance(value, np.ndarray | np.generic):
         value = np.asarray(value, jax.dtypes.canonicalize_dtype(value.dtype))
     dtype = np.dtype(value.dtype)

@@ -31,6 +31,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .. import host_staging
+from ..dtypes import is_prng_key
 from ..errors import ConversionError
 from . import agreement
 
@@ -116,7 +117,9 @@ def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int
             "differ. Fix: make every rank's copy the same before the move: initialize the "
             "model from one seed on every rank (nnx.Rngs(seed), not seed + rank), load one "
             "checkpoint, or take rank 0's values with "
-            "jax.experimental.multihost_utils.broadcast_one_to_all(tree)."
+            "jax.experimental.multihost_utils.broadcast_one_to_all(tree). A PRNG key (an "
+            "nnx.Dropout's rngs) too: one key over the global batch already draws another "
+            "mask for every row, what per-rank seeds give torch's dropout."
         ),
     )
 
@@ -178,7 +181,19 @@ def assemble(
 
 
 def _gather(arrays: list[jax.Array]) -> list[Any]:
-    """Each global array as a value this process holds whole (a local array or NumPy)."""
+    """Each global array as a value this process holds whole (a local array or NumPy).
+
+    A PRNG key array travels as its key data (its shards' indices cover the data's
+    trailing axes too) and is wrapped again.
+    """
+    keys = [i for i, array in enumerate(arrays) if is_prng_key(array.dtype)]
+    if keys:
+        data = [jax.random.key_data(a) if i in keys else a for i, a in enumerate(arrays)]
+        values = _gather(data)
+        for i in keys:
+            impl = jax.random.key_impl(arrays[i])
+            values[i] = jax.random.wrap_key_data(jax.numpy.asarray(values[i]), impl=impl)
+        return values
     values: list[Any] = [_local_copy(array) for array in arrays]
     missing = [i for i, value in enumerate(values) if value is None]
     if not missing:
@@ -188,16 +203,35 @@ def _gather(arrays: list[jax.Array]) -> list[Any]:
         brought = tuple(agreement.leaf(f"[{i}]", arrays[i].shape, arrays[i].dtype) for i in missing)
         process_group.synchronize("to_device", agreement.Step("to_device()", brought))
     for i in missing:
-        array = arrays[i]
+        array = widened(arrays[i])
         if isinstance(array.sharding, NamedSharding):
             replicated = NamedSharding(
                 array.sharding.mesh, PartitionSpec(), memory_kind=array.sharding.memory_kind
             )
-            values[i] = jax.device_put(array, replicated).addressable_data(0)
+            gathered = jax.device_put(array, replicated).addressable_data(0)
         else:
             multihost_utils = importlib.import_module("jax.experimental.multihost_utils")
-            values[i] = multihost_utils.process_allgather(array, tiled=True)
+            gathered = multihost_utils.process_allgather(array, tiled=True)
+        values[i] = gathered.astype(arrays[i].dtype) if array is not arrays[i] else gathered
     return values
+
+
+#: Kinds whose cross-process collectives XLA's CPU backend (gloo) gets wrong: an all-gather
+#: of 2-bit integers returns other numbers (each rank's rows reread as packed bits), an
+#: all-reduce of them is UNIMPLEMENTED. They travel as their byte-wide kind.
+_BYTE_WIDE = {"int2": np.int8, "uint2": np.uint8}
+
+
+def widened(array: jax.Array) -> jax.Array:
+    """``array``, or where its kind cannot cross processes (``_BYTE_WIDE``), a copy of it
+    in the byte-wide kind that holds the same numbers (on the same devices)."""
+    wide = _BYTE_WIDE.get(str(array.dtype))
+    if wide is None:
+        return array
+    cast: Callable[[jax.Array], jax.Array] = jax.jit(
+        lambda value: value.astype(wide), out_shardings=array.sharding
+    )
+    return cast(array)
 
 
 def _local_copy(array: jax.Array) -> Any:

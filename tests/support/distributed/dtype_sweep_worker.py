@@ -1,0 +1,109 @@
+"""Every dtype JAX holds through every multi-process entry point (run under the launcher).
+
+For each dtype (every NumPy/ml_dtypes kind JAX takes, and PRNG keys of each
+implementation), rank r brings its own rows and a copy of one shared value, and each
+entry point runs on them: replicate over the job (``DDP(model)``), split a whole value
+over it, ``make_global_batch``, a ``DeviceLoader`` over the mesh, gathering a global
+array to this process's CPU, ``all_reduce``. The oracle is the values brought: every
+answer must hold exactly their bits (keys by their key data), or the call must raise the
+library's own error on every rank. Each rank prints one ``DTYPES`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import ml_dtypes  # noqa: F401 - registers the narrow float and int kinds with NumPy
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+import torch2jax_device as tj
+from torch2jax_device import distributed as dist
+
+ROWS, COLUMNS = 2, 3
+NUMBERS = [
+    "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16",
+    "float32", "complex64", "int2", "uint2", "int4", "uint4", "float4_e2m1fn",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz", "float8_e8m0fnu",
+]  # fmt: skip
+KEYS = ["threefry2x32", "rbg", "unsafe_rbg"]
+
+
+def values(kind: str, seed: int, rows: int) -> Any:
+    """``rows`` rows of ``kind`` drawn from ``seed`` (keys: a batch of keys)."""
+    if kind in KEYS:
+        return jax.random.split(jax.random.key(seed, impl=kind), rows)
+    numbers = np.arange(rows * COLUMNS).reshape(rows, COLUMNS) % 2 + seed % 2
+    return numbers.astype(np.dtype(kind))
+
+
+def bits(array: Any) -> list[Any]:
+    """What must arrive: a key's data, a number's bytes, as a comparable list."""
+    if jax.dtypes.issubdtype(getattr(array, "dtype", None), jax.dtypes.prng_key):
+        array = jax.random.key_data(array)
+    host = np.asarray(array)
+    return [str(host.dtype), list(host.shape), host.tobytes().hex()]
+
+
+def local_rows(array: jax.Array) -> Any:
+    """This process's rows of a global array split over the job, in order."""
+    key = jax.dtypes.issubdtype(array.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(array) if key else array
+    shards = sorted(data.addressable_shards, key=lambda shard: shard.index[0].start or 0)
+    rows = np.concatenate([np.asarray(shard.data) for shard in shards])
+    return jax.random.wrap_key_data(rows, impl=jax.random.key_impl(array)) if key else rows
+
+
+def outcome(call: Callable[[], Any], expected: Any) -> str:
+    try:
+        answer = call()
+    except Exception as err:  # the library's own error, or not: the test says
+        return f"raised {type(err).__module__}.{type(err).__name__}: {str(err)[:200]}"
+    if bits(answer) != bits(expected):
+        return f"wrong: {bits(answer)[:2]} where {bits(expected)[:2]} was brought"
+    return "ok"
+
+
+def sweep(kind: str, rank: int, world_size: int, mesh: Any) -> dict[str, str]:
+    replicated = NamedSharding(mesh, PartitionSpec())
+    split = NamedSharding(mesh, PartitionSpec("data"))
+    shared = values(kind, 7, ROWS)
+    mine = values(kind, rank, ROWS)
+    everyone = np.concatenate if kind not in KEYS else jax.numpy.concatenate
+    whole = everyone([values(kind, r, ROWS) for r in range(world_size)])
+    found = {
+        "replicate": outcome(
+            lambda: tj.to_device({"v": shared}, replicated)["v"].addressable_data(0), shared
+        ),
+        "split": outcome(lambda: local_rows(tj.to_device(whole, split)), mine),
+        "make_global_batch": outcome(
+            lambda: local_rows(dist.make_global_batch({"v": mine}, mesh)["v"]), mine
+        ),
+        "DeviceLoader": outcome(
+            lambda: next(local_rows(b["v"]) for b in tj.DeviceLoader([{"v": mine}], split)), mine
+        ),
+        "gather": outcome(
+            lambda: tj.to_device(dist.make_global_batch({"v": mine}, mesh)["v"], "cpu"), whole
+        ),
+        "all_reduce-max": outcome(lambda: dist.all_reduce({"v": shared}, op="max")["v"], shared),
+    }
+    dist.barrier()  # every rank still in step after each dtype
+    return found
+
+
+def main() -> None:
+    dist.init_process_group(backend="gloo", timeout=float(sys.argv[1]))
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
+    found = {kind: sweep(kind, rank, world_size, mesh) for kind in NUMBERS + KEYS}
+    print("DTYPES " + json.dumps({"rank": rank, "found": found}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

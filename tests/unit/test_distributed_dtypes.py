@@ -1,0 +1,49 @@
+"""Every dtype through every multi-process entry point: the values arrive, or the library says no.
+
+One job of 2 processes (``tests/support/distributed/dtype_sweep_worker.py``) takes every
+kind JAX holds (bool, every int and float width NumPy and ml_dtypes give JAX, complex,
+PRNG keys of each implementation) through replication over the job (``DDP(model)``: an
+``nnx.Dropout`` keeps a key), a split of a whole value, ``make_global_batch``, a
+``DeviceLoader`` over the mesh, gathering a global array to the host, and
+``all_reduce``. The oracle is the values each rank brought: every answer holds exactly
+their bits (keys by their key data), or every rank raised the library's own error.
+A kind or an entry point added to the worker is checked by every test here.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from tests.support.deadlines import deadline
+from tests.support.distributed.dtype_sweep_worker import KEYS, NUMBERS
+from tests.support.distributed.launch import SCRIPTS, launch, results
+
+ENTRY_POINTS = ["replicate", "split", "make_global_batch", "DeviceLoader", "gather"]
+# What all_reduce refuses, as torch does or because there is nothing to reduce.
+REFUSED = {("complex64", "all_reduce-max"), *((key, "all_reduce-max") for key in KEYS)}
+
+
+@functools.cache
+def _found() -> list[dict[str, Any]]:
+    status, out, err = launch(
+        "--nproc-per-node", "2", "--cpu-devices", "1", str(SCRIPTS / "dtype_sweep_worker.py"),
+        str(deadline(30)), limit_s=180,
+    )  # fmt: skip
+    assert status == 0, out[-3000:] + err[-3000:]
+    return results(out, "DTYPES ", count=2)
+
+
+@pytest.mark.parametrize("entry", [*ENTRY_POINTS, "all_reduce-max"])
+@pytest.mark.parametrize("kind", NUMBERS + KEYS)
+def test_every_kind_arrives_whole_or_is_refused_by_the_library(kind: str, entry: str) -> None:
+    outcomes = [rank["found"][kind][entry] for rank in _found()]
+    if (kind, entry) in REFUSED:
+        assert all(
+            outcome.startswith("raised torch2jax_device._src.errors.DistributedError")
+            for outcome in outcomes
+        ), outcomes
+    else:
+        assert outcomes == ["ok", "ok"]
