@@ -336,13 +336,25 @@ def _caller() -> str:
 def is_initialized() -> bool:
     """Equivalent to `torch.distributed.is_initialized`.
 
-    Whether this process has joined the job.
+    Whether ``init_process_group`` ran in this process (and the group was not destroyed),
+    as in torch. Under a launcher, a tj query that starts JAX first (``tj.cuda.is_available()``)
+    joins the job already, but this stays ``False`` until the script's own
+    ``init_process_group`` confirms it: the common guard
+    ``if not dist.is_initialized(): dist.init_process_group(timeout=...)`` then still
+    runs, and its ``timeout`` applies. ``get_rank()`` and the collectives work from the
+    join on.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
         >>> dist.is_initialized()
         False
     """
+    return _group is not None and _group.joined_by is None
+
+
+def joined() -> bool:
+    """Whether this process belongs to a job: ``init_process_group`` ran, or a tj query
+    joined the job before it (``join_launched_job``)."""
     return _group is not None
 
 

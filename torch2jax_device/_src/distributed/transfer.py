@@ -102,7 +102,7 @@ def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int
     one value, and the ranks' models would never converge.
     """
     process_group = importlib.import_module(".process_group", __package__)
-    if not local or not process_group.is_initialized():
+    if not local or not process_group.joined():
         return
     brought = tuple(
         agreement.leaf(path(i), np.shape(arrays[i]), arrays[i].dtype, agreement.sampled(arrays[i]))
@@ -199,7 +199,7 @@ def _gather(arrays: list[jax.Array]) -> list[Any]:
     if not missing:
         return values
     process_group = importlib.import_module(".process_group", __package__)
-    if process_group.is_initialized():  # every rank gathers the same arrays, or all raise
+    if process_group.joined():  # every rank gathers the same arrays, or all raise
         brought = tuple(agreement.leaf(f"[{i}]", arrays[i].shape, arrays[i].dtype) for i in missing)
         process_group.synchronize("to_device", agreement.Step("to_device()", brought))
     for i in missing:
