@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.deadlines import deadline
-from tests.support.distributed.dtype_sweep_worker import KEYS, NUMBERS
+from tests.support.distributed.dtype_sweep_worker import FORMS, KEYS, NUMBERS
 from tests.support.distributed.launch import SCRIPTS, launch, results
 
 ENTRY_POINTS = ["replicate", "split", "make_global_batch", "DeviceLoader", "gather"]
@@ -47,3 +47,17 @@ def test_every_kind_arrives_whole_or_is_refused_by_the_library(kind: str, entry:
         ), outcomes
     else:
         assert outcomes == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("entry", ["make_global_batch", "DeviceLoader"])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_every_rank_holds_one_global_batch_or_every_rank_raises(form: str, entry: str) -> None:
+    """A global batch is one value for the whole job: its rows are every rank's rows, and
+    a 0-d leaf (a count, a flag) is replicated, so ranks that bring different 0-d values
+    have no one global value and must all raise, where each rank used to keep its own
+    (rank 0 computing with 2, rank 1 with 1: a different loss on each rank, silently)."""
+    views = [rank["views"][f"{form}/{entry}"] for rank in _found()]
+    if form.endswith("per-rank") and not form.startswith(("rows", "vector")):
+        assert views == ["raised torch2jax_device._src.errors.DistributedError"] * 2
+    else:
+        assert views[0].startswith("holds") and views[0] == views[1], views

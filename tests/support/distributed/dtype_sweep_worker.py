@@ -96,12 +96,49 @@ def sweep(kind: str, rank: int, world_size: int, mesh: Any) -> dict[str, str]:
     return found
 
 
+# Leaf forms of a global batch: (its rows, or its value for a 0-d leaf) per rank.
+FORMS: dict[str, Callable[[int], Any]] = {
+    "rows-per-rank": lambda rank: np.arange(6, dtype=np.float32).reshape(2, 3) + rank,
+    "vector-per-rank": lambda rank: np.arange(2, dtype=np.int32) + rank,
+    "0-d-same": lambda rank: np.float32(3.0),
+    "0-d-per-rank": lambda rank: np.int32(2 - rank),  # a per-rank count: no one value
+    "python-int-per-rank": lambda rank: 2 - rank,
+    "python-float-same": lambda rank: 0.5,
+}
+
+
+def global_views(rank: int, mesh: Any) -> dict[str, str]:
+    """What each rank holds of the global batch each form builds, by each entry point:
+    the whole global value, read back on this rank (every rank must hold the same), or
+    the error raised."""
+    split = NamedSharding(mesh, PartitionSpec("data"))
+    rows = np.zeros((2, 1), np.float32)  # the batch's rows, beside the leaf
+    views = {}
+    for form, make in FORMS.items():
+        for entry, build in (
+            ("make_global_batch", lambda b: dist.make_global_batch(b, mesh)),
+            ("DeviceLoader", lambda b: next(iter(tj.DeviceLoader([b], split)))),
+        ):
+            batch = {"rows": rows, "leaf": make(rank)}
+            views[f"{form}/{entry}"] = _view(lambda: build(batch)["leaf"])  # noqa: B023
+    return views
+
+
+def _view(build: Callable[[], jax.Array]) -> str:
+    try:
+        whole = np.asarray(tj.to_device(build(), "cpu"))
+    except Exception as err:
+        return f"raised {type(err).__module__}.{type(err).__name__}"
+    return f"holds {whole.tolist()}"
+
+
 def main() -> None:
     dist.init_process_group(backend="gloo", timeout=float(sys.argv[1]))
     rank, world_size = dist.get_rank(), dist.get_world_size()
     mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
     found = {kind: sweep(kind, rank, world_size, mesh) for kind in NUMBERS + KEYS}
-    print("DTYPES " + json.dumps({"rank": rank, "found": found}), flush=True)
+    views = global_views(rank, mesh)
+    print("DTYPES " + json.dumps({"rank": rank, "found": found, "views": views}), flush=True)
     dist.destroy_process_group()
 
 
