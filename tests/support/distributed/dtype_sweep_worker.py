@@ -118,15 +118,20 @@ def global_views(rank: int, mesh: Any) -> dict[str, str]:
         for entry, build in (
             ("make_global_batch", lambda b: dist.make_global_batch(b, mesh)),
             ("DeviceLoader", lambda b: next(iter(tj.DeviceLoader([b], split)))),
+            # x.to(device) in a DDP loop, ported onto the mesh: one value split, not rows
+            ("to_device", lambda b: tj.to_device(b, split)),
         ):
             batch = {"rows": rows, "leaf": make(rank)}
             views[f"{form}/{entry}"] = _view(lambda: build(batch)["leaf"])  # noqa: B023
     return views
 
 
-def _view(build: Callable[[], jax.Array]) -> str:
+def _view(build: Callable[[], Any]) -> str:
     try:
-        whole = np.asarray(tj.to_device(build(), "cpu"))
+        leaf = build()
+        if not isinstance(leaf, jax.Array):  # a number in a batch stays one, as in torch
+            return f"kept the number {leaf!r}"
+        whole = np.asarray(tj.to_device(leaf, "cpu"))
     except Exception as err:
         return f"raised {type(err).__module__}.{type(err).__name__}"
     return f"holds {whole.tolist()}"

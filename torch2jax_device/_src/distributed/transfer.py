@@ -83,8 +83,12 @@ def device_put(
         for i, value in zip(global_sources, values, strict=True):
             placed[i] = value
         return list(jax.device_put(placed, target, may_alias=False if copy else None))
-    if target.is_fully_replicated:
-        _replicas_agree([i for i in range(len(arrays)) if i not in global_sources], arrays, path)
+    _copies_agree(
+        [i for i in range(len(arrays)) if i not in global_sources],
+        arrays,
+        path,
+        replicated=target.is_fully_replicated,
+    )
     for i, array in enumerate(arrays):
         if i in global_sources:
             placed[i] = jax.device_put(array, target, may_alias=False if copy else None)
@@ -93,13 +97,19 @@ def device_put(
     return placed
 
 
-def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int], str]) -> None:
-    """Every process's copy of each array replicated over the job is the same (a sample
-    of its values compared through JAX's coordination service), or every rank raises.
+def _copies_agree(
+    local: list[int], arrays: Sequence[Any], path: Callable[[int], str], *, replicated: bool
+) -> None:
+    """Every process's copy of each array placed over the job is the same (a sample of its
+    values compared through JAX's coordination service), or every rank raises.
 
-    torch's ``DDP(model)`` broadcasts rank 0's parameters; replicas built from each
-    rank's own copy (a model seeded per rank) would differ while XLA assumes they are
-    one value, and the ranks' models would never converge.
+    Each process passes the whole value and keeps its devices' parts. torch's
+    ``DDP(model)`` broadcasts rank 0's parameters; replicas built from each rank's own
+    copy (a model seeded per rank) would differ while XLA assumes they are one value, and
+    the ranks' models would never converge. Split over the job, each process's part
+    would be cut from a different value: a rank passing its own rows (a batch it loaded)
+    would keep only its share of them, and the global array would hold some of each
+    rank's rows, the others dropped.
     """
     process_group = importlib.import_module(".process_group", __package__)
     if not local or not process_group.joined():
@@ -111,17 +121,29 @@ def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int
     process_group.synchronize(
         "to_device",
         agreement.Step("to_device()", brought),
-        fix=(
-            "A replicated array (DDP(model)'s parameters, NamedSharding(mesh, P())) is one "
-            "value on every process, and torch's DDP broadcasts rank 0's; these copies "
-            "differ. Fix: make every rank's copy the same before the move: initialize the "
-            "model from one seed on every rank (nnx.Rngs(seed), not seed + rank), load one "
-            "checkpoint, or take rank 0's values with "
-            "jax.experimental.multihost_utils.broadcast_one_to_all(tree). A PRNG key (an "
-            "nnx.Dropout's rngs) too: one key over the global batch already draws another "
-            "mask for every row, what per-rank seeds give torch's dropout."
-        ),
+        fix=_REPLICATED_FIX if replicated else _SPLIT_FIX,
     )
+
+
+_REPLICATED_FIX = (
+    "A replicated array (DDP(model)'s parameters, NamedSharding(mesh, P())) is one "
+    "value on every process, and torch's DDP broadcasts rank 0's; these copies "
+    "differ. Fix: make every rank's copy the same before the move: initialize the "
+    "model from one seed on every rank (nnx.Rngs(seed), not seed + rank), load one "
+    "checkpoint, or take rank 0's values with "
+    "jax.experimental.multihost_utils.broadcast_one_to_all(tree). A PRNG key (an "
+    "nnx.Dropout's rngs) too: one key over the global batch already draws another "
+    "mask for every row, what per-rank seeds give torch's dropout."
+)
+_SPLIT_FIX = (
+    "An array split over processes is one value: every process passes the whole of it "
+    "and keeps its devices' part, so copies that differ would make a global array of "
+    "some of each rank's rows, the others dropped. Fix: to make one global batch of "
+    "each rank's own rows (its DistributedSampler shard), use "
+    "tj.distributed.make_global_batch(rows, mesh) or tj.DeviceLoader(loader, "
+    "sharding); to split one value, pass the same value on every rank (one seed, one "
+    "checkpoint)."
+)
 
 
 def _scatter(value: Any, target: jax.sharding.Sharding, copy: bool, where: str) -> jax.Array:
