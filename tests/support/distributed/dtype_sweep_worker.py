@@ -12,6 +12,7 @@ library's own error on every rank. Each rank prints one ``DTYPES`` line.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import jax
 import ml_dtypes  # noqa: F401 - registers the narrow float and int kinds with NumPy
 import numpy as np
+import torch
 from jax.sharding import NamedSharding, PartitionSpec
 
 import torch2jax_device as tj
@@ -137,13 +139,53 @@ def _view(build: Callable[[], Any]) -> str:
     return f"holds {whole.tolist()}"
 
 
+# Integer metrics all_reduce sums as torch's in-place all_reduce does: (the value rank r
+# brings, torch's dtype for it). A count that fits 32 bits on each rank may not in total.
+TOTALS: dict[str, Callable[[int], Any]] = {
+    "torch-int64-small": lambda rank: torch.tensor(rank + 2),
+    "torch-int64-large": lambda rank: torch.tensor(1_500_000_000 + rank),
+    "numpy-int64-large": lambda rank: np.int64(1_500_000_000 + rank),
+    "python-int-large": lambda rank: 1_500_000_000 + rank,
+    "numpy-int32-large": lambda rank: np.int32(1_500_000_000 + rank),  # torch wraps int32 too
+    "torch-int8-large": lambda rank: torch.tensor(100 + rank, dtype=torch.int8),
+}
+
+
+def torchs_total(values: list[Any], op: str) -> int:
+    """torch's in-place all_reduce of these values: exact in their dtype's width, wrapped."""
+    dtype = np.dtype(str(torch.as_tensor(values[0]).dtype).removeprefix("torch."))
+    numbers = [int(value) for value in values]
+    exact = {"sum": sum, "product": math.prod, "max": max}[op](numbers)
+    return int(np.array(exact % 2 ** (8 * dtype.itemsize)).astype(np.uint64).astype(dtype))
+
+
+def totals(rank: int, world_size: int) -> dict[str, str]:
+    """Each metric reduced: torch's total, or the library's refusal (never another number)."""
+    found = {}
+    for name, make in TOTALS.items():
+        for op in ("sum", "product", "max"):
+            expected = torchs_total([make(r) for r in range(world_size)], op)
+            found[f"{name}/{op}"] = _total(lambda: dist.all_reduce(make(rank), op=op), expected)  # noqa: B023
+    return found
+
+
+def _total(call: Callable[[], Any], expected: int) -> str:
+    try:
+        got = int(call())
+    except Exception as err:
+        return f"raised {type(err).__module__}.{type(err).__name__}"
+    return "torch's" if got == expected else f"{got} where torch's is {expected}"
+
+
 def main() -> None:
     dist.init_process_group(backend="gloo", timeout=float(sys.argv[1]))
     rank, world_size = dist.get_rank(), dist.get_world_size()
     mesh = dist.init_device_mesh("cpu", (jax.device_count(),), mesh_dim_names=("data",))
     found = {kind: sweep(kind, rank, world_size, mesh) for kind in NUMBERS + KEYS}
     views = global_views(rank, mesh)
-    print("DTYPES " + json.dumps({"rank": rank, "found": found, "views": views}), flush=True)
+    sums = totals(rank, world_size)
+    report = {"rank": rank, "found": found, "views": views, "totals": sums}
+    print("DTYPES " + json.dumps(report), flush=True)
     dist.destroy_process_group()
 
 

@@ -29,7 +29,7 @@ from ..device import DeviceLike
 from ..dtypes import is_prng_key
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
-from . import agreement
+from . import agreement, narrowed
 from . import rendezvous as _rendezvous
 from .roll_call import roll_call
 
@@ -492,7 +492,9 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     leaf's dtype, as torch's in-place reduction does: a bool ``"sum"`` is a logical OR
     and ``"product"`` an AND, an int8 ``"sum"`` wraps (``"mean"`` of integers or bools
     is floating point, where torch refuses ``AVG``). NumPy values and Python numbers take
-    the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``).
+    the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``); a sum
+    or product of 64-bit integers whose total leaves 32 bits raises ``DistributedError``
+    instead of wrapping (torch's int64 would hold it).
 
     The ranks first meet at JAX's coordination service and compare what each brings:
     the call, the ``op``, each leaf's path, shape and dtype. Where they differ, every
@@ -560,9 +562,12 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         failure = f"{type(err).__name__}: {str(err)[:500]}"
         synchronize("all_reduce", agreement.Step(call, failure=failure))
         raise
+    originals = [
+        narrowed.original_dtype(leaf) if name in narrowed.CHECKED else None for leaf in flat.leaves
+    ]
     leaves = tuple(
-        agreement.leaf(path, np.shape(value), value.dtype)
-        for path, value in zip(flat.paths, values, strict=True)
+        agreement.leaf(path, np.shape(value), narrowed.describe(value.dtype, original))
+        for path, value, original in zip(flat.paths, values, originals, strict=True)
     )
     synchronize("all_reduce", agreement.Step(f"all_reduce(op={name!r})", leaves))
     mesh = _process_mesh()
@@ -578,6 +583,11 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         )
         for value, kind in zip(values, wide, strict=True)
     ]
+    for path, array, value, original in zip(
+        flat.paths, per_process, values, originals, strict=True
+    ):
+        if original is not None:  # 64-bit held in 32: a total past 32 bits must not wrap
+            narrowed.check_in_range(name, path, array, np.dtype(value.dtype), original)
     reduced = [array.addressable_data(0) for array in _reducer(name, mesh)(per_process)]
     return flat.rebuild(
         [
