@@ -148,12 +148,18 @@ TOTALS: dict[str, Callable[[int], Any]] = {
     "python-int-large": lambda rank: 1_500_000_000 + rank,
     "numpy-int32-large": lambda rank: np.int32(1_500_000_000 + rank),  # torch wraps int32 too
     "torch-int8-large": lambda rank: torch.tensor(100 + rank, dtype=torch.int8),
+    "torch-float64-large": lambda rank: torch.tensor(2e38 + rank, dtype=torch.float64),
+    "numpy-float64-huge": lambda rank: np.float64(1e300),  # past float32 on each rank
 }
 
 
-def torchs_total(values: list[Any], op: str) -> int:
-    """torch's in-place all_reduce of these values: exact in their dtype's width, wrapped."""
+def torchs_total(values: list[Any], op: str) -> float:
+    """torch's in-place all_reduce of these values: exact in their dtype's width, wrapped
+    (integers), or in float64."""
     dtype = np.dtype(str(torch.as_tensor(values[0]).dtype).removeprefix("torch."))
+    if dtype.kind == "f":
+        floats = [float(value) for value in values]
+        return {"sum": math.fsum, "product": math.prod, "max": max}[op](floats)
     numbers = [int(value) for value in values]
     exact = {"sum": sum, "product": math.prod, "max": max}[op](numbers)
     return int(np.array(exact % 2 ** (8 * dtype.itemsize)).astype(np.uint64).astype(dtype))
@@ -169,12 +175,14 @@ def totals(rank: int, world_size: int) -> dict[str, str]:
     return found
 
 
-def _total(call: Callable[[], Any], expected: int) -> str:
+def _total(call: Callable[[], Any], expected: float) -> str:
+    """torch's total (floats within float32's rounding), or what came instead."""
     try:
-        got = int(call())
+        got = float(call())
     except Exception as err:
         return f"raised {type(err).__module__}.{type(err).__name__}"
-    return "torch's" if got == expected else f"{got} where torch's is {expected}"
+    same = got == expected or math.isclose(got, expected, rel_tol=1e-6)
+    return "torch's" if same else f"{got} where torch's is {expected}"
 
 
 def main() -> None:

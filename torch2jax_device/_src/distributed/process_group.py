@@ -494,7 +494,8 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     is floating point, where torch refuses ``AVG``). NumPy values and Python numbers take
     the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``); a sum
     or product of 64-bit integers whose total leaves 32 bits raises ``DistributedError``
-    instead of wrapping (torch's int64 would hold it).
+    instead of wrapping (torch's int64 would hold it), as does a float64 value or total
+    past float32's largest instead of becoming inf.
 
     The ranks first meet at JAX's coordination service and compare what each brings:
     the call, the ``op``, each leaf's path, shape and dtype. Where they differ, every
@@ -554,6 +555,9 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         name = _op_name(op)
         if not flat.leaves:
             raise EmptyTreeError("all_reduce: the tree holds no arrays.")
+        originals = [narrowed.original_dtype(leaf) for leaf in flat.leaves]
+        for path, leaf, original in zip(flat.paths, flat.leaves, originals, strict=True):
+            narrowed.check_fits(leaf, path, original)
         values = [
             _reducible(host_value(leaf, "all_reduce", path), name, path)
             for path, leaf in zip(flat.paths, flat.leaves, strict=True)
@@ -562,9 +566,7 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         failure = f"{type(err).__name__}: {str(err)[:500]}"
         synchronize("all_reduce", agreement.Step(call, failure=failure))
         raise
-    originals = [
-        narrowed.original_dtype(leaf) if name in narrowed.CHECKED else None for leaf in flat.leaves
-    ]
+    originals = [original if name in narrowed.CHECKED else None for original in originals]
     leaves = tuple(
         agreement.leaf(path, np.shape(value), narrowed.describe(value.dtype, original))
         for path, value, original in zip(flat.paths, values, originals, strict=True)
