@@ -3,7 +3,7 @@
 ``torch2jax-device run --nproc-per-node N script.py [args]`` starts N copies of the
 script with the environment torchrun gives its workers (``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``, ``TORCHELASTIC_RUN_ID`` and the rest: ``worker_environment``), so
+``MASTER_PORT``, ``TORCHELASTIC_RUN_ID`` and the rest: ``torchrun_compat``), so
 ``tj.distributed.init_process_group()`` works the same under either launcher. Where
 torch is installed, it also does what torchrun's agent does: it hosts torch's rendezvous
 store at ``MASTER_PORT`` itself and tells the workers so
@@ -52,11 +52,12 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
+
+from . import torchrun_compat
 
 __all__ = ["add_parser", "run"]
 
@@ -111,12 +112,15 @@ def add_parser(commands: Any) -> None:
         "--nproc-per-node",
         "--nproc_per_node",
         dest="nproc_per_node",
-        type=_positive_int,
+        type=torchrun_compat.nproc_per_node,
         default=1,
         help="processes on this host, usually one per GPU (default 1)",
     )
     parser.add_argument(
-        "--nnodes", type=_positive_int, default=1, help="hosts in the job (default 1)"
+        "--nnodes",
+        type=torchrun_compat.nnodes,
+        default=1,
+        help="hosts in the job (default 1; torchrun's N:N too)",
     )
     parser.add_argument(
         "--node-rank",
@@ -173,6 +177,7 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="run SCRIPT as a module (python -m SCRIPT), as torchrun -m",
     )
+    torchrun_compat.add_torchrun_options(parser)
     parser.add_argument(
         "script", help="the Python script each process runs (a module name with -m)"
     )
@@ -284,7 +289,7 @@ class _Job:
 
     def start(self, args: argparse.Namespace, port: int, agent_store: bool) -> None:
         """Start this host's workers; none after a signal arrived."""
-        job_id = run_id(args)
+        job_id = torchrun_compat.run_id(args)
         for local_rank in range(args.nproc_per_node):
             if self.signals:
                 return
@@ -600,6 +605,10 @@ class _Relay:
 
 
 def _check(args: argparse.Namespace) -> str | None:
+    refused = torchrun_compat.refused_option(args)
+    if refused is not None:
+        return refused
+    torchrun_compat.apply_rendezvous(args)
     if args.node_rank >= args.nnodes:
         return f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}."
     if args.nnodes > 1 and args.master_port is None:
@@ -724,7 +733,7 @@ def _start(
 ) -> _Worker:
     env = {
         **os.environ,
-        **worker_environment(args, local_rank, port, run_id),
+        **torchrun_compat.worker_environment(args, local_rank, port, run_id),
         "PYTHONUNBUFFERED": "1",  # relay output as it is printed
     }
     if agent_store:  # torchrun's flag: every worker's torch store is a client of ours
@@ -739,49 +748,6 @@ def _start(
         start_new_session=True,  # its own process group, signalled as one
     )
     return _Worker(int(env["RANK"]), process)
-
-
-def run_id(args: argparse.Namespace) -> str:
-    """The job's ``TORCHELASTIC_RUN_ID``, as torchrun gives it: a fresh UUID for a job on
-    one host that names no port (``--standalone``, or no ``--master-port``), else torchrun's
-    default ``--rdzv-id``, ``"none"``."""
-    if args.standalone or (args.nnodes == 1 and args.master_port is None):
-        return str(uuid.uuid4())
-    return "none"
-
-
-def worker_environment(
-    args: argparse.Namespace, local_rank: int, port: int, run_id: str
-) -> dict[str, str]:
-    """What torchrun 2.13's agent puts in a worker's environment (its
-    ``LocalElasticAgent._start_workers``), with the same values: ranks, sizes, the
-    rendezvous address, the elastic run's id and counts (one worker group, role
-    ``default``, no restarts), so ``torch.distributed.is_torchelastic_launched()`` is
-    True and scripts that read ``GROUP_WORLD_SIZE`` or ``ROLE_RANK`` see torchrun's
-    answers. ``OMP_NUM_THREADS`` is 1 for several workers per host unless set, as
-    torchrun sets it (each torch CPU op then uses one thread per worker)."""
-    rank = args.node_rank * args.nproc_per_node + local_rank
-    world_size = args.nnodes * args.nproc_per_node
-    env = {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(local_rank),
-        "GROUP_RANK": str(args.node_rank),
-        "ROLE_RANK": str(rank),
-        "ROLE_NAME": "default",
-        "LOCAL_WORLD_SIZE": str(args.nproc_per_node),
-        "WORLD_SIZE": str(world_size),
-        "GROUP_WORLD_SIZE": str(args.nnodes),
-        "ROLE_WORLD_SIZE": str(world_size),
-        "MASTER_ADDR": args.master_addr,
-        "MASTER_PORT": str(port),
-        "TORCHELASTIC_RESTART_COUNT": "0",
-        "TORCHELASTIC_MAX_RESTARTS": "0",
-        "TORCHELASTIC_RUN_ID": run_id,
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
-    }
-    if args.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
-        env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 def _command(args: argparse.Namespace) -> list[str]:
