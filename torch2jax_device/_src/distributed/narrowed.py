@@ -73,7 +73,9 @@ def check_in_range(
     so the gather it runs is matched on every rank, and every rank raises alike. An inf or
     NaN a rank brought is its own (torch's sum keeps it too), not an overflow.
     """
-    mesh = per_process.sharding.mesh
+    sharding = per_process.sharding
+    assert isinstance(sharding, NamedSharding)  # all_reduce's stack over the process mesh
+    mesh = sharding.mesh
     rows = np.asarray(_gathered(mesh)(per_process).addressable_data(0))
     if held.kind == "f":
         wide = rows.astype(np.float64)

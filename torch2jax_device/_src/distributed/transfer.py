@@ -211,11 +211,11 @@ def _gather(arrays: list[jax.Array]) -> list[Any]:
     keys = [i for i, array in enumerate(arrays) if is_prng_key(array.dtype)]
     if keys:
         data = [jax.random.key_data(a) if i in keys else a for i, a in enumerate(arrays)]
-        values = _gather(data)
+        gathered = _gather(data)
         for i in keys:
             impl = jax.random.key_impl(arrays[i])
-            values[i] = jax.random.wrap_key_data(jax.numpy.asarray(values[i]), impl=impl)
-        return values
+            gathered[i] = jax.random.wrap_key_data(jax.numpy.asarray(gathered[i]), impl=impl)
+        return gathered
     values: list[Any] = [_local_copy(array) for array in arrays]
     missing = [i for i, value in enumerate(values) if value is None]
     if not missing:
