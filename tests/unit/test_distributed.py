@@ -398,6 +398,8 @@ def test_availability_queries_leave_a_torch_distributed_job_alone() -> None:
     for result in results(out, count=2):
         assert result["available"] is False
         assert (result["tj_initialized"], result["jax_distributed"]) == (False, False)
+        # A mixed codebase asking tj for the rank is told whose job it is.
+        assert "torch.distributed runs this job" in result["tj_rank_error"]
         assert result["process_count"] == 1
 
 

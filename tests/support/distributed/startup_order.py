@@ -65,6 +65,7 @@ def torch_first(timeout_s: float) -> None:
             "rank": torch.distributed.get_rank(),
             "available": available,
             "tj_initialized": dist.is_initialized(),
+            "tj_rank_error": error_of(dist.get_rank),
             "process_count": jax.process_count(),
             "jax_distributed": jax.distributed.is_initialized(),
         }

@@ -56,6 +56,10 @@ _BACKENDS = frozenset({"gloo", "nccl"})
 _NOT_INITIALIZED = (
     "Default process group has not been initialized, please make sure to call init_process_group."
 )
+_TORCH_RUNS_IT = (
+    " torch.distributed runs this job (its init_process_group ran), and tj's answers are "
+    "JAX's: ask torch.distributed, or call tj's init_process_group before JAX starts."
+)
 
 
 class ReduceOp:
@@ -642,9 +646,10 @@ def _reducible(value: Any, op: str, path: str) -> Any:
 
 def _require_group(function: str) -> _ProcessGroup:
     if _group is None:
+        torch_runs_it = _TORCH_RUNS_IT if _torch_owns_the_job() else ""
         raise DistributedError(
             f"{function}(): {_NOT_INITIALIZED} (torch2jax_device.distributed."
-            "init_process_group, called before JAX starts)"
+            f"init_process_group, called before JAX starts).{torch_runs_it}"
         )
     return _group
 
