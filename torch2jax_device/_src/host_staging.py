@@ -75,6 +75,7 @@ from .device_pieces import (
     write_piece,
     zeros_on,
 )
+from .dtypes import is_prng_key
 from .errors import OutOfMemoryError
 from .pinned_memory import (
     PINNED,
@@ -360,7 +361,8 @@ def put_on_each(
     ``Streamed`` value going anywhere else is made whole first. The rest takes
     ``device_put``'s routes, one destination at a time.
     """
-    if isinstance(value, Streamed) or _on_host(value):
+    # A PRNG key array (no NumPy dtype, no bytes of its own) takes device_put's route.
+    if isinstance(value, Streamed) or (_on_host(value) and not is_prng_key(value.dtype)):
         dtype = value.dtype if isinstance(value, Streamed) else np.dtype(value.dtype)
         devices = [
             device

@@ -3,9 +3,10 @@
 ``torch2jax-device run --nproc-per-node N script.py [args]`` starts N copies of the
 script with the environment torchrun gives its workers (``RANK``, ``LOCAL_RANK``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``), so ``tj.distributed.init_process_group()`` works the same under
-either launcher. Where torch is installed, it also does what torchrun's agent does: it
-hosts torch's rendezvous store at ``MASTER_PORT`` itself and tells the workers so
+``MASTER_PORT``, ``TORCHELASTIC_RUN_ID`` and the rest: ``torchrun_compat``), so
+``tj.distributed.init_process_group()`` works the same under either launcher. Where
+torch is installed, it also does what torchrun's agent does: it hosts torch's rendezvous
+store at ``MASTER_PORT`` itself and tells the workers so
 (``TORCHELASTIC_USE_AGENT_STORE=True``), so ``torch.distributed`` in the workers never
 depends on rank 0 outliving the others (when rank 0 hosts the store, gloo jobs abort
 now and then at exit), and JAX's coordinator takes ``MASTER_PORT + 1``. Several hosts:
@@ -55,6 +56,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
+
+from . import torchrun_compat
 
 __all__ = ["add_parser", "run"]
 
@@ -109,12 +112,15 @@ def add_parser(commands: Any) -> None:
         "--nproc-per-node",
         "--nproc_per_node",
         dest="nproc_per_node",
-        type=_positive_int,
+        type=torchrun_compat.nproc_per_node,
         default=1,
         help="processes on this host, usually one per GPU (default 1)",
     )
     parser.add_argument(
-        "--nnodes", type=_positive_int, default=1, help="hosts in the job (default 1)"
+        "--nnodes",
+        type=torchrun_compat.nnodes,
+        default=1,
+        help="hosts in the job (default 1; torchrun's N:N too)",
     )
     parser.add_argument(
         "--node-rank",
@@ -171,6 +177,7 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="run SCRIPT as a module (python -m SCRIPT), as torchrun -m",
     )
+    torchrun_compat.add_torchrun_options(parser)
     parser.add_argument(
         "script", help="the Python script each process runs (a module name with -m)"
     )
@@ -282,11 +289,12 @@ class _Job:
 
     def start(self, args: argparse.Namespace, port: int, agent_store: bool) -> None:
         """Start this host's workers; none after a signal arrived."""
+        job_id = torchrun_compat.run_id(args)
         for local_rank in range(args.nproc_per_node):
             if self.signals:
                 return
             try:
-                worker = _start(args, local_rank, port, agent_store)
+                worker = _start(args, local_rank, port, agent_store, job_id)
             except OSError as error:  # fork, exec or a pipe failed: out of processes or files
                 rank = args.node_rank * args.nproc_per_node + local_rank
                 fix = (
@@ -597,6 +605,10 @@ class _Relay:
 
 
 def _check(args: argparse.Namespace) -> str | None:
+    refused = torchrun_compat.refused_option(args)
+    if refused is not None:
+        return refused
+    torchrun_compat.apply_rendezvous(args)
     if args.node_rank >= args.nnodes:
         return f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}."
     if args.nnodes > 1 and args.master_port is None:
@@ -716,17 +728,12 @@ def _host_store(args: argparse.Namespace, port: int, reserved: socket.socket | N
         ) from None
 
 
-def _start(args: argparse.Namespace, local_rank: int, port: int, agent_store: bool) -> _Worker:
-    rank = args.node_rank * args.nproc_per_node + local_rank
+def _start(
+    args: argparse.Namespace, local_rank: int, port: int, agent_store: bool, run_id: str
+) -> _Worker:
     env = {
         **os.environ,
-        "RANK": str(rank),
-        "LOCAL_RANK": str(local_rank),
-        "GROUP_RANK": str(args.node_rank),
-        "WORLD_SIZE": str(args.nnodes * args.nproc_per_node),
-        "LOCAL_WORLD_SIZE": str(args.nproc_per_node),
-        "MASTER_ADDR": args.master_addr,
-        "MASTER_PORT": str(port),
+        **torchrun_compat.worker_environment(args, local_rank, port, run_id),
         "PYTHONUNBUFFERED": "1",  # relay output as it is printed
     }
     if agent_store:  # torchrun's flag: every worker's torch store is a client of ours
@@ -740,7 +747,7 @@ def _start(args: argparse.Namespace, local_rank: int, port: int, agent_store: bo
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, signalled as one
     )
-    return _Worker(rank, process)
+    return _Worker(int(env["RANK"]), process)
 
 
 def _command(args: argparse.Namespace) -> list[str]:

@@ -78,7 +78,11 @@ def _handed_out(count: int) -> int:
 def worker_env(**extra: str) -> dict[str, str]:
     """This environment, minus any launcher variables, with JAX on the CPU."""
     launcher = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_USE_AGENT_STORE",
+                "MASTER_PORT", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME",
+                "ROLE_WORLD_SIZE", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
                 "JAX_COORDINATOR_PORT", "JAX_LOCAL_DEVICE_IDS", "JAX_NUM_CPU_DEVICES",
                 "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"}  # fmt: skip
     env = {key: value for key, value in os.environ.items() if key not in launcher}

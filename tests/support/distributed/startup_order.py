@@ -27,13 +27,14 @@ from torch2jax_device import distributed as dist
 
 def query_first(timeout_s: float) -> None:
     available, count = tj.cuda.is_available(), tj.cuda.device_count()
-    joined = dist.is_initialized()
+    initialized = dist.is_initialized()
     other_job = error_of(
         lambda: dist.init_process_group(
             init_method=f"tcp://127.0.0.1:1?rank={os.environ['RANK']}&world_size=2"
         )
     )
-    dist.init_process_group(backend="gloo", timeout=timeout_s)
+    if not dist.is_initialized():  # the guard HF and Lightning write: it must still run
+        dist.init_process_group(backend="gloo", timeout=timeout_s)
     rank = dist.get_rank()
     total = int(dist.all_reduce(rank + 1))
     twice = error_of(lambda: dist.init_process_group(backend="gloo"))
@@ -42,7 +43,8 @@ def query_first(timeout_s: float) -> None:
             "rank": rank,
             "available": available,
             "count": count,
-            "joined_by_the_query": joined,
+            "initialized_after_the_query": initialized,
+            "initialized_after_init": dist.is_initialized(),
             "process_count": jax.process_count(),
             "other_job_error": other_job,
             "total": total,
@@ -63,6 +65,7 @@ def torch_first(timeout_s: float) -> None:
             "rank": torch.distributed.get_rank(),
             "available": available,
             "tj_initialized": dist.is_initialized(),
+            "tj_rank_error": error_of(dist.get_rank),
             "process_count": jax.process_count(),
             "jax_distributed": jax.distributed.is_initialized(),
         }

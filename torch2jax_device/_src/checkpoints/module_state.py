@@ -39,6 +39,7 @@ from ..location import in_torch_order, own_leaves_first
 from ..platforms import platform_of
 from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
+from .options import refuse_torch_options
 from .torch_load import load
 
 __all__ = ["Layout", "load_state", "named_arrays", "state_dict"]
@@ -275,6 +276,8 @@ def load_state(
     max_memory: Mapping[Any, Any] | None = None,
     device_map: Mapping[str, Any] | str | DeviceMap | None = None,
     copy: bool = True,
+    strict: bool = True,
+    assign: bool = False,
 ) -> Any:
     """Equivalent to `torch.nn.Module.load_state_dict`.
 
@@ -325,6 +328,7 @@ def load_state(
             first, as ``torch.load`` reads it, then placed).
         max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
         device_map: An explicit map (``{pattern: device}``) or a ``tj.DeviceMap``.
+        strict, assign: torch's defaults (``True``, ``False``), the only forms taken.
         copy: ``True`` (the default, as torch): the model's arrays are its own.
             ``False``: share the source's memory where no transpose, cast or transfer
             stands between them.
@@ -341,7 +345,8 @@ def load_state(
             `tj.CheckpointError`.
         CheckpointError: ``source`` is not a state dict or cannot be read.
         ConversionError: ``model`` is not a model, or a value is not an array.
-        ArgumentTypeError: ``copy`` is not a bool (a ``TypeError``).
+        ArgumentTypeError: ``copy``, ``strict`` or ``assign`` is not a bool.
+        StateDictError: ``strict=False`` or ``assign=True``, with the fix.
 
     Examples:
         >>> import os, tempfile
@@ -358,6 +363,8 @@ def load_state(
             f"load_state() puts a state into a Flax NNX or Equinox module, not "
             f"{type(model).__name__}"
         )
+    if strict is not True or assign is not False:
+        refuse_torch_options(strict, assign)
     if not isinstance(copy, bool):
         raise ArgumentTypeError(
             f"copy must be True (the model's arrays are its own, as torch's "

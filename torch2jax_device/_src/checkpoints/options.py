@@ -1,7 +1,8 @@
 """The arguments safetensors' verbs share, checked the same way on every path.
 
 ``device`` (``None`` means the CPU, as in safetensors), ``framework`` (accepted, never
-obeyed: the results are JAX arrays), ``backend`` and ``staging_bytes``.
+obeyed: the results are JAX arrays), ``backend`` and ``staging_bytes``; and the options
+of torch's ``load_state_dict`` that ``tj.load_state`` does not take.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from typing import Any
 import jax
 
 from ..device import DeviceLike, resolve
-from ..errors import CheckpointError, InvalidDeviceError
+from ..errors import ArgumentTypeError, CheckpointError, InvalidDeviceError, StateDictError
 from .messages import shown
 from .source import PathLike
 
-__all__ = ["check_framework", "checked_staging", "maps_file", "resolve_target"]
+__all__ = [
+    "check_framework",
+    "checked_staging",
+    "maps_file",
+    "refuse_torch_options",
+    "resolve_target",
+]
 
 # safetensors.safe_open's framework argument: every value it accepts, and its aliases.
 _FRAMEWORKS = frozenset(
@@ -60,3 +67,27 @@ def checked_staging(staging_bytes: int) -> int:
             "transfers as a positive number of bytes (256 * 2**20 by default)"
         )
     return staging_bytes
+
+
+def refuse_torch_options(strict: object, assign: object) -> None:
+    """``load_state_dict``'s ``strict=False`` and ``assign=True``, refused with the fix
+    (not Python's "unexpected keyword argument")."""
+    for name, value in (("strict", strict), ("assign", assign)):
+        if not isinstance(value, bool):
+            raise ArgumentTypeError(f"{name} must be True or False, not {type(value).__name__}")
+    if strict is False:
+        raise StateDictError(
+            "load_state(model, state, strict=False): a partial load (torch loads the names "
+            "both hold and returns the missing and unexpected ones) is not supported; tj "
+            "loads a whole state and changes nothing on a mismatch. Fix: load the part into "
+            "the sub-module it belongs to (tj.load_state(model.backbone, {name.removeprefix("
+            "'backbone.'): value for name, value in state.items() if name.startswith("
+            "'backbone.')})), or drop the names the model lacks and keep strict=True."
+        )
+    raise StateDictError(
+        "load_state(model, state, assign=True): torch's assign keeps the state's tensors as "
+        "they are (their dtype and device) in place of the model's; tj casts and places "
+        "each value where the model's is. Fix: copy=False shares the source's memory where "
+        "no cast or transfer stands between them; load onto an abstract model "
+        "(nnx.eval_shape) to take the arrays where they are."
+    )

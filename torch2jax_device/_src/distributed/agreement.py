@@ -40,8 +40,10 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
+from ..dtypes import is_prng_key
 from ..errors import DistributedError
 from .rendezvous import whole_milliseconds
 
@@ -80,7 +82,8 @@ class Step:
 def leaf(path: str, shape: Iterable[int], dtype: Any, values: str = "") -> Leaf:
     """One leaf's description: ``path`` (``""`` is the root), shape and dtype, and where
     given a digest of its ``values`` (`sampled`), compared with the rest."""
-    name = np.dtype(dtype).name
+    # A PRNG key's dtype is JAX's own (key<fry>), which NumPy does not know.
+    name = str(dtype) if is_prng_key(dtype) else np.dtype(dtype).name
     return (
         path or "<root>",
         tuple(int(size) for size in shape),
@@ -97,7 +100,10 @@ _SAMPLED = 16
 
 def sampled(array: Any) -> str:
     """A short digest of ``array``'s first, middle and last elements (device arrays give
-    only those to the host): equal on ranks whose copies are equal."""
+    only those to the host): equal on ranks whose copies are equal. PRNG keys are
+    sampled by their key data (an nnx.Dropout's ``rngs``, a key in a state)."""
+    if is_prng_key(getattr(array, "dtype", None)):
+        array = jax.random.key_data(array)
     size = int(np.prod(np.shape(array), dtype=np.int64))
     ends = {*range(min(size, _SAMPLED))}
     ends |= {*range(max(0, size // 2 - _SAMPLED // 2), min(size, size // 2 + _SAMPLED // 2))}

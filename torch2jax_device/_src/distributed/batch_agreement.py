@@ -51,8 +51,10 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from .. import trees
+from ..dtypes import is_prng_key
 from ..errors import DistributedError
 from . import agreement, process_group
 from .agreement import Leaf, Step
@@ -65,7 +67,9 @@ _FIX = (
     "and compute a different loss on each, silently. Fix: drop_last=True on the "
     "DataLoader (a short last batch), a DistributedSampler (it pads every rank to the "
     "same number of samples), or pad the short batch to the full size and pass a mask "
-    "that zeroes the padded rows in the loss"
+    "that zeroes the padded rows in the loss. A 0-d leaf (a count, a flag) is one value "
+    "for the whole job and must be equal on every rank: all_reduce it first "
+    "(dist.all_reduce(n)), or give it the batch axis (one value per row)"
 )
 _lock = threading.Lock()
 _calls: dict[str, itertools.count[int]] = {}
@@ -121,17 +125,34 @@ class Calls:
 def local_leaves(paths: Sequence[str], values: Sequence[Any]) -> tuple[Leaf, ...]:
     """The description of a local batch's data leaves (NumPy or local ``jax.Array``)."""
     return tuple(
-        agreement.leaf(path, value.shape, jax.dtypes.canonicalize_dtype(value.dtype))
+        agreement.leaf(path, value.shape, _canonical(value.dtype), _replicated_value(value))
         for path, value in zip(paths, values, strict=True)
         if hasattr(value, "dtype")
     )
+
+
+def _replicated_value(value: Any) -> str:
+    """A 0-d leaf's digest: it is replicated, one value for the whole job, so the ranks'
+    values are compared too (a per-rank count would otherwise be a different "global"
+    value on each rank). Rows are every rank's own: only their shapes are compared."""
+    return agreement.sampled(value) if np.ndim(value) == 0 else ""
+
+
+def _canonical(dtype: Any) -> Any:
+    """The dtype JAX gives a value (int64 as int32 without x64); a PRNG key's as it is."""
+    return dtype if is_prng_key(dtype) else jax.dtypes.canonicalize_dtype(dtype)
 
 
 def _global_leaves(batch: Any) -> tuple[Leaf, ...]:
     """The description of a global batch by the shape of this process's rows of each leaf."""
     flat = trees.flatten(batch, with_paths=True)
     return tuple(
-        agreement.leaf(path, _local_shape(value), value.dtype)
+        agreement.leaf(
+            path,
+            _local_shape(value),
+            value.dtype,
+            _replicated_value(value.addressable_data(0)) if value.ndim == 0 else "",
+        )
         for path, value in zip(flat.paths, flat.leaves, strict=True)
         if isinstance(value, jax.Array)
     )

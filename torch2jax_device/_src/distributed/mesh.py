@@ -103,8 +103,8 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
     concatenation of all processes' rows in rank order, split over the mesh
     ``axis`` (``jax.make_array_from_process_local_data``). Jitted code then sees
     the whole batch and XLA averages gradients across processes, which is what DDP
-    does. 0-d leaves (a step counter) are replicated: they must agree across
-    processes.
+    does. 0-d leaves (a step counter) are replicated: one value for the whole job,
+    so they must be equal on every process, and this is checked with the shapes.
 
     Every process must pass the same structure, shapes and dtypes, and this is
     checked: over a mesh of several processes, each call first compares every leaf's
@@ -130,10 +130,10 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
         ConversionError: a leaf does not split evenly over this process's devices;
             the message names the leaf.
         DistributedError: ``axis`` is not an axis of ``mesh``; the processes' local
-            batches differ (on every process: the message names the leaf and each
-            rank's shape, and the fix: ``drop_last=True``, a ``DistributedSampler``, or
-            padding and a mask); another process failed first, or did not come within
-            the group's timeout.
+            batches differ, or a 0-d leaf's values do (on every process: the message
+            names the leaf and each rank's shape, and the fix: ``drop_last=True``, a
+            ``DistributedSampler``, or padding and a mask); another process failed
+            first, or did not come within the group's timeout.
 
     Examples:
         Where rank 0 passes 4 rows and rank 1 the 2 rows of a short last batch, both

@@ -26,9 +26,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .. import platforms, trees
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
+from ..dtypes import is_prng_key
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
-from . import agreement
+from . import agreement, narrowed
 from . import rendezvous as _rendezvous
 from .roll_call import roll_call
 
@@ -54,6 +55,10 @@ _HEARTBEAT_S = 100
 _BACKENDS = frozenset({"gloo", "nccl"})
 _NOT_INITIALIZED = (
     "Default process group has not been initialized, please make sure to call init_process_group."
+)
+_TORCH_RUNS_IT = (
+    " torch.distributed runs this job (its init_process_group ran), and tj's answers are "
+    "JAX's: ask torch.distributed, or call tj's init_process_group before JAX starts."
 )
 
 
@@ -121,6 +126,9 @@ _REDUCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     ReduceOp.BXOR: functools.partial(_bitwise, jnp.bitwise_xor),
 }
 _BITWISE = frozenset({ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR})
+# Kinds XLA's CPU collectives cannot reduce across processes (UNIMPLEMENTED), and the
+# byte-wide kind each is reduced in.
+_BYTE_WIDE = {"int2": np.dtype(np.int8), "uint2": np.dtype(np.uint8)}
 _ORDERED = frozenset({ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX})
 
 
@@ -332,13 +340,25 @@ def _caller() -> str:
 def is_initialized() -> bool:
     """Equivalent to `torch.distributed.is_initialized`.
 
-    Whether this process has joined the job.
+    Whether ``init_process_group`` ran in this process (and the group was not destroyed),
+    as in torch. Under a launcher, a tj query that starts JAX first (``tj.cuda.is_available()``)
+    joins the job already, but this stays ``False`` until the script's own
+    ``init_process_group`` confirms it: the common guard
+    ``if not dist.is_initialized(): dist.init_process_group(timeout=...)`` then still
+    runs, and its ``timeout`` applies. ``get_rank()`` and the collectives work from the
+    join on.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
         >>> dist.is_initialized()
         False
     """
+    return _group is not None and _group.joined_by is None
+
+
+def joined() -> bool:
+    """Whether this process belongs to a job: ``init_process_group`` ran, or a tj query
+    joined the job before it (``join_launched_job``)."""
     return _group is not None
 
 
@@ -476,7 +496,10 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     leaf's dtype, as torch's in-place reduction does: a bool ``"sum"`` is a logical OR
     and ``"product"`` an AND, an int8 ``"sum"`` wraps (``"mean"`` of integers or bools
     is floating point, where torch refuses ``AVG``). NumPy values and Python numbers take
-    the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``).
+    the dtype JAX gives them (int64 is held as int32 without ``jax_enable_x64``); a sum
+    or product of 64-bit integers whose total leaves 32 bits raises ``DistributedError``
+    instead of wrapping (torch's int64 would hold it), as does a float64 value or total
+    past float32's largest instead of becoming inf.
 
     The ranks first meet at JAX's coordination service and compare what each brings:
     the call, the ``op``, each leaf's path, shape and dtype. Where they differ, every
@@ -536,6 +559,9 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         name = _op_name(op)
         if not flat.leaves:
             raise EmptyTreeError("all_reduce: the tree holds no arrays.")
+        originals = [narrowed.original_dtype(leaf) for leaf in flat.leaves]
+        for path, leaf, original in zip(flat.paths, flat.leaves, originals, strict=True):
+            narrowed.check_fits(leaf, path, original)
         values = [
             _reducible(host_value(leaf, "all_reduce", path), name, path)
             for path, leaf in zip(flat.paths, flat.leaves, strict=True)
@@ -544,21 +570,37 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         failure = f"{type(err).__name__}: {str(err)[:500]}"
         synchronize("all_reduce", agreement.Step(call, failure=failure))
         raise
+    originals = [original if name in narrowed.CHECKED else None for original in originals]
     leaves = tuple(
-        agreement.leaf(path, np.shape(value), value.dtype)
-        for path, value in zip(flat.paths, values, strict=True)
+        agreement.leaf(path, np.shape(value), narrowed.describe(value.dtype, original))
+        for path, value, original in zip(flat.paths, values, originals, strict=True)
     )
     synchronize("all_reduce", agreement.Step(f"all_reduce(op={name!r})", leaves))
     mesh = _process_mesh()
     stacked = NamedSharding(mesh, PartitionSpec("processes"))
+    # 2-bit integers cannot cross processes: reduced in their byte-wide kind, then cast
+    # back (a sum wraps as an int8 sum does).
+    wide = [_BYTE_WIDE.get(np.dtype(value.dtype).name) for value in values]
     per_process = [
         jax.make_array_from_process_local_data(
-            stacked, value[None], (jax.process_count(), *np.shape(value))
+            stacked,
+            (value if kind is None else value.astype(kind))[None],
+            (jax.process_count(), *np.shape(value)),
         )
-        for value in values
+        for value, kind in zip(values, wide, strict=True)
     ]
-    reduced = _reducer(name, mesh)(per_process)
-    return flat.rebuild([array.addressable_data(0) for array in reduced])
+    for path, array, value, original in zip(
+        flat.paths, per_process, values, originals, strict=True
+    ):
+        if original is not None:  # 64-bit held in 32: a total past 32 bits must not wrap
+            narrowed.check_in_range(name, path, array, np.dtype(value.dtype), original)
+    reduced = [array.addressable_data(0) for array in _reducer(name, mesh)(per_process)]
+    return flat.rebuild(
+        [
+            result.astype(value.dtype) if kind is not None and result.dtype == kind else result
+            for result, value, kind in zip(reduced, values, wide, strict=True)
+        ]
+    )
 
 
 def _op_name(op: Any) -> str:
@@ -576,6 +618,12 @@ def _reducible(value: Any, op: str, path: str) -> Any:
 
     NumPy values take the dtype JAX gives them (int64 becomes int32 without x64).
     """
+    if is_prng_key(getattr(value, "dtype", None)):
+        raise DistributedError(
+            f"all_reduce: leaf {path or '<root>'} is a PRNG key ({value.dtype}), which has no "
+            "sum, max or mean (torch has no keys). Fix: reduce jax.random.key_data(key) if "
+            "the ranks' key data is what you mean to combine, or leave the key out of the tree."
+        )
     if isinstance(value, np.ndarray | np.generic):
         value = np.asarray(value, jax.dtypes.canonicalize_dtype(value.dtype))
     dtype = np.dtype(value.dtype)
@@ -598,9 +646,10 @@ def _reducible(value: Any, op: str, path: str) -> Any:
 
 def _require_group(function: str) -> _ProcessGroup:
     if _group is None:
+        torch_runs_it = _TORCH_RUNS_IT if _torch_owns_the_job() else ""
         raise DistributedError(
             f"{function}(): {_NOT_INITIALIZED} (torch2jax_device.distributed."
-            "init_process_group, called before JAX starts)"
+            f"init_process_group, called before JAX starts).{torch_runs_it}"
         )
     return _group
 

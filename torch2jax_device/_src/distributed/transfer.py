@@ -31,6 +31,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .. import host_staging
+from ..dtypes import is_prng_key
 from ..errors import ConversionError
 from . import agreement
 
@@ -82,8 +83,12 @@ def device_put(
         for i, value in zip(global_sources, values, strict=True):
             placed[i] = value
         return list(jax.device_put(placed, target, may_alias=False if copy else None))
-    if target.is_fully_replicated:
-        _replicas_agree([i for i in range(len(arrays)) if i not in global_sources], arrays, path)
+    _copies_agree(
+        [i for i in range(len(arrays)) if i not in global_sources],
+        arrays,
+        path,
+        replicated=target.is_fully_replicated,
+    )
     for i, array in enumerate(arrays):
         if i in global_sources:
             placed[i] = jax.device_put(array, target, may_alias=False if copy else None)
@@ -92,16 +97,22 @@ def device_put(
     return placed
 
 
-def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int], str]) -> None:
-    """Every process's copy of each array replicated over the job is the same (a sample
-    of its values compared through JAX's coordination service), or every rank raises.
+def _copies_agree(
+    local: list[int], arrays: Sequence[Any], path: Callable[[int], str], *, replicated: bool
+) -> None:
+    """Every process's copy of each array placed over the job is the same (a sample of its
+    values compared through JAX's coordination service), or every rank raises.
 
-    torch's ``DDP(model)`` broadcasts rank 0's parameters; replicas built from each
-    rank's own copy (a model seeded per rank) would differ while XLA assumes they are
-    one value, and the ranks' models would never converge.
+    Each process passes the whole value and keeps its devices' parts. torch's
+    ``DDP(model)`` broadcasts rank 0's parameters; replicas built from each rank's own
+    copy (a model seeded per rank) would differ while XLA assumes they are one value, and
+    the ranks' models would never converge. Split over the job, each process's part
+    would be cut from a different value: a rank passing its own rows (a batch it loaded)
+    would keep only its share of them, and the global array would hold some of each
+    rank's rows, the others dropped.
     """
     process_group = importlib.import_module(".process_group", __package__)
-    if not local or not process_group.is_initialized():
+    if not local or not process_group.joined():
         return
     brought = tuple(
         agreement.leaf(path(i), np.shape(arrays[i]), arrays[i].dtype, agreement.sampled(arrays[i]))
@@ -110,15 +121,29 @@ def _replicas_agree(local: list[int], arrays: Sequence[Any], path: Callable[[int
     process_group.synchronize(
         "to_device",
         agreement.Step("to_device()", brought),
-        fix=(
-            "A replicated array (DDP(model)'s parameters, NamedSharding(mesh, P())) is one "
-            "value on every process, and torch's DDP broadcasts rank 0's; these copies "
-            "differ. Fix: make every rank's copy the same before the move: initialize the "
-            "model from one seed on every rank (nnx.Rngs(seed), not seed + rank), load one "
-            "checkpoint, or take rank 0's values with "
-            "jax.experimental.multihost_utils.broadcast_one_to_all(tree)."
-        ),
+        fix=_REPLICATED_FIX if replicated else _SPLIT_FIX,
     )
+
+
+_REPLICATED_FIX = (
+    "A replicated array (DDP(model)'s parameters, NamedSharding(mesh, P())) is one "
+    "value on every process, and torch's DDP broadcasts rank 0's; these copies "
+    "differ. Fix: make every rank's copy the same before the move: initialize the "
+    "model from one seed on every rank (nnx.Rngs(seed), not seed + rank), load one "
+    "checkpoint, or take rank 0's values with "
+    "jax.experimental.multihost_utils.broadcast_one_to_all(tree). A PRNG key (an "
+    "nnx.Dropout's rngs) too: one key over the global batch already draws another "
+    "mask for every row, what per-rank seeds give torch's dropout."
+)
+_SPLIT_FIX = (
+    "An array split over processes is one value: every process passes the whole of it "
+    "and keeps its devices' part, so copies that differ would make a global array of "
+    "some of each rank's rows, the others dropped. Fix: to make one global batch of "
+    "each rank's own rows (its DistributedSampler shard), use "
+    "tj.distributed.make_global_batch(rows, mesh) or tj.DeviceLoader(loader, "
+    "sharding); to split one value, pass the same value on every rank (one seed, one "
+    "checkpoint)."
+)
 
 
 def _scatter(value: Any, target: jax.sharding.Sharding, copy: bool, where: str) -> jax.Array:
@@ -178,26 +203,57 @@ def assemble(
 
 
 def _gather(arrays: list[jax.Array]) -> list[Any]:
-    """Each global array as a value this process holds whole (a local array or NumPy)."""
+    """Each global array as a value this process holds whole (a local array or NumPy).
+
+    A PRNG key array travels as its key data (its shards' indices cover the data's
+    trailing axes too) and is wrapped again.
+    """
+    keys = [i for i, array in enumerate(arrays) if is_prng_key(array.dtype)]
+    if keys:
+        data = [jax.random.key_data(a) if i in keys else a for i, a in enumerate(arrays)]
+        gathered = _gather(data)
+        for i in keys:
+            impl = jax.random.key_impl(arrays[i])
+            gathered[i] = jax.random.wrap_key_data(jax.numpy.asarray(gathered[i]), impl=impl)
+        return gathered
     values: list[Any] = [_local_copy(array) for array in arrays]
     missing = [i for i, value in enumerate(values) if value is None]
     if not missing:
         return values
     process_group = importlib.import_module(".process_group", __package__)
-    if process_group.is_initialized():  # every rank gathers the same arrays, or all raise
+    if process_group.joined():  # every rank gathers the same arrays, or all raise
         brought = tuple(agreement.leaf(f"[{i}]", arrays[i].shape, arrays[i].dtype) for i in missing)
         process_group.synchronize("to_device", agreement.Step("to_device()", brought))
     for i in missing:
-        array = arrays[i]
+        array = widened(arrays[i])
         if isinstance(array.sharding, NamedSharding):
             replicated = NamedSharding(
                 array.sharding.mesh, PartitionSpec(), memory_kind=array.sharding.memory_kind
             )
-            values[i] = jax.device_put(array, replicated).addressable_data(0)
+            gathered = jax.device_put(array, replicated).addressable_data(0)
         else:
             multihost_utils = importlib.import_module("jax.experimental.multihost_utils")
-            values[i] = multihost_utils.process_allgather(array, tiled=True)
+            gathered = multihost_utils.process_allgather(array, tiled=True)
+        values[i] = gathered.astype(arrays[i].dtype) if array is not arrays[i] else gathered
     return values
+
+
+#: Kinds whose cross-process collectives XLA's CPU backend (gloo) gets wrong: an all-gather
+#: of 2-bit integers returns other numbers (each rank's rows reread as packed bits), an
+#: all-reduce of them is UNIMPLEMENTED. They travel as their byte-wide kind.
+_BYTE_WIDE = {"int2": np.int8, "uint2": np.uint8}
+
+
+def widened(array: jax.Array) -> jax.Array:
+    """``array``, or where its kind cannot cross processes (``_BYTE_WIDE``), a copy of it
+    in the byte-wide kind that holds the same numbers (on the same devices)."""
+    wide = _BYTE_WIDE.get(str(array.dtype))
+    if wide is None:
+        return array
+    cast: Callable[[jax.Array], jax.Array] = jax.jit(
+        lambda value: value.astype(wide), out_shardings=array.sharding
+    )
+    return cast(array)
 
 
 def _local_copy(array: jax.Array) -> Any:
