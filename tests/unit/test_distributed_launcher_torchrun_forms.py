@@ -28,9 +28,12 @@ from torch2jax_device.cli import torchrun_compat
 
 pytestmark = pytest.mark.slow
 
+# One write per line: torchrun's workers share its stdout, and under PYTHONUNBUFFERED=1 a
+# print of several items is several writes, which two ranks interleave ("rankrank 1").
 MODULE = (
     "import os, sys\n"
-    'print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], sys.argv[1:])\n'
+    "line = f\"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} {sys.argv[1:]}\\n\"\n"
+    "sys.stdout.write(line)\n"
 )
 
 
