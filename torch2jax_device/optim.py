@@ -32,8 +32,10 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ._src import lr_scheduler as lr_scheduler
+from ._src.optimizer_state import ParamGroup as ParamGroup
 from ._src.optimizer_state import hyperparameter as hyperparameter
 from ._src.optimizer_state import load_state_dict as load_state_dict
+from ._src.optimizer_state import param_groups as param_groups
 from ._src.optimizer_state import state_dict as state_dict
 from ._src.optimizers import SGD as SGD
 from ._src.optimizers import Adam as Adam
@@ -70,11 +72,13 @@ __all__ = [
     "Adam",
     "AdamState",
     "AdamW",
+    "ParamGroup",
     "RMSprop",
     "RMSpropState",
     "SGDState",
     "hyperparameter",
     "load_state_dict",
     "lr_scheduler",
+    "param_groups",
     "state_dict",
 ]

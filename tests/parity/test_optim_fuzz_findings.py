@@ -100,6 +100,17 @@ FOUND = {
         keywords=(("lr", 0.1), ("fused", True)),
         parameters=(Parameter((3,), "complex64"),),
     ),
+    # fused with a complex parameter: torch refuses at the first step that steps it, tj
+    # refused when the optimizer was made, so a run resumed with no step left (or whose
+    # complex parameter had no gradient) failed in tj alone. Found by the groups run.
+    "fused-complex-resumed-at-the-end": Draw(
+        kind="SGD",
+        keywords=(("fused", True), ("lr", 1.0)),
+        parameters=(Parameter((2, 3), "complex64"), Parameter((2, 3), "float32")),
+        steps=1,
+        switch=1,
+        silent=frozenset({(0, 0)}),
+    ),
     # AdamW without decay and an infinite rate: 0 * inf made NaN where torch skips the decay
     "adamw-inf-lr-no-decay": Draw(
         kind="AdamW",

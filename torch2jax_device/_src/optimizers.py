@@ -27,6 +27,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .checkpoints.module_state import placed_like
 from .detect import is_tracer
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
+from .param_groups import Group, chosen, held, members, noted_groups, parsed
 
 __all__ = ["SGD", "Adam", "AdamState", "AdamW", "RMSprop", "RMSpropState", "SGDState"]
 
@@ -44,6 +45,7 @@ class SGDState(NamedTuple):
 
     steps: Any  # per parameter (int32): updates so far; the first starts its buffer at the gradient
     momentum_buffer: Any
+    group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
 class AdamState(NamedTuple):
@@ -63,6 +65,7 @@ class AdamState(NamedTuple):
     exp_avg: Any
     exp_avg_sq: Any
     max_exp_avg_sq: Any = None
+    group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
 class RMSpropState(NamedTuple):
@@ -81,6 +84,7 @@ class RMSpropState(NamedTuple):
     square_avg: Any
     momentum_buffer: Any
     grad_avg: Any
+    group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
 def SGD(  # torch's name
@@ -140,7 +144,7 @@ def SGD(  # torch's name
         >>> updates["w"].tolist(), float(state.hyperparams["learning_rate"])
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
-    _no_parameters("SGD", params, unknown)
+    groups = _no_parameters("SGD", params, unknown, {"fused": fused})
     # torch compares `value < 0`, which NaN passes
     lr = _at_least_zero("SGD", "lr", lr, nan=True)
     momentum = _at_least_zero("SGD", "momentum", momentum, nan=True)
@@ -155,7 +159,7 @@ def SGD(  # torch's name
     options = _kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
     optax = _optax()
     factory = optax.inject_hyperparams(_sgd, static_args=("fused",), hyperparam_dtype=jnp.float32)
-    return _with_params(factory, options)(
+    return _with_params(factory, options, groups, "SGD")(
         learning_rate=lr,
         momentum=momentum,
         dampening=dampening,
@@ -197,7 +201,7 @@ def Adam(  # torch's name
             ``eps`` or ``weight_decay``, a beta outside ``[0, 1)``, or betas that are
             not both floats.
         UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
-            with ``foreach`` or ``differentiable``, or (at ``init``) with a complex
+            with ``foreach`` or ``differentiable``, or (at the first step) with a complex
             parameter.
         ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``), a
             keyword torch's Adam does not take, betas that are not a pair, or a
@@ -212,9 +216,9 @@ def Adam(  # torch's name
         >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step["w"])
         ([-0.1, -0.1], 1.0)
     """
-    _no_parameters("Adam", params, unknown)
+    groups = _no_parameters("Adam", params, unknown, {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
-        "Adam", lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+        "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
         options=_kernel_options(
             "Adam", foreach=foreach, fused=fused, differentiable=differentiable,
@@ -247,9 +251,9 @@ def AdamW(  # torch's name
         >>> optim.hyperparameter(hyper["weight_decay"]), float(hyper["decoupled_weight_decay"])
         (0.01, 1.0)
     """
-    _no_parameters("AdamW", params, unknown)
+    groups = _no_parameters("AdamW", params, unknown, {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
-        "AdamW", lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+        "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
         options=_kernel_options(
             "AdamW", foreach=foreach, fused=fused, differentiable=differentiable,
@@ -260,6 +264,7 @@ def AdamW(  # torch's name
 
 def _adam_like(
     function: str,
+    groups: list[Group] | None,
     *,
     lr: Any,
     betas: Any,
@@ -293,7 +298,7 @@ def _adam_like(
     factory = optax.inject_hyperparams(
         _adam, static_args=("amsgrad", "fused"), hyperparam_dtype=jnp.float32
     )
-    return _with_params(factory, options)(
+    return _with_params(factory, options, groups, function)(
         learning_rate=lr,
         beta1=float(betas[0]),
         beta2=float(betas[1]),
@@ -343,7 +348,7 @@ def RMSprop(  # torch's name
         >>> [round(value, 4) for value in updates["w"].tolist()]
         [-0.1, -0.1]
     """
-    _no_parameters("RMSprop", params, unknown)
+    groups = _no_parameters("RMSprop", params, unknown, {})
     lr = _at_least_zero("RMSprop", "lr", lr)
     eps = _at_least_zero("RMSprop", "eps", eps)
     momentum = _at_least_zero("RMSprop", "momentum", momentum)
@@ -354,7 +359,7 @@ def RMSprop(  # torch's name
     )
     optax = _optax()
     factory = optax.inject_hyperparams(_rmsprop, hyperparam_dtype=jnp.float32)
-    return _with_params(factory, options)(
+    return _with_params(factory, options, groups, "RMSprop")(
         learning_rate=lr,
         alpha=alpha,
         eps=eps,
@@ -365,7 +370,9 @@ def RMSprop(  # torch's name
     )
 
 
-def _with_params(factory: Any, options: dict[str, Any]) -> Any:
+def _with_params(
+    factory: Any, options: dict[str, Any], groups: list[Group] | None, function: str
+) -> Any:
     """``factory``'s transformations, whose state's scalars (the step count, the
     hyperparameters) are placed where the parameters are.
 
@@ -373,49 +380,79 @@ def _with_params(factory: Any, options: dict[str, Any]) -> Any:
     (``DDP(model)``), a jitted step would refuse the mix of devices. Torch keeps an
     optimizer's state with its parameters; so does this. ``options`` (torch's kernel
     choices, which change no number) ride on ``init`` as ``torch_options``, where
-    [`state_dict`][torch2jax_device.optim.state_dict] finds them.
+    [`state_dict`][torch2jax_device.optim.state_dict] finds them; ``groups`` (torch's
+    parameter groups) as ``torch_groups``, and each group's hyperparameters, as given,
+    as ``torch_values``. With groups, each hyperparameter in the state is one value per
+    group, and ``init`` notes each parameter's group in the state's ``group``.
     """
     optax = _optax()
 
     def build(**hyperparameters: Any) -> Any:
-        transformation = factory(**hyperparameters)
+        static = {name: value for name, value in hyperparameters.items() if isinstance(value, bool)}
+        numeric = {name: value for name, value in hyperparameters.items() if name not in static}
+        values = [numeric]
+        if groups is not None:
+            values = [{**numeric, **group.overrides(function, list(numeric))} for group in groups]
+            numeric = {
+                name: jnp.asarray([group[name] for group in values], jnp.float32)
+                for name in numeric
+            }
+        transformation = factory(**numeric, **static)
 
         def init(params: Any) -> Any:
+            state = transformation.init(params)
+            if groups is not None:
+                inner = state.inner_state._replace(group=noted_groups(groups, params))
+                state = state._replace(inner_state=inner)
+            return _beside(state, params)
+
+        init.torch_options = options  # type: ignore[attr-defined]
+        init.torch_values = values  # type: ignore[attr-defined]
+        init.torch_groups = groups  # type: ignore[attr-defined]
+
+        def update(grads: Any, state: Any, params: Any = None, **extra: Any) -> Any:
             if options.get("fused") and any(
                 jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params)
-            ):
+            ):  # at the first step, as torch checks it (a resumed run may take none)
                 raise UnsupportedOperationError(
                     "`fused=True` requires all the params to be floating point Tensors "
                     "(torch's RuntimeError at the first step): a parameter is complex; "
                     "leave fused unset"
                 )
-            return _beside(transformation.init(params), params)
+            return transformation.update(grads, state, params, **extra)
 
-        init.torch_options = options  # type: ignore[attr-defined]
-        init.torch_values = hyperparameters  # type: ignore[attr-defined]
-        return optax.GradientTransformationExtraArgs(init, transformation.update)
+        return optax.GradientTransformationExtraArgs(init, update)
 
     return build
 
 
 def _beside(state: Any, params: Any) -> Any:
-    """``state``'s 0-d arrays replicated over the mesh of ``params``' first array."""
+    """``state``'s scalars (and, with groups, its hyperparameters and each parameter's
+    group) replicated over the mesh of ``params``' first array."""
     arrays = [leaf for leaf in jax.tree.leaves(params) if isinstance(leaf, jax.Array)]
     if not arrays or is_tracer(arrays[0]) or not isinstance(arrays[0].sharding, NamedSharding):
         return state
     sharding = arrays[0].sharding
     replicated = NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
 
-    def place(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array) and leaf.ndim == 0 and not is_tracer(leaf):
+    def place(leaf: Any, every: bool = False) -> Any:
+        if isinstance(leaf, jax.Array) and (every or leaf.ndim == 0) and not is_tracer(leaf):
             return placed_like(
                 leaf,
-                jax.ShapeDtypeStruct((), leaf.dtype, sharding=replicated),
+                jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=replicated),
                 "a scalar of the optimizer state",
             )
         return leaf
 
-    return jax.tree.map(place, state)
+    state = jax.tree.map(place, state)
+    if getattr(state.inner_state, "group", None) is None:
+        return state
+    return state._replace(
+        hyperparams=jax.tree.map(lambda leaf: place(leaf, True), state.hyperparams),
+        inner_state=state.inner_state._replace(
+            group=jax.tree.map(lambda leaf: place(leaf, True), state.inner_state.group)
+        ),
+    )
 
 
 def _sgd(
@@ -428,6 +465,7 @@ def _sgd(
     fused: bool,
 ) -> Any:
     optax = _optax()
+    hyperparameters = (learning_rate, momentum, dampening, weight_decay, nesterov, maximize)
 
     def init(params: Any) -> SGDState:
         return SGDState(_counts(params, jnp.int32), jax.tree.map(jnp.zeros_like, params))
@@ -438,7 +476,12 @@ def _sgd(
                 "tj.optim.SGD needs the parameters: call update(grads, state, params)"
             )
 
-        def one(grad: Any, buffer: Any, param: Any, steps: Any) -> tuple[Any, Any, Any]:
+        def one(
+            grad: Any, buffer: Any, param: Any, steps: Any, member: Any
+        ) -> tuple[Any, Any, Any]:
+            learning_rate, momentum, dampening, weight_decay, nesterov, maximize = chosen(
+                member, *hyperparameters
+            )
             dtype = param.dtype
             rounded = _rounded(dtype, fused)
             grad, buffer, param = _widened(dtype, grad, buffer, param)
@@ -448,12 +491,17 @@ def _sgd(
             step = jnp.where(nesterov > 0, _stored(grad + momentum * started, rounded), started)
             with_momentum = momentum != 0
             step = jnp.where(with_momentum, step, grad)
-            buffer = jnp.where(with_momentum, started, buffer)
-            return -learning_rate * step, buffer.astype(dtype), steps + 1
+            kept_buffer = jnp.where(with_momentum, started, buffer).astype(dtype)
+            return (
+                held(member, -learning_rate * step, jnp.zeros_like(step)),
+                held(member, kept_buffer, buffer.astype(dtype)),
+                held(member, steps + 1, steps),
+            )
 
-        triples = jax.tree.map(one, grads, state.momentum_buffer, params, state.steps)
+        each = members(state, grads)
+        triples = jax.tree.map(one, grads, state.momentum_buffer, params, state.steps, each)
         updates, buffers, steps = _unzip(triples, grads, 3)
-        return updates, SGDState(steps, buffers)
+        return updates, SGDState(steps, buffers, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -470,6 +518,15 @@ def _adam(
     fused: bool,
 ) -> Any:
     optax = _optax()
+    hyperparameters = (
+        learning_rate,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled_weight_decay,
+        maximize,
+    )
 
     def init(params: Any) -> AdamState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
@@ -483,8 +540,11 @@ def _adam(
             )
 
         def one(
-            grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any
+            grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any, member: Any
         ) -> tuple[Any, ...]:
+            (learning_rate, beta1, beta2, eps, weight_decay, decoupled_weight_decay,
+             maximize) = chosen(member, *hyperparameters)  # fmt: skip
+            old = (mean, square, peak, step)
             dtype = param.dtype
             rounded = _rounded(dtype, fused)
             grad, mean, square, peak, param = _widened(dtype, grad, mean, square, peak, param)
@@ -503,12 +563,19 @@ def _adam(
             decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
             decay = jnp.where(decayed, learning_rate * weight_decay * param, 0)
             change = _complex(-step_size * mean / denominator, dtype) - decay
-            return change, *(_kept(value, dtype) for value in (mean, square, peak)), step
+            new = (*(_kept(value, dtype) for value in (mean, square, peak)), step)
+            return (
+                held(member, change, jnp.zeros_like(change)),
+                *(held(member, value, before) for value, before in zip(new, old, strict=True)),
+            )
 
         peaks = state.max_exp_avg_sq if amsgrad else jax.tree.map(lambda _: None, grads)
-        parts = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step)
+        parts = jax.tree.map(
+            one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step,
+            members(state, grads),
+        )  # fmt: skip
         updates, means, squares, peaks, steps = _unzip(parts, grads, 5)
-        return updates, AdamState(steps, means, squares, peaks if amsgrad else None)
+        return updates, AdamState(steps, means, squares, peaks if amsgrad else None, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -523,6 +590,7 @@ def _rmsprop(
     maximize: Any,
 ) -> Any:
     optax = _optax()
+    hyperparameters = (learning_rate, alpha, eps, weight_decay, momentum, centered, maximize)
 
     def init(params: Any) -> RMSpropState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
@@ -536,7 +604,13 @@ def _rmsprop(
                 "tj.optim.RMSprop needs the parameters: call update(grads, state, params)"
             )
 
-        def one(grad: Any, square: Any, buffer: Any, mean: Any, param: Any) -> tuple[Any, ...]:
+        def one(
+            grad: Any, square: Any, buffer: Any, mean: Any, param: Any, member: Any
+        ) -> tuple[Any, ...]:
+            learning_rate, alpha, eps, weight_decay, momentum, centered, maximize = chosen(
+                member, *hyperparameters
+            )
+            old = (square, buffer, mean)
             dtype = param.dtype
             grad, square, buffer, mean, param = _widened(dtype, grad, square, buffer, mean, param)
             grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay, dtype)
@@ -550,17 +624,20 @@ def _rmsprop(
             kept = _stored(_stored(momentum * buffer, dtype) + grad / average, dtype)
             buffer = jnp.where(with_momentum, kept, buffer)
             step = jnp.where(with_momentum, buffer, grad / average)
+            change = _complex(-learning_rate * step, dtype)
+            new = (_kept(value, dtype) for value in (square, buffer, mean))
             return (
-                _complex(-learning_rate * step, dtype),
-                *(_kept(value, dtype) for value in (square, buffer, mean)),
+                held(member, change, jnp.zeros_like(change)),
+                *(held(member, value, before) for value, before in zip(new, old, strict=True)),
             )
 
+        each = members(state, grads)
         parts = jax.tree.map(
-            one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params
+            one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params, each
         )
         updates, squares, buffers, means = _unzip(parts, grads, 4)
-        steps = jax.tree.map(lambda step: step + 1, state.step)
-        return updates, RMSpropState(steps, squares, buffers, means)
+        steps = jax.tree.map(lambda step, member: held(member, step + 1, step), state.step, each)
+        return updates, RMSpropState(steps, squares, buffers, means, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -627,15 +704,13 @@ def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
     )
 
 
-def _no_parameters(function: str, params: tuple[Any, ...], unknown: Mapping[str, Any]) -> None:
-    """Torch's call shape, ``SGD(model.parameters(), lr=...)``, refused with the fix, and
-    a keyword torch's optimizer does not take (torch's ``TypeError``) named."""
-    if params:
-        raise ArgumentTypeError(
-            f"tj.optim.{function} takes its hyperparameters by keyword and no parameters: "
-            f"pass the model to nnx.Optimizer(model, tj.optim.{function}(lr=...), "
-            "wrt=nnx.Param), which pairs the two"
-        )
+def _no_parameters(
+    function: str, params: tuple[Any, ...], unknown: Mapping[str, Any], whole: Mapping[str, Any]
+) -> list[Group] | None:
+    """The parameter groups given as torch's list of dicts (or None); torch's call shape
+    ``SGD(model.parameters(), lr=...)`` refused with the fix, and a keyword torch's
+    optimizer does not take (torch's ``TypeError``) named."""
+    groups = parsed(function, params, whole)
     if unknown:
         name = next(iter(unknown))
         raise ArgumentTypeError(
@@ -643,6 +718,7 @@ def _no_parameters(function: str, params: tuple[Any, ...], unknown: Mapping[str,
             f"{function}, which raises TypeError): it takes the keywords of "
             f"torch.optim.{function}; remove {name}={unknown[name]!r}"
         )
+    return groups
 
 
 def _number(function: str, name: str, value: Any) -> float:
