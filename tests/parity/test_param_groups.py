@@ -390,3 +390,13 @@ def test_the_schedulers_take_one_value_per_group() -> None:
         optim.lr_scheduler.OneCycleLR(optimizer, max_lr=[1.0, 1.0, 1.0], total_steps=4)
     with pytest.raises(tj.ConfigError, match="expected 2 min_lrs, got 1"):
         optim.lr_scheduler.ReduceLROnPlateau(optimizer, min_lr=[0.1])
+
+
+def test_a_tensor_hyperparameter_is_refused_naming_the_fix() -> None:
+    """Torch takes ``lr=torch.tensor(0.01)`` (for captured steps); the port keeps every
+    hyperparameter in the optax state already, and asks for the number."""
+    torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], lr=torch.tensor(0.01))  # taken
+    with pytest.raises(tj.ArgumentTypeError, match=r"lr is a Tensor.*Fix: pass lr=float"):
+        optim.Adam(lr=torch.tensor(0.01))
+    with pytest.raises(tj.ArgumentTypeError, match=r"betas\[0\] is a Array"):
+        optim.Adam(lr=0.1, betas=(jnp.float32(0.9), jnp.float32(0.99)))

@@ -15,9 +15,6 @@ Neither optax nor flax is imported before a function here is called.
 from __future__ import annotations
 
 import functools
-import math
-import numbers
-from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -27,6 +24,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .checkpoints.module_state import placed_like
 from .detect import is_tracer
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
+from .optimizer_arguments import at_least_zero, kernel_options, number, unexpected
 from .param_groups import Group, chosen, held, members, noted_groups, parsed
 
 __all__ = ["SGD", "Adam", "AdamState", "AdamW", "RMSprop", "RMSpropState", "SGDState"]
@@ -113,7 +111,15 @@ def SGD(  # torch's name
     ``foreach``, ``fused`` and ``differentiable`` choose torch's kernel, not the numbers:
     they are taken, checked as torch checks them, and kept for the state dict.
 
+    Torch's parameter groups are its one positional argument:
+    ``SGD([{"params": ..., "lr": 0.01}, {"params": ...}], lr=0.1)``, where a group's
+    ``"params"`` selects parameters of the model (a predicate over ``(path,
+    parameter)`` or an nnx filter, a list of paths, or a list of
+    ``tj.parameters(model)``'s parameters) and its other keys override the keywords
+    (see [`AdamW`][torch2jax_device.optim.AdamW] and the optimizers guide).
+
     Args:
+        *params: Nothing, or torch's list of parameter groups (dicts with ``"params"``).
         lr: The learning rate.
         momentum: Momentum factor (0: plain SGD).
         dampening: Dampening of the momentum.
@@ -130,10 +136,13 @@ def SGD(  # torch's name
             dampening.
         UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
             with ``foreach`` or ``differentiable``.
-        ArgumentTypeError: a positional argument (torch's call shape,
-            ``SGD(model.parameters(), lr=...)``: ``nnx.Optimizer`` takes the model
-            instead), a keyword torch's SGD does not take, or a hyperparameter that is
-            not a number.
+        ArgumentTypeError: a positional argument other than a list of groups
+            (torch's call shape ``SGD(model.parameters(), lr=...)``: ``nnx.Optimizer``
+            takes the model instead), a group without ``"params"``, a keyword torch's
+            SGD does not take, or a hyperparameter that is not a number (a tensor
+            included: pass the float).
+        ConfigError: also a parameter two groups select (torch's ``ValueError``, when
+            ``nnx.Optimizer`` is made).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -144,19 +153,20 @@ def SGD(  # torch's name
         >>> updates["w"].tolist(), float(state.hyperparams["learning_rate"])
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
-    groups = _no_parameters("SGD", params, unknown, {"fused": fused})
+    unexpected("SGD", unknown)
+    groups = parsed("SGD", params, {"fused": fused})
     # torch compares `value < 0`, which NaN passes
-    lr = _at_least_zero("SGD", "lr", lr, nan=True)
-    momentum = _at_least_zero("SGD", "momentum", momentum, nan=True)
-    weight_decay = _at_least_zero("SGD", "weight_decay", weight_decay, nan=True)
-    dampening = _number("SGD", "dampening", dampening)
+    lr = at_least_zero("SGD", "lr", lr, nan=True)
+    momentum = at_least_zero("SGD", "momentum", momentum, nan=True)
+    weight_decay = at_least_zero("SGD", "weight_decay", weight_decay, nan=True)
+    dampening = number("SGD", "dampening", dampening)
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ConfigError(
             f"Nesterov momentum requires a momentum and zero dampening (torch's ValueError): "
             f"momentum={momentum}, dampening={dampening}; set momentum > 0 and dampening=0, "
             "or nesterov=False"
         )
-    options = _kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
+    options = kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
     optax = _optax()
     factory = optax.inject_hyperparams(_sgd, static_args=("fused",), hyperparam_dtype=jnp.float32)
     return _with_params(factory, options, groups, "SGD")(
@@ -216,11 +226,12 @@ def Adam(  # torch's name
         >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step["w"])
         ([-0.1, -0.1], 1.0)
     """
-    groups = _no_parameters("Adam", params, unknown, {"amsgrad": amsgrad, "fused": fused})
+    unexpected("Adam", unknown)
+    groups = parsed("Adam", params, {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
-        options=_kernel_options(
+        options=kernel_options(
             "Adam", foreach=foreach, fused=fused, differentiable=differentiable,
             capturable=capturable, amsgrad=bool(amsgrad),
         ),
@@ -243,6 +254,9 @@ def AdamW(  # torch's name
 ) -> Any:
     """Equivalent to `torch.optim.AdamW`: ``Adam(..., decoupled_weight_decay=True)``.
 
+    With parameter groups, each hyperparameter in the state holds one value per group
+    (nanoGPT's split below: weight decay for matrices, none for biases and norms).
+
     Examples:
         >>> from torch2jax_device import optim
         >>> tx = optim.AdamW(lr=0.1)
@@ -250,12 +264,23 @@ def AdamW(  # torch's name
         >>> hyper = state.hyperparams
         >>> optim.hyperparameter(hyper["weight_decay"]), float(hyper["decoupled_weight_decay"])
         (0.01, 1.0)
+        >>> from flax import nnx
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> tx = optim.AdamW([{"params": lambda path, p: p.ndim >= 2, "weight_decay": 0.1},
+        ...                   {"params": lambda path, p: p.ndim < 2, "weight_decay": 0.0}],
+        ...                  lr=6e-4, betas=(0.9, 0.95))
+        >>> optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        >>> optimizer.opt_state.hyperparams["weight_decay"][...].tolist()
+        [0.10000000149011612, 0.0]
+        >>> [group["params"] for group in optim.state_dict(optimizer, model)["param_groups"]]
+        [[0], [1]]
     """
-    groups = _no_parameters("AdamW", params, unknown, {"amsgrad": amsgrad, "fused": fused})
+    unexpected("AdamW", unknown)
+    groups = parsed("AdamW", params, {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
-        options=_kernel_options(
+        options=kernel_options(
             "AdamW", foreach=foreach, fused=fused, differentiable=differentiable,
             capturable=capturable, amsgrad=bool(amsgrad),
         ),
@@ -276,19 +301,19 @@ def _adam_like(
     options: dict[str, Any],
 ) -> Any:
     """Adam's and AdamW's checks, in torch's order, and the transformation."""
-    lr = _at_least_zero(function, "lr", lr)
-    eps = _at_least_zero(function, "eps", eps)
+    lr = at_least_zero(function, "lr", lr)
+    eps = at_least_zero(function, "eps", eps)
     if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
         raise ArgumentTypeError(
             f"{function}: betas must be a pair of floats such as (0.9, 0.999), not {betas!r}"
         )
     for index, beta in enumerate(betas):
-        if not 0.0 <= _number(function, f"betas[{index}]", beta) < 1.0:
+        if not 0.0 <= number(function, f"betas[{index}]", beta) < 1.0:
             raise ConfigError(
                 f"Invalid beta parameter at index {index}: {beta} (torch's ValueError): "
                 f"{function} needs 0 <= beta < 1"
             )
-    weight_decay = _at_least_zero(function, "weight_decay", weight_decay)
+    weight_decay = at_least_zero(function, "weight_decay", weight_decay)
     if not all(isinstance(beta, float) for beta in betas):
         raise ConfigError(
             f"betas must be either both floats or both Tensors (torch's ValueError), not "
@@ -348,13 +373,14 @@ def RMSprop(  # torch's name
         >>> [round(value, 4) for value in updates["w"].tolist()]
         [-0.1, -0.1]
     """
-    groups = _no_parameters("RMSprop", params, unknown, {})
-    lr = _at_least_zero("RMSprop", "lr", lr)
-    eps = _at_least_zero("RMSprop", "eps", eps)
-    momentum = _at_least_zero("RMSprop", "momentum", momentum)
-    weight_decay = _at_least_zero("RMSprop", "weight_decay", weight_decay)
-    alpha = _at_least_zero("RMSprop", "alpha", alpha)
-    options = _kernel_options(
+    unexpected("RMSprop", unknown)
+    groups = parsed("RMSprop", params, {})
+    lr = at_least_zero("RMSprop", "lr", lr)
+    eps = at_least_zero("RMSprop", "eps", eps)
+    momentum = at_least_zero("RMSprop", "momentum", momentum)
+    weight_decay = at_least_zero("RMSprop", "weight_decay", weight_decay)
+    alpha = at_least_zero("RMSprop", "alpha", alpha)
+    options = kernel_options(
         "RMSprop", foreach=foreach, differentiable=differentiable, capturable=capturable
     )
     optax = _optax()
@@ -702,74 +728,6 @@ def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
     return tuple(
         jax.tree.map(lambda _, parts_here, i=i: parts_here[i], like, tree) for i in range(parts)
     )
-
-
-def _no_parameters(
-    function: str, params: tuple[Any, ...], unknown: Mapping[str, Any], whole: Mapping[str, Any]
-) -> list[Group] | None:
-    """The parameter groups given as torch's list of dicts (or None); torch's call shape
-    ``SGD(model.parameters(), lr=...)`` refused with the fix, and a keyword torch's
-    optimizer does not take (torch's ``TypeError``) named."""
-    groups = parsed(function, params, whole)
-    if unknown:
-        name = next(iter(unknown))
-        raise ArgumentTypeError(
-            f"tj.optim.{function} got an unexpected keyword argument {name!r} (as torch's "
-            f"{function}, which raises TypeError): it takes the keywords of "
-            f"torch.optim.{function}; remove {name}={unknown[name]!r}"
-        )
-    return groups
-
-
-def _number(function: str, name: str, value: Any) -> float:
-    """``value`` as a float where torch takes it as a number (a bool, an int, a NumPy
-    number); else the library's ``TypeError`` naming it."""
-    if not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(
-            f"{function}: {name} must be a number, not {type(value).__name__} {value!r} "
-            "(torch raises TypeError comparing it with 0)"
-        )
-    return float(value)
-
-
-#: How torch's messages name each hyperparameter ("Invalid learning rate: -1").
-_LABELS = {
-    "lr": "learning rate",
-    "eps": "epsilon value",
-    "momentum": "momentum value",
-    "weight_decay": "weight_decay value",
-    "alpha": "alpha value",
-}
-
-
-def _at_least_zero(function: str, name: str, value: Any, *, nan: bool = False) -> float:
-    """``value`` as a float, refused where torch refuses it: below 0, and NaN unless
-    ``nan`` (torch's SGD checks ``value < 0``, which NaN passes; the others
-    ``not 0.0 <= value``, which it fails)."""
-    number = _number(function, name, value)
-    if number < 0 or (math.isnan(number) and not nan):
-        raise ConfigError(
-            f"Invalid {_LABELS[name]}: {value} (torch's ValueError): tj.optim.{function} "
-            f"needs {name} >= 0"
-        )
-    return number
-
-
-def _kernel_options(function: str, **options: Any) -> dict[str, Any]:
-    """Torch's kernel choices (``foreach``, ``fused``, ``capturable``, ``differentiable``),
-    which change no number here, checked as torch checks them and kept for the state
-    dict's parameter group; ``amsgrad`` (which shapes the state) rides with them."""
-    if options.get("fused"):
-        for other in ("differentiable", "foreach"):
-            if options.get(other):
-                raise UnsupportedOperationError(
-                    f"tj.optim.{function}: fused=True and {other}=True cannot be set together "
-                    "(torch's RuntimeError); set one of them"
-                )
-    return {
-        name: value if value is None or name in ("foreach", "fused") else bool(value)
-        for name, value in options.items()
-    }
 
 
 def _optax() -> Any:

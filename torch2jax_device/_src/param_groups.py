@@ -6,15 +6,19 @@ p.ndim >= 2, "weight_decay": 0.1}, {"params": ..., "weight_decay": 0.0}], lr=6e-
 each group's ``"params"`` selects parameters of the NNX model (a predicate or an nnx
 filter over ``(path, variable)``, a list of paths, or a list of the parameters
 ``tj.parameters(model)`` yields) and its other keys override the defaults. Here: the
-groups read from the constructor's argument (:func:`parsed`), and which group each of
-a model's parameters is in (:func:`membership`), the one rule the optimizer's ``init``,
-``state_dict`` and ``load_state_dict`` all follow.
+groups read from the constructor's argument (:func:`parsed`); which group each of a
+model's parameters is in and its place there (:func:`membership`), the one rule the
+optimizer's ``init``, ``state_dict`` and ``load_state_dict`` all follow; and how a step
+reads it. With groups each hyperparameter in the optax state is one value per group,
+and ``init`` notes ``[group, place]`` per parameter in the state (:func:`noted_groups`:
+group -1 for a parameter in none, which does not train; place -1 where a predicate
+chose it): a jitted step picks each parameter's hyperparameters (:func:`chosen`) and
+keeps the state of one in no group (:func:`held`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
+from .optimizer_arguments import number as checked_number
 
 __all__ = [
     "Group", "chosen", "held", "hyperparameter_names", "members", "membership", "noted_groups",
@@ -73,12 +78,12 @@ class Group:
                         f"{function}: a group's betas must be a pair of floats such as "
                         f"(0.9, 0.999), not {value!r}"
                     )
-                values.update(beta1=_number(function, "betas[0]", value[0]),
-                              beta2=_number(function, "betas[1]", value[1]))  # fmt: skip
+                values.update(beta1=checked_number(function, "betas[0]", value[0]),
+                              beta2=checked_number(function, "betas[1]", value[1]))  # fmt: skip
             elif key in _FLAGS:
                 values[key] = float(bool(value))
             else:
-                values[_HYPERPARAMETERS[key][0]] = _number(function, key, value)
+                values[_HYPERPARAMETERS[key][0]] = checked_number(function, key, value)
         return values
 
 
@@ -282,14 +287,6 @@ def members(state: Any, like: Any) -> Any:
 
 def _array(variable: Any) -> Any:
     return variable.get_value() if hasattr(variable, "get_value") else variable
-
-
-def _number(function: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(
-            f"{function}: a group's {name} must be a number, not {type(value).__name__} {value!r}"
-        )
-    return float(value)
 
 
 def _nnx() -> Any:
