@@ -118,6 +118,17 @@ FOUND = {
         parameters=FLOAT,
         writer="tj",
     ),
+    # float16 AdamW: eps underflows to 0, a 0 second moment makes the parameter inf;
+    # torch's decay scales it (inf * (1 - lr * wd) = inf) where tj's update subtracted
+    # lr * wd * inf from it: NaN
+    "adamw-float16-infinite-parameter": Draw(
+        kind="AdamW",
+        keywords=(("lr", 0.3),),
+        parameters=(Parameter((1,), "float16"),),
+        steps=2,
+        switch=1,
+        seed=1760998587,
+    ),
     # torch's resume, StepLR(..., last_epoch=N) after the optimizer's state: refused
     "steplr-last-epoch": Draw(
         kind="SGD",

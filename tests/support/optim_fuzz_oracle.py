@@ -118,6 +118,7 @@ class Tally:
     def __init__(self) -> None:
         self.examples = 0
         self.refused = 0  # keywords torch refuses (tj must refuse alike)
+        self.grouped = 0  # draws with several parameter groups
         self.explained: dict[str, int] = {row.id: 0 for row in DIFFERENCES}
 
 
@@ -631,6 +632,8 @@ def _attempt(function: Callable[[], Any]) -> BaseException | None:
 
 def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
     """The differences between torch and tj on ``draw`` that no row explains."""
+    if tally is not None and draw.groups is not None:
+        tally.grouped += 1
     refusals = list(_refusal(draw, tally))
     if refusals:
         return [finding for finding in refusals if finding.aspect != "refused"]

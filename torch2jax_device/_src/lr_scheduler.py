@@ -2,8 +2,10 @@
 
 Each scheduler sets the optimizer's learning rate (``opt_state.hyperparams
 ["learning_rate"]``, which ``tj.optim``'s optimizers and any
-``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set
-``param_groups[0]["lr"]``; its ``state_dict()`` is torch's, so a torch scheduler
+``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set each
+``param_groups[i]["lr"]`` (one rate, and one ``base_lr``, per parameter group of a
+``tj.optim`` optimizer made with torch's groups); its ``state_dict()`` is torch's, so a
+torch scheduler
 resumes from it and the reverse. Each step applies torch's own rule (``get_lr``: most
 scale the optimizer's current rate), in double precision, so a rate set by hand, a
 checkpoint's rate and a resume with ``last_epoch=`` go on as torch's do;
@@ -51,8 +53,9 @@ class LRScheduler:
     """Equivalent to `torch.optim.lr_scheduler.LRScheduler`: the base of the schedulers.
 
     Constructing one steps it once, as torch's do, and ``step()`` moves to the next
-    epoch. ``base_lrs`` is the optimizer's ``initial_lr``: its learning rate when the
-    first scheduler was made for it, or the one a loaded checkpoint holds. A
+    epoch. ``base_lrs`` is each parameter group's ``initial_lr``: its learning rate
+    when the first scheduler was made for it, or the one a loaded checkpoint holds;
+    ``get_last_lr()`` gives one rate per group. A
     ``last_epoch`` other than -1 resumes as torch's does: the optimizer's state dict
     (with its ``initial_lr``) is loaded first, and the first step goes to epoch
     ``last_epoch + 1`` by the scheduler's own rule.
@@ -334,7 +337,9 @@ class LinearLR(LRScheduler):
 class LambdaLR(LRScheduler):
     """Equivalent to `torch.optim.lr_scheduler.LambdaLR`: ``lr * lr_lambda(epoch)``.
 
-    As torch's, ``state_dict()`` holds a callable object's attributes (``vars``) and
+    ``lr_lambda`` is one function for every parameter group, or a list of one per
+    group (torch's ``ValueError``, a `tj.ConfigError`, for another length). As
+    torch's, ``state_dict()`` holds a callable object's attributes (``vars``) and
     nothing of a plain function, which the resumed scheduler must be given again.
     ``as_schedule()`` calls ``lr_lambda`` with a traced count: write it with
     arithmetic (``lambda epoch: 0.95 ** epoch``), not Python branches.
@@ -520,12 +525,15 @@ class OneCycleLR(LRScheduler):
     momentum, ``max_momentum`` and ``base_momentum``) into the optimizer's parameter
     group, which [`tj.optim.state_dict`][torch2jax_device.optim.state_dict] gives, and
     cycles ``momentum`` (SGD, RMSprop) or ``betas[0]`` (Adam, AdamW) against the rate.
+    ``max_lr``, ``max_momentum`` and ``base_momentum`` are a number for every parameter
+    group or a list of one per group, as torch's.
 
     Raises:
         ConfigError: where torch raises ``ValueError``: no ``total_steps`` (nor
             ``epochs`` and ``steps_per_epoch``), a ``pct_start`` outside ``[0, 1]`` or
             not a float, an unknown ``anneal_strategy``, cycling the momentum of an
-            optimizer without one, or stepping past ``total_steps``.
+            optimizer without one, stepping past ``total_steps``, or a list of another
+            length than the parameter groups.
 
     Examples:
         >>> from flax import nnx

@@ -66,7 +66,10 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     "param_groups": [{...}]}``, with CPU tensors in the twin's layouts, keyed by the
     parameter's index in ``twin.parameters()`` (the model's
     [`tj.parameters`][torch2jax_device.parameters] order), and one parameter group
-    holding the current hyperparameters (the learning rate a scheduler set). So
+    holding the current hyperparameters (the learning rate a scheduler set). With
+    parameter groups, one group each, in their order, whose parameters are numbered one
+    group after the other (each in its list's order, or the model's where a predicate
+    chose them), as torch numbers them; a parameter in no group is in none. So
     ``torch.save({"model": tj.state_dict(model, layout="torch"), "optimizer":
     tj.optim.state_dict(optimizer, model)}, path)`` is a checkpoint the torch
     original resumes from.
@@ -236,8 +239,10 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     parameter at the same index of the model's twin (``twin.parameters()`` order),
     transposed from the twin's layout and placed where the optimizer's state is; the
     parameter group's hyperparameters (the learning rate included) replace the
-    optimizer's, as torch's ``load_state_dict`` replaces them. Tensors come from
-    torch, NumPy or ``tj.load`` (JAX arrays).
+    optimizer's, as torch's ``load_state_dict`` replaces them. With parameter groups,
+    the checkpoint's groups are matched by position, each group's parameters in the
+    order [`state_dict`][torch2jax_device.optim.state_dict] numbers them. Tensors come
+    from torch, NumPy or ``tj.load`` (JAX arrays).
 
     Args:
         optimizer: The ``nnx.Optimizer``.
@@ -245,8 +250,8 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
         saved: ``{"state": {...}, "param_groups": [...]}``.
 
     Raises:
-        StateDictError: ``saved`` is not an optimizer state dict, has several
-            parameter groups or another number of parameters than the model (torch's
+        StateDictError: ``saved`` is not an optimizer state dict, has another number
+            of parameter groups than the optimizer or a group of another size (torch's
             ``ValueError``), is another optimizer's (Adam's into SGD), or a buffer's
             shape differs from its parameter's (named). A ``RuntimeError`` and a
             `tj.CheckpointError`.

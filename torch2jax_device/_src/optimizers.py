@@ -5,9 +5,10 @@ torch's checks, and update parameters by torch's formulas (weight decay, dampeni
 Nesterov, bias correction, decoupled decay, amsgrad, centered averages, maximize,
 complex parameters as ``view_as_real``, low-precision state in the parameter's dtype, as
 ``torch.optim`` does them). They keep their hyperparameters in the optax state
-(``optax.inject_hyperparams``, float32), where a scheduler sets the learning rate as
-torch's schedulers set ``param_groups[0]["lr"]``; ``optimizer_state`` reads and writes
-that state as torch's ``state_dict()``.
+(``optax.inject_hyperparams``, float32; one value per parameter group with torch's
+groups, ``param_groups``), where a scheduler sets the learning rate as torch's
+schedulers set ``param_groups[i]["lr"]``; ``optimizer_state`` reads and writes that
+state as torch's ``state_dict()``.
 
 Neither optax nor flax is imported before a function here is called.
 """
@@ -587,6 +588,9 @@ def _adam(
             denominator = _stored(root / jnp.sqrt(1 - beta2**step), rounded)
             denominator = _stored(denominator + eps, rounded)
             decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
+            # torch scales the parameter (p *= 1 - lr * wd: an infinite one stays so); as
+            # an update, p - lr * wd * p would be inf - inf
+            decayed = decayed & jnp.isfinite(param)
             decay = jnp.where(decayed, learning_rate * weight_decay * param, 0)
             change = _complex(-step_size * mean / denominator, dtype) - decay
             new = (*(_kept(value, dtype) for value in (mean, square, peak)), step)

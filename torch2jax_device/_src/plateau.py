@@ -27,7 +27,8 @@ class ReduceLROnPlateau:
 
     Raises:
         ConfigError: ``factor >= 1``, an unknown ``mode`` or ``threshold_mode``, or a
-            ``min_lr`` list of another length than one (torch's ``ValueError``).
+            ``min_lr`` list of another length than the parameter groups (torch's
+            ``ValueError``).
 
     Examples:
         >>> from flax import nnx
