@@ -174,6 +174,17 @@ class ParamGroup(MutableMapping[str, Any]):
     not; a key of the user's own is kept, and written in the state dict, as torch keeps
     it. ``"params"`` is not held (the state dict numbers them:
     [`state_dict`][torch2jax_device.optim.state_dict]).
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> tx = optim.Adam([{"params": ["kernel"]}, {"params": ["bias"], "name": "biases"}])
+        >>> optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        >>> group = optim.param_groups(optimizer)[1]
+        >>> group["betas"] = (0.5, 0.99)
+        >>> group["name"], group["betas"], optimizer.opt_state.hyperparams["beta1"][...].tolist()
+        ('biases', (0.5, 0.99), [0.8999999761581421, 0.5])
     """
 
     def __init__(self, optimizer: Any, group: int) -> None:
