@@ -400,3 +400,13 @@ def test_a_tensor_hyperparameter_is_refused_naming_the_fix() -> None:
         optim.Adam(lr=torch.tensor(0.01))
     with pytest.raises(tj.ArgumentTypeError, match=r"betas\[0\] is a Array"):
         optim.Adam(lr=0.1, betas=(jnp.float32(0.9), jnp.float32(0.99)))
+
+
+def test_a_groups_hyperparameter_is_read_one_group_at_a_time() -> None:
+    model = _model()
+    tx = optim.SGD([{"params": ["fc.kernel"]}, {"params": ["fc.bias"], "lr": 0.5}], lr=0.1)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    rates = optimizer.opt_state.hyperparams["learning_rate"]
+    assert optim.hyperparameter(rates[...][1]) == 0.5
+    with pytest.raises(tj.ArgumentTypeError, match=r"one value per parameter group.*\[i\]"):
+        optim.hyperparameter(rates)

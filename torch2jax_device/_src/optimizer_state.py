@@ -678,13 +678,25 @@ def hyperparameter(leaf: Any) -> float:
     The state holds float32 (``0.1`` as ``0.10000000149``); torch's param groups hold
     Python floats. The shortest decimal that is the same float32 is the one given.
 
+    Raises:
+        ArgumentTypeError: ``leaf`` holds one value per parameter group (an optimizer
+            made with torch's groups): read one group's, ``leaf[i]``, or
+            ``tj.optim.param_groups(optimizer)[i]["lr"]``.
+
     Examples:
         >>> import jax.numpy as jnp
         >>> from torch2jax_device import optim
         >>> float(jnp.float32(0.1)), optim.hyperparameter(jnp.float32(0.1))
         (0.10000000149011612, 0.1)
     """
-    return float(str(np.float32(_value(leaf))))
+    value = np.asarray(_value(leaf), np.float32)
+    if value.ndim:
+        raise ArgumentTypeError(
+            f"this hyperparameter holds one value per parameter group ({value.tolist()}): "
+            "read one group's, hyperparameter(leaf[i]), or "
+            "tj.optim.param_groups(optimizer)[i]['lr'] (torch's param_groups[i]['lr'])"
+        )
+    return float(str(value))
 
 
 def _value(leaf: Any) -> Any:
