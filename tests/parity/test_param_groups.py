@@ -410,3 +410,26 @@ def test_a_groups_hyperparameter_is_read_one_group_at_a_time() -> None:
     assert optim.hyperparameter(rates[...][1]) == 0.5
     with pytest.raises(tj.ArgumentTypeError, match=r"one value per parameter group.*\[i\]"):
         optim.hyperparameter(rates)
+
+
+def test_a_groups_own_initial_lr_is_the_schedulers_base_as_in_torch() -> None:
+    twin = TorchBlock()
+    theirs = torch.optim.SGD(
+        [{"params": [twin.fc.weight], "initial_lr": 0.4}, {"params": [twin.fc.bias]}], lr=0.1
+    )
+    with pytest.raises(KeyError, match=r"not specified in param_groups\[1\]"):  # the oracle
+        torch.optim.lr_scheduler.StepLR(theirs, step_size=1, gamma=0.5, last_epoch=0)
+    model = _model()
+    tx = optim.SGD([{"params": ["fc.kernel"], "initial_lr": 0.4}, {"params": ["fc.bias"]}], lr=0.1)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    with pytest.raises(tj.ConfigError, match=r"'initial_lr' is not specified in param_groups\[1\]"):
+        optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5, last_epoch=0)
+    theirs.param_groups[1]["initial_lr"] = 0.2
+    optim.param_groups(optimizer)[1]["initial_lr"] = 0.2
+    torch_scheduler = torch.optim.lr_scheduler.StepLR(theirs, step_size=1, gamma=0.5, last_epoch=0)
+    scheduler = optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5, last_epoch=0)
+    assert scheduler.state_dict()["base_lrs"] == torch_scheduler.state_dict()["base_lrs"]
+    assert scheduler.get_last_lr() == torch_scheduler.get_last_lr()
+    assert (
+        optim.state_dict(optimizer, model)["param_groups"] == (theirs.state_dict()["param_groups"])
+    )

@@ -457,10 +457,13 @@ def _own_keys(optimizer: Any) -> list[dict[str, Any]]:
 
 def group_extras(optimizer: Any, group: int = 0) -> dict[str, float]:
     """The keys schedulers added to ``optimizer``'s group ``group`` (torch's
-    ``initial_lr``, ...), in torch's order; the dict itself, which a scheduler updates."""
+    ``initial_lr``, ...), in torch's order; the dict itself, which a scheduler updates.
+    A group given such a key (``{"params": ..., "initial_lr": 0.1}``) starts with it,
+    as torch's ``setdefault`` keeps it."""
     every = _EXTRAS.setdefault(optimizer, [])
     while len(every) < group_count(optimizer):
-        every.append({})
+        own = given(optimizer, len(every))
+        every.append({key: float(own[key]) for key in _EXTRA_KEYS if key in own})
     extras = every[group]
     ordered = {key: extras[key] for key in _EXTRA_KEYS if key in extras}
     extras.clear()
