@@ -118,6 +118,23 @@ FOUND = {
         parameters=FLOAT,
         writer="tj",
     ),
+    # fused with a complex parameter that no group lists: torch never steps it, so never
+    # refuses it; tj refused any complex parameter of the model
+    "fused-complex-in-no-group": Draw(
+        kind="Adam",
+        keywords=(("lr", 0.1), ("fused", True)),
+        parameters=(
+            Parameter((2, 3), "bfloat16"),
+            Parameter((3,), "bfloat16", frozen=True),
+            Parameter((2, 3), "float32"),
+            Parameter((), "complex64"),
+        ),
+        groups=(((2,), (("lr", 0.001),)), ((1,), ()), ((0,), (("name", "no_decay"),))),
+        selector="parameters",
+        steps=4,
+        switch=3,
+        writer="tj",
+    ),
     # float16 AdamW: eps underflows to 0, a 0 second moment makes the parameter inf;
     # torch's decay scales it (inf * (1 - lr * wd) = inf) where tj's update subtracted
     # lr * wd * inf from it: NaN

@@ -433,3 +433,29 @@ def test_a_groups_own_initial_lr_is_the_schedulers_base_as_in_torch() -> None:
     assert (
         optim.state_dict(optimizer, model)["param_groups"] == (theirs.state_dict()["param_groups"])
     )
+
+
+class Complex(nnx.Module):
+    def __init__(self) -> None:
+        self.real = nnx.Param(jnp.ones(2))
+        self.wave = nnx.Param(jnp.ones(2, jnp.complex64))
+
+
+def test_fused_refuses_a_complex_parameter_a_group_holds_at_its_first_step() -> None:
+    real = torch.nn.Parameter(torch.ones(2))
+    wave = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    theirs = torch.optim.Adam([{"params": [real]}, {"params": [wave]}], lr=0.1, fused=True)
+    real.grad, wave.grad = torch.ones(2), torch.ones(2, dtype=torch.complex64)
+    with pytest.raises(RuntimeError, match="floating point"):
+        theirs.step()  # the oracle
+    model = Complex()
+    tx = optim.Adam([{"params": ["real"]}, {"params": ["wave"]}], lr=0.1, fused=True)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)  # made: torch's is too
+    grads = jax.tree.map(jnp.ones_like, nnx.state(model, nnx.Param))
+    with pytest.raises(tj.UnsupportedOperationError, match="a parameter is complex"):
+        optimizer.update(model, grads)
+    alone = Complex()  # in no group, it is never stepped: neither refuses
+    tx = optim.Adam([{"params": ["real"]}], lr=0.1, fused=True)
+    optimizer = nnx.Optimizer(alone, tx, wrt=nnx.Param)
+    optimizer.update(alone, grads)
+    assert alone.wave[...].tolist() == [1 + 0j, 1 + 0j]

@@ -379,7 +379,7 @@ def numbering(optimizer: Any, entries: list[Any]) -> list[list[int]]:
         number, place = (
             found.get(tuple(entry.path), (-1, -1))
             if member is None
-            else (int(value) for value in np.asarray(_value(member)))
+            else (int(value) for value in np.asarray(_value(member))[:2])
         )
         if number >= 0:
             parts[number].append((place, position))

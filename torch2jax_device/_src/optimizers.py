@@ -26,7 +26,7 @@ from .checkpoints.module_state import placed_like
 from .detect import is_tracer
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
 from .optimizer_arguments import at_least_zero, kernel_options, number, unexpected
-from .param_groups import Group, chosen, held, members, noted_groups, parsed
+from .param_groups import Group, chosen, held, members, noted_groups, parsed, refused_complex
 
 __all__ = ["SGD", "Adam", "AdamState", "AdamW", "RMSprop", "RMSpropState", "SGDState"]
 
@@ -429,7 +429,8 @@ def _with_params(
         def init(params: Any) -> Any:
             state = transformation.init(params)
             if groups is not None:
-                inner = state.inner_state._replace(group=noted_groups(groups, params))
+                noted = noted_groups(groups, params, marked=bool(options.get("fused")))
+                inner = state.inner_state._replace(group=noted)
                 state = state._replace(inner_state=inner)
             return _beside(state, params)
 
@@ -438,9 +439,8 @@ def _with_params(
         init.torch_groups = groups  # type: ignore[attr-defined]
 
         def update(grads: Any, state: Any, params: Any = None, **extra: Any) -> Any:
-            if options.get("fused") and any(
-                jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params)
-            ):  # at the first step, as torch checks it (a resumed run may take none)
+            if options.get("fused") and refused_complex(params, state.inner_state.group):
+                # at the first step, as torch checks it (a resumed run may take none)
                 raise UnsupportedOperationError(
                     "`fused=True` requires all the params to be floating point Tensors "
                     "(torch's RuntimeError at the first step): a parameter is complex; "

@@ -30,7 +30,7 @@ from .optimizer_arguments import number as checked_number
 
 __all__ = [
     "Group", "chosen", "held", "hyperparameter_names", "members", "membership", "noted_groups",
-    "parsed", "plain_path",
+    "parsed", "plain_path", "refused_complex",
 ]  # fmt: skip
 
 #: A group's torch keys that are the optax state's hyperparameters, by the state's names.
@@ -251,13 +251,31 @@ def _plain(key: Any) -> Any:
     return key
 
 
-def noted_groups(groups: list[Group], params: Any) -> Any:
+def noted_groups(groups: list[Group], params: Any, *, marked: bool = False) -> Any:
     """``[group, place]`` (int32) per parameter of ``params``, a tree like theirs: what
-    an optimizer's ``init`` notes in its state (see :func:`membership`)."""
+    an optimizer's ``init`` notes in its state (see :func:`membership`).
+
+    ``marked`` (a fused optimizer): a complex parameter in a group is noted ``[group,
+    place, 1]``, a mark its shape shows to a jitted step, which refuses it as torch's
+    first step does (:func:`refused_complex`); one in no group torch never sees.
+    """
     pairs = jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_variable)[0]
     found = membership(groups, [(plain_path(keys), leaf) for keys, leaf in pairs])
-    places = [jnp.asarray(found.get(plain_path(keys), (-1, -1)), jnp.int32) for keys, _ in pairs]
+    places = []
+    for keys, leaf in pairs:
+        note = found.get(plain_path(keys), (-1, -1))
+        if marked and note[0] >= 0 and jnp.iscomplexobj(_array(leaf)):
+            note = (*note, 1)
+        places.append(jnp.asarray(note, jnp.int32))
     return jax.tree.unflatten(jax.tree.structure(params), places)
+
+
+def refused_complex(params: Any, noted: Any) -> bool:
+    """Whether a fused optimizer's step meets a complex parameter it trains (torch's
+    ``RuntimeError``): any, without groups; one noted with the mark, with groups."""
+    if noted is None:
+        return any(jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params))
+    return any(jnp.shape(note)[0] == 3 for note in jax.tree.leaves(noted))
 
 
 def _is_variable(value: Any) -> bool:
