@@ -459,3 +459,14 @@ def test_fused_refuses_a_complex_parameter_a_group_holds_at_its_first_step() -> 
     optimizer = nnx.Optimizer(alone, tx, wrt=nnx.Param)
     optimizer.update(alone, grads)
     assert alone.wave[...].tolist() == [1 + 0j, 1 + 0j]
+
+
+def test_listed_parameters_are_matched_when_the_optimizer_is_made() -> None:
+    """A list of parameters is matched to the model's arrays once (the transformation
+    holds no copy of them): one the model replaced since is named."""
+    model = _model()
+    listed = [p for p in tj.parameters(model) if p.ndim >= 2]
+    tx = optim.AdamW([{"params": listed}], lr=0.1)
+    tj.load_state(model, tj.state_dict(_model()))  # new arrays in the model
+    with pytest.raises(tj.ConfigError, match="replaced since the list was made"):
+        nnx.Optimizer(model, tx, wrt=nnx.Param)

@@ -19,6 +19,7 @@ keeps the state of one in no group (:func:`held`).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -58,7 +59,8 @@ class Group:
     """One parameter group: what selects its parameters, and its own keys.
 
     ``select`` is a predicate over ``(path, variable)``, or a tuple of paths (tuples of
-    path keys) and of arrays (matched by identity); ``given`` is the group's dict as the
+    path keys) and of weak references to arrays (matched by identity when the optimizer
+    is made); ``given`` is the group's dict as the
     user wrote it, less ``"params"``, in its order (torch keeps it so, unknown keys
     included).
     """
@@ -173,7 +175,7 @@ def _path_or_array(function: str, number: int, item: Any) -> Any:
         return tuple(item)
     array = getattr(item, "data", item)
     if hasattr(array, "shape") and hasattr(array, "dtype"):
-        return array
+        return weakref.ref(array)  # matched once, at init: the transformation keeps no copy
     raise ArgumentTypeError(
         f"tj.optim.{function}: parameter group {number}'s params holds a "
         f"{type(item).__name__} {item!r}: list paths ('layer.kernel') or the parameters "
@@ -219,15 +221,17 @@ def membership(
                             "list the NNX paths tj.state_dict(model) names"
                         )
                 elif arrays:
-                    if id(item) not in by_identity:
+                    array = item()
+                    if array is None or id(array) not in by_identity:
+                        shown = "gone" if array is None else f"of shape {tuple(array.shape)}"
                         raise ConfigError(
-                            f"parameter group {number} lists a parameter of shape "
-                            f"{tuple(item.shape)} that is none of the model's parameters this "
-                            "optimizer trains (a parameter left out of wrt=, or another "
-                            "model's): name it by its path ('layer.kernel') or select it "
-                            "with a predicate"
+                            f"parameter group {number} lists a parameter ({shown}) that is "
+                            "none of the model's parameters this optimizer trains (a "
+                            "parameter left out of wrt=, another model's, or one the model "
+                            "has replaced since the list was made): name it by its path "
+                            "('layer.kernel') or select it with a predicate"
                         )
-                    chosen.append((by_identity[id(item)], place))
+                    chosen.append((by_identity[id(array)], place))
         for path, place in chosen:
             if path in found:
                 raise ConfigError(
@@ -263,7 +267,7 @@ def noted_groups(groups: list[Group], params: Any, *, marked: bool = False) -> A
     found = membership(groups, [(plain_path(keys), leaf) for keys, leaf in pairs])
     places = []
     for keys, leaf in pairs:
-        note = found.get(plain_path(keys), (-1, -1))
+        note: tuple[int, ...] = found.get(plain_path(keys), (-1, -1))
         if marked and note[0] >= 0 and jnp.iscomplexobj(_array(leaf)):
             note = (*note, 1)
         places.append(jnp.asarray(note, jnp.int32))
