@@ -15,7 +15,8 @@ betas at 1, integer betas, a string, a keyword the optimizer does not take); flo
 float64, bfloat16, float16 and complex64 parameters of several shapes, a ``Linear``
 layer (whose layout differs between the frameworks), frozen parameters, parameters
 without a gradient on some steps, several parameter groups with their own
-hyperparameters; a scheduler with its arguments; and a checkpoint at a random step,
+hyperparameters; a group's rate set by hand before a step; a scheduler with its
+arguments; and a checkpoint at a random step,
 written by either framework (in memory, or through ``torch.save`` and ``tj.load``), from
 which both resume, the scheduler by ``load_state_dict`` or torch's ``last_epoch=``.
 """
@@ -93,6 +94,9 @@ class Draw:
     #: (step, parameter position): that parameter has no gradient at that step.
     silent: frozenset[tuple[int, int]] = frozenset()
     seed: int = 0
+    #: (step, group, rate): before that step, the trainer sets that group's learning
+    #: rate by hand (torch's ``optimizer.param_groups[group]["lr"] = rate``).
+    by_hand: tuple[int, int, float] | None = None
 
     @property
     def positions(self) -> int:
@@ -305,6 +309,11 @@ def draw(rng: random.Random) -> Draw:
         through_file=rng.random() < 0.3,
         silent=frozenset(silent),
         seed=rng.randrange(2**31),
+        by_hand=(
+            (rng.randrange(steps), rng.randrange(len(groups or [0])), _rate(rng) or 0.02)
+            if rng.random() < 0.2
+            else None
+        ),
     )
 
 
@@ -387,6 +396,8 @@ def smaller(draw_: Draw) -> list[Draw]:
                 silent=frozenset(s for s in draw_.silent if s[0] < draw_.switch - 1),
             )
         )  # fmt: skip
+    if draw_.by_hand is not None:
+        candidates.append(replace(draw_, by_hand=None))
     if draw_.through_file:
         candidates.append(replace(draw_, through_file=False))
     if draw_.per_epoch > 1:

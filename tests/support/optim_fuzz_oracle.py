@@ -345,6 +345,9 @@ class TorchRun:
         ):
             silent = self.draw.frozen(position) or (step, position) in self.draw.silent
             tensor.grad = None if silent else gradient
+        if self.draw.by_hand is not None and self.draw.by_hand[0] == step:
+            _, group, rate = self.draw.by_hand
+            self.optimizer.param_groups[group % len(self.draw.groups or [0])]["lr"] = rate
         self.optimizer.step()
         _epoch_ends(self.draw, self.scheduler, step)
 
@@ -386,6 +389,9 @@ class TjRun:
         names = _names(self.draw)
         gradients = dict(zip(names, _gradients(self.draw, step), strict=True))
         holder = tj.load_state(Model(self.draw), gradients)
+        if self.draw.by_hand is not None and self.draw.by_hand[0] == step:
+            _, group, rate = self.draw.by_hand
+            optim.param_groups(self.optimizer)[group % len(self.draw.groups or [0])]["lr"] = rate
         self.optimizer.update(self.model, nnx.state(holder, nnx.Param))
         _epoch_ends(self.draw, self.scheduler, step)
 
