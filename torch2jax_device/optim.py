@@ -23,7 +23,10 @@ scheduler.load_state_dict(checkpoint["scheduler"])
 
 The optimizers are optax transformations with torch's update rules; the model's
 twin order ([`tj.parameters`][torch2jax_device.parameters]) is the parameter index
-torch keys optimizer state by. The [optimizers guide](how-to/optimizers.md) has the
+torch keys optimizer state by. Torch's parameter groups are their one positional
+argument (``optim.AdamW([{"params": lambda path, p: p.ndim >= 2, "weight_decay":
+0.1}, {"params": lambda path, p: p.ndim < 2, "weight_decay": 0.0}], lr=6e-4)``), and
+``optim.param_groups(optimizer)`` is ``optimizer.param_groups``. The [optimizers guide](how-to/optimizers.md) has the
 whole loop and what differs.
 """
 
