@@ -26,8 +26,8 @@ twin order ([`tj.parameters`][torch2jax_device.parameters]) is the parameter ind
 torch keys optimizer state by. Torch's parameter groups are their one positional
 argument (``optim.AdamW([{"params": lambda path, p: p.ndim >= 2, "weight_decay":
 0.1}, {"params": lambda path, p: p.ndim < 2, "weight_decay": 0.0}], lr=6e-4)``), and
-``optim.param_groups(optimizer)`` is ``optimizer.param_groups``. The [optimizers guide](how-to/optimizers.md) has the
-whole loop and what differs.
+``optim.param_groups(optimizer)`` is ``optimizer.param_groups``. The
+[optimizers guide](how-to/optimizers.md) has the whole loop and what differs.
 """
 
 from __future__ import annotations
