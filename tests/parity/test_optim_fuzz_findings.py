@@ -135,6 +135,18 @@ FOUND = {
         switch=3,
         writer="tj",
     ),
+    # the oracle's own: a rate set by hand (1.0, above the drawn 0.3) moves parameters
+    # farther, and float32's roundings with it; the tolerance now counts it
+    "adamw-rate-set-by-hand": Draw(
+        kind="AdamW",
+        keywords=(("lr", 0.3),),
+        parameters=(Parameter((3,), "float32"), Parameter((1,), "float32")),
+        steps=3,
+        switch=3,
+        writer="tj",
+        seed=2048649381,
+        by_hand=(1, 0, 1.0),
+    ),
     # float16 AdamW: eps underflows to 0, a 0 second moment makes the parameter inf;
     # torch's decay scales it (inf * (1 - lr * wd) = inf) where tj's update subtracted
     # lr * wd * inf from it: NaN

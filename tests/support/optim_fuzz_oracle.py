@@ -437,6 +437,8 @@ def _reach(draw: Draw) -> float:
     rates = [value for name, value in draw.keywords if name == "lr"]
     for _, overrides in draw.groups or ():
         rates.extend(value for name, value in overrides if name == "lr")
+    if draw.by_hand is not None:  # a rate set by hand moves parameters as far
+        rates.append(draw.by_hand[2])
     numbers = [rate for rate in rates if isinstance(rate, (int, float))] or [1e-3]
     rate = max(numbers)
     return max(1.0, rate * draw.steps) if math.isfinite(rate) else 1.0
