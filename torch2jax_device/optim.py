@@ -23,8 +23,11 @@ scheduler.load_state_dict(checkpoint["scheduler"])
 
 The optimizers are optax transformations with torch's update rules; the model's
 twin order ([`tj.parameters`][torch2jax_device.parameters]) is the parameter index
-torch keys optimizer state by. The [optimizers guide](how-to/optimizers.md) has the
-whole loop and what differs.
+torch keys optimizer state by. Torch's parameter groups are their one positional
+argument (``optim.AdamW([{"params": lambda path, p: p.ndim >= 2, "weight_decay":
+0.1}, {"params": lambda path, p: p.ndim < 2, "weight_decay": 0.0}], lr=6e-4)``), and
+``optim.param_groups(optimizer)`` is ``optimizer.param_groups``. The
+[optimizers guide](how-to/optimizers.md) has the whole loop and what differs.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ._src import lr_scheduler as lr_scheduler
+from ._src.optimizer_state import ParamGroup as ParamGroup
 from ._src.optimizer_state import hyperparameter as hyperparameter
 from ._src.optimizer_state import load_state_dict as load_state_dict
+from ._src.optimizer_state import param_groups as param_groups
 from ._src.optimizer_state import state_dict as state_dict
 from ._src.optimizers import SGD as SGD
 from ._src.optimizers import Adam as Adam
@@ -70,11 +75,13 @@ __all__ = [
     "Adam",
     "AdamState",
     "AdamW",
+    "ParamGroup",
     "RMSprop",
     "RMSpropState",
     "SGDState",
     "hyperparameter",
     "load_state_dict",
     "lr_scheduler",
+    "param_groups",
     "state_dict",
 ]

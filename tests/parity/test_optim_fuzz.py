@@ -51,7 +51,10 @@ def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int)
     for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
         shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
         lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
-    lines.append(f"Refused alike: {tally.refused}; rows: {tally.explained}.")
+    lines.append(
+        f"Refused alike: {tally.refused}; with parameter groups: {tally.grouped}; "
+        f"rows: {tally.explained}."
+    )
     return "\n".join(lines)
 
 

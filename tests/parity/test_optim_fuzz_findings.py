@@ -100,12 +100,63 @@ FOUND = {
         keywords=(("lr", 0.1), ("fused", True)),
         parameters=(Parameter((3,), "complex64"),),
     ),
+    # fused with a complex parameter: torch refuses at the first step that steps it, tj
+    # refused when the optimizer was made, so a run resumed with no step left (or whose
+    # complex parameter had no gradient) failed in tj alone. Found by the groups run.
+    "fused-complex-resumed-at-the-end": Draw(
+        kind="SGD",
+        keywords=(("fused", True), ("lr", 1.0)),
+        parameters=(Parameter((2, 3), "complex64"), Parameter((2, 3), "float32")),
+        steps=1,
+        switch=1,
+        silent=frozenset({(0, 0)}),
+    ),
     # AdamW without decay and an infinite rate: 0 * inf made NaN where torch skips the decay
     "adamw-inf-lr-no-decay": Draw(
         kind="AdamW",
         keywords=(("lr", math.inf), ("weight_decay", 0.0)),
         parameters=FLOAT,
         writer="tj",
+    ),
+    # fused with a complex parameter that no group lists: torch never steps it, so never
+    # refuses it; tj refused any complex parameter of the model
+    "fused-complex-in-no-group": Draw(
+        kind="Adam",
+        keywords=(("lr", 0.1), ("fused", True)),
+        parameters=(
+            Parameter((2, 3), "bfloat16"),
+            Parameter((3,), "bfloat16", frozen=True),
+            Parameter((2, 3), "float32"),
+            Parameter((), "complex64"),
+        ),
+        groups=(((2,), (("lr", 0.001),)), ((1,), ()), ((0,), (("name", "no_decay"),))),
+        selector="parameters",
+        steps=4,
+        switch=3,
+        writer="tj",
+    ),
+    # the oracle's own: a rate set by hand (1.0, above the drawn 0.3) moves parameters
+    # farther, and float32's roundings with it; the tolerance now counts it
+    "adamw-rate-set-by-hand": Draw(
+        kind="AdamW",
+        keywords=(("lr", 0.3),),
+        parameters=(Parameter((3,), "float32"), Parameter((1,), "float32")),
+        steps=3,
+        switch=3,
+        writer="tj",
+        seed=2048649381,
+        by_hand=(1, 0, 1.0),
+    ),
+    # float16 AdamW: eps underflows to 0, a 0 second moment makes the parameter inf;
+    # torch's decay scales it (inf * (1 - lr * wd) = inf) where tj's update subtracted
+    # lr * wd * inf from it: NaN
+    "adamw-float16-infinite-parameter": Draw(
+        kind="AdamW",
+        keywords=(("lr", 0.3),),
+        parameters=(Parameter((1,), "float16"),),
+        steps=2,
+        switch=1,
+        seed=1760998587,
     ),
     # torch's resume, StepLR(..., last_epoch=N) after the optimizer's state: refused
     "steplr-last-epoch": Draw(

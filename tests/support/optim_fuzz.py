@@ -15,7 +15,8 @@ betas at 1, integer betas, a string, a keyword the optimizer does not take); flo
 float64, bfloat16, float16 and complex64 parameters of several shapes, a ``Linear``
 layer (whose layout differs between the frameworks), frozen parameters, parameters
 without a gradient on some steps, several parameter groups with their own
-hyperparameters; a scheduler with its arguments; and a checkpoint at a random step,
+hyperparameters; a group's rate set by hand before a step; a scheduler with its
+arguments; and a checkpoint at a random step,
 written by either framework (in memory, or through ``torch.save`` and ``tj.load``), from
 which both resume, the scheduler by ``load_state_dict`` or torch's ``last_epoch=``.
 """
@@ -71,8 +72,13 @@ class Draw:
     parameters: tuple[Parameter, ...]
     #: A ``Linear(3, 2)`` after the parameters (torch's ``(out, in)`` weight).
     linear: bool = False
-    #: Several parameter groups: (the parameter positions, the group's own keywords).
+    #: Several parameter groups: (the parameter positions, in the order torch's group
+    #: lists them, the group's own keywords). A position in no group does not train.
     groups: tuple[tuple[tuple[int, ...], tuple[tuple[str, Any], ...]], ...] | None = None
+    #: How the port's groups select their parameters: "paths" (a list of paths, in the
+    #: group's order), "predicate" (a function of the path) or "parameters" (the ones
+    #: ``tj.parameters(model)`` yields; a frozen one, which the optimizer leaves out, by path).
+    selector: str = "paths"
     #: (scheduler name, its keywords), or None.
     scheduler: tuple[str, tuple[tuple[str, Any], ...]] | None = None
     #: Optimizer steps per scheduler step.
@@ -88,6 +94,9 @@ class Draw:
     #: (step, parameter position): that parameter has no gradient at that step.
     silent: frozenset[tuple[int, int]] = frozenset()
     seed: int = 0
+    #: (step, group, rate): before that step, the trainer sets that group's learning
+    #: rate by hand (torch's ``optimizer.param_groups[group]["lr"] = rate``).
+    by_hand: tuple[int, int, float] | None = None
 
     @property
     def positions(self) -> int:
@@ -99,6 +108,13 @@ class Draw:
 
     def frozen(self, position: int) -> bool:
         return position < len(self.parameters) and self.parameters[position].frozen
+
+    def numbered(self) -> list[int]:
+        """The positions the torch optimizer holds, in the order it numbers them (its
+        state dict's index): its groups' lists one after the other."""
+        if self.groups is None:
+            return list(range(self.positions))
+        return [position for positions, _ in self.groups for position in positions]
 
     def expression(self) -> str:
         """The draw as one line: what to rerun."""
@@ -267,15 +283,9 @@ def draw(rng: random.Random) -> Draw:
     )
     linear = rng.random() < 0.4
     positions = count + 2 * linear
-    groups = None
-    if positions > 1 and rng.random() < 0.15:
-        order = list(range(positions))
-        rng.shuffle(order)
-        cut = rng.randint(1, positions - 1)
-        groups = tuple(
-            (tuple(sorted(part)), tuple(_group_overrides(kind, rng).items()))
-            for part in (order[:cut], order[cut:])
-        )
+    groups, selector = None, "paths"
+    if positions > 1 and rng.random() < 0.3:
+        groups, selector, parameters = _groups(kind, keywords, rng, positions, parameters)
     steps = rng.randint(1, 6)
     switch = rng.randint(0, steps)
     writer = rng.choice(["torch", "tj"])
@@ -289,6 +299,7 @@ def draw(rng: random.Random) -> Draw:
         parameters=parameters,
         linear=linear,
         groups=groups,
+        selector=selector,
         scheduler=_scheduler(rng),
         per_epoch=rng.choice([1, 1, 2]),
         steps=steps,
@@ -298,12 +309,58 @@ def draw(rng: random.Random) -> Draw:
         through_file=rng.random() < 0.3,
         silent=frozenset(silent),
         seed=rng.randrange(2**31),
+        by_hand=(
+            (rng.randrange(steps), rng.randrange(len(groups or [0])), _rate(rng) or 0.02)
+            if rng.random() < 0.2
+            else None
+        ),
     )
 
 
-def _group_overrides(kind: str, rng: random.Random) -> dict[str, Any]:
+def _groups(
+    kind: str,
+    keywords: dict[str, Any],
+    rng: random.Random,
+    positions: int,
+    parameters: tuple[Parameter, ...],
+) -> tuple[Any, str, tuple[Parameter, ...]]:
+    """Two or three groups over the positions (each listing its parameters in a drawn
+    order), at times one position in no group and one group frozen; how the port
+    selects them; and the parameters (the frozen group's frozen)."""
+    order = list(range(positions))
+    rng.shuffle(order)
+    count = rng.randint(2, min(3, positions))
+    cuts = sorted(rng.sample(range(1, positions), count - 1))
+    parts = [order[start:end] for start, end in zip([0, *cuts], [*cuts, positions], strict=True)]
+    if len(parts[-1]) > 1 and rng.random() < 0.2:
+        parts[-1] = parts[-1][:-1]  # a parameter no group lists: torch does not train it
+    selector = rng.choice(["paths", "predicate", "parameters"])
+    if selector == "predicate" or rng.random() < 0.5:  # a predicate takes the model's order
+        parts = [sorted(part) for part in parts]
+    if rng.random() < 0.2:  # a frozen group (torch's requires_grad_(False))
+        frozen = set(rng.choice(parts))
+        parameters = tuple(
+            dataclasses.replace(parameter, frozen=parameter.frozen or i in frozen)
+            for i, parameter in enumerate(parameters)
+        )
+    groups = tuple(
+        (tuple(part), tuple(_group_overrides(kind, keywords, rng).items())) for part in parts
+    )
+    return groups, selector, parameters
+
+
+def _group_overrides(kind: str, keywords: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """A group's own keys: hyperparameters and flags torch takes per group, and at times
+    a key of the user's own (torch keeps it in the group and its state dict)."""
     valid = valid_keywords(kind, rng)
-    return {name: valid[name] for name in valid if name in NUMERIC and rng.random() < 0.5}
+    per_group = (*NUMERIC, "maximize", "nesterov", "centered", "decoupled_weight_decay")
+    own = {name: valid[name] for name in valid if name in per_group and rng.random() < 0.5}
+    effective = {"alpha": 0.99, **keywords, **own}
+    if effective.get("centered") and effective["alpha"] == 0:  # as valid_keywords: no oracle
+        own["centered"] = False
+    if rng.random() < 0.15:
+        own["name"] = rng.choice(["decay", "no_decay", "head"])
+    return own
 
 
 def smaller(draw_: Draw) -> list[Draw]:
@@ -339,6 +396,8 @@ def smaller(draw_: Draw) -> list[Draw]:
                 silent=frozenset(s for s in draw_.silent if s[0] < draw_.switch - 1),
             )
         )  # fmt: skip
+    if draw_.by_hand is not None:
+        candidates.append(replace(draw_, by_hand=None))
     if draw_.through_file:
         candidates.append(replace(draw_, through_file=False))
     if draw_.per_epoch > 1:

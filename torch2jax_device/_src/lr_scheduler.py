@@ -2,8 +2,10 @@
 
 Each scheduler sets the optimizer's learning rate (``opt_state.hyperparams
 ["learning_rate"]``, which ``tj.optim``'s optimizers and any
-``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set
-``param_groups[0]["lr"]``; its ``state_dict()`` is torch's, so a torch scheduler
+``optax.inject_hyperparams`` optimizer hold) at each ``step()``, as torch's set each
+``param_groups[i]["lr"]`` (one rate, and one ``base_lr``, per parameter group of a
+``tj.optim`` optimizer made with torch's groups); its ``state_dict()`` is torch's, so a
+torch scheduler
 resumes from it and the reverse. Each step applies torch's own rule (``get_lr``: most
 scale the optimizer's current rate), in double precision, so a rate set by hand, a
 checkpoint's rate and a resume with ``last_epoch=`` go on as torch's do;
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import copy
 import math
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +24,15 @@ from typing import Any, NoReturn
 import jax.numpy as jnp
 
 from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
-from .optimizer_state import exact, group_extras, initial_lr, set_exact
+from .optimizer_state import (
+    exact,
+    group_count,
+    group_extras,
+    initial_lr,
+    learning_rate_variable,
+    set_exact,
+)
+from .plateau import ReduceLROnPlateau as ReduceLROnPlateau
 
 __all__ = [
     "ConstantLR",
@@ -44,8 +53,9 @@ class LRScheduler:
     """Equivalent to `torch.optim.lr_scheduler.LRScheduler`: the base of the schedulers.
 
     Constructing one steps it once, as torch's do, and ``step()`` moves to the next
-    epoch. ``base_lrs`` is the optimizer's ``initial_lr``: its learning rate when the
-    first scheduler was made for it, or the one a loaded checkpoint holds. A
+    epoch. ``base_lrs`` is each parameter group's ``initial_lr``: its learning rate
+    when the first scheduler was made for it, or the one a loaded checkpoint holds;
+    ``get_last_lr()`` gives one rate per group. A
     ``last_epoch`` other than -1 resumes as torch's does: the optimizer's state dict
     (with its ``initial_lr``) is loaded first, and the first step goes to epoch
     ``last_epoch + 1`` by the scheduler's own rule.
@@ -58,20 +68,22 @@ class LRScheduler:
         if isinstance(last_epoch, bool) or not isinstance(last_epoch, int):
             raise ArgumentTypeError(f"last_epoch must be an int, not {last_epoch!r}")
         self.optimizer = optimizer
-        _learning_rate(optimizer)  # or the error naming an optimizer that holds its rate
+        learning_rate_variable(optimizer)  # or the error naming an optimizer that holds its rate
+        groups = range(group_count(optimizer))
         if last_epoch == -1:
-            base = initial_lr(optimizer, exact(optimizer, "learning_rate"))
+            bases = [initial_lr(optimizer, exact(optimizer, "learning_rate", g), g) for g in groups]
         else:
-            base = initial_lr(optimizer)
-        if base is None:
+            bases = [initial_lr(optimizer, group=g) for g in groups]
+        if None in bases:
             raise ConfigError(
-                f"param 'initial_lr' is not specified in param_groups[0] when resuming "
+                f"param 'initial_lr' is not specified in param_groups[{bases.index(None)}] "
+                f"when resuming "
                 f"scheduler with last_epoch >= 0 (torch's KeyError; last_epoch="
                 f"{last_epoch}): load the checkpoint's optimizer state first "
                 "(tj.optim.load_state_dict(optimizer, model, checkpoint['optimizer'])), "
                 "or make the scheduler with last_epoch=-1 and load its own state dict"
             )
-        self.base_lrs: list[float] = [base]
+        self.base_lrs: list[float] = [float(base) for base in bases if base is not None]
         self.last_epoch = last_epoch
         self._step_count = 0
         self._is_initial = True
@@ -82,18 +94,22 @@ class LRScheduler:
         """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
         raise NotImplementedError
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
-        """The rate for epoch ``self.last_epoch`` from the current ``lr`` (torch's
-        ``get_lr``, which most schedulers write as a change of the current rate)."""
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
+        """The rate for epoch ``self.last_epoch`` from the current ``lr`` of parameter
+        group ``group`` (torch's ``get_lr``, which most schedulers write as a change of
+        the current rate)."""
         return float(self.lr_at(self.last_epoch, base_lr))
 
     def step(self) -> None:
         """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
         self._step_count += 1
         self.last_epoch += 1
-        current = exact(self.optimizer, "learning_rate")
-        self._last_lr = [float(self.next_lr(current, base)) for base in self.base_lrs]
-        set_exact(self.optimizer, "learning_rate", self._last_lr[0])
+        self._last_lr = [
+            float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
+            for group, base in enumerate(self.base_lrs)
+        ]
+        for group, lr in enumerate(self._last_lr):
+            set_exact(self.optimizer, "learning_rate", lr, group)
 
     def get_last_lr(self) -> list[float]:
         """Equivalent to ``scheduler.get_last_lr()``."""
@@ -189,7 +205,7 @@ class StepLR(LRScheduler):
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         return base_lr * self.gamma ** (epoch // self.step_size)
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return lr
         return lr * self.gamma
@@ -228,7 +244,7 @@ class MultiStepLR(LRScheduler):
         count = jnp.searchsorted(jnp.asarray(passed), epoch, side="right")
         return base_lr * self.gamma**count
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         if self.last_epoch not in self.milestones:
             return lr
         return lr * self.gamma ** self.milestones[self.last_epoch]
@@ -257,7 +273,7 @@ class CosineAnnealingLR(LRScheduler):
         )
         return self.eta_min + (base_lr - self.eta_min) * (1 + cosine) / 2
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         epoch, period, low = self.last_epoch, self.T_max, self.eta_min
         if self._is_initial:
             return lr
@@ -309,7 +325,7 @@ class LinearLR(LRScheduler):
         factor = self.start_factor + (self.end_factor - self.start_factor) * done / self.total_iters
         return base_lr * factor
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         start, end, total = self.start_factor, self.end_factor, self.total_iters
         if self.last_epoch == 0:
             return lr * start
@@ -321,7 +337,9 @@ class LinearLR(LRScheduler):
 class LambdaLR(LRScheduler):
     """Equivalent to `torch.optim.lr_scheduler.LambdaLR`: ``lr * lr_lambda(epoch)``.
 
-    As torch's, ``state_dict()`` holds a callable object's attributes (``vars``) and
+    ``lr_lambda`` is one function for every parameter group, or a list of one per
+    group (torch's ``ValueError``, a `tj.ConfigError`, for another length). As
+    torch's, ``state_dict()`` holds a callable object's attributes (``vars``) and
     nothing of a plain function, which the resumed scheduler must be given again.
     ``as_schedule()`` calls ``lr_lambda`` with a traced count: write it with
     arithmetic (``lambda epoch: 0.95 ** epoch``), not Python branches.
@@ -338,32 +356,49 @@ class LambdaLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
+        count = group_count(optimizer)
         if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != 1:
+            if len(lr_lambda) != count:
                 raise ConfigError(
-                    f"Expected 1 lr_lambdas, but got {len(lr_lambda)}: a tj.optim optimizer "
-                    "has one parameter group (torch's ValueError)"
+                    f"Expected {count} lr_lambdas, but got {len(lr_lambda)} (torch's "
+                    f"ValueError): give one function per parameter group, or one for all"
                 )
-            (lr_lambda,) = lr_lambda
-        if not callable(lr_lambda):
-            raise ArgumentTypeError(f"lr_lambda must be callable, not {type(lr_lambda).__name__}")
-        self.lr_lambda = lr_lambda
+            lambdas = list(lr_lambda)
+        else:
+            lambdas = [lr_lambda] * count
+        for function in lambdas:
+            if not callable(function):
+                raise ArgumentTypeError(
+                    f"lr_lambda must be callable, not {type(function).__name__}"
+                )
+        self.lr_lambdas = lambdas
         super().__init__(optimizer, last_epoch)
 
+    @property
+    def lr_lambda(self) -> Any:
+        """The first group's function (the only one without parameter groups)."""
+        return self.lr_lambdas[0]
+
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
-        return base_lr * self.lr_lambda(epoch)
+        return base_lr * self.lr_lambdas[0](epoch)
+
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
+        return float(base_lr * self.lr_lambdas[group](self.last_epoch))
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        function = isinstance(self.lr_lambda, types.FunctionType)
-        state["lr_lambdas"] = [None if function else dict(vars(self.lr_lambda))]
+        state["lr_lambdas"] = [
+            None if isinstance(function, types.FunctionType) else dict(vars(function))
+            for function in self.lr_lambdas
+        ]
         return state
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         super().load_state_dict(state_dict)
-        lambdas = state_dict.get("lr_lambdas") or [None]
-        if lambdas[0] is not None:
-            vars(self.lr_lambda).update(lambdas[0])
+        lambdas = state_dict.get("lr_lambdas") or []
+        for function, saved in zip(self.lr_lambdas, lambdas, strict=False):
+            if saved is not None:
+                vars(function).update(saved)
 
 
 class ExponentialLR(LRScheduler):
@@ -389,7 +424,7 @@ class ExponentialLR(LRScheduler):
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         return base_lr * self.gamma**epoch
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         return lr if self._is_initial else lr * self.gamma
 
 
@@ -429,7 +464,7 @@ class ConstantLR(LRScheduler):
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         return base_lr * (self.factor + (epoch >= self.total_iters) * (1 - self.factor))
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         if self.last_epoch == 0:
             return lr * self.factor
         if self.last_epoch != self.total_iters:
@@ -475,7 +510,7 @@ class PolynomialLR(LRScheduler):
         )
         return base_lr * (1.0 - done / self.total_iters) ** self.power
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         if self._is_initial or self.last_epoch > self.total_iters:
             return lr
         epoch, total = self.last_epoch, self.total_iters
@@ -490,12 +525,15 @@ class OneCycleLR(LRScheduler):
     momentum, ``max_momentum`` and ``base_momentum``) into the optimizer's parameter
     group, which [`tj.optim.state_dict`][torch2jax_device.optim.state_dict] gives, and
     cycles ``momentum`` (SGD, RMSprop) or ``betas[0]`` (Adam, AdamW) against the rate.
+    ``max_lr``, ``max_momentum`` and ``base_momentum`` are a number for every parameter
+    group or a list of one per group, as torch's.
 
     Raises:
         ConfigError: where torch raises ``ValueError``: no ``total_steps`` (nor
             ``epochs`` and ``steps_per_epoch``), a ``pct_start`` outside ``[0, 1]`` or
             not a float, an unknown ``anneal_strategy``, cycling the momentum of an
-            optimizer without one, or stepping past ``total_steps``.
+            optimizer without one, stepping past ``total_steps``, or a list of another
+            length than the parameter groups.
 
     Examples:
         >>> from flax import nnx
@@ -528,7 +566,7 @@ class OneCycleLR(LRScheduler):
         three_phase: bool = False,
         last_epoch: int = -1,
     ) -> None:
-        _learning_rate(optimizer)
+        learning_rate_variable(optimizer)
         self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
         ends: tuple[float, ...] = (float(pct_start * self.total_steps) - 1, self.total_steps - 1)
         if three_phase:
@@ -549,11 +587,13 @@ class OneCycleLR(LRScheduler):
                 f"{anneal_strategy} (torch's ValueError)"
             )
         self._anneal_func_type = anneal_strategy
-        top = _one_group("max_lr", max_lr)
-        extras = group_extras(optimizer)
+        count = group_count(optimizer)
+        tops = _per_group("max_lr", max_lr, count)
         if last_epoch == -1:
-            extras.update(initial_lr=top / div_factor, max_lr=top)
-            extras["min_lr"] = extras["initial_lr"] / final_div_factor
+            for group, top in enumerate(tops):
+                extras = group_extras(optimizer, group)
+                extras.update(initial_lr=top / div_factor, max_lr=top)
+                extras["min_lr"] = extras["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         self._arguments = ("total_steps", "_schedule_phases", "_anneal_func_type",
                            "cycle_momentum")  # fmt: skip
@@ -567,12 +607,11 @@ class OneCycleLR(LRScheduler):
             self.use_beta1 = "beta1" in hyperparams
             self._arguments = (*self._arguments, "use_beta1")
             if last_epoch == -1:
-                highest = _one_group("max_momentum", max_momentum)
-                set_exact(optimizer, self._momentum_name, highest)
-                extras.update(
-                    max_momentum=highest,
-                    base_momentum=_one_group("base_momentum", base_momentum),
-                )
+                highs = _per_group("max_momentum", max_momentum, count)
+                lows = _per_group("base_momentum", base_momentum, count)
+                for group, (high, low) in enumerate(zip(highs, lows, strict=True)):
+                    set_exact(optimizer, self._momentum_name, high, group)
+                    group_extras(optimizer, group).update(max_momentum=high, base_momentum=low)
         super().__init__(optimizer, last_epoch)
 
     @property
@@ -584,7 +623,7 @@ class OneCycleLR(LRScheduler):
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
-    def next_lr(self, lr: float, base_lr: float) -> float:
+    def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         step = self.last_epoch
         if step > self.total_steps:
             raise ConfigError(
@@ -592,7 +631,7 @@ class OneCycleLR(LRScheduler):
                 f"{self.total_steps} (torch's ValueError): make the scheduler with "
                 "total_steps covering every scheduler.step()"
             )
-        extras = group_extras(self.optimizer)
+        extras = group_extras(self.optimizer, group)
         start = 0.0
         for number, phase in enumerate(self._schedule_phases):
             end = phase["end_step"]
@@ -608,7 +647,7 @@ class OneCycleLR(LRScheduler):
                     momentum = self._anneal(
                         extras[phase["start_momentum"]], extras[phase["end_momentum"]], pct
                     )
-                    set_exact(self.optimizer, self._momentum_name, momentum)
+                    set_exact(self.optimizer, self._momentum_name, momentum, group)
                 return self._anneal(extras[phase["start_lr"]], extras[phase["end_lr"]], pct)
             start = end
         raise AssertionError("unreachable: the last phase takes every step")
@@ -649,153 +688,17 @@ def _total_steps(total_steps: Any, epochs: Any, steps_per_epoch: Any) -> int:
     return int(epochs * steps_per_epoch)
 
 
-def _one_group(name: str, value: Any) -> float:
-    """A per-group value (a number, or a list of one: tj.optim has one group)."""
+def _per_group(name: str, value: Any, count: int) -> list[float]:
+    """A per-group value: a number for every group, or a list of one per group."""
     if isinstance(value, (list, tuple)):
-        if len(value) != 1:
+        if len(value) != count:
             raise ConfigError(
-                f"{name} must have the same length as optimizer.param_groups. {name} has "
-                f"{len(value)} values, param_groups has 1 (torch's ValueError)"
+                f"expected {count} values for {name}, got {len(value)} (torch's ValueError): "
+                f"one per parameter group, or one number for all"
             )
-        (value,) = value
-    return _number(name, value)
+        return [_number(name, one) for one in value]
+    return [_number(name, value)] * count
 
-
-class ReduceLROnPlateau:
-    """Equivalent to `torch.optim.lr_scheduler.ReduceLROnPlateau`: the rate times
-    ``factor`` once the metric given to ``step(metric)`` has not improved for
-    ``patience`` epochs.
-
-    As torch's, it does not step when made and sets no ``initial_lr``; its
-    ``state_dict()`` is torch's, key for key, so either framework resumes the other's.
-
-    Raises:
-        ConfigError: ``factor >= 1``, an unknown ``mode`` or ``threshold_mode``, or a
-            ``min_lr`` list of another length than one (torch's ``ValueError``).
-
-    Examples:
-        >>> from flax import nnx
-        >>> from torch2jax_device import optim
-        >>> model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
-        >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=1.0), wrt=nnx.Param)
-        >>> scheduler = optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=1)
-        >>> for loss in (1.0, 1.0, 1.0):
-        ...     scheduler.step(loss)
-        >>> scheduler.get_last_lr()
-        [0.1]
-    """
-
-    def __init__(
-        self,
-        optimizer: Any,
-        mode: str = "min",
-        factor: float = 0.1,
-        patience: int = 10,
-        threshold: float = 1e-4,
-        threshold_mode: str = "rel",
-        cooldown: int = 0,
-        min_lr: Any = 0,
-        eps: float = 1e-8,
-    ) -> None:
-        if _number("factor", factor) >= 1.0:
-            raise ConfigError(f"Factor should be < 1.0 (torch's ValueError), not {factor}")
-        self.factor = factor
-        self.optimizer = optimizer
-        _learning_rate(optimizer)  # or the error naming an optimizer that holds its rate
-        if isinstance(min_lr, (list, tuple)):
-            if len(min_lr) != 1:
-                raise ConfigError(
-                    f"expected 1 min_lrs, got {len(min_lr)} (torch's ValueError): a tj.optim "
-                    "optimizer has one parameter group"
-                )
-            self.default_min_lr: Any = None
-            self.min_lrs = list(min_lr)
-        else:
-            self.default_min_lr = min_lr
-            self.min_lrs = [min_lr]
-        self.patience, self.cooldown, self.eps = patience, cooldown, eps
-        self.last_epoch = 0
-        self._last_lr = [exact(optimizer, "learning_rate")]
-        self._init_is_better(mode, threshold, threshold_mode)
-        self._reset()
-
-    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
-        if mode not in ("min", "max"):
-            raise ConfigError(f"mode {mode} is unknown (torch's ValueError): 'min' or 'max'")
-        if threshold_mode not in ("rel", "abs"):
-            raise ConfigError(
-                f"threshold mode {threshold_mode} is unknown (torch's ValueError): 'rel' or 'abs'"
-            )
-        self.mode_worse = math.inf if mode == "min" else -math.inf
-        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
-
-    def _reset(self) -> None:
-        self.best = self.mode_worse
-        self.cooldown_counter = 0
-        self.num_bad_epochs = 0
-
-    def _is_better(self, value: float, best: float) -> bool:
-        if self.mode == "min" and self.threshold_mode == "rel":
-            return value < best * (1.0 - self.threshold)
-        if self.mode == "min":
-            return value < best - self.threshold
-        if self.threshold_mode == "rel":
-            return value > best * (self.threshold + 1.0)
-        return value > best + self.threshold
-
-    def step(self, metrics: Any) -> None:
-        """Equivalent to ``scheduler.step(metrics)``: one epoch's metric (a number, or a
-        0-d JAX, NumPy or torch array)."""
-        current = float(metrics)
-        self.last_epoch += 1
-        if self._is_better(current, self.best):
-            self.best = current
-            self.num_bad_epochs = 0
-        else:
-            self.num_bad_epochs += 1
-        if self.cooldown_counter > 0:
-            self.cooldown_counter -= 1
-            self.num_bad_epochs = 0  # bad epochs in cooldown do not count, as in torch
-        if self.num_bad_epochs > self.patience:
-            old = exact(self.optimizer, "learning_rate")
-            new = max(old * self.factor, self.min_lrs[0])
-            if old - new > self.eps:
-                set_exact(self.optimizer, "learning_rate", new)
-            self.cooldown_counter = self.cooldown
-            self.num_bad_epochs = 0
-        self._last_lr = [exact(self.optimizer, "learning_rate")]
-
-    def get_last_lr(self) -> list[float]:
-        """Equivalent to ``scheduler.get_last_lr()``."""
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Equivalent to ``scheduler.state_dict()``: torch's keys, in torch's order."""
-        return {name: copy.copy(getattr(self, name)) for name in _PLATEAU_STATE}
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Equivalent to ``scheduler.load_state_dict(...)``, from torch's or this one's.
-
-        Raises:
-            StateDictError: ``state_dict`` is not a ReduceLROnPlateau's.
-        """
-        missing = [name for name in _PLATEAU_STATE if name not in state_dict]
-        if not isinstance(state_dict, Mapping) or missing:
-            raise StateDictError(
-                f"this is not a ReduceLROnPlateau state dict: it has no {missing}; make "
-                "the scheduler the checkpoint was written with"
-            )
-        for name in _PLATEAU_STATE:
-            setattr(self, name, copy.copy(state_dict[name]))
-        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
-
-
-#: ReduceLROnPlateau's state, as torch's ``state_dict()`` lists it.
-_PLATEAU_STATE = (
-    "factor", "default_min_lr", "min_lrs", "patience", "cooldown", "eps", "last_epoch",
-    "_last_lr", "mode_worse", "mode", "threshold", "threshold_mode", "best",
-    "cooldown_counter", "num_bad_epochs",
-)  # fmt: skip
 
 #: torch.optim.lr_scheduler's schedulers with no port here.
 _UNPORTED = frozenset({
@@ -814,19 +717,6 @@ def __getattr__(name: str) -> NoReturn:
         "LambdaLR(optimizer, lambda epoch: ...) (its state dict crosses to torch's "
         "LambdaLR, not to this one), or use an optax schedule"
     )
-
-
-def _learning_rate(optimizer: Any) -> Any:
-    """The variable holding ``optimizer``'s learning rate, or the error naming the fix."""
-    hyperparams = getattr(getattr(optimizer, "opt_state", None), "hyperparams", None)
-    variable = hyperparams.get("learning_rate") if isinstance(hyperparams, Mapping) else None
-    if variable is None or not hasattr(variable, "set_value"):
-        raise ArgumentTypeError(
-            f"a scheduler sets the learning rate of an nnx.Optimizer whose state holds it "
-            f"(tj.optim.SGD/Adam/AdamW, or optax.inject_hyperparams(optax.sgd)(learning_rate"
-            f"=...)), not of a {type(optimizer).__name__}"
-        )
-    return variable
 
 
 def _copied(value: Any) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import jax
@@ -32,10 +32,16 @@ from .checkpoints.module_state import (
     placed_like,
 )
 from .detect import import_torch, is_torch_tensor
-from .errors import ConversionError, StateDictError
+from .errors import (
+    ArgumentTypeError,
+    ConversionError,
+    StateDictError,
+    UnsupportedOperationError,
+)
 from .optimizers import AdamState, RMSpropState, SGDState
+from .param_groups import hyperparameter_names, membership
 
-__all__ = ["hyperparameter", "load_state_dict", "state_dict"]
+__all__ = ["ParamGroup", "hyperparameter", "load_state_dict", "param_groups", "state_dict"]
 
 
 # The torch optimizer each state is, and what it holds per parameter, by torch's key.
@@ -60,7 +66,10 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     "param_groups": [{...}]}``, with CPU tensors in the twin's layouts, keyed by the
     parameter's index in ``twin.parameters()`` (the model's
     [`tj.parameters`][torch2jax_device.parameters] order), and one parameter group
-    holding the current hyperparameters (the learning rate a scheduler set). So
+    holding the current hyperparameters (the learning rate a scheduler set). With
+    parameter groups, one group each, in their order, whose parameters are numbered one
+    group after the other (each in its list's order, or the model's where a predicate
+    chose them), as torch numbers them; a parameter in no group is in none. So
     ``torch.save({"model": tj.state_dict(model, layout="torch"), "optimizer":
     tj.optim.state_dict(optimizer, model)}, path)`` is a checkpoint the torch
     original resumes from.
@@ -91,29 +100,145 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
         >>> twin = torch.nn.Linear(2, 3)
         >>> torch.optim.SGD(twin.parameters(), lr=0.5, momentum=0.9).load_state_dict(saved)
     """
-    hyper, inner = _states(optimizer)
+    hypers, inner = _states(optimizer)
     entries = parameter_entries(model)
     torch = import_torch("tj.optim.state_dict")
-    group = _torch_group(type(inner), hyper, _options(optimizer))
-    del group["params"]  # last, as torch packs it
-    group.update(group_extras(optimizer))  # what schedulers added (initial_lr, ...)
-    group["params"] = list(range(len(entries)))
     state: dict[int, dict[str, Any]] = {}
-    keys = _torch_keys(inner, hyper)
+    groups: list[dict[str, Any]] = []
     steps = _flat(inner[0])
-    buffers = {key: _flat(getattr(inner, key)) for key in keys}
-    for index, entry in enumerate(entries):
-        if entry.name not in steps:  # left out of the optimizer (wrt=): torch's frozen one
-            continue
-        step = float(_value(steps[entry.name]))
-        if step == 0 or not keys:  # torch keeps no state for a parameter before its step
-            continue
-        state[index] = {}
-        if not isinstance(inner, SGDState):
-            state[index]["step"] = torch.tensor(step)
-        for key, flat in buffers.items():
-            state[index][key] = in_torch_layout(entry, _value(_own(flat, key, entry.name)))
-    return {"state": state, "param_groups": [group]}
+    start = 0
+    for number, positions in enumerate(numbering(optimizer, entries)):
+        hyper = hypers[number]
+        group = _torch_group(type(inner), hyper, _options(optimizer), given(optimizer, number))
+        del group["params"]  # last, as torch packs it
+        group.update(group_extras(optimizer, number))  # what schedulers added (initial_lr, ...)
+        group["params"] = list(range(start, start + len(positions)))
+        groups.append(group)
+        start += len(positions)
+        keys = _torch_keys(inner, hyper)
+        buffers = {key: _flat(getattr(inner, key)) for key in keys}
+        for index, position in zip(group["params"], positions, strict=True):
+            entry = entries[position]
+            if entry.name not in steps:  # left out of the optimizer (wrt=): torch's frozen one
+                continue
+            step = float(_value(steps[entry.name]))
+            if step == 0 or not keys:  # torch keeps no state for a parameter before its step
+                continue
+            state[index] = {}
+            if not isinstance(inner, SGDState):
+                state[index]["step"] = torch.tensor(step)
+            for key, flat in buffers.items():
+                state[index][key] = in_torch_layout(entry, _value(_own(flat, key, entry.name)))
+    return {"state": state, "param_groups": groups}
+
+
+def param_groups(optimizer: Any) -> list[ParamGroup]:
+    """Equivalent to ``torch.optim.Optimizer.param_groups``: each group's keys, live.
+
+    One [`ParamGroup`][torch2jax_device.optim.ParamGroup] per parameter group of an
+    ``nnx.Optimizer`` over a ``tj.optim`` optimizer (one without groups), holding what
+    torch's group holds but ``"params"``: ``lr``, the other hyperparameters, the
+    scheduler's keys. Setting a key sets the optimizer's state, so the loop of a
+    trainer that schedules its own rate ports unchanged:
+    ``for group in optim.param_groups(optimizer): group["lr"] = lr``.
+
+    Raises:
+        ConversionError: ``optimizer`` is not an ``nnx.Optimizer`` over a ``tj.optim``
+            transformation.
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> tx = optim.AdamW([{"params": ["kernel"], "weight_decay": 0.1},
+        ...                   {"params": ["bias"], "weight_decay": 0.0}], lr=6e-4)
+        >>> optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        >>> groups = optim.param_groups(optimizer)
+        >>> [group["weight_decay"] for group in groups], groups[1]["lr"]
+        ([0.1, 0.0], 0.0006)
+        >>> for group in groups:
+        ...     group["lr"] = 3e-4
+        >>> optimizer.opt_state.hyperparams["learning_rate"][...].tolist()
+        [0.0003000000142492354, 0.0003000000142492354]
+    """
+    _states(optimizer)  # or the error naming what to pass
+    return [ParamGroup(optimizer, group) for group in range(group_count(optimizer))]
+
+
+class ParamGroup(MutableMapping[str, Any]):
+    """One of torch's ``optimizer.param_groups``, read from and written to an
+    ``nnx.Optimizer``'s state ([`param_groups`][torch2jax_device.optim.param_groups]).
+
+    Reading gives torch's value (``group["betas"]`` a pair, a rate as set); writing a
+    hyperparameter sets it in the optax state (float32), for the next step, jitted or
+    not; a key of the user's own is kept, and written in the state dict, as torch keeps
+    it. ``"params"`` is not held (the state dict numbers them:
+    [`state_dict`][torch2jax_device.optim.state_dict]).
+
+    Examples:
+        >>> from flax import nnx
+        >>> from torch2jax_device import optim
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> tx = optim.Adam([{"params": ["kernel"]}, {"params": ["bias"], "name": "biases"}])
+        >>> optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        >>> group = optim.param_groups(optimizer)[1]
+        >>> group["betas"] = (0.5, 0.99)
+        >>> group["name"], group["betas"], optimizer.opt_state.hyperparams["beta1"][...].tolist()
+        ('biases', (0.5, 0.99), [0.8999999761581421, 0.5])
+    """
+
+    def __init__(self, optimizer: Any, group: int) -> None:
+        self._optimizer, self._group = optimizer, group
+
+    def _current(self) -> dict[str, Any]:
+        hypers, inner = _states(self._optimizer)
+        own = given(self._optimizer, self._group)
+        group = _torch_group(type(inner), hypers[self._group], _options(self._optimizer), own)
+        del group["params"]
+        group.update(group_extras(self._optimizer, self._group))
+        return group
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "params":
+            raise UnsupportedOperationError(
+                "tj.optim's param_groups hold no 'params' (the arrays live in the NNX "
+                "model): the group's parameter indices are in tj.optim.state_dict("
+                f"optimizer, model)['param_groups'][{self._group}]['params']"
+            )
+        return self._current()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        names = hyperparameter_names(key)
+        hyperparams = self._optimizer.opt_state.hyperparams
+        if names and all(name in hyperparams for name in names):
+            values = tuple(value) if key == "betas" else (value,)
+            for name, one in zip(names, values, strict=True):
+                set_exact(self._optimizer, name, float(one), self._group)
+        elif key in _EXTRA_KEYS:
+            group_extras(self._optimizer, self._group)[key] = float(value)
+        elif key in (*_KERNEL_CHOICES, "amsgrad", "params") or key in self._current():
+            raise UnsupportedOperationError(
+                f"param_groups[{self._group}][{key!r}] is fixed when the optimizer is built "
+                f"(it chooses torch's kernel or the state's shape): build it with {key}= "
+                "instead"
+            )
+        else:  # the user's own key: torch keeps it in the group and its state dict
+            _own_keys(self._optimizer)[self._group][key] = value
+
+    def __delitem__(self, key: str) -> None:
+        raise UnsupportedOperationError(
+            f"param_groups[{self._group}][{key!r}] cannot be deleted: torch's optimizers "
+            "need every key of a group"
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"ParamGroup({self._current()!r})"
 
 
 def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> None:
@@ -125,8 +250,10 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     parameter at the same index of the model's twin (``twin.parameters()`` order),
     transposed from the twin's layout and placed where the optimizer's state is; the
     parameter group's hyperparameters (the learning rate included) replace the
-    optimizer's, as torch's ``load_state_dict`` replaces them. Tensors come from
-    torch, NumPy or ``tj.load`` (JAX arrays).
+    optimizer's, as torch's ``load_state_dict`` replaces them. With parameter groups,
+    the checkpoint's groups are matched by position, each group's parameters in the
+    order [`state_dict`][torch2jax_device.optim.state_dict] numbers them. Tensors come
+    from torch, NumPy or ``tj.load`` (JAX arrays).
 
     Args:
         optimizer: The ``nnx.Optimizer``.
@@ -134,8 +261,8 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
         saved: ``{"state": {...}, "param_groups": [...]}``.
 
     Raises:
-        StateDictError: ``saved`` is not an optimizer state dict, has several
-            parameter groups or another number of parameters than the model (torch's
+        StateDictError: ``saved`` is not an optimizer state dict, has another number
+            of parameter groups than the optimizer or a group of another size (torch's
             ``ValueError``), is another optimizer's (Adam's into SGD), or a buffer's
             shape differs from its parameter's (named). A ``RuntimeError`` and a
             `tj.CheckpointError`.
@@ -162,59 +289,101 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     """
     _, inner = _states(optimizer)
     entries = parameter_entries(model)
-    group, per_parameter = _checked(saved, type(inner), len(entries))
+    order = numbering(optimizer, entries)
+    groups, per_parameter = _checked(saved, type(inner), [len(part) for part in order])
     options = _options(optimizer)
-    if bool(group.get("amsgrad", False)) != bool(options.get("amsgrad", False)):
-        raise StateDictError(
-            f"the checkpoint's optimizer has amsgrad={bool(group.get('amsgrad'))} and this "
-            f"one amsgrad={bool(options.get('amsgrad'))}: amsgrad shapes the state (its "
-            f"max_exp_avg_sq), so build tj.optim.{_KINDS[type(inner)]}(..., "
-            f"amsgrad={bool(group.get('amsgrad'))}) to resume it"
-        )
-    hyper = _hyperparameters(type(inner), group)
-    for name, value in hyper.items():
-        _set(optimizer.opt_state.hyperparams[name], value)
-    options.update(
-        (name, group[name]) for name in _KERNEL_CHOICES if name in options and name in group
-    )
-    # torch keeps the loaded group whole: its scheduler keys, its values as they are
-    _EXTRAS[optimizer] = {key: float(group[key]) for key in _EXTRA_KEYS if key in group}
-    _EXACT[optimizer] = {name: float(value) for name, value in hyper.items()}
-    keys = _torch_keys(inner, hyper)
-    flats = {key: _flat(getattr(inner, key)) for key in keys}
+    for group in groups:
+        if bool(group.get("amsgrad", False)) != bool(options.get("amsgrad", False)):
+            raise StateDictError(
+                f"the checkpoint's optimizer has amsgrad={bool(group.get('amsgrad'))} and "
+                f"this one amsgrad={bool(options.get('amsgrad'))}: amsgrad shapes the state "
+                f"(its max_exp_avg_sq), so build tj.optim.{_KINDS[type(inner)]}(..., "
+                f"amsgrad={bool(group.get('amsgrad'))}) to resume it"
+            )
+    hypers = [_hyperparameters(type(inner), group) for group in groups]
     steps = _flat(inner[0])
     loaded: list[tuple[Any, Any]] = []  # (variable, value): all checked first, then set
     counts: list[float] = []
-    for index, entry in enumerate(entries):
-        values = per_parameter.get(index) or {}
-        if entry.name not in steps:
-            if values:
-                raise StateDictError(
-                    f"the checkpoint has optimizer state for parameter {index} "
-                    f"({shown(entry.torch_name or entry.name)}), which this optimizer does "
-                    "not hold (its wrt= leaves it out): build nnx.Optimizer(model, tx, "
-                    "wrt=nnx.Param) to resume it"
-                )
-            continue
-        for key in keys:
-            if values and values.get(key) is None:
-                raise StateDictError(f"optimizer state of parameter {index} has no {key!r}")
-            variable = _own(flats[key], key, entry.name)
-            if not values:  # not stepped in the saved run: it starts afresh, as in torch
-                loaded.append((variable, np.zeros(np.shape(_value(variable)), np.float32)))
+    for hyper, positions, saved_part in zip(hypers, order, per_parameter, strict=True):
+        keys = _torch_keys(inner, hyper)
+        flats = {key: _flat(getattr(inner, key)) for key in keys}
+        for position, values in zip(positions, saved_part, strict=True):
+            entry = entries[position]
+            if entry.name not in steps:
+                if values:
+                    raise StateDictError(
+                        f"the checkpoint has optimizer state for parameter {position} "
+                        f"({shown(entry.torch_name or entry.name)}), which this optimizer "
+                        "does not hold (its wrt= leaves it out): build nnx.Optimizer(model, "
+                        "tx, wrt=nnx.Param) to resume it"
+                    )
                 continue
-            where = f"the optimizer state's {key} of parameter {index}"
-            value = from_torch_layout(where, entry.torch_name or entry.name, values[key], entry)
-            loaded.append((variable, value))
-        counts.append(_saved_step(index, values, isinstance(inner, SGDState)))
-        loaded.append((_own(steps, "step", entry.name), counts[-1]))
+            for key in keys:
+                if values and values.get(key) is None:
+                    raise StateDictError(f"optimizer state of parameter {position} has no {key!r}")
+                variable = _own(flats[key], key, entry.name)
+                if not values:  # not stepped in the saved run: it starts afresh, as in torch
+                    loaded.append((variable, np.zeros(np.shape(_value(variable)), np.float32)))
+                    continue
+                where = f"the optimizer state's {key} of parameter {position}"
+                name = entry.torch_name or entry.name
+                loaded.append((variable, from_torch_layout(where, name, values[key], entry)))
+            counts.append(_saved_step(position, values, isinstance(inner, SGDState)))
+            loaded.append((_own(steps, "step", entry.name), counts[-1]))
     for variable, value in loaded:
         _set(variable, value)
+    # torch keeps the loaded groups whole: their scheduler keys, their values as they are
+    _EXACT[optimizer] = [{} for _ in groups]
+    for number, (group, hyper) in enumerate(zip(groups, hypers, strict=True)):
+        for name, value in hyper.items():
+            set_exact(optimizer, name, value, number)
+        extras = group_extras(optimizer, number)
+        extras.clear()
+        extras.update((key, float(group[key])) for key in _EXTRA_KEYS if key in group)
+    if len(order) == 1:
+        options.update(
+            (name, groups[0][name])
+            for name in _KERNEL_CHOICES
+            if name in options and name in groups[0]
+        )
+    else:
+        _GIVEN[optimizer] = [
+            {key: value for key, value in group.items() if key not in ("params", *_EXTRA_KEYS)}
+            for group in groups
+        ]
     most = 0.0 if isinstance(inner, SGDState) else max(counts, default=0.0)
     if most:  # updates so far, as optax and nnx count them (torch's SGD keeps no count)
         _set(optimizer.opt_state.count, int(most))
         if hasattr(optimizer, "step"):
             _set(optimizer.step, int(most))
+
+
+def numbering(optimizer: Any, entries: list[Any]) -> list[list[int]]:
+    """Each parameter group's parameters, as positions in ``entries`` (the model's
+    [`tj.parameters`][torch2jax_device.parameters] order), in the order torch numbers
+    them: a group's list's order, or the model's where a predicate chose them. A
+    parameter in no group is in none (torch's optimizer does not hold it).
+
+    The parameters the optimizer trains are in the group its state notes; one left out
+    of ``wrt=`` (torch's frozen one) is in the group whose path or predicate selects it.
+    """
+    groups = _groups(optimizer)
+    if groups is None:
+        return [list(range(len(entries)))]
+    pairs = [(tuple(entry.path), entry.variable) for entry in entries]
+    found = membership(groups, pairs, arrays=False)
+    noted = _flat(getattr(optimizer.opt_state.inner_state, "group", None) or {})
+    parts: list[list[tuple[int, int]]] = [[] for _ in groups]
+    for position, entry in enumerate(entries):
+        member = noted.get(entry.name)
+        number, place = (
+            found.get(tuple(entry.path), (-1, -1))
+            if member is None
+            else (int(value) for value in np.asarray(_value(member))[:2])
+        )
+        if number >= 0:
+            parts[number].append((place, position))
+    return [[position for _, position in sorted(part)] for part in parts]
 
 
 def _saved_step(index: int, values: Mapping[str, Any], sgd: bool) -> float:
@@ -247,59 +416,121 @@ def _own(flat: Mapping[str, Any], key: str, name: str) -> Any:
 
 #: The keys torch's schedulers add to a parameter group, in the order they add them.
 _EXTRA_KEYS = ("initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum")
-#: Each optimizer's such keys (``initial_lr``, which ``Scheduler(optimizer, ...,
+#: Each optimizer's such keys per group (``initial_lr``, which ``Scheduler(optimizer, ...,
 #: last_epoch=N)`` needs to resume; OneCycleLR's phases' ends), as torch's group holds them.
-_EXTRAS: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
-#: Each optimizer's hyperparameters as the Python floats last set (a checkpoint's group,
-#: a scheduler's step), by the optax state's name.
-_EXACT: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
+_EXTRAS: weakref.WeakKeyDictionary[Any, list[dict[str, float]]] = weakref.WeakKeyDictionary()
+#: Each optimizer's hyperparameters per group as the Python floats last set (a
+#: checkpoint's group, a scheduler's step), by the optax state's name.
+_EXACT: weakref.WeakKeyDictionary[Any, list[dict[str, float]]] = weakref.WeakKeyDictionary()
+#: Each optimizer's groups' own keys as a loaded checkpoint's groups hold them (their
+#: order, and keys torch keeps that are no hyperparameter), with several groups.
+_GIVEN: weakref.WeakKeyDictionary[Any, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
-def group_extras(optimizer: Any) -> dict[str, float]:
-    """The keys schedulers added to ``optimizer``'s group (torch's ``initial_lr``, ...),
-    in torch's order; the dict itself, which a scheduler updates."""
-    extras = _EXTRAS.setdefault(optimizer, {})
+def group_count(optimizer: Any) -> int:
+    """How many parameter groups ``optimizer`` has (1 without groups)."""
+    groups = _groups(optimizer)
+    return 1 if groups is None else len(groups)
+
+
+def _groups(optimizer: Any) -> list[Any] | None:
+    """The parameter groups ``optimizer``'s transformation was made with, or None."""
+    init = getattr(getattr(optimizer, "tx", None), "init", None)
+    groups: list[Any] | None = getattr(init, "torch_groups", None)
+    return groups
+
+
+def given(optimizer: Any, group: int) -> dict[str, Any]:
+    """Group ``group``'s own keys, as the user (or a loaded checkpoint) gave them."""
+    loaded = _GIVEN.get(optimizer)
+    if loaded is not None:
+        return loaded[group]
+    groups = _groups(optimizer)
+    return {} if groups is None else dict(groups[group].given)
+
+
+def _own_keys(optimizer: Any) -> list[dict[str, Any]]:
+    """Each group's own keys, as kept for ``optimizer`` (made from its groups at first)."""
+    count = group_count(optimizer)
+    return _GIVEN.setdefault(optimizer, [given(optimizer, group) for group in range(count)])
+
+
+def group_extras(optimizer: Any, group: int = 0) -> dict[str, float]:
+    """The keys schedulers added to ``optimizer``'s group ``group`` (torch's
+    ``initial_lr``, ...), in torch's order; the dict itself, which a scheduler updates.
+    A group given such a key (``{"params": ..., "initial_lr": 0.1}``) starts with it,
+    as torch's ``setdefault`` keeps it."""
+    every = _EXTRAS.setdefault(optimizer, [])
+    while len(every) < group_count(optimizer):
+        own = given(optimizer, len(every))
+        every.append({key: float(own[key]) for key in _EXTRA_KEYS if key in own})
+    extras = every[group]
     ordered = {key: extras[key] for key in _EXTRA_KEYS if key in extras}
     extras.clear()
     extras.update(ordered)
     return extras
 
 
-def initial_lr(optimizer: Any, lr: float | None = None) -> float | None:
+def initial_lr(optimizer: Any, lr: float | None = None, group: int = 0) -> float | None:
     """torch's ``group.setdefault("initial_lr", group["lr"])``: the rate a scheduler made
     for ``optimizer`` starts from (a loaded checkpoint's, else ``lr``); with no ``lr``,
     the one kept, or None (torch's ``KeyError`` on resuming with ``last_epoch``)."""
-    extras = group_extras(optimizer)
+    extras = group_extras(optimizer, group)
     if lr is None:
         return extras.get("initial_lr")
     return extras.setdefault("initial_lr", lr)
 
 
-def exact(optimizer: Any, name: str) -> float:
-    """Hyperparameter ``name`` of ``optimizer`` as torch's group holds it: the Python
-    float last set (by a checkpoint, a scheduler, or the constructor) while the state
-    still holds its float32, else the state's value as
+def exact(optimizer: Any, name: str, group: int = 0) -> float:
+    """Hyperparameter ``name`` of ``optimizer``'s group ``group`` as torch's group holds
+    it: the Python float last set (by a checkpoint, a scheduler, or the constructor)
+    while the state still holds its float32, else the state's value as
     [`hyperparameter`][torch2jax_device.optim.hyperparameter] gives it."""
     variable = optimizer.opt_state.hyperparams[name]
-    held = np.float32(_value(variable))
+    held = np.asarray(_value(variable), np.float32)
+    held = held[group] if held.ndim else held
     init = getattr(getattr(optimizer, "tx", None), "init", None)
-    for values in (_EXACT.get(optimizer, {}), getattr(init, "torch_values", {})):
-        value = values.get(name)
+    made = getattr(init, "torch_values", [{}])
+    for values in (_EXACT.get(optimizer, [{}]), made):
+        value = values[group].get(name) if group < len(values) else None
         if isinstance(value, (int, float)) and np.float32(value) == held:
             return float(value)
-    return hyperparameter(variable)
+    return hyperparameter(held)
 
 
-def set_exact(optimizer: Any, name: str, value: float) -> None:
-    """Set hyperparameter ``name`` of ``optimizer`` to ``value`` (float32 in the state,
-    where it is) and keep ``value`` as torch's group would hold it."""
+def set_exact(optimizer: Any, name: str, value: float, group: int = 0) -> None:
+    """Set hyperparameter ``name`` of ``optimizer``'s group ``group`` to ``value``
+    (float32 in the state, where it is) and keep ``value`` as torch's group would hold it."""
     variable = optimizer.opt_state.hyperparams[name]
-    variable.set_value(placed_like(value, variable.get_value(), f"the {name}"))
-    _EXACT.setdefault(optimizer, {})[name] = float(value)
+    current = variable.get_value()
+    if np.ndim(current):
+        values = np.array(current, np.float32)
+        values[group] = value
+        variable.set_value(placed_like(values, current, f"the {name}"))
+    else:
+        variable.set_value(placed_like(value, current, f"the {name}"))
+    every = _EXACT.setdefault(optimizer, [])
+    while len(every) <= group:
+        every.append({})
+    every[group][name] = float(value)
 
 
-def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
-    """The hyperparameters (as floats) and the inner state of a ``tj.optim`` optimizer."""
+def learning_rate_variable(optimizer: Any) -> Any:
+    """The variable holding ``optimizer``'s learning rate, or the error naming the fix."""
+    hyperparams = getattr(getattr(optimizer, "opt_state", None), "hyperparams", None)
+    variable = hyperparams.get("learning_rate") if isinstance(hyperparams, Mapping) else None
+    if variable is None or not hasattr(variable, "set_value"):
+        raise ArgumentTypeError(
+            f"a scheduler sets the learning rate of an nnx.Optimizer whose state holds it "
+            f"(tj.optim.SGD/Adam/AdamW, or optax.inject_hyperparams(optax.sgd)(learning_rate"
+            f"=...)), not of a {type(optimizer).__name__}"
+        )
+    return variable
+
+
+def _states(optimizer: Any) -> tuple[list[dict[str, float]], Any]:
+    """The hyperparameters (as floats) of each group and the inner state of a
+    ``tj.optim`` optimizer."""
     opt_state = getattr(optimizer, "opt_state", None)
     inner = getattr(opt_state, "inner_state", None)
     if opt_state is None or type(inner) not in _KINDS:
@@ -310,8 +541,11 @@ def _states(optimizer: Any) -> tuple[dict[str, float], Any]:
             "tj.optim.SGD(lr=..., momentum=...), wrt=nnx.Param), whose state holds "
             "torch's buffers and hyperparameters"
         )
-    hyper = {name: exact(optimizer, name) for name in opt_state.hyperparams}
-    return hyper, inner
+    hypers = [
+        {name: exact(optimizer, name, group) for name in opt_state.hyperparams}
+        for group in range(group_count(optimizer))
+    ]
+    return hypers, inner
 
 
 #: Torch's kernel choices: in the parameter group, changing no number.
@@ -326,11 +560,14 @@ def _options(optimizer: Any) -> dict[str, Any]:
     return options
 
 
-def _torch_group(kind: type, hyper: dict[str, float], options: Mapping[str, Any]) -> dict[str, Any]:
+def _torch_group(
+    kind: type, hyper: dict[str, float], options: Mapping[str, Any], own: Mapping[str, Any]
+) -> dict[str, Any]:
     """The parameter group torch's own optimizer of ``kind`` has with ``hyper``: torch's
-    keys in torch's order, from a torch optimizer made with the kernel choices alone (so
-    a value torch's constructor would refuse, such as a rate a scheduler took a hair
-    below 0, is written as it is, as torch's own group holds it)."""
+    keys in torch's order, from a torch optimizer made with the kernel choices alone and
+    the group's ``own`` keys (so a value torch's constructor would refuse, such as a rate
+    a scheduler took a hair below 0, is written as it is, as torch's own group holds
+    it, and a group's keys come first, in their order, as in torch's)."""
     torch = import_torch("tj.optim.state_dict")
     values: dict[str, Any] = {"lr": hyper["learning_rate"]}
     if kind is SGDState:
@@ -353,15 +590,17 @@ def _torch_group(kind: type, hyper: dict[str, float], options: Mapping[str, Any]
             momentum=hyper["momentum"], centered=bool(hyper["centered"]),
         )  # fmt: skip
     values["maximize"] = bool(hyper.get("maximize", 0.0))
-    group: dict[str, Any] = maker([torch.zeros(1)], **options).state_dict()["param_groups"][0]
+    made = maker([{"params": [torch.zeros(1)], **own}], **options)
+    group: dict[str, Any] = made.state_dict()["param_groups"][0]
     group.update(values)
     return group
 
 
 def _checked(
-    saved: Any, kind: type, count: int
-) -> tuple[Mapping[str, Any], Mapping[int, Mapping[str, Any]]]:
-    """The one parameter group and the per-parameter state of ``saved``, checked."""
+    saved: Any, kind: type, sizes: list[int]
+) -> tuple[list[Mapping[str, Any]], list[list[Mapping[str, Any]]]]:
+    """The parameter groups of ``saved`` (as many as ``sizes``, each of its size) and,
+    per group, each of its parameters' state (``{}`` for none), checked as torch checks."""
     if not (isinstance(saved, Mapping) and {"state", "param_groups"} <= set(saved)):
         keys = list(saved)[:6] if isinstance(saved, Mapping) else type(saved).__name__
         raise StateDictError(
@@ -369,30 +608,30 @@ def _checked(
             f"optimizer.state_dict()), this holds {shown(keys)}; for a whole checkpoint, "
             "pass the entry that holds the optimizer's, e.g. checkpoint['optimizer']"
         )
-    groups = saved["param_groups"]
-    if len(groups) != 1:
+    groups = list(saved["param_groups"])
+    if len(groups) != len(sizes):
         raise StateDictError(
-            f"the optimizer state dict has {len(groups)} parameter groups; tj.optim "
-            "optimizers hold one. Give each group its own optax transformation "
-            "(optax.multi_transform) and load each group's state into it"
+            f"loaded state dict has a different number of parameter groups (torch's "
+            f"ValueError): {len(groups)} saved, this optimizer has {len(sizes)}; build it "
+            f"with the checkpoint's groups (tj.optim.<Optimizer>([{{'params': ...}}, ...]), "
+            "in the same order)"
         )
-    (group,) = groups
-    if len(group["params"]) != count:
-        raise StateDictError(
-            f"loaded state dict contains a parameter group that doesn't match the size of "
-            f"optimizer's group: {len(group['params'])} parameters saved, the model has "
-            f"{count} (torch raises ValueError here)"
-        )
-    saved_kind = "Adam" if "betas" in group else "RMSprop" if "alpha" in group else "SGD"
+    for number, (group, size) in enumerate(zip(groups, sizes, strict=True)):
+        if len(group["params"]) != size:
+            raise StateDictError(
+                f"loaded state dict contains a parameter group that doesn't match the size "
+                f"of optimizer's group (torch's ValueError): group {number} has "
+                f"{len(group['params'])} parameters saved and {size} here"
+            )
+    saved_kind = "Adam" if "betas" in groups[0] else "RMSprop" if "alpha" in groups[0] else "SGD"
     if saved_kind != _KINDS[kind]:
         raise StateDictError(
             f"this is a torch {saved_kind} state dict and the optimizer is tj.optim."
             f"{_KINDS[kind]}: build the optimizer the checkpoint was written by "
             f"(tj.optim.{saved_kind})"
         )
-    order = {torch_index: position for position, torch_index in enumerate(group["params"])}
     state = saved["state"]
-    return group, {order[index]: values for index, values in state.items() if index in order}
+    return groups, [[state.get(index) or {} for index in group["params"]] for group in groups]
 
 
 def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
@@ -442,13 +681,25 @@ def hyperparameter(leaf: Any) -> float:
     The state holds float32 (``0.1`` as ``0.10000000149``); torch's param groups hold
     Python floats. The shortest decimal that is the same float32 is the one given.
 
+    Raises:
+        ArgumentTypeError: ``leaf`` holds one value per parameter group (an optimizer
+            made with torch's groups): read one group's, ``leaf[i]``, or
+            ``tj.optim.param_groups(optimizer)[i]["lr"]``.
+
     Examples:
         >>> import jax.numpy as jnp
         >>> from torch2jax_device import optim
         >>> float(jnp.float32(0.1)), optim.hyperparameter(jnp.float32(0.1))
         (0.10000000149011612, 0.1)
     """
-    return float(str(np.float32(_value(leaf))))
+    value = np.asarray(_value(leaf), np.float32)
+    if value.ndim:
+        raise ArgumentTypeError(
+            f"this hyperparameter holds one value per parameter group ({value.tolist()}): "
+            "read one group's, hyperparameter(leaf[i]), or "
+            "tj.optim.param_groups(optimizer)[i]['lr'] (torch's param_groups[i]['lr'])"
+        )
+    return float(str(value))
 
 
 def _value(leaf: Any) -> Any:

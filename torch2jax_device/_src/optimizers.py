@@ -5,9 +5,10 @@ torch's checks, and update parameters by torch's formulas (weight decay, dampeni
 Nesterov, bias correction, decoupled decay, amsgrad, centered averages, maximize,
 complex parameters as ``view_as_real``, low-precision state in the parameter's dtype, as
 ``torch.optim`` does them). They keep their hyperparameters in the optax state
-(``optax.inject_hyperparams``, float32), where a scheduler sets the learning rate as
-torch's schedulers set ``param_groups[0]["lr"]``; ``optimizer_state`` reads and writes
-that state as torch's ``state_dict()``.
+(``optax.inject_hyperparams``, float32; one value per parameter group with torch's
+groups, ``param_groups``), where a scheduler sets the learning rate as torch's
+schedulers set ``param_groups[i]["lr"]``; ``optimizer_state`` reads and writes that
+state as torch's ``state_dict()``.
 
 Neither optax nor flax is imported before a function here is called.
 """
@@ -15,9 +16,6 @@ Neither optax nor flax is imported before a function here is called.
 from __future__ import annotations
 
 import functools
-import math
-import numbers
-from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -27,6 +25,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from .checkpoints.module_state import placed_like
 from .detect import is_tracer
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
+from .optimizer_arguments import at_least_zero, kernel_options, number, unexpected
+from .param_groups import Group, chosen, held, members, noted_groups, parsed, refused_complex
 
 __all__ = ["SGD", "Adam", "AdamState", "AdamW", "RMSprop", "RMSpropState", "SGDState"]
 
@@ -44,6 +44,7 @@ class SGDState(NamedTuple):
 
     steps: Any  # per parameter (int32): updates so far; the first starts its buffer at the gradient
     momentum_buffer: Any
+    group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
 class AdamState(NamedTuple):
@@ -63,6 +64,7 @@ class AdamState(NamedTuple):
     exp_avg: Any
     exp_avg_sq: Any
     max_exp_avg_sq: Any = None
+    group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
 class RMSpropState(NamedTuple):
@@ -81,6 +83,7 @@ class RMSpropState(NamedTuple):
     square_avg: Any
     momentum_buffer: Any
     grad_avg: Any
+    group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
 def SGD(  # torch's name
@@ -109,7 +112,15 @@ def SGD(  # torch's name
     ``foreach``, ``fused`` and ``differentiable`` choose torch's kernel, not the numbers:
     they are taken, checked as torch checks them, and kept for the state dict.
 
+    Torch's parameter groups are its one positional argument:
+    ``SGD([{"params": ..., "lr": 0.01}, {"params": ...}], lr=0.1)``, where a group's
+    ``"params"`` selects parameters of the model (a predicate over ``(path,
+    parameter)`` or an nnx filter, a list of paths, or a list of
+    ``tj.parameters(model)``'s parameters) and its other keys override the keywords
+    (see [`AdamW`][torch2jax_device.optim.AdamW] and the optimizers guide).
+
     Args:
+        *params: Nothing, or torch's list of parameter groups (dicts with ``"params"``).
         lr: The learning rate.
         momentum: Momentum factor (0: plain SGD).
         dampening: Dampening of the momentum.
@@ -126,10 +137,13 @@ def SGD(  # torch's name
             dampening.
         UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
             with ``foreach`` or ``differentiable``.
-        ArgumentTypeError: a positional argument (torch's call shape,
-            ``SGD(model.parameters(), lr=...)``: ``nnx.Optimizer`` takes the model
-            instead), a keyword torch's SGD does not take, or a hyperparameter that is
-            not a number.
+        ArgumentTypeError: a positional argument other than a list of groups
+            (torch's call shape ``SGD(model.parameters(), lr=...)``: ``nnx.Optimizer``
+            takes the model instead), a group without ``"params"``, a keyword torch's
+            SGD does not take, or a hyperparameter that is not a number (a tensor
+            included: pass the float).
+        ConfigError: also a parameter two groups select (torch's ``ValueError``, when
+            ``nnx.Optimizer`` is made).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -140,22 +154,23 @@ def SGD(  # torch's name
         >>> updates["w"].tolist(), float(state.hyperparams["learning_rate"])
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
-    _no_parameters("SGD", params, unknown)
+    unexpected("SGD", unknown)
+    groups = parsed("SGD", params, {"fused": fused})
     # torch compares `value < 0`, which NaN passes
-    lr = _at_least_zero("SGD", "lr", lr, nan=True)
-    momentum = _at_least_zero("SGD", "momentum", momentum, nan=True)
-    weight_decay = _at_least_zero("SGD", "weight_decay", weight_decay, nan=True)
-    dampening = _number("SGD", "dampening", dampening)
+    lr = at_least_zero("SGD", "lr", lr, nan=True)
+    momentum = at_least_zero("SGD", "momentum", momentum, nan=True)
+    weight_decay = at_least_zero("SGD", "weight_decay", weight_decay, nan=True)
+    dampening = number("SGD", "dampening", dampening)
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ConfigError(
             f"Nesterov momentum requires a momentum and zero dampening (torch's ValueError): "
             f"momentum={momentum}, dampening={dampening}; set momentum > 0 and dampening=0, "
             "or nesterov=False"
         )
-    options = _kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
+    options = kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
     optax = _optax()
     factory = optax.inject_hyperparams(_sgd, static_args=("fused",), hyperparam_dtype=jnp.float32)
-    return _with_params(factory, options)(
+    return _with_params(factory, options, groups, "SGD")(
         learning_rate=lr,
         momentum=momentum,
         dampening=dampening,
@@ -197,7 +212,7 @@ def Adam(  # torch's name
             ``eps`` or ``weight_decay``, a beta outside ``[0, 1)``, or betas that are
             not both floats.
         UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
-            with ``foreach`` or ``differentiable``, or (at ``init``) with a complex
+            with ``foreach`` or ``differentiable``, or (at the first step) with a complex
             parameter.
         ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``), a
             keyword torch's Adam does not take, betas that are not a pair, or a
@@ -212,11 +227,12 @@ def Adam(  # torch's name
         >>> [round(value, 6) for value in updates["w"].tolist()], float(state.inner_state.step["w"])
         ([-0.1, -0.1], 1.0)
     """
-    _no_parameters("Adam", params, unknown)
+    unexpected("Adam", unknown)
+    groups = parsed("Adam", params, {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
-        "Adam", lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+        "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
-        options=_kernel_options(
+        options=kernel_options(
             "Adam", foreach=foreach, fused=fused, differentiable=differentiable,
             capturable=capturable, amsgrad=bool(amsgrad),
         ),
@@ -239,6 +255,9 @@ def AdamW(  # torch's name
 ) -> Any:
     """Equivalent to `torch.optim.AdamW`: ``Adam(..., decoupled_weight_decay=True)``.
 
+    With parameter groups, each hyperparameter in the state holds one value per group
+    (nanoGPT's split below: weight decay for matrices, none for biases and norms).
+
     Examples:
         >>> from torch2jax_device import optim
         >>> tx = optim.AdamW(lr=0.1)
@@ -246,12 +265,23 @@ def AdamW(  # torch's name
         >>> hyper = state.hyperparams
         >>> optim.hyperparameter(hyper["weight_decay"]), float(hyper["decoupled_weight_decay"])
         (0.01, 1.0)
+        >>> from flax import nnx
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> tx = optim.AdamW([{"params": lambda path, p: p.ndim >= 2, "weight_decay": 0.1},
+        ...                   {"params": lambda path, p: p.ndim < 2, "weight_decay": 0.0}],
+        ...                  lr=6e-4, betas=(0.9, 0.95))
+        >>> optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        >>> optimizer.opt_state.hyperparams["weight_decay"][...].tolist()
+        [0.10000000149011612, 0.0]
+        >>> [group["params"] for group in optim.state_dict(optimizer, model)["param_groups"]]
+        [[0], [1]]
     """
-    _no_parameters("AdamW", params, unknown)
+    unexpected("AdamW", unknown)
+    groups = parsed("AdamW", params, {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
-        "AdamW", lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+        "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
-        options=_kernel_options(
+        options=kernel_options(
             "AdamW", foreach=foreach, fused=fused, differentiable=differentiable,
             capturable=capturable, amsgrad=bool(amsgrad),
         ),
@@ -260,6 +290,7 @@ def AdamW(  # torch's name
 
 def _adam_like(
     function: str,
+    groups: list[Group] | None,
     *,
     lr: Any,
     betas: Any,
@@ -271,19 +302,19 @@ def _adam_like(
     options: dict[str, Any],
 ) -> Any:
     """Adam's and AdamW's checks, in torch's order, and the transformation."""
-    lr = _at_least_zero(function, "lr", lr)
-    eps = _at_least_zero(function, "eps", eps)
+    lr = at_least_zero(function, "lr", lr)
+    eps = at_least_zero(function, "eps", eps)
     if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
         raise ArgumentTypeError(
             f"{function}: betas must be a pair of floats such as (0.9, 0.999), not {betas!r}"
         )
     for index, beta in enumerate(betas):
-        if not 0.0 <= _number(function, f"betas[{index}]", beta) < 1.0:
+        if not 0.0 <= number(function, f"betas[{index}]", beta) < 1.0:
             raise ConfigError(
                 f"Invalid beta parameter at index {index}: {beta} (torch's ValueError): "
                 f"{function} needs 0 <= beta < 1"
             )
-    weight_decay = _at_least_zero(function, "weight_decay", weight_decay)
+    weight_decay = at_least_zero(function, "weight_decay", weight_decay)
     if not all(isinstance(beta, float) for beta in betas):
         raise ConfigError(
             f"betas must be either both floats or both Tensors (torch's ValueError), not "
@@ -293,7 +324,7 @@ def _adam_like(
     factory = optax.inject_hyperparams(
         _adam, static_args=("amsgrad", "fused"), hyperparam_dtype=jnp.float32
     )
-    return _with_params(factory, options)(
+    return _with_params(factory, options, groups, function)(
         learning_rate=lr,
         beta1=float(betas[0]),
         beta2=float(betas[1]),
@@ -343,18 +374,19 @@ def RMSprop(  # torch's name
         >>> [round(value, 4) for value in updates["w"].tolist()]
         [-0.1, -0.1]
     """
-    _no_parameters("RMSprop", params, unknown)
-    lr = _at_least_zero("RMSprop", "lr", lr)
-    eps = _at_least_zero("RMSprop", "eps", eps)
-    momentum = _at_least_zero("RMSprop", "momentum", momentum)
-    weight_decay = _at_least_zero("RMSprop", "weight_decay", weight_decay)
-    alpha = _at_least_zero("RMSprop", "alpha", alpha)
-    options = _kernel_options(
+    unexpected("RMSprop", unknown)
+    groups = parsed("RMSprop", params, {})
+    lr = at_least_zero("RMSprop", "lr", lr)
+    eps = at_least_zero("RMSprop", "eps", eps)
+    momentum = at_least_zero("RMSprop", "momentum", momentum)
+    weight_decay = at_least_zero("RMSprop", "weight_decay", weight_decay)
+    alpha = at_least_zero("RMSprop", "alpha", alpha)
+    options = kernel_options(
         "RMSprop", foreach=foreach, differentiable=differentiable, capturable=capturable
     )
     optax = _optax()
     factory = optax.inject_hyperparams(_rmsprop, hyperparam_dtype=jnp.float32)
-    return _with_params(factory, options)(
+    return _with_params(factory, options, groups, "RMSprop")(
         learning_rate=lr,
         alpha=alpha,
         eps=eps,
@@ -365,7 +397,9 @@ def RMSprop(  # torch's name
     )
 
 
-def _with_params(factory: Any, options: dict[str, Any]) -> Any:
+def _with_params(
+    factory: Any, options: dict[str, Any], groups: list[Group] | None, function: str
+) -> Any:
     """``factory``'s transformations, whose state's scalars (the step count, the
     hyperparameters) are placed where the parameters are.
 
@@ -373,49 +407,79 @@ def _with_params(factory: Any, options: dict[str, Any]) -> Any:
     (``DDP(model)``), a jitted step would refuse the mix of devices. Torch keeps an
     optimizer's state with its parameters; so does this. ``options`` (torch's kernel
     choices, which change no number) ride on ``init`` as ``torch_options``, where
-    [`state_dict`][torch2jax_device.optim.state_dict] finds them.
+    [`state_dict`][torch2jax_device.optim.state_dict] finds them; ``groups`` (torch's
+    parameter groups) as ``torch_groups``, and each group's hyperparameters, as given,
+    as ``torch_values``. With groups, each hyperparameter in the state is one value per
+    group, and ``init`` notes each parameter's group in the state's ``group``.
     """
     optax = _optax()
 
     def build(**hyperparameters: Any) -> Any:
-        transformation = factory(**hyperparameters)
+        static = {name: value for name, value in hyperparameters.items() if isinstance(value, bool)}
+        numeric = {name: value for name, value in hyperparameters.items() if name not in static}
+        values = [numeric]
+        if groups is not None:
+            values = [{**numeric, **group.overrides(function, list(numeric))} for group in groups]
+            numeric = {
+                name: jnp.asarray([group[name] for group in values], jnp.float32)
+                for name in numeric
+            }
+        transformation = factory(**numeric, **static)
 
         def init(params: Any) -> Any:
-            if options.get("fused") and any(
-                jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params)
-            ):
+            state = transformation.init(params)
+            if groups is not None:
+                noted = noted_groups(groups, params, marked=bool(options.get("fused")))
+                inner = state.inner_state._replace(group=noted)
+                state = state._replace(inner_state=inner)
+            return _beside(state, params)
+
+        init.torch_options = options  # type: ignore[attr-defined]
+        init.torch_values = values  # type: ignore[attr-defined]
+        init.torch_groups = groups  # type: ignore[attr-defined]
+
+        def update(grads: Any, state: Any, params: Any = None, **extra: Any) -> Any:
+            if options.get("fused") and refused_complex(params, state.inner_state.group):
+                # at the first step, as torch checks it (a resumed run may take none)
                 raise UnsupportedOperationError(
                     "`fused=True` requires all the params to be floating point Tensors "
                     "(torch's RuntimeError at the first step): a parameter is complex; "
                     "leave fused unset"
                 )
-            return _beside(transformation.init(params), params)
+            return transformation.update(grads, state, params, **extra)
 
-        init.torch_options = options  # type: ignore[attr-defined]
-        init.torch_values = hyperparameters  # type: ignore[attr-defined]
-        return optax.GradientTransformationExtraArgs(init, transformation.update)
+        return optax.GradientTransformationExtraArgs(init, update)
 
     return build
 
 
 def _beside(state: Any, params: Any) -> Any:
-    """``state``'s 0-d arrays replicated over the mesh of ``params``' first array."""
+    """``state``'s scalars (and, with groups, its hyperparameters and each parameter's
+    group) replicated over the mesh of ``params``' first array."""
     arrays = [leaf for leaf in jax.tree.leaves(params) if isinstance(leaf, jax.Array)]
     if not arrays or is_tracer(arrays[0]) or not isinstance(arrays[0].sharding, NamedSharding):
         return state
     sharding = arrays[0].sharding
     replicated = NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
 
-    def place(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array) and leaf.ndim == 0 and not is_tracer(leaf):
+    def place(leaf: Any, every: bool = False) -> Any:
+        if isinstance(leaf, jax.Array) and (every or leaf.ndim == 0) and not is_tracer(leaf):
             return placed_like(
                 leaf,
-                jax.ShapeDtypeStruct((), leaf.dtype, sharding=replicated),
+                jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=replicated),
                 "a scalar of the optimizer state",
             )
         return leaf
 
-    return jax.tree.map(place, state)
+    state = jax.tree.map(place, state)
+    if getattr(state.inner_state, "group", None) is None:
+        return state
+    return state._replace(
+        hyperparams=jax.tree.map(lambda leaf: place(leaf, True), state.hyperparams),
+        inner_state=state.inner_state._replace(
+            group=jax.tree.map(lambda leaf: place(leaf, True), state.inner_state.group)
+        ),
+    )
 
 
 def _sgd(
@@ -428,6 +492,7 @@ def _sgd(
     fused: bool,
 ) -> Any:
     optax = _optax()
+    hyperparameters = (learning_rate, momentum, dampening, weight_decay, nesterov, maximize)
 
     def init(params: Any) -> SGDState:
         return SGDState(_counts(params, jnp.int32), jax.tree.map(jnp.zeros_like, params))
@@ -438,7 +503,12 @@ def _sgd(
                 "tj.optim.SGD needs the parameters: call update(grads, state, params)"
             )
 
-        def one(grad: Any, buffer: Any, param: Any, steps: Any) -> tuple[Any, Any, Any]:
+        def one(
+            grad: Any, buffer: Any, param: Any, steps: Any, member: Any
+        ) -> tuple[Any, Any, Any]:
+            learning_rate, momentum, dampening, weight_decay, nesterov, maximize = chosen(
+                member, *hyperparameters
+            )
             dtype = param.dtype
             rounded = _rounded(dtype, fused)
             grad, buffer, param = _widened(dtype, grad, buffer, param)
@@ -448,12 +518,17 @@ def _sgd(
             step = jnp.where(nesterov > 0, _stored(grad + momentum * started, rounded), started)
             with_momentum = momentum != 0
             step = jnp.where(with_momentum, step, grad)
-            buffer = jnp.where(with_momentum, started, buffer)
-            return -learning_rate * step, buffer.astype(dtype), steps + 1
+            kept_buffer = jnp.where(with_momentum, started, buffer).astype(dtype)
+            return (
+                held(member, -learning_rate * step, jnp.zeros_like(step)),
+                held(member, kept_buffer, buffer.astype(dtype)),
+                held(member, steps + 1, steps),
+            )
 
-        triples = jax.tree.map(one, grads, state.momentum_buffer, params, state.steps)
+        each = members(state, grads)
+        triples = jax.tree.map(one, grads, state.momentum_buffer, params, state.steps, each)
         updates, buffers, steps = _unzip(triples, grads, 3)
-        return updates, SGDState(steps, buffers)
+        return updates, SGDState(steps, buffers, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -470,6 +545,15 @@ def _adam(
     fused: bool,
 ) -> Any:
     optax = _optax()
+    hyperparameters = (
+        learning_rate,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled_weight_decay,
+        maximize,
+    )
 
     def init(params: Any) -> AdamState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
@@ -483,8 +567,11 @@ def _adam(
             )
 
         def one(
-            grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any
+            grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any, member: Any
         ) -> tuple[Any, ...]:
+            (learning_rate, beta1, beta2, eps, weight_decay, decoupled_weight_decay,
+             maximize) = chosen(member, *hyperparameters)  # fmt: skip
+            old = (mean, square, peak, step)
             dtype = param.dtype
             rounded = _rounded(dtype, fused)
             grad, mean, square, peak, param = _widened(dtype, grad, mean, square, peak, param)
@@ -501,14 +588,24 @@ def _adam(
             denominator = _stored(root / jnp.sqrt(1 - beta2**step), rounded)
             denominator = _stored(denominator + eps, rounded)
             decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
+            # torch scales the parameter (p *= 1 - lr * wd: an infinite one stays so); as
+            # an update, p - lr * wd * p would be inf - inf
+            decayed = decayed & jnp.isfinite(param)
             decay = jnp.where(decayed, learning_rate * weight_decay * param, 0)
             change = _complex(-step_size * mean / denominator, dtype) - decay
-            return change, *(_kept(value, dtype) for value in (mean, square, peak)), step
+            new = (*(_kept(value, dtype) for value in (mean, square, peak)), step)
+            return (
+                held(member, change, jnp.zeros_like(change)),
+                *(held(member, value, before) for value, before in zip(new, old, strict=True)),
+            )
 
         peaks = state.max_exp_avg_sq if amsgrad else jax.tree.map(lambda _: None, grads)
-        parts = jax.tree.map(one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step)
+        parts = jax.tree.map(
+            one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step,
+            members(state, grads),
+        )  # fmt: skip
         updates, means, squares, peaks, steps = _unzip(parts, grads, 5)
-        return updates, AdamState(steps, means, squares, peaks if amsgrad else None)
+        return updates, AdamState(steps, means, squares, peaks if amsgrad else None, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -523,6 +620,7 @@ def _rmsprop(
     maximize: Any,
 ) -> Any:
     optax = _optax()
+    hyperparameters = (learning_rate, alpha, eps, weight_decay, momentum, centered, maximize)
 
     def init(params: Any) -> RMSpropState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
@@ -536,7 +634,13 @@ def _rmsprop(
                 "tj.optim.RMSprop needs the parameters: call update(grads, state, params)"
             )
 
-        def one(grad: Any, square: Any, buffer: Any, mean: Any, param: Any) -> tuple[Any, ...]:
+        def one(
+            grad: Any, square: Any, buffer: Any, mean: Any, param: Any, member: Any
+        ) -> tuple[Any, ...]:
+            learning_rate, alpha, eps, weight_decay, momentum, centered, maximize = chosen(
+                member, *hyperparameters
+            )
+            old = (square, buffer, mean)
             dtype = param.dtype
             grad, square, buffer, mean, param = _widened(dtype, grad, square, buffer, mean, param)
             grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay, dtype)
@@ -550,17 +654,20 @@ def _rmsprop(
             kept = _stored(_stored(momentum * buffer, dtype) + grad / average, dtype)
             buffer = jnp.where(with_momentum, kept, buffer)
             step = jnp.where(with_momentum, buffer, grad / average)
+            change = _complex(-learning_rate * step, dtype)
+            new = (_kept(value, dtype) for value in (square, buffer, mean))
             return (
-                _complex(-learning_rate * step, dtype),
-                *(_kept(value, dtype) for value in (square, buffer, mean)),
+                held(member, change, jnp.zeros_like(change)),
+                *(held(member, value, before) for value, before in zip(new, old, strict=True)),
             )
 
+        each = members(state, grads)
         parts = jax.tree.map(
-            one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params
+            one, grads, state.square_avg, state.momentum_buffer, state.grad_avg, params, each
         )
         updates, squares, buffers, means = _unzip(parts, grads, 4)
-        steps = jax.tree.map(lambda step: step + 1, state.step)
-        return updates, RMSpropState(steps, squares, buffers, means)
+        steps = jax.tree.map(lambda step, member: held(member, step + 1, step), state.step, each)
+        return updates, RMSpropState(steps, squares, buffers, means, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -625,75 +732,6 @@ def _unzip(tree: Any, like: Any, parts: int = 2) -> tuple[Any, ...]:
     return tuple(
         jax.tree.map(lambda _, parts_here, i=i: parts_here[i], like, tree) for i in range(parts)
     )
-
-
-def _no_parameters(function: str, params: tuple[Any, ...], unknown: Mapping[str, Any]) -> None:
-    """Torch's call shape, ``SGD(model.parameters(), lr=...)``, refused with the fix, and
-    a keyword torch's optimizer does not take (torch's ``TypeError``) named."""
-    if params:
-        raise ArgumentTypeError(
-            f"tj.optim.{function} takes its hyperparameters by keyword and no parameters: "
-            f"pass the model to nnx.Optimizer(model, tj.optim.{function}(lr=...), "
-            "wrt=nnx.Param), which pairs the two"
-        )
-    if unknown:
-        name = next(iter(unknown))
-        raise ArgumentTypeError(
-            f"tj.optim.{function} got an unexpected keyword argument {name!r} (as torch's "
-            f"{function}, which raises TypeError): it takes the keywords of "
-            f"torch.optim.{function}; remove {name}={unknown[name]!r}"
-        )
-
-
-def _number(function: str, name: str, value: Any) -> float:
-    """``value`` as a float where torch takes it as a number (a bool, an int, a NumPy
-    number); else the library's ``TypeError`` naming it."""
-    if not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(
-            f"{function}: {name} must be a number, not {type(value).__name__} {value!r} "
-            "(torch raises TypeError comparing it with 0)"
-        )
-    return float(value)
-
-
-#: How torch's messages name each hyperparameter ("Invalid learning rate: -1").
-_LABELS = {
-    "lr": "learning rate",
-    "eps": "epsilon value",
-    "momentum": "momentum value",
-    "weight_decay": "weight_decay value",
-    "alpha": "alpha value",
-}
-
-
-def _at_least_zero(function: str, name: str, value: Any, *, nan: bool = False) -> float:
-    """``value`` as a float, refused where torch refuses it: below 0, and NaN unless
-    ``nan`` (torch's SGD checks ``value < 0``, which NaN passes; the others
-    ``not 0.0 <= value``, which it fails)."""
-    number = _number(function, name, value)
-    if number < 0 or (math.isnan(number) and not nan):
-        raise ConfigError(
-            f"Invalid {_LABELS[name]}: {value} (torch's ValueError): tj.optim.{function} "
-            f"needs {name} >= 0"
-        )
-    return number
-
-
-def _kernel_options(function: str, **options: Any) -> dict[str, Any]:
-    """Torch's kernel choices (``foreach``, ``fused``, ``capturable``, ``differentiable``),
-    which change no number here, checked as torch checks them and kept for the state
-    dict's parameter group; ``amsgrad`` (which shapes the state) rides with them."""
-    if options.get("fused"):
-        for other in ("differentiable", "foreach"):
-            if options.get(other):
-                raise UnsupportedOperationError(
-                    f"tj.optim.{function}: fused=True and {other}=True cannot be set together "
-                    "(torch's RuntimeError); set one of them"
-                )
-    return {
-        name: value if value is None or name in ("foreach", "fused") else bool(value)
-        for name, value in options.items()
-    }
 
 
 def _optax() -> Any:

@@ -1,0 +1,57 @@
+"""tj.optim's parameter groups over a model replicated on 4 simulated CPU devices.
+
+With groups, the optax state holds each hyperparameter as one value per group and each
+parameter's group beside its buffers: they are placed with the parameters too, so a
+jitted step over a replicated model (``DDP(model)`` in one process) takes them, and
+matches the same step on one device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+import torch2jax_device as tj
+from torch2jax_device import optim
+
+
+@nnx.jit
+def _step(model: nnx.Linear, optimizer: nnx.Optimizer, x: jax.Array) -> None:
+    grads = nnx.grad(lambda m: jnp.mean(m(x) ** 2))(model)
+    optimizer.update(model, grads)
+
+
+def _trained(sharding: Any) -> tuple[nnx.Linear, nnx.Optimizer]:
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    if sharding is not None:
+        tj.to_device(model, sharding)
+    tx = optim.AdamW(
+        [{"params": ["kernel"], "weight_decay": 0.1}, {"params": ["bias"], "lr": 0.05}],
+        lr=0.01,
+    )
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    scheduler = optim.lr_scheduler.LambdaLR(optimizer, [lambda e: 0.5**e, lambda e: 1.0])
+    x = jnp.arange(24, dtype=jnp.float32).reshape(8, 3) / 10
+    if sharding is not None:
+        x = jax.device_put(x, NamedSharding(sharding.mesh, PartitionSpec("data")))
+    for _ in range(3):
+        _step(model, optimizer, x)
+        scheduler.step()
+    return model, optimizer
+
+
+def test_groups_over_a_replicated_model_step_as_on_one_device() -> None:
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    model, optimizer = _trained(NamedSharding(mesh, PartitionSpec()))
+    alone, alone_optimizer = _trained(None)
+    for leaf in jax.tree.leaves(nnx.state(optimizer)):
+        assert leaf.sharding.device_set == set(mesh.devices.flat), leaf
+    np.testing.assert_allclose(model.kernel[...], alone.kernel[...], rtol=1e-6)
+    np.testing.assert_allclose(model.bias[...], alone.bias[...], rtol=1e-6)
+    rates = [[group["lr"] for group in optim.param_groups(o)] for o in (optimizer, alone_optimizer)]
+    assert rates == [[0.00125, 0.05]] * 2
