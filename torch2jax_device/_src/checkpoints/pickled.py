@@ -23,7 +23,13 @@ import numpy as np
 
 from .. import dtypes
 from ..device import resolve
-from ..errors import CheckpointError, DeviceUnavailableError, DTypeError, Torch2JaxDeviceError
+from ..errors import (
+    CheckpointError,
+    ConversionError,
+    DeviceUnavailableError,
+    DTypeError,
+    Torch2JaxDeviceError,
+)
 from ..interop import ALIGNMENT, to_jax
 from . import transfer
 from .format import TensorBudget
@@ -361,10 +367,21 @@ class HostTensors:
             )
 
 
-def tensor_error(name: str, graph: Graph, tensor: Any, error: Exception) -> CheckpointError:
+def tensor_error(
+    name: str, graph: Graph, tensor: Any, error: Exception
+) -> CheckpointError | ConversionError:
     """Why ``tensor`` of the checkpoint ``name`` cannot become an array: its place in the
     graph, the reason (``error``'s, without its own fix, which is for another context)
-    and the fix for a checkpoint."""
+    and the fix for a checkpoint.
+
+    A ``ConversionError`` (int64 values past the 32-bit range without x64) stays one,
+    with its own fix, as ``tj.load_file`` and ``tj.to_device`` raise it: the checkpoint
+    is fine, and x64 or values in range are the fix.
+    """
+    if isinstance(error, ConversionError):
+        return ConversionError(
+            f"{name}: the tensor at {graph.path(tensor)} cannot be loaded: {error}"
+        )
     if isinstance(error, CheckpointError):
         reason = str(error)
     else:
