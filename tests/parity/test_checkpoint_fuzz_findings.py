@@ -55,6 +55,43 @@ FOUND = {
         entries=(Entry(name="ids", dtype="uint64", shape=(2,), wide=True),),
         reader="load_file",
     ),
+    # a damaged file: tj.CheckpointError named the file and the damage, but no fix
+    "truncated-safetensors-names-a-fix": Draw(
+        writer="safetensors",
+        entries=(Entry(name="w", dtype="float32", shape=(2, 3)),),
+        reader="load_file",
+        corruption=("truncate", 900),
+    ),
+    "damaged-zip-names-a-fix": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2, 3)),),
+        reader="load",
+        corruption=("truncate", 500),
+    ),
+    # a legacy checkpoint cut inside a global's name (torch.LongSto): refused as an
+    # unsupported global, with no fix
+    "legacy-cut-in-a-global": Draw(
+        writer="torch.save-legacy",
+        entries=(Entry(name="b", dtype="int64", shape=(1, 0)),),
+        reader="load",
+        corruption=("truncate", 630),
+    ),
+    # a flipped bit in the zip directory marks a storage's record as a folder: torch's
+    # reader extracts nothing into it, so torch.load (and tj.load, through it) returned
+    # uninitialized memory as the values, different at each load (or raised
+    # UnicodeDecodeError at times, where the record was a text one)
+    "zip-record-marked-a-folder": Draw(
+        writer="torch.save",
+        entries=(
+            Entry(name="é", dtype="int16", shape=(1,)),
+            Entry(name="_x", dtype="int64", shape=(1,)),
+            Entry(name="model.layer.0.weight", dtype="uint16", shape=(1, 3)),
+        ),
+        reader="load",
+        container="OrderedDict",
+        mmap=False,
+        corruption=("flip-directory", 764),
+    ),
 }
 
 

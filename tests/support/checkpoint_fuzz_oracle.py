@@ -90,6 +90,12 @@ DIFFERENCES = (
         "so does a shard that an index names and",
     ),
     Row(
+        "zip-record-marked-a-folder",
+        "a zip whose directory marks a record as a folder is refused (tj.CheckpointError); "
+        "torch.load reads the record as uninitialized memory",
+        "does a zip whose directory marks a record as a folder",
+    ),
+    Row(
         "empty-tensors-order",
         "empty tensors sharing one offset come in the header's order, where safetensors "
         "leaves their order unspecified",
@@ -618,6 +624,8 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
         _own_error(ours_error, "load", theirs_error)
         if damaged is not None and damaged.name not in str(ours_error):
             raise Different("error: does not name the file", "load", theirs_error, ours_error)
+        if damaged is not None and "Fix" not in str(ours_error):
+            raise Different("error: names no fix", "load", theirs_error, ours_error)
         if tally is not None:
             tally.refused += 1
         return
@@ -640,6 +648,9 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
 
 def _explain_refusal(draw: Draw, tree: Any, ours: BaseException, path: Path) -> None:
     """tj raised where the oracle did not: a row that says why, or a finding."""
+    if isinstance(ours, tj.CheckpointError) and "as a folder" in str(ours):
+        if draw.corruption is not None and path.name in str(ours) and "Fix" in str(ours):
+            raise Explained("zip-record-marked-a-folder")
     if refusal_expected(tree) and isinstance(ours, tj.ConversionError):
         if path.name not in str(ours) and draw.writer != "sharded":
             raise Different("error: does not name the file", "load", "loaded", ours)

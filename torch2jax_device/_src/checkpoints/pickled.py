@@ -52,6 +52,10 @@ _COPY_FACTOR = 4
 _OTHER_ENTRIES = 64
 # The bytes of a zip's end-of-directory record before its comment.
 _END_RECORD = 22
+# The MS-DOS "directory" bit of a zip entry's external attributes: miniz (torch's zip
+# reader) extracts nothing for an entry so marked, and torch.load then returns the
+# storage's uninitialized memory as its data.
+_DOS_DIRECTORY = 0x10
 # What to do with a tensor JAX cannot hold.
 _CONVERT_FIX = (
     "Fix: load it with torch.load(path, weights_only=True) and convert it to a dtype and "
@@ -114,8 +118,13 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
     entry expands to; the total may be 1 GiB plus ``_COPY_FACTOR`` times the file, the
     bound copies are held to.
 
+    A file entry that the directory marks as a folder (a damaged directory: one flipped
+    bit) is refused too: torch's reader would read nothing into its storage and return
+    uninitialized memory as the tensor's values, different at every load.
+
     Raises:
-        CheckpointError: the entries expand past that, or are too many.
+        CheckpointError: the entries expand past that, or are too many, or a file entry
+            is marked as a folder.
     """
     if source.kind != "zip":
         return
@@ -125,7 +134,13 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
         entries = _zip_entries(file)
         if entries <= budget.left + _OTHER_ENTRIES:
             with zipfile.ZipFile(file) as archive:
-                expanded = sum(info.file_size for info in archive.infolist())
+                infos = archive.infolist()
+                expanded = sum(info.file_size for info in infos)
+                folders = [
+                    info.filename
+                    for info in infos
+                    if info.external_attr & _DOS_DIRECTORY and not info.filename.endswith("/")
+                ]
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
         return  # torch.load reports a broken or unsupported archive in its own words
     finally:
@@ -133,6 +148,14 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
     if entries > budget.left + _OTHER_ENTRIES:
         raise budget.refusal(
             source.name, f"{entries - _OTHER_ENTRIES:,} or more", " (its zip's entries)"
+        )
+    if folders:
+        raise CheckpointError(
+            f"{source.name} is not a readable PyTorch checkpoint (corrupted): its zip "
+            f"directory marks the record {shown(folders[0])} as a folder, so torch.load "
+            "would read nothing into it and return uninitialized memory as its values. "
+            "Fix: copy or download the file again (its size and checksum should match the "
+            "source's), or save it again with torch.save"
         )
     allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * source.size()
     if expanded > allowed:
