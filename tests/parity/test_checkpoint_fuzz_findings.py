@@ -92,6 +92,27 @@ FOUND = {
         mmap=False,
         corruption=("flip-directory", 764),
     ),
+    # a flipped byte in the zip's end record: it counted 1,509,949,383 entries in a
+    # 1,598-byte file, and tj.load advised a larger max_tensors=
+    "zip-end-record-counts-too-many": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(1,)),),
+        reader="load",
+        corruption=("flip-directory", 122),
+    ),
+    # a flipped byte in a shard's header renamed a tensor the index lists in it: the
+    # error said the shard has no such tensor, and named no fix
+    "shard-lacks-a-listed-tensor": Draw(
+        writer="sharded",
+        entries=(
+            Entry(name="é", dtype="uint32", shape=(1, 1, 2)),
+            Entry(name="model.layer.0.weight", dtype="float32", shape=(1, 0)),
+            Entry(name="tokens", dtype="int8", shape=(1, 3)),
+        ),
+        reader="load_file",
+        shards=2,
+        corruption=("flip-header", 79),
+    ),
 }
 
 

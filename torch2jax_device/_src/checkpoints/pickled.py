@@ -56,6 +56,8 @@ _END_RECORD = 22
 # reader) extracts nothing for an entry so marked, and torch.load then returns the
 # storage's uninitialized memory as its data.
 _DOS_DIRECTORY = 0x10
+# The fewest bytes a zip entry takes: its directory record (46) and local header (30).
+_ENTRY_BYTES = 76
 # What to do with a tensor JAX cannot hold.
 _CONVERT_FIX = (
     "Fix: load it with torch.load(path, weights_only=True) and convert it to a dtype and "
@@ -123,8 +125,8 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
     uninitialized memory as the tensor's values, different at every load.
 
     Raises:
-        CheckpointError: the entries expand past that, or are too many, or a file entry
-            is marked as a folder.
+        CheckpointError: the entries expand past that, or are too many, or more than the
+            file can hold (a damaged end record), or a file entry is marked as a folder.
     """
     if source.kind != "zip":
         return
@@ -145,6 +147,14 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
         return  # torch.load reports a broken or unsupported archive in its own words
     finally:
         file.seek(start)
+    if entries * _ENTRY_BYTES > source.size():
+        raise CheckpointError(
+            f"{source.name} is not a readable PyTorch checkpoint (corrupted): its zip's end "
+            f"record counts {entries:,} entries, more than its {source.size():,} bytes can "
+            f"hold ({_ENTRY_BYTES} bytes each at least). Fix: copy or download the file again "
+            "(its size and checksum should match the source's), or save it again with "
+            "torch.save"
+        )
     if entries > budget.left + _OTHER_ENTRIES:
         raise budget.refusal(
             source.name, f"{entries - _OTHER_ENTRIES:,} or more", " (its zip's entries)"
