@@ -100,6 +100,18 @@ FOUND = {
         reader="load",
         corruption=("flip-directory", 122),
     ),
+    # a flipped byte in a zip directory entry's size: it "expanded to 3,187,671,406
+    # bytes from a 1,917-byte file", refused as a file crafted to exhaust memory, with
+    # advice to trust it
+    "zip-record-size-flipped": Draw(
+        writer="torch.save",
+        entries=(
+            Entry(name="w", dtype="uint32", shape=(1, 2)),
+            Entry(name="h.1.attn.bias", dtype="int8", shape=()),
+        ),
+        reader="load",
+        corruption=("flip-directory", 792),
+    ),
     # a flipped byte in a shard's header renamed a tensor the index lists in it: the
     # error said the shard has no such tensor, and named no fix
     "shard-lacks-a-listed-tensor": Draw(

@@ -22,7 +22,8 @@ The space:
 * how it is read: ``tj.load_file`` (each ``device=`` form, ``backend=``),
   ``tj.safe_open`` (``keys``, ``metadata``, ``get_tensor``, ``get_slice`` with drawn
   index expressions), ``tj.load`` (each ``map_location`` form, ``weights_only``,
-  ``mmap``); with several CPU devices, ``"cpu:1"`` and ``device_map=``;
+  ``mmap``, a path or an open file); with several CPU devices, ``"cpu:1"`` and
+  ``device_map=``;
 * what goes wrong: the file truncated at a drawn offset, a byte of the header (or the
   zip's directory) flipped, header offsets that overlap or run past the file, a shard
   missing.
@@ -123,6 +124,8 @@ class Draw:
     device: str = "'cpu'"
     weights_only: bool | None = None
     mmap: bool | None = None
+    #: ``tj.load`` / ``torch.load`` given an open binary file rather than its path.
+    as_file: bool = False
     backend: str = "mmap"
     #: ``(name, index expression)`` read through ``get_slice`` (safe_open).
     slices: tuple[tuple[str, str], ...] = ()
@@ -334,6 +337,7 @@ def draw(rng: random.Random, *, devices: int = 1) -> Draw:
         if reader == "load"
         else None,
         mmap=rng.choice([None, True, False]) if reader == "load" else None,
+        as_file=torch_format and rng.random() < 0.2,
         backend=rng.choice(["mmap", "mmap", "pread"]) if reader != "load" else "mmap",
         slices=slices,
         shards=min(len(entries), rng.randint(2, 3)) if writer == "sharded" else 1,
@@ -369,7 +373,7 @@ def smaller(draw_: Draw) -> list[Draw]:
         )
     for name, default in (
         ("metadata", None), ("container", "dict"), ("slices", ()), ("backend", "mmap"),
-        ("mmap", None), ("weights_only", None),
+        ("mmap", None), ("weights_only", None), ("as_file", False),
     ):  # fmt: skip
         if getattr(draw_, name) != default:
             candidates.append(replace(draw_, **{name: default}))

@@ -21,6 +21,7 @@ a finding unless a row says why.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import gc
 import json
@@ -391,12 +392,14 @@ def _torch_map_location(draw: Draw) -> Any:
 def read_theirs(draw: Draw, path: Path) -> dict[str, Any]:
     """The oracle's answers: ``{"tree": ...}`` and, for safe_open, its other parts."""
     if draw.format == "torch":
-        loaded = torch.load(
-            path,
-            map_location=_torch_map_location(draw),
-            weights_only=draw.weights_only,
-            mmap=draw.mmap,
-        )
+        with contextlib.ExitStack() as stack:
+            given = stack.enter_context(open(path, "rb")) if draw.as_file else path
+            loaded = torch.load(
+                given,
+                map_location=_torch_map_location(draw),
+                weights_only=draw.weights_only,
+                mmap=draw.mmap,
+            )
         return {"tree": loaded}
     if draw.writer == "sharded":
         index = json.loads(path.read_text())["weight_map"]
@@ -430,7 +433,9 @@ def read_ours(draw: Draw, path: Path) -> dict[str, Any]:
     """tj's answers, shaped as ``read_theirs``'s."""
     keywords = _tj_keywords(draw)
     if draw.reader == "load":
-        tree = tj.load(path, weights_only=draw.weights_only, mmap=draw.mmap, **keywords)
+        with contextlib.ExitStack() as stack:
+            given = stack.enter_context(open(path, "rb")) if draw.as_file else path
+            tree = tj.load(given, weights_only=draw.weights_only, mmap=draw.mmap, **keywords)
         return {"tree": tree}
     if draw.reader == "load_file":
         return {"tree": tj.load_file(path, backend=draw.backend, **keywords)}

@@ -120,17 +120,19 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
     entry expands to; the total may be 1 GiB plus ``_COPY_FACTOR`` times the file, the
     bound copies are held to.
 
-    A file entry that the directory marks as a folder (a damaged directory: one flipped
-    bit) is refused too: torch's reader would read nothing into its storage and return
-    uninitialized memory as the tensor's values, different at every load.
+    A directory that says what cannot be (a file record marked as a folder, a stored
+    record whose sizes differ: one flipped bit or byte) is refused as damage: torch's
+    reader would return uninitialized memory for the first.
 
     Raises:
         CheckpointError: the entries expand past that, or are too many, or more than the
-            file can hold (a damaged end record), or a file entry is marked as a folder.
+            file can hold (a damaged end record), or the directory says what cannot be
+            (``_zip_damage``).
     """
     if source.kind != "zip":
         return
     file: Any = source.handle if source.handle is not None else source.file
+    size = source.size()  # from where the checkpoint starts, before anything moves
     start = file.tell()
     try:
         entries = _zip_entries(file)
@@ -138,19 +140,15 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
             with zipfile.ZipFile(file) as archive:
                 infos = archive.infolist()
                 expanded = sum(info.file_size for info in infos)
-                folders = [
-                    info.filename
-                    for info in infos
-                    if info.external_attr & _DOS_DIRECTORY and not info.filename.endswith("/")
-                ]
+                damage = _zip_damage(infos, size)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
         return  # torch.load reports a broken or unsupported archive in its own words
     finally:
         file.seek(start)
-    if entries * _ENTRY_BYTES > source.size():
+    if entries * _ENTRY_BYTES > size:
         raise CheckpointError(
             f"{source.name} is not a readable PyTorch checkpoint (corrupted): its zip's end "
-            f"record counts {entries:,} entries, more than its {source.size():,} bytes can "
+            f"record counts {entries:,} entries, more than its {size:,} bytes can "
             f"hold ({_ENTRY_BYTES} bytes each at least). Fix: copy or download the file again "
             "(its size and checksum should match the source's), or save it again with "
             "torch.save"
@@ -159,13 +157,11 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
         raise budget.refusal(
             source.name, f"{entries - _OTHER_ENTRIES:,} or more", " (its zip's entries)"
         )
-    if folders:
+    if damage:
         raise CheckpointError(
             f"{source.name} is not a readable PyTorch checkpoint (corrupted): its zip "
-            f"directory marks the record {shown(folders[0])} as a folder, so torch.load "
-            "would read nothing into it and return uninitialized memory as its values. "
-            "Fix: copy or download the file again (its size and checksum should match the "
-            "source's), or save it again with torch.save"
+            f"directory {damage}. Fix: copy or download the file again (its size and "
+            "checksum should match the source's), or save it again with torch.save"
         )
     allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * source.size()
     if expanded > allowed:
@@ -176,6 +172,29 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
             "crafted to exhaust memory does, and torch.load would inflate them all first. If "
             "you trust the file: tj.to_device(torch.load(path, weights_only=True), device)"
         )
+
+
+def _zip_damage(infos: list[zipfile.ZipInfo], size: int) -> str:
+    """What the zip directory ``infos`` of a ``size``-byte file says that cannot be, or "".
+
+    A file record marked as a folder: torch's reader extracts nothing into it and returns
+    the storage's uninitialized memory. A stored (uncompressed, as ``torch.save`` writes)
+    record whose two sizes differ, or any record longer than the file: a flipped byte,
+    which the expansion bound would otherwise report as a file crafted to exhaust memory.
+    """
+    for info in infos:
+        if info.external_attr & _DOS_DIRECTORY and not info.filename.endswith("/"):
+            return (
+                f"marks the record {shown(info.filename)} as a folder, so torch.load would "
+                "read nothing into it and return uninitialized memory as its values"
+            )
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if info.compress_size > size or (stored and info.file_size != info.compress_size):
+            return (
+                f"says the record {shown(info.filename)} holds {info.file_size:,} bytes "
+                f"({info.compress_size:,} as stored) in a {size:,}-byte file"
+            )
+    return ""
 
 
 def _zip_entries(file: IO[bytes]) -> int:
