@@ -97,6 +97,12 @@ DIFFERENCES = (
         "does a zip whose directory marks a record as a folder",
     ),
     Row(
+        "device-map-keys-checked",
+        "a device_map key that covers no tensor raises tj.InvalidDeviceError (Accelerate "
+        "places what it can): a damaged header that renames a tensor shows this way",
+        "a map key that covers no tensor",
+    ),
+    Row(
         "empty-tensors-order",
         "empty tensors sharing one offset come in the header's order, where safetensors "
         "leaves their order unspecified",
@@ -364,7 +370,9 @@ def _cpu(index: int) -> jax.Device:
 
 
 def _device_map(draw: Draw) -> dict[str, str]:
-    return {entry.name: f"cpu:{i % 2}" for i, entry in enumerate(draw.entries)}
+    """Each drawn tensor on one of two devices; a name a damaged header made, the first."""
+    placed = {entry.name: f"cpu:{i % 2}" for i, entry in enumerate(draw.entries)}
+    return {**placed, "*": "cpu:0"}
 
 
 def expected_device(draw: Draw, name: str | None) -> jax.Device:
@@ -372,7 +380,7 @@ def expected_device(draw: Draw, name: str | None) -> jax.Device:
     if draw.device == "'cpu:1'":
         return _cpu(1)
     if draw.device == "device_map" and name is not None:
-        return _cpu(int(_device_map(draw)[name][-1]))
+        return _cpu(int(_device_map(draw).get(name, "cpu:0")[-1]))
     return _cpu(0)
 
 
@@ -653,6 +661,9 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
 
 def _explain_refusal(draw: Draw, tree: Any, ours: BaseException, path: Path) -> None:
     """tj raised where the oracle did not: a row that says why, or a finding."""
+    if draw.device == "device_map" and draw.corruption is not None:
+        if isinstance(ours, tj.InvalidDeviceError) and "device_map" in str(ours):
+            raise Explained("device-map-keys-checked")  # a renamed tensor's key
     if isinstance(ours, tj.CheckpointError) and "as a folder" in str(ours):
         if draw.corruption is not None and path.name in str(ours) and "Fix" in str(ours):
             raise Explained("zip-record-marked-a-folder")

@@ -329,10 +329,8 @@ class _Conversion:
             values = tensor
         else:
             values = tensor._values() if tensor.layout == torch.sparse_coo else tensor.values()
-        found: tuple[str, Any] = self._hook.targets.get(
-            values.untyped_storage()._cdata, (str(tensor.device), tensor.device)
-        )
-        return found
+        found = self._hook.targets.get(values.untyped_storage()._cdata)
+        return found if found is not None else self._hook.unrecorded(str(tensor.device))
 
     def _device(self, location: str, target: Any) -> jax.Device:
         if target not in self._devices:
