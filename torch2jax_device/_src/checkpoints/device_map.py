@@ -24,7 +24,7 @@ from ..device_plan import DevicePlan, plan_for
 from ..errors import CheckpointError
 from ..interop import aligned_empty, to_jax
 from .format import TensorBudget
-from .index import shard_files
+from .index import not_in_shard, shard_files
 from .messages import shown
 from .object_graph import Graph, TooManyTensorsError
 from .pickled import HostTensors, check_expansion, numpy_dtype, rebuilt, settle, tensor_error
@@ -177,6 +177,9 @@ def file_tensors(path: PathLike) -> dict[str, jax.ShapeDtypeStruct]:
                     saved_in_order = True
                     continue
                 with Reader(file, opened=source.handle) as reader:
+                    if names is not None and not set(names) <= reader.tensors.keys():
+                        missing = [name for name in names if name not in reader.tensors]
+                        raise not_in_shard(os.fspath(path), file, missing, list(reader.tensors))
                     for name in reader.tensors if names is None else names:
                         info = reader.info(name)
                         found[name] = jax.ShapeDtypeStruct(info.shape, info.dtype)

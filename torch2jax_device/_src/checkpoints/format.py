@@ -187,8 +187,16 @@ class TensorBudget:
         )
 
 
+#: What to do about a file that is not valid safetensors (a problem that names no fix of its own).
+_DAMAGED_FIX = (
+    "Fix: copy or download the file again (a copy cut short or changed on its way reads like "
+    "this: its size and checksum should match the source's), or save it again"
+)
+
+
 def _invalid(path: str, problem: str) -> CheckpointError:
-    return CheckpointError(f"{path!r} is not a valid safetensors file: {problem}")
+    fix = "" if "Fix:" in problem else f". {_DAMAGED_FIX}"
+    return CheckpointError(f"{path!r} is not a valid safetensors file: {problem}{fix}")
 
 
 def read_header(

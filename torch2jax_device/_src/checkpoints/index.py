@@ -20,7 +20,14 @@ from .format import TensorBudget
 from .messages import LIMIT, clipped, shown
 from .source import PathLike, is_index
 
-__all__ = ["MAX_INDEX_BYTES", "Shards", "is_index", "shard_files", "tensor_budget"]
+__all__ = [
+    "MAX_INDEX_BYTES",
+    "Shards",
+    "is_index",
+    "not_in_shard",
+    "shard_files",
+    "tensor_budget",
+]
 
 #: The largest index file read: 64 MiB holds the names of millions of tensors (a
 #: 405B-parameter model's index is about 100 KB), and parsing one costs about 25 times
@@ -187,3 +194,16 @@ def tensor_budget(
     total = sum(shards.size(file) for file in shards.files)
     what = f"the {len(shards.files)} files {shown(os.fspath(path))} names" if shards.names else ""
     return TensorBudget(max_tensors, total, what=what, verb=verb)
+
+
+def not_in_shard(index: str, shard: str, missing: list[str], keys: list[str]) -> CheckpointError:
+    """The error for tensors ``missing`` that the index ``index`` lists in ``shard``, which
+    holds ``keys`` instead: the index and the shard disagree, whichever is wrong."""
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    return CheckpointError(
+        f"{index!r} lists tensor {shown(missing[0])} in shard {shown(shard)}{more}, which "
+        f"has no such tensor; it has {len(keys)}: {', '.join(shown(key) for key in keys[:8])}"
+        f"{', ...' if len(keys) > 8 else ''}. Fix: an index whose weight_map names, for each "
+        "tensor, the shard that holds it; if both came from one place, copy or download "
+        "them again (a damaged or mismatched shard reads like this)"
+    )

@@ -138,3 +138,11 @@ class LocationHook:
             return storage
         self.targets[moved._cdata] = (location, moved.device)
         return moved
+
+    def unrecorded(self, location: str) -> tuple[str, Any]:
+        """(saved location, where it goes) for a tensor on ``location`` whose storage torch
+        made without calling the hook: the legacy format gives a view of an empty storage
+        a fresh one. ``map_location`` still applies (a callable's rule, to the location)."""
+        if self._rule.function is None:
+            return (location, self._rule.target(location))
+        return (location, location)

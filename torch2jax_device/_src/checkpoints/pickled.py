@@ -23,7 +23,13 @@ import numpy as np
 
 from .. import dtypes
 from ..device import resolve
-from ..errors import CheckpointError, DeviceUnavailableError, DTypeError, Torch2JaxDeviceError
+from ..errors import (
+    CheckpointError,
+    ConversionError,
+    DeviceUnavailableError,
+    DTypeError,
+    Torch2JaxDeviceError,
+)
 from ..interop import ALIGNMENT, to_jax
 from . import transfer
 from .format import TensorBudget
@@ -46,6 +52,12 @@ _COPY_FACTOR = 4
 _OTHER_ENTRIES = 64
 # The bytes of a zip's end-of-directory record before its comment.
 _END_RECORD = 22
+# The MS-DOS "directory" bit of a zip entry's external attributes: miniz (torch's zip
+# reader) extracts nothing for an entry so marked, and torch.load then returns the
+# storage's uninitialized memory as its data.
+_DOS_DIRECTORY = 0x10
+# The fewest bytes a zip entry takes: its directory record (46) and local header (30).
+_ENTRY_BYTES = 76
 # What to do with a tensor JAX cannot hold.
 _CONVERT_FIX = (
     "Fix: load it with torch.load(path, weights_only=True) and convert it to a dtype and "
@@ -108,25 +120,48 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
     entry expands to; the total may be 1 GiB plus ``_COPY_FACTOR`` times the file, the
     bound copies are held to.
 
+    A directory that says what cannot be (a file record marked as a folder, a stored
+    record whose sizes differ: one flipped bit or byte) is refused as damage: torch's
+    reader would return uninitialized memory for the first.
+
     Raises:
-        CheckpointError: the entries expand past that, or are too many.
+        CheckpointError: the entries expand past that, or are too many, or more than the
+            file can hold (a damaged end record), or the directory says what cannot be
+            (``_zip_damage``).
     """
     if source.kind != "zip":
         return
     file: Any = source.handle if source.handle is not None else source.file
+    size = source.size()  # from where the checkpoint starts, before anything moves
     start = file.tell()
     try:
         entries = _zip_entries(file)
         if entries <= budget.left + _OTHER_ENTRIES:
             with zipfile.ZipFile(file) as archive:
-                expanded = sum(info.file_size for info in archive.infolist())
+                infos = archive.infolist()
+                expanded = sum(info.file_size for info in infos)
+                damage = _zip_damage(infos, size)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
         return  # torch.load reports a broken or unsupported archive in its own words
     finally:
         file.seek(start)
+    if entries * _ENTRY_BYTES > size:
+        raise CheckpointError(
+            f"{source.name} is not a readable PyTorch checkpoint (corrupted): its zip's end "
+            f"record counts {entries:,} entries, more than its {size:,} bytes can "
+            f"hold ({_ENTRY_BYTES} bytes each at least). Fix: copy or download the file again "
+            "(its size and checksum should match the source's), or save it again with "
+            "torch.save"
+        )
     if entries > budget.left + _OTHER_ENTRIES:
         raise budget.refusal(
             source.name, f"{entries - _OTHER_ENTRIES:,} or more", " (its zip's entries)"
+        )
+    if damage:
+        raise CheckpointError(
+            f"{source.name} is not a readable PyTorch checkpoint (corrupted): its zip "
+            f"directory {damage}. Fix: copy or download the file again (its size and "
+            "checksum should match the source's), or save it again with torch.save"
         )
     allowed = _COPY_ALLOWANCE_BYTES + _COPY_FACTOR * source.size()
     if expanded > allowed:
@@ -137,6 +172,29 @@ def check_expansion(source: Source, budget: TensorBudget) -> None:
             "crafted to exhaust memory does, and torch.load would inflate them all first. If "
             "you trust the file: tj.to_device(torch.load(path, weights_only=True), device)"
         )
+
+
+def _zip_damage(infos: list[zipfile.ZipInfo], size: int) -> str:
+    """What the zip directory ``infos`` of a ``size``-byte file says that cannot be, or "".
+
+    A file record marked as a folder: torch's reader extracts nothing into it and returns
+    the storage's uninitialized memory. A stored (uncompressed, as ``torch.save`` writes)
+    record whose two sizes differ, or any record longer than the file: a flipped byte,
+    which the expansion bound would otherwise report as a file crafted to exhaust memory.
+    """
+    for info in infos:
+        if info.external_attr & _DOS_DIRECTORY and not info.filename.endswith("/"):
+            return (
+                f"marks the record {shown(info.filename)} as a folder, so torch.load would "
+                "read nothing into it and return uninitialized memory as its values"
+            )
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if info.compress_size > size or (stored and info.file_size != info.compress_size):
+            return (
+                f"says the record {shown(info.filename)} holds {info.file_size:,} bytes "
+                f"({info.compress_size:,} as stored) in a {size:,}-byte file"
+            )
+    return ""
 
 
 def _zip_entries(file: IO[bytes]) -> int:
@@ -271,10 +329,8 @@ class _Conversion:
             values = tensor
         else:
             values = tensor._values() if tensor.layout == torch.sparse_coo else tensor.values()
-        found: tuple[str, Any] = self._hook.targets.get(
-            values.untyped_storage()._cdata, (str(tensor.device), tensor.device)
-        )
-        return found
+        found = self._hook.targets.get(values.untyped_storage()._cdata)
+        return found if found is not None else self._hook.unrecorded(str(tensor.device))
 
     def _device(self, location: str, target: Any) -> jax.Device:
         if target not in self._devices:
@@ -361,10 +417,21 @@ class HostTensors:
             )
 
 
-def tensor_error(name: str, graph: Graph, tensor: Any, error: Exception) -> CheckpointError:
+def tensor_error(
+    name: str, graph: Graph, tensor: Any, error: Exception
+) -> CheckpointError | ConversionError:
     """Why ``tensor`` of the checkpoint ``name`` cannot become an array: its place in the
     graph, the reason (``error``'s, without its own fix, which is for another context)
-    and the fix for a checkpoint."""
+    and the fix for a checkpoint.
+
+    A ``ConversionError`` (int64 values past the 32-bit range without x64) stays one,
+    with its own fix, as ``tj.load_file`` and ``tj.to_device`` raise it: the checkpoint
+    is fine, and x64 or values in range are the fix.
+    """
+    if isinstance(error, ConversionError):
+        return ConversionError(
+            f"{name}: the tensor at {graph.path(tensor)} cannot be loaded: {error}"
+        )
     if isinstance(error, CheckpointError):
         reason = str(error)
     else:

@@ -211,7 +211,7 @@ class Reader:
                 try:
                     dtypes.refuse_wrapping(wide_values, dtype)
                 except ConversionError as error:
-                    raise ConversionError(f"tensor {info.name!r}: {error}") from None
+                    raise ConversionError(f"{self.path!r}: tensor {info.name!r}: {error}") from None
             np.copyto(narrowed, wide_values, casting="unsafe")
             advance(end - begin)
 
@@ -255,9 +255,7 @@ class Reader:
         """
         basic = _basic_index(index, info.name)
         anchor = np.zeros(1, info.dtype)
-        whole = np.lib.stride_tricks.as_strided(
-            anchor, info.shape, _c_strides(info.shape, info.dtype.itemsize), writeable=False
-        )
+        whole = _as_strided(anchor, info.shape, _c_strides(info.shape, info.dtype.itemsize))
         return _select(whole, basic, index, info), info.start - anchor.ctypes.data
 
     def _gather(self, view: np.ndarray[Any, Any], shift: int, out: np.ndarray[Any, Any]) -> None:
@@ -279,7 +277,7 @@ class Reader:
         scratch = aligned_empty(span).view(view.dtype)
         self._read_into(low + shift, scratch.view(np.uint8))
         first = (view.ctypes.data - low) // view.itemsize
-        np.copyto(out, np.lib.stride_tricks.as_strided(scratch[first:], view.shape, view.strides))
+        np.copyto(out, _as_strided(scratch[first:], view.shape, view.strides))
 
     def _read_span(
         self,
@@ -349,6 +347,20 @@ class Reader:
                     raise self._truncated(position, position + 1)
                 view = view[count:]
                 position += count
+
+
+def _as_strided(
+    base: np.ndarray[Any, Any], shape: tuple[int, ...], strides: tuple[int, ...]
+) -> np.ndarray[Any, Any]:
+    """A read-only view of ``base``'s memory with ``shape`` and ``strides``, of its dtype.
+
+    Made over a raw (void) view of the same item size: NumPy's ``as_strided`` rebuilds the
+    array from its ``__array_interface__``, whose type string it cannot read back for
+    some ml_dtypes kinds (float8_e5m2's is ``'<f1'``: "data type '<f1' not understood").
+    """
+    bits = base.view(np.dtype(f"V{base.dtype.itemsize}"))
+    view = np.lib.stride_tricks.as_strided(bits, shape, strides, writeable=False)
+    return view.view(base.dtype)
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

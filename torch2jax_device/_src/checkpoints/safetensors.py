@@ -505,9 +505,16 @@ def _torch_source(name: str, tensor: Any) -> TensorSource:
     shape = tuple(tensor.shape)
 
     def fetch() -> np.ndarray[Any, Any]:
-        host = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
+        host = tensor.detach().resolve_conj().resolve_neg().to("cpu").reshape(-1)
+        # torch calls a tensor of at most one element contiguous whatever its stride,
+        # and the byte view below needs a stride of 1: a dense copy is made where needed.
+        host = (
+            host.contiguous()
+            if host.numel() > 1
+            else host.clone(memory_format=torch.contiguous_format)
+        )
         # Through bytes, so dtypes torch.Tensor.numpy() refuses (bf16, fp8, ...) work too.
-        array: np.ndarray[Any, Any] = host.reshape(-1).view(torch.uint8).numpy()
+        array: np.ndarray[Any, Any] = host.view(torch.uint8).numpy()
         return array.view(dtype).reshape(shape)
 
     return TensorSource(dtype, shape, fetch)

@@ -52,7 +52,7 @@ from ..host_staging import Piece, Streamed
 from ..interop import to_jax
 from .agreement import agree, failing_together, sample_windows
 from .format import TensorBudget, TensorInfo
-from .index import Shards, is_index, shard_files, tensor_budget
+from .index import Shards, is_index, not_in_shard, shard_files, tensor_budget
 from .map_location import MapLocationRule
 from .messages import loading, shown, slice_load
 from .object_graph import Graph
@@ -247,6 +247,9 @@ def _load_files(
         for file, names in shards.files.items():
             reader = Reader(file, max_tensors=budget, opened=shards.opened.get(file))
             readers.append((reader, []))
+            if names is not None and not set(names) <= reader.tensors.keys():
+                missing = [name for name in names if name not in reader.tensors]
+                raise not_in_shard(os.fspath(path), file, missing, list(reader.tensors))
             for name in reader.tensors if names is None else names:
                 readers[-1][1].append(_plan(reader, name, rule))
         where = {plan.info.name: (reader, plan.info) for reader, plans in readers for plan in plans}
@@ -430,13 +433,7 @@ def _listed(path: str, file: str, part: Any, names: list[str] | None) -> dict[st
     assert names is not None
     missing = [name for name in names if name not in part]
     if missing:
-        keys = [key for key in part if isinstance(key, str)]
-        raise CheckpointError(
-            f"{path!r} lists tensor {shown(missing[0])} in shard {shown(file)}"
-            f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}, which has no such "
-            f"key; it has {len(part)}: {', '.join(shown(key) for key in keys[:8])}. Fix: an index "
-            "whose weight_map names, for each tensor, the shard that holds it"
-        )
+        raise not_in_shard(path, file, missing, [key for key in part if isinstance(key, str)])
     return {name: part[name] for name in names}
 
 

@@ -192,11 +192,20 @@ def unreadable(name: str, error: Exception) -> CheckpointError:
     if blocked:  # a global from a module weights_only never allows (os, posix, subprocess)
         reason = blocked.group(0)
     if "Unsupported global" in reason or blocked:
+        fix = (
+            ""
+            if blocked
+            else " Fix: allowlist the classes it names if you trust them "
+            "(torch.serialization.add_safe_globals([...])); a name that is no class (cut "
+            "short, garbled) means the file is damaged: copy or download it again"
+        )
         return CheckpointError(
             f"{name} holds objects that torch.load(weights_only=True) refuses to unpickle, "
-            f"so nothing in it was run. {reason}"
+            f"so nothing in it was run. {reason}{fix}"
         )
     return CheckpointError(
         f"{name} is not a readable PyTorch checkpoint (corrupted, truncated or not a "
-        f"checkpoint): torch.load(weights_only=True) raised {type(error).__name__}: {reason}"
+        f"checkpoint): torch.load(weights_only=True) raised {type(error).__name__}: "
+        f"{reason.rstrip('. ')}. Fix: copy or download the file again (its size and checksum "
+        "should match the source's), or save it again with torch.save"
     )
