@@ -10,6 +10,7 @@ devices other than the first, the caller's default device) are in
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import multiprocessing
@@ -473,6 +474,42 @@ def test_a_source_error_surfaces_after_the_batches_before_it_with_its_traceback(
     assert "failing_source" in frames  # the line in the source that raised is shown
     with pytest.raises(StopIteration):
         next(stream)
+
+
+class Held:
+    """What a failed item holds (a load's arrays over a file's mapping, say)."""
+
+
+class HeldError(ValueError):
+    def __init__(self, held: Held) -> None:
+        super().__init__("corrupt record 1")
+        self.held = held
+
+
+@pytest.mark.parametrize("background", MODES)
+def test_a_raised_error_keeps_nothing_alive_once_the_caller_drops_it(
+    background: bool | None,
+) -> None:
+    # The oracle is reference counting alone: with the collector off, what the error
+    # held dies as soon as the caller lets the error go. The stream's frame, kept by the
+    # traceback, held the failure that held the error: a cycle only the collector broke,
+    # so a failed load_file kept its file open until a collection.
+    box = [Held()]
+    alive = weakref.ref(box[0])
+
+    def source() -> Iterator[Any]:
+        yield {"x": np.zeros(1, np.float32)}
+        raise HeldError(box.pop())
+
+    stream = prefetch_to_device(source(), "cpu", size=2, background=background)
+    finishes(lambda: next(stream))
+    gc.disable()
+    try:
+        with contextlib.suppress(HeldError):
+            next(stream)  # not through finishes(): its own frame would keep the error
+        assert alive() is None
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("background", MODES)

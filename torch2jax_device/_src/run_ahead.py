@@ -84,7 +84,7 @@ class _Failure:
     __slots__ = ("error",)
 
     def __init__(self, error: BaseException) -> None:
-        self.error = error
+        self.error: BaseException | None = error
 
 
 def _pull(source: Iterator[_T]) -> _T | _End | _Failure:
@@ -359,7 +359,17 @@ def _stream(
             if isinstance(message, _End):
                 return
             if isinstance(message, _Failure):
-                raise message.error
+                # Raised with nothing here holding it: the traceback keeps the frames it
+                # passed (this one, the one that caught it), and a frame holding its own
+                # error is a cycle only the garbage collector breaks (a failed load's
+                # arrays, and so its file, kept open until a collection).
+                error, message.error = message.error, None
+                del message
+                assert error is not None  # a failure is raised once
+                try:
+                    raise error
+                finally:
+                    del error
             handed_over = clock()
             yield message
             if pacer is not None and channel is None:
