@@ -71,11 +71,15 @@ def _public(origin: str | None) -> str | None:
 
 
 def reexported(name: str) -> str:
-    """``name``, an attribute read through a module, as torch's where a project's
-    ``distributed`` module re-exports it (``dist.barrier`` after ``import
-    nanotron.distributed as dist`` is ``torch.distributed.barrier``; ``dist.ReduceOp.SUM``
-    too), else ``name``. A name imported from such a module (SAM 2's ``from
-    training.utils.distributed import barrier``) is more often the project's own wrapper."""
+    """``name``, an attribute read through a module, under the package that exports it
+    (``_public``: ``torch.distributed.fsdp.api.ShardedStateDictConfig`` spelled long-hand
+    is ``torch.distributed.fsdp.ShardedStateDictConfig``, as its from-import is), and as
+    torch's where a project's ``distributed`` module re-exports it (``dist.barrier``
+    after ``import nanotron.distributed as dist`` is ``torch.distributed.barrier``;
+    ``dist.ReduceOp.SUM`` too), else ``name``. A name imported from such a module (SAM
+    2's ``from training.utils.distributed import barrier``) is more often the project's
+    own wrapper."""
+    name = _public(name) or name
     parts = name.split(".")
     for i in range(1, len(parts) - 1):
         if (
