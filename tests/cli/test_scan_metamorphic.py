@@ -31,6 +31,7 @@ from _pytest.mark import ParameterSet
 
 from tests.support import scan_metamorphic as meta
 from tests.support.scan_transformations import TRANSFORMATIONS
+from torch2jax_device.porting import scanner
 
 EVERY = 1 if os.environ.get("SCAN_METAMORPHIC_ALL") else 7
 
@@ -51,77 +52,85 @@ _REEXPORT = (
     "a project's distributed module read long-hand is taken as torch.distributed, "
     "imported by name as the project's own wrapper"
 )
-KNOWN_LOSSES: dict[tuple[str, str], str] = {}
-
-
-def _known(transformation: str, reason: str, *seeds: str) -> None:
-    for seed in seeds:
-        KNOWN_LOSSES[(transformation, seed)] = reason
-
-
-_known(
-    "device_string_forms",
-    _CONCAT,
-    "corpus/gpt_train",
-    "wild/launch_train",
-    "unseen_round5/cleanrl_ppo_multigpu",
-    "unseen_round5/llama2c_train",
-    "unseen_round6/composer_device_gpu",
-    "unseen_round6/cookbook_train_utils",
-    "unseen_round6/gptsovits_config",
-    "unseen_round6/idiff_dist_util",
-    "unseen_round6/lmeval_hflm",
-    "unseen_round6/nemo_transcribe_speech",
-    "unseen_round6/olmo_train",
-    "unseen_round6/speechbrain_distributed",
-    "unseen_round6/xformers_mp_utils",
-)
-_known(
-    "rename_variables",
-    _OPTIMIZER_NAME,
-    "unseen_round6/mae_misc",
-    "unseen_round6/nanochat_base_train",
-    "unseen_round6/swin_utils",
-)
-_known("rename_functions", _HELPER_NAME, "unseen_round6/qwen_utils")
-_known("join_lines", _JOINED, "unseen_round6/foundry_train")
-_known("longhand_libraries", _REEXPORT, "unseen_round6/sam2_trainer")
-_COPIED_EVERYWHERE = (
-    "wild/megatron_init",
-    "unseen_round6/composer_dist",
-    "unseen_round6/dinov2_distributed",
-    "unseen_round6/hifigan_inference",
-    "unseen_round6/nanochat_base_train",
-    "unseen_round6/nemo_transcribe_speech",
-    "unseen_round6/olmo_checkpoint",
-    "unseen_round6/parlertts_train",
-    "unseen_round6/peft_clm_ds_zero3",
-    "unseen_round6/peft_seq2seq_fsdp",
-    "unseen_round6/speechbrain_distributed",
-)
-for _how, _also in (
-    ("assignment", ("unseen_round6/hifigan_train", "unseen_round6/openclip_main")),
-    ("tuple", ("unseen_round6/hifigan_train", "unseen_round6/openclip_main")),
-    ("namespace", ("unseen_round6/hifigan_train", "unseen_round6/openclip_train")),
-    (
-        "dict",
-        (
-            "unseen_round6/hifigan_train",
-            "unseen_round6/openclip_main",
-            "unseen_round6/openclip_train",
-        ),
-    ),
-    ("helper", ("unseen_round6/openclip_main",)),
-):
-    _known(f"through_{_how}", _COPIED, *_COPIED_EVERYWHERE, *_also)
-for _how in ("dict", "helper"):
-    _known(
-        f"through_{_how}",
-        _DTYPE,
-        "unseen_round5/ds_cifar10",
-        "unseen_round5/litllama_convert",
-        "unseen_round6/fastchat_train_lora",
-    )
+KNOWN_LOSSES: dict[tuple[str, str], str] = {
+    ("longhand_libraries", "unseen_round6/sam2_trainer"): _REEXPORT,
+    ("rename_variables", "unseen_round6/mae_misc"): _OPTIMIZER_NAME,
+    ("rename_variables", "unseen_round6/nanochat_base_train"): _OPTIMIZER_NAME,
+    ("rename_variables", "unseen_round6/swin_utils"): _OPTIMIZER_NAME,
+    ("rename_functions", "unseen_round6/qwen_utils"): _HELPER_NAME,
+    ("join_lines", "unseen_round6/foundry_train"): _JOINED,
+    ("device_string_forms", "corpus/gpt_train"): _CONCAT,
+    ("device_string_forms", "wild/launch_train"): _CONCAT,
+    ("device_string_forms", "unseen_round5/cleanrl_ppo_multigpu"): _CONCAT,
+    ("device_string_forms", "unseen_round5/llama2c_train"): _CONCAT,
+    ("device_string_forms", "unseen_round6/composer_device_gpu"): _CONCAT,
+    ("device_string_forms", "unseen_round6/cookbook_train_utils"): _CONCAT,
+    ("device_string_forms", "unseen_round6/gptsovits_config"): _CONCAT,
+    ("device_string_forms", "unseen_round6/idiff_dist_util"): _CONCAT,
+    ("device_string_forms", "unseen_round6/lmeval_hflm"): _CONCAT,
+    ("device_string_forms", "unseen_round6/nemo_transcribe_speech"): _CONCAT,
+    ("device_string_forms", "unseen_round6/olmo_train"): _CONCAT,
+    ("device_string_forms", "unseen_round6/speechbrain_distributed"): _CONCAT,
+    ("device_string_forms", "unseen_round6/xformers_mp_utils"): _CONCAT,
+    ("through_assignment", "unseen_round6/hifigan_inference"): _COPIED,
+    ("through_assignment", "unseen_round6/nanochat_base_train"): _COPIED,
+    ("through_assignment", "unseen_round6/nemo_transcribe_speech"): _COPIED,
+    ("through_assignment", "unseen_round6/olmo_checkpoint"): _COPIED,
+    ("through_assignment", "unseen_round6/openclip_main"): _COPIED,
+    ("through_assignment", "unseen_round6/peft_clm_ds_zero3"): _COPIED,
+    ("through_assignment", "unseen_round6/peft_seq2seq_fsdp"): _COPIED,
+    ("through_assignment", "unseen_round6/speechbrain_distributed"): _COPIED,
+    ("through_tuple", "unseen_round6/hifigan_inference"): _COPIED,
+    ("through_tuple", "unseen_round6/nanochat_base_train"): _COPIED,
+    ("through_tuple", "unseen_round6/nemo_transcribe_speech"): _COPIED,
+    ("through_tuple", "unseen_round6/olmo_checkpoint"): _COPIED,
+    ("through_tuple", "unseen_round6/openclip_main"): _COPIED,
+    ("through_tuple", "unseen_round6/peft_clm_ds_zero3"): _COPIED,
+    ("through_tuple", "unseen_round6/peft_seq2seq_fsdp"): _COPIED,
+    ("through_tuple", "unseen_round6/speechbrain_distributed"): _COPIED,
+    ("through_namespace", "wild/megatron_init"): _COPIED,
+    ("through_namespace", "unseen_round6/composer_dist"): _COPIED,
+    ("through_namespace", "unseen_round6/dinov2_distributed"): _COPIED,
+    ("through_namespace", "unseen_round6/hifigan_inference"): _COPIED,
+    ("through_namespace", "unseen_round6/nemo_transcribe_speech"): _COPIED,
+    ("through_namespace", "unseen_round6/olmo_checkpoint"): _COPIED,
+    ("through_namespace", "unseen_round6/openclip_train"): _COPIED,
+    ("through_namespace", "unseen_round6/parlertts_train"): _COPIED,
+    ("through_namespace", "unseen_round6/peft_clm_ds_zero3"): _COPIED,
+    ("through_namespace", "unseen_round6/peft_seq2seq_fsdp"): _COPIED,
+    ("through_namespace", "unseen_round6/speechbrain_distributed"): _COPIED,
+    ("through_dict", "wild/megatron_init"): _COPIED,
+    ("through_dict", "unseen_round5/ds_cifar10"): _DTYPE,
+    ("through_dict", "unseen_round5/litllama_convert"): _DTYPE,
+    ("through_dict", "unseen_round6/composer_dist"): _COPIED,
+    ("through_dict", "unseen_round6/dinov2_distributed"): _COPIED,
+    ("through_dict", "unseen_round6/fastchat_train_lora"): _DTYPE,
+    ("through_dict", "unseen_round6/hifigan_inference"): _COPIED,
+    ("through_dict", "unseen_round6/hifigan_train"): _COPIED,
+    ("through_dict", "unseen_round6/nanochat_base_train"): _COPIED,
+    ("through_dict", "unseen_round6/nemo_transcribe_speech"): _COPIED,
+    ("through_dict", "unseen_round6/olmo_checkpoint"): _COPIED,
+    ("through_dict", "unseen_round6/openclip_main"): _COPIED,
+    ("through_dict", "unseen_round6/openclip_train"): _COPIED,
+    ("through_dict", "unseen_round6/peft_clm_ds_zero3"): _COPIED,
+    ("through_dict", "unseen_round6/peft_seq2seq_fsdp"): _COPIED,
+    ("through_dict", "unseen_round6/speechbrain_distributed"): _COPIED,
+    ("through_helper", "wild/megatron_init"): _COPIED,
+    ("through_helper", "unseen_round5/ds_cifar10"): _DTYPE,
+    ("through_helper", "unseen_round5/litllama_convert"): _DTYPE,
+    ("through_helper", "unseen_round6/composer_dist"): _COPIED,
+    ("through_helper", "unseen_round6/dinov2_distributed"): _COPIED,
+    ("through_helper", "unseen_round6/fastchat_train_lora"): _DTYPE,
+    ("through_helper", "unseen_round6/hifigan_inference"): _COPIED,
+    ("through_helper", "unseen_round6/nanochat_base_train"): _COPIED,
+    ("through_helper", "unseen_round6/nemo_transcribe_speech"): _COPIED,
+    ("through_helper", "unseen_round6/olmo_checkpoint"): _COPIED,
+    ("through_helper", "unseen_round6/openclip_main"): _COPIED,
+    ("through_helper", "unseen_round6/parlertts_train"): _COPIED,
+    ("through_helper", "unseen_round6/peft_clm_ds_zero3"): _COPIED,
+    ("through_helper", "unseen_round6/peft_seq2seq_fsdp"): _COPIED,
+    ("through_helper", "unseen_round6/speechbrain_distributed"): _COPIED,
+}
 
 
 def _cases() -> list[ParameterSet]:
@@ -186,6 +195,73 @@ def test_positions_follow_the_code_they_belong_to() -> None:
     assert moved.new_line(2, source.splitlines()[1].index("d)") + 1) == 2  # d moved up
     assert moved.old_line(2, 1) is None  # "v = " was written, not moved
     assert moved.old_line(2, 5) == 2
+
+
+def _rules(source: str) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in scanner.scan_source(source, "script.py")]
+
+
+def test_a_long_hand_module_path_is_read_as_its_import_is() -> None:
+    """``longhand_torch``'s class: a name of a module that a package re-exports
+    (``torch.distributed.fsdp.api``), spelled long-hand, is the package's."""
+    source = (
+        "from torch.distributed.fsdp.api import ShardedStateDictConfig\n"
+        "from transformers.trainer_utils import set_seed\n"
+        "config = ShardedStateDictConfig(offload_to_cpu=True)\n"
+        "set_seed(0)\n"
+    )
+    done = meta.transform(meta.Seed(meta.FIXTURES, "inline"), TRANSFORMATIONS["longhand_torch"],
+                          source=source)  # fmt: skip
+    assert done is not None
+    assert "torch.distributed.fsdp.api.ShardedStateDictConfig(" in done.source
+    assert (
+        _rules(done.source)
+        == _rules(source)
+        == [
+            (3, "dist-checkpoint-state"),
+            (4, "library-seed"),
+        ]
+    )
+
+
+def test_a_helper_that_returns_its_argument_gives_back_what_it_was_given() -> None:
+    """``through_helper``'s class: ``passthrough(device)`` is the device, though another
+    call of the same helper passes a tensor (a rule read per call, not per function)."""
+    source = (
+        "import torch\n"
+        "device = torch.device('cuda')\n"
+        "def passthrough(value):\n"
+        "    return value\n"
+        "images = torch.zeros(3)\n"
+        "images = passthrough(images).to(passthrough(device))\n"
+    )
+    assert (6, "tensor-to-device") in _rules(source)
+
+
+def test_a_setting_handed_over_through_a_copy_is_reported_where_it_was_chosen() -> None:
+    """``through_assignment``'s and ``through_dict``'s class: a launcher's setting chosen
+    in branches, then copied (``chosen = devices``, ``options["precision"]``), is
+    reported where it was chosen, as when the launcher is given the name itself; an
+    environment dict copied before ``os.environ.update`` too."""
+    source = (
+        "import os\n"
+        "import lightning.pytorch as pl\n"
+        "def main(cfg):\n"
+        "    if cfg.cuda:\n"
+        "        devices = [0]\n"
+        "    else:\n"
+        "        devices = 1\n"
+        "    chosen = devices\n"
+        "    options = {'precision': 'bf16'}\n"
+        "    trainer = pl.Trainer(devices=chosen, precision=options['precision'])\n"
+        "    names = {'MASTER_PORT': '29500'}\n"
+        "    copied = names\n"
+        "    os.environ.update(copied)\n"
+    )
+    found = _rules(source)
+    for line in (5, 7, 9):
+        assert (line, "library-launcher") in found
+    assert (13, "dist-env") in found
 
 
 def _report(every: int = 1) -> None:

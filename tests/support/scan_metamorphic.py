@@ -175,9 +175,10 @@ class Transformed:
         self._old_starts = _line_starts(original)
         self._starts = _line_starts(self.source)
 
-    def forward(self, offset: int) -> int:
-        """The new offset of the original's character at ``offset``."""
-        for start, length, new in self._copies:
+    def forward(self, offset: int, *, moved: bool = True) -> int:
+        """The new offset of the original's character at ``offset`` (where it was
+        copied to, unless ``moved`` is false: then where it was, in what replaced it)."""
+        for start, length, new in self._copies if moved else ():
             if start <= offset < start + length:
                 return new + offset - start
         index = bisect.bisect_right([e.start for e in self.edits], offset) - 1
@@ -208,6 +209,16 @@ class Transformed:
         """The new line of the original's (line, 1-based character column)."""
         new = self.forward(self._old_starts[line - 1] + column - 1)
         return bisect.bisect_right(self._starts, new)
+
+    def new_lines(self, line: int, column: int) -> set[int]:
+        """``new_line``, and for code moved to a line written before its statement, the
+        line of what replaced it where it was read (``f(value)`` after ``value = x``): a
+        finding reported at an argument's position may be at either."""
+        offset = self._old_starts[line - 1] + column - 1
+        return {
+            bisect.bisect_right(self._starts, self.forward(offset, moved=moved))
+            for moved in (True, False)
+        }
 
     def old_line(self, line: int, column: int) -> int | None:
         """The original line of the new text's (line, 1-based column); ``None`` for text
@@ -284,12 +295,16 @@ def original_findings(seed: Seed) -> list[scanner.Finding]:
     return _ORIGINALS[seed.id]
 
 
-def transform(seed: Seed, transformation: Transformation) -> Transformed | None:
-    """``seed`` transformed, or ``None`` where the transformation has nothing to change."""
-    edits = transformation(Source(seed.source, seed.labels))
+def transform(
+    seed: Seed, transformation: Transformation, source: str | None = None
+) -> Transformed | None:
+    """``seed`` (or ``source``, unlabelled) transformed, or ``None`` where the
+    transformation has nothing to change."""
+    text = seed.source if source is None else source
+    edits = transformation(Source(text, seed.labels if source is None else {}))
     if not edits:
         return None
-    done = Transformed(seed.source, edits)
+    done = Transformed(text, edits)
     compile(done.source, f"{seed.name}.py", "exec")  # a transformation's own bug shows here
     return done
 
@@ -303,11 +318,11 @@ def compare(seed: Seed, done: Transformed, *, diff: bool = True) -> Verdict:
     judged = set(seed.labels) | {f.line for f in before}
     for f in before:
         if f.rule in seed.labels.get(f.line, ()):
-            moved = done.new_line(f.line, f.column)
-            if (moved, f.rule) in found_after:
+            moved = done.new_lines(f.line, f.column)
+            if any((line, f.rule) in found_after for line in moved):
                 verdict.kept += 1
             else:
-                verdict.lost.append((f.line, moved, f.rule))
+                verdict.lost.append((f.line, done.new_line(f.line, f.column), f.rule))
     lines = done.source.splitlines()
     for f in after:
         text = lines[f.line - 1]

@@ -36,6 +36,18 @@ _DEFINED_IN = {
     },
 }
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# How many copies (``a = b``) ``Names.assigned`` follows.
+_COPIES = 4
+
+
+def _copies(value: ast.expr) -> bool:
+    """``value`` is a copy ``Names.assigned`` reads through: a name, or an entry of a
+    dict by a constant key."""
+    return isinstance(value, ast.Name) or (
+        isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant)
+    )
+
+
 # torch.distributed's own top-level names: a project's ``distributed`` module that
 # re-exports them (nanotron's ``from torch.distributed import *``) is read as
 # torch.distributed where one of these is read through it.
@@ -194,6 +206,70 @@ class Names:
             return []
         home = self.home(node.id, scope)
         return [] if home is None else home.bindings[node.id]
+
+    def assigned(self, node: ast.expr, *, every: bool = False) -> list[ast.expr] | None:
+        """The values the name ``node`` was assigned, through copies: after ``value =
+        device`` (or ``value, _ = device, None``, or ``value = options["device"]`` where
+        ``options`` holds dict literals with that key), ``value`` holds what ``device``
+        was assigned. A name copied whose bindings are no assignments (a parameter) is
+        its own value. ``node`` may be such an entry itself (``options["device"]``); any
+        other expression holds nothing told. ``every``: ``None`` unless every binding
+        met is an assignment (else those that are not are passed over).
+
+        Examples:
+            >>> import ast
+            >>> tree = ast.parse("d = 'cuda'\\nopts = {'device': d}\\nv = opts['device']\\nv\\n")
+            >>> names = Names(tree)
+            >>> [ast.unparse(v) for v in names.assigned(tree.body[-1].value)]
+            ["'cuda'"]
+        """
+        found: list[ast.expr] = []
+        return found if self._values(node, every, found, 0) else None
+
+    def _values(self, node: ast.expr, every: bool, found: list[ast.expr], depth: int) -> bool:
+        """Add what ``node`` (a name or a dict literal's entry) holds to ``found``;
+        ``False`` where it cannot be told and ``every`` asks that it be."""
+        if isinstance(node, ast.Subscript):
+            entry = self._entry(node)
+            if entry is None:
+                return not every
+            if not isinstance(entry, ast.Name):
+                found.append(entry)
+                return True
+            node = entry
+        if not isinstance(node, ast.Name):
+            return not every
+        bindings = self.bindings(node)
+        if every and not bindings:
+            return False
+        for binding in bindings:
+            if binding.kind != "assign" or binding.value is None or binding.element is not None:
+                if every:
+                    return False
+                continue
+            value = binding.value
+            if not _copies(value) or depth >= _COPIES:
+                found.append(value)
+                continue
+            inner: list[ast.expr] = []
+            if not self._values(value, every, inner, depth + 1):
+                return False
+            found.extend(inner or [value])  # a parameter copied: the copy is the value
+        return True
+
+    def _entry(self, node: ast.Subscript) -> ast.expr | None:
+        """The entry a constant key reads from the dict literals a name holds
+        (``options["device"]`` after ``options = {"device": d}``)."""
+        if not (isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant)):
+            return None
+        entries = [
+            v
+            for b in self.bindings(node.value)
+            if b.kind == "assign" and isinstance(b.value, ast.Dict) and b.element is None
+            for k, v in zip(b.value.keys, b.value.values, strict=True)
+            if isinstance(k, ast.Constant) and k.value == node.slice.value
+        ]
+        return entries[0] if len(entries) == 1 else None
 
     def origin(self, node: ast.Name) -> str | None:
         """The module or object a name was imported as, if every binding is that import.
