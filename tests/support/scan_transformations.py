@@ -816,26 +816,42 @@ def quotes(source: Source) -> list[Edit] | None:
     return edits
 
 
-@_guarded
-def device_string_forms(source: Source) -> list[Edit] | None:
-    """A device string built from a type and an index in the next of its spellings:
-    ``f"cuda:{rank}"`` -> ``"cuda:" + str(rank)`` -> ``"cuda:{}".format(rank)`` ->
-    ``f"cuda:{rank}"``."""
+def _device_strings(source: Source, spelling: str) -> list[Edit]:
+    """Each device string built from a type and an index (``f"cuda:{rank}"``,
+    ``"cuda:" + str(rank)``, ``"cuda:{}".format(rank)``) in the ``spelling`` given."""
     edits = []
     for node in ast.walk(source.tree):
         built = _device_string(source, node)
-        if built is None:
+        if built is None or built[0] == spelling:
             continue
-        kind, prefix, index = built
+        _, prefix, index = built
         if any(c in index for c in "\"'\\\n{}"):
             continue
         spelled = {
-            "f": f'"{prefix}:" + str({index})',
-            "concat": f'"{prefix}:{{}}".format({index})',
-            "format": f'f"{prefix}:{{{index}}}"',
-        }[kind]
+            "concat": f'"{prefix}:" + str({index})',
+            "format": f'"{prefix}:{{}}".format({index})',
+            "f": f'f"{prefix}:{{{index}}}"',
+        }[spelling]
         edits.append(Edit(source.start(node), source.end(node), spelled))
     return _without_overlaps(edits)
+
+
+@_guarded
+def device_strings_concatenated(source: Source) -> list[Edit] | None:
+    """``f"cuda:{rank}"`` -> ``"cuda:" + str(rank)`` (and ``.format``'s too)."""
+    return _device_strings(source, "concat")
+
+
+@_guarded
+def device_strings_formatted(source: Source) -> list[Edit] | None:
+    """``f"cuda:{rank}"`` -> ``"cuda:{}".format(rank)`` (and the concatenation's too)."""
+    return _device_strings(source, "format")
+
+
+@_guarded
+def device_strings_interpolated(source: Source) -> list[Edit] | None:
+    """``"cuda:" + str(rank)`` and ``"cuda:{}".format(rank)`` -> ``f"cuda:{rank}"``."""
+    return _device_strings(source, "f")
 
 
 def _device_string(source: Source, node: ast.AST) -> tuple[str, str, str] | None:
@@ -881,6 +897,44 @@ def _prefix(value: object) -> str:
     if isinstance(value, str) and value.endswith(":") and value[:-1] in _DEVICE_TYPES:
         return value[:-1]
     return ""
+
+
+@_guarded
+def keywords_positional(source: Source) -> list[Edit] | None:
+    """A device argument by keyword <-> by position, where torch takes both:
+    ``torch.load(f, map_location=d)`` <-> ``torch.load(f, d)``, ``x.to(device=d)`` ->
+    ``x.to(d)``."""
+    torch_names = {
+        a.asname or a.name
+        for n in ast.walk(source.tree)
+        if isinstance(n, ast.Import)
+        for a in n.names
+        if a.name == "torch"
+    }
+    edits = []
+    for node in ast.walk(source.tree):
+        if not isinstance(node, ast.Call) or source.in_fstring(node):
+            continue
+        func = node.func
+        loads = (
+            isinstance(func, ast.Attribute)
+            and func.attr == "load"
+            and isinstance(func.value, ast.Name)
+            and func.value.id in torch_names
+        )
+        to = isinstance(func, ast.Attribute) and func.attr == "to"
+        keyword = {"load": "map_location", "to": "device"}["load" if loads else "to"]
+        if not (loads or to) or any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        before = 1 if loads else 0  # the positionals before the device's
+        named = [k for k in node.keywords if k.arg == keyword]
+        if named and len(node.args) == before and node.keywords[0] is named[0]:
+            edits.append(Edit(source.start(named[0]), source.start(named[0].value), ""))
+        elif loads and not node.keywords and len(node.args) == before + 1:
+            # (x.to(a) stays: a may be a dtype or a tensor, not a device)
+            start = source.start(node.args[before])
+            edits.append(Edit(start, start, f"{keyword}="))
+    return edits
 
 
 @_guarded
@@ -964,6 +1018,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {
         longhand_libraries,
         rename_module_aliases,
         autocast_spelling,
+        keywords_positional,
         rename_variables,
         rename_functions,
         into_main,
@@ -975,7 +1030,9 @@ TRANSFORMATIONS: dict[str, Transformation] = {
         parenthesize,
         parenthesize_lines,
         quotes,
-        device_string_forms,
+        device_strings_concatenated,
+        device_strings_formatted,
+        device_strings_interpolated,
         *(
             _router(how, doc)
             for how, doc in (
