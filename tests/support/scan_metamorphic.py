@@ -2,7 +2,8 @@
 its lines means on a device, and ask ``scan`` the same questions of both.
 
 The hand-labelled files (``tests/support/fixtures/*/NAME.py`` beside ``NAME.truth``) are
-seeds: each transformation of ``tests/support/scan_transformations.py`` (``import torch
+seeds: each transformation of ``tests/support/scan_transformations.py`` and
+``scan_relocations.py`` (``import torch
 as th``, a long-hand ``torch.distributed``, a local renamed, the script moved into
 ``def main():`` or a class, a call split across lines, a value routed through a config
 attribute, another spelling of ``"cuda:" + str(rank)``...) gives a new file and carries
@@ -235,6 +236,29 @@ def _line_starts(text: str) -> list[int]:
 
 
 Transformation = Callable[[Source], "list[Edit] | None"]
+
+
+class Skip(Exception):
+    """The file has a form the transformation does not handle: it is not applied."""
+
+
+def guarded(transformation: Transformation) -> Transformation:
+    def run(source: Source) -> list[Edit] | None:
+        try:
+            return transformation(source)
+        except Skip:
+            return None
+
+    run.__name__ = transformation.__name__
+    run.__doc__ = transformation.__doc__
+    return run
+
+
+def replace_name(source: Source, node: ast.AST, old: str, new: str) -> Edit:
+    start = source.start(node)
+    if source.text[start : start + len(old)] != old:
+        raise Skip(f"{old} is not at {node.lineno}:{node.col_offset}")  # type: ignore[attr-defined]
+    return Edit(start, start + len(old), new)
 
 
 @dataclasses.dataclass(frozen=True)
