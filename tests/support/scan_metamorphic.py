@@ -3,11 +3,11 @@ its lines means on a device, and ask ``scan`` the same questions of both.
 
 The hand-labelled files (``tests/support/fixtures/*/NAME.py`` beside ``NAME.truth``) are
 seeds: each transformation of ``tests/support/scan_transformations.py`` and
-``scan_relocations.py`` (``import torch
-as th``, a long-hand ``torch.distributed``, a local renamed, the script moved into
-``def main():`` or a class, a call split across lines, a value routed through a config
-attribute, another spelling of ``"cuda:" + str(rank)``...) gives a new file and carries
-every position of the old one to the new (``Transformed``). The relation
+``scan_relocations.py`` (``import torch as th``, a long-hand ``torch.distributed``, a
+local renamed, the script moved into ``def main():`` or a class, a call split across
+lines, a value routed through a config attribute, another spelling of ``"cuda:" +
+str(rank)``...) gives a new file and carries every position of the old one to the new
+(``Transformed``). The relation
 (``compare``):
 
 - every labelled line ``scan`` finds on the original is found, with the same rule, on
