@@ -285,12 +285,12 @@ def _report(every: int = 1) -> None:
         row[2] += len(verdict.lost)
         row[3] += len(verdict.false)
         row[4] += bool(verdict.diff)
-    print(f"{'transformation':22} files  kept  lost  recall lost  false  --diff failed")
+    print(f"{'transformation':28} files  kept  lost  recall lost  false  --diff failed")
     for name, (files, kept, lost, false, diffs) in totals.items():
         share = lost / (kept + lost) if kept + lost else 0.0
-        print(f"{name:22} {files:5} {kept:5} {lost:5} {share:12.4f} {false:6} {diffs:6}")
+        print(f"{name:28} {files:5} {kept:5} {lost:5} {share:12.4f} {false:6} {diffs:6}")
     kept, lost = (sum(row[i] for row in totals.values()) for i in (1, 2))
-    print(f"{'all':22} {'':5} {kept:5} {lost:5} {lost / max(kept + lost, 1):12.4f}")
+    print(f"{'all':28} {'':5} {kept:5} {lost:5} {lost / max(kept + lost, 1):12.4f}")
     print(f"({time.process_time() - started:.0f} s of CPU)")
 
 
