@@ -98,10 +98,8 @@ KNOWN_LOSSES: dict[tuple[str, str], str] = {
     ("through_namespace", "unseen_round6/composer_dist"): _COPIED,
     ("through_namespace", "unseen_round6/dinov2_distributed"): _COPIED,
     ("through_namespace", "unseen_round6/hifigan_inference"): _COPIED,
-    ("through_namespace", "unseen_round6/nemo_transcribe_speech"): _COPIED,
     ("through_namespace", "unseen_round6/olmo_checkpoint"): _COPIED,
     ("through_namespace", "unseen_round6/openclip_train"): _COPIED,
-    ("through_namespace", "unseen_round6/parlertts_train"): _COPIED,
     ("through_namespace", "unseen_round6/peft_clm_ds_zero3"): _COPIED,
     ("through_namespace", "unseen_round6/peft_seq2seq_fsdp"): _COPIED,
     ("through_namespace", "unseen_round6/speechbrain_distributed"): _COPIED,
@@ -245,10 +243,11 @@ def test_a_helper_that_returns_its_argument_gives_back_what_it_was_given() -> No
 
 
 def test_a_setting_handed_over_through_a_copy_is_reported_where_it_was_chosen() -> None:
-    """``through_assignment``'s and ``through_dict``'s class: a launcher's setting chosen
-    in branches, then copied (``chosen = devices``, ``options["precision"]``), is
-    reported where it was chosen, as when the launcher is given the name itself; an
-    environment dict copied before ``os.environ.update`` too."""
+    """``through_assignment``'s, ``through_dict``'s and ``through_namespace``'s class: a
+    launcher's setting chosen in branches, then copied (``chosen = devices``,
+    ``options["precision"]``, ``cfg.accelerator``), is reported where it was chosen, as
+    when the launcher is given the name itself; an environment dict copied before
+    ``os.environ.update`` too."""
     source = (
         "import os\n"
         "import lightning.pytorch as pl\n"
@@ -263,9 +262,11 @@ def test_a_setting_handed_over_through_a_copy_is_reported_where_it_was_chosen() 
         "    names = {'MASTER_PORT': '29500'}\n"
         "    copied = names\n"
         "    os.environ.update(copied)\n"
+        "    cfg.accelerator = 'gpu'\n"
+        "    pl.Trainer(accelerator=cfg.accelerator)\n"
     )
     found = _rules(source)
-    for line in (5, 7, 9):
+    for line in (5, 7, 9, 14):
         assert (line, "library-launcher") in found
     assert (13, "dist-env") in found
 

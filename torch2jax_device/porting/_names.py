@@ -41,10 +41,12 @@ _COPIES = 4
 
 
 def _copies(value: ast.expr) -> bool:
-    """``value`` is a copy ``Names.assigned`` reads through: a name, or an entry of a
-    dict by a constant key."""
-    return isinstance(value, ast.Name) or (
-        isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant)
+    """``value`` is a copy ``Names.assigned`` reads through: a name, an entry of a dict by
+    a constant key, or an attribute of a name."""
+    return (
+        isinstance(value, ast.Name)
+        or (isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant))
+        or (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name))
     )
 
 
@@ -155,6 +157,8 @@ class Names:
         # (id of a scope's binding list, alias depth) -> origin
         self._origins: dict[tuple[int, int], str | None] = {}
         self._statements: dict[ast.AST, ast.stmt | None] = {}  # node -> its statement
+        # (id of a name's binding list, attribute) -> the values stored there
+        self._attribute_stores: dict[tuple[int, str], list[ast.expr]] | None = None
         self._builder(self.module).visit_body(tree)
         # node -> its index in the list field of its parent that holds it (the elements
         # of a display, the values of a dict): looked up, never searched, so a display
@@ -212,9 +216,11 @@ class Names:
         device`` (or ``value, _ = device, None``, or ``value = options["device"]`` where
         ``options`` holds dict literals with that key), ``value`` holds what ``device``
         was assigned. A name copied whose bindings are no assignments (a parameter) is
-        its own value. ``node`` may be such an entry itself (``options["device"]``); any
-        other expression holds nothing told. ``every``: ``None`` unless every binding
-        met is an assignment (else those that are not are passed over).
+        its own value. ``node`` may be such an entry itself (``options["device"]``), or
+        an attribute of a name that statements of the file store to (``cfg.device``
+        after ``cfg.device = device``); any other expression holds nothing told.
+        ``every``: ``None`` unless every binding met is an assignment (else those that
+        are not are passed over).
 
         Examples:
             >>> import ast
@@ -233,21 +239,26 @@ class Names:
             entry = self._entry(node)
             if entry is None:
                 return not every
-            if not isinstance(entry, ast.Name):
-                found.append(entry)
-                return True
-            node = entry
-        if not isinstance(node, ast.Name):
-            return not every
-        bindings = self.bindings(node)
-        if every and not bindings:
-            return False
-        for binding in bindings:
-            if binding.kind != "assign" or binding.value is None or binding.element is not None:
+            values = [entry]
+        elif isinstance(node, ast.Attribute):
+            values = self._stored(node)
+            if not values:
+                return not every
+        elif isinstance(node, ast.Name):
+            bindings = self.bindings(node)
+            if every and not bindings:
+                return False
+            values = []
+            for binding in bindings:
+                if binding.kind == "assign" and binding.value is not None:
+                    if binding.element is None:
+                        values.append(binding.value)
+                        continue
                 if every:
                     return False
-                continue
-            value = binding.value
+        else:
+            return not every
+        for value in values:
             if not _copies(value) or depth >= _COPIES:
                 found.append(value)
                 continue
@@ -256,6 +267,26 @@ class Names:
                 return False
             found.extend(inner or [value])  # a parameter copied: the copy is the value
         return True
+
+    def _stored(self, node: ast.Attribute) -> list[ast.expr]:
+        """What ``name.attr = value`` statements store in the attribute ``node`` reads
+        (``cfg.device`` after ``cfg.device = device``), for a name that sees the same
+        bindings; ``self``'s attributes are ``_values``' (a class's, not a scope's)."""
+        if not isinstance(node.value, ast.Name) or node.value.id == "self":
+            return []
+        if self._attribute_stores is None:
+            self._attribute_stores = {}
+            for statement in ast.walk(self.tree):
+                if not isinstance(statement, ast.Assign):
+                    continue
+                for target in statement.targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                        owner = self.bindings(target.value)
+                        if owner:
+                            key = (id(owner), target.attr)
+                            self._attribute_stores.setdefault(key, []).append(statement.value)
+        bindings = self.bindings(node.value)
+        return self._attribute_stores.get((id(bindings), node.attr), []) if bindings else []
 
     def _entry(self, node: ast.Subscript) -> ast.expr | None:
         """The entry a constant key reads from the dict literals a name holds
