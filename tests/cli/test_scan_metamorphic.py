@@ -33,7 +33,7 @@ from tests.support import scan_metamorphic as meta
 from tests.support.scan_transformations import TRANSFORMATIONS
 from torch2jax_device.porting import scanner
 
-EVERY = 1 if os.environ.get("SCAN_METAMORPHIC_ALL") else 7
+EVERY = 1 if os.environ.get("SCAN_METAMORPHIC_ALL") else 4
 
 # Classes of loss the scanner's recognisers (porting/_recognise) do not yet cover; each
 # is written up for their owner in the round's requests.
