@@ -36,6 +36,20 @@ _DEFINED_IN = {
     },
 }
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# How many copies (``a = b``) ``Names.assigned`` follows.
+_COPIES = 4
+
+
+def _copies(value: ast.expr) -> bool:
+    """``value`` is a copy ``Names.assigned`` reads through: a name, an entry of a dict by
+    a constant key, or an attribute of a name."""
+    return (
+        isinstance(value, ast.Name)
+        or (isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant))
+        or (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name))
+    )
+
+
 # torch.distributed's own top-level names: a project's ``distributed`` module that
 # re-exports them (nanotron's ``from torch.distributed import *``) is read as
 # torch.distributed where one of these is read through it.
@@ -71,11 +85,15 @@ def _public(origin: str | None) -> str | None:
 
 
 def reexported(name: str) -> str:
-    """``name``, an attribute read through a module, as torch's where a project's
-    ``distributed`` module re-exports it (``dist.barrier`` after ``import
-    nanotron.distributed as dist`` is ``torch.distributed.barrier``; ``dist.ReduceOp.SUM``
-    too), else ``name``. A name imported from such a module (SAM 2's ``from
-    training.utils.distributed import barrier``) is more often the project's own wrapper."""
+    """``name``, an attribute read through a module, under the package that exports it
+    (``_public``: ``torch.distributed.fsdp.api.ShardedStateDictConfig`` spelled long-hand
+    is ``torch.distributed.fsdp.ShardedStateDictConfig``, as its from-import is), and as
+    torch's where a project's ``distributed`` module re-exports it (``dist.barrier``
+    after ``import nanotron.distributed as dist`` is ``torch.distributed.barrier``;
+    ``dist.ReduceOp.SUM`` too), else ``name``. A name imported from such a module (SAM
+    2's ``from training.utils.distributed import barrier``) is more often the project's
+    own wrapper."""
+    name = _public(name) or name
     parts = name.split(".")
     for i in range(1, len(parts) - 1):
         if (
@@ -139,6 +157,8 @@ class Names:
         # (id of a scope's binding list, alias depth) -> origin
         self._origins: dict[tuple[int, int], str | None] = {}
         self._statements: dict[ast.AST, ast.stmt | None] = {}  # node -> its statement
+        # (id of a name's binding list, attribute) -> the values stored there
+        self._attribute_stores: dict[tuple[int, str], list[ast.expr]] | None = None
         self._builder(self.module).visit_body(tree)
         # node -> its index in the list field of its parent that holds it (the elements
         # of a display, the values of a dict): looked up, never searched, so a display
@@ -190,6 +210,97 @@ class Names:
             return []
         home = self.home(node.id, scope)
         return [] if home is None else home.bindings[node.id]
+
+    def assigned(self, node: ast.expr, *, every: bool = False) -> list[ast.expr] | None:
+        """The values the name ``node`` was assigned, through copies: after ``value =
+        device`` (or ``value, _ = device, None``, or ``value = options["device"]`` where
+        ``options`` holds dict literals with that key), ``value`` holds what ``device``
+        was assigned. A name copied whose bindings are no assignments (a parameter) is
+        its own value. ``node`` may be such an entry itself (``options["device"]``), or
+        an attribute of a name that statements of the file store to (``cfg.device``
+        after ``cfg.device = device``); any other expression holds nothing told.
+        ``every``: ``None`` unless every binding met is an assignment (else those that
+        are not are passed over).
+
+        Examples:
+            >>> import ast
+            >>> tree = ast.parse("d = 'cuda'\\nopts = {'device': d}\\nv = opts['device']\\nv\\n")
+            >>> names = Names(tree)
+            >>> [ast.unparse(v) for v in names.assigned(tree.body[-1].value)]
+            ["'cuda'"]
+        """
+        found: list[ast.expr] = []
+        return found if self._values(node, every, found, 0) else None
+
+    def _values(self, node: ast.expr, every: bool, found: list[ast.expr], depth: int) -> bool:
+        """Add what ``node`` (a name or a dict literal's entry) holds to ``found``;
+        ``False`` where it cannot be told and ``every`` asks that it be."""
+        if isinstance(node, ast.Subscript):
+            entry = self._entry(node)
+            if entry is None:
+                return not every
+            values = [entry]
+        elif isinstance(node, ast.Attribute):
+            values = self._stored(node)
+            if not values:
+                return not every
+        elif isinstance(node, ast.Name):
+            bindings = self.bindings(node)
+            if every and not bindings:
+                return False
+            values = []
+            for binding in bindings:
+                if binding.kind == "assign" and binding.value is not None:
+                    if binding.element is None:
+                        values.append(binding.value)
+                        continue
+                if every:
+                    return False
+        else:
+            return not every
+        for value in values:
+            if not _copies(value) or depth >= _COPIES:
+                found.append(value)
+                continue
+            inner: list[ast.expr] = []
+            if not self._values(value, every, inner, depth + 1):
+                return False
+            found.extend(inner or [value])  # a parameter copied: the copy is the value
+        return True
+
+    def _stored(self, node: ast.Attribute) -> list[ast.expr]:
+        """What ``name.attr = value`` statements store in the attribute ``node`` reads
+        (``cfg.device`` after ``cfg.device = device``), for a name that sees the same
+        bindings; ``self``'s attributes are ``_values``' (a class's, not a scope's)."""
+        if not isinstance(node.value, ast.Name) or node.value.id == "self":
+            return []
+        if self._attribute_stores is None:
+            self._attribute_stores = {}
+            for statement in ast.walk(self.tree):
+                if not isinstance(statement, ast.Assign):
+                    continue
+                for target in statement.targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                        owner = self.bindings(target.value)
+                        if owner:
+                            key = (id(owner), target.attr)
+                            self._attribute_stores.setdefault(key, []).append(statement.value)
+        bindings = self.bindings(node.value)
+        return self._attribute_stores.get((id(bindings), node.attr), []) if bindings else []
+
+    def _entry(self, node: ast.Subscript) -> ast.expr | None:
+        """The entry a constant key reads from the dict literals a name holds
+        (``options["device"]`` after ``options = {"device": d}``)."""
+        if not (isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant)):
+            return None
+        entries = [
+            v
+            for b in self.bindings(node.value)
+            if b.kind == "assign" and isinstance(b.value, ast.Dict) and b.element is None
+            for k, v in zip(b.value.keys, b.value.values, strict=True)
+            if isinstance(k, ast.Constant) and k.value == node.slice.value
+        ]
+        return entries[0] if len(entries) == 1 else None
 
     def origin(self, node: ast.Name) -> str | None:
         """The module or object a name was imported as, if every binding is that import.

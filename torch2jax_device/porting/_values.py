@@ -440,7 +440,7 @@ class Values:
         if name is not None:
             return self._qualified_call_kinds(name)
         if isinstance(node.func, ast.Name):
-            return self._local_call_kinds(node.func)
+            return self._local_call_kinds(node.func, node)
         if isinstance(node.func, ast.Attribute):
             receiver = self.kinds(node.func.value)
             method = node.func.attr
@@ -492,11 +492,40 @@ class Values:
             return {CHECKPOINT, JAX_ARRAY}
         return {UNKNOWN}
 
-    def _local_call_kinds(self, func: ast.Name) -> set[str]:
+    def _local_call_kinds(self, func: ast.Name, call: ast.Call) -> set[str]:
         found: set[str] = set()
         for binding in self.names.bindings(func):
-            found |= self.call_kinds(binding)
+            given = self._handed_back(binding, call)
+            found |= self.call_kinds(binding) if given is None else set(self.kinds(given))
         return found
+
+    def _handed_back(self, binding: Binding, call: ast.Call) -> ast.expr | None:
+        """What ``call`` passes to a function of the file that returns one of its
+        parameters unchanged (``def passthrough(value): return value``): the call gives
+        back what it was given, whatever other calls pass (``None`` for any other)."""
+        function = binding.node
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        returned = [r.value for r in _own_nodes(function) if isinstance(r, ast.Return)]
+        names = {r.id for r in returned if isinstance(r, ast.Name)}
+        positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+        if len(names) != 1 or not names <= set(positional):
+            return None
+        (name,) = names
+        if not all(
+            isinstance(r, ast.Name) and all(b.kind == "param" for b in self.names.bindings(r))
+            for r in returned
+        ):
+            return None
+        keyword = next((k.value for k in call.keywords if k.arg == name), None)
+        index = positional.index(name)
+        if (
+            keyword is None
+            and index < len(call.args)
+            and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1])
+        ):
+            return call.args[index]
+        return keyword
 
     def call_kinds(self, binding: Binding) -> set[str]:
         """What calling the name ``binding`` binds gives."""

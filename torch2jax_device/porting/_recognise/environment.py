@@ -254,15 +254,9 @@ def _constant(r: Recogniser, node: ast.AST) -> object:
         return node.value
     if not isinstance(node, ast.Name):
         return None
-    values = {
-        binding.value.value
-        for binding in r.file.names.bindings(node)
-        if binding.kind == "assign" and isinstance(binding.value, ast.Constant)
-    }
-    bound = r.file.names.bindings(node)
-    if len(values) != 1 or len(bound) != sum(b.kind == "assign" for b in bound):
-        return None
-    return values.pop()
+    assigned = r.file.names.assigned(node, every=True)  # through copies (key = name)
+    values = {v.value for v in assigned or () if isinstance(v, ast.Constant)}
+    return values.pop() if len(values) == 1 else None
 
 
 def variable_check(r: Recogniser, node: ast.Compare) -> bool:
@@ -316,11 +310,8 @@ def _updating_dict(r: Recogniser, node: ast.expr) -> list[ast.expr] | None:
     """The keys of the dict literal every binding of the name ``node`` holds."""
     if not isinstance(node, ast.Name):
         return None
-    bindings = r.file.names.bindings(node)
-    values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
-    if not bindings or len(values) != len(bindings):
-        return None
-    if not all(isinstance(v, ast.Dict) for v in values):
+    values = r.file.names.assigned(node, every=True)  # through copies (value = env_vars)
+    if not values or not all(isinstance(v, ast.Dict) for v in values):
         return None
     return [k for v in values if isinstance(v, ast.Dict) for k in v.keys if k is not None]
 

@@ -117,13 +117,7 @@ def _report_key(r: Recogniser, key: ast.AST | None, node: ast.AST) -> None:
 
 def _assigned(r: Recogniser, node: ast.expr) -> list[ast.expr]:
     """The values a name was assigned in its scope (every branch's)."""
-    if not isinstance(node, ast.Name):
-        return []
-    return [
-        binding.value
-        for binding in r.file.names.bindings(node)
-        if binding.kind == "assign" and binding.value is not None and binding.element is None
-    ]
+    return r.file.names.assigned(node) or []  # through copies (value = device)
 
 
 def launcher_setting(r: Recogniser, node: ast.Subscript | ast.Attribute) -> bool:
