@@ -196,6 +196,7 @@ def module_present(r: Recogniser, call: ast.Call) -> None:
     if (
         r.qualname(owner) == "torch"
         and isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
         and f"torch.{name.value}" in ACCELERATOR_MODULES
         and id(call) not in r.reported
     ):

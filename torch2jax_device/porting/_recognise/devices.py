@@ -288,19 +288,21 @@ def _type_formatted(name: ast.JoinedStr) -> bool:
 
 
 def _through_a_helper(r: Recogniser, node: ast.expr) -> bool:
-    """``node`` is a call of a project's helper named for the device module, or a name
-    bound to one: its body is not at hand, its name alone tells."""
+    """``node`` is a call of a project's helper named for the device module (not torch's
+    own ``torch.get_device_module``), or a name bound to one: its body is not at hand,
+    its name alone tells."""
     if isinstance(node, ast.Name):
-        bindings = r.file.names.bindings(node)
         return any(
-            b.kind == "assign" and _through_a_helper(r, b.value)
-            for b in bindings
-            if b.value is not None
+            b.kind == "assign" and isinstance(b.value, ast.Call) and _helper_call(r, b.value)
+            for b in r.file.names.bindings(node)
         )
-    return (
-        isinstance(node, ast.Call)
-        and _PROJECT_DEVICE_MODULE.search(last_name(node.func) or "") is not None
-    )
+    return isinstance(node, ast.Call) and _helper_call(r, node)
+
+
+def _helper_call(r: Recogniser, call: ast.Call) -> bool:
+    return _PROJECT_DEVICE_MODULE.search(last_name(call.func) or "") is not None and not (
+        r.qualname(call.func) or ""
+    ).startswith("torch")
 
 
 def _is_deepspeed_accelerator(r: Recogniser, node: ast.expr) -> bool:
@@ -333,9 +335,7 @@ def _is_torch_device_module(r: Recogniser, node: ast.expr, seen: set[int] | None
             return len(node.args) >= 2 and r.qualname(node.args[0]) == "torch"
         if r.qualname(func) == "torch.get_device_module":
             return True
-        return _PROJECT_DEVICE_MODULE.search(last_name(func) or "") is not None and not (
-            r.qualname(func) or ""
-        ).startswith("torch")
+        return _helper_call(r, node)
     if isinstance(node, ast.IfExp):
         return all(_is_torch_device_module(r, v, seen) for v in (node.body, node.orelse))
     name = r.qualname(node)

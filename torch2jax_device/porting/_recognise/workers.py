@@ -19,6 +19,7 @@ import re
 
 from .._values import last_name
 from .base import Recogniser
+from .libraries import is_library_object
 from .library_internals import imports_package
 
 __all__ = ["deepspeed_engine_call", "ray_devices", "ray_gpu_bundle", "ray_gpu_request"]
@@ -55,7 +56,7 @@ def ray_gpu_request(r: Recogniser, call: ast.Call) -> None:
                 return
             if _asks_for_none(keyword.value):
                 continue
-            position = (keyword.lineno, keyword.col_offset)  # type: ignore[attr-defined]
+            position = (keyword.lineno, keyword.col_offset)
             r.add(keyword.value, "library-launcher", _RAY_ADVICE, position=position)
 
 
@@ -111,6 +112,8 @@ def deepspeed_engine_call(r: Recogniser, call: ast.Call) -> None:
     if r.qualname(func) is not None:
         return
     name, receiver = func.attr, func.value
+    if name != "compile" and is_library_object(r, receiver):
+        return  # model_engine.backward(...): the library's member, reported as one
     where = r.file.method_position(func)
     if name in _ENGINE_ONLY and not call.args:
         if imports_package(r, ("deepspeed", "accelerate")):
