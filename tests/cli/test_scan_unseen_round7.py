@@ -12,9 +12,10 @@ earlier test or doc names, in sets told apart by their ``.truth`` header:
   eight more repositories (OpenRLHF, verl, FLUX, DeepSeek-V3, Janus, CogVideo, Wan2.1,
   Petals), labelled blind by another hand as held out and measured so (on main at
   928b1fa: torch lines 256/282 = 0.908, library lines 33/55 = 0.600; after the first
-  set's fixes 259/282 = 0.918, 34/55 = 0.618), then fixed against: Ray and vLLM
-  workers, DeepSpeed engines, FSDP utilities, device helpers over cuda/npu, inference
-  and video generation with offloading;
+  set's fixes 259/282 = 0.918, 34/55 = 0.618), then fixed against by class (below) to
+  272/282 = 0.965 and 54/55 = 0.982: Ray and vLLM workers, DeepSpeed engines, FSDP
+  utilities, device helpers over cuda/npu, inference and video generation with
+  offloading;
 - the held-out set (header "Held out"), labelled blind by a third hand and never fixed
   against: the honest measure.
 
@@ -58,6 +59,38 @@ log, no device work: kept unreported as round 6 decided), DETR's ``parser.add_ar
 leave such defaults unlabelled), and kohya's ``lr_scheduler.step()`` on a scheduler a
 project's helper made and ``accelerator.prepare`` rebound (Transformers' and Diffusers'
 schedules are no row's).
+
+The second development set, fixed by class (each generated with its silent twin in
+``tests/cli/test_scan_round7b_classes.py``): Ray's GPU requests (``@ray.remote(num_gpus=
+1)``, ``.options(num_gpus=n)``, placement-group ``{"GPU": 1}`` bundles), the devices it
+gave (``ray.get_gpu_ids()``, ``get_runtime_context().get_accelerator_ids()``) and
+``ray.util.collective``; xDiT's ``init_distributed_environment`` and parallel state;
+DeepSpeed's engine kept in a model's name (``model.backward(loss)``, ``model.step()``,
+``engine.compile()``), ``get_global_grad_norm()``, ``tp_model_init``; Transformers'
+``enable_full_determinism``; ``from accelerate.accelerator import Accelerator`` and
+``accelerator.native_amp = False``; verl's ``get_torch_device().empty_cache()`` (torch's
+device module handed out by a helper); ``hasattr(torch, "npu")``; ``map(torch.device,
+names)``; ``mesh["dp"].get_group()``; ``getattr(model, "no_sync", default)``; safetensors'
+``load_model(model, path)``; FSDP's ``_free_storage``; ``torch.device(f"{name}:{i}")`` as
+``device-from-spec``; a helper returning ``"CUDA_VISIBLE_DEVICES"``; torch's private
+``torch.cuda.memory._set_allocator_settings``. Left, against the labels (the catalog's or
+earlier rounds' conventions kept): a module's ``.cpu()`` labelled ``tensor-cpu`` (the
+catalog's ``Module.cpu`` is ``module-to``); a project's builders given a device
+(``load_t5(device)``, ``WanVAE(device=)``, ``convert_block(..., device)``) and FLUX's
+TensorRT engines' ``.to(device=)`` labelled ``module-to``; ``.to(dtype)`` on a block
+labelled ``module-to-dtype`` (dtype-only moves); ``num_workers=0`` labelled
+``dataloader-workers`` (no worker forks); ``InitProcessGroupKwargs`` and
+``distributed_type == DistributedType.DEEPSPEED`` labelled ``library-strategy`` (the
+catalog's ``library-launcher`` / ``library-process``); ``getattr(torch, device_name)``,
+``get_torch_device().current_device()`` / ``.set_device()`` labelled with ``cuda-*`` rows
+(``accelerator-*``, as the first set's fix decided); ``torch.mps`` memory and synchronize
+calls labelled with the ``torch.cuda`` rows (the catalog's ``xpu-npu-*`` rows name
+``torch.mps``), ``torch.cuda.ipc_collect()`` as ``cuda-empty-cache`` (a rename row: a
+different call); Petals' ``device.type`` tests after an unconditional ``device =
+torch.device(device)`` (reported where the device is made, as the first set decided);
+vLLM's worker ``self.device``; ``os.environ["LOCAL_RANK"] = ...`` labelled
+``dist-local-rank`` (a write: ``dist-env``); verl's ``PyNcclCommunicator`` imported in two
+branches (no single origin).
 """
 
 from __future__ import annotations
@@ -80,11 +113,11 @@ SETS = ("development", "second development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines): the development set's
 #: what the fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
-#: The second development set's, what main achieved when it was measured blind
-#: (256/282, 33/55 at 928b1fa; 259/282, 34/55 after the first set's fixes).
+#: The second development set's, what its fixes by class reached (272/282, 54/55;
+#: 256/282, 33/55 measured blind at 928b1fa).
 FLOORS = {
     "development": (0.994, 0.979),
-    "second development": (0.918, 0.618),
+    "second development": (0.964, 0.981),
     "held out": (0.0, 0.0),
 }
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from .._values import TORCH_DEVICE, UNKNOWN, last_name
+from ..catalog.availability import ACCELERATOR_MODULES
 from . import device_strings
 from .base import Recogniser
 
@@ -29,7 +30,9 @@ __all__ = [
     "compared_type",
     "index_sliced",
     "index_stripped",
+    "mapped_constructor",
     "module_by_name",
+    "module_present",
     "names_device_type",
 ]
 
@@ -181,6 +184,36 @@ def module_by_name(r: Recogniser, call: ast.Call) -> None:
         "synchronize calls answer for JAX's accelerator, tj.accelerator.current_accelerator() "
         "names it",
     )
+
+
+def module_present(r: Recogniser, call: ast.Call) -> None:
+    """``xpu-npu-is-available``: ``hasattr(torch, "npu")``, whether a plugin added an
+    accelerator's module to torch (``torch_npu`` adds ``torch.npu``); ``hasattr(torch,
+    "compile")`` asks about torch's version, not a device."""
+    if r.file.values.builtin(call.func) != "hasattr" or len(call.args) != 2:
+        return
+    owner, name = call.args
+    if (
+        r.qualname(owner) == "torch"
+        and isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and f"torch.{name.value}" in ACCELERATOR_MODULES
+        and id(call) not in r.reported
+    ):
+        r.add(call, "xpu-npu-is-available")
+
+
+def mapped_constructor(r: Recogniser, call: ast.Call) -> None:
+    """``device-from-spec``: ``map(torch.device, names)``, each name made a device."""
+    if r.file.values.builtin(call.func) != "map" or len(call.args) < 2:
+        return
+    made = call.args[0]
+    if r.qualname(made) == "torch.device" and id(made) not in r.reported:
+        r.add(
+            made,
+            "device-from-spec",
+            f"map(tj.device, {', '.join(r.text(a) for a in call.args[1:])})",
+        )
 
 
 def names_device_type(node: ast.expr) -> bool:

@@ -5,8 +5,10 @@ an indexed device, ``with torch.device(...):``, and torch's device module chosen
 from __future__ import annotations
 
 import ast
+import re
 
 from .._tables import ADVICE, RENAMES, wildcard
+from .._values import last_name
 from ..catalog.availability import ACCELERATOR_MODULES
 from .base import Recogniser
 from .device_strings import DEVICE_TYPES, names_a_device
@@ -31,6 +33,31 @@ _ACCELERATOR = {
 _DEVICE_MODULE = (
     "torch's device module chosen by name (getattr(torch, device_type)): JAX's answer is "
     "the accelerator it has; port it by hand"
+)
+
+# A project's helper that hands back torch's device module (verl's get_torch_device(),
+# whose body is getattr(torch, get_device_name()) or torch.cuda), by its name; its calls
+# are taken for the module's only when no torch.device has the method (a helper named so
+# may return a device).
+_PROJECT_DEVICE_MODULE = re.compile(r"(^|_)(torch_device|device_module)$")
+_MODULE_ONLY = frozenset(
+    {
+        "empty_cache",
+        "current_device",
+        "set_device",
+        "synchronize",
+        "device_count",
+        "is_available",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "reset_peak_memory_stats",
+        "mem_get_info",
+        "ipc_collect",
+        "memory_stats",
+        "manual_seed_all",
+    }
 )
 
 _DEEPSPEED_ACCELERATOR = (
@@ -59,6 +86,8 @@ def device_call(r: Recogniser, call: ast.Call) -> None:
         rule = "device-accelerator-index"
     elif isinstance(first, ast.Constant) and isinstance(first.value, str):
         rule = "device-indexed" if ":" in first.value else "device-type"
+    elif isinstance(first, ast.JoinedStr) and _type_formatted(first):
+        rule = "device-from-spec"  # f"{device_name}:{index}": the type known at run time
     elif isinstance(first, ast.JoinedStr) or (first is not None and _formats_a_device(first)):
         rule = "device-indexed"
     else:
@@ -217,10 +246,12 @@ def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> 
     name; ``True`` if reported. Advice only: which device type it names is known at run
     time alone."""
     receiver = method.value
+    name = method.attr
     deepspeed = _is_deepspeed_accelerator(r, receiver)
     if not deepspeed and not _is_torch_device_module(r, receiver):
         return False
-    name = method.attr
+    if _through_a_helper(r, receiver) and name not in _MODULE_ONLY:
+        return False  # get_torch_device().type: a helper's device, not the module
     where = r.file.method_position(method)
     if name in _ACCELERATOR:
         rule, tj_name = _ACCELERATOR[name]
@@ -248,6 +279,30 @@ def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> 
         reason=_DEEPSPEED_ACCELERATOR if deepspeed else _DEVICE_MODULE,
     )
     return True
+
+
+def _type_formatted(name: ast.JoinedStr) -> bool:
+    """``f"{device_name}:{index}"``: the device's type is a value of its own, not written
+    (``f"cuda:{rank}"`` names its type)."""
+    return bool(name.values) and isinstance(name.values[0], ast.FormattedValue)
+
+
+def _through_a_helper(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` is a call of a project's helper named for the device module (not torch's
+    own ``torch.get_device_module``), or a name bound to one: its body is not at hand,
+    its name alone tells."""
+    if isinstance(node, ast.Name):
+        return any(
+            b.kind == "assign" and isinstance(b.value, ast.Call) and _helper_call(r, b.value)
+            for b in r.file.names.bindings(node)
+        )
+    return isinstance(node, ast.Call) and _helper_call(r, node)
+
+
+def _helper_call(r: Recogniser, call: ast.Call) -> bool:
+    return _PROJECT_DEVICE_MODULE.search(last_name(call.func) or "") is not None and not (
+        r.qualname(call.func) or ""
+    ).startswith("torch")
 
 
 def _is_deepspeed_accelerator(r: Recogniser, node: ast.expr) -> bool:
@@ -278,7 +333,9 @@ def _is_torch_device_module(r: Recogniser, node: ast.expr, seen: set[int] | None
         func = node.func
         if isinstance(func, ast.Name) and func.id == "getattr" and r.file.names.is_builtin(func):
             return len(node.args) >= 2 and r.qualname(node.args[0]) == "torch"
-        return r.qualname(func) == "torch.get_device_module"
+        if r.qualname(func) == "torch.get_device_module":
+            return True
+        return _helper_call(r, node)
     if isinstance(node, ast.IfExp):
         return all(_is_torch_device_module(r, v, seen) for v in (node.body, node.orelse))
     name = r.qualname(node)

@@ -80,8 +80,11 @@ def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
 def mesh_query(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
     """``dist-mesh-queries``: ``mesh.get_local_rank("tp")`` on a mesh from
     ``init_device_mesh``, or on a name that says it is one (``device_mesh.size(0)``, a mesh
-    handed to a function); ``True`` if reported."""
+    handed to a function), or on one of its axes (``mesh["dp"].get_group()``); ``True`` if
+    reported."""
     receiver = method.value
+    while isinstance(receiver, ast.Subscript):  # mesh["dp"]: the mesh's axis, a mesh too
+        receiver = receiver.value
     named = last_name(receiver)
     if DEVICE_MESH not in r.file.values.kinds(receiver) and (
         named is None or "mesh" not in named.lower()
@@ -306,6 +309,8 @@ def held_no_sync(r: Recogniser, node: ast.AST) -> None:
         parent = r.parent(node)
         if not (isinstance(parent, ast.Call) and parent.func is node):
             r.add(node, "ddp-no-sync", position=r.file.method_position(node))
+    elif _no_sync_looked_up(r, node):
+        r.add(node, "ddp-no-sync")
     elif (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -319,6 +324,19 @@ def held_no_sync(r: Recogniser, node: ast.AST) -> None:
         )
     ):
         r.add(node, "ddp-no-sync")
+
+
+def _no_sync_looked_up(r: Recogniser, node: ast.AST) -> bool:
+    """``getattr(self.model, "no_sync", nullcontext)``: DDP's ``no_sync`` where the model
+    has one (Wan2.1), a context that does nothing otherwise."""
+    return (
+        isinstance(node, ast.Call)
+        and r.file.values.builtin(node.func) == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value == "no_sync"
+        and id(node) not in r.reported
+    )
 
 
 def device_keys_spread(r: Recogniser, node: ast.Assign | ast.Dict) -> None:

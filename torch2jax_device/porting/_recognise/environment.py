@@ -20,6 +20,7 @@ __all__ = [
     "variable_check",
     "variable_names",
     "variable_read",
+    "variable_returned",
     "variables_updated",
 ]
 
@@ -55,6 +56,9 @@ _ENVIRONMENT = {
         ("cuda-alloc-conf", None),
     ),
     "CUDA_DEVICE_ORDER": ("cuda-visible-devices", None),
+    # the other accelerators' twins: Ascend's (torch_npu), AMD's (ROCm)
+    "ASCEND_RT_VISIBLE_DEVICES": ("cuda-visible-devices", None),
+    "HIP_VISIBLE_DEVICES": ("cuda-visible-devices", None),
 }
 # The variables torchrun sets (torch2jax-device run sets them too).
 _TORCHRUN = frozenset(
@@ -304,6 +308,22 @@ def variable_names(r: Recogniser, node: ast.Tuple | ast.List | ast.Set | ast.Dic
     found = [known[0] for known in map(_variable, named) if known is not None]
     if found and set(found) <= {"dist-env", "dist-local-rank"}:
         r.add(node, "dist-env")
+
+
+def variable_returned(r: Recogniser, node: ast.Return) -> None:
+    """A helper that hands out a variable's name (verl's ``return "CUDA_VISIBLE_DEVICES"
+    if cuda else "ASCEND_RT_VISIBLE_DEVICES"``): its callers, in other files, read or
+    write ``os.environ`` with it."""
+    value = node.value
+    names = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    known = [
+        _variable(name.value)
+        for name in names
+        if isinstance(name, ast.Constant) and isinstance(name.value, str)
+    ]
+    rules = {found[0] for found in known if found is not None}
+    if len(rules) == 1 and value is not None and id(value) not in r.reported:
+        r.add(value, rules.pop())
 
 
 def _updating_dict(r: Recogniser, node: ast.expr) -> list[ast.expr] | None:

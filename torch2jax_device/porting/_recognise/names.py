@@ -60,6 +60,11 @@ _AVAILABLE = {
 # torch's private twins of a row's call, answering otherwise: reported with the row, as
 # advice that says how the answers differ (never renamed).
 _PRIVATE = {
+    "torch.cuda.memory._set_allocator_settings": (
+        "cuda-alloc-conf",
+        "tj.configure(preallocate=False)  # before JAX starts: XLA's allocator takes "
+        "XLA_PYTHON_CLIENT_* settings, not torch's expandable_segments",
+    ),
     "torch._C._get_accelerator": (
         "accelerator-current",
         'tj.accelerator.current_accelerator() or tj.device("cpu")  # torch\'s private call '

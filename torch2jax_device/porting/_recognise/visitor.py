@@ -26,6 +26,7 @@ from . import (
     optimizers,
     placement,
     settings,
+    workers,
 )
 from .base import Recogniser
 
@@ -59,6 +60,8 @@ AUTOCASTS = frozenset(
 # torch.compile's keywords, which nn.Module.compile takes too (Keras' compile takes an
 # optimizer and a loss).
 _COMPILE_KEYWORDS = frozenset({"mode", "backend", "fullgraph", "dynamic", "options", "disable"})
+# safetensors' load of a file's tensors into a model (torch's load_state_dict underneath).
+_SAFETENSORS_INTO_A_MODEL = frozenset({"safetensors.torch.load_model"})
 # Versions of torch itself, not of its GPU runtime.
 _NOT_RUNTIME = frozenset({"torch.version.__version__", "torch.version.git_version"})
 
@@ -163,6 +166,13 @@ class Detector(Recogniser):
             return environment.variable_read(self, call, call.args[0] if call.args else None)
         elif name == "torch.save":
             return checkpoints.save_call(self, call)
+        elif name in _SAFETENSORS_INTO_A_MODEL and len(call.args) >= 2:
+            model, path = call.args[:2]
+            self.add(  # safetensors' load_model(model, path): a file's tensors into a model
+                call,
+                "load-safetensors",
+                f"tj.load_state({self.text(model)}, {self.text(path)})  # strict=True, as torch's",
+            )
         else:
             return False
         return True
@@ -178,10 +188,15 @@ class Detector(Recogniser):
         launch_settings.training_arguments_parsed(self, node)
         launch_settings.lightning_checkpoint(self, node)
         device_types.module_by_name(self, node)
+        device_types.module_present(self, node)
+        device_types.mapped_constructor(self, node)
         device_types.index_stripped(self, node)
         library_internals.zero3_probe(self, node)
         library_internals.mesh_built(self, node)
         library_internals.plugin_built(self, node)
+        workers.ray_gpu_request(self, node)
+        workers.ray_devices(self, node)
+        workers.deepspeed_engine_call(self, node)
         settings.placement_value(self, node)
         libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)
@@ -389,6 +404,10 @@ class Detector(Recogniser):
         settings.placement_value(self, node)
         self.generic_visit(node)
 
+    def visit_Return(self, node: ast.Return) -> None:
+        environment.variable_returned(self, node)
+        self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         settings.class_named(self, node)
 
@@ -441,6 +460,7 @@ class Detector(Recogniser):
         self.generic_visit(node)
 
     def visit_Dict(self, node: ast.Dict) -> None:
+        workers.ray_gpu_bundle(self, node)
         feeding.pin_memory_keys(self, node)
         libraries.placement_keys(self, node)
         distributed.device_keys_spread(self, node)

@@ -630,6 +630,10 @@ ROWS: tuple[Idiom, ...] = (
             # _reshard, FSDP2's CPUOffloadPolicy): one row, not dist-other's collectives
             "torch.distributed.fsdp.*",
             "torch.distributed._composable.fsdp.*",
+            # FSDP's own storage helpers, kept in torch.distributed.utils: a flat
+            # parameter's memory freed or reallocated by hand (Wan2.1's free_model)
+            "torch.distributed.utils._free_storage",
+            "torch.distributed.utils._alloc_storage",
         ),
         rewrite="advice",
     ),

@@ -65,11 +65,16 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "to `args.precision = 16`, `args.num_nodes * args.devices` for the global "
             "batch), a project's factory named for it (`accelerator = "
             "prepare_accelerator(args)`), and a parser of dataclasses given training "
-            "arguments (`HfArgumentParser`, TRL's `TrlParser` with `SFTConfig`)."
+            "arguments (`HfArgumentParser`, TRL's `TrlParser` with `SFTConfig`). Ray "
+            "places a process per GPU it is asked for (`@ray.remote(num_gpus=1)`, "
+            '`actor.options(num_gpus=n)`, a placement group\'s `{"GPU": 1}` bundles): with '
+            "JAX one process per host sees all its devices; xDiT's "
+            "`init_distributed_environment` joins torch's group as `init_process_group` does."
         ),
         runs=False,
         torch_api=(
             "accelerate.Accelerator",
+            "accelerate.accelerator.Accelerator",  # imported from its own module
             "accelerate.PartialState",
             "accelerate.state.PartialState",
             "accelerate.state.AcceleratorState",
@@ -82,11 +87,15 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.notebook_launcher",
             "deepspeed.init_distributed",
             *_twins("init_distributed", "initialize_dist"),
+            # xDiT's (xFuser's) join of torch's process group, before its parallel state
+            "xfuser.core.distributed.init_distributed_environment",
+            "xfuser.core.distributed.parallel_state.init_distributed_environment",
             "accelerate.InitProcessGroupKwargs",  # the timeout and backend of its join
             "accelerate.utils.InitProcessGroupKwargs",
             "dora.distrib.init",
             "flashy.distrib.init",
             "Accelerator.mixed_precision",
+            "Accelerator.native_amp",  # its autocast switched off (CogVideoX on MPS)
             "transformers.Trainer",
             "transformers.Seq2SeqTrainer",
             "transformers.TrainingArguments",
@@ -128,7 +137,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "map trimmed before it is handed over is reported where it changes). "
             "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
-            "buffer and `jax.device_put` the sampled batch."
+            "buffer and `jax.device_put` the sampled batch. Ray's `ray.get_gpu_ids()` and "
+            "`ray.get_runtime_context().get_accelerator_ids()` are the GPUs Ray gave the "
+            "worker: `jax.local_devices()`."
         ),
         runs=False,
         torch_api=(
@@ -147,6 +158,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.modeling.get_max_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
+            "ray.get_gpu_ids",  # the GPUs Ray gave this worker
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
         ),
@@ -175,7 +187,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `deepspeed.initialize` and its engine (`model_engine.backward`, "
             "`.step`, `.save_checkpoint`) do the same. "
             "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
-            "`data[rank::world_size]` with `tj.distributed.get_rank()`. Lightning "
+            "`data[rank::world_size]` with `tj.distributed.get_rank()`. DeepSpeed's AutoTP "
+            "`deepspeed.tp_model_init(model, tp_size=)` shards the layers over the "
+            "tensor-parallel ranks: a `NamedSharding` over a mesh's model axis. Lightning "
             "Thunder's `thunder.distributed.ddp(model)` and `fsdp(model)` wrap the model "
             "the same way."
         ),
@@ -195,6 +209,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.setup_dataloaders",
             "deepspeed.initialize",
             "deepspeed.init_inference",
+            "deepspeed.tp_model_init",  # AutoTP: the model split over tensor-parallel ranks
             "accelerate.dispatch_model",
             "accelerate.load_checkpoint_and_dispatch",
             "accelerate.infer_auto_device_map",
@@ -249,7 +264,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "its own `barrier`, `all_reduce`, `broadcast`...) works on torch's process group "
             "as `torch.distributed` does, and ports the same way; so does Composer's "
             "`composer.utils.dist` (`dist.barrier()`, `dist.get_global_rank()`: "
-            "`library-process`)."
+            "`library-process`). Ray's `ray.util.collective` (`init_collective_group`, "
+            "`broadcast`, `allreduce` between actors) and vLLM's `PyNcclCommunicator` "
+            "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`."
         ),
         runs=False,
         torch_api=(
@@ -285,6 +302,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
                 "all_to_all_single",
             ),
             "deepspeed.comm.*",
+            # Ray's collectives between its workers (NCCL or Gloo groups of actors)
+            "ray.util.collective.*",
+            # vLLM's NCCL communicator (weights broadcast to its workers)
+            "vllm.distributed.device_communicators.pynccl.PyNcclCommunicator",
+            "vllm_ascend.distributed.device_communicators.pyhccl.PyHcclCommunicator",
+            "sglang.srt.distributed.device_communicators.pynccl.PyNcclCommunicator",
             "flashy.distrib.average_metrics",
             "flashy.distrib.all_reduce",
             "flashy.distrib.broadcast_tensors",
@@ -310,7 +333,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "gradients with `nnx.value_and_grad` in a jitted step; a replicated model on a "
             "mesh averages them over the batch axis by itself, bfloat16 needs no loss "
             "scaling, and `optax.clip_by_global_norm` / `optax.MultiSteps` clip and "
-            "accumulate."
+            "accumulate. DeepSpeed's engine is reported where a script keeps it in a "
+            "model's name too (`model.backward(loss)`, `model.step()` in a file that uses "
+            "DeepSpeed), and its `get_global_grad_norm()` wherever it is reached: "
+            "`optax.global_norm(grads)`."
         ),
         runs=False,
         torch_api=(
@@ -561,7 +587,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "takes a key in every random call (`nnx.Rngs(42)` for a model); keep "
             "`random.seed`/`np.random.seed` for host-side code. `scan` keys JAX with the "
             "script's own seed (`set_seed(args.seed)` becomes `jax.random.key(args.seed)`); "
-            "the library's call still seeds torch's DataLoader shuffle."
+            "the library's call still seeds torch's DataLoader shuffle. Transformers' "
+            "`enable_full_determinism(seed)` also turns torch's deterministic algorithms on: "
+            "XLA on GPU is deterministic with `--xla_gpu_deterministic_ops=true`."
         ),
         runs=False,
         torch_api=(
@@ -573,6 +601,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "lightning_fabric.seed_everything",
             "pytorch_lightning.seed_everything",
             "transformers.set_seed",
+            # set_seed, and torch's deterministic algorithms and CUDA settings on
+            "transformers.enable_full_determinism",
+            "transformers.trainer_utils.enable_full_determinism",
             "composer.utils.reproducibility.seed_all",  # Composer's: Python, NumPy, torch
             "torchtune.training.set_seed",
             "Fabric.seed_everything",

@@ -203,7 +203,10 @@ ROWS: tuple[Idiom, ...] = (
             "axes of one mesh: sizes are `mesh.shape[axis]`, and collectives over a group "
             "are `jax.lax` collectives over an axis name inside `shard_map`; which slice "
             "of an axis a process holds follows from `jax.process_index()` and the mesh's "
-            "`devices` array. Megatron's RNG tracker "
+            "`devices` array (xDiT's `xfuser.core.distributed`: "
+            "`initialize_model_parallel(sequence_parallel_degree=, ring_degree=, "
+            "ulysses_degree=)`, `get_sequence_parallel_world_size()`, is the same for "
+            "a sequence axis). Megatron's RNG tracker "
             "(`tensor_parallel.model_parallel_cuda_manual_seed(seed)`) seeds each "
             "tensor-parallel rank apart: `jax.random.fold_in(key, tp_rank)`."
         ),
@@ -227,6 +230,10 @@ ROWS: tuple[Idiom, ...] = (
             "deepspeed.runtime.pipe.topology.PipeDataParallelTopology",
             "deepspeed.runtime.pipe.topology.PipeModelDataParallelTopology",
             "deepspeed.runtime.pipe.ProcessTopology",
+            # xDiT's (xFuser's) Megatron-style state: sequence-, ring- and Ulysses-parallel
+            # groups over the ranks a video model shards its tokens on
+            "xfuser.core.distributed.*",
+            "xfuser.core.distributed.parallel_state.*",
         ),
         rewrite="advice",
     ),
