@@ -464,7 +464,12 @@ ROWS: tuple[Idiom, ...] = (
             "state, where a scheduler and a checkpoint set them. They take no parameters: "
             "`nnx.Optimizer` pairs them with the model. `amsgrad`, `maximize` and torch's "
             "kernel keywords (`foreach`, `fused`, `capturable`, `differentiable`) are taken, "
-            "with torch's checks; several parameter groups are not offered. `scan` writes "
+            "with torch's checks. Torch's parameter groups are the one positional argument "
+            '(`tj.optim.AdamW([{"params": lambda path, p: p.ndim >= 2, "weight_decay": '
+            '0.1}, {"params": lambda path, p: p.ndim < 2, "weight_decay": 0.0}], '
+            "lr=6e-4)`): a group's `params` selects the NNX model's parameters (a predicate "
+            "or nnx filter, a list of paths, or `tj.parameters(model)`'s parameters), and "
+            "`tj.optim.param_groups(optimizer)` reads and sets each group's `lr`. `scan` writes "
             "both columns from the script's own line: its optimizer, learning rate and "
             "settings, and the optax "
             "rule that updates as torch's does (`optax.adamw(1e-3, weight_decay=0.01)` for "
@@ -479,7 +484,13 @@ ROWS: tuple[Idiom, ...] = (
             "torch.optim.AdamW",
             "torch.optim.RMSprop",
         ),
-        tj_api=("tj.optim.SGD", "tj.optim.Adam", "tj.optim.AdamW", "tj.optim.RMSprop"),
+        tj_api=(
+            "tj.optim.SGD",
+            "tj.optim.Adam",
+            "tj.optim.AdamW",
+            "tj.optim.RMSprop",
+            "tj.optim.param_groups",
+        ),
         rewrite="advice",
     ),
     Idiom(
@@ -501,8 +512,10 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "Torch's own format, both ways: state keyed by the index of the parameter in "
             "the twin's `parameters()` (the model's `tj.parameters` order, which survives "
-            "`nnx.clone`, `nnx.jit` and split/merge), buffers in the twin's layouts, one "
-            "parameter group with the current hyperparameters. So a checkpoint the torch "
+            "`nnx.clone`, `nnx.jit` and split/merge), buffers in the twin's layouts, each "
+            "parameter group with its current hyperparameters (several groups numbered one "
+            "after the other, each in its list's order, as torch numbers them). So a "
+            "checkpoint the torch "
             "original wrote resumes the port, and the reverse. Hyperparameters are float32 "
             "in the optax state and come back as the shortest decimal of that float32. "
             "`scan` reports an optimizer made elsewhere by its name or annotation "
@@ -535,7 +548,9 @@ ROWS: tuple[Idiom, ...] = (
             "`nnx.Optimizer`'s state at each `step()` by torch's own rule (most scale the "
             "current rate, so a rate set by hand compounds as in torch), and their "
             "`state_dict()` is torch's, key for key, so either framework's scheduler resumes "
-            "the other's, by `load_state_dict` or `last_epoch=`. "
+            "the other's, by `load_state_dict` or `last_epoch=`. With parameter groups "
+            "each group has its own rate (`LambdaLR` takes a list of functions, `OneCycleLR` "
+            "a list of `max_lr`, `get_last_lr()` one rate per group). "
             "`scheduler.as_schedule(steps_per_epoch)` gives torch's closed form as an optax "
             "schedule. The scan advises its optax schedule for the first five, and reports "
             "a torch scheduler's `load_state_dict(...)` (unchanged on the tj one)."

@@ -407,7 +407,10 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "An NNX model has no `.parameters()` iterator to hand over: the optimizer takes "
             "the model and a filter (`nnx.Param`), and `optimizer.update(model, grads)` "
-            "steps it. Parameter groups become `optax.multi_transform` over labels. The "
+            "steps it. Torch's parameter groups are `tj.optim`'s one positional argument, "
+            "each group's `params` a predicate, nnx filter or list of paths selecting the "
+            "model's parameters (or `optax.multi_transform` over labels, with optax's own "
+            "rules). The "
             "moment estimates are made from the parameters, so they are where the "
             "parameters are, but the step counter is a new array on the default device, "
             "not committed: the first update commits it, and the training step compiles a "
