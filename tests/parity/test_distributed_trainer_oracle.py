@@ -81,6 +81,7 @@ def test_every_rank_steps_on_the_rows_torchs_ranks_step_on(
     assert runs[case, rank, "port"]["batches"] == runs[case, rank, "ddp"]["batches"]
 
 
+@pytest.mark.idiom("ddp-summed-loss")  # its case "summed-loss", ported as the row says
 @pytest.mark.parametrize("case", [name for name, case in CASES.items() if not case.batch_norm])
 @pytest.mark.parametrize("rank", range(NPROC))
 def test_losses_norms_and_weights_are_ddps(
@@ -97,6 +98,7 @@ def test_rank_0s_checkpoint_loads_on_every_rank_as_the_model_it_saved(
     assert runs[case, rank, "port"]["loaded_is_final"]
 
 
+@pytest.mark.idiom("ddp-batch-statistics")
 @pytest.mark.parametrize("case", [name for name, case in CASES.items() if case.batch_norm])
 def test_batch_norm_over_a_global_batch_is_sync_batchnorms_not_ddps(
     runs: dict[tuple[str, int, str], dict[str, Any]], case: str

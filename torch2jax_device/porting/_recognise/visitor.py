@@ -11,6 +11,7 @@ from .._values import FOREIGN, UNKNOWN, last_name
 from . import (
     checkpoints,
     creation,
+    ddp_semantics,
     device_strings,
     device_types,
     devices,
@@ -197,6 +198,8 @@ class Detector(Recogniser):
         workers.ray_gpu_request(self, node)
         workers.ray_devices(self, node)
         workers.deepspeed_engine_call(self, node)
+        ddp_semantics.batch_statistics(self, node)
+        ddp_semantics.summed_loss(self, node)
         settings.placement_value(self, node)
         libraries.placement_keys(self, node)
         checkpoints.forwarded_map_location(self, node)

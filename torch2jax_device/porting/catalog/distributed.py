@@ -540,6 +540,72 @@ ROWS: tuple[Idiom, ...] = (
         rewrite="advice",
     ),
     Idiom(
+        id="ddp-batch-statistics",
+        section=SECTION,
+        title="BatchNorm under DDP: each rank's own statistics",
+        torch="model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)))",
+        jax=(
+            "# nnx.BatchNorm over a global batch normalizes with every rank's rows\n"
+            "# (SyncBatchNorm); per rank: normalize each rank's rows with their own statistics"
+        ),
+        tj=(
+            "# a global batch (tj.distributed.make_global_batch): nnx.BatchNorm is SyncBatchNorm;\n"
+            "# DDP's plain BatchNorm is per rank: PerRankBatchNorm (docs/how-to/ddp.md)"
+        ),
+        notes=(
+            "DDP's forward sees one rank's rows, so a plain `BatchNorm` normalizes each "
+            "rank's rows with their own mean and variance, and DDP broadcasts rank 0's "
+            "running statistics before each forward. The port's step sees every rank's "
+            "rows at once, where `nnx.BatchNorm` computes `SyncBatchNorm`'s statistics: "
+            "losses differ (12% in the trainer oracle's case) unless the layer keeps "
+            "per-rank statistics (`PerRankBatchNorm` on the DDP page) or the script meant "
+            "`convert_sync_batchnorm`. `scan` reports a BatchNorm layer in a file that wraps "
+            "a model in DDP and converts nothing to `SyncBatchNorm`."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.nn.BatchNorm1d",
+            "torch.nn.BatchNorm2d",
+            "torch.nn.BatchNorm3d",
+            "torch.nn.LazyBatchNorm1d",
+            "torch.nn.LazyBatchNorm2d",
+            "torch.nn.LazyBatchNorm3d",
+        ),
+        rewrite="custom",
+    ),
+    Idiom(
+        id="ddp-summed-loss",
+        section=SECTION,
+        title="A summed loss under DDP",
+        torch=(
+            "model = DDP(model)\n"
+            'loss = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")'
+        ),
+        jax="loss = per_row_losses.sum() / jax.process_count()  # DDP averages the ranks' sums",
+        tj="loss = per_row_losses.sum() / tj.distributed.get_world_size()  # DDP's average",
+        notes=(
+            "DDP averages the ranks' gradients, so a per-rank sum's gradient is the "
+            "global sum's divided by the world size. The port's step sums every rank's "
+            "rows at once: divide by `tj.distributed.get_world_size()` to train as DDP does "
+            '(the trainer oracle\'s `summed-loss` case). `scan` reports `reduction="sum"` '
+            "on a torch loss in a file that wraps a model in DDP."
+        ),
+        runs=False,
+        torch_api=(
+            "torch.nn.functional.cross_entropy",
+            "torch.nn.functional.nll_loss",
+            "torch.nn.functional.mse_loss",
+            "torch.nn.functional.l1_loss",
+            "torch.nn.functional.binary_cross_entropy_with_logits",
+            "torch.nn.CrossEntropyLoss",
+            "torch.nn.NLLLoss",
+            "torch.nn.MSELoss",
+            "torch.nn.L1Loss",
+            "torch.nn.BCEWithLogitsLoss",
+        ),
+        rewrite="custom",
+    ),
+    Idiom(
         id="dtensor-full-tensor",
         section=SECTION,
         title="Gather a sharded tensor whole",
