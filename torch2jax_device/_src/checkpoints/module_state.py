@@ -328,7 +328,8 @@ def load_state(
             first, as ``torch.load`` reads it, then placed).
         max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
         device_map: An explicit map (``{pattern: device}``) or a ``tj.DeviceMap``.
-        strict, assign: torch's defaults (``True``, ``False``), the only forms taken.
+        strict: torch's default (``True``), the only form taken: a mismatch raises.
+        assign: torch's default (``False``), the only form taken.
         copy: ``True`` (the default, as torch): the model's arrays are its own.
             ``False``: share the source's memory where no transpose, cast or transfer
             stands between them.
