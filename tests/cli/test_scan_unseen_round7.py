@@ -16,8 +16,14 @@ earlier test or doc names, in sets told apart by their ``.truth`` header:
   272/282 = 0.965 and 54/55 = 0.982: Ray and vLLM workers, DeepSpeed engines, FSDP
   utilities, device helpers over cuda/npu, inference and video generation with
   offloading;
-- the held-out set (header "Held out"), labelled blind by a third hand and never fixed
-  against: the honest measure.
+- the held-out set (header "Held out"): 19 files of ten more repositories (bark, Coqui
+  TTS, k-diffusion, mmengine, OpenFold, open-instruct, open_lm, open-r1, rl_games,
+  tortoise-tts), labelled blind by a third hand and never fixed against: the honest
+  measure. On main at the round's start (928b1fa) torch lines 353/377 = 0.936, library
+  lines 76/92 = 0.826; after every fix made from the two development sets and the
+  metamorphic oracle, 358/377 = 0.950 and 76/92 = 0.826 (without ``openlm_main``, which
+  began as a copy of round 6's open_clip ``main.py``: 326/344 = 0.948). Issue 35 asks
+  0.97 on torch lines: not reached on code never seen.
 
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names, and rebuilt from a clone of its repository (``tests/support/excerpts.py``:
@@ -114,11 +120,12 @@ SETS = ("development", "second development", "held out")
 #: The recall each set must keep: (torch lines, library lines): the development set's
 #: what the fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
 #: The second development set's, what its fixes by class reached (272/282, 54/55;
-#: 256/282, 33/55 measured blind at 928b1fa).
+#: 256/282, 33/55 measured blind at 928b1fa). The held-out set's, what it measured at
+#: the end of the round, never fixed against (358/377, 76/92).
 FLOORS = {
     "development": (0.994, 0.979),
     "second development": (0.964, 0.981),
-    "held out": (0.0, 0.0),
+    "held out": (0.949, 0.826),
 }
 
 
