@@ -103,3 +103,53 @@ def miscited(source: str, name: str) -> list[tuple[int, str]]:
             if any(word not in near for word in _CODE_WORD.findall(cited)):
                 wrong.append((finding.line, finding.reason))
     return wrong
+
+
+def uncited_sources(folder: Path, names: list[str]) -> list[str]:
+    """The files of ``names`` whose first three lines do not name ``owner/repo path.py``,
+    the 40-hex commit and the licence they are cut from."""
+    uncited = []
+    for name in names:
+        header = " ".join((folder / f"{name}.py").read_text().split("\n", 3)[:3])
+        if not (
+            re.search(r"[\w-]+/[\w.-]+ \S+\.py", header)
+            and re.search(r"\b[0-9a-f]{40}\b", header)
+            and re.search(r"[Ll]icen[cs]e", header)
+        ):
+            uncited.append(name)
+    return uncited
+
+
+def below_floors(
+    found: dict[str, dict[str, tuple[int, int]]], floors: dict[str, tuple[float, float]]
+) -> list[tuple[str, dict[str, tuple[int, int]]]]:
+    """The sets whose torch-line or library-line recall is under its floor."""
+    below = []
+    for group, (torch_floor, library_floor) in floors.items():
+        for key, floor in (("torch lines", torch_floor), ("library lines", library_floor)):
+            hits, lines = found[group][key]
+            if lines and hits / lines < floor:
+                below.append((group, found[group]))
+    return below
+
+
+def cited_elsewhere(folder: Path, names: list[str]) -> list[tuple[str, int, str]]:
+    """Findings of the files scanned as one folder whose reason names another file:
+    (path, line, reason). Files of unrelated projects cite only their own lines."""
+    sources = {str(folder / f"{n}.py"): (folder / f"{n}.py").read_text() for n in names}
+    return [
+        (path, finding.line, finding.reason)
+        for path, found in scanner.scan_sources(sources).items()
+        for finding in found
+        for other in re.findall(r"\(([^()\s]+\.py):\d+\)", finding.reason)
+        if other != path
+    ]
+
+
+def print_figures(found: dict[str, dict[str, tuple[int, int]]]) -> None:
+    """The figures of each set, as ``python -m tests.cli.test_scan_unseen_roundN`` prints them."""
+    for group, count in found.items():
+        print(group)
+        for key, (a, b) in count.items():
+            ratio = f" = {a / b:.3f}" if b else ""
+            print(f"  {key:14} {a:4} / {b:<4}{ratio}")
