@@ -83,6 +83,8 @@ NOT_CURRENT = {
     "tensor-to-jax": "an array's own device",
     "jax-to-tensor": "an array's own device",
     "parameter-count": "places nothing",
+    "ddp-batch-statistics": "advice on what a layer computes, never rewritten",
+    "ddp-summed-loss": "advice on what a loss computes, never rewritten",
     "tensor-device-type": "a type, no index",
     "factory-device": "advice, never rewritten",
     "factory-tensor-device": "advice, never rewritten",
