@@ -40,7 +40,7 @@ import safetensors.torch
 import torch
 
 import torch2jax_device as tj
-from tests.support import fuzz
+from tests.support import fuzz, fuzz_runs
 from tests.support.checkpoint_fuzz import Draw, index_of, smaller, tensors
 from torch2jax_device.porting import known_differences
 from torch2jax_device.porting.known_differences import Call, Leaf
@@ -128,23 +128,10 @@ DIFFERENCES = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    draw: Draw
-    aspect: str
-    where: str
-    torch: str
-    ours: str
-
+class Finding(fuzz_runs.Finding):
     @property
     def kind(self) -> tuple[str, ...]:
         return (self.aspect, self.draw.writer, self.draw.reader)
-
-    def reproduction(self) -> str:
-        return (
-            f"{self.draw.expression()}  # {self.aspect} differs at {self.where}: "
-            f"torch {self.torch}; tj {self.ours}"
-        )
 
 
 class Tally:

@@ -7,12 +7,13 @@ kind. ``TORCH2JAX_DEVICE_<NAME>_EXAMPLES`` and ``..._SEED`` make a run longer or
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["run", "settings"]
+__all__ = ["Finding", "run", "settings"]
 
 #: The seed every fuzzer starts from unless told otherwise.
 DEFAULT_SEED = 20261129
@@ -29,6 +30,27 @@ class _Found(Protocol):
 
 T = TypeVar("T", bound=_Counted)
 F = TypeVar("F", bound=_Found)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A difference no row of a fuzzer's table explains: which part, where, both answers.
+
+    Each fuzzer's subclass says its ``kind`` (what its findings are grouped by).
+    """
+
+    draw: Any
+    aspect: str
+    where: str
+    torch: str
+    ours: str
+
+    def reproduction(self) -> str:
+        """The draw as one line of Python, and what differs."""
+        return (
+            f"{self.draw.expression()}  # {self.aspect} differs at {self.where}: "
+            f"torch {self.torch}; tj {self.ours}"
+        )
 
 
 def settings(variable: str, default_examples: int) -> tuple[int, int]:

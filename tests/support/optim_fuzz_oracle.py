@@ -35,6 +35,7 @@ import torch
 from flax import nnx
 
 import torch2jax_device as tj
+from tests.support import fuzz_runs
 from tests.support.optim_fuzz import Draw, smaller
 from torch2jax_device import optim
 
@@ -93,23 +94,10 @@ DIFFERENCES = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    draw: Draw
-    aspect: str
-    where: str
-    torch: str
-    ours: str
-
+class Finding(fuzz_runs.Finding):
     @property
     def kind(self) -> tuple[str, ...]:
         return (self.aspect, self.draw.kind)
-
-    def reproduction(self) -> str:
-        return (
-            f"{self.draw.expression()}  # {self.aspect} differs at {self.where}: "
-            f"torch {self.torch}; tj {self.ours}"
-        )
 
 
 class Tally:
