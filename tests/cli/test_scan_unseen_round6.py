@@ -168,30 +168,26 @@ FLOORS = {
 }
 
 
+#: The phrase of a ``.truth`` header that names its set, the first that matches.
+MARKS = (
+    ("Held out", "held out"),
+    ("Third development set", "third development"),
+    ("Second development set", "second development"),
+)
+
+
 def set_of(name: str) -> str:
-    """The set a file belongs to, from its truth header: "Held out", "Third
-    development set", "Second development set", or the first development set."""
-    header = " ".join(
-        line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
-    )
-    if "Held out" in header:
-        return "held out"
-    if "Third development set" in header:
-        return "third development"
-    return "second development" if "Second development set" in header else "development"
+    """The set a file belongs to, from its truth header (the first development set else)."""
+    return corpus.set_of(UNSEEN, name, MARKS, "development")
 
 
 def figures() -> dict[str, dict[str, tuple[int, int]]]:
     """Per set, the recall over its files (``corpus.recall``)."""
-    return {
-        group: corpus.recall(UNSEEN, [n for n in FILES if set_of(n) == group]) for group in SETS
-    }
+    return corpus.recall_by_set(UNSEEN, FILES, SETS, set_of)
 
 
 def test_the_fixtures_are_labelled_with_catalog_rules_and_cite_their_source() -> None:
-    labelled = {
-        rule for name in FILES for rules in corpus.truth(UNSEEN, name).values() for rule in rules
-    }
+    labelled = corpus.labelled_rules(UNSEEN, FILES)
     assert labelled <= scanner.RULES, labelled - scanner.RULES
     assert labelled & LIBRARIES
     assert sum(set_of(name) == "development" for name in FILES) >= 12

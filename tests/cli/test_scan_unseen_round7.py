@@ -128,28 +128,22 @@ FLOORS = {
 }
 
 
+#: The phrase of a ``.truth`` header that names its set, the first that matches.
+MARKS = (("Second development set", "second development"), ("Held out", "held out"))
+
+
 def set_of(name: str) -> str:
-    """The set a file belongs to, from its truth header: "Held out", "Second development
-    set", or the development set."""
-    header = " ".join(
-        line for line in (UNSEEN / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
-    )
-    if "Second development set" in header:
-        return "second development"
-    return "held out" if "Held out" in header else "development"
+    """The set a file belongs to, from its truth header (the development set else)."""
+    return corpus.set_of(UNSEEN, name, MARKS, "development")
 
 
 def figures() -> dict[str, dict[str, tuple[int, int]]]:
     """Per set, the recall over its files (``corpus.recall``)."""
-    return {
-        group: corpus.recall(UNSEEN, [n for n in FILES if set_of(n) == group]) for group in SETS
-    }
+    return corpus.recall_by_set(UNSEEN, FILES, SETS, set_of)
 
 
 def test_the_fixtures_are_labelled_with_catalog_rules_and_cite_their_source() -> None:
-    labelled = {
-        rule for name in FILES for rules in corpus.truth(UNSEEN, name).values() for rule in rules
-    }
+    labelled = corpus.labelled_rules(UNSEEN, FILES)
     assert labelled <= scanner.RULES, labelled - scanner.RULES
     assert labelled & LIBRARIES
     assert sum(set_of(name) == "development" for name in FILES) >= 12
