@@ -125,6 +125,60 @@ FOUND = {
         shards=2,
         corruption=("flip-header", 79),
     ),
+    # (round 2) get_slice with a list, array, tensor or bool in the index: safetensors'
+    # "pt" slices read the tensor and index it by torch's rules; tj refused them
+    "get-slice-list-index": Draw(
+        writer="safetensors",
+        entries=(Entry(name="w", dtype="float32", shape=(3, 2)),),
+        reader="safe_open",
+        slices=(("w", "[[1, 0], ::2]"), ("w", "[[True] + [False] * ({n} - 1)]")),
+    ),
+    "get-slice-nested-list-index": Draw(
+        writer="tj.save_file",
+        entries=(Entry(name="b", dtype="bfloat16", shape=(2, 3)),),
+        reader="safe_open",
+        backend="pread",
+        slices=(("b", "[[0, 1], [0, 0]]"), ("b", "[[[0]]]"), ("b", "[True]")),
+    ),
+    # a map_location torch refuses: tj's errors named no fix ('CPU' raised the device
+    # parser's "Expected one of cpu, cuda, ..."; a callable returning an int, an int)
+    "map-location-names-no-device": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="'CPU'",
+    ),
+    "map-location-int": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="0",
+    ),
+    "map-location-callable-returns-an-int": Draw(
+        writer="torch.save-legacy",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="lambda storage, location: 3",
+    ),
+    "map-location-dict-of-devices": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="{'cpu': torch.device('cpu')}",
+    ),
+    # an index whose shard is missing, with a map_location torch refuses: tj.load read
+    # the index (FileNotFoundError) before checking map_location, as its docs promise
+    "index-map-location-checked-first": Draw(
+        writer="sharded",
+        entries=(
+            Entry(name="w", dtype="int8", shape=()),
+            Entry(name="b", dtype="float32", shape=(3, 2)),
+        ),
+        reader="load",
+        device="b'cpu'",
+        shards=2,
+        corruption=("missing-shard", 0),
+    ),
 }
 
 
