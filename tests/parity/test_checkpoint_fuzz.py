@@ -32,6 +32,13 @@ import torch2jax_device as tj
 from tests.support import checkpoint_fuzz, fuzz_runs
 from tests.support.checkpoint_fuzz import Draw, Entry
 from tests.support.checkpoint_fuzz_oracle import DIFFERENCES, Finding, Tally, judge, shrink
+from tests.support.checkpoint_fuzz_state import (
+    STATE_DIFFERENCES,
+    StateTally,
+    draw_state,
+    judge_state,
+    shrink_state,
+)
 from tests.support.deadlines import deadline
 from tests.support.gpu_proxy import jax_default_is_torch_cpu
 
@@ -41,6 +48,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 EXAMPLES, SEED = fuzz_runs.settings("CHECKPOINT_FUZZ", 300)
+#: State draws build two models and load twice each: fewer by default.
+STATE_EXAMPLES, _ = fuzz_runs.settings("CHECKPOINT_FUZZ_STATE", 20)
 SHOWN = 8
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +85,25 @@ def test_tj_reads_checkpoints_as_torch_and_safetensors_do() -> None:
     assert tally.examples == EXAMPLES
     if found:
         pytest.fail(report(found, tally, SEED), pytrace=False)
+
+
+def test_tj_load_state_loads_as_torchs_load_state_dict() -> None:
+    """Twins' state dicts, changed (keys dropped or added, shapes and dtypes changed,
+    nested in a training checkpoint), written by torch.save, safetensors or passed as a
+    mapping, loaded with strict= or without: torch's ``load_state_dict`` is the oracle."""
+    tally = StateTally()
+    found = fuzz_runs.run(STATE_EXAMPLES, SEED, draw_state, judge_state, tally)
+    if found:
+        lines = [
+            f"{sum(map(len, found.values()))} differences from torch's load_state_dict "
+            f"({tally.examples} examples, seed {SEED}):"
+        ]
+        for kind, findings in sorted(found.items(), key=lambda item: -len(item[1])):
+            lines.append(
+                f"- {' / '.join(kind)} ({len(findings)}x): "
+                f"{shrink_state(findings[0]).reproduction()}"
+            )
+        pytest.fail("\n".join(lines), pytrace=False)
 
 
 # A draw the fuzzer made, fixed: what each example checks, kept small and readable.
@@ -119,7 +147,8 @@ def test_a_difference_fails_with_a_one_line_reproduction(monkeypatch: pytest.Mon
 def test_each_difference_by_design_is_on_the_checkpoints_page() -> None:
     pages = ("docs/known-differences-checkpoints.md", "docs/how-to/big-models.md")
     page = "\n".join((ROOT / name).read_text() for name in pages)
-    missing = [row.id for row in DIFFERENCES if row.docs and row.docs not in page]
+    rows = (*DIFFERENCES, *STATE_DIFFERENCES)
+    missing = [row.id for row in rows if row.docs and row.docs not in page]
     assert not missing, f"rows whose docs phrase is not on the checkpoints page: {missing}"
 
 

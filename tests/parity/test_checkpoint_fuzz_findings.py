@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.checkpoint_fuzz import Draw, Entry
 from tests.support.checkpoint_fuzz_oracle import judge
+from tests.support.checkpoint_fuzz_state import Layer, StateDraw, judge_state
 
 FOUND = {
     # tj.save_file of a one-element or empty torch tensor with a stride other than 1:
@@ -185,3 +186,36 @@ FOUND = {
 @pytest.mark.parametrize("name", FOUND)
 def test_a_draw_the_fuzzer_found_agrees(name: str) -> None:
     assert judge(FOUND[name]) == []
+
+
+# (round 2) tj.load_state against torch's load_state_dict
+FOUND_STATES = {
+    # a size mismatch, and missing or unexpected keys: tj's StateDictError named the key
+    # but no fix
+    "state-size-mismatch-names-a-fix": StateDraw(
+        layers=(Layer(kind="layernorm", sizes=(2, 3)),), seed=0, changes=(("shape", "l0.bias"),)
+    ),
+    "state-missing-key-names-a-fix": StateDraw(
+        layers=(Layer(kind="linear", sizes=(3, 4)), Layer(kind="linear-no-bias", sizes=(4, 4))),
+        seed=0,
+        writer="torch.save-legacy",
+        changes=(("drop", "l0.weight"),),
+    ),
+    # a state holding none of the model's names listed the model's own (JAX) names as
+    # missing ('l0.kernel'), where torch lists the twin's ('l0.weight')
+    "state-with-no-key-names-the-twins-keys": StateDraw(
+        layers=(Layer(kind="linear-no-bias", sizes=(1, 2)),),
+        seed=0,
+        writer="safetensors",
+        changes=(("drop", "l0.weight"),),
+    ),
+    # a whole training checkpoint: the message named the entry to pass, with no "Fix:"
+    "state-whole-checkpoint-names-a-fix": StateDraw(
+        layers=(Layer(kind="embed", sizes=(2, 4)),), seed=0, container="nested"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FOUND_STATES)
+def test_a_state_draw_the_fuzzer_found_agrees(name: str) -> None:
+    assert judge_state(FOUND_STATES[name]) == []
