@@ -334,9 +334,51 @@ def test_a_parameter_or_path_the_model_lacks_is_named() -> None:
     with pytest.raises(tj.ConfigError, match="none of the model's parameters"):
         nnx.Optimizer(_model(), tx, wrt=nnx.Param)
     model = _model()
-    optimizer = nnx.Optimizer(model, optim.SGD([{"params": ["fc.weight"]}], lr=0.1), wrt=nnx.Param)
-    with pytest.raises(tj.ConfigError, match=r"'fc.weight', which is no parameter"):
+    optimizer = nnx.Optimizer(model, optim.SGD([{"params": ["fc.kernal"]}], lr=0.1), wrt=nnx.Param)
+    with pytest.raises(tj.ConfigError, match=r"'fc.kernal', which is no parameter.*Fix: "):
         optim.state_dict(optimizer, model)
+
+
+def _named_groups(twin: TorchBlock, names: list[list[str]]) -> list[dict[str, Any]]:
+    parameters = dict(twin.named_parameters())
+    return [{"params": [parameters[name] for name in group]} for group in names]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["torch", "nnx", "nnx-brackets"],
+)
+def test_a_group_lists_torchs_dotted_names_or_nnx_paths(spelling: str) -> None:
+    """Groups listing the twin's names (``fc.weight``), NNX paths (``fc.kernel``) or NNX
+    attribute spellings select what torch's groups of those parameters hold: the state
+    dicts' groups are torch's, parameter for parameter."""
+    names = [["fc.weight", "head.weight", "wte.weight"], ["ln.weight", "fc.bias"]]
+    nnx_names = {"fc.weight": "fc.kernel", "head.weight": "head.kernel",
+                 "wte.weight": "wte.embedding", "ln.weight": "ln.scale"}  # fmt: skip
+    listed = [
+        [name if spelling == "torch" else nnx_names.get(name, name) for name in group]
+        for group in names
+    ]
+    twin = TorchBlock()
+    theirs = torch.optim.SGD(_named_groups(twin, names), lr=0.1)
+    model = _model()
+    tx = optim.SGD([{"params": group} for group in listed], lr=0.1)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    assert optim.state_dict(optimizer, model)["param_groups"] == theirs.state_dict()["param_groups"]
+
+
+def test_a_sequentials_paths_take_torchs_numbered_names() -> None:
+    """An ``nnx.Sequential``'s ``layers.0.kernel`` is its twin's ``0.weight``: either
+    spelling, or ``layers[0].kernel``, lists it."""
+    twin = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2))
+    theirs = torch.optim.SGD([{"params": [twin[1].weight, twin[0].bias]}], lr=0.1)
+    for spelled in (["1.weight", "0.bias"], ["layers.1.kernel", "layers[0].bias"]):
+        model = nnx.Sequential(
+            nnx.Linear(2, 3, rngs=nnx.Rngs(0)), nnx.Linear(3, 2, rngs=nnx.Rngs(1))
+        )
+        optimizer = nnx.Optimizer(model, optim.SGD([{"params": spelled}], lr=0.1), wrt=nnx.Param)
+        ours = optim.state_dict(optimizer, model)["param_groups"]
+        assert ours == theirs.state_dict()["param_groups"], spelled
 
 
 def test_a_group_of_another_size_is_refused_as_torch_does() -> None:
