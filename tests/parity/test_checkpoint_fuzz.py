@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import pytest
@@ -31,6 +32,13 @@ import pytest
 import torch2jax_device as tj
 from tests.support import checkpoint_fuzz, fuzz_runs
 from tests.support.checkpoint_fuzz import Draw, Entry
+from tests.support.checkpoint_fuzz_optimizer import (
+    OPTIMIZER_DIFFERENCES,
+    OptimizerTally,
+    draw_optimizer,
+    judge_optimizer,
+    shrink_optimizer,
+)
 from tests.support.checkpoint_fuzz_oracle import DIFFERENCES, Finding, Tally, judge, shrink
 from tests.support.checkpoint_fuzz_state import (
     STATE_DIFFERENCES,
@@ -49,7 +57,8 @@ pytestmark = pytest.mark.skipif(
 
 EXAMPLES, SEED = fuzz_runs.settings("CHECKPOINT_FUZZ", 300)
 #: State draws build two models and load twice each: fewer by default.
-STATE_EXAMPLES, _ = fuzz_runs.settings("CHECKPOINT_FUZZ_STATE", 20)
+STATE_EXAMPLES, _ = fuzz_runs.settings("CHECKPOINT_FUZZ_STATE", 12)
+OPTIMIZER_EXAMPLES, _ = fuzz_runs.settings("CHECKPOINT_FUZZ_OPTIMIZER", 10)
 SHOWN = 8
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,19 +100,29 @@ def test_tj_load_state_loads_as_torchs_load_state_dict() -> None:
     """Twins' state dicts, changed (keys dropped or added, shapes and dtypes changed,
     nested in a training checkpoint), written by torch.save, safetensors or passed as a
     mapping, loaded with strict= or without: torch's ``load_state_dict`` is the oracle."""
-    tally = StateTally()
-    found = fuzz_runs.run(STATE_EXAMPLES, SEED, draw_state, judge_state, tally)
+    found = fuzz_runs.run(STATE_EXAMPLES, SEED, draw_state, judge_state, StateTally())
     if found:
-        lines = [
-            f"{sum(map(len, found.values()))} differences from torch's load_state_dict "
-            f"({tally.examples} examples, seed {SEED}):"
-        ]
-        for kind, findings in sorted(found.items(), key=lambda item: -len(item[1])):
-            lines.append(
-                f"- {' / '.join(kind)} ({len(findings)}x): "
-                f"{shrink_state(findings[0]).reproduction()}"
-            )
-        pytest.fail("\n".join(lines), pytrace=False)
+        pytest.fail(_listed(found, shrink_state, "load_state_dict"), pytrace=False)
+
+
+def test_tj_optim_load_state_dict_loads_as_torchs_optimizer_does() -> None:
+    """Torch optimizers' state dicts (SGD with momentum, Adam, amsgrad, AdamW, RMSprop;
+    two groups listed by the twin's names), changed (a parameter's state dropped, a
+    buffer of another shape or dtype, a group dropped, a rate changed), through
+    torch.save / tj.load or passed as they are: torch's ``load_state_dict`` and then
+    ``state_dict()`` are the oracle."""
+    tally = OptimizerTally()
+    found = fuzz_runs.run(OPTIMIZER_EXAMPLES, SEED, draw_optimizer, judge_optimizer, tally)
+    if found:
+        pytest.fail(_listed(found, shrink_optimizer, "optimizer.load_state_dict"), pytrace=False)
+
+
+def _listed(found: dict[tuple[str, ...], list[Any]], shrink_: Any, oracle: str) -> str:
+    lines = [f"{sum(map(len, found.values()))} differences from torch's {oracle} (seed {SEED}):"]
+    for kind, findings in sorted(found.items(), key=lambda item: -len(item[1])):
+        shown = shrink_(findings[0]).reproduction()
+        lines.append(f"- {' / '.join(kind)} ({len(findings)}x): {shown}")
+    return "\n".join(lines)
 
 
 # A draw the fuzzer made, fixed: what each example checks, kept small and readable.
@@ -147,7 +166,7 @@ def test_a_difference_fails_with_a_one_line_reproduction(monkeypatch: pytest.Mon
 def test_each_difference_by_design_is_on_the_checkpoints_page() -> None:
     pages = ("docs/known-differences-checkpoints.md", "docs/how-to/big-models.md")
     page = "\n".join((ROOT / name).read_text() for name in pages)
-    rows = (*DIFFERENCES, *STATE_DIFFERENCES)
+    rows = (*DIFFERENCES, *STATE_DIFFERENCES, *OPTIMIZER_DIFFERENCES)
     missing = [row.id for row in rows if row.docs and row.docs not in page]
     assert not missing, f"rows whose docs phrase is not on the checkpoints page: {missing}"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.checkpoint_fuzz import Draw, Entry
+from tests.support.checkpoint_fuzz_optimizer import OptimizerDraw, judge_optimizer
 from tests.support.checkpoint_fuzz_oracle import judge
 from tests.support.checkpoint_fuzz_state import Layer, StateDraw, judge_state
 
@@ -219,3 +220,17 @@ FOUND_STATES = {
 @pytest.mark.parametrize("name", FOUND_STATES)
 def test_a_state_draw_the_fuzzer_found_agrees(name: str) -> None:
     assert judge_state(FOUND_STATES[name]) == []
+
+
+# (round 2) tj.optim.load_state_dict against torch's optimizer.load_state_dict: another
+# number of groups raised torch's ValueError wording with advice but no "Fix:"
+FOUND_OPTIMIZERS = {
+    "optimizer-groups-dropped-names-a-fix": OptimizerDraw(
+        layers=(Layer(kind="linear", sizes=(1, 2)),), kind="SGD", changes=(("drop-group", 1),)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FOUND_OPTIMIZERS)
+def test_an_optimizer_draw_the_fuzzer_found_agrees(name: str) -> None:
+    assert judge_optimizer(FOUND_OPTIMIZERS[name]) == []

@@ -182,8 +182,13 @@ def _layer(rng: random.Random) -> Layer:
     return Layer(kind, sizes)
 
 
+def draw_layers(rng: random.Random) -> tuple[Layer, ...]:
+    """One to three layers of drawn kinds and sizes."""
+    return tuple(_layer(rng) for _ in range(rng.randint(1, 3)))
+
+
 def draw_state(rng: random.Random) -> StateDraw:
-    layers = tuple(_layer(rng) for _ in range(rng.randint(1, 3)))
+    layers = draw_layers(rng)
     draw_ = StateDraw(layers=layers, seed=rng.randrange(2**16))
     keys = list(twin(layers).state_dict())
     changes: list[tuple[str, str]] = []

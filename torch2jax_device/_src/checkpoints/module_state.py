@@ -247,6 +247,10 @@ def in_torch_layout(entry: Entry, value: Any) -> Any:
     return tensor.clone(memory_format=torch.contiguous_format)
 
 
+#: What torch's load_state_dict does with a value of another shape.
+_TORCH_REFUSES = "torch raises RuntimeError: size mismatch"
+
+
 def parameter_entries(model: Any) -> list[Entry]:
     """An NNX module's ``nnx.Param`` arrays in its twin's ``parameters()`` order.
 
@@ -260,13 +264,17 @@ def parameter_entries(model: Any) -> list[Entry]:
     return [entry for entry in _entries(model) if isinstance(entry.variable, nnx.Param)]
 
 
-def from_torch_layout(what: str, name: str, value: Any, entry: Entry) -> Any:
+def from_torch_layout(
+    what: str, name: str, value: Any, entry: Entry, *, torch_does: str = _TORCH_REFUSES
+) -> Any:
     """``value`` in the twin's layout (torch, NumPy or JAX) as ``entry``'s array.
+
+    ``torch_does``: what torch does with a value of another shape, for the message.
 
     Raises:
         StateDictError: the shape is not the one the twin's layout gives ``entry``.
     """
-    return _loaded(what, name, value, entry, "torch")
+    return _loaded(what, name, value, entry, "torch", torch_does)
 
 
 def load_state(
@@ -504,7 +512,9 @@ def _named(name: str) -> Callable[[int], str]:
     return path
 
 
-def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> Any:
+def _loaded(
+    what: str, name: str, value: Any, entry: Entry, layout: Layout, torch_does: str = ""
+) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
         # Cast by torch first (torch's values, and no 64-bit narrowing on the way).
@@ -517,8 +527,8 @@ def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> A
     if layout == "torch" and value.shape != entry.torch_shape():
         raise StateDictError(
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the "
-            f"model's torch twin {entry.torch_shape()} (torch raises RuntimeError: size "
-            f"mismatch). {SIZE_FIX}"
+            f"model's torch twin {entry.torch_shape()} ({torch_does or _TORCH_REFUSES}). "
+            f"{SIZE_FIX}"
         )
     if layout == "torch" and entry.reshape is not None:
         value = value.reshape(entry.value.shape)
