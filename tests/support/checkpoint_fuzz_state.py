@@ -5,7 +5,8 @@ attribute names, torch's layers), the twin's ``state_dict()`` as a source model 
 it, changed as checkpoints go wrong (a key dropped or added, a shape or a dtype
 changed, the state nested in a training checkpoint), written one way
 (``torch.save`` in either format, ``safetensors.torch.save_file``, or passed as a
-mapping of torch tensors or NumPy arrays) and loaded with ``strict=`` or without.
+mapping of torch tensors or NumPy arrays) and loaded with ``strict=`` or without (and,
+tj's own, ``copy=False`` or ``device="cpu"`` / ``"auto"``, which change no value).
 ``judge_state`` loads it both ways: the oracle is ``twin.load_state_dict(torch.load(p),
 strict=...)`` (``safetensors.torch.load_file`` for a safetensors file), tj's is
 ``tj.load_state(model, p, strict=...)``; it compares the loaded values bit for bit in the
@@ -77,6 +78,10 @@ class StateDraw:
     changes: tuple[tuple[str, str], ...] = ()
     #: ``strict=`` given to both (``None``: not passed, torch's default).
     strict: bool | None = None
+    #: ``tj.load_state``'s own keywords (no torch twin: the values must be torch's all
+    #: the same): ``copy=False`` shares what it can; ``device=`` places elsewhere.
+    copy: bool = True
+    device: str | None = None
 
     def expression(self) -> str:
         fields = [
@@ -205,6 +210,8 @@ def draw_state(rng: random.Random) -> StateDraw:
         container=rng.choice(CONTAINERS) if writer.startswith("torch.save") else "state_dict",
         changes=tuple(changes),
         strict=rng.choice([None, None, True, False]),
+        copy=rng.random() < 0.8,
+        device=rng.choice([None, None, None, "cpu", "auto"]),
     )
 
 
@@ -216,7 +223,10 @@ def smaller_state(draw_: StateDraw) -> list[StateDraw]:
     ]
     if len(draw_.layers) > 1:
         candidates.append(replace(draw_, layers=draw_.layers[-1:], changes=()))
-    for name, default in (("container", "state_dict"), ("strict", None), ("seed", 0)):
+    for name, default in (
+        ("container", "state_dict"), ("strict", None), ("seed", 0), ("copy", True),
+        ("device", None),
+    ):  # fmt: skip
         if getattr(draw_, name) != default:
             candidates.append(replace(draw_, **{name: default}))
     return candidates
@@ -300,7 +310,8 @@ def _judge(draw_: StateDraw, tally: StateTally | None) -> None:
         before = _model_values(model)
         ours_error: BaseException | None = None
         try:
-            returned = tj.load_state(model, ours_given, **strict)
+            placed = {} if draw_.device is None else {"device": draw_.device}
+            returned = tj.load_state(model, ours_given, copy=draw_.copy, **placed, **strict)
         except Exception as error:
             ours_error = error
     if ours_error is not None:

@@ -299,6 +299,16 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         Raises:
             ArgumentTypeError: ``name`` is not a string (safetensors raises ``TypeError``).
             CheckpointError: the file has no tensor ``name``.
+
+        Examples:
+            >>> import os, tempfile
+            >>> import numpy as np
+            >>> import torch2jax_device as tj
+            >>> path = os.path.join(tempfile.mkdtemp(), "rows.safetensors")
+            >>> tj.save_file({"rows": np.arange(6, dtype=np.int32).reshape(3, 2)}, path)
+            >>> with tj.safe_open(path, framework="pt") as f:
+            ...     f.get_slice("rows")[1:].tolist(), f.get_slice("rows")[[2, 0]].tolist()
+            ([[2, 3], [4, 5]], [[4, 5], [0, 1]])
         """
         info = self._reader.info(name)
         return TensorSlice(self._reader, info, self._placement, torch_indexing=self._torch_indexing)
