@@ -6,7 +6,12 @@ one storage), a writer (``torch.save`` in either format, ``safetensors.torch.sav
 ``tj.safe_open``, ``tj.load``) and at times damage to the written bytes
 (``tests/support/checkpoint_fuzz.py``), then reads the files both ways and compares
 (``tests/support/checkpoint_fuzz_oracle.py``). A difference that no row of the oracle's
-``DIFFERENCES`` covers fails the test with one shrunk reproduction per kind.
+``DIFFERENCES`` covers fails the test with one shrunk reproduction per kind. Two more
+tests load twins' state dicts into models (``checkpoint_fuzz_state``: ``tj.load_state``
+against ``load_state_dict``) and torch optimizers' state dicts into ports
+(``checkpoint_fuzz_optimizer``: ``tj.optim.load_state_dict`` against torch's), each
+changed as checkpoints go wrong; ``..._STATE_EXAMPLES`` and ``..._OPTIMIZER_EXAMPLES``
+run them longer.
 
 The default run is the examples ``fuzz_runs.settings`` gives, from its seed, the same every
 time. ``TORCH2JAX_DEVICE_CHECKPOINT_FUZZ_EXAMPLES=N`` and
