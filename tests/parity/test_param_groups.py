@@ -323,9 +323,24 @@ def test_a_group_torch_or_the_port_cannot_take_is_named(
         optim.SGD(*arguments, lr=0.1)
 
 
-def test_amsgrad_and_fused_apply_to_every_group() -> None:
-    with pytest.raises(tj.UnsupportedOperationError, match=r"amsgrad applies to every group"):
-        optim.Adam([{"params": ["fc.bias"], "amsgrad": True}], lr=0.1)
+@pytest.mark.parametrize("key", ["amsgrad", "fused"])
+def test_amsgrad_and_fused_apply_to_every_group(key: str) -> None:
+    """Torch honours a group's amsgrad and fused (an amsgrad group keeps max_exp_avg_sq,
+    the other not); the port refuses a group's own value with the fix."""
+    twin = TorchBlock()
+    theirs = torch.optim.Adam([{"params": [twin.fc.bias], key: True}, {"params": [twin.ln.bias]}])
+    for parameter in (twin.fc.bias, twin.ln.bias):
+        parameter.grad = torch.ones_like(parameter)
+    theirs.step()  # the oracle: taken, per group
+    kept = {index: sorted(state) for index, state in theirs.state_dict()["state"].items()}
+    if key == "amsgrad":
+        assert kept == {0: ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"],
+                        1: ["exp_avg", "exp_avg_sq", "step"]}  # fmt: skip
+    with pytest.raises(
+        tj.UnsupportedOperationError,
+        match=rf"torch honours {key} per group.*Fix: .*optax.multi_transform",
+    ):
+        optim.Adam([{"params": ["fc.bias"], key: True}, {"params": ["ln.bias"]}], lr=0.1)
 
 
 def test_a_parameter_or_path_the_model_lacks_is_named() -> None:
@@ -512,3 +527,20 @@ def test_listed_parameters_are_matched_when_the_optimizer_is_made() -> None:
     tj.load_state(model, tj.state_dict(_model()))  # new arrays in the model
     with pytest.raises(tj.ConfigError, match="replaced since the list was made"):
         nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+@pytest.mark.parametrize("selects", ["an empty list", "a predicate choosing none"])
+def test_a_group_that_selects_nothing_is_taken_as_torch_takes_an_empty_group(
+    selects: str,
+) -> None:
+    """Torch takes ``{"params": []}`` (only an empty list of groups raises): the port
+    takes a group selecting nothing, and both state dicts agree and load each other."""
+    twin = TorchBlock()
+    theirs = torch.optim.Adam([{"params": [twin.fc.bias]}, {"params": [], "lr": 0.5}], lr=0.1)
+    empty: Any = [] if selects == "an empty list" else (lambda path, p: False)
+    groups = [{"params": ["fc.bias"]}, {"params": empty, "lr": 0.5}]
+    model = _model()
+    optimizer = nnx.Optimizer(model, optim.Adam(groups, lr=0.1), wrt=nnx.Param)
+    assert optim.state_dict(optimizer, model) == theirs.state_dict()
+    optim.load_state_dict(optimizer, model, theirs.state_dict())
+    theirs.load_state_dict(optim.state_dict(optimizer, model))
