@@ -187,7 +187,9 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         narrower = dtypes.canonical(source)
         if not dtypes.is_inexact(source) and tensor.numel():
             dtypes.refuse_wrapping(_extremes(torch, tensor, source), narrower)
-        tensor = tensor.to(getattr(torch, narrower.name))
+        wide, tensor = tensor, tensor.to(getattr(torch, narrower.name))
+        if dtypes.is_inexact(source):
+            dtypes.refuse_overflow(wide, tensor)
     if source.name.startswith("float8"):  # DLPack has no float8: carry the bits
         if tensor.device.type == "cpu":
             return _from_numpy(tensor.view(torch.uint8).numpy().view(source), strict)
