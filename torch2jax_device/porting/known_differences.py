@@ -299,7 +299,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         why="without x64 JAX holds float32, and an inf that was a finite value poisons every "
         "sum it enters; the error names the fix (jax_enable_x64, values in range, or the "
         "narrow dtype asked for by name, which casts as torch does)",
-        docs="known-differences-placement.md#numpy-float64-narrows-quietly",
+        docs="known-differences-placement.md#float64-values-past-float32s-largest-are-refused",
         differs=frozenset({"error"}),
     ),
     Difference(
