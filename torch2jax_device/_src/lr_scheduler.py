@@ -23,7 +23,13 @@ from typing import Any, NoReturn
 
 import jax.numpy as jnp
 
-from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
+from .errors import (
+    ArgumentTypeError,
+    ConfigError,
+    NoSuchAttributeError,
+    StateDictError,
+    UnsupportedOperationError,
+)
 from .optimizer_state import (
     exact,
     group_count,
@@ -92,7 +98,11 @@ class LRScheduler:
 
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
-        raise NotImplementedError
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} defines no learning rate rule: LRScheduler is the base "
+            "class (torch's raises NotImplementedError here too). Fix: use a scheduler "
+            "(StepLR, LambdaLR, ...) or subclass it and define lr_at(epoch, base_lr)"
+        )
 
     def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         """The rate for epoch ``self.last_epoch`` from the current ``lr`` of parameter
