@@ -21,6 +21,9 @@ from tests.unit.test_placement_known_differences import every_anchor
 
 PAIRS = api_mirror.pairs()
 COMPARED = [pair for pair in PAIRS if pair.tj_name not in api_mirror.UNCOMPARED]
+#: The methods of the paired classes: compared by signature (their calls need an instance
+#: of each framework: tests/parity/test_api_mirror_findings.py calls those found).
+MEMBERS = api_mirror.member_pairs()
 
 
 def _ids(pair: api_mirror.Pair) -> str:
@@ -88,7 +91,7 @@ def test_tables_name_pairs_and_documented_headings() -> None:
     assert set(headings) - every_anchor() == set(), "no such heading on the known-differences pages"
 
 
-@pytest.mark.parametrize("pair", COMPARED, ids=_ids)
+@pytest.mark.parametrize("pair", COMPARED + MEMBERS, ids=_ids)
 def test_signature_takes_torchs_spellings(
     pair: api_mirror.Pair, request: pytest.FixtureRequest
 ) -> None:
@@ -110,7 +113,7 @@ def test_calls_in_torchs_spellings_behave_as_torchs(
     assert found == [], "\n".join(found)
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=_ids)
+@pytest.mark.parametrize("pair", PAIRS + MEMBERS, ids=_ids)
 def test_no_torch_parameter_is_taken_and_ignored(pair: api_mirror.Pair) -> None:
     unread = [
         name

@@ -179,3 +179,56 @@ def test_parameter_unflattens_any_leaf() -> None:
     """JAX rebuilds pytrees with placeholder leaves; None must not become an empty array."""
     structure = jax.tree.structure(tj.Parameter(jnp.ones(2)))
     assert jax.tree.unflatten(structure, [None]).data is None
+
+
+_SCHEDULERS = {
+    "StepLR": {"step_size": 2},
+    "MultiStepLR": {"milestones": [1, 3]},
+    "ConstantLR": {"factor": 0.5, "total_iters": 2},
+    "LinearLR": {"start_factor": 0.5, "total_iters": 3},
+    "ExponentialLR": {"gamma": 0.5},
+    "CosineAnnealingLR": {"T_max": 4, "eta_min": 0.01},
+    "PolynomialLR": {"total_iters": 4, "power": 2.0},
+    "LambdaLR": {"lr_lambda": lambda epoch: 0.5**epoch},
+    "OneCycleLR": {"max_lr": 1.0, "total_steps": 10},
+}
+
+
+@pytest.mark.parametrize("name", list(_SCHEDULERS))
+def test_scheduler_step_takes_torchs_deprecated_epoch(name: str) -> None:
+    """``scheduler.step(epoch)``: the epoch set, the closed form where torch has one, and
+    torch's deprecation warning."""
+    epochs = [1, 3, 2, 6, 7]
+    torch_optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9)
+    torchs = getattr(torch.optim.lr_scheduler, name)(torch_optimizer, **_SCHEDULERS[name])
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)
+    tjs = getattr(optim.lr_scheduler, name)(optimizer, **_SCHEDULERS[name])
+    torch_rates, tj_rates = [], []
+    for epoch in epochs:
+        torch_optimizer.step()
+        with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step"):
+            torchs.step(epoch)
+        with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step"):
+            tjs.step(epoch)
+        torch_rates += torchs.get_last_lr()
+        tj_rates += tjs.get_last_lr()
+    assert tjs.last_epoch == torchs.last_epoch == epochs[-1]
+    assert tj_rates == pytest.approx(torch_rates, rel=1e-6)
+
+
+def test_plateau_step_takes_torchs_deprecated_epoch() -> None:
+    torch_optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    torchs = torch.optim.lr_scheduler.ReduceLROnPlateau(torch_optimizer, patience=0)
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1), wrt=nnx.Param)
+    tjs = optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=0)
+    for scheduler in (torchs, tjs):
+        scheduler.step(1.0)
+        with pytest.warns(UserWarning, match="epoch parameter"):
+            scheduler.step(2.0, epoch=5)
+        scheduler.step(3.0)
+    assert tjs.last_epoch == torchs.last_epoch == 6
+    assert tjs.get_last_lr() == pytest.approx(torchs.get_last_lr())
+    with pytest.raises(tj.ArgumentTypeError, match="epoch must be an int"):
+        tjs.step(1.0, epoch=2.5)

@@ -209,6 +209,35 @@ def pairs() -> list[Pair]:
     return found
 
 
+def member_pairs() -> list[Pair]:
+    """The methods of each paired class (defined on tj's class itself, public) with torch's
+    method of the same name: ``optim.lr_scheduler.StepLR.step``, ``safe_open.get_tensor``.
+
+    A property of tj's whose value is called where torch's is a method (``Parameter.size``)
+    pairs through the value's class's ``__call__`` (:data:`CALLED_PROPERTIES`).
+    """
+    found = []
+    for pair in pairs():
+        if not (isinstance(pair.tj_object, type) and isinstance(pair.torch_object, type)):
+            continue
+        for name, member in vars(pair.tj_object).items():
+            theirs = getattr(pair.torch_object, name, None)
+            if name.startswith("_") or theirs is None or not callable(theirs):
+                continue
+            dotted = f"{pair.tj_name}.{name}"
+            if isinstance(member, property):
+                member = CALLED_PROPERTIES.get(dotted)
+            elif isinstance(member, (classmethod, staticmethod)):
+                member = member.__func__
+            if callable(member) and not isinstance(theirs, type):
+                found.append(Pair(dotted, f"{pair.torch_name}.{name}", member, theirs))
+    return found
+
+
+#: tj properties that torch code calls (torch's are methods): the callable their value is.
+CALLED_PROPERTIES: dict[str, Any] = {}
+
+
 def unplaced() -> list[str]:
     """Public callables neither paired nor in :data:`NO_TWIN`: a new one to place."""
     paired = {pair.tj_name for pair in pairs()}
@@ -232,7 +261,7 @@ def unlisted_namespaces() -> list[str]:
 # ---- torch's signatures ----------------------------------------------------------------
 
 _OVERLOAD = re.compile(r"^ \* \((.*)\)$", re.MULTILINE)
-_DOCUMENTED = re.compile(r"^\s*\w+\(([^()*]*)\) ->")
+_DOCUMENTED = re.compile(r"^\s*\w+\(([^()]*)\) ->")
 _MISSING = re.compile(r'missing \d+ required positional arguments?: "([^"]+)"')
 
 
@@ -268,6 +297,12 @@ def _parse_overload(text: str) -> inspect.Signature:
     parameters, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD
     for item in filter(None, (part.strip() for part in text.split(","))):
         if item == "*":
+            kind = inspect.Parameter.KEYWORD_ONLY
+            continue
+        if item.startswith("*"):  # view(*shape): takes any number positionally
+            stars = len(item) - len(item.lstrip("*"))
+            variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)[stars - 1]
+            parameters.append(inspect.Parameter(item.lstrip("*"), variadic))
             kind = inspect.Parameter.KEYWORD_ONLY
             continue
         declaration, _, default_text = item.partition("=")
@@ -738,3 +773,12 @@ def findings(pair: Pair, case: Case) -> Iterator[Finding]:
         found = run_call(pair, case, call)
         if found is not None:
             yield found
+
+
+def _called_properties() -> dict[str, Any]:
+    from torch2jax_device._src.location import ParameterSize
+
+    return {"Parameter.size": ParameterSize.__call__}
+
+
+CALLED_PROPERTIES.update(_called_properties())

@@ -39,6 +39,7 @@ from .optimizer_state import (
     set_exact,
 )
 from .plateau import ReduceLROnPlateau as ReduceLROnPlateau
+from .scheduler_epochs import deprecated_epoch
 
 __all__ = [
     "ConstantLR",
@@ -110,12 +111,23 @@ class LRScheduler:
         the current rate)."""
         return float(self.lr_at(self.last_epoch, base_lr))
 
-    def step(self) -> None:
-        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
+    def step(self, epoch: int | None = None) -> None:
+        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer.
+
+        ``step(epoch)``, deprecated in torch, is torch's too: it warns as torch does, moves
+        to ``epoch`` and takes the rate there by the closed form.
+        """
         self._step_count += 1
-        self.last_epoch += 1
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            deprecated_epoch(epoch)
+            self.last_epoch = epoch
+        closed_form = epoch is not None and type(self).lr_at is not LRScheduler.lr_at
         self._last_lr = [
-            float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
+            float(self.lr_at(epoch, base))
+            if closed_form
+            else float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
             for group, base in enumerate(self.base_lrs)
         ]
         for group, lr in enumerate(self._last_lr):
