@@ -133,3 +133,37 @@ def test_reduce_op_has_torchs_members() -> None:
     assert names == {name for name in vars(dist.ReduceOp) if name.isupper()}
     for name in names:
         assert _op_name(getattr(torch.distributed.ReduceOp, name)) == getattr(dist.ReduceOp, name)
+
+
+def _twin(x: int, scale: int = 1) -> int:
+    """torch's stand-in: its answer depends on scale."""
+    return x * scale
+
+
+def _oracle_findings(tj_function: object) -> list[str]:
+    pair = api_mirror.Pair("twin", "twin", tj_function, _twin)
+    case = api_mirror.Case(
+        required={"x": api_mirror.same("3", 3)}, values={"scale": [api_mirror.same("2", 2)]}
+    )
+    return [finding.what for finding in api_mirror.findings(pair, case)]
+
+
+def test_the_oracle_finds_a_keyword_taken_and_ignored() -> None:
+    def ignores(x: int, scale: int = 1) -> int:
+        del scale
+        return x
+
+    assert set(_oracle_findings(ignores)) == {"torch returned 6, tj 3"}  # by keyword and position
+    assert _oracle_findings(_twin) == []
+
+
+def test_the_oracle_finds_pythons_type_error_and_an_unread_parameter() -> None:
+    def no_scale(x: int) -> int:
+        return x
+
+    def unread(x: int, scale: int = 1) -> int:
+        return x
+
+    assert any("unexpected keyword argument 'scale'" in what for what in _oracle_findings(no_scale))
+    assert api_mirror.unread_parameters(unread) == ["scale"]
+    assert api_mirror.unread_parameters(_twin) == []

@@ -769,6 +769,9 @@ def _close(mine: Any, theirs: Any) -> bool:
 
 
 def findings(pair: Pair, case: Case) -> Iterator[Finding]:
+    """Each generated call's finding. A keyword taken and ignored shows as a different
+    answer where torch's changes with it (side by side), or as a parameter never read
+    (:func:`unread_parameters`)."""
     for call in calls(pair, case):
         found = run_call(pair, case, call)
         if found is not None:
