@@ -85,8 +85,9 @@ def test_init_process_group_takes_torchs_positional_order() -> None:
 
 
 def test_init_device_mesh_takes_backend_override_none() -> None:
-    mesh = dist.init_device_mesh("cpu", (1,), mesh_dim_names=("data",), backend_override=None)
-    assert dict(mesh.shape) == {"data": 1}
+    count = len(jax.devices("cpu"))
+    mesh = dist.init_device_mesh("cpu", (count,), mesh_dim_names=("data",), backend_override=None)
+    assert dict(mesh.shape) == {"data": count}
 
 
 def test_barrier_timeout_bounds_its_wait(monkeypatch: pytest.MonkeyPatch) -> None:

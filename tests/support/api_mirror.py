@@ -39,6 +39,7 @@ import torch
 
 import torch2jax_device as tj
 from tests.parity import harness
+from tests.support import gpu_proxy
 
 #: tj's namespaces that mirror torch's: tj's dotted path (from the package) -> torch's.
 NAMESPACES: dict[str, str] = {
@@ -484,9 +485,12 @@ def invoke_plainly(side: str, function: Any, args: list[Any], kwargs: dict[str, 
 
 
 def normalize(value: Any) -> Any:
-    """harness.normalize, through dicts and context managers too."""
+    """harness.normalize, through dicts too; torch's CPU named as tj names the host's CPU
+    here (``cpu:0`` among simulated CPU devices: the proxy mode)."""
     if isinstance(value, dict):
         return {key: normalize(item) for key, item in value.items()}
+    if isinstance(value, torch.device):
+        value = gpu_proxy.torch_named_here(value)
     return harness.normalize(value)
 
 
@@ -500,7 +504,7 @@ class Case:
     (a call would change the test process for good: ``reason`` says how).
     """
 
-    mode: str = "side-by-side"
+    mode: str | Callable[[], str] = "side-by-side"
     reason: str = ""
     required: dict[str, Value] = dataclasses.field(default_factory=dict)
     values: dict[str, list[Value]] = dataclasses.field(default_factory=dict)
@@ -509,6 +513,10 @@ class Case:
     #: For a method twin: the objects before torch's arguments (torch's ``self``; tj's
     #: model, or optimizer and model), as a list on each side.
     leading: Value | None = None
+
+    def mode_now(self) -> str:
+        """The mode, where it depends on the machine (asked when the call runs)."""
+        return self.mode() if callable(self.mode) else self.mode
 
     def arguments(self, side: str, call: Call) -> tuple[list[Any], dict[str, Any]]:
         args, kwargs = call.arguments(side)
@@ -677,7 +685,7 @@ class Finding:
 
 def run_call(pair: Pair, case: Case, call: Call) -> Finding | None:
     """Run one call both ways (as ``case.mode`` says) and judge it."""
-    if case.mode == "bind-only":
+    if case.mode_now() == "bind-only":
         args, kwargs = case.arguments("tj", call)
         try:
             inspect.signature(pair.tj_object).bind(*args, **kwargs)
@@ -688,7 +696,7 @@ def run_call(pair: Pair, case: Case, call: Call) -> Finding | None:
         lambda: case.read(case.invoke("tj", pair.tj_object, *case.arguments("tj", call)))
     )
     torch_outcome = None
-    if case.mode == "side-by-side":
+    if case.mode_now() == "side-by-side":
         torch_outcome = harness.run(
             lambda: case.read(
                 case.invoke("torch", pair.torch_object, *case.arguments("torch", call))

@@ -13,6 +13,7 @@ import torch
 
 import torch2jax_device as tj
 from tests.parity import harness
+from tests.support import gpu_proxy
 from tests.support.api_mirror import Case, Pair, Value, invoke_plainly, normalize, same
 
 # ---- the cases -----------------------------------------------------------------------------
@@ -178,6 +179,7 @@ def _device_count_shape(side: str, function: Any, args: list[Any], kwargs: dict[
 
 
 _FLOAT = [same("0.5", 0.5)]
+CPU_COUNT = Value("(len(jax.devices('cpu')),)", lambda: (len(__import__("jax").devices("cpu")),))
 _SEEDS = [same("42", 42), same("2**64 - 1", 2**64 - 1), same("'7'", "7")]
 
 #: How each pair is called; a pair missing here is a failure of ``test_api_mirror``.
@@ -186,7 +188,11 @@ CASES: dict[str, Case] = {
         required={"type": same("'cuda'", "cuda")},
         values={"index": [same("0", 0), same("1", 1)]},
     ),
-    "get_default_device": Case(),
+    "get_default_device": Case(
+        mode=lambda: "side-by-side" if gpu_proxy.jax_default_is_torch_cpu() else "tj-only",
+        reason="unset, tj's default is JAX's (a GPU; the proxy mode's second CPU device), "
+        "torch's the CPU: known-differences.md#unset-means-jaxs-default",
+    ),
     "set_default_device": Case(
         required={"device": same("'cpu'", "cpu")},
         invoke=_set_default,
@@ -282,7 +288,7 @@ CASES: dict[str, Case] = {
     "distributed.init_device_mesh": Case(
         mode="tj-only",
         reason="torch's needs a process group",
-        required={"device_type": same("'cpu'", "cpu"), "mesh_shape": same("(1,)", (1,))},
+        required={"device_type": same("'cpu'", "cpu"), "mesh_shape": CPU_COUNT},
         values={"mesh_dim_names": [same("('data',)", ("data",))]},
         invoke=_device_count_shape,
     ),
