@@ -167,3 +167,24 @@ def test_the_oracle_finds_pythons_type_error_and_an_unread_parameter() -> None:
     assert any("unexpected keyword argument 'scale'" in what for what in _oracle_findings(no_scale))
     assert api_mirror.unread_parameters(unread) == ["scale"]
     assert api_mirror.unread_parameters(_twin) == []
+
+
+@pytest.mark.parametrize("path", list(api_mirror.NAMESPACES), ids=lambda path: path or "tj")
+def test_every_torch_name_is_mapped_or_refused_with_the_librarys_error(path: str) -> None:
+    """The other direction: each public name of torch's namespace is tj's, or reading it
+    raises tj.NoSuchAttributeError (naming the torch name and the fix), never Python's."""
+    namespace = api_mirror.tj_namespace(path)
+    torchs = api_mirror.resolve(api_mirror.NAMESPACES[path])
+    names = [name for name in dir(torchs) if not name.startswith("_")]
+    raw = [name for name in names if _pythons_attribute_error(namespace, name)]
+    assert raw == [], f"tj.{path} raises Python's AttributeError for these torch names"
+
+
+def _pythons_attribute_error(namespace: object, name: str) -> bool:
+    try:
+        getattr(namespace, name)
+    except tj.NoSuchAttributeError:
+        return False
+    except AttributeError:
+        return True
+    return False
