@@ -552,6 +552,7 @@ def calls(pair: Pair, case: Case) -> list[Call]:
         found.append(Call(_label(only, keywords), only, keywords, only_names))
     for index, parameter in enumerate(parameters):
         if parameter.default is inspect.Parameter.empty:
+            found += _required_forms(case, required, parameter)
             continue
         options = [same(f"{parameter.default!r}", parameter.default)]
         if parameter.default is ...:
@@ -579,29 +580,68 @@ def calls(pair: Pair, case: Case) -> list[Call]:
     return list(unique.values())
 
 
+def _required_forms(case: Case, required: list[Any], parameter: Any) -> list[Call]:
+    """A required parameter at its other values (every device form for a device), the
+    other required ones as given, positionally and by keyword where torch allows."""
+    calls_ = []
+    for option in case.values.get(parameter.name, _generic_values(parameter)):
+        chosen = [option if p.name == parameter.name else case.required[p.name] for p in required]
+        if all(p.kind in _POSITIONAL for p in required):
+            args = tuple(chosen)
+            names = tuple(p.name for p in required)
+            calls_.append(Call(_label(args, ()), args, (), names))
+        keywords = tuple(
+            (p.name, value)
+            for p, value in zip(required, chosen, strict=True)
+            if p.kind is not inspect.Parameter.POSITIONAL_ONLY
+        )
+        if len(keywords) == len(required):
+            calls_.append(Call(_label((), keywords), (), keywords))
+    return calls_
+
+
 def _label(args: tuple[Any, ...], kwargs: tuple[tuple[str, Value], ...]) -> str:
     return "(" + ", ".join([v.label for v in args] + [f"{k}={v.label}" for k, v in kwargs]) + ")"
 
 
 #: Every form torch takes for a device argument.
-DEVICE_FORMS = [
-    same("None", None),
-    same("0", 0),
-    same("'cuda'", "cuda"),
-    same("'cuda:0'", "cuda:0"),
-    Value("torch.device('cuda', 0)", lambda: torch.device("cuda", 0)),
-    Value("tj.device('cuda', 0)", lambda: torch.device("cuda", 0), lambda: tj.device("cuda", 0)),
-    same("'cpu'", "cpu"),
-    Value("torch.device('cpu')", lambda: torch.device("cpu")),
+#: Every form torch takes for a device argument, each with the annotation word that
+#: admits it (a parameter annotated ``int | None`` gets the index forms only).
+DEVICE_FORMS: list[tuple[str, Value]] = [
+    ("None", same("None", None)),
+    ("int", same("0", 0)),
+    ("str", same("'cuda'", "cuda")),
+    ("str", same("'cuda:0'", "cuda:0")),
+    ("device", Value("torch.device('cuda', 0)", lambda: torch.device("cuda", 0))),
+    (
+        "device",
+        Value(
+            "tj.device('cuda', 0)", lambda: torch.device("cuda", 0), lambda: tj.device("cuda", 0)
+        ),
+    ),
+    ("str", same("'cpu'", "cpu")),
+    ("device", Value("torch.device('cpu')", lambda: torch.device("cpu"))),
 ]
 
 
 def _generic_values(parameter: inspect.Parameter) -> list[Value]:
     if "device" in parameter.name:
-        return DEVICE_FORMS
+        return device_forms(parameter)
     if isinstance(parameter.default, bool):
         return [same(repr(not parameter.default), not parameter.default)]
     return []
+
+
+def device_forms(parameter: inspect.Parameter) -> list[Value]:
+    """The device forms torch's annotation of ``parameter`` admits (all without one)."""
+    annotation = parameter.annotation
+    text = "" if annotation is inspect.Parameter.empty else str(annotation)
+    words = {word for word, _ in DEVICE_FORMS if word.lower() in text.lower()}
+    if "Optional" in text:
+        words.add("None")
+    if not words or "Any" in text:
+        return [form for _, form in DEVICE_FORMS]
+    return [form for word, form in DEVICE_FORMS if word in words]
 
 
 # ---- judging -----------------------------------------------------------------------------
@@ -611,7 +651,9 @@ def _generic_values(parameter: inspect.Parameter) -> list[Value]:
 _NO_ORACLE = re.compile(
     r"not compiled with CUDA|compiled without CUDA|_cuda_setDevice|no accelerator|"
     r"Cannot access accelerator|Found no NVIDIA driver|"
-    r"has no attribute '_cuda_|'allocated_bytes\.all\.current'"  # the CPU build's gaps
+    r"has no attribute '_cuda_|'allocated_bytes\.all\.current'|"  # the CPU build's gaps
+    # torch.cuda.device(None), documented as a no-op, compares None < 0 on the CPU build
+    r"'<' not supported between instances of 'NoneType' and 'int'"
 )
 
 #: (tj name, torch parameter) -> the known-differences heading (``page#anchor``) that says
