@@ -21,8 +21,8 @@ from tests.unit.test_placement_known_differences import every_anchor
 
 PAIRS = api_mirror.pairs()
 COMPARED = [pair for pair in PAIRS if pair.tj_name not in api_mirror.UNCOMPARED]
-#: The methods of the paired classes: compared by signature (their calls need an instance
-#: of each framework: tests/parity/test_api_mirror_findings.py calls those found).
+#: The methods of the paired classes: compared by signature, and called on an instance of
+#: each framework's class where api_mirror_cases.MEMBER_CASES makes one.
 MEMBERS = api_mirror.member_pairs()
 
 
@@ -110,6 +110,20 @@ def test_calls_in_torchs_spellings_behave_as_torchs(
 ) -> None:
     _expect_open(pair, request)
     found = [str(finding) for finding in api_mirror.findings(pair, api_mirror_cases.case(pair))]
+    assert found == [], "\n".join(found)
+
+
+CALLED_MEMBERS = [pair for pair in MEMBERS if pair.tj_name in api_mirror_cases.MEMBER_CASES]
+
+
+def test_member_cases_name_member_pairs() -> None:
+    assert set(api_mirror_cases.MEMBER_CASES) <= {pair.tj_name for pair in MEMBERS}
+
+
+@pytest.mark.parametrize("pair", CALLED_MEMBERS, ids=_ids)
+def test_methods_called_in_torchs_spellings_behave_as_torchs(pair: api_mirror.Pair) -> None:
+    case = api_mirror_cases.MEMBER_CASES[pair.tj_name]
+    found = [str(finding) for finding in api_mirror.findings(pair, case)]
     assert found == [], "\n".join(found)
 
 

@@ -376,3 +376,66 @@ for _name in ("ConstantLR", "CosineAnnealingLR", "ExponentialLR", "LRScheduler",
 
 def case(pair: Pair) -> Case:
     return CASES.get(pair.tj_name, Case())
+
+
+def _parameter(side: str) -> list[Any]:
+    import jax.numpy as jnp
+
+    if side == "torch":
+        return [torch.nn.Parameter(torch.ones(2, 3))]
+    return [tj.Parameter(jnp.ones((2, 3)))]
+
+
+def _on_opened(side: str, function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The method of a file opened (and closed) by each side's safe_open."""
+    import safetensors
+
+    opener = safetensors.safe_open if side == "torch" else tj.safe_open
+    with opener(checkpoint("safetensors"), "pt") as handle:
+        return normalize(getattr(handle, function.__name__)(*args, **kwargs))
+
+
+def _scheduler(side: str) -> list[Any]:
+    optimizer = _make_optimizer(side)
+    if side == "torch":
+        return [torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)]
+    from torch2jax_device import optim
+
+    return [optim.lr_scheduler.StepLR(optimizer, step_size=2)]
+
+
+_PARAMETER = Value("p", lambda: _parameter("torch"), lambda: _parameter("tj"))
+_SCHEDULER = Value("scheduler", lambda: _scheduler("torch"), lambda: _scheduler("tj"))
+
+
+def _method(side: str, function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The method called as ported code calls it: bound to the instance (``p.size(0)``),
+    by the name of the function the pair holds (a property's value where tj's is one)."""
+    name = function.__name__ if function.__name__ != "__call__" else "size"
+    return getattr(args[0], name)(*args[1:], **kwargs)
+
+
+def _member(leading: Value, **options: Any) -> Case:
+    return Case(leading=leading, invoke=_method, **options)
+
+
+#: How the methods of paired classes are called: on an instance of each framework's
+#: class. A method of a class missing here is compared by signature only.
+MEMBER_CASES: dict[str, Case] = {
+    "Parameter.numel": _member(_PARAMETER),
+    "Parameter.dim": _member(_PARAMETER),
+    "Parameter.element_size": _member(_PARAMETER),
+    "Parameter.is_floating_point": _member(_PARAMETER),
+    "Parameter.is_complex": _member(_PARAMETER),
+    "Parameter.size": _member(
+        _PARAMETER,
+        values={"dim": [same("0", 0), same("-1", -1), same("2", 2)]},
+        read=lambda value: tuple(value) if isinstance(value, tuple | torch.Size) else value,
+    ),
+    "safe_open.keys": Case(invoke=_on_opened, read=sorted),
+    "safe_open.offset_keys": Case(invoke=_on_opened),
+    "safe_open.metadata": Case(invoke=_on_opened),
+    "safe_open.get_tensor": Case(invoke=_on_opened, required={"name": same("'w'", "w")}),
+    "safe_open.get_tensors": Case(invoke=_on_opened),
+    "optim.lr_scheduler.LRScheduler.get_last_lr": _member(_SCHEDULER),
+}
