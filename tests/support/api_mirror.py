@@ -610,6 +610,7 @@ def _label(args: tuple[Any, ...], kwargs: tuple[tuple[str, Value], ...]) -> str:
 DEVICE_FORMS: list[tuple[str, Value]] = [
     ("None", same("None", None)),
     ("int", same("0", 0)),
+    ("int", same("-1", -1)),
     ("str", same("'cuda'", "cuda")),
     ("str", same("'cuda:0'", "cuda:0")),
     ("device", Value("torch.device('cuda', 0)", lambda: torch.device("cuda", 0))),

@@ -186,7 +186,7 @@ _SEEDS = [same("42", 42), same("2**64 - 1", 2**64 - 1), same("'7'", "7")]
 CASES: dict[str, Case] = {
     "device": Case(
         required={"type": same("'cuda'", "cuda")},
-        values={"index": [same("0", 0), same("1", 1)]},
+        values={"index": [same("0", 0), same("1", 1), same("-1", -1), same("None", None)]},
     ),
     "get_default_device": Case(
         mode=lambda: "side-by-side" if gpu_proxy.jax_default_is_torch_cpu() else "tj-only",
