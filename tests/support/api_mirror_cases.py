@@ -178,6 +178,12 @@ def _device_count_shape(side: str, function: Any, args: list[Any], kwargs: dict[
     return tuple(mesh.devices.shape)
 
 
+def _where_jax_default_is_torchs_cpu() -> str:
+    """Side by side where JAX's default device is torch's CPU; elsewhere (a GPU, the proxy
+    mode) tj's unset default is JAX's by design (known-differences.md#unset-means-jaxs-default)."""
+    return "side-by-side" if gpu_proxy.jax_default_is_torch_cpu() else "tj-only"
+
+
 _FLOAT = [same("0.5", 0.5)]
 CPU_COUNT = Value("(len(jax.devices('cpu')),)", lambda: (len(__import__("jax").devices("cpu")),))
 _SEEDS = [same("42", 42), same("2**64 - 1", 2**64 - 1), same("'7'", "7")]
@@ -189,7 +195,7 @@ CASES: dict[str, Case] = {
         values={"index": [same("0", 0), same("1", 1), same("-1", -1), same("None", None)]},
     ),
     "get_default_device": Case(
-        mode=lambda: "side-by-side" if gpu_proxy.jax_default_is_torch_cpu() else "tj-only",
+        mode=_where_jax_default_is_torchs_cpu,
         reason="unset, tj's default is JAX's (a GPU; the proxy mode's second CPU device), "
         "torch's the CPU: known-differences.md#unset-means-jaxs-default",
     ),
@@ -241,10 +247,10 @@ CASES: dict[str, Case] = {
         read=lambda value: value,
     ),
     "parameters": Case(
-        mode="tj-only",
-        reason="a model of each framework: compared by tests/parity/test_parameters_recurse.py",
+        mode=_where_jax_default_is_torchs_cpu,
+        reason="a Linear of each framework, made where each framework's default is",
         leading=MODEL,
-        read=lambda value: [harness.placement(p.device) for p in value],
+        read=lambda value: [(harness.placement(p.device), tuple(sorted(p.shape))) for p in value],
     ),
     "state_dict": Case(mode="tj-only", reason="tj's layouts differ by design", leading=MODEL),
     "load_state": Case(
