@@ -661,6 +661,7 @@ _NO_ORACLE = re.compile(
 #: why tj refuses a value torch takes there (the refusal must name the parameter).
 REFUSALS: dict[tuple[str, str], str] = {
     ("load", "weights_only"): "known-differences-checkpoints.md#tjload-only-ever-loads-weights",
+    ("load", "pickle_module"): "known-differences-checkpoints.md#tjload-only-ever-loads-weights",
     ("load_state", "strict"): "known-differences-checkpoints.md#tjload_state-returns-the-model",
     ("load_state", "assign"): "known-differences-checkpoints.md#tjload_state-returns-the-model",
     ("Parameter", "requires_grad"): "known-differences.md#tjparameter-has-no-requires_grad",

@@ -216,6 +216,7 @@ CASES: dict[str, Case] = {
                 same("lambda storage, location: storage", lambda storage, location: storage),
             ],
             "weights_only": [same("True", True), same("False", False)],
+            "pickle_module": [Value("pickle", lambda: __import__("pickle"))],
             "mmap": [same("True", True), same("False", False)],
         },
     ),
