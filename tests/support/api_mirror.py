@@ -14,13 +14,19 @@ and argument forms. Nothing here lists those: they come from torch itself.
   name or position, and each default that differs.
 * :func:`calls` generates, from torch's signature, the calls a porting user writes:
   the required arguments positionally and by keyword, each optional parameter by
-  keyword at torch's default and at the other values :data:`VALUES` holds (every form
-  torch takes for a device), and positionally in torch's order. :func:`judge` runs
+  keyword at torch's default and at the other values its case holds (every form torch's
+  annotation admits for a device), and positionally in torch's order. :func:`judge` runs
   each call both ways (:class:`Case` says how: side by side with torch on the CPU, or
   tj alone where torch's side needs a GPU or a job) and says what differs. The cases,
   one per pair that needs arguments or set-up, are ``api_mirror_cases.CASES``.
 * :func:`unread_parameters` finds a parameter a tj function takes and never reads: a
   torch keyword accepted and silently ignored.
+* :func:`member_pairs` pairs the methods of paired classes the same way (``Parameter.size``,
+  a scheduler's ``step``).
+
+A difference is fixed in the library, or tj refuses the value by name with the fix and a
+table here (:data:`REFUSALS`, :data:`UNREAD_BY_DESIGN`, ...) names the known-differences
+heading that says why; :data:`OPEN` holds what waits on a request.
 """
 
 from __future__ import annotations
@@ -324,9 +330,9 @@ def _literal(text: str) -> Any:
         return text
 
 
-def signature_parameters(signature: inspect.Signature, leading: int = 0) -> list[Any]:
-    parameters = [p for p in signature.parameters.values() if p.name != "self"]
-    return parameters[leading:]
+def signature_parameters(signature: inspect.Signature) -> list[Any]:
+    """The parameters, ``self`` aside."""
+    return [p for p in signature.parameters.values() if p.name != "self"]
 
 
 # ---- comparing signatures --------------------------------------------------------------
@@ -362,8 +368,7 @@ def same_default(torch_default: Any, tj_default: Any) -> bool:
 def signature_differences(pair: Pair) -> list[Difference]:
     """Each torch parameter tj cannot take as torch's spelling does."""
     theirs = signature_parameters(torch_signature(pair.torch_object))
-    ours_all = signature_parameters(inspect.signature(pair.tj_object))
-    ours = ours_all[pair.leading :]
+    ours = signature_parameters(inspect.signature(pair.tj_object))[pair.leading :]
     by_name = {p.name: p for p in ours}
     var_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in ours)
     slots = [p for p in ours if p.kind in (*_POSITIONAL, inspect.Parameter.VAR_POSITIONAL)]
