@@ -223,7 +223,7 @@ def device_of(obj: Any) -> Device | None:
     )
 
 
-def get_device(obj: Any) -> int:
+def get_device(input: Any) -> int:  # torch's parameter name
     """Equivalent to `torch.get_device`.
 
     The device's index, ``-1`` on the CPU: ``tensor.get_device()`` for JAX.
@@ -244,7 +244,7 @@ def get_device(obj: Any) -> int:
         >>> tj.get_device(tj.to_device(jnp.ones(2), "cpu"))
         -1
     """
-    device = device_of(obj)
+    device = device_of(input)
     if device is None:
         raise UnsupportedOperationError(
             "get_device() has no answer under jax.jit: traced arrays have no device. "
@@ -495,12 +495,33 @@ class Parameter:
         (6, (2, 3), 3)
         >>> jax.jit(lambda w: w.sum())(p)
         Array(6., dtype=float32)
+        >>> tj.Parameter().size()  # torch.nn.Parameter(): empty, float32
+        (0,)
+
+    Args:
+        data: The array (``None``: an empty float32 array, as torch's).
+        requires_grad: Only ``True``: what JAX differentiates is chosen where the
+            gradient is taken (``nnx.grad``, ``nnx.Optimizer(..., wrt=)``); ``False`` is
+            refused naming those fixes.
+
+    Raises:
+        UnsupportedOperationError: ``requires_grad`` other than ``True``.
     """
 
     __slots__ = ("_array",)
     _array: Any
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
+        if requires_grad is not True:
+            raise UnsupportedOperationError(
+                f"tj.Parameter(..., requires_grad={requires_grad!r}): a JAX array has no "
+                "requires_grad; what is differentiated is what jax.grad / nnx.grad is "
+                "asked for. Fix: leave the array out of the gradient (nnx.Variable instead "
+                "of nnx.Param, or nnx.Optimizer(..., wrt=) a filter that excludes it), or "
+                "jax.lax.stop_gradient(x) where it is used"
+            )
+        if data is None:  # torch.nn.Parameter(): an empty float32 tensor
+            data = jax.numpy.zeros((0,), jax.numpy.float32)
         object.__setattr__(self, "_array", _unwrap(data))
 
     @property
@@ -570,7 +591,9 @@ class Parameter:
 
     @classmethod
     def tree_unflatten(cls, aux: None, children: tuple[Any, ...]) -> Parameter:
-        return cls(children[0])
+        view = object.__new__(cls)  # any leaf, None included (JAX's placeholders)
+        object.__setattr__(view, "_array", _unwrap(children[0]))
+        return view
 
     def __jax_array__(self) -> Any:
         return self._array

@@ -23,7 +23,13 @@ from typing import Any, NoReturn
 
 import jax.numpy as jnp
 
-from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
+from .errors import (
+    ArgumentTypeError,
+    ConfigError,
+    NoSuchAttributeError,
+    StateDictError,
+    UnsupportedOperationError,
+)
 from .optimizer_state import (
     exact,
     group_count,
@@ -33,6 +39,7 @@ from .optimizer_state import (
     set_exact,
 )
 from .plateau import ReduceLROnPlateau as ReduceLROnPlateau
+from .scheduler_epochs import deprecated_epoch
 
 __all__ = [
     "ConstantLR",
@@ -92,7 +99,11 @@ class LRScheduler:
 
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
-        raise NotImplementedError
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} defines no learning rate rule: LRScheduler is the base "
+            "class (torch's raises NotImplementedError here too). Fix: use a scheduler "
+            "(StepLR, LambdaLR, ...) or subclass it and define lr_at(epoch, base_lr)"
+        )
 
     def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         """The rate for epoch ``self.last_epoch`` from the current ``lr`` of parameter
@@ -100,12 +111,23 @@ class LRScheduler:
         the current rate)."""
         return float(self.lr_at(self.last_epoch, base_lr))
 
-    def step(self) -> None:
-        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
+    def step(self, epoch: int | None = None) -> None:
+        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer.
+
+        ``step(epoch)``, deprecated in torch, is torch's too: it warns as torch does, moves
+        to ``epoch`` and takes the rate there by the closed form.
+        """
         self._step_count += 1
-        self.last_epoch += 1
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            deprecated_epoch(epoch)
+            self.last_epoch = epoch
+        closed_form = epoch is not None and type(self).lr_at is not LRScheduler.lr_at
         self._last_lr = [
-            float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
+            float(self.lr_at(epoch, base))
+            if closed_form
+            else float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
             for group, base in enumerate(self.base_lrs)
         ]
         for group, lr in enumerate(self._last_lr):

@@ -86,13 +86,14 @@ class RMSpropState(NamedTuple):
     group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
-def SGD(  # torch's name
-    *params: Any,
+def SGD(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-3,
     momentum: float = 0.0,
     dampening: float = 0.0,
     weight_decay: float = 0.0,
     nesterov: bool = False,
+    *,
     maximize: bool = False,
     foreach: bool | None = None,
     differentiable: bool = False,
@@ -120,7 +121,9 @@ def SGD(  # torch's name
     (see [`AdamW`][torch2jax_device.optim.AdamW] and the optimizers guide).
 
     Args:
-        *params: Nothing, or torch's list of parameter groups (dicts with ``"params"``).
+        params: Nothing (``nnx.Optimizer`` pairs it with the model), or torch's list of
+            parameter groups (dicts with ``"params"``); the hyperparameters follow it in
+            torch's order, positionally or by keyword.
         lr: The learning rate.
         momentum: Momentum factor (0: plain SGD).
         dampening: Dampening of the momentum.
@@ -155,7 +158,7 @@ def SGD(  # torch's name
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
     unexpected("SGD", unknown)
-    groups = parsed("SGD", params, {"fused": fused})
+    groups = parsed("SGD", _given(params), {"fused": fused})
     # torch compares `value < 0`, which NaN passes
     lr = at_least_zero("SGD", "lr", lr, nan=True)
     momentum = at_least_zero("SGD", "momentum", momentum, nan=True)
@@ -181,13 +184,14 @@ def SGD(  # torch's name
     )
 
 
-def Adam(  # torch's name
-    *params: Any,
+def Adam(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-3,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 0.0,
     amsgrad: bool = False,
+    *,
     foreach: bool | None = None,
     maximize: bool = False,
     capturable: bool = False,
@@ -228,7 +232,7 @@ def Adam(  # torch's name
         ([-0.1, -0.1], 1.0)
     """
     unexpected("Adam", unknown)
-    groups = parsed("Adam", params, {"amsgrad": amsgrad, "fused": fused})
+    groups = parsed("Adam", _given(params), {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
@@ -239,13 +243,14 @@ def Adam(  # torch's name
     )  # fmt: skip
 
 
-def AdamW(  # torch's name
-    *params: Any,
+def AdamW(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-3,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 1e-2,
     amsgrad: bool = False,
+    *,
     maximize: bool = False,
     foreach: bool | None = None,
     capturable: bool = False,
@@ -277,7 +282,7 @@ def AdamW(  # torch's name
         [[0], [1]]
     """
     unexpected("AdamW", unknown)
-    groups = parsed("AdamW", params, {"amsgrad": amsgrad, "fused": fused})
+    groups = parsed("AdamW", _given(params), {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
@@ -337,8 +342,8 @@ def _adam_like(
     )
 
 
-def RMSprop(  # torch's name
-    *params: Any,
+def RMSprop(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-2,
     alpha: float = 0.99,
     eps: float = 1e-8,
@@ -375,7 +380,7 @@ def RMSprop(  # torch's name
         [-0.1, -0.1]
     """
     unexpected("RMSprop", unknown)
-    groups = parsed("RMSprop", params, {})
+    groups = parsed("RMSprop", _given(params), {})
     lr = at_least_zero("RMSprop", "lr", lr)
     eps = at_least_zero("RMSprop", "eps", eps)
     momentum = at_least_zero("RMSprop", "momentum", momentum)
@@ -395,6 +400,11 @@ def RMSprop(  # torch's name
         centered=float(bool(centered)),
         maximize=float(bool(maximize)),
     )
+
+
+def _given(params: Any) -> tuple[Any, ...]:
+    """torch's ``params`` as the positional arguments the groups are parsed from."""
+    return () if params is None else (params,)
 
 
 def _with_params(

@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import ArgumentTypeError, ConfigError, StateDictError
 from .optimizer_state import exact, group_count, learning_rate_variable, set_exact
+from .scheduler_epochs import deprecated_epoch
 
 __all__ = ["ReduceLROnPlateau"]
 
@@ -103,11 +104,16 @@ class ReduceLROnPlateau:
             return value > best * (self.threshold + 1.0)
         return value > best + self.threshold
 
-    def step(self, metrics: Any) -> None:
+    def step(self, metrics: Any, epoch: int | None = None) -> None:
         """Equivalent to ``scheduler.step(metrics)``: one epoch's metric (a number, or a
-        0-d JAX, NumPy or torch array)."""
+        0-d JAX, NumPy or torch array). ``epoch``, deprecated in torch, sets the epoch
+        number and warns, as torch's does."""
         current = float(metrics)
-        self.last_epoch += 1
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            deprecated_epoch(epoch)
+            self.last_epoch = epoch
         if self._is_better(current, self.best):
             self.best = current
             self.num_bad_epochs = 0

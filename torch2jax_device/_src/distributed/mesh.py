@@ -16,7 +16,7 @@ from .. import platforms, trees
 from ..detect import is_torch_tensor
 from ..device import Device
 from ..errors import ConversionError, DistributedError, EmptyTreeError
-from . import batch_agreement, process_group
+from . import batch_agreement, process_group, torch_arguments
 
 __all__ = ["global_batch", "init_device_mesh", "make_global_batch"]
 
@@ -26,6 +26,7 @@ def init_device_mesh(
     mesh_shape: Sequence[int],
     *,
     mesh_dim_names: Sequence[str] | None = None,
+    backend_override: Any = None,
     axis_types: AxisType | Sequence[AxisType] | None = None,
 ) -> Mesh:
     """Equivalent to `torch.distributed.device_mesh.init_device_mesh`.
@@ -51,12 +52,13 @@ def init_device_mesh(
         mesh_shape: Devices along each mesh dimension, e.g. ``(2, 4)``.
         mesh_dim_names: One name per dimension (default ``dim_0``, ``dim_1``...).
             ``NamedSharding`` and ``PartitionSpec`` refer to them.
+        backend_override: Only ``None``: JAX chooses each axis's collectives itself.
         axis_types: ``jax.sharding.AxisType.Explicit`` (or one type per dimension)
             for JAX's explicit sharding mode; default ``Auto`` for every axis.
 
     Raises:
-        DistributedError: an indexed device type, bad names, bad axis types or a shape
-            that does not match the number of devices.
+        DistributedError: an indexed device type, bad names, bad axis types, a shape
+            that does not match the number of devices, or a ``backend_override``.
         DeviceUnavailableError: JAX has no such device here.
 
     Examples:
@@ -77,6 +79,11 @@ def init_device_mesh(
             "init_device_mesh takes a device type such as 'cuda' or 'cpu' (pass "
             "device.type for a device object)."
         )
+    torch_arguments.at_default(
+        "init_device_mesh", "backend_override", backend_override, None,
+        "JAX chooses the collectives of every mesh axis itself (NCCL between GPUs, gloo "
+        "between CPU processes). Fix: drop backend_override=",
+    )  # fmt: skip
     shape = _mesh_shape(mesh_shape)
     names = _mesh_names(mesh_dim_names, len(shape))
     types = _axis_types(axis_types, len(shape))
