@@ -31,6 +31,7 @@ import pkgutil
 import re
 import threading
 import types
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -623,7 +624,8 @@ def _in_thread(
             outcome["error"] = error
 
     worker = threading.Thread(target=run, name=name, daemon=True)
-    with contextlib.chdir(cwd):
+    with contextlib.chdir(cwd), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a warning is no refusal: the same in every tier
         worker.start()
         worker.join(deadline(seconds))
     return None if worker.is_alive() else outcome
@@ -710,7 +712,7 @@ def judge(case: Case, box: Sandbox, seconds: float = 60) -> str | None:
 
 
 def _consume(result: Any) -> None:
-    """Run what the call deferred: two items of a generator, a context manager's body."""
+    """Run what the call deferred: two items of a generator, a scope's (empty) body."""
     deferred = isinstance(result, Iterator) and not _is_library_object(result)
     if deferred or inspect.isgenerator(result):
         for _, _item in zip(range(2), result, strict=False):
@@ -719,7 +721,8 @@ def _consume(result: Any) -> None:
         hasattr(result, "__exit__")
         and hasattr(result, "__enter__")
         and not isinstance(result, type)
-    ):
+        and (_is_library_object(result) or type(result).__module__ == "contextlib")
+    ):  # the library's scopes (tj.device, track_arrays), not JAX's (a Mesh)
         with result:
             pass
 
