@@ -172,7 +172,8 @@ def array_dtype(dtype: Any) -> np.dtype[Any]:
     """
     result = to_numpy_dtype(dtype)
     if not transfers(result):
-        raise DTypeError(f"dtype {result.name!r} {cannot_hold(result)}")
+        asked = "" if isinstance(dtype, (str, np.dtype)) else f" (asked for {dtype!r:.60})"
+        raise DTypeError(f"dtype {result.name!r}{asked} {cannot_hold(result)}")
     return result
 
 

@@ -219,7 +219,8 @@ def device_of(obj: Any) -> Device | None:
         return Device("meta")  # a model not yet built (nnx.eval_shape): torch's meta model
     raise EmptyTreeError(
         f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
-        "from (torch: StopIteration from next(model.parameters()))"
+        "from (torch: StopIteration from next(model.parameters())). Fix: pass the model, "
+        "array or tree of arrays whose device you want"
     )
 
 
@@ -564,9 +565,17 @@ class Parameter:
             >>> p.view(2, 3).shape, p.view(-1).shape, p.view(jnp.int32).dtype
             ((2, 3), (6,), dtype('int32'))
         """
-        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
-            return self._array.view(shape[0])  # a dtype
-        return self._array.reshape(*shape)
+        try:
+            if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
+                return self._array.view(shape[0])  # a dtype
+            return self._array.reshape(*shape)
+        except (TypeError, ValueError) as error:  # NumPy's and JAX's refusals
+            shown = ", ".join(f"{one!r:.40}" for one in shape)
+            raise ArgumentTypeError(
+                f"view({shown}) of a {list(self._array.shape)} parameter: {error}. Fix: pass "
+                "a shape whose sizes multiply to the element count (-1 for one of them), or "
+                "a dtype of the same width"
+            ) from None
 
     def element_size(self) -> int:
         """Bytes per element (``Tensor.element_size``)."""
@@ -653,7 +662,13 @@ class Parameter:
         return iter(self._array)
 
     def __getitem__(self, index: Any) -> Any:
-        return self._array[index]
+        try:
+            return self._array[index]
+        except (TypeError, IndexError, ValueError, OverflowError) as error:  # JAX's refusals
+            raise InvalidIndexError(
+                f"parameter[{index!r:.60}] of shape {list(self._array.shape)}: {error}. Fix: "
+                "index with ints, slices, ..., None, or an integer or boolean array"
+            ) from None
 
     def __bool__(self) -> bool:
         return bool(self._array)

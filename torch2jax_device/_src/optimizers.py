@@ -27,6 +27,7 @@ from .detect import is_tracer
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
 from .optimizer_arguments import at_least_zero, kernel_options, number, unexpected
 from .param_groups import Group, chosen, held, members, noted_groups, parsed, refused_complex
+from .truth import truth
 
 __all__ = ["SGD", "Adam", "AdamState", "AdamW", "RMSprop", "RMSpropState", "SGDState"]
 
@@ -158,6 +159,8 @@ def SGD(  # torch's name and signature; params: the groups, or None (nnx.Optimiz
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
     unexpected("SGD", unknown)
+    _flags("SGD", nesterov=nesterov, maximize=maximize, foreach=foreach,
+           differentiable=differentiable, fused=fused)  # fmt: skip
     groups = parsed("SGD", _given(params), {"fused": fused})
     # torch compares `value < 0`, which NaN passes
     lr = at_least_zero("SGD", "lr", lr, nan=True)
@@ -232,6 +235,9 @@ def Adam(  # torch's name and signature; params: the groups, or None (nnx.Optimi
         ([-0.1, -0.1], 1.0)
     """
     unexpected("Adam", unknown)
+    _flags("Adam", amsgrad=amsgrad, foreach=foreach, maximize=maximize, capturable=capturable,
+           differentiable=differentiable, fused=fused,
+           decoupled_weight_decay=decoupled_weight_decay)  # fmt: skip
     groups = parsed("Adam", _given(params), {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
@@ -282,6 +288,8 @@ def AdamW(  # torch's name and signature; params: the groups, or None (nnx.Optim
         [[0], [1]]
     """
     unexpected("AdamW", unknown)
+    _flags("AdamW", amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+           differentiable=differentiable, fused=fused)  # fmt: skip
     groups = parsed("AdamW", _given(params), {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
@@ -291,6 +299,13 @@ def AdamW(  # torch's name and signature; params: the groups, or None (nnx.Optim
             capturable=capturable, amsgrad=bool(amsgrad),
         ),
     )  # fmt: skip
+
+
+def _flags(function: str, **flags: Any) -> None:
+    """Torch's flags read as its ``if flag:`` reads them, before any is used: the
+    library's error for one with no single truth value (an array of several elements)."""
+    for name, value in flags.items():
+        truth(f"tj.optim.{function}", name, value)
 
 
 def _adam_like(
@@ -380,6 +395,8 @@ def RMSprop(  # torch's name and signature; params: the groups, or None (nnx.Opt
         [-0.1, -0.1]
     """
     unexpected("RMSprop", unknown)
+    _flags("RMSprop", centered=centered, capturable=capturable, foreach=foreach,
+           maximize=maximize, differentiable=differentiable)  # fmt: skip
     groups = parsed("RMSprop", _given(params), {})
     lr = at_least_zero("RMSprop", "lr", lr)
     eps = at_least_zero("RMSprop", "eps", eps)

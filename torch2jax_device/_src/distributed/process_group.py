@@ -26,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .. import platforms, trees
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
-from ..dtypes import is_prng_key
+from ..dtypes import is_prng_key, transfers
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
 from . import agreement, narrowed
@@ -851,7 +851,14 @@ def host_value(leaf: Any, function: str, path: str) -> Any:
         return leaf
     if is_torch_tensor(leaf):
         return to_jax(leaf)
-    return np.asarray(leaf)
+    array = np.asarray(leaf)
+    if not transfers(array.dtype):  # text, objects, an int past 64 bits
+        raise DistributedError(
+            f"{function}: leaf {where} is {type(leaf).__name__} {leaf!r:.60}, whose NumPy "
+            f"dtype {array.dtype} JAX arrays cannot hold. Fix: keep it out of the batch, or "
+            "encode it as numbers (int64 at most) first"
+        )
+    return array
 
 
 def _process_mesh() -> Mesh:
