@@ -69,7 +69,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "places a process per GPU it is asked for (`@ray.remote(num_gpus=1)`, "
             '`actor.options(num_gpus=n)`, a placement group\'s `{"GPU": 1}` bundles): with '
             "JAX one process per host sees all its devices; xDiT's "
-            "`init_distributed_environment` joins torch's group as `init_process_group` does."
+            "`init_distributed_environment` joins torch's group as `init_process_group` does. "
+            "ColossalAI's `Booster(plugin=...)` (its `boost`, `backward`, `no_sync`, "
+            "`execute_pipeline` and `checkpoint_io` are the rows of the same jobs) and "
+            "DeepSpeed's `deepspeed.add_config_arguments(parser)` (the launcher's "
+            "`--deepspeed_config`) likewise."
         ),
         runs=False,
         torch_api=(
@@ -107,6 +111,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "pytorch_lightning.trainer.Trainer",
             "composer.Trainer",  # MosaicML Composer's: devices, processes, precision
             "composer.trainer.Trainer",
+            # ColossalAI's Booster: the plugin (DDP, ZeRO, hybrid parallelism), precision
+            "colossalai.booster.Booster",
+            "colossalai.booster.booster.Booster",
+            # DeepSpeed's launcher options (--deepspeed, --deepspeed_config) added to a parser
+            "deepspeed.add_config_arguments",
         ),
         rewrite="advice",
     ),
@@ -139,7 +148,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
             "buffer and `jax.device_put` the sampled batch. Ray's `ray.get_gpu_ids()` and "
             "`ray.get_runtime_context().get_accelerator_ids()` are the GPUs Ray gave the "
-            "worker: `jax.local_devices()`."
+            "worker: `jax.local_devices()`. torchtune's `training.get_memory_stats(device)` "
+            "reads that device's allocator: `tj.cuda.memory_stats()`."
         ),
         runs=False,
         torch_api=(
@@ -158,6 +168,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.modeling.get_max_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
+            # torchtune's memory statistics of the device it chose
+            "torchtune.training.get_memory_stats",
+            "torchtune.utils.get_memory_stats",
             "ray.get_gpu_ids",  # the GPUs Ray gave this worker
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
@@ -207,6 +220,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.setup_module",
             "Fabric.setup_optimizers",
             "Fabric.setup_dataloaders",
+            "Booster.boost",  # ColossalAI's: the model, optimizer, loader and scheduler wrapped
             "deepspeed.initialize",
             "deepspeed.init_inference",
             "deepspeed.tp_model_init",  # AutoTP: the model split over tensor-parallel ranks
@@ -279,6 +293,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.all_reduce",
             "Fabric.broadcast",
             "Fabric.barrier",
+            "DistCoordinator.block_all",  # ColossalAI's barrier
             "accelerate.utils.gather",
             "accelerate.utils.gather_object",
             "accelerate.utils.broadcast",
@@ -336,7 +351,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accumulate. DeepSpeed's engine is reported where a script keeps it in a "
             "model's name too (`model.backward(loss)`, `model.step()` in a file that uses "
             "DeepSpeed), and its `get_global_grad_norm()` wherever it is reached: "
-            "`optax.global_norm(grads)`."
+            "`optax.global_norm(grads)`. ColossalAI's `booster.backward(loss, optimizer)`, "
+            "`booster.no_sync(model, optimizer)` and `booster.execute_pipeline(...)` (forward "
+            "and backward over the pipeline's stages) likewise."
         ),
         runs=False,
         torch_api=(
@@ -352,6 +369,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.clip_gradients",
             "DeepSpeedEngine.backward",
             "DeepSpeedEngine.step",
+            # ColossalAI's Booster: loss scaling, accumulation, the pipeline's schedule
+            "Booster.backward",
+            "Booster.no_sync",
+            "Booster.execute_pipeline",
         ),
         rewrite="advice",
     ),
@@ -385,7 +406,14 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             'ZeRO-3 parameter probed (`hasattr(p, "ds_numel")`: a sharded array keeps its '
             "whole shape), a DeepSpeed plugin a project's helper builds for the "
             "`Accelerator`, Accelerate's `ParallelismConfig` and its "
-            "`DistributedDataParallelKwargs`."
+            "`DistributedDataParallelKwargs`. DeepSpeed's "
+            "`estimate_zero3_model_states_mem_needs_all_live` estimates the memory of a "
+            "split (with JAX: the arrays' shardings' `addressable_shards` sizes), a "
+            "DeepSpeed plugin's `zero3_init_context_manager(enable=False)` builds a model "
+            "whole rather than partitioned, a script's engine tested by name (`train_engine "
+            '== "deepspeed"`) is a branch on the sharding, and torchtune\'s '
+            "`get_act_offloading_ctx_manager` offloads activations to the host (with JAX: "
+            "`jax.checkpoint` with an offloading policy, or `nnx.remat`)."
         ),
         runs=False,
         torch_api=(
@@ -433,6 +461,24 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.ParallelismConfig",
             "accelerate.utils.ParallelismConfig",
             "accelerate.parallelism_config.ParallelismConfig",
+            # ColossalAI's plugins, which the Booster runs the model under
+            *(
+                f"colossalai.booster.plugin.{plugin}"
+                for plugin in (
+                    "LowLevelZeroPlugin",
+                    "HybridParallelPlugin",
+                    "GeminiPlugin",
+                    "TorchDDPPlugin",
+                    "TorchFSDPPlugin",
+                    "MoeHybridParallelPlugin",
+                )
+            ),
+            # DeepSpeed's estimates of ZeRO-2's and ZeRO-3's memory per device
+            "deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs_all_live",
+            "deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs_all_live",
+            # torchtune's activations offloaded to the host during the backward
+            "torchtune.training.get_act_offloading_ctx_manager",
+            "torchtune.training.OffloadActivations",
         ),
         rewrite="advice",
     ),
@@ -454,7 +500,14 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`trainer.save_checkpoint(path)`, through its strategy). "
             "`tj.save_file` and "
             "`tj.load_state` keep the model's arrays; save the optimizer state "
-            "(`nnx.state(optimizer)`) and the step the same way or with orbax."
+            "(`nnx.state(optimizer)`) and the step the same way or with orbax. Hugging "
+            "Face's `model.save_pretrained(dir)` (a Transformers or Diffusers model, a "
+            "pipeline, Diffusers' `EMAModel`) writes the weights as safetensors: "
+            "`tj.save_file`; Accelerate's `register_save_state_pre_hook` / "
+            "`register_load_state_pre_hook` choose what `save_state` writes; DeepSpeed's "
+            "`convert_zero_checkpoint_to_fp32_state_dict` gathers ZeRO's shards into one "
+            "file (a sharded array is saved whole by `tj.save_file`); ColossalAI's "
+            "`booster.save_model` / `load_model` and `booster.checkpoint_io` likewise."
         ),
         runs=False,
         torch_api=(
@@ -464,6 +517,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.save_model",
             "Accelerator.get_state_dict",
             "Accelerator.register_for_checkpointing",
+            # the hooks that decide what save_state / load_state write and read
+            "Accelerator.register_save_state_pre_hook",
+            "Accelerator.register_load_state_pre_hook",
+            # ColossalAI's Booster: its savers, and its asynchronous writes waited for
+            "Booster.checkpoint_io",
+            "Booster.save_model",
+            "Booster.load_model",
+            "Booster.save_optimizer",
+            "Booster.load_optimizer",
+            "Booster.save_lr_scheduler",
+            "Booster.load_lr_scheduler",
             "Trainer.save_model",
             "Trainer._save",
             "Trainer._save_checkpoint",
@@ -480,6 +544,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.training.load_from_full_model_state_dict",
             "torchtune.training.gather_cpu_state_dict",
             "torch_xla.core.xla_model.save",
+            # ZeRO's shards gathered into one fp32 state dict, offline
+            "deepspeed.utils.zero_to_fp32.convert_zero_checkpoint_to_fp32_state_dict",
+            "deepspeed.utils.zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint",
+            "deepspeed.utils.zero_to_fp32.load_state_dict_from_zero_checkpoint",
         ),
         rewrite="advice",
     ),
@@ -571,6 +639,14 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy.distrib.world_size",
             "flashy.distrib.is_rank_zero",
             "flashy.distrib.is_distributed",
+            # ColossalAI's DistCoordinator: the rank, the world size, the master process
+            "colossalai.cluster.DistCoordinator",
+            "colossalai.cluster.dist_coordinator.DistCoordinator",
+            "DistCoordinator.is_master",
+            "DistCoordinator.is_node_master",
+            "DistCoordinator.rank",
+            "DistCoordinator.world_size",
+            "DistCoordinator.local_rank",
         ),
         rewrite="advice",
     ),
@@ -606,6 +682,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "transformers.trainer_utils.enable_full_determinism",
             "composer.utils.reproducibility.seed_all",  # Composer's: Python, NumPy, torch
             "torchtune.training.set_seed",
+            "colossalai.utils.set_seed",  # ColossalAI's: Python, NumPy and torch
             "Fabric.seed_everything",
         ),
         rewrite="advice",
