@@ -20,7 +20,10 @@ of a model or a pipeline; Accelerate's save hooks and its DeepSpeed plugin's
 ``zero3_init_context_manager``; DeepSpeed chosen by name (``train_engine ==
 "deepspeed"``), its ``add_config_arguments``, ZeRO's memory estimates and
 ``convert_zero_checkpoint_to_fp32_state_dict``; torchtune's ``get_memory_stats`` and
-activation offloading.
+activation offloading; and a table of the libraries' device functions by their qualified
+names (ColossalAI's ``launch_from_torch``, torchtune's ``shard_model``, DeepSpeed's
+``safe_get_full_grad``...), each imported three ways, with a project's function of the
+same name silent.
 
 Each line that a class covers is marked in its snippet with ``# -> rule``, each twin with
 ``# silent`` (``tests/cli/test_scan_round7b_classes.py``'s marks).
@@ -494,5 +497,54 @@ def test_torchtunes_memory_stats_and_activation_offloading(device: str) -> None:
         "    def log(self, log_dict):\n"
         f"        log_dict.update(training.get_memory_stats({device}))  # -> library-device\n"
         "        log_dict.update(training.get_lr(self.optimizer))  # silent\n"
+    )
+    _marked(source)
+
+
+# -- the libraries' functions by their qualified names: each spelling, and a project's twin -----
+_LIBRARY_FUNCTIONS = [
+    # (module, name, call arguments, row)
+    ("colossalai", "launch_from_torch", "", "library-launcher"),
+    ("colossalai.utils", "get_current_device", "", "library-device"),
+    ("colossalai.checkpoint_io", "GeneralCheckpointIO", "", "library-checkpoint"),
+    ("stable_baselines3.common.utils", "get_device", '"auto"', "library-device"),
+    ("torchtune.training", "get_distributed_backend", '"cuda"', "library-launcher"),
+    ("torchtune.training", "shard_model", "model, shard_conditions", "library-strategy"),
+    ("torchtune.training", "prepare_mha_for_tp", "model, tp_mesh", "library-strategy"),
+    ("torchtune.training", "cleanup_before_training", "", "library-device"),
+    (
+        "torchtune.training",
+        "get_full_optimizer_state_dict",
+        "model, optimizer",
+        "library-checkpoint",
+    ),
+    ("deepspeed.utils", "safe_get_full_grad", "param", "library-collective"),
+    ("deepspeed.runtime.utils", "set_random_seed", "seed", "library-seed"),
+    ("deepspeed.pipe", "PipelineModule", "layers=layers, num_stages=2", "library-strategy"),
+]
+
+
+@pytest.mark.parametrize(
+    ("entry", "spelling"),
+    list(itertools.product(range(len(_LIBRARY_FUNCTIONS)), ["imported", "module", "alias"])),
+)
+def test_the_libraries_functions_by_name(entry: int, spelling: str) -> None:
+    module, name, arguments, row = _LIBRARY_FUNCTIONS[entry]
+    package, _, last = module.rpartition(".")
+    head, called = {
+        "imported": (f"from {module} import {name}\n", name),
+        "module": (f"import {module}\n", f"{module}.{name}"),
+        "alias": (
+            f"from {package} import {last} as lib\n" if package else f"import {module} as lib\n",
+            f"lib.{name}",
+        ),
+    }[spelling]
+    source = (
+        head
+        + "from mypackage import helpers\n"
+        + "def setup(model, opt, param, seed, layers, shard_conditions, tp_mesh):\n"
+        + f"    value = {called}({arguments})  # -> {row}\n"
+        + f"    other = helpers.{name}({arguments})  # silent\n"
+        + "    return value, other\n"
     )
     _marked(source)

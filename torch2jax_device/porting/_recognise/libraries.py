@@ -256,7 +256,12 @@ _COLLECTIVES = {
     "broadcast": {"broadcast", "broadcast_tensors", "broadcast_object_list"},
     "gather": {"gather", "gather_for_metrics", "all_gather", "gather_object", "all_gather_object"},
     "pad": {"pad_across_processes"},
-    "shards": {"GatheredParameters"},
+    "shards": {
+        "GatheredParameters",
+        "safe_get_full_fp32_param",
+        "safe_get_full_grad",
+        "safe_get_full_optimizer_state",
+    },
 }
 _COLLECTIVE_ADVICE = {
     "barrier": "tj.distributed.barrier()",

@@ -73,7 +73,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "ColossalAI's `Booster(plugin=...)` (its `boost`, `backward`, `no_sync`, "
             "`execute_pipeline` and `checkpoint_io` are the rows of the same jobs) and "
             "DeepSpeed's `deepspeed.add_config_arguments(parser)` (the launcher's "
-            "`--deepspeed_config`) likewise."
+            "`--deepspeed_config`), ColossalAI's `colossalai.launch_from_torch()` and "
+            "torchtune's `get_distributed_backend(device_type)` likewise."
         ),
         runs=False,
         torch_api=(
@@ -116,6 +117,18 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "colossalai.booster.booster.Booster",
             # DeepSpeed's launcher options (--deepspeed, --deepspeed_config) added to a parser
             "deepspeed.add_config_arguments",
+            # ColossalAI's join of torch's process group (under torchrun, SLURM, Open MPI)
+            *(
+                f"colossalai.{launch}"
+                for launch in (
+                    "launch",
+                    "launch_from_torch",
+                    "launch_from_slurm",
+                    "launch_from_openmpi",
+                )
+            ),
+            # torchtune's backend of the group ("cuda:nccl,cpu:gloo" with CPU offload)
+            "torchtune.training.get_distributed_backend",
         ),
         rewrite="advice",
     ),
@@ -149,7 +162,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "buffer and `jax.device_put` the sampled batch. Ray's `ray.get_gpu_ids()` and "
             "`ray.get_runtime_context().get_accelerator_ids()` are the GPUs Ray gave the "
             "worker: `jax.local_devices()`. torchtune's `training.get_memory_stats(device)` "
-            "reads that device's allocator: `tj.cuda.memory_stats()`."
+            "reads that device's allocator: `tj.cuda.memory_stats()` (its "
+            "`cleanup_before_training`, which empties the cache, likewise); ColossalAI's "
+            '`get_current_device()` and Stable-Baselines3\'s `get_device("auto")` are '
+            "this process's device."
         ),
         runs=False,
         torch_api=(
@@ -168,9 +184,15 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.modeling.get_max_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
-            # torchtune's memory statistics of the device it chose
+            # torchtune's memory statistics of the device it chose, its memory freed
             "torchtune.training.get_memory_stats",
             "torchtune.utils.get_memory_stats",
+            "torchtune.training.cleanup_before_training",
+            "torchtune.training.validate_no_params_on_meta_device",
+            # ColossalAI's device of this process, Stable-Baselines3's device chosen by name
+            "colossalai.utils.get_current_device",
+            "colossalai.accelerator.get_accelerator",
+            "stable_baselines3.common.utils.get_device",
             "ray.get_gpu_ids",  # the GPUs Ray gave this worker
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
@@ -280,7 +302,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`composer.utils.dist` (`dist.barrier()`, `dist.get_global_rank()`: "
             "`library-process`). Ray's `ray.util.collective` (`init_collective_group`, "
             "`broadcast`, `allreduce` between actors) and vLLM's `PyNcclCommunicator` "
-            "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`."
+            "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`. "
+            "DeepSpeed's `safe_get_full_grad(p)` / `safe_get_full_fp32_param(p)` gather a "
+            "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier."
         ),
         runs=False,
         torch_api=(
@@ -303,6 +327,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
             "deepspeed.zero.GatheredParameters",
+            # a ZeRO-3 parameter's, gradient's or optimizer state's shards gathered whole
+            "deepspeed.utils.safe_get_full_fp32_param",
+            "deepspeed.utils.safe_get_full_grad",
+            "deepspeed.utils.safe_get_full_optimizer_state",
             # deepspeed.comm, composer.utils.dist: torch.distributed over the same group
             *_twins(
                 "barrier",
@@ -413,7 +441,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "whole rather than partitioned, a script's engine tested by name (`train_engine "
             '== "deepspeed"`) is a branch on the sharding, and torchtune\'s '
             "`get_act_offloading_ctx_manager` offloads activations to the host (with JAX: "
-            "`jax.checkpoint` with an offloading policy, or `nnx.remat`)."
+            "`jax.checkpoint` with an offloading policy, or `nnx.remat`). torchtune's "
+            "`shard_model` (FSDP2 over the mesh), `prepare_mha_for_tp` and `ParallelDims`, "
+            "DeepSpeed's `PipelineModule` and "
+            "ZeRO-3's `ZeroParamStatus` likewise."
         ),
         runs=False,
         torch_api=(
@@ -476,6 +507,19 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             # DeepSpeed's estimates of ZeRO-2's and ZeRO-3's memory per device
             "deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs_all_live",
             "deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs_all_live",
+            # torchtune's FSDP2 sharding, tensor and context parallelism, activation
+            # checkpointing
+            "torchtune.training.shard_model",
+            "torchtune.training.get_shard_conditions",
+            "torchtune.training.prepare_mha_for_tp",
+            "torchtune.training.ParallelDims",
+            "torchtune.training.get_context_parallel_manager",
+            "torchtune.training.get_train_context",
+            # DeepSpeed's pipeline and ZeRO-3's parameters: their status, leaf modules
+            "deepspeed.pipe.PipelineModule",
+            "deepspeed.runtime.pipe.PipelineModule",
+            "deepspeed.runtime.zero.partition_parameters.ZeroParamStatus",
+            "deepspeed.utils.set_z3_leaf_modules",
             # torchtune's activations offloaded to the host during the backward
             "torchtune.training.get_act_offloading_ctx_manager",
             "torchtune.training.OffloadActivations",
@@ -507,7 +551,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`register_load_state_pre_hook` choose what `save_state` writes; DeepSpeed's "
             "`convert_zero_checkpoint_to_fp32_state_dict` gathers ZeRO's shards into one "
             "file (a sharded array is saved whole by `tj.save_file`); ColossalAI's "
-            "`booster.save_model` / `load_model` and `booster.checkpoint_io` likewise."
+            "`booster.save_model` / `load_model`, `booster.checkpoint_io` and "
+            "`GeneralCheckpointIO`, and torchtune's `get_full_optimizer_state_dict` / "
+            "`load_from_full_optimizer_state_dict` (the sharded optimizer state gathered "
+            "and loaded) likewise."
         ),
         runs=False,
         torch_api=(
@@ -544,6 +591,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.training.load_from_full_model_state_dict",
             "torchtune.training.gather_cpu_state_dict",
             "torch_xla.core.xla_model.save",
+            # torchtune's optimizer state gathered from the shards and loaded into them
+            "torchtune.training.get_full_optimizer_state_dict",
+            "torchtune.training.load_from_full_optimizer_state_dict",
+            "torchtune.training.DistributedCheckpointer",
+            # ColossalAI's checkpoint IO (its Booster's savers go through one)
+            "colossalai.checkpoint_io.GeneralCheckpointIO",
+            "Booster.save_lora_as_pretrained",
             # ZeRO's shards gathered into one fp32 state dict, offline
             "deepspeed.utils.zero_to_fp32.convert_zero_checkpoint_to_fp32_state_dict",
             "deepspeed.utils.zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint",
@@ -683,6 +737,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "composer.utils.reproducibility.seed_all",  # Composer's: Python, NumPy, torch
             "torchtune.training.set_seed",
             "colossalai.utils.set_seed",  # ColossalAI's: Python, NumPy and torch
+            "deepspeed.runtime.utils.set_random_seed",
             "Fabric.seed_everything",
         ),
         rewrite="advice",
