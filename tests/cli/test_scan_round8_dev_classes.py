@@ -433,6 +433,33 @@ def test_accelerates_save_hooks_and_zero3_init_context() -> None:
     check(twin)
 
 
+# -- a Diffusers pipeline's offloading to host memory ------------------------------------------
+@pytest.mark.parametrize(
+    ("method", "made"),
+    list(
+        itertools.product(
+            ["enable_model_cpu_offload()", "enable_sequential_cpu_offload(gpu_id=1)"],
+            [
+                "DiffusionPipeline.from_pretrained(name, torch_dtype=torch.float16)",
+                "make_pipeline(args)",
+            ],
+        )
+    ),
+)
+def test_a_pipelines_offloading_is_library_prepare(method: str, made: str) -> None:
+    source = (
+        "import torch\n"
+        "from diffusers import DiffusionPipeline\n"
+        "def load(name, args):\n"
+        f"    pipe = {made}\n"
+        f"    pipe.{method}  # -> library-prepare\n"
+        "    return pipe\n"
+    )
+    _marked(source)
+    # a project's pipeline in a file without Diffusers
+    check(_silenced(source.replace("from diffusers import DiffusionPipeline", "import mylib")))
+
+
 # -- DeepSpeed chosen by name, its options, estimates and offline conversion -------------------
 _ENGINE_TESTS = {
     "a subscript": 'if info_dict["train_engine"] == "deepspeed":  # -> library-strategy',
@@ -521,6 +548,7 @@ _LIBRARY_FUNCTIONS = [
     ("deepspeed.utils", "safe_get_full_grad", "param", "library-collective"),
     ("deepspeed.runtime.utils", "set_random_seed", "seed", "library-seed"),
     ("deepspeed.pipe", "PipelineModule", "layers=layers, num_stages=2", "library-strategy"),
+    ("diffusers.training_utils", "free_memory", "", "library-device"),
 ]
 
 

@@ -199,7 +199,10 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
 def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:
     """``library-device``'s advice for a library's context that builds a model
     (``with init_empty_weights():``, ``with deepspeed.zero.Init():``, ``with
-    init_on_device(device):``); ``None`` elsewhere (the row's)."""
+    init_on_device(device):``), or for its memory's (torchtune's ``get_memory_stats``,
+    Diffusers' ``free_memory()``); ``None`` elsewhere (the row's)."""
+    if name in _MEMORY_ADVICE:
+        return _MEMORY_ADVICE[name]
     if call is None or not isinstance(r.parent(call), ast.withitem):
         return None
     if name == "init_on_device" and call.args:
@@ -208,6 +211,16 @@ def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> st
         "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))  # no memory until "
         "tj.load_state(model, path, device_map=...) fills it"
     )
+
+
+# The libraries' calls on the device's memory -> the advice that fits.
+_MEMORY_ADVICE = {
+    "get_memory_stats": "stats = tj.cuda.memory_stats()  # the allocator's statistics",
+    **dict.fromkeys(
+        ("free_memory", "cleanup_before_training"),
+        "tj.cuda.empty_cache()  # JAX frees an array's memory once nothing refers to it",
+    ),
+}
 
 
 def process_advice(name: str) -> str | None:

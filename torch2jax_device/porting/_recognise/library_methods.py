@@ -7,7 +7,9 @@
   tokenizer's or a processor's writes no tensors and is left alone.
 - Members only a library's object has, whatever the script names the object: Accelerate's
   DeepSpeed plugin's ``zero3_init_context_manager(enable=False)`` (a model built whole,
-  not partitioned over the ranks).
+  not partitioned over the ranks), a Diffusers pipeline's ``enable_model_cpu_offload()``
+  and ``enable_sequential_cpu_offload()`` (Accelerate's ``cpu_offload`` hooks on each of
+  its models).
 - DeepSpeed chosen by its name in a comparison (``args.train_engine == "deepspeed"``,
   ``if engine in ("deepspeed", ...)``) in a file that imports a library running it: the
   branch on the library's parallelism (``library-strategy``), as ``"deepspeed" in
@@ -38,6 +40,16 @@ _UNIQUE_MEMBERS = {
         "library-strategy",
         "model = Model(config, rngs=nnx.Rngs(0))  # built whole: shard it afterwards with "
         "jax.device_put(nnx.state(model), shardings) where ZeRO-3 would partition it",
+    ),
+    **dict.fromkeys(
+        ("enable_model_cpu_offload", "enable_sequential_cpu_offload", "enable_group_offload"),
+        (
+            ("diffusers",),
+            "library-prepare",
+            'plan = tj.DeviceMap.plan(path, device_map={"": ("cuda:0", "pinned_host")})  # '
+            "weights kept in host memory, brought to the device inside jit "
+            "(library-cpu-offload)",
+        ),
     ),
 }
 # The libraries that run DeepSpeed, one of which a file imports where "deepspeed" names it.

@@ -163,7 +163,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`ray.get_runtime_context().get_accelerator_ids()` are the GPUs Ray gave the "
             "worker: `jax.local_devices()`. torchtune's `training.get_memory_stats(device)` "
             "reads that device's allocator: `tj.cuda.memory_stats()` (its "
-            "`cleanup_before_training`, which empties the cache, likewise); ColossalAI's "
+            "`cleanup_before_training`, which empties the cache, and Diffusers' "
+            "`free_memory()` likewise); ColossalAI's "
             '`get_current_device()` and Stable-Baselines3\'s `get_device("auto")` are '
             "this process's device."
         ),
@@ -188,6 +189,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.training.get_memory_stats",
             "torchtune.utils.get_memory_stats",
             "torchtune.training.cleanup_before_training",
+            "diffusers.training_utils.free_memory",  # gc, then the device's cache emptied
             "torchtune.training.validate_no_params_on_meta_device",
             # ColossalAI's device of this process, Stable-Baselines3's device chosen by name
             "colossalai.utils.get_current_device",
@@ -222,7 +224,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `deepspeed.initialize` and its engine (`model_engine.backward`, "
             "`.step`, `.save_checkpoint`) do the same. "
             "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
-            "`data[rank::world_size]` with `tj.distributed.get_rank()`. DeepSpeed's AutoTP "
+            "`data[rank::world_size]` with `tj.distributed.get_rank()`. A Diffusers "
+            "pipeline's `enable_model_cpu_offload()` / `enable_sequential_cpu_offload()` "
+            "hook `cpu_offload` onto its models (`library-cpu-offload`). DeepSpeed's AutoTP "
             "`deepspeed.tp_model_init(model, tp_size=)` shards the layers over the "
             "tensor-parallel ranks: a `NamedSharding` over a mesh's model axis. Lightning "
             "Thunder's `thunder.distributed.ddp(model)` and `fsdp(model)` wrap the model "
