@@ -4,8 +4,9 @@ Accelerate): each class's spellings, crossed with the places a script writes the
 twin without device meaning that stays silent.
 
 The torch classes: the compiler's settings (``torch._inductor.config``,
-``torch._functorch.config``) and a compiled module asked for (``is_compiled_module``,
-torchtune's ``compile_model``); ``torch.utils.deterministic.fill_uninitialized_memory``;
+``torch._functorch.config``), a compiled module asked for or unwrapped
+(``is_compiled_module``, ``model._orig_mod``, torchtune's ``compile_model``);
+``torch.utils.deterministic.fill_uninitialized_memory``;
 torch's private ``_get_available_device_type()`` / ``_get_device_module(t)`` and the device
 module they give, handed back in a tuple by a helper or imported from the project by its
 name; ``pin_memory()`` on an object that holds a model's tensors (Diffusers' ``EMAModel``);
@@ -16,7 +17,7 @@ loop over a list of their names.
 The library classes: ColossalAI's ``Booster`` (its plugin, ``boost``, ``backward``,
 ``no_sync``, ``execute_pipeline``, ``checkpoint_io``) and ``DistCoordinator`` (kept in
 ``self`` from an annotated parameter), its ``set_seed``; Hugging Face's ``save_pretrained``
-of a model or a pipeline; Accelerate's save hooks and its DeepSpeed plugin's
+of a model or a pipeline, a pipeline's CPU offloading; Accelerate's save hooks and its DeepSpeed plugin's
 ``zero3_init_context_manager``; DeepSpeed chosen by name (``train_engine ==
 "deepspeed"``), its ``add_config_arguments``, ZeRO's memory estimates and
 ``convert_zero_checkpoint_to_fp32_state_dict``; torchtune's ``get_memory_stats`` and
@@ -111,6 +112,29 @@ def test_a_compiled_module_asked_for_or_made_by_a_library_is_torch_compile(
         "    return flag, other\n"
     )
     _marked(source)
+
+
+_UNWRAPS = {
+    "an attribute": "raw = model._orig_mod  # -> torch-compile",
+    "an attribute of self": "raw = self.model._orig_mod  # -> torch-compile",
+    "a choice": "raw = model._orig_mod if compiled else model  # -> torch-compile",
+    "getattr": 'raw = getattr(model, "_orig_mod", model)  # -> torch-compile',
+    "hasattr": 'raw = hasattr(model, "_orig_mod")  # -> torch-compile',
+    "a project's attribute": "raw = model.orig_mod  # silent",
+    "another getattr": 'raw = getattr(model, "module", model)  # silent',
+}
+
+
+@pytest.mark.parametrize(
+    ("spelling", "place"), list(itertools.product(_UNWRAPS, ["a function", "a method"]))
+)
+def test_torch_compiles_wrapper_unwrapped_is_torch_compile(spelling: str, place: str) -> None:
+    line = _UNWRAPS[spelling]
+    if place == "a method":
+        body = f"class Trainer:\n    def unwrap(self, model, compiled):\n        {line}\n"
+    else:
+        body = f"def unwrap(self, model, compiled):\n    {line}\n"
+    _marked("import torch\n" + body)
 
 
 def test_deterministic_fill_of_uninitialised_memory_is_deterministic() -> None:

@@ -5,6 +5,9 @@ development set: WeNet, timm).
   computes the norm over every rank's shards (a plain module has no such method; torch's
   ``clip_grad_norm_(model.parameters(), max_norm)`` is a function), in a file that uses
   FSDP (``dist-fsdp``). Accelerate's ``accelerator.clip_grad_norm_`` is its row's.
+- torch.compile's wrapper unwrapped: ``model._orig_mod`` (``OptimizedModule``'s module),
+  also asked with ``getattr(model, "_orig_mod", model)`` / ``hasattr``
+  (``torch-compile``): with JAX the module is never wrapped, ``jax.jit`` wraps the step.
 - torch's legacy constructor ``x.new(data)`` (``loss.new([loss_avg])``): a tensor of
   ``x``'s dtype on ``x``'s device (``tensor-new-factory``), on a tensor the scanner knows,
   or given a list of values to hold.
@@ -19,7 +22,7 @@ from .base import Recogniser
 from .libraries import is_library_object
 from .library_internals import imports_package
 
-__all__ = ["fsdp_clip_grad_norm", "legacy_new"]
+__all__ = ["compiled_original", "fsdp_clip_grad_norm", "legacy_new"]
 
 _FSDP_MODULES = ("torch.distributed.fsdp", "torch.distributed._composable.fsdp")
 _FSDP_CLIP = (
@@ -43,6 +46,31 @@ def fsdp_clip_grad_norm(r: Recogniser, call: ast.Call) -> None:
         _FSDP_CLIP.format(max_norm=r.text(call.args[0])),
         position=r.file.method_position(func),
     )
+
+
+_ORIGINAL = "_orig_mod"
+_UNWRAPPED = (
+    "the module itself: jax.jit (nnx.jit) compiles the step and leaves the module unwrapped"
+)
+
+
+def compiled_original(r: Recogniser, node: ast.Attribute | ast.Call) -> None:
+    """``torch-compile``: ``model._orig_mod``, ``getattr(model, "_orig_mod", model)``."""
+    if id(node) in r.reported:
+        return
+    if isinstance(node, ast.Attribute):
+        if node.attr == _ORIGINAL:
+            r.add(node, "torch-compile", f"{r.text(node.value)}  # {_UNWRAPPED}")
+        return
+    if (
+        r.file.values.builtin(node.func) in ("getattr", "hasattr")
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value == _ORIGINAL
+    ):
+        asked = r.file.values.builtin(node.func) == "hasattr"
+        value = "False" if asked else r.text(node.args[0])
+        r.add(node, "torch-compile", f"{value}  # {_UNWRAPPED}")
 
 
 def legacy_new(r: Recogniser, call: ast.Call) -> None:

@@ -90,6 +90,7 @@ class Detector(Recogniser):
         if maximal and self._class_member(node) and self.qualified(node.value):
             return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         distributed.held_no_sync(self, node)
+        module_methods.compiled_original(self, node)
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
@@ -217,6 +218,7 @@ class Detector(Recogniser):
         library_methods.unique_member(self, node)
         module_methods.fsdp_clip_grad_norm(self, node)
         module_methods.legacy_new(self, node)
+        module_methods.compiled_original(self, node)
         devices.imported_module_call(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
