@@ -13,6 +13,33 @@ earlier test or doc names, labelled blind under the conventions CONTRIBUTING wri
   Accelerate's text-to-image example. Measured blind on main at c3f7386, before any
   fix of this round: torch lines 312/338 = 0.923, library lines 43/69 = 0.623.
 
+  Fixed by class (``tests/cli/test_scan_round8_dev_classes.py`` generates each over its
+  spellings with a silent twin), measured after: torch lines 334/338 = 0.988, library
+  lines 69/69 = 1.000. The classes: the compiler's settings (``torch._inductor.config``,
+  ``torch._functorch.config``), ``is_compiled_module`` and torchtune's ``compile_model``;
+  ``torch.utils.deterministic.fill_uninitialized_memory``; torch's private
+  ``_get_available_device_type()`` / ``_get_device_module(t)`` and the device module they
+  give, handed back in a helper's tuple or imported from the project by its name;
+  ``pin_memory()`` of an object holding a model's tensors (Diffusers' ``EMAModel``);
+  ``loss.new([value])``; FSDP's ``model.clip_grad_norm_(clip)``; ``with autocast:`` of a
+  context picked from a dict; the launcher's variables checked over a list of their
+  names. Libraries: ColossalAI's ``Booster`` (its plugin, ``boost``, ``backward``,
+  ``no_sync``, ``execute_pipeline``, ``checkpoint_io``), ``DistCoordinator`` and
+  ``set_seed``; Hugging Face's ``save_pretrained`` of a model or pipeline; Accelerate's
+  save hooks and ``zero3_init_context_manager``; DeepSpeed named in a comparison
+  (``train_engine == "deepspeed"``), ``add_config_arguments``, ZeRO's memory estimates and
+  ``convert_zero_checkpoint_to_fp32_state_dict``; torchtune's ``get_memory_stats`` and
+  activation offloading, and the device functions of torchtune, ColossalAI, DeepSpeed and
+  Stable-Baselines3 by their qualified names (sb3's ``get_device("cpu")`` is found as
+  ``library-device``; its ``"cpu"`` is the string class's).
+
+  Left against the labels (4 torch lines), each in a class another helper of this round
+  owns: a device named in a string literal (timm's ``add_argument('--device',
+  default='cuda')``, the backend spec ``f"{device_type}:{backend},cpu:gloo"`` of
+  torchtitan and torchtune), and FSDP2's ``model.state_dict()`` (torchtune). Labels that contradict CONTRIBUTING's conventions:
+  none found; earlier rounds (5, 6) left ``save_pretrained`` unlabelled where this set
+  labels it, which the conventions support (a library's call that writes tensors).
+
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names, and rebuilt from a clone of its repository (``tests/support/excerpts.py``:
 this project commits none of that code, only where each piece comes from). Each
@@ -39,10 +66,10 @@ FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
 LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
 SETS = ("development",)
 
-#: The recall each set must keep: (torch lines, library lines). The development set's,
-#: as measured blind (312/338, 43/69).
+#: The recall each set must keep: (torch lines, library lines). The development set's
+#: after its classes were fixed (334/338, 69/69; blind: 312/338, 43/69).
 FLOORS = {
-    "development": (0.923, 0.623),
+    "development": (0.988, 1.0),
 }
 
 
