@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import DistributedError
+from ..truth import truth
 
 _ONE_GROUP = (
     "tj.distributed has one process group, every process of the job (torch's default "
@@ -28,7 +29,7 @@ def default_group(function: str, group: Any) -> None:
 
 def synchronous(function: str, async_op: Any) -> None:
     """``async_op=False``; ``True`` asks for a handle to wait on, which tj has none of."""
-    if async_op is False or async_op == 0:
+    if not truth(f"tj.distributed.{function}()", "async_op", async_op):
         return
     raise DistributedError(
         f"{function}(async_op={async_op!r}): tj returns the result, not a handle to "
@@ -40,7 +41,7 @@ def synchronous(function: str, async_op: Any) -> None:
 
 def at_default(function: str, name: str, value: Any, default: Any, fix: str) -> None:
     """A torch parameter tj takes only at torch's default."""
-    if value is default or (default is not None and value == default):
+    if value is default or (default is not None and _equal(value, default)):
         return
     raise DistributedError(f"{function}({name}={value!r}): {fix}.")
 
@@ -58,3 +59,11 @@ def device_ids(function: str, ids: Any) -> None:
             "as torch's barrier takes them (e.g. [local_rank]); tj's barrier waits at "
             "JAX's coordination service and uses no device, so it may also be dropped"
         )
+
+
+def _equal(value: Any, default: Any) -> bool:
+    """``value == default`` where that has one truth value (an array's has none)."""
+    try:
+        return bool(value == default)
+    except Exception:  # NumPy's ValueError, torch's RuntimeError, JAX's ...
+        return False
