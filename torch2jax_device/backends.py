@@ -39,7 +39,7 @@ def _fp32_precision() -> str:
 
 
 def _set_fp32_precision(where: str, value: object) -> None:
-    if value not in _FP32_PRECISIONS:
+    if not isinstance(value, str) or value not in _FP32_PRECISIONS:  # a list is unhashable
         raise ConfigError(
             f"{where} must be 'ieee' (float32 throughout: torch's default numbers), 'tf32' "
             f"or 'none' (JAX's default: TF32 on GPUs that have it), got {value!r}; JAX's one "

@@ -558,7 +558,8 @@ def set_per_process_memory_fraction(fraction: float, device: DeviceLike | None =
         named = for_platform(_PLATFORM, device, _WHAT)  # torch's "Expected a cuda device"
         if named.index not in (None, 0):
             raise ConfigError(
-                f"JAX applies one memory fraction to every GPU; cannot set it for {named} alone"
+                f"JAX applies one memory fraction to every GPU; cannot set it for {named} "
+                "alone. Fix: call it without a device (or with device=0), for every GPU"
             )
     _startup.configure(memory_fraction=fraction)
 
@@ -628,7 +629,7 @@ _SEED_RANGE = range(-(2**63), 2**64)
 def _seed(seed: object, function: str) -> None:
     try:
         number = int(seed)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         raise SeedError(
             f"tj.cuda.{function}: the seed must be an integer, got {seed!r}; pass an int, "
             f"e.g. tj.cuda.{function}(0), and seed JAX with jax.random.key(seed)"
@@ -636,8 +637,8 @@ def _seed(seed: object, function: str) -> None:
     if number not in _SEED_RANGE:
         raise SeedError(
             f"tj.cuda.{function}: Overflow when unpacking long long: a seed of "
-            f"{number.bit_length()} bits is outside the 64-bit range torch's generators take "
-            "(-2**63 to 2**64 - 1)"
+            f"{number.bit_length()} bits ({seed!r:.40}) is outside the 64-bit range torch's "
+            "generators take (-2**63 to 2**64 - 1); pass a seed in that range"
         )
 
 

@@ -62,3 +62,12 @@ __all__ = [
     "is_initialized",
     "make_global_batch",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``tj.distributed.<name>`` for a ``torch.distributed`` name this module does not map
+    (``all_gather``, ``new_group``, ``broadcast``...): the library's error, naming the torch
+    name and the fix, instead of Python's."""
+    from ._src.errors import NoSuchAttributeError
+
+    raise NoSuchAttributeError.unmapped("distributed", name)

@@ -101,12 +101,17 @@ def torch_answer(source: torch.Tensor, target: str) -> np.ndarray[Any, Any]:
 
 def past_32_bits(source: torch.Tensor, target: str) -> np.ndarray[Any, Any]:
     """Which values of torch's ``.to(target)`` the dtype JAX holds cannot: an int64 past
-    int32. tj refuses host data holding one, and wraps none (JAX arrays, already 32-bit,
-    wrap as ``torch_answer`` does: the known difference ``float-to-int-saturates`` and
-    casts on the device)."""
+    int32, a finite float64 (or complex128 part) past float32's largest. tj refuses host
+    data holding one, and wraps or overflows none (JAX arrays, already 32-bit, wrap as
+    ``torch_answer`` does: the known difference ``float-to-int-saturates`` and casts on
+    the device)."""
     narrow, result = narrowed(target), _wide(source, target)
-    if narrow == target or result.is_floating_point() or result.is_complex():
+    if narrow == target:
         return np.zeros(source.shape, bool)
+    if result.is_floating_point() or result.is_complex():
+        wide = result.numpy()
+        with np.errstate(over="ignore"):
+            return np.isinf(wide.astype(np.dtype(narrow))) & ~np.isinf(wide)
     info = np.iinfo(np.dtype(narrow))
     return np.array([not info.min <= int(value) <= info.max for value in result.tolist()])
 

@@ -79,6 +79,12 @@ DIFFERENCES = (
         "Integer values past the 32-bit range raise",
     ),
     Row(
+        "float64-values-past-float32-refused",
+        "a load of finite float64 / complex128 values past float32's largest raises "
+        "tj.ConversionError, where torch keeps them (narrowed, they would become inf)",
+        "float64 values past float32's largest (`1e300`)",
+    ),
+    Row(
         "weights-only",
         "weights_only=False raises tj.UnsupportedOperationError",
         "**`tj.load` only ever loads weights.**",
@@ -511,7 +517,7 @@ def _leaves(tree: Any) -> Iterator[torch.Tensor]:
 def _call(tensor: torch.Tensor) -> Call:
     name = str(tensor.dtype).removeprefix("torch.")
     values: tuple[Any, ...] = ()
-    if name in ("int64", "uint64"):  # what the table's range rows read
+    if name in ("int64", "uint64", "float64", "complex128"):  # what the range rows read
         values = tuple(tensor.reshape(-1).tolist())
     leaf = Leaf(
         source="torch", layout="dense", dtype=name, values=values, shape=tuple(tensor.shape)
@@ -519,14 +525,23 @@ def _call(tensor: torch.Tensor) -> Call:
     return Call(leaf=leaf, device='"cpu"', dtype=None)
 
 
-def refusal_expected(tree: Any) -> bool:
-    """Whether a tensor of ``tree`` holds int64 values JAX's int32 cannot (without x64)."""
+#: The placement table's rows that refuse values the 32-bit dtype cannot hold.
+_RANGE_ROWS = ("int64-values-past-32-bits-refused", "float64-values-past-float32-refused")
+
+
+def refusal_expected(tree: Any) -> str | None:
+    """The range row that refuses a tensor of ``tree`` (int64 values JAX's int32 cannot
+    hold, float64 values float32 would make inf; without x64), or None."""
     if x64():
-        return False
-    return any(
-        row.id == "int64-values-past-32-bits-refused"
-        for tensor in _leaves(tree)
-        for row in known_differences.covering(_call(tensor))
+        return None
+    return next(
+        (
+            row.id
+            for tensor in _leaves(tree)
+            for row in known_differences.covering(_call(tensor))
+            if row.id in _RANGE_ROWS
+        ),
+        None,
     )
 
 
@@ -749,10 +764,11 @@ def _explain_refusal(draw: Draw, tree: Any, ours: BaseException, path: Path) -> 
     if isinstance(ours, tj.CheckpointError) and "as a folder" in str(ours):
         if draw.corruption is not None and path.name in str(ours) and "Fix" in str(ours):
             raise Explained("zip-record-marked-a-folder")
-    if refusal_expected(tree) and isinstance(ours, tj.ConversionError):
+    refused_by = refusal_expected(tree)
+    if refused_by and isinstance(ours, tj.ConversionError):
         if path.name not in str(ours) and draw.writer != "sharded":
             raise Different("error: does not name the file", "load", "loaded", ours)
-        raise Explained("int64-values-past-32-bits-refused")
+        raise Explained(refused_by)
     _explain_argument(draw, ours)
     raise Different("error: tj refuses", "load", "loaded", ours)
 

@@ -1,6 +1,6 @@
 """Real code the scanner's tests read, rebuilt from its own repository, never kept in this one.
 
-The files of ``fixtures/unseen_round5``, ``unseen_round6``, ``unseen_round7`` (cut from
+The files of ``fixtures/unseen_round5`` to ``unseen_round8`` (cut from
 public repositories, labelled by hand in the ``.truth`` files beside them) and the
 projects of ``fixtures/realrun`` are other people's code, so this project commits none
 of it. Each folder's ``SOURCES.json`` says, for each file, the repository, commit and

@@ -237,22 +237,77 @@ def test_to_torch_without_torch_is_a_clear_error() -> None:
     assert all("Fix: pip install torch" in line for line in lines)
 
 
-def test_numpy_float64_narrows_quietly_unless_values_overflow() -> None:
+def test_numpy_float64_narrows_quietly() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         quiet = tj.to_device({"x": np.linspace(0, 1, 5)}, "cpu")["x"]  # NumPy's default
         assert quiet.dtype == jnp.float32
         assert tj.to_jax(np.ones(3)).dtype == jnp.float32
-    with pytest.warns(
-        tj.DtypeNarrowingWarning,
-        match=r"float64 data becomes float32 .*precision drops to about 6 significant digits "
-        r"and magnitudes above 3\.4e\+38 become inf, which happened here",
-    ):
-        overflowed = tj.to_device(np.array([1.0, 1e300]), "cpu")
-    assert np.isinf(np.asarray(overflowed)).tolist() == [False, True]
+        tj.to_device(np.array([1.0, np.inf, -np.inf]), "cpu")  # infinities already there
+
+
+#: 64-bit floating-point data past float32's largest, from every source a move takes:
+#: (what it is, a factory, the leaf path the error names).
+_OVERFLOWING: list[tuple[str, Callable[[], Any], str]] = [
+    ("NumPy array", lambda: np.array([1.0, 1e300]), "<root>"),
+    ("NumPy scalar", lambda: np.float64(-1e300), "<root>"),
+    ("NumPy complex", lambda: np.array([1e300 + 1j]), "<root>"),
+    ("torch tensor", lambda: torch.tensor([1.0, 1e300], dtype=torch.float64), "<root>"),
+    ("torch complex", lambda: torch.tensor([1j * 1e300], dtype=torch.complex128), "<root>"),
+    ("in a tree", lambda: {"a": [np.ones(2), np.array([3e38 * 10])]}, "['a'][1]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "path"), [case[1:] for case in _OVERFLOWING], ids=[case[0] for case in _OVERFLOWING]
+)
+def test_64_bit_floats_that_would_become_inf_are_refused_every_time(
+    make: Callable[[], Any], path: str
+) -> None:
+    # torch keeps 1e300 in float64; JAX without x64 holds float32, where it is inf. The
+    # warning about float64 is said once per dtype: a first, harmless float64 tensor must
+    # not make the next, overflowing one silent.
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # infinities already there are not news
-        tj.to_device(np.array([1.0, np.inf]), "cpu")
+        warnings.simplefilter("ignore", tj.DtypeNarrowingWarning)
+        tj.to_device(torch.ones(1, dtype=torch.float64), "cpu")
+        tj.to_device(torch.ones(1, dtype=torch.complex128), "cpu")
+        with pytest.raises(tj.ConversionError) as caught:
+            tj.to_device(make(), "cpu")
+    message = str(caught.value)
+    assert message.startswith(f"leaf {path}: the ")
+    assert "would become inf (torch keeps it)" in message
+    assert "jax.config.update('jax_enable_x64', True)" in message
+    assert "np.clip(" in message
+
+
+@pytest.mark.parametrize("form", ["safetensors", "torch.save"])
+def test_checkpoint_files_refuse_float64_past_float32(form: str, tmp_path: Any) -> None:
+    import safetensors.torch
+
+    wide = torch.tensor([1.0, 1e300], dtype=torch.float64)
+    path = tmp_path / "w.bin"
+    if form == "safetensors":
+        safetensors.torch.save_file({"w": wide}, path)
+        assert safetensors.torch.load_file(path)["w"].tolist() == [1.0, 1e300]  # torch keeps it
+        load = tj.load_file
+    else:
+        torch.save({"w": wide}, path)
+        assert torch.load(path)["w"].tolist() == [1.0, 1e300]
+        load = tj.load
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tj.DtypeNarrowingWarning)
+        with pytest.raises(tj.ConversionError, match=r"'w'.*1e\+300 does not fit float32"):
+            load(str(path))
+
+
+@pytest.mark.parametrize("source", ["numpy", "torch"])
+def test_asking_for_float32_by_name_casts_as_torch_does_inf_included(source: str) -> None:
+    wide = torch.tensor([1.0, 1e300, -1e300], dtype=torch.float64)
+    expected = wide.to(torch.float32)  # torch's own cast: [1, inf, -inf]
+    given = wide if source == "torch" else wide.numpy()
+    moved = tj.to_device(given, "cpu", torch.float32)
+    assert moved.dtype == jnp.float32
+    assert np.asarray(moved).tolist() == expected.tolist()
 
 
 def test_a_chosen_float64_warns_once_and_says_precision_changes() -> None:

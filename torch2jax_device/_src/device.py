@@ -375,7 +375,7 @@ def for_platform(platform: str, spec: DeviceLike | None, what: str) -> Device:
         return Device._make(device_type, None)
     if isinstance(spec, int) and not isinstance(spec, bool):
         if spec < 0:
-            raise InvalidDeviceError("Device index must not be negative")
+            raise InvalidDeviceError(_negative_index(spec))
         return Device._make(device_type, spec)
     named = Device(spec)
     if platform not in platforms.platforms_for_type(named.type):
@@ -471,7 +471,7 @@ def _checked_index(index: Any) -> int:
     """``index`` as an int, within the range torch accepts for an index argument."""
     number = int(index)
     if number < 0 and number >= -_MAX_INDEX - 1:
-        raise InvalidDeviceError("Device index must not be negative")
+        raise InvalidDeviceError(_negative_index(number))
     if not -_MAX_INDEX - 1 <= number <= _MAX_INDEX:
         raise InvalidDeviceError(
             f"Device index {_integer_text(number)} is out of range: torch reads an index "
@@ -488,8 +488,16 @@ def _decoded(spec: str | bytes) -> str:
     except UnicodeDecodeError as error:
         raise InvalidDeviceError(
             f"Device string {_shortened(repr(spec))} is not UTF-8 ({error.reason} at byte "
-            f"{error.start}); torch decodes bytes as UTF-8 too"
+            f"{error.start}); torch decodes bytes as UTF-8 too. {_SPELLING_FIX}"
         ) from None
+
+
+def _negative_index(number: int) -> str:
+    """torch's message for a negative index, then the index given and the fix."""
+    return (
+        f"Device index must not be negative, got {number}. Fix: give an index from 0, "
+        "or no index for the current device ('cuda', tj.device('cuda'))"
+    )
 
 
 def _integer_text(number: int) -> str:

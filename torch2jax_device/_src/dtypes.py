@@ -172,7 +172,8 @@ def array_dtype(dtype: Any) -> np.dtype[Any]:
     """
     result = to_numpy_dtype(dtype)
     if not transfers(result):
-        raise DTypeError(f"dtype {result.name!r} {cannot_hold(result)}")
+        asked = "" if isinstance(dtype, (str, np.dtype)) else f" (asked for {dtype!r:.60})"
+        raise DTypeError(f"dtype {result.name!r}{asked} {cannot_hold(result)}")
     return result
 
 
@@ -214,7 +215,11 @@ def as_canonical(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return host
     if not is_inexact(dtype):
         refuse_wrapping(host, dtype)
-    return host.astype(dtype)
+        return host.astype(dtype)
+    with np.errstate(over="ignore"):  # refused below, with its fix
+        narrowed = host.astype(dtype)
+    refuse_overflow(host, narrowed)
+    return narrowed
 
 
 def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -222,10 +227,10 @@ def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
     64-bit integers warn once per dtype, as in `canonical` (torch's default
     integer dtype is int64; values outside the 32-bit range wrap). float64 and
-    complex128 are NumPy's defaults and JAX always narrows them, so they warn only
-    when the narrowing turns finite values into infinities (magnitudes above
-    float32's maximum); the precision loss every float64 -> float32 cast has is said
-    in that warning and in the docs, not on every array.
+    complex128 are NumPy's defaults and JAX always narrows them, so they do not warn:
+    the precision loss every float64 -> float32 cast has is said in the docs, not on
+    every array. A narrowing that would turn finite values into infinities is refused
+    (`refuse_overflow`), as a wrapping one is.
     """
     wanted = np.dtype(jax.dtypes.canonicalize_dtype(host.dtype))
     if wanted == host.dtype:
@@ -233,16 +238,45 @@ def narrow_host(host: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if not is_inexact(host.dtype):
         refuse_wrapping(host, wanted)
         return host.astype(canonical(host.dtype))
-    with np.errstate(over="ignore"):  # the overflow is reported below, with its fix
+    with np.errstate(over="ignore"):  # refused below, with its fix
         narrowed = host.astype(wanted)
-    infinite = np.isinf(narrowed)
-    if infinite.any() and not np.isinf(host[infinite]).all():
-        _warn_narrowing(
-            host.dtype,
-            wanted,
-            f"{_consequence(host.dtype, wanted)}, which happened here: finite values became inf",
-        )
+    refuse_overflow(host, narrowed)
     return narrowed
+
+
+def refuse_overflow(wide: Any, narrowed: Any) -> None:
+    """Refuse floating-point data that narrowing (JAX's dtype without x64) made infinite.
+
+    ``wide`` and ``narrowed`` are the same values before and after the narrowing cast,
+    NumPy arrays or torch tensors. A finite value past float32's largest (``1e300``)
+    would become ``inf`` where torch keeps it, as a 64-bit integer would wrap
+    (`refuse_wrapping`); infinities already in the data are not news. A narrow dtype
+    asked for by name (``tj.to_device(x, device, jnp.float32)``) casts as torch does,
+    ``inf`` included, and never reaches here with a wider source.
+
+    Raises:
+        ConversionError: the first such value, named, with the fix.
+    """
+    xp = np if isinstance(narrowed, np.ndarray | np.generic) else sys.modules["torch"]
+    made = xp.isinf(narrowed) & ~xp.isinf(wide)
+    if not made.any():
+        return
+    value = wide[made].reshape(-1)[0].item()
+    source, target = _dtype_name(wide.dtype), _dtype_name(narrowed.dtype)
+    largest = float(np.finfo(np.float32).max)
+    raise ConversionError(
+        f"the {source} value {value!r} does not fit {target}, which JAX holds while "
+        f"jax_enable_x64 is off: it would become inf (torch keeps it). Fix: call "
+        "jax.config.update('jax_enable_x64', True) before creating arrays, bring the "
+        f"values into float32's range first (np.clip(x, -{largest:.4e}, {largest:.4e})), "
+        f"or ask for {target} by name (tj.to_device(x, device, dtype)), which casts as "
+        "torch does, inf included"
+    )
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``float64`` for NumPy's ``float64`` and torch's ``torch.float64`` alike."""
+    return str(dtype).removeprefix("torch.")
 
 
 def refuse_wrapping(values: np.ndarray[Any, Any], narrower: np.dtype[Any]) -> None:
@@ -276,8 +310,8 @@ def _consequence(dtype: np.dtype[Any], result: np.dtype[Any]) -> str:
     if is_inexact(dtype):
         info = np.finfo(result)
         return (
-            f"precision drops to about {info.precision} significant digits and "
-            f"magnitudes above {float(info.max):.1e} become inf"
+            f"precision drops to about {info.precision} significant digits (values past "
+            f"{float(info.max):.1e}, which would become inf, are refused)"
         )
     info_int = np.iinfo(result)
     return f"values outside [{info_int.min}, {info_int.max}] wrap around"

@@ -17,6 +17,7 @@ from . import casting, dtypes, host_staging
 from .detect import import_torch, is_torch_tensor, is_tracer, type_name
 from .device import Device, DeviceLike, resolve
 from .errors import ConversionError, DeviceUnavailableError, DTypeError
+from .truth import truth
 
 __all__ = ["ALIGNMENT", "aligned_empty", "host_array", "to_jax", "to_torch"]
 
@@ -72,6 +73,7 @@ def to_jax(value: Any, device: DeviceLike | None = None, *, strict: bool = False
         >>> array.unsafe_buffer_pointer() == tensor.data_ptr()
         True
     """
+    strict = truth("tj.to_jax()", "strict", strict)
     if is_torch_tensor(value):
         array = _from_torch(value, strict)
     elif isinstance(value, (np.ndarray, np.generic)):
@@ -187,7 +189,9 @@ def _from_torch(tensor: Any, strict: bool) -> jax.Array:
         narrower = dtypes.canonical(source)
         if not dtypes.is_inexact(source) and tensor.numel():
             dtypes.refuse_wrapping(_extremes(torch, tensor, source), narrower)
-        tensor = tensor.to(getattr(torch, narrower.name))
+        wide, tensor = tensor, tensor.to(getattr(torch, narrower.name))
+        if dtypes.is_inexact(source):
+            dtypes.refuse_overflow(wide, tensor)
     if source.name.startswith("float8"):  # DLPack has no float8: carry the bits
         if tensor.device.type == "cpu":
             return _from_numpy(tensor.view(torch.uint8).numpy().view(source), strict)
@@ -386,6 +390,7 @@ def to_torch(
         ([1.0, 1.0], [255.0, 255.0])
     """
     torch = import_torch("tj.to_torch()")
+    copy = truth("tj.to_torch()", "copy", copy)
     if not isinstance(array, jax.Array) and hasattr(array, "__jax_array__"):
         array = array.__jax_array__()
     if is_torch_tensor(array):
@@ -425,7 +430,8 @@ def to_torch(
     else:
         raise ConversionError(
             f"to_torch() cannot convert {type_name(array)}: "
-            "it takes a jax.Array, a NumPy array or a torch.Tensor"
+            "it takes a jax.Array, a NumPy array or a torch.Tensor. Fix: pass one of them "
+            "(for a container of arrays, tj.to_device(tree, 'cpu') then convert each leaf)"
         )
     target = None if device is None else Device(device).torch_device
     if dtype is None and target is None and not copy:
@@ -452,7 +458,10 @@ def _torch_dtype(torch: Any, dtype: Any) -> Any:
     name = dtypes.to_numpy_dtype(dtype).name
     found = getattr(torch, name, None)
     if not isinstance(found, torch.dtype):
-        raise DTypeError(f"torch has no dtype {name!r} (asked for {dtype!r})")
+        raise DTypeError(
+            f"torch has no dtype {name!r} (asked for {dtype!r:.60}). Fix: pass a torch "
+            "dtype (torch.float32) or a NumPy one torch has (np.int64)"
+        )
     return found
 
 

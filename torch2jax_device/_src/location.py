@@ -219,11 +219,12 @@ def device_of(obj: Any) -> Device | None:
         return Device("meta")  # a model not yet built (nnx.eval_shape): torch's meta model
     raise EmptyTreeError(
         f"device_of() found no arrays in {type(obj).__name__}: nothing to read a device "
-        "from (torch: StopIteration from next(model.parameters()))"
+        "from (torch: StopIteration from next(model.parameters())). Fix: pass the model, "
+        "array or tree of arrays whose device you want"
     )
 
 
-def get_device(obj: Any) -> int:
+def get_device(input: Any) -> int:  # torch's parameter name
     """Equivalent to `torch.get_device`.
 
     The device's index, ``-1`` on the CPU: ``tensor.get_device()`` for JAX.
@@ -244,7 +245,7 @@ def get_device(obj: Any) -> int:
         >>> tj.get_device(tj.to_device(jnp.ones(2), "cpu"))
         -1
     """
-    device = device_of(obj)
+    device = device_of(input)
     if device is None:
         raise UnsupportedOperationError(
             "get_device() has no answer under jax.jit: traced arrays have no device. "
@@ -495,12 +496,33 @@ class Parameter:
         (6, (2, 3), 3)
         >>> jax.jit(lambda w: w.sum())(p)
         Array(6., dtype=float32)
+        >>> tj.Parameter().size()  # torch.nn.Parameter(): empty, float32
+        (0,)
+
+    Args:
+        data: The array (``None``: an empty float32 array, as torch's).
+        requires_grad: Only ``True``: what JAX differentiates is chosen where the
+            gradient is taken (``nnx.grad``, ``nnx.Optimizer(..., wrt=)``); ``False`` is
+            refused naming those fixes.
+
+    Raises:
+        UnsupportedOperationError: ``requires_grad`` other than ``True``.
     """
 
     __slots__ = ("_array",)
     _array: Any
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
+        if requires_grad is not True:
+            raise UnsupportedOperationError(
+                f"tj.Parameter(..., requires_grad={requires_grad!r}): a JAX array has no "
+                "requires_grad; what is differentiated is what jax.grad / nnx.grad is "
+                "asked for. Fix: leave the array out of the gradient (nnx.Variable instead "
+                "of nnx.Param, or nnx.Optimizer(..., wrt=) a filter that excludes it), or "
+                "jax.lax.stop_gradient(x) where it is used"
+            )
+        if data is None:  # torch.nn.Parameter(): an empty float32 tensor
+            data = jax.numpy.zeros((0,), jax.numpy.float32)
         object.__setattr__(self, "_array", _unwrap(data))
 
     @property
@@ -543,9 +565,17 @@ class Parameter:
             >>> p.view(2, 3).shape, p.view(-1).shape, p.view(jnp.int32).dtype
             ((2, 3), (6,), dtype('int32'))
         """
-        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
-            return self._array.view(shape[0])  # a dtype
-        return self._array.reshape(*shape)
+        try:
+            if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
+                return self._array.view(shape[0])  # a dtype
+            return self._array.reshape(*shape)
+        except (TypeError, ValueError) as error:  # NumPy's and JAX's refusals
+            shown = ", ".join(f"{one!r:.40}" for one in shape)
+            raise ArgumentTypeError(
+                f"view({shown}) of a {list(self._array.shape)} parameter: {error}. Fix: pass "
+                "a shape whose sizes multiply to the element count (-1 for one of them), or "
+                "a dtype of the same width"
+            ) from None
 
     def element_size(self) -> int:
         """Bytes per element (``Tensor.element_size``)."""
@@ -570,7 +600,9 @@ class Parameter:
 
     @classmethod
     def tree_unflatten(cls, aux: None, children: tuple[Any, ...]) -> Parameter:
-        return cls(children[0])
+        view = object.__new__(cls)  # any leaf, None included (JAX's placeholders)
+        object.__setattr__(view, "_array", _unwrap(children[0]))
+        return view
 
     def __jax_array__(self) -> Any:
         return self._array
@@ -630,7 +662,13 @@ class Parameter:
         return iter(self._array)
 
     def __getitem__(self, index: Any) -> Any:
-        return self._array[index]
+        try:
+            return self._array[index]
+        except (TypeError, IndexError, ValueError, OverflowError) as error:  # JAX's refusals
+            raise InvalidIndexError(
+                f"parameter[{index!r:.60}] of shape {list(self._array.shape)}: {error}. Fix: "
+                "index with ints, slices, ..., None, or an integer or boolean array"
+            ) from None
 
     def __bool__(self) -> bool:
         return bool(self._array)

@@ -17,13 +17,20 @@ from __future__ import annotations
 import bisect
 import collections
 import math
+import numbers
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 import jax.numpy as jnp
 
-from .errors import ArgumentTypeError, ConfigError, NoSuchAttributeError, StateDictError
+from .errors import (
+    ArgumentTypeError,
+    ConfigError,
+    NoSuchAttributeError,
+    StateDictError,
+    UnsupportedOperationError,
+)
 from .optimizer_state import (
     exact,
     group_count,
@@ -33,6 +40,8 @@ from .optimizer_state import (
     set_exact,
 )
 from .plateau import ReduceLROnPlateau as ReduceLROnPlateau
+from .scheduler_epochs import deprecated_epoch
+from .truth import truth
 
 __all__ = [
     "ConstantLR",
@@ -65,8 +74,7 @@ class LRScheduler:
     _arguments: tuple[str, ...] = ()
 
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
-        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int):
-            raise ArgumentTypeError(f"last_epoch must be an int, not {last_epoch!r}")
+        _last_epoch(last_epoch)
         self.optimizer = optimizer
         learning_rate_variable(optimizer)  # or the error naming an optimizer that holds its rate
         groups = range(group_count(optimizer))
@@ -92,7 +100,11 @@ class LRScheduler:
 
     def lr_at(self, epoch: Any, base_lr: Any) -> Any:
         """The learning rate at ``epoch`` (torch's closed form); NumPy/JAX values work."""
-        raise NotImplementedError
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} defines no learning rate rule: LRScheduler is the base "
+            "class (torch's raises NotImplementedError here too). Fix: use a scheduler "
+            "(StepLR, LambdaLR, ...) or subclass it and define lr_at(epoch, base_lr)"
+        )
 
     def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
         """The rate for epoch ``self.last_epoch`` from the current ``lr`` of parameter
@@ -100,12 +112,23 @@ class LRScheduler:
         the current rate)."""
         return float(self.lr_at(self.last_epoch, base_lr))
 
-    def step(self) -> None:
-        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer."""
+    def step(self, epoch: int | None = None) -> None:
+        """Equivalent to ``scheduler.step()``: the next epoch's rate, set on the optimizer.
+
+        ``step(epoch)``, deprecated in torch, is torch's too: it warns as torch does, moves
+        to ``epoch`` and takes the rate there by the closed form.
+        """
         self._step_count += 1
-        self.last_epoch += 1
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            deprecated_epoch(epoch)
+            self.last_epoch = epoch
+        closed_form = epoch is not None and type(self).lr_at is not LRScheduler.lr_at
         self._last_lr = [
-            float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
+            float(self.lr_at(epoch, base))
+            if closed_form
+            else float(self.next_lr(exact(self.optimizer, "learning_rate", group), base, group))
             for group, base in enumerate(self.base_lrs)
         ]
         for group, lr in enumerate(self._last_lr):
@@ -139,7 +162,8 @@ class LRScheduler:
         if not isinstance(state_dict, Mapping):
             raise StateDictError(
                 f"a scheduler state dict is a dict (scheduler.state_dict()), not a "
-                f"{type(state_dict).__name__}"
+                f"{type(state_dict).__name__}. Fix: pass the dict a scheduler's state_dict() "
+                "returned (checkpoint['scheduler'])"
             )
         missing = [
             name for name in (*self._arguments, "base_lrs", "last_epoch") if name not in state_dict
@@ -233,7 +257,22 @@ class MultiStepLR(LRScheduler):
     def __init__(
         self, optimizer: Any, milestones: Iterable[int], gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
-        self.milestones = collections.Counter(_positive_int("milestones", m) for m in milestones)
+        try:
+            epochs = [] if isinstance(milestones, (str, bytes)) else list(milestones)
+        except Exception:
+            epochs = []
+        if not epochs and not isinstance(milestones, (list, tuple)):
+            raise ArgumentTypeError(
+                f"milestones must be a list of epochs, e.g. [30, 80], not "
+                f"{type(milestones).__name__} {milestones!r}"
+            )
+        for epoch in epochs:
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise ArgumentTypeError(
+                    f"milestones must be non-negative int epochs, e.g. [30, 80]; "
+                    f"milestones={milestones!r:.60} holds {epoch!r:.40}"
+                )
+        self.milestones = collections.Counter(epochs)
         self.gamma = _number("gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
@@ -310,7 +349,8 @@ class LinearLR(LRScheduler):
         ):
             raise ConfigError(
                 "Starting multiplicative factor expected to be greater than 0 and less or "
-                "equal to 1, and the ending one between 0 and 1 (torch's check)"
+                "equal to 1, and the ending one between 0 and 1 (torch's check): got "
+                f"start_factor={start_factor!r}, end_factor={end_factor!r}"
             )
         self.start_factor, self.end_factor = float(start_factor), float(end_factor)
         self.total_iters = _positive_int("total_iters", total_iters)
@@ -383,7 +423,14 @@ class LambdaLR(LRScheduler):
         return base_lr * self.lr_lambdas[0](epoch)
 
     def next_lr(self, lr: float, base_lr: float, group: int = 0) -> float:
-        return float(base_lr * self.lr_lambdas[group](self.last_epoch))
+        factor = self.lr_lambdas[group](self.last_epoch)
+        if not isinstance(factor, numbers.Real) and getattr(factor, "shape", None) != ():
+            raise ConfigError(
+                f"lr_lambda returned {type(factor).__name__} {factor!r} for epoch "
+                f"{self.last_epoch}: it must return the factor that multiplies the initial "
+                "rate (a number), as torch's LambdaLR multiplies by it"
+            )
+        return float(base_lr * factor)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -566,8 +613,27 @@ class OneCycleLR(LRScheduler):
         three_phase: bool = False,
         last_epoch: int = -1,
     ) -> None:
+        _last_epoch(last_epoch)
         learning_rate_variable(optimizer)
         self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
+        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+            raise ConfigError(
+                f"Expected float between 0 and 1 pct_start, but got {pct_start!r} (torch's "
+                "ValueError)"
+            )
+        if not isinstance(anneal_strategy, str) or anneal_strategy not in ("cos", "linear"):
+            raise ConfigError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                f"{anneal_strategy!r} (torch's ValueError)"
+            )
+        three_phase = truth("OneCycleLR", "three_phase", three_phase)
+        cycle_momentum = truth("OneCycleLR", "cycle_momentum", cycle_momentum)
+        for name, factor in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
+            if _number(name, factor) == 0:
+                raise ConfigError(
+                    f"{name}=0: OneCycleLR divides the rate by it (torch raises "
+                    f"ZeroDivisionError). Fix: give a positive {name}, such as the default"
+                )
         ends: tuple[float, ...] = (float(pct_start * self.total_steps) - 1, self.total_steps - 1)
         if three_phase:
             ends = (ends[0], float(2 * pct_start * self.total_steps) - 2, ends[1])
@@ -576,16 +642,6 @@ class OneCycleLR(LRScheduler):
              "start_momentum": momenta[0], "end_momentum": momenta[1]}
             for end, lrs, momenta in zip(ends, *_PHASES[three_phase], strict=True)
         ]  # fmt: skip
-        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
-            raise ConfigError(
-                f"Expected float between 0 and 1 pct_start, but got {pct_start} (torch's "
-                "ValueError)"
-            )
-        if anneal_strategy not in ("cos", "linear"):
-            raise ConfigError(
-                f"anneal_strategy must be one of 'cos' or 'linear', instead got "
-                f"{anneal_strategy} (torch's ValueError)"
-            )
         self._anneal_func_type = anneal_strategy
         count = group_count(optimizer)
         tops = _per_group("max_lr", max_lr, count)
@@ -693,8 +749,8 @@ def _per_group(name: str, value: Any, count: int) -> list[float]:
     if isinstance(value, (list, tuple)):
         if len(value) != count:
             raise ConfigError(
-                f"expected {count} values for {name}, got {len(value)} (torch's ValueError): "
-                f"one per parameter group, or one number for all"
+                f"expected {count} values for {name}, got {len(value)} ({name}={value!r}; "
+                f"torch's ValueError): give one per parameter group, or one number for all"
             )
         return [_number(name, one) for one in value]
     return [_number(name, value)] * count
@@ -727,6 +783,11 @@ def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ArgumentTypeError(f"{name} must be a number, not {type(value).__name__} {value!r}")
     return float(value)
+
+
+def _last_epoch(last_epoch: Any) -> None:
+    if isinstance(last_epoch, bool) or not isinstance(last_epoch, int):
+        raise ArgumentTypeError(f"last_epoch must be an int, not {last_epoch!r}")
 
 
 def _positive_int(name: str, value: Any) -> int:

@@ -241,7 +241,7 @@ class ParamGroup(MutableMapping[str, Any]):
         return f"ParamGroup({self._current()!r})"
 
 
-def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> None:
+def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -> None:
     """Equivalent to `torch.optim.Optimizer.load_state_dict`.
 
     Puts a torch optimizer's state dict (``torch.load(path)["optimizer"]``, or one
@@ -258,10 +258,10 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     Args:
         optimizer: The ``nnx.Optimizer``.
         model: The NNX model it optimizes.
-        saved: ``{"state": {...}, "param_groups": [...]}``.
+        state_dict: ``{"state": {...}, "param_groups": [...]}`` (torch's keyword name).
 
     Raises:
-        StateDictError: ``saved`` is not an optimizer state dict, has another number
+        StateDictError: ``state_dict`` is not an optimizer state dict, has another number
             of parameter groups than the optimizer or a group of another size (torch's
             ``ValueError``), is another optimizer's (Adam's into SGD), or a buffer's
             shape differs from its parameter's (named). A ``RuntimeError`` and a
@@ -290,7 +290,7 @@ def load_state_dict(optimizer: Any, model: Any, saved: Mapping[str, Any]) -> Non
     _, inner = _states(optimizer)
     entries = parameter_entries(model)
     order = numbering(optimizer, entries)
-    groups, per_parameter = _checked(saved, type(inner), [len(part) for part in order])
+    groups, per_parameter = _checked(state_dict, type(inner), [len(part) for part in order])
     options = _options(optimizer)
     for group in groups:
         if bool(group.get("amsgrad", False)) != bool(options.get("amsgrad", False)):

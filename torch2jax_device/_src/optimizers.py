@@ -27,6 +27,7 @@ from .detect import is_tracer
 from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
 from .optimizer_arguments import at_least_zero, kernel_options, number, unexpected
 from .param_groups import Group, chosen, held, members, noted_groups, parsed, refused_complex
+from .truth import truth
 
 __all__ = ["SGD", "Adam", "AdamState", "AdamW", "RMSprop", "RMSpropState", "SGDState"]
 
@@ -86,13 +87,14 @@ class RMSpropState(NamedTuple):
     group: Any = None  # with parameter groups: per parameter, param_groups.noted_groups
 
 
-def SGD(  # torch's name
-    *params: Any,
+def SGD(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-3,
     momentum: float = 0.0,
     dampening: float = 0.0,
     weight_decay: float = 0.0,
     nesterov: bool = False,
+    *,
     maximize: bool = False,
     foreach: bool | None = None,
     differentiable: bool = False,
@@ -120,7 +122,9 @@ def SGD(  # torch's name
     (see [`AdamW`][torch2jax_device.optim.AdamW] and the optimizers guide).
 
     Args:
-        *params: Nothing, or torch's list of parameter groups (dicts with ``"params"``).
+        params: Nothing (``nnx.Optimizer`` pairs it with the model), or torch's list of
+            parameter groups (dicts with ``"params"``); the hyperparameters follow it in
+            torch's order, positionally or by keyword.
         lr: The learning rate.
         momentum: Momentum factor (0: plain SGD).
         dampening: Dampening of the momentum.
@@ -155,7 +159,9 @@ def SGD(  # torch's name
         ([-0.10000000149011612, -0.10000000149011612], 0.10000000149011612)
     """
     unexpected("SGD", unknown)
-    groups = parsed("SGD", params, {"fused": fused})
+    _flags("SGD", nesterov=nesterov, maximize=maximize, foreach=foreach,
+           differentiable=differentiable, fused=fused)  # fmt: skip
+    groups = parsed("SGD", _given(params), {"fused": fused})
     # torch compares `value < 0`, which NaN passes
     lr = at_least_zero("SGD", "lr", lr, nan=True)
     momentum = at_least_zero("SGD", "momentum", momentum, nan=True)
@@ -181,13 +187,14 @@ def SGD(  # torch's name
     )
 
 
-def Adam(  # torch's name
-    *params: Any,
+def Adam(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-3,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 0.0,
     amsgrad: bool = False,
+    *,
     foreach: bool | None = None,
     maximize: bool = False,
     capturable: bool = False,
@@ -228,7 +235,10 @@ def Adam(  # torch's name
         ([-0.1, -0.1], 1.0)
     """
     unexpected("Adam", unknown)
-    groups = parsed("Adam", params, {"amsgrad": amsgrad, "fused": fused})
+    _flags("Adam", amsgrad=amsgrad, foreach=foreach, maximize=maximize, capturable=capturable,
+           differentiable=differentiable, fused=fused,
+           decoupled_weight_decay=decoupled_weight_decay)  # fmt: skip
+    groups = parsed("Adam", _given(params), {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
@@ -239,13 +249,14 @@ def Adam(  # torch's name
     )  # fmt: skip
 
 
-def AdamW(  # torch's name
-    *params: Any,
+def AdamW(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-3,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 1e-2,
     amsgrad: bool = False,
+    *,
     maximize: bool = False,
     foreach: bool | None = None,
     capturable: bool = False,
@@ -277,7 +288,9 @@ def AdamW(  # torch's name
         [[0], [1]]
     """
     unexpected("AdamW", unknown)
-    groups = parsed("AdamW", params, {"amsgrad": amsgrad, "fused": fused})
+    _flags("AdamW", amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+           differentiable=differentiable, fused=fused)  # fmt: skip
+    groups = parsed("AdamW", _given(params), {"amsgrad": amsgrad, "fused": fused})
     return _adam_like(
         "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
@@ -286,6 +299,13 @@ def AdamW(  # torch's name
             capturable=capturable, amsgrad=bool(amsgrad),
         ),
     )  # fmt: skip
+
+
+def _flags(function: str, **flags: Any) -> None:
+    """Torch's flags read as its ``if flag:`` reads them, before any is used: the
+    library's error for one with no single truth value (an array of several elements)."""
+    for name, value in flags.items():
+        truth(f"tj.optim.{function}", name, value)
 
 
 def _adam_like(
@@ -337,8 +357,8 @@ def _adam_like(
     )
 
 
-def RMSprop(  # torch's name
-    *params: Any,
+def RMSprop(  # torch's name and signature; params: the groups, or None (nnx.Optimizer's model)
+    params: Any = None,
     lr: float = 1e-2,
     alpha: float = 0.99,
     eps: float = 1e-8,
@@ -375,7 +395,9 @@ def RMSprop(  # torch's name
         [-0.1, -0.1]
     """
     unexpected("RMSprop", unknown)
-    groups = parsed("RMSprop", params, {})
+    _flags("RMSprop", centered=centered, capturable=capturable, foreach=foreach,
+           maximize=maximize, differentiable=differentiable)  # fmt: skip
+    groups = parsed("RMSprop", _given(params), {})
     lr = at_least_zero("RMSprop", "lr", lr)
     eps = at_least_zero("RMSprop", "eps", eps)
     momentum = at_least_zero("RMSprop", "momentum", momentum)
@@ -395,6 +417,11 @@ def RMSprop(  # torch's name
         centered=float(bool(centered)),
         maximize=float(bool(maximize)),
     )
+
+
+def _given(params: Any) -> tuple[Any, ...]:
+    """torch's ``params`` as the positional arguments the groups are parsed from."""
+    return () if params is None else (params,)
 
 
 def _with_params(

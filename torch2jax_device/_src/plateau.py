@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import ArgumentTypeError, ConfigError, StateDictError
 from .optimizer_state import exact, group_count, learning_rate_variable, set_exact
+from .scheduler_epochs import deprecated_epoch
 
 __all__ = ["ReduceLROnPlateau"]
 
@@ -80,11 +81,15 @@ class ReduceLROnPlateau:
         self._reset()
 
     def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
-        if mode not in ("min", "max"):
-            raise ConfigError(f"mode {mode} is unknown (torch's ValueError): 'min' or 'max'")
-        if threshold_mode not in ("rel", "abs"):
+        if not isinstance(mode, str) or mode not in ("min", "max"):
             raise ConfigError(
-                f"threshold mode {threshold_mode} is unknown (torch's ValueError): 'rel' or 'abs'"
+                f"mode {mode!r} is unknown (torch's ValueError). Fix: pass mode='min' (a loss) "
+                "or mode='max' (an accuracy)"
+            )
+        if not isinstance(threshold_mode, str) or threshold_mode not in ("rel", "abs"):
+            raise ConfigError(
+                f"threshold mode {threshold_mode!r} is unknown (torch's ValueError). Fix: pass "
+                "threshold_mode='rel' or 'abs'"
             )
         self.mode_worse = math.inf if mode == "min" else -math.inf
         self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
@@ -103,11 +108,23 @@ class ReduceLROnPlateau:
             return value > best * (self.threshold + 1.0)
         return value > best + self.threshold
 
-    def step(self, metrics: Any) -> None:
+    def step(self, metrics: Any, epoch: int | None = None) -> None:
         """Equivalent to ``scheduler.step(metrics)``: one epoch's metric (a number, or a
-        0-d JAX, NumPy or torch array)."""
-        current = float(metrics)
-        self.last_epoch += 1
+        0-d JAX, NumPy or torch array). ``epoch``, deprecated in torch, sets the epoch
+        number and warns, as torch's does."""
+        try:
+            current = float(metrics)
+        except (TypeError, ValueError, RuntimeError) as error:  # torch's and NumPy's
+            raise ArgumentTypeError(
+                f"ReduceLROnPlateau.step(metrics): the metric must be one number (a float, or "
+                f"a 0-d JAX, NumPy or torch array), not {type(metrics).__name__} "
+                f"{metrics!r:.60} ({error}). Fix: pass the epoch's loss, e.g. float(loss)"
+            ) from None
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            deprecated_epoch(epoch)
+            self.last_epoch = epoch
         if self._is_better(current, self.best):
             self.best = current
             self.num_bad_epochs = 0
@@ -142,11 +159,18 @@ class ReduceLROnPlateau:
         Raises:
             StateDictError: ``state_dict`` is not a ReduceLROnPlateau's.
         """
-        missing = [name for name in _PLATEAU_STATE if name not in state_dict]
-        if not isinstance(state_dict, Mapping) or missing:
+        if not isinstance(state_dict, Mapping):
             raise StateDictError(
-                f"this is not a ReduceLROnPlateau state dict: it has no {missing}; make "
-                "the scheduler the checkpoint was written with"
+                f"a scheduler state dict is a dict (scheduler.state_dict()), not a "
+                f"{type(state_dict).__name__}. Fix: pass the dict a scheduler's state_dict() "
+                "returned (checkpoint['scheduler'])"
+            )
+        missing = [name for name in _PLATEAU_STATE if name not in state_dict]
+        if missing:
+            raise StateDictError(
+                f"this is not a ReduceLROnPlateau state dict: it has no {missing} (it holds "
+                f"{sorted(map(str, state_dict))[:8]}); make the scheduler the checkpoint was "
+                "written with"
             )
         for name in _PLATEAU_STATE:
             setattr(self, name, copy.copy(state_dict[name]))

@@ -695,7 +695,7 @@ def _platforms_value(platforms: object) -> str:
     stripped = [str(name).strip() for name in names]
     problem = platforms_problem(stripped, "platforms")
     if problem is not None:
-        raise ConfigError(problem)
+        raise ConfigError(f"{problem} (platforms={platforms!r:.60}). Fix: name one, e.g. 'cpu'")
     spelling = {p.device_type: p.environment_name for p in PLATFORMS}
     return ",".join(spelling.get(name, name) for name in stripped)
 

@@ -37,6 +37,7 @@ from .device import Device
 from .errors import MixedDeviceError
 from .location import Placements
 from .scopes import around_each_step
+from .truth import truth
 
 __all__ = [
     "CpuComputationWarning",
@@ -98,7 +99,7 @@ class StrictPlacement:
     """
 
     def __init__(self, *, transfer_guard: bool = False) -> None:
-        self.transfer_guard = transfer_guard
+        self.transfer_guard = truth("tj.strict_placement()", "transfer_guard", transfer_guard)
 
     def __enter__(self) -> StrictPlacement:
         if self.transfer_guard:
@@ -219,6 +220,7 @@ def set_strict_placement(enabled: bool) -> None:
         >>> tj.set_strict_placement(True)
         >>> tj.set_strict_placement(False)
     """
+    enabled = truth("tj.set_strict_placement()", "enabled", enabled)
     jax.config.update("jax_transfer_guard_device_to_device", "disallow" if enabled else "allow")
 
 

@@ -238,6 +238,28 @@ def _as_64_bits(value: Any, dtype: str) -> float:
     return (int(number) - low) % 2**64 + low
 
 
+def _overflows_float32(call: Call) -> bool:
+    """Data tj would hold as float64 or complex128 (torch's dtype) with finite values past
+    float32's largest, which the narrowing would make infinite: tj refuses."""
+    wide = _tj_dtype(call)
+    if wide not in ("float64", "complex128") or call.leaf.source == "jax":
+        return False
+    return any(
+        isinstance(part, float) and math.isfinite(part) and not _fits_float32(part)
+        for value in call.leaf.values
+        for part in ((value.real, value.imag) if isinstance(value, complex) else (value,))
+    )
+
+
+def _fits_float32(number: float) -> bool:
+    """Whether ``number`` rounds to a finite float32 (struct refuses one that does not)."""
+    try:
+        struct.pack("<f", number)
+    except OverflowError:
+        return False
+    return True
+
+
 DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         id="container-casts-floats-only",
@@ -267,6 +289,17 @@ DIFFERENCES: tuple[Difference, ...] = (
         why="without x64 JAX holds int32, and a wrapped id or offset would silently name "
         "another row; the error names the fix (jax_enable_x64, or values in range)",
         docs="known-differences-placement.md#int64-becomes-int32",
+        differs=frozenset({"error"}),
+    ),
+    Difference(
+        id="float64-values-past-float32-refused",
+        applies=_overflows_float32,
+        what="torch keeps float64 and complex128 values past float32's largest (1e300); "
+        "tj raises tj.ConversionError naming the value, where narrowing would make them inf",
+        why="without x64 JAX holds float32, and an inf that was a finite value poisons every "
+        "sum it enters; the error names the fix (jax_enable_x64, values in range, or the "
+        "narrow dtype asked for by name, which casts as torch does)",
+        docs="known-differences-placement.md#float64-values-past-float32s-largest-are-refused",
         differs=frozenset({"error"}),
     ),
     Difference(

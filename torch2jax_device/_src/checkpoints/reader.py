@@ -212,12 +212,15 @@ class Reader:
             self._read_into(start + begin, scratch[: end - begin])
             narrowed = out[begin // ratio : end // ratio].view(dtype)
             wide_values = scratch[: end - begin].view(info.dtype)
-            if not dtypes.is_inexact(dtype):
-                try:
+            try:
+                if not dtypes.is_inexact(dtype):
                     dtypes.refuse_wrapping(wide_values, dtype)
-                except ConversionError as error:
-                    raise ConversionError(f"{self.path!r}: tensor {info.name!r}: {error}") from None
-            np.copyto(narrowed, wide_values, casting="unsafe")
+                with np.errstate(over="ignore"):  # refused just below, with its fix
+                    np.copyto(narrowed, wide_values, casting="unsafe")
+                if dtypes.is_inexact(dtype):
+                    dtypes.refuse_overflow(wide_values, narrowed)
+            except ConversionError as error:
+                raise ConversionError(f"{self.path!r}: tensor {info.name!r}: {error}") from None
             advance(end - begin)
 
     def read_selection(self, info: TensorInfo, index: Any) -> np.ndarray[Any, Any]:

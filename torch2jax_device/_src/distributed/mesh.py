@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -16,7 +16,7 @@ from .. import platforms, trees
 from ..detect import is_torch_tensor
 from ..device import Device
 from ..errors import ConversionError, DistributedError, EmptyTreeError
-from . import batch_agreement, process_group
+from . import batch_agreement, process_group, torch_arguments
 
 __all__ = ["global_batch", "init_device_mesh", "make_global_batch"]
 
@@ -26,6 +26,7 @@ def init_device_mesh(
     mesh_shape: Sequence[int],
     *,
     mesh_dim_names: Sequence[str] | None = None,
+    backend_override: Any = None,
     axis_types: AxisType | Sequence[AxisType] | None = None,
 ) -> Mesh:
     """Equivalent to `torch.distributed.device_mesh.init_device_mesh`.
@@ -51,12 +52,13 @@ def init_device_mesh(
         mesh_shape: Devices along each mesh dimension, e.g. ``(2, 4)``.
         mesh_dim_names: One name per dimension (default ``dim_0``, ``dim_1``...).
             ``NamedSharding`` and ``PartitionSpec`` refer to them.
+        backend_override: Only ``None``: JAX chooses each axis's collectives itself.
         axis_types: ``jax.sharding.AxisType.Explicit`` (or one type per dimension)
             for JAX's explicit sharding mode; default ``Auto`` for every axis.
 
     Raises:
-        DistributedError: an indexed device type, bad names, bad axis types or a shape
-            that does not match the number of devices.
+        DistributedError: an indexed device type, bad names, bad axis types, a shape
+            that does not match the number of devices, or a ``backend_override``.
         DeviceUnavailableError: JAX has no such device here.
 
     Examples:
@@ -77,6 +79,11 @@ def init_device_mesh(
             "init_device_mesh takes a device type such as 'cuda' or 'cpu' (pass "
             "device.type for a device object)."
         )
+    torch_arguments.at_default(
+        "init_device_mesh", "backend_override", backend_override, None,
+        "JAX chooses the collectives of every mesh axis itself (NCCL between GPUs, gloo "
+        "between CPU processes). Fix: drop backend_override=",
+    )  # fmt: skip
     shape = _mesh_shape(mesh_shape)
     names = _mesh_names(mesh_dim_names, len(shape))
     types = _axis_types(axis_types, len(shape))
@@ -153,15 +160,20 @@ def make_global_batch(local_batch: Any, mesh: Mesh, axis: str | Sequence[str] | 
         >>> batch["x"].shape, batch["x"].sharding.spec == jax.sharding.PartitionSpec("data")
         ((4, 3), True)
     """
+    if not isinstance(mesh, Mesh):
+        raise DistributedError(
+            f"make_global_batch: mesh must be a jax.sharding.Mesh, not "
+            f"{type(mesh).__name__} {mesh!r:.60}. Fix: pass the mesh init_device_mesh returned"
+        )
     if axis is None:
         axes: tuple[str, ...] = (mesh.axis_names[0],)
     else:
-        axes = (axis,) if isinstance(axis, str) else tuple(axis)
-    unknown = [name for name in axes if name not in mesh.axis_names]
+        axes = (axis,) if isinstance(axis, str) else _items(axis) or (axis,)
+    unknown = [name for name in axes if not isinstance(name, str) or name not in mesh.axis_names]
     if unknown:
         raise DistributedError(
-            f"make_global_batch: axis {unknown[0]!r} is not an axis of the mesh, which has "
-            f"{mesh.axis_names}."
+            f"make_global_batch: axis {unknown[0]!r:.60} is not an axis of the mesh, which has "
+            f"{mesh.axis_names}. Fix: pass one of them (or a tuple of them) as axis="
         )
     sharding = NamedSharding(mesh, PartitionSpec(axes[0] if len(axes) == 1 else axes))
     if sharding.is_fully_addressable:  # one process: nobody to agree with
@@ -195,7 +207,11 @@ def _local_values(local_batch: Any, function: str) -> tuple[trees.Flat, list[Any
     """The flattened batch, with each data leaf as NumPy or a local ``jax.Array``."""
     flat = trees.flatten(local_batch, with_paths=True)  # dicts keep their own order
     if not flat.leaves:
-        raise EmptyTreeError(f"{function}: the local batch holds no arrays.")
+        raise EmptyTreeError(
+            f"{function}: the local batch holds no arrays ({type(local_batch).__name__} "
+            f"{local_batch!r:.60}). Fix: pass this process's rows, as an array or a tree of "
+            "arrays"
+        )
     values = [
         process_group.host_value(leaf, function, path) if _is_data(leaf) else leaf
         for path, leaf in zip(flat.paths, flat.leaves, strict=True)
@@ -259,13 +275,26 @@ def _mesh_shape(mesh_shape: Sequence[int]) -> tuple[int, ...]:
     return shape
 
 
+def _items(value: Any) -> tuple[Any, ...] | None:
+    """``value``'s items where it is a sequence of them (not a mapping, a string or a
+    file); ``None`` where it is none, so the caller raises its own error."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
+        return None
+    return tuple(value)
+
+
 def _mesh_names(mesh_dim_names: Sequence[str] | None, ndim: int) -> tuple[str, ...]:
     if mesh_dim_names is None:
         return tuple(f"dim_{index}" for index in range(ndim))
-    names = (mesh_dim_names,) if isinstance(mesh_dim_names, str) else tuple(mesh_dim_names)
-    if len(names) != ndim or len(set(names)) != ndim or not all(isinstance(n, str) for n in names):
+    names = (mesh_dim_names,) if isinstance(mesh_dim_names, str) else _items(mesh_dim_names)
+    if (
+        names is None
+        or not all(isinstance(name, str) for name in names)  # before set(): lists are unhashable
+        or len(set(names)) != ndim
+        or len(names) != ndim
+    ):
         raise DistributedError(
-            f"mesh_dim_names {mesh_dim_names!r} must be {ndim} distinct strings, one per "
+            f"mesh_dim_names {mesh_dim_names!r:.60} must be {ndim} distinct strings, one per "
             "mesh dimension."
         )
     return names
@@ -276,10 +305,10 @@ def _axis_types(
 ) -> tuple[AxisType, ...]:
     if axis_types is None:
         return (AxisType.Auto,) * ndim
-    types = (axis_types,) * ndim if isinstance(axis_types, AxisType) else tuple(axis_types)
-    if len(types) != ndim or not all(isinstance(t, AxisType) for t in types):
+    types = (axis_types,) * ndim if isinstance(axis_types, AxisType) else _items(axis_types)
+    if types is None or len(types) != ndim or not all(isinstance(t, AxisType) for t in types):
         raise DistributedError(
-            f"axis_types {axis_types!r} must be one jax.sharding.AxisType or {ndim} of them, "
+            f"axis_types {axis_types!r:.60} must be one jax.sharding.AxisType or {ndim} of them, "
             "one per mesh dimension (e.g. AxisType.Explicit)."
         )
     return types

@@ -26,11 +26,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .. import platforms, trees
 from ..detect import is_torch_tensor, is_tracer
 from ..device import DeviceLike
-from ..dtypes import is_prng_key
+from ..dtypes import is_prng_key, transfers
 from ..errors import DistributedError, EmptyTreeError
 from ..interop import to_jax
 from . import agreement, narrowed
 from . import rendezvous as _rendezvous
+from . import torch_arguments as _torch_arguments
 from .roll_call import roll_call
 
 __all__ = [
@@ -153,7 +154,9 @@ def init_process_group(
     timeout: datetime.timedelta | float | None = None,
     world_size: int = -1,
     rank: int = -1,
-    *,
+    store: Any = None,
+    group_name: str = "",
+    pg_options: Any = None,
     device_id: DeviceLike | None = None,
 ) -> None:
     """Equivalent to `torch.distributed.init_process_group`.
@@ -202,12 +205,17 @@ def init_process_group(
             68 years to start and about 24.8 days at a barrier.
         world_size: The number of processes; ``-1`` reads ``WORLD_SIZE``.
         rank: This process's rank; ``-1`` reads ``RANK``.
+        store: Only ``None``: the ranks meet at JAX's coordination service, at
+            ``MASTER_ADDR``/``MASTER_PORT`` or ``init_method``, not in a torch store.
+        group_name: Only ``""``: the job has one group.
+        pg_options: Only ``None``: JAX configures its collectives itself.
         device_id: The one GPU this process uses (``"cuda:1"``, ``1``), or ``"cpu"``.
 
     Raises:
         DistributedError: already initialized, JAX already started, a missing or
-            invalid setting, a busy coordinator port (rank 0), a coordinator that
-            does not answer within ``timeout`` (other ranks), a rank that does not
+            invalid setting (a ``store``, ``group_name`` or ``pg_options`` included), a
+            busy coordinator port (rank 0), a coordinator that does not answer within
+            ``timeout`` (other ranks), a rank that does not
             arrive within ``timeout`` (every rank that did; the message names the
             missing ones), two processes with one rank, or a ``WORLD_SIZE`` other
             than rank 0's. Each message names the value and the fix.
@@ -227,6 +235,21 @@ def init_process_group(
     """
     global _group
     _check_backend(backend)
+    _torch_arguments.at_default(
+        "init_process_group", "store", store, None,
+        "the ranks meet at JAX's coordination service, not in a torch store. Fix: drop "
+        "store= and set MASTER_ADDR and MASTER_PORT (torchrun does), or pass "
+        "init_method='tcp://HOST:PORT'",
+    )  # fmt: skip
+    _torch_arguments.at_default(
+        "init_process_group", "group_name", group_name, "",
+        "JAX's job has one process group, which has no name. Fix: drop group_name=",
+    )  # fmt: skip
+    _torch_arguments.at_default(
+        "init_process_group", "pg_options", pg_options, None,
+        "JAX chooses and configures its collectives itself (NCCL between GPUs, gloo "
+        "between CPU processes). Fix: drop pg_options=",
+    )  # fmt: skip
     timeout_s = _seconds(timeout)
     rendezvous = _rendezvous.parse(init_method, world_size, rank, os.environ)
     device_ids = _rendezvous.local_device_ids(rendezvous, device_id, os.environ)
@@ -362,15 +385,17 @@ def joined() -> bool:
     return _group is not None
 
 
-def get_rank() -> int:
+def get_rank(group: Any = None) -> int:
     """Equivalent to `torch.distributed.get_rank`.
 
     This process's rank, 0 to world size - 1.
 
-    Equals ``jax.process_index()`` once JAX has started.
+    Equals ``jax.process_index()`` once JAX has started. ``group`` is only ``None``,
+    torch's default group: the job has one.
 
     Raises:
-        DistributedError: the process group is not initialized (torch: ValueError).
+        DistributedError: the process group is not initialized (torch: ValueError), or
+            a ``group`` other than ``None``.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
@@ -378,19 +403,22 @@ def get_rank() -> int:
         Traceback (most recent call last):
         DistributedError: Default process group has not been initialized, ...
     """
+    _torch_arguments.default_group("get_rank", group)
     return _require_group("get_rank").rendezvous.rank
 
 
-def get_world_size() -> int:
+def get_world_size(group: Any = None) -> int:
     """Equivalent to `torch.distributed.get_world_size`.
 
     The number of processes in the job.
 
     Equals ``jax.process_count()`` once JAX has started; the number of devices,
-    ``jax.device_count()``, is larger when a process owns several.
+    ``jax.device_count()``, is larger when a process owns several. ``group`` is only
+    ``None``, torch's default group: the job has one.
 
     Raises:
-        DistributedError: the process group is not initialized (torch: ValueError).
+        DistributedError: the process group is not initialized (torch: ValueError), or
+            a ``group`` other than ``None``.
 
     Examples:
         >>> from torch2jax_device import distributed as dist
@@ -398,17 +426,20 @@ def get_world_size() -> int:
         Traceback (most recent call last):
         DistributedError: Default process group has not been initialized, ...
     """
+    _torch_arguments.default_group("get_world_size", group)
     return _require_group("get_world_size").rendezvous.world_size
 
 
-def get_local_rank() -> int:
+def get_local_rank(fallback_rank: int | None = None) -> int:
     """This process's rank on its host: ``int(os.environ["LOCAL_RANK"])``.
 
     Like ``torch.distributed.get_node_local_rank``, it reads ``LOCAL_RANK`` (set by
-    torchrun and ``torch2jax-device run``) and works before initialization.
+    torchrun and ``torch2jax-device run``) and works before initialization; without
+    ``LOCAL_RANK``, ``fallback_rank`` is the answer where given, as in torch.
 
     Raises:
-        DistributedError: ``LOCAL_RANK`` is not set or not an integer.
+        DistributedError: ``LOCAL_RANK`` is not set (and no ``fallback_rank``) or not an
+            integer (torch: RuntimeError).
 
     Examples:
         >>> import os
@@ -417,10 +448,14 @@ def get_local_rank() -> int:
         >>> dist.get_local_rank()
         1
         >>> del os.environ["LOCAL_RANK"]
+        >>> dist.get_local_rank(fallback_rank=0)  # torch's get_node_local_rank(fallback_rank=0)
+        0
     """
     if _group is not None and _group.rendezvous.local_rank is not None:
         return _group.rendezvous.local_rank
     text = os.environ.get("LOCAL_RANK")
+    if text is None and fallback_rank is not None:
+        return fallback_rank
     if text is None or not text.strip():
         raise DistributedError(
             "LOCAL_RANK is not in the environment. Fix: launch with torchrun or "
@@ -432,7 +467,12 @@ def get_local_rank() -> int:
         raise DistributedError(f"LOCAL_RANK={text!r} is not an integer.") from None
 
 
-def barrier() -> None:
+def barrier(
+    group: Any = None,
+    async_op: bool = False,
+    device_ids: list[int] | None = None,
+    timeout: datetime.timedelta | float | None = None,
+) -> None:
     """Equivalent to `torch.distributed.barrier`.
 
     Wait until every process reaches its matching ``barrier()``.
@@ -441,9 +481,18 @@ def barrier() -> None:
     on a device, so it neither starts backends nor compiles anything. Every rank
     must call it the same number of times.
 
+    Args:
+        group: Only ``None``, torch's default group: the job has one.
+        async_op: Only ``False``: it returns once every rank has arrived.
+        device_ids: Checked as torch checks them (a list of indices); the barrier uses
+            no device, so they choose none.
+        timeout: How long to wait for the other ranks (a ``datetime.timedelta`` or
+            seconds); default the group's, as in torch.
+
     Raises:
-        DistributedError: the process group is not initialized, or some rank did not
-            arrive within the group's timeout; the message names those ranks.
+        DistributedError: the process group is not initialized, some rank did not
+            arrive within the timeout (the message names those ranks), or a ``group``,
+            ``async_op`` or ``device_ids`` tj cannot take.
 
     Examples:
         In a job, every rank calls ``dist.barrier()``. Before joining one, it fails
@@ -454,10 +503,13 @@ def barrier() -> None:
         Traceback (most recent call last):
         DistributedError: barrier(): Default process group has not been initialized, ...
     """
-    synchronize("barrier")
+    _torch_arguments.default_group("barrier", group)
+    _torch_arguments.synchronous("barrier", async_op)
+    _torch_arguments.device_ids("barrier", device_ids)
+    synchronize("barrier", timeout_s=None if timeout is None else _seconds(timeout))
 
 
-def destroy_process_group() -> None:
+def destroy_process_group(group: Any = None) -> None:
     """Equivalent to `torch.distributed.destroy_process_group`.
 
     Leave the job (``jax.distributed.shutdown``).
@@ -467,7 +519,8 @@ def destroy_process_group() -> None:
     the same process afterwards.
 
     Raises:
-        DistributedError: the process group is not initialized.
+        DistributedError: the process group is not initialized, or a ``group`` other
+            than ``None`` (the job has one group).
 
     Examples:
         The last line of every rank's script is ``dist.destroy_process_group()``.
@@ -479,12 +532,15 @@ def destroy_process_group() -> None:
         DistributedError: destroy_process_group(): Default process group has not ...
     """
     global _group
+    _torch_arguments.default_group("destroy_process_group", group)
     _require_group("destroy_process_group")
     jax.distributed.shutdown()
     _group = None
 
 
-def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
+def all_reduce(
+    tensor: Any, op: str = ReduceOp.SUM, group: Any = None, async_op: bool = False
+) -> Any:
     """Equivalent to `torch.distributed.all_reduce`.
 
     Reduce every process's values and give the result to all.
@@ -515,11 +571,15 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
     reduces them itself.
 
     Args:
-        tree: A pytree of arrays, torch CPU tensors or Python numbers, with the same
+        tensor: A pytree of arrays, torch CPU tensors or Python numbers, with the same
             structure, shapes and dtypes on every process.
         op: ``"sum"``, ``"mean"``, ``"max"``, ``"min"``, ``"product"``, or for integers
             and bools ``"band"``, ``"bor"``, ``"bxor"`` (or the
-            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names).
+            [`tj.distributed.ReduceOp`][torch2jax_device.distributed.ReduceOp] names, or
+            torch's ``torch.distributed.ReduceOp`` members).
+        group: Only ``None``, torch's default group: the job has one.
+        async_op: Only ``False``: the result is returned (JAX dispatches the
+            reduction asynchronously anyway).
 
     Returns:
         The same structure with the reduced ``jax.Array`` leaves, in their dtypes.
@@ -531,7 +591,8 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
             processes or is traced, ranks that pass different calls, ops, trees, shapes
             or dtypes (on every rank), another rank that failed first, or a rank that
             did not arrive within the timeout.
-        EmptyTreeError: ``tree`` holds no arrays.
+            A ``group`` other than ``None`` and ``async_op=True`` are refused, naming the fix.
+        EmptyTreeError: ``tensor`` holds no arrays.
 
     Examples:
         In a job of two ranks, where each passes its own numbers::
@@ -552,8 +613,10 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
         Traceback (most recent call last):
         DistributedError: all_reduce(): Default process group has not been initialized, ...
     """
+    _torch_arguments.default_group("all_reduce", group)
+    _torch_arguments.synchronous("all_reduce", async_op)
     _require_group("all_reduce")
-    flat = trees.flatten(tree, with_paths=True)  # dicts keep their own order
+    flat = trees.flatten(tensor, with_paths=True)  # dicts keep their own order
     call = f"all_reduce(op={op!r})"
     try:
         name = _op_name(op)
@@ -604,6 +667,9 @@ def all_reduce(tree: Any, op: str = ReduceOp.SUM) -> Any:
 
 
 def _op_name(op: Any) -> str:
+    torch_name = None if isinstance(op, str) else getattr(op, "name", None)
+    if isinstance(torch_name, str):  # torch.distributed.ReduceOp.SUM (its RedOpType)
+        op = getattr(ReduceOp, torch_name, op)
     name = op.lower() if isinstance(op, str) else op
     if name not in _REDUCTIONS:
         raise DistributedError(
@@ -712,13 +778,21 @@ def coordination(what: str) -> tuple[Any, float]:
     return _coordination_client(what), timeout_s
 
 
-def synchronize(what: str, step: agreement.Step | None = None, *, fix: str = "") -> None:
+def synchronize(
+    what: str,
+    step: agreement.Step | None = None,
+    *,
+    fix: str = "",
+    timeout_s: float | None = None,
+) -> None:
     """Meet every rank's matching call at JAX's coordination service, and compare.
 
     Every rank's ``step`` (default: just the call, ``what()``) is compared with the
     others' there: a rank at another call, with another tree, shape or dtype (the
     ``step``'s leaves), or that failed before the call (a ``step`` with a failure: it only
     waits, then raises its own error) makes every rank raise the same error.
+
+    ``timeout_s`` (default the group's) bounds the wait.
 
     Raises:
         DistributedError: no process group, some rank did not come in time, or the
@@ -730,14 +804,15 @@ def synchronize(what: str, step: agreement.Step | None = None, *, fix: str = "")
     call = next(_synchronizations)
     rank = group.rendezvous.rank
     step = step if step is not None else agreement.Step(f"{what}()")
+    timeout_s = group.timeout_s if timeout_s is None else timeout_s
     try:
-        steps = agreement.meet_at_barrier(client, "calls", call, step, rank, group.timeout_s)
+        steps = agreement.meet_at_barrier(client, "calls", call, step, rank, timeout_s)
     except RuntimeError as err:
         if step.failure is not None:
             return  # this rank raises its own error; the others learn of it or time out
         raise DistributedError(
             f"{what}() on rank {rank} (call #{call}) failed waiting for the "
-            f"other ranks (timeout {group.timeout_s:g} s). Every rank must make the same "
+            f"other ranks (timeout {timeout_s:g} s). Every rank must make the same "
             "sequence of barrier() and all_reduce() calls; a rank that died or is busy "
             f"elsewhere never arrives. JAX's coordination service reported: {err}"
         ) from err
@@ -776,7 +851,14 @@ def host_value(leaf: Any, function: str, path: str) -> Any:
         return leaf
     if is_torch_tensor(leaf):
         return to_jax(leaf)
-    return np.asarray(leaf)
+    array = np.asarray(leaf)
+    if not transfers(array.dtype):  # text, objects, an int past 64 bits
+        raise DistributedError(
+            f"{function}: leaf {where} is {type(leaf).__name__} {leaf!r:.60}, whose NumPy "
+            f"dtype {array.dtype} JAX arrays cannot hold. Fix: keep it out of the batch, or "
+            "encode it as numbers (int64 at most) first"
+        )
+    return array
 
 
 def _process_mesh() -> Mesh:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
+from .._names import Binding
 from .._tables import ADVICE, RENAMES, wildcard
 from .._values import last_name
 from ..catalog.availability import ACCELERATOR_MODULES
@@ -18,6 +19,7 @@ __all__ = [
     "default_device_mode",
     "device_call",
     "device_module_call",
+    "imported_module_call",
     "indexed_device_string",
 ]
 
@@ -57,8 +59,13 @@ _MODULE_ONLY = frozenset(
         "ipc_collect",
         "memory_stats",
         "manual_seed_all",
+        "get_device_properties",
+        "get_device_name",
+        "get_device_capability",
     }
 )
+# torch's calls that hand back a device module by the device's type.
+_MODULE_BY_TYPE = frozenset({"torch.get_device_module", "torch._utils._get_device_module"})
 
 _DEEPSPEED_ACCELERATOR = (
     "DeepSpeed's accelerator (get_accelerator()) stands for torch's device module of the "
@@ -281,6 +288,20 @@ def device_module_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> 
     return True
 
 
+def imported_module_call(r: Recogniser, call: ast.Call) -> None:
+    """``device_module.synchronize()`` where ``device_module`` is the project's, imported
+    by its name (``from torchtitan.tools.utils import device_module``): a qualified name
+    no row knows, so the walk's method calls do not see it."""
+    func = call.func
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and id(call) not in r.reported
+        and _imported_device_module(r, func.value)
+    ):
+        device_module_call(r, call, func)
+
+
 def _type_formatted(name: ast.JoinedStr) -> bool:
     """``f"{device_name}:{index}"``: the device's type is a value of its own, not written
     (``f"cuda:{rank}"`` names its type)."""
@@ -292,11 +313,56 @@ def _through_a_helper(r: Recogniser, node: ast.expr) -> bool:
     own ``torch.get_device_module``), or a name bound to one: its body is not at hand,
     its name alone tells."""
     if isinstance(node, ast.Name):
-        return any(
+        return _imported_device_module(r, node) or any(
             b.kind == "assign" and isinstance(b.value, ast.Call) and _helper_call(r, b.value)
             for b in r.file.names.bindings(node)
         )
     return isinstance(node, ast.Call) and _helper_call(r, node)
+
+
+def _bound_value(r: Recogniser, binding: Binding) -> ast.expr | None:
+    """What ``binding`` assigns: its value, or for ``device_type, device_module =
+    get_device_info()`` the element every ``return`` of the file's function hands back
+    there (torchtitan's ``return device_type, device_module``); ``None`` if unknown."""
+    if binding.kind != "assign":
+        return None
+    if binding.element is None:
+        return binding.value
+    call = binding.value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return None
+    functions = [
+        b.node
+        for b in r.file.names.bindings(call.func)
+        if isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    returned = [
+        statement.value
+        for function in functions
+        for statement in ast.walk(function)
+        if isinstance(statement, ast.Return)
+        and r.file.names.enclosing(statement, ast.FunctionDef, ast.AsyncFunctionDef) is function
+    ]
+    elements = [
+        value.elts[binding.element]
+        for value in returned
+        if isinstance(value, ast.Tuple) and len(value.elts) > binding.element
+    ]
+    if len(functions) != 1 or not elements or len(elements) != len(returned):
+        return None
+    return elements[0] if len(elements) == 1 else None
+
+
+def _imported_device_module(r: Recogniser, node: ast.Name) -> bool:
+    """``from torchtitan.tools.utils import device_module``: the project's device module,
+    imported under its name (its body is in another file)."""
+    bindings = r.file.names.bindings(node)
+    return (
+        bool(bindings)
+        and all(b.kind == "import" for b in bindings)
+        and _PROJECT_DEVICE_MODULE.search(node.id) is not None
+        and not (r.qualname(node) or "").startswith("torch.")
+    )
 
 
 def _helper_call(r: Recogniser, call: ast.Call) -> bool:
@@ -333,20 +399,19 @@ def _is_torch_device_module(r: Recogniser, node: ast.expr, seen: set[int] | None
         func = node.func
         if isinstance(func, ast.Name) and func.id == "getattr" and r.file.names.is_builtin(func):
             return len(node.args) >= 2 and r.qualname(node.args[0]) == "torch"
-        if r.qualname(func) == "torch.get_device_module":
+        if r.qualname(func) in _MODULE_BY_TYPE:
             return True
         return _helper_call(r, node)
     if isinstance(node, ast.IfExp):
         return all(_is_torch_device_module(r, v, seen) for v in (node.body, node.orelse))
+    if isinstance(node, ast.Name) and _imported_device_module(r, node):
+        return True
     name = r.qualname(node)
     if name is not None:
         return name == "torch.cuda" or name in ACCELERATOR_MODULES
     values: list[ast.expr | None]
     if isinstance(node, ast.Name):
-        values = [
-            b.value if b.kind == "assign" and b.element is None else None
-            for b in r.file.names.bindings(node)
-        ]
+        values = [_bound_value(r, b) for b in r.file.names.bindings(node)]
     elif isinstance(node, ast.Attribute):
         values = list(r.file.values.stored_attributes(node))
     else:

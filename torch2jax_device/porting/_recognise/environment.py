@@ -133,15 +133,12 @@ def _arguments_for(r: Recogniser, key: ast.Name) -> list[ast.expr]:
     return given
 
 
-def _loop_variable(r: Recogniser, key: ast.expr, over_a_name: bool = False) -> bool:
-    """``key`` is a loop's variable (every binding a ``for``, or of a comprehension), over
-    a name holding the table when ``over_a_name``."""
+def _loop_variable(r: Recogniser, key: ast.expr) -> bool:
+    """``key`` is a loop's variable (every binding a ``for``, or of a comprehension)."""
     if not isinstance(key, ast.Name):
         return False
     bindings = r.file.names.bindings(key)
-    return bool(bindings) and all(
-        b.kind == "for" and (not over_a_name or isinstance(b.value, ast.Name)) for b in bindings
-    )
+    return bool(bindings) and all(b.kind == "for" for b in bindings)
 
 
 def variable_keys(r: Recogniser, node: ast.AST, depth: int = 0) -> list[str]:
@@ -272,10 +269,10 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
         and r.qualname(node.comparators[0]) == "os.environ"
     ):
         found = _known(r, node.left)
-        if _loop_variable(r, node.left, over_a_name=True):
-            found = None  # all(k in os.environ for k in NAMES): reported at NAMES
-        elif found is not None and not isinstance(node.left, ast.Constant):
-            found = ("dist-env", None)  # for v in (...): if v in os.environ: launched?
+        if found is not None and not isinstance(node.left, ast.Constant):
+            # for v in (...): if v in os.environ; all(k in os.environ for k in NAMES), NAMES
+            # reported where they are written too: launched?
+            found = ("dist-env", None)
     if found is None:
         return False
     named = node.left.value if isinstance(node.left, ast.Constant) else None

@@ -41,9 +41,24 @@ def pin_memory_keys(r: Recogniser, node: ast.Dict) -> None:
 def pin_memory_call(
     r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[int, int]
 ) -> None:
-    """``tensor-pin-memory``: ``x.pin_memory()`` becomes ``tj.pin_memory(x)`` (not a module's)."""
+    """``tensor-pin-memory``: ``x.pin_memory()`` becomes ``tj.pin_memory(x)``. A torch
+    module has no such method: on an object named or used as one (Diffusers'
+    ``ema_unet.pin_memory()``, an ``EMAModel`` offloading its copy of the weights) it pins
+    the tensors the object holds, reported as advice."""
     receiver = method.value
-    if r.file.values.module_framework(receiver) is not None:
+    framework = r.file.values.module_framework(receiver)
+    if framework == "nnx":
+        return  # a Flax module: no pin_memory of torch's
+    if framework is not None:
+        r.add(
+            call,
+            "tensor-pin-memory",
+            f"{r.text(receiver)}_state = jax.tree.map(tj.pin_memory, nnx.state("
+            f"{r.text(receiver)}))  # the arrays it holds, in pinned host memory",
+            position=where,
+            reason="a torch module has no pin_memory: this object (an EMA copy of a model) "
+            "pins the tensors it holds, which become the arrays of its port",
+        )
         return
     start, end = r.file.span(call)
     r.add(

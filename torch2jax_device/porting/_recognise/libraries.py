@@ -45,6 +45,8 @@ _CLASSES = (
     "Trainer",
     "TrainingArguments",
     "ModelCheckpoint",
+    "Booster",  # ColossalAI's
+    "DistCoordinator",
 )
 _ROWS = [row for row in catalog.CATALOG if row.section == catalog.libraries.SECTION]
 #: The libraries' classes whose objects own the device work (annotations, bases).
@@ -69,6 +71,8 @@ LIBRARY_CLASSES = _LAUNCHERS | {
     "lightning.pytorch.LightningModule",
     "pytorch_lightning.LightningModule",
     "transformers.TrainerState",
+    "colossalai.cluster.DistCoordinator",
+    "colossalai.cluster.dist_coordinator.DistCoordinator",
     *_MODEL_CHECKPOINTS,
 }
 # The libraries' callback classes -> the parameters of their hooks that hold the
@@ -195,7 +199,10 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
 def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:
     """``library-device``'s advice for a library's context that builds a model
     (``with init_empty_weights():``, ``with deepspeed.zero.Init():``, ``with
-    init_on_device(device):``); ``None`` elsewhere (the row's)."""
+    init_on_device(device):``), or for its memory's (torchtune's ``get_memory_stats``,
+    Diffusers' ``free_memory()``); ``None`` elsewhere (the row's)."""
+    if name in _MEMORY_ADVICE:
+        return _MEMORY_ADVICE[name]
     if call is None or not isinstance(r.parent(call), ast.withitem):
         return None
     if name == "init_on_device" and call.args:
@@ -204,6 +211,16 @@ def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> st
         "model = nnx.eval_shape(lambda: Model(config, rngs=nnx.Rngs(0)))  # no memory until "
         "tj.load_state(model, path, device_map=...) fills it"
     )
+
+
+# The libraries' calls on the device's memory -> the advice that fits.
+_MEMORY_ADVICE = {
+    "get_memory_stats": "stats = tj.cuda.memory_stats()  # the allocator's statistics",
+    **dict.fromkeys(
+        ("free_memory", "cleanup_before_training"),
+        "tj.cuda.empty_cache()  # JAX frees an array's memory once nothing refers to it",
+    ),
+}
 
 
 def process_advice(name: str) -> str | None:
@@ -247,12 +264,17 @@ def collective_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | 
 
 # What the libraries' collectives do, by name (members and functions alike).
 _COLLECTIVES = {
-    "barrier": {"wait_for_everyone", "barrier", "rendezvous"},
+    "barrier": {"wait_for_everyone", "barrier", "rendezvous", "block_all"},
     "reduce": {"reduce", "all_reduce", "mesh_reduce", "average_metrics"},
     "broadcast": {"broadcast", "broadcast_tensors", "broadcast_object_list"},
     "gather": {"gather", "gather_for_metrics", "all_gather", "gather_object", "all_gather_object"},
     "pad": {"pad_across_processes"},
-    "shards": {"GatheredParameters"},
+    "shards": {
+        "GatheredParameters",
+        "safe_get_full_fp32_param",
+        "safe_get_full_grad",
+        "safe_get_full_optimizer_state",
+    },
 }
 _COLLECTIVE_ADVICE = {
     "barrier": "tj.distributed.barrier()",
@@ -374,11 +396,18 @@ def is_library_object(r: Recogniser, node: ast.AST) -> bool:
     """``node`` holds an ``Accelerator``, ``PartialState``, ``Fabric``, ``Trainer`` or
     ``TrainingArguments``: made by one of their constructors (passed around included) or
     by a class derived from one, annotated as one, held by one (``trainer.args``,
-    ``accelerator.state``), or named as their documentation names it."""
+    ``accelerator.state``), kept in ``self.x`` from such a name (``self.coordinator =
+    coordinator``, a parameter annotated ``DistCoordinator``), or named as their
+    documentation names it."""
     if LIBRARY_OBJECT in r.file.values.kinds(node):
         return True
     if isinstance(node, ast.Attribute):
         if node.attr in _HELD_OBJECTS and is_library_object(r, node.value):
+            return True
+        if last_name(node.value) == "self" and any(
+            isinstance(value, ast.Name) and is_library_object(r, value)
+            for value in r.file.values.stored_attributes(node)
+        ):
             return True
         return node.attr in _OWNER_NAMES
     if not isinstance(node, ast.Name):
@@ -418,7 +447,9 @@ def _binds_library_object(r: Recogniser, binding: Binding) -> bool:
     if binding.element == 0:  # model_engine, optimizer, _, _ = deepspeed.initialize(...)
         return r.qualname(binding.value.func) == "deepspeed.initialize"
     return binding.element is None and (
-        _constructs_trainer(r, binding.value) or _instance_of(r, binding.value, LIBRARY_CLASSES)
+        _constructs_trainer(r, binding.value)
+        or _instance_of(r, binding.value, LIBRARY_CLASSES)
+        or r.qualname(binding.value.func) in LIBRARY_CLASSES  # DistCoordinator()
     )
 
 

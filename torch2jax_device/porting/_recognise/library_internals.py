@@ -62,8 +62,9 @@ _ZERO3_ADVICE = (
     "a sharded parameter keeps its whole shape: with JAX, x.size counts every element "
     "whatever the sharding, and x.addressable_shards holds this process's part"
 )
-# The launchers' keywords that take a plugin or a config of the parallelism.
-_PLUGIN_KEYWORDS = frozenset({"deepspeed_plugin", "fsdp_plugin", "parallelism_config"})
+# The launchers' keywords that take a plugin or a config of the parallelism (ColossalAI's
+# Booster(plugin=...)).
+_PLUGIN_KEYWORDS = frozenset({"deepspeed_plugin", "fsdp_plugin", "parallelism_config", "plugin"})
 # A script's flag that chooses a library's parallelism (args.deepspeed, cfg.use_fsdp).
 _FLAGS = frozenset({"deepspeed", "use_deepspeed", "fsdp", "use_fsdp"})
 _DDP = frozenset(
@@ -72,7 +73,15 @@ _DDP = frozenset(
         "torch.nn.parallel.distributed.DistributedDataParallel",
     }
 )
-_LIBRARIES = ("accelerate", "deepspeed", "transformers", "lightning", "pytorch_lightning", "trl")
+_LIBRARIES = (
+    "accelerate",
+    "deepspeed",
+    "transformers",
+    "lightning",
+    "pytorch_lightning",
+    "trl",
+    "colossalai",
+)
 
 
 def scaler_internals(r: Recogniser, node: ast.Attribute) -> bool:

@@ -65,6 +65,23 @@ _PRIVATE = {
         "tj.configure(preallocate=False)  # before JAX starts: XLA's allocator takes "
         "XLA_PYTHON_CLIENT_* settings, not torch's expandable_segments",
     ),
+    # torchtitan's: the accelerator's type by name ("cuda", "xpu", None without one) and
+    # torch's module of that type (torch.cuda, torch.xpu)
+    "torch._utils._get_available_device_type": (
+        "accelerator-current",
+        'getattr(tj.accelerator.current_accelerator(), "type", None)  # "cuda" where JAX '
+        "has a GPU, None where it has no accelerator, as torch's private call",
+    ),
+    "torch.get_device_module": (  # the public twin of torch._utils._get_device_module
+        "accelerator-current",
+        "tj.cuda  # torch's device module by name: tj.cuda's memory and synchronize calls "
+        "answer for JAX's accelerator, tj.accelerator.current_accelerator() names it",
+    ),
+    "torch._utils._get_device_module": (
+        "accelerator-current",
+        "tj.cuda  # torch's device module by name: tj.cuda's memory and synchronize calls "
+        "answer for JAX's accelerator, tj.accelerator.current_accelerator() names it",
+    ),
     "torch._C._get_accelerator": (
         "accelerator-current",
         'tj.accelerator.current_accelerator() or tj.device("cpu")  # torch\'s private call '
@@ -157,13 +174,14 @@ def _seed_advice(r: Recogniser, call: ast.Call) -> str | None:
     if seed is None or isinstance(seed, ast.Starred):
         return None
     written = r.text(seed)
+    one_line = " ".join(r.text(call).split())  # a call over lines, in a comment
     still = (
         "still seeds a DataLoader's shuffle (torch's global generator)"
         if (r.qualname(call.func) or "").startswith("torch.")
         else "still seeds Python, NumPy and torch (a DataLoader's shuffle)"
     )
     return (
-        f"key = jax.random.key({written})  # {r.text(call)} {still}: keep it while torch "
+        f"key = jax.random.key({written})  # {one_line} {still}: keep it while torch "
         "feeds the port; pass the key (jax.random.split for more) to each random call"
     )
 

@@ -23,6 +23,8 @@ from . import (
     launch_settings,
     libraries,
     library_internals,
+    library_methods,
+    module_methods,
     names,
     optimizers,
     placement,
@@ -88,6 +90,7 @@ class Detector(Recogniser):
         if maximal and self._class_member(node) and self.qualified(node.value):
             return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         distributed.held_no_sync(self, node)
+        module_methods.compiled_original(self, node)
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
@@ -211,6 +214,12 @@ class Detector(Recogniser):
         device_strings.keyed_by_type(self, node)
         device_strings.getattr_default(self, node)
         placement.move_by_name(self, node)
+        library_methods.pretrained_saved(self, node)
+        library_methods.unique_member(self, node)
+        module_methods.fsdp_clip_grad_norm(self, node)
+        module_methods.legacy_new(self, node)
+        module_methods.compiled_original(self, node)
+        devices.imported_module_call(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
@@ -324,8 +333,10 @@ class Detector(Recogniser):
                     and _AUTOCAST.search(last_name(call.func) or "")
                 ):
                     self.add(call, "autocast")  # with autocast(): a helper's, handed in
-                elif isinstance(call, (ast.Name, ast.Attribute)) and self._holds_autocast(call):
-                    self.add(call, "autocast")  # with self.ctx:, ctx = get_autocast(...)
+                elif isinstance(call, (ast.Name, ast.Attribute)) and (
+                    self._holds_autocast(call) or _AUTOCAST.search(last_name(call) or "")
+                ):  # with self.ctx:, ctx = get_autocast(...); with autocast: (a dict's choice)
+                    self.add(call, "autocast")
                 elif isinstance(call, (ast.Name, ast.Attribute)) and (
                     "torch-device" in kinds or device_strings.holds_device_name(call)
                 ):  # with self._device: a device held in a variable
@@ -378,6 +389,7 @@ class Detector(Recogniser):
     def visit_Compare(self, node: ast.Compare) -> None:
         libraries.device_map_test(self, node)
         launch_settings.strategy_named(self, node)
+        library_methods.engine_named(self, node)
         if not environment.variable_check(self, node):
             device_strings.string_test(self, node)
             self.generic_visit(node)

@@ -34,10 +34,29 @@ ROWS: tuple[Idiom, ...] = (
         notes=(
             "JAX compiles the functions `jax.jit` wraps, for the devices their inputs are "
             "on; compile the whole step (forward, gradients, update), not the module. "
-            "`mode=` and `backend=` have no equivalent: XLA picks the kernels."
+            "`mode=` and `backend=` have no equivalent: XLA picks the kernels, and the "
+            "compiler's settings (`torch._dynamo.config`, `torch._inductor.config`, "
+            "`torch._functorch.config`) have none either (XLA's are `XLA_FLAGS`). A "
+            "compiled module's `_orig_mod` is the module itself: `jax.jit` wraps the "
+            "step, not the model. torchtune's `training.compile_model(model)` calls "
+            "`torch.compile` on each layer."
         ),
         runs=False,
-        torch_api=("torch.compile", "torch.jit.script", "torch.jit.trace", "torch._dynamo.*"),
+        torch_api=(
+            "torch.compile",
+            "torch.jit.script",
+            "torch.jit.trace",
+            "torch._dynamo.*",
+            "torch._inductor.*",  # the compiler's settings (torch._inductor.config.*)
+            "torch._functorch.config.*",
+            "torchtune.training.compile_model",
+            "torchtune.training.compile_loss",
+            "torchtune.utils.compile_model",
+            # whether a module is torch.compile's wrapper (its _orig_mod)
+            "diffusers.utils.torch_utils.is_compiled_module",
+            "accelerate.utils.is_compiled_module",
+            "accelerate.utils.other.is_compiled_module",
+        ),
         rewrite="advice",
     ),
     Idiom(

@@ -69,7 +69,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "places a process per GPU it is asked for (`@ray.remote(num_gpus=1)`, "
             '`actor.options(num_gpus=n)`, a placement group\'s `{"GPU": 1}` bundles): with '
             "JAX one process per host sees all its devices; xDiT's "
-            "`init_distributed_environment` joins torch's group as `init_process_group` does."
+            "`init_distributed_environment` joins torch's group as `init_process_group` does. "
+            "ColossalAI's `Booster(plugin=...)` (its `boost`, `backward`, `no_sync`, "
+            "`execute_pipeline` and `checkpoint_io` are the rows of the same jobs) and "
+            "DeepSpeed's `deepspeed.add_config_arguments(parser)` (the launcher's "
+            "`--deepspeed_config`), ColossalAI's `colossalai.launch_from_torch()` and "
+            "torchtune's `get_distributed_backend(device_type)` likewise."
         ),
         runs=False,
         torch_api=(
@@ -107,6 +112,23 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "pytorch_lightning.trainer.Trainer",
             "composer.Trainer",  # MosaicML Composer's: devices, processes, precision
             "composer.trainer.Trainer",
+            # ColossalAI's Booster: the plugin (DDP, ZeRO, hybrid parallelism), precision
+            "colossalai.booster.Booster",
+            "colossalai.booster.booster.Booster",
+            # DeepSpeed's launcher options (--deepspeed, --deepspeed_config) added to a parser
+            "deepspeed.add_config_arguments",
+            # ColossalAI's join of torch's process group (under torchrun, SLURM, Open MPI)
+            *(
+                f"colossalai.{launch}"
+                for launch in (
+                    "launch",
+                    "launch_from_torch",
+                    "launch_from_slurm",
+                    "launch_from_openmpi",
+                )
+            ),
+            # torchtune's backend of the group ("cuda:nccl,cpu:gloo" with CPU offload)
+            "torchtune.training.get_distributed_backend",
         ),
         rewrite="advice",
     ),
@@ -139,7 +161,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
             "buffer and `jax.device_put` the sampled batch. Ray's `ray.get_gpu_ids()` and "
             "`ray.get_runtime_context().get_accelerator_ids()` are the GPUs Ray gave the "
-            "worker: `jax.local_devices()`."
+            "worker: `jax.local_devices()`. torchtune's `training.get_memory_stats(device)` "
+            "reads that device's allocator: `tj.cuda.memory_stats()` (its "
+            "`cleanup_before_training`, which empties the cache, and Diffusers' "
+            "`free_memory()` likewise); ColossalAI's "
+            '`get_current_device()` and Stable-Baselines3\'s `get_device("auto")` are '
+            "this process's device."
         ),
         runs=False,
         torch_api=(
@@ -158,6 +185,16 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.modeling.get_max_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
+            # torchtune's memory statistics of the device it chose, its memory freed
+            "torchtune.training.get_memory_stats",
+            "torchtune.utils.get_memory_stats",
+            "torchtune.training.cleanup_before_training",
+            "diffusers.training_utils.free_memory",  # gc, then the device's cache emptied
+            "torchtune.training.validate_no_params_on_meta_device",
+            # ColossalAI's device of this process, Stable-Baselines3's device chosen by name
+            "colossalai.utils.get_current_device",
+            "colossalai.accelerator.get_accelerator",
+            "stable_baselines3.common.utils.get_device",
             "ray.get_gpu_ids",  # the GPUs Ray gave this worker
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
@@ -187,7 +224,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `deepspeed.initialize` and its engine (`model_engine.backward`, "
             "`.step`, `.save_checkpoint`) do the same. "
             "`unwrap_model(model)` is the model itself; `split_between_processes(data)` is "
-            "`data[rank::world_size]` with `tj.distributed.get_rank()`. DeepSpeed's AutoTP "
+            "`data[rank::world_size]` with `tj.distributed.get_rank()`. A Diffusers "
+            "pipeline's `enable_model_cpu_offload()` / `enable_sequential_cpu_offload()` "
+            "hook `cpu_offload` onto its models (`library-cpu-offload`). DeepSpeed's AutoTP "
             "`deepspeed.tp_model_init(model, tp_size=)` shards the layers over the "
             "tensor-parallel ranks: a `NamedSharding` over a mesh's model axis. Lightning "
             "Thunder's `thunder.distributed.ddp(model)` and `fsdp(model)` wrap the model "
@@ -207,6 +246,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.setup_module",
             "Fabric.setup_optimizers",
             "Fabric.setup_dataloaders",
+            "Booster.boost",  # ColossalAI's: the model, optimizer, loader and scheduler wrapped
             "deepspeed.initialize",
             "deepspeed.init_inference",
             "deepspeed.tp_model_init",  # AutoTP: the model split over tensor-parallel ranks
@@ -266,7 +306,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`composer.utils.dist` (`dist.barrier()`, `dist.get_global_rank()`: "
             "`library-process`). Ray's `ray.util.collective` (`init_collective_group`, "
             "`broadcast`, `allreduce` between actors) and vLLM's `PyNcclCommunicator` "
-            "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`."
+            "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`. "
+            "DeepSpeed's `safe_get_full_grad(p)` / `safe_get_full_fp32_param(p)` gather a "
+            "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier."
         ),
         runs=False,
         torch_api=(
@@ -279,6 +321,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.all_reduce",
             "Fabric.broadcast",
             "Fabric.barrier",
+            "DistCoordinator.block_all",  # ColossalAI's barrier
             "accelerate.utils.gather",
             "accelerate.utils.gather_object",
             "accelerate.utils.broadcast",
@@ -288,6 +331,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torch_xla.core.xla_model.mesh_reduce",
             "torch_xla.core.xla_model.rendezvous",
             "deepspeed.zero.GatheredParameters",
+            # a ZeRO-3 parameter's, gradient's or optimizer state's shards gathered whole
+            "deepspeed.utils.safe_get_full_fp32_param",
+            "deepspeed.utils.safe_get_full_grad",
+            "deepspeed.utils.safe_get_full_optimizer_state",
             # deepspeed.comm, composer.utils.dist: torch.distributed over the same group
             *_twins(
                 "barrier",
@@ -336,7 +383,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accumulate. DeepSpeed's engine is reported where a script keeps it in a "
             "model's name too (`model.backward(loss)`, `model.step()` in a file that uses "
             "DeepSpeed), and its `get_global_grad_norm()` wherever it is reached: "
-            "`optax.global_norm(grads)`."
+            "`optax.global_norm(grads)`. ColossalAI's `booster.backward(loss, optimizer)`, "
+            "`booster.no_sync(model, optimizer)` and `booster.execute_pipeline(...)` (forward "
+            "and backward over the pipeline's stages) likewise."
         ),
         runs=False,
         torch_api=(
@@ -352,6 +401,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.clip_gradients",
             "DeepSpeedEngine.backward",
             "DeepSpeedEngine.step",
+            # ColossalAI's Booster: loss scaling, accumulation, the pipeline's schedule
+            "Booster.backward",
+            "Booster.no_sync",
+            "Booster.execute_pipeline",
         ),
         rewrite="advice",
     ),
@@ -385,7 +438,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             'ZeRO-3 parameter probed (`hasattr(p, "ds_numel")`: a sharded array keeps its '
             "whole shape), a DeepSpeed plugin a project's helper builds for the "
             "`Accelerator`, Accelerate's `ParallelismConfig` and its "
-            "`DistributedDataParallelKwargs`."
+            "`DistributedDataParallelKwargs`. DeepSpeed's "
+            "`estimate_zero3_model_states_mem_needs_all_live` estimates the memory of a "
+            "split (with JAX: the arrays' shardings' `addressable_shards` sizes), a "
+            "DeepSpeed plugin's `zero3_init_context_manager(enable=False)` builds a model "
+            "whole rather than partitioned, a script's engine tested by name (`train_engine "
+            '== "deepspeed"`) is a branch on the sharding, and torchtune\'s '
+            "`get_act_offloading_ctx_manager` offloads activations to the host (with JAX: "
+            "`jax.checkpoint` with an offloading policy, or `nnx.remat`). torchtune's "
+            "`shard_model` (FSDP2 over the mesh), `prepare_mha_for_tp` and `ParallelDims`, "
+            "DeepSpeed's `PipelineModule` and "
+            "ZeRO-3's `ZeroParamStatus` likewise."
         ),
         runs=False,
         torch_api=(
@@ -433,6 +496,37 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.ParallelismConfig",
             "accelerate.utils.ParallelismConfig",
             "accelerate.parallelism_config.ParallelismConfig",
+            # ColossalAI's plugins, which the Booster runs the model under
+            *(
+                f"colossalai.booster.plugin.{plugin}"
+                for plugin in (
+                    "LowLevelZeroPlugin",
+                    "HybridParallelPlugin",
+                    "GeminiPlugin",
+                    "TorchDDPPlugin",
+                    "TorchFSDPPlugin",
+                    "MoeHybridParallelPlugin",
+                )
+            ),
+            # DeepSpeed's estimates of ZeRO-2's and ZeRO-3's memory per device
+            "deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs_all_live",
+            "deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs_all_live",
+            # torchtune's FSDP2 sharding, tensor and context parallelism, activation
+            # checkpointing
+            "torchtune.training.shard_model",
+            "torchtune.training.get_shard_conditions",
+            "torchtune.training.prepare_mha_for_tp",
+            "torchtune.training.ParallelDims",
+            "torchtune.training.get_context_parallel_manager",
+            "torchtune.training.get_train_context",
+            # DeepSpeed's pipeline and ZeRO-3's parameters: their status, leaf modules
+            "deepspeed.pipe.PipelineModule",
+            "deepspeed.runtime.pipe.PipelineModule",
+            "deepspeed.runtime.zero.partition_parameters.ZeroParamStatus",
+            "deepspeed.utils.set_z3_leaf_modules",
+            # torchtune's activations offloaded to the host during the backward
+            "torchtune.training.get_act_offloading_ctx_manager",
+            "torchtune.training.OffloadActivations",
         ),
         rewrite="advice",
     ),
@@ -454,7 +548,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`trainer.save_checkpoint(path)`, through its strategy). "
             "`tj.save_file` and "
             "`tj.load_state` keep the model's arrays; save the optimizer state "
-            "(`nnx.state(optimizer)`) and the step the same way or with orbax."
+            "(`nnx.state(optimizer)`) and the step the same way or with orbax. Hugging "
+            "Face's `model.save_pretrained(dir)` (a Transformers or Diffusers model, a "
+            "pipeline, Diffusers' `EMAModel`) writes the weights as safetensors: "
+            "`tj.save_file`; Accelerate's `register_save_state_pre_hook` / "
+            "`register_load_state_pre_hook` choose what `save_state` writes; DeepSpeed's "
+            "`convert_zero_checkpoint_to_fp32_state_dict` gathers ZeRO's shards into one "
+            "file (a sharded array is saved whole by `tj.save_file`); ColossalAI's "
+            "`booster.save_model` / `load_model`, `booster.checkpoint_io` and "
+            "`GeneralCheckpointIO`, and torchtune's `get_full_optimizer_state_dict` / "
+            "`load_from_full_optimizer_state_dict` (the sharded optimizer state gathered "
+            "and loaded) likewise."
         ),
         runs=False,
         torch_api=(
@@ -464,6 +568,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.save_model",
             "Accelerator.get_state_dict",
             "Accelerator.register_for_checkpointing",
+            # the hooks that decide what save_state / load_state write and read
+            "Accelerator.register_save_state_pre_hook",
+            "Accelerator.register_load_state_pre_hook",
+            # ColossalAI's Booster: its savers, and its asynchronous writes waited for
+            "Booster.checkpoint_io",
+            "Booster.save_model",
+            "Booster.load_model",
+            "Booster.save_optimizer",
+            "Booster.load_optimizer",
+            "Booster.save_lr_scheduler",
+            "Booster.load_lr_scheduler",
             "Trainer.save_model",
             "Trainer._save",
             "Trainer._save_checkpoint",
@@ -480,6 +595,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "torchtune.training.load_from_full_model_state_dict",
             "torchtune.training.gather_cpu_state_dict",
             "torch_xla.core.xla_model.save",
+            # torchtune's optimizer state gathered from the shards and loaded into them
+            "torchtune.training.get_full_optimizer_state_dict",
+            "torchtune.training.load_from_full_optimizer_state_dict",
+            "torchtune.training.DistributedCheckpointer",
+            # ColossalAI's checkpoint IO (its Booster's savers go through one)
+            "colossalai.checkpoint_io.GeneralCheckpointIO",
+            "Booster.save_lora_as_pretrained",
+            # ZeRO's shards gathered into one fp32 state dict, offline
+            "deepspeed.utils.zero_to_fp32.convert_zero_checkpoint_to_fp32_state_dict",
+            "deepspeed.utils.zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint",
+            "deepspeed.utils.zero_to_fp32.load_state_dict_from_zero_checkpoint",
         ),
         rewrite="advice",
     ),
@@ -571,6 +697,14 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy.distrib.world_size",
             "flashy.distrib.is_rank_zero",
             "flashy.distrib.is_distributed",
+            # ColossalAI's DistCoordinator: the rank, the world size, the master process
+            "colossalai.cluster.DistCoordinator",
+            "colossalai.cluster.dist_coordinator.DistCoordinator",
+            "DistCoordinator.is_master",
+            "DistCoordinator.is_node_master",
+            "DistCoordinator.rank",
+            "DistCoordinator.world_size",
+            "DistCoordinator.local_rank",
         ),
         rewrite="advice",
     ),
@@ -606,6 +740,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "transformers.trainer_utils.enable_full_determinism",
             "composer.utils.reproducibility.seed_all",  # Composer's: Python, NumPy, torch
             "torchtune.training.set_seed",
+            "colossalai.utils.set_seed",  # ColossalAI's: Python, NumPy and torch
+            "deepspeed.runtime.utils.set_random_seed",
             "Fabric.seed_everything",
         ),
         rewrite="advice",

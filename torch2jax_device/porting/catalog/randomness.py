@@ -108,13 +108,17 @@ ROWS: tuple[Idiom, ...] = (
         tj='os.environ["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"  # before JAX starts',
         notes=(
             "JAX on the CPU is deterministic already; on GPUs XLA picks deterministic "
-            "kernels with this flag (slower). `CUBLAS_WORKSPACE_CONFIG` is not needed."
+            "kernels with this flag (slower). `CUBLAS_WORKSPACE_CONFIG` is not needed, nor "
+            "`torch.utils.deterministic.fill_uninitialized_memory`: JAX has no uninitialised "
+            "memory (`jnp.empty` is `jnp.zeros`)."
         ),
         runs=False,
         torch_api=(
             "torch.use_deterministic_algorithms",
             "torch.are_deterministic_algorithms_enabled",
             "torch.backends.cudnn.deterministic",
+            # whether torch.empty fills its memory when deterministic algorithms are on
+            "torch.utils.deterministic.fill_uninitialized_memory",
         ),
         rewrite="advice",
     ),
