@@ -6,7 +6,12 @@ one storage), a writer (``torch.save`` in either format, ``safetensors.torch.sav
 ``tj.safe_open``, ``tj.load``) and at times damage to the written bytes
 (``tests/support/checkpoint_fuzz.py``), then reads the files both ways and compares
 (``tests/support/checkpoint_fuzz_oracle.py``). A difference that no row of the oracle's
-``DIFFERENCES`` covers fails the test with one shrunk reproduction per kind.
+``DIFFERENCES`` covers fails the test with one shrunk reproduction per kind. Two more
+tests load twins' state dicts into models (``checkpoint_fuzz_state``: ``tj.load_state``
+against ``load_state_dict``) and torch optimizers' state dicts into ports
+(``checkpoint_fuzz_optimizer``: ``tj.optim.load_state_dict`` against torch's), each
+changed as checkpoints go wrong; ``..._STATE_EXAMPLES`` and ``..._OPTIMIZER_EXAMPLES``
+run them longer.
 
 The default run is the examples ``fuzz_runs.settings`` gives, from its seed, the same every
 time. ``TORCH2JAX_DEVICE_CHECKPOINT_FUZZ_EXAMPLES=N`` and
@@ -24,6 +29,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import pytest
@@ -31,7 +37,21 @@ import pytest
 import torch2jax_device as tj
 from tests.support import checkpoint_fuzz, fuzz_runs
 from tests.support.checkpoint_fuzz import Draw, Entry
+from tests.support.checkpoint_fuzz_optimizer import (
+    OPTIMIZER_DIFFERENCES,
+    OptimizerTally,
+    draw_optimizer,
+    judge_optimizer,
+    shrink_optimizer,
+)
 from tests.support.checkpoint_fuzz_oracle import DIFFERENCES, Finding, Tally, judge, shrink
+from tests.support.checkpoint_fuzz_state import (
+    STATE_DIFFERENCES,
+    StateTally,
+    draw_state,
+    judge_state,
+    shrink_state,
+)
 from tests.support.deadlines import deadline
 from tests.support.gpu_proxy import jax_default_is_torch_cpu
 
@@ -41,6 +61,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 EXAMPLES, SEED = fuzz_runs.settings("CHECKPOINT_FUZZ", 300)
+#: State draws build two models and load twice each: fewer by default.
+STATE_EXAMPLES, _ = fuzz_runs.settings("CHECKPOINT_FUZZ_STATE", 12)
+OPTIMIZER_EXAMPLES, _ = fuzz_runs.settings("CHECKPOINT_FUZZ_OPTIMIZER", 10)
 SHOWN = 8
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +99,35 @@ def test_tj_reads_checkpoints_as_torch_and_safetensors_do() -> None:
     assert tally.examples == EXAMPLES
     if found:
         pytest.fail(report(found, tally, SEED), pytrace=False)
+
+
+def test_tj_load_state_loads_as_torchs_load_state_dict() -> None:
+    """Twins' state dicts, changed (keys dropped or added, shapes and dtypes changed,
+    nested in a training checkpoint), written by torch.save, safetensors or passed as a
+    mapping, loaded with strict= or without: torch's ``load_state_dict`` is the oracle."""
+    found = fuzz_runs.run(STATE_EXAMPLES, SEED, draw_state, judge_state, StateTally())
+    if found:
+        pytest.fail(_listed(found, shrink_state, "load_state_dict"), pytrace=False)
+
+
+def test_tj_optim_load_state_dict_loads_as_torchs_optimizer_does() -> None:
+    """Torch optimizers' state dicts (SGD with momentum, Adam, amsgrad, AdamW, RMSprop;
+    two groups listed by the twin's names), changed (a parameter's state dropped, a
+    buffer of another shape or dtype, a group dropped, a rate changed), through
+    torch.save / tj.load or passed as they are: torch's ``load_state_dict`` and then
+    ``state_dict()`` are the oracle."""
+    tally = OptimizerTally()
+    found = fuzz_runs.run(OPTIMIZER_EXAMPLES, SEED, draw_optimizer, judge_optimizer, tally)
+    if found:
+        pytest.fail(_listed(found, shrink_optimizer, "optimizer.load_state_dict"), pytrace=False)
+
+
+def _listed(found: dict[tuple[str, ...], list[Any]], shrink_: Any, oracle: str) -> str:
+    lines = [f"{sum(map(len, found.values()))} differences from torch's {oracle} (seed {SEED}):"]
+    for kind, findings in sorted(found.items(), key=lambda item: -len(item[1])):
+        shown = shrink_(findings[0]).reproduction()
+        lines.append(f"- {' / '.join(kind)} ({len(findings)}x): {shown}")
+    return "\n".join(lines)
 
 
 # A draw the fuzzer made, fixed: what each example checks, kept small and readable.
@@ -119,7 +171,8 @@ def test_a_difference_fails_with_a_one_line_reproduction(monkeypatch: pytest.Mon
 def test_each_difference_by_design_is_on_the_checkpoints_page() -> None:
     pages = ("docs/known-differences-checkpoints.md", "docs/how-to/big-models.md")
     page = "\n".join((ROOT / name).read_text() for name in pages)
-    missing = [row.id for row in DIFFERENCES if row.docs and row.docs not in page]
+    rows = (*DIFFERENCES, *STATE_DIFFERENCES, *OPTIMIZER_DIFFERENCES)
+    missing = [row.id for row in rows if row.docs and row.docs not in page]
     assert not missing, f"rows whose docs phrase is not on the checkpoints page: {missing}"
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.checkpoint_fuzz import Draw, Entry
+from tests.support.checkpoint_fuzz_optimizer import OptimizerDraw, judge_optimizer
 from tests.support.checkpoint_fuzz_oracle import judge
+from tests.support.checkpoint_fuzz_state import Layer, StateDraw, judge_state
 
 FOUND = {
     # tj.save_file of a one-element or empty torch tensor with a stride other than 1:
@@ -125,9 +127,110 @@ FOUND = {
         shards=2,
         corruption=("flip-header", 79),
     ),
+    # (round 2) get_slice with a list, array, tensor or bool in the index: safetensors'
+    # "pt" slices read the tensor and index it by torch's rules; tj refused them
+    "get-slice-list-index": Draw(
+        writer="safetensors",
+        entries=(Entry(name="w", dtype="float32", shape=(3, 2)),),
+        reader="safe_open",
+        slices=(("w", "[[1, 0], ::2]"), ("w", "[[True] + [False] * ({n} - 1)]")),
+    ),
+    "get-slice-nested-list-index": Draw(
+        writer="tj.save_file",
+        entries=(Entry(name="b", dtype="bfloat16", shape=(2, 3)),),
+        reader="safe_open",
+        backend="pread",
+        slices=(("b", "[[0, 1], [0, 0]]"), ("b", "[[[0]]]"), ("b", "[True]")),
+    ),
+    # a map_location torch refuses: tj's errors named no fix ('CPU' raised the device
+    # parser's "Expected one of cpu, cuda, ..."; a callable returning an int, an int)
+    "map-location-names-no-device": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="'CPU'",
+    ),
+    "map-location-int": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="0",
+    ),
+    "map-location-callable-returns-an-int": Draw(
+        writer="torch.save-legacy",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="lambda storage, location: 3",
+    ),
+    "map-location-dict-of-devices": Draw(
+        writer="torch.save",
+        entries=(Entry(name="w", dtype="float32", shape=(2,)),),
+        reader="load",
+        device="{'cpu': torch.device('cpu')}",
+    ),
+    # an index whose shard is missing, with a map_location torch refuses: tj.load read
+    # the index (FileNotFoundError) before checking map_location, as its docs promise
+    "index-map-location-checked-first": Draw(
+        writer="sharded",
+        entries=(
+            Entry(name="w", dtype="int8", shape=()),
+            Entry(name="b", dtype="float32", shape=(3, 2)),
+        ),
+        reader="load",
+        device="b'cpu'",
+        shards=2,
+        corruption=("missing-shard", 0),
+    ),
 }
 
 
 @pytest.mark.parametrize("name", FOUND)
 def test_a_draw_the_fuzzer_found_agrees(name: str) -> None:
     assert judge(FOUND[name]) == []
+
+
+# (round 2) tj.load_state against torch's load_state_dict
+FOUND_STATES = {
+    # a size mismatch, and missing or unexpected keys: tj's StateDictError named the key
+    # but no fix
+    "state-size-mismatch-names-a-fix": StateDraw(
+        layers=(Layer(kind="layernorm", sizes=(2, 3)),), seed=0, changes=(("shape", "l0.bias"),)
+    ),
+    "state-missing-key-names-a-fix": StateDraw(
+        layers=(Layer(kind="linear", sizes=(3, 4)), Layer(kind="linear-no-bias", sizes=(4, 4))),
+        seed=0,
+        writer="torch.save-legacy",
+        changes=(("drop", "l0.weight"),),
+    ),
+    # a state holding none of the model's names listed the model's own (JAX) names as
+    # missing ('l0.kernel'), where torch lists the twin's ('l0.weight')
+    "state-with-no-key-names-the-twins-keys": StateDraw(
+        layers=(Layer(kind="linear-no-bias", sizes=(1, 2)),),
+        seed=0,
+        writer="safetensors",
+        changes=(("drop", "l0.weight"),),
+    ),
+    # a whole training checkpoint: the message named the entry to pass, with no "Fix:"
+    "state-whole-checkpoint-names-a-fix": StateDraw(
+        layers=(Layer(kind="embed", sizes=(2, 4)),), seed=0, container="nested"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FOUND_STATES)
+def test_a_state_draw_the_fuzzer_found_agrees(name: str) -> None:
+    assert judge_state(FOUND_STATES[name]) == []
+
+
+# (round 2) tj.optim.load_state_dict against torch's optimizer.load_state_dict: another
+# number of groups raised torch's ValueError wording with advice but no "Fix:"
+FOUND_OPTIMIZERS = {
+    "optimizer-groups-dropped-names-a-fix": OptimizerDraw(
+        layers=(Layer(kind="linear", sizes=(1, 2)),), kind="SGD", changes=(("drop-group", 1),)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FOUND_OPTIMIZERS)
+def test_an_optimizer_draw_the_fuzzer_found_agrees(name: str) -> None:
+    assert judge_optimizer(FOUND_OPTIMIZERS[name]) == []

@@ -323,9 +323,24 @@ def test_a_group_torch_or_the_port_cannot_take_is_named(
         optim.SGD(*arguments, lr=0.1)
 
 
-def test_amsgrad_and_fused_apply_to_every_group() -> None:
-    with pytest.raises(tj.UnsupportedOperationError, match=r"amsgrad applies to every group"):
-        optim.Adam([{"params": ["fc.bias"], "amsgrad": True}], lr=0.1)
+@pytest.mark.parametrize("key", ["amsgrad", "fused"])
+def test_amsgrad_and_fused_apply_to_every_group(key: str) -> None:
+    """Torch honours a group's amsgrad and fused (an amsgrad group keeps max_exp_avg_sq,
+    the other not); the port refuses a group's own value with the fix."""
+    twin = TorchBlock()
+    theirs = torch.optim.Adam([{"params": [twin.fc.bias], key: True}, {"params": [twin.ln.bias]}])
+    for parameter in (twin.fc.bias, twin.ln.bias):
+        parameter.grad = torch.ones_like(parameter)
+    theirs.step()  # the oracle: taken, per group
+    kept = {index: sorted(state) for index, state in theirs.state_dict()["state"].items()}
+    if key == "amsgrad":
+        assert kept == {0: ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"],
+                        1: ["exp_avg", "exp_avg_sq", "step"]}  # fmt: skip
+    with pytest.raises(
+        tj.UnsupportedOperationError,
+        match=rf"torch honours {key} per group.*Fix: .*optax.multi_transform",
+    ):
+        optim.Adam([{"params": ["fc.bias"], key: True}, {"params": ["ln.bias"]}], lr=0.1)
 
 
 def test_a_parameter_or_path_the_model_lacks_is_named() -> None:
@@ -334,9 +349,51 @@ def test_a_parameter_or_path_the_model_lacks_is_named() -> None:
     with pytest.raises(tj.ConfigError, match="none of the model's parameters"):
         nnx.Optimizer(_model(), tx, wrt=nnx.Param)
     model = _model()
-    optimizer = nnx.Optimizer(model, optim.SGD([{"params": ["fc.weight"]}], lr=0.1), wrt=nnx.Param)
-    with pytest.raises(tj.ConfigError, match=r"'fc.weight', which is no parameter"):
+    optimizer = nnx.Optimizer(model, optim.SGD([{"params": ["fc.kernal"]}], lr=0.1), wrt=nnx.Param)
+    with pytest.raises(tj.ConfigError, match=r"'fc.kernal', which is no parameter.*Fix: "):
         optim.state_dict(optimizer, model)
+
+
+def _named_groups(twin: TorchBlock, names: list[list[str]]) -> list[dict[str, Any]]:
+    parameters = dict(twin.named_parameters())
+    return [{"params": [parameters[name] for name in group]} for group in names]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["torch", "nnx", "nnx-brackets"],
+)
+def test_a_group_lists_torchs_dotted_names_or_nnx_paths(spelling: str) -> None:
+    """Groups listing the twin's names (``fc.weight``), NNX paths (``fc.kernel``) or NNX
+    attribute spellings select what torch's groups of those parameters hold: the state
+    dicts' groups are torch's, parameter for parameter."""
+    names = [["fc.weight", "head.weight", "wte.weight"], ["ln.weight", "fc.bias"]]
+    nnx_names = {"fc.weight": "fc.kernel", "head.weight": "head.kernel",
+                 "wte.weight": "wte.embedding", "ln.weight": "ln.scale"}  # fmt: skip
+    listed = [
+        [name if spelling == "torch" else nnx_names.get(name, name) for name in group]
+        for group in names
+    ]
+    twin = TorchBlock()
+    theirs = torch.optim.SGD(_named_groups(twin, names), lr=0.1)
+    model = _model()
+    tx = optim.SGD([{"params": group} for group in listed], lr=0.1)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    assert optim.state_dict(optimizer, model)["param_groups"] == theirs.state_dict()["param_groups"]
+
+
+def test_a_sequentials_paths_take_torchs_numbered_names() -> None:
+    """An ``nnx.Sequential``'s ``layers.0.kernel`` is its twin's ``0.weight``: either
+    spelling, or ``layers[0].kernel``, lists it."""
+    twin = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2))
+    theirs = torch.optim.SGD([{"params": [twin[1].weight, twin[0].bias]}], lr=0.1)
+    for spelled in (["1.weight", "0.bias"], ["layers.1.kernel", "layers[0].bias"]):
+        model = nnx.Sequential(
+            nnx.Linear(2, 3, rngs=nnx.Rngs(0)), nnx.Linear(3, 2, rngs=nnx.Rngs(1))
+        )
+        optimizer = nnx.Optimizer(model, optim.SGD([{"params": spelled}], lr=0.1), wrt=nnx.Param)
+        ours = optim.state_dict(optimizer, model)["param_groups"]
+        assert ours == theirs.state_dict()["param_groups"], spelled
 
 
 def test_a_group_of_another_size_is_refused_as_torch_does() -> None:
@@ -470,3 +527,20 @@ def test_listed_parameters_are_matched_when_the_optimizer_is_made() -> None:
     tj.load_state(model, tj.state_dict(_model()))  # new arrays in the model
     with pytest.raises(tj.ConfigError, match="replaced since the list was made"):
         nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+@pytest.mark.parametrize("selects", ["an empty list", "a predicate choosing none"])
+def test_a_group_that_selects_nothing_is_taken_as_torch_takes_an_empty_group(
+    selects: str,
+) -> None:
+    """Torch takes ``{"params": []}`` (only an empty list of groups raises): the port
+    takes a group selecting nothing, and both state dicts agree and load each other."""
+    twin = TorchBlock()
+    theirs = torch.optim.Adam([{"params": [twin.fc.bias]}, {"params": [], "lr": 0.5}], lr=0.1)
+    empty: Any = [] if selects == "an empty list" else (lambda path, p: False)
+    groups = [{"params": ["fc.bias"]}, {"params": empty, "lr": 0.5}]
+    model = _model()
+    optimizer = nnx.Optimizer(model, optim.Adam(groups, lr=0.1), wrt=nnx.Param)
+    assert optim.state_dict(optimizer, model) == theirs.state_dict()
+    optim.load_state_dict(optimizer, model, theirs.state_dict())
+    theirs.load_state_dict(optim.state_dict(optimizer, model))

@@ -19,11 +19,14 @@ The space:
   lists, tuples, ints, floats, strings, ``None``);
 * how it is written: ``torch.save`` (zip and legacy format), ``safetensors.torch.save_file``,
   ``tj.save_file``, or shards with a ``model.safetensors.index.json``;
-* how it is read: ``tj.load_file`` (each ``device=`` form, ``backend=``),
-  ``tj.safe_open`` (``keys``, ``metadata``, ``get_tensor``, ``get_slice`` with drawn
-  index expressions), ``tj.load`` (each ``map_location`` form, ``weights_only``,
-  ``mmap``, a path or an open file); with several CPU devices, ``"cpu:1"`` and
-  ``device_map=``;
+* how it is read: ``tj.load_file`` (each ``device=`` form, ``"auto"`` included,
+  ``backend=``), ``tj.safe_open`` (``keys``, ``metadata``, ``get_tensor``, ``get_slice``
+  with drawn index expressions: basic ones, and lists, arrays, tensors and bools by
+  torch's rules), ``tj.load`` (each ``map_location`` form torch takes: a string, a
+  ``torch.device``, a dict remapping, a callable; ``"auto"`` and tj's own spellings; the
+  forms torch refuses; ``weights_only``, ``mmap``, a path or an open file); each with
+  ``max_tensors=`` below, at and above the tensors it makes (0, 1, one fewer, exactly,
+  one more, a million); with several CPU devices, ``"cpu:1"`` and ``device_map=``;
 * what goes wrong: the file truncated at a drawn offset, a byte of the header (or the
   zip's directory) flipped, header offsets that overlap or run past the file, a shard
   missing.
@@ -62,17 +65,39 @@ SAME_SIZE = {
 
 #: ``device=`` of ``tj.load_file`` / ``tj.safe_open``, spelled as Python (the oracle
 #: evaluates them with ``torch``, ``tj`` and ``jax`` in scope).
-DEVICES = ("'cpu'", "None", "torch.device('cpu')", "tj.device('cpu')", "'cpu:0'")
+DEVICES = ("'cpu'", "None", "torch.device('cpu')", "tj.device('cpu')", "'cpu:0'", "'auto'")
 #: ``map_location=`` of ``tj.load``.
 MAP_LOCATIONS = (
     "None",
     "'cpu'",
     "torch.device('cpu')",
     "{'cpu': 'cpu'}",
+    "{'cuda:0': 'cpu'}",
+    "{}",
     "lambda storage, location: storage",
     "lambda storage, location: None",
+    "lambda storage, location: storage.cpu()",
     "tj.device('cpu')",
+    "'auto'",
 )
+#: ``map_location=`` forms only tj takes (torch refuses them; tj reads them as ``'cpu'``).
+TJ_MAP_LOCATIONS = (
+    "tj.device('cpu')",
+    "'cpu:0'",
+    "torch.device('cpu', 0)",
+    "jax.devices('cpu')[0]",
+)
+#: ``map_location=`` forms torch refuses, each with its own error: tj must refuse them too.
+REFUSED_MAP_LOCATIONS = (
+    "b'cpu'",
+    "0",
+    "{'cpu': torch.device('cpu')}",
+    "lambda storage, location: 3",
+    "'bogus'",
+    "'CPU'",
+)
+#: ``max_tensors=``, relative to the tensors the load makes (``"fewer"``: one less).
+MAX_TENSORS = ("0", "1", "fewer", "exact", "more", "1000000")
 #: With several CPU devices: the second one, or a plan putting each tensor somewhere.
 MULTI_DEVICES = ("'cpu:1'", "device_map")
 #: ``get_slice(name)[...]`` index expressions (``{n}`` is the first axis's length).
@@ -80,6 +105,11 @@ INDEXES = (
     "[:]", "[...]", "[0]", "[-1]", "[1:]", "[:{n}]", "[0:0]", "[::2]", "[1::3]", "[:, 0]",
     "[..., 0]", "[..., :1]", "[None]", "[:, None]", "[::-1]", "[-2:]", "[{n}:]", "[5:2]",
     "[:, 1:]", "[0, ...]", "[[0]]", "[[]]", "[0, 0]", "[{n}]", "[-{n}]", "[:, ::2]",
+    # lists, arrays, tensors and bools: torch's indexing of the whole tensor ("pt" slices)
+    "[[0, 0]]", "[[-1, 0]]", "[[{n}]]", "[:, [0]]", "[[0], 0]", "[..., [-1]]", "[None, [0]]",
+    "[[1, 0], ::2]", "[[0, 1], [0, 0]]", "[[[0]]]", "[[True]]", "[[False] * {n}]",
+    "[[True] + [False] * ({n} - 1)]", "[True]", "[False]", "[np.array([0])]",
+    "[torch.tensor([-1])]", "[range({n})]", "[[0.5]]", "[(0, 0)]",
 )  # fmt: skip
 #: What ``torch.save`` writes: the named tensors as a dict, an ``OrderedDict``, a dict of
 #: ``nn.Parameter`` (a module's state dict as ``named_parameters`` gives it), or nested
@@ -129,6 +159,8 @@ class Draw:
     backend: str = "mmap"
     #: ``(name, index expression)`` read through ``get_slice`` (safe_open).
     slices: tuple[tuple[str, str], ...] = ()
+    #: ``max_tensors=`` of tj's reader, one of ``MAX_TENSORS`` (``None``: not passed).
+    max_tensors: str | None = None
     shards: int = 1
     #: ``(kind, where)``: ``where`` is a permille of the part it damages, or a position.
     corruption: tuple[str, int] | None = None
@@ -313,6 +345,8 @@ def draw(rng: random.Random, *, devices: int = 1) -> Draw:
     readers = ["load_file", "load_file", "load"] + ["safe_open"] * (writer != "sharded")
     reader = "load" if torch_format else rng.choice(readers)
     device = rng.choice(MAP_LOCATIONS if reader == "load" else DEVICES)
+    if reader == "load" and rng.random() < 0.2:
+        device = rng.choice(TJ_MAP_LOCATIONS + REFUSED_MAP_LOCATIONS)
     if devices > 1 and rng.random() < 0.4:
         device = "'cpu:1'" if reader == "load" else rng.choice(MULTI_DEVICES)
     slices: tuple[tuple[str, str], ...] = ()
@@ -340,6 +374,7 @@ def draw(rng: random.Random, *, devices: int = 1) -> Draw:
         as_file=torch_format and rng.random() < 0.2,
         backend=rng.choice(["mmap", "mmap", "pread"]) if reader != "load" else "mmap",
         slices=slices,
+        max_tensors=rng.choice(MAX_TENSORS) if corruption is None and rng.random() < 0.2 else None,
         shards=min(len(entries), rng.randint(2, 3)) if writer == "sharded" else 1,
         corruption=corruption,
     )
@@ -373,7 +408,7 @@ def smaller(draw_: Draw) -> list[Draw]:
         )
     for name, default in (
         ("metadata", None), ("container", "dict"), ("slices", ()), ("backend", "mmap"),
-        ("mmap", None), ("weights_only", None), ("as_file", False),
+        ("mmap", None), ("weights_only", None), ("as_file", False), ("max_tensors", None),
     ):  # fmt: skip
         if getattr(draw_, name) != default:
             candidates.append(replace(draw_, **{name: default}))
@@ -389,7 +424,7 @@ def smaller(draw_: Draw) -> list[Draw]:
 def index_of(expression: str, length: int) -> Any:
     """The index an expression of ``INDEXES`` spells, for a first axis of ``length``."""
     spelled = expression.format(n=length)
-    return eval(f"_[{spelled[1:-1]}]", {"_": _Indexer()})
+    return eval(f"_[{spelled[1:-1]}]", {"_": _Indexer(), "np": np, "torch": torch})
 
 
 class _Indexer:

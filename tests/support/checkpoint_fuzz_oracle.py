@@ -23,7 +23,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
+import io
 import json
 import os
 import tempfile
@@ -41,7 +43,14 @@ import torch
 
 import torch2jax_device as tj
 from tests.support import fuzz, fuzz_runs
-from tests.support.checkpoint_fuzz import Draw, index_of, smaller, tensors
+from tests.support.checkpoint_fuzz import (
+    REFUSED_MAP_LOCATIONS,
+    TJ_MAP_LOCATIONS,
+    Draw,
+    index_of,
+    smaller,
+    tensors,
+)
 from torch2jax_device.porting import known_differences
 from torch2jax_device.porting.known_differences import Call, Leaf
 
@@ -86,6 +95,12 @@ DIFFERENCES = (
         "**`map_location` takes `tj.device` spellings too**",
     ),
     Row(
+        "map-location-auto",
+        "map_location='auto' (and device='auto') plans each tensor's place, where torch has "
+        "no such location: read as torch reads map_location='cpu'",
+        '**`map_location="auto"` plans where\neach tensor goes**',
+    ),
+    Row(
         "callable-map-location-safetensors",
         "a callable map_location for a safetensors file raises tj.DeviceTypeError",
         "**A callable `map_location` works only for PyTorch checkpoints**",
@@ -117,13 +132,7 @@ DIFFERENCES = (
     Row(
         "negative-step-slices",
         "get_slice takes negative steps, where safetensors raises ValueError",
-        "**`get_slice` takes basic indices only**",
-    ),
-    Row(
-        "list-index-refused",
-        "get_slice refuses list indices with tj.InvalidIndexError naming the fix (index the "
-        "returned array), where safetensors 0.8 reads the tensor and indexes it as torch",
-        "List and array indices are refused",
+        "**`get_slice` takes negative steps**",
     ),
     Row(
         "shared-tensors-written-in-full",
@@ -368,8 +377,11 @@ def _device_map(draw: Draw) -> dict[str, str]:
     return {**placed, "*": "cpu:0"}
 
 
-def expected_device(draw: Draw, name: str | None) -> jax.Device:
-    """Where tj must place the tensor ``name`` (``None``: a tensor of a container)."""
+def expected_device(draw: Draw, name: str | None) -> jax.Device | None:
+    """Where tj must place the tensor ``name`` (``None``: a tensor of a container); ``None``
+    for any one CPU device (a plan's choice, ``"auto"``, with several)."""
+    if draw.device == "'auto'" and len(jax.devices("cpu")) > 1:
+        return None
     if draw.device == "'cpu:1'":
         return _cpu(1)
     if draw.device == "device_map" and name is not None:
@@ -377,21 +389,59 @@ def expected_device(draw: Draw, name: str | None) -> jax.Device:
     return _cpu(0)
 
 
-def _tj_keywords(draw: Draw) -> dict[str, Any]:
+def _tj_keywords(draw: Draw, count: int) -> dict[str, Any]:
+    """tj's keywords; ``count``: the tensors the load makes (what ``max_tensors`` is
+    drawn against)."""
+    keywords: dict[str, Any] = {}
+    if draw.max_tensors is not None:
+        keywords["max_tensors"] = max_tensors(draw, count)
     if draw.device == "device_map":
-        return {"device_map": _device_map(draw)}
+        return {**keywords, "device_map": _device_map(draw)}
     value = eval(draw.device, _namespace())
-    return {"map_location" if draw.reader == "load" else "device": value}
+    return {**keywords, ("map_location" if draw.reader == "load" else "device"): value}
+
+
+def max_tensors(draw: Draw, count: int) -> int:
+    """``draw.max_tensors`` as a number, for a load that makes ``count`` tensors."""
+    relative = {"fewer": count - 1, "exact": count, "more": count + 1}
+    drawn = draw.max_tensors or "0"
+    return max(0, relative[drawn]) if drawn in relative else int(drawn)
+
+
+def _made(draw: Draw, theirs: dict[str, Any]) -> int:
+    """How many tensors the oracle's load made: distinct ones (a tensor saved twice is one)."""
+    if "keys" in theirs:
+        return len(theirs["keys"])
+    return len({id(tensor) for tensor in _leaves(theirs["tree"])})
 
 
 def _torch_map_location(draw: Draw) -> Any:
-    if draw.device in ("tj.device('cpu')", "'cpu:1'"):
+    """torch's ``map_location``: tj's own forms (and ``"auto"``, ``"cpu:1"``) as ``'cpu'``."""
+    if draw.device in (*TJ_MAP_LOCATIONS, "'cpu:1'", "'auto'"):
         return "cpu"
     return eval(draw.device, _namespace())
 
 
+@functools.cache
+def torch_refusal(expression: str) -> BaseException | None:
+    """The error ``torch.load`` raises for ``map_location=expression`` (of a CPU tensor),
+    or ``None``: what tj must refuse for a safetensors file too."""
+    buffer = io.BytesIO()
+    torch.save({"t": torch.zeros(1)}, buffer)
+    buffer.seek(0)
+    try:
+        torch.load(buffer, map_location=eval(expression, _namespace()), weights_only=True)
+    except Exception as error:
+        return error
+    return None
+
+
 def read_theirs(draw: Draw, path: Path) -> dict[str, Any]:
     """The oracle's answers: ``{"tree": ...}`` and, for safe_open, its other parts."""
+    if draw.reader == "load" and draw.device not in (*TJ_MAP_LOCATIONS, "'cpu:1'", "'auto'"):
+        refused = torch_refusal(draw.device)
+        if refused is not None and draw.format == "safetensors":
+            raise refused  # torch.load refuses this map_location whatever the file holds
     if draw.format == "torch":
         with contextlib.ExitStack() as stack:
             given = stack.enter_context(open(path, "rb")) if draw.as_file else path
@@ -430,9 +480,9 @@ def _slice(opened: Any, name: str, expression: str) -> Any:
         return error
 
 
-def read_ours(draw: Draw, path: Path) -> dict[str, Any]:
-    """tj's answers, shaped as ``read_theirs``'s."""
-    keywords = _tj_keywords(draw)
+def read_ours(draw: Draw, path: Path, count: int) -> dict[str, Any]:
+    """tj's answers, shaped as ``read_theirs``'s (``count``: the tensors the oracle made)."""
+    keywords = _tj_keywords(draw, count)
     if draw.reader == "load":
         with contextlib.ExitStack() as stack:
             given = stack.enter_context(open(path, "rb")) if draw.as_file else path
@@ -520,7 +570,8 @@ def compare_tensor(
     if tuple(ours.shape) != tuple(expected.shape):
         raise Different("shape", where, tuple(expected.shape), ours.shape)
     device = expected_device(draw, name)
-    if ours.devices() != {device} or not ours.committed:
+    devices = {device} if device is not None else ours.devices() & set(jax.devices("cpu"))
+    if ours.devices() != devices or len(devices) != 1 or not ours.committed:
         raise Different("placement", where, device, (ours.devices(), ours.committed))
     if _bits(expected) != _bits(ours):
         raise Different("values", where, expected.tolist(), np.asarray(ours).tolist())
@@ -577,8 +628,6 @@ def compare_slice(draw: Draw, theirs: Any, ours: Any, name: str, expression: str
         _own_error(ours, where, theirs)
         return
     if isinstance(ours, BaseException):
-        if expression.startswith("[[") and isinstance(ours, tj.InvalidIndexError):
-            raise Explained("list-index-refused")
         raise Different("slice: tj refuses", where, tuple(theirs.shape), ours)
     compare_tensor(draw, theirs, ours, where, name)
 
@@ -615,8 +664,9 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
         theirs_error = error
     before = _open_descriptors()
     ours_error = None
+    count = len(draw.entries) if theirs_error is not None else _made(draw, theirs)
     try:
-        ours = read_ours(draw, path)
+        ours = read_ours(draw, path, count)
     except Exception as error:
         ours_error = error
     if ours_error is not None:
@@ -625,6 +675,8 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
         leaked = _open_descriptors() - before
         if leaked:
             raise Different("descriptors left open", "load", "none", sorted(leaked))
+    if theirs_error is None and draw.max_tensors is not None:
+        _judge_max_tensors(draw, count, ours_error, tally)
     if ours_error is not None and theirs_error is None:
         _explain_refusal(draw, theirs["tree"], ours_error, path)
     if ours_error is not None:
@@ -632,6 +684,9 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
     if theirs_error is not None:
         if ours_error is None:
             raise Different("error: tj takes what torch refuses", "load", theirs_error, "loaded")
+        missing = isinstance(ours_error, FileNotFoundError)  # a shard: the files' kinds unknown
+        if draw.reader == "load" and draw.device in REFUSED_MAP_LOCATIONS and not missing:
+            _refused_map_location(draw, theirs_error, ours_error, tally)
         if draw.corruption is not None and draw.corruption[0] == "missing-shard":
             if isinstance(ours_error, FileNotFoundError) and damaged is not None:
                 if damaged.name in str(ours_error) and path.name in str(ours_error):
@@ -656,9 +711,49 @@ def _judge_load(draw: Draw, path: Path, damaged: Path | None, tally: Tally | Non
         )
         for row, applies in (
             ("x64-narrowing", narrowed),
-            ("map-location-tj-spellings", draw.device == "tj.device('cpu')"),
+            ("map-location-tj-spellings", draw.device in TJ_MAP_LOCATIONS),
+            ("map-location-auto", draw.device == "'auto'"),
         ):
             tally.explained[row] += applies
+
+
+def _refused_map_location(
+    draw: Draw, theirs: BaseException, ours: BaseException, tally: Tally | None
+) -> None:
+    """A ``map_location`` torch refuses: tj's own error, naming the argument and the fix
+    (checked before the file is read, so it names no file)."""
+    _own_error(ours, "map_location", theirs)
+    if "Fix" not in str(ours):
+        raise Different("error: names no fix", "map_location", theirs, ours)
+    if tally is not None:
+        tally.refused += 1
+    raise _RefusedAlike
+
+
+class _RefusedAlike(Exception):
+    """Both sides refused (tj as it must): nothing more to compare."""
+
+
+def _judge_max_tensors(
+    draw: Draw, count: int, ours: BaseException | None, tally: Tally | None
+) -> None:
+    """A load of ``count`` tensors under ``max_tensors=``: read as torch reads it within
+    the limit; past it, ``tj.CheckpointError`` naming the count and the fix, nothing read.
+
+    Raises ``_RefusedAlike`` once tj refused as it must."""
+    limit = max_tensors(draw, count)
+    if limit >= count:
+        return
+    if ours is None:
+        raise Different("max_tensors: read past the limit", "load", f"refused ({count})", "read")
+    _explain_argument(draw, ours)  # tj checks its arguments before the file
+    if not isinstance(ours, tj.CheckpointError) or f"max_tensors={limit:,}" not in str(ours):
+        raise Different("max_tensors: not the limit's error", "load", f"{count} > {limit}", ours)
+    if "larger max_tensors=" not in str(ours):
+        raise Different("error: names no fix", "load", "larger max_tensors=", ours)
+    if tally is not None:
+        tally.refused += 1
+    raise _RefusedAlike
 
 
 def _explain_refusal(draw: Draw, tree: Any, ours: BaseException, path: Path) -> None:
@@ -706,6 +801,8 @@ def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
     except Explained as explained:
         if tally is not None:
             tally.explained[explained.row] += 1
+        return []
+    except _RefusedAlike:
         return []
     except Different as different:
         return [Finding(draw, *different.parts)]

@@ -297,7 +297,7 @@ def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -
             raise StateDictError(
                 f"the checkpoint's optimizer has amsgrad={bool(group.get('amsgrad'))} and "
                 f"this one amsgrad={bool(options.get('amsgrad'))}: amsgrad shapes the state "
-                f"(its max_exp_avg_sq), so build tj.optim.{_KINDS[type(inner)]}(..., "
+                f"(its max_exp_avg_sq). Fix: build tj.optim.{_KINDS[type(inner)]}(..., "
                 f"amsgrad={bool(group.get('amsgrad'))}) to resume it"
             )
     hypers = [_hyperparameters(type(inner), group) for group in groups]
@@ -314,20 +314,27 @@ def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -
                     raise StateDictError(
                         f"the checkpoint has optimizer state for parameter {position} "
                         f"({shown(entry.torch_name or entry.name)}), which this optimizer "
-                        "does not hold (its wrt= leaves it out): build nnx.Optimizer(model, "
-                        "tx, wrt=nnx.Param) to resume it"
+                        "does not hold (its wrt= leaves it out). Fix: build "
+                        "nnx.Optimizer(model, tx, wrt=nnx.Param) to resume it"
                     )
                 continue
             for key in keys:
                 if values and values.get(key) is None:
-                    raise StateDictError(f"optimizer state of parameter {position} has no {key!r}")
+                    raise StateDictError(
+                        f"optimizer state of parameter {position} has no {key!r}. Fix: load "
+                        "the state dict the same kind of optimizer wrote, with the same "
+                        "options (momentum, centered, amsgrad)"
+                    )
                 variable = _own(flats[key], key, entry.name)
                 if not values:  # not stepped in the saved run: it starts afresh, as in torch
                     loaded.append((variable, np.zeros(np.shape(_value(variable)), np.float32)))
                     continue
                 where = f"the optimizer state's {key} of parameter {position}"
                 name = entry.torch_name or entry.name
-                loaded.append((variable, from_torch_layout(where, name, values[key], entry)))
+                value = from_torch_layout(
+                    where, name, values[key], entry, torch_does=_TORCH_STEP_FAILS
+                )
+                loaded.append((variable, value))
             counts.append(_saved_step(position, values, isinstance(inner, SGDState)))
             loaded.append((_own(steps, "step", entry.name), counts[-1]))
     for variable, value in loaded:
@@ -394,14 +401,22 @@ def _saved_step(index: int, values: Mapping[str, Any], sgd: bool) -> float:
     if sgd:
         return 1.0
     if "step" not in values:
-        raise StateDictError(f"optimizer state of parameter {index} has no 'step'")
+        raise StateDictError(
+            f"optimizer state of parameter {index} has no 'step'. Fix: load the state dict "
+            "the same kind of optimizer wrote"
+        )
     step = float(np.asarray(_host(values["step"])))
     if not (step >= 0 and step.is_integer()):
         raise StateDictError(
             f"optimizer state of parameter {index} has step {step}: a count of updates "
-            "(0, 1, 2, ...) is expected"
+            "(0, 1, 2, ...) is expected. Fix: load the state dict torch's optimizer.state_dict() "
+            "wrote, unchanged"
         )
     return step
+
+
+#: What torch does with an optimizer buffer of another shape than its parameter.
+_TORCH_STEP_FAILS = "torch loads it, and its first step fails"
 
 
 def _own(flat: Mapping[str, Any], key: str, name: str) -> Any:
@@ -605,15 +620,16 @@ def _checked(
         keys = list(saved)[:6] if isinstance(saved, Mapping) else type(saved).__name__
         raise StateDictError(
             f"an optimizer state dict has 'state' and 'param_groups' (torch's "
-            f"optimizer.state_dict()), this holds {shown(keys)}; for a whole checkpoint, "
-            "pass the entry that holds the optimizer's, e.g. checkpoint['optimizer']"
+            f"optimizer.state_dict()), this holds {shown(keys)}. Fix: for a whole "
+            "checkpoint, pass the entry that holds the optimizer's, e.g. "
+            "checkpoint['optimizer']"
         )
     groups = list(saved["param_groups"])
     if len(groups) != len(sizes):
         raise StateDictError(
             f"loaded state dict has a different number of parameter groups (torch's "
-            f"ValueError): {len(groups)} saved, this optimizer has {len(sizes)}; build it "
-            f"with the checkpoint's groups (tj.optim.<Optimizer>([{{'params': ...}}, ...]), "
+            f"ValueError): {len(groups)} saved, this optimizer has {len(sizes)}. Fix: build "
+            f"it with the checkpoint's groups (tj.optim.<Optimizer>([{{'params': ...}}, ...]), "
             "in the same order)"
         )
     for number, (group, size) in enumerate(zip(groups, sizes, strict=True)):
@@ -621,13 +637,15 @@ def _checked(
             raise StateDictError(
                 f"loaded state dict contains a parameter group that doesn't match the size "
                 f"of optimizer's group (torch's ValueError): group {number} has "
-                f"{len(group['params'])} parameters saved and {size} here"
+                f"{len(group['params'])} parameters saved and {size} here. Fix: build the "
+                "optimizer with the checkpoint's groups, each listing the same parameters in "
+                "the same order"
             )
     saved_kind = "Adam" if "betas" in groups[0] else "RMSprop" if "alpha" in groups[0] else "SGD"
     if saved_kind != _KINDS[kind]:
         raise StateDictError(
             f"this is a torch {saved_kind} state dict and the optimizer is tj.optim."
-            f"{_KINDS[kind]}: build the optimizer the checkpoint was written by "
+            f"{_KINDS[kind]}. Fix: build the optimizer the checkpoint was written by "
             f"(tj.optim.{saved_kind})"
         )
     state = saved["state"]

@@ -19,6 +19,7 @@ keeps the state of one in no group (:func:`held`).
 from __future__ import annotations
 
 import dataclasses
+import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,7 +32,7 @@ from .optimizer_arguments import number as checked_number
 
 __all__ = [
     "Group", "chosen", "held", "hyperparameter_names", "members", "membership", "noted_groups",
-    "parsed", "plain_path", "refused_complex",
+    "parsed", "plain_path", "refused_complex", "resolved",
 ]  # fmt: skip
 
 #: A group's torch keys that are the optax state's hyperparameters, by the state's names.
@@ -52,6 +53,10 @@ _HYPERPARAMETERS = {
 _FLAGS = ("nesterov", "maximize", "centered", "decoupled_weight_decay")
 #: What shapes the state or the rounding for every group at once: a group may not differ.
 _WHOLE = ("amsgrad", "fused")
+_WHOLE_WHY = {
+    "amsgrad": "it shapes the optax state (max_exp_avg_sq) of every parameter at once",
+    "fused": "it sets how every parameter's step is rounded, one choice for the jitted step",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,9 +133,11 @@ def parsed(function: str, params: tuple[Any, ...], whole: Mapping[str, Any]) -> 
             if key in given and bool(given[key]) != bool(whole.get(key)):
                 raise UnsupportedOperationError(
                     f"tj.optim.{function}: parameter group {number} sets {key}={given[key]!r} "
-                    f"and the optimizer {key}={whole.get(key)!r}: {key} applies to every "
-                    f"group here. Fix: pass {key}={given[key]!r} to tj.optim.{function}(...) "
-                    "and leave it out of the groups"
+                    f"and the optimizer {key}={whole.get(key)!r}: torch honours {key} per "
+                    f"group, but here {_WHOLE_WHY[key]}, so {key} applies to every group. "
+                    f"Fix: if every group can share it, pass {key}={given[key]!r} to "
+                    f"tj.optim.{function}(...) and leave it out of the groups; else make one "
+                    f"optimizer per {key} value and combine them with optax.multi_transform"
                 )
         out.append(Group(_selector(function, number, group["params"]), given))
     return out
@@ -169,8 +176,9 @@ def _selector(function: str, number: int, params: Any) -> Any:
 
 
 def _path_or_array(function: str, number: int, item: Any) -> Any:
-    if isinstance(item, str):
-        return tuple(int(part) if part.isdigit() else part for part in item.split("."))
+    if isinstance(item, str):  # "layers.0.kernel", "layers[0].kernel", torch's "0.weight"
+        parts = re.findall(r"[^.\[\]]+", item)
+        return tuple(int(part) if part.isdigit() else part for part in parts)
     if isinstance(item, tuple):
         return tuple(item)
     array = getattr(item, "data", item)
@@ -211,14 +219,16 @@ def membership(
         else:
             for place, item in enumerate(group.select):
                 if isinstance(item, tuple):
-                    if item in known:
-                        chosen.append((item, place))
+                    path = resolved(item, known, number)
+                    if path is not None:
+                        chosen.append((path, place))
                     elif not arrays:
                         raise ConfigError(
                             f"parameter group {number} lists {'.'.join(map(str, item))!r}, "
                             f"which is no parameter of the model (its paths are "
-                            f"{['.'.join(map(str, path)) for path, _ in pairs][:8]}): "
-                            "list the NNX paths tj.state_dict(model) names"
+                            f"{['.'.join(map(str, path)) for path, _ in pairs][:8]}). Fix: "
+                            "list the NNX paths tj.state_dict(model) names, or the torch "
+                            "twin's names tj.state_dict(model, layout='torch') gives"
                         )
                 elif arrays:
                     array = item()
@@ -241,6 +251,45 @@ def membership(
                 )
             found[path] = (number, place)
     return found
+
+
+#: Torch's names for NNX layers' variables: a twin's ``fc.weight`` is ``fc.kernel``, ...
+_TORCH_NAMES = {
+    "weight": ("kernel", "embedding", "scale"),
+    "running_mean": ("mean",),
+    "running_var": ("var",),
+}
+
+
+def resolved(
+    path: tuple[Any, ...], known: set[tuple[Any, ...]], number: int
+) -> tuple[Any, ...] | None:
+    """The parameter of ``known`` that ``path`` names: its NNX path, or the torch twin's
+    name for it (``fc.weight`` for ``fc.kernel``, ``0.weight`` for an ``nnx.Sequential``'s
+    ``layers.0.kernel``); ``None`` for none.
+
+    Raises:
+        ConfigError: a torch name that fits two of the model's parameters.
+    """
+    if path in known:
+        return path
+    leaves = _TORCH_NAMES.get(path[-1], ()) if path and isinstance(path[-1], str) else ()
+    renamed = [(*path[:-1], leaf) for leaf in leaves] or [path]
+    spelled = renamed + [
+        (*candidate[:i], "layers", *candidate[i:])
+        for candidate in renamed
+        for i, key in enumerate(candidate)
+        if isinstance(key, int)
+    ]
+    matches = [candidate for candidate in dict.fromkeys(spelled) if candidate in known]
+    if len(matches) > 1:
+        raise ConfigError(
+            f"parameter group {number} lists {'.'.join(map(str, path))!r}, a torch name that "
+            f"fits {len(matches)} of the model's parameters "
+            f"({', '.join('.'.join(map(str, match)) for match in matches)}). Fix: list the "
+            "one you mean by its NNX path"
+        )
+    return matches[0] if matches else None
 
 
 def plain_path(keys: Sequence[Any]) -> tuple[Any, ...]:

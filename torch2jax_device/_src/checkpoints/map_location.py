@@ -14,7 +14,7 @@ import jax
 
 from ..detect import is_torch_device
 from ..device import Device, DeviceLike
-from ..errors import DeviceTypeError
+from ..errors import DeviceTypeError, InvalidDeviceError
 
 __all__ = ["LocationHook", "MapLocation", "MapLocationRule"]
 
@@ -41,7 +41,7 @@ class MapLocationRule:
         self.function: Callable[[Any, str], Any] | None = None
         # Devices first: a tj.device is callable (its decorator form).
         if isinstance(map_location, (str, Device)) or is_torch_device(map_location):
-            self.device = Device(map_location)
+            self.device = _device(map_location)
         elif isinstance(map_location, jax.Device):
             self.device = map_location
         elif isinstance(map_location, dict):
@@ -64,10 +64,26 @@ class MapLocationRule:
         if self.function is not None:
             raise DeviceTypeError(
                 f"a callable map_location cannot place {name}: it receives torch storages, "
-                "and a safetensors file has none. Pass a device, e.g. "
+                "and a safetensors file has none. Fix: pass a device, e.g. "
                 "tj.load(path, map_location='cuda:0')"
             )
         return cast(DeviceLike, self.target("cpu"))
+
+
+def _device(map_location: Any, key: Any = None) -> Device:
+    """``map_location`` (or its dict's value for ``key``) as a device; a string that names
+    none raises ``InvalidDeviceError`` naming the argument and the fix."""
+    try:
+        return Device(map_location)
+    except InvalidDeviceError as error:
+        if "Fix" in str(error):
+            raise
+        given = f"{{{key!r}: {map_location!r}}}" if key is not None else repr(map_location)
+        raise InvalidDeviceError(
+            f"map_location={given:.80} names no device ({error}; torch raises RuntimeError: "
+            "don't know how to restore data location). Fix: name a device as torch spells "
+            "it, in lowercase: 'cpu', 'cuda', 'cuda:1' (or tj.device's 'gpu', 'tpu')"
+        ) from None
 
 
 def _location(key: Any, value: Any) -> Device:
@@ -78,10 +94,10 @@ def _location(key: Any, value: Any) -> Device:
         raise DeviceTypeError(
             f"map_location={{{key!r}: {value!r}}}: the values of a map_location dict are "
             f"location strings such as 'cpu' or 'cuda:1', not {type(value).__name__} "
-            f"(torch raises TypeError: expected string). Write {hint}, or pass one device "
-            "for every tensor: map_location=device"
+            f"(torch raises TypeError: expected string). Fix: Write {hint}, or pass one "
+            "device for every tensor: map_location=device"
         )
-    return Device(value)
+    return _device(value, key)
 
 
 def _wrong_form(map_location: Any) -> str:
@@ -92,11 +108,12 @@ def _wrong_form(map_location: Any) -> str:
         f"(storage, location) -> storage, not {type(map_location).__name__}"
     )
     if isinstance(map_location, int) and not isinstance(map_location, bool):
-        message += (
-            f". An int is not a device here: write map_location='cuda:{map_location}' "
-            f"(or tj.device({map_location}) for accelerator {map_location})"
+        return message + (
+            f". An int is not a device here: 'cuda:{map_location}' is. Fix: "
+            f"map_location='cuda:{map_location}' (or tj.device({map_location}) for "
+            f"accelerator {map_location})"
         )
-    return message
+    return message + ". Fix: pass one of those, e.g. map_location='cpu'"
 
 
 class LocationHook:
@@ -127,8 +144,9 @@ class LocationHook:
                     f"the map_location callable returned {moved!r:.80} "
                     f"({type(moved).__name__}) for a storage saved on {location!r}; it must "
                     "return a storage (storage, storage.cpu(), ...) or None for the saved "
-                    "location (torch raises TypeError here too). To send every tensor to "
-                    "one device, pass that device: map_location='cpu'"
+                    "location (torch raises TypeError here too). Fix: return the storage "
+                    "(or None); to send every tensor to one device, pass that device: "
+                    "map_location='cpu'"
                 )
         except BaseException as err:
             self.failure = err

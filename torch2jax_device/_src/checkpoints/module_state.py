@@ -40,6 +40,7 @@ from ..platforms import platform_of
 from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
 from .options import refuse_torch_options
+from .state_names import SIZE_FIX, layout_of
 from .torch_load import load
 
 __all__ = ["Layout", "load_state", "named_arrays", "state_dict"]
@@ -246,6 +247,10 @@ def in_torch_layout(entry: Entry, value: Any) -> Any:
     return tensor.clone(memory_format=torch.contiguous_format)
 
 
+#: What torch's load_state_dict does with a value of another shape.
+_TORCH_REFUSES = "torch raises RuntimeError: size mismatch"
+
+
 def parameter_entries(model: Any) -> list[Entry]:
     """An NNX module's ``nnx.Param`` arrays in its twin's ``parameters()`` order.
 
@@ -259,13 +264,17 @@ def parameter_entries(model: Any) -> list[Entry]:
     return [entry for entry in _entries(model) if isinstance(entry.variable, nnx.Param)]
 
 
-def from_torch_layout(what: str, name: str, value: Any, entry: Entry) -> Any:
+def from_torch_layout(
+    what: str, name: str, value: Any, entry: Entry, *, torch_does: str = _TORCH_REFUSES
+) -> Any:
     """``value`` in the twin's layout (torch, NumPy or JAX) as ``entry``'s array.
+
+    ``torch_does``: what torch does with a value of another shape, for the message.
 
     Raises:
         StateDictError: the shape is not the one the twin's layout gives ``entry``.
     """
-    return _loaded(what, name, value, entry, "torch")
+    return _loaded(what, name, value, entry, "torch", torch_does)
 
 
 def load_state(
@@ -382,7 +391,7 @@ def load_state(
         if plan is None or not reads_straight(source):  # a .pt: to the host, then placed
             saved = load(source, map_location="cpu")
         else:  # each tensor straight to its place, the model's layout or a twin's
-            layout = _layout_of(what, file_tensors(source), entries, model)
+            layout = layout_of(what, file_tensors(source), entries, model)
             names = {
                 file_name: entry.name
                 for entry in entries
@@ -394,7 +403,7 @@ def load_state(
         raise CheckpointError(
             f"{what} holds a {type(saved).__name__}, not a state dict ({{name: array}})"
         )
-    layout = _layout_of(what, saved, entries, model)
+    layout = layout_of(what, saved, entries, model)
     values = []
     for entry in entries:
         if layout == "jax":
@@ -503,7 +512,9 @@ def _named(name: str) -> Callable[[int], str]:
     return path
 
 
-def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> Any:
+def _loaded(
+    what: str, name: str, value: Any, entry: Entry, layout: Layout, torch_does: str = ""
+) -> Any:
     """``value`` in the model's layout and dtype, still on the host or where it was."""
     if is_torch_tensor(value):
         # Cast by torch first (torch's values, and no 64-bit narrowing on the way).
@@ -516,8 +527,8 @@ def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> A
     if layout == "torch" and value.shape != entry.torch_shape():
         raise StateDictError(
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the "
-            f"model's torch twin {entry.torch_shape()} (torch raises RuntimeError: size "
-            "mismatch)"
+            f"model's torch twin {entry.torch_shape()} ({torch_does or _TORCH_REFUSES}). "
+            f"{SIZE_FIX}"
         )
     if layout == "torch" and entry.reshape is not None:
         value = value.reshape(entry.value.shape)
@@ -531,7 +542,8 @@ def _loaded(what: str, name: str, value: Any, entry: Entry, layout: Layout) -> A
         )
         raise StateDictError(
             f"size mismatch for {shown(name)}: {what} has shape {tuple(value.shape)}, the model "
-            f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint}"
+            f"{tuple(entry.value.shape)} (torch raises RuntimeError: size mismatch).{hint} "
+            f"{SIZE_FIX}"
         )
     return _in_dtype(value, entry.value.dtype)
 
@@ -547,65 +559,6 @@ def _in_dtype(value: Any, dtype: Any) -> Any:
         native = value if value.dtype.isnative else value.astype(value.dtype.newbyteorder("="))
         return casting.cast_host(native, wanted)
     return casting.cast_array(value, wanted)
-
-
-def _layout_of(what: str, saved: Mapping[Any, Any], entries: list[Entry], model: Any) -> Layout:
-    """Which layout ``saved``'s names are in, or the torch-style error listing the mismatch."""
-    names = set(saved)
-    jax_names = {entry.name for entry in entries}
-    if names == jax_names:
-        return "jax"
-    torch_names = {entry.torch_name for entry in entries if entry.torch_name is not None}
-    extras = names & {extra for entry in entries for extra in entry.torch_extras}
-    tied = {name for entry in entries for name in entry.torch_names()} - torch_names
-    held_once = all(names & set(entry.torch_names()) for entry in entries)
-    if len(torch_names) == len(entries) and held_once and not names - extras - torch_names - tied:
-        return "torch"  # a tied weight under one of its names at least
-    nested = [key for key, value in saved.items() if isinstance(value, Mapping)]
-    if nested:
-        raise StateDictError(
-            f"{what} holds a whole checkpoint ({', '.join(map(shown, list(saved)[:6]))}), "
-            f"not a state dict: pass the state dict in it, e.g. "
-            f"tj.load_state(model, tj.load(path)[{shown(nested[0])}])"
-        )
-    closer = torch_names if len(names ^ torch_names) < len(names ^ jax_names) else jax_names
-    missing = sorted(closer - names)
-    if closer is torch_names:  # a tie held under another of its names is not missing
-        missing = sorted(
-            entry.torch_name
-            for entry in entries
-            if entry.torch_name is not None and not names & set(entry.torch_names())
-        )
-    ties = tied if closer is torch_names else set()
-    unexpected = sorted(str(name) for name in names - closer - extras - ties)
-    problems = [_listed("Missing key(s)", missing), _listed("Unexpected key(s)", unexpected)]
-    # A layer with no torch layout whose arrays the state names otherwise: say why.
-    layers = {_layer_of(name) for name in unexpected}
-    untwinned = [e for e in entries if e.no_torch and _layer_of(e.name) in layers]
-    why = (
-        f". {untwinned[0].no_torch}"
-        + (f" (and {len(untwinned) - 1} more array(s) like it)" if len(untwinned) > 1 else "")
-        if untwinned
-        else ""
-    )
-    raise StateDictError(
-        f"Error(s) in loading {what} into {type(model).__name__}: "
-        + "; ".join(problem for problem in problems if problem)
-        + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
-        "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them" + why
-    )
-
-
-def _layer_of(name: str) -> str:
-    """The dotted path of the layer holding the array named ``name``."""
-    return name.rpartition(".")[0]
-
-
-def _listed(title: str, names: list[str]) -> str:
-    if not names:
-        return ""
-    quoted = ", ".join(shown(name) for name in names[:10])
-    return f"{title}: {quoted}{f' and {len(names) - 10} more' if len(names) > 10 else ''}"
 
 
 def _replace(model: Any, entries: list[Entry], values: list[Any]) -> Any:

@@ -20,7 +20,9 @@ import jax
 
 from .. import dtypes, host_staging
 from ..device import DeviceLike
+from ..errors import InvalidIndexError
 from ..interop import ALIGNMENT
+from .advanced_index import is_advanced
 from .format import TensorBudget, TensorInfo
 from .messages import slice_load
 from .options import checked_staging, maps_file, resolve_target
@@ -115,10 +117,12 @@ class TensorSlice:
     """One tensor of an open file, read on indexing: safetensors' ``PySafeSlice``.
 
     ``slice[index]`` takes a basic NumPy index (ints, slices with any step, ``...``,
-    ``None``). On a CPU device a contiguous selection that starts 64-byte aligned is an
-    array over the memory-mapped file; otherwise only the bytes it selects are read: one
-    read for a window such as ``[a:b]``, row by row for selections that are sparse at a
-    coarse grain. Opened onto a mesh, the selection is placed as the rule says for its
+    ``None``); opened with ``framework="pt"``, lists, arrays, tensors and bools too, by
+    torch's rules (the whole tensor is read, as safetensors' ``"pt"`` slices read it).
+    For a basic index on a CPU device, a contiguous selection that starts 64-byte aligned
+    is an array over the memory-mapped file; otherwise only the bytes it selects are
+    read: one read for a window such as ``[a:b]``, row by row for selections that are
+    sparse at a coarse grain. Opened onto a mesh, the selection is placed as the rule says for its
     shape.
 
     Examples:
@@ -133,10 +137,13 @@ class TensorSlice:
         ([3, 4], 'I32', [[4, 6], [8, 10]])
     """
 
-    def __init__(self, reader: Reader, info: TensorInfo, placement: Placement) -> None:
+    def __init__(
+        self, reader: Reader, info: TensorInfo, placement: Placement, *, torch_indexing: bool
+    ) -> None:
         self._reader = reader
         self._info = info
         self._placement = placement
+        self._torch_indexing = torch_indexing
 
     def get_shape(self) -> list[int]:
         """The tensor's shape, as a list (safetensors' convention)."""
@@ -151,8 +158,18 @@ class TensorSlice:
 
         Raises:
             InvalidIndexError: out of range or a zero step (an ``IndexError`` /
-                ``ValueError``, as NumPy and torch raise), or not a basic index.
+                ``ValueError``, as NumPy and torch raise), or not a basic index where
+                the file was not opened with ``framework="pt"``.
             OutOfMemoryError: the selection cannot fit the device's free memory (checked
                 before reading, as ``tj.load_file`` checks), or the device ran out.
         """
+        if not self._torch_indexing and is_advanced(index):
+            name = self._info.name
+            raise InvalidIndexError(
+                f"get_slice({name!r})[{index!r:.80}]: with this framework get_slice takes "
+                "ints, slices, ... and None, as safetensors' does (SafetensorError: only its "
+                "'pt' slices take lists, arrays and bools, by torch's rules). Fix: open the "
+                "file with framework='pt' for torch's indexing, or index the array "
+                f"get_tensor({name!r}) returns"
+            )
         return self._placement.selection(self._reader, self._info, index)

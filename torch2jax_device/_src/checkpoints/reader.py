@@ -30,6 +30,7 @@ from .. import dtypes
 from ..errors import ArgumentTypeError, CheckpointError, ConversionError, InvalidIndexError
 from ..interop import aligned_empty
 from . import messages
+from .advanced_index import Gather, is_advanced
 from .format import TensorBudget, TensorInfo, read_header
 from .paths import open_regular
 
@@ -160,16 +161,20 @@ class Reader:
         Raises:
             InvalidIndexError: as ``read_selection``.
         """
+        if is_advanced(index):
+            return None  # a gather: read whole, never a view
         basic = _basic_index(index, info.name)
         whole = self.mapped(info)
         return None if whole is None else _select(whole, basic, index, info)
 
     def selection_shape(self, info: TensorInfo, index: Any) -> tuple[int, ...]:
-        """The shape of ``tensor[index]`` for a basic NumPy index, reading nothing.
+        """The shape of ``tensor[index]``, reading nothing.
 
         Raises:
             InvalidIndexError: as ``read_selection``.
         """
+        if is_advanced(index):
+            return Gather(info.shape, index, info.name).shape
         view, _ = self._selected(info, index)
         shape: tuple[int, ...] = view.shape
         return shape
@@ -219,15 +224,23 @@ class Reader:
             advance(end - begin)
 
     def read_selection(self, info: TensorInfo, index: Any) -> np.ndarray[Any, Any]:
-        """``tensor[index]`` for a basic NumPy index, reading only the bytes it selects.
+        """``tensor[index]``, reading only the bytes a basic index selects.
 
         The result is a fresh aligned array. Rows further apart than a few pages are read
-        one by one, denser selections in one read of the bytes they span.
+        one by one, denser selections in one read of the bytes they span. An index with
+        lists, arrays, tensors or bools in it reads the whole tensor and picks from it by
+        torch's rules, as safetensors does (``advanced_index``).
 
         Raises:
-            InvalidIndexError: ``index`` is out of range, has a zero step, or is not a
-                basic index (ints, slices, ``...``, ``None``).
+            InvalidIndexError: ``index`` is out of range or has a zero step.
         """
+        if is_advanced(index):
+            gather = Gather(info.shape, index, info.name)
+            picked = gather(self.read_tensor(info, info.dtype))
+            fresh: np.ndarray[Any, Any] = aligned_empty(picked.nbytes).view(info.dtype)
+            fresh = fresh.reshape(picked.shape)
+            fresh[...] = picked
+            return fresh
         view, shift = self._selected(info, index)
         out: np.ndarray[Any, Any] = aligned_empty(view.nbytes).view(info.dtype)
         out = out.reshape(view.shape)
@@ -388,12 +401,12 @@ def _select(
 
 
 def _basic_index(index: Any, name: str) -> tuple[Any, ...]:
-    """``index`` as a tuple that makes NumPy return a view: basic, ending in ``...``.
+    """``index`` (basic: see ``advanced_index.is_advanced``) as a tuple that makes NumPy
+    return a view, ending in ``...``.
 
-    Advanced indexing, and a scalar result (all dimensions indexed by ints), would make
-    NumPy read the memory the view points at; a trailing ``...`` keeps a 0-d view. A bare
-    empty list selects nothing along the first axis, as safetensors' ``get_slice`` reads
-    it (``[0:0]``); other lists are refused, as safetensors refuses them.
+    A scalar result (all dimensions indexed by ints) would make NumPy read the memory
+    the view points at; a trailing ``...`` keeps a 0-d view. A bare empty list selects
+    nothing along the first axis, as safetensors' ``get_slice`` reads it (``[0:0]``).
     """
     if isinstance(index, list) and not index:
         index = slice(0, 0)
@@ -406,8 +419,10 @@ def _basic_index(index: Any, name: str) -> tuple[Any, ...]:
         ):
             continue
         raise InvalidIndexError(
-            f"get_slice({name!r})[...] takes ints, slices, ... and None, not "
-            f"{type(item).__name__}; for fancy indexing, index the array it returns"
+            f"get_slice({name!r})[...] takes ints, slices, ... and None (and, opened with "
+            f"framework='pt', lists, arrays, tensors and bools, by torch's rules), not "
+            f"{type(item).__name__}. Fix: index with those, or index the array get_tensor "
+            "returns"
         )
     return items if any(item is Ellipsis for item in items) else (*items, Ellipsis)
 

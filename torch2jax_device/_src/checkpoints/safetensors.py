@@ -246,6 +246,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         else:
             self._placement = OnDevice(device, backend)
         self._reader = Reader(path, max_tensors=max_tensors)
+        self._torch_indexing = framework == "pt"
 
     def __enter__(self) -> safe_open:
         return self
@@ -291,11 +292,26 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
     def get_slice(self, name: str) -> TensorSlice:
         """A lazy view of tensor ``name``; index it to read part of it.
 
+        Opened with ``framework="pt"``, an index with lists, arrays, tensors or bools in
+        it follows torch's rules, as safetensors' ``"pt"`` slices do (the whole tensor
+        is read); other frameworks take basic indices only, as safetensors' do.
+
         Raises:
             ArgumentTypeError: ``name`` is not a string (safetensors raises ``TypeError``).
             CheckpointError: the file has no tensor ``name``.
+
+        Examples:
+            >>> import os, tempfile
+            >>> import numpy as np
+            >>> import torch2jax_device as tj
+            >>> path = os.path.join(tempfile.mkdtemp(), "rows.safetensors")
+            >>> tj.save_file({"rows": np.arange(6, dtype=np.int32).reshape(3, 2)}, path)
+            >>> with tj.safe_open(path, framework="pt") as f:
+            ...     f.get_slice("rows")[1:].tolist(), f.get_slice("rows")[[2, 0]].tolist()
+            ([[2, 3], [4, 5]], [[4, 5], [0, 1]])
         """
-        return TensorSlice(self._reader, self._reader.info(name), self._placement)
+        info = self._reader.info(name)
+        return TensorSlice(self._reader, info, self._placement, torch_indexing=self._torch_indexing)
 
 
 def save_file(

@@ -241,6 +241,8 @@ def _load(
 ) -> Any:
     if mmap and source.kind != "safetensors" and not (source.path and is_index(source.path)):
         _check_mappable(source)
+    if not sharded.handles_checkpoint(None, map_location):
+        MapLocationRule(map_location)  # checked before any file is read (an index's shards too)
     if sharded.handles_checkpoint(source.path, map_location):
         if source.path is None:
             return sharded.load_object(
