@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._src.errors import UnscannableFileError
 from ..porting import catalog
 from ..porting.scanner import (
     MAX_BYTES,
@@ -205,7 +206,9 @@ def _read_one(path: Path, named: bool, max_bytes: int, err: TextIO) -> _Read | N
         return read, SourceFile(str(path), read.text)
     except SyntaxError as error:
         _cannot(path, _not_python(error), err)
-    except (OSError, ValueError) as error:  # UnscannableFileError included
+    except UnscannableFileError as error:  # its message starts with the path
+        err.write(f"torch2jax-device scan: cannot scan {error}\n")
+    except (OSError, ValueError) as error:
         _cannot(path, error, err)
     except (RecursionError, MemoryError) as error:
         _cannot(path, _limit(error), err)

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from .._src.errors import UnscannableFileError
+from .._src.truth import truth
+from . import _arguments
 from ._flow import Flow
 from ._names import Names, reexported
 from ._values import TJ, Values
@@ -123,6 +125,9 @@ def read_python(path: str, max_bytes: int = MAX_BYTES, *, follow_links: bool = T
         >>> read.encoding, read.text.splitlines(keepends=True)[1]
         ('iso-8859-1', "name = 'é'\\r\\n")
     """
+    path = _arguments.path("read_python()", "path", path)  # type: ignore[assignment]
+    max_bytes = _arguments.size("read_python()", "max_bytes", max_bytes)
+    follow_links = truth("read_python()", "follow_links", follow_links)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     if not follow_links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -131,37 +136,54 @@ def read_python(path: str, max_bytes: int = MAX_BYTES, *, follow_links: bool = T
     except OSError as error:
         if not follow_links and error.errno in (errno.ELOOP, errno.EMLINK):
             raise UnscannableFileError(
-                f"a symbolic link to {os.readlink(path)!r}; scan does not leave the folder "
+                f"{path}: a symbolic link to {os.readlink(path)!r}; scan does not leave the folder "
                 "it was given through a link (name the link or its target to scan it)"
             ) from None
         raise
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):  # checked before open() makes a file of it
+        os.close(descriptor)
+        kind = next((name for test, name in _KINDS if test(status.st_mode)), "no file")
+        raise UnscannableFileError(
+            f"{path}: not a regular file ({kind}); only files are scanned. Fix: name the "
+            "Python files (or the folder holding them) to scan"
+        )
     with open(descriptor, "rb", closefd=True) as file:
-        status = os.fstat(file.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            kind = next((name for test, name in _KINDS if test(status.st_mode)), "no file")
-            raise UnscannableFileError(f"not a regular file ({kind}); only files are scanned")
         if status.st_size > max_bytes:
             raise UnscannableFileError(
-                f"{status.st_size} bytes, larger than the {max_bytes}-byte limit "
-                "(--max-bytes raises it)"
+                f"{path}: {status.st_size} bytes, larger than the {max_bytes}-byte limit "
+                "(Fix: raise it, max_bytes= or --max-bytes)"
             )
-        data = file.read(max_bytes + 1)
+        data = _read_at_most(file, max_bytes + 1)
     if len(data) > max_bytes:  # it grew while it was read
         raise UnscannableFileError(
-            f"larger than the {max_bytes}-byte limit (--max-bytes raises it)"
+            f"{path}: larger than the {max_bytes}-byte limit (Fix: raise it, max_bytes= or --max-bytes)"
         )
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
     except (SyntaxError, LookupError, UnicodeDecodeError) as error:
-        raise UnscannableFileError(f"cannot be decoded as Python source: {error}") from None
+        raise UnscannableFileError(
+            f"{path}: cannot be decoded as Python source: {error}. Fix: scan Python source files "
+            "(UTF-8, or the encoding a coding: line names)"
+        ) from None
     if text.encode(encoding) != data:  # e.g. a lone BOM it would not write back
         raise UnscannableFileError(
-            f"its {encoding} text does not encode back to the same bytes, so no diff "
+            f"{path}: its {encoding} text does not encode back to the same bytes, so no diff "
             "could be made against it"
         )
     stamp = (len(data), status.st_mtime_ns, hashlib.sha256(data).hexdigest())
     return PythonFile(path, data, text, encoding, stamp, follow_links)
+
+
+def _read_at_most(file: io.BufferedReader, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``file``, a mebibyte at a time: a read of ``limit`` at
+    once would allocate all of it first, however small the file."""
+    chunks, total = [], 0
+    while total < limit and (chunk := file.read(min(1 << 20, limit - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 @contextlib.contextmanager
@@ -206,20 +228,20 @@ class SourceFile:
     """
 
     def __init__(self, path: str, source: str) -> None:
-        self.path = path
-        self.data = source.encode()
+        self.path = _arguments.text("SourceFile()", "path", path)
+        self.data = _arguments.text("SourceFile()", "source", source).encode()
         with deep_recursion():
             try:
                 self.tree = ast.parse(source, filename=path)
             except (RecursionError, MemoryError):
                 raise UnscannableFileError(
-                    f"nested deeper than Python's parser follows; the scanner follows "
+                    f"{path}: nested deeper than Python's parser follows; the scanner follows "
                     f"{MAX_DEPTH} levels"
                 ) from None
             depth = _depth(self.tree)
             if depth > MAX_DEPTH:
                 raise UnscannableFileError(
-                    f"nested {depth} levels deep; the scanner follows {MAX_DEPTH}"
+                    f"{path}: nested {depth} levels deep; the scanner follows {MAX_DEPTH}"
                 )
             self.names = Names(self.tree)
         self.values = Values(self.names, self.qualname)

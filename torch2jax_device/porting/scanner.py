@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from . import catalog
+from . import _arguments, catalog
 from ._candidate import Candidate
 from ._plan import plan
 from ._project import Project
@@ -118,6 +118,8 @@ def scan_source(source: str, path: str = "<string>") -> list[Finding]:
         >>> [f.rule for f in scan_source("import torch\\nx = x.to('cuda')\\n")]
         ['tensor-to-device']
     """
+    source = _arguments.text("scan_source()", "source", source)
+    path = _arguments.text("scan_source()", "path", path)
     return scan_sources({path: source})[path]
 
 
@@ -132,6 +134,9 @@ def scan_sources(sources: Mapping[str, str]) -> dict[str, list[Finding]]:
     Raises:
         SyntaxError: a source is not valid Python (nothing is scanned then).
     """
+    sources = _arguments.mapping(
+        "scan_sources()", "sources", sources, "a dict of each file's path to its source"
+    )
     return scan_files([SourceFile(path, source) for path, source in sources.items()])
 
 
@@ -144,6 +149,10 @@ def scan_files(files: Sequence[SourceFile]) -> dict[str, list[Finding]]:
         >>> [(f.line, f.rule) for f in found["a.py"]]
         [(2, 'device-accelerator-index')]
     """
+    files = _arguments.iterable("scan_files()", "files", files, "a list of SourceFile")
+    for file in files:
+        if not isinstance(file, SourceFile):
+            raise _arguments.refused("scan_files()", "files", file, "a list of SourceFile")
     with deep_recursion():
         project = Project(files)
         project.attach()
@@ -159,7 +168,13 @@ def scan_files(files: Sequence[SourceFile]) -> dict[str, list[Finding]]:
 
 def apply_edits(source: str, findings: Iterable[Finding]) -> str:
     """``source`` with the rewrites of ``findings``, importing ``tj`` if needed."""
-    rewrites = [f.rewrite for f in findings if f.rewrite is not None]
+    source = _arguments.text("apply_edits()", "source", source)
+    wanted = "the findings scan_source returned"
+    given = _arguments.iterable("apply_edits()", "findings", findings, wanted)
+    for finding in given:
+        if not isinstance(finding, Finding):
+            raise _arguments.refused("apply_edits()", "findings", finding, wanted)
+    rewrites = [f.rewrite for f in given if f.rewrite is not None]
     if not rewrites:
         return source
     data, _ = compose(source.encode(), rewrites)
