@@ -37,7 +37,6 @@ EVERY = 1 if os.environ.get("SCAN_METAMORPHIC_ALL") else 4
 
 # Classes of loss the scanner's recognisers (porting/_recognise) do not yet cover; each
 # is written up for their owner in the round's requests.
-_CONCAT = "a device string built as 'cuda:' + str(i) is not read as device-indexed"
 _OPTIMIZER_NAME = (
     "an optimizer the file did not make is known by its name only (optimizer.state_dict())"
 )
@@ -80,20 +79,6 @@ KNOWN_LOSSES: dict[tuple[str, str], str] = {
     ("rename_variables", "unseen_round6/swin_utils"): _OPTIMIZER_NAME,
     ("rename_functions", "unseen_round6/qwen_utils"): _HELPER_NAME,
     ("join_lines", "unseen_round6/foundry_train"): _JOINED,
-    ("device_strings_concatenated", "corpus/cnn_example"): _CONCAT,
-    ("device_strings_concatenated", "corpus/gpt_train"): _CONCAT,
-    ("device_strings_concatenated", "wild/launch_train"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round5/cleanrl_ppo_multigpu"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round5/llama2c_train"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/composer_device_gpu"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/cookbook_train_utils"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/gptsovits_config"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/idiff_dist_util"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/lmeval_hflm"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/nemo_transcribe_speech"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/olmo_train"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/speechbrain_distributed"): _CONCAT,
-    ("device_strings_concatenated", "unseen_round6/xformers_mp_utils"): _CONCAT,
     ("through_assignment", "unseen_round6/hifigan_inference"): _COPIED,
     ("through_assignment", "unseen_round6/nanochat_base_train"): _COPIED,
     ("through_assignment", "unseen_round6/nemo_transcribe_speech"): _COPIED,

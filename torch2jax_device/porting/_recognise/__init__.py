@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .._candidate import Candidate
 from .._source import SourceFile
-from . import device_strings
+from . import device_literals, device_strings
 from .visitor import Detector
 
 __all__ = ["detect"]
@@ -24,4 +24,5 @@ def detect(file: SourceFile) -> list[Candidate]:
     detector = Detector(file)
     detector.visit(file.tree)
     device_strings.point_at_tests(detector)
+    device_literals.uncovered_names(detector)
     return detector.found

@@ -35,8 +35,9 @@ __all__ = [
     "string_test",
 ]
 
-# Device types of torch and JAX ("gpu", "tpu"), as a script writes them.
-DEVICE_TYPES = _TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu".split())
+# Device types of torch and JAX ("gpu", "tpu"), as a script writes them ("meta" aside: a
+# word too, device_literals takes it where it is evidently a device).
+DEVICE_TYPES = _TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu mlu musa dipu".split())
 # A setting that keeps a device under a longer name: init_device, target_device.
 _KEPT_DEVICE = re.compile(r"^_*(\w+_)?(device|device_name)$", re.IGNORECASE)
 # A value named as a device: device, self.device, args.device, local_device, dev.
@@ -321,7 +322,7 @@ def split_name(r: Recogniser, call: ast.Call) -> None:
         and call.args
         and isinstance(call.args[0], ast.Constant)
         and call.args[0].value == ":"
-        and (holds_device_name(func.value) or _device_type_name(func.value))
+        and (keeps_device(func.value) or _device_type_name(func.value))
     ):
         return
     text = r.text(func.value)
