@@ -12,7 +12,9 @@ device's name compared or cut (``device_type == "musa"``, ``model_device.split("
 ``isinstance(d, torch.device)``, False for a ``tj.device``; ``torch.jit.load``; a
 ``torch.Generator``'s ``get_state``/``set_state``; a profiler's report sorted by a
 device's column; the MPI launchers' variables (``PMI_RANK``); a model's state dict under
-``FSDP.state_dict_type``; and a module name bound twice (``deepspeed.comm``, then
+``FSDP.state_dict_type``; a dtype handed to ``.to`` through a dict, a config's attribute
+or a helper that returns it (the metamorphic oracle's ``through_*`` rewrites); and a
+module name bound twice (``deepspeed.comm``, then
 ``torch.distributed``) read where only the last binding can be seen. Every finding here is
 advice: ``--diff`` leaves the lines as they are.
 """
@@ -444,3 +446,37 @@ def test_a_name_rebound_before_the_function_reads_the_last_import(call: str, rul
 )
 def test_a_name_whose_binding_is_open_is_silent(source: str) -> None:
     check(source)
+
+
+# -- a dtype handed to .to through a dict, a config or a helper --------------------------------
+_DTYPE_ROUTES = {
+    "a name": ("", "dtype"),
+    "a dict's entry": ("    options = {'dtype': dtype}\n", "options['dtype']"),
+    "a config's attribute": ("    cfg.dtype = dtype\n", "cfg.dtype"),
+    "a helper returning it": ("", "passthrough(dtype)"),
+    "a helper by keyword": ("", "passthrough(value=dtype)"),
+}
+
+
+@pytest.mark.parametrize("route", _DTYPE_ROUTES)
+def test_a_dtype_handed_through_a_copy_is_still_a_dtype(route: str) -> None:
+    before, spelled = _DTYPE_ROUTES[route]
+    source = (
+        "import torch\ndef passthrough(value):\n    return value\n"
+        f"def cast(x, cfg, half):\n    dtype = torch.float16 if half else torch.float32\n"
+        f"{before}    return x.to({spelled})  # -> tensor-to-dtype\n"
+    )
+    check(source)
+
+
+@pytest.mark.parametrize(
+    "spelled", ["options['device']", "cfg.device", "passthrough(device)", "helper(dtype)"]
+)
+def test_a_device_handed_through_a_copy_is_no_dtype(spelled: str) -> None:
+    source = (
+        "import torch\nfrom mypkg import helper\ndef passthrough(value):\n    return value\n"
+        "def move(x, cfg, dtype):\n    device = torch.device('cuda')\n"
+        "    options = {'device': device}\n    cfg.device = device\n"
+        f"    return x.to({spelled})\n"
+    )
+    assert "tensor-to-dtype" not in {f.rule for f in scan_text(source) if f.line == 9}
