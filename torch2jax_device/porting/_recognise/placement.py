@@ -611,8 +611,8 @@ def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
     if isinstance(node, (ast.Subscript, ast.Attribute)) and depth < 3:
         # options["dtype"], cfg.dtype: what the file stores there
         stored = r.file.names.assigned(node) or []
-        kept = [v for v in stored if not (isinstance(v, ast.Constant) and v.value is None)]
-        if kept and all(_is_dtype(r, v, depth + 1) for v in kept):
+        held = [v for v in stored if not (isinstance(v, ast.Constant) and v.value is None)]
+        if held and all(_is_dtype(r, v, depth + 1) for v in held):
             return True
     key = node.slice if isinstance(node, ast.Subscript) else None
     if isinstance(key, ast.Constant) and isinstance(key.value, str):
