@@ -13,10 +13,10 @@ device's name compared or cut (``device_type == "musa"``, ``model_device.split("
 ``torch.Generator``'s ``get_state``/``set_state``; a profiler's report sorted by a
 device's column; the MPI launchers' variables (``PMI_RANK``); a model's state dict under
 ``FSDP.state_dict_type``; a dtype handed to ``.to`` through a dict, a config's attribute
-or a helper that returns it (the metamorphic oracle's ``through_*`` rewrites); and a
-module name bound twice (``deepspeed.comm``, then
-``torch.distributed``) read where only the last binding can be seen. Every finding here is
-advice: ``--diff`` leaves the lines as they are.
+or a helper that returns it, and a device handed to a project's checkpoint loader through
+a copy (the metamorphic oracle's ``through_*`` rewrites); and a module name bound twice
+(``deepspeed.comm``, then ``torch.distributed``) read where only the last binding can be
+seen. The findings of the device-name classes are advice: ``--diff`` leaves their lines.
 """
 
 from __future__ import annotations
@@ -480,3 +480,36 @@ def test_a_device_handed_through_a_copy_is_no_dtype(spelled: str) -> None:
         f"    return x.to({spelled})\n"
     )
     assert "tensor-to-dtype" not in {f.rule for f in scan_text(source) if f.line == 9}
+
+
+# -- a device handed to a project's loader through a copy --------------------------------------
+_DEVICE_ROUTES = {
+    "a name": ("", "device"),
+    "a copy": ("    value = device\n", "value"),
+    "a tuple's copy": ("    value, _ = device, None\n", "value"),
+    "a dict's entry": ("    options = {'device': device}\n", "options['device']"),
+    "a config's attribute": ("    cfg.device = device\n", "cfg.device"),
+}
+
+
+@pytest.mark.parametrize("route", _DEVICE_ROUTES)
+def test_a_device_handed_to_a_loader_through_a_copy_is_its_map_location(route: str) -> None:
+    before, spelled = _DEVICE_ROUTES[route]
+    source = (
+        "import torch\ndef load_checkpoint(path, where):\n"
+        "    return torch.load(path, map_location=where)\n"
+        "def main(cfg, path):\n    device = torch.device('cuda')\n"
+        f"{before}    state = load_checkpoint(path, {spelled})  # -> torch-load-map-location\n"
+    )
+    check(source)
+
+
+@pytest.mark.parametrize("value", ["'weights.pt'", "path", "None"])
+def test_another_value_handed_to_a_loader_through_a_copy_is_not(value: str) -> None:
+    source = (
+        "import torch\ndef load_checkpoint(path, where):\n"
+        "    return torch.load(path, map_location=where)\n"
+        f"def main(path):\n    value = {value}\n"
+        "    state = load_checkpoint(path, value)\n"
+    )
+    assert "torch-load-map-location" not in {f.rule for f in scan_text(source) if f.line == 6}

@@ -436,11 +436,18 @@ def formatted_name(r: Recogniser, node: ast.JoinedStr) -> None:
         r.add(node, "device-string", f"tj.device({r.text(node)})")
 
 
-def is_device_value(r: Recogniser, node: ast.expr) -> bool:
-    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so."""
+def is_device_value(r: Recogniser, node: ast.expr, depth: int = 0) -> bool:
+    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so,
+    itself or as the copy it was assigned (``value = device``, ``options["device"]``)."""
     if isinstance(node, ast.Constant):
         return names_a_device(node.value)
     if "torch-device" in r.file.values.kinds(node):
         return True
     name = last_name(node)
-    return name is not None and _DEVICE_VALUE.search(name) is not None
+    if name is not None and _DEVICE_VALUE.search(name) is not None:
+        return True
+    if depth or not isinstance(node, (ast.Name, ast.Subscript, ast.Attribute)):
+        return False
+    copied = r.file.names.assigned(node, every=True) or []
+    held = [v for v in copied if not (isinstance(v, ast.Constant) and v.value is None)]
+    return bool(held) and all(v is not node and is_device_value(r, v, depth + 1) for v in held)
