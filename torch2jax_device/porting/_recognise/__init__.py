@@ -6,7 +6,8 @@ section that recognises it (``devices``, ``placement``, ``creation``, ``checkpoi
 ``helpers`` for the project's own helpers that place, load or build a launcher, and
 ``names`` for the rows the catalog's tables cover). Each proposes ``Candidate``s;
 ``_plan`` decides which rewrites stand. A new idiom goes in its section's module, called
-from the visitor.
+from the visitor. After the walk, ``device_literals`` reports the devices named in string
+literals on lines no section's finding covers (CONTRIBUTING's labelling conventions).
 """
 
 from __future__ import annotations

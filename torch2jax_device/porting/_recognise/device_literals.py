@@ -182,7 +182,7 @@ def uncovered_names(r: Recogniser) -> None:
     """After the walk: each device name written in a literal on a line no finding covers
     (``DEVICE = "mlu"``, ``default="cuda"``, ``choices=["cpu", "cuda", "auto"]``), once
     per line."""
-    if not _imports_torch(r.file.tree):
+    if not r.device_literals or not _imports_torch(r.file.tree):
         return
     covered = {candidate.position[0] for candidate in r.found}
     for reported in r.device_literals:
