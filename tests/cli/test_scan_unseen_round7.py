@@ -23,7 +23,10 @@ earlier test or doc names, in sets told apart by their ``.truth`` header:
   lines 76/92 = 0.826; after every fix made from the two development sets and the
   metamorphic oracle, 358/377 = 0.950 and 76/92 = 0.826 (without ``openlm_main``, which
   began as a copy of round 6's open_clip ``main.py``: 326/344 = 0.948). Issue 35 asks
-  0.97 on torch lines: not reached on code never seen.
+  0.97 on torch lines: not reached on code never seen. In round 8 it became a development
+  set (round 8's sets, labelled blind, are the honest measure now): fixed against by class
+  (``tests/cli/test_scan_round8_classes.py``), to 376/377 = 0.997 torch lines, library
+  lines 76/92 = 0.826 unchanged.
 
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names, and rebuilt from a clone of its repository (``tests/support/excerpts.py``:
@@ -60,11 +63,11 @@ a project's helper builds for the Accelerator; ``if args.deepspeed:``;
 ``getattr(torch, device_name)``; ``device == "auto"`` and ``device[5:]``; Transformers'
 ``is_torch_*_available`` from ``import_utils``. Left, against the labels: Transformers'
 ``trainer.save_state()`` (three lines; it writes ``trainer_state.json``, the step and the
-log, no device work: kept unreported as round 6 decided), DETR's ``parser.add_argument(
-'--device', default='cuda')`` (a name ``tj.device`` takes as it is; the earlier corpora
-leave such defaults unlabelled), and kohya's ``lr_scheduler.step()`` on a scheduler a
-project's helper made and ``accelerator.prepare`` rebound (Transformers' and Diffusers'
-schedules are no row's).
+log, no device work: kept unreported as round 6 decided, and as CONTRIBUTING's labelling
+conventions now say), and kohya's ``lr_scheduler.step()`` on a scheduler a project's
+helper made and ``accelerator.prepare`` rebound (Transformers' and Diffusers' schedules
+are no row's). DETR's ``parser.add_argument('--device', default='cuda')``, left in round
+7, is found since round 8 (a device chosen by name, wherever it is written: 336/337).
 
 The second development set, fixed by class (each generated with its silent twin in
 ``tests/cli/test_scan_round7b_classes.py``): Ray's GPU requests (``@ray.remote(num_gpus=
@@ -97,6 +100,24 @@ torch.device(device)`` (reported where the device is made, as the first set deci
 vLLM's worker ``self.device``; ``os.environ["LOCAL_RANK"] = ...`` labelled
 ``dist-local-rank`` (a write: ``dist-env``); verl's ``PyNcclCommunicator`` imported in two
 branches (no single origin).
+
+The held-out set, made a development set in round 8 and fixed by class against
+CONTRIBUTING's labelling conventions (each generated with its silent twin in
+``tests/cli/test_scan_round8_classes.py``): a device chosen by name in a literal wherever
+it is written (mmengine's ``DEVICE = 'mlu'``/``'dipu'``/``'musa'``, OpenFold's
+``add_argument("--model_device", default="cpu")``, rl_games' ``config.get('device',
+'cuda:0')`` and ``'cuda:' + str(self.local_rank)``), every torch device type compared
+(``device_type == 'musa'``) or cut (``model_device.split(":")``); ``torch.jit.load``;
+a ``torch.Generator``'s ``get_state``/``set_state``; ``key_averages().table(sort_by=
+"cuda_time_total")``; ``os.environ.get("PMI_RANK")``; ``model.state_dict()`` under
+``FSDP.state_dict_type``; and open-instruct's ``dist`` (``deepspeed.comm`` imported in a
+``try:``, then ``torch.distributed``: a module name bound twice had no origin, so
+``dist.is_initialized()`` and ``dist.broadcast_object_list`` went unreported). Left,
+against the conventions: OpenFold's ``load_models_from_command_line(config,
+args.model_device, ...)`` labelled ``module-to`` (a project's builder given a device), and
+the library lines (Transformers' ``trainer.save_state()``, OpenFold's DeepSpeed
+``zero_to_fp32`` helpers and Lightning's ``MPIEnvironment``, k-diffusion's ``unwrap``,
+open-instruct's DeepSpeed offload states).
 """
 
 from __future__ import annotations
@@ -117,14 +138,14 @@ LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries buil
 SETS = ("development", "second development", "held out")
 
 #: The recall each set must keep: (torch lines, library lines): the development set's
-#: what the fixes by class reached (335/337, 147/150; 310/337, 122/150 when labelled).
+#: what the fixes by class reached (336/337, 147/150; 310/337, 122/150 when labelled).
 #: The second development set's, what its fixes by class reached (272/282, 54/55;
-#: 256/282, 33/55 measured blind at 928b1fa). The held-out set's, what it measured at
-#: the end of the round, never fixed against (358/377, 76/92).
+#: 256/282, 33/55 measured blind at 928b1fa). The held-out set's, what round 8's fixes
+#: by class reached (376/377, 76/92; 358/377 at round 7's end, never fixed against).
 FLOORS = {
-    "development": (0.994, 0.979),
+    "development": (0.997, 0.979),
     "second development": (0.964, 0.981),
-    "held out": (0.949, 0.826),
+    "held out": (0.997, 0.826),
 }
 
 

@@ -322,7 +322,39 @@ class Names:
         key = (id(bindings), depth)  # the scope's list of the name's bindings
         if key not in self._origins:
             self._origins[key] = self._resolve_origin(bindings, depth)
+        if self._origins[key] is None and (last := self._last_binding(node, bindings)):
+            key = (id(last), depth)  # the one binding every read after it sees
+            if key not in self._origins:
+                self._origins[key] = self._resolve_origin([last], depth)
+            return self._origins[key]
         return self._origins[key]
+
+    def _last_binding(self, node: ast.Name, bindings: list[Binding]) -> Binding | None:
+        """The binding a read sees when the module binds the name more than once and the
+        last binding is a statement of the module's own body, above the read's
+        (open-instruct: ``import deepspeed.comm as dist`` in a ``try:``, then ``import
+        torch.distributed as dist``; a function defined after both reads torch's). Not
+        when a function rebinds the module's name (``global``): that may run at any
+        time."""
+        if len(bindings) < 2 or bindings[0].scope is not self.module:
+            return None
+        statements = [self.statement(b.node) for b in bindings]
+        if any(
+            s is None or self.enclosing(s, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+            for s in statements
+        ):
+            return None
+        last = max(statements, key=lambda s: s.lineno)  # type: ignore[union-attr]
+        top = self.statement(node)
+        while top is not None and self.parents.get(top) is not self.tree:
+            top = self.statement(self.parents[top]) if top in self.parents else None
+        if (
+            self.parents.get(last) is not self.tree  # type: ignore[arg-type]
+            or top is None
+            or top.lineno <= (last.end_lineno or last.lineno)  # type: ignore[union-attr]
+        ):
+            return None
+        return bindings[statements.index(last)]
 
     def _resolve_origin(self, bindings: list[Binding], depth: int) -> str | None:
         origins: set[str | None] = set()

@@ -456,6 +456,8 @@ class Values:
                 return {TORCH_TENSOR}
             if receiver == {JAX_ARRAY} and method not in ("item", "tolist"):
                 return {JAX_ARRAY}
+            if receiver == {"generator"} and method == "manual_seed":
+                return {"generator"}  # torch.Generator().manual_seed(seed) returns it
         return {UNKNOWN}
 
     def _qualified_call_kinds(self, name: str) -> set[str]:

@@ -6,14 +6,15 @@ section that recognises it (``devices``, ``placement``, ``creation``, ``checkpoi
 ``helpers`` for the project's own helpers that place, load or build a launcher, and
 ``names`` for the rows the catalog's tables cover). Each proposes ``Candidate``s;
 ``_plan`` decides which rewrites stand. A new idiom goes in its section's module, called
-from the visitor.
+from the visitor. After the walk, ``device_literals`` reports the devices named in string
+literals on lines no section's finding covers (CONTRIBUTING's labelling conventions).
 """
 
 from __future__ import annotations
 
 from .._candidate import Candidate
 from .._source import SourceFile
-from . import device_strings
+from . import device_literals, device_strings
 from .visitor import Detector
 
 __all__ = ["detect"]
@@ -24,4 +25,5 @@ def detect(file: SourceFile) -> list[Candidate]:
     detector = Detector(file)
     detector.visit(file.tree)
     device_strings.point_at_tests(detector)
+    device_literals.uncovered_names(detector)
     return detector.found

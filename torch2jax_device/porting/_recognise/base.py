@@ -25,6 +25,7 @@ class Recogniser(ast.NodeVisitor):
         self.reported: set[int] = set()  # nodes already reported (no second finding)
         self.string_tests: list[tuple[int, str]] = []  # (line, code) tested as a device name
         self.device_names: list[Candidate] = []  # devices kept as names (device-string)
+        self.device_literals: list[ast.Constant] = []  # strings the walk met (device_literals)
 
     def add(
         self,

@@ -14,13 +14,30 @@ from .device_strings import is_device_value
 from .names import inside_reported_call
 
 __all__ = [
+    "TORCHSCRIPT_LOADED",
     "forwarded_map_location",
+    "fsdp_state",
     "load_call",
     "load_state_call",
     "loads_onto_a_parameter",
     "project_loader",
     "save_call",
 ]
+
+#: ``torch.jit.load(path)``: a TorchScript program, code and weights together.
+TORCHSCRIPT_LOADED = (
+    "port by hand: a TorchScript program (code and weights), which JAX cannot run; port "
+    "the module to Flax NNX and load its weights with tj.load_state(model, path) from a "
+    "state dict saved by torch.save(module.state_dict(), path)"
+)
+# FSDP's context that decides what a model's state_dict() holds.
+_FSDP_STATE_CONTEXTS = frozenset(
+    {
+        "torch.distributed.fsdp.FullyShardedDataParallel.state_dict_type",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel"
+        ".state_dict_type",
+    }
+)
 
 _LOAD_REFUSED = {
     "weights_only": "tj.load never runs code from the file (always weights_only=True)",
@@ -419,3 +436,37 @@ def loads_onto_a_parameter(r: Recogniser, call: ast.Call) -> bool:
                 )
                 return True
     return False
+
+
+def fsdp_state(r: Recogniser, call: ast.Call, where: tuple[int, int]) -> bool:
+    """``dist-checkpoint-state``: ``model.state_dict()`` inside ``with
+    FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, ...):``, the state FSDP
+    gathers (or keeps sharded) as the context says; ``True`` if reported."""
+    for block in _enclosing_withs(r, call):
+        for item in block.items:
+            entered = item.context_expr
+            if isinstance(entered, ast.Call) and r.qualname(entered.func) in _FSDP_STATE_CONTEXTS:
+                model = r.text(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+                r.add(
+                    call,
+                    "dist-checkpoint-state",
+                    f'state = tj.state_dict(tj.to_device({model}, "cpu"))  # the full state '
+                    "FSDP gathers here (every process calls it); orbax.checkpoint for "
+                    "sharded state",
+                    position=where,
+                )
+                return True
+    return False
+
+
+def _enclosing_withs(r: Recogniser, node: ast.AST) -> list[ast.With]:
+    """The ``with`` statements around ``node`` in its function (or module)."""
+    found = []
+    parent = r.parent(node)
+    while parent is not None and not isinstance(
+        parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    ):
+        if isinstance(parent, ast.With):
+            found.append(parent)
+        parent = r.parent(parent)
+    return found

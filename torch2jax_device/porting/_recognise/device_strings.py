@@ -35,8 +35,9 @@ __all__ = [
     "string_test",
 ]
 
-# Device types of torch and JAX ("gpu", "tpu"), as a script writes them.
-DEVICE_TYPES = _TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu".split())
+# Device types of torch and JAX ("gpu", "tpu"), as a script writes them ("meta" aside: a
+# word too, device_literals takes it where it is evidently a device).
+DEVICE_TYPES = _TYPES = frozenset("cuda cpu mps xla tpu gpu xpu hpu npu mlu musa dipu".split())
 # A setting that keeps a device under a longer name: init_device, target_device.
 _KEPT_DEVICE = re.compile(r"^_*(\w+_)?(device|device_name)$", re.IGNORECASE)
 # A value named as a device: device, self.device, args.device, local_device, dev.
@@ -321,7 +322,7 @@ def split_name(r: Recogniser, call: ast.Call) -> None:
         and call.args
         and isinstance(call.args[0], ast.Constant)
         and call.args[0].value == ":"
-        and (holds_device_name(func.value) or _device_type_name(func.value))
+        and (keeps_device(func.value) or _device_type_name(func.value))
     ):
         return
     text = r.text(func.value)
@@ -435,11 +436,18 @@ def formatted_name(r: Recogniser, node: ast.JoinedStr) -> None:
         r.add(node, "device-string", f"tj.device({r.text(node)})")
 
 
-def is_device_value(r: Recogniser, node: ast.expr) -> bool:
-    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so."""
+def is_device_value(r: Recogniser, node: ast.expr, depth: int = 0) -> bool:
+    """``node`` holds a device: a ``torch.device``, a device's name, or a value named so,
+    itself or as the copy it was assigned (``value = device``, ``options["device"]``)."""
     if isinstance(node, ast.Constant):
         return names_a_device(node.value)
     if "torch-device" in r.file.values.kinds(node):
         return True
     name = last_name(node)
-    return name is not None and _DEVICE_VALUE.search(name) is not None
+    if name is not None and _DEVICE_VALUE.search(name) is not None:
+        return True
+    if depth or not isinstance(node, (ast.Name, ast.Subscript, ast.Attribute)):
+        return False
+    copied = r.file.names.assigned(node, every=True) or []
+    held = [v for v in copied if not (isinstance(v, ast.Constant) and v.value is None)]
+    return bool(held) and all(v is not node and is_device_value(r, v, depth + 1) for v in held)

@@ -18,6 +18,7 @@ __all__ = [
     "default_device_block",
     "default_device_mode",
     "device_call",
+    "device_class_tested",
     "device_module_call",
     "imported_module_call",
     "indexed_device_string",
@@ -193,8 +194,43 @@ def default_device_mode(r: Recogniser, node: ast.ClassDef) -> None:
         )
 
 
+def device_class_tested(r: Recogniser, call: ast.Call) -> None:
+    """``device-type``: ``isinstance(d, torch.device)`` (or a tuple holding it), which is
+    ``False`` for a ``tj.device``: once the devices reaching it are torch2jax_device's,
+    the test takes the other branch. Advice only: which devices reach it is the
+    program's, and the tuple with both classes is right before and after the port."""
+    if not (
+        r.file.values.builtin(call.func) == "isinstance"
+        and len(call.args) == 2
+        and not call.keywords
+    ):
+        return
+    classes = call.args[1]
+    named = classes.elts if isinstance(classes, ast.Tuple) else [classes]
+    torch_device = [c for c in named if r.qualname(c) == "torch.device"]
+    if not torch_device:
+        return
+    for name in torch_device:
+        r.reported.add(id(name))
+    subject, kept = r.text(call.args[0]), [r.text(c) for c in named if c not in torch_device]
+    both = ", ".join([*kept, r.text(torch_device[0]), "tj.device"])
+    candidate = r.add(
+        call,
+        "device-type",
+        f"isinstance({subject}, ({both}))  # a tj.device is no torch.device: "
+        f"isinstance(d, torch.device) is False for one; test tj.device once every device "
+        "reaching it is torch2jax_device's",
+    )
+    candidate.reason = (
+        "which devices reach the test is the program's: isinstance(d, tj.device) is right "
+        "only once each of them is a tj.device (a torch.device rewritten here is kept when "
+        "it reaches this test)"
+    )
+
+
 def indexed_device_string(r: Recogniser, node: ast.AST) -> None:
-    """``f"cuda:{i}"``, ``"cuda:{}".format(i)``, ``"cuda:%d" % i`` outside ``torch.device``."""
+    """``f"cuda:{i}"``, ``"cuda:{}".format(i)``, ``"cuda:%d" % i``, ``"cuda:" + str(i)``
+    outside ``torch.device``."""
     if id(node) in r.reported:
         return
     if isinstance(node, ast.JoinedStr):
@@ -208,11 +244,14 @@ def indexed_device_string(r: Recogniser, node: ast.AST) -> None:
         )
     elif isinstance(node, ast.BinOp):
         left = node.left
-        found = (
-            isinstance(node.op, ast.Mod)
-            and isinstance(left, ast.Constant)
-            and isinstance(left.value, str)
-            and left.value in ("cuda:%d", "cuda:%s", "cuda:%i")
+        template = left.value if isinstance(left, ast.Constant) else None
+        found = isinstance(template, str) and (
+            (
+                isinstance(node.op, ast.Mod)
+                and template.startswith(_DEVICE_PREFIXES)
+                and template.partition(":")[2] in ("%d", "%s", "%i")
+            )
+            or (isinstance(node.op, ast.Add) and template in _DEVICE_PREFIXES)
         )
     elif isinstance(node, ast.Call):
         func = node.func
@@ -222,8 +261,7 @@ def indexed_device_string(r: Recogniser, node: ast.AST) -> None:
             and isinstance(func.value, ast.Constant)
             and isinstance(func.value.value, str)
             and func.value.value.startswith(_DEVICE_PREFIXES)
-            and func.value.value.endswith("{}")
-            and func.value.value.count("{") == 1
+            and re.fullmatch(r"\{\w*\}", func.value.value.partition(":")[2]) is not None
         )
     else:
         found = False
@@ -235,7 +273,7 @@ def _formats_a_device(node: ast.AST) -> bool:
     """``"cuda:{}".format(i)`` or ``"cuda:%d" % i``: an indexed device name."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         template = node.func.value if node.func.attr == "format" else None
-    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
         template = node.left
     else:
         return False

@@ -76,6 +76,12 @@ _TORCHRUN = frozenset(
 _ENVIRONMENT_VALUE = re.compile(r"(^|_)(env|environ|environment)$", re.IGNORECASE)
 # Launchers' variables by prefix: SLURM's and Open MPI's (jax.distributed reads them).
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
+# The other MPI launchers' (Hydra's PMI, PMIx, MVAPICH's): JAX detects none of them.
+_MPI_PREFIXES = ("PMI_", "PMIX_", "MV2_COMM_WORLD_")
+_MPI_SET = (
+    "unchanged: mpiexec sets it (not torchrun) and JAX does not read it; hand it to "
+    "jax.distributed.initialize(process_id=..., num_processes=...)"
+)
 
 
 def variable_read(r: Recogniser, node: ast.AST, key: ast.expr | None) -> bool:
@@ -289,6 +295,8 @@ def _set_by(name: str) -> str:
         return "mpirun sets it (not torchrun); jax.distributed.initialize() reads it"
     if name in _TORCHRUN:
         return "torchrun and torch2jax-device run set it"
+    if name.startswith(_MPI_PREFIXES):
+        return _MPI_SET
     return "set where the process is started, as for torch"
 
 
@@ -370,6 +378,10 @@ def _variable(name: object) -> tuple[str, str | None] | None:
         return _ENVIRONMENT[name]
     if name.startswith(_LAUNCHER_PREFIXES):
         return "dist-env", "unchanged: jax.distributed.initialize() reads it"
+    if name.startswith(_MPI_PREFIXES):
+        return "dist-env", _MPI_SET
+    if name in ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"):  # Intel MPI's, MPICH's
+        return "dist-env", _MPI_SET
     if name.startswith(("NCCL_", "TORCH_NCCL_")):
         return "dist-env", "unchanged: XLA's GPU collectives run on NCCL, which reads it"
     if name == "USE_LIBUV":

@@ -608,7 +608,44 @@ def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
             return _DTYPE_NAME.search(node.id) is not None and not _held_device(r, node)
         kept = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
         return bool(kept) and all(_is_dtype(r, v, depth + 1) for v in kept if v is not None)
+    if isinstance(node, (ast.Subscript, ast.Attribute)) and depth < 3:
+        # options["dtype"], cfg.dtype: what the file stores there
+        stored = r.file.names.assigned(node) or []
+        held = [v for v in stored if not (isinstance(v, ast.Constant) and v.value is None)]
+        if held and all(_is_dtype(r, v, depth + 1) for v in held):
+            return True
+    key = node.slice if isinstance(node, ast.Subscript) else None
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return _DTYPE_NAME.search(key.value) is not None  # options["dtype"], as cfg.dtype
+    if isinstance(node, ast.Call) and depth < 3:
+        handed = _handed_back(r, node)  # passthrough(dtype): a helper returning it
+        return handed is not None and _is_dtype(r, handed, depth + 1)
     return isinstance(node, ast.Attribute) and _DTYPE_NAME.search(node.attr) is not None
+
+
+def _handed_back(r: Recogniser, call: ast.Call) -> ast.expr | None:
+    """The argument ``call`` gets back: a function of the file whose every ``return``
+    hands back the same parameter (``def passthrough(value): return value``)."""
+    func = call.func
+    bindings = r.file.names.bindings(func) if isinstance(func, ast.Name) else []
+    if len(bindings) != 1 or not isinstance(bindings[0].node, ast.FunctionDef):
+        return None
+    definition = bindings[0].node
+    returned = {
+        part.value.id if isinstance(part.value, ast.Name) else None
+        for part in ast.walk(definition)
+        if isinstance(part, ast.Return)
+    }
+    parameters = [a.arg for a in [*definition.args.posonlyargs, *definition.args.args]]
+    if len(returned) != 1 or (name := returned.pop()) not in parameters:
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    given = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    position = parameters.index(name)
+    if name in given:
+        return given[name]
+    return call.args[position] if position < len(call.args) else None
 
 
 def _held_device(r: Recogniser, node: ast.expr) -> bool:

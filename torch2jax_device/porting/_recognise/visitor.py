@@ -12,6 +12,7 @@ from . import (
     checkpoints,
     creation,
     ddp_semantics,
+    device_literals,
     device_strings,
     device_types,
     devices,
@@ -65,6 +66,10 @@ AUTOCASTS = frozenset(
 _COMPILE_KEYWORDS = frozenset({"mode", "backend", "fullgraph", "dynamic", "options", "disable"})
 # safetensors' load of a file's tensors into a model (torch's load_state_dict underneath).
 _SAFETENSORS_INTO_A_MODEL = frozenset({"safetensors.torch.load_model"})
+# A torch.Generator's methods that save or restore its state.
+_GENERATOR_STATE = frozenset(
+    {"get_state", "set_state", "graphsafe_get_state", "graphsafe_set_state"}
+)
 # Versions of torch itself, not of its GPU runtime.
 _NOT_RUNTIME = frozenset({"torch.version.__version__", "torch.version.git_version"})
 
@@ -170,6 +175,8 @@ class Detector(Recogniser):
             return environment.variable_read(self, call, call.args[0] if call.args else None)
         elif name == "torch.save":
             return checkpoints.save_call(self, call)
+        elif name == "torch.jit.load":
+            self.add(call, "torch-load", checkpoints.TORCHSCRIPT_LOADED)
         elif name in _SAFETENSORS_INTO_A_MODEL and len(call.args) >= 2:
             model, path = call.args[:2]
             self.add(  # safetensors' load_model(model, path): a file's tensors into a model
@@ -183,6 +190,7 @@ class Detector(Recogniser):
 
     # -- calls ------------------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
+        device_literals.profiler_sorted(self, node)
         feeding.pin_memory_keywords(self, node)
         feeding.workers(self, node)
         libraries.device_keywords(self, node)
@@ -228,6 +236,7 @@ class Detector(Recogniser):
             distributed.held_no_sync(self, node)
         devices.indexed_device_string(self, node)
         devices.project_device_class(self, node)
+        devices.device_class_tested(self, node)
         self.generic_visit(node)
         helpers.helper_device_keywords(self, node)  # after the call's own rows
         helpers.project_helper_call(self, node)
@@ -293,6 +302,8 @@ class Detector(Recogniser):
             checkpoints.load_state_call(self, call, method, where)
         elif name == "state_dict" and checkpoints.state_in_a_saved_dict(self, call, method):
             pass
+        elif name == "state_dict" and checkpoints.fsdp_state(self, call, where):
+            pass
         elif name == "to_empty":
             self.add(call, "module-to-empty", position=where)
         elif name in distributed.MESH_METHODS and distributed.mesh_query(self, call, method):
@@ -306,6 +317,8 @@ class Detector(Recogniser):
             rule = next((rule for kind, rule in _KIND_METHODS.items() if kind in kinds), None)
             if rule == "lr-scheduler" and len(kinds) > 1:
                 rule = None  # rebound by a library (accelerator.prepare): its scheduler now
+            if rule == "generator-device" and name in _GENERATOR_STATE:
+                rule = "rng-state"  # g.get_state(): the generator's state saved or restored
             if rule is not None:
                 seeded = rule == "generator-device" and name == "manual_seed"
                 fitting = names.generator_seed_advice(self, call) if seeded else None
@@ -425,6 +438,8 @@ class Detector(Recogniser):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         settings.class_named(self, node)
+        if isinstance(node.value, str):
+            device_literals.noted(self, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         device_strings.index_appended(self, node)
