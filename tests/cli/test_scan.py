@@ -89,7 +89,7 @@ def test_comments_strings_and_help_text_are_not_idioms() -> None:
         import torch
         # device = torch.device("cuda")  ; model.cuda()
         parser = argparse.ArgumentParser(description="trains on cuda:0 with pin_memory=True")
-        parser.add_argument("--device", default="cuda", help="torch.device('cuda:1') or cpu")
+        parser.add_argument("--device", default=None, help="torch.device('cuda:1') or cpu")
         parser.add_argument("--workers", type=int, help="os.environ['LOCAL_RANK']")
         message = f"moving to cuda: {parser.prog} .to(device)"
         print("torch.cuda.synchronize()", message)

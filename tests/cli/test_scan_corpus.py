@@ -113,9 +113,10 @@ def _text_lines(source: str) -> set[int]:
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_no_finding_on_comments_strings_or_help_text(name: str) -> None:
     source = (CORPUS / f"{name}.py").read_text()
-    quiet = _text_lines(source) | {
-        number for number, line in enumerate(source.splitlines(), 1) if "help=" in line
-    }
+    quiet = (
+        _text_lines(source)
+        | {number for number, line in enumerate(source.splitlines(), 1) if "help=" in line}
+    ) - set(truth(name))  # a labelled line's code names a device beside its help text
     mentions = [
         n for n in quiet if any(w in source.splitlines()[n - 1] for w in ("cuda", "device"))
     ]

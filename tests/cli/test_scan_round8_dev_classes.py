@@ -559,7 +559,7 @@ _LIBRARY_FUNCTIONS = [
     ("colossalai.utils", "get_current_device", "", "library-device"),
     ("colossalai.checkpoint_io", "GeneralCheckpointIO", "", "library-checkpoint"),
     ("stable_baselines3.common.utils", "get_device", '"auto"', "library-device"),
-    ("torchtune.training", "get_distributed_backend", '"cuda"', "library-launcher"),
+    ("torchtune.training", "get_distributed_backend", "device_type", "library-launcher"),
     ("torchtune.training", "shard_model", "model, shard_conditions", "library-strategy"),
     ("torchtune.training", "prepare_mha_for_tp", "model, tp_mesh", "library-strategy"),
     ("torchtune.training", "cleanup_before_training", "", "library-device"),
@@ -594,7 +594,7 @@ def test_the_libraries_functions_by_name(entry: int, spelling: str) -> None:
     source = (
         head
         + "from mypackage import helpers\n"
-        + "def setup(model, opt, param, seed, layers, shard_conditions, tp_mesh):\n"
+        + "def setup(model, opt, param, seed, layers, shard_conditions, tp_mesh, device_type):\n"
         + f"    value = {called}({arguments})  # -> {row}\n"
         + f"    other = helpers.{name}({arguments})  # silent\n"
         + "    return value, other\n"
