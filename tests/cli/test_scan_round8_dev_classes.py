@@ -17,7 +17,8 @@ loop over a list of their names.
 The library classes: ColossalAI's ``Booster`` (its plugin, ``boost``, ``backward``,
 ``no_sync``, ``execute_pipeline``, ``checkpoint_io``) and ``DistCoordinator`` (kept in
 ``self`` from an annotated parameter), its ``set_seed``; Hugging Face's ``save_pretrained``
-of a model or a pipeline, a pipeline's CPU offloading; Accelerate's save hooks and its DeepSpeed plugin's
+of a model or a pipeline, a pipeline's CPU offloading; Accelerate's save hooks and its
+DeepSpeed plugin's
 ``zero3_init_context_manager``; DeepSpeed chosen by name (``train_engine ==
 "deepspeed"``), its ``add_config_arguments``, ZeRO's memory estimates and
 ``convert_zero_checkpoint_to_fp32_state_dict``; torchtune's ``get_memory_stats`` and

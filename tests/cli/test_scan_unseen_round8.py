@@ -36,7 +36,8 @@ earlier test or doc names, labelled blind under the conventions CONTRIBUTING wri
   Left against the labels (4 torch lines), each in a class another helper of this round
   owns: a device named in a string literal (timm's ``add_argument('--device',
   default='cuda')``, the backend spec ``f"{device_type}:{backend},cpu:gloo"`` of
-  torchtitan and torchtune), and FSDP2's ``model.state_dict()`` (torchtune). Labels that contradict CONTRIBUTING's conventions:
+  torchtitan and torchtune), and FSDP2's ``model.state_dict()`` (torchtune). Labels that
+  contradict CONTRIBUTING's conventions:
   none found; earlier rounds (5, 6) left ``save_pretrained`` unlabelled where this set
   labels it, which the conventions support (a library's call that writes tensors).
 

@@ -39,7 +39,7 @@ def path(where: str, name: str, value: Any) -> str | os.PathLike[str]:
     if isinstance(value, str) or (
         isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)
     ):
-        return value  # type: ignore[no-any-return]
+        return value
     raise refused(where, name, value, "a path (a str or a pathlib.Path)")
 
 

@@ -157,7 +157,8 @@ def read_python(path: str, max_bytes: int = MAX_BYTES, *, follow_links: bool = T
         data = _read_at_most(file, max_bytes + 1)
     if len(data) > max_bytes:  # it grew while it was read
         raise UnscannableFileError(
-            f"{path}: larger than the {max_bytes}-byte limit (Fix: raise it, max_bytes= or --max-bytes)"
+            f"{path}: larger than the {max_bytes}-byte limit (Fix: raise it, max_bytes= "
+            "or --max-bytes)"
         )
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
