@@ -34,7 +34,7 @@ from tests.support.deadlines import deadline
 #: Tensor dtypes a dataset's array leaves take (torch's names).
 TENSOR_DTYPES = (
     "float32", "float32", "float64", "int64", "int64", "int32", "int16", "int8", "uint8",
-    "bool", "bfloat16", "float16", "complex64",
+    "bool", "bfloat16", "float16", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
 )  # fmt: skip
 #: NumPy leaves' dtypes: the ones ``torch.from_numpy`` takes (a port's loop converts them).
 NUMPY_DTYPES = ("float32", "float64", "int64", "int32", "uint8", "bool", "float16", "int8")
@@ -45,11 +45,13 @@ STYLES = (
     "iterable",
 )  # fmt: skip
 
-#: Errors a dataset raises at its failing item (``DataError`` is a user's own class).
-ERRORS = ("ValueError", "KeyError", "RuntimeError", "DataError")
+#: Errors a dataset raises at its failing item (``DataError`` is a user's own class;
+#: ``StopIteration`` ends torch's epoch there, quietly).
+ERRORS = ("ValueError", "KeyError", "IndexError", "RuntimeError", "DataError", "StopIteration")
 
-#: Where batches go. ``cpu:1`` and the shardings need two CPU devices.
-TARGETS_ONE = ("cpu", "cpu:0", "default")
+#: Where batches go: a device string, ``None`` (``default``), a ``torch.device``, a
+#: ``jax.Device``; ``cpu:1`` and the shardings need two CPU devices.
+TARGETS_ONE = ("cpu", "cpu:0", "default", "torch.device", "jax.Device")
 TARGETS_MANY = ("cpu:1", "single:1", "mesh-split", "mesh-replicated")
 
 #: A user's item: a named tuple (default_collate keeps its type).
@@ -148,8 +150,8 @@ def leaf(data: Data, index: int, position: int, dtype: str) -> torch.Tensor:
             info = torch.iinfo(getattr(torch, dtype))
             floor = floor.clamp(info.min, info.max)
         return floor.to(torch.int64).to(getattr(torch, dtype)).reshape(data.shape)
-    if dtype == "complex64":
-        return torch.complex(values, -values).to(torch.complex64).reshape(data.shape)
+    if dtype.startswith("complex"):
+        return torch.complex(values, -values).to(getattr(torch, dtype)).reshape(data.shape)
     return values.to(getattr(torch, dtype)).reshape(data.shape)
 
 
@@ -173,8 +175,8 @@ def item(data: Data, index: int) -> Any:
         return tuple(_numpy(value) for value in leaves)
     if style == "scalars":
         return (first, index, index / 2 - 1, bool(index % 2), np.int16(index), np.float32(index))
-    if style == "strings":
-        return (first, f"item-{index}", *rest)
+    if style == "strings":  # None: default_collate refuses it (TypeError), lists keep it
+        return (first, f"item-{index}", *rest) if index % 3 else (first, f"item-{index}", None)
     if style == "named":
         return Point(first, tuple(rest) if rest else index)
     if style == "bare":  # one leaf, no container: a tensor, a NumPy scalar, a number
@@ -191,8 +193,8 @@ def item(data: Data, index: int) -> Any:
 
 
 def _numpy(value: torch.Tensor) -> Any:
-    """The NumPy array of ``value`` (bfloat16, which NumPy lacks, as float32)."""
-    if value.dtype == torch.bfloat16:
+    """The NumPy array of ``value`` (bfloat16 and float8, which NumPy lacks, as float32)."""
+    if value.dtype.itemsize < 4 and value.dtype.is_floating_point:
         value = value.float()
     return value.numpy()
 

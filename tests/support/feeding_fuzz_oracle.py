@@ -113,6 +113,10 @@ def target(draw: Draw) -> Any:
     name = draw.target
     if name == "default":
         return None
+    if name == "torch.device":
+        return torch.device("cpu")
+    if name == "jax.Device":
+        return cpus()[0]
     if name.startswith("cpu"):
         return name
     if name == "single:1":
@@ -319,7 +323,7 @@ def _compare(draw: Draw, theirs: Loop, ours: Loop, tally: Tally) -> None:
         for index, (torch_batch, tj_batch) in enumerate(
             zip(expected, tj_epoch.batches, strict=True)
         ):
-            compare_tree(torch_batch, tj_batch, f"{where} batch {index}", sharding)
+            compare_tree(torch_batch, tj_batch, f"{where} batch {index}", sharding, tally)
         if refusal is not None:
             if not isinstance(tj_epoch.error, tj.ConversionError):
                 raise Different(
@@ -333,7 +337,7 @@ def _compare(draw: Draw, theirs: Loop, ours: Loop, tally: Tally) -> None:
                 "break", where, torch_epoch.left_at is not None, tj_epoch.left_at is not None
             )
         if torch_epoch.left_at is not None:
-            compare_tree(torch_epoch.left_at, tj_epoch.left_at, f"{where} left at", sharding)
+            compare_tree(torch_epoch.left_at, tj_epoch.left_at, f"{where} left at", sharding, tally)
 
 
 def _error(error: BaseException | str | None) -> str:
@@ -403,10 +407,12 @@ def _leaves(tree: Any) -> list[Any]:
     return [tree]
 
 
-def compare_tree(theirs: Any, ours: Any, where: str, sharding: jax.sharding.Sharding) -> None:
+def compare_tree(
+    theirs: Any, ours: Any, where: str, sharding: jax.sharding.Sharding, tally: Tally
+) -> None:
     """A torch batch (tensors moved) against the port's, part by part."""
     if isinstance(theirs, torch.Tensor):
-        _compare_array(theirs, ours, where, sharding)
+        _compare_array(theirs, ours, where, sharding, tally)
         return
     if type(ours) is not type(theirs):
         raise Different("structure", where, type(theirs).__name__, type(ours).__name__)
@@ -414,13 +420,13 @@ def compare_tree(theirs: Any, ours: Any, where: str, sharding: jax.sharding.Shar
         if list(theirs) != list(ours):
             raise Different("keys", where, list(theirs), list(ours))
         for key in theirs:
-            compare_tree(theirs[key], ours[key], f"{where}[{key!r}]", sharding)
+            compare_tree(theirs[key], ours[key], f"{where}[{key!r}]", sharding, tally)
         return
     if isinstance(theirs, (tuple, list)):
         if len(theirs) != len(ours):
             raise Different("length", where, len(theirs), len(ours))
         for position, (mine, other) in enumerate(zip(theirs, ours, strict=True)):
-            compare_tree(mine, other, f"{where}[{position}]", sharding)
+            compare_tree(mine, other, f"{where}[{position}]", sharding, tally)
         return
     if not _same_scalar(theirs, ours):
         raise Different("leaf value", where, repr(theirs), repr(ours))
@@ -435,13 +441,14 @@ def _same_scalar(theirs: Any, ours: Any) -> bool:
 
 
 def _compare_array(
-    theirs: torch.Tensor, ours: Any, where: str, sharding: jax.sharding.Sharding
+    theirs: torch.Tensor, ours: Any, where: str, sharding: jax.sharding.Sharding, tally: Tally
 ) -> None:
     if not isinstance(ours, jax.Array):
         raise Different("structure", where, f"Tensor {theirs.dtype}", type(ours).__name__)
     wanted = theirs
     if not x64() and theirs.dtype in NARROWED:
         wanted = theirs.to(NARROWED[theirs.dtype])
+        tally.explained["x64-narrowing"] += 1
     wanted_dtype = str(wanted.dtype).removeprefix("torch.")
     if str(ours.dtype) != wanted_dtype:
         raise Different("dtype", where, wanted_dtype, ours.dtype)
@@ -458,11 +465,12 @@ def _compare_array(
 
 
 def _host(tensor: torch.Tensor) -> np.ndarray[Any, Any]:
-    host: np.ndarray[Any, Any] = (
-        tensor.view(torch.int16).numpy().view(np.dtype("bfloat16"))
-        if tensor.dtype == torch.bfloat16
-        else tensor.numpy()
-    )
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name == "bfloat16" or name.startswith("float8"):  # dtypes NumPy has through ml_dtypes
+        bits = torch.int16 if name == "bfloat16" else torch.uint8
+        as_bits: np.ndarray[Any, Any] = tensor.view(bits).numpy()
+        return as_bits.view(np.dtype(name))
+    host: np.ndarray[Any, Any] = tensor.numpy()
     return host
 
 
@@ -470,7 +478,7 @@ def _same_bits(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
     """Equal bit for bit, except that any NaN matches any NaN."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    if a.dtype.kind in "fcV" or str(a.dtype) == "bfloat16":
+    if a.dtype.kind in "fcV":  # bfloat16 and float8 (ml_dtypes) are of kind V
         if a.dtype.kind == "c":
             return _same_bits(a.real.copy(), b.real.copy()) and _same_bits(
                 a.imag.copy(), b.imag.copy()
