@@ -43,7 +43,7 @@ from .errors import ArgumentTypeError, ConfigError, DeviceTypeError, NoSuchAttri
 from .host_staging import PINNED, has_pinned_host
 from .placement import as_sharding, to_device
 from .platforms import backends_initialized
-from .run_ahead import run_ahead
+from .run_ahead import THREAD_NAME, run_ahead
 
 __all__ = ["DeviceLoader", "ForkAfterJaxWarning", "pin_memory", "prefetch_to_device"]
 
@@ -503,7 +503,9 @@ class _GeneratorRewind:
             raise
 
     def _restore(self, index: int) -> None:
-        if len(self._states) > index:
+        # A loop dropped without closing may be finalized in the producer thread, which
+        # then still finishes its pull: the generators are left as they are.
+        if len(self._states) > index and threading.current_thread().name != THREAD_NAME:
             for generator, state in zip(self._generators, self._states[index], strict=True):
                 generator.set_state(state)
         self._states.clear()
