@@ -13,10 +13,15 @@ from __future__ import annotations
 import jax
 import pytest
 
-from tests.parity.test_feeding_fuzz import fuzz, report
 from tests.support import fuzz_runs
 from tests.support.feeding_fuzz import Data, Draw
-from tests.support.feeding_fuzz_oracle import judge
+from tests.support.feeding_fuzz_oracle import fuzz, judge, report
+from tests.support.gpu_proxy import jax_default_is_torch_cpu
+
+pytestmark = pytest.mark.skipif(
+    not jax_default_is_torch_cpu(),
+    reason="the fuzzer's oracle is torch's CPU; JAX's default device is another here",
+)
 
 EXAMPLES, SEED = fuzz_runs.settings("FEEDING_FUZZ", 300)
 
@@ -24,7 +29,8 @@ EXAMPLES, SEED = fuzz_runs.settings("FEEDING_FUZZ", 300)
 def test_tj_feeds_batches_onto_other_devices_and_shardings_as_torch() -> None:
     found, tally = fuzz(EXAMPLES, SEED, devices=len(jax.local_devices(backend="cpu")))
     assert tally.examples == EXAMPLES
-    assert tally.explained["sharding-must-divide"], "no draw split a batch it could not"
+    if EXAMPLES >= 300:  # a run this long draws ragged batches over a split sharding
+        assert tally.explained["sharding-must-divide"], "no draw split a batch it could not"
     if found:
         pytest.fail(report(found, tally, SEED), pytrace=False)
 

@@ -22,16 +22,15 @@ stays as a draw in ``tests/parity/test_feeding_fuzz_findings.py``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import feeding_fuzz, fuzz_runs
+from tests.support import fuzz_runs
 from tests.support.feeding_fuzz import Data, Draw
-from tests.support.feeding_fuzz_oracle import DIFFERENCES, DOCS, Finding, Tally, judge, shrink
+from tests.support.feeding_fuzz_oracle import DIFFERENCES, DOCS, fuzz, judge, report, shrink
 from tests.support.gpu_proxy import jax_default_is_torch_cpu
 from torch2jax_device._src import feeding
 
@@ -41,33 +40,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 EXAMPLES, SEED = fuzz_runs.settings("FEEDING_FUZZ", 300)
-SHOWN = 8
-
-
-def fuzz(
-    examples: int, seed: int, *, devices: int = 1, workers: bool = False
-) -> tuple[dict[tuple[str, ...], list[Finding]], Tally]:
-    """Run ``examples`` draws from ``seed``; the unexplained findings by kind, and the tally."""
-    tally = Tally()
-    drawing = functools.partial(feeding_fuzz.draw, devices=devices, workers=workers)
-    return fuzz_runs.run(examples, seed, drawing, judge, tally), tally
-
-
-def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int) -> str:
-    lines = [
-        f"{sum(map(len, found.values()))} differences from torch's DataLoader loop that no "
-        f"row of feeding_fuzz_oracle.DIFFERENCES covers, in {len(found)} kinds "
-        f"({tally.examples} examples, TORCH2JAX_DEVICE_FEEDING_FUZZ_SEED={seed}):"
-    ]
-    for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
-        shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
-        lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
-    lines.append(
-        f"Refused by torch: {tally.refused}; epochs ended by the dataset's error: "
-        f"{tally.raised}; batches compared: {tally.batches}; with workers: {tally.workers}; "
-        f"rows: {tally.explained}."
-    )
-    return "\n".join(lines)
 
 
 @pytest.mark.idiom("dataloader-to-device")

@@ -21,6 +21,7 @@ left unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import traceback
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 
 import torch2jax_device as tj
-from tests.support import fuzz_runs
+from tests.support import feeding_fuzz, fuzz_runs
 from tests.support.feeding_fuzz import Draw, build_loader, dataset, smaller
 from torch2jax_device._src.run_ahead import THREAD_NAME
 
@@ -502,3 +503,35 @@ def shrink(finding: Finding, budget: int = 30) -> Finding:
         else:
             return best
     return best
+
+
+# --- a run ---------------------------------------------------------------------------------
+
+#: How many kinds of findings a report shows with a shrunk reproduction.
+SHOWN = 8
+
+
+def fuzz(
+    examples: int, seed: int, *, devices: int = 1, workers: bool = False
+) -> tuple[dict[tuple[str, ...], list[Finding]], Tally]:
+    """Run ``examples`` draws from ``seed``; the unexplained findings by kind, and the tally."""
+    tally = Tally()
+    drawing = functools.partial(feeding_fuzz.draw, devices=devices, workers=workers)
+    return fuzz_runs.run(examples, seed, drawing, judge, tally), tally
+
+
+def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int) -> str:
+    lines = [
+        f"{sum(map(len, found.values()))} differences from torch's DataLoader loop that no "
+        f"row of feeding_fuzz_oracle.DIFFERENCES covers, in {len(found)} kinds "
+        f"({tally.examples} examples, TORCH2JAX_DEVICE_FEEDING_FUZZ_SEED={seed}):"
+    ]
+    for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
+        shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
+        lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
+    lines.append(
+        f"Refused by torch: {tally.refused}; epochs ended by the dataset's error: "
+        f"{tally.raised}; batches compared: {tally.batches}; with workers: {tally.workers}; "
+        f"rows: {tally.explained}."
+    )
+    return "\n".join(lines)
