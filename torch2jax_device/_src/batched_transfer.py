@@ -106,6 +106,8 @@ def _copied_after_return(array: Any, target: jax.sharding.Sharding) -> bool:
             and array.flags.c_contiguous
             and bool(array.ctypes.data % ALIGNMENT)
         )
+    if not array.ndim:  # every device's piece is the whole (its index `()` gives a scalar)
+        return bool(array.ctypes.data % ALIGNMENT)
     indices = target.addressable_devices_indices_map(array.shape).values()
     pieces = [array[index] for index in indices]
     return any(piece.flags.c_contiguous and piece.ctypes.data % ALIGNMENT for piece in pieces)

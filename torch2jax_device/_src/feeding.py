@@ -22,6 +22,7 @@ the main process only, which is what makes ``num_workers > 0`` safe with JAX.
 
 from __future__ import annotations
 
+import collections
 import functools
 import multiprocessing
 import sys
@@ -42,7 +43,7 @@ from .errors import ArgumentTypeError, ConfigError, DeviceTypeError, NoSuchAttri
 from .host_staging import PINNED, has_pinned_host
 from .placement import as_sharding, to_device
 from .platforms import backends_initialized
-from .run_ahead import run_ahead
+from .run_ahead import THREAD_NAME, run_ahead
 
 __all__ = ["DeviceLoader", "ForkAfterJaxWarning", "pin_memory", "prefetch_to_device"]
 
@@ -100,7 +101,10 @@ def prefetch_to_device(
     transfer) is raised here, with its traceback, after the batches before it.
     Closing the generator (``close()``, ``break``, or dropping it) stops the thread,
     waits for a ``next()`` already running in the source to return, and closes the
-    source iterator if it has ``close()`` (so a generator passed in is closed).
+    source iterator if it has ``close()`` (so a generator passed in is closed). A torch
+    ``DataLoader`` that shuffles or samples with a seeded ``generator=`` has it put back
+    where torch's own loop would leave it (before the batches pulled ahead and never
+    taken), so the next epoch comes in torch's order.
 
     Unlike ``flax.jax_utils.prefetch_to_device(iterator, size)``, the second argument
     is the device (an ``int`` there is refused, see Raises), batches need no leading
@@ -188,7 +192,9 @@ class DeviceLoader:
     (where a DataLoader refuses, as for ``batch_size``, it raises torch's error). The
     settings of the DeviceLoader itself (``loader``, ``device``, ``prefetch``,
     ``pin_memory``, ``background``) are its own: ``device_loader.pin_memory`` is the
-    staging asked for here, not the DataLoader's flag.
+    staging asked for here, not the DataLoader's flag. An epoch left early (``break``)
+    leaves the loader's seeded generators where torch's loop leaves them, so the next
+    epoch shuffles alike.
 
     ``pin_memory=True`` is ``DataLoader(pin_memory=True)``: every batch is first placed
     in the target device's ``pinned_host`` memory, then moved to the device from
@@ -417,12 +423,92 @@ def _prefetch(
         place = functools.partial(_place_staged, staging=staging, target=target)
     else:
         place = functools.partial(to_device, device=target, non_blocking=True)
+    rewind = _GeneratorRewind.of(iterable)
     placed = run_ahead(
-        iterable, place, size, background, functools.partial(_place_group, place=place)
+        iterable if rewind is None else rewind.pull(iterable),
+        place,
+        size,
+        background,
+        functools.partial(_place_group, place=place),
     )
+    if rewind is not None:
+        placed = rewind.deliver(placed)
     if not target.is_fully_addressable:  # the processes compare each batch as it is taken
         return agreed_batches(placed, target, caller)
     return placed
+
+
+class _GeneratorRewind:
+    """Leaves a DataLoader's seeded generators where torch's own loop would leave them.
+
+    Pulling ahead draws from the generators a ``DataLoader`` samples with
+    (``shuffle=True, generator=g``, a sampler's ``generator=``) for batches the loop may
+    never take. A loop left early (``break``) would then start its next epoch from
+    another generator state than torch's loop, and come in another order. So the state
+    before each pull is kept until its batch is handed over, and an epoch closed early
+    puts back the state from before the first batch not handed over: the state after
+    the pulls the loop took, as in torch (whose workers' own lookahead included).
+    """
+
+    def __init__(self, generators: list[Any]) -> None:
+        self._generators = generators
+        #: The generators' states before each pull whose batch is not handed over yet
+        #: (appended by the puller, maybe a background thread; popped by the loop).
+        self._states: collections.deque[list[Any]] = collections.deque()
+
+    @classmethod
+    def of(cls, loader: object) -> _GeneratorRewind | None:
+        """The rewind for a torch DataLoader that samples with generators; else ``None``."""
+        data = sys.modules.get("torch.utils.data")
+        generator_class = getattr(sys.modules.get("torch"), "Generator", None)
+        dataloader_class = getattr(data, "DataLoader", None)
+        if not (isinstance(dataloader_class, type) and isinstance(loader, dataloader_class)):
+            return None
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        sampler = getattr(loader, "sampler", None)
+        owners = (loader, sampler, batch_sampler, getattr(batch_sampler, "sampler", None))
+        generators = {}
+        for owner in owners:
+            generator = getattr(owner, "generator", None)
+            if isinstance(generator_class, type) and isinstance(generator, generator_class):
+                generators[id(generator)] = generator
+        return cls(list(generators.values())) if generators else None
+
+    def pull(self, loader: Iterable[Any]) -> Generator[Any, None, None]:
+        """The loader's batches, each pull's generator states kept."""
+        iterator = iter(loader)
+        while True:
+            self._states.append([generator.get_state() for generator in self._generators])
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            yield batch
+
+    def deliver(self, placed: Generator[Any, None, None]) -> Generator[Any, None, None]:
+        """``placed``, rewinding the generators when the loop leaves it before its end."""
+        try:
+            for batch in placed:
+                self._states.popleft()
+                yield batch
+        except GeneratorExit:  # left early: the loop took the pulls handed over
+            placed.close()  # joins the thread: no pull after this
+            self._restore(0)
+            raise
+        except BaseException:
+            # The source raised (its pull was the last one, as in torch's loop) or a batch
+            # could not be placed (its pull was taken; later ones were not).
+            placed.close()
+            self._restore(1)
+            raise
+
+    def _restore(self, index: int) -> None:
+        # A loop dropped without closing may be finalized in the producer thread, which
+        # then still finishes its pull: the generators are left as they are.
+        if len(self._states) > index and threading.current_thread().name != THREAD_NAME:
+            for generator, state in zip(self._generators, self._states[index], strict=True):
+                generator.set_state(state)
+        self._states.clear()
 
 
 def _place_staged(batch: Any, staging: jax.sharding.Sharding, target: jax.sharding.Sharding) -> Any:
@@ -442,8 +528,8 @@ def _place_group(batches: list[Any], place: Callable[[Any], Any]) -> list[Any]:
     """``[place(batch) for batch in batches]``, in one batched transfer where that is the same.
 
     It is for containers and arrays: ``to_device`` of a list of them places each as it
-    would alone. Other batches (a bare number becomes a 0-d array only at the top, a
-    Flax module moves in place) are placed one by one.
+    would alone. Other batches (a bare number or NumPy scalar becomes a 0-d array only
+    at the top, a Flax module moves in place) are placed one by one.
     """
     for batch in batches:  # a loop, not all(...): this runs for every small batch
         if not (isinstance(batch, _GROUPABLE) or is_torch_tensor(batch)):
@@ -453,7 +539,7 @@ def _place_group(batches: list[Any], place: Callable[[Any], Any]) -> list[Any]:
 
 
 #: Batches that ``to_device`` places the same inside a list as alone (no top-level rule).
-_GROUPABLE = (dict, list, tuple, np.ndarray, np.generic, jax.Array)
+_GROUPABLE = (dict, list, tuple, np.ndarray, jax.Array)
 
 
 def _is_iterable(value: object) -> bool:
