@@ -40,6 +40,7 @@ from tests.support import excerpts
 from tests.support.corpus import ScriptRunner
 from tests.support.optional_frameworks import needs
 from tests.support.scan_diff import apply_diff, reported_written, scan_diff
+from torch2jax_device.porting import scanner
 
 PORTS = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "ports"
 NOT_AT_HAND = excerpts.materialize(PORTS)  # None where the clones (sfujim/TD3) are at hand
@@ -57,7 +58,15 @@ REWRITTEN: dict[str, dict[str, int]] = {
     # Alone, TD3_nnx.py also gets tj.cuda.is_available() (on the device line): no torch
     # module is moved in that file.
     "td3": {"together": 10, "each file": 10},
+    # trainer_nnx.py: self.model.to(self.device) (what chargpt.py hands Trainer is
+    # model_nnx's GPT), each batch's .to; chargpt.py: the sample's context .to, the save.
+    # Alone, trainer_nnx.py keeps self.model.to: nothing in it says what model is; and
+    # mingpt/utils.py, where no torch code is left, seeds tj.cuda rather than torch.cuda.
+    "mingpt": {"together": 4, "each file": 2},
 }
+# Cases whose port scanned file by file cannot run: the diff holds back a line the
+# port needs, with its reason, since only the project shows what reaches it.
+HELD_BACK_ALONE = {"mingpt": ("trainer_nnx.py", "self.model.to(self.device)")}
 
 
 def _port_files(name: str) -> list[Path]:
@@ -129,7 +138,9 @@ def test_every_case_is_rebuilt_and_changes_one_line() -> None:
             ]
             header = [line for line in changed if line[2:].startswith("#")]
             code = [line for line in changed if line not in header]
-            assert len(code) == 2 and "import" in code[0] and "import" in code[1], code
+            removed = [line for line in code if line.startswith("- ")]
+            assert code and len(removed) * 2 == len(code) <= 4, code
+            assert all(line[2:].startswith(("import ", "from ")) for line in code), code
 
 
 @pytest.mark.slow
@@ -149,6 +160,13 @@ def test_a_newcomers_port_runs_to_the_end_after_scan_diff(
         diff = "".join(scan_diff(folder, *paths) for paths in calls)
         rewritten = [line for line in diff.splitlines() if line[:1] == "-" and line[:3] != "---"]
         assert len(rewritten) == REWRITTEN[name][way], (way, diff)
+        if way == "each file" and name in HELD_BACK_ALONE:
+            path, code = HELD_BACK_ALONE[name]
+            held = [
+                f for f in scanner.scan_sources({path: sources[path]})[path] if f.original == code
+            ]
+            assert held and all(f.rewrite is None and f.reason for f in held), held
+            continue
 
         apply_diff(folder, diff)
         out = _run(scripts, folder)
