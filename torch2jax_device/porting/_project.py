@@ -43,10 +43,11 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import PurePath
 
+from ._constructions import construction
 from ._flow import is_jitted, parameter_for
 from ._names import Binding
 from ._source import SourceFile
-from ._values import UNKNOWN, Values, construction
+from ._values import UNKNOWN, Values
 from ._written import short_text
 
 __all__ = ["Project"]

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from . import catalog
+from ._constructions import construction, makes_itself, passed_as
 from ._names import Binding, Names
 
 __all__ = [
@@ -368,7 +369,7 @@ class Values:
         positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
         found: set[str] = set()
         for values, call in [(self, call) for call in here] + elsewhere:
-            argument = _argument(init, positional, call, parameter)
+            argument = passed_as(init, positional, call, parameter)
             if argument is None:
                 return {UNKNOWN}
             found |= values.kinds(argument)
@@ -377,7 +378,7 @@ class Values:
     def _constructions(self, cls: ast.ClassDef) -> list[ast.Call] | None:
         """Every call of the file's class ``cls`` in the file; ``None`` if it escapes or
         makes itself (``cls(...)`` in a classmethod, ``type(self)(...)``)."""
-        if _makes_itself(cls):
+        if makes_itself(cls):
             return None
         found: list[ast.Call] = []
         for binding in self.names.definitions():
@@ -423,7 +424,7 @@ class Values:
         positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
         found: list[ast.expr] = []
         for call in calls:
-            argument = _argument(function, positional, call, parameter)
+            argument = passed_as(function, positional, call, parameter)
             if argument is None:
                 return None
             found.append(argument)
@@ -795,63 +796,6 @@ def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(node))
-
-
-def _argument(
-    function: ast.FunctionDef | ast.AsyncFunctionDef,
-    positional: list[str],
-    call: ast.Call,
-    parameter: str,
-) -> ast.expr | None:
-    """What ``call`` passes as ``function``'s ``parameter`` (``positional``: the names
-    its positional arguments fill, ``self`` left out for a constructor), its default
-    when it passes none; ``None`` when that cannot be known (``*args``, ``**kwargs``)."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(
-        k.arg is None for k in call.keywords
-    ):
-        return None
-    keyword = next((k.value for k in call.keywords if k.arg == parameter), None)
-    if keyword is not None:
-        return keyword
-    if parameter in positional and positional.index(parameter) < len(call.args):
-        return call.args[positional.index(parameter)]
-    all_positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
-    defaults = function.args.defaults
-    offset = len(all_positional) - len(defaults)
-    if parameter in all_positional and all_positional.index(parameter) >= offset:
-        return defaults[all_positional.index(parameter) - offset]
-    return None
-
-
-def construction(parent: ast.AST | None, load: ast.expr) -> ast.Call | bool | None:
-    """How a read ``load`` of a class uses it: the call making an instance, ``None`` for a
-    read of a static attribute (``Trainer.get_default_config()``), ``False`` for any other
-    use (a base class, handed on, ``isinstance``, ``Trainer.__init__``)."""
-    if isinstance(parent, ast.Call) and parent.func is load:
-        return parent
-    if isinstance(parent, ast.Attribute) and not parent.attr.startswith("__"):
-        return None
-    return False
-
-
-def _makes_itself(cls: ast.ClassDef) -> bool:
-    """``cls(...)``, ``type(self)(...)`` or ``self.__class__(...)`` in the class: it makes
-    instances no read of its name shows."""
-    for node in ast.walk(cls):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if (
-            (isinstance(func, ast.Name) and func.id == "cls")
-            or (
-                isinstance(func, ast.Call)
-                and isinstance(func.func, ast.Name)
-                and func.func.id == "type"
-            )
-            or (isinstance(func, ast.Attribute) and func.attr == "__class__")
-        ):
-            return True
-    return False
 
 
 def _not_constructed(cls: ast.ClassDef) -> list[tuple[Values, ast.Call]] | None:
