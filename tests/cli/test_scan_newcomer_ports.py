@@ -6,12 +6,16 @@ does. ``test_scan_realrun.py`` shows the second on real torch projects, where th
 rewrites nothing (every device value feeds torch's own modules); this test shows the
 first, where it has to rewrite.
 
-Every folder of ``tests/support/fixtures/ports`` holding a ``driver.py`` is a case:
+Every folder of ``tests/support/fixtures/ports`` holding a ``driver.py`` is a case
+(sfujim/TD3, an RL agent whose ``TD3.py`` holds the networks and their update, and
+karpathy/minGPT's chargpt, whose trainer steps the optimizer inline, so the newcomer
+ports its step with the model):
 
 - ``project/`` holds a real project's files, rebuilt from a clone of it
-  (``tests/support/excerpts.py``; this project commits none of their code), with one
-  line changed, the import of the model pointed at the port (each file's header says
-  which line); ``original/`` holds the files that line changed, as they were;
+  (``tests/support/excerpts.py``; this project commits none of their code), with the
+  one hand edit beyond the model: the import of the model (and of minGPT's trainer)
+  pointed at the port, each file's header naming the lines; ``original/`` holds the
+  files that edit changed, as they were;
 - the case folder's other Python files are the port: the model, as a newcomer ports it
   to Flax NNX by hand (this project's code): the layers and their update step, with the
   device lines, the checkpoint lines and the data feeding it left as they were;
@@ -21,8 +25,10 @@ Every folder of ``tests/support/fixtures/ports`` holding a ``driver.py`` is a ca
   outcomes) that read the same for the torch original and for the port.
 
 Each case runs the torch original, then the port after ``scan --diff`` applied the two
-ways a user does it (the project's files scanned together, and each file alone). The
-port must run to the end, print the original's facts and a loss that decreased; one
+ways a user does it (the project's files scanned together, and each file alone; where
+a file alone cannot show what reaches a line the port needs, ``HELD_BACK_ALONE`` names
+the line the diff holds back, with its reason, and that way is not run). The port must
+run to the end, print the original's facts and a loss that decreased; one
 ``--diff`` call reaches the fixed point; and scanning the result reports nothing the
 diff wrote. ``REWRITTEN`` says how many lines each diff rewrites, so a scanner change
 that rewrites more or less of a port is seen.
@@ -43,7 +49,9 @@ from tests.support.scan_diff import apply_diff, reported_written, scan_diff
 from torch2jax_device.porting import scanner
 
 PORTS = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "ports"
-NOT_AT_HAND = excerpts.materialize(PORTS)  # None where the clones (sfujim/TD3) are at hand
+NOT_AT_HAND = excerpts.materialize(
+    PORTS
+)  # None where the clones (sfujim/TD3, karpathy/minGPT) are at hand
 if NOT_AT_HAND:
     pytest.skip(NOT_AT_HAND, allow_module_level=True)
 CASES = sorted(path.parent.name for path in PORTS.glob("*/driver.py"))
@@ -52,9 +60,8 @@ STUBS = PORTS / "stubs"
 # Lines `scan --diff` rewrites in each port (scanned together, and file by file).
 REWRITTEN: dict[str, dict[str, int]] = {
     # TD3_nnx.py: the device, Actor/Critic .to(device), the state fed to the actor, the
-    # two state_dict saves, the two load_state_dicts and the two optimizers' torch.loads
-    # (two lines hold two of these); main.py, utils.py and the torch
-    # DDPG/TD3 files stay torch's.
+    # two state_dict saves, the two load_state_dicts and the two optimizers' torch.loads;
+    # main.py, utils.py and the torch DDPG/TD3 files stay torch's.
     # Alone, TD3_nnx.py also gets tj.cuda.is_available() (on the device line): no torch
     # module is moved in that file.
     "td3": {"together": 10, "each file": 10},
