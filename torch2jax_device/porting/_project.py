@@ -43,10 +43,11 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import PurePath
 
+from ._constructions import construction
 from ._flow import is_jitted, parameter_for
 from ._names import Binding
 from ._source import SourceFile
-from ._values import UNKNOWN
+from ._values import UNKNOWN, Values
 from ._written import short_text
 
 __all__ = ["Project"]
@@ -373,6 +374,34 @@ class Project:
                 return f"{passed}, and in {where}: {cited(reason, owner)}", read_by_jax
         return None, read_by_jax
 
+    def constructed(
+        self, file: SourceFile, cls: ast.ClassDef
+    ) -> list[tuple[Values, ast.Call]] | None:
+        """Every call making ``file``'s module-level class ``cls`` in the project's other
+        modules, with their ``Values``; ``None`` when one reads it other than by calling
+        it or reading a static attribute, or the question is already open (a cycle)."""
+        bindings = file.names.module.bindings.get(cls.name, [])
+        if not any(binding.node is cls for binding in bindings):
+            return []  # a class inside a function or a class: no other module makes it
+        key = (id(cls), cls.name, "constructed")
+        if key in self._active or len(self._active) > _DEEPEST:
+            return None
+        self._active.add(key)
+        try:
+            uses, opaque = self.uses(file, cls.name)
+            if opaque:
+                return None
+            found: list[tuple[Values, ast.Call]] = []
+            for importer, node in uses:
+                call = construction(importer.names.parents.get(node), node)
+                if call is False:
+                    return None
+                if isinstance(call, ast.Call):
+                    found.append((importer.values, call))
+            return found
+        finally:
+            self._active.discard(key)
+
     def kinds(self, file: SourceFile, node: ast.expr, how: str) -> set[str] | None:
         """What an imported name holds (``how="value"``), what calling it gives
         (``"call"``) or what its subclasses are (``"base"``), from the module defining
@@ -559,6 +588,7 @@ class Project:
         for file in self.files:
             file.project = self
             file.values.imported = _kinds_hook(self, file)
+            file.values.constructed = _constructed_hook(self, file)
             file.flow.importers = _follow_hook(self, file)
             file.flow.callees = _callees_hook(self, file)
 
@@ -607,6 +637,12 @@ def _exports(file: SourceFile, name: str) -> bool | None:
 
 def _kinds_hook(project: Project, file: SourceFile) -> Callable[[ast.expr, str], set[str] | None]:
     return lambda node, how: project.kinds(file, node, how)
+
+
+def _constructed_hook(
+    project: Project, file: SourceFile
+) -> Callable[[ast.ClassDef], list[tuple[Values, ast.Call]] | None]:
+    return lambda cls: project.constructed(file, cls)
 
 
 def _follow_hook(

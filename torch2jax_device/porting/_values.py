@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from . import catalog
+from ._constructions import construction, makes_itself, passed_as
 from ._names import Binding, Names
 
 __all__ = [
@@ -196,6 +197,12 @@ class Values:
         #: scanned module holds (``"value"``), gives when called (``"call"``) or makes
         #: its subclasses (``"base"``); ``None`` for a name that is not the project's.
         self.imported: Callable[[ast.expr, str], set[str] | None] = _not_imported
+        #: Set by a project scan: every call making the file's module-level class in the
+        #: project's other modules, each with that module's ``Values`` (``[]`` when none
+        #: does), or ``None`` when one reads the class other than by calling it.
+        self.constructed: Callable[[ast.ClassDef], list[tuple[Values, ast.Call]] | None] = (
+            _not_constructed
+        )
 
     # -- kinds ----------------------------------------------------------------------
     def kinds(self, node: ast.AST) -> frozenset[str]:
@@ -335,11 +342,54 @@ class Values:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return {UNKNOWN}
         arguments = self.arguments_for(function, binding.name)
+        if arguments is None and function.name == "__init__":
+            return self._constructor_kinds(function, binding.name)
         if arguments is None or not arguments:
             return {UNKNOWN}
         found: set[str] = set()
         for argument in arguments:
             found |= self.kinds(argument)
+        return found
+
+    def _constructor_kinds(
+        self, init: ast.FunctionDef | ast.AsyncFunctionDef, parameter: str
+    ) -> set[str]:
+        """What ``__init__``'s ``parameter`` holds: what every construction of its class
+        passes (``Trainer(config, model, data)`` hands ``model`` on to ``self.model``),
+        in the file and, in a project, in the modules importing it. Unknown when the class
+        is read other than by calling it (subclassed, handed on, ``isinstance``), a call
+        passes ``*args``/``**kwargs``, or nothing scanned makes it."""
+        cls = self.names.parents.get(init)
+        if not isinstance(cls, ast.ClassDef):
+            return {UNKNOWN}
+        here = self._constructions(cls)
+        elsewhere = self.constructed(cls)
+        if here is None or elsewhere is None or not (here or elsewhere):
+            return {UNKNOWN}
+        positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
+        found: set[str] = set()
+        for values, call in [(self, call) for call in here] + elsewhere:
+            argument = passed_as(init, positional, call, parameter)
+            if argument is None:
+                return {UNKNOWN}
+            found |= values.kinds(argument)
+        return found
+
+    def _constructions(self, cls: ast.ClassDef) -> list[ast.Call] | None:
+        """Every call of the file's class ``cls`` in the file; ``None`` if it escapes or
+        makes itself (``cls(...)`` in a classmethod, ``type(self)(...)``)."""
+        if makes_itself(cls):
+            return None
+        found: list[ast.Call] = []
+        for binding in self.names.definitions():
+            if binding.node is not cls:
+                continue
+            for load in self.names.loads(binding):
+                call = construction(self.names.parents.get(load), load)
+                if call is False:
+                    return None
+                if call is not None:
+                    found.append(call)
         return found
 
     def _annotation_kinds(self, annotation: ast.expr | None) -> set[str]:
@@ -374,22 +424,10 @@ class Values:
         positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
         found: list[ast.expr] = []
         for call in calls:
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(
-                k.arg is None for k in call.keywords
-            ):
+            argument = passed_as(function, positional, call, parameter)
+            if argument is None:
                 return None
-            keyword = next((k.value for k in call.keywords if k.arg == parameter), None)
-            if keyword is not None:
-                found.append(keyword)
-            elif parameter in positional and positional.index(parameter) < len(call.args):
-                found.append(call.args[positional.index(parameter)])
-            else:
-                defaults = function.args.defaults
-                offset = len(positional) - len(defaults)
-                if parameter in positional and positional.index(parameter) >= offset:
-                    found.append(defaults[positional.index(parameter) - offset])
-                else:
-                    return None
+            found.append(argument)
         return found
 
     def calls_of(self, function: ast.AST) -> list[ast.Call] | None:
@@ -760,6 +798,11 @@ def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def _not_constructed(cls: ast.ClassDef) -> list[tuple[Values, ast.Call]] | None:
+    """A file scanned alone: no other scanned module makes its classes."""
+    return []
 
 
 def _not_imported(node: ast.expr, how: str) -> set[str] | None:
