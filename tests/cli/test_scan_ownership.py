@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.cli import port_text, run_cli, scan_text
 from torch2jax_device.cli import scan
-from torch2jax_device.porting import _plan
+from torch2jax_device.porting import _plan, scanner
 
 # The shape of a Megatron/DeepSpeed initialize: every torch line in it is a query the
 # library reads afterwards.
@@ -202,3 +202,28 @@ def test_the_command_says_run_again_when_it_cannot_settle(
     status, diff, err = run_cli("scan", "--diff", "a.py")
     assert status == 0 and "+tj.load_state(model, path)" in diff
     assert "run again: 1 more rewrite(s) become possible once this diff is applied" in err
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "torch.cuda.manual_seed_all(seed)",
+        "torch.cuda.manual_seed(seed)",
+        "torch.cuda.set_device(seed)",
+        "torch.cuda.empty_cache()",
+    ],
+)
+def test_a_module_of_definitions_scanned_alone_keeps_torchs_runtime_calls(call: str) -> None:
+    # mingpt/utils.py's set_seed: the module only defines names, so its functions run in
+    # the scripts that import it; scanned without them, those may keep torch's CUDA state
+    # (the GPU's dropout seeded by torch.cuda.manual_seed_all), and tj's call seeds
+    # nothing there. Scanned with an importer that has no torch left, it is rewritten.
+    utils = f"import torch\n\n\ndef set_seed(seed):\n    torch.manual_seed(seed)\n    {call}\n"
+    runtime = [f for f in scanner.scan_source(utils, "utils.py") if f.line == 6]
+    assert runtime and not any(f.fixable for f in runtime)
+    assert all("only defines names" in f.reason for f in runtime), runtime
+    script = "from utils import set_seed\nset_seed(0)\n"  # a twin: a script that runs it
+    alone = scanner.scan_source(utils + "\nset_seed(0)\n", "train.py")
+    assert not any("only defines names" in f.reason for f in alone)
+    together = scanner.scan_sources({"utils.py": utils, "train.py": script})["utils.py"]
+    assert not any("only defines names" in f.reason for f in together)

@@ -99,7 +99,9 @@ class Flow:
         # Module-level names other modules import: __all__'s, and, in a module that only
         # defines names, every one (``_bind`` holds back those it never reads itself).
         self._exported = all_names(values.names.tree)
-        self._imported_only = _only_definitions(values.names.tree.body)
+        #: Whether the module only defines names (a settings or library module): its
+        #: functions run in the modules that import it.
+        self.imported_only = _only_definitions(values.names.tree.body)
         #: Set by a project scan (``_project.Project.follow``): follows a module-level
         #: name of this file (what calling it returns, with ``calls``) into the modules
         #: importing it; answers ``None`` when no scanned module imports this one.
@@ -305,7 +307,7 @@ class Flow:
                     return None
             if (
                 binding.scope.kind == "module"
-                and (self._imported_only or target.id in self._exported)
+                and (self.imported_only or target.id in self._exported)
                 and not self.names.loads(binding)
             ):
                 # A settings module's `device = torch.device(...)`: read only by the

@@ -307,6 +307,15 @@ def _problem(
                 f"its answer is kept in {exported}, which this module exports, read in "
                 f"{followed[0]}: torch's answer holds there"
             )
+        project = candidate.file.project
+        imported = project is not None and project.is_imported(candidate.file)
+        if candidate.file.flow.imported_only and not imported:
+            return (
+                "this module only defines names: its functions run in the scripts that "
+                "import it, which were not scanned with it and may keep torch's runtime "
+                "state (its seeds, its current device); scan them with it (name them all, "
+                "or scan their folder)"
+            )
     if candidate.effect in ("runtime", "default") and places:
         first = next((p for p in places if _file_of(p) is candidate.file), places[0])
         if isinstance(first, Candidate):
