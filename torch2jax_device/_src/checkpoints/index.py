@@ -157,9 +157,9 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
         except FileNotFoundError:  # as opening it would raise, the name cut short
             missing = clipped(os.path.join(os.path.dirname(index), shard), 4 * LIMIT)
             raise CheckpointFileNotFoundError(
-                f"[Errno {errno.ENOENT}] No such file or directory: {missing!r}: the shard "
-                f"{shown(index)} names for tensor {shown(name)}. Fix: an index and its "
-                "shards must be in one folder: copy the missing shard there",
+                f"[Errno {errno.ENOENT}] No such file or directory: the shard {shown(index)} "
+                f"names for tensor {shown(name)}. Fix: an index and its shards must be in "
+                f"one folder: copy the missing shard there: {missing!r}",
                 missing,
             ) from None
         except CheckpointError:
