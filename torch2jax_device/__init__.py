@@ -42,6 +42,9 @@ if TYPE_CHECKING or not _preflight.started_as_command_line():
     from ._src.errors import ArgumentTypeError as ArgumentTypeError
     from ._src.errors import BackendInitError as BackendInitError
     from ._src.errors import CheckpointError as CheckpointError
+    from ._src.errors import CheckpointFileNotFoundError as CheckpointFileNotFoundError
+    from ._src.errors import CheckpointIsADirectoryError as CheckpointIsADirectoryError
+    from ._src.errors import CheckpointNotADirectoryError as CheckpointNotADirectoryError
     from ._src.errors import ConfigError as ConfigError
     from ._src.errors import ConversionError as ConversionError
     from ._src.errors import DeviceTypeError as DeviceTypeError
@@ -53,6 +56,7 @@ if TYPE_CHECKING or not _preflight.started_as_command_line():
     from ._src.errors import InvalidIndexError as InvalidIndexError
     from ._src.errors import MemoryFormatError as MemoryFormatError
     from ._src.errors import MissingFrameworkError as MissingFrameworkError
+    from ._src.errors import MissingKeyError as MissingKeyError
     from ._src.errors import MixedDeviceError as MixedDeviceError
     from ._src.errors import NoSuchAttributeError as NoSuchAttributeError
     from ._src.errors import OutOfMemoryError as OutOfMemoryError
@@ -136,6 +140,9 @@ __all__ = [
     "ArrayReport",
     "BackendInitError",
     "CheckpointError",
+    "CheckpointFileNotFoundError",
+    "CheckpointIsADirectoryError",
+    "CheckpointNotADirectoryError",
     "ComplexCastWarning",
     "ConfigError",
     "ConversionError",
@@ -155,6 +162,7 @@ __all__ = [
     "InvalidIndexError",
     "MemoryFormatError",
     "MissingFrameworkError",
+    "MissingKeyError",
     "MixedDeviceError",
     "NoSuchAttributeError",
     "OutOfMemoryError",

@@ -712,14 +712,7 @@ UNCOMPARED: dict[str, str] = {
 
 #: Pairs whose findings wait on a request in /work/notes/apimirror-requests.md (files this
 #: branch does not own): their tests are strict xfails, which turn red once fixed.
-OPEN: dict[str, str] = {
-    "load_file": "safetensors' keyword is filename=, tj's path=",
-    "save_file": "safetensors' keyword is filename=, tj's path=",
-    "safe_open": "safetensors' keyword is filename=, tj's path=",
-    "state_dict": "Module.state_dict's destination=, prefix=, keep_vars= raise Python's TypeError",
-    "load_state": "load_state_dict's state_dict= keyword, and its positional strict and "
-    "assign (tj's third positional is device)",
-}
+OPEN: dict[str, str] = {}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tests.support.deadlines import MARK, DeadlineHit, deadline
-from torch2jax_device import CheckpointError, load_file, save_file
+from torch2jax_device import CheckpointError, CheckpointIsADirectoryError, load_file, save_file
 from torch2jax_device._src.checkpoints import writer
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX modes, links and locks")
@@ -175,7 +175,9 @@ def test_devices_fifos_and_sockets_are_refused(tmp_path: Path) -> None:
 def test_a_directory_is_refused_as_open_refuses_it(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError) as theirs:
         tmp_path.open("wb")
-    with pytest.raises(IsADirectoryError, match="it is a directory; name a file") as ours:
+    with pytest.raises(
+        CheckpointIsADirectoryError, match=r"it is a directory\. Fix: name a file"
+    ) as ours:
         save_file(W, tmp_path)
     assert ours.value.errno == theirs.value.errno
 

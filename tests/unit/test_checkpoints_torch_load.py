@@ -86,7 +86,7 @@ def test_a_legacy_checkpoint_loads_from_a_file_object(tmp_path: Path) -> None:
         (lambda path: os.fsencode(path), r"not bytes\. .*os\.fsdecode\(path\)"),
         (lambda path: 3, "not int"),
         (lambda path: None, "not NoneType"),
-        (lambda path: open(path), "is open in text mode; open it with open\\(path, 'rb'\\)"),
+        (lambda path: open(path), "is open in text mode. Fix: open it with open\\(path, 'rb'\\)"),
         (lambda path: open(path, "ab"), "is not open for reading"),
         (lambda path: _closed(path), "is closed"),
         (lambda path: _pipe(path), r"cannot seek .*io\.BytesIO\(stream\.read\(\)\)"),

@@ -30,28 +30,11 @@ from tests.support.deadlines import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 
-_CHECKPOINTS = "checkpoints (_src/checkpoints/*): a request in junkfuzz-requests.md"
 _FEEDING = "feeding (_src/feeding.py): a request in junkfuzz-requests.md"
-_OPTIM_STATE = "optimizer state (_src/optimizer_state.py, param_groups.py): a request"
 _PORTING = "porting/: a request in junkfuzz-requests.md"
 
 #: "target(parameter)" -> whose module it is in and where the fix is asked for.
 KNOWN: dict[str, str] = {
-    "tj.DeviceMap.__call__(name)": _CHECKPOINTS,
-    "tj.DeviceMap.destination(name)": _CHECKPOINTS,
-    "tj.DeviceMap.grouped(names)": _CHECKPOINTS,
-    "tj.DeviceMap.plan(tensors)": _CHECKPOINTS,
-    "tj.load(f)": _CHECKPOINTS,
-    "tj.load(mmap)": _CHECKPOINTS,
-    "tj.load(progress)": _CHECKPOINTS,
-    "tj.load(weights_only)": _CHECKPOINTS,
-    "tj.load_file(backend)": _CHECKPOINTS,
-    "tj.load_file(path)": _CHECKPOINTS,
-    "tj.load_state(source)": _CHECKPOINTS,
-    "tj.optim.ParamGroup.__getitem__(key)": _OPTIM_STATE,
-    "tj.optim.ParamGroup.__setitem__(key)": _OPTIM_STATE,
-    "tj.optim.ParamGroup.__setitem__(value)": _OPTIM_STATE,
-    "tj.optim.hyperparameter(leaf)": _OPTIM_STATE,
     "tj.porting.catalog.get(idiom_id)": _PORTING,
     "tj.porting.scanner.read_python(path)": _PORTING,  # a missing file: FileNotFoundError
     "tj.porting.guide.section_page(section)": _PORTING,
@@ -61,11 +44,6 @@ KNOWN: dict[str, str] = {
     "tj.porting.known_differences.instead(call)": _PORTING,
     "tj.prefetch_to_device(iterable)": _FEEDING,
     "tj.prefetch_to_device(size)": _FEEDING,
-    "tj.safe_open(backend)": _CHECKPOINTS,
-    "tj.safe_open(framework)": _CHECKPOINTS,
-    "tj.safe_open(path)": _CHECKPOINTS,
-    "tj.save_file(path)": _CHECKPOINTS,
-    "tj.state_dict(layout)": _CHECKPOINTS,
 }
 
 TARGETS = junk_inputs.targets()

@@ -127,7 +127,14 @@ class DevicePlan:
 
         Raises:
             CheckpointError: the plan has no tensor ``name``.
+            ArgumentTypeError: ``name`` is not a str.
         """
+        if not isinstance(name, str):
+            raise ArgumentTypeError(
+                f"{type(self).__name__}: a tensor is named by its str name (as the file or "
+                f"the model names it), not {type(name).__name__} {shown(name)}. Fix: pass "
+                "the name, e.g. plan.destination('layers.0.kernel')"
+            )
         try:
             return self._placements[name]
         except KeyError:
@@ -146,7 +153,19 @@ class DevicePlan:
 
         Raises:
             CheckpointError: the plan has no tensor of one of the names.
+            ArgumentTypeError: ``names`` is one str, or not iterable, or holds a non-str.
         """
+        if (
+            isinstance(names, (str, bytes))
+            or not isinstance(names, Iterable)
+            or hasattr(names, "shape")  # an array's elements are no str names
+            or hasattr(names, "read")  # nor are a file's lines
+        ):
+            raise ArgumentTypeError(
+                f"{type(self).__name__}.grouped(): names must be an iterable of tensor "
+                f"names, not {type(names).__name__} {shown(names)}. Fix: pass a list of "
+                "names, e.g. plan.grouped(['layers.0.kernel']) or plan.grouped(plan.placements())"
+            )
         groups: dict[Destination, list[str]] = {}
         for name in names:
             groups.setdefault(self.destination(name), []).append(name)

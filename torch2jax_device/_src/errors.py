@@ -10,11 +10,16 @@ unchanged.
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "AlreadyInitializedError",
     "ArgumentTypeError",
     "BackendInitError",
     "CheckpointError",
+    "CheckpointFileNotFoundError",
+    "CheckpointIsADirectoryError",
+    "CheckpointNotADirectoryError",
     "ConfigError",
     "ConversionError",
     "DTypeError",
@@ -27,6 +32,7 @@ __all__ = [
     "InvalidIndexError",
     "MemoryFormatError",
     "MissingFrameworkError",
+    "MissingKeyError",
     "MixedDeviceError",
     "NoSuchAttributeError",
     "OutOfMemoryError",
@@ -250,6 +256,96 @@ class CheckpointError(Torch2JaxDeviceError, ValueError):
         ...     print("is not a valid safetensors file" in str(error))
         True
     """
+
+
+class _PathError(CheckpointError, OSError):
+    """A checkpoint path that cannot be opened, as the builtin ``OSError`` subclass torch
+    raises there: ``errno`` and ``filename`` are set as ``open()`` sets them, and the
+    message names the path and the fix."""
+
+    _errno = 0
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.errno, self.strerror, self.filename = self._errno, message, path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class CheckpointFileNotFoundError(_PathError, FileNotFoundError):
+    """A checkpoint path that names no file: torch's ``FileNotFoundError``, and a
+    `tj.CheckpointError`, so ``except FileNotFoundError:`` ported from torch still catches it.
+
+    Examples:
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.load("no-such-checkpoint.pt")
+        ... except FileNotFoundError as error:
+        ...     print(type(error).__name__, error.errno, error.filename)
+        CheckpointFileNotFoundError 2 no-such-checkpoint.pt
+    """
+
+    _errno = errno.ENOENT
+
+
+class CheckpointIsADirectoryError(_PathError, IsADirectoryError):
+    """A checkpoint path that names a directory where a file belongs: the
+    ``IsADirectoryError`` torch raises, and a `tj.CheckpointError`.
+
+    Examples:
+        >>> import tempfile
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.load_file(tempfile.mkdtemp())
+        ... except IsADirectoryError as error:
+        ...     print(type(error).__name__, "Fix:" in str(error))
+        CheckpointIsADirectoryError True
+    """
+
+    _errno = errno.EISDIR
+
+
+class CheckpointNotADirectoryError(_PathError, NotADirectoryError):
+    """A checkpoint path that goes through a file as if it were a directory (``a.pt/b``,
+    or a save to ``missing-dir/``): the ``NotADirectoryError`` torch raises, and a
+    `tj.CheckpointError`.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import torch2jax_device as tj
+        >>> try:
+        ...     tj.save_file({}, os.path.join(tempfile.mkdtemp(), "missing", ""))
+        ... except NotADirectoryError as error:
+        ...     print(type(error).__name__)
+        CheckpointNotADirectoryError
+    """
+
+    _errno = errno.ENOTDIR
+
+
+class MissingKeyError(Torch2JaxDeviceError, KeyError):
+    """A key a mapping of the library's does not hold (a ``tj.optim.ParamGroup``'s
+    option): the ``KeyError`` of the ``Mapping`` protocol (``.get()`` and ``in`` rely on
+    it), with a message naming the key, the keys there are and the fix.
+
+    Examples:
+        >>> from flax import nnx
+        >>> import torch2jax_device as tj
+        >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+        >>> optimizer = nnx.Optimizer(model, tj.optim.SGD(lr=0.1), wrt=nnx.Param)
+        >>> group = tj.optim.param_groups(optimizer)[0]
+        >>> group.get("nonsense", "absent")  # the Mapping protocol: a KeyError underneath
+        'absent'
+        >>> try:
+        ...     group["nonsense"]
+        ... except KeyError as error:
+        ...     print(type(error).__name__, str(error).split(":")[0])
+        MissingKeyError param_groups[0] has no key 'nonsense'
+    """
+
+    def __str__(self) -> str:  # KeyError's repr()s its argument; this is a sentence
+        return str(self.args[0]) if self.args else ""
 
 
 class InvalidIndexError(Torch2JaxDeviceError, IndexError, ValueError):

@@ -35,9 +35,11 @@ from .detect import import_torch, is_torch_tensor
 from .errors import (
     ArgumentTypeError,
     ConversionError,
+    MissingKeyError,
     StateDictError,
     UnsupportedOperationError,
 )
+from .optimizer_arguments import number as checked_number
 from .optimizers import AdamState, RMSpropState, SGDState
 from .param_groups import hyperparameter_names, membership
 
@@ -199,23 +201,42 @@ class ParamGroup(MutableMapping[str, Any]):
         return group
 
     def __getitem__(self, key: str) -> Any:
+        if not isinstance(key, str):
+            raise MissingKeyError(
+                f"param_groups[{self._group}] has no key {type(key).__name__} {shown(key)}: "
+                "a group's keys are str, as torch's. Fix: pass a key's name, e.g. "
+                f"param_groups[{self._group}]['lr']"
+            )
         if key == "params":
             raise UnsupportedOperationError(
                 "tj.optim's param_groups hold no 'params' (the arrays live in the NNX "
                 "model): the group's parameter indices are in tj.optim.state_dict("
                 f"optimizer, model)['param_groups'][{self._group}]['params']"
             )
-        return self._current()[key]
+        current = self._current()
+        if key not in current:
+            raise MissingKeyError(
+                f"param_groups[{self._group}] has no key {shown(key)}: it holds "
+                f"{', '.join(map(repr, current))}. Fix: read one of those, or set the key "
+                "first (group[key] = value), as torch's groups hold only what was set"
+            )
+        return current[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
+        where = f"param_groups[{self._group}][{shown(key)}] = ..."
+        if not isinstance(key, str):
+            raise ArgumentTypeError(
+                f"{where}: a group's keys are str, as torch's, not {type(key).__name__}. "
+                "Fix: name the key, e.g. group['lr'] = 0.01"
+            )
         names = hyperparameter_names(key)
         hyperparams = self._optimizer.opt_state.hyperparams
         if names and all(name in hyperparams for name in names):
-            values = tuple(value) if key == "betas" else (value,)
+            values = _values(where, key, value, len(names))
             for name, one in zip(names, values, strict=True):
-                set_exact(self._optimizer, name, float(one), self._group)
+                set_exact(self._optimizer, name, checked_number(where, key, one), self._group)
         elif key in _EXTRA_KEYS:
-            group_extras(self._optimizer, self._group)[key] = float(value)
+            group_extras(self._optimizer, self._group)[key] = checked_number(where, key, value)
         elif key in (*_KERNEL_CHOICES, "amsgrad", "params") or key in self._current():
             raise UnsupportedOperationError(
                 f"param_groups[{self._group}][{key!r}] is fixed when the optimizer is built "
@@ -239,6 +260,22 @@ class ParamGroup(MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"ParamGroup({self._current()!r})"
+
+
+def _values(where: str, key: str, value: Any, count: int) -> tuple[Any, ...]:
+    """``value`` as the ``count`` numbers ``key`` sets: a pair for ``betas``."""
+    if count == 1:
+        return (value,)
+    if (
+        isinstance(value, (str, bytes))
+        or not isinstance(value, (tuple, list))
+        or (len(value) != count)
+    ):
+        raise ArgumentTypeError(
+            f"{where}: {key} takes {count} numbers, not {type(value).__name__} "
+            f"{shown(value)}. Fix: pass a tuple, e.g. group['betas'] = (0.9, 0.999)"
+        )
+    return tuple(value)
 
 
 def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -> None:
@@ -702,7 +739,7 @@ def hyperparameter(leaf: Any) -> float:
     Raises:
         ArgumentTypeError: ``leaf`` holds one value per parameter group (an optimizer
             made with torch's groups): read one group's, ``leaf[i]``, or
-            ``tj.optim.param_groups(optimizer)[i]["lr"]``.
+            ``tj.optim.param_groups(optimizer)[i]["lr"]``; or is no number at all.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -710,11 +747,20 @@ def hyperparameter(leaf: Any) -> float:
         >>> float(jnp.float32(0.1)), optim.hyperparameter(jnp.float32(0.1))
         (0.10000000149011612, 0.1)
     """
-    value = np.asarray(_value(leaf), np.float32)
+    try:
+        value = np.asarray(_value(leaf), np.float32)
+    except (TypeError, ValueError):
+        value = np.empty((0, 0), np.float32)
+    if value.ndim > 1 or value.size == 0:
+        raise ArgumentTypeError(
+            f"tj.optim.hyperparameter(): {type(leaf).__name__} {shown(leaf)} is no "
+            "hyperparameter leaf (a number held in the optax state). Fix: pass a "
+            "hyperparameter leaf of an optax state (optimizer.opt_state.hyperparams['lr'])"
+        )
     if value.ndim:
         raise ArgumentTypeError(
-            f"this hyperparameter holds one value per parameter group ({value.tolist()}): "
-            "read one group's, hyperparameter(leaf[i]), or "
+            f"this hyperparameter ({type(leaf).__name__}) holds one value per parameter "
+            f"group ({value.tolist()}). Fix: read one group's, hyperparameter(leaf[i]), or "
             "tj.optim.param_groups(optimizer)[i]['lr'] (torch's param_groups[i]['lr'])"
         )
     return float(str(value))

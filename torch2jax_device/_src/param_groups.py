@@ -109,11 +109,11 @@ def parsed(function: str, params: tuple[Any, ...], whole: Mapping[str, Any]) -> 
     (groups, *rest) = params
     if rest or not _group_list(groups):
         raise ArgumentTypeError(
-            f"tj.optim.{function} takes its hyperparameters by keyword and, as its one "
-            f"positional argument, torch's list of parameter groups ([{{'params': ..., "
-            f"'weight_decay': 0.1}}, ...]), not {_shown(params)}: for one group pass the "
-            f"model to nnx.Optimizer(model, tj.optim.{function}(lr=...), wrt=nnx.Param), "
-            "which pairs the two"
+            f"tj.optim.{function}'s first argument (torch's params) is torch's list of "
+            f"parameter groups ([{{'params': ..., 'weight_decay': 0.1}}, ...]) or nothing, "
+            f"not {_shown(params)}. Fix: for one group pass the model to "
+            f"nnx.Optimizer(model, tj.optim.{function}(lr=...), wrt=nnx.Param), which pairs "
+            "the two"
         )
     if not groups:
         raise ConfigError(

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..distributed.rendezvous import open_file_limit
-from ..errors import CheckpointError
+from ..errors import CheckpointError, CheckpointFileNotFoundError
 from . import paths
 from .format import TensorBudget
 from .messages import LIMIT, clipped, shown
@@ -76,7 +76,8 @@ def shard_files(path: PathLike) -> Shards:
             names something that is not a regular file in its folder (an empty name,
             ``"."``, a directory, a name with a NUL byte, a path or link leading outside
             the folder).
-        FileNotFoundError: a shard file is missing, as opening it would raise.
+        CheckpointFileNotFoundError: a shard file is missing (a ``FileNotFoundError``, as
+            opening it would raise).
     """
     path = os.fspath(path)
     if not is_index(path):
@@ -153,15 +154,16 @@ def _open_shard(index: str, folder: int, shard: str, name: str) -> io.FileIO:
             )
         except IsADirectoryError:
             problem = "is a directory, not a checkpoint file"
+        except FileNotFoundError:  # as opening it would raise, the name cut short
+            missing = clipped(os.path.join(os.path.dirname(index), shard), 4 * LIMIT)
+            raise CheckpointFileNotFoundError(
+                f"[Errno {errno.ENOENT}] No such file or directory: the shard {shown(index)} "
+                f"names for tensor {shown(name)}. Fix: an index and its shards must be in "
+                f"one folder: copy the missing shard there: {missing!r}",
+                missing,
+            ) from None
         except CheckpointError:
             problem = "is not a regular file (a device, a FIFO or a socket)"
-        except FileNotFoundError as err:  # as opening it would raise, the name cut short
-            raise FileNotFoundError(
-                err.errno,
-                f"{err.strerror}: the shard {shown(index)} names for tensor {shown(name)} (an "
-                "index and its shards must be in one folder: copy the missing shard there)",
-                clipped(os.path.join(os.path.dirname(index), shard), 4 * LIMIT),
-            ) from None
         except OSError as err:
             if err.errno in (errno.EMFILE, errno.ENFILE):
                 raise CheckpointError(

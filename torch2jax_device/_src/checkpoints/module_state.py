@@ -39,7 +39,7 @@ from ..location import in_torch_order, own_leaves_first
 from ..platforms import platform_of
 from .device_map import DeviceMap, file_tensors, load_for_model, model_plan, reads_straight
 from .messages import shown
-from .options import refuse_torch_options
+from .options import check_state_dict_options, refuse_torch_options
 from .state_names import SIZE_FIX, layout_of
 from .torch_load import load
 
@@ -121,7 +121,14 @@ def named_arrays(obj: Any) -> Any:
     return obj
 
 
-def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
+def state_dict(
+    model: Any,
+    *,
+    destination: dict[str, Any] | None = None,
+    prefix: str = "",
+    keep_vars: bool = False,
+    layout: Layout = "jax",
+) -> dict[str, Any]:
     """Equivalent to `torch.nn.Module.state_dict`.
 
     A Flax NNX or Equinox model's arrays by readable name. Names join attribute names
@@ -165,11 +172,16 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
 
     Args:
         model: A Flax NNX module (or its ``nnx.State``) or an Equinox module.
+        destination: As torch's: a dict to fill (and return) rather than a new one.
+        prefix: As torch's: put before every name (``"encoder."``).
+        keep_vars: Taken as torch takes it, and changes nothing: the values are arrays
+            either way (torch's ``keep_vars=True`` gives ``nn.Parameter`` objects in
+            place of detached tensors; JAX arrays carry no autograd to detach).
         layout: ``"jax"`` (the model's names, its arrays as they are) or ``"torch"``.
 
     Returns:
         ``{name: jax.Array}`` for ``"jax"``; ``OrderedDict[str, torch.Tensor]`` for
-        ``"torch"``.
+        ``"torch"``; ``destination`` itself, filled, when given.
 
     Raises:
         ConversionError: ``model`` is not a model, two arrays would get one name, or
@@ -186,9 +198,23 @@ def state_dict(model: Any, *, layout: Layout = "jax") -> dict[str, Any]:
         >>> twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
         >>> twin.load_state_dict(tj.state_dict(model, layout="torch"))
         <All keys matched successfully>
+        >>> out = {}
+        >>> tj.state_dict(model, destination=out, prefix="encoder.") is out, list(out)
+        (True, ['encoder.layers.0.kernel', 'encoder.layers.0.bias'])
     """
-    if layout not in ("jax", "torch"):
-        raise ConversionError(f"layout must be 'jax' or 'torch', not {layout!r}")
+    check_state_dict_options(destination, prefix, keep_vars)
+    if not (isinstance(layout, str) and layout in ("jax", "torch")):
+        raise ConversionError(f"layout must be 'jax' or 'torch', not {shown(layout)}")
+    named = _named_state(model, layout)
+    if destination is None and not prefix:
+        return named
+    filled = destination if destination is not None else type(named)()
+    filled.update((prefix + name, value) for name, value in named.items())
+    return filled
+
+
+def _named_state(model: Any, layout: Layout) -> dict[str, Any]:
+    """``tj.state_dict(model, layout=layout)``, its names unprefixed."""
     entries = _entries(model)
     if layout == "jax":
         return {entry.name: entry.value for entry in entries}
@@ -279,19 +305,19 @@ def from_torch_layout(
 
 def load_state(
     model: Any,
-    source: Any,
-    device: Any = None,
+    state_dict: Any,
+    strict: bool = True,
+    assign: bool = False,
     *,
+    device: Any = None,
     max_memory: Mapping[Any, Any] | None = None,
     device_map: Mapping[str, Any] | str | DeviceMap | None = None,
     copy: bool = True,
-    strict: bool = True,
-    assign: bool = False,
 ) -> Any:
     """Equivalent to `torch.nn.Module.load_state_dict`.
 
     Puts a saved state back into a model, as ``model.load_state_dict(torch.load(path))``
-    with ``strict=True`` does. ``source`` is a file (the safetensors
+    with ``strict=True`` does. ``state_dict`` (torch's name) is a file (the safetensors
     [`tj.save_file`][torch2jax_device.save_file] writes, or a torch ``.pt`` of a state
     dict) or a mapping of names to arrays (JAX, NumPy or torch). Either layout loads:
     the model's own names ([`tj.state_dict`][torch2jax_device.state_dict]), or a PyTorch
@@ -329,16 +355,17 @@ def load_state(
 
     Args:
         model: A Flax NNX module (concrete or abstract) or an Equinox module.
-        source: A path (``str`` / ``os.PathLike``) or ``{name: array}``.
-        device: Where the arrays go instead of where the model's are: a device, or
+        state_dict: A path (``str`` / ``os.PathLike``) or ``{name: array}``.
+        strict: torch's default (``True``), the only form taken: a mismatch raises.
+            Positional third, as in ``load_state_dict(state_dict, strict, assign)``.
+        assign: torch's default (``False``), the only form taken.
+        device: Keyword-only. Where the arrays go instead of where the model's are: a device, or
             ``"auto"`` for a plan (a `tj.DeviceMap` in the
             model's order, within ``max_memory``); from a safetensors file, each tensor
             goes straight to its place (a PyTorch checkpoint is read to the host
             first, as ``torch.load`` reads it, then placed).
         max_memory: The budgets of ``device="auto"``, as for ``tj.load_file``.
         device_map: An explicit map (``{pattern: device}``) or a ``tj.DeviceMap``.
-        strict: torch's default (``True``), the only form taken: a mismatch raises.
-        assign: torch's default (``False``), the only form taken.
         copy: ``True`` (the default, as torch): the model's arrays are its own.
             ``False``: share the source's memory where no transpose, cast or transfer
             stands between them.
@@ -355,7 +382,8 @@ def load_state(
             `tj.CheckpointError`.
         CheckpointError: ``source`` is not a state dict or cannot be read.
         ConversionError: ``model`` is not a model, or a value is not an array.
-        ArgumentTypeError: ``copy``, ``strict`` or ``assign`` is not a bool.
+        ArgumentTypeError: ``copy``, ``strict`` or ``assign`` is not a bool (a device
+            passed third, where torch's ``strict`` is, is refused naming ``device=``).
         StateDictError: ``strict=False`` or ``assign=True``, with the fix.
 
     Examples:
@@ -375,6 +403,7 @@ def load_state(
         )
     if strict is not True or assign is not False:
         refuse_torch_options(strict, assign)
+    source = state_dict
     if not isinstance(copy, bool):
         raise ArgumentTypeError(
             f"copy must be True (the model's arrays are its own, as torch's "

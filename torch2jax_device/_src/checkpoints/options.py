@@ -8,17 +8,20 @@ of torch's ``load_state_dict`` that ``tj.load_state`` does not take.
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from typing import Any
 
 import jax
 
 from ..device import DeviceLike, resolve
 from ..errors import ArgumentTypeError, CheckpointError, InvalidDeviceError, StateDictError
+from ..truth import truth
 from .messages import shown
 from .source import PathLike
 
 __all__ = [
     "check_framework",
+    "check_state_dict_options",
     "checked_staging",
     "maps_file",
     "refuse_torch_options",
@@ -40,7 +43,7 @@ def resolve_target(device: DeviceLike | None) -> jax.Device:
 
 def check_framework(path: PathLike, framework: Any) -> None:
     """Refuse a ``framework`` safetensors does not know (often a device in its place)."""
-    if framework is not None and framework not in _FRAMEWORKS:
+    if framework is not None and not (isinstance(framework, str) and framework in _FRAMEWORKS):
         raise InvalidDeviceError(
             f"safe_open({shown(os.fspath(path))}, {shown(framework)}): the second argument "
             f"is safetensors' framework ({', '.join(sorted(_FRAMEWORKS))}), and "
@@ -51,7 +54,7 @@ def check_framework(path: PathLike, framework: Any) -> None:
 
 def maps_file(backend: str) -> bool:
     """Whether ``backend`` (safetensors' argument) allows arrays over a memory map."""
-    if backend not in _BACKENDS:
+    if not (isinstance(backend, str) and backend in _BACKENDS):
         raise InvalidDeviceError(
             f"backend={shown(backend)} is not one of safetensors' backends: 'mmap' maps "
             "the file (the default), 'pread' reads it into memory the arrays own"
@@ -74,7 +77,12 @@ def refuse_torch_options(strict: object, assign: object) -> None:
     (not Python's "unexpected keyword argument")."""
     for name, value in (("strict", strict), ("assign", assign)):
         if not isinstance(value, bool):
-            raise ArgumentTypeError(f"{name} must be True or False, not {type(value).__name__}")
+            raise ArgumentTypeError(
+                f"tj.load_state(model, state_dict, strict, assign): {name} (torch's, in "
+                f"load_state_dict's order) must be True or False, not {type(value).__name__} "
+                f"{shown(value)}. Fix: pass a device by keyword, device={shown(value)} (the "
+                "third argument is strict, as torch's), else leave it out"
+            )
     if strict is False:
         raise StateDictError(
             "load_state(model, state, strict=False): a partial load (torch loads the names "
@@ -91,3 +99,21 @@ def refuse_torch_options(strict: object, assign: object) -> None:
         "no cast or transfer stands between them; load onto an abstract model "
         "(nnx.eval_shape) to take the arrays where they are."
     )
+
+
+def check_state_dict_options(destination: object, prefix: object, keep_vars: object) -> None:
+    """``Module.state_dict``'s keywords, as ``tj.state_dict`` takes them: ``destination``
+    ``None`` or a dict to fill, ``prefix`` a string, ``keep_vars`` a flag (read, and
+    nothing to do: the values are arrays either way)."""
+    truth("tj.state_dict()", "keep_vars", keep_vars)
+    if not isinstance(prefix, str):
+        raise ArgumentTypeError(
+            f"tj.state_dict(): prefix must be a str, not {type(prefix).__name__} "
+            f"{shown(prefix)}. Fix: pass the text to put before every name, e.g. prefix='model.'"
+        )
+    if destination is not None and not isinstance(destination, MutableMapping):
+        raise ArgumentTypeError(
+            f"tj.state_dict(): destination must be None or a dict to fill, not "
+            f"{type(destination).__name__} {shown(destination)}. Fix: pass destination={{}} "
+            "(or an OrderedDict), or leave it out"
+        )

@@ -34,10 +34,26 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import CheckpointError
+from ..errors import (
+    ArgumentTypeError,
+    CheckpointError,
+    CheckpointFileNotFoundError,
+    CheckpointIsADirectoryError,
+    CheckpointNotADirectoryError,
+)
 from .messages import shown
 
-__all__ = ["LeavesFolder", "Place", "by_handle", "held", "kind_of", "open_folder", "open_regular"]
+__all__ = [
+    "LeavesFolder",
+    "Place",
+    "by_handle",
+    "checked_path",
+    "held",
+    "kind_of",
+    "named",
+    "open_folder",
+    "open_regular",
+]
 
 #: The links one path may go through, as Linux allows (and the walks one open retries).
 MAX_LINKS = 40
@@ -50,6 +66,55 @@ RELATIVE = (
     and bool(_NOFOLLOW)
     and {os.open, os.stat, os.readlink, os.rename, os.unlink} <= os.supports_dir_fd
 )
+
+
+#: The library's error for each ``open()`` failure torch's users catch by class.
+_PATH_ERRORS = {
+    errno.ENOENT: (CheckpointFileNotFoundError, "check the path (is it spelled right, relative "
+                   "to the current directory?)"),
+    errno.EISDIR: (CheckpointIsADirectoryError, "name a file in it (the path is a directory)"),
+    errno.ENOTDIR: (CheckpointNotADirectoryError, "a part of the path that should be a "
+                    "directory is a file, or a path ending in a separator names no directory"),
+}  # fmt: skip
+
+
+def named(err: OSError, path: str) -> OSError:
+    """``err`` naming ``path`` (the caller's, never a component of it): the library's
+    error that is also the builtin class (``FileNotFoundError``, ``IsADirectoryError``,
+    ``NotADirectoryError``) with the fix, else an ``OSError`` of ``err``'s class (``err``
+    itself where it names ``path`` or nothing, or is the library's already)."""
+    if isinstance(err, CheckpointError):
+        return err
+    kind = _PATH_ERRORS.get(err.errno or 0)
+    if kind is None:
+        if err.filename in (None, path):
+            return err
+        return type(err)(err.errno, err.strerror, path)
+    cls, fix = kind
+    reason = err.strerror or os.strerror(cls._errno)
+    return cls(f"[Errno {cls._errno}] {reason}: {shown(path)}. Fix: {fix}", path)
+
+
+def checked_path(function: str, path: object) -> str:
+    """``path`` as a ``str`` (a ``bytes`` path decoded), or the library's error naming it.
+
+    Raises:
+        ArgumentTypeError: not a str, bytes or os.PathLike (``open()``'s TypeError).
+        CheckpointError: it holds a NUL byte, which no file name can.
+    """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise ArgumentTypeError(
+            f"{function}: the path must be a str or os.PathLike, not {type(path).__name__} "
+            f"{shown(path)}. Fix: pass the file's path"
+        )
+    text = os.fsdecode(os.fspath(path))
+    if "\0" in text:
+        raise CheckpointError(
+            f"{function}: the path {shown(path)} ({type(path).__name__}) holds a NUL byte, "
+            "which no file name can. "
+            "Fix: pass the file's path"
+        )
+    return text
 
 
 class LeavesFolder(Exception):
@@ -115,7 +180,7 @@ def held(
     try:
         folder, name, where = _walk(path, within, at, verb)
     except OSError as err:  # name the path the caller gave, not a component of it
-        raise type(err)(err.errno, err.strerror, path) from None
+        raise named(err, path) from None
     try:
         yield Place(folder, name, where)
     finally:
@@ -154,11 +219,11 @@ def open_regular(
             except OSError as err:
                 if err.errno == errno.ELOOP and RELATIVE:
                     continue  # a link appeared after the walk: walk again, checking it
-                raise type(err)(err.errno, err.strerror, path) from None
+                raise named(err, path) from None
         try:
             mode = os.fstat(descriptor).st_mode
             if stat.S_ISDIR(mode):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+                raise named(IsADirectoryError(errno.EISDIR, "Is a directory"), path)
             if not stat.S_ISREG(mode):
                 raise CheckpointError(
                     f"{verb} {shown(path)}: it is {kind_of(mode)}, not a file; give the path "

@@ -7,7 +7,6 @@ mesh, a per-tensor rule or an index of shards to ``sharded``; saving goes to ``w
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +26,7 @@ from .messages import shown
 from .one_device import OnDevice, Placement, TensorSlice
 from .one_device import load_file as load_file_on_device
 from .options import check_framework, checked_staging, maps_file
+from .paths import checked_path
 from .reader import Reader
 from .source import PathLike
 from .transfer import STAGING_BYTES
@@ -36,7 +36,7 @@ __all__ = ["load_file", "safe_open", "save_file"]
 
 
 def load_file(
-    path: PathLike,
+    filename: PathLike,
     device: DeviceLike | None = "cpu",
     *,
     backend: str = "mmap",
@@ -75,7 +75,8 @@ def load_file(
     tricks; only the packed sub-byte dtypes (F4, F6_*) are refused.
 
     Args:
-        path: The ``.safetensors`` file.
+        filename: The ``.safetensors`` file (safetensors' name for it; a ``str``, ``bytes``
+            or ``os.PathLike``).
         device: Anything ``tj.device`` accepts (``"cuda:0"``, ``0``, a ``tj.device``, a
             ``jax.Device`` or a ``torch.device``). ``None`` also means the CPU, as in
             safetensors. Or a ``jax.sharding.Sharding``, a ``Mesh`` (replicated), a
@@ -119,6 +120,9 @@ def load_file(
             file and the problem, raised before any tensor memory is allocated. Also
             when processes loading onto one mesh together read different shapes or
             dtypes for a tensor (all of them raise it, naming the tensor).
+        CheckpointFileNotFoundError, CheckpointIsADirectoryError: no file at
+            ``filename`` (a ``FileNotFoundError``), or a directory there.
+        ArgumentTypeError: ``filename`` is not a str, bytes or os.PathLike.
         DeviceUnavailableError: ``device`` does not exist here (checked before reading).
         InvalidDeviceError: ``backend`` is not ``"mmap"`` or ``"pread"``; or a
             ``device_map`` that leaves a tensor unplaced (see ``tj.DeviceMap.plan`` for
@@ -146,7 +150,7 @@ def load_file(
         >>> tensors["w"].shape, tensors["w"].device
         ((2, 3), CpuDevice(id=0))
     """
-    path = os.fsdecode(path)  # a bytes path too, as tj.safe_open and tj.load take it
+    path = checked_path("load_file()", filename)  # bytes too, as tj.safe_open and tj.load
     device = planned_target(path, device, device_map=device_map, max_memory=max_memory)
     if sharded.handles_file(path, device):
         # Checked only: each process reads the parts its devices hold, mapped or not.
@@ -177,7 +181,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
     ``tj.load_file`` checks a load, and refused with ``tj.OutOfMemoryError`` and the fix.
 
     Args:
-        path: The ``.safetensors`` file.
+        filename: The ``.safetensors`` file (safetensors' name for it).
         framework: safetensors' ``framework`` (``"flax"``, ``"numpy"``, ``"pt"``, ...),
             accepted so that ported calls run unchanged; the results are JAX arrays
             whatever it says.
@@ -198,6 +202,9 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
 
     Raises:
         CheckpointError: the header is invalid (see [`tj.load_file`][torch2jax_device.load_file]).
+        CheckpointFileNotFoundError, CheckpointIsADirectoryError: no file at
+            ``filename`` (a ``FileNotFoundError``), or a directory there.
+        ArgumentTypeError: ``filename`` is not a str, bytes or os.PathLike.
         DeviceUnavailableError: ``device`` does not exist here (checked before opening).
         ConfigError, InvalidDeviceError, OutOfMemoryError: a plan that cannot be made,
             as ``tj.DeviceMap.plan`` says (before a tensor byte is read).
@@ -227,7 +234,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
 
     def __init__(
         self,
-        path: PathLike,
+        filename: PathLike,
         framework: str | None = None,
         device: Any = "cpu",
         *,
@@ -236,6 +243,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
         device_map: Mapping[str, Any] | str | None = None,
         max_memory: Mapping[Any, Any] | None = None,
     ) -> None:
+        path = checked_path("safe_open()", filename)
         check_framework(path, framework)
         self._placement: Placement
         device = planned_target(path, device, device_map=device_map, max_memory=max_memory)
@@ -315,7 +323,7 @@ class safe_open:  # safetensors' name, lowercase, so ported code reads the same
 
 
 def save_file(
-    tensors: Mapping[str, Any], path: PathLike, metadata: Mapping[str, str] | None = None
+    tensors: Mapping[str, Any], filename: PathLike, metadata: Mapping[str, str] | None = None
 ) -> None:
     """Equivalent to `safetensors.torch.save_file`.
 
@@ -346,7 +354,8 @@ def save_file(
     Args:
         tensors: ``{name: array}``, or a Flax NNX module or ``nnx.State`` (saved under
             dotted names, as [`tj.state_dict`][torch2jax_device.state_dict] gives them).
-        path: Where to write.
+        filename: Where to write (safetensors' name for it; a ``str``, ``bytes`` or
+            ``os.PathLike``).
         metadata: Strings to store in the header's ``__metadata__``.
 
     Raises:
@@ -358,13 +367,15 @@ def save_file(
             name or metadata string holds a lone surrogate (UTF-8 cannot encode it).
         DTypeError: an array has a dtype save_file cannot write (names the tensor).
         CheckpointError: ``metadata`` holds more than 65,536 entries or 16 MiB of text
-            (loads refuse such headers); ``path`` is a device, a FIFO or a socket
+            (loads refuse such headers); ``filename`` is a device, a FIFO or a socket
             (``safetensors`` and ``torch.save`` write into them; a rename would replace
             the node), or goes through another user's link in a sticky, world-writable
             directory.
-        IsADirectoryError: ``path`` is a directory, as with ``torch.save``, or ends in
-            ``/`` (``NotADirectoryError`` where no such directory exists; torch and
+        CheckpointIsADirectoryError: ``filename`` is a directory (an
+            ``IsADirectoryError``, as with ``torch.save``), or ends in ``/``
+            (``CheckpointNotADirectoryError`` where no such directory exists; torch and
             safetensors refuse it too).
+        ArgumentTypeError: ``filename`` is not a str, bytes or os.PathLike.
 
     Examples:
         >>> import os, tempfile
@@ -387,6 +398,7 @@ def save_file(
     """
     from .module_state import named_arrays  # a model or nnx.State: its arrays, by name
 
+    path = checked_path("save_file()", filename)
     tensors = named_arrays(tensors)
     if not isinstance(tensors, Mapping):
         raise ConversionError(

@@ -151,11 +151,11 @@ def _checked_file(f: Any) -> IO[bytes]:
         )
     problem = None
     if getattr(f, "closed", False):
-        problem = "is closed"
+        problem = "is closed. Fix: pass an open file (open(path, 'rb')), or the path"
     elif isinstance(f, io.TextIOBase):
-        problem = "is open in text mode; open it with open(path, 'rb')"
+        problem = "is open in text mode. Fix: open it with open(path, 'rb')"
     elif callable(getattr(f, "readable", None)) and not f.readable():
-        problem = "is not open for reading; open it with open(path, 'rb')"
+        problem = "is not open for reading. Fix: open it with open(path, 'rb')"
     elif callable(getattr(f, "seekable", None)) and not f.seekable():
         problem = (
             "cannot seek (a pipe or a socket?), and torch.load needs to; read it into "

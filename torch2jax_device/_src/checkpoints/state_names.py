@@ -69,15 +69,27 @@ def layout_of(
         if untwinned
         else ""
     )
+    fix = (
+        "rename the state's keys to the model's (strip a 'module.' or '_orig_mod.' prefix "
+        "that DDP or torch.compile added), drop the unexpected ones, or build the model the "
+        "checkpoint was saved from"
+    )
+    if not names & (jax_names | torch_names | tied):  # no state of this model at all
+        why += (
+            f". The state (a {type(saved).__name__} of {len(names)} name(s)) shares no name "
+            "with the model"
+        )
+        fix = (
+            "pass the model's state dict (tj.state_dict(model)), a checkpoint path or a "
+            "loaded checkpoint"
+        )
     raise StateDictError(
         f"Error(s) in loading {what} into {type(model).__name__}: "
         + "; ".join(problem for problem in problems if problem)
         + " (torch raises RuntimeError here). Names are the model's own, as tj.state_dict "
         "gives them, or a PyTorch twin's, as tj.state_dict(model, layout='torch') gives them"
         + why
-        + ". Fix: rename the state's keys to the model's (strip a 'module.' or '_orig_mod.' "
-        "prefix that DDP or torch.compile added), drop the unexpected ones, or build the "
-        "model the checkpoint was saved from"
+        + f". Fix: {fix}"
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..device_plan import asks_for_plan
 from ..errors import CheckpointError, InvalidDeviceError, UnsupportedOperationError
+from ..truth import truth
 from . import sharded
 from .device_map import load_pickled_by_plan, planned_target, reads_straight
 from .format import TensorBudget
@@ -176,6 +177,10 @@ def load(
         >>> list(plan.placements()), plan.bytes_per_device()
         (['model.w'], {'cpu': 8})
     """
+    weights_only, mmap, progress = (
+        None if value is None else truth("tj.load()", name, value)
+        for name, value in (("weights_only", weights_only), ("mmap", mmap), ("progress", progress))
+    )
     with Source(f) as source:
         _check_arguments(source.name, weights_only, pickle_module, pickle_load_args)
         if max_memory is not None or asks_for_plan(map_location):

@@ -31,7 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError
+from ..errors import (
+    CheckpointError,
+    CheckpointIsADirectoryError,
+    CheckpointNotADirectoryError,
+)
 from ..interop import ALIGNMENT
 from . import paths
 from .format import code_of, write_rank
@@ -88,19 +92,19 @@ def write_file(
         CheckpointError: the target exists and is not a regular file (a device, a FIFO,
             a socket, a symbolic link loop), or the path goes through another user's
             link in a sticky, world-writable directory.
-        IsADirectoryError: the target is a directory (as ``torch.save`` raises), or the
-            path ends in a separator and names one (``NotADirectoryError`` if not).
+        CheckpointIsADirectoryError: the target is a directory (``IsADirectoryError``, as
+            ``torch.save`` raises), or the path ends in a separator and names one
+            (``CheckpointNotADirectoryError`` if not).
         OSError: the directory is missing or not writable, the disk is full, ...
     """
     order = _layout(tensors)
     header = _header(order, tensors, metadata)
     user = os.fspath(path)
     if user.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
-        kind = IsADirectoryError if os.path.isdir(user) else NotADirectoryError
+        kind = CheckpointIsADirectoryError if os.path.isdir(user) else CheckpointNotADirectoryError
         raise kind(
-            errno.EISDIR if kind is IsADirectoryError else errno.ENOTDIR,
             f"save_file() cannot write {user!r}: a path ending in {user[-1]!r} names a "
-            "directory (torch.save and safetensors refuse it too); name a file",
+            "directory (torch.save and safetensors refuse it too). Fix: name a file",
             user,
         )
     try:
@@ -119,9 +123,10 @@ def write_file(
                 f"save_file() refuses to write {user!r}: it is a symbolic link that never "
                 "reaches a file (a loop). Fix: remove the link, or save to another path"
             ) from None
-        if err.filename not in (None, user):  # the user's path, never a temporary file's
-            raise type(err)(err.errno, err.strerror, user) from err
-        raise
+        renamed = paths.named(err, user)  # the user's path, never a temporary file's
+        if renamed is err:
+            raise
+        raise renamed from err
 
 
 def _write_at(
@@ -184,8 +189,9 @@ def _check_regular(path: str, place: paths.Place, status: os.stat_result | None)
     if status is None or stat.S_ISREG(status.st_mode):
         return
     if stat.S_ISDIR(status.st_mode):
-        raise IsADirectoryError(
-            errno.EISDIR, f"save_file() cannot write {path!r}: it is a directory; name a file"
+        raise CheckpointIsADirectoryError(
+            f"save_file() cannot write {path!r}: it is a directory. Fix: name a file in it",
+            path,
         )
     kind = paths.kind_of(status.st_mode)
     where = repr(path) if place.shown == os.path.abspath(path) else f"{path!r} (-> {place.shown!r})"
