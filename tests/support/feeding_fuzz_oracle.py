@@ -64,6 +64,13 @@ DIFFERENCES = (
         "values past the 32-bit range",
     ),
     Row(
+        "float64-values-past-float32-refused",
+        "a batch holding finite float64 (or complex128) values past float32's largest: tj "
+        "raises tj.ConversionError at that batch, where torch goes on (narrowed, they "
+        "would become inf)",
+        "float64 values past float32's largest",
+    ),
+    Row(
         "sharding-must-divide",
         "a sharding that splits the batch axis: a batch whose leaf it cannot split (a "
         "ragged last batch, a 0-d leaf) raises tj.ConversionError at that batch",
@@ -330,7 +337,10 @@ def _compare(draw: Draw, theirs: Loop, ours: Loop, tally: Tally) -> None:
                 raise Different(
                     "error", f"{where} batch {len(expected)}", refusal, _error(tj_epoch.error)
                 )
-            continue
+            # The refusal ends the run where a user's loop ends: torch's loop went on
+            # through the epoch, drawing from the DataLoader's generator, so the epochs
+            # after it start from other states and are not compared.
+            break
         _compare_errors(torch_epoch.error, tj_epoch.error, f"{where} batch {len(expected)}")
         tally.raised += torch_epoch.error is not None
         if (torch_epoch.left_at is None) != (tj_epoch.left_at is None):
@@ -392,6 +402,11 @@ def _refusal(batch: Any, sharding: jax.sharding.Sharding) -> str | None:
             if leaf.dtype == torch.int64 and leaf.numel():
                 if int(leaf.max()) > 2**31 - 1 or int(leaf.min()) < -(2**31):
                     return "int64-values-past-32-bits-refused"
+            narrow = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+            if leaf.dtype in narrow and leaf.numel():
+                made = torch.isinf(leaf.to(narrow[leaf.dtype])) & ~torch.isinf(leaf)
+                if bool(made.any()):
+                    return "float64-values-past-float32-refused"
     if isinstance(sharding, jax.sharding.NamedSharding) and any(sharding.spec):
         devices = len(sharding.device_set)
         for leaf in leaves:

@@ -30,7 +30,6 @@ from tests.support.deadlines import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 
-_FEEDING = "feeding (_src/feeding.py): a request in junkfuzz-requests.md"
 _PORTING = "porting/: a request in junkfuzz-requests.md"
 
 #: "target(parameter)" -> whose module it is in and where the fix is asked for.
@@ -42,8 +41,6 @@ KNOWN: dict[str, str] = {
     "tj.porting.guide.to_markdown(section)": _PORTING,
     "tj.porting.known_differences.covering(call)": _PORTING,
     "tj.porting.known_differences.instead(call)": _PORTING,
-    "tj.prefetch_to_device(iterable)": _FEEDING,
-    "tj.prefetch_to_device(size)": _FEEDING,
 }
 
 TARGETS = junk_inputs.targets()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import io
 import multiprocessing
 import sys
 import threading
@@ -543,7 +544,14 @@ _GROUPABLE = (dict, list, tuple, np.ndarray, jax.Array)
 
 
 def _is_iterable(value: object) -> bool:
-    """What ``iter()`` accepts, without calling it (which may consume or fork)."""
+    """What ``iter()`` accepts, without calling it (which may consume or fork); a closed
+    file is refused here, naming the fix (its ``iter()`` would be ``ValueError``)."""
+    if isinstance(value, io.IOBase) and value.closed:
+        raise ArgumentTypeError(
+            f"the batches come from a closed file ({value!r:.80}): its lines cannot be read. "
+            "Fix: iterate the file while it is open (inside its with block), or pass the "
+            "lines read from it"
+        )
     return isinstance(value, Iterable) or hasattr(value, "__getitem__")
 
 
@@ -553,10 +561,11 @@ def _check_size(size: object, name: str) -> None:
             f"{name} must be an int (how many batches to transfer ahead), not "
             f"{type(size).__name__} {size!r}"
         )
-    if size < 0:
+    if not 0 <= size <= sys.maxsize:
         raise ConfigError(
-            f"{name} must be >= 0 (how many batches to transfer ahead; 0 transfers each "
-            f"batch when it is asked for), got {size}"
+            f"{name} must be >= 0 and at most sys.maxsize (how many batches to transfer "
+            f"ahead; 0 transfers each batch when it is asked for), got {size}. Fix: pass "
+            "a small count, 2 by default"
         )
 
 
