@@ -34,13 +34,7 @@ _PORTING = "porting/: a request in junkfuzz-requests.md"
 
 #: "target(parameter)" -> whose module it is in and where the fix is asked for.
 KNOWN: dict[str, str] = {
-    "tj.porting.catalog.get(idiom_id)": _PORTING,
     "tj.porting.scanner.read_python(path)": _PORTING,  # a missing file: FileNotFoundError
-    "tj.porting.guide.section_page(section)": _PORTING,
-    "tj.porting.guide.to_markdown(proofs)": _PORTING,
-    "tj.porting.guide.to_markdown(section)": _PORTING,
-    "tj.porting.known_differences.covering(call)": _PORTING,
-    "tj.porting.known_differences.instead(call)": _PORTING,
 }
 
 TARGETS = junk_inputs.targets()

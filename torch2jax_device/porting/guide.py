@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from .._src.errors import ArgumentTypeError, MissingKeyError
 from .catalog import CATALOG, SECTIONS, Idiom
 
 __all__ = ["GUIDE_PAGE", "REFERENCE_DIR", "section_index", "section_page", "to_markdown"]
@@ -36,8 +37,11 @@ def section_page(section: str) -> str:
         >>> section_page("Feeding the device")
         'reference/feeding-the-device.md'
     """
-    if section not in SECTIONS:
-        raise KeyError(f"no section {section!r} in the catalog; the sections are {SECTIONS}")
+    if not isinstance(section, str) or section not in SECTIONS:
+        raise MissingKeyError(
+            f"no section {section!r} in the catalog. Fix: pass one of its sections, "
+            f"{', '.join(SECTIONS)}"
+        )
     slug = re.sub(r"[^a-z0-9]+", "-", section.lower()).strip("-")
     return f"{REFERENCE_DIR}/{slug}.md"
 
@@ -103,6 +107,11 @@ def to_markdown(section: str, proofs: Mapping[str, Sequence[str]] | None = None)
         ('<a id="device-select"></a>', True, '```python title="PyTorch"')
     """
     section_page(section)  # refuses an unknown section
+    if proofs is not None and not isinstance(proofs, Mapping):
+        raise ArgumentTypeError(
+            f"to_markdown(proofs={proofs!r:.60}): not a mapping. Fix: pass a dict of each "
+            "idiom id to the test files that prove it, or None"
+        )
     parts = []
     for idiom in CATALOG:
         if idiom.section == section:

@@ -32,6 +32,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from .._src.errors import ArgumentTypeError
+
 __all__ = ["DIFFERENCES", "NOT_DRAWN", "Call", "Difference", "Leaf", "covering", "instead"]
 
 #: What each part of an outcome is called in ``Difference.differs``.
@@ -454,6 +456,11 @@ NOT_DRAWN: dict[str, str] = {
 
 def covering(call: Call) -> list[Difference]:
     """The rows that apply to ``call``, in the table's order."""
+    if not isinstance(call, Call):
+        raise ArgumentTypeError(
+            f"covering(call={call!r:.60}): not a known_differences.Call. Fix: pass "
+            "Call(leaf=Leaf(...), device=..., dtype=...)"
+        )
     return [row for row in DIFFERENCES if row.applies(call)]
 
 

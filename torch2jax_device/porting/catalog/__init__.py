@@ -20,6 +20,7 @@ Examples:
 
 from __future__ import annotations
 
+from ..._src.errors import MissingKeyError
 from ..idiom import Idiom
 from . import (
     availability,
@@ -70,14 +71,17 @@ def get(idiom_id: str) -> Idiom:
     """The catalog row with this id.
 
     Raises:
-        KeyError: no row has this id.
+        MissingKeyError: no row has this id (a ``KeyError``), naming the fix.
 
     Examples:
         >>> from torch2jax_device.porting import catalog
         >>> catalog.get("tensor-cuda").tj
         'x = tj.to_device(x, "cuda")'
     """
-    for idiom in CATALOG:
+    for idiom in CATALOG if isinstance(idiom_id, str) else ():
         if idiom.id == idiom_id:
             return idiom
-    raise KeyError(f"no idiom {idiom_id!r} in the catalog")
+    raise MissingKeyError(
+        f"no idiom {idiom_id!r} in the catalog. Fix: pass a row's id, as scan reports it "
+        "(torch2jax-device scan --explain lists them: catalog.CATALOG's ids)"
+    )
