@@ -33,13 +33,31 @@ earlier test or doc names, labelled blind under the conventions CONTRIBUTING wri
   Stable-Baselines3 by their qualified names (sb3's ``get_device("cpu")`` is found as
   ``library-device``; its ``"cpu"`` is the string class's).
 
-  Left against the labels (4 torch lines), each in a class another helper of this round
-  owns: a device named in a string literal (timm's ``add_argument('--device',
-  default='cuda')``, the backend spec ``f"{device_type}:{backend},cpu:gloo"`` of
-  torchtitan and torchtune), and FSDP2's ``model.state_dict()`` (torchtune). Labels that
-  contradict CONTRIBUTING's conventions:
-  none found; earlier rounds (5, 6) left ``save_pretrained`` unlabelled where this set
-  labels it, which the conventions support (a library's call that writes tensors).
+  With rows8's device names in literals merged, 335/338: left are the backend spec
+  ``f"{device_type}:{backend},cpu:gloo"`` of torchtitan and torchtune (labelled
+  ``dist-other``: a process group's back ends, which the literal class leaves alone)
+  and FSDP2's ``model.state_dict()`` (torchtune). No label contradicts CONTRIBUTING's
+  conventions; rounds 5 and 6 left ``save_pretrained`` unlabelled where this set labels
+  it, which the conventions support (a library's call that writes tensors).
+
+- held-out set B (header "Held out set B of round 8"): 19 files of ten repositories
+  (BLIP, Depth-Anything-V2, F5-TTS, InternLM, latent-diffusion, Latte, QLoRA,
+  StyleTTS2, Tianshou, TorchRL), and held-out set C ("Held out set C of round 8"): 19
+  files of twelve (Amphion, DI-engine, Dolly, GroundingDINO, icefall, imagen-pytorch,
+  nerfstudio, OpenVoice, Real-ESRGAN, Sample Factory, threestudio, Unsloth). Labelled
+  blind by two more hands, never shown to those who fixed the scanner, never fixed
+  against: the honest measure. Blind on main at c3f7386 (the round's start): B torch
+  lines 275/295 = 0.932, library lines 42/44 = 0.955; C 248/276 = 0.899, 51/62 = 0.823.
+  After every fix of the round (the conventions, round 7's leftovers, the development
+  set's classes): B 280/295 = 0.949, 42/44 = 0.955; C 255/276 = 0.924, 52/62 = 0.839;
+  together 535/571 = 0.937 and 94/106 = 0.887. Issue 35 asks 0.97 on torch lines: not
+  reached. Their misses, by class: a scheduler the file did not make, known by its
+  name (``self.scheduler.step()``, ``scheduler.state_dict()``, Transformers'
+  ``get_scheduler``, ``SequentialLR``: 10 lines); a ``DataParallel`` subclass and its
+  ``.module`` (6); torch's device module chosen at import and kept in a module-level
+  name (Unsloth's ``_DEVICE_MODULE``: 4); a variable name held in a constant
+  (``CUDA_ENVVAR``), ``os.environ.setdefault("TORCHDYNAMO_DISABLE", ...)``; ``x.type(
+  dtype)``; a GradScaler handed to Accelerate; Click options of a DeepSpeed launcher.
 
 Each file is the original's imports and the parts kept, unchanged, cut from the commit its
 header names, and rebuilt from a clone of its repository (``tests/support/excerpts.py``:
@@ -65,17 +83,21 @@ if NOT_AT_HAND and __name__ != "__main__":
     pytest.skip(NOT_AT_HAND, allow_module_level=True)
 FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
 LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
-SETS = ("development",)
+SETS = ("development", "held out B", "held out C")
 
-#: The recall each set must keep: (torch lines, library lines). The development set's
-#: after its classes were fixed (334/338, 69/69; blind: 312/338, 43/69).
+#: The recall each set must keep: (torch lines, library lines). The development set's,
+#: after its classes were fixed (335/338, 69/69; blind: 312/338, 43/69). The held-out
+#: sets', as measured at the round's end, never fixed against (B: 280/295, 42/44; C:
+#: 255/276, 52/62).
 FLOORS = {
-    "development": (0.988, 1.0),
+    "development": (0.991, 1.0),
+    "held out B": (0.949, 0.954),
+    "held out C": (0.923, 0.838),
 }
 
 
 #: The phrase of a ``.truth`` header that names its set, the first that matches.
-MARKS: tuple[tuple[str, str], ...] = ()
+MARKS = (("Held out set B", "held out B"), ("Held out set C", "held out C"))
 
 
 def set_of(name: str) -> str:
