@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tests.support import fuzz
+from tests.support import fuzz, fuzz_runs
 
 #: The dtypes a safetensors file holds that safetensors.torch reads (its ``_TYPES``).
 SAFETENSORS_DTYPES = tuple(d for d in fuzz.DTYPES if d not in ("complex128", "float8_e8m0fnu"))
@@ -171,12 +171,7 @@ class Draw:
 
     def expression(self) -> str:
         """The draw as one line: what to rerun."""
-        fields = [
-            f"{field.name}={getattr(self, field.name)!r}"
-            for field in dataclasses.fields(self)
-            if getattr(self, field.name) != field.default or field.default is dataclasses.MISSING
-        ]
-        return f"Draw({', '.join(fields)})"
+        return fuzz_runs.expression(self)
 
 
 # --- what is written ------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import torch2jax_device as tj
 from tests.support import fuzz_runs
 from tests.support.checkpoint_fuzz_oracle import Row
 from tests.support.checkpoint_fuzz_state import Layer, Net, draw_layers, twin
+from tests.support.fuzz_runs import Different, Explained
 from torch2jax_device import optim
 
 #: ``(torch.optim class, keywords)``: the optimizers and the state each keeps.
@@ -64,12 +65,8 @@ class OptimizerDraw:
     through_file: bool = True
 
     def expression(self) -> str:
-        fields = [
-            f"{field.name}={getattr(self, field.name)!r}"
-            for field in dataclasses.fields(self)
-            if getattr(self, field.name) != field.default or field.default is dataclasses.MISSING
-        ]
-        return f"OptimizerDraw({', '.join(fields)})"
+        """The draw as one line: what to rerun."""
+        return fuzz_runs.expression(self)
 
 
 class OptimizerFinding(fuzz_runs.Finding):
@@ -187,24 +184,6 @@ def _tj_optimizer(draw_: OptimizerDraw, model: Net) -> nnx.Optimizer:
 # --- judging ---------------------------------------------------------------------------------
 
 
-class _Different(Exception):
-    def __init__(self, aspect: str, where: str, theirs: Any, ours: Any) -> None:
-        super().__init__(aspect)
-        self.parts = (aspect, where, _short(theirs), _short(ours))
-
-
-class _Explained(Exception):
-    def __init__(self, row: str) -> None:
-        super().__init__(row)
-        self.row = row
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, BaseException):
-        value = f"{type(value).__name__}: {value}"
-    return " ".join(str(value).split())[:300]
-
-
 def _torch_steps_after(optimizer: torch.optim.Optimizer, module: torch.nn.Module) -> bool:
     """Whether torch's optimizer, loaded, takes a step (a wrong buffer fails there)."""
     for parameter in module.parameters():
@@ -236,14 +215,12 @@ def _judge(draw_: OptimizerDraw, tally: OptimizerTally | None) -> None:
         ours_error = error
     if ours_error is not None:
         if not isinstance(ours_error, tj.Torch2JaxDeviceError):
-            raise _Different(
-                "error: not the library's", "load_state_dict", theirs_error, ours_error
-            )
+            raise Different("error: not the library's", "load_state_dict", theirs_error, ours_error)
         if "Fix" not in str(ours_error):
-            raise _Different("error: names no fix", "load_state_dict", theirs_error, ours_error)
+            raise Different("error: names no fix", "load_state_dict", theirs_error, ours_error)
     if theirs_error is not None:
         if ours_error is None:
-            raise _Different("error: tj takes what torch refuses", "load", theirs_error, "")
+            raise Different("error: tj takes what torch refuses", "load", theirs_error, "")
         if tally is not None:
             tally.refused += 1
         return
@@ -251,31 +228,31 @@ def _judge(draw_: OptimizerDraw, tally: OptimizerTally | None) -> None:
         shape = any(change == "shape" for change, _ in draw_.changes)
         if shape and isinstance(ours_error, tj.StateDictError):
             if not _torch_steps_after(theirs, module):
-                raise _Explained("optimizer-buffer-shape-checked")
-        raise _Different("error: tj refuses", "load_state_dict", "loaded", ours_error)
+                raise Explained("optimizer-buffer-shape-checked")
+        raise Different("error: tj refuses", "load_state_dict", "loaded", ours_error)
     _compare(theirs.state_dict(), optim.state_dict(ours, model))
 
 
 def _compare(theirs: dict[str, Any], ours: dict[str, Any]) -> None:
     if theirs["param_groups"] != ours["param_groups"]:
-        raise _Different(
+        raise Different(
             "param_groups", "param_groups", theirs["param_groups"], ours["param_groups"]
         )
     if list(theirs["state"]) != list(ours["state"]):
-        raise _Different("state keys", "state", list(theirs["state"]), list(ours["state"]))
+        raise Different("state keys", "state", list(theirs["state"]), list(ours["state"]))
     for index, values in theirs["state"].items():
         mine = ours["state"][index]
         if list(values) != list(mine):
-            raise _Different("buffers", f"state[{index}]", list(values), list(mine))
+            raise Different("buffers", f"state[{index}]", list(values), list(mine))
         for name, value in values.items():
             got = mine[name]
             where = f"state[{index}][{name!r}]"
             if not isinstance(got, torch.Tensor) or got.dtype != value.dtype:
-                raise _Different("dtype", where, value.dtype, getattr(got, "dtype", type(got)))
+                raise Different("dtype", where, value.dtype, getattr(got, "dtype", type(got)))
             if got.shape != value.shape:
-                raise _Different("shape", where, tuple(value.shape), tuple(got.shape))
+                raise Different("shape", where, tuple(value.shape), tuple(got.shape))
             if not np.array_equal(got.float().numpy(), value.float().numpy(), equal_nan=True):
-                raise _Different("values", where, value.tolist(), got.tolist())
+                raise Different("values", where, value.tolist(), got.tolist())
 
 
 def judge_optimizer(
@@ -287,10 +264,10 @@ def judge_optimizer(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _judge(draw_, tally)
-    except _Explained as explained:
+    except Explained as explained:
         if tally is not None:
             tally.explained[explained.row] += 1
-    except _Different as different:
+    except Different as different:
         return [OptimizerFinding(draw_, *different.parts)]
     return []
 

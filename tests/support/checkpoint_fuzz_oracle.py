@@ -51,6 +51,7 @@ from tests.support.checkpoint_fuzz import (
     smaller,
     tensors,
 )
+from tests.support.fuzz_runs import Different, Explained
 from torch2jax_device.porting import known_differences
 from torch2jax_device.porting.known_differences import Call, Leaf
 
@@ -156,28 +157,6 @@ class Tally:
         self.examples = 0
         self.refused = 0  # failed alike (a damaged file, an argument torch refuses)
         self.explained: dict[str, int] = {row.id: 0 for row in DIFFERENCES}
-
-
-class Different(Exception):
-    """A part of the answers differs: the finding, raised from deep in a comparison."""
-
-    def __init__(self, aspect: str, where: str, theirs: Any, ours: Any) -> None:
-        super().__init__(aspect)
-        self.parts = (aspect, where, _short(theirs), _short(ours))
-
-
-class Explained(Exception):
-    """A row of ``DIFFERENCES`` accounts for the example's outcome."""
-
-    def __init__(self, row: str) -> None:
-        super().__init__(row)
-        self.row = row
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, BaseException):
-        value = f"{type(value).__name__}: {value}"
-    return " ".join(str(value).split())[:300]
 
 
 def x64() -> bool:
@@ -814,7 +793,7 @@ def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
                 f"crash: {type(error).__name__}",
                 f"{Path(where.filename).name}:{where.lineno}",
                 "",
-                _short(error),
+                fuzz_runs.short(error),
             )
         ]
     return []

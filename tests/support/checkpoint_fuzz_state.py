@@ -33,6 +33,7 @@ from flax import nnx
 import torch2jax_device as tj
 from tests.support import fuzz, fuzz_runs
 from tests.support.checkpoint_fuzz_oracle import Row
+from tests.support.fuzz_runs import Different, Explained
 
 #: Layer kinds: how each is made in NNX and in torch, from its sizes.
 LAYERS = ("linear", "linear-no-bias", "layernorm", "rmsnorm", "embed", "batchnorm", "conv")
@@ -84,12 +85,8 @@ class StateDraw:
     device: str | None = None
 
     def expression(self) -> str:
-        fields = [
-            f"{field.name}={getattr(self, field.name)!r}"
-            for field in dataclasses.fields(self)
-            if getattr(self, field.name) != field.default or field.default is dataclasses.MISSING
-        ]
-        return f"StateDraw({', '.join(fields)})"
+        """The draw as one line: what to rerun."""
+        return fuzz_runs.expression(self)
 
 
 class StateFinding(fuzz_runs.Finding):
@@ -235,24 +232,6 @@ def smaller_state(draw_: StateDraw) -> list[StateDraw]:
 # --- judging ---------------------------------------------------------------------------------
 
 
-class _Different(Exception):
-    def __init__(self, aspect: str, where: str, theirs: Any, ours: Any) -> None:
-        super().__init__(aspect)
-        self.parts = (aspect, where, _short(theirs), _short(ours))
-
-
-class _Explained(Exception):
-    def __init__(self, row: str) -> None:
-        super().__init__(row)
-        self.row = row
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, BaseException):
-        value = f"{type(value).__name__}: {value}"
-    return " ".join(str(value).split())[:300]
-
-
 def _numpy(tensor: torch.Tensor) -> np.ndarray[Any, Any]:
     """``tensor``'s values as a NumPy array of its dtype (bfloat16 through ml_dtypes)."""
     if tensor.dtype == torch.bool:
@@ -316,20 +295,20 @@ def _judge(draw_: StateDraw, tally: StateTally | None) -> None:
             ours_error = error
     if ours_error is not None:
         if not isinstance(ours_error, tj.Torch2JaxDeviceError):
-            raise _Different("error: not the library's", "load_state", theirs_error, ours_error)
+            raise Different("error: not the library's", "load_state", theirs_error, ours_error)
         if _model_values(model) != before:
-            raise _Different("a failed load changed the model", "load_state", "", ours_error)
+            raise Different("a failed load changed the model", "load_state", "", ours_error)
         if "Fix" not in str(ours_error):
-            raise _Different("error: names no fix", "load_state", theirs_error, ours_error)
+            raise Different("error: names no fix", "load_state", theirs_error, ours_error)
     if draw_.strict is False and ours_error is not None:
         if isinstance(ours_error, tj.StateDictError) and "strict=False" in str(ours_error):
-            raise _Explained("strict-false-refused")
+            raise Explained("strict-false-refused")
     if theirs_error is not None:
         if ours_error is None:
-            raise _Different("error: tj takes what torch refuses", "load_state", theirs_error, "")
+            raise Different("error: tj takes what torch refuses", "load_state", theirs_error, "")
         if draw_.container == "nested":  # tj names the entry to pass instead of each key
             if "['model']" not in str(ours_error):
-                raise _Different(
+                raise Different(
                     "error: names not the entry", "load_state", theirs_error, ours_error
                 )
         else:
@@ -338,9 +317,9 @@ def _judge(draw_: StateDraw, tally: StateTally | None) -> None:
             tally.refused += 1
         return
     if ours_error is not None:
-        raise _Different("error: tj refuses", "load_state", incompatible, ours_error)
+        raise Different("error: tj refuses", "load_state", incompatible, ours_error)
     if returned is not model:
-        raise _Different("returned", "load_state", "the model", type(returned).__name__)
+        raise Different("returned", "load_state", "the model", type(returned).__name__)
     _compare_values(theirs_twin, model, tally)
 
 
@@ -350,7 +329,7 @@ def _names_the_keys(theirs: BaseException, ours: BaseException) -> None:
     quoted = [part for i, part in enumerate(text.split('"')) if i % 2 == 1]
     missing = [key for key in quoted if key and key not in str(ours)]
     if missing:
-        raise _Different("error: does not name the key", ", ".join(missing), theirs, ours)
+        raise Different("error: does not name the key", ", ".join(missing), theirs, ours)
 
 
 def _compare_values(theirs_twin: torch.nn.Module, model: Net, tally: StateTally | None) -> None:
@@ -358,13 +337,13 @@ def _compare_values(theirs_twin: torch.nn.Module, model: Net, tally: StateTally 
     ours = tj.state_dict(model, layout="torch")
     skipped = [name for name in theirs if name.endswith("num_batches_tracked")]
     if list(ours) != [name for name in theirs if name not in skipped]:
-        raise _Different("keys", "state_dict", list(theirs), list(ours))
+        raise Different("keys", "state_dict", list(theirs), list(ours))
     for name, value in ours.items():
         expected = theirs[name]
         if value.dtype != expected.dtype or value.shape != expected.shape:
-            raise _Different("dtype or shape", name, expected.dtype, value.dtype)
+            raise Different("dtype or shape", name, expected.dtype, value.dtype)
         if value.numpy().tobytes() != expected.numpy().tobytes():
-            raise _Different("values", name, expected.tolist(), value.tolist())
+            raise Different("values", name, expected.tolist(), value.tolist())
     if tally is not None and skipped:
         tally.explained["num-batches-tracked-ignored"] += 1
 
@@ -376,10 +355,10 @@ def judge_state(draw_: StateDraw, tally: StateTally | None = None) -> list[State
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # narrowing warnings, torch's own
             _judge(draw_, tally)
-    except _Explained as explained:
+    except Explained as explained:
         if tally is not None:
             tally.explained[explained.row] += 1
-    except _Different as different:
+    except Different as different:
         return [StateFinding(draw_, *different.parts)]
     return []
 

@@ -29,6 +29,7 @@ import torch
 from torch.utils import data as torch_data
 from torch.utils.data import Dataset, IterableDataset
 
+from tests.support import fuzz_runs
 from tests.support.deadlines import deadline
 
 #: Tensor dtypes a dataset's array leaves take (torch's names).
@@ -114,12 +115,7 @@ class Draw:
 
     def expression(self) -> str:
         """The draw as one line: what to rerun."""
-        fields = [
-            f"{field.name}={getattr(self, field.name)!r}"
-            for field in dataclasses.fields(self)
-            if getattr(self, field.name) != field.default or field.name == "data"
-        ]
-        return f"Draw({', '.join(fields)})"
+        return fuzz_runs.expression(self, always=("data",))
 
     def needs_devices(self) -> int:
         return 2 if self.target in TARGETS_MANY else 1

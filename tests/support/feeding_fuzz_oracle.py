@@ -35,6 +35,7 @@ import torch
 import torch2jax_device as tj
 from tests.support import feeding_fuzz, fuzz_runs
 from tests.support.feeding_fuzz import Draw, build_loader, dataset, smaller
+from tests.support.fuzz_runs import Different
 from torch2jax_device._src.run_ahead import THREAD_NAME
 
 
@@ -95,18 +96,6 @@ class Tally:
         self.batches = 0
         self.workers = 0
         self.explained: dict[str, int] = {row.id: 0 for row in DIFFERENCES}
-
-
-class Different(Exception):
-    """A part of the answers differs: the finding, raised from deep in a comparison."""
-
-    def __init__(self, aspect: str, where: str, torch_: Any, ours: Any) -> None:
-        super().__init__(aspect)
-        self.parts = (aspect, where, _short(torch_), _short(ours))
-
-
-def _short(value: Any) -> str:
-    return " ".join(str(value).split())[:300]
 
 
 # --- the target ------------------------------------------------------------------------------

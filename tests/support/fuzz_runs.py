@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Finding", "run", "settings"]
+__all__ = ["Different", "Explained", "Finding", "expression", "run", "settings", "short"]
 
 #: The seed every fuzzer starts from unless told otherwise.
 DEFAULT_SEED = 20261129
@@ -51,6 +51,42 @@ class Finding:
             f"{self.draw.expression()}  # {self.aspect} differs at {self.where}: "
             f"torch {self.torch}; tj {self.ours}"
         )
+
+
+class Different(Exception):
+    """A part of the answers differs: the finding, raised from deep in a comparison."""
+
+    def __init__(self, aspect: str, where: str, theirs: Any, ours: Any) -> None:
+        super().__init__(aspect)
+        self.parts = (aspect, where, short(theirs), short(ours))
+
+
+class Explained(Exception):
+    """A row of a fuzzer's table accounts for the example's outcome."""
+
+    def __init__(self, row: str) -> None:
+        super().__init__(row)
+        self.row = row
+
+
+def short(value: Any) -> str:
+    """An answer on one line, at most 300 characters (an error as ``Type: message``)."""
+    if isinstance(value, BaseException):
+        value = f"{type(value).__name__}: {value}"
+    return " ".join(str(value).split())[:300]
+
+
+def expression(draw: Any, always: tuple[str, ...] = ()) -> str:
+    """A dataclass draw as one line of Python: its fields not at their defaults (and
+    those named in ``always``), what to rerun."""
+    fields = [
+        f"{field.name}={getattr(draw, field.name)!r}"
+        for field in dataclasses.fields(draw)
+        if field.default is dataclasses.MISSING
+        or field.name in always
+        or getattr(draw, field.name) != field.default
+    ]
+    return f"{type(draw).__name__}({', '.join(fields)})"
 
 
 def settings(variable: str, default_examples: int) -> tuple[int, int]:
