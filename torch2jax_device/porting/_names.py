@@ -156,6 +156,7 @@ class Names:
         self._loads: dict[tuple[int, str], list[ast.Name]] = {}
         # (id of a scope's binding list, alias depth) -> origin
         self._origins: dict[tuple[int, int], str | None] = {}
+        self._module_lasts: dict[int, tuple[ast.stmt, Binding] | None] = {}
         self._statements: dict[ast.AST, ast.stmt | None] = {}  # node -> its statement
         # (id of a name's binding list, attribute) -> the values stored there
         self._attribute_stores: dict[tuple[int, str], list[ast.expr]] | None = None
@@ -335,9 +336,27 @@ class Names:
         (open-instruct: ``import deepspeed.comm as dist`` in a ``try:``, then ``import
         torch.distributed as dist``; a function defined after both reads torch's). Not
         when a function rebinds the module's name (``global``): that may run at any
-        time."""
+        time. The last binding is worked out once per name (``_module_last``); each read
+        costs only the walk to its own module-level statement."""
         if len(bindings) < 2 or bindings[0].scope is not self.module:
             return None
+        key = id(bindings)
+        if key not in self._module_lasts:
+            self._module_lasts[key] = self._module_last(bindings)
+        found = self._module_lasts[key]
+        if found is None:
+            return None
+        last, binding = found
+        top = self.statement(node)
+        while top is not None and self.parents.get(top) is not self.tree:
+            top = self.statement(self.parents[top]) if top in self.parents else None
+        if top is None or top.lineno <= (last.end_lineno or last.lineno):
+            return None
+        return binding
+
+    def _module_last(self, bindings: list[Binding]) -> tuple[ast.stmt, Binding] | None:
+        """The last of a module name's bindings, if each is outside every function and
+        the last is a statement of the module's body: (that statement, its binding)."""
         statements = [self.statement(b.node) for b in bindings]
         if any(
             s is None or self.enclosing(s, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -345,16 +364,9 @@ class Names:
         ):
             return None
         last = max(statements, key=lambda s: s.lineno)  # type: ignore[union-attr]
-        top = self.statement(node)
-        while top is not None and self.parents.get(top) is not self.tree:
-            top = self.statement(self.parents[top]) if top in self.parents else None
-        if (
-            self.parents.get(last) is not self.tree  # type: ignore[arg-type]
-            or top is None
-            or top.lineno <= (last.end_lineno or last.lineno)  # type: ignore[union-attr]
-        ):
+        if self.parents.get(last) is not self.tree:  # type: ignore[arg-type]
             return None
-        return bindings[statements.index(last)]
+        return last, bindings[statements.index(last)]  # type: ignore[return-value]
 
     def _resolve_origin(self, bindings: list[Binding], depth: int) -> str | None:
         origins: set[str | None] = set()
