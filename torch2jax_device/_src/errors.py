@@ -517,7 +517,7 @@ class UnscannableFileError(Torch2JaxDeviceError, ValueError):
         ...     scan_source("x = torch" + ".cuda" * 2000)
         ... except UnscannableFileError as error:
         ...     print(str(error).split(";")[0])
-        nested 2003 levels deep
+        <string>: nested 2003 levels deep
     """
 
 

@@ -155,6 +155,8 @@ def plan(files: list[SourceFile], candidates: list[Candidate]) -> None:
                     changed = True
         changed = changed or order.check() or _compose_check(files, candidates)
         if not changed:
+            changed = _unseen_callers(candidates)  # the last word: no other reason holds
+        if not changed:
             break
     candidates.extend(order.findings())
 
@@ -307,15 +309,6 @@ def _problem(
                 f"its answer is kept in {exported}, which this module exports, read in "
                 f"{followed[0]}: torch's answer holds there"
             )
-        project = candidate.file.project
-        imported = project is not None and project.is_imported(candidate.file)
-        if candidate.file.flow.imported_only and not imported:
-            return (
-                "this module only defines names: its functions run in the scripts that "
-                "import it, which were not scanned with it and may keep torch's runtime "
-                "state (its seeds, its current device); scan them with it (name them all, "
-                "or scan their folder)"
-            )
     if candidate.effect in ("runtime", "default") and places:
         first = next((p for p in places if _file_of(p) is candidate.file), places[0])
         if isinstance(first, Candidate):
@@ -366,6 +359,31 @@ def _problem(
             "until every call is ported"
         )
     return ""
+
+
+def _unseen_callers(candidates: list[Candidate]) -> bool:
+    """Keep torch's runtime calls (a seed, a synchronize, the current device) in a module
+    that only defines names and that no scanned module imports: its functions run in
+    scripts not scanned with it, which may keep torch's runtime state (minGPT's
+    ``set_seed`` seeding torch's CUDA generator for a trainer scanned apart). Whether
+    anything was disabled."""
+    changed = False
+    for candidate in candidates:
+        project = candidate.file.project
+        if (
+            candidate.enabled
+            and candidate.effect == "runtime"
+            and candidate.file.flow.imported_only
+            and not (project is not None and project.is_imported(candidate.file))
+        ):
+            candidate.disable(
+                "this module only defines names: its functions run in the scripts that "
+                "import it, which were not scanned with it and may keep torch's runtime "
+                "state (its seeds, its current device); scan them with it (name them all, "
+                "or scan their folder)"
+            )
+            changed = True
+    return changed
 
 
 def _shared_with(candidate: Candidate) -> str:
