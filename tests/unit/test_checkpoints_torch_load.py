@@ -568,3 +568,16 @@ def test_a_progress_bar_for_file_objects_but_not_for_mmap(
     assert "Loading checkpoint: 100%" in capsys.readouterr().err
     load(checkpoint, progress=True, mmap=True)
     assert capsys.readouterr().err == ""
+
+
+def test_a_zip64_locator_pointing_past_the_file_is_the_librarys_error(tmp_path: Path) -> None:
+    # Found by test_only_library_errors_escape: a damaged ZIP64 locator whose offset is
+    # past what seek takes raised Python's OverflowError from the expansion check.
+    path = tmp_path / "model.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    data = bytearray(path.read_bytes())
+    end = data.rfind(b"PK\x05\x06")
+    locator = b"PK\x06\x07" + (0).to_bytes(4, "little") + (2**64 - 1).to_bytes(8, "little")
+    data[end - 20 : end] = locator + (1).to_bytes(4, "little")
+    with pytest.raises(tj.Torch2JaxDeviceError):
+        tj.load(io.BytesIO(bytes(data)))

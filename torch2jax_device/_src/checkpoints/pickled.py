@@ -210,7 +210,10 @@ def _zip_entries(file: IO[bytes]) -> int:
     entries: int = struct.unpack_from("<H", tail, at + 10)[0]
     locator = at - 20  # a ZIP64 archive (past 65,535 entries) puts its locator first
     if locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
-        file.seek(struct.unpack_from("<Q", tail, locator + 8)[0])
+        offset = struct.unpack_from("<Q", tail, locator + 8)[0]
+        if offset > size:  # a damaged locator: zipfile says what is wrong
+            return entries
+        file.seek(offset)
         record = file.read(56)
         if len(record) == 56 and record[:4] == b"PK\x06\x06":
             entries = struct.unpack_from("<Q", record, 32)[0]
