@@ -191,3 +191,29 @@ def test_the_ported_ddp_script_runs_on_one_and_two_processes(
         assert "done: 4 iterations on cpu" in resumed
     else:
         assert marker in _script(scripts, script.name, *arguments, cwd=in_tmp)
+
+
+def test_the_citation_check_flags_code_quoted_from_another_line_only() -> None:
+    source = (
+        "model = Net()\n"
+        "batch = load()\n"
+        "images = (\n"
+        "    batch.detach()\n"
+        "    .clamp_(min=-1, max=1)\n"
+        "    .add(1)\n"
+        "    .mul(255)\n"
+        "    .type(torch.uint8)\n"
+        ")\n"
+        "model.to(device)\n"
+    )
+    fair = [
+        (10, "line 10: passed to model.to(device)"),
+        # A statement over many lines, quoted from a line inside it, cut short by "...".
+        (3, "line 4: batch.detach().clamp_(min=-1, max=1).add(1).mul(... calls a torch method"),
+        (2, "line 10: passed to model.to(dev..."),
+        # The finding's own statement may be named beside the line it cites.
+        (3, "line 10: passed to model.to(device), which may write into batch.detach() here"),
+    ]
+    assert corpus.off_their_lines(source, fair) == []
+    quoted_from_elsewhere = [(2, "line 1: passed to model.to(device)")]
+    assert corpus.off_their_lines(source, quoted_from_elsewhere) == quoted_from_elsewhere

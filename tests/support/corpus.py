@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import re
 from collections.abc import Callable
@@ -89,21 +90,49 @@ def recall(folder: Path, names: list[str]) -> dict[str, tuple[int, int]]:
 
 
 _CITED = re.compile(r"\bline (\d+): (.*?)(?=: |;|$)")  # up to the explanation
-_CODE_WORD = re.compile(r"([A-Za-z_]\w*)(?=[(.\[])")  # a name called, indexed or read from
+#: A name called, indexed or read from; a name cut short by the reason's "..." is not one.
+_CODE_WORD = re.compile(r"([A-Za-z_]\w*)(?=[(\[]|\.(?!\.))")
 
 
 def miscited(source: str, name: str) -> list[tuple[int, str]]:
     """Findings of ``source`` scanned alone whose reason quotes, as code of "line N"
-    ("line 8: passed to model.to(device)"), a name that is not on line N of this file or
-    in the statement that starts there: (finding's line, reason)."""
+    ("line 8: passed to model.to(device)"), a name that is not in the statement that
+    starts on (or continues through) line N of this file, nor in the finding's own:
+    (finding's line, reason)."""
+    found = [(finding.line, finding.reason) for finding in scanner.scan_source(source, name)]
+    return off_their_lines(source, found)
+
+
+def off_their_lines(source: str, reasons: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The ``(line, reason)`` of ``reasons`` that quote code ``source`` does not hold
+    where they say (``miscited``'s check, on reasons given)."""
     lines = source.splitlines()
-    wrong = []
-    for finding in scanner.scan_source(source, name):
-        for number, cited in _CITED.findall(finding.reason):
-            near = "\n".join(lines[int(number) - 1 : int(number) + 3])
-            if any(word not in near for word in _CODE_WORD.findall(cited)):
-                wrong.append((finding.line, finding.reason))
-    return wrong
+    spans = _statement_spans(source)
+
+    def statement(number: int) -> str:
+        # From line N to the end of the innermost statement holding it (a statement
+        # starting there, or one it continues).
+        holding = [end for start, end in spans if start <= number <= end]
+        return "\n".join(lines[number - 1 : min(holding, default=number + 3)])
+
+    return [
+        (line, reason)
+        for line, reason in reasons
+        for number, cited in _CITED.findall(reason)
+        if any(
+            word not in statement(int(number)) + "\n" + statement(line)
+            for word in _CODE_WORD.findall(cited)
+        )
+    ]
+
+
+def _statement_spans(source: str) -> list[tuple[int, int]]:
+    """(first line, last line) of every statement of ``source``, compound ones included."""
+    return [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.stmt)
+    ]
 
 
 def set_of(folder: Path, name: str, marks: tuple[tuple[str, str], ...], default: str) -> str:
