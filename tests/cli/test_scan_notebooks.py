@@ -52,8 +52,9 @@ def _notebook(source: str, seed: int) -> tuple[dict[str, Any], dict[tuple[int, i
         magic = ["%matplotlib inline\n", "!nvidia-smi\n"] if draw.random() < 0.5 else []
         body = magic + lines[first:end]
         cells.append({"cell_type": "code", "source": body, "outputs": []})
+        number = sum(cell["cell_type"] == "code" for cell in cells)  # code cells alone count
         for offset in range(end - first):
-            where[(len(cells), len(magic) + offset + 1)] = first + offset + 1
+            where[(number, len(magic) + offset + 1)] = first + offset + 1
     return {"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}, where
 
 
@@ -101,8 +102,9 @@ def test_a_device_chosen_in_one_cell_and_used_in_another_is_followed(tmp_path: P
     )
     status, out, err = run_cli("scan", str(notebook))
     assert status == 1, err
-    assert f"{notebook}:cell 2:2:10: device-select" in out
-    assert f"{notebook}:cell 3:3:7: module-to model.to(device)" in out
+    # Code cells alone are counted: the markdown cell is not one.
+    assert f"{notebook}:cell 1:2:10: device-select" in out
+    assert f"{notebook}:cell 2:3:7: module-to model.to(device)" in out
     assert "0 rewritable with --diff" in out
     assert err == ""
 
@@ -179,3 +181,19 @@ def test_a_notebooks_json_report_names_the_cell(tmp_path: Path) -> None:
         "cuda-synchronize",
     )
     assert "--diff rewrites scripts only" in found["reason"]
+
+
+def test_max_bytes_bounds_a_notebooks_code_not_its_outputs(tmp_path: Path) -> None:
+    image = {"output_type": "display_data", "data": {"image/png": "A" * 20_000}}
+    cell = {**_code("import torch", "torch.cuda.synchronize()"), "outputs": [image]}
+    notebook = _write(tmp_path / "plots.ipynb", cell)
+    status, out, err = run_cli("scan", "--max-bytes", "1000", str(notebook))
+    assert (status, err) == (1, "")
+    assert "cuda-synchronize" in out
+    long_code = _code("import torch", *["torch.cuda.synchronize()"] * 100)
+    _write(notebook, long_code)
+    status, out, err = run_cli("scan", "--max-bytes", "1000", str(notebook))
+    assert status == 2
+    assert (
+        f"cannot scan {notebook}: its code cells hold 2513 bytes, larger than the 1000-byte" in err
+    )

@@ -11,7 +11,8 @@ a line magic or shell escape (``%matplotlib inline``, ``!pip install torch``) be
 said (``Notebook.skipped``): the scan of the rest goes on, and never claims it read it.
 
 ``Notebook.where(line)`` turns a line of the joined text into (cell, line in the cell),
-both 1-based, the cell counted among all cells as Jupyter numbers them in its file, and
+both 1-based, code cells counted alone (markdown and raw cells are not), as nbQA and
+ruff count them and a notebook run from the top numbers them ``In [N]``; and
 ``Notebook.relabel`` turns the "line N" a finding's reason cites into "cell C, line L".
 """
 
@@ -29,6 +30,10 @@ from ._source import MAX_BYTES, PythonFile, read_python
 
 __all__ = ["Notebook", "read_notebook"]
 
+#: How many times ``max_bytes`` a notebook's file may hold: its outputs (plots, tables,
+#: base64 images) are not read, so a notebook of a few kilobytes of code may weigh
+#: megabytes; ``max_bytes`` bounds the code cells' text.
+OUTPUTS_ALLOWANCE = 32
 #: Cell magics whose body is Python that IPython runs (timed, captured, profiled).
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
 _LINE = re.compile(r"\bline (\d+)\b")
@@ -57,7 +62,7 @@ class Notebook:
         import torch
         x = torch.ones(2).cuda()
         >>> book.where(3), book.relabel("line 3: moved here")
-        ((3, 1), 'cell 3, line 1: moved here')
+        ((2, 1), 'cell 2, line 1: moved here')
     """
 
     file: PythonFile
@@ -85,10 +90,14 @@ class Notebook:
 def read_notebook(path: str, max_bytes: int = MAX_BYTES, *, follow_links: bool = True) -> Notebook:
     """Read a Jupyter notebook's code cells as the scanner reads a script.
 
+    ``max_bytes`` bounds the code cells' text, as it bounds a script; the file, outputs
+    included, may hold ``OUTPUTS_ALLOWANCE`` times as much.
+
     Raises:
         OSError: the file cannot be opened or read.
-        UnscannableFileError: what ``read_python`` refuses, or the file is not a
-            notebook (not JSON, no list of ``cells``).
+        UnscannableFileError: what ``read_python`` refuses, the file is not a
+            notebook (not JSON, no list of ``cells``), or its code is larger than
+            ``max_bytes``.
 
     Examples:
         >>> import pathlib, tempfile
@@ -100,14 +109,15 @@ def read_notebook(path: str, max_bytes: int = MAX_BYTES, *, follow_links: bool =
         ...     print(str(error).split(": ", 1)[1].split(" (")[0])
         not a Jupyter notebook
     """
-    file = read_python(path, max_bytes, follow_links=follow_links)
+    file = read_python(path, max_bytes * OUTPUTS_ALLOWANCE, follow_links=follow_links)
     cells = _cells(path, file.text)
     text: list[str] = []
     lines: list[tuple[int, int]] = []
     skipped: list[tuple[int, str]] = []
-    for number, cell in enumerate(cells, 1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
+    code_cells = [
+        cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
+    ]
+    for number, cell in enumerate(code_cells, 1):
         source = cell.get("source", "")
         if isinstance(source, list):
             source = "".join(str(piece) for piece in source)
@@ -121,7 +131,13 @@ def read_notebook(path: str, max_bytes: int = MAX_BYTES, *, follow_links: bool =
         for line_number, line in enumerate(python.splitlines(), 1):
             text.append(line + "\n")
             lines.append((number, line_number))
-    return Notebook(file, "".join(text), tuple(lines), tuple(skipped))
+    code = "".join(text)
+    if len(code.encode()) > max_bytes:
+        raise UnscannableFileError(
+            f"{path}: its code cells hold {len(code.encode())} bytes, larger than the "
+            f"{max_bytes}-byte limit (Fix: raise it, max_bytes= or --max-bytes)"
+        )
+    return Notebook(file, code, tuple(lines), tuple(skipped))
 
 
 def _cells(path: str, text: str) -> list[Any]:
