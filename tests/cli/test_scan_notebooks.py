@@ -197,3 +197,18 @@ def test_max_bytes_bounds_a_notebooks_code_not_its_outputs(tmp_path: Path) -> No
     assert (
         f"cannot scan {notebook}: its code cells hold 2513 bytes, larger than the 1000-byte" in err
     )
+
+
+def test_a_scripts_reason_names_the_notebook_cell_that_reads_its_value(tmp_path: Path) -> None:
+    (tmp_path / "utils.py").write_text(
+        'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+    )
+    notebook = _write(
+        tmp_path / "explore.ipynb",
+        _code("import torch", "from utils import device"),
+        _code("model = torch.nn.Linear(2, 2)", "model.to(device)"),
+    )
+    status, out, err = run_cli("scan", str(tmp_path))
+    assert status == 1, err
+    assert f"read in {notebook}, which imports it: {notebook}:cell 2:2: passed to model.to" in out
+    assert f"{notebook}:4" not in out  # the joined text's line, which no editor shows

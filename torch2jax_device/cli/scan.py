@@ -15,6 +15,7 @@ import difflib
 import io
 import json
 import os
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -431,7 +432,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         failed = _diff(scripts, found, args.max_bytes, out, err) or failed
         return 2 if _notebooks_left(notebooks, found, err) or failed else 0
     findings = [
-        _in_cells(f, notebooks.get(read.path))
+        _in_cells(_cells_cited(f, notebooks), notebooks.get(read.path))
         for read, _ in files
         if read.path in found
         for f in found[read.path]
@@ -468,6 +469,16 @@ def _in_cells(finding: Finding, book: Notebook | None) -> tuple[Finding, int | N
         rewrite=None,
         reason=f"{why}; {_IN_A_NOTEBOOK}" if why else _IN_A_NOTEBOOK,
     ), cell
+
+
+def _cells_cited(finding: Finding, notebooks: dict[str, Notebook]) -> Finding:
+    """The finding with each line of a notebook its reason cites as ``PATH:LINE``
+    (a finding of another file, whose value the notebook reads) named by cell."""
+    reason = finding.reason
+    for path, book in notebooks.items():
+        if f"{path}:" in reason:
+            reason = re.sub(rf"{re.escape(path)}:(\d+)\b", book.cited, reason)
+    return finding if reason == finding.reason else dataclasses.replace(finding, reason=reason)
 
 
 def _notebooks_left(

@@ -74,6 +74,14 @@ class Notebook:
         """(cell, line in the cell) of ``line`` of ``text``."""
         return self.lines[line - 1]
 
+    def cited(self, match: re.Match[str]) -> str:
+        """``PATH:LINE`` (the match, ``LINE`` its group 1) as ``PATH:cell C:L``."""
+        number = int(match.group(1))
+        if not 1 <= number <= len(self.lines):
+            return match.group(0)
+        cell, line = self.where(number)
+        return f"{match.group(0)[: -len(match.group(1))]}cell {cell}:{line}"
+
     def relabel(self, reason: str) -> str:
         """``reason`` with each "line N" it cites named by cell and line."""
 
