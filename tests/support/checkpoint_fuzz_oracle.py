@@ -29,8 +29,6 @@ import io
 import json
 import os
 import tempfile
-import traceback
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -763,40 +761,26 @@ def _explain_argument(draw: Draw, ours: BaseException) -> None:
 
 
 def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
-    """The differences between the oracle and tj on ``draw`` that no row explains."""
-    try:
-        with tempfile.TemporaryDirectory(prefix="ckptfuzz-") as folder, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # narrowing warnings, torch's own
-            try:
-                path = write(draw, Path(folder))
-            except _WriterRefused:
-                if tally is not None:
-                    tally.refused += 1
-                return []
-            damaged = damage(draw, path) if draw.corruption is not None else None
+    """The differences between the oracle and tj on ``draw`` that no row explains (a
+    crash on either side is one, named)."""
+    return fuzz_runs.outcome(draw, _judge, tally, Finding, crashes=True)
+
+
+def _judge(draw: Draw, tally: Tally | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="ckptfuzz-") as folder:
+        try:
+            path = write(draw, Path(folder))
+        except _WriterRefused:
+            if tally is not None:
+                tally.refused += 1
+            return
+        damaged = damage(draw, path) if draw.corruption is not None else None
+        try:
             _judge_load(draw, path, damaged, tally)
-            if draw.writer == "tj.save_file" and draw.corruption is None:
-                _written_in_full(draw, tally)
-    except Explained as explained:
-        if tally is not None:
-            tally.explained[explained.row] += 1
-        return []
-    except _RefusedAlike:
-        return []
-    except Different as different:
-        return [Finding(draw, *different.parts)]
-    except Exception as error:  # a crash on either side is a finding, named
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        return [
-            Finding(
-                draw,
-                f"crash: {type(error).__name__}",
-                f"{Path(where.filename).name}:{where.lineno}",
-                "",
-                fuzz_runs.short(error),
-            )
-        ]
-    return []
+        except _RefusedAlike:
+            return
+        if draw.writer == "tj.save_file" and draw.corruption is None:
+            _written_in_full(draw, tally)
 
 
 def _written_in_full(draw: Draw, tally: Tally | None) -> None:
@@ -806,13 +790,4 @@ def _written_in_full(draw: Draw, tally: Tally | None) -> None:
 
 def shrink(finding: Finding, budget: int = 40) -> Finding:
     """A smaller draw showing the same kind of difference."""
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller(best.draw):
-            same = [f for f in judge(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge, smaller, budget)
