@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import functools
 import gc
 import io
@@ -49,21 +48,12 @@ from tests.support.checkpoint_fuzz import (
     smaller,
     tensors,
 )
-from tests.support.fuzz_runs import Different, Explained
+from tests.support.fuzz_runs import Different, Explained, Row
 from torch2jax_device.porting import known_differences
 from torch2jax_device.porting.known_differences import Call, Leaf
 
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """A difference by design: what differs, and the phrase of
-    docs/known-differences-checkpoints.md that says it (or "" for none a user meets)."""
-
-    id: str
-    what: str
-    docs: str
-
-
+#: The differences by design, each said on docs/known-differences-checkpoints.md (or, for
+#: device maps, docs/how-to/big-models.md) in the phrase its ``docs`` gives.
 DIFFERENCES = (
     Row(
         "x64-narrowing",
@@ -438,13 +428,19 @@ def read_theirs(draw: Draw, path: Path) -> dict[str, Any]:
     if draw.reader != "safe_open":
         return {"tree": safetensors.torch.load_file(path)}
     with safetensors.safe_open(path, "pt") as opened:
-        keys = opened.keys()
-        return {
-            "keys": keys,
-            "metadata": opened.metadata(),
-            "tree": {name: opened.get_tensor(name) for name in keys},
-            "slices": [_slice(opened, name, expression) for name, expression in draw.slices],
-        }
+        return _opened(draw, opened)
+
+
+def _opened(draw: Draw, opened: Any) -> dict[str, Any]:
+    """What a ``safe_open`` handle (safetensors' or tj's) answers: its keys, metadata,
+    tensors and the slices ``draw`` asks for."""
+    keys = opened.keys()
+    return {
+        "keys": keys,
+        "metadata": opened.metadata(),
+        "tree": {name: opened.get_tensor(name) for name in keys},
+        "slices": [_slice(opened, name, expression) for name, expression in draw.slices],
+    }
 
 
 def _slice(opened: Any, name: str, expression: str) -> Any:
@@ -468,13 +464,7 @@ def read_ours(draw: Draw, path: Path, count: int) -> dict[str, Any]:
     if draw.reader == "load_file":
         return {"tree": tj.load_file(path, backend=draw.backend, **keywords)}
     with tj.safe_open(path, framework="pt", backend=draw.backend, **keywords) as opened:
-        keys = opened.keys()
-        return {
-            "keys": keys,
-            "metadata": opened.metadata(),
-            "tree": {name: opened.get_tensor(name) for name in keys},
-            "slices": [_slice(opened, name, expression) for name, expression in draw.slices],
-        }
+        return _opened(draw, opened)
 
 
 # --- comparing -------------------------------------------------------------------------------

@@ -31,8 +31,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.support import fuzz, fuzz_runs
-from tests.support.checkpoint_fuzz_oracle import Row
-from tests.support.fuzz_runs import Different, Explained
+from tests.support.fuzz_runs import Different, Explained, Row
 
 #: Layer kinds: how each is made in NNX and in torch, from its sizes.
 LAYERS = ("linear", "linear-no-bias", "layernorm", "rmsnorm", "embed", "batchnorm", "conv")

@@ -33,20 +33,10 @@ import torch
 import torch2jax_device as tj
 from tests.support import feeding_fuzz, fuzz_runs
 from tests.support.feeding_fuzz import Draw, build_loader, dataset, smaller
-from tests.support.fuzz_runs import Different
+from tests.support.fuzz_runs import Different, Row
 from torch2jax_device._src.run_ahead import THREAD_NAME
 
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """A difference by design: what differs, and the phrase of the docs that says it."""
-
-    id: str
-    what: str
-    #: A phrase of ``DOCS`` (the page that says this difference).
-    docs: str
-
-
+#: The page that says each difference by design (``Row.docs``: a phrase of it).
 DOCS = "docs/known-differences-feeding-distributed.md"
 
 DIFFERENCES = (

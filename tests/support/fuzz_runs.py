@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
-    "Different", "Explained", "Finding", "expression", "listed", "outcome", "run", "settings",
-    "short", "shrink",
+    "Different", "Explained", "Finding", "Row", "expression", "listed", "outcome", "run",
+    "settings", "short", "shrink",
 ]  # fmt: skip
 
 #: The seed every fuzzer starts from unless told otherwise.
@@ -50,6 +50,17 @@ T = TypeVar("T", bound=_Counted)
 F = TypeVar("F", bound=_Found)
 D = TypeVar("D")
 E = TypeVar("E", bound=_Explaining | None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A difference by design, a row of a fuzzer's table: its id (what ``Explained``
+    names), what differs, and the phrase of the docs page that says it ("" where no run
+    a user makes meets it, or the difference is torch's failure)."""
+
+    id: str
+    what: str
+    docs: str
 
 
 @dataclasses.dataclass(frozen=True)
