@@ -69,7 +69,7 @@ FLOORS = {EVERY_FILE: (1.0, 1.0)}
 if __name__ == "__main__":
     unseen_rounds.print_figures(FOLDER, FLOORS)
 else:  # the round's tests (tests/support/unseen_rounds.py names them), and its own below
-    globals().update(unseen_rounds.tests(FOLDER, FLOORS))
+    globals().update(unseen_rounds.round_tests(FOLDER, FLOORS))
 
 
 def test_the_round_keeps_its_files() -> None:

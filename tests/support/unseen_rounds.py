@@ -3,8 +3,9 @@
 A round is a folder of ``tests/support/fixtures``: files cut from public repositories
 (rebuilt from clones, ``tests/support/excerpts.py``), each beside the ``.truth`` its
 labeller wrote by hand, in sets told apart by a phrase of the ``.truth`` header (its
-``#`` lines). ``tests(folder, floors)`` gives the round's module its tests; the module
-keeps its docstring (the round's figures, its history) and its floors, nothing else::
+``#`` lines). ``round_tests(folder, floors)`` gives the round's module its tests; the
+module keeps its docstring (the round's figures, its history) and its floors, nothing
+else::
 
     from tests.support import unseen_rounds
 
@@ -20,7 +21,7 @@ keeps its docstring (the round's figures, its history) and its floors, nothing e
     if __name__ == "__main__":
         unseen_rounds.print_figures(FOLDER, FLOORS)  # python -m ...: the figures
     else:
-        globals().update(unseen_rounds.tests(FOLDER, FLOORS))
+        globals().update(unseen_rounds.round_tests(FOLDER, FLOORS))
 
 ``FLOORS`` maps each set's phrase (as its ``.truth`` headers write it, case and all) to
 the recall its torch lines and its library lines must keep, ratios compared with
@@ -105,7 +106,7 @@ def print_figures(folder: str, floors: Floors) -> None:
     corpus.print_figures(figures(folder, floors))
 
 
-def tests(folder: str, floors: Floors) -> dict[str, Callable[..., None]]:
+def round_tests(folder: str, floors: Floors) -> dict[str, Callable[..., None]]:
     """The round's tests by name, for ``globals().update`` in its module (the module
     docstring above says how); skips the module where the clones are not at hand."""
     unseen = folder_of(folder)
