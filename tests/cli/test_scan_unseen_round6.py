@@ -142,13 +142,13 @@ from tests.support import unseen_rounds
 
 FOLDER = "unseen_round6"
 #: The recall each set must keep: (torch lines, library lines), each set named by the
-#: phrase of its ``.truth`` headers. The development set's
-#: floors were what main achieved when it was labelled (259/316, 36/61), raised to what
-#: libs6 (with rows6 merged) achieves (315/316, 61/61); the second development set's are
-#: what rows6b achieves (354/362, 94/94); the third's what rows6c achieves (475/483,
-#: 28/34; 439/483 and 23/34 measured as held out); the held-out set's what it measured,
-#: never fixed against (284/295, 69/72). All raised to what rows7 achieves, fixing the
-#: leftovers by class: 358/362; 480/483, 33/34; 292/295, 71/72.
+#: phrase of its ``.truth`` headers. The development set's floors were what main
+#: achieved when it was labelled (259/316, 36/61), raised to what libs6 (with rows6
+#: merged) achieves (315/316, 61/61); the second development set's are what rows6b
+#: achieves (354/362, 94/94); the third's what rows6c achieves (475/483, 28/34; 439/483
+#: and 23/34 measured as held out); the held-out set's what it measured, never fixed
+#: against (284/295, 69/72). All raised to what rows7 achieves, fixing the leftovers by
+#: class: 358/362; 480/483, 33/34; 292/295, 71/72.
 FLOORS = {
     "Development set of round 6": (0.996, 1.0),
     "Second development set": (0.988, 1.0),

@@ -126,11 +126,11 @@ from tests.support import unseen_rounds
 
 FOLDER = "unseen_round7"
 #: The recall each set must keep: (torch lines, library lines), each set named by the
-#: phrase of its ``.truth`` headers: the development set's
-#: what the fixes by class reached (336/337, 147/150; 310/337, 122/150 when labelled).
-#: The second development set's, what its fixes by class reached (272/282, 54/55;
-#: 256/282, 33/55 measured blind at 928b1fa). The held-out set's, what round 8's fixes
-#: by class reached (376/377, 76/92; 358/377 at round 7's end, never fixed against).
+#: phrase of its ``.truth`` headers. The development set's, what the fixes by class
+#: reached (336/337, 147/150; 310/337, 122/150 when labelled). The second development
+#: set's, what its fixes by class reached (272/282, 54/55; 256/282, 33/55 measured blind
+#: at 928b1fa). The held-out set's, what round 8's fixes by class reached (376/377,
+#: 76/92; 358/377 at round 7's end, never fixed against).
 FLOORS = {
     "Development set of round 7": (0.997, 0.979),
     "Second development set of round 7": (0.964, 0.981),
