@@ -19,7 +19,6 @@ import copy
 import dataclasses
 import random
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -260,29 +259,11 @@ def judge_optimizer(
 ) -> list[OptimizerFinding]:
     """The differences between torch's ``optimizer.load_state_dict`` and
     ``tj.optim.load_state_dict`` on ``draw_`` that no row explains."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _judge(draw_, tally)
-    except Explained as explained:
-        if tally is not None:
-            tally.explained[explained.row] += 1
-    except Different as different:
-        return [OptimizerFinding(draw_, *different.parts)]
-    return []
+    return fuzz_runs.outcome(draw_, _judge, tally, OptimizerFinding)
 
 
 def shrink_optimizer(finding: OptimizerFinding, budget: int = 30) -> OptimizerFinding:
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller_optimizer(best.draw):
-            same = [f for f in judge_optimizer(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge_optimizer, smaller_optimizer, budget)
 
 
 __all__ = [
