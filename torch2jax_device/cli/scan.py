@@ -42,9 +42,9 @@ _Read = tuple[PythonFile, SourceFile]  # a file's bytes and text, and its parse
 
 
 def _python_files(paths: list[str], err: TextIO) -> tuple[list[tuple[Path, bool]], bool]:
-    """The files to read, each with whether it was named (``True``: read as named, a
-    link followed) or met in a folder (``False``: a link is not followed), and whether a
-    folder could not be listed."""
+    """The files to read, each once (``_each_once``), with whether it was named
+    (``True``: read as named, a link followed) or met in a folder (``False``: a link
+    is not followed), and whether a folder could not be listed."""
     files: list[tuple[Path, bool]] = []
     failed = False
     for name in paths:
@@ -55,7 +55,29 @@ def _python_files(paths: list[str], err: TextIO) -> tuple[list[tuple[Path, bool]
             failed = failed or unlisted
         else:
             files.append((path, True))
-    return files, failed
+    return _each_once(files), failed
+
+
+def _each_once(files: list[tuple[Path, bool]]) -> list[tuple[Path, bool]]:
+    """``files`` with each file once: one named twice, or named and met in a folder
+    given too, would print its findings twice and apply its diff twice. A file is
+    known by its place in its folder, and one named (a link is followed) also by the
+    file it points to; a named file is read as named wherever it comes in the list."""
+
+    def names(path: Path, named: bool) -> set[str]:
+        place = os.path.join(os.path.realpath(path.parent), path.name)
+        return {place, os.path.realpath(path)} if named else {place}
+
+    named_ones = set().union(*(names(path, True) for path, named in files if named))
+    seen: set[str] = set()
+    once = []
+    for path, named in files:
+        known = names(path, named)
+        if known & seen or (not named and known & named_ones):
+            continue
+        once.append((path, named))
+        seen |= known
+    return once
 
 
 #: Folders a walk does not enter: a virtual environment's installed packages, and the
