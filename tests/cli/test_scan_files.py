@@ -476,3 +476,28 @@ def test_a_file_given_twice_is_read_once_and_its_diff_applies_once(
             ["patch", "-p1", "--dry-run"], input=diff.encode(), capture_output=True, cwd=tmp_path
         )
         assert patched.returncode == 0, patched.stdout
+
+
+def test_a_folder_walk_leaves_out_installed_packages_and_tools_folders(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(GOOD)
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "train_copy.py").write_text(GOOD)  # a project's own folder
+    for folder in (
+        "myenv/lib/python3.11/site-packages/torch",  # a venv by any name: its pyvenv.cfg
+        "venv/lib/python3.11/site-packages/torch",
+        "conda/lib/python3.11/site-packages/torch",  # no pyvenv.cfg: by site-packages
+        ".git/hooks",
+        ".tox/py311",
+        "node_modules/pkg",
+        "__pycache__",
+    ):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "cuda.py").write_text(GOOD)
+    (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    status, out, err = run_cli("scan", str(tmp_path))
+    assert (status, err) == (1, "")
+    reported = sorted({line.split(":")[0] for line in out.splitlines() if ": device-type " in line})
+    assert reported == [str(tmp_path / "build" / "train_copy.py"), str(tmp_path / "train.py")]
+    # Named, such a folder is scanned: naming it is asking for it.
+    status, out, err = run_cli("scan", str(tmp_path / "venv/lib/python3.11/site-packages"))
+    assert status == 1 and "cuda.py" in out

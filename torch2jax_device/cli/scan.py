@@ -80,14 +80,21 @@ def _each_once(files: list[tuple[Path, bool]]) -> list[tuple[Path, bool]]:
     return once
 
 
-#: Folders a walk does not enter: a virtual environment's installed packages, and the
-#: copies of notebooks Jupyter saves on its own.
-_NOT_ENTERED = frozenset({".venv", ".ipynb_checkpoints"})
+#: Folders a walk does not enter: installed packages (a virtual environment is also
+#: known by its ``pyvenv.cfg``, whatever its name), version control's and tools' own
+#: (caches, copies of notebooks Jupyter saves on its own), none of them a project's code.
+_NOT_ENTERED = frozenset(
+    {
+        ".venv", "venv", "site-packages", "dist-packages", "__pypackages__", "node_modules",
+        ".git", ".hg", ".svn", ".tox", ".nox", ".eggs", "__pycache__", ".mypy_cache",
+        ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints",
+    }
+)  # fmt: skip
 
 
 def _walk(root: Path, err: TextIO) -> tuple[list[Path], bool]:
-    """The ``*.py`` and ``*.ipynb`` files under ``root`` (sorted, ``.venv`` and
-    ``.ipynb_checkpoints`` folders left out), and whether
+    """The ``*.py`` and ``*.ipynb`` files under ``root`` (sorted, the folders of
+    ``_NOT_ENTERED`` and virtual environments left out), and whether
     a folder could not be listed. Links to folders are not entered (``scan`` does not
     leave the tree it was given; a ``*.py`` link is refused when it is opened) and the
     walk keeps its own stack, so no depth of folders exhausts Python's."""
@@ -110,7 +117,7 @@ def _walk(root: Path, err: TextIO) -> tuple[list[Path], bool]:
             except OSError:
                 is_folder = False
             if is_folder:
-                if entry.name not in _NOT_ENTERED:
+                if entry.name not in _NOT_ENTERED and not (path / "pyvenv.cfg").is_file():
                     folders.append(path)
             elif entry.name.endswith((".py", ".ipynb")):
                 found.append(path)
