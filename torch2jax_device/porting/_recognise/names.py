@@ -20,6 +20,7 @@ __all__ = [
     "generator_seed_advice",
     "inside_reported_call",
     "private",
+    "read_by_getattr",
     "rename",
 ]
 
@@ -251,6 +252,49 @@ def called_through_a_name(r: Recogniser, call: ast.Call) -> bool:
             )
             return True
     return False
+
+
+def read_by_getattr(r: Recogniser, call: ast.Call) -> bool:
+    """``getattr(getattr(torch, "version", None), "hip", None)``: a name of torch's read
+    through ``getattr`` with its attribute's name written out (Unsloth asks for ROCm so),
+    reported under the row of the name it reads, as advice; ``True`` if reported. The
+    device module by its type (``getattr(torch, "xpu")``) is ``device_types``'."""
+    if id(call) in r.reported or _read_through_getattr(r, r.parent(call), call):
+        return False  # reported, or the inner read of a longer chain
+    name = _getattr_name(r, call)
+    if name is None or not name.startswith("torch.") or name.count(".") < 2:
+        return False
+    row = RENAMES[name][0] if name in RENAMES else ADVICE.get(name) or wildcard(name)
+    if row is None:
+        return False
+    candidate = r.add(call, row.id, RENAMES[name][1] if name in RENAMES else None)
+    candidate.reason = f"reads {name} through getattr: port it as that name's"
+    return True
+
+
+def _getattr_name(r: Recogniser, node: ast.expr) -> str | None:
+    """The qualified name ``node`` reads: its own, or ``getattr(owner, "attribute"[,
+    default])``'s over the name of ``owner``."""
+    if not (
+        isinstance(node, ast.Call)
+        and r.file.values.builtin(node.func) == "getattr"
+        and len(node.args) in (2, 3)
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return r.qualname(node)
+    owner = _getattr_name(r, node.args[0])
+    return None if owner is None else f"{owner}.{node.args[1].value}"
+
+
+def _read_through_getattr(r: Recogniser, parent: ast.AST | None, node: ast.expr) -> bool:
+    """``node`` is what the ``getattr`` call ``parent`` reads an attribute of."""
+    return (
+        isinstance(parent, ast.Call)
+        and r.file.values.builtin(parent.func) == "getattr"
+        and bool(parent.args)
+        and parent.args[0] is node
+    )
 
 
 def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
