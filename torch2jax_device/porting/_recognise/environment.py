@@ -488,20 +488,28 @@ def _variable(name: object) -> tuple[str, str | None] | None:
 _LOCAL_RANK_ARGUMENTS = frozenset({"--local_rank", "--local-rank"})
 
 
+# Command-line libraries' options, declared as argparse's add_argument declares them.
+_OPTIONS = frozenset({"click.option", "typer.Option"})
+
+
 def launcher_argument(r: Recogniser, call: ast.Call) -> None:
-    """``dist-local-rank``: ``parser.add_argument("--local_rank", type=int)``, the local
-    rank torch's older launchers (and DeepSpeed's) pass as an argument; torchrun sets
-    ``LOCAL_RANK`` instead."""
+    """``dist-local-rank``: ``parser.add_argument("--local_rank", type=int)`` (or Click's
+    ``@click.option("--local_rank", ...)``), the local rank torch's older launchers (and
+    DeepSpeed's) pass as an argument; torchrun sets ``LOCAL_RANK`` instead. Reported where
+    the flag is written."""
     func = call.func
-    if (
-        isinstance(func, ast.Attribute)
-        and func.attr == "add_argument"
-        and any(isinstance(a, ast.Constant) and a.value in _LOCAL_RANK_ARGUMENTS for a in call.args)
-        and id(call) not in r.reported
-    ):
+    declares = (isinstance(func, ast.Attribute) and func.attr == "add_argument") or (
+        r.qualname(func) in _OPTIONS
+    )
+    flag = next(
+        (a for a in call.args if isinstance(a, ast.Constant) and a.value in _LOCAL_RANK_ARGUMENTS),
+        None,
+    )
+    if declares and flag is not None and id(call) not in r.reported:
         r.add(
             call,
             "dist-local-rank",
             "local_rank = tj.distributed.get_local_rank()  # no --local_rank argument: "
             "torch2jax-device run (like torchrun) sets LOCAL_RANK",
+            position=r.file.position(r.file.span(flag)[0]),
         )

@@ -203,6 +203,14 @@ def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> st
     Diffusers' ``free_memory()``); ``None`` elsewhere (the row's)."""
     if name in _MEMORY_ADVICE:
         return _MEMORY_ADVICE[name]
+    if name == "load_model" and call is not None:  # whisper.load_model(name, device)
+        device = call.args[1] if len(call.args) > 1 else None
+        device = next((k.value for k in call.keywords if k.arg == "device"), device)
+        where = r.text(device) if device is not None else "device"
+        return (
+            f"model = tj.load_state(model, path, device={where})  # the checkpoint's "
+            "weights into a JAX port of the model, on that device"
+        )
     if call is None or not isinstance(r.parent(call), ast.withitem):
         return None
     if name == "init_on_device" and call.args:

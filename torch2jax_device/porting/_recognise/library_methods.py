@@ -9,7 +9,9 @@
   DeepSpeed plugin's ``zero3_init_context_manager(enable=False)`` (a model built whole,
   not partitioned over the ranks), a Diffusers pipeline's ``enable_model_cpu_offload()``
   and ``enable_sequential_cpu_offload()`` (Accelerate's ``cpu_offload`` hooks on each of
-  its models).
+  its models), and its models' and pipelines' ``enable_xformers_memory_efficient_attention()``
+  (xformers' attention kernel chosen, as ``torch.backends.cuda.enable_mem_efficient_sdp``
+  chooses torch's: ``sdp-kernel``).
 - DeepSpeed chosen by its name in a comparison (``args.train_engine == "deepspeed"``,
   ``if engine in ("deepspeed", ...)``) in a file that imports a library running it: the
   branch on the library's parallelism (``library-strategy``), as ``"deepspeed" in
@@ -49,6 +51,19 @@ _UNIQUE_MEMBERS = {
             'plan = tj.DeviceMap.plan(path, device_map={"": ("cuda:0", "pinned_host")})  # '
             "weights kept in host memory, brought to the device inside jit "
             "(library-cpu-offload)",
+        ),
+    ),
+    **dict.fromkeys(
+        (
+            "enable_xformers_memory_efficient_attention",
+            "disable_xformers_memory_efficient_attention",
+            "set_use_memory_efficient_attention_xformers",
+        ),
+        (
+            ("diffusers",),
+            "sdp-kernel",
+            'y = jax.nn.dot_product_attention(q, k, v, implementation="cudnn")  # the '
+            "memory-efficient kernel: chosen per call, no switch on the model",
         ),
     ),
 }

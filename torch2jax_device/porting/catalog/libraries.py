@@ -166,7 +166,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`cleanup_before_training`, which empties the cache, and Diffusers' "
             "`free_memory()` likewise); ColossalAI's "
             '`get_current_device()` and Stable-Baselines3\'s `get_device("auto")` are '
-            "this process's device."
+            "this process's device. Whisper's `whisper.load_model(name, device)` loads "
+            "the torch model onto that device: load the weights with "
+            "`tj.load_state(model, path, device=device)` into a JAX port of the model."
         ),
         runs=False,
         torch_api=(
@@ -198,6 +200,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "ray.get_gpu_ids",  # the GPUs Ray gave this worker
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
+            "whisper.load_model",  # OpenAI Whisper's model, loaded onto the device given
         ),
         rewrite="advice",
     ),
@@ -684,6 +687,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
                     "lightning_fabric.utilities.rank_zero",
                     "pytorch_lightning.utilities",
                     "pytorch_lightning.utilities.rank_zero",
+                    "pytorch_lightning.utilities.distributed",  # its place before 1.6
                 )
                 for name in ("rank_zero_only", "rank_zero_only.rank")
             ),
@@ -719,7 +723,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerate's `set_seed`, Lightning's `seed_everything`, torchtune's "
             "`set_seed` and transformers' `set_seed` seed Python, NumPy and torch. JAX "
             "takes a key in every random call (`nnx.Rngs(42)` for a model); keep "
-            "`random.seed`/`np.random.seed` for host-side code. `scan` keys JAX with the "
+            "`random.seed`/`np.random.seed` for host-side code (Lhotse's `fix_random_seed` "
+            "likewise). `scan` keys JAX with the "
             "script's own seed (`set_seed(args.seed)` becomes `jax.random.key(args.seed)`); "
             "the library's call still seeds torch's DataLoader shuffle. Transformers' "
             "`enable_full_determinism(seed)` also turns torch's deterministic algorithms on: "
@@ -743,6 +748,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "colossalai.utils.set_seed",  # ColossalAI's: Python, NumPy and torch
             "deepspeed.runtime.utils.set_random_seed",
             "Fabric.seed_everything",
+            "lhotse.utils.fix_random_seed",  # Lhotse's (icefall's recipes): Python, NumPy, torch
+            "lhotse.fix_random_seed",
         ),
         rewrite="advice",
     ),
