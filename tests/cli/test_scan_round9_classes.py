@@ -15,8 +15,8 @@ environment (``os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")``); ``x.type(dt
 loss scaler handed to another object (``self.accelerator.scaler = scaler``); Click's
 ``--local_rank``; a torch name read through ``getattr`` (``torch.version.hip``);
 Diffusers' xformers switch; a device-named default of a parameter used as a device
-(``loc="cpu"``). The library classes: Lightning's ``rank_zero_only`` at its old path,
-Lhotse's ``fix_random_seed``, Whisper's ``load_model``. Every finding here is advice:
+(``loc="cpu"``). The library classes: Lightning's ``rank_zero_only`` at its old path and
+its ``ModelCheckpoint`` callback, Lhotse's ``fix_random_seed``, Whisper's ``load_model``. Every finding here is advice:
 ``--diff`` leaves its line.
 
 Marks: ``# -> rule`` and ``# silent`` (``tests/cli/test_scan_round7b_classes.py``).
@@ -51,7 +51,10 @@ _SCHEDULER_CALLS = {
     "its rate read": ("lr = {s}.get_last_lr()[0]", "torch's layout"),
 }
 _SCHEDULER_HELD = {
-    "a parameter": ("def train(model, optimizer, scheduler, ckpt, state, val_loss):\n", "scheduler"),
+    "a parameter": (
+        "def train(model, optimizer, scheduler, ckpt, state, val_loss):\n",
+        "scheduler",
+    ),
     "a helper's": (
         "def train(model, optimizer, args, ckpt, state, val_loss):\n"
         "    lr_scheduler = build_lr_scheduler(optimizer, args)\n",
@@ -72,7 +75,9 @@ _SCHEDULER_HELD = {
 }
 
 
-@pytest.mark.parametrize(("call", "held"), list(itertools.product(_SCHEDULER_CALLS, _SCHEDULER_HELD)))
+@pytest.mark.parametrize(
+    ("call", "held"), list(itertools.product(_SCHEDULER_CALLS, _SCHEDULER_HELD))
+)
 def test_a_scheduler_known_by_its_name_is_lr_scheduler(call: str, held: str) -> None:
     head, name = _SCHEDULER_HELD[held]
     indent = "        " if head.startswith("class") else "    "
@@ -131,7 +136,9 @@ _SCHEDULER_SPELLINGS = {
 }
 
 
-@pytest.mark.parametrize(("cls", "prefix"), list(itertools.product(_UNPORTED, _SCHEDULER_SPELLINGS)))
+@pytest.mark.parametrize(
+    ("cls", "prefix"), list(itertools.product(_UNPORTED, _SCHEDULER_SPELLINGS))
+)
 def test_a_torch_scheduler_with_no_port_says_what_to_write(cls: str, prefix: str) -> None:
     source = (
         _SCHEDULER_SPELLINGS[prefix].format(cls=cls)
@@ -300,9 +307,7 @@ _MODULE_CALLS = {
 }
 
 
-@pytest.mark.parametrize(
-    ("made", "call"), list(itertools.product(_DEVICE_MODULES, _MODULE_CALLS))
-)
+@pytest.mark.parametrize(("made", "call"), list(itertools.product(_DEVICE_MODULES, _MODULE_CALLS)))
 def test_a_device_module_chosen_at_import_and_its_calls(made: str, call: str) -> None:
     source = (
         "import torch\n"
@@ -330,7 +335,11 @@ _HELD_READS = {
 
 @pytest.mark.parametrize(
     ("read", "variable"),
-    list(itertools.product(_HELD_READS, ["CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "PYTORCH_CUDA_ALLOC_CONF"])),
+    list(
+        itertools.product(
+            _HELD_READS, ["CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "PYTORCH_CUDA_ALLOC_CONF"]
+        )
+    ),
 )
 def test_a_variables_name_in_a_module_constant_is_reported_where_held_and_used(
     read: str, variable: str
@@ -542,6 +551,14 @@ _LIBRARY_CALLS = {
     "whisper.load_model": (
         "import whisper\n",
         "model = whisper.load_model(name, device)  # -> library-device\n",
+    ),
+    "ModelCheckpoint": (
+        "from pytorch_lightning.callbacks import ModelCheckpoint\n",
+        "saver = ModelCheckpoint(dirpath=path, save_last=True)  # -> library-checkpoint\n",
+    ),
+    "callbacks.model_checkpoint.ModelCheckpoint": (
+        "from lightning.pytorch.callbacks.model_checkpoint import ModelCheckpoint\n",
+        "saver = ModelCheckpoint(dirpath=path, save_last=True)  # -> library-checkpoint\n",
     ),
 }
 

@@ -18,9 +18,9 @@ __all__ = [
     "device_keys_spread",
     "held_no_sync",
     "mesh_query",
+    "wrapped_keys",
     "wrapper_attribute",
     "wrapper_subclass_made",
-    "wrapped_keys",
 ]
 
 #: A torch ``DeviceMesh``'s methods that ask where this process is in it; none of them is

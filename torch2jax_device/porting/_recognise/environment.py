@@ -283,8 +283,9 @@ def _constant(r: Recogniser, node: ast.AST) -> object:
     (``key = "MASTER_ADDR"``, ``key, value = "NCCL_DEBUG", "INFO"``); else ``None``."""
     if isinstance(node, ast.Constant):
         return node.value
-    if _formatted_alone(node) is not None:
-        return _constant(r, _formatted_alone(node))  # type: ignore[arg-type]
+    formatted = _formatted_alone(node)
+    if formatted is not None:
+        return _constant(r, formatted)  # f"{CUDA_ENVVAR}"
     if not isinstance(node, ast.Name):
         return None
     assigned = r.file.names.assigned(node, every=True)  # through copies (key = name)

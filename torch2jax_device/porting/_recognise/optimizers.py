@@ -268,8 +268,10 @@ def library_schedule(r: Recogniser, call: ast.Call) -> bool:
         shape = kind.value if isinstance(kind, ast.Constant) else None
     else:
         optimizer = given.get("optimizer", call.args[0] if call.args else None)
-        shape = function.removeprefix("get_").removesuffix("_schedule").replace(
-            "_schedule_with_warmup", "_with_warmup"
+        shape = (
+            function.removeprefix("get_")
+            .removesuffix("_schedule")
+            .replace("_schedule_with_warmup", "_with_warmup")
         )
         shape = "linear" if shape == "linear_with_warmup" else shape
         shape = "cosine" if shape == "cosine_with_warmup" else shape
@@ -344,9 +346,7 @@ def _made_as_something_else(r: Recogniser, node: ast.expr) -> bool:
     learning rate (k-diffusion's ``ema_sched = K.utils.EMAWarmup(...)``: an EMA's decay)."""
     if isinstance(node, ast.Name):
         values = [
-            b.value
-            for b in r.file.names.bindings(node)
-            if b.kind == "assign" and b.element is None
+            b.value for b in r.file.names.bindings(node) if b.kind == "assign" and b.element is None
         ]
         if len(values) != len(r.file.names.bindings(node)):
             return False
@@ -475,7 +475,9 @@ def state_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
     if method.attr not in ("state_dict", "load_state_dict"):
         return False
     kinds = r.file.values.kinds(method.value)
-    named = _OPTIMIZER_NAME.search(held_name(r, method.value) or "") is not None and UNKNOWN in kinds
+    named = (
+        _OPTIMIZER_NAME.search(held_name(r, method.value) or "") is not None and UNKNOWN in kinds
+    )
     if TORCH_OPTIMIZER not in kinds and not named:
         return False  # an nnx.Optimizer is known for what it is, whatever its name
     optimizer = r.text(method.value)

@@ -588,6 +588,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             # a subclass of Lightning's ModelCheckpoint calling its savers
             "ModelCheckpoint._save_topk_checkpoint",
             "ModelCheckpoint._save_last_checkpoint",
+            # Lightning's checkpoint callback itself, which saves the model as it trains
+            *(
+                f"{package}.{path}ModelCheckpoint"
+                for package in ("lightning.pytorch", "pytorch_lightning")
+                for path in ("callbacks.", "callbacks.model_checkpoint.")
+            ),
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
