@@ -16,8 +16,8 @@ loss scaler handed to another object (``self.accelerator.scaler = scaler``); Cli
 ``--local_rank``; a torch name read through ``getattr`` (``torch.version.hip``);
 Diffusers' xformers switch; a device-named default of a parameter used as a device
 (``loc="cpu"``). The library classes: Lightning's ``rank_zero_only`` at its old path and
-its ``ModelCheckpoint`` callback, Lhotse's ``fix_random_seed``, Whisper's ``load_model``. Every finding here is advice:
-``--diff`` leaves its line.
+its ``ModelCheckpoint`` callback, Lhotse's ``fix_random_seed``, Whisper's ``load_model``.
+Every finding here is advice: ``--diff`` leaves its line.
 
 Marks: ``# -> rule`` and ``# silent`` (``tests/cli/test_scan_round7b_classes.py``).
 """
