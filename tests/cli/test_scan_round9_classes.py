@@ -575,3 +575,36 @@ def test_the_libraries_calls_and_a_projects_namesakes(call: str) -> None:
     assert scan_text(own) == []
     if call == "whisper.load_model":
         assert "tj.load_state(model, path, device=device)" in _advice(source, 3, rule)
+
+
+# -- torch's optimizer class chosen from a table, then called ---------------------------------
+_TABLES = {
+    "dict(...)": "optimizers = dict(adam=torch.optim.Adam, lamb=Lamb)",
+    "a literal": 'optimizers = {"adam": torch.optim.AdamW, "lamb": Lamb}',
+}
+_LOOKUPS = {
+    "into another name": "optimizer_cls = optimizers[cfg.optimizer]",
+    "into the table's name": "optimizers = optimizers[cfg.optimizer]",
+}
+
+
+@pytest.mark.parametrize(("table", "lookup"), list(itertools.product(_TABLES, _LOOKUPS)))
+def test_an_optimizer_class_chosen_from_a_table_and_called(table: str, lookup: str) -> None:
+    made = _LOOKUPS[lookup].split(" = ")[0]
+    source = (
+        "import torch\n"
+        "from mypackage.optim import Lamb\n"
+        "def build(model, cfg, kwargs):\n"
+        f"    {_TABLES[table]}  # -> optimizer-torch-rules\n"
+        f"    {_LOOKUPS[lookup]}\n"
+        f"    optimizer = {made}(model.parameters(), **kwargs)  # -> optimizer-torch-rules\n"
+        "    losses = dict(l1=l1_loss, l2=l2_loss)\n"
+        "    loss_fn = losses[cfg.loss]\n"
+        "    return optimizer, loss_fn(1, 2)  # silent\n"
+    )
+    _marked(source)
+    cls = "Adam" if table == "dict(...)" else "AdamW"
+    assert f"nnx.Optimizer(model, tj.optim.{cls}(**kwargs)" in _advice(
+        source, 6, "optimizer-torch-rules"
+    )
+    assert f"tj.optim.{cls}" in _advice(source, 4, "optimizer-torch-rules")
