@@ -608,3 +608,35 @@ def test_an_optimizer_class_chosen_from_a_table_and_called(table: str, lookup: s
         source, 6, "optimizer-torch-rules"
     )
     assert f"tj.optim.{cls}" in _advice(source, 4, "optimizer-torch-rules")
+
+
+# -- a TensorDict's point-to-point sends; Accelerate's lists of what it prepared -----------------
+@pytest.mark.parametrize("call", ["data.isend(dst=0)", "data.irecv(src=rank)"])
+def test_a_tensordicts_send_and_receive_are_library_collective(call: str) -> None:
+    source = (
+        "import torch\nfrom tensordict import TensorDict\n"
+        f"def collect(data, rank, conn):\n    {call}  # -> library-collective\n"
+    )
+    _marked(source)
+    assert "ppermute" in _advice(source, 4, "library-collective")
+    check(f"import asyncio\ndef collect(data, rank):\n    {call}  # silent\n")
+
+
+@pytest.mark.parametrize(
+    ("member", "held"),
+    [("_optimizers", "optimizer"), ("_models", "model"), ("_dataloaders", "loader")],
+)
+def test_accelerates_lists_of_what_it_prepared_are_library_prepare(member: str, held: str) -> None:
+    source = (
+        "from accelerate import Accelerator\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.accelerator = Accelerator()  # -> library-launcher\n"
+        "    def patch(self, registry):\n"
+        f"        for item in self.accelerator.{member}:  # -> library-prepare\n"
+        "            item.patched = True\n"
+        f"        for item in registry.{member}:  # silent\n"
+        "            item.patched = True\n"
+    )
+    _marked(source)
+    assert f"[{held}]" in _advice(source, 6, "library-prepare")

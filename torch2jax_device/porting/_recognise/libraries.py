@@ -191,9 +191,23 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
         fitting = collective_advice(
             r, node.attr, reported if isinstance(reported, ast.Call) else None
         )
+    elif node.attr in _PREPARED_LISTS:  # accelerator._optimizers: what prepare() wrapped
+        fitting = (
+            f"[{_PREPARED_LISTS[node.attr]}]  # the port's own objects: nothing wraps them, "
+            "so keep them in a list of your own"
+        )
     r.add(reported, row, fitting, position=r.file.method_position(node))
     r.visit(node.value)
     return True
+
+
+# Accelerate's lists of what prepare() wrapped -> what the port holds instead.
+_PREPARED_LISTS = {
+    "_optimizers": "optimizer",
+    "_models": "model",
+    "_schedulers": "schedule",
+    "_dataloaders": "loader",
+}
 
 
 def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:

@@ -11,7 +11,9 @@
   and ``enable_sequential_cpu_offload()`` (Accelerate's ``cpu_offload`` hooks on each of
   its models), and its models' and pipelines' ``enable_xformers_memory_efficient_attention()``
   (xformers' attention kernel chosen, as ``torch.backends.cuda.enable_mem_efficient_sdp``
-  chooses torch's: ``sdp-kernel``).
+  chooses torch's: ``sdp-kernel``); a TensorDict's point-to-point ``isend(dst=0)`` /
+  ``irecv(src=1)`` (TorchRL's collectors: ``torch.distributed``'s underneath,
+  ``library-collective``).
 - DeepSpeed chosen by its name in a comparison (``args.train_engine == "deepspeed"``,
   ``if engine in ("deepspeed", ...)``) in a file that imports a library running it: the
   branch on the library's parallelism (``library-strategy``), as ``"deepspeed" in
@@ -64,6 +66,16 @@ _UNIQUE_MEMBERS = {
             "sdp-kernel",
             'y = jax.nn.dot_product_attention(q, k, v, implementation="cudnn")  # the '
             "memory-efficient kernel: chosen per call, no switch on the model",
+        ),
+    ),
+    **dict.fromkeys(
+        ("isend", "irecv"),
+        (
+            ("tensordict", "torchrl"),
+            "library-collective",
+            'y = jax.lax.ppermute(x, "data", perm=[(src, dst)])  # inside shard_map: a '
+            "TensorDict's send is torch.distributed's, per leaf; between hosts, "
+            "multihost_utils.process_allgather(tree)",
         ),
     ),
 }

@@ -233,7 +233,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`deepspeed.tp_model_init(model, tp_size=)` shards the layers over the "
             "tensor-parallel ranks: a `NamedSharding` over a mesh's model axis. Lightning "
             "Thunder's `thunder.distributed.ddp(model)` and `fsdp(model)` wrap the model "
-            "the same way."
+            "the same way. Accelerate's `accelerator._optimizers` (`_models`, "
+            "`_schedulers`, `_dataloaders`) lists what `prepare` wrapped: the port keeps "
+            "its own objects, unwrapped."
         ),
         runs=False,
         torch_api=(
@@ -245,6 +247,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.unwrap_model",
             "Accelerator.split_between_processes",
             "Accelerator.skip_first_batches",
+            # what prepare() wrapped, kept in the Accelerator's own lists
+            "Accelerator._optimizers",
+            "Accelerator._models",
+            "Accelerator._schedulers",
+            "Accelerator._dataloaders",
             "Fabric.setup",
             "Fabric.setup_module",
             "Fabric.setup_optimizers",
@@ -311,7 +318,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`broadcast`, `allreduce` between actors) and vLLM's `PyNcclCommunicator` "
             "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`. "
             "DeepSpeed's `safe_get_full_grad(p)` / `safe_get_full_fp32_param(p)` gather a "
-            "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier."
+            "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier. "
+            "A TensorDict's `isend(dst=0)` / `irecv(src=1)` (TorchRL's collectors) send "
+            "each leaf through `torch.distributed`: `jax.lax.ppermute` inside `shard_map`."
         ),
         runs=False,
         torch_api=(
