@@ -34,7 +34,7 @@ import tests.support.distributed.ddp_trainer_fuzz_oracle as oracle
 from tests.support import fuzz_runs
 from tests.support.deadlines import deadline
 
-EXAMPLES, SEED = fuzz_runs.settings("DDP_TRAINER_FUZZ", 3)
+EXAMPLES, SEED = fuzz_runs.settings("DDP_TRAINER_FUZZ", 2)
 
 
 @pytest.mark.slow  # two multi-process jobs
@@ -58,6 +58,12 @@ def test_the_draws_reach_every_setting() -> None:
     for field in ("batch_norm", "sampler_drop_last", "loader_drop_last", "set_epoch", "shuffle"):
         assert {getattr(one, field) for one in drawn} == {False, True}, field
     assert {one.micro_batches for one in drawn} == {1, 2, 3}
+    assert {one.feed for one in drawn} == set(fuzz.FEEDS)
+    assert {one.resume_from for one in drawn if one.resume_after} == {"port", "torch"}
+    assert {one.prefetch for one in drawn} == {0, 1, 2, 3}
+    assert {(one.prefetch > 0, one.background) for one in drawn} == {
+        (False, None), (False, False), (True, None), (True, False), (True, True)
+    }  # fmt: skip
     assert any(not one.rows_per_batch() for one in drawn)
     assert any(len(set(one.rows_per_batch())) > 1 for one in drawn)  # a short last batch
     rows = fuzz.BATCH_NORM_ROWS
@@ -69,6 +75,7 @@ def _agreeing() -> tuple[dict[str, Any], oracle.Results]:
     name = "by-hand"
     result = {
         "losses": [1.5, 1.25], "norms": [0.5, 0.25], "batches": [[[1.0, 2.0]], [[3.0, 4.0]]],
+        "lengths": [2],
         "state": {"fc1.weight": [[0.5]]},
         "optimizer": {
             "state": {"0": {"step": 2.0, "exp_avg": [[0.1]]}},
@@ -91,6 +98,7 @@ def _agreeing() -> tuple[dict[str, Any], oracle.Results]:
         ("port", lambda r: r["batches"].reverse(), "global batch"),
         ("port", lambda r: r["losses"].__setitem__(1, 1.2501), "losses"),
         ("one-device", lambda r: r["norms"].__setitem__(0, 0.6), "norms"),
+        ("port", lambda r: r.update(lengths=[3]), "len(batches)"),
         ("port", lambda r: r["state"].__setitem__("fc1.weight", [[0.6]]), "state"),
         ("one-device", lambda r: r["optimizer"]["param_groups"][0].update(lr=1), "optimizer state"),
         ("one-device", lambda r: r["optimizer"]["state"]["0"].pop("exp_avg"), "optimizer state"),

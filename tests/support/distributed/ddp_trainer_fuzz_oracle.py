@@ -129,6 +129,8 @@ def _compare(
             "global batch", f"micro-batch {index} of {len(expected['batches'])}",
             expected["batches"][index : index + 1], found["batches"][index : index + 1],
         )  # fmt: skip
+    if found["lengths"] != expected["lengths"]:
+        return finding("len(batches)", "each epoch", expected["lengths"], found["lengths"])
     for aspect, rtol in (("losses", LOSS_RTOL), ("norms", 0.0)):
         if not _close(expected[aspect], found[aspect], rtol):
             step = _first_apart(expected[aspect], found[aspect], rtol)

@@ -65,6 +65,9 @@ class AllRanks:
     def __init__(self, loaders: list[DataLoader[Any]]) -> None:
         self.loaders = loaders
 
+    def __len__(self) -> int:
+        return len(self.loaders[0])  # every rank's loader has as many batches
+
     def set_epoch(self, epoch: int) -> None:
         for loader in self.loaders:
             loader.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
@@ -140,26 +143,40 @@ def train(
             drop_last=drawn.loader_drop_last,
         )  # fmt: skip
 
+    source: Any
     if mesh is not None:
         replicated: jax.sharding.Sharding = NamedSharding(mesh, PartitionSpec())
-        batches = tj.DeviceLoader(loader(rank), NamedSharding(mesh, PartitionSpec("data")))
-        set_epoch = batches.sampler.set_epoch
+        target: jax.sharding.Sharding = NamedSharding(mesh, PartitionSpec("data"))
+        source = loader(rank)
+        set_epoch = source.sampler.set_epoch
         saves, path = rank == 0, folder / f"{name}-resume.pt"
     else:
-        replicated = SingleDeviceSharding(jax.local_devices()[0])
-        every = AllRanks([loader(of_rank) for of_rank in range(world_size)])
-        batches = tj.DeviceLoader(every, replicated)
-        set_epoch = every.set_epoch
+        replicated = target = SingleDeviceSharding(jax.local_devices()[0])
+        source = AllRanks([loader(of_rank) for of_rank in range(world_size)])
+        set_epoch = source.set_epoch
         saves, path = True, folder / f"{name}-resume-one-device-{rank}.pt"
+    feed = tj.DeviceLoader(
+        source, target, drawn.prefetch, drawn.pin_memory, background=drawn.background
+    )
+
+    def epoch_batches() -> Any:
+        """One epoch's batches, fed as the draw says."""
+        if drawn.feed == "DeviceLoader":
+            return iter(feed)
+        return tj.prefetch_to_device(source, target, drawn.prefetch, background=drawn.background)
+
     summed_over = world_size if drawn.reduction == "sum" else 0
     trainer = Trainer(drawn, replicated, world_size)
     losses: list[float] = []
     norms: list[float] = []
     seen: list[Any] = []
+    lengths: list[int] = []
     epoch = 0
     while epoch < drawn.epochs:
         if drawn.set_epoch:
             set_epoch(epoch)
+        batches = epoch_batches()
+        lengths.append(len(batches))  # len(iter(loader)): the epoch's micro-batches
         for group in steps(list(batches), drawn.micro_batches):
             seen.extend(host(inputs).tolist() for inputs, _ in group)
             loss, norm = train_step(
@@ -177,6 +194,8 @@ def train(
             if mesh is not None:
                 dist.barrier()
             trainer = Trainer(drawn, replicated, world_size)
+            if drawn.resume_from == "torch":  # the checkpoint torch's DDP job saved
+                path = folder / f"{name}-torch-resume.pt"
             epoch = trainer.resume(path)
     final = {
         key: np.asarray(tj.to_torch(value))
@@ -190,7 +209,8 @@ def train(
     loaded = tj.load(final_path, map_location="cpu")
     return {
         "draw": name, "rank": rank, "variant": "port" if mesh is not None else "one-device",
-        "losses": losses, "norms": norms, "batches": seen, "state": plain(final),
+        "losses": losses, "norms": norms, "batches": seen, "lengths": lengths,
+        "state": plain(final),
         "optimizer": plain(optim.state_dict(trainer.optimizer, trainer.model)),
         "loaded_is_final": all(
             np.array_equal(np.asarray(loaded[key]), final[key]) for key in final

@@ -86,17 +86,19 @@ def train(
     losses: list[float] = []
     norms: list[float] = []
     batches: list[Any] = []
+    lengths: list[int] = []
     epoch = 0
     while epoch < drawn.epochs:
         if drawn.set_epoch:
             sampler.set_epoch(epoch)
+        lengths.append(len(iter(loader)))
         for group in steps(list(loader), drawn.micro_batches):
             step(trainer, drawn, group, world_size, losses, norms, batches)
         if trainer.scheduler is not None:
             trainer.scheduler.step()
         epoch += 1
         if epoch == drawn.resume_after:  # rank 0 saves; every rank resumes a fresh trainer
-            path = folder / f"{name}-resume.pt"
+            path = folder / f"{name}-torch-resume.pt"  # the port may resume from it too
             if rank == 0:
                 torch.save(trainer.checkpoint(epoch), path)
             dist.barrier()
@@ -109,6 +111,7 @@ def train(
     loaded = torch.load(folder / f"{name}.pt")
     return {
         "draw": name, "rank": rank, "losses": losses, "norms": norms, "batches": batches,
+        "lengths": lengths,
         "state": plain(final), "optimizer": plain(trainer.optimizer.state_dict()),
         "loaded_is_final": all(
             torch.equal(loaded[key], final[key])
