@@ -59,6 +59,7 @@ def test_the_draws_reach_every_setting() -> None:
         assert {getattr(one, field) for one in drawn} == {False, True}, field
     assert {one.micro_batches for one in drawn} == {1, 2, 3}
     assert {one.feed for one in drawn} == set(fuzz.FEEDS)
+    assert {one.break_after for one in drawn} == {None, 1, 2, 3}
     assert {one.resume_from for one in drawn if one.resume_after} == {"port", "torch"}
     assert {one.prefetch for one in drawn} == {0, 1, 2, 3}
     assert {(one.prefetch > 0, one.background) for one in drawn} == {

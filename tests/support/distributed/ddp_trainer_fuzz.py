@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,9 @@ class TrainerDraw:
     #: sign: tj and torch round differently, the steps would differ).
     batch_norm: bool = False
     epochs: int = 2
+    #: The loop breaks once it has this many micro-batches of an epoch (``if i == limit:
+    #: break``, as a trainer's ``max_steps``); ``None``: it takes them all.
+    break_after: int | None = None
     #: How the port feeds: each epoch ``iter(tj.DeviceLoader(...))``, or
     #: ``tj.prefetch_to_device(loader, ...)``; its lookahead, pinned staging (the
     #: DeviceLoader's) and where the loader runs.
@@ -96,7 +100,7 @@ class TrainerDraw:
 
 
 #: Draws earlier runs found a difference in, by what they found; each fixed since, and
-#: run by every run of the fuzzer. Both were the check's own (seed 1, 12 draws):
+#: run by every run of the fuzzer. The first two were the check's own (seed 1, 12 draws):
 FOUND: dict[str, TrainerDraw] = {
     # Adam on weights before a BatchNorm over 2 rows per rank (and on a bias before it):
     # gradients of rounding noise, stepped by the whole learning rate, parted the sides.
@@ -110,6 +114,13 @@ FOUND: dict[str, TrainerDraw] = {
     "rank-1-batch-statistics": TrainerDraw(
         samples=12, batch_size=3, micro_batches=2, max_norm=1.0, reduction="sum",
         optimizer="momentum", scheduler="step", batch_norm=True, resume_after=1,
+    ),
+    # DeviceLoader(pin_memory=True) over a mesh of one device per process raised
+    # ConversionError "Memory kind mismatch" on every batch of torch tensors: their
+    # zero-copy arrays, already on the process's device, were taken as its shard as they
+    # were, in device memory, for a pinned_host sharding (seed 4, by hand).
+    "pinned-one-device-per-process": TrainerDraw(
+        samples=18, batch_size=2, micro_batches=2, epochs=3, break_after=2, pin_memory=True,
     ),
 }  # fmt: skip
 
@@ -132,6 +143,7 @@ def draw(rng: random.Random) -> TrainerDraw:
         scheduler=rng.choice((None, *SCHEDULERS)),
         batch_norm=rng.random() < 0.3,
         epochs=epochs,
+        break_after=rng.choice((1, 2, 3)) if rng.random() < 0.25 else None,
         feed=rng.choice(FEEDS),
         prefetch=prefetch,
         pin_memory=rng.random() < 0.3,
@@ -146,6 +158,18 @@ def draw(rng: random.Random) -> TrainerDraw:
         if min(drawn.rows_per_batch(), default=BATCH_NORM_ROWS) < BATCH_NORM_ROWS:
             drawn = dataclasses.replace(drawn, batch_norm=False)
     return drawn
+
+
+def taken(batches: Iterable[Any], limit: int | None) -> list[Any]:
+    """An epoch's micro-batches as the loop takes them: every one, or the first ``limit``
+    (the loop breaks when handed one more, as ``for i, batch in enumerate(loader): if i
+    == limit: break`` does)."""
+    micro: list[Any] = []
+    for batch in batches:
+        if len(micro) == limit:
+            break
+        micro.append(batch)
+    return micro
 
 
 def write(folder: Path, draws: dict[str, TrainerDraw]) -> None:

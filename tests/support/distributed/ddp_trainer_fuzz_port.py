@@ -23,7 +23,7 @@ import numpy as np
 import optax
 import torch
 from ddp_trainer_cases import SEED, data, initial_weights, report, steps
-from ddp_trainer_fuzz import OPTIMIZERS, SCHEDULERS, TrainerDraw, plain, read
+from ddp_trainer_fuzz import OPTIMIZERS, SCHEDULERS, TrainerDraw, plain, read, taken
 from ddp_trainer_port import Net
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
@@ -177,7 +177,7 @@ def train(
             set_epoch(epoch)
         batches = epoch_batches()
         lengths.append(len(batches))  # len(iter(loader)): the epoch's micro-batches
-        for group in steps(list(batches), drawn.micro_batches):
+        for group in steps(taken(batches, drawn.break_after), drawn.micro_batches):
             seen.extend(host(inputs).tolist() for inputs, _ in group)
             loss, norm = train_step(
                 trainer.model, trainer.optimizer, group, summed_over, drawn.max_norm

@@ -21,7 +21,15 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from ddp_trainer_cases import SEED, data, initial_weights, report, steps
-from ddp_trainer_fuzz import OPTIMIZERS, RANK_OWN, SCHEDULERS, TrainerDraw, plain, read
+from ddp_trainer_fuzz import (
+    OPTIMIZERS,
+    RANK_OWN,
+    SCHEDULERS,
+    TrainerDraw,
+    plain,
+    read,
+    taken,
+)
 from ddp_trainer_torch import Net, gathered
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -92,7 +100,7 @@ def train(
         if drawn.set_epoch:
             sampler.set_epoch(epoch)
         lengths.append(len(iter(loader)))
-        for group in steps(list(loader), drawn.micro_batches):
+        for group in steps(taken(loader, drawn.break_after), drawn.micro_batches):
             step(trainer, drawn, group, world_size, losses, norms, batches)
         if trainer.scheduler is not None:
             trainer.scheduler.step()
