@@ -4,8 +4,10 @@ A :class:`TrainerDraw` is a DDP training loop over ``ddp_trainer_cases``'s model
 the data set's size against the world size and batch size, ``DistributedSampler``'s and
 the DataLoader's ``drop_last``, shuffling with or without ``set_epoch``, gradient
 accumulation under ``no_sync``, ``clip_grad_norm_``, the loss's reduction, the optimizer
-and its scheduler (stepped per epoch), a ``BatchNorm1d``, how many epochs, and a rank-0
-checkpoint that every rank resumes from after some epoch. ``draw(rng)`` makes one from a
+and its scheduler (stepped per epoch), a ``BatchNorm1d``, how many epochs, a loop that
+breaks early, how the port feeds (``tj.DeviceLoader`` or ``tj.prefetch_to_device`` and
+their settings), and a rank-0 checkpoint that every rank resumes from after some epoch
+(the port's own, or torch's). ``draw(rng)`` makes one from a
 seeded ``random.Random``; ``ddp_trainer_fuzz_torch.py`` (torch's DDP, the oracle) and
 ``ddp_trainer_fuzz_port.py`` (the port on the mesh, and on one device with the global
 batch) read the draws of a job from ``draws.json`` (:func:`write`, :func:`read`).
@@ -118,7 +120,7 @@ FOUND: dict[str, TrainerDraw] = {
     # DeviceLoader(pin_memory=True) over a mesh of one device per process raised
     # ConversionError "Memory kind mismatch" on every batch of torch tensors: their
     # zero-copy arrays, already on the process's device, were taken as its shard as they
-    # were, in device memory, for a pinned_host sharding (seed 4, by hand).
+    # were, in device memory, for a pinned_host sharding (seed 4: draws 2 and 16).
     "pinned-one-device-per-process": TrainerDraw(
         samples=18, batch_size=2, micro_batches=2, epochs=3, break_after=2, pin_memory=True,
     ),
