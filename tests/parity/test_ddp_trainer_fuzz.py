@@ -29,6 +29,7 @@ import pytest
 # Imported as modules: drawing and judging start no process (conftest's rule marks every
 # name imported from tests.support.distributed slow); the one test that runs the jobs is
 # marked by hand.
+import tests.support.distributed.ddp_trainer_cases as cases
 import tests.support.distributed.ddp_trainer_fuzz as fuzz
 import tests.support.distributed.ddp_trainer_fuzz_oracle as oracle
 from tests.support import fuzz_runs
@@ -69,6 +70,34 @@ def test_the_draws_reach_every_setting() -> None:
     assert any(len(set(one.rows_per_batch())) > 1 for one in drawn)  # a short last batch
     rows = fuzz.BATCH_NORM_ROWS
     assert all(min(one.rows_per_batch(), default=rows) >= rows for one in drawn if one.batch_norm)
+
+
+def test_the_draws_reach_every_named_case_of_the_trainer_oracle() -> None:
+    """The generator subsumes ``ddp_trainer_cases.CASES`` (the named loops of
+    ``test_distributed_trainer_oracle.py``): each one's sampling and batching, and each
+    one's stepping (accumulation, BatchNorm, the loss's reduction), are drawn within the
+    first few thousand draws."""
+    wanted = set()
+    for case in cases.CASES.values():
+        wanted.add(
+            (
+                case.samples,
+                case.sampler_drop_last,
+                case.batch_size,
+                case.loader_drop_last,
+                case.shuffle,
+            )
+        )
+        wanted.add((case.micro_batches, case.batch_norm, "sum" if case.summed else "mean"))
+    for number in range(20_000):
+        one = fuzz.draw(random.Random(f"{SEED}:{number}"))
+        wanted.discard(
+            (one.samples, one.sampler_drop_last, one.batch_size, one.loader_drop_last, one.shuffle)
+        )
+        wanted.discard((one.micro_batches, one.batch_norm, one.reduction))
+        if not wanted:
+            break
+    assert not wanted, f"never drawn: {wanted}"  # fmt: skip
 
 
 def _agreeing() -> tuple[dict[str, Any], oracle.Results]:
