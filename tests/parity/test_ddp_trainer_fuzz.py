@@ -97,7 +97,7 @@ def test_the_draws_reach_every_named_case_of_the_trainer_oracle() -> None:
         wanted.discard((one.micro_batches, one.batch_norm, one.reduction))
         if not wanted:
             break
-    assert not wanted, f"never drawn: {wanted}"  # fmt: skip
+    assert not wanted, f"never drawn: {wanted}"
 
 
 def _agreeing() -> tuple[dict[str, Any], oracle.Results]:
