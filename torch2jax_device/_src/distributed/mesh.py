@@ -233,6 +233,7 @@ def _built(
             leaves.append(leaf)
             continue
         target = replicated if np.ndim(value) == 0 else sharding
+        value = _in_memory_kind(value, target)
         try:
             leaves.append(jax.make_array_from_process_local_data(target, value))
         except ValueError as err:
@@ -243,6 +244,20 @@ def _built(
                 "along the batch axis."
             ) from err
     return flat.rebuild(leaves)
+
+
+def _in_memory_kind(value: Any, target: jax.sharding.Sharding) -> Any:
+    """``value`` in ``target``'s memory kind where it is a local ``jax.Array`` on the
+    target's devices: JAX takes such an array as the shard of its device as it is, in
+    whatever memory it lies (a torch tensor's zero-copy array is in device memory), and
+    then refuses a target in another kind (``DeviceLoader(pin_memory=True)`` stages in
+    ``pinned_host``) with "Memory kind mismatch"."""
+    kind = target.memory_kind
+    if not isinstance(value, jax.Array) or kind is None or value.sharding.memory_kind == kind:
+        return value
+    if not value.devices() <= target.addressable_devices:
+        return value  # copied to the target's devices, into its memory kind, anyway
+    return jax.device_put(value, value.sharding.with_memory_kind(kind))
 
 
 def _is_data(leaf: Any) -> bool:
