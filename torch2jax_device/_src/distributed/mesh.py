@@ -237,11 +237,22 @@ def _built(
         try:
             leaves.append(jax.make_array_from_process_local_data(target, value))
         except ValueError as err:
+            parts = _local_parts(target)
+            rows = np.shape(value)[0] if np.ndim(value) else None
+            if parts is not None and rows is not None and rows % parts:
+                fix = (
+                    f"its {rows} rows do not split into this process's {parts} devices along "
+                    "the batch axis. Fix: make the local batch size a multiple of "
+                    f"{parts} (drop_last=True, or a batch size that divides)"
+                )
+            else:
+                fix = (
+                    "Fix: hand this process's rows over as NumPy arrays or torch tensors on "
+                    "the host, whose dtype JAX takes (JAX's message says what did not fit)"
+                )
             raise ConversionError(
                 f"{function}: leaf {path or '<root>'} of shape {np.shape(value)} cannot be "
-                f"split over this process's devices of {_described(target)}: {err}. Fix: make "
-                "the local batch size a multiple of the number of devices this process has "
-                "along the batch axis."
+                f"placed on this process's devices of {_described(target)}: {err}; {fix}."
             ) from err
     return flat.rebuild(leaves)
 
@@ -266,6 +277,28 @@ def _is_data(leaf: Any) -> bool:
         return False
     return isinstance(leaf, (numbers.Number, np.ndarray, np.generic, jax.Array)) or (
         is_torch_tensor(leaf)
+    )
+
+
+def _local_parts(sharding: jax.sharding.Sharding) -> int | None:
+    """How many pieces this process's rows are cut into along the first axis: its
+    devices' distinct places along the mesh axes the spec's first entry names (``None``
+    for a sharding that is not a ``NamedSharding``)."""
+    if not isinstance(sharding, NamedSharding):
+        return None
+    first = sharding.spec[0] if len(sharding.spec) else None
+    if first is None:
+        return 1
+    axes = first if isinstance(first, tuple) else (first,)
+    mesh = sharding.mesh
+    where = [mesh.axis_names.index(axis) for axis in axes]
+    here = jax.process_index()
+    return len(
+        {
+            tuple(index[position] for position in where)
+            for index in np.ndindex(mesh.devices.shape)
+            if mesh.devices[index].process_index == here
+        }
     )
 
 
