@@ -175,7 +175,7 @@ KERNEL_CHOICES = ("foreach", "fused", "capturable", "differentiable")
 
 def torch_options(optimizer: Any) -> dict[str, Any]:
     """The torch options a ``tj.optim`` transformation keeps beside its state (its kernel
-    choices and ``amsgrad``), as ``_with_params`` left them on its ``init``."""
+    choices), as ``_with_params`` left them on its ``init``."""
     init = getattr(getattr(optimizer, "tx", None), "init", None)
     options: dict[str, Any] = getattr(init, "torch_options", {})
     return options
@@ -203,6 +203,7 @@ def torch_group(
             betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
             weight_decay=hyper["weight_decay"],
             decoupled_weight_decay=bool(hyper["decoupled_weight_decay"]),
+            amsgrad=bool(hyper["amsgrad"]),
         )  # fmt: skip
     else:
         maker = torch.optim.RMSprop

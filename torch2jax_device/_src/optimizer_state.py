@@ -54,8 +54,8 @@ def _torch_keys(inner: Any, hyper: dict[str, float]) -> tuple[str, ...]:
     """The buffers torch's optimizer keeps per parameter, with these hyperparameters."""
     if isinstance(inner, SGDState):
         return ("momentum_buffer",) if hyper["momentum"] != 0 else ()
-    if isinstance(inner, AdamState):
-        amsgrad = inner.max_exp_avg_sq is not None
+    if isinstance(inner, AdamState):  # torch keeps max_exp_avg_sq in amsgrad groups only
+        amsgrad = inner.max_exp_avg_sq is not None and hyper["amsgrad"] > 0
         return ("exp_avg", "exp_avg_sq", *(("max_exp_avg_sq",) if amsgrad else ()))
     optional = (("momentum_buffer", hyper["momentum"] > 0), ("grad_avg", hyper["centered"] > 0))
     return ("square_avg", *(key for key, kept in optional if kept))
@@ -159,8 +159,10 @@ def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -
             ``ValueError``), is another optimizer's (Adam's into SGD), or a buffer's
             shape differs from its parameter's (named). A ``RuntimeError`` and a
             `tj.CheckpointError`.
-            A checkpoint written with ``amsgrad`` into an optimizer made without it
-            (or the reverse) is refused naming the fix.
+            A checkpoint whose group has ``amsgrad`` into an optimizer that keeps no
+            ``max_exp_avg_sq`` (no group made with ``amsgrad``) is refused naming the
+            group and the fix; otherwise each group's ``amsgrad`` is the checkpoint's,
+            as torch's ``load_state_dict`` replaces it.
         ConversionError: ``optimizer`` is not an ``nnx.Optimizer`` over a
             ``tj.optim`` transformation.
 
@@ -184,14 +186,14 @@ def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -
     entries = parameter_entries(model)
     order = numbering(optimizer, entries)
     groups, per_parameter = _checked(state_dict, type(inner), [len(part) for part in order])
-    options = torch_options(optimizer)
-    for group in groups:
-        if bool(group.get("amsgrad", False)) != bool(options.get("amsgrad", False)):
+    for number, group in enumerate(groups):
+        if type(inner) is AdamState and group.get("amsgrad") and inner.max_exp_avg_sq is None:
             raise StateDictError(
-                f"the checkpoint's optimizer has amsgrad={bool(group.get('amsgrad'))} and "
-                f"this one amsgrad={bool(options.get('amsgrad'))}: amsgrad shapes the state "
-                f"(its max_exp_avg_sq). Fix: build tj.optim.{KINDS[type(inner)]}(..., "
-                f"amsgrad={bool(group.get('amsgrad'))}) to resume it"
+                f"the checkpoint's parameter group {number} has amsgrad=True and this "
+                "optimizer keeps no max_exp_avg_sq (none of its groups has amsgrad): amsgrad "
+                f"shapes the state. Fix: build tj.optim.{KINDS[type(inner)]}(..., "
+                "amsgrad=True) to resume it, or with parameter groups give group "
+                f"{number} 'amsgrad': True"
             )
     hypers = [_hyperparameters(type(inner), group) for group in groups]
     steps = _flat(inner[0])
@@ -363,6 +365,7 @@ def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
         "eps": group["eps"], "weight_decay": group["weight_decay"],
         "decoupled_weight_decay": float(group.get("decoupled_weight_decay", False)),
         "maximize": float(group.get("maximize", False)),
+        "amsgrad": float(bool(group.get("amsgrad", False))),
     }  # fmt: skip
 
 

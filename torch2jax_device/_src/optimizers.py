@@ -238,13 +238,13 @@ def Adam(  # torch's name and signature; params: the groups, or None (nnx.Optimi
     _flags("Adam", amsgrad=amsgrad, foreach=foreach, maximize=maximize, capturable=capturable,
            differentiable=differentiable, fused=fused,
            decoupled_weight_decay=decoupled_weight_decay)  # fmt: skip
-    groups = parsed("Adam", _given(params), {"amsgrad": amsgrad, "fused": fused})
+    groups = parsed("Adam", _given(params), {"fused": fused})
     return _adam_like(
         "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
         options=kernel_options(
             "Adam", foreach=foreach, fused=fused, differentiable=differentiable,
-            capturable=capturable, amsgrad=bool(amsgrad),
+            capturable=capturable,
         ),
     )  # fmt: skip
 
@@ -290,13 +290,13 @@ def AdamW(  # torch's name and signature; params: the groups, or None (nnx.Optim
     unexpected("AdamW", unknown)
     _flags("AdamW", amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
            differentiable=differentiable, fused=fused)  # fmt: skip
-    groups = parsed("AdamW", _given(params), {"amsgrad": amsgrad, "fused": fused})
+    groups = parsed("AdamW", _given(params), {"fused": fused})
     return _adam_like(
         "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
         options=kernel_options(
             "AdamW", foreach=foreach, fused=fused, differentiable=differentiable,
-            capturable=capturable, amsgrad=bool(amsgrad),
+            capturable=capturable,
         ),
     )  # fmt: skip
 
@@ -342,8 +342,10 @@ def _adam_like(
         )
     optax = _optax()
     factory = optax.inject_hyperparams(
-        _adam, static_args=("amsgrad", "fused"), hyperparam_dtype=jnp.float32
+        _adam, static_args=("peaks", "fused"), hyperparam_dtype=jnp.float32
     )
+    # the state keeps max_exp_avg_sq where any group may read it (torch: per group)
+    peaks = bool(amsgrad) or any(bool(group.given.get("amsgrad")) for group in groups or ())
     return _with_params(factory, options, groups, function)(
         learning_rate=lr,
         beta1=float(betas[0]),
@@ -352,7 +354,8 @@ def _adam_like(
         weight_decay=weight_decay,
         decoupled_weight_decay=float(bool(decoupled_weight_decay)),
         maximize=float(bool(maximize)),
-        amsgrad=bool(amsgrad),
+        amsgrad=float(bool(amsgrad)),
+        peaks=peaks,
         fused=bool(options.get("fused")),
     )
 
@@ -568,9 +571,13 @@ def _adam(
     weight_decay: Any,
     decoupled_weight_decay: Any,
     maximize: Any,
-    amsgrad: bool,
+    amsgrad: Any,
+    peaks: bool,
     fused: bool,
 ) -> Any:
+    """Adam's step; ``amsgrad`` (a flag, per group) divides by the largest second moment
+    so far, which the state keeps (``max_exp_avg_sq``) when ``peaks``: where any group
+    has ``amsgrad``, each parameter's peak updated only where its group's flag is set."""
     optax = _optax()
     hyperparameters = (
         learning_rate,
@@ -580,12 +587,13 @@ def _adam(
         weight_decay,
         decoupled_weight_decay,
         maximize,
+        amsgrad,
     )
 
     def init(params: Any) -> AdamState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
-        peaks = zeros(params) if amsgrad else None
-        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params), peaks)
+        kept = zeros(params) if peaks else None
+        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params), kept)
 
     def update(grads: Any, state: AdamState, params: Any = None) -> tuple[Any, AdamState]:
         if params is None:
@@ -597,7 +605,7 @@ def _adam(
             grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any, member: Any
         ) -> tuple[Any, ...]:
             (learning_rate, beta1, beta2, eps, weight_decay, decoupled_weight_decay,
-             maximize) = chosen(member, *hyperparameters)  # fmt: skip
+             maximize, amsgrad) = chosen(member, *hyperparameters)  # fmt: skip
             old = (mean, square, peak, step)
             dtype = param.dtype
             rounded = _rounded(dtype, fused)
@@ -608,10 +616,12 @@ def _adam(
             grad, mean, square, peak = (_real(value) for value in (grad, mean, square, peak))
             mean = _stored(mean + (1 - beta1) * (grad - mean), rounded)  # torch's lerp_
             square = _stored(_stored(beta2 * square, rounded) + (1 - beta2) * grad * grad, rounded)
-            if amsgrad:
-                peak = jnp.maximum(peak, square)
+            second = square
+            if peaks:
+                peak = jnp.where(amsgrad > 0, jnp.maximum(peak, square), peak)
+                second = jnp.where(amsgrad > 0, peak, square)
             step_size = learning_rate / (1 - beta1**step)
-            root = _stored(jnp.sqrt(peak if amsgrad else square), rounded)
+            root = _stored(jnp.sqrt(second), rounded)
             denominator = _stored(root / jnp.sqrt(1 - beta2**step), rounded)
             denominator = _stored(denominator + eps, rounded)
             decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
@@ -626,13 +636,13 @@ def _adam(
                 *(held(member, value, before) for value, before in zip(new, old, strict=True)),
             )
 
-        peaks = state.max_exp_avg_sq if amsgrad else jax.tree.map(lambda _: None, grads)
+        old_peaks = state.max_exp_avg_sq if peaks else jax.tree.map(lambda _: None, grads)
         parts = jax.tree.map(
-            one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step,
+            one, grads, state.exp_avg, state.exp_avg_sq, old_peaks, params, state.step,
             members(state, grads),
         )  # fmt: skip
-        updates, means, squares, peaks, steps = _unzip(parts, grads, 5)
-        return updates, AdamState(steps, means, squares, peaks if amsgrad else None, state.group)
+        updates, means, squares, new_peaks, steps = _unzip(parts, grads, 5)
+        return updates, AdamState(steps, means, squares, new_peaks if peaks else None, state.group)
 
     return optax.GradientTransformation(init, update)
 

@@ -127,13 +127,16 @@ class ParamGroup(MutableMapping[str, Any]):
             )
         names = hyperparameter_names(key)
         hyperparams = self._optimizer.opt_state.hyperparams
-        if names and all(name in hyperparams for name in names):
+        # amsgrad is in the state per group, but torch's step needs max_exp_avg_sq made
+        # at the group's first step: it is fixed, as the kernel choices are
+        fixed = key in (*KERNEL_CHOICES, "amsgrad", "params")
+        if not fixed and names and all(name in hyperparams for name in names):
             values = _values(where, key, value, len(names))
             for name, one in zip(names, values, strict=True):
                 set_exact(self._optimizer, name, checked_number(where, key, one), self._group)
         elif key in SCHEDULER_KEYS:
             group_extras(self._optimizer, self._group)[key] = checked_number(where, key, value)
-        elif key in (*KERNEL_CHOICES, "amsgrad", "params") or key in self._current():
+        elif fixed or key in self._current():
             raise UnsupportedOperationError(
                 f"param_groups[{self._group}][{key!r}] is fixed when the optimizer is built "
                 f"(it chooses torch's kernel or the state's shape): build it with {key}= "

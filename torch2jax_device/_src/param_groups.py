@@ -48,13 +48,13 @@ _HYPERPARAMETERS = {
     "maximize": ("maximize",),
     "centered": ("centered",),
     "decoupled_weight_decay": ("decoupled_weight_decay",),
+    "amsgrad": ("amsgrad",),
 }
 #: Flags: stored as 0.0 or 1.0 in the state.
-_FLAGS = ("nesterov", "maximize", "centered", "decoupled_weight_decay")
-#: What shapes the state or the rounding for every group at once: a group may not differ.
-_WHOLE = ("amsgrad", "fused")
+_FLAGS = ("nesterov", "maximize", "centered", "decoupled_weight_decay", "amsgrad")
+#: What sets the rounding for every group at once: a group may not differ.
+_WHOLE = ("fused",)
 _WHOLE_WHY = {
-    "amsgrad": "it shapes the optax state (max_exp_avg_sq) of every parameter at once",
     "fused": "it sets how every parameter's step is rounded, one choice for the jitted step",
 }
 
@@ -102,7 +102,7 @@ def hyperparameter_names(key: str) -> tuple[str, ...]:
 def parsed(function: str, params: tuple[Any, ...], whole: Mapping[str, Any]) -> list[Group] | None:
     """The groups of ``tj.optim.<function>(groups, ...)``, or None for no positional argument.
 
-    ``whole``: the optimizer's own ``amsgrad`` and ``fused``, which no group may change.
+    ``whole``: the optimizer's own ``fused``, which no group may change.
     """
     if not params:
         return None
