@@ -325,20 +325,117 @@ def test_a_group_torch_or_the_port_cannot_take_is_named(
         optim.SGD(*arguments, lr=0.1)
 
 
-def test_fused_applies_to_every_group() -> None:
-    """Torch honours a group's fused; the port refuses a group's own value with the fix."""
-    twin = TorchBlock()
-    theirs = torch.optim.Adam([{"params": [twin.fc.bias], "fused": True},
-                               {"params": [twin.ln.bias]}])  # fmt: skip
-    for parameter in (twin.fc.bias, twin.ln.bias):
-        parameter.grad = torch.ones_like(parameter)
-    theirs.step()  # the oracle: taken, per group
+#: bfloat16 parameters: fused (one float32 computation per step) and torch's other
+#: kernels (each operation rounded to bfloat16) differ here; one bfloat16 step apart.
+BFLOAT16_TOLERANCE = {"rtol": 2**-7, "atol": 2**-7}
+
+
+def _bfloat16_run(kind: str, groups: Any, **keywords: Any) -> tuple[np.ndarray, ...]:
+    """The port's Linear of bfloat16 after 4 steps of fixed gradients."""
+    model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    arguments = () if groups is None else (groups,)
+    optimizer = nnx.Optimizer(model, getattr(optim, kind)(*arguments, **keywords), wrt=nnx.Param)
+    for kernel, bias in _bfloat16_gradients():
+        grads = nnx.grad(
+            lambda m, k=kernel, b=bias: jnp.sum(m.kernel[...] * k) + jnp.sum(m.bias[...] * b)
+        )(model)
+        optimizer.update(model, grads)
+    return tuple(np.asarray(leaf[...], np.float32) for leaf in (model.kernel, model.bias))
+
+
+def _bfloat16_gradients() -> list[tuple[jax.Array, jax.Array]]:
+    rng = np.random.default_rng(0)
+    return [
+        (jnp.asarray(rng.standard_normal((3, 2)), jnp.bfloat16),
+         jnp.asarray(rng.standard_normal(2), jnp.bfloat16))
+        for _ in range(4)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["SGD", "Adam", "AdamW"])
+def test_fused_is_honoured_per_group_as_torch_does(kind: str) -> None:
+    """Torch reads fused per group: the fused group's step is computed in float32, the
+    other's rounded at each operation. The port steps each group as torch does (within
+    a bfloat16 step), each exactly as the port's whole optimizer of that kind, and its
+    state dict holds torch's groups."""
+    keywords: dict[str, Any] = {"lr": 0.1, **({"momentum": 0.9} if kind == "SGD" else {})}
+    twin = torch.nn.Linear(3, 2).to(torch.bfloat16)
+    model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    with torch.no_grad():
+        twin.weight.copy_(torch.from_numpy(np.asarray(model.kernel[...], np.float32).T))
+        twin.bias.copy_(torch.from_numpy(np.asarray(model.bias[...], np.float32)))
+    theirs = getattr(torch.optim, kind)(
+        [{"params": [twin.weight], "fused": True}, {"params": [twin.bias]}], **keywords
+    )
+    for kernel, bias in _bfloat16_gradients():
+        weight = np.ascontiguousarray(np.asarray(kernel, np.float32).T)  # as autograd's
+        twin.weight.grad = torch.from_numpy(weight).to(torch.bfloat16)
+        twin.bias.grad = torch.from_numpy(np.asarray(bias, np.float32)).to(torch.bfloat16)
+        theirs.step()
+    groups = [{"params": ["kernel"], "fused": True}, {"params": ["bias"]}]
+    kernel, bias = _bfloat16_run(kind, groups, **keywords)
+    np.testing.assert_allclose(kernel.T, twin.weight.detach().float().numpy(), **BFLOAT16_TOLERANCE)
+    np.testing.assert_allclose(bias, twin.bias.detach().float().numpy(), **BFLOAT16_TOLERANCE)
+    assert np.array_equal(kernel, _bfloat16_run(kind, None, fused=True, **keywords)[0])
+    assert np.array_equal(bias, _bfloat16_run(kind, None, **keywords)[1])
+    model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, getattr(optim, kind)(groups, **keywords), wrt=nnx.Param)
+    ours = optim.state_dict(optimizer, model)["param_groups"]
+    assert ours == [{**group, "params": [index]}
+                    for index, group in enumerate(theirs.state_dict()["param_groups"])]  # fmt: skip
+    assert [list(group) for group in ours] == [
+        list(group) for group in theirs.state_dict()["param_groups"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("groups", "fused"),
+    [
+        pytest.param(({}, {"fused": True}), None, id="the-other-group-fused"),
+        pytest.param(({"fused": False}, {}), True, id="the-group-not-fused"),
+    ],
+)
+def test_a_complex_parameter_in_a_group_that_is_not_fused_steps(
+    groups: tuple[dict[str, Any], dict[str, Any]], fused: bool | None
+) -> None:
+    """Torch refuses a complex parameter in a fused group only (the optimizer's fused
+    is the default a group may override)."""
+    real = torch.nn.Parameter(torch.ones(2))
+    wave = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    theirs = torch.optim.Adam(
+        [{"params": [wave], **groups[0]}, {"params": [real], **groups[1]}], lr=0.1, fused=fused
+    )
+    real.grad, wave.grad = torch.ones(2), torch.ones(2, dtype=torch.complex64)
+    theirs.step()  # the oracle: taken
+    model = Complex()
+    tx = optim.Adam(
+        [{"params": ["wave"], **groups[0]}, {"params": ["real"], **groups[1]}], lr=0.1, fused=fused
+    )
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    optimizer.update(model, jax.tree.map(jnp.ones_like, nnx.state(model, nnx.Param)))
+    np.testing.assert_allclose(np.asarray(model.wave[...]), wave.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(model.real[...]), real.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+def test_a_fused_and_differentiable_group_is_refused_naming_it(kind: str) -> None:
+    """Torch's Adam refuses a group that is fused and differentiable at its first step;
+    the port refuses it when made, naming the group and the fix."""
+    real = torch.nn.Parameter(torch.ones(2))
+    theirs = getattr(torch.optim, kind)(
+        [{"params": [real], "fused": True}], lr=0.1, differentiable=True
+    )
+    real.grad = torch.ones(2)
+    with pytest.raises(RuntimeError, match="fused=True does not support differentiable"):
+        theirs.step()  # the oracle
     with pytest.raises(
         tj.UnsupportedOperationError,
-        match=r"parameter group 0 sets fused=True.*torch honours fused per group.*Fix: .*"
-        r"optax.multi_transform",
+        match=r"parameter group 1 is fused and differentiable.*Fix: set one of them in group 1",
     ):
-        optim.Adam([{"params": ["fc.bias"], "fused": True}, {"params": ["ln.bias"]}], lr=0.1)
+        getattr(optim, kind)(
+            [{"params": ["bias"]}, {"params": ["kernel"], "fused": True}],
+            lr=0.1, differentiable=True,
+        )  # fmt: skip
 
 
 #: Where amsgrad is set: (the optimizer's keyword, each group's own key or None).

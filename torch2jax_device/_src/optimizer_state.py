@@ -353,6 +353,7 @@ def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
             "learning_rate": group["lr"], "momentum": group["momentum"],
             "dampening": group["dampening"], "weight_decay": group["weight_decay"],
             "nesterov": float(group["nesterov"]), "maximize": float(group.get("maximize", False)),
+            "fused": float(bool(group.get("fused"))),
         }  # fmt: skip
     if kind is RMSpropState:
         return {
@@ -366,6 +367,7 @@ def _hyperparameters(kind: type, group: Mapping[str, Any]) -> dict[str, float]:
         "decoupled_weight_decay": float(group.get("decoupled_weight_decay", False)),
         "maximize": float(group.get("maximize", False)),
         "amsgrad": float(bool(group.get("amsgrad", False))),
+        "fused": float(bool(group.get("fused"))),
     }  # fmt: skip
 
 
