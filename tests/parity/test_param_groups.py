@@ -388,6 +388,39 @@ def test_fused_is_honoured_per_group_as_torch_does(kind: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("grouped", [True, False], ids=["a-group", "no-groups"])
+def test_a_loaded_checkpoints_fused_group_rounds_as_fused(grouped: bool) -> None:
+    """Torch's load_state_dict takes the checkpoint's groups, fused included: a port
+    made without fused, loaded from a fused torch optimizer's state dict, steps as one
+    made fused does, and writes torch's groups."""
+    twin = torch.nn.Linear(3, 2).to(torch.bfloat16)
+    torch_groups = (
+        [{"params": [twin.weight], "fused": True}, {"params": [twin.bias]}]
+        if grouped
+        else [{"params": [twin.weight, twin.bias], "fused": True}]
+    )
+    saved = torch.optim.Adam(torch_groups, lr=0.1).state_dict()  # the groups alone
+
+    def stepped(fused: bool | None) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+        groups = [{"params": ["kernel"], "fused": fused}, {"params": ["bias"]}]
+        tx = optim.Adam(groups, lr=0.5) if grouped else optim.Adam(lr=0.5, fused=fused)
+        optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        optim.load_state_dict(optimizer, model, saved)
+        for kernel, bias in _bfloat16_gradients():
+            grads = nnx.grad(
+                lambda m, k=kernel, b=bias: jnp.sum(m.kernel[...] * k) + jnp.sum(m.bias[...] * b)
+            )(model)
+            optimizer.update(model, grads)
+        written = optim.state_dict(optimizer, model)["param_groups"]
+        return np.asarray(model.kernel[...], np.float32), np.asarray(model.bias[...]), written
+
+    loaded, made = stepped(None), stepped(True)
+    assert np.array_equal(loaded[0], made[0]) and np.array_equal(loaded[1], made[1])
+    assert loaded[0].tobytes() != _bfloat16_run("Adam", None, lr=0.1)[0].tobytes()
+    assert loaded[2] == saved["param_groups"]
+
+
 @pytest.mark.parametrize(
     ("groups", "fused"),
     [
