@@ -761,6 +761,39 @@ def test_fused_refuses_a_complex_parameter_a_group_holds_at_its_first_step() -> 
     assert alone.wave[...].tolist() == [1 + 0j, 1 + 0j]
 
 
+@pytest.mark.parametrize("saved_fused", [True, None])
+def test_a_loaded_checkpoints_fused_decides_whether_a_complex_parameter_steps(
+    saved_fused: bool | None,
+) -> None:
+    """Torch's load_state_dict takes the checkpoint's groups: a complex parameter's group
+    fused there makes torch's next step raise, one not fused there steps, whatever the
+    optimizer was made with. The port refuses or steps alike."""
+    real = torch.nn.Parameter(torch.ones(2))
+    wave = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    saved = torch.optim.Adam(
+        [{"params": [real]}, {"params": [wave], "fused": saved_fused}], lr=0.1
+    ).state_dict()
+    theirs = torch.optim.Adam(
+        [{"params": [real]}, {"params": [wave], "fused": not saved_fused}], lr=0.1
+    )
+    theirs.load_state_dict(saved)
+    real.grad, wave.grad = torch.ones(2), torch.ones(2, dtype=torch.complex64)
+    model = Complex()
+    tx = optim.Adam([{"params": ["real"]}, {"params": ["wave"], "fused": not saved_fused}])
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    optim.load_state_dict(optimizer, model, saved)
+    grads = jax.tree.map(jnp.ones_like, nnx.state(model, nnx.Param))
+    if saved_fused:
+        with pytest.raises(RuntimeError, match="floating point"):
+            theirs.step()  # the oracle
+        with pytest.raises(tj.UnsupportedOperationError, match="a parameter is complex"):
+            optimizer.update(model, grads)
+    else:
+        theirs.step()  # the oracle: taken
+        optimizer.update(model, grads)
+        np.testing.assert_allclose(np.asarray(model.wave[...]), wave.detach().numpy(), rtol=1e-6)
+
+
 def test_listed_parameters_are_matched_when_the_optimizer_is_made() -> None:
     """A list of parameters is matched to the model's arrays once (the transformation
     holds no copy of them): one the model replaced since is named."""

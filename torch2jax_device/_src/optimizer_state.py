@@ -235,11 +235,26 @@ def load_state_dict(optimizer: Any, model: Any, state_dict: Mapping[str, Any]) -
     for variable, value in loaded:
         _set(variable, value)
     keep_loaded_groups(optimizer, groups, hypers)
+    if getattr(inner, "group", None) is not None:
+        _mark_fused(inner, [bool(group.get("fused")) for group in groups])
     most = 0.0 if isinstance(inner, SGDState) else max(counts, default=0.0)
     if most:  # updates so far, as optax and nnx count them (torch's SGD keeps no count)
         _set(optimizer.opt_state.count, int(most))
         if hasattr(optimizer, "step"):
             _set(optimizer.step, int(most))
+
+
+def _mark_fused(inner: Any, fused: list[bool]) -> None:
+    """Each complex parameter's group note marked where its group is now ``fused`` (the
+    loaded checkpoint's groups say), unmarked where not, so a step refuses it as torch's
+    first step after ``load_state_dict`` does (``param_groups.noted_groups``)."""
+    buffers = _flat(inner[1])  # each parameter's first buffer, in its dtype
+    for name, variable in _flat(inner.group).items():
+        note = np.asarray(value_of(variable))
+        marked = note[0] >= 0 and fused[note[0]] and jnp.iscomplexobj(value_of(buffers[name]))
+        new = np.asarray([*note[:2], *([1] if marked else [])], np.int32)
+        if new.shape != note.shape:
+            variable.set_value(placed_like(new, value_of(variable), "a parameter's group"))
 
 
 def numbering(optimizer: Any, entries: list[Any]) -> list[list[int]]:
