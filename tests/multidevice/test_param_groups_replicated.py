@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -26,12 +27,12 @@ def _step(model: nnx.Linear, optimizer: nnx.Optimizer, x: jax.Array) -> None:
     optimizer.update(model, grads)
 
 
-def _trained(sharding: Any) -> tuple[nnx.Linear, nnx.Optimizer]:
+def _trained(sharding: Any, flags: dict[str, bool]) -> tuple[nnx.Linear, nnx.Optimizer]:
     model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
     if sharding is not None:
         tj.to_device(model, sharding)
     tx = optim.AdamW(
-        [{"params": ["kernel"], "weight_decay": 0.1}, {"params": ["bias"], "lr": 0.05}],
+        [{"params": ["kernel"], "weight_decay": 0.1, **flags}, {"params": ["bias"], "lr": 0.05}],
         lr=0.01,
     )
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
@@ -45,10 +46,13 @@ def _trained(sharding: Any) -> tuple[nnx.Linear, nnx.Optimizer]:
     return model, optimizer
 
 
-def test_groups_over_a_replicated_model_step_as_on_one_device() -> None:
+# A group's own amsgrad / fused are per-group flags of the optax state, replicated as
+# the other hyperparameters are.
+@pytest.mark.parametrize("flags", [{}, {"amsgrad": True}, {"amsgrad": True, "fused": True}])
+def test_groups_over_a_replicated_model_step_as_on_one_device(flags: dict[str, bool]) -> None:
     mesh = Mesh(np.array(jax.devices()), ("data",))
-    model, optimizer = _trained(NamedSharding(mesh, PartitionSpec()))
-    alone, alone_optimizer = _trained(None)
+    model, optimizer = _trained(NamedSharding(mesh, PartitionSpec()), flags)
+    alone, alone_optimizer = _trained(None, flags)
     for leaf in jax.tree.leaves(nnx.state(optimizer)):
         assert leaf.sharding.device_set == set(mesh.devices.flat), leaf
     np.testing.assert_allclose(model.kernel[...], alone.kernel[...], rtol=1e-6)
