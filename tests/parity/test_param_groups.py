@@ -820,3 +820,38 @@ def test_a_group_that_selects_nothing_is_taken_as_torch_takes_an_empty_group(
     assert optim.state_dict(optimizer, model) == theirs.state_dict()
     optim.load_state_dict(optimizer, model, theirs.state_dict())
     theirs.load_state_dict(optim.state_dict(optimizer, model))
+
+
+def test_a_scheduler_over_a_chained_optimizer_names_the_fix_that_matches_torch() -> None:
+    """torch clips with clip_grad_norm_ beside its optimizer; chaining the clip before a
+    tj.optim optimizer hides its learning rate from a scheduler, which says so and gives
+    the fix, and the fix steps as torch's clip_grad_norm_ + StepLR do."""
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    chained = nnx.Optimizer(
+        model, optax.chain(optax.clip_by_global_norm(0.5), optim.Adam(lr=0.1)), wrt=nnx.Param
+    )
+    with pytest.raises(tj.ArgumentTypeError, match=r"not one inside an optax.chain.*Fix: pass"):
+        optim.lr_scheduler.StepLR(chained, 1, gamma=0.5)
+    twin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        twin.weight.copy_(torch.from_numpy(np.asarray(model.kernel[...]).T.copy()))
+        twin.bias.copy_(torch.from_numpy(np.asarray(model.bias[...]).copy()))
+    torch_optimizer = torch.optim.Adam(twin.parameters(), lr=0.1)
+    torch_scheduler = torch.optim.lr_scheduler.StepLR(torch_optimizer, 1, gamma=0.5)
+    optimizer = nnx.Optimizer(model, optim.Adam(lr=0.1), wrt=nnx.Param)
+    scheduler = optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for _ in range(3):
+        loss = (twin(torch.from_numpy(x)) ** 2).mean()
+        torch_optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.5)
+        torch_optimizer.step()
+        torch_scheduler.step()
+        grads = nnx.grad(lambda m: jnp.mean(m(jnp.asarray(x)) ** 2))(model)
+        grads = optax.clip_by_global_norm(0.5).update(grads, optax.EmptyState())[0]
+        optimizer.update(model, grads)
+        scheduler.step()
+    np.testing.assert_allclose(model.kernel[...], twin.weight.detach().numpy().T, rtol=1e-5)
+    np.testing.assert_allclose(model.bias[...], twin.bias.detach().numpy(), rtol=1e-5)
+    assert scheduler.get_last_lr() == torch_scheduler.get_last_lr()

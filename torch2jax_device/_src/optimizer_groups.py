@@ -138,15 +138,29 @@ def set_exact(optimizer: Any, name: str, value: float, group: int = 0) -> None:
 
 def learning_rate_variable(optimizer: Any) -> Any:
     """The variable holding ``optimizer``'s learning rate, or the error naming the fix."""
-    hyperparams = getattr(getattr(optimizer, "opt_state", None), "hyperparams", None)
+    opt_state = getattr(optimizer, "opt_state", None)
+    hyperparams = getattr(opt_state, "hyperparams", None)
     variable = hyperparams.get("learning_rate") if isinstance(hyperparams, Mapping) else None
-    if variable is None or not hasattr(variable, "set_value"):
+    if variable is not None and hasattr(variable, "set_value"):
+        return variable
+    if isinstance(opt_state, tuple) and any(
+        isinstance(getattr(part, "hyperparams", None), Mapping) for part in opt_state
+    ):
         raise ArgumentTypeError(
-            f"a scheduler sets the learning rate of an nnx.Optimizer whose state holds it "
-            f"(tj.optim.SGD/Adam/AdamW, or optax.inject_hyperparams(optax.sgd)(learning_rate"
-            f"=...)), not of a {type(optimizer).__name__}"
+            "a scheduler sets the learning rate of a tj.optim optimizer handed to "
+            "nnx.Optimizer alone, not one inside an optax.chain (chained after "
+            "optax.clip_by_global_norm, say). Fix: pass tj.optim.X alone and clip in the "
+            "step, as clip_grad_norm_ does before optimizer.step(): grads = "
+            "optax.clip_by_global_norm(max_norm).update(grads, optax.EmptyState())[0]"
         )
-    return variable
+    held = type(opt_state).__name__ if opt_state is not None else "no optax state"
+    raise ArgumentTypeError(
+        "a scheduler sets the learning rate of an nnx.Optimizer whose state holds it "
+        "(tj.optim.SGD/Adam/AdamW, or optax.inject_hyperparams(optax.sgd)(learning_rate"
+        f"=...)); this {type(optimizer).__name__}'s state is a {held} with no learning "
+        "rate to set. Fix: build it as nnx.Optimizer(model, tj.optim.Adam(lr=...), "
+        "wrt=nnx.Param)"
+    )
 
 
 def read_state(optimizer: Any) -> tuple[list[dict[str, float]], Any]:
