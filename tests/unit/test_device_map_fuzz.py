@@ -43,6 +43,7 @@ def test_a_key_for_a_module_without_tensors_is_taken_as_accelerates_maps_list_th
         ("model.layers.0", "covers none"),  # under a module the tensors do not have
         ("drop", "covers none"),  # at the top: a map for another model
         ("layers*", "covers none"),  # a wildcard that matches nothing
+        ("lm_head.weight.x", "covers none"),  # under a tensor, not a module
     ],
 )
 def test_a_key_like_a_modules_name_or_for_another_model_is_still_refused(

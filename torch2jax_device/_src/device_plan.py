@@ -431,7 +431,9 @@ def _refuse_unused_keys(rules: list[tuple[str, Destination]], sizes: Mapping[str
     """
     prefixes = {name.rsplit(".", i)[0] for name in sizes for i in range(name.count(".") + 1)}
     for key, _ in rules:
-        if not key or any(_covers(key, name) for name in sizes) or _an_empty_module(key, prefixes):
+        if not key or any(_covers(key, name) for name in sizes):
+            continue
+        if _an_empty_module(key, prefixes, sizes):
             continue
         close = difflib.get_close_matches(key, sorted(prefixes), n=1)
         hint = f" (did you mean {shown(close[0])}?)" if close else ""
@@ -442,14 +444,14 @@ def _refuse_unused_keys(rules: list[tuple[str, Destination]], sizes: Mapping[str
         )
 
 
-def _an_empty_module(key: str, prefixes: set[str]) -> bool:
+def _an_empty_module(key: str, prefixes: set[str], sizes: Mapping[str, int]) -> bool:
     """Whether ``key`` reads as a module without tensors: a plain name under a module
     the tensors have, and like none of that module's other children (a top-level key
     with no tensor is a map for another model: ``"lm_head"`` for a bare decoder)."""
     if any(character in key for character in "*?[]"):
         return False
     parent, _, child = key.rpartition(".")
-    if parent not in prefixes:
+    if parent not in prefixes or parent in sizes:  # under a module, not under a tensor
         return False
     start = f"{parent}."
     siblings = {

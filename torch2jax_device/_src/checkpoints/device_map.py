@@ -142,7 +142,9 @@ class DeviceMap(DevicePlan):
             DeviceUnavailableError: ``max_memory`` or ``device_map`` names a device that
                 does not exist here.
             InvalidDeviceError: ``device_map`` leaves a tensor unplaced, has a key that
-                covers no tensor (a typo: its module would go where another key says),
+                covers no tensor (a typo: its module would go where another key says;
+                a module without tensors, such as a ``Dropout`` under a module that
+                has some, is taken),
                 gives a place that is not a device (``"disk"``) or a memory kind the
                 device lacks, or is a string that is not one of the strategies.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an
