@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(
     reason="the fuzzer's oracle is torch's CPU; JAX's default device is another here",
 )
 
-EXAMPLES, SEED = fuzz_runs.settings("DEVICE_MAP_FUZZ", 100)
+EXAMPLES, SEED = fuzz_runs.settings("DEVICE_MAP_FUZZ", 60)
 ROOT = Path(__file__).resolve().parents[2]
 
 

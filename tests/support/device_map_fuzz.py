@@ -85,8 +85,9 @@ class Draw:
     pinned: int | None = None
     #: A strategy of ``STRATEGIES``, or ``None`` with ``device_map`` given.
     strategy: str | None = "sequential"
-    #: An explicit map: ``(module prefix, accelerator index or -1 for the host)`` pairs.
-    device_map: tuple[tuple[str, int], ...] | None = None
+    #: An explicit map: ``(module prefix, place)`` pairs, a place printed as tj prints
+    #: one: ``"cpu"`` (the host), ``"cpu:1"`` (an accelerator), ``"cpu:1 pinned_host"``.
+    device_map: tuple[tuple[str, str], ...] | None = None
     #: ``(first, second)``: the parameter named ``second`` is the one named ``first``.
     ties: tuple[tuple[str, str], ...] = ()
     no_split: tuple[str, ...] = ()
@@ -266,13 +267,15 @@ def _tied_model(model: Module, ties: tuple[tuple[str, str], ...]) -> Module:
     return rebuilt(model, "")
 
 
-def _explicit(rng: random.Random, model: Module, accelerators: int) -> tuple[tuple[str, int], ...]:
+def _explicit(rng: random.Random, model: Module, accelerators: int) -> tuple[tuple[str, str], ...]:
     """Module prefixes to places: a covering one (``""``) now and then, the rest drawn."""
     paths = [path for path, _ in module_paths(model)] + [name for name, _ in named_tensors(model)]
     keys = rng.sample(paths, min(len(paths), rng.randint(1, 4)))
     if rng.random() < 0.7:
         keys.append("")
-    return tuple((key, rng.randrange(-1, accelerators)) for key in keys)
+    places = ["cpu"] + [f"cpu:{i + 1}" for i in range(accelerators)] * 2
+    places += [f"cpu:{i + 1} pinned_host" for i in range(accelerators)]
+    return tuple((key, rng.choice(places)) for key in keys)
 
 
 def draw(rng: random.Random, *, devices: int = 4) -> Draw:

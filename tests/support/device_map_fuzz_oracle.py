@@ -183,11 +183,19 @@ def max_memory(draw: Draw) -> dict[str, int]:
     return memory
 
 
-def tj_map(draw: Draw) -> dict[str, str] | None:
-    """The explicit map of ``draw`` as tj takes it (``None`` for a strategy)."""
+def tj_map(draw: Draw) -> dict[str, Any] | None:
+    """The explicit map of ``draw`` as tj takes it (``None`` for a strategy): a place
+    ``"cpu:1 pinned_host"`` as ``("cpu:1", "pinned_host")``."""
     if draw.device_map is None:
         return None
-    return {key: "cpu" if place < 0 else f"cpu:{place + 1}" for key, place in draw.device_map}
+    return {key: tuple(place.split()) if " " in place else place for key, place in draw.device_map}
+
+
+def _where(place: Any) -> tuple[jax.Device, str]:
+    """A place of an explicit map as a device and memory kind (``"cpu"``: the host's)."""
+    device, kind = place if isinstance(place, tuple) else (place, "device")
+    index = 0 if device == "cpu" else int(device.split(":")[1])
+    return cpus()[index], kind
 
 
 def tier(destination: Any) -> str:
@@ -360,6 +368,9 @@ def _check_refusal(draw: Draw, state: dict[str, torch.Tensor], error: BaseExcept
             return
         totals = _explicit_totals(draw, state, explicit)
         over = [place for place, nbytes in totals.items() if nbytes > _budget(draw, place)]
+        host = sum(nbytes for place, nbytes in totals.items() if _in_host(place))
+        if host > draw.host:
+            over.append("host")
         if not over or not isinstance(error, tj.OutOfMemoryError) or "Fix:" not in message:
             raise Different("refusal", "device_map", f"over budget: {over}", error)
         return
@@ -372,20 +383,28 @@ def _check_refusal(draw: Draw, state: dict[str, torch.Tensor], error: BaseExcept
 
 
 def _explicit_totals(
-    draw: Draw, state: dict[str, torch.Tensor], explicit: dict[str, str]
-) -> dict[str, int]:
+    draw: Draw, state: dict[str, torch.Tensor], explicit: dict[str, Any]
+) -> dict[tuple[jax.Device, str], int]:
     sizes = _distinct(draw, state)
-    totals: dict[str, int] = {}
+    totals: dict[tuple[jax.Device, str], int] = {}
     for name in state:
-        place = lookup(explicit, name)
+        place = _where(lookup(explicit, name))
         totals[place] = totals.get(place, 0) + sizes[name]
     return totals
 
 
-def _budget(draw: Draw, place: str) -> int:
-    if place == "cpu":
+def _in_host(place: tuple[jax.Device, str]) -> bool:
+    return place[1] == PINNED or place[0] == cpus()[0]
+
+
+def _budget(draw: Draw, place: tuple[jax.Device, str]) -> int:
+    """A place's own budget: an accelerator's, the host's, pinned memory's cap within it."""
+    device, kind = place
+    if kind == PINNED:
+        return draw.host if draw.pinned is None else min(draw.pinned, draw.host)
+    if device == cpus()[0]:
         return draw.host
-    return draw.accelerators[int(place.split(":")[1]) - 1]
+    return draw.accelerators[device.id - 1]
 
 
 def _check_plan(draw: Draw, state: dict[str, torch.Tensor], plan: Any) -> None:
@@ -405,15 +424,14 @@ def _check_plan(draw: Draw, state: dict[str, torch.Tensor], plan: Any) -> None:
         raise Different("budget", "host", f"<= {draw.host}", host)
     if draw.pinned is not None and used.get("pinned", 0) > draw.pinned:
         raise Different("budget", PINNED, f"<= {draw.pinned}", used["pinned"])
+    pinned_on = {d.device for d in placements.values() if d.memory_kind == PINNED}
+    if draw.strategy is not None and pinned_on - {plan.execution_device}:
+        raise Different("pinned tier", PINNED, plan.execution_device, pinned_on)
     explicit = tj_map(draw)
-    if explicit is not None:
+    if explicit is not None:  # the longest covering key places each tensor
         for name, destination in placements.items():
-            expected = tj.device(lookup(explicit, name))
-            if tj.device(destination.device) != expected and not (
-                expected.type == "cpu"
-                and expected.index is None
-                and destination.device == cpus()[0]
-            ):
+            expected = _where(lookup(explicit, name))
+            if (destination.device, destination.memory_kind) != expected:
                 raise Different("explicit", name, lookup(explicit, name), destination)
 
 
@@ -596,9 +614,10 @@ def _check_held(draw: Draw, placed: dict[str, Any]) -> None:
 
 def _forward(draw: Draw, model: torch.nn.Module, plan: Any, placed: dict[str, Any]) -> bool:
     """The twin's forward pass over the placed arrays, stage by stage: each run of
-    tensors on one accelerator a jitted stage there; the host tiers' arrays taken by the
-    execution device's stage (the CPU device's first put in its pinned memory, as the
-    guide says). Compared with the twin's own forward (float32 rounding apart)."""
+    tensors on one device a jitted stage there, its pinned arrays brought in inside the
+    program (``plan.to_execution_device`` on the execution device); the CPU device's
+    arrays taken by the execution device's stage, put in its pinned memory first, as
+    the guide says. Compared with the twin's own forward (float32 rounding apart)."""
     execution = plan.execution_device
     pinned = jax.sharding.SingleDeviceSharding(execution, memory_kind=PINNED)
     stages: list[tuple[jax.Device, list[Any]]] = []
@@ -607,8 +626,6 @@ def _forward(draw: Draw, model: torch.nn.Module, plan: Any, placed: dict[str, An
         device = next(iter(array.devices()))
         if device == cpus()[0] and execution != cpus()[0]:
             array, device = jax.device_put(array, pinned), execution
-        elif array.sharding.memory_kind == PINNED:
-            device = execution  # to_execution_device brings it in, inside the program
         if stages and stages[-1][0] == device:
             stages[-1][1].append(array)
         else:
@@ -616,7 +633,7 @@ def _forward(draw: Draw, model: torch.nn.Module, plan: Any, placed: dict[str, An
     x0 = torch.linspace(-1, 1, D)
     x: Any = np.asarray(x0)
     for device, arrays in stages:
-        x = _stage(plan, arrays, jax.device_put(x, device), fetch=device == execution)
+        x = _stage(plan, arrays, jax.device_put(x, device), device)
     expected = model(x0).numpy()
     got = np.asarray(jax.device_put(x, cpus()[0]))
     if not np.allclose(expected, got, rtol=1e-4, atol=1e-5, equal_nan=True):
@@ -624,12 +641,18 @@ def _forward(draw: Draw, model: torch.nn.Module, plan: Any, placed: dict[str, An
     return True
 
 
-def _stage(plan: Any, arrays: list[Any], x: Any, *, fetch: bool) -> Any:
-    """One jitted stage of the forward pass; on the execution device its arrays come in
-    through ``plan.to_execution_device`` inside the program (pinned -> device)."""
+def _stage(plan: Any, arrays: list[Any], x: Any, device: jax.Device) -> Any:
+    """One jitted stage of the forward pass on ``device``: its pinned arrays come in
+    inside the program, through ``plan.to_execution_device`` on the execution device (an
+    explicit map may pin arrays of another: a ``device_put`` to its memory there)."""
+    own = jax.sharding.SingleDeviceSharding(device, memory_kind="device")
 
     def run(arrays: list[Any], x: Any) -> Any:
-        return forward_over(plan.to_execution_device(arrays) if fetch else arrays, x, jnp)
+        if device == plan.execution_device:
+            arrays = plan.to_execution_device(arrays)
+        else:
+            arrays = [jax.device_put(array, own) for array in arrays]
+        return forward_over(arrays, x, jnp)
 
     return jax.jit(run)(arrays, x)
 

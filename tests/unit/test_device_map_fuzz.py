@@ -59,7 +59,7 @@ def test_a_key_like_a_modules_name_or_for_another_model_is_still_refused(
 #: "none of the 0 tensors".
 NO_TENSORS = Draw(
     model=Module(name="", cls="Model", children=(Module(name="drop", cls="Dropout"),)),
-    accelerators=(), host=0, strategy=None, device_map=(("", -1),),
+    accelerators=(), host=0, strategy=None, device_map=(("", "cpu"),),
 )  # fmt: skip
 #: Found 2026-11-29 (seed 20261129): Identity and Dropout children in the map.
 EMPTY_MODULES_IN_THE_MAP = Draw(
@@ -72,7 +72,7 @@ EMPTY_MODULES_IN_THE_MAP = Draw(
         )),
     )),
     accelerators=(), host=10**4, strategy=None,
-    device_map=(("head.1", -1), ("", -1)),
+    device_map=(("head.1", "cpu"), ("", "cpu")),
 )  # fmt: skip
 
 
