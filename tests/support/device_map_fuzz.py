@@ -22,8 +22,9 @@ The space:
 * the plan: ``"auto"``, ``"balanced"``, ``"balanced_low_0"``, ``"sequential"`` (with
   Accelerate's planner as the oracle), or an explicit map of module prefixes, complete
   or partial;
-* the placing: ``tj.to_device`` of the twin's state dict, ``tj.load_file`` of its
-  safetensors file, ``tj.load`` of its ``torch.save`` file, each by the plan.
+* the placing: ``tj.to_device`` of the twin's state dict, ``tj.load_file`` and
+  ``tj.safe_open`` of its safetensors file, ``tj.load`` of its ``torch.save`` file, each
+  by the plan.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ PARENT_CLASSES = ("Block", "Stack")
 EMPTY_CLASSES = ("Dropout", "Identity")
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 #: How the arrays reach their places: a move of the state dict, or a load of a file.
-ENTRIES = ("to_device", "load_file", "load")
+ENTRIES = ("to_device", "load_file", "safe_open", "load")
 #: The width of the forward pass's vector: tensors of shape (D, D) and (D,) take part in it.
 D = 4
 

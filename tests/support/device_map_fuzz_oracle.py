@@ -18,17 +18,19 @@ explains. Two kinds of oracle:
   and the model Accelerate plans is the one the state dict shows (no buffer that is
   not persistent, no tie), so those two rows are strict too. Skipped, with the
   invariants still run, where ``accelerate`` is not installed.
-* Invariants, always: a plan names every tensor of the state dict in its order; tied
-  names share a place; no place holds more than its budget (a tie counted once); an
-  explicit map places each tensor by its longest covering key (Accelerate's rule); a plan
-  that cannot fit raises ``tj.OutOfMemoryError`` naming a tensor or place and the fix
-  (never a raw XLA error, never a spill past a budget); the arrays placed by the plan
-  (``tj.to_device`` of the state dict, ``tj.load_file`` of its safetensors file,
-  ``tj.load`` of its ``torch.save`` file) lie where it says, device and memory kind,
-  with the twin's dtype (64-bit ones narrowed) and values bit for bit; ``tj.save_file``
-  of them reads back as the twin's; a forward pass over them, stage by stage on the
-  devices they lie on (host tiers through the execution device's pinned memory, as the
-  guide says), equals the twin's.
+* Invariants, always: a plan names every tensor of the state dict in its order; no
+  place holds more than its budget, in the plan and in the placed arrays' buffers; an
+  automatic plan pins only on its execution device; an explicit map places each tensor
+  by its longest covering key (Accelerate's rule), and one with a key for a module
+  without tensors is taken; a plan that cannot fit raises ``tj.OutOfMemoryError``
+  naming the tensor and the fix (never a raw XLA error, never a spill past a budget);
+  the arrays placed by the plan (``tj.to_device`` of the state dict, ``tj.load_file``
+  and ``tj.safe_open`` of its safetensors file, ``tj.load`` of its ``torch.save``
+  file) lie where it says, device and memory kind, with the twin's dtype (64-bit ones
+  narrowed) and values bit for bit; ``tj.save_file`` of them reads back as the twin's;
+  a forward pass over them, stage by stage on the devices they lie on (the CPU
+  device's arrays through the execution device's pinned memory, as the guide says),
+  equals the twin's.
 """
 
 from __future__ import annotations
@@ -525,12 +527,15 @@ def _placed(draw: Draw, model: torch.nn.Module, plan: Any) -> dict[str, jax.Arra
     if draw.entry == "to_device":
         return dict(tj.to_device(state, plan))
     with tempfile.TemporaryDirectory(prefix="tj-device-map-fuzz-") as folder:
-        if draw.entry == "load_file":
+        if draw.entry in ("load_file", "safe_open"):
             path = Path(folder) / "model.safetensors"
             safetensors.torch.save_file(
                 {k: v.contiguous().clone() for k, v in state.items()}, str(path)
             )
-            return dict(tj.load_file(path, device=plan))
+            if draw.entry == "load_file":
+                return dict(tj.load_file(path, device=plan))
+            with tj.safe_open(path, framework="flax", device=plan) as opened:
+                return {name: opened.get_tensor(name) for name in opened.keys()}
         path = Path(folder) / "model.pt"
         torch.save(state, path)
         return dict(tj.load(path, map_location=plan))
@@ -558,8 +563,9 @@ def _check_placed(
 ) -> None:
     # a safetensors file lists its tensors by its writer's layout, and tj.load_file (as
     # safetensors' own) returns them so: the names, not their order, for that entry
-    listed = sorted(placed) if draw.entry == "load_file" else list(placed)
-    if listed != (sorted(state) if draw.entry == "load_file" else list(state)):
+    by_file = draw.entry in ("load_file", "safe_open")
+    listed = sorted(placed) if by_file else list(placed)
+    if listed != (sorted(state) if by_file else list(state)):
         raise Different("placed", "names", list(state), list(placed))
     for name, array in placed.items():
         destination = plan.destination(name)
