@@ -29,6 +29,7 @@ from tests.support.device_map_fuzz import Draw, Module, Tensor
 from tests.support.device_map_fuzz_oracle import (
     DIFFERENCES,
     DOCS,
+    accelerates,
     fuzz,
     has_accelerate,
     judge,
@@ -117,13 +118,13 @@ def test_the_balanced_share_is_accelerates_from_the_final_modules() -> None:
 
 @pytest.mark.skipif(not has_accelerate(), reason="accelerate is not installed")
 def test_accelerates_planner_agrees_on_the_kept_draws() -> None:
-    from accelerate.utils import infer_auto_device_map
-
-    from tests.support.device_map_fuzz_oracle import accelerates
-
-    model = device_map_fuzz.twin(BALANCED_MEAN_OF_FINAL_MODULES)
-    assert set(accelerates(BALANCED_MEAN_OF_FINAL_MODULES, model).values()) == {"cpu"}
-    assert callable(infer_auto_device_map)
+    """What Accelerate's planner says of the kept draws (its largest-layer reserve taken
+    out): the layer that does not fit GPU 1 goes to the host, and the model whose share
+    of GPU 0 is 63 bytes goes to the host whole."""
+    pinned = PINNED_OF_AN_EMPTY_ACCELERATOR
+    assert accelerates(pinned, device_map_fuzz.twin(pinned)) == {"a.weight": "1", "b.weight": "cpu"}
+    balanced = BALANCED_MEAN_OF_FINAL_MODULES
+    assert set(accelerates(balanced, device_map_fuzz.twin(balanced)).values()) == {"cpu"}
 
 
 @pytest.mark.xfail(
