@@ -21,7 +21,7 @@ import pytest
 
 REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 # The frameworks a test may need that the library does not.
-OPTIONAL_FRAMEWORKS = ("torch", "flax", "equinox", "hypothesis", "optax")
+OPTIONAL_FRAMEWORKS = ("torch", "flax", "equinox", "hypothesis", "optax", "accelerate")
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
