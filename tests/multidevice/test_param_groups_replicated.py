@@ -8,6 +8,7 @@ matches the same step on one device.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -46,16 +47,29 @@ def _trained(sharding: Any, flags: dict[str, bool]) -> tuple[nnx.Linear, nnx.Opt
     return model, optimizer
 
 
-# A group's own amsgrad / fused are per-group flags of the optax state, replicated as
-# the other hyperparameters are.
-@pytest.mark.parametrize("flags", [{}, {"amsgrad": True}, {"amsgrad": True, "fused": True}])
-def test_groups_over_a_replicated_model_step_as_on_one_device(flags: dict[str, bool]) -> None:
+#: A group's own amsgrad / fused are per-group flags of the optax state, replicated as
+#: the other hyperparameters are.
+FLAGS = ({}, {"amsgrad": True}, {"amsgrad": True, "fused": True})
+
+
+@functools.cache
+def _replicated_and_alone(flags: int) -> tuple[tuple[nnx.Linear, nnx.Optimizer], ...]:
     mesh = Mesh(np.array(jax.devices()), ("data",))
-    model, optimizer = _trained(NamedSharding(mesh, PartitionSpec()), flags)
-    alone, alone_optimizer = _trained(None, flags)
+    drawn = FLAGS[flags]
+    return _trained(NamedSharding(mesh, PartitionSpec()), drawn), _trained(None, drawn)
+
+
+@pytest.mark.parametrize("flags", range(len(FLAGS)), ids=["plain", "amsgrad", "fused"])
+def test_groups_over_a_replicated_model_step_as_on_one_device(flags: int) -> None:
+    (model, optimizer), (alone, _) = _replicated_and_alone(flags)
     for leaf in jax.tree.leaves(nnx.state(optimizer)):
-        assert leaf.sharding.device_set == set(mesh.devices.flat), leaf
+        assert leaf.sharding.device_set == set(jax.devices()), leaf
     np.testing.assert_allclose(model.kernel[...], alone.kernel[...], rtol=1e-6)
     np.testing.assert_allclose(model.bias[...], alone.bias[...], rtol=1e-6)
+
+
+def test_groups_over_a_replicated_model_read_the_rates_of_one_device() -> None:
+    (_, optimizer), (_, alone_optimizer) = _replicated_and_alone(0)
+    # param_groups reads as torch's groups read, through torch: skips where it is missing
     rates = [[group["lr"] for group in optim.param_groups(o)] for o in (optimizer, alone_optimizer)]
     assert rates == [[0.00125, 0.05]] * 2

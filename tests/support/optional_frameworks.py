@@ -46,6 +46,17 @@ def skipped_for_missing(module: str | None) -> str | None:
     return f"{framework} is not installed (and {REQUIRE_ENV} does not require it)"
 
 
+def missing_module(error: BaseException | None) -> str | None:
+    """The module whose import failed, where ``error`` is (or was raised from) a
+    ``ModuleNotFoundError``: the bare import's, or the library's ``MissingFrameworkError``
+    (a ``ModuleNotFoundError`` without a name, raised from the import's)."""
+    while isinstance(error, ModuleNotFoundError):
+        if error.name:
+            return error.name
+        error = error.__cause__
+    return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(
     collector: pytest.Collector,
@@ -70,7 +81,7 @@ def pytest_runtest_makereport(
     error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(error, doctest.UnexpectedException):  # a docstring's example raised
         error = error.exc_info[1]
-    reason = skipped_for_missing(error.name) if isinstance(error, ModuleNotFoundError) else None
+    reason = skipped_for_missing(missing_module(error))
     if reason is not None and report.failed:
         path, line, _ = item.location
         report.outcome = "skipped"
