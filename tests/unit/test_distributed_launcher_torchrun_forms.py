@@ -201,7 +201,7 @@ def _outcome(argv: list[str], script: Path | str) -> tuple[str, Any]:
             args = parser.parse_args(["run", *argv, str(script)])
     except SystemExit:
         return "refused", error.getvalue()
-    problem = _run._check(args)
+    problem = _run.plan(args)
     return ("refused", problem) if problem else ("taken", args)
 
 

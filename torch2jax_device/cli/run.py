@@ -59,7 +59,7 @@ from typing import IO, Any, TextIO
 
 from . import torchrun_compat
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "plan", "run", "script_command"]
 
 _POLL_S = 0.05
 # How long stopped workers get between SIGTERM (or the signal forwarded) and SIGKILL by
@@ -188,7 +188,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the job; return 0, the exit code of the first worker that failed, or 128 +
     the number of the signal that stopped it."""
-    problem = _check(args)
+    problem = plan(args)
     if problem is None and args.node_rank != 0:
         problem = _answered_by_master(args.master_addr, args.master_port, os.environ)
     if problem:
@@ -604,7 +604,17 @@ class _Relay:
                 os.close(null)
 
 
-def _check(args: argparse.Namespace) -> str | None:
+def plan(args: argparse.Namespace) -> str | None:
+    """Settle the job ``run`` starts for a parsed command line, starting nothing: why it
+    cannot run (the option and the fix), else ``None``, and ``args`` then hold the plan,
+    torchrun's spellings resolved to one meaning (``--rdzv-endpoint`` is rank 0's
+    host and port; the workers' environment is ``torchrun_compat.worker_environment``,
+    their command ``script_command``).
+
+    For example ``run --nproc-per-node 2 --nnodes 2 --node-rank 1 --rdzv-endpoint
+    10.0.0.1:29400 train.py`` plans ranks 2 and 3 of 4, meeting at 10.0.0.1:29400;
+    ``run --nnodes 1:4 train.py`` is refused (an elastic range), naming ``--nnodes N``.
+    """
     refused = torchrun_compat.refused_option(args)
     if refused is not None:
         return refused
@@ -760,10 +770,16 @@ def _command(args: argparse.Namespace) -> list[str]:
     and ``exec`` in a process that runs threads (JAX's, when the launcher is called from
     a program that uses JAX). Elsewhere a killed launcher leaves its workers running.
     """
-    script = [sys.executable, *(["-m"] if args.module else []), args.script, *args.script_args]
+    script = script_command(args)
     if not sys.platform.startswith("linux"):
         return script
     return [sys.executable, "-I", "-S", "-c", _DIE_WITH_LAUNCHER, str(os.getpid()), *script]
+
+
+def script_command(args: argparse.Namespace) -> list[str]:
+    """What each worker runs: ``python [-m] SCRIPT ARGS...`` (torchrun adds ``-u``; here
+    ``PYTHONUNBUFFERED=1`` does the same)."""
+    return [sys.executable, *(["-m"] if args.module else []), args.script, *args.script_args]
 
 
 def _reserved_ports() -> socket.socket:
