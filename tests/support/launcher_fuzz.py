@@ -32,7 +32,7 @@ VALUES: dict[str, tuple[str, ...]] = {
     "nnodes": ("1", "1", "2", "1:1", "2:2", "1:2", "0", "2:1", "x", "1:2:3"),
     "nproc_per_node": ("1", "2", "2", "3", "cpu", "gpu", "auto", "xpu", "0", "-1", "x", "2.0"),
     "node_rank": ("0", "0", "1", "2", "-1"),
-    "master_addr": ("127.0.0.1", "127.0.0.1", "localhost", "10.0.0.1"),
+    "master_addr": ("127.0.0.1", "127.0.0.1", "localhost", "127.0.0.2", "10.0.0.1"),
     "master_port": ("29500", "29400", "29500", "1", "0", "65535", "x"),
     "rdzv_backend": ("static", "c10d", "c10d", "etcd", "etcd-v2"),
     "rdzv_endpoint": ENDPOINTS,

@@ -55,6 +55,12 @@ DIFFERENCES = (
         "numbers the hosts in the order they join",
     ),
     Row(
+        "one-host-master-addr",
+        "--standalone, or one host and no port: torchrun meets at localhost whatever "
+        "--master-addr says; tj meets at --master-addr, refused unless it is this host's",
+        "meets at `--master-addr` (refused unless",
+    ),
+    Row(
         "localhost",
         "a rendezvous host named localhost is 127.0.0.1 for tj's workers",
         "`localhost` is `127.0.0.1`",
@@ -66,6 +72,9 @@ RANKS = 3
 FREE = "<free>"
 #: A run id made fresh for each job (a UUID, torchrun's and tj's alike).
 FRESH = "<fresh uuid>"
+#: A c10d host's rank, given in order of joining (torchrun ignores the line's
+#: --node-rank; tj takes it: a row) or where the line names none (tj must refuse).
+JOINED, AS_THEY_JOIN = "<as hosts join; --node-rank given>", "<as hosts join>"
 #: rank 0's host under a c10d rendezvous, as torchrun's workers name it.
 FQDN = "<rank 0's FQDN>"
 #: argparse's own messages: a refusal that is one of these names no fix.
@@ -116,14 +125,15 @@ def _where_judged(line: Line, folder: Path) -> Iterator[None]:
     """In ``folder`` (``train.py`` and the package ``pkg`` are there), with the line's
     ``PET_*`` variables and no others; the environment restored after (torchrun sets
     ``OMP_NUM_THREADS`` in its own)."""
-    saved = dict(os.environ)
+    saved, here = dict(os.environ), os.getcwd()
     for name in [name for name in os.environ if name.startswith("PET_")]:
         del os.environ[name]
     os.environ.update(line.env)
+    os.chdir(folder)  # contextlib.chdir is Python 3.11's
     try:
-        with contextlib.chdir(folder):
-            yield
+        yield
     finally:
+        os.chdir(here)
         os.environ.clear()
         os.environ.update(saved)
 
@@ -178,7 +188,9 @@ def torchrun_plan(line: Line) -> Plan | str:
         config.rdzv_endpoint, -1 if backend == "static" else 29400
     )
     nnodes = (config.min_nodes, config.max_nodes)
-    group_rank = args.node_rank if backend == "static" else 0 if nnodes[1] == 1 else None
+    group_rank: int | str = args.node_rank
+    if backend != "static":  # c10d numbers the hosts as they join
+        group_rank = 0 if nnodes[1] == 1 else JOINED if _names_node_rank(line) else AS_THEY_JOIN
     run_id = FRESH if config.run_id != given_id else config.run_id
     environments = tuple(
         _torchrun_environment(config, group_rank, local_rank, host, port, run_id)
@@ -201,17 +213,29 @@ def _quiet_torchrun() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _names_node_rank(line: Line) -> bool:
+    """Whether the line (or ``PET_NODE_RANK``) gives the host's rank."""
+    from torch.distributed.run import get_args_parser
+
+    parser = get_args_parser()
+    parser.set_defaults(node_rank=None)
+    with contextlib.redirect_stderr(io.StringIO()):
+        given = parser.parse_args(list(line.argv)).node_rank
+    return given is not None or "PET_NODE_RANK" in os.environ
+
+
 def _torchrun_environment(
-    config: Any, group_rank: int | None, local_rank: int, host: str, port: int, run_id: str
+    config: Any, group_rank: int | str, local_rank: int, host: str, port: int, run_id: str
 ) -> dict[str, str]:
     """torchrun 2.13's agent's variables for a worker (one role, hosts of equal size);
-    ``GROUP_RANK`` ``?`` where the hosts are numbered as they join."""
+    the ranks are ``group_rank`` (JOINED, AS_THEY_JOIN) where the hosts are numbered as
+    they join."""
     nproc, nnodes = config.nproc_per_node, config.min_nodes
-    rank = "?" if group_rank is None else str(group_rank * nproc + local_rank)
+    rank = group_rank if isinstance(group_rank, str) else str(group_rank * nproc + local_rank)
     env = {
         "RANK": rank,
         "LOCAL_RANK": str(local_rank),
-        "GROUP_RANK": "?" if group_rank is None else str(group_rank),
+        "GROUP_RANK": str(group_rank),
         "ROLE_RANK": rank,
         "ROLE_NAME": config.role,
         "LOCAL_WORLD_SIZE": str(nproc),
@@ -311,6 +335,9 @@ def _compare(theirs: Plan, ours: Plan) -> None:
     if host == "localhost" and ours.rendezvous[0] == "127.0.0.1":
         host = "127.0.0.1"
         rows.append("localhost")
+    if host == "localhost" and theirs.backend == "c10d" and port == FREE == ours.rendezvous[1]:
+        host = ours.rendezvous[0]
+        rows.append("one-host-master-addr")
     if (host, port) != ours.rendezvous:
         raise Different("rendezvous", "host:port", theirs.rendezvous, ours.rendezvous)
     if len(theirs.environments) != len(ours.environments):
@@ -324,7 +351,7 @@ def _compare(theirs: Plan, ours: Plan) -> None:
         elif them["MASTER_ADDR"] == "localhost" and us["MASTER_ADDR"] == "127.0.0.1":
             them["MASTER_ADDR"] = "127.0.0.1"
             rows.append("localhost")
-        if them["GROUP_RANK"] == "?":
+        if them["GROUP_RANK"] == JOINED:
             for name in ("GROUP_RANK", "RANK", "ROLE_RANK"):
                 them[name] = us[name]
             rows.append("c10d-host-order")

@@ -17,19 +17,28 @@ from typing import Any
 
 __all__ = [
     "add_torchrun_options",
-    "apply_rendezvous",
+    "environment_default",
     "nnodes",
     "nproc_per_node",
     "refused_option",
     "run_id",
+    "settle_rendezvous",
     "worker_environment",
 ]
 
-# torchrun's options that change nothing here: (option, what tj's launcher does instead).
-_IGNORED = {
-    "--monitor-interval": "the launcher watches its workers every 0.05 s",
-    "--start-method": "each worker is a fresh Python process running the script, as under "
-    "torchrun for a script",
+# torchrun's c10d endpoint port.
+C10D_PORT = 29400
+# The highest rendezvous port: JAX's coordinator takes the next one.
+MAX_PORT = 65534
+
+# torchrun's options that change nothing here: option -> (what tj's launcher does
+# instead, the value torchrun's parser takes).
+_IGNORED: dict[str, tuple[str, dict[str, Any]]] = {
+    "--monitor-interval": ("the launcher watches its workers every 0.05 s", {"type": float}),
+    "--start-method": (
+        "each worker is a fresh Python process running the script, as under torchrun for a script",
+        {"choices": ["spawn", "fork", "forkserver"]},
+    ),
 }
 # torchrun's options that cannot work here: option -> (nargs, why, fix).
 _REFUSED: dict[str, tuple[str | int | None, str, str]] = {
@@ -67,66 +76,137 @@ _SHORT = {"--redirects": "-r", "--tee": "-t"}
 
 
 def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
-    """torchrun's options that ``run`` does not own, each with torchrun's spellings."""
+    """torchrun's options that ``run`` does not own, each with torchrun's spellings, its
+    type and its ``PET_<NAME>`` default (``environment_default``)."""
     for option, (meaning, target) in {
         "--rdzv-backend": ("static or c10d: one rendezvous either way", "rdzv_backend"),
-        "--rdzv-endpoint": ("HOST:PORT of rank 0's host: --master-addr and --master-port",
+        "--rdzv-endpoint": ("HOST[:PORT] of rank 0's host (c10d's PORT: 29400)",
                             "rdzv_endpoint"),
         "--rdzv-id": ("the job's TORCHELASTIC_RUN_ID", "rdzv_id"),
         "--role": ("the workers' ROLE_NAME (default 'default')", "role"),
-        "--max-restarts": ("0: workers are never restarted", "max_restarts"),
     }.items():  # fmt: skip
-        parser.add_argument(*_spellings(option), dest=target, default=None, help=meaning)
-    for option, why in _IGNORED.items():
         parser.add_argument(
-            *_spellings(option), dest=_dest(option), default=None, help=f"accepted: {why}"
+            *_spellings(option), dest=target, default=environment_default(target), help=meaning
+        )
+    parser.add_argument(
+        *_spellings("--max-restarts"),
+        dest="max_restarts",
+        type=int,
+        default=environment_default("max_restarts"),
+        help="0: workers are never restarted",
+    )
+    for option, (why, kind) in _IGNORED.items():
+        parser.add_argument(
+            *_spellings(option),
+            dest=_dest(option),
+            default=environment_default(_dest(option)),
+            help=f"accepted: {why}",
+            **kind,
         )
     for option, (nargs, why, _) in _REFUSED.items():
-        kind: dict[str, Any] = (
-            {"action": "store_true"} if nargs == 0 else {"nargs": nargs} if nargs else {}
-        )
+        flag = nargs == 0
         parser.add_argument(
-            *_spellings(option), dest=_dest(option), default=None, help=f"refused: {why}", **kind
+            *_spellings(option),
+            dest=_dest(option),
+            default=environment_default(_dest(option), flag=flag),
+            help=f"refused: {why}",
+            **({"action": "store_true"} if flag else {"nargs": nargs} if nargs else {}),
         )
+
+
+def environment_default(dest: str, default: Any = None, *, flag: bool = False) -> Any:
+    """An option's default as torchrun reads it: ``PET_<NAME>`` where set (its
+    ``argparse_util.env``; Kubeflow's PyTorchJob sets ``PET_NNODES``, ``PET_NODE_RANK``,
+    ``PET_MASTER_ADDR``, ...), else ``default``. A flag's ``PET_<NAME>`` is a number,
+    true unless 0. A value read is parsed as one given on the command line (argparse
+    parses a string default with the option's type), so a bad one is refused naming the
+    option. ``PET_NPROC_PER_NODE=2``: ``--nproc-per-node`` is 2 unless given."""
+    text = os.environ.get(f"PET_{dest.removeprefix('torchrun_').upper()}")
+    if text is None:
+        return default
+    if flag:
+        try:
+            return bool(int(text))
+        except ValueError:
+            return True  # torchrun fails to start on it
+    return text
 
 
 def refused_option(args: argparse.Namespace) -> str | None:
     """Why an option given cannot work here, with the fix; ``None`` when all can."""
     for option, (_, why, fix) in _REFUSED.items():
         if getattr(args, _dest(option)) not in (None, False):
-            return f"torchrun's {option} is not supported: {why}. Fix: {fix}."
-    if args.max_restarts not in (None, "0"):
+            where = _from_environment(option)
+            return f"torchrun's {option} is not supported{where}: {why}. Fix: {fix}."
+    if args.max_restarts not in (None, 0):
         return (
-            f"torchrun's --max-restarts {args.max_restarts} is not supported: a failed worker "
-            "stops the job, which is never restarted. Fix: --max-restarts 0 (or drop it), and "
-            "restart the job from its last checkpoint in the script that runs the launcher."
+            f"torchrun's --max-restarts {args.max_restarts} is not supported"
+            f"{_from_environment('--max-restarts')}: a failed worker stops the job, which is "
+            "never restarted. Fix: --max-restarts 0 (or drop it), and restart the job from "
+            "its last checkpoint in the script that runs the launcher."
         )
+    if args.standalone:
+        return None  # torchrun's --standalone replaces the rendezvous options
     if args.rdzv_backend not in (None, "static", "c10d"):
         return (
             f"torchrun's --rdzv-backend {args.rdzv_backend} is not supported: the workers meet "
             "at rank 0's host. Fix: --rdzv-backend c10d (or static) with --rdzv-endpoint "
             "HOST:PORT of rank 0's host, or --master-addr and --master-port."
         )
-    if args.rdzv_endpoint is not None:
-        host, _, port = args.rdzv_endpoint.rpartition(":")
-        if not host or not port.isdigit():
+    if args.rdzv_endpoint:
+        host, port = _endpoint(args)
+        if not host or port is None or not 0 <= port <= MAX_PORT:
             return (
-                f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT. Fix: name rank 0's "
-                "host and a port, as --rdzv-endpoint 10.0.0.1:29400."
+                f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT with a port from 0 "
+                f"to {MAX_PORT} (JAX's coordinator takes PORT + 1). Fix: name rank 0's host "
+                "and a port, as --rdzv-endpoint 10.0.0.1:29400."
             )
     return None
 
 
-def apply_rendezvous(args: argparse.Namespace) -> None:
-    """``--rdzv-endpoint HOST:PORT`` is rank 0's host and port, as ``--master-addr`` and
-    ``--master-port`` say (those win where given too)."""
-    if args.rdzv_endpoint is None:
+def _from_environment(option: str) -> str:
+    name = "PET_" + option[2:].replace("-", "_").upper()
+    if name not in os.environ:
+        return ""
+    return f" ({name} is set: torchrun reads it as the option's default)"
+
+
+def _endpoint(args: argparse.Namespace) -> tuple[str, int | None]:
+    """``--rdzv-endpoint``'s host and port (c10d's default 29400; ``None``: not a port)."""
+    text = args.rdzv_endpoint.strip()
+    host, colon, port = text.rpartition(":")
+    if not colon or (text.startswith("[") and not host.endswith("]")):  # no port, or IPv6
+        host, port = text, "" if args.rdzv_backend != "c10d" else str(C10D_PORT)
+    return host.strip("[]"), int(port) if port.isdigit() else None
+
+
+def settle_rendezvous(args: argparse.Namespace) -> None:
+    """Where the hosts meet and the run's id, as torchrun 2.13's ``run`` decides them
+    (``refused_option`` has passed): ``--standalone``, or a one-host job that names no
+    endpoint, no port and no backend, meets on a free port of this host under a fresh
+    run id (torchrun then ignores ``--master-port``, ``--rdzv-endpoint`` and
+    ``--rdzv-id``, and meets at localhost; here at ``--master-addr``, which ``run.plan``
+    checks is this host's); else at ``--rdzv-endpoint HOST:PORT`` where
+    given (over ``--master-addr`` and ``--master-port``), else at c10d's
+    ``localhost:29400``, or at ``--master-addr:--master-port``. Afterwards
+    ``master_port`` ``None`` is a free port (or, with several hosts, none given: torchrun
+    takes 29500 there, ``run.plan`` asks for one), ``rdzv_id`` ``None`` a fresh id."""
+    backend = args.rdzv_backend or "static"
+    if args.standalone or (
+        backend == "static" and not args.rdzv_endpoint and args.master_port is None
+        and args.nnodes == 1
+    ):  # fmt: skip
+        args.rdzv_backend, args.master_port, args.rdzv_id = "c10d", None, None
         return
-    host, _, port = args.rdzv_endpoint.rpartition(":")
-    if args.master_addr == "127.0.0.1":
-        args.master_addr = host.strip("[]") if host not in ("localhost",) else "127.0.0.1"
-    if args.master_port is None and int(port) != 0:
-        args.master_port = int(port)
+    args.rdzv_backend = backend
+    if args.rdzv_id is None:
+        args.rdzv_id = "none"  # torchrun's default
+    if args.rdzv_endpoint:
+        host, port = _endpoint(args)
+        args.master_addr = "127.0.0.1" if host == "localhost" else host
+        args.master_port = port or None
+    elif backend == "c10d":
+        args.master_addr, args.master_port = "127.0.0.1", C10D_PORT
 
 
 def nnodes(text: str) -> int:
@@ -149,9 +229,13 @@ def nnodes(text: str) -> int:
 
 
 def nproc_per_node(text: str) -> int:
-    """``--nproc-per-node``: a number, or torchrun's ``cpu`` (one per CPU core); ``gpu``,
-    ``xpu`` and ``auto`` are refused: counting GPUs would start JAX in the launcher."""
+    """``--nproc-per-node``: a number, or torchrun's ``cpu`` (one per CPU this process
+    may run on, as ``torch._utils.cpu_count``: a container's or ``taskset``'s, not the
+    machine's); ``gpu``, ``xpu`` and ``auto`` are refused: counting GPUs would start JAX
+    in the launcher."""
     if text == "cpu":
+        if hasattr(os, "sched_getaffinity"):
+            return len(os.sched_getaffinity(0))
         return os.cpu_count() or 1
     if text in ("gpu", "xpu", "auto"):
         raise argparse.ArgumentTypeError(
@@ -164,19 +248,18 @@ def nproc_per_node(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if count < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1, got {text}: no worker would start. Fix: the number of "
+            "processes on this host"
+        )
     return count
 
 
 def run_id(args: argparse.Namespace) -> str:
-    """The job's ``TORCHELASTIC_RUN_ID``, as torchrun gives it: ``--rdzv-id`` where given,
-    else a fresh UUID for a job on one host that names no port (``--standalone``, or no
-    ``--master-port``), else torchrun's default ``--rdzv-id``, ``"none"``."""
-    if args.rdzv_id is not None:
-        return str(args.rdzv_id)
-    if args.standalone or (args.nnodes == 1 and args.master_port is None):
-        return str(uuid.uuid4())
-    return "none"
+    """The job's ``TORCHELASTIC_RUN_ID``, as torchrun gives it (``settle_rendezvous``
+    has run): ``--rdzv-id`` (``"none"`` by default), or a fresh UUID for a job on a
+    free port (``--standalone``, or one host and no port)."""
+    return str(uuid.uuid4()) if args.rdzv_id is None else str(args.rdzv_id)
 
 
 def worker_environment(
