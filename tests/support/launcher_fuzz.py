@@ -62,7 +62,7 @@ WEIGHTS = {
     "max_restarts": 2, "role": 2,
 }  # fmt: skip
 #: Scripts (``train.py`` is there where lines are judged) and modules (``pkg.train`` is).
-SCRIPTS = ("train.py", "train.py", "train.py", "./train.py", "missing.py")
+SCRIPTS = ("train.py", "train.py", "train.py", "./train.py", "missing.py", "-")
 MODULES = ("pkg.train", "pkg.train", "nowhere.train", "train.py")
 #: Script arguments, several of which spell the launcher's own options.
 SCRIPT_ARGS = (
@@ -71,8 +71,8 @@ SCRIPT_ARGS = (
 )  # fmt: skip
 #: torchrun's ``PET_*`` defaults a host may carry (Kubeflow's PyTorchJob sets them).
 PET = {
-    "PET_NPROC_PER_NODE": ("2", "cpu"),
-    "PET_NNODES": ("2", "1"),
+    "PET_NPROC_PER_NODE": ("2", "cpu", "gpu", "0"),
+    "PET_NNODES": ("2", "1", "1:2"),
     "PET_NODE_RANK": ("1", "0"),
     "PET_MASTER_ADDR": ("127.0.0.1",),
     "PET_MASTER_PORT": ("29501",),
@@ -156,8 +156,13 @@ def draw(rng: random.Random) -> Line:
     for action in chosen.values():
         words += _option(rng, action)
     module = any(action.dest == "module" for action in chosen.values())
-    if rng.random() < 0.1:
-        words.append("--")
+    if module and rng.random() < 0.3:  # -m with a short option after it: -mr3, -mt 3
+        short = [i for i, word in enumerate(words) if word[:2] in ("-r", "-t")]
+        if short and "-m" in words:
+            words.remove("-m")
+            words = [("-m" + word[1:]) if word[:2] in ("-r", "-t") else word for word in words]
+    if rng.random() < 0.1:  # "--": what follows is the script and its arguments
+        words.insert(rng.randint(0, len(words)), "--")
     words.append(rng.choice(MODULES if module else SCRIPTS))
     script_args = rng.choices(SCRIPT_ARGS, k=rng.choice((0, 0, 1, 2, 3, 5)))
     if rng.random() < 0.15:  # a launcher option after the script: the script's
