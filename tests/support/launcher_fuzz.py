@@ -1,8 +1,8 @@
 """The launcher fuzzer's draws: torchrun command lines, written from torchrun's own parser.
 
 A :class:`Line` is one command line a user copies from torchrun to ``torch2jax-device
-run`` (``argv``, what follows the command's name) and the ``PET_*`` variables set where it
-runs (torchrun reads each option's default from ``PET_<DEST>``: Kubeflow's PyTorchJob
+run`` (``argv``, what follows the command's name) and variables set where it runs: the
+``PET_*`` ones (torchrun reads each option's default from ``PET_<DEST>``: Kubeflow's PyTorchJob
 sets them). :func:`draw` makes one from a seeded ``random.Random``: torchrun 2.13's
 options (read from ``torch.distributed.run.get_args_parser()``, so an option a later
 torch adds is drawn too) in random order, each in one of its spellings (dashes,
@@ -55,12 +55,13 @@ VALUES: dict[str, tuple[str, ...]] = {
     "signals_to_handle": ("SIGTERM",),
     "shutdown_timeout": ("5", "x"),
 }
-#: How often an option is drawn (the rest 1): the ones of most copied lines.
+#: How often an option is drawn (the rest ``RARE``): the ones of most copied lines.
 WEIGHTS = {
     "nproc_per_node": 8, "nnodes": 5, "standalone": 5, "node_rank": 4, "master_addr": 4,
     "master_port": 4, "rdzv_backend": 4, "rdzv_endpoint": 4, "rdzv_id": 3, "module": 3,
-    "max_restarts": 2, "role": 2,
+    "max_restarts": 2, "role": 2, "monitor_interval": 1, "start_method": 1,
 }  # fmt: skip
+RARE = 0.3
 #: Scripts (``train.py`` is there where lines are judged) and modules (``pkg.train`` is).
 SCRIPTS = ("train.py", "train.py", "train.py", "./train.py", "missing.py", "-")
 MODULES = ("pkg.train", "pkg.train", "nowhere.train", "train.py")
@@ -69,8 +70,11 @@ SCRIPT_ARGS = (
     "--lr", "0.1", "--nproc-per-node", "4", "--", "-m", "--standalone", "--master_port=1",
     "-r", "3", "train.py", "--local-rank=0", "x", "--nnodes=2",
 )  # fmt: skip
-#: torchrun's ``PET_*`` defaults a host may carry (Kubeflow's PyTorchJob sets them).
-PET = {
+#: Variables a host may carry: torchrun's ``PET_*`` defaults (Kubeflow's PyTorchJob sets
+#: them), and the ones its workers' environment follows (``OMP_NUM_THREADS`` set is kept).
+ENVIRONMENT = {
+    "OMP_NUM_THREADS": ("4",),
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": ("0",),
     "PET_NPROC_PER_NODE": ("2", "cpu", "gpu", "0"),
     "PET_NNODES": ("2", "1", "1:2"),
     "PET_NODE_RANK": ("1", "0"),
@@ -86,8 +90,8 @@ PET = {
 
 @dataclasses.dataclass(frozen=True)
 class Line:
-    """A torchrun command line (what follows ``torchrun``) and the ``PET_*`` variables
-    set where it runs."""
+    """A torchrun command line (what follows ``torchrun``) and variables set where it
+    runs (``PET_*``, ``OMP_NUM_THREADS``, ...)."""
 
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
@@ -150,7 +154,7 @@ def _option(rng: random.Random, action: Any) -> list[str]:
 def draw(rng: random.Random) -> Line:
     """One torchrun command line, and now and then ``PET_*`` variables."""
     actions = torchrun_actions()
-    weights = [WEIGHTS.get(action.dest, 1) for action in actions]
+    weights = [WEIGHTS.get(action.dest, RARE) for action in actions]
     chosen = {id(a): a for a in rng.choices(actions, weights, k=rng.randint(0, 6))}
     words: list[str] = []
     for action in chosen.values():
@@ -169,7 +173,8 @@ def draw(rng: random.Random) -> Line:
         script_args += _option(rng, rng.choice(actions))
     env: list[tuple[str, str]] = []
     if rng.random() < 0.15:
-        env = [(name, rng.choice(PET[name])) for name in rng.sample(sorted(PET), rng.randint(1, 2))]
+        names = rng.sample(sorted(ENVIRONMENT), rng.randint(1, 2))
+        env = [(name, rng.choice(ENVIRONMENT[name])) for name in names]
     return Line(tuple(words + script_args), tuple(sorted(env)))
 
 

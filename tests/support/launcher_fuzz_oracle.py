@@ -123,10 +123,10 @@ class Tally:
 @contextlib.contextmanager
 def _where_judged(line: Line, folder: Path) -> Iterator[None]:
     """In ``folder`` (``train.py`` and the package ``pkg`` are there), with the line's
-    ``PET_*`` variables and no others; the environment restored after (torchrun sets
-    ``OMP_NUM_THREADS`` in its own)."""
+    variables and no other ``PET_*`` or drawn ones; the environment restored after
+    (torchrun sets ``OMP_NUM_THREADS`` in its own)."""
     saved, here = dict(os.environ), os.getcwd()
-    for name in [name for name in os.environ if name.startswith("PET_")]:
+    for name in [n for n in os.environ if n.startswith("PET_") or n in launcher_fuzz.ENVIRONMENT]:
         del os.environ[name]
     os.environ.update(line.env)
     os.chdir(folder)  # contextlib.chdir is Python 3.11's
@@ -164,6 +164,7 @@ def torchrun_plan(line: Line) -> Plan | str:
         return lambda *args: recorded.update(args=args)
 
     err = io.StringIO()
+    inherited = set(os.environ)  # the workers' too: compared are the variables torchrun adds
     try:
         with (
             contextlib.redirect_stderr(err),
@@ -193,7 +194,13 @@ def torchrun_plan(line: Line) -> Plan | str:
         group_rank = 0 if nnodes[1] == 1 else JOINED if _names_node_rank(line) else AS_THEY_JOIN
     run_id = FRESH if config.run_id != given_id else config.run_id
     environments = tuple(
-        _torchrun_environment(config, group_rank, local_rank, host, port, run_id)
+        {
+            name: value
+            for name, value in _torchrun_environment(
+                config, group_rank, local_rank, host, port, run_id
+            ).items()
+            if name not in inherited or name in _AGENT_SETS
+        }
         for local_rank in range(min(config.nproc_per_node, RANKS))
     )
     return Plan(
@@ -211,6 +218,15 @@ def _quiet_torchrun() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+#: What torchrun's agent sets whatever the launcher's environment holds.
+_AGENT_SETS = frozenset({
+    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+})  # fmt: skip
 
 
 def _names_node_rank(line: Line) -> bool:

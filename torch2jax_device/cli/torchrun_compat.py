@@ -5,7 +5,8 @@ A torchrun command line copied to ``torch2jax-device run`` must start the job to
 would start, or stop before any worker starts saying which option cannot work here and
 what to write instead; never argparse's bare "unrecognized arguments".
 ``tests/unit/test_distributed_launcher_torchrun_forms.py`` reads torchrun's own parser
-and checks every option it has.
+and checks every option it has; ``tests/unit/test_launcher_fuzz.py`` draws whole command
+lines from it and compares what torchrun would launch with ``run.plan``'s plan.
 """
 
 from __future__ import annotations
