@@ -104,6 +104,9 @@ def test_a_line_the_fuzzer_found_plans_as_under_torchrun(name: str, folder: Path
         (("--nnodes", "2", "--node_rank=1", "train.py"), (), "Fix: --master-port 29500"),
         (("--rdzv-endpoint", "", "train.py"), (), None),
         (("train.py",), (("PET_LOG_DIR", "/tmp/logs"),), "PET_LOG_DIR is set"),
+        (("train.py",), (("PET_NPROC_PER_NODE", "gpu"),), "Fix: unset PET_NPROC_PER_NODE"),
+        (("train.py",), (("PET_MAX_RESTARTS", "x"),), "PET_MAX_RESTARTS='x'"),
+        (("--nproc_per_node", "gpu", "train.py"), (), "Fix: pass the number"),
         (
             ("--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "train.py"),
             (),

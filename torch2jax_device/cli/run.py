@@ -110,13 +110,13 @@ def add_parser(commands: Any) -> None:
         "--nproc-per-node",
         "--nproc_per_node",
         dest="nproc_per_node",
-        type=torchrun_compat.nproc_per_node,
+        type=torchrun_compat.from_environment(torchrun_compat.nproc_per_node),
         default=torchrun_compat.environment_default("nproc_per_node", 1),
         help="processes on this host, usually one per GPU (default 1)",
     )
     parser.add_argument(
         "--nnodes",
-        type=torchrun_compat.nnodes,
+        type=torchrun_compat.from_environment(torchrun_compat.nnodes),
         default=torchrun_compat.environment_default("nnodes", 1),
         help="hosts in the job (default 1; torchrun's N:N too)",
     )
@@ -124,7 +124,7 @@ def add_parser(commands: Any) -> None:
         "--node-rank",
         "--node_rank",
         dest="node_rank",
-        type=_non_negative_int,
+        type=torchrun_compat.from_environment(_non_negative_int),
         default=torchrun_compat.environment_default("node_rank"),
         help="this host's index, 0 to nnodes-1 (default 0)",
     )
@@ -139,7 +139,7 @@ def add_parser(commands: Any) -> None:
         "--master-port",
         "--master_port",
         dest="master_port",
-        type=_port,
+        type=torchrun_compat.from_environment(_port),
         default=torchrun_compat.environment_default("master_port"),
         help="the job's rendezvous port on that host: torch's store where torch is "
         "installed (JAX's coordinator then takes PORT+1), else JAX's coordinator; 1 to 65534 "

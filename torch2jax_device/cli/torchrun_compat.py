@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
     "add_torchrun_options",
     "environment_default",
+    "from_environment",
     "nnodes",
     "nproc_per_node",
     "refused_option",
@@ -92,17 +94,20 @@ def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         *_spellings("--max-restarts"),
         dest="max_restarts",
-        type=int,
+        type=from_environment(int),
         default=environment_default("max_restarts"),
         help="0: workers are never restarted",
     )
     for option, (why, kind) in _IGNORED.items():
+        taken: dict[str, Any] = {
+            key: from_environment(value) if key == "type" else value for key, value in kind.items()
+        }
         parser.add_argument(
             *_spellings(option),
             dest=_dest(option),
             default=environment_default(_dest(option)),
             help=f"accepted: {why}",
-            **kind,
+            **taken,
         )
     for option, (nargs, why, _) in _REFUSED.items():
         flag = nargs == 0
@@ -122,7 +127,8 @@ def environment_default(dest: str, default: Any = None, *, flag: bool = False) -
     true unless 0. A value read is parsed as one given on the command line (argparse
     parses a string default with the option's type), so a bad one is refused naming the
     option. ``PET_NPROC_PER_NODE=2``: ``--nproc-per-node`` is 2 unless given."""
-    text = os.environ.get(f"PET_{dest.removeprefix('torchrun_').upper()}")
+    name = f"PET_{dest.removeprefix('torchrun_').upper()}"
+    text = os.environ.get(name)
     if text is None:
         return default
     if flag:
@@ -130,7 +136,40 @@ def environment_default(dest: str, default: Any = None, *, flag: bool = False) -
             return bool(int(text))
         except ValueError:
             return True  # torchrun fails to start on it
-    return text
+    return _FromEnvironment(name, text)
+
+
+class _FromEnvironment(str):
+    """A default read from ``PET_<NAME>``: a refusal of it names the variable."""
+
+    variable: str
+
+    def __new__(cls, variable: str, text: str) -> _FromEnvironment:
+        value = super().__new__(cls, text)
+        value.variable = variable
+        return value
+
+
+def from_environment(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An option's ``type``, whose refusal of a value read from ``PET_<NAME>`` says so
+    (the option was not on the command line): ``PET_NPROC_PER_NODE=gpu`` is refused
+    naming ``PET_NPROC_PER_NODE``."""
+
+    def checked(text: str) -> Any:
+        try:
+            return convert(text)
+        except (argparse.ArgumentTypeError, ValueError) as error:
+            if not isinstance(text, _FromEnvironment):
+                raise
+            why = str(error) if isinstance(error, argparse.ArgumentTypeError) else "invalid"
+            raise argparse.ArgumentTypeError(
+                f"{text.variable}={str(text)!r}, torchrun's default for this option, is "
+                f"refused: {why}. Fix: unset {text.variable}, or set it to a value the "
+                "option takes"
+            ) from None
+
+    checked.__name__ = getattr(convert, "__name__", "value")  # argparse's "invalid int value"
+    return checked
 
 
 def refused_option(args: argparse.Namespace) -> str | None:
