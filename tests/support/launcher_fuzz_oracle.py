@@ -49,6 +49,13 @@ DIFFERENCES = (
         "the endpoint's host as `MASTER_ADDR`",
     ),
     Row(
+        "c10d-master-port",
+        "under a c10d rendezvous at an endpoint with a port, torchrun's workers get "
+        "MASTER_PORT = another free port of rank 0's host, tj's the endpoint's port (where "
+        "tj's launcher hosts torch's store; JAX's coordinator takes the next)",
+        "the endpoint's port as `MASTER_PORT`",
+    ),
+    Row(
         "c10d-host-order",
         "a c10d rendezvous of several hosts: torchrun numbers the hosts in the order "
         "they join (--node-rank ignored); tj takes each host's --node-rank",
@@ -75,6 +82,8 @@ FRESH = "<fresh uuid>"
 #: A c10d host's rank, given in order of joining (torchrun ignores the line's
 #: --node-rank; tj takes it: a row) or where the line names none (tj must refuse).
 JOINED, AS_THEY_JOIN = "<as hosts join; --node-rank given>", "<as hosts join>"
+#: The port torchrun's rank 0 agent picks for MASTER_PORT under a c10d endpoint.
+PICKED = "<a free port rank 0's agent picks>"
 #: rank 0's host under a c10d rendezvous, as torchrun's workers name it.
 FQDN = "<rank 0's FQDN>"
 #: argparse's own messages: a refusal that is one of these names no fix.
@@ -259,7 +268,11 @@ def _torchrun_environment(
         "GROUP_WORLD_SIZE": str(nnodes),
         "ROLE_WORLD_SIZE": str(nnodes * nproc),
         "MASTER_ADDR": host if config.rdzv_backend == "static" else FQDN,
-        "MASTER_PORT": FREE if port == 0 else str(port),
+        "MASTER_PORT": FREE
+        if port == 0
+        else str(port)
+        if config.rdzv_backend == "static"
+        else PICKED,
         "TORCHELASTIC_RESTART_COUNT": "0",
         "TORCHELASTIC_MAX_RESTARTS": str(config.max_restarts),
         "TORCHELASTIC_RUN_ID": run_id,
@@ -367,6 +380,9 @@ def _compare(theirs: Plan, ours: Plan) -> None:
         elif them["MASTER_ADDR"] == "localhost" and us["MASTER_ADDR"] == "127.0.0.1":
             them["MASTER_ADDR"] = "127.0.0.1"
             rows.append("localhost")
+        if them["MASTER_PORT"] == PICKED:
+            them["MASTER_PORT"] = us["MASTER_PORT"]
+            rows.append("c10d-master-port")
         if them["GROUP_RANK"] == JOINED:
             for name in ("GROUP_RANK", "RANK", "ROLE_RANK"):
                 them[name] = us[name]
