@@ -103,6 +103,8 @@ def test_a_line_the_fuzzer_found_plans_as_under_torchrun(name: str, folder: Path
         (("--max-restarts", "00", "train.py"), (), None),
         (("--nnodes", "2", "--node_rank=1", "train.py"), (), "Fix: --master-port 29500"),
         (("--rdzv-endpoint", "", "train.py"), (), None),
+        (("-r0", "--tee", "0", "--rdzv-conf=", "--event-log-handler=null", "train.py"), (), None),
+        (("-r3", "train.py"), (), "torchrun's --redirects is not supported"),
         (("train.py",), (("PET_LOG_DIR", "/tmp/logs"),), "PET_LOG_DIR is set"),
         (("train.py",), (("PET_NPROC_PER_NODE", "gpu"),), "Fix: unset PET_NPROC_PER_NODE"),
         (("train.py",), (("PET_MAX_RESTARTS", "x"),), "PET_MAX_RESTARTS='x'"),

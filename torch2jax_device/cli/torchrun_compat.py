@@ -75,6 +75,12 @@ _REFUSED: dict[str, tuple[str | int | None, str, str]] = {
     "--virtual-local-rank": (0, "each worker sees LOCAL_RANK as its index on the host",
                              "drop it, or set CUDA_VISIBLE_DEVICES in a wrapper script"),
 }  # fmt: skip
+# Values of those options that are torchrun's defaults, so change nothing there either:
+# taken (``-r 0``: no file gets a worker's output, as here).
+_TORCHRUN_DEFAULTS = {
+    "--rdzv-conf": "", "--event-log-handler": "null", "--redirects": "0", "--tee": "0",
+    "--local-ranks-filter": "",
+}  # fmt: skip
 _SHORT = {"--redirects": "-r", "--tee": "-t"}
 
 
@@ -175,7 +181,8 @@ def from_environment(convert: Callable[[str], Any]) -> Callable[[str], Any]:
 def refused_option(args: argparse.Namespace) -> str | None:
     """Why an option given cannot work here, with the fix; ``None`` when all can."""
     for option, (_, why, fix) in _REFUSED.items():
-        if getattr(args, _dest(option)) not in (None, False):
+        value = getattr(args, _dest(option))
+        if value not in (None, False) and value != _TORCHRUN_DEFAULTS.get(option):
             where = _from_environment(option)
             return f"torchrun's {option} is not supported{where}: {why}. Fix: {fix}."
     if args.max_restarts not in (None, 0):
