@@ -11,6 +11,7 @@ optimizer does. The state dict (``optimizer_state``), the live ``param_groups``
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -19,15 +20,14 @@ import numpy as np
 
 from .checkpoints.messages import shown
 from .checkpoints.module_state import placed_like
-from .detect import import_torch
 from .errors import ArgumentTypeError, ConversionError
 from .optimizers import AdamState, RMSpropState, SGDState
 
 __all__ = [
-    "KERNEL_CHOICES", "KINDS", "SCHEDULER_KEYS", "exact", "given", "group_count",
-    "group_extras", "groups_of", "hyperparameter", "initial_lr", "is_variable",
-    "keep_loaded_groups", "learning_rate_variable", "own_keys", "read_state", "set_exact",
-    "torch_group", "torch_options", "value_of",
+    "KERNEL_CHOICES", "KINDS", "SCHEDULER_KEYS", "TORCH_DEFAULTS", "exact", "given",
+    "group_count", "group_extras", "group_layout", "groups_of", "hyperparameter",
+    "initial_lr", "is_variable", "keep_loaded_groups", "learning_rate_variable", "own_keys",
+    "read_state", "set_exact", "torch_group", "torch_options", "value_of",
 ]  # fmt: skip
 
 
@@ -195,24 +195,45 @@ def torch_options(optimizer: Any) -> dict[str, Any]:
     return options
 
 
+#: Torch's parameter group layout, as its optimizer's ``defaults`` with no keyword but
+#: ``params`` (torch 2.13): the keys in torch's order, with their default values. Read
+#: where torch is not installed; where it is, torch's own optimizer is the oracle, and
+#: tests/parity/test_optim_groups_without_torch.py checks this table against it.
+TORCH_DEFAULTS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "SGD": (
+        ("lr", 0.001), ("momentum", 0), ("dampening", 0), ("weight_decay", 0),
+        ("nesterov", False), ("maximize", False), ("foreach", None),
+        ("differentiable", False), ("fused", None),
+    ),
+    "Adam": (
+        ("lr", 0.001), ("betas", (0.9, 0.999)), ("eps", 1e-08), ("weight_decay", 0),
+        ("amsgrad", False), ("maximize", False), ("foreach", None), ("capturable", False),
+        ("differentiable", False), ("fused", None), ("decoupled_weight_decay", False),
+    ),
+    "RMSprop": (
+        ("lr", 0.01), ("momentum", 0), ("alpha", 0.99), ("eps", 1e-08), ("centered", False),
+        ("weight_decay", 0), ("capturable", False), ("foreach", None), ("maximize", False),
+        ("differentiable", False),
+    ),
+}  # fmt: skip
+
+
 def torch_group(
     kind: type, hyper: dict[str, float], options: Mapping[str, Any], own: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The parameter group torch's own optimizer of ``kind`` has with ``hyper``: torch's
-    keys in torch's order, from a torch optimizer made with the kernel choices alone and
-    the group's ``own`` keys (so a value torch's constructor would refuse, such as a rate
-    a scheduler took a hair below 0, is written as it is, as torch's own group holds
-    it, and a group's keys come first, in their order, as in torch's)."""
-    torch = import_torch("tj.optim.state_dict")
+    """The parameter group torch's own optimizer of ``kind`` has with ``hyper``, but its
+    ``"params"``: torch's keys in torch's order, laid out by ``group_layout`` from the
+    kernel choices and the group's ``own`` keys (so a value torch's constructor would
+    refuse, such as a rate a scheduler took a hair below 0, is written as it is, as
+    torch's own group holds it, and a group's keys come first, in their order, as in
+    torch's), with the hyperparameters' values."""
     values: dict[str, Any] = {"lr": hyper["learning_rate"]}
     if kind is SGDState:
-        maker = torch.optim.SGD
         values.update(
             momentum=hyper["momentum"], dampening=hyper["dampening"],
             weight_decay=hyper["weight_decay"], nesterov=bool(hyper["nesterov"]),
         )  # fmt: skip
     elif kind is AdamState:
-        maker = torch.optim.Adam
         values.update(
             betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
             weight_decay=hyper["weight_decay"],
@@ -220,16 +241,40 @@ def torch_group(
             amsgrad=bool(hyper["amsgrad"]),
         )  # fmt: skip
     else:
-        maker = torch.optim.RMSprop
         values.update(
             alpha=hyper["alpha"], eps=hyper["eps"], weight_decay=hyper["weight_decay"],
             momentum=hyper["momentum"], centered=bool(hyper["centered"]),
         )  # fmt: skip
     values["maximize"] = bool(hyper.get("maximize", 0.0))
-    made = maker([{"params": [torch.zeros(1)], **own}], **options)
-    group: dict[str, Any] = made.state_dict()["param_groups"][0]
+    group = group_layout(KINDS[kind], options, own)
     group.update(values)
     return group
+
+
+def group_layout(name: str, options: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The group (but ``"params"``) of torch's optimizer ``name`` made with the keywords
+    ``options`` over one group holding ``own``: ``own``'s keys first, then the rest of the
+    optimizer's defaults, in torch's order (``add_param_group``'s ``setdefault``). From
+    torch's own optimizer where torch is installed (exact for its version), else from
+    torch 2.13's layout (``TORCH_DEFAULTS``), so a JAX-only user reads a group too.
+
+    Examples:
+        >>> from torch2jax_device._src.optimizer_groups import group_layout
+        >>> layout = group_layout("RMSprop", {"foreach": None}, {"name": "biases", "lr": 0.5})
+        >>> list(layout)[:4], layout["lr"], layout["alpha"]
+        (['name', 'lr', 'momentum', 'alpha'], 0.5, 0.99)
+    """
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:  # no torch: its layout, as the table holds it
+        group = dict(own)
+        for key, default in TORCH_DEFAULTS[name]:
+            group.setdefault(key, options.get(key, default))
+        return group
+    made = getattr(torch.optim, name)([{"params": [torch.zeros(1)], **own}], **options)
+    layout: dict[str, Any] = made.state_dict()["param_groups"][0]
+    del layout["params"]
+    return layout
 
 
 def is_variable(value: Any) -> bool:

@@ -83,28 +83,31 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
 
     Returns:
         Torch's optimizer state dict, as torch's own ``state_dict()`` lays it out
-        (the parameter group's keys are those of the installed torch's optimizer).
+        (the parameter group's keys are those of the installed torch's optimizer, or
+        without torch, torch 2.13's).
 
     Raises:
         ConversionError: ``optimizer`` is not an ``nnx.Optimizer`` over a
             ``tj.optim`` transformation (the message names the fix), or its state
             does not cover the model's parameters.
+        MissingFrameworkError: the state holds buffers (a parameter has stepped), which
+            are torch tensors, and torch is not installed (the message names the fix).
+            Its parameter groups need no torch.
 
     Examples:
         >>> from flax import nnx
-        >>> import torch
         >>> from torch2jax_device import optim
         >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
         >>> optimizer = nnx.Optimizer(model, optim.SGD(lr=0.1, momentum=0.9), wrt=nnx.Param)
         >>> saved = optim.state_dict(optimizer, model)
         >>> saved["state"], saved["param_groups"][0]["momentum"], saved["param_groups"][0]["params"]
         ({}, 0.9, [0, 1])
+        >>> import torch
         >>> twin = torch.nn.Linear(2, 3)
         >>> torch.optim.SGD(twin.parameters(), lr=0.5, momentum=0.9).load_state_dict(saved)
     """
     hypers, inner = read_state(optimizer)
     entries = parameter_entries(model)
-    torch = import_torch("tj.optim.state_dict")
     state: dict[int, dict[str, Any]] = {}
     groups: list[dict[str, Any]] = []
     steps = _flat(inner[0])
@@ -112,9 +115,8 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
     for number, positions in enumerate(numbering(optimizer, entries)):
         hyper = hypers[number]
         group = torch_group(type(inner), hyper, torch_options(optimizer), given(optimizer, number))
-        del group["params"]  # last, as torch packs it
         group.update(group_extras(optimizer, number))  # what schedulers added (initial_lr, ...)
-        group["params"] = list(range(start, start + len(positions)))
+        group["params"] = list(range(start, start + len(positions)))  # last, as torch packs it
         groups.append(group)
         start += len(positions)
         keys = _torch_keys(inner, hyper)
@@ -126,6 +128,9 @@ def state_dict(optimizer: Any, model: Any) -> dict[str, Any]:
             step = float(value_of(steps[entry.name]))
             if step == 0 or not keys:  # torch keeps no state for a parameter before its step
                 continue
+            torch = import_torch(
+                "tj.optim.state_dict's buffers (torch tensors, kept from a parameter's first step)"
+            )
             state[index] = {}
             if not isinstance(inner, SGDState):
                 state[index]["step"] = torch.tensor(step)

@@ -92,7 +92,6 @@ class ParamGroup(MutableMapping[str, Any]):
         hypers, inner = read_state(self._optimizer)
         own = given(self._optimizer, self._group)
         group = torch_group(type(inner), hypers[self._group], torch_options(self._optimizer), own)
-        del group["params"]
         group.update(group_extras(self._optimizer, self._group))
         return group
 
