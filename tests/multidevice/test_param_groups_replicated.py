@@ -70,6 +70,6 @@ def test_groups_over_a_replicated_model_step_as_on_one_device(flags: int) -> Non
 
 def test_groups_over_a_replicated_model_read_the_rates_of_one_device() -> None:
     (_, optimizer), (_, alone_optimizer) = _replicated_and_alone(0)
-    # param_groups reads as torch's groups read, through torch: skips where it is missing
+    # param_groups reads as torch's groups read, with torch's layout (a table without torch)
     rates = [[group["lr"] for group in optim.param_groups(o)] for o in (optimizer, alone_optimizer)]
     assert rates == [[0.00125, 0.05]] * 2
