@@ -328,8 +328,9 @@ def scheduler_by_name(r: Recogniser, call: ast.Call, method: ast.Attribute) -> b
         return False
     text = r.text(receiver)
     fitting = {
-        "step": f"{r.text(call)}  # unchanged once {text} is a tj.optim.lr_scheduler one: "
-        "it sets the nnx.Optimizer's rate by torch's rule",
+        "step": f"{r.text(call)}  # unchanged once {text} is torch2jax_device's "
+        "(tj.optim.lr_scheduler.StepLR and the others): it sets the nnx.Optimizer's rate by "
+        "torch's rule",
         "load_state_dict": f"{r.text(call)}  {SCHEDULE_RESTORED}",
     }.get(method.attr, f"{r.text(call)}  # torch's layout, key for key, from a tj scheduler")
     r.add(call, "lr-scheduler", fitting, position=r.file.method_position(method))
