@@ -31,7 +31,7 @@ scripts/bootstrap.sh
 
 # Frameworks that must import: a broken torch install fails the run instead of
 # silently skipping the side-by-side tests.
-export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax,equinox,hypothesis}
+export TORCH2JAX_DEVICE_TEST_REQUIRE=${TORCH2JAX_DEVICE_TEST_REQUIRE:-torch,flax,equinox,hypothesis,accelerate}
 # pytest keeps each test module with its assertions rewritten in __pycache__, but only
 # where Python may write bytecode: with PYTHONDONTWRITEBYTECODE set (as on the project's
 # machines) every pytest process rewrote every module again, about 6 s of CPU each.

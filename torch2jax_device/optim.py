@@ -35,10 +35,8 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ._src import lr_scheduler as lr_scheduler
-from ._src.optimizer_state import ParamGroup as ParamGroup
-from ._src.optimizer_state import hyperparameter as hyperparameter
+from ._src.optimizer_groups import hyperparameter as hyperparameter
 from ._src.optimizer_state import load_state_dict as load_state_dict
-from ._src.optimizer_state import param_groups as param_groups
 from ._src.optimizer_state import state_dict as state_dict
 from ._src.optimizers import SGD as SGD
 from ._src.optimizers import Adam as Adam
@@ -47,6 +45,8 @@ from ._src.optimizers import AdamW as AdamW
 from ._src.optimizers import RMSprop as RMSprop
 from ._src.optimizers import RMSpropState as RMSpropState
 from ._src.optimizers import SGDState as SGDState
+from ._src.param_group_view import ParamGroup as ParamGroup
+from ._src.param_group_view import param_groups as param_groups
 
 #: torch.optim's optimizers that have no port here (their state dicts would not cross).
 _UNPORTED = frozenset({

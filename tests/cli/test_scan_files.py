@@ -443,3 +443,61 @@ def test_a_name_that_is_not_utf8_is_printed_escaped_on_a_strict_utf8_stream(
         printed[bool(argv)] = done.stdout
     assert b"caf\\udce9.py:2:5: device-type" in printed[False]
     assert b"--- a/caf\xe9.py\n" in printed[True]  # the diff names the file's own bytes
+
+
+# -- each file once -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["b.py", "b.py"],
+        ["b.py", "./b.py", "{tmp}/b.py"],
+        ["{tmp}", "b.py"],
+        ["b.py", "{tmp}"],
+        ["a.py", "{tmp}"],  # a link named, then its folder: read once, as named
+        ["{tmp}", "a.py"],
+    ],
+)
+def test_a_file_given_twice_is_read_once_and_its_diff_applies_once(
+    given: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "b.py").write_text(GOOD)
+    (tmp_path / "a.py").symlink_to("b.py")
+    monkeypatch.chdir(tmp_path)
+    paths = [path.format(tmp=tmp_path) for path in given]
+    status, out, err = run_cli("scan", *paths)
+    assert out.count(": device-type ") == 1 and "1 idiom(s) found" in out
+    # The link met in the folder, not named, is refused as ever (and said).
+    refused = "{tmp}" in given and "a.py" not in given
+    assert (status, "a symbolic link" in err) == ((2, True) if refused else (1, False))
+    status, diff, err = run_cli("scan", "--diff", *paths)
+    assert diff.count("+++ ") == 1, diff
+    if "a.py" not in given:  # patch does not write through a link
+        patched = subprocess.run(
+            ["patch", "-p1", "--dry-run"], input=diff.encode(), capture_output=True, cwd=tmp_path
+        )
+        assert patched.returncode == 0, patched.stdout
+
+
+def test_a_folder_walk_leaves_out_installed_packages_and_tools_folders(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(GOOD)
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "train_copy.py").write_text(GOOD)  # a project's own folder
+    for folder in (
+        "myenv/lib/python3.11/site-packages/torch",  # a venv by any name: its pyvenv.cfg
+        "venv/lib/python3.11/site-packages/torch",
+        "conda/lib/python3.11/site-packages/torch",  # no pyvenv.cfg: by site-packages
+        ".git/hooks",
+        ".tox/py311",
+        "node_modules/pkg",
+        "__pycache__",
+    ):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "cuda.py").write_text(GOOD)
+    (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    status, out, err = run_cli("scan", str(tmp_path))
+    assert (status, err) == (1, "")
+    reported = sorted({line.split(":")[0] for line in out.splitlines() if ": device-type " in line})
+    assert reported == [str(tmp_path / "build" / "train_copy.py"), str(tmp_path / "train.py")]
+    # Named, such a folder is scanned: naming it is asking for it.
+    status, out, err = run_cli("scan", str(tmp_path / "venv/lib/python3.11/site-packages"))
+    assert status == 1 and "cuda.py" in out

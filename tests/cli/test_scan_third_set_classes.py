@@ -71,11 +71,12 @@ def test_a_torch_scheduler_and_its_step_are_lr_scheduler(cls: str, prefix: str, 
 
 @pytest.mark.parametrize("kept", _KEPT)
 def test_another_librarys_scheduler_stepped_is_not(kept: str) -> None:
-    # Transformers' schedule is an optax rule's twin already written: no row.
+    # A project's own schedule, in a file without torch (Transformers' get_scheduler is
+    # a torch LambdaLR: lr-scheduler since round 9, tests/cli/test_scan_round9_classes.py).
     assign, step = _KEPT[kept]
     made = 'get_scheduler("linear", opt, num_warmup_steps=0, num_training_steps=9)'
     source = (
-        "from transformers import get_scheduler\n"
+        "from mypackage.training import get_scheduler\n"
         "class T:\n"
         "    def __init__(self, opt):\n"
         f"        {assign.format(made=made)}\n"

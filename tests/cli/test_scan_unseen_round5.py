@@ -54,81 +54,40 @@ model) where these labels say ``tensor-to-device``. Round six's leftover classes
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+from tests.support import unseen_rounds
 
-import pytest
+FOLDER = "unseen_round5"
+#: The phrase every ``.truth`` header of the round opens with: the round is one set.
+EVERY_FILE = "Ground truth for"
+#: The recall the round must keep: (torch lines, library lines), all of them (391/391,
+#: 184/184).
+FLOORS = {EVERY_FILE: (1.0, 1.0)}
 
-from tests.support import corpus, excerpts, scan_diff
-from torch2jax_device.porting import catalog, scanner
-
-UNSEEN = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "unseen_round5"
-NOT_AT_HAND = excerpts.materialize(UNSEEN)  # None where the clones are at hand
-if NOT_AT_HAND and __name__ != "__main__":
-    pytest.skip(NOT_AT_HAND, allow_module_level=True)
-FILES = sorted(path.stem for path in UNSEEN.glob("*.py"))
-LIBRARIES = {row.id for row in catalog.CATALOG if row.section == "Libraries built on torch"}
-
-
-def figures() -> dict[str, tuple[int, int]]:
-    """The recall over every file (``corpus.recall``)."""
-    return corpus.recall(UNSEEN, FILES)
+# Scanned together (test_scanned_together_no_finding_cites_a_file_it_does_not_import),
+# an owner found in one file (Accelerate in ddpm_trainer.py) held back 88 findings of the
+# others before the project scan followed imports.
+if __name__ == "__main__":
+    unseen_rounds.print_figures(FOLDER, FLOORS)
+else:  # the round's tests (tests/support/unseen_rounds.py names them), and its own below
+    globals().update(unseen_rounds.round_tests(FOLDER, FLOORS))
 
 
-def test_the_fixtures_are_labelled_with_catalog_rules_and_cite_their_source() -> None:
-    labelled = corpus.labelled_rules(UNSEEN, FILES)
-    assert labelled <= scanner.RULES, labelled - scanner.RULES
-    assert len(FILES) >= 25 and labelled & LIBRARIES
-    for name in FILES:
-        header = (UNSEEN / f"{name}.py").read_text().split("\n", 3)[:3]
-        assert re.search(r"[\w-]+/[\w.-]+ \S+\.py", " ".join(header)), name
-        assert re.search(r"\b[0-9a-f]{40}\b", " ".join(header)), name
-
-
-def test_recall_on_torch_lines_and_library_lines() -> None:
-    found = figures()
-    torch_found, torch_lines = found["torch lines"]
-    library_found, library_lines = found["library lines"]
-    assert torch_found / torch_lines >= 1.0, found
-    assert library_found / library_lines >= 1.0, found
+def test_the_round_keeps_its_files() -> None:
+    assert len(unseen_rounds.files(FOLDER)) >= 25
 
 
 def test_the_rules_found_are_the_rules_labelled() -> None:
-    rules_found, rules_labelled = figures()["rules"]
+    rules_found, rules_labelled = unseen_rounds.figures(FOLDER, FLOORS)[EVERY_FILE]["rules"]
     assert rules_found / rules_labelled >= 0.982  # 609/620
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_a_reason_cites_only_lines_of_its_own_file(name: str) -> None:
-    # Scanned on its own, as a one-file program: every name a reason quotes as code of
-    # "line N" is on line N of this file or in the statement that starts there.
-    assert corpus.miscited((UNSEEN / f"{name}.py").read_text(), name) == []
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_the_diff_compiles_and_reaches_its_fixed_point(name: str) -> None:
-    # Whisper's `model.device == torch.device("cpu")` is the one rewrite in these files:
-    # torch's device compares equal to tj's as to torch's own (the oracle below).
+def test_torchs_device_compares_equal_to_tjs_as_to_torchs_own() -> None:
+    # Whisper's `model.device == torch.device("cpu")` is the one rewrite in these files
+    # (the diff of each reaches its fixed point): torch's device compares equal to tj's
+    # as to torch's own.
     import torch
 
     import torch2jax_device as tj
 
     assert (torch.device("cpu") == tj.device("cpu")) == (torch.device("cpu") == torch.device("cpu"))
     assert (torch.device("meta") == tj.device("cpu")) is False
-    source = (UNSEEN / f"{name}.py").read_text()
-    scan_diff.reaches_its_fixed_point(source, name)
-
-
-def test_scanned_together_no_finding_cites_a_file_it_does_not_import() -> None:
-    # Files of unrelated scripts scanned as one folder: an owner found in one (Accelerate
-    # in ddpm_trainer.py) held back 88 findings of the others before the project scan
-    # followed imports.
-    assert corpus.cited_elsewhere(UNSEEN, FILES) == []
-
-
-if __name__ == "__main__":
-    if NOT_AT_HAND:
-        raise SystemExit(NOT_AT_HAND)
-    for key, (a, b) in figures().items():
-        ratio = f" = {a / b:.3f}" if b else ""
-        print(f"{key:14} {a:4} / {b:<4}{ratio}")

@@ -242,7 +242,8 @@ def test_plans_over_two_accelerators_keep_modules_whole_in_order_within_their_sh
     budget = {"cpu:1": first, "cpu:2": second, "cpu": 2**20}
     plan = tj.DeviceMap.plan(shapes, device_map=strategy, max_memory=budget)
     tiers = [(place.device.id, place.memory_kind) for place in plan.placements().values()]
-    order = [(1, "device"), (2, "device"), (1, PINNED), (0, "device")]
+    # the pinned tier is the computing accelerator's: cpu:2's when cpu:1 holds nothing
+    order = [(1, "device"), (2, "device"), (plan.execution_device.id, PINNED), (0, "device")]
     ranks = [order.index(tier) for tier in tiers]
     assert ranks == sorted(ranks)
     held = dict.fromkeys(order, 0)

@@ -277,3 +277,18 @@ def test_to_device_in_one_process_keeps_jax_semantics(mesh: jax.sharding.Mesh) -
     assert replicated["w"].sharding == NamedSharding(mesh, P())
     back = tj.to_device(replicated, "cpu:2")
     assert back["w"].devices() == {jax.devices()[2]}
+
+
+def test_a_global_batch_that_fails_names_the_fix_that_fits_its_failure() -> None:
+    """The batch-size fix is given where the rows do not split, and only there: a batch
+    whose rows split but that JAX refuses for another reason gets the fix for that."""
+    mesh = dist.init_device_mesh("cpu", (2, 2), mesh_dim_names=("data", "model"))
+    with pytest.raises(
+        tj.ConversionError,
+        match=r"its 5 rows do not split into this process's 2 devices along the batch axis\. "
+        r"Fix: make the local batch size a multiple of 2",
+    ):
+        dist.make_global_batch({"x": np.ones((5, 3), np.float32)}, mesh)
+    with pytest.raises(tj.ConversionError, match=r"6 rows do not split into this process's 4"):
+        dist.make_global_batch({"x": np.ones((6, 3), np.float32)}, mesh, ("data", "model"))
+    assert dist.make_global_batch({"x": np.ones((6, 3), np.float32)}, mesh)["x"].shape == (6, 3)

@@ -8,11 +8,13 @@ matches the same step on one device.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -26,12 +28,12 @@ def _step(model: nnx.Linear, optimizer: nnx.Optimizer, x: jax.Array) -> None:
     optimizer.update(model, grads)
 
 
-def _trained(sharding: Any) -> tuple[nnx.Linear, nnx.Optimizer]:
+def _trained(sharding: Any, flags: dict[str, bool]) -> tuple[nnx.Linear, nnx.Optimizer]:
     model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
     if sharding is not None:
         tj.to_device(model, sharding)
     tx = optim.AdamW(
-        [{"params": ["kernel"], "weight_decay": 0.1}, {"params": ["bias"], "lr": 0.05}],
+        [{"params": ["kernel"], "weight_decay": 0.1, **flags}, {"params": ["bias"], "lr": 0.05}],
         lr=0.01,
     )
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
@@ -45,13 +47,29 @@ def _trained(sharding: Any) -> tuple[nnx.Linear, nnx.Optimizer]:
     return model, optimizer
 
 
-def test_groups_over_a_replicated_model_step_as_on_one_device() -> None:
+#: A group's own amsgrad / fused are per-group flags of the optax state, replicated as
+#: the other hyperparameters are.
+FLAGS = ({}, {"amsgrad": True}, {"amsgrad": True, "fused": True})
+
+
+@functools.cache
+def _replicated_and_alone(flags: int) -> tuple[tuple[nnx.Linear, nnx.Optimizer], ...]:
     mesh = Mesh(np.array(jax.devices()), ("data",))
-    model, optimizer = _trained(NamedSharding(mesh, PartitionSpec()))
-    alone, alone_optimizer = _trained(None)
+    drawn = FLAGS[flags]
+    return _trained(NamedSharding(mesh, PartitionSpec()), drawn), _trained(None, drawn)
+
+
+@pytest.mark.parametrize("flags", range(len(FLAGS)), ids=["plain", "amsgrad", "fused"])
+def test_groups_over_a_replicated_model_step_as_on_one_device(flags: int) -> None:
+    (model, optimizer), (alone, _) = _replicated_and_alone(flags)
     for leaf in jax.tree.leaves(nnx.state(optimizer)):
-        assert leaf.sharding.device_set == set(mesh.devices.flat), leaf
+        assert leaf.sharding.device_set == set(jax.devices()), leaf
     np.testing.assert_allclose(model.kernel[...], alone.kernel[...], rtol=1e-6)
     np.testing.assert_allclose(model.bias[...], alone.bias[...], rtol=1e-6)
+
+
+def test_groups_over_a_replicated_model_read_the_rates_of_one_device() -> None:
+    (_, optimizer), (_, alone_optimizer) = _replicated_and_alone(0)
+    # param_groups reads as torch's groups read, through torch: skips where it is missing
     rates = [[group["lr"] for group in optim.param_groups(o)] for o in (optimizer, alone_optimizer)]
     assert rates == [[0.00125, 0.05]] * 2

@@ -86,9 +86,7 @@ def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int)
         f"of checkpoint_fuzz_oracle.DIFFERENCES covers, in {len(found)} kinds "
         f"({tally.examples} examples, TORCH2JAX_DEVICE_CHECKPOINT_FUZZ_SEED={seed}):"
     ]
-    for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
-        shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
-        lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
+    lines += fuzz_runs.listed(found, shrink, SHOWN)
     lines.append(f"Refused alike: {tally.refused}; rows: {tally.explained}.")
     return "\n".join(lines)
 
@@ -124,10 +122,7 @@ def test_tj_optim_load_state_dict_loads_as_torchs_optimizer_does() -> None:
 
 def _listed(found: dict[tuple[str, ...], list[Any]], shrink_: Any, oracle: str) -> str:
     lines = [f"{sum(map(len, found.values()))} differences from torch's {oracle} (seed {SEED}):"]
-    for kind, findings in sorted(found.items(), key=lambda item: -len(item[1])):
-        shown = shrink_(findings[0]).reproduction()
-        lines.append(f"- {' / '.join(kind)} ({len(findings)}x): {shown}")
-    return "\n".join(lines)
+    return "\n".join(lines + fuzz_runs.listed(found, shrink_))
 
 
 # A draw the fuzzer made, fixed: what each example checks, kept small and readable.

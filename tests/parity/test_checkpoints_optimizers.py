@@ -360,6 +360,29 @@ def test_a_buffer_of_the_wrong_shape_is_named() -> None:
         _loaded_into("sgd_momentum", saved)
 
 
+def test_a_buffer_of_the_wrong_shape_in_a_fused_group_is_named() -> None:
+    """Torch 2.13's fused Adam steps on with a buffer of another shape, unchecked (the
+    checkpoint fuzzer drew it with a group fused); the port refuses it at load."""
+    twin = torch.nn.Linear(2, 3)
+    theirs = torch.optim.Adam(
+        [{"params": [twin.weight]}, {"params": [twin.bias], "fused": True}], lr=0.1
+    )
+    twin(torch.ones(1, 2)).sum().backward()
+    theirs.step()
+    saved = theirs.state_dict()
+    saved["state"][1]["exp_avg"] = torch.ones(4)
+    resumed = torch.optim.Adam(
+        [{"params": [twin.weight]}, {"params": [twin.bias], "fused": True}], lr=0.1
+    )
+    resumed.load_state_dict(saved)
+    resumed.step()  # the oracle: no error, though the buffer is not the bias's shape
+    model = tj.load_state(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), twin.state_dict())
+    tx = optim.Adam([{"params": ["weight"]}, {"params": ["bias"], "fused": True}], lr=0.1)
+    ours = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    with pytest.raises(tj.StateDictError, match=r"exp_avg of parameter 1 has shape \(4,\)"):
+        optim.load_state_dict(ours, model, saved)
+
+
 def test_an_amsgrad_checkpoint_needs_an_amsgrad_optimizer() -> None:
     """amsgrad shapes the state (``max_exp_avg_sq``): into an optimizer without it, the
     checkpoint is refused naming the fix (torch would add the buffer as it steps)."""

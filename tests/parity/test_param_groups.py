@@ -31,6 +31,8 @@ from torch2jax_device import optim
 VOCAB, WIDTH, BATCH, LENGTH = 11, 8, 4, 5
 STEPS, RESUMED_AT = 6, 3
 LOSS_TOLERANCE = {"rtol": 2e-5, "atol": 1e-6}
+#: The state holds float32 hyperparameters: 1 - beta2 is float32's (torch's a double's).
+STATE_TOLERANCE = {"rtol": 2e-5, "atol": 2e-6}
 
 
 class TorchBlock(torch.nn.Module):
@@ -323,24 +325,265 @@ def test_a_group_torch_or_the_port_cannot_take_is_named(
         optim.SGD(*arguments, lr=0.1)
 
 
-@pytest.mark.parametrize("key", ["amsgrad", "fused"])
-def test_amsgrad_and_fused_apply_to_every_group(key: str) -> None:
-    """Torch honours a group's amsgrad and fused (an amsgrad group keeps max_exp_avg_sq,
-    the other not); the port refuses a group's own value with the fix."""
-    twin = TorchBlock()
-    theirs = torch.optim.Adam([{"params": [twin.fc.bias], key: True}, {"params": [twin.ln.bias]}])
-    for parameter in (twin.fc.bias, twin.ln.bias):
-        parameter.grad = torch.ones_like(parameter)
-    theirs.step()  # the oracle: taken, per group
-    kept = {index: sorted(state) for index, state in theirs.state_dict()["state"].items()}
-    if key == "amsgrad":
-        assert kept == {0: ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"],
-                        1: ["exp_avg", "exp_avg_sq", "step"]}  # fmt: skip
+#: bfloat16 parameters: fused (one float32 computation per step) and torch's other
+#: kernels (each operation rounded to bfloat16) differ here; one bfloat16 step apart.
+BFLOAT16_TOLERANCE = {"rtol": 2**-7, "atol": 2**-7}
+
+
+def _bfloat16_run(kind: str, groups: Any, **keywords: Any) -> tuple[np.ndarray, ...]:
+    """The port's Linear of bfloat16 after 4 steps of fixed gradients."""
+    model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    arguments = () if groups is None else (groups,)
+    optimizer = nnx.Optimizer(model, getattr(optim, kind)(*arguments, **keywords), wrt=nnx.Param)
+    for kernel, bias in _bfloat16_gradients():
+        grads = nnx.grad(
+            lambda m, k=kernel, b=bias: jnp.sum(m.kernel[...] * k) + jnp.sum(m.bias[...] * b)
+        )(model)
+        optimizer.update(model, grads)
+    return tuple(np.asarray(leaf[...], np.float32) for leaf in (model.kernel, model.bias))
+
+
+def _bfloat16_gradients() -> list[tuple[jax.Array, jax.Array]]:
+    rng = np.random.default_rng(0)
+    return [
+        (jnp.asarray(rng.standard_normal((3, 2)), jnp.bfloat16),
+         jnp.asarray(rng.standard_normal(2), jnp.bfloat16))
+        for _ in range(4)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["SGD", "Adam", "AdamW"])
+def test_fused_is_honoured_per_group_as_torch_does(kind: str) -> None:
+    """Torch reads fused per group: the fused group's step is computed in float32, the
+    other's rounded at each operation. The port steps each group as torch does (within
+    a bfloat16 step), each exactly as the port's whole optimizer of that kind, and its
+    state dict holds torch's groups."""
+    keywords: dict[str, Any] = {"lr": 0.1, **({"momentum": 0.9} if kind == "SGD" else {})}
+    twin = torch.nn.Linear(3, 2).to(torch.bfloat16)
+    model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    with torch.no_grad():
+        twin.weight.copy_(torch.from_numpy(np.asarray(model.kernel[...], np.float32).T))
+        twin.bias.copy_(torch.from_numpy(np.asarray(model.bias[...], np.float32)))
+    theirs = getattr(torch.optim, kind)(
+        [{"params": [twin.weight], "fused": True}, {"params": [twin.bias]}], **keywords
+    )
+    for kernel, bias in _bfloat16_gradients():
+        weight = np.ascontiguousarray(np.asarray(kernel, np.float32).T)  # as autograd's
+        twin.weight.grad = torch.from_numpy(weight).to(torch.bfloat16)
+        twin.bias.grad = torch.from_numpy(np.asarray(bias, np.float32)).to(torch.bfloat16)
+        theirs.step()
+    groups = [{"params": ["kernel"], "fused": True}, {"params": ["bias"]}]
+    kernel, bias = _bfloat16_run(kind, groups, **keywords)
+    np.testing.assert_allclose(kernel.T, twin.weight.detach().float().numpy(), **BFLOAT16_TOLERANCE)
+    np.testing.assert_allclose(bias, twin.bias.detach().float().numpy(), **BFLOAT16_TOLERANCE)
+    assert np.array_equal(kernel, _bfloat16_run(kind, None, fused=True, **keywords)[0])
+    assert np.array_equal(bias, _bfloat16_run(kind, None, **keywords)[1])
+    model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, getattr(optim, kind)(groups, **keywords), wrt=nnx.Param)
+    ours = optim.state_dict(optimizer, model)["param_groups"]
+    assert ours == [{**group, "params": [index]}
+                    for index, group in enumerate(theirs.state_dict()["param_groups"])]  # fmt: skip
+    assert [list(group) for group in ours] == [
+        list(group) for group in theirs.state_dict()["param_groups"]
+    ]
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["a-group", "no-groups"])
+def test_a_loaded_checkpoints_fused_group_rounds_as_fused(grouped: bool) -> None:
+    """Torch's load_state_dict takes the checkpoint's groups, fused included: a port
+    made without fused, loaded from a fused torch optimizer's state dict, steps as one
+    made fused does, and writes torch's groups."""
+    twin = torch.nn.Linear(3, 2).to(torch.bfloat16)
+    torch_groups = (
+        [{"params": [twin.weight], "fused": True}, {"params": [twin.bias]}]
+        if grouped
+        else [{"params": [twin.weight, twin.bias], "fused": True}]
+    )
+    saved = torch.optim.Adam(torch_groups, lr=0.1).state_dict()  # the groups alone
+
+    def stepped(fused: bool | None) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        model = nnx.Linear(3, 2, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+        groups = [{"params": ["kernel"], "fused": fused}, {"params": ["bias"]}]
+        tx = optim.Adam(groups, lr=0.5) if grouped else optim.Adam(lr=0.5, fused=fused)
+        optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        optim.load_state_dict(optimizer, model, saved)
+        for kernel, bias in _bfloat16_gradients():
+            grads = nnx.grad(
+                lambda m, k=kernel, b=bias: jnp.sum(m.kernel[...] * k) + jnp.sum(m.bias[...] * b)
+            )(model)
+            optimizer.update(model, grads)
+        written = optim.state_dict(optimizer, model)["param_groups"]
+        return np.asarray(model.kernel[...], np.float32), np.asarray(model.bias[...]), written
+
+    loaded, made = stepped(None), stepped(True)
+    assert np.array_equal(loaded[0], made[0]) and np.array_equal(loaded[1], made[1])
+    assert loaded[0].tobytes() != _bfloat16_run("Adam", None, lr=0.1)[0].tobytes()
+    assert loaded[2] == saved["param_groups"]
+
+
+@pytest.mark.parametrize(
+    ("groups", "fused"),
+    [
+        pytest.param(({}, {"fused": True}), None, id="the-other-group-fused"),
+        pytest.param(({"fused": False}, {}), True, id="the-group-not-fused"),
+    ],
+)
+def test_a_complex_parameter_in_a_group_that_is_not_fused_steps(
+    groups: tuple[dict[str, Any], dict[str, Any]], fused: bool | None
+) -> None:
+    """Torch refuses a complex parameter in a fused group only (the optimizer's fused
+    is the default a group may override)."""
+    real = torch.nn.Parameter(torch.ones(2))
+    wave = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    theirs = torch.optim.Adam(
+        [{"params": [wave], **groups[0]}, {"params": [real], **groups[1]}], lr=0.1, fused=fused
+    )
+    real.grad, wave.grad = torch.ones(2), torch.ones(2, dtype=torch.complex64)
+    theirs.step()  # the oracle: taken
+    model = Complex()
+    tx = optim.Adam(
+        [{"params": ["wave"], **groups[0]}, {"params": ["real"], **groups[1]}], lr=0.1, fused=fused
+    )
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    optimizer.update(model, jax.tree.map(jnp.ones_like, nnx.state(model, nnx.Param)))
+    np.testing.assert_allclose(np.asarray(model.wave[...]), wave.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(model.real[...]), real.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+def test_a_fused_and_differentiable_group_is_refused_naming_it(kind: str) -> None:
+    """Torch's Adam refuses a group that is fused and differentiable at its first step;
+    the port refuses it when made, naming the group and the fix."""
+    real = torch.nn.Parameter(torch.ones(2))
+    theirs = getattr(torch.optim, kind)(
+        [{"params": [real], "fused": True}], lr=0.1, differentiable=True
+    )
+    real.grad = torch.ones(2)
+    with pytest.raises(RuntimeError, match="fused=True does not support differentiable"):
+        theirs.step()  # the oracle
     with pytest.raises(
         tj.UnsupportedOperationError,
-        match=rf"torch honours {key} per group.*Fix: .*optax.multi_transform",
+        match=r"parameter group 1 is fused and differentiable.*Fix: set one of them in group 1",
     ):
-        optim.Adam([{"params": ["fc.bias"], key: True}, {"params": ["ln.bias"]}], lr=0.1)
+        getattr(optim, kind)(
+            [{"params": ["bias"]}, {"params": ["kernel"], "fused": True}],
+            lr=0.1, differentiable=True,
+        )  # fmt: skip
+
+
+#: Where amsgrad is set: (the optimizer's keyword, each group's own key or None).
+AMSGRAD_PLACES = {
+    "first-group": (False, (True, None)),
+    "second-group": (False, (None, True)),
+    "all-but-one": (True, (None, False)),
+    "no-group": (False, (False, None)),
+}
+
+
+def _amsgrad_groups(
+    params: list[Any], keys: tuple[bool | None, ...], **extra: Any
+) -> list[dict[str, Any]]:
+    groups = [{"params": [param], **extra} for param in params]
+    for group, key in zip(groups, keys, strict=True):
+        if key is not None:
+            group["amsgrad"] = key
+    return groups
+
+
+def _same_state_dicts(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    assert ours["param_groups"] == theirs["param_groups"]
+    assert [list(group) for group in ours["param_groups"]] == [
+        list(group) for group in theirs["param_groups"]
+    ]  # torch's key order, a group's own keys first
+    assert {index: list(state) for index, state in ours["state"].items()} == {
+        index: list(state) for index, state in theirs["state"].items()
+    }
+    for index, values in theirs["state"].items():
+        for key, tensor in values.items():
+            np.testing.assert_allclose(
+                ours["state"][index][key].numpy(), tensor.numpy(), **STATE_TOLERANCE,
+                err_msg=f"state[{index}][{key!r}]",
+            )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+@pytest.mark.parametrize("place", list(AMSGRAD_PLACES))
+def test_amsgrad_is_honoured_per_group_as_torch_does(kind: str, place: str) -> None:
+    """Torch reads amsgrad per group: an amsgrad group divides by the largest second
+    moment and keeps max_exp_avg_sq, the others not. The port steps each group as torch
+    does, writes torch's state dict, and loads torch's into an optimizer whose groups
+    set amsgrad elsewhere (torch's load_state_dict takes the checkpoint's groups)."""
+    whole, keys = AMSGRAD_PLACES[place]
+    twin = torch.nn.Linear(3, 2)
+    model = tj.load_state(nnx.Linear(3, 2, rngs=nnx.Rngs(0)), twin.state_dict())
+    theirs = getattr(torch.optim, kind)(
+        _amsgrad_groups([twin.weight, twin.bias], keys), lr=0.1, amsgrad=whole
+    )
+    tx = getattr(optim, kind)(_amsgrad_groups(["weight", "bias"], keys), lr=0.1, amsgrad=whole)
+    ours = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    rng = np.random.default_rng(0)
+    for _ in range(4):  # gradients that shrink and grow: the peak differs from the square
+        scale = rng.choice([0.1, 3.0])
+        theirs.zero_grad()
+        for parameter in (twin.weight, twin.bias):
+            parameter.grad = torch.from_numpy(
+                (scale * rng.standard_normal(parameter.shape)).astype(np.float32)
+            )
+        kernel, bias = jnp.asarray(twin.weight.grad.numpy().T), jnp.asarray(twin.bias.grad.numpy())
+        grads = nnx.grad(  # exactly the gradients torch is given
+            lambda m, k=kernel, b=bias: jnp.sum(m.kernel[...] * k) + jnp.sum(m.bias[...] * b)
+        )(model)
+        theirs.step()
+        ours.update(model, grads)
+        state = tj.state_dict(model, layout="torch")
+        for name, tensor in twin.state_dict().items():
+            np.testing.assert_allclose(state[name].numpy(), tensor.numpy(), **STATE_TOLERANCE)
+        _same_state_dicts(optim.state_dict(ours, model), theirs.state_dict())
+    # both ways, into optimizers whose groups set amsgrad otherwise
+    saved = theirs.state_dict()
+    other = torch.nn.Linear(3, 2)
+    fresh_theirs = getattr(torch.optim, kind)(
+        _amsgrad_groups([other.weight, other.bias], (True, True)), lr=0.5
+    )
+    fresh_theirs.load_state_dict(optim.state_dict(ours, model))
+    _same_state_dicts(optim.state_dict(ours, model), fresh_theirs.state_dict())
+    fresh = nnx.Optimizer(
+        model,
+        getattr(optim, kind)(_amsgrad_groups(["weight", "bias"], (True, True)), lr=0.5),
+        wrt=nnx.Param,
+    )
+    optim.load_state_dict(fresh, model, saved)
+    _same_state_dicts(optim.state_dict(fresh, model), saved)
+
+
+def test_an_amsgrad_group_needs_an_optimizer_that_keeps_the_peak() -> None:
+    """A checkpoint with amsgrad in one group only, into a port that has no amsgrad
+    group (so no max_exp_avg_sq in its state), is refused naming the group and the fix;
+    torch would add the buffer, as the port cannot once the optimizer is made."""
+    twin = torch.nn.Linear(3, 2)
+    theirs = torch.optim.Adam(_amsgrad_groups([twin.weight, twin.bias], (None, True)), lr=0.1)
+    model = tj.load_state(nnx.Linear(3, 2, rngs=nnx.Rngs(0)), twin.state_dict())
+    ours = nnx.Optimizer(
+        model, optim.Adam(_amsgrad_groups(["weight", "bias"], (None, None)), lr=0.1),
+        wrt=nnx.Param,
+    )  # fmt: skip
+    with pytest.raises(
+        tj.StateDictError,
+        match=r"parameter group 1 has amsgrad=True.*Fix: .*amsgrad=True\) to resume it, or "
+        r"with parameter groups give group 1 'amsgrad': True",
+    ):
+        optim.load_state_dict(ours, model, theirs.state_dict())
+
+
+def test_a_groups_amsgrad_is_fixed_once_the_optimizer_is_made() -> None:
+    model = _model()
+    tx = optim.Adam([{"params": ["fc.bias"], "amsgrad": True}, {"params": ["ln.bias"]}])
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    groups = optim.param_groups(optimizer)
+    assert [group["amsgrad"] for group in groups] == [True, False]
+    with pytest.raises(tj.UnsupportedOperationError, match=r"param_groups\[1\]\['amsgrad'\].*"
+                       r"build it with amsgrad="):  # fmt: skip
+        groups[1]["amsgrad"] = True
 
 
 def test_a_parameter_or_path_the_model_lacks_is_named() -> None:
@@ -518,6 +761,39 @@ def test_fused_refuses_a_complex_parameter_a_group_holds_at_its_first_step() -> 
     assert alone.wave[...].tolist() == [1 + 0j, 1 + 0j]
 
 
+@pytest.mark.parametrize("saved_fused", [True, None])
+def test_a_loaded_checkpoints_fused_decides_whether_a_complex_parameter_steps(
+    saved_fused: bool | None,
+) -> None:
+    """Torch's load_state_dict takes the checkpoint's groups: a complex parameter's group
+    fused there makes torch's next step raise, one not fused there steps, whatever the
+    optimizer was made with. The port refuses or steps alike."""
+    real = torch.nn.Parameter(torch.ones(2))
+    wave = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    saved = torch.optim.Adam(
+        [{"params": [real]}, {"params": [wave], "fused": saved_fused}], lr=0.1
+    ).state_dict()
+    theirs = torch.optim.Adam(
+        [{"params": [real]}, {"params": [wave], "fused": not saved_fused}], lr=0.1
+    )
+    theirs.load_state_dict(saved)
+    real.grad, wave.grad = torch.ones(2), torch.ones(2, dtype=torch.complex64)
+    model = Complex()
+    tx = optim.Adam([{"params": ["real"]}, {"params": ["wave"], "fused": not saved_fused}])
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    optim.load_state_dict(optimizer, model, saved)
+    grads = jax.tree.map(jnp.ones_like, nnx.state(model, nnx.Param))
+    if saved_fused:
+        with pytest.raises(RuntimeError, match="floating point"):
+            theirs.step()  # the oracle
+        with pytest.raises(tj.UnsupportedOperationError, match="a parameter is complex"):
+            optimizer.update(model, grads)
+    else:
+        theirs.step()  # the oracle: taken
+        optimizer.update(model, grads)
+        np.testing.assert_allclose(np.asarray(model.wave[...]), wave.detach().numpy(), rtol=1e-6)
+
+
 def test_listed_parameters_are_matched_when_the_optimizer_is_made() -> None:
     """A list of parameters is matched to the model's arrays once (the transformation
     holds no copy of them): one the model replaced since is named."""
@@ -544,3 +820,38 @@ def test_a_group_that_selects_nothing_is_taken_as_torch_takes_an_empty_group(
     assert optim.state_dict(optimizer, model) == theirs.state_dict()
     optim.load_state_dict(optimizer, model, theirs.state_dict())
     theirs.load_state_dict(optim.state_dict(optimizer, model))
+
+
+def test_a_scheduler_over_a_chained_optimizer_names_the_fix_that_matches_torch() -> None:
+    """torch clips with clip_grad_norm_ beside its optimizer; chaining the clip before a
+    tj.optim optimizer hides its learning rate from a scheduler, which says so and gives
+    the fix, and the fix steps as torch's clip_grad_norm_ + StepLR do."""
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    chained = nnx.Optimizer(
+        model, optax.chain(optax.clip_by_global_norm(0.5), optim.Adam(lr=0.1)), wrt=nnx.Param
+    )
+    with pytest.raises(tj.ArgumentTypeError, match=r"not one inside an optax.chain.*Fix: pass"):
+        optim.lr_scheduler.StepLR(chained, 1, gamma=0.5)
+    twin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        twin.weight.copy_(torch.from_numpy(np.asarray(model.kernel[...]).T.copy()))
+        twin.bias.copy_(torch.from_numpy(np.asarray(model.bias[...]).copy()))
+    torch_optimizer = torch.optim.Adam(twin.parameters(), lr=0.1)
+    torch_scheduler = torch.optim.lr_scheduler.StepLR(torch_optimizer, 1, gamma=0.5)
+    optimizer = nnx.Optimizer(model, optim.Adam(lr=0.1), wrt=nnx.Param)
+    scheduler = optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for _ in range(3):
+        loss = (twin(torch.from_numpy(x)) ** 2).mean()
+        torch_optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.5)
+        torch_optimizer.step()
+        torch_scheduler.step()
+        grads = nnx.grad(lambda m: jnp.mean(m(jnp.asarray(x)) ** 2))(model)
+        grads = optax.clip_by_global_norm(0.5).update(grads, optax.EmptyState())[0]
+        optimizer.update(model, grads)
+        scheduler.step()
+    np.testing.assert_allclose(model.kernel[...], twin.weight.detach().numpy().T, rtol=1e-5)
+    np.testing.assert_allclose(model.bias[...], twin.bias.detach().numpy(), rtol=1e-5)
+    assert scheduler.get_last_lr() == torch_scheduler.get_last_lr()

@@ -49,15 +49,7 @@ def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int)
         f"torch2jax_device/porting/known_differences.py covers, in {len(found)} kinds "
         f"({examples} examples, TORCH2JAX_DEVICE_FUZZ_SEED={seed}):"
     ]
-    for number, (kind, findings) in enumerate(
-        sorted(found.items(), key=lambda item: -len(item[1]))
-    ):
-        if number < SHOWN:
-            lines.append(
-                f"- {' / '.join(kind)} ({len(findings)}x): {shrink(findings[0]).reproduction()}"
-            )
-        else:
-            lines.append(f"- {' / '.join(kind)} ({len(findings)}x)")
+    lines += fuzz_runs.listed(found, shrink, SHOWN)
     rows = ", ".join(
         f"{row} {tally.explained[row]}/{count}" for row, count in sorted(tally.applied.items())
     )

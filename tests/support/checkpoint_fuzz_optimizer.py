@@ -1,16 +1,17 @@
 """The checkpoint fuzzer's optimizer draws: a torch optimizer's state dict saved, changed, loaded.
 
 An :class:`OptimizerDraw` is a model of drawn layers (``checkpoint_fuzz_state``'s) and
-its twin, a torch optimizer (SGD with momentum, Adam, AdamW, RMSprop, amsgrad) stepped
-on the twin, its ``state_dict()`` changed as checkpoints go wrong (a parameter's state
-dropped, a buffer of another shape or dtype, a group dropped) and written by
-``torch.save`` or passed as it is. ``judge_optimizer`` loads it both ways: the oracle is
-``optimizer.load_state_dict(torch.load(p))`` on a fresh twin's optimizer, tj's
-``tj.optim.load_state_dict(optimizer, model, tj.load(p))``; then each side's
-``state_dict()`` must match (groups, the state's keys, each buffer's dtype, shape and
-bits). Where torch raises, tj must raise its own error naming the fix; a buffer of
-another shape, which torch loads and fails on at the first step, tj refuses at load
-(row ``optimizer-buffer-shape-checked``).
+its twin, a torch optimizer (SGD with momentum, Adam, AdamW, RMSprop, amsgrad in every
+group or in one, fused in one) stepped on the twin, its ``state_dict()`` changed as
+checkpoints go wrong (a parameter's state dropped, a buffer of another shape or dtype, a
+group dropped) and written by ``torch.save`` or passed as it is. ``judge_optimizer``
+loads it both ways: the oracle is ``optimizer.load_state_dict(torch.load(p))`` on a fresh twin's
+optimizer, tj's ``tj.optim.load_state_dict(optimizer, model, tj.load(p))``; then each
+side's ``state_dict()`` must match (groups, the state's keys, each buffer's dtype, shape
+and bits), and tj's, loaded into a fresh torch optimizer, must come back from its
+``state_dict()`` as tj wrote it. Where torch raises, tj must raise its own error naming
+the fix; a buffer of another shape, which torch loads and fails on at the first step, tj
+refuses at load (row ``optimizer-buffer-shape-checked``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import copy
 import dataclasses
 import random
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,18 @@ KINDS = {
     "SGD": ("SGD", {"lr": 0.1, "momentum": 0.9}),
     "Adam": ("Adam", {"lr": 0.01}),
     "Adam-amsgrad": ("Adam", {"lr": 0.01, "amsgrad": True}),
+    "Adam-amsgrad-one-group": ("Adam", {"lr": 0.01}),
+    "AdamW-amsgrad-one-group": ("AdamW", {"lr": 0.01, "amsgrad": True}),
+    "Adam-fused-one-group": ("Adam", {"lr": 0.01}),
     "AdamW": ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
     "RMSprop": ("RMSprop", {"lr": 0.01, "momentum": 0.5, "centered": True}),
+}
+#: Keys of the first group alone, by kind: amsgrad in one group (torch keeps
+#: max_exp_avg_sq for that group's parameters only), or out of one; fused in one.
+FIRST_GROUP = {
+    "Adam-amsgrad-one-group": {"amsgrad": True},
+    "AdamW-amsgrad-one-group": {"amsgrad": False},
+    "Adam-fused-one-group": {"fused": True},
 }
 CHANGES = ("drop-state", "shape", "dtype:float64", "dtype:bfloat16", "drop-group", "lr")
 
@@ -48,7 +58,9 @@ OPTIMIZER_DIFFERENCES = (
     Row(
         "optimizer-buffer-shape-checked",
         "an optimizer buffer of another shape than its parameter raises tj.StateDictError at "
-        "load, where torch loads it and fails at the first step",
+        "load, where torch loads it and fails at the first step (or, in a fused group, "
+        "steps on with it unchecked: torch 2.13's fused Adam reads a buffer of 3 for a "
+        "parameter of 2)",
         "**An optimizer buffer of another shape is refused at load**",
     ),
 )
@@ -117,7 +129,10 @@ def _torch_optimizer(draw_: OptimizerDraw, module: torch.nn.Module) -> torch.opt
     name, keywords = KINDS[draw_.kind]
     parameters = list(module.parameters())
     half = len(parameters) // 2 or 1  # two groups where there are two parameters
-    groups = [{"params": parameters[:half]}, {"params": parameters[half:], "lr": 0.002}]
+    groups = [
+        {"params": parameters[:half], **FIRST_GROUP.get(draw_.kind, {})},
+        {"params": parameters[half:], "lr": 0.002},
+    ]
     groups = [group for group in groups if group["params"]]
     optimizer: torch.optim.Optimizer = getattr(torch.optim, name)(groups, **keywords)
     return optimizer
@@ -176,7 +191,10 @@ def _tj_optimizer(draw_: OptimizerDraw, model: Net) -> nnx.Optimizer:
     name, keywords = KINDS[draw_.kind]
     names = list(dict(twin(draw_.layers).named_parameters()))
     half = len(names) // 2 or 1
-    groups = [{"params": names[:half]}, {"params": names[half:], "lr": 0.002}]
+    groups = [
+        {"params": names[:half], **FIRST_GROUP.get(draw_.kind, {})},
+        {"params": names[half:], "lr": 0.002},
+    ]
     groups = [group for group in groups if group["params"]]
     return nnx.Optimizer(model, getattr(optim, name)(groups, **keywords), wrt=nnx.Param)
 
@@ -227,32 +245,42 @@ def _judge(draw_: OptimizerDraw, tally: OptimizerTally | None) -> None:
     if ours_error is not None:
         shape = any(change == "shape" for change, _ in draw_.changes)
         if shape and isinstance(ours_error, tj.StateDictError):
-            if not _torch_steps_after(theirs, module):
+            fused = any(group.get("fused") for group in theirs.param_groups)
+            if not _torch_steps_after(theirs, module) or fused:
                 raise Explained("optimizer-buffer-shape-checked")
         raise Different("error: tj refuses", "load_state_dict", "loaded", ours_error)
-    _compare(theirs.state_dict(), optim.state_dict(ours, model))
+    written = optim.state_dict(ours, model)
+    _compare(theirs.state_dict(), written)
+    # the other way: tj's state dict into a fresh torch optimizer, which must then write
+    # it back as tj wrote it (torch's state_dict() the oracle)
+    back = _torch_optimizer(draw_, module)
+    try:
+        back.load_state_dict(copy.deepcopy(written))
+    except Exception as error:
+        raise Different("error: torch refuses tj's", "load_state_dict", error, "") from None
+    _compare(back.state_dict(), written, "into torch: ")
 
 
-def _compare(theirs: dict[str, Any], ours: dict[str, Any]) -> None:
+def _compare(theirs: dict[str, Any], ours: dict[str, Any], way: str = "") -> None:
     if theirs["param_groups"] != ours["param_groups"]:
         raise Different(
-            "param_groups", "param_groups", theirs["param_groups"], ours["param_groups"]
+            f"{way}param_groups", "param_groups", theirs["param_groups"], ours["param_groups"]
         )
     if list(theirs["state"]) != list(ours["state"]):
-        raise Different("state keys", "state", list(theirs["state"]), list(ours["state"]))
+        raise Different(f"{way}state keys", "state", list(theirs["state"]), list(ours["state"]))
     for index, values in theirs["state"].items():
         mine = ours["state"][index]
         if list(values) != list(mine):
-            raise Different("buffers", f"state[{index}]", list(values), list(mine))
+            raise Different(f"{way}buffers", f"state[{index}]", list(values), list(mine))
         for name, value in values.items():
             got = mine[name]
             where = f"state[{index}][{name!r}]"
             if not isinstance(got, torch.Tensor) or got.dtype != value.dtype:
-                raise Different("dtype", where, value.dtype, getattr(got, "dtype", type(got)))
+                raise Different(f"{way}dtype", where, value.dtype, getattr(got, "dtype", type(got)))
             if got.shape != value.shape:
-                raise Different("shape", where, tuple(value.shape), tuple(got.shape))
+                raise Different(f"{way}shape", where, tuple(value.shape), tuple(got.shape))
             if not np.array_equal(got.float().numpy(), value.float().numpy(), equal_nan=True):
-                raise Different("values", where, value.tolist(), got.tolist())
+                raise Different(f"{way}values", where, value.tolist(), got.tolist())
 
 
 def judge_optimizer(
@@ -260,29 +288,11 @@ def judge_optimizer(
 ) -> list[OptimizerFinding]:
     """The differences between torch's ``optimizer.load_state_dict`` and
     ``tj.optim.load_state_dict`` on ``draw_`` that no row explains."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _judge(draw_, tally)
-    except Explained as explained:
-        if tally is not None:
-            tally.explained[explained.row] += 1
-    except Different as different:
-        return [OptimizerFinding(draw_, *different.parts)]
-    return []
+    return fuzz_runs.outcome(draw_, _judge, tally, OptimizerFinding)
 
 
 def shrink_optimizer(finding: OptimizerFinding, budget: int = 30) -> OptimizerFinding:
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller_optimizer(best.draw):
-            same = [f for f in judge_optimizer(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge_optimizer, smaller_optimizer, budget)
 
 
 __all__ = [

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import functools
 import gc
 import io
 import json
 import os
 import tempfile
-import traceback
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,21 +48,12 @@ from tests.support.checkpoint_fuzz import (
     smaller,
     tensors,
 )
-from tests.support.fuzz_runs import Different, Explained
+from tests.support.fuzz_runs import Different, Explained, Row
 from torch2jax_device.porting import known_differences
 from torch2jax_device.porting.known_differences import Call, Leaf
 
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """A difference by design: what differs, and the phrase of
-    docs/known-differences-checkpoints.md that says it (or "" for none a user meets)."""
-
-    id: str
-    what: str
-    docs: str
-
-
+#: The differences by design, each said on docs/known-differences-checkpoints.md (or, for
+#: device maps, docs/how-to/big-models.md) in the phrase its ``docs`` gives.
 DIFFERENCES = (
     Row(
         "x64-narrowing",
@@ -440,13 +428,19 @@ def read_theirs(draw: Draw, path: Path) -> dict[str, Any]:
     if draw.reader != "safe_open":
         return {"tree": safetensors.torch.load_file(path)}
     with safetensors.safe_open(path, "pt") as opened:
-        keys = opened.keys()
-        return {
-            "keys": keys,
-            "metadata": opened.metadata(),
-            "tree": {name: opened.get_tensor(name) for name in keys},
-            "slices": [_slice(opened, name, expression) for name, expression in draw.slices],
-        }
+        return _opened(draw, opened)
+
+
+def _opened(draw: Draw, opened: Any) -> dict[str, Any]:
+    """What a ``safe_open`` handle (safetensors' or tj's) answers: its keys, metadata,
+    tensors and the slices ``draw`` asks for."""
+    keys = opened.keys()
+    return {
+        "keys": keys,
+        "metadata": opened.metadata(),
+        "tree": {name: opened.get_tensor(name) for name in keys},
+        "slices": [_slice(opened, name, expression) for name, expression in draw.slices],
+    }
 
 
 def _slice(opened: Any, name: str, expression: str) -> Any:
@@ -470,13 +464,7 @@ def read_ours(draw: Draw, path: Path, count: int) -> dict[str, Any]:
     if draw.reader == "load_file":
         return {"tree": tj.load_file(path, backend=draw.backend, **keywords)}
     with tj.safe_open(path, framework="pt", backend=draw.backend, **keywords) as opened:
-        keys = opened.keys()
-        return {
-            "keys": keys,
-            "metadata": opened.metadata(),
-            "tree": {name: opened.get_tensor(name) for name in keys},
-            "slices": [_slice(opened, name, expression) for name, expression in draw.slices],
-        }
+        return _opened(draw, opened)
 
 
 # --- comparing -------------------------------------------------------------------------------
@@ -763,40 +751,26 @@ def _explain_argument(draw: Draw, ours: BaseException) -> None:
 
 
 def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
-    """The differences between the oracle and tj on ``draw`` that no row explains."""
-    try:
-        with tempfile.TemporaryDirectory(prefix="ckptfuzz-") as folder, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # narrowing warnings, torch's own
-            try:
-                path = write(draw, Path(folder))
-            except _WriterRefused:
-                if tally is not None:
-                    tally.refused += 1
-                return []
-            damaged = damage(draw, path) if draw.corruption is not None else None
+    """The differences between the oracle and tj on ``draw`` that no row explains (a
+    crash on either side is one, named)."""
+    return fuzz_runs.outcome(draw, _judge, tally, Finding, crashes=True)
+
+
+def _judge(draw: Draw, tally: Tally | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="ckptfuzz-") as folder:
+        try:
+            path = write(draw, Path(folder))
+        except _WriterRefused:
+            if tally is not None:
+                tally.refused += 1
+            return
+        damaged = damage(draw, path) if draw.corruption is not None else None
+        try:
             _judge_load(draw, path, damaged, tally)
-            if draw.writer == "tj.save_file" and draw.corruption is None:
-                _written_in_full(draw, tally)
-    except Explained as explained:
-        if tally is not None:
-            tally.explained[explained.row] += 1
-        return []
-    except _RefusedAlike:
-        return []
-    except Different as different:
-        return [Finding(draw, *different.parts)]
-    except Exception as error:  # a crash on either side is a finding, named
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        return [
-            Finding(
-                draw,
-                f"crash: {type(error).__name__}",
-                f"{Path(where.filename).name}:{where.lineno}",
-                "",
-                fuzz_runs.short(error),
-            )
-        ]
-    return []
+        except _RefusedAlike:
+            return
+        if draw.writer == "tj.save_file" and draw.corruption is None:
+            _written_in_full(draw, tally)
 
 
 def _written_in_full(draw: Draw, tally: Tally | None) -> None:
@@ -806,13 +780,4 @@ def _written_in_full(draw: Draw, tally: Tally | None) -> None:
 
 def shrink(finding: Finding, budget: int = 40) -> Finding:
     """A smaller draw showing the same kind of difference."""
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller(best.draw):
-            same = [f for f in judge(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge, smaller, budget)

@@ -21,7 +21,6 @@ import collections
 import dataclasses
 import random
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.support import fuzz, fuzz_runs
-from tests.support.checkpoint_fuzz_oracle import Row
-from tests.support.fuzz_runs import Different, Explained
+from tests.support.fuzz_runs import Different, Explained, Row
 
 #: Layer kinds: how each is made in NNX and in torch, from its sizes.
 LAYERS = ("linear", "linear-no-bias", "layernorm", "rmsnorm", "embed", "batchnorm", "conv")
@@ -351,29 +349,11 @@ def _compare_values(theirs_twin: torch.nn.Module, model: Net, tally: StateTally 
 def judge_state(draw_: StateDraw, tally: StateTally | None = None) -> list[StateFinding]:
     """The differences between torch's ``load_state_dict`` and ``tj.load_state`` on
     ``draw_`` that no row of ``STATE_DIFFERENCES`` explains."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # narrowing warnings, torch's own
-            _judge(draw_, tally)
-    except Explained as explained:
-        if tally is not None:
-            tally.explained[explained.row] += 1
-    except Different as different:
-        return [StateFinding(draw_, *different.parts)]
-    return []
+    return fuzz_runs.outcome(draw_, _judge, tally, StateFinding)
 
 
 def shrink_state(finding: StateFinding, budget: int = 40) -> StateFinding:
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller_state(best.draw):
-            same = [f for f in judge_state(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge_state, smaller_state, budget)
 
 
 __all__ = ["STATE_DIFFERENCES", "StateDraw", "draw_state", "judge_state", "shrink_state"]

@@ -34,8 +34,8 @@ def main(examples: int, seed: int) -> int:
 
     tally = Tally()
     found = fuzz_runs.run(examples, seed, draw, judged, tally)
-    for kind, findings in found.items():
-        print(f"- {' / '.join(kind)} ({len(findings)}x): {findings[0].reproduction()}")
+    for line in fuzz_runs.listed(found, lambda finding: finding):  # unshrunk: the run's own
+        print(line)
     print(f"{tally.examples} examples, {sum(map(len, found.values()))} differences", flush=True)
     return 1 if found else 0
 

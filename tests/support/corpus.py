@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import collections
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.deadlines import deadline
@@ -133,22 +132,6 @@ def _statement_spans(source: str) -> list[tuple[int, int]]:
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.stmt)
     ]
-
-
-def set_of(folder: Path, name: str, marks: tuple[tuple[str, str], ...], default: str) -> str:
-    """The set ``name`` belongs to: the set of the first ``(phrase, set)`` of ``marks``
-    whose phrase its ``.truth`` header holds, else ``default``."""
-    header = " ".join(
-        line for line in (folder / f"{name}.truth").read_text().splitlines() if line[:1] == "#"
-    )
-    return next((group for phrase, group in marks if phrase in header), default)
-
-
-def recall_by_set(
-    folder: Path, names: list[str], sets: tuple[str, ...], of: Callable[[str], str]
-) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per set, ``recall`` over its files (``of(name)`` is a file's set)."""
-    return {group: recall(folder, [name for name in names if of(name) == group]) for group in sets}
 
 
 def labelled_rules(folder: Path, names: list[str]) -> set[str]:

@@ -24,8 +24,6 @@ import dataclasses
 import functools
 import math
 import threading
-import traceback
-import warnings
 from typing import Any
 
 import jax
@@ -35,20 +33,10 @@ import torch
 import torch2jax_device as tj
 from tests.support import feeding_fuzz, fuzz_runs
 from tests.support.feeding_fuzz import Draw, build_loader, dataset, smaller
-from tests.support.fuzz_runs import Different
+from tests.support.fuzz_runs import Different, Row
 from torch2jax_device._src.run_ahead import THREAD_NAME
 
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """A difference by design: what differs, and the phrase of the docs that says it."""
-
-    id: str
-    what: str
-    #: A phrase of ``DOCS`` (the page that says this difference).
-    docs: str
-
-
+#: The page that says each difference by design (``Row.docs``: a phrase of it).
 DOCS = "docs/known-differences-feeding-distributed.md"
 
 DIFFERENCES = (
@@ -268,33 +256,21 @@ NARROWED = {
 
 
 def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
-    """The differences between torch and tj on ``draw`` that no row explains."""
+    """The differences between torch and tj on ``draw`` that no row explains (a crash on
+    either side is one, named)."""
     tally = tally if tally is not None else Tally()
+    return fuzz_runs.outcome(draw, _judge, tally, Finding, crashes=True)
+
+
+def _judge(draw: Draw, tally: Tally) -> None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's CPU pinning, tj's narrowing: said once
-            try:
-                theirs = run_loop(draw, port=False)
-            except Exception:  # DataLoader arguments torch refuses: nothing of tj's
-                tally.refused += 1
-                return []
-            ours = run_loop(draw, port=True)
-            _compare(draw, theirs, ours, tally)
-    except Different as different:
-        return [Finding(draw, *different.parts)]
-    except Exception as error:  # a crash on either side is a finding, named
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        return [
-            Finding(
-                draw,
-                f"crash: {type(error).__name__}",
-                f"{where.filename}:{where.lineno}",
-                "",
-                str(error)[:300],
-            )
-        ]
+        theirs = run_loop(draw, port=False)
+    except Exception:  # DataLoader arguments torch refuses: nothing of tj's
+        tally.refused += 1
+        return
+    ours = run_loop(draw, port=True)
+    _compare(draw, theirs, ours, tally)
     tally.workers += bool(draw.workers)
-    return []
 
 
 def _compare(draw: Draw, theirs: Loop, ours: Loop, tally: Tally) -> None:
@@ -497,16 +473,7 @@ def _same_bits(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> bool:
 
 def shrink(finding: Finding, budget: int = 30) -> Finding:
     """A smaller draw showing the same kind of difference."""
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller(best.draw):
-            same = [f for f in judge(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge, smaller, budget)
 
 
 # --- a run ---------------------------------------------------------------------------------
@@ -530,9 +497,7 @@ def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int)
         f"row of feeding_fuzz_oracle.DIFFERENCES covers, in {len(found)} kinds "
         f"({tally.examples} examples, TORCH2JAX_DEVICE_FEEDING_FUZZ_SEED={seed}):"
     ]
-    for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
-        shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
-        lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
+    lines += fuzz_runs.listed(found, shrink, SHOWN)
     lines.append(
         f"Refused by torch: {tally.refused}; epochs ended by the dataset's error: "
         f"{tally.raised}; batches compared: {tally.batches}; with workers: {tally.workers}; "

@@ -30,7 +30,7 @@ import torch2jax_device as tj
 from torch2jax_device.porting import known_differences
 from torch2jax_device.porting.known_differences import Call, Leaf
 
-from . import fuzz
+from . import fuzz, fuzz_runs
 from .fuzz import Token
 
 # --- a whole draw ------------------------------------------------------------------------
@@ -638,17 +638,9 @@ def _pointer(source: Any) -> int:
 
 
 def shrink(finding: Finding, budget: int = 40) -> Finding:
-    """A smaller draw showing the same kind of difference (fewer leaves, values, arguments)."""
-    best = finding
-    for _ in range(budget):
-        for candidate in _smaller(best.draw):
-            same_kind = [f for f in judge(candidate) if f.aspect == best.aspect]
-            if same_kind:
-                best = same_kind[0]
-                break
-        else:
-            return best
-    return best
+    """A smaller draw showing a difference of the same aspect (fewer leaves, values,
+    arguments; its kind may change with the leaves)."""
+    return fuzz_runs.shrink(finding, judge, _smaller, budget, alike=lambda found: found.aspect)
 
 
 def _smaller(draw_: Draw) -> list[Draw]:

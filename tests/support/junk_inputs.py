@@ -33,7 +33,7 @@ import threading
 import types
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -715,7 +715,7 @@ def judge(case: Case, box: Sandbox, seconds: float = 60) -> str | None:
 def _consume(result: Any) -> None:
     """Run what the call deferred: two items of a generator, a scope's (empty) body."""
     deferred = isinstance(result, Iterator) and not _is_library_object(result)
-    if deferred or inspect.isgenerator(result):
+    if deferred or isinstance(result, Generator):  # a library's generator too
         for _, _item in zip(range(2), result, strict=False):
             pass
     elif (

@@ -15,10 +15,10 @@ betas at 1, integer betas, a string, a keyword the optimizer does not take); flo
 float64, bfloat16, float16 and complex64 parameters of several shapes, a ``Linear``
 layer (whose layout differs between the frameworks), frozen parameters, parameters
 without a gradient on some steps, several parameter groups with their own
-hyperparameters; a group's rate set by hand before a step; a scheduler with its
-arguments; and a checkpoint at a random step,
-written by either framework (in memory, or through ``torch.save`` and ``tj.load``), from
-which both resume, the scheduler by ``load_state_dict`` or torch's ``last_epoch=``.
+hyperparameters (``amsgrad`` and ``fused`` included); a group's rate set by hand before
+a step; a scheduler with its arguments; and a checkpoint at a random step, written by
+either framework (in memory, or through ``torch.save`` and ``tj.load``), from which both
+resume, the scheduler by ``load_state_dict`` or torch's ``last_epoch=``.
 """
 
 from __future__ import annotations
@@ -350,11 +350,16 @@ def _groups(
 
 
 def _group_overrides(kind: str, keywords: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """A group's own keys: hyperparameters and flags torch takes per group, and at times
-    a key of the user's own (torch keeps it in the group and its state dict)."""
+    """A group's own keys: hyperparameters and flags torch takes per group (amsgrad, which
+    decides whether the group's state keeps max_exp_avg_sq, and fused, how its step
+    rounds, included), and at times a key of the user's own (torch keeps it in the group
+    and its state dict)."""
     valid = valid_keywords(kind, rng)
     per_group = (*NUMERIC, "maximize", "nesterov", "centered", "decoupled_weight_decay")
     own = {name: valid[name] for name in valid if name in per_group and rng.random() < 0.5}
+    for flag in ("amsgrad", "fused"):  # the group's own, either way
+        if flag in KEYWORDS[kind] and rng.random() < 0.4:
+            own[flag] = rng.random() < 0.5
     effective = {"alpha": 0.99, **keywords, **own}
     if effective.get("centered") and effective["alpha"] == 0:  # as valid_keywords: no oracle
         own["centered"] = False

@@ -686,6 +686,14 @@ def _run(draw: Draw, tally: Tally | None) -> None:
             compare(reference, port)
 
 
+def _fused_somewhere(draw: Draw) -> bool:
+    """Whether a group of ``draw``'s optimizer is fused (its own key, else the keyword)."""
+    fused = dict(draw.keywords).get("fused")
+    if draw.groups is None:
+        return bool(fused)
+    return any(dict(own).get("fused", fused) for _, own in draw.groups)
+
+
 def _refused_at_a_step(draw: Draw, tally: Tally | None) -> bool:
     """Whether torch refuses the run at a step (``fused`` with a complex parameter):
     then tj must refuse it too, at the latest at its first step, with its own error."""
@@ -706,7 +714,7 @@ def _refused_at_a_step(draw: Draw, tally: Tally | None) -> bool:
 
     ours = _attempt(ours_run)
     if (
-        draw.kind == "SGD" and dict(draw.keywords).get("fused") and draw.silent
+        draw.kind == "SGD" and _fused_somewhere(draw) and draw.silent
         and isinstance(theirs, TypeError) and ours is None
     ):  # fmt: skip
         if tally is not None:

@@ -21,7 +21,7 @@ import pytest
 
 REQUIRE_ENV = "TORCH2JAX_DEVICE_TEST_REQUIRE"
 # The frameworks a test may need that the library does not.
-OPTIONAL_FRAMEWORKS = ("torch", "flax", "equinox", "hypothesis", "optax")
+OPTIONAL_FRAMEWORKS = ("torch", "flax", "equinox", "hypothesis", "optax", "accelerate")
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
@@ -44,6 +44,17 @@ def skipped_for_missing(module: str | None) -> str | None:
     if framework not in OPTIONAL_FRAMEWORKS or framework in required_frameworks():
         return None
     return f"{framework} is not installed (and {REQUIRE_ENV} does not require it)"
+
+
+def missing_module(error: BaseException | None) -> str | None:
+    """The module whose import failed, where ``error`` is (or was raised from) a
+    ``ModuleNotFoundError``: the bare import's, or the library's ``MissingFrameworkError``
+    (a ``ModuleNotFoundError`` without a name, raised from the import's)."""
+    while isinstance(error, ModuleNotFoundError):
+        if error.name:
+            return error.name
+        error = error.__cause__
+    return None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -70,7 +81,7 @@ def pytest_runtest_makereport(
     error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(error, doctest.UnexpectedException):  # a docstring's example raised
         error = error.exc_info[1]
-    reason = skipped_for_missing(error.name) if isinstance(error, ModuleNotFoundError) else None
+    reason = skipped_for_missing(missing_module(error))
     if reason is not None and report.failed:
         path, line, _ = item.location
         report.outcome = "skipped"

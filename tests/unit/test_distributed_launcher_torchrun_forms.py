@@ -201,7 +201,7 @@ def _outcome(argv: list[str], script: Path | str) -> tuple[str, Any]:
             args = parser.parse_args(["run", *argv, str(script)])
     except SystemExit:
         return "refused", error.getvalue()
-    problem = _run._check(args)
+    problem = _run.plan(args)
     return ("refused", problem) if problem else ("taken", args)
 
 
@@ -245,3 +245,60 @@ def test_torchruns_rendezvous_options_mean_what_they_mean_there(tmp_path: Path) 
         "1",
     )
     assert (env["GROUP_WORLD_SIZE"], env["WORLD_SIZE"]) == ("2", "2")
+
+
+# PROBE, written to a file per rank: torchrun's workers share its stdout, where two
+# ranks' lines can interleave.
+PROBE_TO_FILE = PROBE.replace(
+    "print('ENV ' + json.dumps(added, sort_keys=True))",
+    "open(f\"env-{os.environ['RANK']}.json\", 'w').write(json.dumps(added))",
+)
+# Lines whose workers' environment the launcher fuzzer's model of torchrun's agent
+# (tests/support/launcher_fuzz_oracle.py) predicts; {port} is a free port pair.
+MODELLED = {
+    "one host, no port": ["--nproc_per_node", "2", "--rdzv-id", "ignored"],
+    "static": ["--nproc_per_node=2", "--master-port", "{port}", "--rdzv-id", "job-42",
+               "--role", "trainer"],
+    "c10d endpoint": ["--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:{port}",
+                      "--nproc_per_node", "2"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MODELLED)
+def test_the_fuzzers_model_of_torchruns_workers_is_what_torchrun_gives_them(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fuzzer compares ``run.plan`` with a model of the variables torchrun's agent
+    gives its workers, computed from torch's own ``LaunchConfig``; here real torchrun
+    workers say what they got."""
+    needs("torch")
+    from tests.support.distributed.launch import free_port_pair
+    from tests.support.launcher_fuzz import Line
+    from tests.support.launcher_fuzz_oracle import FQDN, FREE, FRESH, PICKED, torchrun_plan
+
+    port = free_port_pair()
+    argv = [word.format(port=port) for word in MODELLED[name]]
+    (tmp_path / "probe.py").write_text(PROBE_TO_FILE)
+    env = worker_env()
+    env.pop("OMP_NUM_THREADS", None)
+    env["PROBE_PARENT"] = json.dumps(env)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    modelled = torchrun_plan(Line((*argv, "probe.py")))
+    assert not isinstance(modelled, str), modelled
+    with contextlib.chdir(tmp_path):
+        status, _, err = run_bounded(
+            [str(TORCHRUN), *argv, "probe.py"], env=env, timeout=deadline(120)
+        )
+    assert status == 0, err
+    workers = [json.loads((tmp_path / f"env-{rank}.json").read_text()) for rank in (0, 1)]
+    for real, model in zip(workers, modelled.environments, strict=True):
+        for variable, value in model.items():
+            if value == FQDN:  # rank 0's host, by the name torchrun's agent looks up
+                assert real[variable] not in ("", "127.0.0.1"), real[variable]
+            elif value in (FREE, PICKED):
+                assert real[variable].isdigit(), real[variable]
+                assert value == FREE or real[variable] != str(port), real[variable]
+            elif value == FRESH:
+                assert str(uuid.UUID(real[variable])) == real[variable]
+            else:
+                assert real[variable] == value, variable

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.deadlines import deadline
 from tests.support.distributed.launch import SCRIPTS, launch, results
+from tests.support.optional_frameworks import needs
 
 LIMIT_S = deadline(60)  # JAX timeout inside the job, grown with the load
 
@@ -33,6 +34,7 @@ def _job() -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def job() -> list[dict[str, Any]]:
+    needs("torch")  # the ranks save and load torch's checkpoints
     status, out, err = _job()
     assert status == 0, out[-3000:] + err[-4000:]
     return results(out, "TRAINER ", count=2)

@@ -36,7 +36,7 @@ __all__ = [
 
 #: The memory kind of host RAM an accelerator's jitted code can read (JAX's name).
 PINNED = "pinned_host"
-#: The ``max_memory`` key of the budget for the first accelerator's pinned host memory.
+#: The ``max_memory`` key of the budget for the computing accelerator's pinned host memory.
 PINNED_KEY = PINNED
 #: The share of an accelerator's free memory a plan leaves for activations and compiled
 #: programs when ``max_memory`` gives it no figure (Accelerate keeps 10 % too).
@@ -183,21 +183,23 @@ class Budgets:
         tiers.append(Destination(self.host_device))
         return tiers
 
-    def balance(self, module_sizes: list[int], *, low_zero: bool) -> None:
+    def balance(self, total: int, final_modules: list[int], *, low_zero: bool) -> None:
         """Give each accelerator but the last a balanced share of the model, as
         Accelerate's ``get_balanced_memory`` does for ``device_map="auto"`` /
-        ``"balanced"``: the model's bytes over the accelerators (all but the first with
-        ``low_zero``, ``"balanced_low_0"``), plus 1.25 times its mean module, each share
+        ``"balanced"``: the model's ``total`` bytes over the accelerators (all but the
+        first with ``low_zero``, ``"balanced_low_0"``), plus 1.25 times the mean of its
+        final modules (``final_modules``: the bytes of each module with tensors but no
+        module with tensors below it, Accelerate's ``get_module_leaves``), each share
         within the accelerator's budget; the last keeps its whole budget. With one
         accelerator, nothing changes.
         """
         accelerators = [tier for tier in self.tiers() if not self.in_host(tier)]
         limits = {tier: self.of(tier) for tier in accelerators}
         filled = [tier for tier in accelerators if (limit := limits[tier]) is None or limit > 0]
-        if len(filled) < 2 or not module_sizes:
+        if len(filled) < 2 or not total:
             return
-        total = sum(module_sizes)
-        buffer = int(1.25 * sum(module_sizes) / len(module_sizes))
+        mean = int(sum(final_modules) / max(len(final_modules), 1))  # as Accelerate rounds
+        buffer = int(1.25 * mean)
         per_device = total // (len(filled) - 1 if low_zero else len(filled)) + buffer
         for tier in filled[:-1]:
             if low_zero and tier == filled[0]:

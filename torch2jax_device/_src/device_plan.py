@@ -6,8 +6,9 @@ are several), then the CPU. A plan does the same for
 JAX arrays, with one more tier that only JAX has: every JAX sharding carries a memory
 kind, and an accelerator's ``pinned_host`` memory is host RAM that jitted code can bring
 into device memory itself (``DevicePlan.to_execution_device``). So tensors go, in
-order, to each accelerator until its budget is spent, then to the first accelerator's
-``pinned_host`` memory, then to the CPU device (ordinary host memory).
+order, to each accelerator until its budget is spent, then to the ``pinned_host``
+memory of the accelerator that computes (the first one filled), then to the CPU device
+(ordinary host memory).
 
 The rules of a plan live here, below ``placement`` and ``checkpoints``, which both
 place by them: the fill order, explicit maps and their checks, the errors and the
@@ -97,8 +98,11 @@ class DevicePlan:
         budgets = Budgets(max_memory)
         if device_map is None or (isinstance(device_map, str) and device_map in STRATEGIES):
             if device_map != "sequential":
-                budgets.balance(_module_sizes(own), low_zero=device_map == "balanced_low_0")
-            placed = _auto(own, budgets)  # a tie goes where its first name goes
+                budgets.balance(
+                    sum(own.values()), _final_modules(own), low_zero=device_map == "balanced_low_0"
+                )
+            placed = _pinned_on_the_first_filled(_auto(own, budgets), budgets)
+            # a tie (one array under two names) goes where its first name goes
             placements = {name: placed[ties.get(name, name)] for name in sizes}
         elif isinstance(device_map, Mapping):
             placements = _explicit(sizes, device_map, budgets, counted=own)
@@ -314,9 +318,37 @@ def _auto(sizes: Mapping[str, int], budgets: Budgets) -> dict[str, Destination]:
     return placements
 
 
-def _module_sizes(sizes: Mapping[str, int]) -> list[int]:
-    """The bytes of each module (a run of names with one dotted prefix), in order."""
-    return [sum(sizes[name] for name in module) for module in _modules(sizes)]
+def _pinned_on_the_first_filled(
+    placements: dict[str, Destination], budgets: Budgets
+) -> dict[str, Destination]:
+    """The pinned tier in the pinned memory of the accelerator the plan fills first (its
+    execution device), not of the first one named: one given no room (``max_memory``
+    of 0, or too little for any module) computes nothing, and a program on the execution
+    device takes the pinned arrays of its own device only (``to_execution_device``)."""
+    filled = next((p.device for p in placements.values() if not budgets.in_host(p)), None)
+    if filled is None or PINNED not in memory_kinds(filled):
+        return placements
+    home = Destination(filled, PINNED)
+    return {
+        name: home if place.memory_kind == PINNED else place for name, place in placements.items()
+    }
+
+
+def _final_modules(sizes: Mapping[str, int]) -> list[int]:
+    """The bytes of each final module, as Accelerate's ``get_balanced_memory`` finds
+    them from the names alone (``get_module_leaves`` twice): of every dotted prefix, the
+    tensors are the leaves; with them taken away, the prefixes with no other below them
+    are the final modules (a layer; a top-level tensor, or a module's own tensors beside
+    its children, count in no final module)."""
+    totals: dict[str, int] = {}
+    for name, nbytes in sizes.items():
+        parts = name.split(".")
+        for end in range(len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            totals[prefix] = totals.get(prefix, 0) + nbytes
+    modules = {prefix: nbytes for prefix, nbytes in totals.items() if prefix not in sizes}
+    parents = {prefix.rpartition(".")[0] for prefix in modules if "." in prefix}
+    return [nbytes for prefix, nbytes in modules.items() if prefix and prefix not in parents]
 
 
 def _modules(sizes: Mapping[str, int]) -> list[list[str]]:
@@ -388,15 +420,21 @@ def _explicit(
 
 def _refuse_unused_keys(rules: list[tuple[str, Destination]], sizes: Mapping[str, int]) -> None:
     """A key that covers no tensor is a typo (``"lm_haed"``) or a map for another
-    model: its module would silently go where a more general key says.
+    model: its module would silently go where a more general key says. A module without
+    tensors (a ``Dropout``, an ``Identity``, a rotary embedding's non-persistent cache)
+    is no typo: Accelerate's maps list such modules (``"transformer.drop": 0``), so a
+    key for a child of a module the tensors have, close to none of that module's other
+    children's names, is taken (it places nothing); so is ``""`` with no tensor at all.
 
     Raises:
         InvalidDeviceError: naming the key and the closest module prefix there is.
     """
+    prefixes = {name.rsplit(".", i)[0] for name in sizes for i in range(name.count(".") + 1)}
     for key, _ in rules:
-        if any(_covers(key, name) for name in sizes):
+        if not key or any(_covers(key, name) for name in sizes):
             continue
-        prefixes = {name.rsplit(".", i)[0] for name in sizes for i in range(name.count(".") + 1)}
+        if _an_empty_module(key, prefixes, sizes):
+            continue
         close = difflib.get_close_matches(key, sorted(prefixes), n=1)
         hint = f" (did you mean {shown(close[0])}?)" if close else ""
         raise InvalidDeviceError(
@@ -404,6 +442,22 @@ def _refuse_unused_keys(rules: list[tuple[str, Destination]], sizes: Mapping[str
             "module would go where another key says. Fix: correct the key, or drop it (a "
             "tied weight a checkpoint saves once has no tensor of its own)"
         )
+
+
+def _an_empty_module(key: str, prefixes: set[str], sizes: Mapping[str, int]) -> bool:
+    """Whether ``key`` reads as a module without tensors: a plain name under a module
+    the tensors have, and like none of that module's other children (a top-level key
+    with no tensor is a map for another model: ``"lm_head"`` for a bare decoder)."""
+    if any(character in key for character in "*?[]"):
+        return False
+    parent, _, child = key.rpartition(".")
+    if parent not in prefixes or parent in sizes:  # under a module, not under a tensor
+        return False
+    start = f"{parent}."
+    siblings = {
+        prefix[len(start) :].partition(".")[0] for prefix in prefixes if prefix.startswith(start)
+    }
+    return not difflib.get_close_matches(child, sorted(siblings), n=1)
 
 
 def _covers(key: str, name: str) -> bool:

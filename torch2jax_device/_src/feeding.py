@@ -128,6 +128,9 @@ def prefetch_to_device(
 
     Returns:
         A generator of the placed batches. Nothing runs before its first ``next()``.
+        ``len()`` of it is the source's, as ``len(iter(data_loader))`` is the
+        DataLoader's (for ``tqdm(batches)``); a source without one (a generator, an
+        ``IterableDataset``'s loader) raises ``ArgumentTypeError`` there.
 
     Raises:
         DeviceTypeError: ``device`` is an ``int``: Flax's call shape
@@ -159,6 +162,8 @@ def prefetch_to_device(
         0 [0. 0.] True
         1 [1. 1.] True
         2 [2. 2.] True
+        >>> len(tj.prefetch_to_device([np.zeros(2), np.ones(2)], "cpu"))
+        2
     """
     if is_index(device):  # also NumPy integers, which torch takes as indices too
         device = int(device)  # type: ignore[arg-type]
@@ -287,15 +292,7 @@ class DeviceLoader:
         )
 
     def __len__(self) -> int:
-        try:
-            return len(self.loader)  # type: ignore[arg-type]
-        except TypeError as error:  # a TypeError still, as len() raises
-            kind = type(self.loader).__name__
-            raise ArgumentTypeError(
-                f"len() of a DeviceLoader is the length of the {kind} it wraps, which has "
-                f"none ({error}); count the batches as you iterate, or wrap a loader with a "
-                "length (a DataLoader over a map-style dataset, a list)"
-            ) from None
+        return _length(self.loader, "a DeviceLoader", "it wraps", "wrap")
 
     def __getattr__(self, name: str) -> Any:
         """The wrapped loader's attribute (called only for names the DeviceLoader lacks)."""
@@ -435,8 +432,55 @@ def _prefetch(
     if rewind is not None:
         placed = rewind.deliver(placed)
     if not target.is_fully_addressable:  # the processes compare each batch as it is taken
-        return agreed_batches(placed, target, caller)
-    return placed
+        placed = agreed_batches(placed, target, caller)
+    return _Prefetched(placed, iterable)
+
+
+class _Prefetched(Generator[Any, None, None]):
+    """The placed batches: a generator whose ``len()`` is its source's, as
+    ``len(iter(data_loader))`` is the DataLoader's (the whole epoch's batches, however
+    many were taken). ``bool()`` is ``True``, as for any generator, whatever the length.
+    """
+
+    __slots__ = ("__weakref__", "_batches", "_source")
+
+    def __init__(self, batches: Generator[Any, None, None], source: Iterable[Any]) -> None:
+        self._batches = batches
+        self._source = source
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def send(self, value: None) -> Any:
+        return self._batches.send(value)
+
+    def throw(self, *error: Any) -> Any:
+        return self._batches.throw(*error)
+
+    def close(self) -> None:
+        self._batches.close()
+
+    def __len__(self) -> int:
+        return _length(self._source, "prefetch_to_device(...)", "its batches come from", "pass")
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<prefetch_to_device generator over {_short_repr(self._source)}>"
+
+
+def _length(source: object, what: str, relation: str, verb: str) -> int:
+    """``len(source)``, or, where it has none, the library's ``TypeError`` naming the fix."""
+    try:
+        return len(source)  # type: ignore[arg-type]
+    except TypeError as error:  # a TypeError still, as len() raises
+        kind = type(source).__name__
+        raise ArgumentTypeError(
+            f"len() of {what} is the length of the {kind} {relation}, which has "
+            f"none ({error}); count the batches as you iterate, or {verb} a loader with a "
+            "length (a DataLoader over a map-style dataset, a list)"
+        ) from None
 
 
 class _GeneratorRewind:

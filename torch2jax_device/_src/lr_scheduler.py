@@ -31,7 +31,7 @@ from .errors import (
     StateDictError,
     UnsupportedOperationError,
 )
-from .optimizer_state import (
+from .optimizer_groups import (
     exact,
     group_count,
     group_extras,

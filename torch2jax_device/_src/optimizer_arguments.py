@@ -74,7 +74,7 @@ def at_least_zero(function: str, name: str, value: Any, *, nan: bool = False) ->
 def kernel_options(function: str, **options: Any) -> dict[str, Any]:
     """Torch's kernel choices (``foreach``, ``fused``, ``capturable``, ``differentiable``),
     which change no number here, checked as torch checks them and kept for the state
-    dict's parameter group; ``amsgrad`` (which shapes the state) rides with them."""
+    dict's parameter group."""
     if options.get("fused"):
         for other in ("differentiable", "foreach"):
             if options.get(other):

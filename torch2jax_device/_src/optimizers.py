@@ -161,7 +161,7 @@ def SGD(  # torch's name and signature; params: the groups, or None (nnx.Optimiz
     unexpected("SGD", unknown)
     _flags("SGD", nesterov=nesterov, maximize=maximize, foreach=foreach,
            differentiable=differentiable, fused=fused)  # fmt: skip
-    groups = parsed("SGD", _given(params), {"fused": fused})
+    groups = parsed("SGD", _given(params))
     # torch compares `value < 0`, which NaN passes
     lr = at_least_zero("SGD", "lr", lr, nan=True)
     momentum = at_least_zero("SGD", "momentum", momentum, nan=True)
@@ -175,7 +175,7 @@ def SGD(  # torch's name and signature; params: the groups, or None (nnx.Optimiz
         )
     options = kernel_options("SGD", foreach=foreach, fused=fused, differentiable=differentiable)
     optax = _optax()
-    factory = optax.inject_hyperparams(_sgd, static_args=("fused",), hyperparam_dtype=jnp.float32)
+    factory = optax.inject_hyperparams(_sgd, hyperparam_dtype=jnp.float32)
     return _with_params(factory, options, groups, "SGD")(
         learning_rate=lr,
         momentum=momentum,
@@ -183,7 +183,7 @@ def SGD(  # torch's name and signature; params: the groups, or None (nnx.Optimiz
         weight_decay=weight_decay,
         nesterov=float(bool(nesterov)),
         maximize=float(bool(maximize)),
-        fused=bool(fused),
+        fused=float(bool(fused)),
     )
 
 
@@ -212,15 +212,18 @@ def Adam(  # torch's name and signature; params: the groups, or None (nnx.Optimi
     by it; ``maximize`` flips the gradient's sign; a complex parameter's real and
     imaginary parts have their own moments, as torch's ``view_as_real`` gives them. Use
     it as [`SGD`][torch2jax_device.optim.SGD] is used (``foreach``, ``fused``,
-    ``capturable`` and ``differentiable`` are kept for the state dict).
+    ``capturable`` and ``differentiable`` are kept for the state dict; ``fused``
+    computes a low-precision parameter's step in float32). A parameter group may set
+    its own ``amsgrad`` and ``fused``, as torch's may.
 
     Raises:
         ConfigError: where torch raises ``ValueError``: a negative (or NaN) ``lr``,
             ``eps`` or ``weight_decay``, a beta outside ``[0, 1)``, or betas that are
             not both floats.
         UnsupportedOperationError: where torch raises ``RuntimeError``: ``fused``
-            with ``foreach`` or ``differentiable``, or (at the first step) with a complex
-            parameter.
+            with ``foreach`` or ``differentiable`` (a parameter group both fused and
+            differentiable, where torch raises at the first step, when made), or (at the
+            first step) with a complex parameter of a fused group.
         ArgumentTypeError: a positional argument (torch's call shape, see ``SGD``), a
             keyword torch's Adam does not take, betas that are not a pair, or a
             hyperparameter that is not a number.
@@ -238,13 +241,13 @@ def Adam(  # torch's name and signature; params: the groups, or None (nnx.Optimi
     _flags("Adam", amsgrad=amsgrad, foreach=foreach, maximize=maximize, capturable=capturable,
            differentiable=differentiable, fused=fused,
            decoupled_weight_decay=decoupled_weight_decay)  # fmt: skip
-    groups = parsed("Adam", _given(params), {"amsgrad": amsgrad, "fused": fused})
+    groups = parsed("Adam", _given(params))
     return _adam_like(
         "Adam", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay,
         options=kernel_options(
             "Adam", foreach=foreach, fused=fused, differentiable=differentiable,
-            capturable=capturable, amsgrad=bool(amsgrad),
+            capturable=capturable,
         ),
     )  # fmt: skip
 
@@ -290,13 +293,13 @@ def AdamW(  # torch's name and signature; params: the groups, or None (nnx.Optim
     unexpected("AdamW", unknown)
     _flags("AdamW", amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
            differentiable=differentiable, fused=fused)  # fmt: skip
-    groups = parsed("AdamW", _given(params), {"amsgrad": amsgrad, "fused": fused})
+    groups = parsed("AdamW", _given(params))
     return _adam_like(
         "AdamW", groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
         maximize=maximize, decoupled_weight_decay=True,
         options=kernel_options(
             "AdamW", foreach=foreach, fused=fused, differentiable=differentiable,
-            capturable=capturable, amsgrad=bool(amsgrad),
+            capturable=capturable,
         ),
     )  # fmt: skip
 
@@ -322,6 +325,14 @@ def _adam_like(
     options: dict[str, Any],
 ) -> Any:
     """Adam's and AdamW's checks, in torch's order, and the transformation."""
+    for index, group in enumerate(groups or ()):
+        kernel = {name: group.given.get(name, options.get(name)) for name in options}
+        if kernel.get("fused") and kernel.get("differentiable"):
+            raise UnsupportedOperationError(
+                f"tj.optim.{function}: parameter group {index} is fused and differentiable "
+                "(torch's RuntimeError at the first step: Adam with fused=True does not "
+                f"support differentiable=True). Fix: set one of them in group {index}"
+            )
     lr = at_least_zero(function, "lr", lr)
     eps = at_least_zero(function, "eps", eps)
     if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
@@ -341,9 +352,9 @@ def _adam_like(
             f"{betas!r}: write them as floats, e.g. {tuple(float(beta) for beta in betas)}"
         )
     optax = _optax()
-    factory = optax.inject_hyperparams(
-        _adam, static_args=("amsgrad", "fused"), hyperparam_dtype=jnp.float32
-    )
+    factory = optax.inject_hyperparams(_adam, static_args=("peaks",), hyperparam_dtype=jnp.float32)
+    # the state keeps max_exp_avg_sq where any group may read it (torch: per group)
+    peaks = bool(amsgrad) or any(bool(group.given.get("amsgrad")) for group in groups or ())
     return _with_params(factory, options, groups, function)(
         learning_rate=lr,
         beta1=float(betas[0]),
@@ -352,8 +363,9 @@ def _adam_like(
         weight_decay=weight_decay,
         decoupled_weight_decay=float(bool(decoupled_weight_decay)),
         maximize=float(bool(maximize)),
-        amsgrad=bool(amsgrad),
-        fused=bool(options.get("fused")),
+        amsgrad=float(bool(amsgrad)),
+        peaks=peaks,
+        fused=float(bool(options.get("fused"))),
     )
 
 
@@ -397,7 +409,7 @@ def RMSprop(  # torch's name and signature; params: the groups, or None (nnx.Opt
     unexpected("RMSprop", unknown)
     _flags("RMSprop", centered=centered, capturable=capturable, foreach=foreach,
            maximize=maximize, differentiable=differentiable)  # fmt: skip
-    groups = parsed("RMSprop", _given(params), {})
+    groups = parsed("RMSprop", _given(params))
     lr = at_least_zero("RMSprop", "lr", lr)
     eps = at_least_zero("RMSprop", "eps", eps)
     momentum = at_least_zero("RMSprop", "momentum", momentum)
@@ -456,7 +468,8 @@ def _with_params(
         def init(params: Any) -> Any:
             state = transformation.init(params)
             if groups is not None:
-                noted = noted_groups(groups, params, marked=bool(options.get("fused")))
+                fused_groups = [value.get("fused", 0.0) > 0 for value in values]
+                noted = noted_groups(groups, params, marked=fused_groups)
                 inner = state.inner_state._replace(group=noted)
                 state = state._replace(inner_state=inner)
             return _beside(state, params)
@@ -466,7 +479,7 @@ def _with_params(
         init.torch_groups = groups  # type: ignore[attr-defined]
 
         def update(grads: Any, state: Any, params: Any = None, **extra: Any) -> Any:
-            if options.get("fused") and refused_complex(params, state.inner_state.group):
+            if refused_complex(params, state.inner_state.group, bool(options.get("fused"))):
                 # at the first step, as torch checks it (a resumed run may take none)
                 raise UnsupportedOperationError(
                     "`fused=True` requires all the params to be floating point Tensors "
@@ -516,10 +529,12 @@ def _sgd(
     weight_decay: Any,
     nesterov: Any,
     maximize: Any,
-    fused: bool,
+    fused: Any,
 ) -> Any:
     optax = _optax()
-    hyperparameters = (learning_rate, momentum, dampening, weight_decay, nesterov, maximize)
+    hyperparameters = (
+        learning_rate, momentum, dampening, weight_decay, nesterov, maximize, fused
+    )  # fmt: skip
 
     def init(params: Any) -> SGDState:
         return SGDState(_counts(params, jnp.int32), jax.tree.map(jnp.zeros_like, params))
@@ -533,16 +548,18 @@ def _sgd(
         def one(
             grad: Any, buffer: Any, param: Any, steps: Any, member: Any
         ) -> tuple[Any, Any, Any]:
-            learning_rate, momentum, dampening, weight_decay, nesterov, maximize = chosen(
+            learning_rate, momentum, dampening, weight_decay, nesterov, maximize, fused = chosen(
                 member, *hyperparameters
             )
             dtype = param.dtype
-            rounded = _rounded(dtype, fused)
+            rounding = (dtype, fused)  # per group: fused rounds only the state it stores
             grad, buffer, param = _widened(dtype, grad, buffer, param)
-            grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay, rounded)
-            kept = _stored(_stored(momentum * buffer, rounded) + (1 - dampening) * grad, rounded)
+            grad = _decayed(jnp.where(maximize > 0, -grad, grad), param, weight_decay, *rounding)
+            kept = _stored(
+                _stored(momentum * buffer, *rounding) + (1 - dampening) * grad, *rounding
+            )
             started = jnp.where(steps == 0, grad, kept)
-            step = jnp.where(nesterov > 0, _stored(grad + momentum * started, rounded), started)
+            step = jnp.where(nesterov > 0, _stored(grad + momentum * started, *rounding), started)
             with_momentum = momentum != 0
             step = jnp.where(with_momentum, step, grad)
             kept_buffer = jnp.where(with_momentum, started, buffer).astype(dtype)
@@ -568,9 +585,13 @@ def _adam(
     weight_decay: Any,
     decoupled_weight_decay: Any,
     maximize: Any,
-    amsgrad: bool,
-    fused: bool,
+    amsgrad: Any,
+    peaks: bool,
+    fused: Any,
 ) -> Any:
+    """Adam's step; ``amsgrad`` (a flag, per group) divides by the largest second moment
+    so far, which the state keeps (``max_exp_avg_sq``) when ``peaks``: where any group
+    has ``amsgrad``, each parameter's peak updated only where its group's flag is set."""
     optax = _optax()
     hyperparameters = (
         learning_rate,
@@ -580,12 +601,14 @@ def _adam(
         weight_decay,
         decoupled_weight_decay,
         maximize,
+        amsgrad,
+        fused,
     )
 
     def init(params: Any) -> AdamState:
         zeros = functools.partial(jax.tree.map, jnp.zeros_like)
-        peaks = zeros(params) if amsgrad else None
-        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params), peaks)
+        kept = zeros(params) if peaks else None
+        return AdamState(_counts(params, jnp.float32), zeros(params), zeros(params), kept)
 
     def update(grads: Any, state: AdamState, params: Any = None) -> tuple[Any, AdamState]:
         if params is None:
@@ -597,23 +620,27 @@ def _adam(
             grad: Any, mean: Any, square: Any, peak: Any, param: Any, step: Any, member: Any
         ) -> tuple[Any, ...]:
             (learning_rate, beta1, beta2, eps, weight_decay, decoupled_weight_decay,
-             maximize) = chosen(member, *hyperparameters)  # fmt: skip
+             maximize, amsgrad, fused) = chosen(member, *hyperparameters)  # fmt: skip
             old = (mean, square, peak, step)
             dtype = param.dtype
-            rounded = _rounded(dtype, fused)
+            rounding = (dtype, fused)  # per group: fused rounds only the state it stores
             grad, mean, square, peak, param = _widened(dtype, grad, mean, square, peak, param)
             step = step + 1
             grad = jnp.where(maximize > 0, -grad, grad)
-            grad = _decayed(grad, param, (1 - decoupled_weight_decay) * weight_decay, rounded)
+            grad = _decayed(grad, param, (1 - decoupled_weight_decay) * weight_decay, *rounding)
             grad, mean, square, peak = (_real(value) for value in (grad, mean, square, peak))
-            mean = _stored(mean + (1 - beta1) * (grad - mean), rounded)  # torch's lerp_
-            square = _stored(_stored(beta2 * square, rounded) + (1 - beta2) * grad * grad, rounded)
-            if amsgrad:
-                peak = jnp.maximum(peak, square)
+            mean = _stored(mean + (1 - beta1) * (grad - mean), *rounding)  # torch's lerp_
+            square = _stored(
+                _stored(beta2 * square, *rounding) + (1 - beta2) * grad * grad, *rounding
+            )
+            second = square
+            if peaks:
+                peak = jnp.where(amsgrad > 0, jnp.maximum(peak, square), peak)
+                second = jnp.where(amsgrad > 0, peak, square)
             step_size = learning_rate / (1 - beta1**step)
-            root = _stored(jnp.sqrt(peak if amsgrad else square), rounded)
-            denominator = _stored(root / jnp.sqrt(1 - beta2**step), rounded)
-            denominator = _stored(denominator + eps, rounded)
+            root = _stored(jnp.sqrt(second), *rounding)
+            denominator = _stored(root / jnp.sqrt(1 - beta2**step), *rounding)
+            denominator = _stored(denominator + eps, *rounding)
             decayed = (decoupled_weight_decay > 0) & (weight_decay != 0)  # torch skips 0 * lr
             # torch scales the parameter (p *= 1 - lr * wd: an infinite one stays so); as
             # an update, p - lr * wd * p would be inf - inf
@@ -626,13 +653,13 @@ def _adam(
                 *(held(member, value, before) for value, before in zip(new, old, strict=True)),
             )
 
-        peaks = state.max_exp_avg_sq if amsgrad else jax.tree.map(lambda _: None, grads)
+        old_peaks = state.max_exp_avg_sq if peaks else jax.tree.map(lambda _: None, grads)
         parts = jax.tree.map(
-            one, grads, state.exp_avg, state.exp_avg_sq, peaks, params, state.step,
+            one, grads, state.exp_avg, state.exp_avg_sq, old_peaks, params, state.step,
             members(state, grads),
         )  # fmt: skip
-        updates, means, squares, peaks, steps = _unzip(parts, grads, 5)
-        return updates, AdamState(steps, means, squares, peaks if amsgrad else None, state.group)
+        updates, means, squares, new_peaks, steps = _unzip(parts, grads, 5)
+        return updates, AdamState(steps, means, squares, new_peaks if peaks else None, state.group)
 
     return optax.GradientTransformation(init, update)
 
@@ -707,19 +734,15 @@ def _widened(dtype: Any, *values: Any) -> tuple[Any, ...]:
     return tuple(None if value is None else value.astype(wide) for value in values)
 
 
-def _stored(value: Any, dtype: Any) -> Any:
+def _stored(value: Any, dtype: Any, fused: Any = False) -> Any:
     """``value`` rounded as torch stores an operation's result in a tensor of ``dtype``
-    (a float16 or bfloat16 one), kept in the wider dtype it is computed in."""
+    (a float16 or bfloat16 one), kept in the wider dtype it is computed in; not rounded
+    where ``fused`` (the group's flag: torch's fused kernels compute the whole step in
+    float and store only the state)."""
     if jnp.dtype(dtype).itemsize >= 4 or jnp.issubdtype(dtype, jnp.complexfloating):
         return value
-    return value.astype(dtype).astype(value.dtype)
-
-
-def _rounded(dtype: Any, fused: bool) -> Any:
-    """The dtype torch rounds a step's intermediate results to, for a parameter of
-    ``dtype``: its own (each operation stores its result), or with ``fused`` float32
-    (torch's fused kernels compute the whole step in float and store only the state)."""
-    return jnp.float32 if fused else dtype
+    narrow = value.astype(dtype).astype(value.dtype)
+    return narrow if fused is False else jnp.where(fused > 0, value, narrow)
 
 
 def _kept(value: Any, dtype: Any) -> Any:
@@ -728,10 +751,10 @@ def _kept(value: Any, dtype: Any) -> Any:
     return None if value is None else _complex(value, dtype).astype(dtype)
 
 
-def _decayed(grad: Any, param: Any, weight_decay: Any, dtype: Any) -> Any:
+def _decayed(grad: Any, param: Any, weight_decay: Any, dtype: Any, fused: Any = False) -> Any:
     """``grad + weight_decay * param`` as torch's ``grad.add`` gives it for a parameter of
     ``dtype`` (and left alone without decay, as torch skips it: ``0 * inf`` is no NaN)."""
-    return _stored(jnp.where(weight_decay != 0, grad + weight_decay * param, grad), dtype)
+    return _stored(jnp.where(weight_decay != 0, grad + weight_decay * param, grad), dtype, fused)
 
 
 def _real(value: Any) -> Any:

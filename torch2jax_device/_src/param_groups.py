@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .errors import ArgumentTypeError, ConfigError, UnsupportedOperationError
+from .errors import ArgumentTypeError, ConfigError
 from .optimizer_arguments import number as checked_number
 
 __all__ = [
@@ -48,15 +48,11 @@ _HYPERPARAMETERS = {
     "maximize": ("maximize",),
     "centered": ("centered",),
     "decoupled_weight_decay": ("decoupled_weight_decay",),
+    "amsgrad": ("amsgrad",),
+    "fused": ("fused",),
 }
 #: Flags: stored as 0.0 or 1.0 in the state.
-_FLAGS = ("nesterov", "maximize", "centered", "decoupled_weight_decay")
-#: What shapes the state or the rounding for every group at once: a group may not differ.
-_WHOLE = ("amsgrad", "fused")
-_WHOLE_WHY = {
-    "amsgrad": "it shapes the optax state (max_exp_avg_sq) of every parameter at once",
-    "fused": "it sets how every parameter's step is rounded, one choice for the jitted step",
-}
+_FLAGS = ("nesterov", "maximize", "centered", "decoupled_weight_decay", "amsgrad", "fused")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,11 +95,8 @@ def hyperparameter_names(key: str) -> tuple[str, ...]:
     return _HYPERPARAMETERS.get(key, ())
 
 
-def parsed(function: str, params: tuple[Any, ...], whole: Mapping[str, Any]) -> list[Group] | None:
-    """The groups of ``tj.optim.<function>(groups, ...)``, or None for no positional argument.
-
-    ``whole``: the optimizer's own ``amsgrad`` and ``fused``, which no group may change.
-    """
+def parsed(function: str, params: tuple[Any, ...]) -> list[Group] | None:
+    """The groups of ``tj.optim.<function>(groups, ...)``, or None for no positional argument."""
     if not params:
         return None
     (groups, *rest) = params
@@ -129,16 +122,6 @@ def parsed(function: str, params: tuple[Any, ...], whole: Mapping[str, Any]) -> 
                 "such as lambda path, p: p.ndim >= 2, an nnx filter, or a list of paths"
             )
         given = {key: value for key, value in group.items() if key != "params"}
-        for key in _WHOLE:
-            if key in given and bool(given[key]) != bool(whole.get(key)):
-                raise UnsupportedOperationError(
-                    f"tj.optim.{function}: parameter group {number} sets {key}={given[key]!r} "
-                    f"and the optimizer {key}={whole.get(key)!r}: torch honours {key} per "
-                    f"group, but here {_WHOLE_WHY[key]}, so {key} applies to every group. "
-                    f"Fix: if every group can share it, pass {key}={given[key]!r} to "
-                    f"tj.optim.{function}(...) and leave it out of the groups; else make one "
-                    f"optimizer per {key} value and combine them with optax.multi_transform"
-                )
         out.append(Group(_selector(function, number, group["params"]), given))
     return out
 
@@ -304,30 +287,32 @@ def _plain(key: Any) -> Any:
     return key
 
 
-def noted_groups(groups: list[Group], params: Any, *, marked: bool = False) -> Any:
+def noted_groups(groups: list[Group], params: Any, *, marked: Sequence[bool] = ()) -> Any:
     """``[group, place]`` (int32) per parameter of ``params``, a tree like theirs: what
     an optimizer's ``init`` notes in its state (see :func:`membership`).
 
-    ``marked`` (a fused optimizer): a complex parameter in a group is noted ``[group,
-    place, 1]``, a mark its shape shows to a jitted step, which refuses it as torch's
-    first step does (:func:`refused_complex`); one in no group torch never sees.
+    ``marked``: per group, whether it is fused. A complex parameter in a fused group is
+    noted ``[group, place, 1]``, a mark its shape shows to a jitted step, which refuses
+    it as torch's first step does (:func:`refused_complex`); one in no group torch never
+    sees.
     """
     pairs = jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_variable)[0]
     found = membership(groups, [(plain_path(keys), leaf) for keys, leaf in pairs])
     places = []
     for keys, leaf in pairs:
         note: tuple[int, ...] = found.get(plain_path(keys), (-1, -1))
-        if marked and note[0] >= 0 and jnp.iscomplexobj(_array(leaf)):
+        if note[0] >= 0 and marked and marked[note[0]] and jnp.iscomplexobj(_array(leaf)):
             note = (*note, 1)
         places.append(jnp.asarray(note, jnp.int32))
     return jax.tree.unflatten(jax.tree.structure(params), places)
 
 
-def refused_complex(params: Any, noted: Any) -> bool:
-    """Whether a fused optimizer's step meets a complex parameter it trains (torch's
-    ``RuntimeError``): any, without groups; one noted with the mark, with groups."""
+def refused_complex(params: Any, noted: Any, fused: bool) -> bool:
+    """Whether a step meets a complex parameter a fused group trains (torch's
+    ``RuntimeError``): without groups, any where the optimizer is ``fused``; with groups,
+    one noted with the mark (:func:`noted_groups`)."""
     if noted is None:
-        return any(jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params))
+        return fused and any(jnp.iscomplexobj(leaf) for leaf in jax.tree.leaves(params))
     return any(jnp.shape(note)[0] == 3 for note in jax.tree.leaves(noted))
 
 

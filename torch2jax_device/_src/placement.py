@@ -677,11 +677,15 @@ def _move_by_plan(
     )
     moved: dict[str, Any] = {}
     for place, names in plan.grouped(named.arrays).items():
-        arrays = [named.arrays[name] for name in names]
+        # One object under several names (a tied weight) is counted once by the plan:
+        # it is moved once, and every name of it gets the same array.
+        distinct = {id(named.arrays[name]): named.arrays[name] for name in names}
+        arrays = list(distinct.values())
         if single:  # cast whatever its dtype, as Tensor.to casts one array
             placed = [to_device(arrays[0], place.sharding, dtype, non_blocking, copy)]
         else:
             placed = to_device(arrays, place.sharding, dtype, non_blocking, copy)
-        moved.update(zip(names, placed, strict=True))
+        same = dict(zip(distinct, placed, strict=True))
+        moved.update((name, same[id(named.arrays[name])]) for name in names)
     rest = to_device(named.unplanned, plan.execution_device, non_blocking=non_blocking)
     return named.rebuild(moved, rest)

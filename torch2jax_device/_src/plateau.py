@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ArgumentTypeError, ConfigError, StateDictError
-from .optimizer_state import exact, group_count, learning_rate_variable, set_exact
+from .optimizer_groups import exact, group_count, learning_rate_variable, set_exact
 from .scheduler_epochs import deprecated_epoch
 
 __all__ = ["ReduceLROnPlateau"]

@@ -59,7 +59,7 @@ from typing import IO, Any, TextIO
 
 from . import torchrun_compat
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "plan", "run", "script_command"]
 
 _POLL_S = 0.05
 # How long stopped workers get between SIGTERM (or the signal forwarded) and SIGKILL by
@@ -88,8 +88,6 @@ _DIE_WITH_LAUNCHER = (
     "    os._exit(1)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
-# The highest --master-port: JAX's coordinator takes the next one.
-_MAX_PORT = 65534
 # A line ends at \n (or \r\n); a \r redraws it.
 _BREAKS = re.compile(r"(\r\n|\r|\n)")
 _SIGNAL_NUMBERS = frozenset(int(number) for number in signal.Signals)
@@ -112,37 +110,37 @@ def add_parser(commands: Any) -> None:
         "--nproc-per-node",
         "--nproc_per_node",
         dest="nproc_per_node",
-        type=torchrun_compat.nproc_per_node,
-        default=1,
+        type=torchrun_compat.from_environment(torchrun_compat.nproc_per_node),
+        default=torchrun_compat.environment_default("nproc_per_node", 1),
         help="processes on this host, usually one per GPU (default 1)",
     )
     parser.add_argument(
         "--nnodes",
-        type=torchrun_compat.nnodes,
-        default=1,
+        type=torchrun_compat.from_environment(torchrun_compat.nnodes),
+        default=torchrun_compat.environment_default("nnodes", 1),
         help="hosts in the job (default 1; torchrun's N:N too)",
     )
     parser.add_argument(
         "--node-rank",
         "--node_rank",
         dest="node_rank",
-        type=_non_negative_int,
-        default=0,
+        type=torchrun_compat.from_environment(_non_negative_int),
+        default=torchrun_compat.environment_default("node_rank"),
         help="this host's index, 0 to nnodes-1 (default 0)",
     )
     parser.add_argument(
         "--master-addr",
         "--master_addr",
         dest="master_addr",
-        default="127.0.0.1",
+        default=torchrun_compat.environment_default("master_addr", "127.0.0.1"),
         help="address of the host that runs rank 0 (default 127.0.0.1)",
     )
     parser.add_argument(
         "--master-port",
         "--master_port",
         dest="master_port",
-        type=_port,
-        default=None,
+        type=torchrun_compat.from_environment(_port),
+        default=torchrun_compat.environment_default("master_port"),
         help="the job's rendezvous port on that host: torch's store where torch is "
         "installed (JAX's coordinator then takes PORT+1), else JAX's coordinator; 1 to 65534 "
         "(default: a free port; required with --nnodes > 1)",
@@ -168,6 +166,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--standalone",
         action="store_true",
+        default=torchrun_compat.environment_default("standalone", False, flag=True),
         help="torchrun's one-host rendezvous on a free port: what run does without "
         "--nnodes (accepted so torchrun command lines run unchanged)",
     )
@@ -175,6 +174,7 @@ def add_parser(commands: Any) -> None:
         "-m",
         "--module",
         action="store_true",
+        default=torchrun_compat.environment_default("module", False, flag=True),
         help="run SCRIPT as a module (python -m SCRIPT), as torchrun -m",
     )
     torchrun_compat.add_torchrun_options(parser)
@@ -188,7 +188,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the job; return 0, the exit code of the first worker that failed, or 128 +
     the number of the signal that stopped it."""
-    problem = _check(args)
+    problem = plan(args)
     if problem is None and args.node_rank != 0:
         problem = _answered_by_master(args.master_addr, args.master_port, os.environ)
     if problem:
@@ -604,29 +604,66 @@ class _Relay:
                 os.close(null)
 
 
-def _check(args: argparse.Namespace) -> str | None:
+def plan(args: argparse.Namespace) -> str | None:
+    """Settle the job ``run`` starts for a parsed command line, starting nothing: why it
+    cannot run (the option and the fix), else ``None``, and ``args`` then hold the plan,
+    torchrun's spellings resolved to one meaning (``--rdzv-endpoint`` is rank 0's
+    host and port; the workers' environment is ``torchrun_compat.worker_environment``,
+    their command ``script_command``).
+
+    For example ``run --nproc-per-node 2 --nnodes 2 --node-rank 1 --rdzv-endpoint
+    10.0.0.1:29400 train.py`` plans ranks 2 and 3 of 4, meeting at 10.0.0.1:29400;
+    ``run --nnodes 1:4 train.py`` is refused (an elastic range), naming ``--nnodes N``.
+    """
     refused = torchrun_compat.refused_option(args)
     if refused is not None:
         return refused
-    torchrun_compat.apply_rendezvous(args)
-    if args.node_rank >= args.nnodes:
-        return f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}."
-    if args.nnodes > 1 and args.master_port is None:
-        return (
-            "--master-port is required with --nnodes > 1: every host must be given the same "
-            "port, on the host of rank 0 (--master-addr)."
-        )
     if args.standalone and args.nnodes > 1:
         return (
-            "--standalone is a job on one host, and --nnodes is "
-            f"{args.nnodes}: drop --standalone and give every host --master-addr and "
-            "--master-port."
+            f"--standalone is a job on one host, and --nnodes is {args.nnodes}. Fix: drop "
+            "--standalone and give every host --master-addr and --master-port (or "
+            "--rdzv-endpoint) and its --node-rank."
+        )
+    named_rank = args.node_rank is not None
+    if args.node_rank is None:
+        args.node_rank = 0
+    torchrun_compat.settle_rendezvous(args)
+    if args.node_rank >= args.nnodes:
+        return (
+            f"--node-rank {args.node_rank} must be below --nnodes {args.nnodes}. Fix: number "
+            f"the hosts 0 to {args.nnodes - 1}, rank 0's host 0."
+        )
+    if args.rdzv_backend == "c10d" and args.nnodes > 1:
+        if not args.rdzv_endpoint:
+            return (
+                f"--rdzv-backend c10d with --nnodes {args.nnodes} names no --rdzv-endpoint: "
+                "each host would meet only itself, at localhost:29400. Fix: --rdzv-endpoint "
+                "HOST:PORT of rank 0's host on every host."
+            )
+        if not named_rank:
+            return (
+                f"--rdzv-backend c10d with --nnodes {args.nnodes} and no --node-rank: torchrun "
+                "numbers the hosts as they join, this launcher by their --node-rank, so every "
+                "host would be host 0. Fix: give each host its --node-rank, 0 to "
+                f"{args.nnodes - 1} (0 on the host of --rdzv-endpoint)."
+            )
+    if args.nnodes > 1 and args.master_port is None:
+        return (
+            f"--master-port is required with --nnodes > 1 (here {args.nnodes}): every host "
+            "must be given the same port, on the host of rank 0. Fix: --master-port 29500 "
+            "(torchrun's default) or --rdzv-endpoint HOST:PORT, the same on every host."
         )
     if args.module:
         if not _module_exists(args.script):
-            return f"module {args.script!r} not found (-m runs python -m {args.script} here)."
+            return (
+                f"module {args.script!r} not found (-m runs python -m {args.script} here). "
+                "Fix: run from the folder that holds the module's package, or install it."
+            )
     elif not Path(args.script).is_file():
-        return f"script {args.script!r} not found."
+        return (
+            f"script {args.script!r} not found. Fix: the script's path from this folder "
+            f"({os.getcwd()}), or -m MODULE."
+        )
     return _check_master_addr(args.master_addr, here=args.node_rank == 0)
 
 
@@ -760,10 +797,16 @@ def _command(args: argparse.Namespace) -> list[str]:
     and ``exec`` in a process that runs threads (JAX's, when the launcher is called from
     a program that uses JAX). Elsewhere a killed launcher leaves its workers running.
     """
-    script = [sys.executable, *(["-m"] if args.module else []), args.script, *args.script_args]
+    script = script_command(args)
     if not sys.platform.startswith("linux"):
         return script
     return [sys.executable, "-I", "-S", "-c", _DIE_WITH_LAUNCHER, str(os.getpid()), *script]
+
+
+def script_command(args: argparse.Namespace) -> list[str]:
+    """What each worker runs: ``python [-m] SCRIPT ARGS...`` (torchrun adds ``-u``; here
+    ``PYTHONUNBUFFERED=1`` does the same)."""
+    return [sys.executable, *(["-m"] if args.module else []), args.script, *args.script_args]
 
 
 def _reserved_ports() -> socket.socket:
@@ -818,17 +861,17 @@ def _non_negative_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}. Fix: 0 or more")
     return value
 
 
 def _port(text: str) -> int:
     """A rendezvous port: ``PORT`` and ``PORT + 1`` (JAX's coordinator) must both be TCP ports."""
     value = _non_negative_int(text)
-    if not 1 <= value <= _MAX_PORT:
+    if not 1 <= value <= torchrun_compat.MAX_PORT:
         raise argparse.ArgumentTypeError(
             f"{text} is not a port the job can use: where torch is installed, torch's "
             "rendezvous store holds PORT and JAX's coordinator PORT + 1 (as under torchrun), "
-            f"and every host must agree, so pass a port from 1 to {_MAX_PORT}"
+            f"and every host must agree. Fix: pass a port from 1 to {torchrun_compat.MAX_PORT}"
         )
     return value

@@ -10,10 +10,12 @@ or 2. A file left out never makes the status 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import io
 import json
 import os
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any, TextIO
 
 from .._src.errors import UnscannableFileError
 from ..porting import catalog
+from ..porting._notebooks import Notebook, read_notebook
 from ..porting.scanner import (
     MAX_BYTES,
     Finding,
@@ -39,9 +42,9 @@ _Read = tuple[PythonFile, SourceFile]  # a file's bytes and text, and its parse
 
 
 def _python_files(paths: list[str], err: TextIO) -> tuple[list[tuple[Path, bool]], bool]:
-    """The files to read, each with whether it was named (``True``: read as named, a
-    link followed) or met in a folder (``False``: a link is not followed), and whether a
-    folder could not be listed."""
+    """The files to read, each once (``_each_once``), with whether it was named
+    (``True``: read as named, a link followed) or met in a folder (``False``: a link
+    is not followed), and whether a folder could not be listed."""
     files: list[tuple[Path, bool]] = []
     failed = False
     for name in paths:
@@ -52,11 +55,46 @@ def _python_files(paths: list[str], err: TextIO) -> tuple[list[tuple[Path, bool]
             failed = failed or unlisted
         else:
             files.append((path, True))
-    return files, failed
+    return _each_once(files), failed
+
+
+def _each_once(files: list[tuple[Path, bool]]) -> list[tuple[Path, bool]]:
+    """``files`` with each file once: one named twice, or named and met in a folder
+    given too, would print its findings twice and apply its diff twice. A file is
+    known by its place in its folder, and one named (a link is followed) also by the
+    file it points to; a named file is read as named wherever it comes in the list."""
+
+    def names(path: Path, named: bool) -> set[str]:
+        place = os.path.join(os.path.realpath(path.parent), path.name)
+        return {place, os.path.realpath(path)} if named else {place}
+
+    named_ones = set().union(*(names(path, True) for path, named in files if named))
+    seen: set[str] = set()
+    once = []
+    for path, named in files:
+        known = names(path, named)
+        if known & seen or (not named and known & named_ones):
+            continue
+        once.append((path, named))
+        seen |= known
+    return once
+
+
+#: Folders a walk does not enter: installed packages (a virtual environment is also
+#: known by its ``pyvenv.cfg``, whatever its name), version control's and tools' own
+#: (caches, copies of notebooks Jupyter saves on its own), none of them a project's code.
+_NOT_ENTERED = frozenset(
+    {
+        ".venv", "venv", "site-packages", "dist-packages", "__pypackages__", "node_modules",
+        ".git", ".hg", ".svn", ".tox", ".nox", ".eggs", "__pycache__", ".mypy_cache",
+        ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints",
+    }
+)  # fmt: skip
 
 
 def _walk(root: Path, err: TextIO) -> tuple[list[Path], bool]:
-    """The ``*.py`` files under ``root`` (sorted, ``.venv`` folders left out), and whether
+    """The ``*.py`` and ``*.ipynb`` files under ``root`` (sorted, the folders of
+    ``_NOT_ENTERED`` and virtual environments left out), and whether
     a folder could not be listed. Links to folders are not entered (``scan`` does not
     leave the tree it was given; a ``*.py`` link is refused when it is opened) and the
     walk keeps its own stack, so no depth of folders exhausts Python's."""
@@ -79,9 +117,9 @@ def _walk(root: Path, err: TextIO) -> tuple[list[Path], bool]:
             except OSError:
                 is_folder = False
             if is_folder:
-                if entry.name != ".venv":
+                if entry.name not in _NOT_ENTERED and not (path / "pyvenv.cfg").is_file():
                     folders.append(path)
-            elif entry.name.endswith(".py"):
+            elif entry.name.endswith((".py", ".ipynb")):
                 found.append(path)
             elif entry.is_symlink() and _links_to_folder(path):
                 _cannot(path, "a symbolic link to a folder; scan does not follow it", err)
@@ -105,10 +143,11 @@ def _guide(rule: str) -> str:
     return f'migration guide, section "{idiom.section}", #{rule} ({_explain_command(rule)})'
 
 
-def _as_json(finding: Finding) -> dict[str, Any]:
+def _as_json(finding: Finding, cell: int | None) -> dict[str, Any]:
     idiom = finding.idiom
     return {
         "path": finding.path,
+        **({} if cell is None else {"cell": cell}),
         "line": finding.line,
         "column": finding.column,
         "end_line": finding.end_line,
@@ -133,11 +172,12 @@ def _block(label: str, text: str) -> str:
     )
 
 
-def _as_text(finding: Finding) -> str:
+def _as_text(finding: Finding, cell: int | None) -> str:
     idiom = finding.idiom
     original = finding.original.splitlines()
     shown = original[0] + (" ..." if len(original) > 1 else "")
-    parts = [f"{finding.path}:{finding.line}:{finding.column}: {finding.rule} {shown}\n"]
+    where = finding.path if cell is None else f"{finding.path}:cell {cell}"
+    parts = [f"{where}:{finding.line}:{finding.column}: {finding.rule} {shown}\n"]
     parts.append(_block("torch2jax_device:", finding.replacement))
     parts.append(_block("plain JAX:", finding.jax or idiom.jax))
     if not finding.fixable:
@@ -198,10 +238,17 @@ def _not_python(error: SyntaxError) -> str:
     return f"it is not valid Python {version} ({error.msg}, {where}{shown})"
 
 
-def _read_one(path: Path, named: bool, max_bytes: int, err: TextIO) -> _Read | None:
+def _read_one(
+    path: Path, named: bool, max_bytes: int, notebooks: dict[str, Notebook], err: TextIO
+) -> _Read | None:
     """The file read and parsed, or ``None`` (with one line on stderr) if it cannot be;
-    one met in a folder (not ``named``) only if it is no symbolic link."""
+    one met in a folder (not ``named``) only if it is no symbolic link. A notebook's
+    code cells are what is parsed (``notebooks`` gets it, by path)."""
     try:
+        if path.suffix == ".ipynb":
+            book = read_notebook(str(path), max_bytes, follow_links=named)
+            notebooks[str(path)] = book
+            return book.file, SourceFile(str(path), book.text)
         read = read_python(str(path), max_bytes, follow_links=named)
         return read, SourceFile(str(path), read.text)
     except SyntaxError as error:
@@ -215,12 +262,19 @@ def _read_one(path: Path, named: bool, max_bytes: int, err: TextIO) -> _Read | N
     return None
 
 
-def _read(paths: list[str], max_bytes: int, err: TextIO) -> tuple[list[_Read], bool]:
-    """The files read and parsed (each once), and whether one could not be."""
+def _read(
+    paths: list[str], max_bytes: int, notebooks: dict[str, Notebook], err: TextIO
+) -> tuple[list[_Read], bool]:
+    """The files read and parsed (each once), and whether one, or a notebook's cell,
+    could not be."""
     listed, unlisted = _python_files(paths, err)
-    read = [_read_one(path, named, max_bytes, err) for path, named in listed]
+    read = [_read_one(path, named, max_bytes, notebooks, err) for path, named in listed]
     files = [file for file in read if file is not None]
-    return files, unlisted or len(files) < len(read)
+    for path, book in notebooks.items():
+        for cell, why in book.skipped:
+            _cannot(f"cell {cell} of {path}", f"{why}; the notebook's other cells are scanned", err)
+    skipped = any(book.skipped for book in notebooks.values())
+    return files, unlisted or skipped or len(files) < len(read)
 
 
 def _scan_one(path: str, text: str, err: TextIO) -> dict[str, list[Finding]]:
@@ -243,8 +297,8 @@ def _scan(files: list[_Read], err: TextIO) -> tuple[dict[str, list[Finding]], bo
     except (Exception, RecursionError, MemoryError):
         # One file's failure must not stop the others: scan them one by one.
         found: dict[str, list[Finding]] = {}
-        for read, _ in files:
-            found.update(_scan_one(read.path, read.text, err))
+        for _, parsed in files:
+            found.update(_scan_one(parsed.path, parsed.data.decode(), err))
         return found, len(found) < len(files)
 
 
@@ -398,22 +452,78 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     for stream in (out, err):
         _tolerate_any_name(stream)
-    files, failed = _read(args.paths, args.max_bytes, err)
+    notebooks: dict[str, Notebook] = {}
+    files, failed = _read(args.paths, args.max_bytes, notebooks, err)
     found, internal = _scan(files, err)
     failed = failed or internal
     if args.diff:
-        failed = _diff(files, found, args.max_bytes, out, err) or failed
-        return 2 if failed else 0
-    findings = [f for read, _ in files if read.path in found for f in found[read.path]]
+        scripts = [file for file in files if file[1].path not in notebooks]
+        failed = _diff(scripts, found, args.max_bytes, out, err) or failed
+        return 2 if _notebooks_left(notebooks, found, err) or failed else 0
+    findings = [
+        _in_cells(_cells_cited(f, notebooks), notebooks.get(read.path))
+        for read, _ in files
+        if read.path in found
+        for f in found[read.path]
+    ]
     if args.format == "json":
-        out.write(json.dumps([_as_json(f) for f in findings], indent=2) + "\n")
+        out.write(json.dumps([_as_json(*f) for f in findings], indent=2) + "\n")
     else:
-        out.writelines(_as_text(f) for f in findings)
-        fixable = sum(f.fixable for f in findings)
+        out.writelines(_as_text(*f) for f in findings)
+        fixable = sum(f.fixable for f, _ in findings)
         out.write(f"{len(findings)} idiom(s) found, {fixable} rewritable with --diff\n")
     if failed:
         return 2
     return 1 if findings else 0
+
+
+#: Why a finding in a notebook is not rewritten, whatever a script's would be.
+_IN_A_NOTEBOOK = (
+    "a notebook's cell: --diff rewrites scripts only; make the change in the cell (or "
+    "rewrite the script `jupyter nbconvert --to script NOTEBOOK` makes)"
+)
+
+
+def _in_cells(finding: Finding, book: Notebook | None) -> tuple[Finding, int | None]:
+    """A notebook's finding with its lines counted in its cell (and its cell), its
+    reason's lines named by cell, and no rewrite; a script's as it is."""
+    if book is None:
+        return finding, None
+    cell, line = book.where(finding.line)
+    why = book.relabel(finding.reason) if finding.reason else ""
+    return dataclasses.replace(
+        finding,
+        line=line,
+        end_line=line + finding.end_line - finding.line,
+        rewrite=None,
+        reason=f"{why}; {_IN_A_NOTEBOOK}" if why else _IN_A_NOTEBOOK,
+    ), cell
+
+
+def _cells_cited(finding: Finding, notebooks: dict[str, Notebook]) -> Finding:
+    """The finding with each line of a notebook its reason cites as ``PATH:LINE``
+    (a finding of another file, whose value the notebook reads) named by cell."""
+    reason = finding.reason
+    for path, book in notebooks.items():
+        if f"{path}:" in reason:
+            reason = re.sub(rf"{re.escape(path)}:(\d+)\b", book.cited, reason)
+    return finding if reason == finding.reason else dataclasses.replace(finding, reason=reason)
+
+
+def _notebooks_left(
+    notebooks: dict[str, Notebook], found: dict[str, list[Finding]], err: TextIO
+) -> bool:
+    """Say which notebooks ``--diff`` left as they are although they hold idioms."""
+    left = [path for path in notebooks if found.get(path)]
+    for path in left:
+        _cannot(
+            path,
+            f"--diff rewrites scripts, not notebooks; `torch2jax-device scan {path}` lists its "
+            f"{len(found[path])} finding(s) by cell, or rewrite the script `jupyter nbconvert "
+            "--to script` makes of it",
+            err,
+        )
+    return bool(left)
 
 
 def _tolerate_any_name(stream: TextIO) -> None:

@@ -5,7 +5,8 @@ A torchrun command line copied to ``torch2jax-device run`` must start the job to
 would start, or stop before any worker starts saying which option cannot work here and
 what to write instead; never argparse's bare "unrecognized arguments".
 ``tests/unit/test_distributed_launcher_torchrun_forms.py`` reads torchrun's own parser
-and checks every option it has.
+and checks every option it has; ``tests/unit/test_launcher_fuzz.py`` draws whole command
+lines from it and compares what torchrun would launch with ``run.plan``'s plan.
 """
 
 from __future__ import annotations
@@ -13,23 +14,34 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
     "add_torchrun_options",
-    "apply_rendezvous",
+    "environment_default",
+    "from_environment",
     "nnodes",
     "nproc_per_node",
     "refused_option",
     "run_id",
+    "settle_rendezvous",
     "worker_environment",
 ]
 
-# torchrun's options that change nothing here: (option, what tj's launcher does instead).
-_IGNORED = {
-    "--monitor-interval": "the launcher watches its workers every 0.05 s",
-    "--start-method": "each worker is a fresh Python process running the script, as under "
-    "torchrun for a script",
+# torchrun's c10d endpoint port.
+C10D_PORT = 29400
+# The highest rendezvous port: JAX's coordinator takes the next one.
+MAX_PORT = 65534
+
+# torchrun's options that change nothing here: option -> (what tj's launcher does
+# instead, the value torchrun's parser takes).
+_IGNORED: dict[str, tuple[str, dict[str, Any]]] = {
+    "--monitor-interval": ("the launcher watches its workers every 0.05 s", {"type": float}),
+    "--start-method": (
+        "each worker is a fresh Python process running the script, as under torchrun for a script",
+        {"choices": ["spawn", "fork", "forkserver"]},
+    ),
 }
 # torchrun's options that cannot work here: option -> (nargs, why, fix).
 _REFUSED: dict[str, tuple[str | int | None, str, str]] = {
@@ -63,70 +75,185 @@ _REFUSED: dict[str, tuple[str | int | None, str, str]] = {
     "--virtual-local-rank": (0, "each worker sees LOCAL_RANK as its index on the host",
                              "drop it, or set CUDA_VISIBLE_DEVICES in a wrapper script"),
 }  # fmt: skip
+# Values of those options that are torchrun's defaults, so change nothing there either:
+# taken (``-r 0``: no file gets a worker's output, as here).
+_TORCHRUN_DEFAULTS = {
+    "--rdzv-conf": "", "--event-log-handler": "null", "--redirects": "0", "--tee": "0",
+    "--local-ranks-filter": "",
+}  # fmt: skip
 _SHORT = {"--redirects": "-r", "--tee": "-t"}
 
 
 def add_torchrun_options(parser: argparse.ArgumentParser) -> None:
-    """torchrun's options that ``run`` does not own, each with torchrun's spellings."""
+    """torchrun's options that ``run`` does not own, each with torchrun's spellings, its
+    type and its ``PET_<NAME>`` default (``environment_default``)."""
     for option, (meaning, target) in {
         "--rdzv-backend": ("static or c10d: one rendezvous either way", "rdzv_backend"),
-        "--rdzv-endpoint": ("HOST:PORT of rank 0's host: --master-addr and --master-port",
+        "--rdzv-endpoint": ("HOST[:PORT] of rank 0's host (c10d's PORT: 29400)",
                             "rdzv_endpoint"),
         "--rdzv-id": ("the job's TORCHELASTIC_RUN_ID", "rdzv_id"),
         "--role": ("the workers' ROLE_NAME (default 'default')", "role"),
-        "--max-restarts": ("0: workers are never restarted", "max_restarts"),
     }.items():  # fmt: skip
-        parser.add_argument(*_spellings(option), dest=target, default=None, help=meaning)
-    for option, why in _IGNORED.items():
         parser.add_argument(
-            *_spellings(option), dest=_dest(option), default=None, help=f"accepted: {why}"
+            *_spellings(option), dest=target, default=environment_default(target), help=meaning
+        )
+    parser.add_argument(
+        *_spellings("--max-restarts"),
+        dest="max_restarts",
+        type=from_environment(int),
+        default=environment_default("max_restarts"),
+        help="0: workers are never restarted",
+    )
+    for option, (why, kind) in _IGNORED.items():
+        taken: dict[str, Any] = {
+            key: from_environment(value) if key == "type" else value for key, value in kind.items()
+        }
+        parser.add_argument(
+            *_spellings(option),
+            dest=_dest(option),
+            default=environment_default(_dest(option)),
+            help=f"accepted: {why}",
+            **taken,
         )
     for option, (nargs, why, _) in _REFUSED.items():
-        kind: dict[str, Any] = (
-            {"action": "store_true"} if nargs == 0 else {"nargs": nargs} if nargs else {}
-        )
+        flag = nargs == 0
         parser.add_argument(
-            *_spellings(option), dest=_dest(option), default=None, help=f"refused: {why}", **kind
+            *_spellings(option),
+            dest=_dest(option),
+            default=environment_default(_dest(option), flag=flag),
+            help=f"refused: {why}",
+            **({"action": "store_true"} if flag else {"nargs": nargs} if nargs else {}),
         )
+
+
+def environment_default(dest: str, default: Any = None, *, flag: bool = False) -> Any:
+    """An option's default as torchrun reads it: ``PET_<NAME>`` where set (its
+    ``argparse_util.env``; Kubeflow's PyTorchJob sets ``PET_NNODES``, ``PET_NODE_RANK``,
+    ``PET_MASTER_ADDR``, ...), else ``default``. A flag's ``PET_<NAME>`` is a number,
+    true unless 0. A value read is parsed as one given on the command line (argparse
+    parses a string default with the option's type), so a bad one is refused naming the
+    option. ``PET_NPROC_PER_NODE=2``: ``--nproc-per-node`` is 2 unless given."""
+    name = f"PET_{dest.removeprefix('torchrun_').upper()}"
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if flag:
+        try:
+            return bool(int(text))
+        except ValueError:
+            return True  # torchrun fails to start on it
+    return _FromEnvironment(name, text)
+
+
+class _FromEnvironment(str):
+    """A default read from ``PET_<NAME>``: a refusal of it names the variable."""
+
+    variable: str
+
+    def __new__(cls, variable: str, text: str) -> _FromEnvironment:
+        value = super().__new__(cls, text)
+        value.variable = variable
+        return value
+
+
+def from_environment(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An option's ``type``, whose refusal of a value read from ``PET_<NAME>`` says so
+    (the option was not on the command line): ``PET_NPROC_PER_NODE=gpu`` is refused
+    naming ``PET_NPROC_PER_NODE``."""
+
+    def checked(text: str) -> Any:
+        try:
+            return convert(text)
+        except (argparse.ArgumentTypeError, ValueError) as error:
+            if not isinstance(text, _FromEnvironment):
+                raise
+            why = str(error) if isinstance(error, argparse.ArgumentTypeError) else "invalid"
+            raise argparse.ArgumentTypeError(
+                f"{text.variable}={str(text)!r}, torchrun's default for this option, is "
+                f"refused: {why}. Fix: unset {text.variable}, or set it to a value the "
+                "option takes"
+            ) from None
+
+    checked.__name__ = getattr(convert, "__name__", "value")  # argparse's "invalid int value"
+    return checked
 
 
 def refused_option(args: argparse.Namespace) -> str | None:
     """Why an option given cannot work here, with the fix; ``None`` when all can."""
     for option, (_, why, fix) in _REFUSED.items():
-        if getattr(args, _dest(option)) not in (None, False):
-            return f"torchrun's {option} is not supported: {why}. Fix: {fix}."
-    if args.max_restarts not in (None, "0"):
+        value = getattr(args, _dest(option))
+        if value not in (None, False) and value != _TORCHRUN_DEFAULTS.get(option):
+            where = _from_environment(option)
+            return f"torchrun's {option} is not supported{where}: {why}. Fix: {fix}."
+    if args.max_restarts not in (None, 0):
         return (
-            f"torchrun's --max-restarts {args.max_restarts} is not supported: a failed worker "
-            "stops the job, which is never restarted. Fix: --max-restarts 0 (or drop it), and "
-            "restart the job from its last checkpoint in the script that runs the launcher."
+            f"torchrun's --max-restarts {args.max_restarts} is not supported"
+            f"{_from_environment('--max-restarts')}: a failed worker stops the job, which is "
+            "never restarted. Fix: --max-restarts 0 (or drop it), and restart the job from "
+            "its last checkpoint in the script that runs the launcher."
         )
+    if args.standalone:
+        return None  # torchrun's --standalone replaces the rendezvous options
     if args.rdzv_backend not in (None, "static", "c10d"):
         return (
             f"torchrun's --rdzv-backend {args.rdzv_backend} is not supported: the workers meet "
             "at rank 0's host. Fix: --rdzv-backend c10d (or static) with --rdzv-endpoint "
             "HOST:PORT of rank 0's host, or --master-addr and --master-port."
         )
-    if args.rdzv_endpoint is not None:
-        host, _, port = args.rdzv_endpoint.rpartition(":")
-        if not host or not port.isdigit():
+    if args.rdzv_endpoint:
+        host, port = _endpoint(args)
+        if not host or port is None or not 0 <= port <= MAX_PORT:
             return (
-                f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT. Fix: name rank 0's "
-                "host and a port, as --rdzv-endpoint 10.0.0.1:29400."
+                f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT with a port from 0 "
+                f"to {MAX_PORT} (JAX's coordinator takes PORT + 1). Fix: name rank 0's host "
+                "and a port, as --rdzv-endpoint 10.0.0.1:29400."
             )
     return None
 
 
-def apply_rendezvous(args: argparse.Namespace) -> None:
-    """``--rdzv-endpoint HOST:PORT`` is rank 0's host and port, as ``--master-addr`` and
-    ``--master-port`` say (those win where given too)."""
-    if args.rdzv_endpoint is None:
+def _from_environment(option: str) -> str:
+    name = "PET_" + option[2:].replace("-", "_").upper()
+    if name not in os.environ:
+        return ""
+    return f" ({name} is set: torchrun reads it as the option's default)"
+
+
+def _endpoint(args: argparse.Namespace) -> tuple[str, int | None]:
+    """``--rdzv-endpoint``'s host and port (c10d's default 29400; ``None``: not a port)."""
+    text = args.rdzv_endpoint.strip()
+    host, colon, port = text.rpartition(":")
+    if not colon or (text.startswith("[") and not host.endswith("]")):  # no port, or IPv6
+        host, port = text, "" if args.rdzv_backend != "c10d" else str(C10D_PORT)
+    return host.strip("[]"), int(port) if port.isdigit() else None
+
+
+def settle_rendezvous(args: argparse.Namespace) -> None:
+    """Where the hosts meet and the run's id, as torchrun 2.13's ``run`` decides them
+    (``refused_option`` has passed): ``--standalone``, or a one-host job that names no
+    endpoint, no port and no backend, meets on a free port of this host under a fresh
+    run id (torchrun then ignores ``--master-port``, ``--rdzv-endpoint`` and
+    ``--rdzv-id``, and meets at localhost; here at ``--master-addr``, which ``run.plan``
+    checks is this host's); else at ``--rdzv-endpoint HOST:PORT`` where
+    given (over ``--master-addr`` and ``--master-port``), else at c10d's
+    ``localhost:29400``, or at ``--master-addr:--master-port``. Afterwards
+    ``master_port`` ``None`` is a free port (or, with several hosts, none given: torchrun
+    takes 29500 there, ``run.plan`` asks for one), ``rdzv_id`` ``None`` a fresh id."""
+    backend = args.rdzv_backend or "static"
+    if args.standalone or (
+        backend == "static" and not args.rdzv_endpoint and args.master_port is None
+        and args.nnodes == 1
+    ):  # fmt: skip
+        args.rdzv_backend, args.master_port, args.rdzv_id = "c10d", None, None
         return
-    host, _, port = args.rdzv_endpoint.rpartition(":")
-    if args.master_addr == "127.0.0.1":
-        args.master_addr = host.strip("[]") if host not in ("localhost",) else "127.0.0.1"
-    if args.master_port is None and int(port) != 0:
-        args.master_port = int(port)
+    args.rdzv_backend = backend
+    if args.rdzv_id is None:
+        args.rdzv_id = "none"  # torchrun's default
+    if args.rdzv_endpoint:
+        host, port = _endpoint(args)
+        args.master_addr = "127.0.0.1" if host == "localhost" else host
+        args.master_port = port or None
+    elif backend == "c10d":
+        args.master_addr, args.master_port = "127.0.0.1", C10D_PORT
 
 
 def nnodes(text: str) -> int:
@@ -149,9 +276,13 @@ def nnodes(text: str) -> int:
 
 
 def nproc_per_node(text: str) -> int:
-    """``--nproc-per-node``: a number, or torchrun's ``cpu`` (one per CPU core); ``gpu``,
-    ``xpu`` and ``auto`` are refused: counting GPUs would start JAX in the launcher."""
+    """``--nproc-per-node``: a number, or torchrun's ``cpu`` (one per CPU this process
+    may run on, as ``torch._utils.cpu_count``: a container's or ``taskset``'s, not the
+    machine's); ``gpu``, ``xpu`` and ``auto`` are refused: counting GPUs would start JAX
+    in the launcher."""
     if text == "cpu":
+        if hasattr(os, "sched_getaffinity"):
+            return len(os.sched_getaffinity(0))
         return os.cpu_count() or 1
     if text in ("gpu", "xpu", "auto"):
         raise argparse.ArgumentTypeError(
@@ -164,19 +295,18 @@ def nproc_per_node(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if count < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1, got {text}: no worker would start. Fix: the number of "
+            "processes on this host"
+        )
     return count
 
 
 def run_id(args: argparse.Namespace) -> str:
-    """The job's ``TORCHELASTIC_RUN_ID``, as torchrun gives it: ``--rdzv-id`` where given,
-    else a fresh UUID for a job on one host that names no port (``--standalone``, or no
-    ``--master-port``), else torchrun's default ``--rdzv-id``, ``"none"``."""
-    if args.rdzv_id is not None:
-        return str(args.rdzv_id)
-    if args.standalone or (args.nnodes == 1 and args.master_port is None):
-        return str(uuid.uuid4())
-    return "none"
+    """The job's ``TORCHELASTIC_RUN_ID``, as torchrun gives it (``settle_rendezvous``
+    has run): ``--rdzv-id`` (``"none"`` by default), or a fresh UUID for a job on a
+    free port (``--standalone``, or one host and no port)."""
+    return str(uuid.uuid4()) if args.rdzv_id is None else str(args.rdzv_id)
 
 
 def worker_environment(

@@ -113,6 +113,12 @@ class Flow:
         self._policy = "array"
         self._rewritten: Callable[[ast.AST], bool] = _nothing_rewritten
 
+    def imported_by_none(self) -> None:
+        """No module imports this file (a notebook): its module-level names are read
+        only where it reads them, and its body runs for its effects."""
+        self._exported = set()
+        self.imported_only = False
+
     def _spend(self, uses: int) -> bool:
         self._budget -= uses
         return self._budget > 0

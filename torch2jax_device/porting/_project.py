@@ -94,8 +94,9 @@ class Project:
             self._root[id(file)], self._module[id(file)] = root, module
             # Folders without an __init__.py above the root are namespace packages to a
             # script run from higher up (``from models.net import Net``): the names from
-            # each folder up to the top of the files scanned.
-            while True:
+            # each folder up to the top of the files scanned. A notebook is no module:
+            # nothing imports it.
+            while not file.notebook:
                 self._index.setdefault(module, []).append((file, root))
                 self._names.setdefault(id(file), []).append(module)
                 parts = module.split(".")

@@ -249,6 +249,11 @@ class SourceFile:
             self.names = Names(self.tree)
         self.values = Values(self.names, self.qualname)
         self.flow = Flow(self.values)
+        #: A Jupyter notebook's code cells (``_notebooks``): run for their effects, and
+        #: imported by no module.
+        self.notebook = path.endswith(".ipynb")
+        if self.notebook:
+            self.flow.imported_by_none()
         starts = [0]
         for line in self.data.splitlines(keepends=True):
             starts.append(starts[-1] + len(line))

@@ -598,7 +598,7 @@ class Values:
                 found |= imported
             elif name is not None:
                 if name.startswith(("torch.nn.", "torchvision.models.")):
-                    found.add(TORCH_MODULE)
+                    found |= {TORCH_MODULE} | (_CONSTRUCTORS.get(name, set()) & {WRAPPED})
                 elif name.startswith("flax.nnx."):
                     found.add(NNX_MODULE)
                 else:

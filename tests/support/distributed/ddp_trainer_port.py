@@ -63,9 +63,9 @@ class PerRankBatchNorm(nnx.BatchNorm):
 
 
 class Net(nnx.Module):
-    def __init__(self, batch_norm: bool, per_rank: int = 0) -> None:
+    def __init__(self, batch_norm: bool, per_rank: int = 0, fc1_bias: bool = True) -> None:
         rngs = nnx.Rngs(0)
-        self.fc1 = nnx.Linear(FEATURES, HIDDEN, rngs=rngs)
+        self.fc1 = nnx.Linear(FEATURES, HIDDEN, use_bias=fc1_bias, rngs=rngs)
         # torch's BatchNorm1d: momentum 0.1 there is 0.9 here.
         self.bn = (
             None

@@ -32,9 +32,9 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
 class Net(torch.nn.Module):
-    def __init__(self, batch_norm: bool) -> None:
+    def __init__(self, batch_norm: bool, fc1_bias: bool = True) -> None:
         super().__init__()
-        self.fc1 = torch.nn.Linear(FEATURES, HIDDEN)
+        self.fc1 = torch.nn.Linear(FEATURES, HIDDEN, bias=fc1_bias)
         self.bn = torch.nn.BatchNorm1d(HIDDEN) if batch_norm else None
         self.fc2 = torch.nn.Linear(HIDDEN, CLASSES)
 

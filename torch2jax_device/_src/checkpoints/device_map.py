@@ -89,19 +89,22 @@ class DeviceMap(DevicePlan):
         """The plan for ``tensors``, before any of their bytes are read.
 
         Without ``device_map`` (or with ``device_map="auto"``), tensors in their order
-        fill each accelerator up to its budget, then the first accelerator's
-        ``pinned_host`` memory, then the CPU device; once a module does not fit a tier,
+        fill each accelerator up to its budget, then the ``pinned_host`` memory of
+        the one that computes (the first the plan fills: ``execution_device``), then
+        the CPU device; once a module does not fit a tier,
         it and every later one go to the next (the layers stay in order, as in
         Accelerate). A module's tensors (a run of names with one dotted prefix:
         ``layers.0.kernel``, ``layers.0.bias``) go to one place, as Accelerate never
         splits a module; only one that no tier holds whole is split, in order. A
         budget is ``max_memory``'s figure for the device, else 90 % of its free memory
         (``RESERVE`` is left for activations); a device that reports no figures (a CPU
-        device) has no limit unless given one. Over several accelerators, ``"auto"`` is
-        Accelerate's ``"balanced"`` (what Transformers' ``from_pretrained`` and
-        ``load_checkpoint_and_dispatch`` do): each accelerator but the last takes at
-        most the model's bytes over their number plus 1.25 times its mean module, so
-        the model is shared among them rather than filling the first.
+        device) has no limit unless given one; no room is kept for the largest layer,
+        as Accelerate keeps (give a smaller figure to keep more). Over several
+        accelerators, ``"auto"`` is Accelerate's ``"balanced"`` (what Transformers'
+        ``from_pretrained`` and ``load_checkpoint_and_dispatch`` do): each accelerator
+        but the last takes at most the model's bytes over their number plus 1.25 times
+        its mean final module (a module with no module below it), so the model is
+        shared among them rather than filling the first.
 
         Args:
             tensors: A ``.safetensors`` file or ``*.index.json`` (only the headers are
@@ -116,7 +119,7 @@ class DeviceMap(DevicePlan):
                 in index order as Accelerate sorts them (e.g. ``"cuda:0"``, ``0``, or
                 ``"cpu:1"`` to let a CPU device stand in), ``"cpu"`` for host RAM (both
                 host tiers together), and ``"pinned_host"`` for the part of it in the
-                first accelerator's pinned memory. Sizes are bytes or strings
+                computing accelerator's pinned memory. Sizes are bytes or strings
                 (``"20GiB"``, ``"500MB"``). As in Accelerate, the dict lists every
                 device the plan may use: ``{"cpu": "100GiB"}`` puts nothing on a GPU.
                 Without ``max_memory``, every local accelerator is filled.
@@ -139,7 +142,9 @@ class DeviceMap(DevicePlan):
             DeviceUnavailableError: ``max_memory`` or ``device_map`` names a device that
                 does not exist here.
             InvalidDeviceError: ``device_map`` leaves a tensor unplaced, has a key that
-                covers no tensor (a typo: its module would go where another key says),
+                covers no tensor (a typo: its module would go where another key says;
+                a module without tensors, such as a ``Dropout`` under a module that
+                has some, is taken),
                 gives a place that is not a device (``"disk"``) or a memory kind the
                 device lacks, or is a string that is not one of the strategies.
             OutOfMemoryError: the tensors cannot fit even with host memory, or an

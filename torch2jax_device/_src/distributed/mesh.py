@@ -233,16 +233,42 @@ def _built(
             leaves.append(leaf)
             continue
         target = replicated if np.ndim(value) == 0 else sharding
+        value = _in_memory_kind(value, target)
         try:
             leaves.append(jax.make_array_from_process_local_data(target, value))
         except ValueError as err:
+            parts = _local_parts(target)
+            rows = np.shape(value)[0] if np.ndim(value) else None
+            if parts is not None and rows is not None and rows % parts:
+                fix = (
+                    f"its {rows} rows do not split into this process's {parts} devices along "
+                    "the batch axis. Fix: make the local batch size a multiple of "
+                    f"{parts} (drop_last=True, or a batch size that divides)"
+                )
+            else:
+                fix = (
+                    "Fix: hand this process's rows over as NumPy arrays or torch tensors on "
+                    "the host, whose dtype JAX takes (JAX's message says what did not fit)"
+                )
             raise ConversionError(
                 f"{function}: leaf {path or '<root>'} of shape {np.shape(value)} cannot be "
-                f"split over this process's devices of {_described(target)}: {err}. Fix: make "
-                "the local batch size a multiple of the number of devices this process has "
-                "along the batch axis."
+                f"placed on this process's devices of {_described(target)}: {err}; {fix}."
             ) from err
     return flat.rebuild(leaves)
+
+
+def _in_memory_kind(value: Any, target: jax.sharding.Sharding) -> Any:
+    """``value`` in ``target``'s memory kind where it is a local ``jax.Array`` on the
+    target's devices: JAX takes such an array as the shard of its device as it is, in
+    whatever memory it lies (a torch tensor's zero-copy array is in device memory), and
+    then refuses a target in another kind (``DeviceLoader(pin_memory=True)`` stages in
+    ``pinned_host``) with "Memory kind mismatch"."""
+    kind = target.memory_kind
+    if not isinstance(value, jax.Array) or kind is None or value.sharding.memory_kind == kind:
+        return value
+    if not value.devices() <= target.addressable_devices:
+        return value  # copied to the target's devices, into its memory kind, anyway
+    return jax.device_put(value, value.sharding.with_memory_kind(kind))
 
 
 def _is_data(leaf: Any) -> bool:
@@ -251,6 +277,28 @@ def _is_data(leaf: Any) -> bool:
         return False
     return isinstance(leaf, (numbers.Number, np.ndarray, np.generic, jax.Array)) or (
         is_torch_tensor(leaf)
+    )
+
+
+def _local_parts(sharding: jax.sharding.Sharding) -> int | None:
+    """How many pieces this process's rows are cut into along the first axis: its
+    devices' distinct places along the mesh axes the spec's first entry names (``None``
+    for a sharding that is not a ``NamedSharding``)."""
+    if not isinstance(sharding, NamedSharding):
+        return None
+    first = sharding.spec[0] if len(sharding.spec) else None
+    if first is None:
+        return 1
+    axes = first if isinstance(first, tuple) else (first,)
+    mesh = sharding.mesh
+    where = [mesh.axis_names.index(axis) for axis in axes]
+    here = jax.process_index()
+    return len(
+        {
+            tuple(index[position] for position in where)
+            for index in np.ndindex(mesh.devices.shape)
+            if mesh.devices[index].process_index == here
+        }
     )
 
 

@@ -382,6 +382,13 @@ def default_names(r: Recogniser, node: ast.arguments) -> None:
             r.add(default, "device-string", replacement)
         elif (
             isinstance(default, ast.Constant)
+            and names_a_device(default.value)
+            and _used_as_a_device(r, node, argument.arg)
+        ):  # Real-ESRGAN's loc='cpu', then torch.load(..., map_location=torch.device(loc))
+            replacement = f"{argument.arg}=tj.device({r.text(default)})"
+            r.add(default, "device-string", replacement)
+        elif (
+            isinstance(default, ast.Constant)
             and default.value in _TYPES
             and argument.arg.strip("_").lower() == "accelerator"
         ):
@@ -392,6 +399,30 @@ def default_names(r: Recogniser, node: ast.arguments) -> None:
                 "tj.accelerator.current_accelerator().type answers it, tj.device(d).type "
                 "gives it from a device",
             )
+
+
+# Keywords that take a device.
+_DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_type"})
+
+
+def _used_as_a_device(r: Recogniser, arguments: ast.arguments, name: str) -> bool:
+    """The function's parameter ``name`` is handed where a device goes: to
+    ``torch.device(...)``, as ``device=``/``map_location=``, to ``.to(...)``."""
+    function = r.parent(arguments)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return False
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        parent = r.parent(node)
+        if isinstance(parent, ast.keyword) and parent.arg in _DEVICE_KEYWORDS:
+            return True
+        if isinstance(parent, ast.Call) and node in parent.args[:1]:
+            if r.qualname(parent.func) == "torch.device":
+                return True
+            if isinstance(parent.func, ast.Attribute) and parent.func.attr == "to":
+                return True
+    return False
 
 
 def _device_type_name(node: ast.AST) -> bool:

@@ -170,11 +170,14 @@ def _rebinds(statement: ast.stmt, name: str) -> bool:
 
 def module_by_name(r: Recogniser, call: ast.Call) -> None:
     """``accelerator-current``: ``getattr(torch, device_name)``, the accelerator's module
-    (``torch.cuda``, ``torch.npu``) looked up by the device's type. With a fallback
+    (``torch.cuda``, ``torch.npu``) looked up by the device's type, ``None`` where torch has
+    none (``getattr(torch, name, None)``). With a module as the fallback
     (``getattr(torch, name, torch.cuda)``) the fallback is the finding (``cuda-other``)."""
-    if r.file.values.builtin(call.func) != "getattr" or len(call.args) != 2:
+    if r.file.values.builtin(call.func) != "getattr" or len(call.args) not in (2, 3):
         return
     owner, name = call.args[0], call.args[1]
+    if len(call.args) == 3 and not _is_none(call.args[2]):
+        return  # getattr(torch, name, torch.cuda): the fallback is the finding
     if r.qualname(owner) != "torch" or id(call) in r.reported or not names_device_type(name):
         return
     r.add(
@@ -304,3 +307,7 @@ def _replaced_by_nothing(call: ast.Call) -> bool:
     return (
         len(call.args) >= 2 and isinstance(call.args[1], ast.Constant) and call.args[1].value == ""
     )
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None

@@ -441,7 +441,7 @@ def _is_torch_device_module(r: Recogniser, node: ast.expr, seen: set[int] | None
             return True
         return _helper_call(r, node)
     if isinstance(node, ast.IfExp):
-        return all(_is_torch_device_module(r, v, seen) for v in (node.body, node.orelse))
+        return _modules_or_none(r, [node.body, node.orelse], seen)
     if isinstance(node, ast.Name) and _imported_device_module(r, node):
         return True
     name = r.qualname(node)
@@ -454,6 +454,12 @@ def _is_torch_device_module(r: Recogniser, node: ast.expr, seen: set[int] | None
         values = list(r.file.values.stored_attributes(node))
     else:
         return False
-    return bool(values) and all(
-        v is not None and _is_torch_device_module(r, v, seen) for v in values
-    )
+    return None not in values and _modules_or_none(r, [v for v in values if v is not None], seen)
+
+
+def _modules_or_none(r: Recogniser, values: list[ast.expr], seen: set[int]) -> bool:
+    """Each of ``values`` is one of torch's device modules or ``None`` (Unsloth's ``None
+    if _IS_MLX else getattr(torch, DEVICE_TYPE_TORCH, None)``: no module on a runtime
+    without torch), and one at least is a module."""
+    modules = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
+    return bool(modules) and all(_is_torch_device_module(r, v, seen) for v in modules)

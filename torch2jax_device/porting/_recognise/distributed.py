@@ -18,7 +18,9 @@ __all__ = [
     "device_keys_spread",
     "held_no_sync",
     "mesh_query",
+    "wrapped_keys",
     "wrapper_attribute",
+    "wrapper_subclass_made",
 ]
 
 #: A torch ``DeviceMesh``'s methods that ask where this process is in it; none of them is
@@ -52,14 +54,22 @@ _DEVICE_KEYS = {
 
 def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
     """``ddp-module``, ``ddp-no-sync``; ``True`` if one was reported (its receiver is
-    then visited)."""
+    then visited). ``self.module`` in a subclass of a wrapper (StyleTTS2's
+    ``MyDataParallel(torch.nn.DataParallel)``) is the wrapped module too."""
     receiver = node.value
     where = r.file.method_position(node)
     if node.attr == "module" and (
         WRAPPED in r.file.values.kinds(receiver)
         or r.file.values.module_framework(receiver) is not None
+        or _a_wrappers_self(r, receiver)
+        or _unwrapped_where_wrapped(r, receiver, node)
     ):
-        r.add(node, "ddp-module", r.text(receiver), position=where)
+        fitting = (
+            "model  # the wrapped module itself: JAX needs no wrapper class"
+            if _a_wrappers_self(r, receiver)
+            else r.text(receiver)
+        )
+        r.add(node, "ddp-module", fitting, position=where)
         r.visit(receiver)
         return True
     if node.attr in ("device_ids", "output_device") and (
@@ -75,6 +85,116 @@ def wrapper_attribute(r: Recogniser, node: ast.Attribute) -> bool:
         r.visit(receiver)
         return True
     return False
+
+
+#: DDP's (and DataParallel's) prefix on the keys of a wrapped model's state dict.
+_WRAPPED_PREFIX = "module."
+_STRING_METHODS = frozenset({"startswith", "replace", "removeprefix", "lstrip", "split"})
+
+
+def wrapped_keys(r: Recogniser, call: ast.Call) -> None:
+    """``ddp-module``: a state dict's keys tested for or cut of the prefix ``"module."``
+    that a model saved through its DDP wrapper carries (``k.startswith("module.")``,
+    ``k.replace("module.", "")``, ``k[len("module."):]``); advice."""
+    func = call.func
+    if id(call) in r.reported or not call.args:
+        return
+    first = call.args[0]
+    if not (isinstance(first, ast.Constant) and first.value == _WRAPPED_PREFIX):
+        return
+    if not (
+        (isinstance(func, ast.Attribute) and func.attr in _STRING_METHODS)
+        or r.file.values.builtin(func) == "len"
+    ):
+        return
+    r.add(
+        call,
+        "ddp-module",
+        f"{r.text(call)}  # keep it for checkpoints torch's DDP wrote: a JAX model has no "
+        'wrapper, so a state it saves has no "module." prefix',
+    )
+
+
+def _unwrapped_where_wrapped(r: Recogniser, receiver: ast.expr, node: ast.Attribute) -> bool:
+    """``x.module`` read where ``x`` may be a wrapper or not, the code handling both:
+    ``x.module.f() if hasattr(x, "module") else x.f()``, ``if hasattr(x, "module"):``
+    around it, or ``try: n = x.module.n`` whose ``except`` reads ``x`` itself
+    (StyleTTS2's "in case not distributed")."""
+    text = r.text(receiver)
+    child: ast.AST = node
+    parent = r.parent(node)
+    while parent is not None:
+        if isinstance(parent, (ast.IfExp, ast.If)) and child is not parent.test:
+            if _asks_module_of(r, parent.test, text):
+                return True
+        if isinstance(parent, ast.Try) and child in parent.body:
+            handled = " ".join(r.text(s) for h in parent.handlers for s in h.body)
+            if text in handled and f"{text}.module" not in handled:
+                return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        child, parent = parent, r.parent(parent)
+    return False
+
+
+def _asks_module_of(r: Recogniser, test: ast.expr, text: str) -> bool:
+    """``test`` is ``hasattr(x, "module")`` (or its negation) with ``x`` written ``text``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return (
+        isinstance(test, ast.Call)
+        and r.file.values.builtin(test.func) == "hasattr"
+        and len(test.args) == 2
+        and r.text(test.args[0]) == text
+        and isinstance(test.args[1], ast.Constant)
+        and test.args[1].value == "module"
+    )
+
+
+def _a_wrappers_self(r: Recogniser, node: ast.expr) -> bool:
+    """``node`` is ``self`` in a method of a class of the file that subclasses a wrapper."""
+    if not (isinstance(node, ast.Name) and node.id == "self"):
+        return False
+    owner = r.file.names.enclosing(node, ast.ClassDef)
+    return isinstance(owner, ast.ClassDef) and WRAPPED in r.file.values.class_kinds(owner)
+
+
+def wrapper_subclass_made(r: Recogniser, call: ast.Call) -> None:
+    """``model = MyDataParallel(model)``: a class of the project that subclasses torch's
+    ``DataParallel`` or ``DistributedDataParallel`` wraps the model as its base does;
+    reported with the base's row, as advice."""
+    func = call.func
+    if not isinstance(func, ast.Name) or id(call) in r.reported:
+        return
+    for binding in r.file.names.bindings(func):
+        if binding.kind != "class" or not isinstance(binding.node, ast.ClassDef):
+            continue
+        if WRAPPED not in r.file.values.class_kinds(binding.node):
+            continue
+        base = _wrapper_base(r, binding.node)
+        row = "dist-ddp-gradient" if base and "Distributed" in base else "dist-data-parallel"
+        candidate = r.add(call, row)
+        candidate.reason = (
+            f"{func.id} subclasses {base or 'a DDP wrapper'} (line {binding.node.lineno}): "
+            "port the call as its base's"
+        )
+        return
+
+
+def _wrapper_base(r: Recogniser, cls: ast.ClassDef, depth: int = 0) -> str | None:
+    """The qualified name of the torch wrapper ``cls`` derives from, through the file's
+    own classes."""
+    for base in cls.bases:
+        name = r.qualname(base)
+        if name is not None and name.startswith("torch.nn."):
+            return name
+        if isinstance(base, ast.Name) and depth < 5:
+            for binding in r.file.names.bindings(base):
+                if isinstance(binding.node, ast.ClassDef):
+                    found = _wrapper_base(r, binding.node, depth + 1)
+                    if found is not None:
+                        return found
+    return None
 
 
 def mesh_query(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:

@@ -19,6 +19,7 @@ __all__ = [
     "project_reader",
     "set_by",
     "variable_check",
+    "variable_held",
     "variable_names",
     "variable_read",
     "variable_returned",
@@ -61,7 +62,30 @@ _ENVIRONMENT = {
     # the other accelerators' twins: Ascend's (torch_npu), AMD's (ROCm)
     "ASCEND_RT_VISIBLE_DEVICES": ("cuda-visible-devices", None),
     "HIP_VISIBLE_DEVICES": ("cuda-visible-devices", None),
+    # Apple GPUs': torch's allocator limit, and its fallback to the CPU for missing kernels
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO": ("cuda-alloc-conf", None),
+    "PYTORCH_ENABLE_MPS_FALLBACK": (
+        "cuda-alloc-conf",
+        "torch's own: JAX has no per-kernel fallback to the CPU; an op its Apple GPU "
+        "plugin lacks fails there, so put that computation on the CPU yourself "
+        '(jax.device_put(x, jax.devices("cpu")[0]))',
+    ),
+    # torch.compile's switches: jax.jit reads none of them
+    **dict.fromkeys(
+        ("TORCHDYNAMO_DISABLE", "TORCH_COMPILE_DISABLE"),
+        (
+            "torch-compile",
+            "torch's own: jax.jit's switch is JAX_DISABLE_JIT=1 "
+            '(jax.config.update("jax_disable_jit", True)), for debugging',
+        ),
+    ),
 }
+# torch.compile's other settings by prefix (Inductor's cache, Dynamo's limits...).
+_COMPILER_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_")
+_COMPILER_SETTING = (
+    "torch's own: jax.jit reads none of torch's compiler settings; JAX's are "
+    'jax.config options (jax.config.update("jax_compilation_cache_dir", path)...)'
+)
 # The variables torchrun sets (torch2jax-device run sets them too).
 _TORCHRUN = frozenset(
     {
@@ -269,11 +293,73 @@ def _constant(r: Recogniser, node: ast.AST) -> object:
     (``key = "MASTER_ADDR"``, ``key, value = "NCCL_DEBUG", "INFO"``); else ``None``."""
     if isinstance(node, ast.Constant):
         return node.value
+    formatted = _formatted_alone(node)
+    if formatted is not None:
+        return _constant(r, formatted)  # f"{CUDA_ENVVAR}"
     if not isinstance(node, ast.Name):
         return None
     assigned = r.file.names.assigned(node, every=True)  # through copies (key = name)
     values = {v.value for v in assigned or () if isinstance(v, ast.Constant)}
     return values.pop() if len(values) == 1 else None
+
+
+def _formatted_alone(node: ast.AST) -> ast.expr | None:
+    """``name`` of ``f"{name}"``: an f-string that is one value, unformatted."""
+    if (
+        isinstance(node, ast.JoinedStr)
+        and len(node.values) == 1
+        and isinstance(node.values[0], ast.FormattedValue)
+        and node.values[0].conversion == -1
+        and node.values[0].format_spec is None
+    ):
+        return node.values[0].value
+    return None
+
+
+def variable_held(r: Recogniser, node: ast.Assign) -> None:
+    """``CUDA_ENVVAR = "CUDA_VISIBLE_DEVICES"``: a variable's name kept in a module's (or
+    class's) constant that reads or writes ``os.environ`` (``os.environ[CUDA_ENVVAR] =
+    gpus``, ``os.environ[f"{CUDA_ENVVAR}"]``), reported where the constant is written too:
+    it names the variable for the whole file. A function's own ``name = "LOCAL_RANK"`` is
+    reported where it is read; a constant that is only printed says nothing about the
+    environment."""
+    value = node.value
+    if r.file.names.enclosing(node, ast.FunctionDef, ast.AsyncFunctionDef) is not None:
+        return
+    if not (
+        len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(value, ast.Constant)
+        and id(value) not in r.reported
+    ):
+        return
+    found = _variable(value.value)
+    binding = r.file.names.binding_of.get(node.targets[0])
+    if found is None or binding is None:
+        return
+    if any(_keys_environment_read(r, load) for load in r.file.names.loads(binding)):
+        r.add(value, found[0], found[1] if found[1] != _WRITTEN else None)
+
+
+def _keys_environment_read(r: Recogniser, node: ast.AST) -> bool:
+    """``node`` (or ``f"{node}"``) is the key of a read or write of ``os.environ``."""
+    parent = r.parent(node)
+    if isinstance(parent, ast.FormattedValue):
+        node = r.parent(parent) or node
+        if _formatted_alone(node) is None:
+            return False
+        parent = r.parent(node)
+    if isinstance(parent, ast.Subscript):
+        return parent.slice is node and r.qualname(parent.value) == "os.environ"
+    if isinstance(parent, ast.Call):
+        return (
+            r.qualname(parent.func) in ENVIRONMENT_READERS
+            and bool(parent.args)
+            and parent.args[0] is node
+        )
+    return isinstance(parent, ast.Compare) and any(
+        r.qualname(c) == "os.environ" for c in parent.comparators
+    )
 
 
 def variable_check(r: Recogniser, node: ast.Compare) -> bool:
@@ -285,13 +371,14 @@ def variable_check(r: Recogniser, node: ast.Compare) -> bool:
         and r.qualname(node.comparators[0]) == "os.environ"
     ):
         found = _known(r, node.left)
-        if found is not None and not isinstance(node.left, ast.Constant):
+        if found is not None and not isinstance(_constant(r, node.left), str):
             # for v in (...): if v in os.environ; all(k in os.environ for k in NAMES), NAMES
             # reported where they are written too: launched?
             found = ("dist-env", None)
     if found is None:
         return False
-    named = node.left.value if isinstance(node.left, ast.Constant) else None
+    named = _constant(r, node.left)  # "RANK", or CUDA_ENVVAR = "CUDA_VISIBLE_DEVICES"
+    named = named if isinstance(named, str) else None
     r.add(node, found[0], f"{r.text(node)}  # {_set_by(str(named))}" if named else found[1])
     return True
 
@@ -388,6 +475,8 @@ def _variable(name: object) -> tuple[str, str | None] | None:
         return _ENVIRONMENT[name]
     if name.startswith(_LAUNCHER_PREFIXES):
         return "dist-env", "unchanged: jax.distributed.initialize() reads it"
+    if name.startswith(_COMPILER_PREFIXES):
+        return "torch-compile", _COMPILER_SETTING
     if name.startswith(_MPI_PREFIXES):
         return "dist-env", _MPI_SET
     if name in ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"):  # Intel MPI's, MPICH's
@@ -414,23 +503,30 @@ def _variable(name: object) -> tuple[str, str | None] | None:
 _LOCAL_RANK_ARGUMENTS = frozenset({"--local_rank", "--local-rank"})
 
 
+# Command-line libraries' options, declared as argparse's add_argument declares them.
+_OPTIONS = frozenset({"click.option", "typer.Option"})
+
+
 def launcher_argument(r: Recogniser, call: ast.Call) -> None:
-    """``dist-local-rank``: ``parser.add_argument("--local_rank", type=int)``, the local
-    rank torch's older launchers (and DeepSpeed's) pass as an argument; torchrun sets
-    ``LOCAL_RANK`` instead."""
+    """``dist-local-rank``: ``parser.add_argument("--local_rank", type=int)`` (or Click's
+    ``@click.option("--local_rank", ...)``), the local rank torch's older launchers (and
+    DeepSpeed's) pass as an argument; torchrun sets ``LOCAL_RANK`` instead. Reported where
+    the flag is written."""
     func = call.func
-    named = [
-        a for a in call.args if isinstance(a, ast.Constant) and a.value in _LOCAL_RANK_ARGUMENTS
-    ]
-    if isinstance(func, ast.Attribute) and func.attr == "add_argument" and named:
-        if id(call) in r.reported:
-            return
+    declares = (isinstance(func, ast.Attribute) and func.attr == "add_argument") or (
+        r.qualname(func) in _OPTIONS
+    )
+    flag = next(
+        (a for a in call.args if isinstance(a, ast.Constant) and a.value in _LOCAL_RANK_ARGUMENTS),
+        None,
+    )
+    if declares and flag is not None and id(call) not in r.reported:
         r.add(
             call,
             "dist-local-rank",
             "local_rank = tj.distributed.get_local_rank()  # no --local_rank argument: "
             "torch2jax-device run (like torchrun) sets LOCAL_RANK",
-            position=r.file.position(r.file.span(named[0])[0]),  # the option's own line
+            position=r.file.position(r.file.span(flag)[0]),
         )
 
 

@@ -191,9 +191,23 @@ def member(r: Recogniser, node: ast.Attribute) -> bool:
         fitting = collective_advice(
             r, node.attr, reported if isinstance(reported, ast.Call) else None
         )
+    elif node.attr in _PREPARED_LISTS:  # accelerator._optimizers: what prepare() wrapped
+        fitting = (
+            f"[{_PREPARED_LISTS[node.attr]}]  # the port's own objects: nothing wraps them, "
+            "so keep them in a list of your own"
+        )
     r.add(reported, row, fitting, position=r.file.method_position(node))
     r.visit(node.value)
     return True
+
+
+# Accelerate's lists of what prepare() wrapped -> what the port holds instead.
+_PREPARED_LISTS = {
+    "_optimizers": "optimizer",
+    "_models": "model",
+    "_schedulers": "schedule",
+    "_dataloaders": "loader",
+}
 
 
 def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> str | None:
@@ -203,6 +217,14 @@ def device_context_advice(r: Recogniser, name: str, call: ast.Call | None) -> st
     Diffusers' ``free_memory()``); ``None`` elsewhere (the row's)."""
     if name in _MEMORY_ADVICE:
         return _MEMORY_ADVICE[name]
+    if name == "load_model" and call is not None:  # whisper.load_model(name, device)
+        device = call.args[1] if len(call.args) > 1 else None
+        device = next((k.value for k in call.keywords if k.arg == "device"), device)
+        where = r.text(device) if device is not None else "device"
+        return (
+            f"model = tj.load_state(model, path, device={where})  # the checkpoint's "
+            "weights into a JAX port of the model, on that device"
+        )
     if call is None or not isinstance(r.parent(call), ast.withitem):
         return None
     if name == "init_on_device" and call.args:

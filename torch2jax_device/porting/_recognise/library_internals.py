@@ -2,7 +2,9 @@
 them through helpers of its own (round 7's development set).
 
 - A loss scaler's internals patched (kohya's ``accelerator.scaler._unscale_grads_ =
-  replacer``): Accelerate's ``GradScaler``, torch's own class.
+  replacer``): Accelerate's ``GradScaler``, torch's own class; a scaler of the script's
+  handed to another object (imagen-pytorch's ``self.accelerator.scaler = scaler``,
+  ``optimizer.scaler = scaler`` on Accelerate's optimizers).
 - DeepSpeed ZeRO-3's partitioned parameter probed (``hasattr(param, "ds_numel")``).
 - Accelerate's ``ParallelismConfig.build_device_mesh("cuda")``: ``init_device_mesh``
   underneath.
@@ -29,6 +31,7 @@ __all__ = [
     "mesh_built",
     "parallelism_flag",
     "plugin_built",
+    "scaler_handed_over",
     "scaler_internals",
     "zero3_probe",
 ]
@@ -101,6 +104,34 @@ def scaler_internals(r: Recogniser, node: ast.Attribute) -> bool:
     r.add(reported, "grad-scaler", _SCALER_ADVICE, position=r.file.method_position(node))
     r.visit(receiver)
     return True
+
+
+def scaler_handed_over(r: Recogniser, node: ast.Assign) -> None:
+    """``grad-scaler``: ``self.accelerator.scaler = scaler``, a loss scaler (torch's, or
+    one named so and made by no other library) given to another object, which unscales
+    and steps with it; the object's own ``self.scaler = scaler`` merely keeps it."""
+    value = node.value
+    if not (
+        len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Attribute)
+        and _SCALER.search(node.targets[0].attr)
+        and not (isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == "self")
+    ):
+        return
+    kinds = r.file.values.kinds(value)
+    named = (
+        _SCALER.search(last_name(value) or "") is not None
+        and kinds <= {UNKNOWN, "grad-scaler"}
+        and not _made_by_another_library(r, value)
+        and imports_package(r, ("torch",))
+    )
+    if "grad-scaler" in kinds or named:
+        r.add(
+            node,
+            "grad-scaler",
+            "# no loss scaler to hand over: bfloat16 or float32 needs no loss scaling "
+            "(float16 multiplies the loss by a constant and divides the gradients)",
+        )
 
 
 def _made_by_another_library(r: Recogniser, node: ast.expr) -> bool:

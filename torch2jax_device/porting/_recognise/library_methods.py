@@ -9,7 +9,11 @@
   DeepSpeed plugin's ``zero3_init_context_manager(enable=False)`` (a model built whole,
   not partitioned over the ranks), a Diffusers pipeline's ``enable_model_cpu_offload()``
   and ``enable_sequential_cpu_offload()`` (Accelerate's ``cpu_offload`` hooks on each of
-  its models).
+  its models), and its models' and pipelines' ``enable_xformers_memory_efficient_attention()``
+  (xformers' attention kernel chosen, as ``torch.backends.cuda.enable_mem_efficient_sdp``
+  chooses torch's: ``sdp-kernel``); a TensorDict's point-to-point ``isend(dst=0)`` /
+  ``irecv(src=1)`` (TorchRL's collectors: ``torch.distributed``'s underneath,
+  ``library-collective``).
 - DeepSpeed chosen by its name in a comparison (``args.train_engine == "deepspeed"``,
   ``if engine in ("deepspeed", ...)``) in a file that imports a library running it: the
   branch on the library's parallelism (``library-strategy``), as ``"deepspeed" in
@@ -49,6 +53,29 @@ _UNIQUE_MEMBERS = {
             'plan = tj.DeviceMap.plan(path, device_map={"": ("cuda:0", "pinned_host")})  # '
             "weights kept in host memory, brought to the device inside jit "
             "(library-cpu-offload)",
+        ),
+    ),
+    **dict.fromkeys(
+        (
+            "enable_xformers_memory_efficient_attention",
+            "disable_xformers_memory_efficient_attention",
+            "set_use_memory_efficient_attention_xformers",
+        ),
+        (
+            ("diffusers",),
+            "sdp-kernel",
+            'y = jax.nn.dot_product_attention(q, k, v, implementation="cudnn")  # the '
+            "memory-efficient kernel: chosen per call, no switch on the model",
+        ),
+    ),
+    **dict.fromkeys(
+        ("isend", "irecv"),
+        (
+            ("tensordict", "torchrl"),
+            "library-collective",
+            'y = jax.lax.ppermute(x, "data", perm=[(src, dst)])  # inside shard_map: a '
+            "TensorDict's send is torch.distributed's, per leaf; between hosts, "
+            "multihost_utils.process_allgather(tree)",
         ),
     ),
 }

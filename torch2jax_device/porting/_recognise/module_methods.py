@@ -11,18 +11,24 @@ development set: WeNet, timm).
 - torch's legacy constructor ``x.new(data)`` (``loss.new([loss_avg])``): a tensor of
   ``x``'s dtype on ``x``'s device (``tensor-new-factory``), on a tensor the scanner knows,
   or given a list of values to hold.
+- torch's legacy cast ``x.type(dtype)`` (Tianshou's ``x = x.type(dtype)``): given a dtype
+  it is ``x.to(dtype)`` (``tensor-to-dtype``, ``module-to-dtype`` on a module); given a
+  tensor type (``torch.cuda.HalfTensor``, or its name as a string) it casts and moves
+  (``tensor-to-device-dtype``). ``x.type()`` asks for the type's name: not a cast.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
 from .._values import FOREIGN, TORCH_TENSOR, UNKNOWN
 from .base import Recogniser
 from .libraries import is_library_object
 from .library_internals import imports_package
+from .placement import is_dtype
 
-__all__ = ["compiled_original", "fsdp_clip_grad_norm", "legacy_new"]
+__all__ = ["compiled_original", "fsdp_clip_grad_norm", "legacy_new", "legacy_type"]
 
 _FSDP_MODULES = ("torch.distributed.fsdp", "torch.distributed._composable.fsdp")
 _FSDP_CLIP = (
@@ -95,6 +101,46 @@ def legacy_new(r: Recogniser, call: ast.Call) -> None:
             position=r.file.method_position(func),
             reason="torch's legacy constructor: its dtype and device are the receiver's, "
             "which JAX spells out",
+        )
+
+
+# torch's tensor types by name: torch.FloatTensor (on the CPU), torch.cuda.HalfTensor.
+_TENSOR_TYPE = re.compile(r"^torch\.(cuda\.)?[A-Z][A-Za-z]*Tensor$")
+
+
+def legacy_type(r: Recogniser, call: ast.Call) -> None:
+    """``x.type(dtype)``: torch's legacy cast, by a dtype or a tensor type; advice."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "type"):
+        return
+    if id(call) in r.reported or r.qualname(func) is not None or len(call.args) != 1:
+        return  # x.type(): the type's name; np.dtype.type: numpy's
+    if call.keywords and {k.arg for k in call.keywords} != {"non_blocking"}:
+        return
+    receiver = func.value
+    if r.file.values.kinds(receiver) == {FOREIGN} or not imports_package(r, ("torch",)):
+        return
+    given = call.args[0]
+    named = given.value if isinstance(given, ast.Constant) else r.qualname(given)
+    where = r.file.method_position(func)
+    text = r.text(receiver)
+    if isinstance(named, str) and _TENSOR_TYPE.match(named):
+        device = '"cuda"' if named.startswith("torch.cuda.") else '"cpu"'
+        r.add(
+            call,
+            "tensor-to-device-dtype",
+            f"tj.to_device({text}, {device}, {named}.dtype)  # the tensor type's dtype, "
+            "on its device",
+            position=where,
+        )
+    elif is_dtype(r, given):
+        framework = r.file.values.module_framework(receiver)
+        rule = "module-to-dtype" if framework is not None else "tensor-to-dtype"
+        r.add(
+            call,
+            rule,
+            f"tj.to_device({text}, {r.text(given)})  # x.type(dtype) is x.to(dtype)",
+            position=where,
         )
 
 

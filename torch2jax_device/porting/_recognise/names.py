@@ -20,6 +20,7 @@ __all__ = [
     "generator_seed_advice",
     "inside_reported_call",
     "private",
+    "read_by_getattr",
     "rename",
 ]
 
@@ -150,6 +151,11 @@ def advice(r: Recogniser, node: ast.expr, name: str, call: ast.Call | None) -> b
         fitting = _profiler_range(r, node, call)
     elif row.id in ("manual-seed", "library-seed") and call is not None:
         fitting = _seed_advice(r, call)
+    elif row.id == "optimizer-torch-rules" and call is None:  # dict(adam=torch.optim.Adam)
+        fitting = (
+            f"tj.optim.{helper}  # torch's rule for an nnx.Optimizer: "
+            f"nnx.Optimizer(model, tj.optim.{helper}(lr=...), wrt=nnx.Param)"
+        )
     elif row.id == "mp-spawn" and helper.endswith("_start_method"):
         fitting = start_method_advice(r, call or node)
         if fitting is None:
@@ -244,13 +250,86 @@ def called_through_a_name(r: Recogniser, call: ast.Call) -> bool:
             row = RENAMES[name][0] if name in RENAMES else ADVICE.get(name) or wildcard(name)
             if row is None:
                 continue
-            candidate = r.add(call, row.id)
+            fitting = (
+                _optimizer_chosen(r, call, name) if row.id == "optimizer-torch-rules" else None
+            )
+            candidate = r.add(call, row.id, fitting)
             candidate.reason = (
                 f"{func.id} may be {name} (bound at line {binding.node.lineno}: "  # type: ignore[attr-defined]
                 f"{r.text(binding.node)} = ...): port the call as that name's"
             )
             return True
     return False
+
+
+def _optimizer_chosen(r: Recogniser, call: ast.Call, name: str) -> str:
+    """``nnx.Optimizer(model, tj.optim.Adam(**optimizer_kwargs), wrt=nnx.Param)`` for a
+    call of a name that may be torch's optimizer class ``name`` (Sample Factory's
+    ``optimizer_cls(params, **optimizer_kwargs)``), with the call's own settings."""
+    params = call.args[0] if call.args else None
+    model = "model"
+    if (
+        isinstance(params, ast.Call)
+        and isinstance(params.func, ast.Attribute)
+        and params.func.attr == "parameters"
+    ):
+        model = r.text(params.func.value)
+    settings = ", ".join(
+        r.text(a) for a in [*call.args[1:], *call.keywords] if not isinstance(a, ast.Starred)
+    )
+    parent = r.parent(call)
+    target = (
+        r.text(parent.targets[0])
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1
+        else "optimizer"
+    )
+    return (
+        f"{target} = nnx.Optimizer({model}, tj.optim.{name.rsplit('.', 1)[-1]}({settings}), "
+        f"wrt=nnx.Param)  # where it is {name}"
+    )
+
+
+def read_by_getattr(r: Recogniser, call: ast.Call) -> bool:
+    """``getattr(getattr(torch, "version", None), "hip", None)``: a name of torch's read
+    through ``getattr`` with its attribute's name written out (Unsloth asks for ROCm so),
+    reported under the row of the name it reads, as advice; ``True`` if reported. The
+    device module by its type (``getattr(torch, "xpu")``) is ``device_types``'."""
+    if id(call) in r.reported or _read_through_getattr(r, r.parent(call), call):
+        return False  # reported, or the inner read of a longer chain
+    name = _getattr_name(r, call)
+    if name is None or not name.startswith("torch.") or name.count(".") < 2:
+        return False
+    row = RENAMES[name][0] if name in RENAMES else ADVICE.get(name) or wildcard(name)
+    if row is None:
+        return False
+    candidate = r.add(call, row.id, RENAMES[name][1] if name in RENAMES else None)
+    candidate.reason = f"reads {name} through getattr: port it as that name's"
+    return True
+
+
+def _getattr_name(r: Recogniser, node: ast.expr) -> str | None:
+    """The qualified name ``node`` reads: its own, or ``getattr(owner, "attribute"[,
+    default])``'s over the name of ``owner``."""
+    if not (
+        isinstance(node, ast.Call)
+        and r.file.values.builtin(node.func) == "getattr"
+        and len(node.args) in (2, 3)
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return r.qualname(node)
+    owner = _getattr_name(r, node.args[0])
+    return None if owner is None else f"{owner}.{node.args[1].value}"
+
+
+def _read_through_getattr(r: Recogniser, parent: ast.AST | None, node: ast.expr) -> bool:
+    """``node`` is what the ``getattr`` call ``parent`` reads an attribute of."""
+    return (
+        isinstance(parent, ast.Call)
+        and r.file.values.builtin(parent.func) == "getattr"
+        and bool(parent.args)
+        and parent.args[0] is node
+    )
 
 
 def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
@@ -264,8 +343,33 @@ def _callables(r: Recogniser, value: ast.expr | None) -> list[str]:
         if r.qualname(value.func) in ("functools.partial", "functools.partialmethod"):
             return _callables(r, value.args[0])
         return []
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+        # optimizer_cls = optimizers[cfg.optimizer], optimizers = dict(adam=torch.optim.Adam)
+        return [name for entry in _table_entries(r, value.value) for name in _callables(r, entry)]
     name = None if value is None else r.qualname(value)
     return [] if name is None else [name]
+
+
+def _table_entries(r: Recogniser, table: ast.Name) -> list[ast.expr]:
+    """The values of the dict every binding of ``table`` is (a ``{...}`` literal or a
+    ``dict(key=value)`` call); ``[]`` when one binding is something else."""
+    entries: list[ast.expr] = []
+    bindings = r.file.names.bindings(table)
+    for binding in bindings:
+        value = binding.value if binding.kind == "assign" and binding.element is None else None
+        if isinstance(value, ast.Dict):
+            entries += value.values
+        elif (
+            isinstance(value, ast.Call)
+            and r.file.values.builtin(value.func) == "dict"
+            and not value.args
+        ):
+            entries += [k.value for k in value.keywords if k.arg is not None]
+        elif value is not None and isinstance(value, ast.Subscript):
+            continue  # optimizer_cls = optimizer_cls[name]: the lookup itself, read below
+        else:
+            return []
+    return entries
 
 
 def inside_reported_call(r: Recogniser, node: ast.AST) -> bool:

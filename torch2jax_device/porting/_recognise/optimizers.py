@@ -10,10 +10,21 @@ import ast
 import re
 
 from .. import catalog
-from .._values import TORCH_OPTIMIZER, UNKNOWN, last_name
+from .._values import FOREIGN, LIBRARY_OBJECT, TORCH_OPTIMIZER, UNKNOWN, last_name
 from .base import Recogniser
+from .library_internals import imports_package
 
-__all__ = ["RULES", "assigned_name", "constructor", "optimizer_advice", "scheduler", "state_call"]
+__all__ = [
+    "RULES",
+    "SCHEDULE_RESTORED",
+    "assigned_name",
+    "constructor",
+    "library_schedule",
+    "optimizer_advice",
+    "scheduler",
+    "scheduler_by_name",
+    "state_call",
+]
 
 #: torch.optim's classes with a tj.optim rule of the same name.
 RULES = frozenset(name.rsplit(".", 1)[1] for name in catalog.get("optimizer-torch-rules").torch_api)
@@ -80,7 +91,7 @@ def optimizer_advice(r: Recogniser, call: ast.Call) -> tuple[str, str] | None:
 
 
 # An optimizer made elsewhere (``self.optimizer``, a parameter), by its name.
-_OPTIMIZER_NAME = re.compile(r"(^|_)optim(i[sz]er)?$", re.IGNORECASE)
+_OPTIMIZER_NAME = re.compile(r"(^|_)optim(i[sz]er)?s?$", re.IGNORECASE)
 
 # torch.optim's default learning rates, which optax's rules do not have.
 _DEFAULT_LR = {"SGD": "1e-3", "Adam": "1e-3", "AdamW": "1e-3", "RMSprop": "1e-2"}
@@ -168,7 +179,12 @@ def constructor(r: Recogniser, call: ast.Call, name: str) -> bool:
 def scheduler(r: Recogniser, call: ast.Call, name: str) -> bool:
     """``lr-scheduler``: ``scheduler = torch.optim.lr_scheduler.LinearLR(optimizer,
     total_iters=10)`` is ``tj.optim.lr_scheduler.LinearLR`` with the same arguments, stepped
-    and resumed as torch's; ``True`` if reported."""
+    and resumed as torch's; ``True`` if reported. torch's schedulers with no port here
+    (``SequentialLR``, ``CyclicLR``...) are reported with what to write instead."""
+    cls = name.rsplit(".", 1)[-1]
+    if name.startswith("torch.optim.lr_scheduler.") and cls in UNPORTED_SCHEDULERS:
+        r.add(call, "lr-scheduler", UNPORTED_SCHEDULERS[cls])
+        return True
     if name not in _SCHEDULERS:
         return False
     target = assigned_name(r, call, "scheduler")
@@ -182,6 +198,189 @@ def scheduler(r: Recogniser, call: ast.Call, name: str) -> bool:
         jax=_optax_schedule(r, call, cls),
     )
     return True
+
+
+#: torch.optim.lr_scheduler's classes tj.optim.lr_scheduler does not port, and what to
+#: write instead.
+UNPORTED_SCHEDULERS = {
+    "SequentialLR": (
+        "schedule = optax.join_schedules([warmup, decay], boundaries=milestones)  # torch's "
+        "SequentialLR; or one tj.optim.lr_scheduler.LambdaLR over the epoch"
+    ),
+    "ChainedScheduler": (
+        "scheduler = tj.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: f(epoch) * g(epoch))"
+        "  # torch's ChainedScheduler multiplies its schedulers' factors"
+    ),
+    **dict.fromkeys(
+        ("CosineAnnealingWarmRestarts", "CyclicLR", "MultiplicativeLR", "SWALR"),
+        "scheduler = tj.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: ...)  # no port "
+        "of this scheduler: write its factor by epoch, or use an optax schedule",
+    ),
+}
+
+# Transformers' and Diffusers' schedule factories: a torch LambdaLR over torch's
+# optimizer, by the factory's name -> the optax schedule of the same shape (lr, warm-up
+# steps, total steps filled in from the call).
+_LIBRARY_SCHEDULES = {
+    "linear": (
+        "optax.join_schedules([optax.linear_schedule(0.0, {lr}, {warmup}), "
+        "optax.linear_schedule({lr}, 0.0, {total} - {warmup})], [{warmup}])"
+    ),
+    "cosine": "optax.warmup_cosine_decay_schedule(0.0, {lr}, {warmup}, {total})",
+    "constant": "optax.constant_schedule({lr})",
+    "constant_with_warmup": (
+        "optax.join_schedules([optax.linear_schedule(0.0, {lr}, {warmup}), "
+        "optax.constant_schedule({lr})], [{warmup}])"
+    ),
+}
+_LIBRARY_FACTORIES = frozenset(
+    f"{module}.{function}"
+    for module in (
+        "transformers",
+        "transformers.optimization",
+        "diffusers.optimization",
+    )
+    for function in (
+        "get_scheduler",
+        "get_linear_schedule_with_warmup",
+        "get_cosine_schedule_with_warmup",
+        "get_constant_schedule",
+        "get_constant_schedule_with_warmup",
+        "get_cosine_with_hard_restarts_schedule_with_warmup",
+        "get_polynomial_decay_schedule_with_warmup",
+    )
+)
+
+
+def library_schedule(r: Recogniser, call: ast.Call) -> bool:
+    """``lr-scheduler``: Transformers' or Diffusers' ``get_scheduler("cosine", optimizer,
+    num_warmup_steps=..., num_training_steps=...)`` (and ``get_*_schedule_with_warmup``):
+    a torch ``LambdaLR`` over torch's optimizer, which an ``nnx.Optimizer`` is not; the
+    optax schedule of the same shape; ``True`` if reported."""
+    name = r.qualname(call.func)
+    if name not in _LIBRARY_FACTORIES or id(call) in r.reported:
+        return False
+    function = name.rsplit(".", 1)[-1]
+    given = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    if function == "get_scheduler":
+        kind = given.get("name", call.args[0] if call.args else None)
+        optimizer = given.get("optimizer", call.args[1] if len(call.args) > 1 else None)
+        shape = kind.value if isinstance(kind, ast.Constant) else None
+    else:
+        optimizer = given.get("optimizer", call.args[0] if call.args else None)
+        shape = (
+            function.removeprefix("get_")
+            .removesuffix("_schedule")
+            .replace("_schedule_with_warmup", "_with_warmup")
+        )
+        shape = "linear" if shape == "linear_with_warmup" else shape
+        shape = "cosine" if shape == "cosine_with_warmup" else shape
+    warmup, total = (
+        r.text(given[k]) if k in given else default
+        for k, default in (
+            ("num_warmup_steps", "warmup_steps"),
+            ("num_training_steps", "total_steps"),
+        )
+    )
+    template = _LIBRARY_SCHEDULES.get(str(shape), _LIBRARY_SCHEDULES["cosine"])
+    schedule = template.format(lr=_optimizer_lr(r, optimizer), warmup=warmup, total=total)
+    target = assigned_name(r, call, "lr_scheduler")
+    r.add(
+        call,
+        "lr-scheduler",
+        f"schedule = {schedule}  # {function}'s shape as optax's: give it to the optax rule "
+        f"as learning_rate (no {target}.step(): optax counts updates)",
+    )
+    return True
+
+
+# A scheduler made elsewhere (``self.scheduler``, ``lr_scheduler``, a parameter), by its
+# name; a diffusion model's noise scheduler is none.
+_SCHEDULER_NAME = re.compile(r"(^|_)(lr_)?sched(uler)?s?$", re.IGNORECASE)
+_SCHEDULER_METHODS = frozenset({"step", "state_dict", "load_state_dict", "get_last_lr"})
+
+
+def scheduler_by_name(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
+    """``lr-scheduler``: ``self.scheduler.step()``, ``scheduler.state_dict()``,
+    ``lr_scheduler.load_state_dict(state)`` on a scheduler the file did not make (a
+    parameter, a project's helper's, one ``accelerator.prepare`` wrapped), by its name, in
+    a file that uses torch; also each of a dict of them (``{k: v.state_dict() for k, v in
+    self.schedulers.items()}``). A noise scheduler's ``step(output, t, sample)`` takes the
+    model's output: not a learning rate's; ``True`` if reported."""
+    if method.attr not in _SCHEDULER_METHODS:
+        return False
+    if method.attr == "step" and (
+        len(call.args) > 1 or any(k.arg not in ("epoch", "metrics") for k in call.keywords)
+    ):
+        return False
+    receiver = method.value
+    kinds = r.file.values.kinds(receiver)
+    if kinds & {FOREIGN, LIBRARY_OBJECT, TORCH_OPTIMIZER} or not (
+        UNKNOWN in kinds or "lr-scheduler" in kinds
+    ):
+        return False
+    named = held_name(r, receiver) or ""
+    if not _SCHEDULER_NAME.search(named) or named.lower().startswith("noise"):
+        return False
+    if _made_as_something_else(r, receiver):
+        return False
+    if not imports_package(r, ("torch",)):
+        return False
+    text = r.text(receiver)
+    fitting = {
+        "step": f"{r.text(call)}  # unchanged once {text} is a tj.optim.lr_scheduler one: "
+        "it sets the nnx.Optimizer's rate by torch's rule",
+        "load_state_dict": f"{r.text(call)}  {SCHEDULE_RESTORED}",
+    }.get(method.attr, f"{r.text(call)}  # torch's layout, key for key, from a tj scheduler")
+    r.add(call, "lr-scheduler", fitting, position=r.file.method_position(method))
+    return True
+
+
+# What a learning-rate scheduler's maker is called (InverseLR, create_lr_scheduler,
+# get_scheduler_fix, WarmupLR, LambdaLR, prepare...).
+_MAKES_A_SCHEDULE = re.compile(r"lr|sched|prepare|boost", re.IGNORECASE)
+
+
+def _made_as_something_else(r: Recogniser, node: ast.expr) -> bool:
+    """Every value ``node`` is bound to is made by a call whose name says nothing of a
+    learning rate (k-diffusion's ``ema_sched = K.utils.EMAWarmup(...)``: an EMA's decay)."""
+    if isinstance(node, ast.Name):
+        values = [
+            b.value for b in r.file.names.bindings(node) if b.kind == "assign" and b.element is None
+        ]
+        if len(values) != len(r.file.names.bindings(node)):
+            return False
+    elif isinstance(node, ast.Attribute):
+        values = list(r.file.values.stored_attributes(node))
+    else:
+        return False
+    return bool(values) and all(
+        isinstance(v, ast.Call) and not _MAKES_A_SCHEDULE.search(last_name(v.func) or "")
+        for v in values
+    )
+
+
+def held_name(r: Recogniser, node: ast.expr) -> str | None:
+    """The name ``node`` goes by: its own, or for a loop's variable over a collection
+    (``for k, v in self.schedulers.items()``, ``for s in schedulers``) the collection's."""
+    if isinstance(node, ast.Name):
+        bindings = r.file.names.bindings(node)
+        if bindings and all(b.kind == "for" and b.value is not None for b in bindings):
+            iterable = bindings[0].value
+            if (
+                isinstance(iterable, ast.Call)
+                and isinstance(iterable.func, ast.Attribute)
+                and iterable.func.attr in ("items", "values")
+            ):
+                iterable = iterable.func.value
+            return last_name(iterable) if iterable is not None else None
+    return last_name(node)
+
+
+#: scheduler.load_state_dict(state) on a torch scheduler: tj.optim.lr_scheduler's takes it.
+SCHEDULE_RESTORED = (
+    "# unchanged once the scheduler is torch2jax_device's: it takes torch's state dict, key for key"
+)
 
 
 # torch's parameters after ``optimizer`` and their defaults, per scheduler.
@@ -276,7 +475,9 @@ def state_call(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
     if method.attr not in ("state_dict", "load_state_dict"):
         return False
     kinds = r.file.values.kinds(method.value)
-    named = _OPTIMIZER_NAME.search(last_name(method.value) or "") is not None and UNKNOWN in kinds
+    named = (
+        _OPTIMIZER_NAME.search(held_name(r, method.value) or "") is not None and UNKNOWN in kinds
+    )
     if TORCH_OPTIMIZER not in kinds and not named:
         return False  # an nnx.Optimizer is known for what it is, whatever its name
     optimizer = r.text(method.value)

@@ -31,6 +31,7 @@ __all__ = [
     "cuda_call",
     "device_attribute",
     "get_device",
+    "is_dtype",
     "move",
     "move_by_name",
     "parameters_call",
@@ -73,7 +74,7 @@ def to_call(r: Recogniser, call: ast.Call, method: ast.Attribute, where: tuple[i
     dtype_only = (not call.args and keywords == {"dtype"}) or (
         len(call.args) == 1
         and not keywords - {"non_blocking", "copy"}
-        and _is_dtype(r, call.args[0])
+        and is_dtype(r, call.args[0])
     )
     if framework is not None:
         rule = "module-to-dtype" if dtype_only else "module-to"
@@ -589,7 +590,7 @@ def _is_tensor_like(r: Recogniser, node: ast.AST) -> bool:
     return name is not None and (name in _TENSOR_NAMES or name.endswith(("_like", "_tensor")))
 
 
-def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
+def is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
     """``torch.float16``, ``x.dtype``, or a name every binding of which is one (or None:
     ``target_dtype = None`` then ``target_dtype = torch.bfloat16`` where enabled)."""
     name = r.qualname(node)
@@ -600,26 +601,26 @@ def _is_dtype(r: Recogniser, node: ast.AST, depth: int = 0) -> bool:
     ):
         return True
     if isinstance(node, ast.IfExp):
-        return _is_dtype(r, node.body, depth) and _is_dtype(r, node.orelse, depth)
+        return is_dtype(r, node.body, depth) and is_dtype(r, node.orelse, depth)
     if isinstance(node, ast.Name) and name is None and depth < 3:
         bindings = r.file.names.bindings(node)
         values = [b.value for b in bindings if b.kind == "assign" and b.element is None]
         if not bindings or len(values) != len(bindings):
             return _DTYPE_NAME.search(node.id) is not None and not _held_device(r, node)
         kept = [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
-        return bool(kept) and all(_is_dtype(r, v, depth + 1) for v in kept if v is not None)
+        return bool(kept) and all(is_dtype(r, v, depth + 1) for v in kept if v is not None)
     if isinstance(node, (ast.Subscript, ast.Attribute)) and depth < 3:
         # options["dtype"], cfg.dtype: what the file stores there
         stored = r.file.names.assigned(node) or []
         held = [v for v in stored if not (isinstance(v, ast.Constant) and v.value is None)]
-        if held and all(_is_dtype(r, v, depth + 1) for v in held):
+        if held and all(is_dtype(r, v, depth + 1) for v in held):
             return True
     key = node.slice if isinstance(node, ast.Subscript) else None
     if isinstance(key, ast.Constant) and isinstance(key.value, str):
         return _DTYPE_NAME.search(key.value) is not None  # options["dtype"], as cfg.dtype
     if isinstance(node, ast.Call) and depth < 3:
         handed = _handed_back(r, node)  # passthrough(dtype): a helper returning it
-        return handed is not None and _is_dtype(r, handed, depth + 1)
+        return handed is not None and is_dtype(r, handed, depth + 1)
     return isinstance(node, ast.Attribute) and _DTYPE_NAME.search(node.attr) is not None
 
 

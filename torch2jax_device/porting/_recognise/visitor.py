@@ -129,7 +129,9 @@ class Detector(Recogniser):
         if call is not None and self.custom_call(call, name):
             return True
         if call is not None and (
-            optimizers.constructor(self, call, name) or optimizers.scheduler(self, call, name)
+            optimizers.constructor(self, call, name)
+            or optimizers.scheduler(self, call, name)
+            or optimizers.library_schedule(self, call)
         ):
             return True
         if dlpack.exchange(self, node, name, call):
@@ -209,6 +211,7 @@ class Detector(Recogniser):
         launch_settings.training_arguments_parsed(self, node)
         launch_settings.lightning_checkpoint(self, node)
         device_types.module_by_name(self, node)
+        names.read_by_getattr(self, node)
         device_types.module_present(self, node)
         device_types.mapped_constructor(self, node)
         device_types.index_stripped(self, node)
@@ -235,6 +238,8 @@ class Detector(Recogniser):
         library_methods.unique_member(self, node)
         module_methods.fsdp_clip_grad_norm(self, node)
         module_methods.legacy_new(self, node)
+        module_methods.legacy_type(self, node)
+        distributed.wrapped_keys(self, node)
         module_methods.compiled_original(self, node)
         devices.imported_module_call(self, node)
         torch_objects.work_waited(self, node)
@@ -256,6 +261,7 @@ class Detector(Recogniser):
             self.method_call(node, func)
         elif isinstance(func, ast.Name) and self.qualname(func) is None:
             names.called_through_a_name(self, node)
+            distributed.wrapper_subclass_made(self, node)
             distributed.held_no_sync(self, node)
         devices.indexed_device_string(self, node)
         devices.project_device_class(self, node)
@@ -319,9 +325,14 @@ class Detector(Recogniser):
             self.add(call, "dist-fsdp", position=where)  # task.prepare_fsdp(model, ...)
         elif optimizers.state_call(self, call, method):
             pass
+        elif optimizers.scheduler_by_name(self, call, method):
+            pass
         elif name == "load_state_dict" and self.file.values.kinds(receiver) == {"lr-scheduler"}:
             self.add(
-                call, "lr-scheduler", f"{self.text(call)}  {_SCHEDULE_RESTORED}", position=where
+                call,
+                "lr-scheduler",
+                f"{self.text(call)}  {optimizers.SCHEDULE_RESTORED}",
+                position=where,
             )
         elif name == "load_state_dict":
             checkpoints.load_state_call(self, call, method, where)
@@ -446,12 +457,14 @@ class Detector(Recogniser):
         libraries.device_map_choice(self, node)
         libraries.placement_keys(self, node)
         helpers.project_launcher(self, node)
+        environment.variable_held(self, node)
         distributed.device_keys_spread(self, node)
         settings.placement_value(self, node)
         settings.model_flags(self, node)
         launch_settings.setting_written(self, node)
         placement.parameters_counted(self, node)
         library_internals.ddp_ignored(self, node)
+        library_internals.scaler_handed_over(self, node)
         optimizer_inputs.parameters_gathered(self, node)
         self.generic_visit(node)
 
@@ -528,10 +541,6 @@ class Detector(Recogniser):
         self.generic_visit(node)
 
 
-# scheduler.load_state_dict(state) on a torch scheduler: tj.optim.lr_scheduler's takes it.
-_SCHEDULE_RESTORED = (
-    "# unchanged once the scheduler is torch2jax_device's: it takes torch's state dict, key for key"
-)
 # getattr(torch, device_type, torch.cuda): the device module, its fallback named.
 _DEVICE_MODULE = (
     "device_module = tj.cuda  # the device module: its memory and synchronize calls answer "

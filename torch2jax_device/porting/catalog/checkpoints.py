@@ -553,7 +553,13 @@ ROWS: tuple[Idiom, ...] = (
             "a list of `max_lr`, `get_last_lr()` one rate per group). "
             "`scheduler.as_schedule(steps_per_epoch)` gives torch's closed form as an optax "
             "schedule. The scan advises its optax schedule for the first five, and reports "
-            "a torch scheduler's `load_state_dict(...)` (unchanged on the tj one)."
+            "a torch scheduler's `load_state_dict(...)` (unchanged on the tj one). It also "
+            "reports a scheduler it did not see made, by its name (`self.scheduler.step()`, "
+            "`lr_scheduler.state_dict()`; a noise scheduler's `step(output, t, sample)` is "
+            "none), torch's schedulers with no port here (`SequentialLR` is "
+            "`optax.join_schedules`), and Transformers' and Diffusers' `get_scheduler` and "
+            "`get_*_schedule_with_warmup`, torch `LambdaLR`s over the optimizer: the optax "
+            "schedule of the same shape."
         ),
         runs=False,
         torch_api=tuple(f"torch.optim.lr_scheduler.{name}" for name in _SCHEDULERS),

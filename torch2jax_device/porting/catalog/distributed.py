@@ -498,7 +498,13 @@ ROWS: tuple[Idiom, ...] = (
         torch="raw_model = model.module",
         jax="raw_model = model  # no wrapper",
         tj="raw_model = model  # no wrapper in JAX: the module is the model",
-        notes="Applies to `DataParallel(...).module` too.",
+        notes=(
+            "Applies to `DataParallel(...).module` too, to `self.module` in a subclass of "
+            "either, and to `x.module` read where the code handles a wrapped and a bare "
+            'model (`if hasattr(x, "module")`, a `try` whose `except` reads `x`). A state '
+            'dict saved through the wrapper has keys starting `"module."`: keep the code '
+            "that strips them for checkpoints torch wrote; a JAX model's state has none."
+        ),
         runs=False,
         torch_api=("DistributedDataParallel.module", "DataParallel.module"),
         rewrite="custom",

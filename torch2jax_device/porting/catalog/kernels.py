@@ -39,7 +39,9 @@ ROWS: tuple[Idiom, ...] = (
             "`torch._functorch.config`) have none either (XLA's are `XLA_FLAGS`). A "
             "compiled module's `_orig_mod` is the module itself: `jax.jit` wraps the "
             "step, not the model. torchtune's `training.compile_model(model)` calls "
-            "`torch.compile` on each layer."
+            "`torch.compile` on each layer. The compiler's switches in the environment "
+            "(`TORCHDYNAMO_DISABLE`, `TORCH_COMPILE_DISABLE`, `TORCHINDUCTOR_*`) are read by "
+            "torch alone: `JAX_DISABLE_JIT=1` turns `jax.jit` off for debugging."
         ),
         runs=False,
         torch_api=(

@@ -170,7 +170,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`cleanup_before_training`, which empties the cache, and Diffusers' "
             "`free_memory()` likewise); ColossalAI's "
             '`get_current_device()` and Stable-Baselines3\'s `get_device("auto")` are '
-            "this process's device."
+            "this process's device. Whisper's `whisper.load_model(name, device)` loads "
+            "the torch model onto that device: load the weights with "
+            "`tj.load_state(model, path, device=device)` into a JAX port of the model."
             " TorchRec's `dense_device=` / `compute_device=` and a pipeline's `_device`, DGL's "
             "`DataLoader(use_uva=)` and Transformers' `training_args.no_cuda` / `_n_gpu` (set "
             "in a subclass's `_setup_devices`) are the device the library chose or was told."
@@ -205,6 +207,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "ray.get_gpu_ids",  # the GPUs Ray gave this worker
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
+            "whisper.load_model",  # OpenAI Whisper's model, loaded onto the device given
             # Transformers' own device choice, in a subclass's _setup_devices
             "TrainingArguments.no_cuda",
             "TrainingArguments.use_cpu",
@@ -241,7 +244,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`deepspeed.tp_model_init(model, tp_size=)` shards the layers over the "
             "tensor-parallel ranks: a `NamedSharding` over a mesh's model axis. Lightning "
             "Thunder's `thunder.distributed.ddp(model)` and `fsdp(model)` wrap the model "
-            "the same way."
+            "the same way. Accelerate's `accelerator._optimizers` (`_models`, "
+            "`_schedulers`, `_dataloaders`) lists what `prepare` wrapped: the port keeps "
+            "its own objects, unwrapped."
             " Horovod's `hvd.DistributedOptimizer(opt, named_parameters=...)` averages the "
             "gradients (the optimizer itself, with a replicated model); TorchRec's "
             "`DistributedModelParallel(module, device=, plan=)` shards the embedding tables and "
@@ -257,6 +262,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.unwrap_model",
             "Accelerator.split_between_processes",
             "Accelerator.skip_first_batches",
+            # what prepare() wrapped, kept in the Accelerator's own lists
+            "Accelerator._optimizers",
+            "Accelerator._models",
+            "Accelerator._schedulers",
+            "Accelerator._dataloaders",
             "Fabric.setup",
             "Fabric.setup_module",
             "Fabric.setup_optimizers",
@@ -331,7 +341,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`broadcast`, `allreduce` between actors) and vLLM's `PyNcclCommunicator` "
             "broadcast weights between processes: `multihost_utils.broadcast_one_to_all`. "
             "DeepSpeed's `safe_get_full_grad(p)` / `safe_get_full_fp32_param(p)` gather a "
-            "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier."
+            "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier. "
+            "A TensorDict's `isend(dst=0)` / `irecv(src=1)` (TorchRL's collectors) send "
+            "each leaf through `torch.distributed`: `jax.lax.ppermute` inside `shard_map`."
             ' Horovod\'s `hvd.allreduce` (a mean by default: `op="mean"`), `allgather`, '
             "`broadcast` and `broadcast_parameters(model.state_dict(), root_rank=0)` likewise."
         ),
@@ -649,6 +661,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             # a subclass of Lightning's ModelCheckpoint calling its savers
             "ModelCheckpoint._save_topk_checkpoint",
             "ModelCheckpoint._save_last_checkpoint",
+            # Lightning's checkpoint callback itself, which saves the model as it trains
+            *(
+                f"{package}.{path}ModelCheckpoint"
+                for package in ("lightning.pytorch", "pytorch_lightning")
+                for path in ("callbacks.", "callbacks.model_checkpoint.")
+            ),
             "Fabric.save",
             "Fabric.load",
             "Fabric.load_raw",
@@ -754,6 +772,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
                     "lightning_fabric.utilities.rank_zero",
                     "pytorch_lightning.utilities",
                     "pytorch_lightning.utilities.rank_zero",
+                    "pytorch_lightning.utilities.distributed",  # its place before 1.6
                 )
                 for name in ("rank_zero_only", "rank_zero_only.rank")
             ),
@@ -796,7 +815,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerate's `set_seed`, Lightning's `seed_everything`, torchtune's "
             "`set_seed` and transformers' `set_seed` seed Python, NumPy and torch. JAX "
             "takes a key in every random call (`nnx.Rngs(42)` for a model); keep "
-            "`random.seed`/`np.random.seed` for host-side code. `scan` keys JAX with the "
+            "`random.seed`/`np.random.seed` for host-side code (Lhotse's `fix_random_seed` "
+            "likewise). `scan` keys JAX with the "
             "script's own seed (`set_seed(args.seed)` becomes `jax.random.key(args.seed)`); "
             "the library's call still seeds torch's DataLoader shuffle. Transformers' "
             "`enable_full_determinism(seed)` also turns torch's deterministic algorithms on: "
@@ -821,6 +841,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "colossalai.utils.set_seed",  # ColossalAI's: Python, NumPy and torch
             "deepspeed.runtime.utils.set_random_seed",
             "Fabric.seed_everything",
+            "lhotse.utils.fix_random_seed",  # Lhotse's (icefall's recipes): Python, NumPy, torch
+            "lhotse.fix_random_seed",
             "fairseq.utils.set_torch_seed",  # fairseq's: torch's CPU and CUDA generators
         ),
         rewrite="advice",
