@@ -17,11 +17,13 @@ __all__ = [
     "ENVIRONMENT_READERS",
     "launcher_argument",
     "project_reader",
+    "set_by",
     "variable_check",
     "variable_held",
     "variable_names",
     "variable_read",
     "variable_returned",
+    "variable_rule",
     "variables_updated",
 ]
 
@@ -102,6 +104,14 @@ _ENVIRONMENT_VALUE = re.compile(r"(^|_)(env|environ|environment)$", re.IGNORECAS
 _LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_")
 # The other MPI launchers' (Hydra's PMI, PMIx, MVAPICH's): JAX detects none of them.
 _MPI_PREFIXES = ("PMI_", "PMIX_", "MV2_COMM_WORLD_")
+_GLOO = (
+    "torch's own: the network interface of its gloo back end; JAX's gloo CPU collectives "
+    "do not read it (they meet through jax.distributed's coordinator)"
+)
+_TUNABLE_OP = (
+    "torch's own: TunableOp tunes torch's GEMMs; XLA autotunes its own "
+    "(XLA_FLAGS=--xla_gpu_autotune_level=N)"
+)
 _MPI_SET = (
     "unchanged: mpiexec sets it (not torchrun) and JAX does not read it; hand it to "
     "jax.distributed.initialize(process_id=..., num_processes=...)"
@@ -473,10 +483,14 @@ def _variable(name: object) -> tuple[str, str | None] | None:
         return "dist-env", _MPI_SET
     if name.startswith(("NCCL_", "TORCH_NCCL_")):
         return "dist-env", "unchanged: XLA's GPU collectives run on NCCL, which reads it"
+    if name.startswith("GLOO_"):  # GLOO_SOCKET_IFNAME: read by torch's ProcessGroupGloo
+        return "dist-env", _GLOO
     if name == "USE_LIBUV":
         return "dist-env", "torch's own: its TCPStore's back end, and jax.distributed has no store"
     if name == "TORCH_DISTRIBUTED_DEBUG":
         return "dist-env", "torch's own: JAX reports a failed collective with its coordinator"
+    if name.startswith("PYTORCH_TUNABLEOP_"):  # ROCm's and CUDA's GEMM tuning, torch's own
+        return "cuda-other", _TUNABLE_OP
     if name == "CUDA_LAUNCH_BLOCKING":
         return (
             "cuda-other",
@@ -514,3 +528,14 @@ def launcher_argument(r: Recogniser, call: ast.Call) -> None:
             "torch2jax-device run (like torchrun) sets LOCAL_RANK",
             position=r.file.position(r.file.span(flag)[0]),
         )
+
+
+def variable_rule(name: object) -> tuple[str, str | None] | None:
+    """The rule and replacement of the environment variable ``name`` when the scanner
+    knows it (``"PMI_SIZE"``: ``dist-env``), else ``None``."""
+    return _variable(name)
+
+
+def set_by(name: str) -> str:
+    """Who sets the launcher's variable ``name`` (``"SLURM_PROCID"``: srun)."""
+    return _set_by(name)

@@ -22,14 +22,22 @@ from . import (
     feeding,
     helpers,
     launch_settings,
+    launcher_lists,
     libraries,
+    library_functions,
     library_internals,
     library_methods,
     module_methods,
     names,
+    optimizer_inputs,
     optimizers,
+    parameter_defaults,
     placement,
+    project_aliases,
     settings,
+    start_contexts,
+    tensor_types,
+    torch_objects,
     workers,
 )
 from .base import Recogniser
@@ -96,6 +104,7 @@ class Detector(Recogniser):
             return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         distributed.held_no_sync(self, node)
         module_methods.compiled_original(self, node)
+        library_functions.library_member(self, node)
         if (
             libraries.member(self, node)
             or placement.device_attribute(self, node)
@@ -233,6 +242,20 @@ class Detector(Recogniser):
         distributed.wrapped_keys(self, node)
         module_methods.compiled_original(self, node)
         devices.imported_module_call(self, node)
+        torch_objects.work_waited(self, node)
+        torch_objects.profiler_report(self, node)
+        torch_objects.model_shared(self, node)
+        project_aliases.ddp_by_alias(self, node)
+        project_aliases.torch_call_by_name(self, node)
+        project_aliases.held_module_call(self, node)
+        start_contexts.start_context(self, node)
+        tensor_types.legacy_type_tested(self, node)
+        library_functions.library_function(self, node)
+        library_functions.library_keywords(self, node)
+        library_functions.library_member(self, node)
+        library_functions.trainer_internal(self, node)
+        library_functions.engine_checkpoint(self, node)
+        library_functions.fairseq_state_loaded(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
@@ -244,6 +267,8 @@ class Detector(Recogniser):
         devices.project_device_class(self, node)
         devices.device_class_tested(self, node)
         self.generic_visit(node)
+        launcher_lists.read_through_parameter(self, node)
+        optimizer_inputs.optax_rule(self, node)
         helpers.helper_device_keywords(self, node)  # after the call's own rows
         helpers.project_helper_call(self, node)
 
@@ -405,6 +430,7 @@ class Detector(Recogniser):
             self, node, node.slice
         ):
             return
+        launcher_lists.read_through_parameter(self, node)
         device_strings.keyed_by_type(self, node)
         settings.launcher_setting(self, node)
         device_types.index_sliced(self, node)
@@ -439,6 +465,7 @@ class Detector(Recogniser):
         placement.parameters_counted(self, node)
         library_internals.ddp_ignored(self, node)
         library_internals.scaler_handed_over(self, node)
+        optimizer_inputs.parameters_gathered(self, node)
         self.generic_visit(node)
 
     def visit_Delete(self, node: ast.Delete) -> None:
@@ -465,6 +492,7 @@ class Detector(Recogniser):
 
     def visit_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> None:
         environment.variable_names(self, node)
+        launcher_lists.names_by_line(self, node)
         device_strings.device_names_listed(self, node)
         self.generic_visit(node)
 
@@ -474,6 +502,7 @@ class Detector(Recogniser):
     # -- annotations are types, not code that runs -----------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         device_strings.default_names(self, node.args)
+        parameter_defaults.map_location_default(self, node.args)
         libraries.placement_defaults(self, node)
         for child in [*node.decorator_list, node.args, *node.body]:
             self.visit(child)

@@ -404,7 +404,8 @@ ROWS: tuple[Idiom, ...] = (
             "that no other row covers, so none is skipped silently; most have no JAX "
             "counterpart (XLA manages streams, graphs and caches itself). torch's other "
             "accelerators (`torch.xpu`, `torch.mps`, `torch.accelerator`...) and `torch_xla` "
-            "have rows of their own."
+            "have rows of their own. torch's TunableOp switches (`PYTORCH_TUNABLEOP_ENABLED`) "
+            "are torch's own: XLA autotunes its GEMMs itself (`--xla_gpu_autotune_level`)."
         ),
         result="built",
         torch_api=(

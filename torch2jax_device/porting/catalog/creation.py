@@ -124,6 +124,9 @@ ROWS: tuple[Idiom, ...] = (
             "`torch.cuda.LongTensor`, `HalfTensor`, ... likewise, and "
             "`torch.set_default_tensor_type(torch.cuda.FloatTensor)` is "
             "`tj.set_default_device('cuda')` (float32 is JAX's default already)."
+            " `isinstance(x, torch.LongTensor)` asks for a dtype and a device at once (an int64 "
+            "tensor on the CPU; `torch.cuda.LongTensor` on a GPU): `isinstance(x, jax.Array) and "
+            'x.dtype == jnp.int64 and tj.device_of(x).type == "cpu"`.'
         ),
         runs=False,
         torch_api=(

@@ -159,6 +159,7 @@ ROWS: tuple[Idiom, ...] = (
             "of the all-reduce) has no hook: cast the gradients inside the step. "
             "`model._ddp_params_and_buffers_to_ignore` (what DDP leaves unsynced) set for a "
             "library's trainer: those arrays get a sharding of their own."
+            " A project module's re-export of DDP (`ext_dist.DDP(module)`) likewise."
         ),
         runs=False,
         torch_api=(
@@ -474,6 +475,10 @@ ROWS: tuple[Idiom, ...] = (
             "the `get_start_method()` test before it) is there because CUDA cannot be used "
             "in a forked child; neither can JAX: keep `spawn` for worker processes that "
             "touch JAX."
+            " `model.share_memory()` before starting workers has no counterpart (JAX's arrays "
+            "are not shared with other processes: each worker loads the model), and Python's own "
+            '`multiprocessing.get_context("spawn")` / `set_start_method("spawn")` in a torch '
+            "script stay, as torch's do."
         ),
         runs=False,
         torch_api=(
@@ -805,6 +810,9 @@ ROWS: tuple[Idiom, ...] = (
             "`jax.experimental.multihost_utils` (`process_allgather`, "
             "`broadcast_one_to_all`) between processes, `jax.lax` collectives inside "
             "`shard_map`."
+            " An asynchronous collective's work waited for (`work = dist.all_gather(out, x, "
+            "async_op=True)`, then `work.wait()`) has nothing to wait for: JAX's collectives "
+            "hand back their result, and `jax.block_until_ready(x)` waits for an array."
         ),
         runs=False,
         torch_api=("torch.distributed.*",),

@@ -75,6 +75,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `deepspeed.add_config_arguments(parser)` (the launcher's "
             "`--deepspeed_config`), ColossalAI's `colossalai.launch_from_torch()` and "
             "torchtune's `get_distributed_backend(device_type)` likewise."
+            " Horovod's `hvd.init()` likewise (with JAX: `jax.distributed.initialize()`, which "
+            "reads Open MPI's variables under mpirun)."
         ),
         runs=False,
         torch_api=(
@@ -129,6 +131,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             ),
             # torchtune's backend of the group ("cuda:nccl,cpu:gloo" with CPU offload)
             "torchtune.training.get_distributed_backend",
+            # Horovod's join of the job (under horovodrun or mpirun)
+            "horovod.torch.init",
         ),
         rewrite="advice",
     ),
@@ -169,6 +173,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "this process's device. Whisper's `whisper.load_model(name, device)` loads "
             "the torch model onto that device: load the weights with "
             "`tj.load_state(model, path, device=device)` into a JAX port of the model."
+            " TorchRec's `dense_device=` / `compute_device=` and a pipeline's `_device`, DGL's "
+            "`DataLoader(use_uva=)` and Transformers' `training_args.no_cuda` / `_n_gpu` (set "
+            "in a subclass's `_setup_devices`) are the device the library chose or was told."
         ),
         runs=False,
         torch_api=(
@@ -201,6 +208,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "stable_baselines3.common.buffers.ReplayBuffer",
             "stable_baselines3.common.buffers.RolloutBuffer",
             "whisper.load_model",  # OpenAI Whisper's model, loaded onto the device given
+            # Transformers' own device choice, in a subclass's _setup_devices
+            "TrainingArguments.no_cuda",
+            "TrainingArguments.use_cpu",
+            "TrainingArguments._n_gpu",
         ),
         rewrite="advice",
     ),
@@ -236,6 +247,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "the same way. Accelerate's `accelerator._optimizers` (`_models`, "
             "`_schedulers`, `_dataloaders`) lists what `prepare` wrapped: the port keeps "
             "its own objects, unwrapped."
+            " Horovod's `hvd.DistributedOptimizer(opt, named_parameters=...)` averages the "
+            "gradients (the optimizer itself, with a replicated model); TorchRec's "
+            "`DistributedModelParallel(module, device=, plan=)` shards the embedding tables and "
+            "replicates the rest; DGL's `DataLoader(use_ddp=True)` splits the indices per rank."
         ),
         runs=False,
         torch_api=(
@@ -266,6 +281,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.cpu_offload",
             "thunder.distributed.ddp",  # Lightning Thunder's own data-parallel wrappers
             "thunder.distributed.fsdp",
+            # Horovod's optimizer wrapper, TorchRec's sharded model
+            "horovod.torch.DistributedOptimizer",
+            "torchrec.distributed.model_parallel.DistributedModelParallel",
+            "torchrec.distributed.DistributedModelParallel",
         ),
         rewrite="advice",
     ),
@@ -280,6 +299,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric's `to_device` and Accelerate's `send_to_device(x, device)` move tensors, "
             "modules and containers of them; `tj.to_device` moves arrays, trees of them and "
             "Flax NNX modules."
+            " fairseq's `utils.move_to_cuda(sample)` / `move_to_cpu` likewise."
         ),
         runs=False,
         torch_api=(
@@ -288,6 +308,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.operations.send_to_device",
             "torchtune.utils.batch_to_device",
             "torchtune.training.batch_to_device",
+            # fairseq's moves of a sample (a nested dict of tensors)
+            "fairseq.utils.move_to_cuda",
+            "fairseq.utils.move_to_cpu",
         ),
         rewrite="advice",
     ),
@@ -321,6 +344,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "ZeRO-3 shard whole, ColossalAI's `coordinator.block_all()` is a barrier. "
             "A TensorDict's `isend(dst=0)` / `irecv(src=1)` (TorchRL's collectors) send "
             "each leaf through `torch.distributed`: `jax.lax.ppermute` inside `shard_map`."
+            ' Horovod\'s `hvd.allreduce` (a mean by default: `op="mean"`), `allgather`, '
+            "`broadcast` and `broadcast_parameters(model.state_dict(), root_rank=0)` likewise."
         ),
         runs=False,
         torch_api=(
@@ -371,6 +396,20 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy.distrib.all_reduce",
             "flashy.distrib.broadcast_tensors",
             "flashy.distrib.barrier",
+            # Horovod's collectives (an allreduce averages by default)
+            *(
+                f"horovod.torch.{name}"
+                for name in (
+                    "allreduce",
+                    "allreduce_",
+                    "allgather",
+                    "broadcast",
+                    "broadcast_",
+                    "broadcast_object",
+                    "broadcast_parameters",
+                    "broadcast_optimizer_state",
+                )
+            ),
         ),
         rewrite="advice",
     ),
@@ -398,6 +437,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`optax.global_norm(grads)`. ColossalAI's `booster.backward(loss, optimizer)`, "
             "`booster.no_sync(model, optimizer)` and `booster.execute_pipeline(...)` (forward "
             "and backward over the pipeline's stages) likewise."
+            " Accelerate's `optimizer_step_was_skipped` (the loss scaler skipped a step) and "
+            "timm's `NativeScaler` (`loss_scaler(loss, optimizer, clip_grad=...)`: backward, "
+            "clipping and step behind a GradScaler) likewise: bfloat16 skips no step."
         ),
         runs=False,
         torch_api=(
@@ -417,6 +459,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Booster.backward",
             "Booster.no_sync",
             "Booster.execute_pipeline",
+            # Accelerate's loss scaler skipped the step; timm's scalers run the backward
+            "Accelerator.optimizer_step_was_skipped",
+            "timm.utils.NativeScaler",
+            "timm.utils.ApexScaler",
         ),
         rewrite="advice",
     ),
@@ -461,6 +507,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`shard_model` (FSDP2 over the mesh), `prepare_mha_for_tp` and `ParallelDims`, "
             "DeepSpeed's `PipelineModule` and "
             "ZeRO-3's `ZeroParamStatus` likewise."
+            " TorchRec's `EmbeddingShardingPlanner` and its `collective_plan` (how each "
+            "embedding table is split), fairscale's `enable_wrap` / `wrap`, its FSDP "
+            "(`mixed_precision=`, `cpu_offload=`), `ShardedDataParallel` and `OSS`, and "
+            "Transformers' `sharded_ddp` likewise."
         ),
         runs=False,
         torch_api=(
@@ -539,6 +589,18 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             # torchtune's activations offloaded to the host during the backward
             "torchtune.training.get_act_offloading_ctx_manager",
             "torchtune.training.OffloadActivations",
+            # TorchRec's sharding planner; fairscale's FSDP and sharded DDP
+            "torchrec.distributed.planner.EmbeddingShardingPlanner",
+            "fairscale.nn.wrap.enable_wrap",
+            "fairscale.nn.wrap.wrap",
+            "fairscale.nn.wrap.auto_wrap",
+            "fairscale.nn.FullyShardedDataParallel",
+            "fairscale.nn.data_parallel.FullyShardedDataParallel",
+            "fairscale.nn.data_parallel.ShardedDataParallel",
+            "fairscale.optim.OSS",
+            "Trainer.sharded_dpp",
+            "Trainer.sharded_ddp",
+            "TrainingArguments.sharded_ddp",
         ),
         rewrite="advice",
     ),
@@ -571,6 +633,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`GeneralCheckpointIO`, and torchtune's `get_full_optimizer_state_dict` / "
             "`load_from_full_optimizer_state_dict` (the sharded optimizer state gathered "
             "and loaded) likewise."
+            " timm's `get_state_dict(model_ema)` is `tj.state_dict(model)`, and its loss "
+            "scaler's `state_dict()` has nothing to keep without loss scaling."
         ),
         runs=False,
         torch_api=(
@@ -624,6 +688,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "deepspeed.utils.zero_to_fp32.convert_zero_checkpoint_to_fp32_state_dict",
             "deepspeed.utils.zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint",
             "deepspeed.utils.zero_to_fp32.load_state_dict_from_zero_checkpoint",
+            # timm's state dict of a (DDP- or EMA-wrapped) model
+            "timm.utils.get_state_dict",
+            "timm.utils.model.get_state_dict",
         ),
         rewrite="advice",
     ),
@@ -647,6 +714,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "rank 0 saves; `trainer.args` is the Trainer's) and `Trainer`'s "
             "`is_world_process_zero()`, and the trainer frameworks' own (Dora's and "
             "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
+            " Horovod's `hvd.rank()`, `local_rank()`, `size()` and `local_size()`, TorchRec's "
+            "`get_local_size()` and Transformers' `get_process_log_level()` (a level for the "
+            "main process, another for the rest) likewise."
         ),
         runs=False,
         torch_api=(
@@ -724,6 +794,13 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DistCoordinator.rank",
             "DistCoordinator.world_size",
             "DistCoordinator.local_rank",
+            # Horovod's, TorchRec's; Transformers' log level by rank
+            *(
+                f"horovod.torch.{name}"
+                for name in ("rank", "local_rank", "size", "local_size", "cross_rank")
+            ),
+            "torchrec.distributed.comm.get_local_size",
+            "TrainingArguments.get_process_log_level",
         ),
         rewrite="advice",
     ),
@@ -744,6 +821,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "the library's call still seeds torch's DataLoader shuffle. Transformers' "
             "`enable_full_determinism(seed)` also turns torch's deterministic algorithms on: "
             "XLA on GPU is deterministic with `--xla_gpu_deterministic_ops=true`."
+            " fairseq's `utils.set_torch_seed(seed)` likewise."
         ),
         runs=False,
         torch_api=(
@@ -765,6 +843,7 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Fabric.seed_everything",
             "lhotse.utils.fix_random_seed",  # Lhotse's (icefall's recipes): Python, NumPy, torch
             "lhotse.fix_random_seed",
+            "fairseq.utils.set_torch_seed",  # fairseq's: torch's CPU and CUDA generators
         ),
         rewrite="advice",
     ),

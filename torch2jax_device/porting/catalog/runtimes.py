@@ -246,7 +246,8 @@ ROWS: tuple[Idiom, ...] = (
         tj="available = tj.accelerator.is_available()",
         notes=(
             "`is_xpu_available`, `is_npu_available`, `is_mlu_available`, "
-            "`is_torch_xla_available` (and Transformers' `is_torch_*_available`) ask "
+            "`is_torch_xla_available` (and Transformers' `is_torch_*_available`, "
+            "`is_torch_tpu_available` in older releases) ask "
             "whether torch has that accelerator: with JAX, `tj.accelerator.is_available()` "
             "and `tj.accelerator.current_accelerator().type`. `is_mps_available` is "
             "`tj.backends.mps.is_available()`, `is_cuda_available` "
@@ -275,6 +276,12 @@ ROWS: tuple[Idiom, ...] = (
             # transformers.utils re-exports import_utils' helpers; the top level some
             for module in ("transformers.utils", "transformers.utils.import_utils", "transformers")
             for kind in ("xpu", "npu", "mlu", "mps", "cuda", "xla", "bf16_gpu", "hpu", "musa")
+        )
+        # the older Transformers' module of them, and its name for torch_xla's
+        + tuple(
+            f"{module}.is_torch_{kind}_available"
+            for module in ("transformers.file_utils", "transformers.utils", "transformers")
+            for kind in ("tpu", *(("xpu", "npu", "cuda") if module.endswith("file_utils") else ()))
         ),
         rewrite="advice",
     ),

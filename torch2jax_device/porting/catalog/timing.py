@@ -78,6 +78,10 @@ ROWS: tuple[Idiom, ...] = (
             "(`torch.cuda.cudart().cudaProfilerStart()` / `Stop()`, "
             "`torch.cuda.profiler.start()`) is `jax.profiler.start_trace(dir)` / "
             "`stop_trace()`."
+            " The profiler's report (`prof.key_averages().table(...)`, "
+            "`prof.export_chrome_trace(path)`, `export_stacks`) is the trace's view in "
+            "TensorBoard or Perfetto: `jax.profiler.start_trace(dir, "
+            "create_perfetto_trace=True)` writes a Perfetto trace."
         ),
         runs=False,
         torch_api=(
