@@ -130,11 +130,12 @@ FOLDER = "unseen_round7"
 #: reached (336/337, 147/150; 310/337, 122/150 when labelled). The second development
 #: set's, what its fixes by class reached (272/282, 54/55; 256/282, 33/55 measured blind
 #: at 928b1fa). The held-out set's, what round 8's fixes by class reached (376/377,
-#: 76/92; 358/377 at round 7's end, never fixed against).
+#: 76/92; 358/377 at round 7's end, never fixed against). Round 9's fixes: the
+#: development set 337/337, 147/150; the held-out set's library lines 79/92.
 FLOORS = {
-    "Development set of round 7": (0.997, 0.979),
+    "Development set of round 7": (1.0, 0.98),
     "Second development set of round 7": (0.964, 0.981),
-    "Held out": (0.997, 0.826),
+    "Held out": (0.997, 0.858),
 }
 
 if __name__ == "__main__":

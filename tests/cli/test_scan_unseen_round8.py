@@ -76,11 +76,12 @@ FOLDER = "unseen_round8"
 #: The recall each set must keep: (torch lines, library lines), each set named by the
 #: phrase of its ``.truth`` headers. The development set's, after its classes were fixed
 #: (335/338, 69/69; blind: 312/338, 43/69). The held-out sets', as measured at the
-#: round's end, never fixed against (B: 280/295, 42/44; C: 255/276, 52/62).
+#: round's end, never fixed against (B: 280/295, 42/44; C: 255/276, 52/62), and after
+#: round 9 fixed their classes (B: 295/295, 44/44; C: 275/276, 57/62).
 FLOORS = {
     "Development set of round 8": (0.991, 1.0),
-    "Held out set B of round 8": (0.949, 0.954),
-    "Held out set C of round 8": (0.923, 0.838),
+    "Held out set B of round 8": (1.0, 1.0),
+    "Held out set C of round 8": (0.996, 0.919),
 }
 
 if __name__ == "__main__":
