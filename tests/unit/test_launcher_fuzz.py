@@ -76,6 +76,8 @@ FOUND = {
     ),
     # taken and ignored; torchrun refuses what is not its start method, or not a number.
     "--start-method's choices": Line(("--start_=thread", "train.py")),
+    # refused ("--master-port is required"); torchrun meets at its default port, 29500.
+    "several hosts, no port": Line(("--nnodes", "2", "--node_rank=1", "train.py")),
     "--monitor-interval's number": Line(("--monitor-interval", "x", "train.py")),
     # refused; torchrun's --max-restarts is an int: 00 is 0.
     "--max-restarts 00": Line(("--max-restarts", "00", "train.py")),
@@ -101,7 +103,7 @@ def test_a_line_the_fuzzer_found_plans_as_under_torchrun(name: str, folder: Path
     ("argv", "env", "refusal"),
     [
         (("--max-restarts", "00", "train.py"), (), None),
-        (("--nnodes", "2", "--node_rank=1", "train.py"), (), "Fix: --master-port 29500"),
+        (("--nnodes", "2", "--node_rank=1", "train.py"), (), None),  # torchrun's port 29500
         (("--rdzv-endpoint", "", "train.py"), (), None),
         (("-r0", "--tee", "0", "--rdzv-conf=", "--event-log-handler=null", "train.py"), (), None),
         (("-r3", "train.py"), (), "torchrun's --redirects is not supported"),

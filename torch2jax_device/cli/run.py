@@ -647,12 +647,6 @@ def plan(args: argparse.Namespace) -> str | None:
                 "host would be host 0. Fix: give each host its --node-rank, 0 to "
                 f"{args.nnodes - 1} (0 on the host of --rdzv-endpoint)."
             )
-    if args.nnodes > 1 and args.master_port is None:
-        return (
-            f"--master-port is required with --nnodes > 1 (here {args.nnodes}): every host "
-            "must be given the same port, on the host of rank 0. Fix: --master-port 29500 "
-            "(torchrun's default) or --rdzv-endpoint HOST:PORT, the same on every host."
-        )
     if args.module:
         if not _module_exists(args.script):
             return (

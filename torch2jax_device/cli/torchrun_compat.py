@@ -29,8 +29,10 @@ __all__ = [
     "worker_environment",
 ]
 
-# torchrun's c10d endpoint port.
+# torchrun's c10d endpoint port, and its --master-port default (a static rendezvous
+# over several hosts).
 C10D_PORT = 29400
+STATIC_PORT = 29500
 # The highest rendezvous port: JAX's coordinator takes the next one.
 MAX_PORT = 65534
 
@@ -236,8 +238,8 @@ def settle_rendezvous(args: argparse.Namespace) -> None:
     checks is this host's); else at ``--rdzv-endpoint HOST:PORT`` where
     given (over ``--master-addr`` and ``--master-port``), else at c10d's
     ``localhost:29400``, or at ``--master-addr:--master-port``. Afterwards
-    ``master_port`` ``None`` is a free port (or, with several hosts, none given: torchrun
-    takes 29500 there, ``run.plan`` asks for one), ``rdzv_id`` ``None`` a fresh id."""
+    ``master_port`` ``None`` is a free port (with several hosts and none given, 29500,
+    torchrun's default), ``rdzv_id`` ``None`` a fresh id."""
     backend = args.rdzv_backend or "static"
     if args.standalone or (
         backend == "static" and not args.rdzv_endpoint and args.master_port is None
@@ -254,6 +256,8 @@ def settle_rendezvous(args: argparse.Namespace) -> None:
         args.master_port = port or None
     elif backend == "c10d":
         args.master_addr, args.master_port = "127.0.0.1", C10D_PORT
+    elif args.master_port is None:  # several hosts, static: torchrun's --master-port default
+        args.master_port = STATIC_PORT
 
 
 def nnodes(text: str) -> int:
