@@ -48,9 +48,7 @@ def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int)
         f"optim_fuzz_oracle.DIFFERENCES covers, in {len(found)} kinds ({tally.examples} "
         f"examples, TORCH2JAX_DEVICE_OPTIM_FUZZ_SEED={seed}):"
     ]
-    for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
-        shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
-        lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
+    lines += fuzz_runs.listed(found, shrink, SHOWN)
     lines.append(
         f"Refused alike: {tally.refused}; with parameter groups: {tally.grouped}; "
         f"rows: {tally.explained}."

@@ -677,16 +677,7 @@ def _stage(plan: Any, arrays: list[Any], x: Any, device: jax.Device) -> Any:
 
 def shrink(finding: Finding, budget: int = 30) -> Finding:
     """A smaller draw showing the same kind of difference."""
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller(best.draw):
-            same = [f for f in judge(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge, smaller, budget)
 
 
 #: How many kinds of findings a report shows with a shrunk reproduction.
@@ -708,9 +699,7 @@ def report(found: dict[tuple[str, ...], list[Finding]], tally: Tally, seed: int)
         f"covers, in {len(found)} kinds ({tally.examples} examples, "
         f"TORCH2JAX_DEVICE_DEVICE_MAP_FUZZ_SEED={seed}):"
     ]
-    for number, (kind, findings) in enumerate(sorted(found.items(), key=lambda i: -len(i[1]))):
-        shown = f": {shrink(findings[0]).reproduction()}" if number < SHOWN else ""
-        lines.append(f"- {' / '.join(kind)} ({len(findings)}x){shown}")
+    lines += fuzz_runs.listed(found, shrink, SHOWN)
     lines.append(
         f"Compared with Accelerate: {tally.compared} (agreed {tally.agreed}; Accelerate "
         f"failed on {tally.accelerate_failed}); refused: {tally.refused}; placed: "

@@ -18,7 +18,6 @@ parameter's dtype in its own order.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
 import math
 import tempfile
@@ -36,6 +35,7 @@ from flax import nnx
 
 import torch2jax_device as tj
 from tests.support import fuzz_runs
+from tests.support.fuzz_runs import Row
 from tests.support.optim_fuzz import Draw, smaller
 from torch2jax_device import optim
 
@@ -52,17 +52,6 @@ TOLERANCES = {
 }
 #: A learning rate in a parameter group or a scheduler: torch's double, or as exact.
 LR_TOLERANCE = 1e-9
-
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """A difference by design: which draws it covers and what differs there."""
-
-    id: str
-    what: str
-    #: What docs/how-to/optimizers.md says it in (a phrase of that page), or "" where
-    #: the difference is torch's failure or no run a user makes.
-    docs: str
 
 
 DIFFERENCES = (
@@ -734,13 +723,4 @@ def _refused_at_a_step(draw: Draw, tally: Tally | None) -> bool:
 
 def shrink(finding: Finding, budget: int = 30) -> Finding:
     """A smaller draw showing the same kind of difference."""
-    best = finding
-    for _ in range(budget):
-        for candidate in smaller(best.draw):
-            same = [f for f in judge(candidate) if f.kind == best.kind]
-            if same:
-                best = same[0]
-                break
-        else:
-            return best
-    return best
+    return fuzz_runs.shrink(finding, judge, smaller, budget)
