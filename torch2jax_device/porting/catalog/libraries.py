@@ -159,7 +159,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `with deepspeed.zero.Init():` builds the model partitioned over the "
             "ranks: `nnx.eval_shape` builds it with no memory, and `tj.load_state` fills "
             "it where it goes. "
-            "Accelerate's `get_max_memory()` is the budget map `max_memory=` takes (a "
+            "Accelerate's `get_max_memory()` (and `get_balanced_memory()`, the same budgets "
+            "balanced over the GPUs) is the budget map `max_memory=` takes (a "
             "map trimmed before it is handed over is reported where it changes). "
             "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
@@ -192,6 +193,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "llmfoundry.utils.process_init_device",
             "llmfoundry.utils.config_utils.process_init_device",
             "accelerate.utils.modeling.get_max_memory",
+            # the budgets balanced over the GPUs, for infer_auto_device_map's max_memory=
+            "accelerate.utils.get_balanced_memory",
+            "accelerate.utils.modeling.get_balanced_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
             # torchtune's memory statistics of the device it chose, its memory freed
@@ -311,6 +315,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             # fairseq's moves of a sample (a nested dict of tensors)
             "fairseq.utils.move_to_cuda",
             "fairseq.utils.move_to_cpu",
+            # Accelerate's big-model hooks: a module's weights moved to the execution
+            # device before its forward (and back after it)
+            "accelerate.cpu_offload_with_hook",
+            "accelerate.hooks.cpu_offload_with_hook",
+            "accelerate.hooks.AlignDevicesHook",
         ),
         rewrite="advice",
     ),
@@ -635,6 +644,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "and loaded) likewise."
             " timm's `get_state_dict(model_ema)` is `tj.state_dict(model)`, and its loss "
             "scaler's `state_dict()` has nothing to keep without loss scaling."
+            " Accelerate's `load_checkpoint_in_model(model, path, device_map=)` loads a "
+            "checkpoint into a model by a device map: `tj.load_state(model, path, "
+            "device_map=...)`."
         ),
         runs=False,
         torch_api=(
@@ -655,6 +667,10 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Booster.load_optimizer",
             "Booster.save_lr_scheduler",
             "Booster.load_lr_scheduler",
+            # Accelerate's loader of a checkpoint into a model, placed by a device map
+            "accelerate.load_checkpoint_in_model",
+            "accelerate.utils.load_checkpoint_in_model",
+            "accelerate.utils.modeling.load_checkpoint_in_model",
             "Trainer.save_model",
             "Trainer._save",
             "Trainer._save_checkpoint",
