@@ -85,3 +85,98 @@ def test_accelerates_big_model_hooks_are_their_rows(name: str, module: str, spel
         imported, 1
     )[1].replace(func, name)
     check(_silenced(twin))
+
+
+# -- ColossalAI: the Booster's members through a receiver, a plugin's options and loader ---------
+_COLOSSAL_IMPORTS = (
+    "from colossalai.booster import Booster\n"
+    "from colossalai.booster.plugin import HybridParallelPlugin\n"
+    "from colossalai.initialize import launch\n"
+)
+_COLOSSAL_USES = (
+    "        {model}, {optimizer}, *_ = {booster}.boost(  # -> library-prepare\n"
+    "            {model}, {optimizer}\n"
+    "        )\n"
+    "        ctx = {booster}.no_sync({model}, {optimizer})  # -> library-backward\n"
+    "        {booster}.backward(loss, {optimizer})  # -> library-backward\n"
+    "        unwrapped = {model}.unwrap()  # -> library-prepare\n"
+    "        loader = {plugin}.prepare_dataloader(ds, batch_size=2)  # -> library-prepare\n"
+)
+_SELF_RECEIVERS = {
+    "model": "self.model",
+    "optimizer": "self.opt",
+    "booster": "self.booster",
+    "plugin": "self.plugin",
+}
+# where the booster and plugin are made -> (the class statements before the uses, receivers)
+_COLOSSAL_PLACES = {
+    "names in the method": (
+        "class Consumer:\n"
+        "    def step(self, ds, loss, model, optimizer):\n"
+        "        plugin = HybridParallelPlugin(tp_size=1)  # -> library-strategy\n"
+        "        booster = Booster(plugin=plugin)  # -> library-launcher\n",
+        {"model": "model", "optimizer": "optimizer", "booster": "booster", "plugin": "plugin"},
+    ),
+    "attributes of the class": (
+        "class Consumer:\n"
+        "    def setup(self):\n"
+        "        launch(self.rank, self.world_size, 'h', 29500)  # -> library-launcher\n"
+        "        self.plugin = HybridParallelPlugin(tp_size=1)  # -> library-strategy\n"
+        "        self.booster = Booster(plugin=self.plugin)  # -> library-launcher\n"
+        "    def step(self, ds, loss):\n",
+        _SELF_RECEIVERS,
+    ),
+    "attributes a base class of the file made": (
+        "class Base:\n"
+        "    def setup(self):\n"
+        "        self.plugin = HybridParallelPlugin(tp_size=1)  # -> library-strategy\n"
+        "        self.booster = Booster(plugin=self.plugin)  # -> library-launcher\n"
+        "class Consumer(Base):\n"
+        "    def step(self, ds, loss):\n",
+        _SELF_RECEIVERS,
+    ),
+}
+
+
+@pytest.mark.parametrize("place", _COLOSSAL_PLACES)
+def test_colossalais_booster_and_plugin_through_their_receivers(place: str) -> None:
+    made, receivers = _COLOSSAL_PLACES[place]
+    source = _COLOSSAL_IMPORTS + made + _COLOSSAL_USES.format(**receivers)
+    _marked(source)
+    # a project's own booster and plugin: no ColossalAI class made them
+    own = "class Booster:\n    def __init__(self, plugin=None):\n        pass\n" + (
+        "class HybridParallelPlugin:\n    def __init__(self, tp_size=1):\n        pass\n"
+    )
+    twin = (
+        "def launch(*args, **kwargs):\n    pass\n" + own + made + _COLOSSAL_USES.format(**receivers)
+    )
+    check(_silenced(twin))
+
+
+_PLUGIN_OPTIONS = {
+    "given to the plugin": (
+        "plugin = HybridParallelPlugin(  # -> library-strategy\n"
+        "    tp_size=2,\n"
+        "    zero_stage=1,\n"
+        "    cpu_offload=True,  # -> library-strategy\n"
+        ")\n"
+    ),
+    "a dict splatted into it": (
+        "config = dict(tp_size=1, pp_size=1, zero_stage=2)  # -> library-strategy\n"
+        'config["microbatch_size"] = 4\n'
+        "plugin = HybridParallelPlugin(**config)  # -> library-strategy\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("options", _PLUGIN_OPTIONS)
+def test_a_colossalai_plugins_options(options: str) -> None:
+    source = (
+        "from colossalai.booster.plugin import HybridParallelPlugin\n" + _PLUGIN_OPTIONS[options]
+    )
+    _marked(source)
+    twin = source.replace(
+        "from colossalai.booster.plugin import HybridParallelPlugin\n",
+        "def HybridParallelPlugin(**kwargs):\n    return kwargs\n",
+    )
+    check(_silenced(twin))

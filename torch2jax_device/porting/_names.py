@@ -24,6 +24,7 @@ _DEFINED_IN = {
     "torch.distributed.fsdp.fully_sharded_data_parallel": "torch.distributed.fsdp",
     "torch.distributed.fsdp.api": "torch.distributed.fsdp",
     "transformers.trainer_utils": "transformers",  # set_seed, defined there
+    "colossalai.initialize": "colossalai",  # launch, launch_from_torch, defined there
     **{
         f"{package}.{module}": package
         for package in (

@@ -10,6 +10,7 @@ from .._tables import ADVICE, NEW_FACTORIES, wildcard
 from .._values import FOREIGN, UNKNOWN, last_name
 from . import (
     checkpoints,
+    colossalai,
     creation,
     ddp_semantics,
     device_literals,
@@ -256,6 +257,9 @@ class Detector(Recogniser):
         library_functions.trainer_internal(self, node)
         library_functions.engine_checkpoint(self, node)
         library_functions.fairseq_state_loaded(self, node)
+        colossalai.plugin_options(self, node)
+        colossalai.plugin_loader(self, node)
+        colossalai.boosted_unwrapped(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)

@@ -255,6 +255,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "gradients (the optimizer itself, with a replicated model); TorchRec's "
             "`DistributedModelParallel(module, device=, plan=)` shards the embedding tables and "
             "replicates the rest; DGL's `DataLoader(use_ddp=True)` splits the indices per rank."
+            " ColossalAI's `plugin.prepare_dataloader(dataset, ...)` splits the data per "
+            "data-parallel rank, and a boosted model's `model.unwrap()` is the model itself."
         ),
         runs=False,
         torch_api=(
