@@ -6,8 +6,18 @@ nine's end and then fixed against as the next round's development set: each clas
 spellings, crossed with the places a script writes them, and its twin without device
 meaning that stays silent.
 
+The torch classes: other accelerators' plugins imported (``import torch_npu`` unguarded, ``from
+torch_npu.contrib import transfer_to_npu``); a device mesh's ``mesh_dim_names`` read.
+
 The library classes: Accelerate's big-model hooks (``cpu_offload_with_hook``,
-``AlignDevicesHook``, ``get_balanced_memory``, ``load_checkpoint_in_model``).
+``AlignDevicesHook``, ``get_balanced_memory``, ``load_checkpoint_in_model``); ColossalAI's
+Booster and plugin through the receivers a script keeps them in (a name, ``self.booster``,
+``self.booster`` a base class of the file made), a plugin's options and loader, a boosted
+model unwrapped; Transformers' Trainer internals in a subclass (``self._prepare_inputs``,
+``self.compute_loss_context_manager()``) and the names ``from transformers.trainer import
+*`` brings in (``unwrap_model``, ``smp_forward_backward``, ``is_sagemaker_mp_enabled``,
+apex's ``amp``, ``safetensors``); PyTorch-Ignite's ``idist``, imported or through MONAI's
+``optional_import``.
 
 Each line that a class covers is marked in its snippet with ``# -> rule``, each twin with
 ``# silent`` (``tests/cli/test_scan_round7b_classes.py``'s marks).
@@ -179,4 +189,163 @@ def test_a_colossalai_plugins_options(options: str) -> None:
         "from colossalai.booster.plugin import HybridParallelPlugin\n",
         "def HybridParallelPlugin(**kwargs):\n    return kwargs\n",
     )
+    check(_silenced(twin))
+
+
+# -- Transformers' Trainer internals in a subclass, its star import's names -----------------------
+_TRAINER_STEP = (
+    "class StepTrainer(Trainer):\n"
+    "    def training_step(self, model, inputs):\n"
+    "        inputs = self._prepare_inputs(inputs)  # -> library-to-device\n"
+    "        if is_sagemaker_mp_enabled():  # -> library-strategy\n"
+    "            loss_mb = smp_forward_backward(model, inputs, 1)  # -> library-backward\n"
+    "            return loss_mb\n"
+    "        with self.compute_loss_context_manager():  # -> library-backward\n"
+    "            loss = self.compute_loss(model, inputs)\n"
+    "        with amp.scale_loss(loss, self.optimizer) as scaled_loss:  # -> autocast\n"
+    "            scaled_loss.backward()\n"
+    "        return loss\n"
+    "    def _save(self, output_dir, state_dict=None):\n"
+    "        if isinstance(unwrap_model(self.model), PreTrainedModel):  # -> library-prepare\n"
+    "            return\n"
+    "        safetensors.torch.save_file(state_dict, output_dir)  # -> save-safetensors\n"
+)
+_TRAINER_IMPORTS = {
+    "the Trainer module's star import": (
+        "from transformers import Trainer, PreTrainedModel\nfrom transformers.trainer import *\n"
+    ),
+    "each imported by name": (
+        "import safetensors.torch\n"
+        "from apex import amp\n"
+        "from transformers import Trainer, PreTrainedModel\n"
+        "from transformers.modeling_utils import unwrap_model\n"
+        "from transformers.trainer_pt_utils import smp_forward_backward\n"
+        "from transformers.utils import is_sagemaker_mp_enabled\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("imports", _TRAINER_IMPORTS)
+def test_a_trainer_subclasss_internals_and_its_star_imports_names(imports: str) -> None:
+    source = _TRAINER_IMPORTS[imports] + _TRAINER_STEP
+    check(source)
+    # the save through safetensors is rewritten (tj.save_file); the rest is advice
+    advice_only(source.rsplit("        safetensors", 1)[0])
+    # a project's own trainer and helpers of the same names, no Transformers in the file
+    own = (
+        "class Trainer:\n    pass\n"
+        "class PreTrainedModel:\n    pass\n"
+        "def is_sagemaker_mp_enabled():\n    return False\n"
+        "def smp_forward_backward(*args):\n    return None\n"
+        "def unwrap_model(model):\n    return model\n"
+        "amp = safetensors = None\n"
+    )
+    check(_silenced(own + _TRAINER_STEP))
+
+
+# -- PyTorch-Ignite's idist, imported or through MONAI's optional_import --------------------------
+_IDIST_IMPORTS = {
+    "imported": "import ignite.distributed as idist\n",
+    "MONAI's optional_import": (
+        "from monai.utils import min_version, optional_import\n"
+        'idist, has_ignite = optional_import("ignite", "0.4.11", min_version, "distributed")\n'
+    ),
+    "optional_import's name=": (
+        "from monai.utils import optional_import\n"
+        'idist, _ = optional_import("ignite", name="distributed")\n'
+    ),
+}
+_IDIST_CALLS = {
+    "all_gather": "library-collective",
+    "all_reduce": "library-collective",
+    "broadcast": "library-collective",
+    "barrier": "library-collective",
+    "get_rank": "library-process",
+    "get_local_rank": "library-process",
+    "get_world_size": "library-process",
+    "get_nproc_per_node": "library-process",
+    "get_nnodes": "library-process",
+    "get_node_rank": "library-process",
+}
+
+
+@pytest.mark.parametrize(
+    ("imported", "name"), list(itertools.product(_IDIST_IMPORTS, _IDIST_CALLS))
+)
+def test_ignites_idist_functions_are_their_rows(imported: str, name: str) -> None:
+    call = (
+        f"idist.{name}(data)" if _IDIST_CALLS[name] == "library-collective" else f"idist.{name}()"
+    )
+    body = (
+        "def evenly(data):\n"
+        f"    if {call} is None:  # -> {_IDIST_CALLS[name]}\n"
+        "        return data\n"
+    )
+    source = _IDIST_IMPORTS[imported] + body
+    _marked(source)
+    # another package's module by MONAI's guarded import, a project's own idist
+    # (a project's module named distributed re-exports torch's: its helpers are not that)
+    other = (
+        _IDIST_IMPORTS[imported]
+        .replace('"ignite"', '"mypackage"')
+        .replace('"distributed"', '"helpers"')
+        .replace("ignite.distributed", "mypackage.helpers")
+    )
+    check(_silenced(other + body))
+
+
+# -- other accelerators' torch plugins imported ---------------------------------------------------
+_PLUGIN_NAMES = ("torch_npu", "torch_mlu", "torch_musa", "habana_frameworks.torch.core")
+
+
+@pytest.mark.parametrize("plugin", _PLUGIN_NAMES)
+def test_an_accelerators_plugin_imported_unguarded_or_patching_cuda(plugin: str) -> None:
+    source = (
+        "import torch\n"
+        "try:\n"
+        f"    import {plugin}  # silent\n"
+        "    from torch_npu.contrib import transfer_to_npu  # -> xpu-npu-other\n"
+        "    available = True\n"
+        "except ImportError:\n"
+        "    available = False\n"
+        "def run():\n"
+        f"    import {plugin} as plugin  # -> xpu-npu-other\n"
+    )
+    _marked(source)
+    # a project's module of a similar name, another name from the plugin's package
+    twin = source.replace(f"import {plugin}", f"import my_{plugin.replace('.', '_')}").replace(
+        "import transfer_to_npu", "import other_helper"
+    )
+    check(_silenced(twin))
+
+
+# -- a device mesh's dimension names read ---------------------------------------------------------
+_MESHES = {
+    "a parameter named as a mesh": ("def ranks(device_mesh):\n", "device_mesh"),
+    "a mesh built": (
+        "def ranks():\n"
+        '    mesh = init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp", "tp"))'
+        "  # -> dist-device-mesh\n",
+        "mesh",
+    ),
+    "a mesh kept in an attribute": ("def ranks(self):\n", "self.world_mesh"),
+}
+_NAMES_READ = (
+    '    if "tp" in {mesh}.mesh_dim_names:  # -> dist-mesh-queries\n'
+    "        pass\n"
+    "    names = list({mesh}.mesh_dim_names)  # -> dist-mesh-queries\n"
+)
+
+
+@pytest.mark.parametrize("mesh", _MESHES)
+def test_a_device_meshs_dimension_names_read(mesh: str) -> None:
+    header, receiver = _MESHES[mesh]
+    source = (
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        + header
+        + _NAMES_READ.format(mesh=receiver)
+    )
+    _marked(source)
+    # a config's field of the same name is no mesh
+    twin = "def ranks(cfg):\n" + _NAMES_READ.format(mesh="cfg")
     check(_silenced(twin))

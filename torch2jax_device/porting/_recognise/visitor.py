@@ -34,6 +34,7 @@ from . import (
     optimizers,
     parameter_defaults,
     placement,
+    plugins,
     project_aliases,
     settings,
     start_contexts,
@@ -104,6 +105,7 @@ class Detector(Recogniser):
         if maximal and self._class_member(node) and self.qualified(node.value):
             return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         distributed.held_no_sync(self, node)
+        distributed.mesh_names_read(self, node)
         module_methods.compiled_original(self, node)
         library_functions.library_member(self, node)
         if (
@@ -439,6 +441,12 @@ class Detector(Recogniser):
         settings.launcher_setting(self, node)
         device_types.index_sliced(self, node)
         self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        plugins.plugin_imported(self, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        plugins.plugin_imported(self, node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         libraries.device_map_test(self, node)

@@ -256,7 +256,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "`DistributedModelParallel(module, device=, plan=)` shards the embedding tables and "
             "replicates the rest; DGL's `DataLoader(use_ddp=True)` splits the indices per rank."
             " ColossalAI's `plugin.prepare_dataloader(dataset, ...)` splits the data per "
-            "data-parallel rank, and a boosted model's `model.unwrap()` is the model itself."
+            "data-parallel rank, and a boosted model's `model.unwrap()` is the model itself "
+            "(Transformers' `unwrap_model(model)` likewise)."
         ),
         runs=False,
         torch_api=(
@@ -268,6 +269,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.unwrap_model",
             "Accelerator.split_between_processes",
             "Accelerator.skip_first_batches",
+            # Transformers' unwrap_model (the model under DDP, DeepSpeed, a compiled wrapper)
+            "transformers.modeling_utils.unwrap_model",
             # what prepare() wrapped, kept in the Accelerator's own lists
             "Accelerator._optimizers",
             "Accelerator._models",
@@ -306,6 +309,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "modules and containers of them; `tj.to_device` moves arrays, trees of them and "
             "Flax NNX modules."
             " fairseq's `utils.move_to_cuda(sample)` / `move_to_cpu` likewise."
+            " Accelerate's hooks `cpu_offload_with_hook(module, device)` and "
+            "`AlignDevicesHook(device)` move a module's weights to the execution device "
+            "before each forward: place the arrays once with `tj.to_device`, or keep them in "
+            "host memory (`library-cpu-offload`). A Trainer subclass's "
+            "`self._prepare_inputs(inputs)` moves the batch to `args.device`: "
+            "`tj.to_device(inputs, device)`."
         ),
         runs=False,
         torch_api=(
@@ -314,6 +323,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.operations.send_to_device",
             "torchtune.utils.batch_to_device",
             "torchtune.training.batch_to_device",
+            # a Trainer's batch moved to args.device (a subclass's training_step)
+            "Trainer._prepare_inputs",
+            "Trainer._prepare_input",
             # fairseq's moves of a sample (a nested dict of tensors)
             "fairseq.utils.move_to_cuda",
             "fairseq.utils.move_to_cpu",
@@ -407,6 +419,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy.distrib.all_reduce",
             "flashy.distrib.broadcast_tensors",
             "flashy.distrib.barrier",
+            # PyTorch-Ignite's idist (its all_gather hands back the gathered tensor)
+            *(
+                f"ignite.distributed.{name}"
+                for name in ("all_gather", "all_reduce", "broadcast", "barrier")
+            ),
             # Horovod's collectives (an allreduce averages by default)
             *(
                 f"horovod.torch.{name}"
@@ -470,6 +487,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Booster.backward",
             "Booster.no_sync",
             "Booster.execute_pipeline",
+            # a Trainer's autocast context for the forward, and SageMaker's pipelined
+            # forward and backward (a subclass's training_step)
+            "Trainer.compute_loss_context_manager",
+            "Trainer.autocast_smart_context_manager",
+            "transformers.trainer_pt_utils.smp_forward_backward",
             # Accelerate's loss scaler skipped the step; timm's scalers run the backward
             "Accelerator.optimizer_step_was_skipped",
             "timm.utils.NativeScaler",
@@ -525,6 +547,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=(
+            # SageMaker model parallelism asked for (a Trainer subclass's training_step)
+            "transformers.utils.is_sagemaker_mp_enabled",
             *(
                 f"{package}.{strategy}"
                 for package in (
@@ -734,10 +758,25 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
             " Horovod's `hvd.rank()`, `local_rank()`, `size()` and `local_size()`, TorchRec's "
             "`get_local_size()` and Transformers' `get_process_log_level()` (a level for the "
-            "main process, another for the rest) likewise."
+            "main process, another for the rest) likewise; so are PyTorch-Ignite's "
+            "`idist.get_rank()`, `get_local_rank()`, `get_world_size()`, "
+            "`get_nproc_per_node()`, `get_nnodes()` and `get_node_rank()` (`import "
+            'ignite.distributed as idist`, or MONAI\'s `optional_import("ignite", ..., '
+            '"distributed")`), and its collectives `library-collective`\'s.'
         ),
         runs=False,
         torch_api=(
+            *(
+                f"ignite.distributed.{name}"
+                for name in (
+                    "get_rank",
+                    "get_local_rank",
+                    "get_world_size",
+                    "get_nproc_per_node",
+                    "get_nnodes",
+                    "get_node_rank",
+                )
+            ),
             "Accelerator.is_main_process",
             "Accelerator.is_local_main_process",
             "Accelerator.process_index",
