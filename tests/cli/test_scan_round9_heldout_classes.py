@@ -7,7 +7,10 @@ spellings, crossed with the places a script writes them, and its twin without de
 meaning that stays silent.
 
 The torch classes: other accelerators' plugins imported (``import torch_npu`` unguarded, ``from
-torch_npu.contrib import transfer_to_npu``); a device mesh's ``mesh_dim_names`` read.
+torch_npu.contrib import transfer_to_npu``); a device mesh's ``mesh_dim_names`` read; a
+loader's sampler told the epoch (``loader.sampler.set_epoch(e)``); a GradScaler's
+``_get_scale_async()``; a device named as an absl flag's default
+(``flags.DEFINE_string("device", "cpu", help)``).
 
 The library classes: Accelerate's big-model hooks (``cpu_offload_with_hook``,
 ``AlignDevicesHook``, ``get_balanced_memory``, ``load_checkpoint_in_model``); ColossalAI's
@@ -349,3 +352,44 @@ def test_a_device_meshs_dimension_names_read(mesh: str) -> None:
     # a config's field of the same name is no mesh
     twin = "def ranks(cfg):\n" + _NAMES_READ.format(mesh="cfg")
     check(_silenced(twin))
+
+
+# -- a loader's sampler told the epoch; a GradScaler's private scale; an absl flag's default ------
+@pytest.mark.parametrize(
+    "loader", ["loader", "self.train_loader", "loaders['train']", "get_loader()"]
+)
+@pytest.mark.parametrize("sampler", ["sampler", "batch_sampler"])
+def test_a_loaders_sampler_told_the_epoch(loader: str, sampler: str) -> None:
+    source = (
+        "import torch\n"
+        "def epoch(self, loader, loaders, get_loader, e):\n"
+        f"    {loader}.{sampler}.set_epoch(e)  # -> dist-sampler-global-batch\n"
+    )
+    _marked(source)
+    # the loader's own method of the name (a project's), another method of the sampler
+    check(_silenced(source.replace(f".{sampler}.set_epoch", ".set_epoch")))
+    check(_silenced(source.replace(".set_epoch", ".reset")))
+
+
+@pytest.mark.parametrize("scaler", ["self.scaler", "scaler", "self.grad_scaler"])
+def test_a_grad_scalers_scale_read_asynchronously(scaler: str) -> None:
+    source = (
+        "import torch\n"
+        "def clip(self, scaler, grad):\n"
+        f"    scale = {scaler}._get_scale_async()  # -> grad-scaler\n"
+        "    return grad * scale\n"
+    )
+    _marked(source)
+    check(_silenced(source.replace(scaler + ".", "self.normaliser.")))
+
+
+@pytest.mark.parametrize("define", ["DEFINE_string", "DEFINE_enum"])
+@pytest.mark.parametrize("name", ["cpu", "cuda", "cuda:0", "xla"])
+def test_a_device_as_an_absl_flags_default(define: str, name: str) -> None:
+    source = (
+        "import torch\n"
+        "from absl import flags\n"
+        f"flags.{define}('device', '{name}', 'Device to run the model on.')  # -> device-string\n"
+    )
+    _marked(source)
+    check(_silenced(source.replace(f"'{name}'", "'bf16'")))  # another flag's default

@@ -60,7 +60,8 @@ _KIND_METHODS = {
 # StandardScaler fits and transforms).
 _SCALER = re.compile(r"(^|_)scaler$", re.IGNORECASE)
 _SCALER_METHODS = frozenset(
-    "scale unscale_ step update state_dict load_state_dict get_scale is_enabled".split()
+    "scale unscale_ step update state_dict load_state_dict get_scale is_enabled "
+    "_get_scale_async".split()
 )
 # A method of the project's own that applies FSDP (``task.prepare_fsdp(...)``).
 _FSDP = re.compile(r"(^|_)fsdp($|_)", re.IGNORECASE)
@@ -248,6 +249,7 @@ class Detector(Recogniser):
         torch_objects.work_waited(self, node)
         torch_objects.profiler_report(self, node)
         torch_objects.model_shared(self, node)
+        torch_objects.sampler_epoch(self, node)
         project_aliases.ddp_by_alias(self, node)
         project_aliases.torch_call_by_name(self, node)
         project_aliases.held_module_call(self, node)
