@@ -20,7 +20,7 @@ model unwrapped; Transformers' Trainer internals in a subclass (``self._prepare_
 ``self.compute_loss_context_manager()``) and the names ``from transformers.trainer import
 *`` brings in (``unwrap_model``, ``smp_forward_backward``, ``is_sagemaker_mp_enabled``,
 apex's ``amp``, ``safetensors``); PyTorch-Ignite's ``idist``, imported or through MONAI's
-``optional_import``.
+``optional_import``; Diffusers' ``EMAModel.from_pretrained``.
 
 Each line that a class covers is marked in its snippet with ``# -> rule``, each twin with
 ``# silent`` (``tests/cli/test_scan_round7b_classes.py``'s marks).
@@ -393,3 +393,29 @@ def test_a_device_as_an_absl_flags_default(define: str, name: str) -> None:
     )
     _marked(source)
     check(_silenced(source.replace(f"'{name}'", "'bf16'")))  # another flag's default
+
+
+# -- Diffusers' EMA copy of a model loaded ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "imported",
+    [
+        ("from diffusers.training_utils import EMAModel\n", "EMAModel"),
+        ("import diffusers\n", "diffusers.training_utils.EMAModel"),
+    ],
+)
+def test_a_diffusers_ema_model_loaded(imported: tuple[str, str]) -> None:
+    header, ema = imported
+    source = (
+        "import torch\n" + header + "def resume(input_dir, model_cls):\n"
+        f"    load_model = {ema}.from_pretrained(  # -> library-checkpoint\n"
+        '        os.path.join(input_dir, "model_ema"), model_cls\n'
+        "    )\n"
+    )
+    _marked(source)
+    # a project's own EMA class of the same name
+    own = "import torch\nclass EMAModel:\n    @classmethod\n    def from_pretrained(cls, *a):\n"
+    check(
+        _silenced(
+            own + "        return cls()\n" + source.split(header, 1)[1].replace(ema, "EMAModel")
+        )
+    )

@@ -670,6 +670,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "and loaded) likewise."
             " timm's `get_state_dict(model_ema)` is `tj.state_dict(model)`, and its loss "
             "scaler's `state_dict()` has nothing to keep without loss scaling."
+            " Diffusers' `EMAModel.from_pretrained(dir, model_cls=...)` loads the EMA copy: "
+            "`tj.load_state(ema_model, path)`."
             " Accelerate's `load_checkpoint_in_model(model, path, device_map=)` loads a "
             "checkpoint into a model by a device map: `tj.load_state(model, path, "
             "device_map=...)`."
@@ -693,6 +695,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Booster.load_optimizer",
             "Booster.save_lr_scheduler",
             "Booster.load_lr_scheduler",
+            # Diffusers' EMA copy of a model, loaded from a saved one (save_pretrained's)
+            "diffusers.training_utils.EMAModel.from_pretrained",
             # Accelerate's loader of a checkpoint into a model, placed by a device map
             "accelerate.load_checkpoint_in_model",
             "accelerate.utils.load_checkpoint_in_model",
