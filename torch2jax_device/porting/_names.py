@@ -24,6 +24,7 @@ _DEFINED_IN = {
     "torch.distributed.fsdp.fully_sharded_data_parallel": "torch.distributed.fsdp",
     "torch.distributed.fsdp.api": "torch.distributed.fsdp",
     "transformers.trainer_utils": "transformers",  # set_seed, defined there
+    "colossalai.initialize": "colossalai",  # launch, launch_from_torch, defined there
     **{
         f"{package}.{module}": package
         for package in (
@@ -63,9 +64,22 @@ _TORCH_DISTRIBUTED = frozenset(
     get_process_group_ranks get_group_rank get_global_rank is_nccl_available
     is_gloo_available is_torchelastic_launched""".split()
 )
+# Modules a script star-imports (``from transformers.trainer import *``, a project's copy
+# of the Trainer's methods) -> the names of device meaning they bring in, and what each is.
+_STAR_EXPORTS = {
+    "transformers.trainer": {
+        "amp": "apex.amp",  # under is_apex_available()
+        "safetensors": "safetensors",  # import safetensors.torch
+        "smp_forward_backward": "transformers.trainer_pt_utils.smp_forward_backward",
+        "unwrap_model": "transformers.modeling_utils.unwrap_model",
+        "is_sagemaker_mp_enabled": "transformers.utils.is_sagemaker_mp_enabled",
+        "dist": "torch.distributed",
+        "xm": "torch_xla.core.xla_model",  # under is_torch_xla_available()
+    },
+}
 # Frameworks of their own whose ``distributed`` modules are not torch's.
 _OTHER_FRAMEWORKS = frozenset(
-    "paddle tensorflow mindspore oneflow jittor mxnet jax flax keras ray horovod".split()
+    "paddle tensorflow mindspore oneflow jittor mxnet jax flax keras ray horovod ignite".split()
 )
 
 
@@ -82,6 +96,31 @@ def _public(origin: str | None) -> str | None:
         if parts[i : i + 2] == ["megatron", "mpu"]:
             return ".".join(parts[i:])
     return origin
+
+
+def _optional_import(binding: Binding) -> str | None:
+    """``ignite.distributed`` for ``idist, has_ignite = optional_import("ignite", version,
+    checker, "distributed")``: MONAI's guarded import binds the module (or its member
+    ``name``) first, then whether it was found."""
+    value = binding.value
+    if not (
+        binding.kind == "assign"
+        and isinstance(value, ast.Call)
+        and (
+            (isinstance(value.func, ast.Name) and value.func.id == "optional_import")
+            or (isinstance(value.func, ast.Attribute) and value.func.attr == "optional_import")
+        )
+        and value.args
+        and isinstance(value.args[0], ast.Constant)
+        and isinstance(value.args[0].value, str)
+    ):
+        return None
+    module = value.args[0].value
+    named = value.args[3] if len(value.args) > 3 else None
+    named = next((k.value for k in value.keywords if k.arg == "name"), named)
+    if isinstance(named, ast.Constant) and isinstance(named.value, str) and named.value:
+        return f"{module}.{named.value}"
+    return module if named is None else None
 
 
 def reexported(name: str) -> str:
@@ -375,6 +414,8 @@ class Names:
                 continue
             if binding.kind == "import":
                 origins.add(_public(binding.origin))
+            elif binding.element == 0 and (guarded := _optional_import(binding)):
+                origins.add(guarded)
             elif binding.kind == "assign" and binding.element is None and depth < 4:
                 origins.add(self._dotted(binding.value, depth + 1))
             else:
@@ -549,6 +590,8 @@ class _Builder:
         for alias in node.names:
             self.names.scope_of[alias] = self.scope
             if alias.name == "*":
+                for name, origin in _STAR_EXPORTS.get(node.module or "", {}).items():
+                    self.bind(name, alias, "import", origin=origin)
                 continue
             if node.module and node.level == 0:
                 self.bind(

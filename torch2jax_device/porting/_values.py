@@ -631,16 +631,22 @@ class Values:
     def stored_attributes(
         self, node: ast.Attribute, seen: set[int] | None = None
     ) -> list[ast.expr]:
-        """What ``self.x = value`` stores, for ``self.x`` read in a method of the class, or
-        ``obj.x`` where ``obj`` is an instance of a class of the file (``seen``: the nodes
-        ``instance_classes`` has asked about on the way here, so a class whose attribute
-        holds its own instances, ``self.next = Node(self.next)``, ends)."""
-        owners: list[ast.AST]
+        """What ``self.x = value`` stores, for ``self.x`` read in a method of the class (or,
+        where the class stores no ``x``, of the nearest base class of the file that does:
+        ColossalChat's ``SimpleConsumer(BaseConsumer)`` reads the ``self.booster`` its base
+        made), or ``obj.x`` where ``obj`` is an instance of a class of the file (``seen``:
+        the nodes ``instance_classes`` has asked about on the way here, so a class whose
+        attribute holds its own instances, ``self.next = Node(self.next)``, ends)."""
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             owner = self.names.enclosing(node, ast.ClassDef)
-            owners = [owner] if owner is not None else []
-        else:
-            owners = list(self.instance_classes(node.value, set() if seen is None else seen))
+            stored = self._stored_in(owner, node.attr) if isinstance(owner, ast.ClassDef) else None
+            return stored or []
+        owners = self.instance_classes(node.value, set() if seen is None else seen)
+        stores = self._attribute_stores()
+        return [v for owner in owners for v in stores.get((id(owner), node.attr), [])]
+
+    def _attribute_stores(self) -> dict[tuple[int, str], list[ast.expr]]:
+        """(id of a class, attribute) -> the values its methods' ``self.x = value`` store."""
         if self._attributes is None:
             self._attributes = {}
             for target in ast.walk(self.names.tree):
@@ -655,7 +661,23 @@ class Values:
                     if klass is not None and isinstance(statement, ast.Assign):
                         key = (id(klass), target.attr)
                         self._attributes.setdefault(key, []).append(statement.value)
-        return [v for owner in owners for v in self._attributes.get((id(owner), node.attr), [])]
+        return self._attributes
+
+    def _stored_in(self, klass: ast.ClassDef, attr: str, depth: int = 0) -> list[ast.expr] | None:
+        """What ``klass`` stores in ``self.attr``, else what its nearest base class of the
+        file that stores it does (``None``: none of them stores it)."""
+        stored = self._attribute_stores().get((id(klass), attr))
+        if stored is not None or depth > 8:
+            return stored
+        for base in klass.bases:
+            if not isinstance(base, ast.Name):
+                continue
+            for binding in self.names.bindings(base):
+                if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
+                    found = self._stored_in(binding.node, attr, depth + 1)
+                    if found is not None:
+                        return found
+        return None
 
     def instance_classes(self, node: ast.AST, seen: set[int]) -> list[ast.ClassDef]:
         """The classes of the file ``node`` is evidently an instance of."""

@@ -283,5 +283,8 @@ def _decided_elsewhere(r: Recogniser, node: ast.AST, path: list[ast.AST]) -> boo
             return True
         name = r.qualname(func) or ""
         foreign = bool(name) and not name.startswith("torch")
-        return foreign and name.rsplit(".", 1)[-1][:1].isupper()
+        last = name.rsplit(".", 1)[-1]
+        # a class's name, not absl's flags.DEFINE_string("device", "cpu", help)
+        declares = "_" in last and last.split("_")[0].isupper()
+        return foreign and last[:1].isupper() and not declares
     return False

@@ -17,6 +17,7 @@ __all__ = [
     "collective_advice",
     "device_keys_spread",
     "held_no_sync",
+    "mesh_names_read",
     "mesh_query",
     "wrapped_keys",
     "wrapper_attribute",
@@ -212,6 +213,25 @@ def mesh_query(r: Recogniser, call: ast.Call, method: ast.Attribute) -> bool:
         return False
     r.add(call, "dist-mesh-queries", position=r.file.method_position(method))
     return True
+
+
+def mesh_names_read(r: Recogniser, node: ast.Attribute) -> None:
+    """``dist-mesh-queries``: ``device_mesh.mesh_dim_names`` read, on a mesh as
+    ``mesh_query`` tells one (``if "tp" in device_mesh.mesh_dim_names:``)."""
+    if node.attr != "mesh_dim_names" or not isinstance(node.ctx, ast.Load):
+        return
+    named = last_name(node.value)
+    if id(node) in r.reported or (
+        DEVICE_MESH not in r.file.values.kinds(node.value)
+        and (named is None or "mesh" not in named.lower())
+    ):
+        return
+    r.add(
+        node,
+        "dist-mesh-queries",
+        f"{r.text(node.value)}.axis_names  # a jax.sharding.Mesh's names of its axes",
+        position=r.file.method_position(node),
+    )
 
 
 def collective_advice(r: Recogniser, call: ast.Call | None, name: str) -> str | None:

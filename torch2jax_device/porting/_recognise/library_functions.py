@@ -115,6 +115,10 @@ def _ema_state(r: Recogniser, call: ast.Call) -> str:
     )
 
 
+def _unwrapped(r: Recogniser, call: ast.Call) -> str:
+    return f"{_first(r, call, 'model')}  # the model itself: the port keeps its own nnx module"
+
+
 def _fixed(advice: str) -> Callable[[Recogniser, ast.Call], str]:
     return lambda r, call: advice
 
@@ -177,6 +181,11 @@ FUNCTIONS: dict[str, tuple[str, Callable[[Recogniser, ast.Call], str]]] = {
         ),
     ),
     "timm.utils.get_state_dict": ("library-checkpoint", _ema_state),
+    "transformers.modeling_utils.unwrap_model": ("library-prepare", _unwrapped),
+    "transformers.utils.is_sagemaker_mp_enabled": (
+        "library-strategy",
+        _fixed("False  # SageMaker's model parallelism: shard over a mesh's model axis instead"),
+    ),
     "fairseq.utils.move_to_cuda": ("library-to-device", _moved),
     "fairseq.utils.move_to_cpu": ("library-to-device", _moved),
 }

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from .base import Recogniser
 
-__all__ = ["model_shared", "profiler_report", "work_waited"]
+__all__ = ["model_shared", "profiler_report", "sampler_epoch", "work_waited"]
 
 # torch's profilers, whose object's methods report what was recorded.
 _PROFILERS = frozenset({"torch.profiler.profile", "torch.autograd.profiler.profile"})
@@ -103,6 +103,26 @@ def model_shared(r: Recogniser, call: ast.Call) -> None:
         return
     if r.file.values.module_framework(func.value) in ("torch", "module"):
         r.add(call, "mp-spawn", _SHARED, position=r.file.method_position(func))
+
+
+def sampler_epoch(r: Recogniser, call: ast.Call) -> None:
+    """``dist-sampler-global-batch``: ``loader.sampler.set_epoch(epoch)``, a loader's
+    sampler told the epoch (a ``DistributedSampler``'s shuffle per epoch: no other torch
+    sampler has the method)."""
+    func = call.func
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr == "set_epoch"
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr in ("sampler", "batch_sampler")
+        and id(call) not in r.reported
+    ):
+        r.add(
+            call,
+            "dist-sampler-global-batch",
+            "keep it: a tj.DeviceLoader reads .sampler through to the DataLoader it wraps",
+            position=r.file.method_position(func),
+        )
 
 
 def _made_by(r: Recogniser, name: ast.Name, made: Callable[[str], bool]) -> bool:

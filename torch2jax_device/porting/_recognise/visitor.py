@@ -10,6 +10,7 @@ from .._tables import ADVICE, NEW_FACTORIES, wildcard
 from .._values import FOREIGN, UNKNOWN, last_name
 from . import (
     checkpoints,
+    colossalai,
     creation,
     ddp_semantics,
     device_literals,
@@ -33,6 +34,7 @@ from . import (
     optimizers,
     parameter_defaults,
     placement,
+    plugins,
     project_aliases,
     settings,
     start_contexts,
@@ -58,7 +60,8 @@ _KIND_METHODS = {
 # StandardScaler fits and transforms).
 _SCALER = re.compile(r"(^|_)scaler$", re.IGNORECASE)
 _SCALER_METHODS = frozenset(
-    "scale unscale_ step update state_dict load_state_dict get_scale is_enabled".split()
+    "scale unscale_ step update state_dict load_state_dict get_scale is_enabled "
+    "_get_scale_async".split()
 )
 # A method of the project's own that applies FSDP (``task.prepare_fsdp(...)``).
 _FSDP = re.compile(r"(^|_)fsdp($|_)", re.IGNORECASE)
@@ -103,6 +106,7 @@ class Detector(Recogniser):
         if maximal and self._class_member(node) and self.qualified(node.value):
             return  # StateDictType.SHARDED_STATE_DICT: a member of a catalog's class
         distributed.held_no_sync(self, node)
+        distributed.mesh_names_read(self, node)
         module_methods.compiled_original(self, node)
         library_functions.library_member(self, node)
         if (
@@ -245,6 +249,7 @@ class Detector(Recogniser):
         torch_objects.work_waited(self, node)
         torch_objects.profiler_report(self, node)
         torch_objects.model_shared(self, node)
+        torch_objects.sampler_epoch(self, node)
         project_aliases.ddp_by_alias(self, node)
         project_aliases.torch_call_by_name(self, node)
         project_aliases.held_module_call(self, node)
@@ -256,6 +261,9 @@ class Detector(Recogniser):
         library_functions.trainer_internal(self, node)
         library_functions.engine_checkpoint(self, node)
         library_functions.fairseq_state_loaded(self, node)
+        colossalai.plugin_options(self, node)
+        colossalai.plugin_loader(self, node)
+        colossalai.boosted_unwrapped(self, node)
         func = node.func
         if isinstance(func, ast.Attribute) and self.qualname(func) is None:
             self.method_call(node, func)
@@ -435,6 +443,12 @@ class Detector(Recogniser):
         settings.launcher_setting(self, node)
         device_types.index_sliced(self, node)
         self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        plugins.plugin_imported(self, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        plugins.plugin_imported(self, node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         libraries.device_map_test(self, node)

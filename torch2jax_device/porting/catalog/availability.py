@@ -386,7 +386,10 @@ ROWS: tuple[Idiom, ...] = (
             "`torch.accelerator` that no other row covers (memory, streams, RNG, the "
             "plugin's own settings), so none is skipped silently; their counterparts are "
             "the `torch.cuda` rows' (Memory, Randomness, Streams) with the accelerator JAX "
-            "has."
+            "has. `import torch_npu` (`torch_mlu`, `torch_musa`, Habana's "
+            "`habana_frameworks.torch.core`) adds the plugin's device to torch, and `from "
+            "torch_npu.contrib import transfer_to_npu` patches `torch.cuda`'s calls onto "
+            "the NPU: the port imports neither."
         ),
         runs=False,
         torch_api=(*(f"{module}.*" for module in ACCELERATOR_MODULES), "torch.accelerator.*"),

@@ -649,7 +649,8 @@ ROWS: tuple[Idiom, ...] = (
             "sizes are `mesh.shape[name]` (`mesh.size` is the number of devices), the "
             "process's rank is `tj.distributed.get_rank()`, and a position along an axis "
             "is `jax.lax.axis_index(name)` inside `shard_map`, where each device computes "
-            "its part. `get_group(dim)` has no counterpart: collectives name the axis."
+            "its part. `get_group(dim)` has no counterpart: collectives name the axis. "
+            "`mesh.mesh_dim_names` is a JAX mesh's `axis_names`."
         ),
         runs=False,
         torch_api=(
@@ -658,6 +659,7 @@ ROWS: tuple[Idiom, ...] = (
             "DeviceMesh.size",
             "DeviceMesh.get_group",
             "DeviceMesh.get_coordinate",
+            "DeviceMesh.mesh_dim_names",
         ),
         rewrite="advice",
     ),

@@ -159,7 +159,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "DeepSpeed's `with deepspeed.zero.Init():` builds the model partitioned over the "
             "ranks: `nnx.eval_shape` builds it with no memory, and `tj.load_state` fills "
             "it where it goes. "
-            "Accelerate's `get_max_memory()` is the budget map `max_memory=` takes (a "
+            "Accelerate's `get_max_memory()` (and `get_balanced_memory()`, the same budgets "
+            "balanced over the GPUs) is the budget map `max_memory=` takes (a "
             "map trimmed before it is handed over is reported where it changes). "
             "Stable-Baselines3's `ReplayBuffer(..., device)` and "
             "`RolloutBuffer` hand back torch tensors on that device: keep NumPy in the "
@@ -192,6 +193,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "llmfoundry.utils.process_init_device",
             "llmfoundry.utils.config_utils.process_init_device",
             "accelerate.utils.modeling.get_max_memory",
+            # the budgets balanced over the GPUs, for infer_auto_device_map's max_memory=
+            "accelerate.utils.get_balanced_memory",
+            "accelerate.utils.modeling.get_balanced_memory",
             "torchtune.training.get_device",
             "torchtune.utils.get_device",
             # torchtune's memory statistics of the device it chose, its memory freed
@@ -251,6 +255,9 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "gradients (the optimizer itself, with a replicated model); TorchRec's "
             "`DistributedModelParallel(module, device=, plan=)` shards the embedding tables and "
             "replicates the rest; DGL's `DataLoader(use_ddp=True)` splits the indices per rank."
+            " ColossalAI's `plugin.prepare_dataloader(dataset, ...)` splits the data per "
+            "data-parallel rank, and a boosted model's `model.unwrap()` is the model itself "
+            "(Transformers' `unwrap_model(model)` likewise)."
         ),
         runs=False,
         torch_api=(
@@ -262,6 +269,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Accelerator.unwrap_model",
             "Accelerator.split_between_processes",
             "Accelerator.skip_first_batches",
+            # Transformers' unwrap_model (the model under DDP, DeepSpeed, a compiled wrapper)
+            "transformers.modeling_utils.unwrap_model",
             # what prepare() wrapped, kept in the Accelerator's own lists
             "Accelerator._optimizers",
             "Accelerator._models",
@@ -300,6 +309,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "modules and containers of them; `tj.to_device` moves arrays, trees of them and "
             "Flax NNX modules."
             " fairseq's `utils.move_to_cuda(sample)` / `move_to_cpu` likewise."
+            " Accelerate's hooks `cpu_offload_with_hook(module, device)` and "
+            "`AlignDevicesHook(device)` move a module's weights to the execution device "
+            "before each forward: place the arrays once with `tj.to_device`, or keep them in "
+            "host memory (`library-cpu-offload`). A Trainer subclass's "
+            "`self._prepare_inputs(inputs)` moves the batch to `args.device`: "
+            "`tj.to_device(inputs, device)`."
         ),
         runs=False,
         torch_api=(
@@ -308,9 +323,17 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "accelerate.utils.operations.send_to_device",
             "torchtune.utils.batch_to_device",
             "torchtune.training.batch_to_device",
+            # a Trainer's batch moved to args.device (a subclass's training_step)
+            "Trainer._prepare_inputs",
+            "Trainer._prepare_input",
             # fairseq's moves of a sample (a nested dict of tensors)
             "fairseq.utils.move_to_cuda",
             "fairseq.utils.move_to_cpu",
+            # Accelerate's big-model hooks: a module's weights moved to the execution
+            # device before its forward (and back after it)
+            "accelerate.cpu_offload_with_hook",
+            "accelerate.hooks.cpu_offload_with_hook",
+            "accelerate.hooks.AlignDevicesHook",
         ),
         rewrite="advice",
     ),
@@ -396,6 +419,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy.distrib.all_reduce",
             "flashy.distrib.broadcast_tensors",
             "flashy.distrib.barrier",
+            # PyTorch-Ignite's idist (its all_gather hands back the gathered tensor)
+            *(
+                f"ignite.distributed.{name}"
+                for name in ("all_gather", "all_reduce", "broadcast", "barrier")
+            ),
             # Horovod's collectives (an allreduce averages by default)
             *(
                 f"horovod.torch.{name}"
@@ -459,6 +487,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Booster.backward",
             "Booster.no_sync",
             "Booster.execute_pipeline",
+            # a Trainer's autocast context for the forward, and SageMaker's pipelined
+            # forward and backward (a subclass's training_step)
+            "Trainer.compute_loss_context_manager",
+            "Trainer.autocast_smart_context_manager",
+            "transformers.trainer_pt_utils.smp_forward_backward",
             # Accelerate's loss scaler skipped the step; timm's scalers run the backward
             "Accelerator.optimizer_step_was_skipped",
             "timm.utils.NativeScaler",
@@ -514,6 +547,8 @@ _OWN_ROWS: tuple[Idiom, ...] = (
         ),
         runs=False,
         torch_api=(
+            # SageMaker model parallelism asked for (a Trainer subclass's training_step)
+            "transformers.utils.is_sagemaker_mp_enabled",
             *(
                 f"{package}.{strategy}"
                 for package in (
@@ -635,6 +670,11 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "and loaded) likewise."
             " timm's `get_state_dict(model_ema)` is `tj.state_dict(model)`, and its loss "
             "scaler's `state_dict()` has nothing to keep without loss scaling."
+            " Diffusers' `EMAModel.from_pretrained(dir, model_cls=...)` loads the EMA copy: "
+            "`tj.load_state(ema_model, path)`."
+            " Accelerate's `load_checkpoint_in_model(model, path, device_map=)` loads a "
+            "checkpoint into a model by a device map: `tj.load_state(model, path, "
+            "device_map=...)`."
         ),
         runs=False,
         torch_api=(
@@ -655,6 +695,12 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "Booster.load_optimizer",
             "Booster.save_lr_scheduler",
             "Booster.load_lr_scheduler",
+            # Diffusers' EMA copy of a model, loaded from a saved one (save_pretrained's)
+            "diffusers.training_utils.EMAModel.from_pretrained",
+            # Accelerate's loader of a checkpoint into a model, placed by a device map
+            "accelerate.load_checkpoint_in_model",
+            "accelerate.utils.load_checkpoint_in_model",
+            "accelerate.utils.modeling.load_checkpoint_in_model",
             "Trainer.save_model",
             "Trainer._save",
             "Trainer._save_checkpoint",
@@ -716,10 +762,25 @@ _OWN_ROWS: tuple[Idiom, ...] = (
             "flashy's `distrib.rank()`, `world_size()`, `is_rank_zero()`) likewise."
             " Horovod's `hvd.rank()`, `local_rank()`, `size()` and `local_size()`, TorchRec's "
             "`get_local_size()` and Transformers' `get_process_log_level()` (a level for the "
-            "main process, another for the rest) likewise."
+            "main process, another for the rest) likewise; so are PyTorch-Ignite's "
+            "`idist.get_rank()`, `get_local_rank()`, `get_world_size()`, "
+            "`get_nproc_per_node()`, `get_nnodes()` and `get_node_rank()` (`import "
+            'ignite.distributed as idist`, or MONAI\'s `optional_import("ignite", ..., '
+            '"distributed")`), and its collectives `library-collective`\'s.'
         ),
         runs=False,
         torch_api=(
+            *(
+                f"ignite.distributed.{name}"
+                for name in (
+                    "get_rank",
+                    "get_local_rank",
+                    "get_world_size",
+                    "get_nproc_per_node",
+                    "get_nnodes",
+                    "get_node_rank",
+                )
+            ),
             "Accelerator.is_main_process",
             "Accelerator.is_local_main_process",
             "Accelerator.process_index",
