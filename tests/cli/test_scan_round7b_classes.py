@@ -80,6 +80,17 @@ def advice_only(source: str) -> None:
         assert ported[line - 1] == original[line - 1], (line, ported[line - 1])
 
 
+def marked(source: str) -> None:
+    """``check`` and ``advice_only``: every mark found, as advice."""
+    check(source)
+    advice_only(source)
+
+
+def silenced(source: str) -> str:
+    """``source`` with every mark made ``# silent`` (a class's twin)."""
+    return re.sub(r"#\s*->\s*[\w-]+\s*$", "# silent", source, flags=re.MULTILINE)
+
+
 # -- Ray: GPU requests, the devices given, the collectives -----------------------------------
 _RAY_IMPORTS = {
     "import ray": "import ray\n",

@@ -34,22 +34,12 @@ Each line that a class covers is marked in its snippet with ``# -> rule``, each 
 from __future__ import annotations
 
 import itertools
-import re
 
 import pytest
 
-from tests.cli.test_scan_round7b_classes import advice_only, check
-
-
-def _marked(source: str) -> None:
-    check(source)
-    advice_only(source)
-
-
-def _silenced(source: str) -> str:
-    """``source`` with every mark made ``# silent``."""
-    return re.sub(r"#\s*->\s*[\w-]+\s*$", "# silent", source, flags=re.MULTILINE)
-
+from tests.cli.test_scan_round7b_classes import check
+from tests.cli.test_scan_round7b_classes import marked as _marked
+from tests.cli.test_scan_round7b_classes import silenced as _silenced
 
 # -- the compiler's settings, a compiled module asked for --------------------------------------
 _COMPILER_IMPORTS = {

@@ -27,25 +27,15 @@ Each line that a class covers is marked in its snippet with ``# -> rule``, each 
 from __future__ import annotations
 
 import itertools
-import re
 
 import pytest
 
-from tests.cli.test_scan_round7b_classes import advice_only, check
+from tests.cli.test_scan_round7b_classes import check
+from tests.cli.test_scan_round7b_classes import marked as _marked
+from tests.cli.test_scan_round7b_classes import silenced as _silenced
 from tests.support.cli import scan_text
 from torch2jax_device.porting import catalog
 from torch2jax_device.porting._recognise.library_functions import FUNCTIONS
-
-
-def _marked(source: str) -> None:
-    check(source)
-    advice_only(source)
-
-
-def _silenced(source: str) -> str:
-    """``source`` with every mark made ``# silent``."""
-    return re.sub(r"#\s*->\s*[\w-]+\s*$", "# silent", source, flags=re.MULTILINE)
-
 
 # -- the launchers' variables named in a list over several lines --------------------------------
 _LISTED = (
