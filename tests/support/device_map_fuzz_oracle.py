@@ -41,7 +41,6 @@ import functools
 import importlib.util
 import logging
 import tempfile
-import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -277,28 +276,10 @@ def accelerates(draw: Draw, model: torch.nn.Module, *, reserve: bool = False) ->
 
 
 def judge(draw: Draw, tally: Tally | None = None) -> list[Finding]:
-    """What is wrong with tj's plan and placing of ``draw`` that no row explains."""
+    """What is wrong with tj's plan and placing of ``draw`` that no row explains (a crash
+    of either side included; tj's narrowing of int64, said once per load, is no finding)."""
     tally = tally if tally is not None else Tally()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tj's narrowing of int64, said once per load
-            _judge(draw, tally)
-    except Different as different:
-        return [Finding(draw, *different.parts)]
-    except Explained as explained:
-        tally.explained[explained.row] += 1
-    except Exception as error:  # a crash on either side is a finding, named
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        return [
-            Finding(
-                draw,
-                f"crash: {type(error).__name__}",
-                f"{Path(where.filename).name}:{where.lineno}",
-                "",
-                str(error)[:300],
-            )
-        ]
-    return []
+    return fuzz_runs.outcome(draw, _judge, tally, Finding, crashes=True)
 
 
 def _judge(draw: Draw, tally: Tally) -> None:
